@@ -1,0 +1,137 @@
+//! [`build`]: the Job object for a [`Spec`].
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::batch::v1::{Job, JobSpec};
+use k8s_openapi::api::core::v1::{
+    Container, PodSpec, PodTemplateSpec, SecurityContext, Toleration,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::Spec;
+use crate::names::node_label_value;
+
+/// The annotation that carries the target node's name verbatim.
+///
+/// The label cannot: a node name is a DNS subdomain and may be 253 characters, while a label
+/// value may be 63. [`build`] therefore puts [`crate::node_label_value`] in the label and the
+/// full name here, where there is no limit.
+pub const NODE_ANNOTATION: &str = "stratum.ciq.com/node";
+
+/// The label the Job controller puts on a Job's pods, with the Job's UID as value.
+pub const CONTROLLER_UID_LABEL: &str = "batch.kubernetes.io/controller-uid";
+
+/// The default image: contains `nsenter`, pinned by digest.
+pub const IMAGE: &str = "docker.io/library/alpine:3.22@sha256:14358309a308569c32bdc37e2e0e9694be33a9d99e68afb0f5ff33cc1f695dce";
+
+/// Renders the Job object for `spec`. Pure, so the pod spec is testable without a cluster.
+///
+/// The Job runs one privileged pod on `spec.node` that executes `spec.argv` once:
+///
+/// - the Job and its pod carry the `spec.label_key` label with [`node_label_value`] of the
+///   node, so a selector finds every Job for a node, and [`NODE_ANNOTATION`] with the node
+///   verbatim, so [`crate::job_node`] can name it whatever its length;
+/// - `backoffLimit: 0`: a host operation is never retried behind the caller's back;
+/// - `podReplacementPolicy: Failed`: no replacement pod, and so no second host exec, while the
+///   first pod is still terminating;
+/// - `activeDeadlineSeconds`: `spec.active_deadline` rounded up to whole seconds, so the
+///   deadline is never shorter than asked;
+/// - `nodeName`: bound to the node directly, bypassing the scheduler, which would refuse a
+///   cordoned node;
+/// - `restartPolicy: Never`: a failed exec fails the pod instead of re-running in place;
+/// - `hostPID` and `hostNetwork`: `nsenter` reaches PID 1's namespaces, and the pod needs no
+///   pod network (which may be what is being upgraded);
+/// - `dnsPolicy: ClusterFirstWithHostNet`: cluster DNS still resolves on the host network;
+/// - `automountServiceAccountToken: false` and `enableServiceLinks: false`: a privileged host
+///   process gets no API credentials and no service environment it does not need;
+/// - tolerations `[{operator: Exists}]`: it must run on a cordoned, tainted or NotReady node;
+/// - `priorityClassName: system-node-critical` exactly when `spec.critical`, so the kubelet
+///   admits it under node pressure (see [`Spec::critical`]);
+/// - one container, `spec.container`, whose `command` is `spec.argv` verbatim with no `args`
+///   and no shell, so no interpreter re-parses a caller's value; `privileged`, for `nsenter`;
+///   `terminationMessagePolicy: FallbackToLogsOnError`, so a failure's message carries the tail
+///   of its output; image [`Spec::image`], pinned by digest.
+pub fn build(spec: &Spec) -> Job {
+    let labels = BTreeMap::from([(spec.label_key.clone(), node_label_value(&spec.node))]);
+    let annotations = BTreeMap::from([(NODE_ANNOTATION.to_owned(), spec.node.clone())]);
+
+    let container = Container {
+        name: spec.container.clone(),
+        image: Some(spec.image().to_owned()),
+        command: Some(spec.argv.clone()),
+        args: None,
+        security_context: Some(SecurityContext {
+            privileged: Some(true),
+            ..SecurityContext::default()
+        }),
+        termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
+        ..Container::default()
+    };
+
+    let pod = PodSpec {
+        node_name: Some(spec.node.clone()),
+        restart_policy: Some("Never".to_owned()),
+        host_pid: Some(true),
+        host_network: Some(true),
+        dns_policy: Some("ClusterFirstWithHostNet".to_owned()),
+        automount_service_account_token: Some(false),
+        enable_service_links: Some(false),
+        tolerations: Some(vec![Toleration {
+            operator: Some("Exists".to_owned()),
+            ..Toleration::default()
+        }]),
+        priority_class_name: spec.critical.then(|| "system-node-critical".to_owned()),
+        containers: vec![container],
+        ..PodSpec::default()
+    };
+
+    Job {
+        metadata: ObjectMeta {
+            name: Some(spec.name.clone()),
+            namespace: Some(spec.namespace.clone()),
+            labels: Some(labels.clone()),
+            annotations: Some(annotations.clone()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(JobSpec {
+            backoff_limit: Some(0),
+            pod_replacement_policy: Some("Failed".to_owned()),
+            active_deadline_seconds: Some(deadline_seconds(spec.active_deadline)),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels),
+                    annotations: Some(annotations),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(pod),
+            },
+            ..JobSpec::default()
+        }),
+        status: None,
+    }
+}
+
+/// Whether `image` is pinned by digest: `<reference>@sha256:<64 lowercase hex digits>`, so the
+/// privileged pod runs exactly the bytes that were reviewed, whatever a tag points at now.
+pub(crate) fn is_digest_pinned(image: &str) -> bool {
+    let Some((reference, digest)) = image.rsplit_once('@') else {
+        return false;
+    };
+    let Some(hex) = digest.strip_prefix("sha256:") else {
+        return false;
+    };
+    !reference.is_empty()
+        && !reference.contains(char::is_whitespace)
+        && hex.len() == 64
+        && hex
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// `deadline` in whole seconds, rounded up, saturating at `i64::MAX`.
+fn deadline_seconds(deadline: std::time::Duration) -> i64 {
+    let secs = deadline
+        .as_secs()
+        .saturating_add(u64::from(deadline.subsec_nanos() > 0));
+    i64::try_from(secs).unwrap_or(i64::MAX)
+}

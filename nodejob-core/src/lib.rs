@@ -1,0 +1,55 @@
+//! The pure core of nodejob: everything about running one privileged, node-pinned Kubernetes
+//! Job except talking to a cluster.
+//!
+//! A Job's pod is `hostPID`/`hostNetwork`/privileged; its container `nsenter`s PID 1 and execs
+//! an on-host binary with a shell-free argv; the caller gates on the result (success, exit code,
+//! log). This crate holds:
+//!
+//! - pure functions: [`build`], [`trunc_name`], [`node_label_value`], [`job_node`],
+//!   [`finished`], [`ready`], [`Spec::validate`];
+//! - the run state machine ([`runner::Machine`]), sans-IO: it takes observations and returns
+//!   intents, and never awaits;
+//! - the [`JobApi`] trait, one method per API verb, and thin async loops over it: [`run`],
+//!   [`run_exit_code`], [`run_exit_code_logs`], [`logs`], [`delete_and_wait`],
+//!   [`delete_exact_and_wait`], [`wait_ready`].
+//!
+//! It does **not** talk to a cluster, read a clock or draw randomness: backends
+//! (`nodejob-kube`, `nodejob-fake`) implement [`JobApi`] and [`Clock`].
+//!
+//! ```text
+//!   Spec ──validate──▶ Machine ──Intent──▶ async loop ──▶ JobApi (kube / fake)
+//!                         ▲                     │
+//!                         └────Observation──────┘
+//! ```
+
+mod api;
+mod error;
+mod job;
+mod names;
+pub mod runner;
+mod spec;
+mod status;
+mod wait;
+
+use std::time::Duration;
+
+pub use api::{ApiResult, Change, Clock, JobApi};
+pub use error::{ApiError, Error, ErrorKind, JobRef, Result};
+pub use job::{CONTROLLER_UID_LABEL, IMAGE, NODE_ANNOTATION, build};
+pub use names::{node_label_value, trunc_name};
+pub use runner::{logs, run, run_exit_code, run_exit_code_logs};
+pub use spec::{Level, Note, Sink, Spec};
+pub use status::{condition, failed, finished, job_node, ready, succeeded};
+pub use wait::{DELETE_TIMEOUT, delete_and_wait, delete_exact_and_wait, wait_ready};
+
+/// One unit of the wait bound: a runner waits `poll_attempts` x `POLL_INTERVAL` at most. Waiting
+/// itself is event-driven, so this is a bound, not a polling period.
+pub const POLL_INTERVAL: Duration = Duration::from_secs(5);
+
+/// The most of a log a runner reads (`limitBytes`).
+pub const LOG_LIMIT_BYTES: u64 = 4 << 20;
+
+/// The README's example runs as a doctest, so it cannot drift from the code.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;

@@ -1,0 +1,584 @@
+//! Table tests of the run state machine: `(state, observation) -> intent`, no I/O at all.
+
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::JobStatus;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Preconditions;
+use nodejob_core::runner::{Intent, Machine, Mode, Observation as Obs, Report};
+use nodejob_core::{ApiError, Change, Error, Level, POLL_INTERVAL, build};
+use support::*;
+
+const T0: Duration = Duration::ZERO;
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+fn exact(uid: &str, rv: u32) -> Intent {
+    Intent::DeleteJob(Preconditions {
+        uid: Some(uid.into()),
+        resource_version: Some(rv.to_string()),
+    })
+}
+
+fn wait(rv: u32, timeout: Duration) -> Intent {
+    Intent::WaitJob {
+        since: Some(rv.to_string()),
+        timeout,
+    }
+}
+
+fn finish_ok(exit_code: i32, log: Option<&str>) -> Intent {
+    Intent::Finish(Ok(Report {
+        exit_code,
+        log: log.map(String::from),
+    }))
+}
+
+fn bound() -> Duration {
+    spec().wait_bound()
+}
+
+fn machine(mode: Mode) -> Machine {
+    let mut m = Machine::new(&spec(), mode, T0);
+    assert_eq!(m.start().intent, Intent::GetJob);
+    m
+}
+
+/// A machine that created job `ours` (rv 1) at T0 and saw it run (rv 3).
+fn machine_waiting(mode: Mode) -> Machine {
+    let mut m = machine(mode);
+    m.step(
+        T0,
+        Obs::Failed(ApiError::not_found(
+            "jobs.batch \"upgrade-node-a\" not found",
+        )),
+    );
+    m.step(T0, Obs::Job(job("ours", 1)));
+    let s = m.step(secs(2), Obs::Changed(Change::Applied(running("ours", 3))));
+    assert_eq!(s.intent, wait(3, bound() - secs(2)));
+    m
+}
+
+fn err(intent: Intent) -> Error {
+    match intent {
+        Intent::Finish(Err(e)) => e,
+        other => panic!("expected a failed finish, got {other:?}"),
+    }
+}
+
+#[test]
+fn no_job_creates_exactly_what_build_renders() {
+    let mut m = machine(Mode::Run);
+    let s = m.step(T0, Obs::Failed(ApiError::not_found("not found")));
+    assert_eq!(s.intent, Intent::CreateJob(Box::new(build(&spec()))));
+}
+
+#[test]
+fn created_job_is_waited_for_by_its_resource_version_one_interval_while_podless() {
+    let mut m = machine(Mode::Run);
+    m.step(T0, Obs::Failed(ApiError::not_found("not found")));
+    let s = m.step(T0, Obs::Job(job("ours", 1)));
+    assert_eq!(s.intent, wait(1, POLL_INTERVAL));
+    assert!(
+        s.notes.iter().any(|n| n.message.contains("uid ours")),
+        "{:?}",
+        s.notes
+    );
+}
+
+#[test]
+fn stale_finished_job_is_deleted_exactly_then_waited_gone_then_replaced() {
+    for stale in [complete("old", 7), failed("old", 7)] {
+        let mut m = machine(Mode::Run);
+        let s = m.step(T0, Obs::Job(stale));
+        assert_eq!(s.intent, exact("old", 7));
+        assert_eq!(s.notes[0].level, Level::Warn);
+        assert_eq!(m.step(T0, Obs::Deleted).intent, wait(7, bound()));
+        let s = m.step(
+            secs(1),
+            Obs::Changed(Change::Applied(deleting(complete("old", 8)))),
+        );
+        assert_eq!(s.intent, wait(8, bound() - secs(1)));
+        let s = m.step(
+            secs(2),
+            Obs::Changed(Change::Deleted(deleting(complete("old", 9)))),
+        );
+        assert_eq!(s.intent, Intent::CreateJob(Box::new(build(&spec()))));
+    }
+}
+
+#[test]
+fn stale_job_being_deleted_is_waited_gone_not_deleted_again() {
+    let mut m = machine(Mode::Run);
+    let s = m.step(T0, Obs::Job(deleting(running("old", 4))));
+    assert_eq!(s.intent, wait(4, bound()));
+    let s = m.step(
+        secs(3),
+        Obs::Changed(Change::Deleted(deleting(running("old", 5)))),
+    );
+    assert!(matches!(s.intent, Intent::CreateJob(_)));
+}
+
+#[test]
+fn stale_running_job_is_never_killed_but_waited_for_then_replaced() {
+    let mut m = machine(Mode::Run);
+    let s = m.step(T0, Obs::Job(running("old", 4)));
+    assert_eq!(s.intent, wait(4, bound()));
+    assert_eq!(s.notes[0].level, Level::Warn);
+    assert!(
+        s.notes[0].message.contains("still running"),
+        "{}",
+        s.notes[0].message
+    );
+    // Progress of the stale Job is not a reason to delete it.
+    let s = m.step(secs(5), Obs::Changed(Change::Applied(running("old", 5))));
+    assert_eq!(s.intent, wait(5, bound() - secs(5)));
+    let s = m.step(secs(6), Obs::Changed(Change::TimedOut));
+    assert_eq!(s.intent, wait(5, bound() - secs(6)));
+    let s = m.step(secs(9), Obs::Changed(Change::Applied(complete("old", 6))));
+    assert_eq!(s.intent, exact("old", 6));
+}
+
+#[test]
+fn stale_running_job_that_outlasts_the_bound_is_left_running() {
+    let mut m = machine(Mode::Run);
+    m.step(T0, Obs::Job(running("old", 4)));
+    let e = err(m.step(bound(), Obs::Changed(Change::TimedOut)).intent);
+    assert!(matches!(e, Error::Timeout { .. }), "{e}");
+    assert!(e.to_string().contains("left in place"), "{e}");
+}
+
+#[test]
+fn stale_job_replaced_between_inspect_and_delete_is_left_alone() {
+    let mut m = machine(Mode::Run);
+    m.step(T0, Obs::Job(complete("old", 7)));
+    let s = m.step(
+        T0,
+        Obs::Failed(ApiError::conflict(
+            "Precondition failed: UID in precondition: old, UID in object meta: new",
+        )),
+    );
+    assert_eq!(s.intent, Intent::GetJob);
+    let e = err(m.step(T0, Obs::Job(running("new", 9))).intent);
+    assert!(matches!(e, Error::Contended { .. }), "{e}");
+    assert!(e.to_string().contains("upgrade-node-a"), "{e}");
+}
+
+#[test]
+fn stale_job_whose_status_moved_is_inspected_again_and_deleted_at_its_new_version() {
+    let mut m = machine(Mode::Run);
+    m.step(T0, Obs::Job(complete("old", 7)));
+    m.step(T0, Obs::Failed(ApiError::conflict("Precondition failed: ResourceVersion in precondition: 7, ResourceVersion in object meta: 8")));
+    assert_eq!(
+        m.step(T0, Obs::Job(complete("old", 8))).intent,
+        exact("old", 8)
+    );
+}
+
+#[test]
+fn stale_job_deleted_by_someone_else_before_our_delete_is_replaced() {
+    let mut m = machine(Mode::Run);
+    m.step(T0, Obs::Job(complete("old", 7)));
+    let s = m.step(T0, Obs::Failed(ApiError::not_found("not found")));
+    assert!(matches!(s.intent, Intent::CreateJob(_)));
+}
+
+#[test]
+fn new_job_appearing_while_the_stale_one_goes_is_another_actors() {
+    let mut m = machine(Mode::Run);
+    m.step(T0, Obs::Job(deleting(complete("old", 4))));
+    let e = err(m
+        .step(T0, Obs::Changed(Change::Applied(running("other", 6))))
+        .intent);
+    assert!(matches!(e, Error::Contended { .. }), "{e}");
+}
+
+#[test]
+fn already_exists_on_create_is_another_actors_job() {
+    let mut m = machine(Mode::Run);
+    m.step(T0, Obs::Failed(ApiError::not_found("not found")));
+    let e = err(m
+        .step(
+            T0,
+            Obs::Failed(ApiError::already_exists(
+                "jobs.batch \"upgrade-node-a\" already exists",
+            )),
+        )
+        .intent);
+    assert!(matches!(e, Error::Contended { .. }), "{e}");
+}
+
+#[test]
+fn create_whose_answer_was_lost_adopts_only_the_identical_job() {
+    let mut m = machine(Mode::Run);
+    m.step(T0, Obs::Failed(ApiError::not_found("not found")));
+    let s = m.step(T0, Obs::Failed(ApiError::transient(504, "timeout")));
+    assert_eq!(s.intent, Intent::Sleep(Duration::from_millis(250)));
+    assert!(matches!(
+        m.step(T0, Obs::Slept).intent,
+        Intent::CreateJob(_)
+    ));
+    let s = m.step(T0, Obs::Failed(ApiError::already_exists("exists")));
+    assert_eq!(s.intent, Intent::GetJob);
+    assert_eq!(
+        m.step(T0, Obs::Job(running("ours", 2))).intent,
+        wait(2, bound())
+    );
+
+    // Same again, but the Job there runs something else.
+    let mut m = machine(Mode::Run);
+    m.step(T0, Obs::Failed(ApiError::not_found("not found")));
+    m.step(T0, Obs::Failed(ApiError::transient(504, "timeout")));
+    m.step(T0, Obs::Slept);
+    m.step(T0, Obs::Failed(ApiError::already_exists("exists")));
+    let mut theirs = running("theirs", 2);
+    theirs
+        .spec
+        .as_mut()
+        .unwrap()
+        .template
+        .spec
+        .as_mut()
+        .unwrap()
+        .containers[0]
+        .command = Some(vec!["rm".into(), "-rf".into(), "/".into()]);
+    let e = err(m.step(T0, Obs::Job(theirs)).intent);
+    assert!(matches!(e, Error::Contended { .. }), "{e}");
+}
+
+#[test]
+fn forbidden_and_invalid_fail_at_once_with_the_apiserver_message() {
+    for cause in [
+        ApiError::forbidden("jobs.batch is forbidden: User \"x\" cannot create"),
+        ApiError::invalid("spec.template: Invalid value"),
+    ] {
+        let mut m = machine(Mode::Run);
+        m.step(T0, Obs::Failed(ApiError::not_found("not found")));
+        let e = err(m.step(T0, Obs::Failed(cause.clone())).intent);
+        assert_eq!(e.api_error(), Some(&cause));
+        assert!(
+            e.to_string().starts_with(
+                "creating per-node upgrade job kube-system/upgrade-node-a on node node-a: "
+            ),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn transient_errors_back_off_capped_and_give_up_at_the_bound() {
+    let mut m = machine(Mode::Run);
+    let mut backoffs = Vec::new();
+    let mut now = T0;
+    loop {
+        let s = m.step(now, Obs::Failed(ApiError::transient(503, "unavailable")));
+        match s.intent {
+            Intent::Sleep(d) => {
+                backoffs.push(d);
+                now += d;
+                assert_eq!(m.step(now, Obs::Slept).intent, Intent::GetJob);
+            }
+            Intent::Finish(Err(e)) => {
+                assert_eq!(e.api_error().map(|a| a.code), Some(503));
+                break;
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(
+        &backoffs[..4],
+        &[250, 500, 1000, 2000].map(Duration::from_millis)
+    );
+    assert!(backoffs.iter().all(|d| *d <= secs(5)));
+    assert!(now < bound(), "gave up at {now:?}, bound {:?}", bound());
+    assert!(now + secs(5) >= bound(), "gave up early at {now:?}");
+}
+
+#[test]
+fn completion_is_read_through_the_uid_then_the_succeeded_job_is_deleted_exactly() {
+    let mut m = machine_waiting(Mode::Run);
+    let s = m.step(secs(9), Obs::Changed(Change::Applied(complete("ours", 6))));
+    assert_eq!(
+        s.intent,
+        Intent::ListPods {
+            selector: "batch.kubernetes.io/controller-uid=ours".into()
+        }
+    );
+    let s = m.step(
+        secs(9),
+        Obs::Pods(vec![pod("p", "ours", "upgrade", Some(0))]),
+    );
+    assert_eq!(s.intent, exact("ours", 6));
+    assert_eq!(m.step(secs(9), Obs::Deleted).intent, finish_ok(0, None));
+}
+
+#[test]
+fn interim_conditions_alone_are_not_the_end() {
+    let mut m = machine_waiting(Mode::Run);
+    let interim = with_status(
+        job("ours", 5),
+        JobStatus {
+            succeeded: Some(1),
+            terminating: Some(1),
+            conditions: Some(vec![cond("SuccessCriteriaMet", "CompletionsReached", "")]),
+            ..Default::default()
+        },
+    );
+    assert_eq!(
+        m.step(secs(8), Obs::Changed(Change::Applied(interim)))
+            .intent,
+        wait(5, bound() - secs(8))
+    );
+}
+
+#[test]
+fn non_zero_exit_is_returned_and_the_failed_job_left_in_place() {
+    let mut m = machine_waiting(Mode::ExitCode);
+    m.step(secs(9), Obs::Changed(Change::Applied(failed("ours", 6))));
+    let s = m.step(
+        secs(9),
+        Obs::Pods(vec![pod("p", "ours", "upgrade", Some(3))]),
+    );
+    assert_eq!(s.intent, finish_ok(3, None));
+    assert!(s.notes.iter().any(|n| n.message.contains("left in place")));
+
+    let mut m = machine_waiting(Mode::Run);
+    m.step(secs(9), Obs::Changed(Change::Applied(failed("ours", 6))));
+    let e = err(m
+        .step(
+            secs(9),
+            Obs::Pods(vec![pod("p", "ours", "upgrade", Some(3))]),
+        )
+        .intent);
+    assert_eq!(e.exit_code(), Some(3));
+    assert!(matches!(e, Error::Failed { .. }), "{e}");
+}
+
+#[test]
+fn another_jobs_pod_never_answers_for_ours() {
+    let mut m = machine_waiting(Mode::ExitCode);
+    m.step(secs(9), Obs::Changed(Change::Applied(failed("ours", 6))));
+    // A pod carrying our label but owned by another Job, exit 0, and ours, exit 4.
+    let mut impostor = pod("old", "ours", "upgrade", Some(0));
+    impostor.metadata.owner_references.as_mut().unwrap()[0].uid = "old".into();
+    let s = m.step(
+        secs(9),
+        Obs::Pods(vec![impostor.clone(), pod("p", "ours", "upgrade", Some(4))]),
+    );
+    assert_eq!(s.intent, finish_ok(4, None));
+    // Only the impostor: no exit status is ours.
+    let mut m = machine_waiting(Mode::ExitCode);
+    m.step(secs(9), Obs::Changed(Change::Applied(failed("ours", 6))));
+    let e = err(m.step(secs(9), Obs::Pods(vec![impostor])).intent);
+    assert!(matches!(e, Error::FailedWithoutExit { .. }), "{e}");
+}
+
+#[test]
+fn failure_without_container_exit_quotes_the_condition() {
+    let mut m = machine_waiting(Mode::ExitCode);
+    m.step(
+        secs(600),
+        Obs::Changed(Change::Applied(deadline_exceeded("ours", 6))),
+    );
+    let e = err(m
+        .step(
+            secs(600),
+            Obs::Pods(vec![pod("p", "ours", "upgrade", None)]),
+        )
+        .intent);
+    assert!(matches!(e, Error::FailedWithoutExit { .. }), "{e}");
+    assert!(
+        e.to_string()
+            .contains("DeadlineExceeded: Job was active longer than specified deadline"),
+        "{e}"
+    );
+    // A container the deadline killed has an exit code that is not the host operation's answer.
+    let mut m = machine_waiting(Mode::ExitCode);
+    m.step(
+        secs(600),
+        Obs::Changed(Change::Applied(deadline_exceeded("ours", 6))),
+    );
+    let e = err(m
+        .step(
+            secs(600),
+            Obs::Pods(vec![pod("p", "ours", "upgrade", Some(137))]),
+        )
+        .intent);
+    assert!(matches!(e, Error::FailedWithoutExit { .. }), "{e}");
+}
+
+#[test]
+fn log_is_read_before_the_succeeded_job_is_deleted() {
+    let mut m = machine_waiting(Mode::ExitCodeLogs);
+    m.step(secs(9), Obs::Changed(Change::Applied(complete("ours", 6))));
+    let s = m.step(
+        secs(9),
+        Obs::Pods(vec![pod("p", "ours", "upgrade", Some(0))]),
+    );
+    assert_eq!(s.intent, Intent::ReadLog { pod: "p".into() });
+    assert_eq!(
+        m.step(secs(9), Obs::Log("done\n".into())).intent,
+        exact("ours", 6)
+    );
+    assert_eq!(
+        m.step(secs(9), Obs::Deleted).intent,
+        finish_ok(0, Some("done\n"))
+    );
+}
+
+#[test]
+fn unreadable_log_keeps_the_exit_code_and_the_job() {
+    let mut m = machine_waiting(Mode::ExitCodeLogs);
+    m.step(secs(9), Obs::Changed(Change::Applied(failed("ours", 6))));
+    m.step(
+        secs(9),
+        Obs::Pods(vec![pod("p", "ours", "upgrade", Some(2))]),
+    );
+    let kubelet = ApiError::transient(
+        500,
+        "Get \"https://10.0.0.1:10250/containerLogs/kube-system/p/upgrade\": dial tcp 10.0.0.1:10250: connect: connection refused",
+    );
+    let mut now = secs(9);
+    let e = loop {
+        match m.step(now, Obs::Failed(kubelet.clone())).intent {
+            Intent::Sleep(d) => {
+                now += d;
+                assert_eq!(
+                    m.step(now, Obs::Slept).intent,
+                    Intent::ReadLog { pod: "p".into() }
+                );
+            }
+            other => break err(other),
+        }
+    };
+    assert!(matches!(e, Error::LogUnread { exit_code: 2, .. }), "{e}");
+    assert!(e.to_string().contains("connection refused"), "{e}");
+}
+
+#[test]
+fn our_job_deleted_or_replaced_while_waiting_ends_the_run_at_once() {
+    let mut m = machine_waiting(Mode::Run);
+    let e = err(m
+        .step(
+            secs(3),
+            Obs::Changed(Change::Deleted(deleting(running("ours", 4)))),
+        )
+        .intent);
+    assert!(
+        matches!(&e, Error::Vanished { detail, .. } if detail == "was deleted"),
+        "{e}"
+    );
+    let mut m = machine_waiting(Mode::Run);
+    let e = err(m
+        .step(
+            secs(3),
+            Obs::Changed(Change::Applied(complete("theirs", 9))),
+        )
+        .intent);
+    assert!(
+        matches!(&e, Error::Vanished { detail, .. } if detail.contains("theirs")),
+        "{e}"
+    );
+}
+
+#[test]
+fn our_job_deleted_by_another_actor_is_no_answer_even_once_its_pod_was_killed() {
+    let mut m = machine_waiting(Mode::ExitCode);
+    let killed = deleting(failed("ours", 8));
+    let e = err(m
+        .step(secs(3), Obs::Changed(Change::Applied(killed)))
+        .intent);
+    assert!(
+        matches!(&e, Error::Vanished { detail, .. } if detail.contains("being deleted")),
+        "{e}"
+    );
+}
+
+#[test]
+fn expired_watch_rereads_the_job_instead_of_failing() {
+    let mut m = machine_waiting(Mode::Run);
+    assert_eq!(
+        m.step(
+            secs(3),
+            Obs::Failed(ApiError::gone("too old resource version"))
+        )
+        .intent,
+        Intent::GetJob
+    );
+    assert_eq!(
+        m.step(secs(3), Obs::Job(running("ours", 20))).intent,
+        wait(20, bound() - secs(3))
+    );
+}
+
+#[test]
+fn failed_create_event_fails_fast_and_names_the_fix() {
+    let mut m = machine(Mode::Run);
+    m.step(T0, Obs::Failed(ApiError::not_found("not found")));
+    m.step(T0, Obs::Job(job("ours", 1)));
+    let s = m.step(POLL_INTERVAL, Obs::Changed(Change::TimedOut));
+    assert_eq!(s.intent, Intent::ListEvents { uid: "ours".into() });
+    // Nothing yet: wait one more interval.
+    assert_eq!(
+        m.step(POLL_INTERVAL, Obs::Events(vec![])).intent,
+        wait(1, POLL_INTERVAL)
+    );
+    m.step(POLL_INTERVAL * 2, Obs::Changed(Change::TimedOut));
+    let msg = "Error creating: pods \"upgrade-node-a-x7k2p\" is forbidden: violates PodSecurity \"baseline:latest\": privileged";
+    let e = err(m
+        .step(
+            POLL_INTERVAL * 2,
+            Obs::Events(vec![
+                event("other", "FailedCreate", "x"),
+                event("ours", "FailedCreate", msg),
+            ]),
+        )
+        .intent);
+    assert!(matches!(e, Error::PodCreateRefused { .. }), "{e}");
+    let text = e.to_string();
+    assert!(text.contains(msg), "{text}");
+    assert!(
+        text.contains("pod-security.kubernetes.io/enforce=privileged"),
+        "{text}"
+    );
+}
+
+#[test]
+fn once_a_pod_exists_the_wait_spans_the_whole_bound_and_times_out_there() {
+    let mut m = machine_waiting(Mode::Run);
+    let s = m.step(bound() - secs(1), Obs::Changed(Change::TimedOut));
+    assert_eq!(s.intent, wait(3, secs(1)));
+    let e = err(m.step(bound(), Obs::Changed(Change::TimedOut)).intent);
+    let text = e.to_string();
+    assert!(matches!(e, Error::Timeout { .. }), "{text}");
+    for part in ["per-node upgrade", "kube-system/upgrade-node-a", "node-a"] {
+        assert!(text.contains(part), "{text}");
+    }
+}
+
+#[test]
+fn delete_of_our_job_retries_a_status_conflict_at_the_new_version() {
+    let mut m = machine_waiting(Mode::Run);
+    m.step(secs(9), Obs::Changed(Change::Applied(complete("ours", 6))));
+    m.step(
+        secs(9),
+        Obs::Pods(vec![pod("p", "ours", "upgrade", Some(0))]),
+    );
+    assert_eq!(
+        m.step(secs(9), Obs::Failed(ApiError::conflict("rv")))
+            .intent,
+        Intent::GetJob
+    );
+    assert_eq!(
+        m.step(secs(9), Obs::Job(complete("ours", 7))).intent,
+        exact("ours", 7)
+    );
+    assert_eq!(
+        m.step(secs(9), Obs::Failed(ApiError::not_found("gone")))
+            .intent,
+        finish_ok(0, None)
+    );
+}

@@ -1,0 +1,193 @@
+//! [`JobApi`] and [`Clock`] for [`FakeCluster`]: each verb is recorded, runs its hook,
+//! consults the faults, then is served by the store.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Preconditions;
+use nodejob_core::{ApiResult, Change, Clock, JobApi};
+use tokio::time::Instant;
+
+use crate::record::Call;
+use crate::store::Key;
+use crate::watch::{History, Since};
+use crate::{FakeCluster, Verb};
+
+impl FakeCluster {
+    /// Serves one call: record, hook, faults, then `serve` (a future, so nothing of it runs
+    /// before), recording how it ended.
+    async fn serve<T>(
+        &self,
+        verb: Verb,
+        namespace: &str,
+        name: &str,
+        preconditions: Option<&Preconditions>,
+        serve: impl Future<Output = ApiResult<T>>,
+    ) -> ApiResult<T> {
+        let call = Call {
+            verb,
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            preconditions: preconditions.cloned(),
+            at: self.elapsed(),
+            error: None,
+        };
+        let index = self.begin(call)?;
+        let result = serve.await;
+        self.end(index, result.as_ref().err().map(|e| e.kind));
+        result
+    }
+
+    /// A watch on one name: the first event after `since`, waiting up to `timeout`.
+    async fn wait_on<K: Clone>(
+        &self,
+        key: Key,
+        since: Option<&str>,
+        timeout: Duration,
+        history: impl Fn(&crate::state::State) -> (&History<K>, Option<K>),
+    ) -> ApiResult<Change<K>> {
+        let deadline = Instant::now() + timeout;
+        // Subscribe before the first look, so no write between the look and the wait is lost.
+        let mut rv = self.subscribe();
+        let since = self.with_state(|st| Since::parse(since, st.store.rv()))?;
+        let since = match since {
+            Since::After(rv) => rv,
+            Since::Any => {
+                // A watch from "any" version first lists the object as a synthetic ADDED.
+                let (current, rv) = self.with_state(|st| (history(st).1, st.store.rv()));
+                if let Some(object) = current {
+                    return Ok(Change::Applied(object));
+                }
+                rv
+            }
+        };
+        loop {
+            if let Some(change) = self.with_state(|st| history(st).0.first_after(&key, since)) {
+                return Ok(change);
+            }
+            match tokio::time::timeout_at(deadline, rv.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) | Err(_) => return Ok(Change::TimedOut),
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Clock for FakeCluster {
+    /// Virtual time since the cluster was made.
+    fn now(&self) -> Duration {
+        self.elapsed()
+    }
+
+    /// `tokio::time::sleep`: virtual under paused time.
+    async fn sleep(&self, duration: Duration) {
+        tokio::time::sleep(duration).await;
+    }
+}
+
+#[async_trait]
+impl JobApi for FakeCluster {
+    async fn create_job(&self, job: &Job) -> ApiResult<Job> {
+        let namespace = job.metadata.namespace.as_deref().unwrap_or("default");
+        let meta = &job.metadata;
+        let name = meta
+            .name
+            .as_deref()
+            .or(meta.generate_name.as_deref())
+            .unwrap_or_default();
+        self.serve(Verb::CreateJob, namespace, name, None, async {
+            self.with_state(|st| st.create_job(job))
+        })
+        .await
+    }
+
+    async fn get_job(&self, namespace: &str, name: &str) -> ApiResult<Job> {
+        self.serve(Verb::GetJob, namespace, name, None, async {
+            self.with_state(|st| st.store.get_job(namespace, name))
+        })
+        .await
+    }
+
+    async fn delete_job(
+        &self,
+        namespace: &str,
+        name: &str,
+        preconditions: Option<&Preconditions>,
+    ) -> ApiResult<()> {
+        self.serve(Verb::DeleteJob, namespace, name, preconditions, async {
+            self.with_state(|st| st.store.delete_job(namespace, name, preconditions, st.now))
+                .map(drop)
+        })
+        .await
+    }
+
+    async fn list_pods(&self, namespace: &str, label_selector: &str) -> ApiResult<Vec<Pod>> {
+        self.serve(Verb::ListPods, namespace, label_selector, None, async {
+            self.with_state(|st| st.store.list_pods(namespace, label_selector))
+        })
+        .await
+    }
+
+    async fn pod_log(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+        limit_bytes: u64,
+    ) -> ApiResult<String> {
+        self.serve(Verb::PodLog, namespace, pod, None, async {
+            self.with_state(|st| st.pod_log(namespace, pod, container, limit_bytes))
+        })
+        .await
+    }
+
+    async fn list_events(&self, namespace: &str, involved_uid: &str) -> ApiResult<Vec<Event>> {
+        self.serve(Verb::ListEvents, namespace, involved_uid, None, async {
+            Ok(self.with_state(|st| st.store.list_events(namespace, involved_uid)))
+        })
+        .await
+    }
+
+    async fn get_node(&self, name: &str) -> ApiResult<Node> {
+        self.serve(Verb::GetNode, "", name, None, async {
+            self.with_state(|st| st.store.get_node(name))
+        })
+        .await
+    }
+
+    async fn wait_job(
+        &self,
+        namespace: &str,
+        name: &str,
+        since: Option<&str>,
+        timeout: Duration,
+    ) -> ApiResult<Change<Job>> {
+        let key = (namespace.to_string(), name.to_string());
+        self.serve(Verb::WaitJob, namespace, name, None, async {
+            self.wait_on(key.clone(), since, timeout, |st| {
+                (&st.store.job_history, st.store.jobs.get(&key).cloned())
+            })
+            .await
+        })
+        .await
+    }
+
+    async fn wait_node(
+        &self,
+        name: &str,
+        since: Option<&str>,
+        timeout: Duration,
+    ) -> ApiResult<Change<Node>> {
+        let key = (String::new(), name.to_string());
+        self.serve(Verb::WaitNode, "", name, None, async {
+            self.wait_on(key.clone(), since, timeout, |st| {
+                (&st.store.node_history, st.store.nodes.get(name).cloned())
+            })
+            .await
+        })
+        .await
+    }
+}

@@ -1,0 +1,484 @@
+//! The Job controller and the garbage collector, as far as a one-pod Job needs them.
+//!
+//! Modelled: one pod per Job (`parallelism` and `completions` 1), `backoffLimit` 0 (the first
+//! failed pod fails the Job, whatever the field says), `podReplacementPolicy: Failed` (a
+//! terminating pod is not counted until it is terminal), pod tracking with the
+//! `batch.kubernetes.io/job-tracking` finalizer, `activeDeadlineSeconds`, the interim
+//! conditions of Kubernetes >= 1.31 (`SuccessCriteriaMet`, `FailureTarget`) before the terminal
+//! ones, `FailedCreate` retries, a suspended Job creating no pod, and foreground deletion.
+//!
+//! Not modelled: retries after a failed pod, indexed Jobs, `podFailurePolicy`,
+//! `successPolicy`, `ttlSecondsAfterFinished`, resuming a suspended Job, orphan deletion.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus};
+use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodStatus, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use nodejob_core::ApiResult;
+
+use crate::scheduler::{Action, ObjRef};
+use crate::state::State;
+use crate::store::{FOREGROUND_DELETION, Key, key_of, owner_uid_of};
+use crate::timing::stamp;
+
+/// The finalizer with which the Job controller tracks a pod until it has counted it.
+pub(crate) const TRACKING_FINALIZER: &str = "batch.kubernetes.io/job-tracking";
+
+const COMPLETIONS_REACHED: (&str, &str) = (
+    "CompletionsReached",
+    "Reached expected number of succeeded pods",
+);
+const BACKOFF_LIMIT_EXCEEDED: (&str, &str) = (
+    "BackoffLimitExceeded",
+    "Job has reached the specified backoff limit",
+);
+const DEADLINE_EXCEEDED: (&str, &str) = (
+    "DeadlineExceeded",
+    "Job was active longer than specified deadline",
+);
+
+/// What the Job controller remembers outside the objects (its workqueue's rate limiter and
+/// pending requeues).
+#[derive(Debug, Default)]
+pub(crate) struct Controller {
+    create_attempts: BTreeMap<String, u32>,
+    finishing: BTreeSet<String>,
+}
+
+/// Why a Job is synced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Trigger {
+    /// A pod or the Job changed.
+    Change,
+    /// `startTime + activeDeadlineSeconds` has passed.
+    Deadline,
+}
+
+pub(crate) fn obj_ref(meta: &ObjectMeta) -> ObjRef {
+    ObjRef {
+        key: key_of(meta),
+        uid: meta.uid.clone().unwrap_or_default(),
+    }
+}
+
+fn true_condition<'a>(status: Option<&'a JobStatus>, type_: &str) -> Option<&'a JobCondition> {
+    status?
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == type_ && c.status == "True")
+}
+
+/// Whether the Job has its terminal condition (`Complete` or `Failed`).
+pub(crate) fn finished(job: &Job) -> bool {
+    let status = job.status.as_ref();
+    true_condition(status, "Complete").is_some() || true_condition(status, "Failed").is_some()
+}
+
+/// The interim condition, `SuccessCriteriaMet` or `FailureTarget`, if set.
+fn interim(status: Option<&JobStatus>) -> Option<&JobCondition> {
+    true_condition(status, "SuccessCriteriaMet").or_else(|| true_condition(status, "FailureTarget"))
+}
+
+fn condition(type_: &str, (reason, message): (&str, &str), now: Duration) -> JobCondition {
+    JobCondition {
+        type_: type_.to_string(),
+        status: "True".to_string(),
+        reason: Some(reason.to_string()),
+        message: Some(message.to_string()),
+        last_probe_time: Some(stamp(now)),
+        last_transition_time: Some(stamp(now)),
+    }
+}
+
+fn involved(job: &Job) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("batch/v1".to_string()),
+        kind: Some("Job".to_string()),
+        name: job.metadata.name.clone(),
+        namespace: job.metadata.namespace.clone(),
+        uid: job.metadata.uid.clone(),
+        resource_version: job.metadata.resource_version.clone(),
+        ..ObjectReference::default()
+    }
+}
+
+pub(crate) fn phase(pod: &Pod) -> &str {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("Pending")
+}
+
+pub(crate) fn is_terminal(pod: &Pod) -> bool {
+    matches!(phase(pod), "Succeeded" | "Failed")
+}
+
+fn is_tracked(pod: &Pod) -> bool {
+    pod.metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == TRACKING_FINALIZER)
+}
+
+fn is_ready(pod: &Pod) -> bool {
+    let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
+    conditions
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
+impl State {
+    /// `POST .../jobs` through the store, then the controller's first sync after its batch
+    /// period.
+    pub(crate) fn create_job(&mut self, job: &Job) -> ApiResult<Job> {
+        let created = self.store.create_job(job, self.now)?;
+        let at = self.now + self.timing.pod_create;
+        self.sched
+            .at(at, Action::CreatePod(obj_ref(&created.metadata)));
+        Ok(created)
+    }
+
+    /// Writes `status` into `job` unless unchanged (the status subresource: no generation bump).
+    fn write_status(&mut self, job: &Job, status: JobStatus) {
+        if job.status.as_ref() != Some(&status) {
+            let mut job = job.clone();
+            job.status = Some(status);
+            self.store.write_job(job);
+        }
+    }
+
+    /// The controller's sync of a Job without a pod: `startTime` (arming the deadline), then
+    /// the pod, or a `FailedCreate` event and a retry with backoff.
+    pub(crate) fn sync_new_job(&mut self, r: &ObjRef) {
+        let (namespace, name) = (&r.key.0, &r.key.1);
+        let Some(job) = self.store.job_with_uid(namespace, name, &r.uid).cloned() else {
+            return;
+        };
+        let spec = job.spec.clone().unwrap_or_default();
+        if job.metadata.deletion_timestamp.is_some()
+            || spec.suspend == Some(true)
+            || finished(&job)
+            || interim(job.status.as_ref()).is_some()
+            || !self.store.pods_owned_by(&r.uid).is_empty()
+        {
+            return;
+        }
+        let now = self.now;
+        let mut status = job.status.clone().unwrap_or_default();
+        if status.start_time.is_none() {
+            status.start_time = Some(stamp(now));
+            if let Some(secs) = spec.active_deadline_seconds {
+                let deadline = Duration::from_secs(u64::try_from(secs).unwrap_or(0));
+                self.sched.at(now + deadline, Action::Deadline(r.clone()));
+            }
+        }
+        status.ready.get_or_insert(0);
+        status.terminating.get_or_insert(0);
+        status.uncounted_terminated_pods.get_or_insert_default();
+
+        let prefix = format!("{name}-");
+        let pod_name = self.store.generate_name(&prefix);
+        let node = spec
+            .template
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone());
+        let refusal = node.and_then(|n| self.kubelets.script(&n).refuse_pods);
+        if let Some(refusal) = refusal {
+            // The create was refused (admission): the controller records the apiserver's
+            // error and its workqueue retries the sync with exponential backoff.
+            let message = format!("Error creating: pods \"{pod_name}\" is forbidden: {refusal}");
+            self.store
+                .record_event(&involved(&job), "Warning", "FailedCreate", &message, now);
+            let attempt = self
+                .controller
+                .create_attempts
+                .entry(r.uid.clone())
+                .or_default();
+            let delay = self.timing.create_retry(*attempt);
+            *attempt += 1;
+            self.sched.at(now + delay, Action::CreatePod(r.clone()));
+            self.write_status(&job, status);
+            return;
+        }
+        let pod = self.new_pod(&job, &spec.template, pod_name.clone(), prefix);
+        let pod = self.store.write_pod(pod);
+        let message = format!("Created pod: {pod_name}");
+        self.store
+            .record_event(&involved(&job), "Normal", "SuccessfulCreate", &message, now);
+        status.active = Some(1);
+        self.write_status(&job, status);
+        let at = now + self.timing.container_start;
+        self.sched
+            .at(at, Action::StartContainer(obj_ref(&pod.metadata)));
+    }
+
+    /// The pod of `job` from its template, as the controller creates it.
+    fn new_pod(
+        &mut self,
+        job: &Job,
+        template: &PodTemplateSpec,
+        name: String,
+        generate_name: String,
+    ) -> Pod {
+        let meta = template.metadata.clone().unwrap_or_default();
+        let owner = OwnerReference {
+            api_version: "batch/v1".to_string(),
+            kind: "Job".to_string(),
+            name: job.metadata.name.clone().unwrap_or_default(),
+            uid: job.metadata.uid.clone().unwrap_or_default(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        };
+        Pod {
+            metadata: ObjectMeta {
+                name: Some(name),
+                generate_name: Some(generate_name),
+                namespace: job.metadata.namespace.clone(),
+                uid: Some(self.store.uid()),
+                creation_timestamp: Some(stamp(self.now)),
+                labels: meta.labels,
+                annotations: meta.annotations,
+                owner_references: Some(vec![owner]),
+                finalizers: Some(vec![TRACKING_FINALIZER.to_string()]),
+                ..ObjectMeta::default()
+            },
+            spec: template.spec.clone(),
+            status: Some(PodStatus {
+                phase: Some("Pending".to_string()),
+                ..PodStatus::default()
+            }),
+        }
+    }
+
+    /// `activeDeadlineSeconds` passed.
+    pub(crate) fn deadline(&mut self, r: &ObjRef) {
+        if let Some(job) = self.store.job_with_uid(&r.key.0, &r.key.1, &r.uid).cloned() {
+            self.sync_job(job, Trigger::Deadline);
+        }
+    }
+
+    /// The level-triggered sync of every Job the controller has seen, and the removal of
+    /// tracking finalizers from pods whose Job is gone.
+    pub(crate) fn sync_jobs(&mut self) {
+        let jobs: Vec<Job> = self.store.jobs.values().cloned().collect();
+        let live: BTreeSet<&str> = jobs
+            .iter()
+            .filter_map(|j| j.metadata.uid.as_deref())
+            .collect();
+        let orphans: Vec<Key> = (self.store.pods.values())
+            .filter(|p| is_tracked(p) && owner_uid_of(p).is_some_and(|u| !live.contains(u)))
+            .map(|p| key_of(&p.metadata))
+            .collect();
+        for key in orphans {
+            self.remove_tracking_finalizer(&key);
+        }
+        for job in jobs {
+            self.sync_job(job, Trigger::Change);
+        }
+    }
+
+    /// One sync (job controller `syncJob`): counts terminal pods still carrying the tracking
+    /// finalizer, sets the interim condition, deletes the active pods of a failing Job, writes
+    /// `active` / `ready` / `terminating`, removes the counted pods' finalizers, and arms the
+    /// terminal update once no pod is left running.
+    fn sync_job(&mut self, job: Job, trigger: Trigger) {
+        let Some(uid) = job.metadata.uid.clone() else {
+            return;
+        };
+        let Some(old) = job.status.clone() else {
+            return;
+        };
+        if old.start_time.is_none() {
+            // Not synced yet: the first sync is Action::CreatePod, after the batch period.
+            return;
+        }
+        let pods = self.store.pods_owned_by(&uid);
+        let uncounted: Vec<Key> = (pods.iter())
+            .filter(|p| is_terminal(p) && is_tracked(p))
+            .map(|p| key_of(&p.metadata))
+            .collect();
+        if finished(&job) {
+            for key in &uncounted {
+                self.remove_tracking_finalizer(key);
+            }
+            return;
+        }
+        let now = self.now;
+        let mut status = old;
+        for pod in pods.iter().filter(|p| is_terminal(p) && is_tracked(p)) {
+            let field = match phase(pod) {
+                "Succeeded" => &mut status.succeeded,
+                _ => &mut status.failed,
+            };
+            *field = Some(field.unwrap_or(0) + 1);
+        }
+        if interim(Some(&status)).is_none() {
+            let target = if trigger == Trigger::Deadline {
+                Some(("FailureTarget", DEADLINE_EXCEEDED))
+            } else if status.succeeded.unwrap_or(0) >= 1 {
+                Some(("SuccessCriteriaMet", COMPLETIONS_REACHED))
+            } else if status.failed.unwrap_or(0) >= 1 {
+                Some(("FailureTarget", BACKOFF_LIMIT_EXCEEDED))
+            } else {
+                None
+            };
+            if let Some((type_, why)) = target {
+                status
+                    .conditions
+                    .get_or_insert_default()
+                    .push(condition(type_, why, now));
+            }
+        }
+        if true_condition(Some(&status), "FailureTarget").is_some() {
+            let doomed = pods
+                .iter()
+                .filter(|p| !is_terminal(p) && p.metadata.deletion_timestamp.is_none());
+            for pod in doomed {
+                let message = format!(
+                    "Deleted pod: {}",
+                    pod.metadata.name.as_deref().unwrap_or_default()
+                );
+                self.delete_pod(&key_of(&pod.metadata));
+                self.store.record_event(
+                    &involved(&job),
+                    "Normal",
+                    "SuccessfulDelete",
+                    &message,
+                    now,
+                );
+            }
+        }
+        let pods = self.store.pods_owned_by(&uid);
+        let running = || pods.iter().filter(|p| !is_terminal(p));
+        let active = running()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .count();
+        let ready = running().filter(|p| p.metadata.deletion_timestamp.is_none() && is_ready(p));
+        let ready = ready.count();
+        let terminating = running().count() - active;
+        let count = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
+        status.active = (active > 0).then(|| count(active));
+        status.ready = Some(count(ready));
+        status.terminating = Some(count(terminating));
+        let has_interim = interim(Some(&status)).is_some();
+        self.write_status(&job, status);
+        for key in &uncounted {
+            self.remove_tracking_finalizer(key);
+        }
+        if has_interim && active == 0 && terminating == 0 && self.controller.finishing.insert(uid) {
+            let r = obj_ref(&job.metadata);
+            self.sched.at(now + self.timing.finish, Action::Finish(r));
+        }
+    }
+
+    /// The separate, later update that adds the terminal condition (and `completionTime` on
+    /// success) once every pod is terminal and counted.
+    pub(crate) fn finish(&mut self, r: &ObjRef) {
+        self.controller.finishing.remove(&r.uid);
+        let Some(job) = self.store.job_with_uid(&r.key.0, &r.key.1, &r.uid).cloned() else {
+            return;
+        };
+        if finished(&job) {
+            return;
+        }
+        let Some(target) = interim(job.status.as_ref()).cloned() else {
+            return;
+        };
+        let pods = self.store.pods_owned_by(&r.uid);
+        if pods.iter().any(|p| !is_terminal(p) || is_tracked(p)) {
+            return;
+        }
+        let now = self.now;
+        let reason = target.reason.clone().unwrap_or_default();
+        let message = target.message.clone().unwrap_or_default();
+        let mut status = job.status.clone().unwrap_or_default();
+        let success = target.type_ == "SuccessCriteriaMet";
+        let type_ = if success { "Complete" } else { "Failed" };
+        let conditions = status.conditions.get_or_insert_default();
+        conditions.push(condition(type_, (&reason, &message), now));
+        if success {
+            status.completion_time = Some(stamp(now));
+        }
+        self.write_status(&job, status);
+        if success {
+            self.store
+                .record_event(&involved(&job), "Normal", "Completed", "Job completed", now);
+        } else {
+            self.store
+                .record_event(&involved(&job), "Warning", &reason, &message, now);
+        }
+        self.controller.create_attempts.remove(&r.uid);
+    }
+
+    fn remove_tracking_finalizer(&mut self, key: &Key) {
+        let Some(mut pod) = self.store.pods.get(key).cloned() else {
+            return;
+        };
+        let finalizers = pod.metadata.finalizers.get_or_insert_default();
+        finalizers.retain(|f| f != TRACKING_FINALIZER);
+        if finalizers.is_empty() {
+            pod.metadata.finalizers = None;
+        }
+        self.store.write_pod(pod);
+    }
+
+    /// The garbage collector: deletes the dependents of a Job in foreground deletion and, once
+    /// none is left, drops the `foregroundDeletion` finalizer, which removes the Job; deletes
+    /// pods whose owner no longer exists (background deletion).
+    pub(crate) fn collect_garbage(&mut self) {
+        let jobs: Vec<Job> = self.store.jobs.values().cloned().collect();
+        for job in jobs
+            .iter()
+            .filter(|j| j.metadata.deletion_timestamp.is_some())
+        {
+            let foreground = job
+                .metadata
+                .finalizers
+                .iter()
+                .flatten()
+                .any(|f| f == FOREGROUND_DELETION);
+            let Some(uid) = job.metadata.uid.as_deref().filter(|_| foreground) else {
+                continue;
+            };
+            let dependents = self.store.pods_owned_by(uid);
+            for pod in dependents
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+            {
+                self.delete_pod(&key_of(&pod.metadata));
+            }
+            if dependents.is_empty() {
+                let mut job = job.clone();
+                let finalizers = job.metadata.finalizers.get_or_insert_default();
+                finalizers.retain(|f| f != FOREGROUND_DELETION);
+                if finalizers.is_empty() {
+                    // apiserver (generic registry Store.Update): an update that empties the
+                    // finalizers of an object with a deletionTimestamp is not written; the
+                    // object is deleted instead, so the one DELETED event carries the state
+                    // last stored, finalizer included.
+                    self.store.remove_job(&key_of(&job.metadata));
+                } else {
+                    self.store.write_job(job);
+                }
+            }
+        }
+        let live: BTreeSet<&str> = jobs
+            .iter()
+            .filter_map(|j| j.metadata.uid.as_deref())
+            .collect();
+        let orphans: Vec<Key> = (self.store.pods.values())
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter(|p| owner_uid_of(p).is_some_and(|u| !live.contains(u)))
+            .map(|p| key_of(&p.metadata))
+            .collect();
+        for key in orphans {
+            self.delete_pod(&key);
+        }
+    }
+}

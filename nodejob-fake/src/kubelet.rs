@@ -1,0 +1,640 @@
+//! The kubelet of each node, scriptable per node with a [`NodeScript`], and the Node objects.
+//!
+//! A kubelet starts the container of a pod bound to its node, runs it for the run time and
+//! reports its exit; on the pod's deletion it SIGKILLs a container still running after the
+//! grace period (exit 137). It does all that only while its node is Ready: on a NotReady node
+//! its steps wait (the container keeps running, its status is not reported) until the node is
+//! Ready again, as a kubelet cut off from the apiserver would.
+//!
+//! What a container does comes from its argv (see [`crate::host`]), falling back to the
+//! node's script. A process prints its log when it exits on its own: a running container's log
+//! is empty, and a killed one printed nothing.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{
+    ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,
+    ContainerStatus, DaemonEndpoint, HostIP, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints,
+    NodeSpec, NodeStatus, Pod, PodCondition, PodIP,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use nodejob_core::{ApiError, ApiResult};
+
+use crate::controller::{is_terminal, obj_ref};
+use crate::host::Directives;
+use crate::scheduler::{Action, ObjRef};
+use crate::state::State;
+use crate::store::{Key, key_of, node_not_found};
+use crate::timing::stamp;
+
+/// What the kubelet of one node does with the pods bound to it, where the argv says nothing.
+///
+/// ```
+/// use std::time::Duration;
+/// use nodejob_fake::NodeScript;
+///
+/// let flaky = NodeScript { exit_code: 1, log: "boom\n".into(), ..NodeScript::default() };
+/// let locked = NodeScript {
+///     refuse_pods: Some("violates PodSecurity \"baseline:latest\": host namespaces".into()),
+///     ..NodeScript::default()
+/// };
+/// # let _ = (flaky, locked);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeScript {
+    /// The container's exit status (taken modulo 256). Default 0.
+    pub exit_code: i32,
+    /// What the container prints. Default empty.
+    pub log: String,
+    /// How long the container runs. Default 2s.
+    pub run_time: Duration,
+    /// The container never starts: the pod stays Pending, its container waiting in
+    /// `ContainerCreating` (an image that never pulls, a volume that never mounts).
+    pub never_start: bool,
+    /// Admission refuses every pod bound to this node with this message (e.g. a PodSecurity
+    /// violation): the Job controller records `FailedCreate` events and retries.
+    pub refuse_pods: Option<String>,
+    /// The apiserver cannot reach this node's kubelet for logs: `pod_log` answers 500.
+    pub log_unreachable: bool,
+}
+
+impl Default for NodeScript {
+    fn default() -> Self {
+        NodeScript {
+            exit_code: 0,
+            log: String::new(),
+            run_time: Duration::from_secs(2),
+            never_start: false,
+            refuse_pods: None,
+            log_unreachable: false,
+        }
+    }
+}
+
+/// A started container, as its kubelet knows it.
+#[derive(Debug)]
+struct Container {
+    /// What it prints when it exits on its own.
+    log: String,
+    /// Whether it exited (its log is readable then).
+    exited: bool,
+}
+
+/// Every node's kubelet.
+#[derive(Debug, Default)]
+pub(crate) struct Kubelets {
+    scripts: BTreeMap<String, NodeScript>,
+    /// Steps waiting for their node to be Ready, by node.
+    parked: BTreeMap<String, Vec<Action>>,
+    containers: BTreeMap<String, Container>,
+    /// Pods whose removal the kubelet confirmed (its final delete with grace 0).
+    confirmed: BTreeSet<String>,
+    nodes_added: u32,
+}
+
+impl Kubelets {
+    /// The script of `node` (the default one if none was set).
+    pub(crate) fn script(&self, node: &str) -> NodeScript {
+        self.scripts.get(node).cloned().unwrap_or_default()
+    }
+
+    pub(crate) fn set_script(&mut self, node: &str, script: NodeScript) {
+        self.scripts.insert(node.to_string(), script);
+    }
+}
+
+fn first_container_status(pod: &Pod) -> Option<&ContainerStatus> {
+    pod.status.as_ref()?.container_statuses.as_ref()?.first()
+}
+
+fn container_running(pod: &Pod) -> bool {
+    first_container_status(pod)
+        .and_then(|s| s.state.as_ref())
+        .is_some_and(|s| s.running.is_some())
+}
+
+fn node_of(pod: &Pod) -> &str {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .unwrap_or_default()
+}
+
+fn pod_condition(type_: &str, status: bool, reason: Option<&str>, now: Duration) -> PodCondition {
+    PodCondition {
+        type_: type_.to_string(),
+        status: if status { "True" } else { "False" }.to_string(),
+        reason: reason.map(str::to_string),
+        last_transition_time: Some(stamp(now)),
+        ..PodCondition::default()
+    }
+}
+
+fn ready_condition(ready: bool, now: Duration) -> NodeCondition {
+    let (status, reason, message) = if ready {
+        ("True", "KubeletReady", "kubelet is posting ready status")
+    } else {
+        (
+            "False",
+            "KubeletNotReady",
+            "container runtime status check may not have completed yet",
+        )
+    };
+    NodeCondition {
+        type_: "Ready".to_string(),
+        status: status.to_string(),
+        reason: Some(reason.to_string()),
+        message: Some(message.to_string()),
+        last_heartbeat_time: Some(stamp(now)),
+        last_transition_time: Some(stamp(now)),
+    }
+}
+
+/// The node's `InternalIP`.
+fn internal_ip(node: &Node) -> Option<&str> {
+    let addresses = node.status.as_ref()?.addresses.as_ref()?;
+    addresses
+        .iter()
+        .find(|a| a.type_ == "InternalIP")
+        .map(|a| a.address.as_str())
+}
+
+impl State {
+    /// Registers a Ready node with the next `InternalIP` of `10.0.0.0/16` (10.0.0.1 first).
+    pub(crate) fn add_node(&mut self, name: &str) -> ApiResult<Node> {
+        if self.store.nodes.contains_key(name) {
+            return Err(ApiError::already_exists(format!(
+                "nodes \"{name}\" already exists"
+            )));
+        }
+        let n = self.kubelets.nodes_added;
+        self.kubelets.nodes_added += 1;
+        let ip = format!("10.0.{}.{}", n / 254, n % 254 + 1);
+        let node = Node {
+            metadata: ObjectMeta {
+                name: Some(name.to_string()),
+                uid: Some(self.store.uid()),
+                creation_timestamp: Some(stamp(self.now)),
+                labels: Some(
+                    [
+                        ("kubernetes.io/hostname", name),
+                        ("kubernetes.io/os", "linux"),
+                    ]
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .into(),
+                ),
+                ..ObjectMeta::default()
+            },
+            spec: Some(NodeSpec::default()),
+            status: Some(NodeStatus {
+                conditions: Some(vec![ready_condition(true, self.now)]),
+                addresses: Some(vec![
+                    NodeAddress {
+                        type_: "InternalIP".to_string(),
+                        address: ip,
+                    },
+                    NodeAddress {
+                        type_: "Hostname".to_string(),
+                        address: name.to_string(),
+                    },
+                ]),
+                daemon_endpoints: Some(NodeDaemonEndpoints {
+                    kubelet_endpoint: Some(DaemonEndpoint { port: 10250 }),
+                }),
+                ..NodeStatus::default()
+            }),
+        };
+        let node = self.store.write_node(node);
+        self.unpark(name);
+        Ok(node)
+    }
+
+    /// The kubelet posts its Ready condition (a Node write, only when it changes).
+    pub(crate) fn set_node_ready(&mut self, name: &str, ready: bool) -> ApiResult<()> {
+        let mut node = self.store.get_node(name)?;
+        if self.node_ready(name) == ready {
+            return Ok(());
+        }
+        let conditions = node
+            .status
+            .get_or_insert_default()
+            .conditions
+            .get_or_insert_default();
+        conditions.retain(|c| c.type_ != "Ready");
+        conditions.push(ready_condition(ready, self.now));
+        self.store.write_node(node);
+        if ready {
+            self.unpark(name);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn remove_node(&mut self, name: &str) -> ApiResult<()> {
+        self.store
+            .remove_node(name)
+            .map(drop)
+            .ok_or_else(|| node_not_found(name))
+    }
+
+    /// Whether `node` exists and its Ready condition is `"True"`.
+    fn node_ready(&self, node: &str) -> bool {
+        let Some(node) = self.store.nodes.get(node) else {
+            return false;
+        };
+        let conditions = node.status.as_ref().and_then(|s| s.conditions.as_ref());
+        conditions
+            .into_iter()
+            .flatten()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+    }
+
+    /// Parks `action` until `node` is Ready; answers whether it did.
+    fn park_unless_ready(&mut self, node: &str, action: Action) -> bool {
+        if node.is_empty() || self.node_ready(node) {
+            return false;
+        }
+        self.kubelets
+            .parked
+            .entry(node.to_string())
+            .or_default()
+            .push(action);
+        true
+    }
+
+    fn unpark(&mut self, node: &str) {
+        for action in self.kubelets.parked.remove(node).unwrap_or_default() {
+            self.sched.at(self.now, action);
+        }
+    }
+
+    /// The kubelet starts the pod's container (first container only), or reports it stuck in
+    /// `ContainerCreating` when its node's script says it never starts.
+    pub(crate) fn start_container(&mut self, r: ObjRef) {
+        let Some(mut pod) = self.store.pod_with_uid(&r.key, &r.uid).cloned() else {
+            return;
+        };
+        if pod.metadata.deletion_timestamp.is_some()
+            || is_terminal(&pod)
+            || first_container_status(&pod).is_some_and(|s| s.started == Some(true))
+        {
+            return;
+        }
+        let node = node_of(&pod).to_string();
+        if node.is_empty() {
+            // No scheduler is modelled: a pod without nodeName stays Pending.
+            return;
+        }
+        if self.park_unless_ready(&node, Action::StartContainer(r.clone())) {
+            return;
+        }
+        let now = self.now;
+        let script = self.kubelets.script(&node);
+        let Some(container) = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.containers.first())
+            .cloned()
+        else {
+            return;
+        };
+        let host_ip = self
+            .store
+            .nodes
+            .get(&node)
+            .and_then(internal_ip)
+            .unwrap_or_default()
+            .to_string();
+        let host_network = pod.spec.as_ref().and_then(|s| s.host_network) == Some(true);
+        let image = container.image.clone().unwrap_or_default();
+        let status = pod.status.get_or_insert_default();
+        status.host_ip = Some(host_ip.clone());
+        status.host_ips = Some(vec![HostIP {
+            ip: host_ip.clone(),
+        }]);
+        if host_network {
+            status.pod_ip = Some(host_ip.clone());
+            status.pod_ips = Some(vec![PodIP { ip: host_ip }]);
+        }
+        status.start_time.get_or_insert(stamp(now));
+        let mut container_status = ContainerStatus {
+            name: container.name.clone(),
+            image: image.clone(),
+            image_id: image,
+            ..ContainerStatus::default()
+        };
+        if script.never_start {
+            container_status.state = Some(ContainerState {
+                waiting: Some(ContainerStateWaiting {
+                    reason: Some("ContainerCreating".to_string()),
+                    message: None,
+                }),
+                ..ContainerState::default()
+            });
+            status.conditions = Some(vec![
+                pod_condition("PodScheduled", true, None, now),
+                pod_condition("Initialized", true, None, now),
+                pod_condition("Ready", false, Some("ContainersNotReady"), now),
+                pod_condition("ContainersReady", false, Some("ContainersNotReady"), now),
+            ]);
+            status.container_statuses = Some(vec![container_status]);
+            self.store.write_pod(pod);
+            return;
+        }
+        let argv: Vec<String> = container
+            .command
+            .iter()
+            .chain(container.args.iter())
+            .flatten()
+            .cloned()
+            .collect();
+        let directives = Directives::parse(&argv);
+        let exit_code = directives.exit.unwrap_or(script.exit_code.rem_euclid(256));
+        let run = directives.run.unwrap_or(script.run_time);
+        let log = directives.log_text().unwrap_or(script.log);
+        container_status.container_id = Some(format!("containerd://{}", self.store.hex(32)));
+        container_status.ready = true;
+        container_status.started = Some(true);
+        container_status.state = Some(ContainerState {
+            running: Some(ContainerStateRunning {
+                started_at: Some(stamp(now)),
+            }),
+            ..ContainerState::default()
+        });
+        let status = pod.status.get_or_insert_default();
+        status.phase = Some("Running".to_string());
+        status.conditions = Some(vec![
+            pod_condition("PodReadyToStartContainers", true, None, now),
+            pod_condition("Initialized", true, None, now),
+            pod_condition("Ready", true, None, now),
+            pod_condition("ContainersReady", true, None, now),
+            pod_condition("PodScheduled", true, None, now),
+        ]);
+        status.container_statuses = Some(vec![container_status]);
+        self.store.write_pod(pod);
+        self.kubelets
+            .containers
+            .insert(r.uid.clone(), Container { log, exited: false });
+        let at = now + run;
+        self.sched.at(
+            at,
+            Action::ContainerExit {
+                pod: r,
+                exit_code,
+                at,
+            },
+        );
+    }
+
+    /// The container exits on its own; the kubelet reports it (once its node is Ready).
+    pub(crate) fn container_exit(&mut self, r: ObjRef, exit_code: i32, at: Duration) {
+        let Some(pod) = self.store.pod_with_uid(&r.key, &r.uid) else {
+            return;
+        };
+        if !container_running(pod) {
+            return;
+        }
+        let node = node_of(pod).to_string();
+        let deleting = pod.metadata.deletion_timestamp.is_some();
+        if self.park_unless_ready(
+            &node,
+            Action::ContainerExit {
+                pod: r.clone(),
+                exit_code,
+                at,
+            },
+        ) {
+            return;
+        }
+        if let Some(c) = self.kubelets.containers.get_mut(&r.uid) {
+            c.exited = true;
+        }
+        self.terminate(&r.key, exit_code, at);
+        if deleting {
+            // Nothing runs any more: the kubelet finishes the deletion shortly.
+            self.sched
+                .at(self.now + self.timing.pod_cleanup, Action::Kill(r));
+        }
+    }
+
+    /// Writes the container's termination: `terminated { exitCode, reason }`, pod phase
+    /// `Succeeded` (exit 0) or `Failed`.
+    fn terminate(&mut self, key: &Key, exit_code: i32, at: Duration) {
+        let Some(mut pod) = self.store.pods.get(key).cloned() else {
+            return;
+        };
+        let now = self.now;
+        let status = pod.status.get_or_insert_default();
+        let (phase, reason) = if exit_code == 0 {
+            ("Succeeded", "Completed")
+        } else {
+            ("Failed", "Error")
+        };
+        status.phase = Some(phase.to_string());
+        status.conditions = Some(vec![
+            pod_condition("PodReadyToStartContainers", false, None, now),
+            pod_condition("Initialized", true, Some("PodCompleted"), now),
+            pod_condition("Ready", false, Some("PodCompleted"), now),
+            pod_condition("ContainersReady", false, Some("PodCompleted"), now),
+            pod_condition("PodScheduled", true, None, now),
+        ]);
+        if let Some(cs) = status
+            .container_statuses
+            .as_mut()
+            .and_then(|c| c.first_mut())
+        {
+            let started_at = cs
+                .state
+                .as_ref()
+                .and_then(|s| s.running.as_ref())
+                .and_then(|r| r.started_at.clone());
+            cs.ready = false;
+            cs.started = Some(false);
+            cs.state = Some(ContainerState {
+                terminated: Some(ContainerStateTerminated {
+                    exit_code,
+                    reason: Some(reason.to_string()),
+                    started_at,
+                    finished_at: Some(stamp(at)),
+                    container_id: cs.container_id.clone(),
+                    ..ContainerStateTerminated::default()
+                }),
+                ..ContainerState::default()
+            });
+        }
+        self.store.write_pod(pod);
+    }
+
+    /// apiserver graceful deletion of a pod, and the kubelet's reaction: a pod that is
+    /// terminal or never bound to a node gets grace 0 (pod strategy `CheckGracefulDeletion`)
+    /// and goes once its finalizers are gone; otherwise `deletionTimestamp` is now + the grace
+    /// period and the kubelet acts ([`Action::Kill`]) after the grace period if the container
+    /// runs, promptly if it never started.
+    pub(crate) fn delete_pod(&mut self, key: &Key) {
+        let Some(mut pod) = self.store.pods.get(key).cloned() else {
+            return;
+        };
+        if pod.metadata.deletion_timestamp.is_some() {
+            return;
+        }
+        let now = self.now;
+        let unscheduled = node_of(&pod).is_empty();
+        let grace = if is_terminal(&pod) || unscheduled {
+            Duration::ZERO
+        } else {
+            let secs = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.termination_grace_period_seconds);
+            secs.map_or(self.timing.kill_delay, |s| {
+                Duration::from_secs(u64::try_from(s).unwrap_or(0))
+            })
+        };
+        pod.metadata.deletion_timestamp = Some(stamp(now + grace));
+        pod.metadata.deletion_grace_period_seconds =
+            Some(i64::try_from(grace.as_secs()).unwrap_or(i64::MAX));
+        let running = container_running(&pod);
+        let pod = self.store.write_pod(pod);
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        if is_terminal(&pod) {
+            self.kubelets.confirmed.insert(uid);
+        } else {
+            // For an unscheduled pod the pod garbage collector plays the kubelet's part: it
+            // marks the terminating pod Failed.
+            let delay = if running {
+                grace
+            } else {
+                self.timing.pod_cleanup
+            };
+            self.sched
+                .at(now + delay, Action::Kill(obj_ref(&pod.metadata)));
+        }
+    }
+
+    /// The kubelet acts on a deleted pod: SIGKILL for a container still running (exit 137,
+    /// reason `Error`; a killed process printed nothing), reported at once and the removal
+    /// confirmed [`Timing::pod_cleanup`](crate::Timing::pod_cleanup) later; phase `Failed`
+    /// for a pod whose container never started; then it confirms the removal.
+    pub(crate) fn kill(&mut self, r: ObjRef) {
+        let Some(pod) = self.store.pod_with_uid(&r.key, &r.uid).cloned() else {
+            return;
+        };
+        if self.park_unless_ready(node_of(&pod), Action::Kill(r.clone())) {
+            return;
+        }
+        if container_running(&pod) {
+            if let Some(c) = self.kubelets.containers.get_mut(&r.uid) {
+                c.exited = true;
+                c.log.clear();
+            }
+            self.terminate(&r.key, 137, self.now);
+            // The kubelet reports the kill, then finishes the deletion shortly.
+            self.sched
+                .at(self.now + self.timing.pod_cleanup, Action::Kill(r));
+            return;
+        } else if !is_terminal(&pod) {
+            let mut pod = pod;
+            pod.status.get_or_insert_default().phase = Some("Failed".to_string());
+            self.store.write_pod(pod);
+        }
+        self.kubelets.confirmed.insert(r.uid);
+    }
+
+    /// apiserver: a pod with a deletionTimestamp whose removal the kubelet confirmed is removed
+    /// once it has no finalizer left.
+    pub(crate) fn remove_finished_pods(&mut self) {
+        let done: Vec<(Key, String)> = (self.store.pods.values())
+            .filter(|p| p.metadata.deletion_timestamp.is_some())
+            .filter(|p| p.metadata.finalizers.as_ref().is_none_or(Vec::is_empty))
+            .filter_map(|p| Some((key_of(&p.metadata), p.metadata.uid.clone()?)))
+            .filter(|(_, uid)| self.kubelets.confirmed.contains(uid))
+            .collect();
+        for (key, uid) in done {
+            self.store.remove_pod(&key);
+            self.kubelets.confirmed.remove(&uid);
+            self.kubelets.containers.remove(&uid);
+        }
+    }
+
+    /// `GET .../pods/{pod}/log`: the apiserver checks the pod and container
+    /// (`pod.ValidateContainer`), finds the node (`GetConnectionInfo`), dials its kubelet,
+    /// which answers 400 for a container not started, else the log, cut to `limit_bytes`.
+    pub(crate) fn pod_log(
+        &self,
+        namespace: &str,
+        pod_name: &str,
+        container: &str,
+        limit_bytes: u64,
+    ) -> ApiResult<String> {
+        let key = (namespace.to_string(), pod_name.to_string());
+        let pod = (self.store.pods.get(&key))
+            .ok_or_else(|| ApiError::not_found(format!("pods \"{pod_name}\" not found")))?;
+        let names: Vec<&str> = pod
+            .spec
+            .iter()
+            .flat_map(|s| &s.containers)
+            .map(|c| c.name.as_str())
+            .collect();
+        let container = match (container, names.as_slice()) {
+            ("", [one]) => *one,
+            ("", []) => {
+                return Err(ApiError::bad_request(format!(
+                    "a container name must be specified for pod {pod_name}"
+                )));
+            }
+            ("", many) => {
+                return Err(ApiError::bad_request(format!(
+                    "a container name must be specified for pod {pod_name}, choose one of: [{}]",
+                    many.join(" ")
+                )));
+            }
+            (c, _) if !names.contains(&c) => {
+                return Err(ApiError::bad_request(format!(
+                    "container {c} is not valid for pod {pod_name}"
+                )));
+            }
+            (c, _) => c,
+        };
+        let node_name = node_of(pod);
+        if node_name.is_empty() {
+            return Err(ApiError::bad_request(format!(
+                "pod {pod_name} does not have a host assigned"
+            )));
+        }
+        let node = self.store.get_node(node_name)?;
+        if self.kubelets.script(node_name).log_unreachable {
+            let ip = internal_ip(&node).unwrap_or_default();
+            return Err(ApiError::transient(
+                500,
+                format!(
+                    "Get \"https://{ip}:10250/containerLogs/{namespace}/{pod_name}/{container}\": dial tcp {ip}:10250: connect: connection refused"
+                ),
+            ));
+        }
+        let statuses = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref());
+        let status = statuses.into_iter().flatten().find(|s| s.name == container);
+        let state = status.and_then(|s| s.state.as_ref());
+        let started = state.is_some_and(|s| s.running.is_some() || s.terminated.is_some());
+        if !started {
+            let reason = state
+                .and_then(|s| s.waiting.as_ref())
+                .and_then(|w| w.reason.as_deref());
+            let reason = reason.unwrap_or("ContainerCreating");
+            return Err(ApiError::bad_request(format!(
+                "container \"{container}\" in pod \"{pod_name}\" is waiting to start: {reason}"
+            )));
+        }
+        let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+        let log = match self.kubelets.containers.get(uid) {
+            Some(c) if c.exited => c.log.as_str(),
+            _ => "",
+        };
+        let limit = usize::try_from(limit_bytes)
+            .unwrap_or(usize::MAX)
+            .min(log.len());
+        Ok(String::from_utf8_lossy(&log.as_bytes()[..limit]).into_owned())
+    }
+}

@@ -1,0 +1,1 @@
+//! nodejob over kube-rs: `JobApi` for a real cluster (in progress).
