@@ -38,6 +38,51 @@ pub enum Change<K> {
     TimedOut,
 }
 
+/// One [`JobApi`] method.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum Verb {
+    /// [`JobApi::create_job`](JobApi::create_job).
+    CreateJob,
+    /// [`JobApi::get_job`](JobApi::get_job).
+    GetJob,
+    /// [`JobApi::delete_job`](JobApi::delete_job).
+    DeleteJob,
+    /// [`JobApi::list_pods`](JobApi::list_pods).
+    ListPods,
+    /// [`JobApi::pod_log`](JobApi::pod_log).
+    PodLog,
+    /// [`JobApi::list_events`](JobApi::list_events).
+    ListEvents,
+    /// [`JobApi::get_node`](JobApi::get_node).
+    GetNode,
+    /// [`JobApi::wait_job`](JobApi::wait_job).
+    WaitJob,
+    /// [`JobApi::wait_node`](JobApi::wait_node).
+    WaitNode,
+}
+
+impl Verb {
+    /// Every verb, in declaration order.
+    pub const ALL: [Verb; 9] = [
+        Verb::CreateJob,
+        Verb::GetJob,
+        Verb::DeleteJob,
+        Verb::ListPods,
+        Verb::PodLog,
+        Verb::ListEvents,
+        Verb::GetNode,
+        Verb::WaitJob,
+        Verb::WaitNode,
+    ];
+}
+
+impl std::fmt::Display for Verb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
+    }
+}
+
 /// The Kubernetes API verbs the node-Job runner uses.
 ///
 /// Errors are core's [`ApiError`], classified the same whatever backend sits below, so callers

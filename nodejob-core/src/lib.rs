@@ -33,7 +33,7 @@ mod wait;
 
 use std::time::Duration;
 
-pub use api::{ApiResult, Change, Clock, JobApi};
+pub use api::{ApiResult, Change, Clock, JobApi, Verb};
 pub use error::{ApiError, Error, ErrorKind, JobRef, Result};
 pub use job::{CONTROLLER_UID_LABEL, IMAGE, NODE_ANNOTATION, build};
 pub use names::{node_label_value, trunc_name};
