@@ -1,12 +1,14 @@
-//! The runner against the in-memory cluster: every scenario of the stale-Job guard, the races and
-//! the faults, end to end through `JobApi`, in virtual time.
+//! The runner against the in-memory cluster, for what only virtual time can pin: the exact moment
+//! a change is seen, request counts, bounds to the second. The scenarios every backend must pass
+//! (stale Jobs, races, faults) are in `nodejob-conformance`, written once for the fake and a real
+//! control plane.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nodejob_core::{
-    ApiError, Clock, Error, ErrorKind, Level, Note, POLL_INTERVAL, Spec, build, delete_and_wait,
-    delete_exact_and_wait, logs, run, run_exit_code, run_exit_code_logs, wait_ready,
+    ApiError, Clock, Error, ErrorKind, Note, POLL_INTERVAL, Spec, build, delete_and_wait, run,
+    run_exit_code, run_exit_code_logs, wait_ready,
 };
 use nodejob_fake::{FakeCluster, NodeScript, Times, Verb, Verbs, host};
 
@@ -49,14 +51,6 @@ fn spec(host: &[String]) -> (Spec, Notes) {
     (spec, notes)
 }
 
-fn said(notes: &Notes, level: Level, part: &str) -> bool {
-    notes
-        .lock()
-        .unwrap()
-        .iter()
-        .any(|n| n.level == level && n.message.contains(part))
-}
-
 /// Lets the cluster's controllers run for `d` of virtual time.
 async fn settle(d: Duration) {
     tokio::time::sleep(d).await;
@@ -73,61 +67,6 @@ async fn earlier_job(
     let job = c.create_job_now(&build(&spec)).expect("create earlier job");
     settle(d).await;
     c.job(NS, NAME).unwrap_or(job)
-}
-
-fn uid(job: &k8s_openapi::api::batch::v1::Job) -> String {
-    job.metadata.uid.clone().unwrap()
-}
-
-fn deletes_are_exact(c: &FakeCluster) -> bool {
-    c.calls()
-        .iter()
-        .filter(|call| call.verb == Verb::DeleteJob)
-        .all(|call| {
-            call.preconditions
-                .as_ref()
-                .is_some_and(|p| p.uid.is_some() && p.resource_version.is_some())
-        })
-}
-
-// --- the happy path ----------------------------------------------------------------------------
-
-#[tokio::test(start_paused = true)]
-async fn run_exit_code_logs_reads_the_log_before_deleting_the_job() -> anyhow::Result<()> {
-    let c = cluster();
-    let (spec, notes) = spec(&[
-        host::log("upgraded to 9.6"),
-        host::log("rebooting"),
-        host::exit(0),
-    ]);
-    let (code, log) = run_exit_code_logs(&c, &spec).await?;
-    assert_eq!((code, log.as_str()), (0, "upgraded to 9.6\nrebooting\n"));
-    let job = c
-        .job(NS, NAME)
-        .expect("job is deleted in the foreground, still present");
-    assert!(
-        job.metadata.deletion_timestamp.is_some(),
-        "succeeded job not deleted"
-    );
-    assert!(said(&notes, Level::Info, "succeeded; deleted"));
-    // Exactly these requests: no polling loop.
-    let verbs: Vec<Verb> = c.calls().iter().map(|call| call.verb).collect();
-    assert_eq!(
-        verbs.iter().filter(|v| **v == Verb::GetJob).count(),
-        1,
-        "{verbs:?}"
-    );
-    assert_eq!(c.count(Verb::CreateJob), 1);
-    assert_eq!(c.count(Verb::ListPods), 1);
-    assert_eq!(c.count(Verb::PodLog), 1);
-    assert_eq!(c.count(Verb::DeleteJob), 1);
-    assert_eq!(
-        c.count(Verb::ListEvents),
-        0,
-        "the pod appeared within one interval"
-    );
-    assert!(deletes_are_exact(&c));
-    Ok(())
 }
 
 #[tokio::test(start_paused = true)]
@@ -187,264 +126,6 @@ async fn invalid_spec_is_refused_before_any_api_call() {
         Err(Error::InvalidSpec { field: "argv", .. })
     ));
     assert!(c.calls().is_empty(), "{:?}", c.calls());
-}
-
-// --- the stale-Job guard -------------------------------------------------------------------------
-
-#[tokio::test(start_paused = true)]
-async fn stale_succeeded_job_is_deleted_exactly_and_replaced() -> anyhow::Result<()> {
-    let c = cluster();
-    let stale = earlier_job(
-        &c,
-        &[host::log("stale"), host::exit(0)],
-        Duration::from_secs(30),
-    )
-    .await;
-    let (spec, notes) = spec(&[host::log("fresh"), host::exit(0)]);
-    let (code, log) = run_exit_code_logs(&c, &spec).await?;
-    assert_eq!(
-        (code, log.as_str()),
-        (0, "fresh\n"),
-        "the stale job's result was reported"
-    );
-    assert!(said(&notes, Level::Warn, "replacing an earlier job"));
-    let first_delete = c
-        .calls()
-        .into_iter()
-        .find(|call| call.verb == Verb::DeleteJob)
-        .unwrap();
-    let pre = first_delete.preconditions.unwrap();
-    assert_eq!(pre.uid.as_deref(), stale.metadata.uid.as_deref());
-    assert_eq!(pre.resource_version, stale.metadata.resource_version);
-    Ok(())
-}
-
-#[tokio::test(start_paused = true)]
-async fn stale_failed_job_is_replaced_and_its_exit_code_never_reported() -> anyhow::Result<()> {
-    let c = cluster();
-    earlier_job(
-        &c,
-        &[host::log("old failure"), host::exit(9)],
-        Duration::from_secs(30),
-    )
-    .await;
-    let (spec, _) = spec(&[host::log("new"), host::exit(4)]);
-    assert_eq!(
-        run_exit_code_logs(&c, &spec).await?,
-        (4, "new\n".to_string())
-    );
-    assert!(deletes_are_exact(&c));
-    Ok(())
-}
-
-#[tokio::test(start_paused = true)]
-async fn stale_job_being_deleted_is_waited_out_not_deleted_again() -> anyhow::Result<()> {
-    let c = cluster();
-    earlier_job(
-        &c,
-        &[host::run(Duration::from_secs(300))],
-        Duration::from_secs(10),
-    )
-    .await;
-    c.delete_job_now(NS, NAME)?;
-    let (spec, notes) = spec(&[host::exit(0)]);
-    run(&c, &spec).await?;
-    assert!(said(&notes, Level::Info, "is being deleted"));
-    // Only our own succeeded Job was deleted by the runner.
-    assert_eq!(c.count(Verb::DeleteJob), 1);
-    Ok(())
-}
-
-#[tokio::test(start_paused = true)]
-async fn stale_running_job_finishes_its_host_operation_before_it_is_replaced() -> anyhow::Result<()>
-{
-    let c = cluster();
-    let stale = earlier_job(
-        &c,
-        &[host::run(Duration::from_secs(40)), host::log("old done")],
-        Duration::from_secs(5),
-    )
-    .await;
-    let (spec, notes) = spec(&[host::log("new done")]);
-    let stale_uid = uid(&stale);
-    // Record how the stale pod ended: it must have exited on its own (0), never been killed.
-    let (code, log) = run_exit_code_logs(&c, &spec).await?;
-    assert_eq!((code, log.as_str()), (0, "new done\n"));
-    assert!(said(&notes, Level::Warn, "still running"));
-    let delete = c
-        .calls()
-        .into_iter()
-        .find(|call| call.verb == Verb::DeleteJob)
-        .unwrap();
-    assert_eq!(
-        delete.preconditions.unwrap().uid.as_deref(),
-        Some(stale_uid.as_str())
-    );
-    assert!(
-        delete.at >= Duration::from_secs(40),
-        "stale job deleted at {:?}, before its host operation ended",
-        delete.at
-    );
-    Ok(())
-}
-
-#[tokio::test(start_paused = true)]
-async fn stale_job_replaced_between_inspect_and_delete_is_left_alone() -> anyhow::Result<()> {
-    let c = cluster();
-    earlier_job(&c, &[host::exit(0)], Duration::from_secs(30)).await;
-    c.before(Verb::DeleteJob, |c: &FakeCluster| {
-        c.replace_job_now(NS, NAME).expect("replace");
-    });
-    let (spec, _) = spec(&[]);
-    let e = run(&c, &spec).await.unwrap_err();
-    assert!(matches!(e, Error::Contended { .. }), "{e}");
-    assert!(e.to_string().contains("kube-system/upgrade-node-a"), "{e}");
-    let theirs = c
-        .job(NS, NAME)
-        .expect("the other actor's job is still there");
-    assert!(
-        theirs.metadata.deletion_timestamp.is_none(),
-        "another actor's job was deleted"
-    );
-    assert!(deletes_are_exact(&c));
-    assert_eq!(c.count(Verb::CreateJob), 0);
-    Ok(())
-}
-
-#[tokio::test(start_paused = true)]
-async fn already_exists_on_create_means_another_actor_owns_the_name() -> anyhow::Result<()> {
-    let c = cluster();
-    let (theirs_spec, _) = spec(&[host::run(Duration::from_secs(60))]);
-    c.before(Verb::CreateJob, move |c: &FakeCluster| {
-        c.create_job_now(&build(&theirs_spec))
-            .expect("their create");
-    });
-    let (spec, _) = spec(&[]);
-    let e = run(&c, &spec).await.unwrap_err();
-    assert!(matches!(e, Error::Contended { .. }), "{e}");
-    assert!(e.to_string().contains("already exists"), "{e}");
-    assert!(
-        c.job(NS, NAME)
-            .unwrap()
-            .metadata
-            .deletion_timestamp
-            .is_none()
-    );
-    assert_eq!(c.count(Verb::DeleteJob), 0);
-    Ok(())
-}
-
-// --- our Job, while we wait ----------------------------------------------------------------------
-
-#[tokio::test(start_paused = true)]
-async fn job_deleted_while_waiting_ends_the_run_at_once() {
-    let c = cluster();
-    c.schedule(Duration::from_secs(10), |c: &FakeCluster| {
-        c.delete_job_now(NS, NAME).expect("delete")
-    });
-    let (spec, _) = spec(&[host::run(Duration::from_secs(500))]);
-    let e = run_exit_code(&c, &spec).await.unwrap_err();
-    assert!(matches!(&e, Error::Vanished { .. }), "{e}");
-    assert!(
-        c.now() < Duration::from_secs(11),
-        "noticed at {:?}, not at once",
-        c.now()
-    );
-}
-
-#[tokio::test(start_paused = true)]
-async fn job_replaced_while_waiting_is_never_read() {
-    let c = cluster();
-    c.schedule(Duration::from_secs(10), |c: &FakeCluster| {
-        c.replace_job_now(NS, NAME).expect("replace");
-    });
-    let (spec, _) = spec(&[host::run(Duration::from_secs(500))]);
-    let e = run_exit_code_logs(&c, &spec).await.unwrap_err();
-    assert!(
-        matches!(&e, Error::Vanished { detail, .. } if detail.contains("replaced") || detail.contains("deleted")),
-        "{e}"
-    );
-    assert!(
-        c.now() < Duration::from_secs(11),
-        "noticed at {:?}",
-        c.now()
-    );
-    assert_eq!(c.count(Verb::ListPods), 0, "another job's pods were read");
-    assert_eq!(c.count(Verb::PodLog), 0);
-}
-
-#[tokio::test(start_paused = true)]
-async fn logs_of_an_earlier_jobs_pod_never_answer() -> anyhow::Result<()> {
-    let c = cluster();
-    // A failed run leaves its Job and pod; the next run replaces them.
-    let (first, _) = spec(&[host::log("first"), host::exit(5)]);
-    assert_eq!(run_exit_code(&c, &first).await?, 5);
-    assert_eq!(logs(&c, &first).await?, "first\n");
-    let (second, _) = spec(&[host::log("second"), host::exit(6)]);
-    assert_eq!(
-        run_exit_code_logs(&c, &second).await?,
-        (6, "second\n".to_string())
-    );
-    assert_eq!(logs(&c, &second).await?, "second\n");
-    Ok(())
-}
-
-#[tokio::test(start_paused = true)]
-async fn unreadable_log_returns_the_exit_code_and_leaves_the_job() {
-    let c = cluster();
-    c.set_script(
-        "node-a",
-        NodeScript {
-            log_unreachable: true,
-            ..NodeScript::default()
-        },
-    );
-    let (failing, _) = spec(&[host::log("x"), host::exit(3)]);
-    let e = run_exit_code_logs(&c, &failing).await.unwrap_err();
-    assert!(matches!(e, Error::LogUnread { exit_code: 3, .. }), "{e}");
-    assert_eq!(e.exit_code(), Some(3));
-    assert!(e.to_string().contains("10250"), "{e}");
-    assert!(
-        c.job(NS, NAME)
-            .unwrap()
-            .metadata
-            .deletion_timestamp
-            .is_none(),
-        "job not left in place"
-    );
-
-    // A succeeded job whose log cannot be read is left in place too: the log is not lost.
-    let c = cluster();
-    c.set_script(
-        "node-a",
-        NodeScript {
-            log_unreachable: true,
-            ..NodeScript::default()
-        },
-    );
-    let (succeeding, _) = spec(&[host::exit(0)]);
-    let e = run_exit_code_logs(&c, &succeeding).await.unwrap_err();
-    assert!(matches!(e, Error::LogUnread { exit_code: 0, .. }), "{e}");
-    assert_eq!(c.count(Verb::DeleteJob), 0);
-}
-
-#[tokio::test(start_paused = true)]
-async fn non_zero_exit_is_an_answer_for_exit_code_and_an_error_for_run() -> anyhow::Result<()> {
-    let c = cluster();
-    let (spec, notes) = spec(&[host::exit(3)]);
-    assert_eq!(run_exit_code(&c, &spec).await?, 3);
-    assert!(said(&notes, Level::Info, "left in place"));
-    assert!(
-        c.job(NS, NAME)
-            .unwrap()
-            .metadata
-            .deletion_timestamp
-            .is_none()
-    );
-    let c = cluster();
-    let e = run(&c, &spec).await.unwrap_err();
-    assert!(matches!(e, Error::Failed { exit_code: 3, .. }), "{e}");
-    Ok(())
 }
 
 #[tokio::test(start_paused = true)]
@@ -563,32 +244,6 @@ async fn transient_errors_are_retried_within_the_bound() -> anyhow::Result<()> {
 }
 
 #[tokio::test(start_paused = true)]
-async fn forbidden_fails_at_once_with_the_apiserver_message() {
-    let c = cluster();
-    let msg = "jobs.batch is forbidden: User \"system:serviceaccount:ops:nodejob\" cannot create resource \"jobs\"";
-    c.fail(Verb::CreateJob, ApiError::forbidden(msg), Times::Always);
-    let (spec, _) = spec(&[]);
-    let e = run(&c, &spec).await.unwrap_err();
-    assert!(e.to_string().contains(msg), "{e}");
-    assert_eq!(c.count(Verb::CreateJob), 1);
-    assert_eq!(c.now(), Duration::ZERO);
-}
-
-// --- delete_and_wait, delete_exact_and_wait ------------------------------------------------------
-
-#[tokio::test(start_paused = true)]
-async fn delete_of_a_missing_job_is_not_an_error() -> anyhow::Result<()> {
-    let c = cluster();
-    delete_and_wait(&c, NS, "nothing-here").await?;
-    let (spec, _) = spec(&[]);
-    let mut ghost = build(&spec);
-    ghost.metadata.uid = Some("0b7e4ad2-8c4e-4c1b-9d55-6f0a3c7b1e21".into());
-    ghost.metadata.resource_version = Some("1".into());
-    delete_exact_and_wait(&c, &ghost).await?;
-    Ok(())
-}
-
-#[tokio::test(start_paused = true)]
 async fn delete_and_wait_returns_once_the_job_and_its_pod_are_gone() -> anyhow::Result<()> {
     let c = cluster();
     earlier_job(
@@ -606,32 +261,6 @@ async fn delete_and_wait_returns_once_the_job_and_its_pod_are_gone() -> anyhow::
     );
     Ok(())
 }
-
-#[tokio::test(start_paused = true)]
-async fn delete_exact_refuses_a_job_changed_since_it_was_inspected() -> anyhow::Result<()> {
-    let c = cluster();
-    let inspected = earlier_job(&c, &[host::exit(0)], Duration::from_secs(30)).await;
-    c.touch_job_now(NS, NAME)?;
-    let e = delete_exact_and_wait(&c, &inspected).await.unwrap_err();
-    assert_eq!(
-        e.api_error().map(|a| a.kind),
-        Some(ErrorKind::Conflict),
-        "{e}"
-    );
-    assert!(
-        c.job(NS, NAME)
-            .unwrap()
-            .metadata
-            .deletion_timestamp
-            .is_none()
-    );
-    let current = c.job(NS, NAME).unwrap();
-    delete_exact_and_wait(&c, &current).await?;
-    assert!(c.job(NS, NAME).is_none());
-    Ok(())
-}
-
-// --- wait_ready ----------------------------------------------------------------------------------
 
 #[tokio::test(start_paused = true)]
 async fn wait_ready_returns_when_a_flapping_node_turns_ready() -> anyhow::Result<()> {

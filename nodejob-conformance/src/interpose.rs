@@ -1,0 +1,240 @@
+//! [`Interposed`]: a [`JobApi`] wrapper that records every call, answers injected errors, and
+//! runs another actor's writes between two calls, over any backend. It is what lets a race be
+//! staged the same way on the in-memory cluster and on a real apiserver.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::future::BoxFuture;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Preconditions;
+use nodejob_core::{ApiError, ApiResult, Change, Clock, ErrorKind, JobApi, Verb};
+
+/// One call that went through an [`Interposed`] API.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Call {
+    /// The verb.
+    pub verb: Verb,
+    /// The Job, Pod or Node the call names; the selector for [`Verb::ListPods`], the UID for
+    /// [`Verb::ListEvents`].
+    pub name: String,
+    /// The preconditions of a [`Verb::DeleteJob`].
+    pub preconditions: Option<Preconditions>,
+    /// The backend's time when the call began.
+    pub at: Duration,
+    /// How it failed, if it did (filled in when it returns).
+    pub error: Option<ErrorKind>,
+}
+
+/// Another actor's action, run with the backend's API just before a call is served.
+pub type Action<A> = Box<dyn FnOnce(Arc<A>) -> BoxFuture<'static, ()> + Send>;
+
+struct Hook<A> {
+    verb: Verb,
+    /// How many more calls of the verb pass before the hook runs.
+    skip: usize,
+    action: Action<A>,
+}
+
+struct State<A> {
+    calls: Vec<Call>,
+    hooks: Vec<Hook<A>>,
+    faults: VecDeque<(Verb, ApiError)>,
+}
+
+/// A [`JobApi`] over `A` that records, injects and interposes. See the module docs.
+pub struct Interposed<A> {
+    inner: Arc<A>,
+    state: Mutex<State<A>>,
+}
+
+impl<A: JobApi + 'static> Interposed<A> {
+    /// Wraps `inner`.
+    pub fn new(inner: Arc<A>) -> Self {
+        Interposed {
+            inner,
+            state: Mutex::new(State {
+                calls: Vec::new(),
+                hooks: Vec::new(),
+                faults: VecDeque::new(),
+            }),
+        }
+    }
+
+    /// The backend below, for another actor's writes (not recorded).
+    pub fn inner(&self) -> &Arc<A> {
+        &self.inner
+    }
+
+    /// Runs `action` before the `(skip + 1)`-th next call of `verb` is served.
+    pub fn before<F>(&self, verb: Verb, skip: usize, action: F)
+    where
+        F: FnOnce(Arc<A>) -> BoxFuture<'static, ()> + Send + 'static,
+    {
+        self.lock().hooks.push(Hook {
+            verb,
+            skip,
+            action: Box::new(action),
+        });
+    }
+
+    /// Answers the next `times` calls of `verb` with `error` instead of serving them.
+    pub fn fail(&self, verb: Verb, error: ApiError, times: usize) {
+        let mut state = self.lock();
+        for _ in 0..times {
+            state.faults.push_back((verb, error.clone()));
+        }
+    }
+
+    /// Every call so far.
+    pub fn calls(&self) -> Vec<Call> {
+        self.lock().calls.clone()
+    }
+
+    /// How many calls of `verb` were made.
+    pub fn count(&self, verb: Verb) -> usize {
+        self.lock().calls.iter().filter(|c| c.verb == verb).count()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State<A>> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records the call, runs a due hook, answers a due fault; returns the call's index.
+    async fn enter(
+        &self,
+        verb: Verb,
+        name: &str,
+        pre: Option<&Preconditions>,
+    ) -> Result<usize, ApiError> {
+        let (index, action) = {
+            let mut state = self.lock();
+            state.calls.push(Call {
+                verb,
+                name: name.to_string(),
+                preconditions: pre.cloned(),
+                at: self.inner.now(),
+                error: None,
+            });
+            let due = state
+                .hooks
+                .iter()
+                .position(|h| h.verb == verb && h.skip == 0);
+            for hook in state
+                .hooks
+                .iter_mut()
+                .filter(|h| h.verb == verb && h.skip > 0)
+            {
+                hook.skip -= 1;
+            }
+            (
+                state.calls.len() - 1,
+                due.map(|i| state.hooks.remove(i).action),
+            )
+        };
+        if let Some(action) = action {
+            action(self.inner.clone()).await;
+        }
+        let mut state = self.lock();
+        if let Some(i) = state.faults.iter().position(|(v, _)| *v == verb) {
+            let (_, error) = state.faults.remove(i).expect("position is in range");
+            state.calls[index].error = Some(error.kind);
+            return Err(error);
+        }
+        Ok(index)
+    }
+
+    fn exit<T>(&self, index: usize, result: ApiResult<T>) -> ApiResult<T> {
+        if let Err(e) = &result {
+            self.lock().calls[index].error = Some(e.kind);
+        }
+        result
+    }
+}
+
+#[async_trait]
+impl<A: JobApi + 'static> Clock for Interposed<A> {
+    fn now(&self) -> Duration {
+        self.inner.now()
+    }
+    async fn sleep(&self, duration: Duration) {
+        self.inner.sleep(duration).await
+    }
+}
+
+#[async_trait]
+impl<A: JobApi + 'static> JobApi for Interposed<A> {
+    async fn create_job(&self, job: &Job) -> ApiResult<Job> {
+        let i = self
+            .enter(
+                Verb::CreateJob,
+                job.metadata.name.as_deref().unwrap_or(""),
+                None,
+            )
+            .await?;
+        self.exit(i, self.inner.create_job(job).await)
+    }
+    async fn get_job(&self, namespace: &str, name: &str) -> ApiResult<Job> {
+        let i = self.enter(Verb::GetJob, name, None).await?;
+        self.exit(i, self.inner.get_job(namespace, name).await)
+    }
+    async fn delete_job(
+        &self,
+        namespace: &str,
+        name: &str,
+        pre: Option<&Preconditions>,
+    ) -> ApiResult<()> {
+        let i = self.enter(Verb::DeleteJob, name, pre).await?;
+        self.exit(i, self.inner.delete_job(namespace, name, pre).await)
+    }
+    async fn list_pods(&self, namespace: &str, selector: &str) -> ApiResult<Vec<Pod>> {
+        let i = self.enter(Verb::ListPods, selector, None).await?;
+        self.exit(i, self.inner.list_pods(namespace, selector).await)
+    }
+    async fn pod_log(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+        limit: u64,
+    ) -> ApiResult<String> {
+        let i = self.enter(Verb::PodLog, pod, None).await?;
+        self.exit(
+            i,
+            self.inner.pod_log(namespace, pod, container, limit).await,
+        )
+    }
+    async fn list_events(&self, namespace: &str, uid: &str) -> ApiResult<Vec<Event>> {
+        let i = self.enter(Verb::ListEvents, uid, None).await?;
+        self.exit(i, self.inner.list_events(namespace, uid).await)
+    }
+    async fn get_node(&self, name: &str) -> ApiResult<Node> {
+        let i = self.enter(Verb::GetNode, name, None).await?;
+        self.exit(i, self.inner.get_node(name).await)
+    }
+    async fn wait_job(
+        &self,
+        namespace: &str,
+        name: &str,
+        since: Option<&str>,
+        timeout: Duration,
+    ) -> ApiResult<Change<Job>> {
+        let i = self.enter(Verb::WaitJob, name, None).await?;
+        self.exit(
+            i,
+            self.inner.wait_job(namespace, name, since, timeout).await,
+        )
+    }
+    async fn wait_node(
+        &self,
+        name: &str,
+        since: Option<&str>,
+        timeout: Duration,
+    ) -> ApiResult<Change<Node>> {
+        let i = self.enter(Verb::WaitNode, name, None).await?;
+        self.exit(i, self.inner.wait_node(name, since, timeout).await)
+    }
+}

@@ -1,0 +1,655 @@
+//! The scenario bodies. Each takes a fresh backend and returns what it found wrong.
+//!
+//! Durations are kept to seconds so the same bodies run in real time on a real control plane.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use nodejob_core::{
+    ApiError, Clock, Error, ErrorKind, JobApi, Verb, build, delete_and_wait, delete_exact_and_wait,
+    logs, node_label_value, run, run_exit_code, run_exit_code_logs, wait_ready,
+};
+use nodejob_fake::host;
+
+use crate::{Backend, Ctx, Failure, ensure};
+
+type Outcome = Result<(), Failure>;
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+/// Every delete the runner made carried UID and resourceVersion preconditions.
+fn deletes_are_exact<B: Backend>(cx: &Ctx<B>) -> Outcome {
+    for call in cx.api.calls().iter().filter(|c| c.verb == Verb::DeleteJob) {
+        let exact = call
+            .preconditions
+            .as_ref()
+            .is_some_and(|p| p.uid.is_some() && p.resource_version.is_some());
+        ensure!(exact, "an inexact delete: {call:?}");
+    }
+    Ok(())
+}
+
+/// A succeeded Job answers 0 and its log, read before it is deleted.
+pub async fn exit_code_and_log_of_a_succeeded_job<B: Backend>(b: Arc<B>) -> Outcome {
+    let cx = Ctx::new(b);
+    let spec = cx.spec(
+        "succeeds",
+        &[
+            host::log("upgraded to 9.6"),
+            host::log("reboot pending"),
+            host::exit(0),
+        ],
+    );
+    let (code, log) = run_exit_code_logs(&*cx.api, &spec).await?;
+    ensure!(
+        code == 0 && log == "upgraded to 9.6\nreboot pending\n",
+        "got ({code}, {log:?})"
+    );
+    let left = cx.job("succeeds").await?;
+    ensure!(
+        left.is_none_or(|j| j.metadata.deletion_timestamp.is_some()),
+        "the succeeded job was not deleted"
+    );
+    for verb in [
+        Verb::GetJob,
+        Verb::CreateJob,
+        Verb::ListPods,
+        Verb::PodLog,
+        Verb::DeleteJob,
+    ] {
+        ensure!(
+            cx.api.count(verb) == 1,
+            "{verb} called {} times: {:?}",
+            cx.api.count(verb),
+            cx.api.calls()
+        );
+    }
+    deletes_are_exact(&cx)
+}
+
+/// A non-zero exit is an answer for `run_exit_code`, an error for `run`; the Job stays.
+pub async fn non_zero_exit_leaves_the_job_for_inspection<B: Backend>(b: Arc<B>) -> Outcome {
+    let cx = Ctx::new(b);
+    let spec = cx.spec("exits-3", &[host::exit(3)]);
+    let code = run_exit_code(&*cx.api, &spec).await?;
+    ensure!(code == 3, "exit code {code}");
+    let job = cx.job("exits-3").await?;
+    ensure!(
+        job.is_some_and(|j| j.metadata.deletion_timestamp.is_none()),
+        "the failed job was not left in place"
+    );
+    ensure!(
+        cx.api.count(Verb::DeleteJob) == 0,
+        "a failed job was deleted"
+    );
+    // The next run replaces it, and `run` reports the failure with its code.
+    match run(&*cx.api, &spec).await {
+        Err(Error::Failed { exit_code: 3, .. }) => {}
+        other => ensure!(false, "run gave {other:?}"),
+    }
+    ensure!(
+        cx.said("replacing an earlier job"),
+        "the stale failed job was not reported replaced"
+    );
+    deletes_are_exact(&cx)
+}
+
+/// A finished Job of the same name is deleted exactly (its UID) and replaced.
+pub async fn stale_succeeded_job_is_replaced_exactly<B: Backend>(b: Arc<B>) -> Outcome {
+    let cx = Ctx::new(b);
+    let stale = cx
+        .api
+        .inner()
+        .create_job(&build(
+            &cx.spec("stale", &[host::log("stale"), host::exit(0)]),
+        ))
+        .await?;
+    cx.wait_finished("stale").await?;
+    let spec = cx.spec("stale", &[host::log("fresh"), host::exit(0)]);
+    let (code, log) = run_exit_code_logs(&*cx.api, &spec).await?;
+    ensure!(
+        (code, log.as_str()) == (0, "fresh\n"),
+        "got ({code}, {log:?}): the stale job answered"
+    );
+    let first = cx
+        .api
+        .calls()
+        .into_iter()
+        .find(|c| c.verb == Verb::DeleteJob);
+    let uid = first.and_then(|c| c.preconditions).and_then(|p| p.uid);
+    ensure!(
+        uid == stale.metadata.uid,
+        "first delete aimed at {uid:?}, the stale job is {:?}",
+        stale.metadata.uid
+    );
+    ensure!(
+        cx.said("replacing an earlier job"),
+        "no warning about the replaced job"
+    );
+    deletes_are_exact(&cx)
+}
+
+/// A failed Job of the same name is replaced; its exit code is never reported as ours.
+pub async fn stale_failed_job_is_replaced_and_never_reported<B: Backend>(b: Arc<B>) -> Outcome {
+    let cx = Ctx::new(b);
+    cx.api
+        .inner()
+        .create_job(&build(
+            &cx.spec("stale-failed", &[host::log("old"), host::exit(9)]),
+        ))
+        .await?;
+    cx.wait_finished("stale-failed").await?;
+    let spec = cx.spec("stale-failed", &[host::log("new"), host::exit(4)]);
+    let (code, log) = run_exit_code_logs(&*cx.api, &spec).await?;
+    ensure!(
+        (code, log.as_str()) == (4, "new\n"),
+        "got ({code}, {log:?})"
+    );
+    deletes_are_exact(&cx)
+}
+
+/// A Job of the same name still running is waited for, never killed, then replaced.
+pub async fn stale_running_job_is_waited_for_not_killed<B: Backend>(b: Arc<B>) -> Outcome {
+    let cx = Ctx::new(b);
+    let stale = cx.spec("busy", &[host::run(secs(8)), host::log("old done")]);
+    let created = cx.api.inner().create_job(&build(&stale)).await?;
+    cx.wait_running("busy").await?;
+    let running_since = cx.api.now();
+    let spec = cx.spec("busy", &[host::log("new done")]);
+    let (code, log) = run_exit_code_logs(&*cx.api, &spec).await?;
+    ensure!(
+        (code, log.as_str()) == (0, "new done\n"),
+        "got ({code}, {log:?})"
+    );
+    ensure!(cx.said("still running"), "no warning about the running job");
+    let delete = cx
+        .api
+        .calls()
+        .into_iter()
+        .find(|c| c.verb == Verb::DeleteJob);
+    let delete = delete.ok_or_else(|| Failure("the stale job was never deleted".into()))?;
+    ensure!(
+        delete.preconditions.and_then(|p| p.uid) == created.metadata.uid,
+        "first delete not aimed at the stale job"
+    );
+    // It ran 8s from (at the latest) when we saw it running: not deleted before it could end.
+    ensure!(
+        delete.at + Duration::from_millis(100) >= running_since,
+        "deleted at {:?}, running since {running_since:?}",
+        delete.at
+    );
+    let waited = delete.at.saturating_sub(cx.api.calls()[0].at);
+    ensure!(
+        waited >= secs(5),
+        "the running job was deleted after only {waited:?}"
+    );
+    deletes_are_exact(&cx)
+}
+
+/// A Job of the same name being deleted is waited out, not deleted again.
+pub async fn stale_job_being_deleted_is_waited_out<B: Backend>(b: Arc<B>) -> Outcome {
+    let cx = Ctx::new(b);
+    cx.api
+        .inner()
+        .create_job(&build(&cx.spec("going", &[host::run(secs(120))])))
+        .await?;
+    cx.wait_running("going").await?;
+    cx.api
+        .inner()
+        .delete_job(&cx.namespace, "going", None)
+        .await?;
+    let spec = cx.spec("going", &[host::exit(0)]);
+    run(&*cx.api, &spec).await?;
+    ensure!(
+        cx.said("is being deleted"),
+        "no note about the job being deleted"
+    );
+    ensure!(
+        cx.api.count(Verb::DeleteJob) == 1,
+        "the runner deleted {} times",
+        cx.api.count(Verb::DeleteJob)
+    );
+    deletes_are_exact(&cx)
+}
+
+/// A stale Job replaced by another actor between our read and our delete is left alone.
+pub async fn stale_job_replaced_between_inspect_and_delete_is_left_alone<B: Backend>(
+    b: Arc<B>,
+) -> Outcome {
+    let cx = Ctx::new(b);
+    let theirs = build(&cx.spec("contested", &[host::run(secs(60))]));
+    cx.api
+        .inner()
+        .create_job(&build(&cx.spec("contested", &[host::exit(0)])))
+        .await?;
+    cx.wait_finished("contested").await?;
+    let (ns, gone) = (cx.namespace.clone(), Ctx::new(cx.backend.clone()));
+    cx.api.before(Verb::DeleteJob, 0, move |api| {
+        async move {
+            api.delete_job(&ns, "contested", None)
+                .await
+                .expect("their delete");
+            gone.wait_gone("contested")
+                .await
+                .expect("their delete completes");
+            api.create_job(&theirs).await.expect("their create");
+        }
+        .boxed()
+    });
+    let spec = cx.spec("contested", &[]);
+    match run(&*cx.api, &spec).await {
+        Err(e @ Error::Contended { .. }) => ensure!(e.to_string().contains("contested"), "{e}"),
+        other => ensure!(false, "expected contention, got {other:?}"),
+    }
+    let now = cx.job("contested").await?;
+    ensure!(
+        now.is_some_and(|j| j.metadata.deletion_timestamp.is_none()),
+        "another actor's job was deleted"
+    );
+    ensure!(
+        cx.api.count(Verb::CreateJob) == 0,
+        "created over another actor's job"
+    );
+    deletes_are_exact(&cx)
+}
+
+/// A Job another actor creates between our read and our create is left alone.
+pub async fn already_exists_on_create_is_left_alone<B: Backend>(b: Arc<B>) -> Outcome {
+    let cx = Ctx::new(b);
+    let theirs = build(&cx.spec("raced", &[host::run(secs(60))]));
+    cx.api.before(Verb::CreateJob, 0, move |api| {
+        async move {
+            api.create_job(&theirs).await.expect("their create");
+        }
+        .boxed()
+    });
+    match run(&*cx.api, &cx.spec("raced", &[])).await {
+        Err(e @ Error::Contended { .. }) => {
+            ensure!(e.to_string().contains("already exists"), "{e}")
+        }
+        other => ensure!(false, "expected contention, got {other:?}"),
+    }
+    ensure!(
+        cx.api.count(Verb::DeleteJob) == 0,
+        "deleted another actor's job"
+    );
+    let now = cx.job("raced").await?;
+    ensure!(
+        now.is_some_and(|j| j.metadata.deletion_timestamp.is_none()),
+        "their job was touched"
+    );
+    Ok(())
+}
+
+/// Our Job deleted by another actor while we wait ends the run at once.
+pub async fn job_deleted_while_waiting_ends_the_run<B: Backend>(b: Arc<B>) -> Outcome {
+    let cx = Ctx::new(b);
+    let (ns, watcher) = (cx.namespace.clone(), Ctx::new(cx.backend.clone()));
+    cx.api.before(Verb::WaitJob, 0, move |api| {
+        async move {
+            watcher.wait_running("deleted").await.expect("our job runs");
+            api.delete_job(&ns, "deleted", None)
+                .await
+                .expect("their delete");
+        }
+        .boxed()
+    });
+    let start = cx.api.now();
+    let mut spec = cx.spec("deleted", &[host::run(secs(600))]);
+    // A bound far beyond "at once", so waiting it out would show.
+    spec.poll_attempts = 120;
+    spec.active_deadline = secs(900);
+    match run_exit_code(&*cx.api, &spec).await {
+        Err(Error::Vanished { .. }) => {}
+        other => ensure!(false, "expected the job to vanish, got {other:?}"),
+    }
+    let took = cx.api.now() - start;
+    ensure!(took < secs(60), "noticed after {took:?}, not at once");
+    Ok(())
+}
+
+/// Our Job replaced under the same name while we wait: nothing of the other is read.
+pub async fn job_replaced_while_waiting_is_never_read<B: Backend>(b: Arc<B>) -> Outcome {
+    let cx = Ctx::new(b);
+    let theirs = build(&cx.spec("replaced", &[host::log("theirs"), host::exit(0)]));
+    let (ns, watcher) = (cx.namespace.clone(), Ctx::new(cx.backend.clone()));
+    cx.api.before(Verb::WaitJob, 0, move |api| {
+        async move {
+            watcher
+                .wait_running("replaced")
+                .await
+                .expect("our job runs");
+            api.delete_job(&ns, "replaced", None)
+                .await
+                .expect("their delete");
+            watcher.wait_gone("replaced").await.expect("gone");
+            api.create_job(&theirs).await.expect("their create");
+        }
+        .boxed()
+    });
+    let start = cx.api.now();
+    let mut spec = cx.spec("replaced", &[host::run(secs(600))]);
+    spec.poll_attempts = 120;
+    spec.active_deadline = secs(900);
+    match run_exit_code_logs(&*cx.api, &spec).await {
+        Err(Error::Vanished { .. }) => {}
+        other => ensure!(false, "expected the job to vanish, got {other:?}"),
+    }
+    let took = cx.api.now() - start;
+    ensure!(took < secs(120), "noticed after {took:?}, not at once");
+    ensure!(
+        cx.api.count(Verb::ListPods) == 0 && cx.api.count(Verb::PodLog) == 0,
+        "another job was read: {:?}",
+        cx.api.calls()
+    );
+    Ok(())
+}
+
+/// The exit status is known but the kubelet cannot serve the log: LogUnread with the code.
+pub async fn unreadable_log_keeps_the_exit_code<B: Backend>(b: Arc<B>) -> Outcome {
+    let cx = Ctx::new(b);
+    cx.backend.set_kubelet_reachable(&cx.node, false).await?;
+    let outcome =
+        run_exit_code_logs(&*cx.api, &cx.spec("mute", &[host::log("x"), host::exit(3)])).await;
+    cx.backend.set_kubelet_reachable(&cx.node, true).await?;
+    match outcome {
+        Err(e @ Error::LogUnread { exit_code: 3, .. }) => ensure!(e.exit_code() == Some(3), "{e}"),
+        other => ensure!(false, "expected LogUnread with exit 3, got {other:?}"),
+    }
+    let job = cx.job("mute").await?;
+    ensure!(
+        job.is_some_and(|j| j.metadata.deletion_timestamp.is_none()),
+        "the job was not left in place"
+    );
+    // A succeeded Job whose log cannot be read is left too: deleting it would lose the log.
+    cx.backend.set_kubelet_reachable(&cx.node, false).await?;
+    let outcome = run_exit_code_logs(&*cx.api, &cx.spec("mute-ok", &[host::exit(0)])).await;
+    cx.backend.set_kubelet_reachable(&cx.node, true).await?;
+    ensure!(
+        matches!(outcome, Err(Error::LogUnread { exit_code: 0, .. })),
+        "got {outcome:?}"
+    );
+    ensure!(
+        cx.api.count(Verb::DeleteJob) == 0,
+        "a job with an unread log was deleted"
+    );
+    Ok(())
+}
+
+/// A container killed by the Job's deadline has no exit status worth reporting.
+pub async fn deadline_kill_is_no_exit_status<B: Backend>(b: Arc<B>) -> Outcome {
+    let cx = Ctx::new(b);
+    let mut spec = cx.spec("late", &[host::run(secs(120))]);
+    spec.active_deadline = secs(3);
+    match run_exit_code(&*cx.api, &spec).await {
+        Err(e @ Error::FailedWithoutExit { .. }) => {
+            ensure!(e.to_string().contains("DeadlineExceeded"), "{e}")
+        }
+        other => ensure!(
+            false,
+            "expected a failure without exit status, got {other:?}"
+        ),
+    }
+    Ok(())
+}
+
+/// The wait bound runs out: an error naming the Job, and the host operation is left running.
+pub async fn timeout_leaves_the_host_operation_running<B: Backend>(b: Arc<B>) -> Outcome {
+    let cx = Ctx::new(b);
+    let mut spec = cx.spec("slow", &[host::run(secs(120))]);
+    spec.poll_attempts = 2;
+    match run(&*cx.api, &spec).await {
+        Err(e @ Error::Timeout { .. }) => {
+            let text = e.to_string();
+            for part in ["conformance job", &cx.namespace, "slow", &cx.node] {
+                ensure!(text.contains(part), "{part:?} missing from {text}");
+            }
+        }
+        other => ensure!(false, "expected a timeout, got {other:?}"),
+    }
+    ensure!(
+        cx.api.count(Verb::DeleteJob) == 0,
+        "a running host operation was deleted"
+    );
+    let job = cx.job("slow").await?;
+    ensure!(
+        job.is_some_and(|j| j.metadata.deletion_timestamp.is_none()),
+        "the running job is gone"
+    );
+    Ok(())
+}
+
+/// PodSecurity refusing the privileged pod fails within a few intervals, quoting it.
+pub async fn pod_security_refusal_fails_fast<B: Backend>(b: Arc<B>) -> Outcome {
+    let mut cx = Ctx::new(b);
+    cx.namespace = cx.backend.forbid_privileged_pods().await?;
+    let start = cx.api.now();
+    match run(&*cx.api, &cx.spec("refused", &[])).await {
+        Err(e @ Error::PodCreateRefused { .. }) => {
+            let text = e.to_string();
+            ensure!(text.contains("PodSecurity"), "{text}");
+            ensure!(
+                text.contains("pod-security.kubernetes.io/enforce=privileged"),
+                "no fix named: {text}"
+            );
+        }
+        other => ensure!(false, "expected a pod creation refusal, got {other:?}"),
+    }
+    let took = cx.api.now() - start;
+    ensure!(took <= nodejob_core::POLL_INTERVAL * 3, "took {took:?}");
+    Ok(())
+}
+
+/// Transient errors on every verb are retried; the run still answers.
+pub async fn transient_errors_are_retried<B: Backend>(b: Arc<B>) -> Outcome {
+    let cx = Ctx::new(b);
+    for verb in [
+        Verb::GetJob,
+        Verb::CreateJob,
+        Verb::WaitJob,
+        Verb::ListPods,
+        Verb::PodLog,
+        Verb::DeleteJob,
+    ] {
+        cx.api.fail(
+            verb,
+            ApiError::transient(503, "the server is currently unable to handle the request"),
+            2,
+        );
+    }
+    let (code, log) = run_exit_code_logs(&*cx.api, &cx.spec("flaky", &[host::log("ok")])).await?;
+    ensure!((code, log.as_str()) == (0, "ok\n"), "got ({code}, {log:?})");
+    let failed = cx
+        .api
+        .calls()
+        .iter()
+        .filter(|c| c.error == Some(ErrorKind::Transient))
+        .count();
+    ensure!(failed >= 12, "only {failed} transient failures injected");
+    Ok(())
+}
+
+/// A create that was served but whose answer was lost (a timeout) is adopted on the retry, not
+/// refused as another actor's Job and not run twice.
+pub async fn create_whose_answer_was_lost_is_adopted<B: Backend>(b: Arc<B>) -> Outcome {
+    let cx = Ctx::new(b);
+    let spec = cx.spec("lost", &[host::log("once"), host::exit(0)]);
+    let ours = build(&spec);
+    cx.api.before(Verb::CreateJob, 0, move |api| {
+        async move {
+            api.create_job(&ours).await.expect("served create");
+        }
+        .boxed()
+    });
+    cx.api.fail(
+        Verb::CreateJob,
+        ApiError::transient(504, "context deadline exceeded"),
+        1,
+    );
+    let (code, log) = run_exit_code_logs(&*cx.api, &spec).await?;
+    ensure!(
+        (code, log.as_str()) == (0, "once\n"),
+        "got ({code}, {log:?})"
+    );
+    ensure!(
+        cx.api.count(Verb::CreateJob) == 2,
+        "creates: {:?}",
+        cx.api.calls()
+    );
+    Ok(())
+}
+
+/// Forbidden fails at once with the apiserver's message.
+pub async fn forbidden_fails_at_once<B: Backend>(b: Arc<B>) -> Outcome {
+    let cx = Ctx::new(b);
+    let msg = "jobs.batch is forbidden: User \"system:serviceaccount:ops:nodejob\" cannot create resource \"jobs\"";
+    cx.api.fail(Verb::CreateJob, ApiError::forbidden(msg), 1);
+    match run(&*cx.api, &cx.spec("denied", &[])).await {
+        Err(e) => ensure!(e.to_string().contains(msg), "{e}"),
+        Ok(()) => ensure!(false, "a forbidden create succeeded"),
+    }
+    ensure!(cx.api.count(Verb::CreateJob) == 1, "retried a Forbidden");
+    Ok(())
+}
+
+/// `logs` reads the pod of the Job of that name, by its UID, across replacements.
+pub async fn logs_are_read_by_uid<B: Backend>(b: Arc<B>) -> Outcome {
+    let cx = Ctx::new(b);
+    let first = cx.spec("twice", &[host::log("first"), host::exit(5)]);
+    ensure!(run_exit_code(&*cx.api, &first).await? == 5, "first run");
+    let log = logs(&*cx.api, &first).await?;
+    ensure!(log == "first\n", "{log:?}");
+    let second = cx.spec("twice", &[host::log("second"), host::exit(6)]);
+    let (code, log) = run_exit_code_logs(&*cx.api, &second).await?;
+    ensure!(
+        (code, log.as_str()) == (6, "second\n"),
+        "got ({code}, {log:?})"
+    );
+    let log = logs(&*cx.api, &second).await?;
+    ensure!(log == "second\n", "an earlier job's pod answered: {log:?}");
+    Ok(())
+}
+
+/// An exact delete refuses a Job changed since it was read, and removes it once re-read.
+pub async fn delete_exact_refuses_a_changed_job<B: Backend>(b: Arc<B>) -> Outcome {
+    let cx = Ctx::new(b);
+    cx.api
+        .inner()
+        .create_job(&build(&cx.spec("exact", &[host::run(secs(3))])))
+        .await?;
+    let inspected = cx.wait_running("exact").await?;
+    // The Job's status moves on (its pod ends): the object we read is no longer current.
+    cx.wait_finished("exact").await?;
+    match delete_exact_and_wait(&*cx.api, &inspected).await {
+        Err(e) => ensure!(
+            e.api_error().map(|a| a.kind) == Some(ErrorKind::Conflict),
+            "{e}"
+        ),
+        Ok(()) => ensure!(false, "deleted a job changed since it was read"),
+    }
+    let current = cx
+        .job("exact")
+        .await?
+        .ok_or_else(|| Failure("the job is gone".into()))?;
+    ensure!(
+        current.metadata.deletion_timestamp.is_none(),
+        "deleted despite the conflict"
+    );
+    delete_exact_and_wait(&*cx.api, &current).await?;
+    ensure!(
+        cx.job("exact").await?.is_none(),
+        "still there after delete_exact_and_wait"
+    );
+    Ok(())
+}
+
+/// Deleting a Job that does not exist is not an error.
+pub async fn delete_of_a_missing_job_is_no_error<B: Backend>(b: Arc<B>) -> Outcome {
+    let cx = Ctx::new(b);
+    delete_and_wait(&*cx.api, &cx.namespace, "never-was").await?;
+    let mut ghost = build(&cx.spec("never-was", &[]));
+    ghost.metadata.uid = Some("0b7e4ad2-8c4e-4c1b-9d55-6f0a3c7b1e21".into());
+    ghost.metadata.resource_version = Some("1".into());
+    delete_exact_and_wait(&*cx.api, &ghost).await?;
+    Ok(())
+}
+
+/// `wait_ready` returns when the node's Ready condition turns True.
+pub async fn wait_ready_sees_the_node_turn_ready<B: Backend>(b: Arc<B>) -> Outcome {
+    let cx = Ctx::new(b);
+    cx.backend.set_node_ready(&cx.node, false).await?;
+    let (backend, node) = (cx.backend.clone(), cx.node.clone());
+    cx.api.before(Verb::WaitNode, 0, move |_| {
+        async move {
+            backend
+                .set_node_ready(&node, true)
+                .await
+                .expect("node ready")
+        }
+        .boxed()
+    });
+    wait_ready(&*cx.api, &cx.node, 6).await?;
+    ensure!(
+        cx.api.count(Verb::WaitNode) >= 1,
+        "did not wait: {:?}",
+        cx.api.calls()
+    );
+    Ok(())
+}
+
+/// `wait_ready` on a node that stays NotReady times out saying so.
+pub async fn wait_ready_times_out_on_a_not_ready_node<B: Backend>(b: Arc<B>) -> Outcome {
+    let cx = Ctx::new(b);
+    cx.backend.set_node_ready(&cx.node, false).await?;
+    let outcome = wait_ready(&*cx.api, &cx.node, 1).await;
+    cx.backend.set_node_ready(&cx.node, true).await?;
+    match outcome {
+        Err(Error::NodeNotReady { state, .. }) => ensure!(state == "is NotReady", "{state}"),
+        other => ensure!(false, "expected NodeNotReady, got {other:?}"),
+    }
+    Ok(())
+}
+
+/// `wait_ready` on a node that does not exist times out saying so.
+pub async fn wait_ready_reports_a_missing_node<B: Backend>(b: Arc<B>) -> Outcome {
+    let cx = Ctx::new(b);
+    match wait_ready(&*cx.api, "no-such-node.conformance.invalid", 1).await {
+        Err(Error::NodeNotReady { state, .. }) => ensure!(state == "does not exist", "{state}"),
+        other => ensure!(false, "expected NodeNotReady, got {other:?}"),
+    }
+    Ok(())
+}
+
+/// The Job `build` makes for a 253-character node name passes the apiserver's validation: the
+/// node goes verbatim into `nodeName` and the annotation, hashed into the label.
+pub async fn long_node_name_makes_valid_objects<B: Backend>(b: Arc<B>) -> Outcome {
+    let cx = Ctx::new(b);
+    let node = format!(
+        "{}.{}.{}.{}",
+        "a".repeat(63),
+        "b".repeat(63),
+        "c".repeat(63),
+        "d".repeat(61)
+    );
+    ensure!(node.len() == 253, "{}", node.len());
+    let mut spec = cx.spec("long-node", &[]);
+    spec.node = node.clone();
+    spec.validate()?;
+    let created = cx.api.inner().create_job(&build(&spec)).await?;
+    let label = created
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get("stratum.ciq.com/conformance"))
+        .cloned();
+    ensure!(label == Some(node_label_value(&node)), "label {label:?}");
+    ensure!(
+        nodejob_core::job_node(&created, "stratum.ciq.com/conformance") == Some(node.as_str()),
+        "annotation lost"
+    );
+    delete_and_wait(&*cx.api, &cx.namespace, "long-node").await?;
+    Ok(())
+}
