@@ -26,7 +26,7 @@ use k8s_openapi::serde::de::DeserializeOwned;
 use kube::api::{Api, ListParams, ObjectList, WatchEvent, WatchParams};
 use kube::core::Request;
 use kube::{Resource, ResourceExt};
-use nodejob_core::{ApiResult, Change};
+use nodejob_core::{ApiError, ApiResult, Change};
 use tokio::time::Instant;
 
 use crate::api::KubeApi;
@@ -276,30 +276,13 @@ where
                 // to read the object(s) again and watch from the resourceVersion that read
                 // returned (api-concepts#efficient-detection-of-changes): see `recover`.
                 Some(Ok(WatchEvent::Error(status))) => {
-                    watch.stream = None;
-                    let err = from_status(&status);
-                    if err.is_gone() {
-                        if let Some(change) = self.recover(watch).await? {
-                            return Ok(change);
-                        }
-                    } else if err.is_retryable() {
-                        pace(watch.opened_at).await;
-                    } else {
-                        return Err(err);
+                    if let Some(change) = self.on_stream_error(watch, from_status(&status)).await? {
+                        return Ok(change);
                     }
                 }
                 Some(Err(err)) => {
-                    watch.stream = None;
-                    let err = from_kube(err);
-                    if err.is_gone() {
-                        if let Some(change) = self.recover(watch).await? {
-                            return Ok(change);
-                        }
-                    } else if err.is_retryable() {
-                        // A broken stream: resumed from the position, never reported.
-                        pace(watch.opened_at).await;
-                    } else {
-                        return Err(err);
+                    if let Some(change) = self.on_stream_error(watch, from_kube(err)).await? {
+                        return Ok(change);
                     }
                 }
                 // The apiserver ends every watch after `timeoutSeconds` (and may end it sooner):
@@ -315,6 +298,25 @@ where
     fn advance(&self, watch: &mut OpenWatch<K>, obj: &K) {
         if let Some(rv) = obj.resource_version() {
             watch.position = rv;
+        }
+    }
+
+    /// A watch stream that failed (an ERROR event, or a broken connection) is closed. A 410
+    /// Gone is recovered ([`Self::recover`]); a transient failure is resumed from the position,
+    /// paced, never reported; anything else is the caller's.
+    async fn on_stream_error(
+        &self,
+        watch: &mut OpenWatch<K>,
+        err: ApiError,
+    ) -> ApiResult<Option<Change<K>>> {
+        watch.stream = None;
+        if err.is_gone() {
+            self.recover(watch).await
+        } else if err.is_retryable() {
+            pace(watch.opened_at).await;
+            Ok(None)
+        } else {
+            Err(err)
         }
     }
 
