@@ -1,11 +1,21 @@
 //! The Job controller and the garbage collector, as far as a one-pod Job needs them.
 //!
-//! Modelled: one pod per Job (`parallelism` and `completions` 1), `backoffLimit` 0 (the first
-//! failed pod fails the Job, whatever the field says), `podReplacementPolicy: Failed` (a
-//! terminating pod is not counted until it is terminal), pod tracking with the
-//! `batch.kubernetes.io/job-tracking` finalizer, `activeDeadlineSeconds`, the interim
-//! conditions of Kubernetes >= 1.31 (`SuccessCriteriaMet`, `FailureTarget`) before the terminal
-//! ones, `FailedCreate` retries, a suspended Job creating no pod, and foreground deletion.
+//! Modelled (after `syncJob` and `trackJobStatusAndRemoveFinalizers` in
+//! `pkg/controller/job/job_controller.go`): one pod per Job (`parallelism` and `completions`
+//! 1); `backoffLimit` 0 (the first failed pod fails the Job, whatever the field says); the
+//! interim conditions of Kubernetes 1.31 and later (`SuccessCriteriaMet`, `FailureTarget`)
+//! before the terminal ones, which wait until no pod terminates; `activeDeadlineSeconds`;
+//! `FailedCreate` retries; a suspended Job creating no pod; foreground deletion; and pod
+//! tracking with the `batch.kubernetes.io/job-tracking` finalizer, which the controller removes
+//! (`canRemoveFinalizer`), counting the pod as it does:
+//!
+//! - from a pod that succeeded: counted succeeded;
+//! - from a pod considered failed (`isPodFailed`: phase `Failed`, or deleted before it
+//!   succeeded unless `podReplacementPolicy: Failed` or a `podFailurePolicy` is set): counted
+//!   failed;
+//! - from every pod of a Job with its interim condition, at once, running or not: after
+//!   `FailureTarget` every pod that did not succeed is counted failed;
+//! - from every pod of a Job being deleted, at once: counted only as above.
 //!
 //! Not modelled: retries after a failed pod, indexed Jobs, `podFailurePolicy`,
 //! `successPolicy`, `ttlSecondsAfterFinished`, resuming a suspended Job, orphan deletion.
@@ -122,6 +132,28 @@ fn is_tracked(pod: &Pod) -> bool {
         .iter()
         .flatten()
         .any(|f| f == TRACKING_FINALIZER)
+}
+
+/// Whether the controller counts `pod` failed (`isPodFailed`): its phase is `Failed`; or it was
+/// deleted before it succeeded ("count deleted Pods as failures to account for orphan Pods that
+/// never have a chance to reach the Failed phase"), unless the Job replaces only failed pods
+/// (`onlyReplaceFailedPods`: `podReplacementPolicy: Failed`, or a `podFailurePolicy`).
+fn counts_as_failed(pod: &Pod, job: &Job) -> bool {
+    if phase(pod) == "Failed" {
+        return true;
+    }
+    let only_failed = job.spec.as_ref().is_some_and(|s| {
+        s.pod_replacement_policy.as_deref() == Some("Failed") || s.pod_failure_policy.is_some()
+    });
+    !only_failed && pod.metadata.deletion_timestamp.is_some() && phase(pod) != "Succeeded"
+}
+
+fn count_of(counter: Option<i32>) -> usize {
+    usize::try_from(counter.unwrap_or(0)).unwrap_or(0)
+}
+
+fn bump(counter: &mut Option<i32>) {
+    *counter = Some(counter.unwrap_or(0).saturating_add(1));
 }
 
 fn is_ready(pod: &Pod) -> bool {
@@ -283,10 +315,12 @@ impl State {
         }
     }
 
-    /// One sync (job controller `syncJob`): counts terminal pods still carrying the tracking
-    /// finalizer, sets the interim condition, deletes the active pods of a failing Job, writes
-    /// `active` / `ready` / `terminating`, removes the counted pods' finalizers, and arms the
-    /// terminal update once no pod is left running.
+    /// One sync (job controller `syncJob`): picks the interim condition (`FailureTarget` for a
+    /// failed pod, then for a passed deadline; else `SuccessCriteriaMet` for a succeeded pod),
+    /// deletes the active pods of a failing Job (`deleteActivePods`), writes `active` / `ready`
+    /// / `terminating` and the counters, removes the finalizers of the pods it counted or may
+    /// release (`canRemoveFinalizer`), and arms the terminal update once no pod is left
+    /// running or terminating (`enactJobFinished`).
     fn sync_job(&mut self, job: Job, trigger: Trigger) {
         let Some(uid) = job.metadata.uid.clone() else {
             return;
@@ -299,32 +333,26 @@ impl State {
             return;
         }
         let pods = self.store.pods_owned_by(&uid);
-        let uncounted: Vec<Key> = (pods.iter())
-            .filter(|p| is_terminal(p) && is_tracked(p))
-            .map(|p| key_of(&p.metadata))
-            .collect();
         if finished(&job) {
-            for key in &uncounted {
-                self.remove_tracking_finalizer(key);
+            let uncounted = (pods.iter()).filter(|p| is_terminal(p) && is_tracked(p));
+            for key in uncounted.map(|p| key_of(&p.metadata)).collect::<Vec<_>>() {
+                self.remove_tracking_finalizer(&key);
             }
             return;
         }
         let now = self.now;
         let mut status = old;
-        for pod in pods.iter().filter(|p| is_terminal(p) && is_tracked(p)) {
-            let field = match phase(pod) {
-                "Succeeded" => &mut status.succeeded,
-                _ => &mut status.failed,
-            };
-            *field = Some(field.unwrap_or(0) + 1);
-        }
         if interim(Some(&status)).is_none() {
-            let target = if trigger == Trigger::Deadline {
-                Some(("FailureTarget", DEADLINE_EXCEEDED))
-            } else if status.succeeded.unwrap_or(0) >= 1 {
-                Some(("SuccessCriteriaMet", COMPLETIONS_REACHED))
-            } else if status.failed.unwrap_or(0) >= 1 {
+            // The counters as they will be once the finished tracked pods are counted.
+            let tracked = || pods.iter().filter(|p| is_tracked(p));
+            let new_failed = tracked().filter(|p| counts_as_failed(p, &job)).count();
+            let new_succeeded = tracked().filter(|p| phase(p) == "Succeeded").count();
+            let target = if count_of(status.failed) + new_failed >= 1 {
                 Some(("FailureTarget", BACKOFF_LIMIT_EXCEEDED))
+            } else if trigger == Trigger::Deadline {
+                Some(("FailureTarget", DEADLINE_EXCEEDED))
+            } else if count_of(status.succeeded) + new_succeeded >= 1 {
+                Some(("SuccessCriteriaMet", COMPLETIONS_REACHED))
             } else {
                 None
             };
@@ -335,7 +363,8 @@ impl State {
                     .push(condition(type_, why, now));
             }
         }
-        if true_condition(Some(&status), "FailureTarget").is_some() {
+        let failing = true_condition(Some(&status), "FailureTarget").is_some();
+        if failing {
             let doomed = pods
                 .iter()
                 .filter(|p| !is_terminal(p) && p.metadata.deletion_timestamp.is_none());
@@ -355,20 +384,40 @@ impl State {
             }
         }
         let pods = self.store.pods_owned_by(&uid);
+        // canRemoveFinalizer: the whole Job is being deleted or has its interim condition, or
+        // the pod succeeded or is considered failed. A released pod is counted succeeded or,
+        // if considered failed or the Job is failing, failed; else (a running pod of a Job
+        // being deleted) not at all.
+        let deleting = job.metadata.deletion_timestamp.is_some();
+        let has_interim = interim(Some(&status)).is_some();
+        let mut release = Vec::new();
+        for pod in pods.iter().filter(|p| is_tracked(p)) {
+            let succeeded = phase(pod) == "Succeeded";
+            let failed = counts_as_failed(pod, &job);
+            if !(deleting || has_interim || succeeded || failed) {
+                continue;
+            }
+            release.push(key_of(&pod.metadata));
+            if succeeded {
+                bump(&mut status.succeeded);
+            } else if failed || failing {
+                bump(&mut status.failed);
+            }
+        }
         let running = || pods.iter().filter(|p| !is_terminal(p));
         let active = running()
             .filter(|p| p.metadata.deletion_timestamp.is_none())
             .count();
         let ready = running().filter(|p| p.metadata.deletion_timestamp.is_none() && is_ready(p));
         let ready = ready.count();
+        // controller.CountTerminatingPods: deleted and not terminal.
         let terminating = running().count() - active;
         let count = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
         status.active = (active > 0).then(|| count(active));
         status.ready = Some(count(ready));
         status.terminating = Some(count(terminating));
-        let has_interim = interim(Some(&status)).is_some();
         self.write_status(&job, status);
-        for key in &uncounted {
+        for key in &release {
             self.remove_tracking_finalizer(key);
         }
         if has_interim && active == 0 && terminating == 0 && self.controller.finishing.insert(uid) {

@@ -1,10 +1,12 @@
 //! The kubelet of each node, scriptable per node with a [`NodeScript`], and the Node objects.
 //!
 //! A kubelet starts the container of a pod bound to its node, runs it for the run time and
-//! reports its exit; on the pod's deletion it SIGKILLs a container still running after the
-//! grace period (exit 137). It does all that only while its node is Ready: on a NotReady node
-//! its steps wait (the container keeps running, its status is not reported) until the node is
-//! Ready again, as a kubelet cut off from the apiserver would.
+//! reports its exit (with the log's tail as the termination message of a failed
+//! `FallbackToLogsOnError` container); on the pod's deletion it sends a running container
+//! SIGTERM, which ends it (exit 143) unless the script says it ignores SIGTERM, and then SIGKILL
+//! after the grace period (exit 137). It does all that only while its node is Ready: on a
+//! NotReady node its steps wait (the container keeps running, its status is not reported)
+//! until the node is Ready again, as a kubelet cut off from the apiserver would.
 //!
 //! What a container does comes from its argv (see [`crate::host`]), falling back to the
 //! node's script. A process prints its log when it exits on its own: a running container's log
@@ -26,6 +28,7 @@ use crate::host::Directives;
 use crate::scheduler::{Action, ObjRef};
 use crate::state::State;
 use crate::store::{Key, key_of, node_not_found};
+use crate::termination::{self, DEFAULT_GRACE_PERIOD};
 use crate::timing::stamp;
 
 /// What the kubelet of one node does with the pods bound to it, where the argv says nothing.
@@ -57,6 +60,12 @@ pub struct NodeScript {
     pub refuse_pods: Option<String>,
     /// The apiserver cannot reach this node's kubelet for logs: `pod_log` answers 500.
     pub log_unreachable: bool,
+    /// The container traps SIGTERM and carries on: on its pod's deletion it runs until the
+    /// kubelet's SIGKILL at the end of the grace period (the pod's
+    /// `terminationGracePeriodSeconds`, else 30s), exit 137. Default `false`: like the host
+    /// programs the runner execs, it does not trap SIGTERM and ends
+    /// [`Timing::kill_delay`](crate::Timing::kill_delay) after the deletion with exit 143.
+    pub ignore_sigterm: bool,
 }
 
 impl Default for NodeScript {
@@ -68,6 +77,7 @@ impl Default for NodeScript {
             never_start: false,
             refuse_pods: None,
             log_unreachable: false,
+            ignore_sigterm: false,
         }
     }
 }
@@ -79,6 +89,8 @@ struct Container {
     log: String,
     /// Whether it exited (its log is readable then).
     exited: bool,
+    /// Whether it ignores SIGTERM (from its node's script when it started).
+    ignore_sigterm: bool,
 }
 
 /// Every node's kubelet.
@@ -149,6 +161,20 @@ fn ready_condition(ready: bool, now: Duration) -> NodeCondition {
         last_heartbeat_time: Some(stamp(now)),
         last_transition_time: Some(stamp(now)),
     }
+}
+
+/// The port the apiserver dials for the node's kubelet: `daemonEndpoints.kubeletEndpoint.port`,
+/// else the default 10250 (`NodeConnectionInfoGetter.GetConnectionInfo` in
+/// `pkg/kubelet/client/kubelet_client.go`).
+fn kubelet_port(node: &Node) -> i32 {
+    let endpoints = node
+        .status
+        .as_ref()
+        .and_then(|s| s.daemon_endpoints.as_ref());
+    let port = endpoints
+        .and_then(|e| e.kubelet_endpoint.as_ref())
+        .map(|k| k.port);
+    port.filter(|p| *p > 0).unwrap_or(10250)
 }
 
 /// The node's `InternalIP`.
@@ -372,9 +398,12 @@ impl State {
         ]);
         status.container_statuses = Some(vec![container_status]);
         self.store.write_pod(pod);
-        self.kubelets
-            .containers
-            .insert(r.uid.clone(), Container { log, exited: false });
+        let container = Container {
+            log,
+            exited: false,
+            ignore_sigterm: script.ignore_sigterm,
+        };
+        self.kubelets.containers.insert(r.uid.clone(), container);
         let at = now + run;
         self.sched.at(
             at,
@@ -406,10 +435,14 @@ impl State {
         ) {
             return;
         }
-        if let Some(c) = self.kubelets.containers.get_mut(&r.uid) {
-            c.exited = true;
-        }
-        self.terminate(&r.key, exit_code, at);
+        let log = match self.kubelets.containers.get_mut(&r.uid) {
+            Some(c) => {
+                c.exited = true;
+                c.log.clone()
+            }
+            None => String::new(),
+        };
+        self.terminate(&r.key, exit_code, at, &log);
         if deleting {
             // Nothing runs any more: the kubelet finishes the deletion shortly.
             self.sched
@@ -417,13 +450,20 @@ impl State {
         }
     }
 
-    /// Writes the container's termination: `terminated { exitCode, reason }`, pod phase
-    /// `Succeeded` (exit 0) or `Failed`.
-    fn terminate(&mut self, key: &Key, exit_code: i32, at: Duration) {
+    /// Writes the container's termination: `terminated { exitCode, reason, message }`, pod
+    /// phase `Succeeded` (exit 0) or `Failed`. The message is the tail of `log` for a failed
+    /// container whose `terminationMessagePolicy` is `FallbackToLogsOnError`.
+    fn terminate(&mut self, key: &Key, exit_code: i32, at: Duration, log: &str) {
         let Some(mut pod) = self.store.pods.get(key).cloned() else {
             return;
         };
         let now = self.now;
+        let policy = (pod.spec.as_ref())
+            .and_then(|s| s.containers.first())
+            .and_then(|c| c.termination_message_policy.as_deref());
+        let message = (policy == Some("FallbackToLogsOnError"))
+            .then(|| termination::fallback_message(exit_code, log))
+            .flatten();
         let status = pod.status.get_or_insert_default();
         let (phase, reason) = if exit_code == 0 {
             ("Succeeded", "Completed")
@@ -454,6 +494,7 @@ impl State {
                 terminated: Some(ContainerStateTerminated {
                     exit_code,
                     reason: Some(reason.to_string()),
+                    message,
                     started_at,
                     finished_at: Some(stamp(at)),
                     container_id: cs.container_id.clone(),
@@ -466,10 +507,12 @@ impl State {
     }
 
     /// apiserver graceful deletion of a pod, and the kubelet's reaction: a pod that is
-    /// terminal or never bound to a node gets grace 0 (pod strategy `CheckGracefulDeletion`)
+    /// terminal or never bound to a node gets grace 0 (pod strategy `CheckGracefulDelete`)
     /// and goes once its finalizers are gone; otherwise `deletionTimestamp` is now + the grace
-    /// period and the kubelet acts ([`Action::Kill`]) after the grace period if the container
-    /// runs, promptly if it never started.
+    /// period (`terminationGracePeriodSeconds`, 30s by default). The kubelet stops a running
+    /// container ([`Action::Stop`]: SIGTERM, or SIGKILL after the grace period for one that
+    /// ignores SIGTERM), and finishes promptly a pod whose container never started
+    /// ([`Action::Kill`]).
     pub(crate) fn delete_pod(&mut self, key: &Key) {
         let Some(mut pod) = self.store.pods.get(key).cloned() else {
             return;
@@ -486,7 +529,7 @@ impl State {
                 .spec
                 .as_ref()
                 .and_then(|s| s.termination_grace_period_seconds);
-            secs.map_or(self.timing.kill_delay, |s| {
+            secs.map_or(DEFAULT_GRACE_PERIOD, |s| {
                 Duration::from_secs(u64::try_from(s).unwrap_or(0))
             })
         };
@@ -498,23 +541,54 @@ impl State {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         if is_terminal(&pod) {
             self.kubelets.confirmed.insert(uid);
+        } else if running {
+            let ignores = (self.kubelets.containers.get(&uid)).is_some_and(|c| c.ignore_sigterm);
+            let (after, exit_code) = termination::stop(grace, self.timing.kill_delay, ignores);
+            let pod = obj_ref(&pod.metadata);
+            self.sched.at(now + after, Action::Stop { pod, exit_code });
         } else {
             // For an unscheduled pod the pod garbage collector plays the kubelet's part: it
             // marks the terminating pod Failed.
-            let delay = if running {
-                grace
-            } else {
-                self.timing.pod_cleanup
-            };
-            self.sched
-                .at(now + delay, Action::Kill(obj_ref(&pod.metadata)));
+            self.sched.at(
+                now + self.timing.pod_cleanup,
+                Action::Kill(obj_ref(&pod.metadata)),
+            );
         }
     }
 
-    /// The kubelet acts on a deleted pod: SIGKILL for a container still running (exit 137,
-    /// reason `Error`; a killed process printed nothing), reported at once and the removal
-    /// confirmed [`Timing::pod_cleanup`](crate::Timing::pod_cleanup) later; phase `Failed`
-    /// for a pod whose container never started; then it confirms the removal.
+    /// The running container of a deleted pod ends by the kubelet's signal with `exit_code`
+    /// (143 for SIGTERM, 137 for SIGKILL; reason `Error`; a killed process printed nothing),
+    /// reported at once; the kubelet finishes the pod
+    /// [`Timing::pod_cleanup`](crate::Timing::pod_cleanup) later ([`Action::Kill`]).
+    pub(crate) fn stop(&mut self, r: ObjRef, exit_code: i32) {
+        let Some(pod) = self.store.pod_with_uid(&r.key, &r.uid) else {
+            return;
+        };
+        if !container_running(pod) {
+            // It exited on its own first.
+            return;
+        }
+        let node = node_of(pod).to_string();
+        if self.park_unless_ready(
+            &node,
+            Action::Stop {
+                pod: r.clone(),
+                exit_code,
+            },
+        ) {
+            return;
+        }
+        if let Some(c) = self.kubelets.containers.get_mut(&r.uid) {
+            c.exited = true;
+            c.log.clear();
+        }
+        self.terminate(&r.key, exit_code, self.now, "");
+        self.sched
+            .at(self.now + self.timing.pod_cleanup, Action::Kill(r));
+    }
+
+    /// The kubelet finishes a deleted pod in which nothing runs: phase `Failed` for a pod
+    /// whose container never started; then it confirms the removal.
     pub(crate) fn kill(&mut self, r: ObjRef) {
         let Some(pod) = self.store.pod_with_uid(&r.key, &r.uid).cloned() else {
             return;
@@ -523,14 +597,7 @@ impl State {
             return;
         }
         if container_running(&pod) {
-            if let Some(c) = self.kubelets.containers.get_mut(&r.uid) {
-                c.exited = true;
-                c.log.clear();
-            }
-            self.terminate(&r.key, 137, self.now);
-            // The kubelet reports the kill, then finishes the deletion shortly.
-            self.sched
-                .at(self.now + self.timing.pod_cleanup, Action::Kill(r));
+            // Its Action::Stop ends it first.
             return;
         } else if !is_terminal(&pod) {
             let mut pod = pod;
@@ -538,6 +605,9 @@ impl State {
             self.store.write_pod(pod);
         }
         self.kubelets.confirmed.insert(r.uid);
+        // The confirmation is the kubelet's final DELETE (grace 0): the apiserver removes the
+        // pod now if no finalizer holds it, even when nothing else was written.
+        self.sched.settle(self.now);
     }
 
     /// apiserver: a pod with a deletionTimestamp whose removal the kubelet confirmed is removed
@@ -556,9 +626,11 @@ impl State {
         }
     }
 
-    /// `GET .../pods/{pod}/log`: the apiserver checks the pod and container
-    /// (`pod.ValidateContainer`), finds the node (`GetConnectionInfo`), dials its kubelet,
-    /// which answers 400 for a container not started, else the log, cut to `limit_bytes`.
+    /// `GET .../pods/{pod}/log`: the apiserver checks the pod and container, then
+    /// (`LogLocation` in `pkg/registry/core/pod/strategy.go`) answers 204 with no body for a
+    /// pod without `nodeName` (read as an empty log); finds the node (`GetConnectionInfo`) and
+    /// dials its kubelet, which answers 400 for a container not started, else the log, cut to
+    /// `limit_bytes`.
     pub(crate) fn pod_log(
         &self,
         namespace: &str,
@@ -597,17 +669,25 @@ impl State {
         };
         let node_name = node_of(pod);
         if node_name.is_empty() {
-            return Err(ApiError::bad_request(format!(
-                "pod {pod_name} does not have a host assigned"
-            )));
+            // "If pod has not been assigned a host, return an empty location": the log
+            // handler then streams nothing, a 204 No Content (not the 400 "does not have a
+            // host assigned" of exec, attach and port-forward).
+            return Ok(String::new());
         }
-        let node = self.store.get_node(node_name)?;
+        let node = self.store.nodes.get(node_name).ok_or_else(|| {
+            // The Node is read through the node registry with the request's context, whose
+            // RequestInfo names the resource `pods` (generic registry `Store.Get` with
+            // `qualifiedResourceFromContext`): a missing node reads `pods "<node>" not found`.
+            ApiError::not_found(format!("pods \"{node_name}\" not found"))
+        })?;
         if self.kubelets.script(node_name).log_unreachable {
-            let ip = internal_ip(&node).unwrap_or_default();
+            let ip = internal_ip(node).unwrap_or_default();
+            let port = kubelet_port(node);
+            // The URL `LogLocation` builds: the node's kubelet port, `limitBytes` as the query.
             return Err(ApiError::transient(
                 500,
                 format!(
-                    "Get \"https://{ip}:10250/containerLogs/{namespace}/{pod_name}/{container}\": dial tcp {ip}:10250: connect: connection refused"
+                    "Get \"https://{ip}:{port}/containerLogs/{namespace}/{pod_name}/{container}?limitBytes={limit_bytes}\": dial tcp {ip}:{port}: connect: connection refused"
                 ),
             ));
         }

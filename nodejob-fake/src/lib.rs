@@ -12,7 +12,7 @@
 //!   JobApi call ──▶ record ─▶ hook ─▶ faults ─▶ apiserver store ──▶ watch history ──▶ wait_*
 //!                                                  ▲      │
 //!                     driver task (virtual time)   │      ▼ settle after every write
-//!           timers: pod creation, container start/exit, kill, deadline, terminal condition
+//!           timers: pod creation, container start/exit, stop, kill, deadline, terminal condition
 //!           level-triggered: Job controller sync, garbage collector, pod removal
 //! ```
 //!
@@ -62,7 +62,7 @@
 //!     }
 //!     since = job.metadata.resource_version;
 //! }
-//! assert_eq!(cluster.now(), Duration::from_millis(4_100)); // 1s + 1s + 2s run + 100ms
+//! assert_eq!(cluster.now(), Duration::from_millis(3_300)); // 200ms + 1s + 2s run + 100ms
 //! let pod = cluster.list_pods("default", "job-name=up-n1").await?.remove(0);
 //! let log = cluster.pod_log("default", &pod.metadata.name.unwrap(), "run", 1 << 20).await?;
 //! assert_eq!(log, "done\n");
@@ -99,9 +99,13 @@
 //!   collector deletes its pods and removes the Job (a DELETED event) once none is left.
 //! - `list_pods` takes `k=v`, `k==v`, `k!=v`, `k`, `!k`, comma-separated; anything else
 //!   (set-based selectors included) is a 400.
-//! - `pod_log`: 404 for a missing pod (or node); 400 for a container not started; a 500
-//!   (transient) `dial tcp <ip>:10250: connect: connection refused` when the node's kubelet is
-//!   scripted unreachable; else the log cut to `limit_bytes`.
+//! - `pod_log` (`LogLocation` in `pkg/registry/core/pod/strategy.go`): 404 for a missing pod;
+//!   400 for an invalid container; an empty log (204 No Content) for a pod without `nodeName`;
+//!   404 `pods "<node>" not found` (sic: the Node is read under the request's resource) for a
+//!   missing node; a 500 (transient) `Get "https://<ip>:<port>/containerLogs/<ns>/<pod>/<c>?limitBytes=N":
+//!   dial tcp <ip>:<port>: connect: connection refused` when the node's kubelet is scripted
+//!   unreachable (the port from the Node's `daemonEndpoints`, 10250); 400 for a container not
+//!   started; else the log cut to `limit_bytes`.
 //! - `wait_job` / `wait_node` replay a per-name history of ADDED/MODIFIED
 //!   ([`Change::Applied`]) and DELETED ([`Change::Deleted`], last state) events: the first
 //!   after `since` (after the call when `None`; `"0"` or `""` start with the current object),
@@ -112,27 +116,36 @@
 //! Per Job, with the default [`Timing`] (all delays configurable):
 //!
 //! ```text
-//!  t+0     created (apiserver)
-//!  t+1s    first sync: startTime; pod <job>-xxxxx created (labels from the template, controller
-//!          ownerReference, finalizer batch.kubernetes.io/job-tracking); status active: 1
-//!          [refused by the node's script: FailedCreate Warning event, retry after 10s, 20s, ...
-//!          capped at 360s]
-//!  t+2s    kubelet: container running, pod Ready; status ready: 1
-//!  t+2s+run container exits: pod Succeeded (exit 0) / Failed; in one status update
-//!          succeeded: 1 / failed: 1 and SuccessCriteriaMet (CompletionsReached) /
-//!          FailureTarget (BackoffLimitExceeded); then the pod's tracking finalizer is removed
-//!  +100ms  separate update: Complete (+ completionTime) / Failed, same reason and message
+//!  t+0       created (apiserver)
+//!  t+200ms   first sync: startTime; pod <job>-xxxxx created (labels from the template,
+//!            controller ownerReference, finalizer batch.kubernetes.io/job-tracking); status
+//!            active: 1 [refused by the node's script: FailedCreate Warning event, retry after
+//!            10s, 20s, ... capped at 360s]
+//!  +1s       kubelet: container running, pod Ready; status ready: 1
+//!  +run      container exits: pod Succeeded (exit 0) / Failed; in one status update
+//!            succeeded: 1 / failed: 1 and SuccessCriteriaMet (CompletionsReached) /
+//!            FailureTarget (BackoffLimitExceeded); then the pod's tracking finalizer is removed
+//!  +100ms    separate update: Complete (+ completionTime) / Failed, same reason and message
 //! ```
 //!
-//! With `activeDeadlineSeconds`, when `startTime` + deadline passes before the Job finished:
-//! `FailureTarget` `DeadlineExceeded` (`Job was active longer than specified deadline`), its
-//! pods deleted (`terminating: 1`); once they are gone, `Failed` with the same reason, and the
-//! deleted pods counted in `failed`.
+//! With `activeDeadlineSeconds`, when `startTime` + deadline passes before the Job finished
+//! (`pkg/controller/job/job_controller.go`): in one sync `FailureTarget` `DeadlineExceeded`
+//! (`Job was active longer than specified deadline`), its pods deleted, their tracking
+//! finalizers removed and the pods counted at once (`failed: 1`, `terminating: 1`, `active`
+//! unset) while they still run or terminate; once none terminates, `Failed` with the same
+//! reason.
+//!
+//! While a Job is being deleted, the controller removes the tracking finalizer from all its
+//! pods at once, running ones included (not counting those that have not ended), and keeps
+//! writing its status: `active` drops and `terminating` rises as the garbage collector deletes
+//! the pods, and `terminating` falls back to 0 as they end. A deleted pod that still carries
+//! the finalizer counts as failed (`isPodFailed`, unless `podReplacementPolicy: Failed` or a
+//! `podFailurePolicy` is set).
 //!
 //! # Kubelet and the argv vocabulary
 //! Each node's kubelet follows its [`NodeScript`] (exit code, log, run time, never start,
-//! refuse pod creation, log endpoint unreachable) and, where they speak, the directives in the
-//! container's argv (`command` then `args`), which win over the script:
+//! refuse pod creation, log endpoint unreachable, ignore SIGTERM) and, where they speak, the
+//! directives in the container's argv (`command` then `args`), which win over the script:
 //!
 //! - `nodejob-test:exit=N`: exit status `N` (modulo 256);
 //! - `nodejob-test:log=TEXT`: prints `TEXT` and a newline; one element per line;
@@ -141,9 +154,19 @@
 //!
 //! [`host`] documents the vocabulary exactly and builds the elements ([`host::exit`],
 //! [`host::log`], [`host::run`]); a real test node agent reads argv the same way
-//! ([`host::Directives::parse`]). A process prints its log when it exits on its own. On a pod's
-//! deletion the kubelet SIGKILLs a running container after the grace period (the pod's
-//! `terminationGracePeriodSeconds`, else [`Timing::kill_delay`]): exit 137, reason `Error`.
+//! ([`host::Directives::parse`]). A process prints its log when it exits on its own.
+//!
+//! A container that ends with a non-zero status under `terminationMessagePolicy:
+//! FallbackToLogsOnError` gets the tail of its log as `state.terminated.message`: the last 80
+//! lines, then their last 2048 bytes (`pkg/kubelet/kuberuntime/kuberuntime_container.go`); none
+//! on exit 0 (no program writes its `terminationMessagePath` file).
+//!
+//! On a pod's deletion the kubelet sends its running container SIGTERM: a program that does not
+//! trap it (the default, like the host programs the runner execs) ends
+//! [`Timing::kill_delay`] later with exit 143, reason `Error`, having printed nothing. One whose
+//! script says [`ignore_sigterm`](NodeScript::ignore_sigterm) runs until the SIGKILL at the end
+//! of the grace period (the pod's `terminationGracePeriodSeconds`, else 30s; at least 1s): exit
+//! 137, reason `Error`.
 //!
 //! # Faults, hooks, record
 //! Every [`JobApi`] call is recorded ([`FakeCluster::calls`], [`FakeCluster::count`]), then
@@ -161,8 +184,12 @@
 //! - A scheduler (a pod without `nodeName` stays Pending), node pressure, eviction, taints,
 //!   the node lifecycle controller (pods on a NotReady node are not marked NotReady) and the
 //!   pod garbage collector of pods bound to deleted nodes.
-//! - Containers other than a pod's first; container restarts; SIGTERM handling (every
-//!   container ignores it and runs until it exits or is killed); logs of a running container.
+//! - Containers other than a pod's first; container restarts; a program that traps SIGTERM and
+//!   exits on its own terms (it either ends at once or ignores the signal); `preStop` hooks;
+//!   logs of a running container; a `terminationMessagePath` file (a termination message comes
+//!   only from the log, for `FallbackToLogsOnError`).
+//! - The intermediate `uncountedTerminatedPods` write: a finished pod is counted in the same
+//!   status update that records it.
 //! - Watch expiry (410 Gone): the whole history is kept; watches of Pods and Events.
 //! - Event aggregation beyond identical events (`count` bumps); the `events.k8s.io` API.
 //! - Update and patch verbs other than the actor methods; resuming a suspended Job.
@@ -180,6 +207,7 @@ mod scheduler;
 mod selector;
 mod state;
 mod store;
+mod termination;
 mod timing;
 mod validation;
 mod verb;

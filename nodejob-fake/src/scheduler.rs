@@ -37,8 +37,11 @@ pub(crate) enum Action {
         exit_code: i32,
         at: Duration,
     },
-    /// The kubelet acts on a pod's deletion: SIGKILLs a container still running (exit 137),
-    /// marks a pod that never started Failed, and confirms the removal.
+    /// A deleted pod's running container ends by a signal of the kubelet: SIGTERM (exit 143)
+    /// or, for a container that ignores it, SIGKILL at the end of the grace period (exit 137).
+    Stop { pod: ObjRef, exit_code: i32 },
+    /// The kubelet finishes a deleted pod in which nothing runs: marks a pod that never started
+    /// Failed, and confirms the removal.
     Kill(ObjRef),
 }
 

@@ -56,6 +56,7 @@ impl State {
             Action::Finish(job) => self.finish(&job),
             Action::StartContainer(pod) => self.start_container(pod),
             Action::ContainerExit { pod, exit_code, at } => self.container_exit(pod, exit_code, at),
+            Action::Stop { pod, exit_code } => self.stop(pod, exit_code),
             Action::Kill(pod) => self.kill(pod),
         }
     }

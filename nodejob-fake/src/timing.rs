@@ -13,7 +13,10 @@ pub const EPOCH_SECONDS: i64 = 1_767_225_600;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Timing {
     /// From a Job's creation to the Job controller's first sync, which sets `startTime` and
-    /// creates the pod. Default 1s: the controller's `syncJobBatchPeriod`.
+    /// creates the pod. Default 200ms: the controller queues a new Job at once (`addJob` ->
+    /// `enqueueSyncJobImmediately` in `pkg/controller/job/job_controller.go`; the 1s
+    /// `syncJobBatchPeriod` batches pod events only), and a real control plane (v1.37) showed
+    /// the pod about 0.2s after the Job.
     pub pod_create: Duration,
     /// From the pod's creation to its container running (kubelet admission, image present,
     /// container start). Default 1s.
@@ -22,9 +25,11 @@ pub struct Timing {
     /// (`Complete` / `Failed`), the controller having removed its pod finalizers in between.
     /// Default 100ms.
     pub finish: Duration,
-    /// How long a container that ignores SIGTERM runs after its pod is deleted before the
-    /// kubelet's SIGKILL (exit 137), when the pod spec sets no
-    /// `terminationGracePeriodSeconds`. Default 30s, the API default of that field.
+    /// How long a running container lives on after its pod's deletion: the kubelet sends
+    /// SIGTERM at once, and a program that does not trap it ends with exit 143 (128 + 15),
+    /// reason `Error`; this is the time to deliver the signal and reap the process. Default
+    /// 500ms. (A container whose [`NodeScript`](crate::NodeScript) ignores SIGTERM runs
+    /// instead until the SIGKILL at the end of the grace period: exit 137.)
     pub kill_delay: Duration,
     /// How long the kubelet takes to finish a deleted pod once no container runs in it: from
     /// the deletion of a pod whose container never started (it is marked Failed), or from a
@@ -41,10 +46,10 @@ pub struct Timing {
 impl Default for Timing {
     fn default() -> Self {
         Timing {
-            pod_create: Duration::from_secs(1),
+            pod_create: Duration::from_millis(200),
             container_start: Duration::from_secs(1),
             finish: Duration::from_millis(100),
-            kill_delay: Duration::from_secs(30),
+            kill_delay: Duration::from_millis(500),
             pod_cleanup: Duration::from_millis(100),
             // Job controller before 1.27: its workqueue retried a failed sync with
             // DefaultJobBackOff = 10s doubling up to MaxJobBackOff = 360s (newer releases use

@@ -25,13 +25,14 @@ async fn success_shows_success_criteria_met_before_complete() -> TestResult {
     let created = cluster.create_job(&job("a", "n1", &argv)).await?;
     let mut watch = JobWatch::after(&created);
 
-    // t+1s: first sync, startTime and the pod.
+    // t+200ms: first sync, startTime and the pod.
     let synced = watch.applied(&cluster).await?;
-    assert_eq!(cluster.now(), secs(1.0));
+    assert_eq!(cluster.now(), secs(0.2));
     let status = synced.status.clone().unwrap();
     assert_eq!(
         status.start_time.unwrap().0.to_string(),
-        "2026-01-01T00:00:01Z"
+        "2026-01-01T00:00:00Z",
+        "whole seconds"
     );
     assert_eq!(
         (status.active, status.ready, status.terminating),
@@ -56,15 +57,15 @@ async fn success_shows_success_criteria_met_before_complete() -> TestResult {
     );
     assert_eq!(pod.spec.as_ref().unwrap().node_name.as_deref(), Some("n1"));
 
-    // t+2s: the kubelet started the container.
+    // +1s: the kubelet started the container.
     let running = watch.applied(&cluster).await?;
-    assert_eq!(cluster.now(), secs(2.0));
+    assert_eq!(cluster.now(), secs(1.2));
     assert_eq!(running.status.as_ref().unwrap().ready, Some(1));
     assert_eq!(phase(&cluster.pods(NS)[0]), "Running");
 
-    // t+7s: counted, interim condition only.
+    // +5s: counted, interim condition only.
     let interim = watch.applied(&cluster).await?;
-    assert_eq!(cluster.now(), secs(7.0));
+    assert_eq!(cluster.now(), secs(6.2));
     let status = interim.status.clone().unwrap();
     assert_eq!(
         (status.active, status.ready, status.succeeded),
@@ -83,12 +84,12 @@ async fn success_shows_success_criteria_met_before_complete() -> TestResult {
     );
     assert_eq!(pod.metadata.finalizers, None);
     let complete = watch.applied(&cluster).await?;
-    assert_eq!(cluster.now(), secs(7.1));
+    assert_eq!(cluster.now(), secs(6.3));
     assert_eq!(conditions(&complete), ["SuccessCriteriaMet", "Complete"]);
     let status = complete.status.unwrap();
     assert_eq!(
         status.completion_time.unwrap().0.to_string(),
-        "2026-01-01T00:00:07Z"
+        "2026-01-01T00:00:06Z"
     );
     let last = status.conditions.unwrap().pop().unwrap();
     assert_eq!(last.reason.as_deref(), Some("CompletionsReached"));
@@ -124,7 +125,7 @@ async fn failure_shows_failure_target_before_failed() -> TestResult {
     watch.applied(&cluster).await?; // ready
 
     let target = watch.applied(&cluster).await?;
-    assert_eq!(cluster.now(), secs(4.0), "default run time is 2s");
+    assert_eq!(cluster.now(), secs(3.2), "default run time is 2s");
     assert_eq!(conditions(&target), ["FailureTarget"]);
     let status = target.status.clone().unwrap();
     assert_eq!(
@@ -164,7 +165,7 @@ async fn failure_shows_failure_target_before_failed() -> TestResult {
 }
 
 #[tokio::test(start_paused = true)]
-async fn deadline_exceeded_on_a_pod_that_never_starts() -> TestResult {
+async fn deadline_counts_a_pod_that_never_started_failed_at_once() -> TestResult {
     let cluster = FakeCluster::new();
     cluster.add_node("n1")?;
     cluster.set_script(
@@ -178,7 +179,7 @@ async fn deadline_exceeded_on_a_pod_that_never_starts() -> TestResult {
         .create_job(&job_with_deadline("a", "n1", &[], 10))
         .await?;
     let mut watch = JobWatch::after(&created);
-    watch.applied(&cluster).await?; // t=1: startTime, active 1
+    watch.applied(&cluster).await?; // t=200ms: startTime, active 1
 
     cluster.sleep(secs(4.0)).await;
     let pod = cluster.pods(NS).remove(0);
@@ -193,17 +194,19 @@ async fn deadline_exceeded_on_a_pod_that_never_starts() -> TestResult {
         format!("container \"run\" in pod \"{pod_name}\" is waiting to start: ContainerCreating")
     );
 
+    // The controller deletes the pod and, the Job having met its FailureTarget, releases and
+    // counts it in the same sync, while it still terminates.
     let target = watch.applied(&cluster).await?;
     assert_eq!(
         cluster.now(),
-        secs(11.0),
+        secs(10.2),
         "startTime + activeDeadlineSeconds"
     );
     assert_eq!(conditions(&target), ["FailureTarget"]);
     let status = target.status.clone().unwrap();
     assert_eq!(
         (status.active, status.terminating, status.failed),
-        (None, Some(1), None)
+        (None, Some(1), Some(1))
     );
     let cond = &status.conditions.unwrap()[0];
     assert_eq!(cond.reason.as_deref(), Some("DeadlineExceeded"));
@@ -211,48 +214,137 @@ async fn deadline_exceeded_on_a_pod_that_never_starts() -> TestResult {
         cond.message.as_deref(),
         Some("Job was active longer than specified deadline")
     );
-    assert!(cluster.pods(NS)[0].metadata.deletion_timestamp.is_some());
+    let pod = &cluster.pods(NS)[0];
+    assert!(pod.metadata.deletion_timestamp.is_some());
+    assert_eq!(pod.metadata.finalizers, None, "released at once");
 
-    let counted = watch.applied(&cluster).await?;
-    let status = counted.status.unwrap();
+    let gone = watch.applied(&cluster).await?;
+    let status = gone.status.clone().unwrap();
     assert_eq!((status.terminating, status.failed), (Some(0), Some(1)));
+    assert_eq!(conditions(&gone), ["FailureTarget"]);
+    assert!(cluster.pods(NS).is_empty(), "the deleted pod is gone");
     let failed = watch.applied(&cluster).await?;
     assert_eq!(conditions(&failed), ["FailureTarget", "Failed"]);
-    let cond = failed.status.unwrap().conditions.unwrap().pop().unwrap();
+    let status = failed.status.unwrap();
+    assert_eq!((status.terminating, status.failed), (Some(0), Some(1)));
+    let cond = status.conditions.unwrap().pop().unwrap();
     assert_eq!(cond.reason.as_deref(), Some("DeadlineExceeded"));
-    assert!(cluster.pods(NS).is_empty(), "the deleted pod is gone");
+    Ok(())
+}
+
+/// A Job whose pod runs `argv` with `terminationGracePeriodSeconds: 5` and a 10s deadline.
+fn deadline_job(argv: &[String]) -> k8s_openapi::api::batch::v1::Job {
+    let mut spec = job_with_deadline("a", "n1", argv, 10);
+    let pod_spec = spec.spec.as_mut().unwrap().template.spec.as_mut().unwrap();
+    pod_spec.termination_grace_period_seconds = Some(5);
+    spec
+}
+
+#[tokio::test(start_paused = true)]
+async fn deadline_counts_a_running_pod_failed_at_once_and_sigterm_ends_it() -> TestResult {
+    let cluster = FakeCluster::new();
+    cluster.add_node("n1")?;
+    let argv = [
+        host::log("never printed"),
+        host::run(Duration::from_secs(600)),
+    ];
+    let created = cluster.create_job(&deadline_job(&argv)).await?;
+    let mut watch = JobWatch::after(&created);
+    watch.applied(&cluster).await?; // startTime
+    watch.applied(&cluster).await?; // ready
+
+    // FailureTarget, the pod deleted, its finalizer removed and the pod counted, all while it
+    // still runs.
+    let target = watch.applied(&cluster).await?;
+    assert_eq!(cluster.now(), secs(10.2));
+    assert_eq!(conditions(&target), ["FailureTarget"]);
+    let status = target.status.unwrap();
+    assert_eq!(
+        (
+            status.active,
+            status.ready,
+            status.terminating,
+            status.failed
+        ),
+        (None, Some(0), Some(1), Some(1))
+    );
+    let pod = &cluster.pods(NS)[0];
+    assert_eq!(phase(pod), "Running");
+    assert!(pod.metadata.deletion_timestamp.is_some());
+    assert_eq!(pod.metadata.finalizers, None);
+
+    // SIGTERM ends the program (it does not trap it) after the kill delay: exit 143.
+    let terminated = watch.applied(&cluster).await?;
+    assert_eq!(
+        cluster.now(),
+        secs(10.7),
+        "Timing::kill_delay after the deletion"
+    );
+    let status = terminated.status.clone().unwrap();
+    assert_eq!((status.terminating, status.failed), (Some(0), Some(1)));
+    assert_eq!(conditions(&terminated), ["FailureTarget"]);
+    let pod = &cluster.pods(NS)[0];
+    assert_eq!((phase(pod).as_str(), exit_code(pod)), ("Failed", Some(143)));
+    let reason = pod
+        .status
+        .as_ref()
+        .unwrap()
+        .container_statuses
+        .as_ref()
+        .unwrap()[0]
+        .state
+        .as_ref()
+        .unwrap()
+        .terminated
+        .as_ref()
+        .unwrap()
+        .reason
+        .clone();
+    assert_eq!(reason.as_deref(), Some("Error"));
+    let pod_name = pod.metadata.name.clone().unwrap();
+    assert_eq!(
+        cluster.pod_log(NS, &pod_name, "run", 100).await?,
+        "",
+        "a killed program printed nothing"
+    );
+
+    // The terminal condition once the pod is gone.
+    let failed = watch.applied(&cluster).await?;
+    assert_eq!(cluster.now(), secs(10.8));
+    assert_eq!(conditions(&failed), ["FailureTarget", "Failed"]);
+    assert!(cluster.pods(NS).is_empty());
     Ok(())
 }
 
 #[tokio::test(start_paused = true)]
-async fn deadline_kills_a_running_container_after_the_grace_period() -> TestResult {
+async fn a_container_that_ignores_sigterm_is_sigkilled_after_the_grace_period() -> TestResult {
     let cluster = FakeCluster::new();
     cluster.add_node("n1")?;
+    let script = NodeScript {
+        ignore_sigterm: true,
+        ..NodeScript::default()
+    };
+    cluster.set_script("n1", script);
     let argv = [host::run(Duration::from_secs(600))];
-    let mut spec = job_with_deadline("a", "n1", &argv, 10);
-    let pod_spec = spec.spec.as_mut().unwrap().template.spec.as_mut().unwrap();
-    pod_spec.termination_grace_period_seconds = Some(5);
-    let created = cluster.create_job(&spec).await?;
+    let created = cluster.create_job(&deadline_job(&argv)).await?;
     let mut watch = JobWatch::after(&created);
     watch.applied(&cluster).await?; // startTime
     watch.applied(&cluster).await?; // ready
     let target = watch.applied(&cluster).await?;
-    assert_eq!(cluster.now(), secs(11.0));
-    assert_eq!(conditions(&target), ["FailureTarget"]);
+    assert_eq!(cluster.now(), secs(10.2));
     assert_eq!(target.status.unwrap().terminating, Some(1));
 
-    let counted = watch.applied(&cluster).await?;
+    let killed = watch.applied(&cluster).await?;
     assert_eq!(
         cluster.now(),
-        secs(16.0),
+        secs(15.2),
         "SIGKILL after terminationGracePeriodSeconds"
     );
-    assert_eq!(counted.status.unwrap().failed, Some(1));
+    assert_eq!(killed.status.unwrap().terminating, Some(0));
     let pod = &cluster.pods(NS)[0];
     assert_eq!((phase(pod).as_str(), exit_code(pod)), ("Failed", Some(137)));
     let failed = watch.applied(&cluster).await?;
     assert_eq!(conditions(&failed), ["FailureTarget", "Failed"]);
-    cluster.sleep(secs(1.0)).await;
     assert!(cluster.pods(NS).is_empty());
     Ok(())
 }
@@ -299,16 +391,18 @@ async fn refused_pod_creation_records_failed_create_and_retries_with_backoff() -
     assert!(job.status.as_ref().unwrap().start_time.is_some());
     assert_eq!(job.status.unwrap().active, None);
 
-    // Retries at 1+10, 11+20, 31+40 seconds.
-    for (at, count) in [(10.5, 1), (11.5, 2), (30.5, 2), (31.5, 3), (71.5, 4)] {
+    // First try at 0.2s; retries at 0.2+10, 10.2+20, 30.2+40 seconds.
+    for (at, count) in [(10.0, 1), (10.5, 2), (30.0, 2), (30.5, 3), (70.5, 4)] {
         cluster.sleep(secs(at) - cluster.now()).await;
         let events = cluster.list_events(NS, &uid(&created)).await?;
         assert_eq!(events.len(), count, "at {at}s");
     }
 
-    // Once admission lets it through, the next retry (71 + 80s) creates the pod.
+    // Once admission lets it through, the next retry (70.2 + 80s) creates the pod.
     cluster.set_script("n1", NodeScript::default());
-    cluster.sleep(secs(151.5) - cluster.now()).await;
+    cluster.sleep(secs(150.0) - cluster.now()).await;
+    assert!(cluster.pods(NS).is_empty());
+    cluster.sleep(secs(150.5) - cluster.now()).await;
     assert_eq!(cluster.pods(NS).len(), 1);
     let mut watch = JobWatch::after(&cluster.get_job(NS, "a").await?);
     loop {
@@ -321,7 +415,7 @@ async fn refused_pod_creation_records_failed_create_and_retries_with_backoff() -
 }
 
 #[tokio::test(start_paused = true)]
-async fn foreground_delete_removes_the_job_after_its_pod() -> TestResult {
+async fn foreground_delete_releases_the_running_pod_at_once_and_keeps_the_status() -> TestResult {
     let cluster = FakeCluster::new();
     cluster.add_node("n1")?;
     let argv = [host::run(Duration::from_secs(600))];
@@ -333,36 +427,86 @@ async fn foreground_delete_removes_the_job_after_its_pod() -> TestResult {
     let mut watch = JobWatch::after(&before);
     cluster.delete_job(NS, "a", None).await?;
 
+    // The delete itself: deletionTimestamp and the foregroundDeletion finalizer.
+    let deleting = watch.applied(&cluster).await?;
+    assert!(deleting.metadata.deletion_timestamp.is_some());
+    // The controller removed the tracking finalizer from the running pod at once (the whole
+    // Job is terminating), then the garbage collector deleted the pod: the controller goes on
+    // writing the status.
+    let terminating = watch.applied(&cluster).await?;
+    assert_eq!(cluster.now(), secs(3.0));
+    let status = terminating.status.unwrap();
+    assert_eq!(
+        (status.active, status.ready, status.terminating),
+        (None, Some(0), Some(1))
+    );
+    assert_eq!(
+        status.failed, None,
+        "released before it was deleted: not counted"
+    );
+    let pod = cluster.pods(NS).remove(0);
+    assert_eq!(phase(&pod), "Running");
+    assert!(pod.metadata.deletion_timestamp.is_some());
+    assert_eq!(pod.metadata.finalizers, None);
+
+    // SIGTERM ends the container (exit 143) after the kill delay; the pod goes shortly after,
+    // then the Job.
+    let terminated = watch.applied(&cluster).await?;
+    assert_eq!(cluster.now(), secs(3.5));
+    assert_eq!(terminated.status.unwrap().terminating, Some(0));
+    let pod = &cluster.pods(NS)[0];
+    assert_eq!((phase(pod).as_str(), exit_code(pod)), ("Failed", Some(143)));
+    let next = watch.next(&cluster).await?;
+    let Change::Deleted(deleted) = next else {
+        return Err(format!("expected the Job's deletion, got {next:?}").into());
+    };
+    assert_eq!(cluster.now(), secs(3.6));
+    assert_eq!(uid(&deleted), uid(&created));
+    assert!(
+        cluster.pods(NS).is_empty(),
+        "the pod is gone before the Job"
+    );
+    assert!(cluster.get_job(NS, "a").await.unwrap_err().is_not_found());
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn foreground_delete_waits_for_a_container_that_ignores_sigterm() -> TestResult {
+    let cluster = FakeCluster::new();
+    cluster.add_node("n1")?;
+    let script = NodeScript {
+        ignore_sigterm: true,
+        ..NodeScript::default()
+    };
+    cluster.set_script("n1", script);
+    let argv = [host::run(Duration::from_secs(600))];
+    let created = cluster.create_job(&job("a", "n1", &argv)).await?;
+    cluster.sleep(secs(3.0)).await;
+    let before = cluster.get_job(NS, "a").await?;
+    let mut watch = JobWatch::after(&before);
+    cluster.delete_job(NS, "a", None).await?;
+
     // The Job stays, being deleted, while its pod terminates (grace period 30s by default).
     cluster.sleep(secs(20.0)).await;
     let deleting = cluster.get_job(NS, "a").await?;
     assert!(deleting.metadata.deletion_timestamp.is_some());
     assert_eq!(deleting.status.unwrap().terminating, Some(1));
     let pod = cluster.pods(NS).remove(0);
-    assert!(pod.metadata.deletion_timestamp.is_some());
     assert_eq!(phase(&pod), "Running");
 
     let deleted = loop {
         match watch.next(&cluster).await? {
-            Change::Applied(job) => {
-                assert!(job.metadata.deletion_timestamp.is_some());
-                assert_eq!(uid(&job), uid(&created));
-            }
+            Change::Applied(job) => assert_eq!(uid(&job), uid(&created)),
             Change::Deleted(job) => break job,
             Change::TimedOut => return Err("timed out".into()),
         }
     };
     assert_eq!(uid(&deleted), uid(&created));
-    assert!(
-        cluster.pods(NS).is_empty(),
-        "the pod is gone before the Job"
+    assert_eq!(
+        cluster.now(),
+        secs(33.1),
+        "SIGKILL 30s after the deletion, the pod removed 100ms later"
     );
-    assert!(
-        cluster.now() >= secs(33.0),
-        "after the 30s grace period, at {:?}",
-        cluster.now()
-    );
-    assert!(cluster.get_job(NS, "a").await.unwrap_err().is_not_found());
     Ok(())
 }
 

@@ -72,8 +72,8 @@ async fn argv_directives_win_over_the_node_script() -> TestResult {
     ];
     let (code, log, done) = run(&cluster, "spoken", "n1", &argv).await?;
     assert_eq!((code, log.as_str()), (Some(0), "line one\nline two\n"));
-    // 1s to the pod, 1s to start, 3s run, 100ms to the terminal condition.
-    assert_eq!(done - start, secs(5.1));
+    // 200ms to the pod, 1s to start, 3s run, 100ms to the terminal condition.
+    assert_eq!(done - start, secs(4.3));
 
     // Exit statuses are taken modulo 256, as a process exit status is.
     let (code, _, _) = run(&cluster, "wrapped", "n1", &[host::exit(-1)]).await?;
@@ -88,7 +88,7 @@ async fn pod_log_answers() -> TestResult {
     let argv = [host::log("abcdef"), host::run(Duration::from_secs(5))];
     cluster.create_job(&job("a", "n1", &argv)).await?;
 
-    cluster.sleep(secs(1.5)).await;
+    cluster.sleep(secs(1.0)).await; // the pod exists (200ms), its container starts at 1.2s
     let pod = cluster.pods(NS).remove(0).metadata.name.unwrap();
     let err = cluster.pod_log(NS, &pod, "run", 10).await.unwrap_err();
     assert_eq!((err.kind, err.code), (ErrorKind::BadRequest, 400));
@@ -148,8 +148,9 @@ async fn unreachable_kubelet_answers_500_for_logs_only() -> TestResult {
     assert_eq!(
         err.message,
         format!(
-            "Get \"https://10.0.0.2:10250/containerLogs/default/{name}/run\": dial tcp 10.0.0.2:10250: connect: connection refused"
-        )
+            "Get \"https://10.0.0.2:10250/containerLogs/default/{name}/run?limitBytes=100\": dial tcp 10.0.0.2:10250: connect: connection refused"
+        ),
+        "the URL LogLocation builds: the kubelet port of the node, limitBytes as the query"
     );
 
     cluster.set_script("n1", NodeScript::default());
@@ -165,7 +166,7 @@ async fn a_not_ready_node_holds_its_pods_until_ready() -> TestResult {
     cluster.schedule(secs(20.0), |c| c.set_node_ready("n1", true).unwrap());
     let (code, _, done) = run(&cluster, "a", "n1", &[host::run(Duration::from_secs(5))]).await?;
     assert_eq!(code, Some(0));
-    // Created at 1s, started when Ready at 20s, exited at 25s.
+    // Created at 200ms, started when Ready at 20s, exited at 25s.
     assert_eq!(done, secs(25.1));
     Ok(())
 }
@@ -191,8 +192,8 @@ async fn an_exit_while_not_ready_is_reported_when_ready_again() -> TestResult {
     let finished = state.terminated.unwrap().finished_at.unwrap();
     assert_eq!(
         finished.0.to_string(),
-        "2026-01-01T00:00:07Z",
-        "it exited at 2s + 5s"
+        "2026-01-01T00:00:06Z",
+        "it exited at 1.2s + 5s"
     );
     Ok(())
 }
@@ -247,11 +248,133 @@ async fn a_pod_on_a_missing_node_waits_for_it() -> TestResult {
     let pod = cluster.pods(NS).remove(0);
     assert_eq!(phase(&pod), "Pending");
     let name = pod.metadata.name.unwrap();
+    // The apiserver reads the Node under the request's resource, `pods`: the real message
+    // names the node as a pod.
     let err = cluster.pod_log(NS, &name, "run", 10).await.unwrap_err();
-    assert_eq!(err.message, r#"nodes "later" not found"#);
+    assert_eq!(
+        (err.kind, err.code, err.message.as_str()),
+        (ErrorKind::NotFound, 404, r#"pods "later" not found"#)
+    );
 
     cluster.add_node("later")?;
     cluster.sleep(secs(0.5)).await;
     assert_eq!(phase(&cluster.pods(NS)[0]), "Running");
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn pod_log_of_a_pod_without_a_node_is_empty() -> TestResult {
+    let cluster = FakeCluster::new();
+    let mut unbound = job("a", "n1", &[host::log("x")]);
+    let template = unbound
+        .spec
+        .as_mut()
+        .unwrap()
+        .template
+        .spec
+        .as_mut()
+        .unwrap();
+    template.node_name = None;
+    cluster.create_job(&unbound).await?;
+    cluster.sleep(secs(1.0)).await;
+    let pod = cluster.pods(NS).remove(0);
+    assert_eq!(phase(&pod), "Pending", "no scheduler");
+    let name = pod.metadata.name.unwrap();
+
+    // LogLocation returns no location: 204 No Content, an empty log (not a 400).
+    assert_eq!(cluster.pod_log(NS, &name, "run", 10).await?, "");
+    assert_eq!(cluster.pod_log(NS, &name, "", 10).await?, "");
+    // The container is checked first.
+    let err = cluster.pod_log(NS, &name, "other", 10).await.unwrap_err();
+    assert_eq!(
+        (err.kind, err.message),
+        (
+            ErrorKind::BadRequest,
+            format!("container other is not valid for pod {name}")
+        )
+    );
+    Ok(())
+}
+
+/// The `state.terminated` of the pod's first container.
+fn terminated(
+    pod: &k8s_openapi::api::core::v1::Pod,
+) -> k8s_openapi::api::core::v1::ContainerStateTerminated {
+    let status = pod.status.as_ref().unwrap();
+    let state = status.container_statuses.as_ref().unwrap()[0]
+        .state
+        .as_ref();
+    state.unwrap().terminated.clone().unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_fallback_to_logs_container_gets_its_log_tail_as_message() -> TestResult {
+    let cluster = FakeCluster::new();
+    cluster.add_node("n1")?;
+    // 100 lines of 40 bytes: the kubelet keeps the last 80 lines, then their last 2048 bytes.
+    let lines: Vec<String> = (0..100)
+        .map(|i| format!("line {i:03} {}", "x".repeat(30)))
+        .collect();
+    let with_policy = |name: &str, exit: i32, policy: &str| {
+        let mut argv: Vec<String> = lines.iter().map(host::log).collect();
+        argv.push(host::exit(exit));
+        let mut j = job(name, "n1", &argv);
+        let pod = j.spec.as_mut().unwrap().template.spec.as_mut().unwrap();
+        pod.containers[0].termination_message_policy = Some(policy.to_string());
+        j
+    };
+    cluster
+        .create_job(&with_policy("failed", 3, "FallbackToLogsOnError"))
+        .await?;
+    cluster
+        .create_job(&with_policy("succeeded", 0, "FallbackToLogsOnError"))
+        .await?;
+    cluster.create_job(&with_policy("file", 3, "File")).await?;
+    cluster.sleep(secs(10.0)).await;
+
+    let pod = |job: &str| {
+        let pods = cluster.pods(NS).into_iter();
+        let mut of_job = pods.filter(|p| {
+            let labels = p.metadata.labels.as_ref();
+            labels.and_then(|l| l.get("job-name")).map(String::as_str) == Some(job)
+        });
+        of_job.next().ok_or(format!("no pod of Job {job}"))
+    };
+    let failed = terminated(&pod("failed")?);
+    assert_eq!(failed.exit_code, 3);
+    let tail: String = lines[20..].iter().map(|l| format!("{l}\n")).collect();
+    assert_eq!(tail.len(), 80 * 40);
+    let want = &tail[tail.len() - 2048..];
+    assert_eq!(failed.message.as_deref(), Some(want));
+
+    let succeeded = terminated(&pod("succeeded")?);
+    assert_eq!((succeeded.exit_code, succeeded.message), (0, None));
+    let file = terminated(&pod("file")?);
+    assert_eq!((file.exit_code, file.message), (3, None));
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_container_ended_by_sigterm_has_no_fallback_message() -> TestResult {
+    let cluster = FakeCluster::new();
+    cluster.add_node("n1")?;
+    let argv = [
+        host::log("never printed"),
+        host::run(Duration::from_secs(600)),
+    ];
+    let mut j = job("a", "n1", &argv);
+    let pod = j.spec.as_mut().unwrap().template.spec.as_mut().unwrap();
+    pod.containers[0].termination_message_policy = Some("FallbackToLogsOnError".into());
+    cluster.create_job(&j).await?;
+    cluster.sleep(secs(3.0)).await;
+    cluster.delete_job(NS, "a", None).await?;
+    cluster.sleep(secs(0.55)).await;
+    let pod = cluster.pods(NS).remove(0);
+    let t = terminated(&pod);
+    assert_eq!(
+        (t.exit_code, t.reason.as_deref(), t.message),
+        (143, Some("Error"), None),
+        "a program ended by SIGTERM printed nothing"
+    );
     Ok(())
 }
