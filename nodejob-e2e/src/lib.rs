@@ -1,0 +1,345 @@
+//! The end-to-end harness: [`KubeBackend`] runs the conformance suite on a real control plane
+//! through `nodejob-kube`, acting as the least-privilege ServiceAccount of `deploy/rbac.yaml`.
+//!
+//! It does **not** start the cluster: `e2e/run` builds and starts etcd, kube-apiserver,
+//! kube-controller-manager and `nodejob-node-agent`, then runs these tests with
+//! `NODEJOB_E2E_KUBECONFIG` set to an admin kubeconfig. Each scenario gets a namespace and a
+//! Node of its own (the node agent adopts Nodes labelled `nodejob.test/agent=true`), so the
+//! scenarios run in parallel.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use nodejob_conformance::{Backend, Failure};
+use nodejob_kube::KubeApi;
+use serde_json::{Value, json};
+
+/// The label that hands a Node to the node agent.
+pub const AGENT_LABEL: &str = "nodejob.test/agent";
+/// Node annotation: `"false"` makes the agent post Ready False.
+pub const READY_ANNOTATION: &str = "nodejob.test/ready";
+/// Node annotation: `"unreachable"` makes the agent stop serving the node's logs.
+pub const KUBELET_ANNOTATION: &str = "nodejob.test/kubelet";
+/// Where the ServiceAccount of `deploy/rbac.yaml` lives.
+pub const SA_NAMESPACE: &str = "kube-system";
+
+fn fail(what: &str) -> impl FnOnce(kube::Error) -> Failure + '_ {
+    move |e| Failure(format!("{what}: {e}"))
+}
+
+/// The admin kubeconfig: `NODEJOB_E2E_KUBECONFIG`. The tests refuse to run without it rather
+/// than pass vacuously.
+pub fn kubeconfig_path() -> PathBuf {
+    std::env::var_os("NODEJOB_E2E_KUBECONFIG").map(PathBuf::from).expect(
+        "NODEJOB_E2E_KUBECONFIG is not set: run the end-to-end suite with e2e/run, which starts a \
+         control plane and sets it",
+    )
+}
+
+/// A [`Config`] from the admin kubeconfig, acting as `impersonate` when given.
+pub async fn config(impersonate: Option<&str>) -> Result<Config, Failure> {
+    let path = kubeconfig_path();
+    let kubeconfig = Kubeconfig::read_from(&path)
+        .map_err(|e| Failure(format!("reading {}: {e}", path.display())))?;
+    let mut config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| Failure(format!("loading {}: {e}", path.display())))?;
+    config.auth_info.impersonate = impersonate.map(String::from);
+    Ok(config)
+}
+
+/// An admin client.
+pub async fn admin() -> Result<Client, Failure> {
+    Client::try_from(config(None).await?).map_err(fail("admin client"))
+}
+
+/// A name unique to this process and call: `nj-<pid>-<n>`.
+pub fn unique(prefix: &str) -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// The objects of `deploy/rbac.yaml`, to apply as they are or with one verb taken away.
+#[derive(Clone, Debug)]
+pub struct Rbac {
+    docs: Vec<Value>,
+}
+
+impl Rbac {
+    /// `deploy/rbac.yaml` as committed.
+    pub fn committed() -> Self {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/rbac.yaml");
+        let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {path}: {e}"));
+        let docs = serde_saphyr::from_multiple::<Value>(&text)
+            .unwrap_or_else(|e| panic!("parsing {path}: {e}"));
+        Rbac { docs }
+    }
+
+    /// Every `(resource, verb)` the Role and ClusterRole grant.
+    pub fn grants(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for rule in self.rules() {
+            for resource in strings(&rule["resources"]) {
+                for verb in strings(&rule["verbs"]) {
+                    out.push((resource.clone(), verb));
+                }
+            }
+        }
+        out
+    }
+
+    /// The same objects without `verb` on `resource`.
+    pub fn without(&self, resource: &str, verb: &str) -> Self {
+        let mut docs = self.docs.clone();
+        for doc in &mut docs {
+            if let Some(rules) = doc.get_mut("rules").and_then(Value::as_array_mut) {
+                for rule in rules.iter_mut() {
+                    if strings(&rule["resources"]).iter().any(|r| r == resource)
+                        && let Some(verbs) = rule["verbs"].as_array_mut()
+                    {
+                        verbs.retain(|v| v.as_str() != Some(verb));
+                    }
+                }
+                rules.retain(|rule| rule["verbs"].as_array().is_some_and(|v| !v.is_empty()));
+            }
+        }
+        Rbac { docs }
+    }
+
+    fn rules(&self) -> Vec<Value> {
+        self.docs
+            .iter()
+            .filter_map(|d| d["rules"].as_array())
+            .flatten()
+            .cloned()
+            .collect()
+    }
+
+    fn of_kind(&self, kind: &str) -> Value {
+        self.docs
+            .iter()
+            .find(|d| d["kind"] == kind)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {kind} in deploy/rbac.yaml"))
+    }
+
+    /// Applies these objects for ServiceAccount `sa` (in [`SA_NAMESPACE`]): its ClusterRole and
+    /// binding, and its Role and RoleBinding in each of `namespaces`. Names carry `sa`, so
+    /// variants live side by side.
+    pub async fn apply(
+        &self,
+        admin: &Client,
+        sa: &str,
+        namespaces: &[&str],
+    ) -> Result<(), Failure> {
+        let subject = json!([{"kind": "ServiceAccount", "name": sa, "namespace": SA_NAMESPACE}]);
+        let mut account: ServiceAccount = typed(self.of_kind("ServiceAccount"))?;
+        account.metadata.name = Some(sa.into());
+        create(&Api::namespaced(admin.clone(), SA_NAMESPACE), &account).await?;
+
+        let mut cluster_role: ClusterRole = typed(self.of_kind("ClusterRole"))?;
+        cluster_role.metadata.name = Some(format!("{sa}-nodes"));
+        create(&Api::all(admin.clone()), &cluster_role).await?;
+        let mut binding = self.of_kind("ClusterRoleBinding");
+        binding["metadata"]["name"] = json!(format!("{sa}-nodes"));
+        binding["roleRef"]["name"] = json!(format!("{sa}-nodes"));
+        binding["subjects"] = subject.clone();
+        create(
+            &Api::<ClusterRoleBinding>::all(admin.clone()),
+            &typed(binding)?,
+        )
+        .await?;
+
+        for ns in namespaces {
+            let mut role: Role = typed(self.of_kind("Role"))?;
+            role.metadata.name = Some(format!("{sa}-runner"));
+            role.metadata.namespace = Some(ns.to_string());
+            create(&Api::namespaced(admin.clone(), ns), &role).await?;
+            let mut binding = self.of_kind("RoleBinding");
+            binding["metadata"] = json!({"name": format!("{sa}-runner"), "namespace": ns});
+            binding["roleRef"]["name"] = json!(format!("{sa}-runner"));
+            binding["subjects"] = subject.clone();
+            create(
+                &Api::<RoleBinding>::namespaced(admin.clone(), ns),
+                &typed(binding)?,
+            )
+            .await?;
+        }
+        Ok(())
+    }
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.as_str().map(String::from))
+        .collect()
+}
+
+fn typed<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, Failure> {
+    serde_json::from_value(v).map_err(|e| Failure(format!("deploy/rbac.yaml: {e}")))
+}
+
+/// Creates `obj`; one that exists already (same name) is kept.
+async fn create<K>(api: &Api<K>, obj: &K) -> Result<(), Failure>
+where
+    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.create(&PostParams::default(), obj).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(Failure(format!(
+            "creating {}: {e}",
+            obj.meta().name.as_deref().unwrap_or("?")
+        ))),
+    }
+}
+
+/// A namespace labelled with the PodSecurity `level` it enforces.
+pub async fn namespace(admin: &Client, name: &str, level: &str) -> Result<(), Failure> {
+    let ns: Namespace = typed(json!({
+        "metadata": {"name": name, "labels": {"pod-security.kubernetes.io/enforce": level}}
+    }))?;
+    create(&Api::all(admin.clone()), &ns).await
+}
+
+/// A Node for the agent to adopt; returns once it is Ready.
+pub async fn node(admin: &Client, name: &str) -> Result<(), Failure> {
+    let node: Node = typed(json!({"metadata": {"name": name, "labels": {AGENT_LABEL: "true"}}}))?;
+    create(&Api::all(admin.clone()), &node).await?;
+    let api = KubeApi::new(admin.clone());
+    nodejob_core::wait_ready(&api, name, 6).await.map_err(|e| {
+        Failure(format!(
+            "the node agent did not adopt node {name}: {e}; is nodejob-node-agent running?"
+        ))
+    })
+}
+
+/// Sets (or with `None` removes) an annotation on a Node.
+pub async fn annotate_node(
+    admin: &Client,
+    node: &str,
+    key: &str,
+    value: Option<&str>,
+) -> Result<(), Failure> {
+    let patch = json!({"metadata": {"annotations": {key: value}}});
+    Api::<Node>::all(admin.clone())
+        .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(drop)
+        .map_err(fail("annotating node"))
+}
+
+/// The conformance backend on the real cluster: the runner's API acts as a ServiceAccount bound
+/// by `deploy/rbac.yaml` (or a variant of it); each scenario has its own namespace and Node.
+pub struct KubeBackend {
+    admin: Client,
+    api: Arc<KubeApi>,
+    rbac: Rbac,
+    sa: String,
+    namespace: String,
+    node: String,
+}
+
+impl KubeBackend {
+    /// A backend acting as the ServiceAccount of `deploy/rbac.yaml` as committed.
+    pub async fn new() -> Result<Self, Failure> {
+        Self::with_rbac(Rbac::committed(), "nodejob").await
+    }
+
+    /// A backend acting as ServiceAccount `sa`, bound by `rbac`.
+    pub async fn with_rbac(rbac: Rbac, sa: &str) -> Result<Self, Failure> {
+        let admin = admin().await?;
+        let name = unique("nj");
+        namespace(&admin, &name, "privileged").await?;
+        rbac.apply(&admin, sa, &[&name]).await?;
+        node(&admin, &name).await?;
+        let user = format!("system:serviceaccount:{SA_NAMESPACE}:{sa}");
+        let api = KubeApi::from_config(config(Some(&user)).await?)
+            .map_err(|e| Failure(format!("client as {user}: {e}")))?;
+        Ok(KubeBackend {
+            admin,
+            api: Arc::new(api),
+            rbac,
+            sa: sa.into(),
+            namespace: name.clone(),
+            node: name,
+        })
+    }
+
+    /// The admin client.
+    pub fn admin(&self) -> &Client {
+        &self.admin
+    }
+}
+
+#[async_trait]
+impl Backend for KubeBackend {
+    type Api = KubeApi;
+
+    fn api(&self) -> Arc<KubeApi> {
+        self.api.clone()
+    }
+    fn namespace(&self) -> String {
+        self.namespace.clone()
+    }
+    fn node(&self) -> String {
+        self.node.clone()
+    }
+    async fn set_kubelet_reachable(&self, node: &str, reachable: bool) -> Result<(), Failure> {
+        annotate_node(
+            &self.admin,
+            node,
+            KUBELET_ANNOTATION,
+            (!reachable).then_some("unreachable"),
+        )
+        .await?;
+        // The agent closes or reopens the node's log listener on the annotation's watch event.
+        tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+        Ok(())
+    }
+    async fn set_node_ready(&self, node: &str, ready: bool) -> Result<(), Failure> {
+        annotate_node(
+            &self.admin,
+            node,
+            READY_ANNOTATION,
+            Some(if ready { "true" } else { "false" }),
+        )
+        .await?;
+        // Wait until the agent has posted the condition, so the scenario sees a settled node.
+        let api = KubeApi::new(self.admin.clone());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let seen = nodejob_core::JobApi::get_node(&api, node)
+                .await
+                .map_err(Failure::from)?;
+            if nodejob_core::ready(&seen) == ready {
+                return Ok(());
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(Failure(format!(
+                    "node {node}: the agent did not post Ready={ready}"
+                )));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+    async fn forbid_privileged_pods(&self) -> Result<String, Failure> {
+        let name = format!("{}-baseline", self.namespace);
+        namespace(&self.admin, &name, "baseline").await?;
+        self.rbac.apply(&self.admin, &self.sa, &[&name]).await?;
+        Ok(name)
+    }
+}

@@ -1,0 +1,121 @@
+//! `deploy/rbac.yaml` is the least privilege the runner needs: with any one of its verbs taken
+//! away, some check fails with Forbidden. (That it is enough is proven by `tests/e2e.rs`, the
+//! whole conformance suite acting as that ServiceAccount.)
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nodejob_conformance::{Backend, Failure};
+use nodejob_core::{Error, JobApi, Note, Spec, run_exit_code_logs, wait_ready};
+use nodejob_e2e::{KubeBackend, Rbac, unique};
+
+/// A spec for a quick Job that succeeds with a log line.
+fn spec(b: &KubeBackend, namespace: &str, notes: Arc<Mutex<Vec<Note>>>) -> Spec {
+    Spec {
+        namespace: namespace.into(),
+        name: "probe".into(),
+        node: b.node(),
+        label_key: "stratum.ciq.com/rbac".into(),
+        container: "host".into(),
+        argv: vec![
+            "nsenter".into(),
+            "--".into(),
+            "stratum".into(),
+            "nodejob-test:log=probe".into(),
+        ],
+        active_deadline: Duration::from_secs(120),
+        poll_attempts: 6,
+        kind: "rbac probe".into(),
+        output: Some(Arc::new(move |n: &Note| {
+            notes.lock().unwrap().push(n.clone())
+        })),
+        ..Spec::default()
+    }
+}
+
+fn forbidden(e: &Error) -> bool {
+    e.api_error().is_some_and(|a| a.code == 403) || e.to_string().contains("forbidden")
+}
+
+/// Runs the check that needs `verb` on `resource`, as a ServiceAccount that lacks it; returns
+/// what went wrong if it did not fail with Forbidden.
+async fn probe(resource: &str, verb: &str) -> Result<(), Failure> {
+    let sa = unique(&format!("minus-{}-{verb}", resource.replace('/', "-")));
+    let b = KubeBackend::with_rbac(Rbac::committed().without(resource, verb), &sa).await?;
+    let api = b.api();
+    let notes = Arc::new(Mutex::new(Vec::new()));
+    let ns = b.namespace();
+    let outcome = match (resource, verb) {
+        ("jobs", "create" | "get" | "watch" | "delete")
+        | ("pods", "list")
+        | ("pods/log", "get") => run_exit_code_logs(&*api, &spec(&b, &ns, notes.clone()))
+            .await
+            .map(drop),
+        // A wait "from now" (and a watch that expired) starts from a LIST by name.
+        ("jobs", "list") => match api
+            .wait_job(&ns, "probe", None, Duration::from_secs(1))
+            .await
+        {
+            Err(cause) => Err(Error::Api {
+                action: "waiting from now".into(),
+                cause,
+            }),
+            Ok(_) => Ok(()),
+        },
+        // Without events, a pod PodSecurity refuses is only noticed at the bound: the runner
+        // says why in a warning, and the fast failure is lost.
+        ("events", "list") => {
+            let refusing = b.forbid_privileged_pods().await?;
+            let mut s = spec(&b, &refusing, notes.clone());
+            s.poll_attempts = 2;
+            let outcome = run_exit_code_logs(&*api, &s).await;
+            let warned = notes.lock().unwrap().iter().any(|n| {
+                n.message.contains("cannot list events") && n.message.contains("forbidden")
+            });
+            if !warned || matches!(outcome, Err(Error::PodCreateRefused { .. })) {
+                return Err(Failure(format!(
+                    "events/list removed: warned {warned}, outcome {outcome:?}"
+                )));
+            }
+            return Ok(());
+        }
+        ("nodes", "get") => wait_ready(&*api, &b.node(), 2).await,
+        ("nodes", "watch") => {
+            b.set_node_ready(&b.node(), false).await?;
+            wait_ready(&*api, &b.node(), 2).await
+        }
+        // A node that does not exist is waited for "from now": a LIST by name.
+        ("nodes", "list") => wait_ready(&*api, "no-such-node.rbac.invalid", 1).await,
+        _ => {
+            return Err(Failure(format!(
+                "no probe for {verb} {resource}: add one when granting it"
+            )));
+        }
+    };
+    match outcome {
+        Err(e) if forbidden(&e) => Ok(()),
+        other => Err(Failure(format!(
+            "{verb} {resource} removed, yet: {other:?}"
+        ))),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_granted_verb_is_needed() {
+    let grants = Rbac::committed().grants();
+    assert!(
+        grants.len() >= 10,
+        "deploy/rbac.yaml grants only {grants:?}"
+    );
+    let mut failures = Vec::new();
+    for (resource, verb) in &grants {
+        if let Err(f) = probe(resource, verb).await {
+            failures.push(f.0);
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "verbs whose removal went unnoticed:\n{}",
+        failures.join("\n")
+    );
+}

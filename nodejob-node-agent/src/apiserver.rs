@@ -1,0 +1,85 @@
+//! The agent's writes, over kube.
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::{Api, Client};
+use serde_json::Value;
+
+use crate::logbook::PodKey;
+use crate::pod::{PodWriter, WriteError};
+
+/// A client for the agent's writes.
+#[derive(Clone)]
+pub(crate) struct Apiserver {
+    client: Client,
+}
+
+impl Apiserver {
+    pub(crate) fn new(client: Client) -> Self {
+        Apiserver { client }
+    }
+
+    /// `PATCH nodes/{name}/status` with a JSON merge patch.
+    pub(crate) async fn patch_node_status(
+        &self,
+        name: &str,
+        patch: &Value,
+    ) -> Result<(), WriteError> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        nodes
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map(drop)
+            .map_err(classify)
+    }
+
+    fn pods(&self, pod: &PodKey) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), &pod.namespace)
+    }
+}
+
+impl PodWriter for Apiserver {
+    async fn patch_status(&self, pod: &PodKey, patch: &Value) -> Result<(), WriteError> {
+        self.pods(pod)
+            .patch_status(&pod.name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .map(drop)
+            .map_err(classify)
+    }
+
+    async fn delete_now(&self, pod: &PodKey) -> Result<(), WriteError> {
+        let params = DeleteParams {
+            grace_period_seconds: Some(0),
+            preconditions: Some(Preconditions {
+                uid: Some(pod.uid.clone()),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        self.pods(pod)
+            .delete(&pod.name, &params)
+            .await
+            .map(drop)
+            .map_err(classify)
+    }
+}
+
+/// 404, and 409 (the uid precondition: another pod has the name now), mean the object is
+/// gone; other 4xx but 429 will not pass on a retry; the rest may.
+fn classify(error: kube::Error) -> WriteError {
+    match error {
+        kube::Error::Api(status) => match status.code {
+            404 | 409 => WriteError::Gone,
+            429 => WriteError::Failed(status.message),
+            400..=499 => WriteError::Refused(format!(
+                "{} {}: {}",
+                status.code, status.reason, status.message
+            )),
+            _ => WriteError::Failed(format!(
+                "{} {}: {}",
+                status.code, status.reason, status.message
+            )),
+        },
+        other => WriteError::Failed(other.to_string()),
+    }
+}

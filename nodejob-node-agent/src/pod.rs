@@ -1,0 +1,683 @@
+//! The pod worker: one task per pod bound to an adopted node, playing the kubelet's part for
+//! it as the fake kubelet does.
+//!
+//! ```text
+//!  seen ──START_DELAY, node Ready──▶ Running ──plan.run──▶ exited ──▶ (deleted) ──▶ DELETE grace 0
+//!   │                                  │
+//!   │ deleted (node Ready): Failed,    │ deleted: killed after min(grace, KILL_DELAY),
+//!   ▼ DELETE grace 0                   ▼ exit 143, then after CLEANUP: DELETE grace 0
+//! ```
+//!
+//! While the node is NotReady (annotation `nodejob.test/ready: "false"`), the worker does
+//! nothing the apiserver would see: no container starts, an exit or a kill is reported only
+//! once the node is Ready again (with the time it happened), and no deletion is confirmed;
+//! the fake parks its kubelet's steps the same way. Only a pod already terminated is deleted
+//! at once, as the apiserver itself does (grace 0 for a terminal pod).
+
+use std::future::Future;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio::time::{Instant, sleep, sleep_until};
+
+use crate::logbook::{LogBook, Output, PodKey};
+use crate::plan::{KILLED_EXIT_CODE, Plan};
+use crate::status::{Exit, PodFacts, failed_unstarted};
+
+/// From a pod's arrival to its container's start (node Ready).
+pub(crate) const START_DELAY: Duration = Duration::from_millis(500);
+/// The longest a container runs after its pod's deletion before it dies of SIGTERM (exit 143):
+/// the programs do not ignore SIGTERM, so the grace period is not waited out.
+pub(crate) const KILL_DELAY: Duration = Duration::from_millis(500);
+/// From the last container's end to the kubelet's final `DELETE` (grace 0) of a deleted pod:
+/// the fake's `Timing::pod_cleanup`.
+pub(crate) fn cleanup_delay() -> Duration {
+    nodejob_fake::Timing::default().pod_cleanup
+}
+/// The first pause between two tries of a failed write; it doubles up to [`RETRY_MAX`].
+const RETRY_FIRST: Duration = Duration::from_millis(200);
+const RETRY_MAX: Duration = Duration::from_secs(5);
+
+/// Why a write did not happen.
+#[derive(Debug)]
+pub(crate) enum WriteError {
+    /// The pod is gone (404), or is another pod now (409 on the uid precondition).
+    Gone,
+    /// The apiserver refused the write for good (422, 403, ...): retrying will not help.
+    Refused(String),
+    /// Anything else (connection, timeout, 5xx): worth retrying.
+    Failed(String),
+}
+
+/// The two writes a kubelet makes to a pod. Implemented over kube for the apiserver, and by a
+/// recorder in tests.
+pub(crate) trait PodWriter: Send + Sync + 'static {
+    /// `PATCH pods/{name}/status` with a JSON merge patch.
+    fn patch_status(
+        &self,
+        pod: &PodKey,
+        patch: &Value,
+    ) -> impl Future<Output = Result<(), WriteError>> + Send;
+
+    /// `DELETE pods/{name}` with `gracePeriodSeconds: 0` and the pod's uid as precondition.
+    fn delete_now(&self, pod: &PodKey) -> impl Future<Output = Result<(), WriteError>> + Send;
+}
+
+/// The pod is gone from the apiserver (or the agent stops): the worker ends.
+#[derive(Debug)]
+struct Gone;
+
+/// One pod's kubelet.
+pub(crate) struct PodWorker<W> {
+    writer: W,
+    logs: LogBook,
+    key: PodKey,
+    node: String,
+    facts: PodFacts,
+    plan: Plan,
+    /// The pod as last seen; `None` once it is gone.
+    pod: watch::Receiver<Option<Pod>>,
+    /// Whether the node is Ready.
+    ready: watch::Receiver<bool>,
+}
+
+/// Where a pod first seen by this agent stands, from its status.
+#[derive(Debug, PartialEq, Eq)]
+enum Stage {
+    /// Its container has not started: the normal case.
+    New,
+    /// Its container runs (the agent restarted): it runs its plan again from now.
+    Running { started_at: Time },
+    /// It has ended.
+    Terminal,
+}
+
+fn stage_of(pod: &Pod) -> Stage {
+    let status = pod.status.as_ref();
+    let phase = status.and_then(|s| s.phase.as_deref());
+    if matches!(phase, Some("Succeeded" | "Failed")) {
+        return Stage::Terminal;
+    }
+    let state = (status.and_then(|s| s.container_statuses.as_ref()))
+        .and_then(|c| c.first())
+        .and_then(|c| c.state.as_ref());
+    match state {
+        Some(s) if s.terminated.is_some() => Stage::Terminal,
+        Some(s) => match s.running.as_ref() {
+            Some(running) => Stage::Running {
+                started_at: running.started_at.clone().unwrap_or_else(now),
+            },
+            None => Stage::New,
+        },
+        None => Stage::New,
+    }
+}
+
+/// The next change of the pod; `Gone` once it is (its sender dropped, or `None` sent).
+async fn pod_changed(pod: &mut watch::Receiver<Option<Pod>>) -> Result<(), Gone> {
+    pod.changed().await.map_err(|_| Gone)?;
+    if pod.borrow().is_none() {
+        return Err(Gone);
+    }
+    Ok(())
+}
+
+fn now() -> Time {
+    Time(Timestamp::now())
+}
+
+impl<W: PodWriter> PodWorker<W> {
+    /// A worker for `pod`, on node `node` whose address is `facts.host_ip`. `None` for a pod
+    /// without a container or a name.
+    pub(crate) fn new(
+        writer: W,
+        logs: LogBook,
+        node: &str,
+        host_ip: std::net::Ipv4Addr,
+        pod: watch::Receiver<Option<Pod>>,
+        ready: watch::Receiver<bool>,
+    ) -> Option<Self> {
+        let (key, facts, plan) = {
+            let current = pod.borrow();
+            let p = current.as_ref()?;
+            let spec = p.spec.as_ref()?;
+            let container = spec.containers.first()?;
+            let key = PodKey {
+                namespace: p.metadata.namespace.clone().unwrap_or_default(),
+                name: p.metadata.name.clone()?,
+                uid: p.metadata.uid.clone()?,
+            };
+            let facts = PodFacts {
+                uid: key.uid.clone(),
+                container: container.name.clone(),
+                image: container.image.clone().unwrap_or_default(),
+                host_ip,
+                host_network: spec.host_network == Some(true),
+            };
+            let names = spec.containers.iter().map(|c| c.name.clone()).collect();
+            logs.open(&key, node, names);
+            (key, facts, Plan::of(container))
+        };
+        Some(PodWorker {
+            writer,
+            logs,
+            key,
+            node: node.to_string(),
+            facts,
+            plan,
+            pod,
+            ready,
+        })
+    }
+
+    /// Plays the pod until it is gone, then forgets its logs.
+    pub(crate) async fn run(mut self) {
+        let _ = self.lifecycle().await;
+        self.logs.close(&self.key);
+        say!("pod {}: gone", self.name());
+    }
+
+    fn name(&self) -> String {
+        format!("{}/{} on {}", self.key.namespace, self.key.name, self.node)
+    }
+
+    async fn lifecycle(&mut self) -> Result<(), Gone> {
+        let stage = self.pod.borrow().as_ref().map(stage_of).ok_or(Gone)?;
+        match stage {
+            Stage::New => {
+                if !self.pending().await? {
+                    return self.until_gone().await;
+                }
+                let started_at = now();
+                say!(
+                    "pod {}: starting container {}",
+                    self.name(),
+                    self.facts.container
+                );
+                self.write("running", self.facts.running(&started_at))
+                    .await?;
+                self.logs.set(&self.key, Output::Running);
+                self.running(started_at).await?;
+            }
+            Stage::Running { started_at } => {
+                self.logs.set(&self.key, Output::Running);
+                self.running(started_at).await?;
+            }
+            Stage::Terminal => self.logs.set(&self.key, Output::Exited(String::new())),
+        }
+        if !self.deleting() {
+            self.until(|w| w.deleting()).await?;
+            say!("pod {}: deleted after it ended", self.name());
+        }
+        self.delete_now().await?;
+        self.until_gone().await
+    }
+
+    /// Waits for the start: answers `true` to start the container, `false` when the pod was
+    /// deleted before (then it has been marked Failed and deleted).
+    async fn pending(&mut self) -> Result<bool, Gone> {
+        let start_at = Instant::now() + START_DELAY;
+        loop {
+            self.until_ready().await?;
+            if self.deleting() {
+                say!("pod {}: deleted before it started", self.name());
+                self.write("failed", failed_unstarted(&now())).await?;
+                self.delete_now().await?;
+                return Ok(false);
+            }
+            if Instant::now() >= start_at {
+                return Ok(true);
+            }
+            tokio::select! {
+                () = sleep_until(start_at) => {}
+                changed = self.changed() => changed?,
+            }
+        }
+    }
+
+    /// The container runs until it exits or, once the pod is deleted, is killed; the end is
+    /// reported (node Ready), and a deleted pod is then deleted for good.
+    async fn running(&mut self, started_at: Time) -> Result<(), Gone> {
+        let exits_at = Instant::now() + self.plan.run;
+        let mut kill_at: Option<Instant> = None;
+        loop {
+            if kill_at.is_none()
+                && let Some(grace) = self.grace()
+            {
+                kill_at = Some(Instant::now() + grace.min(KILL_DELAY));
+            }
+            let end = kill_at.map_or(exits_at, |k| k.min(exits_at));
+            if Instant::now() >= end {
+                break;
+            }
+            tokio::select! {
+                () = sleep_until(end) => {}
+                changed = self.changed() => changed?,
+            }
+        }
+        let finished_at = now();
+        let killed = kill_at.is_some_and(|k| k < exits_at);
+        let (exit_code, log) = if killed {
+            (KILLED_EXIT_CODE, String::new())
+        } else {
+            (self.plan.exit_code, self.plan.log.clone())
+        };
+        let exit = Exit {
+            exit_code,
+            message: self.plan.termination_message(exit_code, &log),
+            started_at,
+            finished_at,
+        };
+        self.until_ready().await?;
+        let what = if killed { "killed" } else { "exited" };
+        say!("pod {}: container {what} with {exit_code}", self.name());
+        self.write(what, self.facts.terminated(&exit, &now()))
+            .await?;
+        self.logs.set(&self.key, Output::Exited(log));
+        if self.deleting() {
+            // Nothing runs any more: the kubelet finishes the deletion shortly.
+            sleep(cleanup_delay()).await;
+        }
+        Ok(())
+    }
+
+    fn deleting(&self) -> bool {
+        self.grace().is_some()
+    }
+
+    /// The pod's deletion grace period, once it has a `deletionTimestamp`.
+    fn grace(&self) -> Option<Duration> {
+        let pod = self.pod.borrow();
+        let meta = &pod.as_ref()?.metadata;
+        meta.deletion_timestamp.as_ref()?;
+        let secs = meta.deletion_grace_period_seconds.unwrap_or(0);
+        Some(Duration::from_secs(u64::try_from(secs).unwrap_or(0)))
+    }
+
+    /// The next change of the pod; `Gone` once it is.
+    async fn changed(&mut self) -> Result<(), Gone> {
+        pod_changed(&mut self.pod).await
+    }
+
+    async fn until(&mut self, done: impl Fn(&Self) -> bool) -> Result<(), Gone> {
+        while !done(self) {
+            self.changed().await?;
+        }
+        Ok(())
+    }
+
+    async fn until_gone(&mut self) -> Result<(), Gone> {
+        loop {
+            self.changed().await?;
+        }
+    }
+
+    /// Returns once the node is Ready; `Gone` if the pod goes first.
+    async fn until_ready(&mut self) -> Result<(), Gone> {
+        loop {
+            if *self.ready.borrow_and_update() {
+                return Ok(());
+            }
+            let node_gone = tokio::select! {
+                changed = self.ready.changed() => changed.is_err(),
+                changed = pod_changed(&mut self.pod) => { changed?; false }
+            };
+            if node_gone {
+                // The agent stops: the node is never Ready again.
+                return self.until_gone().await;
+            }
+        }
+    }
+
+    /// Writes the pod's status, retrying what may pass later.
+    async fn write(&mut self, what: &str, patch: Value) -> Result<(), Gone> {
+        let mut pause = RETRY_FIRST;
+        loop {
+            match self.writer.patch_status(&self.key, &patch).await {
+                Ok(()) => return Ok(()),
+                Err(WriteError::Gone) => return Err(Gone),
+                Err(WriteError::Refused(e)) => {
+                    say!(
+                        "pod {}: status {what} refused, not retried: {e}",
+                        self.name()
+                    );
+                    return Ok(());
+                }
+                Err(WriteError::Failed(e)) => {
+                    say!(
+                        "pod {}: status {what} failed, retrying in {pause:?}: {e}",
+                        self.name()
+                    );
+                }
+            }
+            self.pause(&mut pause).await?;
+        }
+    }
+
+    /// Deletes the pod with grace 0, as the kubelet does once nothing runs in it.
+    async fn delete_now(&mut self) -> Result<(), Gone> {
+        let mut pause = RETRY_FIRST;
+        loop {
+            say!("pod {}: deleting (grace 0)", self.name());
+            match self.writer.delete_now(&self.key).await {
+                Ok(()) => return Ok(()),
+                Err(WriteError::Gone) => return Err(Gone),
+                Err(WriteError::Refused(e)) => {
+                    say!("pod {}: delete refused, not retried: {e}", self.name());
+                    return Ok(());
+                }
+                Err(WriteError::Failed(e)) => {
+                    say!(
+                        "pod {}: delete failed, retrying in {pause:?}: {e}",
+                        self.name()
+                    );
+                }
+            }
+            self.pause(&mut pause).await?;
+        }
+    }
+
+    /// Waits `pause` (doubling it for next time), or until the pod is gone.
+    async fn pause(&mut self, pause: &mut Duration) -> Result<(), Gone> {
+        let until = Instant::now() + *pause;
+        *pause = (*pause * 2).min(RETRY_MAX);
+        loop {
+            tokio::select! {
+                () = sleep_until(until) => return Ok(()),
+                changed = self.changed() => changed?,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::Ipv4Addr;
+    use std::sync::{Arc, Mutex};
+
+    use k8s_openapi::api::core::v1::{Container, PodSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    use super::*;
+
+    /// What the worker did, and when (milliseconds of paused time from the start).
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    enum Did {
+        /// A status write: phase, and the container's exit code once it has one.
+        Status(u64, String, Option<i32>),
+        Delete(u64),
+    }
+
+    #[derive(Clone)]
+    struct Recorder {
+        start: Instant,
+        did: Arc<Mutex<Vec<Did>>>,
+        /// The first `fail` writes fail (transiently).
+        fail: Arc<Mutex<usize>>,
+    }
+
+    impl Recorder {
+        fn new(fail: usize) -> Self {
+            Recorder {
+                start: Instant::now(),
+                did: Arc::default(),
+                fail: Arc::new(Mutex::new(fail)),
+            }
+        }
+
+        fn ms(&self) -> u64 {
+            u64::try_from(self.start.elapsed().as_millis()).unwrap()
+        }
+
+        fn did(&self) -> Vec<Did> {
+            self.did.lock().unwrap().clone()
+        }
+
+        fn failing(&self) -> bool {
+            let mut fail = self.fail.lock().unwrap();
+            let failing = *fail > 0;
+            *fail = fail.saturating_sub(1);
+            failing
+        }
+    }
+
+    impl PodWriter for Recorder {
+        async fn patch_status(&self, _: &PodKey, patch: &Value) -> Result<(), WriteError> {
+            if self.failing() {
+                return Err(WriteError::Failed("connection refused".into()));
+            }
+            let status = &patch["status"];
+            let phase = status["phase"].as_str().unwrap().to_string();
+            let code = status["containerStatuses"][0]["state"]["terminated"]["exitCode"].as_i64();
+            let code = code.map(|c| i32::try_from(c).unwrap());
+            self.did
+                .lock()
+                .unwrap()
+                .push(Did::Status(self.ms(), phase, code));
+            Ok(())
+        }
+
+        async fn delete_now(&self, _: &PodKey) -> Result<(), WriteError> {
+            self.did.lock().unwrap().push(Did::Delete(self.ms()));
+            Ok(())
+        }
+    }
+
+    fn pod(argv: &[&str]) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                namespace: Some("ns".into()),
+                name: Some("p".into()),
+                uid: Some("u".into()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(PodSpec {
+                node_name: Some("n1".into()),
+                host_network: Some(true),
+                containers: vec![Container {
+                    name: "host".into(),
+                    command: Some(argv.iter().map(|s| s.to_string()).collect()),
+                    termination_message_policy: Some("FallbackToLogsOnError".into()),
+                    ..Container::default()
+                }],
+                ..PodSpec::default()
+            }),
+            status: None,
+        }
+    }
+
+    fn deleted(mut pod: Pod, grace: i64) -> Pod {
+        pod.metadata.deletion_timestamp = Some(now());
+        pod.metadata.deletion_grace_period_seconds = Some(grace);
+        pod
+    }
+
+    struct Harness {
+        rec: Recorder,
+        logs: LogBook,
+        pod: watch::Sender<Option<Pod>>,
+        ready: watch::Sender<bool>,
+        task: tokio::task::JoinHandle<()>,
+    }
+
+    fn start(p: Pod, ready: bool, fail: usize) -> Harness {
+        let rec = Recorder::new(fail);
+        let logs = LogBook::default();
+        let (pod_tx, pod_rx) = watch::channel(Some(p));
+        let (ready_tx, ready_rx) = watch::channel(ready);
+        let ip = Ipv4Addr::new(127, 0, 0, 2);
+        let worker = PodWorker::new(rec.clone(), logs.clone(), "n1", ip, pod_rx, ready_rx).unwrap();
+        Harness {
+            rec,
+            logs,
+            pod: pod_tx,
+            ready: ready_tx,
+            task: tokio::spawn(worker.run()),
+        }
+    }
+
+    fn log_of(logs: &LogBook) -> (u16, String) {
+        let (code, body) = logs.answer("n1", "ns", "p", "host", &Default::default());
+        (code.as_u16(), String::from_utf8(body).unwrap())
+    }
+
+    fn status(ms: u64, phase: &str, code: Option<i32>) -> Did {
+        Did::Status(ms, phase.into(), code)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn runs_exits_and_goes_when_deleted() {
+        let p = pod(&["x", "nodejob-test:exit=3", "nodejob-test:log=boom"]);
+        let h = start(p.clone(), true, 0);
+        sleep(Duration::from_millis(100)).await;
+        assert_eq!(log_of(&h.logs).0, 400, "waiting to start");
+        sleep(Duration::from_millis(500)).await;
+        assert_eq!(h.rec.did(), [status(500, "Running", None)]);
+        assert_eq!(log_of(&h.logs), (200, String::new()));
+        sleep(Duration::from_secs(2)).await;
+        assert_eq!(
+            h.rec.did(),
+            [
+                status(500, "Running", None),
+                status(2500, "Failed", Some(3))
+            ]
+        );
+        assert_eq!(log_of(&h.logs), (200, "boom\n".into()));
+        // Terminated: deleted with grace 0 once the deletion shows, whatever the node says.
+        h.ready.send_replace(false);
+        h.pod.send_replace(Some(deleted(p, 0)));
+        sleep(Duration::from_millis(10)).await;
+        assert_eq!(h.rec.did().last(), Some(&Did::Delete(2600)));
+        assert_eq!(log_of(&h.logs).0, 200, "logs kept until the pod is gone");
+        h.pod.send_replace(None);
+        h.task.await.unwrap();
+        assert_eq!(log_of(&h.logs).0, 404);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn deletion_kills_then_deletes() {
+        let p = pod(&["x", "nodejob-test:run=60", "nodejob-test:log=never"]);
+        let h = start(p.clone(), true, 0);
+        sleep(Duration::from_secs(1)).await;
+        h.pod.send_replace(Some(deleted(p, 30)));
+        sleep(Duration::from_secs(1)).await;
+        assert_eq!(
+            h.rec.did(),
+            [
+                status(500, "Running", None),
+                status(1500, "Failed", Some(143)),
+                Did::Delete(1600),
+            ]
+        );
+        assert_eq!(
+            log_of(&h.logs),
+            (200, String::new()),
+            "a killed program printed nothing"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_short_grace_kills_sooner() {
+        let p = pod(&["nodejob-test:run=60"]);
+        let h = start(p.clone(), true, 0);
+        sleep(Duration::from_secs(1)).await;
+        h.pod.send_replace(Some(deleted(p, 0)));
+        sleep(Duration::from_secs(1)).await;
+        assert_eq!(
+            h.rec.did(),
+            [
+                status(500, "Running", None),
+                status(1000, "Failed", Some(143)),
+                Did::Delete(1100)
+            ]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn exit_during_the_kill_delay_wins() {
+        let p = pod(&["nodejob-test:run=1"]);
+        let h = start(p.clone(), true, 0);
+        sleep(Duration::from_millis(1200)).await;
+        h.pod.send_replace(Some(deleted(p, 30)));
+        sleep(Duration::from_secs(1)).await;
+        assert_eq!(
+            h.rec.did(),
+            [
+                status(500, "Running", None),
+                status(1500, "Succeeded", Some(0)),
+                Did::Delete(1600)
+            ]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn not_ready_parks_start_exit_and_deletion() {
+        let p = pod(&["nodejob-test:run=1"]);
+        let h = start(p.clone(), false, 0);
+        sleep(Duration::from_secs(5)).await;
+        assert_eq!(h.rec.did(), []);
+        h.ready.send_replace(true);
+        sleep(Duration::from_millis(10)).await;
+        assert_eq!(h.rec.did(), [status(5000, "Running", None)]);
+        h.ready.send_replace(false);
+        sleep(Duration::from_secs(3)).await;
+        assert_eq!(h.rec.did().len(), 1, "the exit is reported once Ready");
+        h.ready.send_replace(true);
+        sleep(Duration::from_millis(10)).await;
+        assert_eq!(
+            h.rec.did().last(),
+            Some(&status(8010, "Succeeded", Some(0)))
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn deleted_before_start() {
+        let p = pod(&[]);
+        let h = start(p.clone(), false, 0);
+        sleep(Duration::from_millis(100)).await;
+        h.pod.send_replace(Some(deleted(p, 30)));
+        sleep(Duration::from_secs(2)).await;
+        assert_eq!(h.rec.did(), [], "NotReady: nothing");
+        h.ready.send_replace(true);
+        sleep(Duration::from_millis(10)).await;
+        assert_eq!(
+            h.rec.did(),
+            [status(2100, "Failed", None), Did::Delete(2100)]
+        );
+        h.pod.send_replace(None);
+        h.task.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn failed_writes_are_retried() {
+        let h = start(pod(&["nodejob-test:run=1"]), true, 2);
+        sleep(Duration::from_secs(3)).await;
+        // 500ms, then +200ms, then +400ms.
+        assert_eq!(
+            h.rec.did(),
+            [
+                status(1100, "Running", None),
+                status(2100, "Succeeded", Some(0))
+            ]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_terminal_pod_is_only_deleted() {
+        let mut p = pod(&[]);
+        p.status = Some(k8s_openapi::api::core::v1::PodStatus {
+            phase: Some("Succeeded".into()),
+            ..Default::default()
+        });
+        let h = start(p.clone(), true, 0);
+        sleep(Duration::from_secs(5)).await;
+        assert_eq!(h.rec.did(), []);
+        h.pod.send_replace(Some(deleted(p, 0)));
+        sleep(Duration::from_millis(10)).await;
+        assert_eq!(h.rec.did(), [Did::Delete(5000)]);
+    }
+}
