@@ -207,7 +207,7 @@ mod scheduler;
 mod selector;
 mod state;
 mod store;
-mod termination;
+pub mod termination;
 mod timing;
 mod validation;
 mod verb;

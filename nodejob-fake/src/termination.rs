@@ -1,13 +1,14 @@
 //! How a container's end is reported: the signal that ends the container of a deleted pod (and
-//! so its exit status), and the termination message the kubelet derives from its log.
+//! so its exit status), and the termination message the kubelet derives from its log. Public
+//! because the end-to-end node agent plays the kubelet by the same rules.
 
 use std::time::Duration;
 
 /// The exit status of a process ended by SIGTERM (128 + 15), as the container runtime reports
 /// a program that does not trap the signal.
-pub(crate) const SIGTERM_EXIT: i32 = 143;
+pub const SIGTERM_EXIT: i32 = 143;
 /// The exit status of a process ended by SIGKILL (128 + 9).
-pub(crate) const SIGKILL_EXIT: i32 = 137;
+pub const SIGKILL_EXIT: i32 = 137;
 /// The API default of `terminationGracePeriodSeconds` (`DefaultTerminationGracePeriodSeconds`
 /// in `pkg/apis/core/v1/defaults.go`), for a pod spec that leaves it unset.
 pub(crate) const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(30);
@@ -17,10 +18,10 @@ const MINIMUM_GRACE_PERIOD: Duration = Duration::from_secs(1);
 
 /// The kubelet's `MaxContainerTerminationMessageLogLines` (`pkg/kubelet/container/runtime.go`):
 /// how many lines of the log a `FallbackToLogsOnError` message keeps.
-const MESSAGE_LOG_LINES: usize = 80;
+pub const MESSAGE_LOG_LINES: usize = 80;
 /// The kubelet's `MaxContainerTerminationMessageLogLength`: how many bytes (the last ones) of
 /// those lines it keeps.
-const MESSAGE_LOG_BYTES: usize = 2048;
+pub const MESSAGE_LOG_BYTES: usize = 2048;
 
 /// When, after its pod's deletion with grace period `grace`, a running container ends, and its
 /// exit status. The kubelet (`killContainer` in
@@ -47,7 +48,7 @@ pub(crate) fn stop(
 /// for a non-zero exit, the last [`MESSAGE_LOG_LINES`] lines of the log cut to their last
 /// [`MESSAGE_LOG_BYTES`] bytes (`readLastStringFromContainerLogs`); none for exit 0 (the
 /// programs here write no `terminationMessagePath` file) or an empty log.
-pub(crate) fn fallback_message(exit_code: i32, log: &str) -> Option<String> {
+pub fn fallback_message(exit_code: i32, log: &str) -> Option<String> {
     if exit_code == 0 {
         return None;
     }
@@ -60,7 +61,7 @@ pub(crate) fn fallback_message(exit_code: i32, log: &str) -> Option<String> {
 
 /// The last `n` lines of `text` (a final line without a newline counts), as the kubelet's
 /// `tailLines` reads a log.
-fn tail_lines(text: &str, n: usize) -> &str {
+pub fn tail_lines(text: &str, n: usize) -> &str {
     if n == 0 {
         return "";
     }

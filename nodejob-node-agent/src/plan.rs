@@ -8,17 +8,10 @@ use k8s_openapi::api::core::v1::Container;
 use nodejob_fake::NodeScript;
 use nodejob_fake::host::Directives;
 
-/// The kubelet's `MaxContainerTerminationMessageLogLines`: how many lines of the log a
-/// `FallbackToLogsOnError` message keeps.
-const MESSAGE_LOG_LINES: usize = 80;
-/// The kubelet's `MaxContainerTerminationMessageLogLength`: how many bytes (the last ones) of
-/// those lines it keeps.
-const MESSAGE_LOG_BYTES: usize = 2 * 1024;
-
 /// The exit status of a container the kubelet stopped on its pod's deletion: the programs do
 /// not trap SIGTERM, so they end by it (128 + 15), as a real kubelet's containers do and as the
 /// fake reports it.
-pub(crate) const KILLED_EXIT_CODE: i32 = 143;
+pub(crate) const KILLED_EXIT_CODE: i32 = nodejob_fake::termination::SIGTERM_EXIT;
 
 /// The host program one container plays, fixed when its pod is first seen.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,33 +45,13 @@ impl Plan {
     }
 
     /// The `terminated.message` the kubelet writes for an exit with `exit_code` and output
-    /// `log`: with `FallbackToLogsOnError` and a non-zero exit, the last
-    /// [`MESSAGE_LOG_LINES`] lines of the log cut to their last [`MESSAGE_LOG_BYTES`] bytes
-    /// (`readLastStringFromContainerLogs`); otherwise none (the program writes no
+    /// `log`: with `FallbackToLogsOnError`, the fake kubelet's rule
+    /// ([`nodejob_fake::termination::fallback_message`]); otherwise none (the program writes no
     /// `terminationMessagePath` file).
     pub(crate) fn termination_message(&self, exit_code: i32, log: &str) -> Option<String> {
-        if !self.fallback_to_logs || exit_code == 0 {
-            return None;
-        }
-        let tail = tail_lines(log, MESSAGE_LOG_LINES).as_bytes();
-        let last = &tail[tail.len().saturating_sub(MESSAGE_LOG_BYTES)..];
-        // The kubelet keeps bytes; a character cut in two becomes U+FFFD once encoded in JSON,
-        // as Go's encoder does.
-        let message = String::from_utf8_lossy(last).into_owned();
-        (!message.is_empty()).then_some(message)
-    }
-}
-
-/// The last `n` lines of `text` (a final line without a newline counts), as the kubelet's
-/// `tailLines` reads a log.
-pub(crate) fn tail_lines(text: &str, n: usize) -> &str {
-    if n == 0 {
-        return "";
-    }
-    let body = text.strip_suffix('\n').unwrap_or(text);
-    match body.rmatch_indices('\n').nth(n - 1) {
-        Some((at, _)) => &text[at + 1..],
-        None => text,
+        self.fallback_to_logs
+            .then(|| nodejob_fake::termination::fallback_message(exit_code, log))
+            .flatten()
     }
 }
 
@@ -144,23 +117,7 @@ mod tests {
     }
 
     #[test]
-    fn tails() {
-        let table = [
-            ("a\nb\nc\n", 2, "b\nc\n"),
-            ("a\nb\nc", 2, "b\nc"),
-            ("a\nb\nc\n", 3, "a\nb\nc\n"),
-            ("a\nb\nc\n", 9, "a\nb\nc\n"),
-            ("a\nb\nc\n", 0, ""),
-            ("", 1, ""),
-            ("\n\n", 1, "\n"),
-        ];
-        for (text, n, want) in table {
-            assert_eq!(tail_lines(text, n), want, "{text:?} {n}");
-        }
-    }
-
-    #[test]
-    fn termination_messages() {
+    fn termination_message_only_under_fallback_to_logs_for_a_failure() {
         let plan = |fallback_to_logs| Plan {
             run: Duration::ZERO,
             exit_code: 0,
@@ -174,23 +131,6 @@ mod tests {
         assert_eq!(plan(true).termination_message(0, "x\n"), None);
         assert_eq!(plan(false).termination_message(1, "x\n"), None);
         assert_eq!(plan(true).termination_message(KILLED_EXIT_CODE, ""), None);
-
-        let lines: String = (0..100).map(|i| format!("{i}\n")).collect();
-        let message = plan(true).termination_message(1, &lines).unwrap();
-        assert_eq!(
-            message,
-            (20..100).map(|i| format!("{i}\n")).collect::<String>()
-        );
-
-        let long = format!("{}\n{}\n", "a".repeat(3000), "b".repeat(100));
-        let message = plan(true).termination_message(1, &long).unwrap();
-        assert_eq!(message.len(), MESSAGE_LOG_BYTES);
-        assert!(message.ends_with(&format!("a\n{}\n", "b".repeat(100))));
-
-        // 1100 two-byte characters and a newline, cut at an odd byte: the first half-character is replaced.
-        let message = plan(true)
-            .termination_message(1, &format!("{}\n", "é".repeat(1100)))
-            .unwrap();
-        assert!(message.starts_with('\u{FFFD}'), "{message:.8}");
+        // The cut itself (80 lines, 2048 bytes) is the fake kubelet's, tested there.
     }
 }
