@@ -206,35 +206,6 @@ impl<B: Backend> Ctx<B> {
         })
         .await
     }
-
-    /// Waits until no Job `name` exists.
-    pub async fn wait_gone(&self, name: &str) -> Result<(), Failure> {
-        let api = self.api.inner();
-        let deadline = api.now() + Duration::from_secs(120);
-        loop {
-            let Some(job) = self.job(name).await? else {
-                return Ok(());
-            };
-            let left = deadline.saturating_sub(api.now());
-            ensure!(
-                !left.is_zero(),
-                "job {}/{name} still exists",
-                self.namespace
-            );
-            let since = job.metadata.resource_version.clone();
-            match api
-                .wait_job(&self.namespace, name, since.as_deref(), left)
-                .await
-            {
-                Ok(Change::Deleted(_)) => return Ok(()),
-                Ok(_) => {}
-                Err(e) if e.is_retryable() || e.is_gone() => {
-                    api.sleep(Duration::from_millis(200)).await
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-    }
 }
 
 /// Expands every scenario of [`scenarios`] into a test for one backend:

@@ -226,13 +226,10 @@ pub async fn stale_job_replaced_between_inspect_and_delete_is_left_alone<B: Back
         .create_job(&build(&cx.spec("contested", &[host::exit(0)])))
         .await?;
     cx.wait_finished("contested").await?;
-    let (ns, gone) = (cx.namespace.clone(), Ctx::new(cx.backend.clone()));
+    let ns = cx.namespace.clone();
     cx.api.before(Verb::DeleteJob, 0, move |api| {
         async move {
-            api.delete_job(&ns, "contested", None)
-                .await
-                .expect("their delete");
-            gone.wait_gone("contested")
+            delete_and_wait(&*api, &ns, "contested")
                 .await
                 .expect("their delete completes");
             api.create_job(&theirs).await.expect("their create");
@@ -322,10 +319,9 @@ pub async fn job_replaced_while_waiting_is_never_read<B: Backend>(b: Arc<B>) -> 
                 .wait_running("replaced")
                 .await
                 .expect("our job runs");
-            api.delete_job(&ns, "replaced", None)
+            delete_and_wait(&*api, &ns, "replaced")
                 .await
-                .expect("their delete");
-            watcher.wait_gone("replaced").await.expect("gone");
+                .expect("their delete completes");
             api.create_job(&theirs).await.expect("their create");
         }
         .boxed()
