@@ -131,10 +131,10 @@ enum Phase {
     Reread,
     /// Looking for `FailedCreate` on ours.
     Events,
-    /// Finding ours's Pod and its exit code.
+    /// Finding our Job's Pod and its exit code.
     Pods,
-    /// Reading ours's log.
-    Log { pod: String },
+    /// Reading our Job's log.
+    Log,
     /// Deleting ours (succeeded) exactly.
     DeleteOurs,
     /// Re-reading ours after a delete precondition conflict.
@@ -177,8 +177,6 @@ pub struct Machine {
     pending: Option<Intent>,
     /// When the current phase's wait bound runs out: the guard's from the start, ours from create.
     deadline: Duration,
-    /// When waiting for ours started.
-    created_at: Duration,
     /// Consecutive transient failures.
     retries: u32,
     /// Precondition conflicts seen on one delete.
@@ -213,7 +211,6 @@ impl Machine {
             phase: Phase::Inspect,
             pending: None,
             deadline: now.saturating_add(bound),
-            created_at: now,
             retries: 0,
             conflicts: 0,
             create_uncertain: false,
@@ -232,11 +229,6 @@ impl Machine {
     pub fn start(&mut self) -> Step {
         self.phase = Phase::Inspect;
         self.issue(Vec::new(), Intent::GetJob)
-    }
-
-    /// Whether the run is over.
-    pub fn is_done(&self) -> bool {
-        self.phase == Phase::Done
     }
 
     /// Takes the answer to the last intent at time `now`, returns what to do next.
@@ -273,7 +265,7 @@ impl Machine {
             Phase::Reread => self.on_reread(now, obs),
             Phase::Events => self.on_events(now, obs),
             Phase::Pods => self.on_pods(obs),
-            Phase::Log { pod } => self.on_log(pod, obs),
+            Phase::Log => self.on_log(obs),
             Phase::DeleteOurs => self.on_delete_ours(obs),
             Phase::RereadForDelete => self.on_reread_for_delete(obs),
             Phase::Done => self.finish(Vec::new(), Err(self.internal("step after the run ended"))),
@@ -486,7 +478,6 @@ impl Machine {
         self.uid = Some(uid);
         self.rv = rv_of(&job);
         self.last = Some(job);
-        self.created_at = now;
         self.deadline = now.saturating_add(self.bound);
         self.phase = Phase::Wait;
         let timeout = self.wait_timeout(now);
@@ -682,7 +673,7 @@ impl Machine {
             ),
             Mode::ExitCodeLogs => match pod {
                 Some(pod) => {
-                    self.phase = Phase::Log { pod: pod.clone() };
+                    self.phase = Phase::Log;
                     self.issue(Vec::new(), Intent::ReadLog { pod })
                 }
                 None => self.finish(
@@ -698,7 +689,7 @@ impl Machine {
         }
     }
 
-    fn on_log(&mut self, _pod: String, obs: Observation) -> Step {
+    fn on_log(&mut self, obs: Observation) -> Step {
         match obs {
             Observation::Log(log) => {
                 self.log = Some(log);
@@ -819,7 +810,7 @@ impl Machine {
             Phase::Pods | Phase::DeleteOurs | Phase::RereadForDelete => {
                 self.retries <= POST_FINISH_RETRIES
             }
-            Phase::Log { .. } => self.retries <= LOG_RETRIES,
+            Phase::Log => self.retries <= LOG_RETRIES,
             // Inside the wait bound: the backoff must end before the deadline.
             _ => now.saturating_add(backoff) < self.deadline,
         };
@@ -828,7 +819,7 @@ impl Machine {
         }
         if !allowed {
             return match self.phase {
-                Phase::Log { .. } => self.log_unread(err.to_string()),
+                Phase::Log => self.log_unread(err.to_string()),
                 Phase::Events => self.rewait(now, Vec::new()),
                 _ => self.api_error(self.verb(), err),
             };
@@ -851,7 +842,7 @@ impl Machine {
             Phase::Create => "creating",
             Phase::Events => "listing events of",
             Phase::Pods => "listing pods of",
-            Phase::Log { .. } => "reading the log of",
+            Phase::Log => "reading the log of",
             Phase::Done => "running",
         }
     }
