@@ -7,9 +7,11 @@
 //! Node of its own (the node agent adopts Nodes labelled `nodejob.test/agent=true`), so the
 //! scenarios run in parallel.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
@@ -18,6 +20,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use nodejob_conformance::{Backend, Failure};
+use nodejob_core::{Clock, JobApi};
 use nodejob_kube::KubeApi;
 use serde_json::{Value, json};
 
@@ -27,6 +30,9 @@ pub const AGENT_LABEL: &str = "nodejob.test/agent";
 pub const READY_ANNOTATION: &str = "nodejob.test/ready";
 /// Node annotation: `"unreachable"` makes the agent stop serving the node's logs.
 pub const KUBELET_ANNOTATION: &str = "nodejob.test/kubelet";
+/// How long the node agent may take to act on an annotation.
+const SETTLE: Duration = Duration::from_secs(20);
+
 /// Where the ServiceAccount of `deploy/rbac.yaml` lives.
 pub const SA_NAMESPACE: &str = "kube-system";
 
@@ -215,6 +221,26 @@ pub async fn namespace(admin: &Client, name: &str, level: &str) -> Result<(), Fa
     create(&Api::all(admin.clone()), &ns).await
 }
 
+/// The address the apiserver dials for a Node's kubelet: its InternalIP and kubelet port.
+fn kubelet_address(node: &Node) -> Option<SocketAddr> {
+    let status = node.status.as_ref()?;
+    let ip = status
+        .addresses
+        .as_ref()?
+        .iter()
+        .find(|a| a.type_ == "InternalIP")?;
+    let port = status
+        .daemon_endpoints
+        .as_ref()?
+        .kubelet_endpoint
+        .as_ref()?
+        .port;
+    Some(SocketAddr::new(
+        ip.address.parse().ok()?,
+        u16::try_from(port).ok()?,
+    ))
+}
+
 /// A Node for the agent to adopt; returns once it is Ready.
 pub async fn node(admin: &Client, name: &str) -> Result<(), Failure> {
     let node: Node = typed(json!({"metadata": {"name": name, "labels": {AGENT_LABEL: "true"}}}))?;
@@ -278,11 +304,6 @@ impl KubeBackend {
             node: name,
         })
     }
-
-    /// The admin client.
-    pub fn admin(&self) -> &Client {
-        &self.admin
-    }
 }
 
 #[async_trait]
@@ -306,8 +327,20 @@ impl Backend for KubeBackend {
             (!reachable).then_some("unreachable"),
         )
         .await?;
-        // The agent closes or reopens the node's log listener on the annotation's watch event.
-        tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+        // The agent closes or reopens the node's log listener on the annotation's watch event:
+        // wait until a connection to the address the apiserver dials is refused, or accepted.
+        let api = KubeApi::new(self.admin.clone());
+        let address = kubelet_address(&api.get_node(node).await?)
+            .ok_or_else(|| Failure(format!("node {node} has no InternalIP or kubelet port")))?;
+        let deadline = api.now() + SETTLE;
+        while tokio::net::TcpStream::connect(address).await.is_ok() != reachable {
+            if api.now() > deadline {
+                return Err(Failure(format!(
+                    "node {node}: the agent did not make {address} reachable={reachable}"
+                )));
+            }
+            api.sleep(Duration::from_millis(50)).await;
+        }
         Ok(())
     }
     async fn set_node_ready(&self, node: &str, ready: bool) -> Result<(), Failure> {
@@ -318,22 +351,23 @@ impl Backend for KubeBackend {
             Some(if ready { "true" } else { "false" }),
         )
         .await?;
-        // Wait until the agent has posted the condition, so the scenario sees a settled node.
+        // Wait (on the Node's watch) until the agent has posted the condition, so the scenario
+        // sees a settled node.
         let api = KubeApi::new(self.admin.clone());
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let deadline = api.now() + SETTLE;
         loop {
-            let seen = nodejob_core::JobApi::get_node(&api, node)
-                .await
-                .map_err(Failure::from)?;
+            let seen = api.get_node(node).await?;
             if nodejob_core::ready(&seen) == ready {
                 return Ok(());
             }
-            if std::time::Instant::now() > deadline {
+            let left = deadline.saturating_sub(api.now());
+            if left.is_zero() {
                 return Err(Failure(format!(
                     "node {node}: the agent did not post Ready={ready}"
                 )));
             }
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            let since = seen.metadata.resource_version;
+            api.wait_node(node, since.as_deref(), left).await?;
         }
     }
     async fn forbid_privileged_pods(&self) -> Result<String, Failure> {
