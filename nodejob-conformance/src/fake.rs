@@ -24,11 +24,6 @@ impl FakeBackend {
             cluster: Arc::new(cluster),
         }
     }
-
-    /// The cluster, for assertions on its state.
-    pub fn cluster(&self) -> &FakeCluster {
-        &self.cluster
-    }
 }
 
 #[async_trait]
