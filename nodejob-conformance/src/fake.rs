@@ -3,14 +3,21 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use nodejob_fake::{FakeCluster, NodeScript};
+use nodejob_fake::{FakeCluster, LogEndpoint, NodeScript};
 
-use crate::{Backend, Failure};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-/// A fresh [`FakeCluster`] with one Ready node, `node-a`, in namespace `conformance`.
+use crate::{Backend, Failure, Object, Workloads};
+
+/// A fresh [`FakeCluster`] with one Ready node, `node-a`, in namespace `conformance` (three,
+/// `node-a` to `node-c`, for the [`Workloads`] scenarios).
 pub struct FakeBackend {
     cluster: Arc<FakeCluster>,
+    nodes: Vec<String>,
 }
+
+/// The label on the scenario's nodes.
+const SCENARIO_LABEL: (&str, &str) = ("nodejob.test/scenario", "fake");
 
 impl FakeBackend {
     /// A fresh cluster (call inside a tokio runtime with paused time).
@@ -22,8 +29,30 @@ impl FakeBackend {
             .expect("a fresh cluster takes a node");
         FakeBackend {
             cluster: Arc::new(cluster),
+            nodes: vec!["node-a".into()],
         }
     }
+
+    /// A fresh cluster with three Ready nodes labelled for workloads (call inside a tokio
+    /// runtime with paused time).
+    pub fn for_workloads(seed: u64) -> Self {
+        let cluster = FakeCluster::with_seed(seed);
+        cluster.add_namespace("conformance");
+        let nodes: Vec<String> = ["node-a", "node-b", "node-c"].map(String::from).into();
+        for node in &nodes {
+            cluster
+                .add_node(node)
+                .expect("a fresh cluster takes a node");
+            cluster
+                .label_node(node, SCENARIO_LABEL.0, SCENARIO_LABEL.1)
+                .expect("the node was just added");
+        }
+        FakeBackend {
+            cluster: Arc::new(cluster),
+            nodes,
+        }
+    }
+
 }
 
 #[async_trait]
@@ -41,7 +70,11 @@ impl Backend for FakeBackend {
     }
     async fn set_kubelet_reachable(&self, node: &str, reachable: bool) -> Result<(), Failure> {
         let script = NodeScript {
-            log_unreachable: !reachable,
+            log_endpoint: if reachable {
+                LogEndpoint::Reachable
+            } else {
+                LogEndpoint::Unreachable
+            },
             ..self.cluster.script(node)
         };
         self.cluster.set_script(node, script);
@@ -63,5 +96,39 @@ impl Backend for FakeBackend {
         };
         self.cluster.set_script(&node, script);
         Ok(self.namespace())
+    }
+}
+
+#[async_trait]
+impl Workloads for FakeBackend {
+    fn nodes(&self) -> Vec<String> {
+        self.nodes.clone()
+    }
+    fn node_label(&self) -> (String, String) {
+        (SCENARIO_LABEL.0.into(), SCENARIO_LABEL.1.into())
+    }
+    async fn create(&self, object: Object) -> Result<(), Failure> {
+        let namespaced = |meta: &mut ObjectMeta| {
+            meta.namespace.get_or_insert_with(|| "conformance".into());
+        };
+        match object {
+            Object::Deployment(mut d) => {
+                namespaced(&mut d.metadata);
+                self.cluster.create_deployment_now(&d).map(drop)
+            }
+            Object::Budget(mut b) => {
+                namespaced(&mut b.metadata);
+                self.cluster.create_budget_now(&b).map(drop)
+            }
+            Object::DaemonSet(mut d) => {
+                namespaced(&mut d.metadata);
+                self.cluster.create_daemon_set_now(&d).map(drop)
+            }
+            Object::Pod(mut p) => {
+                namespaced(&mut p.metadata);
+                self.cluster.create_pod_now(&p).map(drop)
+            }
+        }
+        .map_err(Failure::from)
     }
 }

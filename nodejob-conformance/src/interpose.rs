@@ -1,4 +1,4 @@
-//! [`Interposed`]: a [`JobApi`] wrapper that records every call, answers injected errors, and
+//! [`Interposed`]: a wrapper of every API trait ([`JobApi`], [`NodeApi`], [`PodApi`], [`LeaseApi`]) that records every call, answers injected errors, and
 //! runs another actor's writes between two calls, over any backend. It is what lets a race be
 //! staged the same way on the in-memory cluster and on a real apiserver.
 
@@ -9,9 +9,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::future::BoxFuture;
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Preconditions;
-use nodejob_core::{ApiError, ApiResult, Change, Clock, ErrorKind, JobApi, Verb};
+use nodejob_core::{
+    ApiError, ApiResult, Change, Clock, DryRun, ErrorKind, Eviction, JobApi, LeaseApi, NodeApi,
+    NodeChange, PodApi, Verb,
+};
 
 /// One call that went through an [`Interposed`] API.
 #[derive(Clone, Debug, PartialEq)]
@@ -21,7 +25,8 @@ pub struct Call {
     /// The Job, Pod or Node the call names; the selector for [`Verb::ListPods`], the UID for
     /// [`Verb::ListEvents`].
     pub name: String,
-    /// The preconditions of a [`Verb::DeleteJob`].
+    /// The preconditions of a [`Verb::DeleteJob`]; the UID of a [`Verb::EvictPod`]; the
+    /// resourceVersion of a [`Verb::ReplaceLease`].
     pub preconditions: Option<Preconditions>,
     /// The backend's time when the call began.
     pub at: Duration,
@@ -51,7 +56,7 @@ pub struct Interposed<A> {
     state: Mutex<State<A>>,
 }
 
-impl<A: JobApi + 'static> Interposed<A> {
+impl<A: Clock + 'static> Interposed<A> {
     /// Wraps `inner`.
     pub fn new(inner: Arc<A>) -> Self {
         Interposed {
@@ -156,12 +161,15 @@ impl<A: JobApi + 'static> Interposed<A> {
 }
 
 #[async_trait]
-impl<A: JobApi + 'static> Clock for Interposed<A> {
+impl<A: Clock + 'static> Clock for Interposed<A> {
     fn now(&self) -> Duration {
         self.inner.now()
     }
     async fn sleep(&self, duration: Duration) {
         self.inner.sleep(duration).await
+    }
+    fn wall_time(&self) -> k8s_openapi::jiff::Timestamp {
+        self.inner.wall_time()
     }
 }
 
@@ -211,10 +219,6 @@ impl<A: JobApi + 'static> JobApi for Interposed<A> {
         let i = self.enter(Verb::ListEvents, uid, None).await?;
         self.exit(i, self.inner.list_events(namespace, uid).await)
     }
-    async fn get_node(&self, name: &str) -> ApiResult<Node> {
-        let i = self.enter(Verb::GetNode, name, None).await?;
-        self.exit(i, self.inner.get_node(name).await)
-    }
     async fn wait_job(
         &self,
         namespace: &str,
@@ -228,6 +232,18 @@ impl<A: JobApi + 'static> JobApi for Interposed<A> {
             self.inner.wait_job(namespace, name, since, timeout).await,
         )
     }
+}
+
+#[async_trait]
+impl<A: NodeApi + 'static> NodeApi for Interposed<A> {
+    async fn get_node(&self, name: &str) -> ApiResult<Node> {
+        let i = self.enter(Verb::GetNode, name, None).await?;
+        self.exit(i, self.inner.get_node(name).await)
+    }
+    async fn list_nodes(&self, selector: &str) -> ApiResult<Vec<Node>> {
+        let i = self.enter(Verb::ListNodes, selector, None).await?;
+        self.exit(i, self.inner.list_nodes(selector).await)
+    }
     async fn wait_node(
         &self,
         name: &str,
@@ -236,5 +252,84 @@ impl<A: JobApi + 'static> JobApi for Interposed<A> {
     ) -> ApiResult<Change<Node>> {
         let i = self.enter(Verb::WaitNode, name, None).await?;
         self.exit(i, self.inner.wait_node(name, since, timeout).await)
+    }
+    async fn patch_node(
+        &self,
+        name: &str,
+        resource_version: &str,
+        changes: &[NodeChange],
+    ) -> ApiResult<Node> {
+        let i = self.enter(Verb::PatchNode, name, None).await?;
+        self.exit(
+            i,
+            self.inner.patch_node(name, resource_version, changes).await,
+        )
+    }
+}
+
+#[async_trait]
+impl<A: PodApi + 'static> PodApi for Interposed<A> {
+    async fn list_node_pods(&self, node: &str) -> ApiResult<Vec<Pod>> {
+        let i = self.enter(Verb::ListNodePods, node, None).await?;
+        self.exit(i, self.inner.list_node_pods(node).await)
+    }
+    async fn get_pod(&self, namespace: &str, name: &str) -> ApiResult<Pod> {
+        let i = self.enter(Verb::GetPod, name, None).await?;
+        self.exit(i, self.inner.get_pod(namespace, name).await)
+    }
+    async fn wait_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        since: Option<&str>,
+        timeout: Duration,
+    ) -> ApiResult<Change<Pod>> {
+        let i = self.enter(Verb::WaitPod, name, None).await?;
+        self.exit(
+            i,
+            self.inner.wait_pod(namespace, name, since, timeout).await,
+        )
+    }
+    async fn evict_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        grace_period: Option<Duration>,
+        dry_run: DryRun,
+    ) -> ApiResult<Eviction> {
+        let pre = Preconditions {
+            uid: Some(uid.to_string()),
+            resource_version: None,
+        };
+        let i = self.enter(Verb::EvictPod, name, Some(&pre)).await?;
+        self.exit(
+            i,
+            self.inner
+                .evict_pod(namespace, name, uid, grace_period, dry_run)
+                .await,
+        )
+    }
+}
+
+#[async_trait]
+impl<A: LeaseApi + 'static> LeaseApi for Interposed<A> {
+    async fn get_lease(&self, namespace: &str, name: &str) -> ApiResult<Lease> {
+        let i = self.enter(Verb::GetLease, name, None).await?;
+        self.exit(i, self.inner.get_lease(namespace, name).await)
+    }
+    async fn create_lease(&self, lease: &Lease) -> ApiResult<Lease> {
+        let name = lease.metadata.name.as_deref().unwrap_or("");
+        let i = self.enter(Verb::CreateLease, name, None).await?;
+        self.exit(i, self.inner.create_lease(lease).await)
+    }
+    async fn replace_lease(&self, lease: &Lease) -> ApiResult<Lease> {
+        let name = lease.metadata.name.as_deref().unwrap_or("");
+        let pre = Preconditions {
+            uid: None,
+            resource_version: lease.metadata.resource_version.clone(),
+        };
+        let i = self.enter(Verb::ReplaceLease, name, Some(&pre)).await?;
+        self.exit(i, self.inner.replace_lease(lease).await)
     }
 }

@@ -15,7 +15,9 @@
 
 mod fake;
 mod interpose;
+pub mod nodes;
 pub mod scenarios;
+pub mod workloads;
 
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -23,16 +25,17 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::batch::v1::Job;
-use nodejob_core::{ApiError, Change, Clock, JobApi, Note, Spec, finished};
+use nodejob_core::{ApiError, Change, Clock, JobApi, NodeApi, Note, Spec, finished};
 
 pub use fake::FakeBackend;
 pub use interpose::{Action, Call, Interposed};
+pub use workloads::{Object, Workloads};
 
 /// A cluster the suite can run on: a fresh namespace and a Ready node per scenario.
 #[async_trait]
 pub trait Backend: Send + Sync + 'static {
     /// The backend's API.
-    type Api: JobApi + 'static;
+    type Api: JobApi + NodeApi + 'static;
     /// The API, as the runner uses it.
     fn api(&self) -> Arc<Self::Api>;
     /// A namespace of this scenario's own, where privileged pods are admitted.
@@ -246,6 +249,39 @@ macro_rules! conformance {
             async fn $name() {
                 let backend = std::sync::Arc::new($make);
                 if let Err(failure) = $crate::scenarios::$name(backend).await {
+                    panic!("scenario {} failed: {failure}", stringify!($name));
+                }
+            }
+        )*
+    };
+}
+
+/// Expands every scenario of [`nodes`] (node, pod, eviction and Lease verbs; drain; the fenced
+/// Lease) into a test for one [`Workloads`] backend, as [`conformance!`] does.
+#[macro_export]
+macro_rules! conformance_nodes {
+    (#[$test:meta] $make:expr) => {
+        $crate::conformance_nodes!(@each #[$test] $make;
+            cordon_and_uncordon_with_a_concurrent_writer,
+            nodes_are_listed_by_label,
+            drain_waits_out_a_budget_that_releases,
+            drain_fails_at_its_timeout_naming_the_budget,
+            daemonset_and_mirror_pods_stay,
+            bare_pod_is_refused_unless_forced,
+            empty_dir_pod_is_refused_unless_allowed,
+            pod_terminating_with_a_long_grace_period,
+            dry_run_eviction_changes_nothing,
+            lease_is_acquired_renewed_and_released,
+            lease_held_by_another_is_refused,
+            expired_lease_is_taken_over_and_the_loser_stops
+        );
+    };
+    (@each #[$test:meta] $make:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[$test]
+            async fn $name() {
+                let backend = std::sync::Arc::new($make);
+                if let Err(failure) = $crate::nodes::$name(backend).await {
                     panic!("scenario {} failed: {failure}", stringify!($name));
                 }
             }

@@ -114,6 +114,15 @@ impl ApiError {
     pub fn is_gone(&self) -> bool {
         self.kind == ErrorKind::Gone
     }
+    /// 403: authorization or admission refused.
+    pub fn is_forbidden(&self) -> bool {
+        self.kind == ErrorKind::Forbidden
+    }
+    /// 429 Too Many Requests: the apiserver's rate limit (a transient error), or, on an
+    /// eviction, a PodDisruptionBudget that would be violated.
+    pub fn is_too_many_requests(&self) -> bool {
+        self.code == 429
+    }
     /// Worth retrying after a backoff: 429, 5xx, timeouts, broken connections.
     pub fn is_retryable(&self) -> bool {
         self.kind == ErrorKind::Transient
@@ -258,6 +267,90 @@ pub enum Error {
         /// How long was waited.
         waited: std::time::Duration,
     },
+
+    /// Another holder's Lease is live: one host-mutating operation at a time per cluster.
+    #[error(
+        "lease {lease} is held by {holder}; it expires in {expires_in:?} unless renewed: wait for that operation to end, or for the lease to expire"
+    )]
+    LeaseHeld {
+        /// The Lease, `namespace/name`.
+        lease: String,
+        /// Who holds it and what for.
+        holder: String,
+        /// How long until it expires unless renewed.
+        expires_in: std::time::Duration,
+    },
+
+    /// We no longer hold the Lease at the epoch we acquired: another actor took it over (it
+    /// expired) or released it. The step that asked was not carried out.
+    #[error(
+        "lost lease {lease} (our epoch {epoch}): it is now held by {now}; stopped before the next write"
+    )]
+    LeaseLost {
+        /// The Lease, `namespace/name`.
+        lease: String,
+        /// The epoch we held.
+        epoch: i32,
+        /// Who holds it now.
+        now: String,
+    },
+
+    /// A drain refused to start: some pods on the node cannot be evicted under the drain's
+    /// options. Nothing was evicted.
+    #[error("drain of node {node} refused before any eviction: {}", list(pods))]
+    DrainRefused {
+        /// The node.
+        node: String,
+        /// Each refused pod, `namespace/name`, with why.
+        pods: Vec<(String, String)>,
+    },
+
+    /// A drain ran out of time. Nothing was evicted after it gave up.
+    #[error("drain of node {node} timed out after {waited:?}{}: pods left: {}", blocked.as_ref().map(|b| format!(" ({b})")).unwrap_or_default(), pods_left.join(", "))]
+    DrainTimeout {
+        /// The node.
+        node: String,
+        /// How long was waited.
+        waited: std::time::Duration,
+        /// The last refusal of a PodDisruptionBudget, naming it, if one blocked.
+        blocked: Option<String>,
+        /// The pods still on the node, `namespace/name`.
+        pods_left: Vec<String>,
+    },
+
+    /// The Job's Pod was deleted or disrupted (evicted, preempted, garbage-collected, stopped by
+    /// the kubelet) before the host operation ended on its own: whatever its container exited
+    /// with was the kill's, not the host's answer. The Job is left in place.
+    #[error(
+        "pod {pod} of {job} was deleted before the host operation ended ({cause}): its exit status is not the host's answer; the job is left for inspection"
+    )]
+    PodDeleted {
+        /// The Job.
+        job: Box<JobRef>,
+        /// The Pod's name.
+        pod: String,
+        /// What stopped it: its `DisruptionTarget` condition, or its deletion.
+        cause: String,
+    },
+
+    /// The node of the Job was deleted while the runner waited for the Job. The Job is left in
+    /// place.
+    #[error("node {node} was deleted while waiting for {job} {what}; the job is left in place")]
+    NodeDeleted {
+        /// The Job.
+        job: Box<JobRef>,
+        /// The node.
+        node: String,
+        /// What was awaited: `to finish`, `to start a pod`.
+        what: String,
+    },
+}
+
+fn list(pods: &[(String, String)]) -> String {
+    pods.iter()
+        .map(|(pod, why)| format!("{pod} ({why})"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl Error {

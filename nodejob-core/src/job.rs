@@ -135,3 +135,31 @@ fn deadline_seconds(deadline: std::time::Duration) -> i64 {
         .saturating_add(u64::from(deadline.subsec_nanos() > 0));
     i64::try_from(secs).unwrap_or(i64::MAX)
 }
+
+/// Whether `job` does exactly the work `desired` (what [`build`] renders) asks for, on the same
+/// node: the same node annotation, `nodeName`, and containers (name, image, command). This is
+/// the test that lets a run adopt a Job whose create answer it lost.
+pub(crate) fn same_work(job: &Job, desired: &Job) -> bool {
+    let node = |j: &Job| {
+        j.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(NODE_ANNOTATION))
+            .cloned()
+    };
+    let pod = |j: &Job| {
+        j.spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .map(|p| {
+                (
+                    p.node_name.clone(),
+                    p.containers
+                        .iter()
+                        .map(|c| (c.name.clone(), c.image.clone(), c.command.clone()))
+                        .collect::<Vec<_>>(),
+                )
+            })
+    };
+    node(job) == node(desired) && pod(job).is_some() && pod(job) == pod(desired)
+}

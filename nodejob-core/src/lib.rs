@@ -23,24 +23,34 @@
 //! ```
 
 mod api;
+pub mod drain;
 mod error;
 mod job;
+pub mod lease;
 mod names;
 pub mod runner;
 mod spec;
 mod status;
 mod wait;
+pub mod watch;
 
 use std::time::Duration;
 
-pub use api::{ApiResult, Change, Clock, JobApi, Verb};
+pub use api::{
+    ApiResult, Change, Clock, DryRun, Eviction, JobApi, LeaseApi, NodeApi, NodeChange, PodApi, Verb,
+};
 pub use error::{ApiError, Error, ErrorKind, JobRef, Result};
 pub use job::{CONTROLLER_UID_LABEL, IMAGE, NODE_ANNOTATION, build};
 pub use names::{node_label_value, trunc_name};
-pub use runner::{logs, run, run_exit_code, run_exit_code_logs};
+pub use runner::{log_text, logs, run, run_exit_code, run_exit_code_logs};
 pub use spec::{Level, Note, Sink, Spec};
-pub use status::{condition, failed, finished, job_node, ready, succeeded};
-pub use wait::{DELETE_TIMEOUT, delete_and_wait, delete_exact_and_wait, wait_ready};
+pub use status::{
+    ConditionStatus, Disruption, JobConditionReason, JobConditionType, NodeConditionType,
+    PodConditionType, PodPhase, UnknownValue, condition, container_exit_code, disruption, failed,
+    failure_condition, finished, is_pod_of_job, job_node, pod_condition, pod_phase, ready,
+    succeeded,
+};
+pub use wait::{DELETE_TIMEOUT, delete_and_wait, delete_exact_and_wait, wait_pod_gone, wait_ready};
 
 /// One unit of the wait bound: a runner waits `poll_attempts` x `POLL_INTERVAL` at most. Waiting
 /// itself is event-driven, so this is a bound, not a polling period.

@@ -1,14 +1,17 @@
-//! Deleting a Job and waiting until it is gone; waiting for a Node to be Ready.
+//! Deleting a Job and waiting until it is gone; waiting for a Pod to be gone; waiting for a Node
+//! to be Ready. Every wait is [`crate::watch::watch_until`].
 
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Preconditions;
 
-use crate::api::JobApi;
+use crate::api::{JobApi, NodeApi, PodApi};
 use crate::error::{ApiError, Error, Result};
 use crate::runner::retrying;
-use crate::{Change, POLL_INTERVAL, ready};
+use crate::watch::{From, Step, Until, watch_until};
+use crate::{POLL_INTERVAL, ready};
 
 /// How long [`delete_and_wait`] and [`delete_exact_and_wait`] wait for a Job to be gone: its
 /// Pod's termination grace period (30s by default) with room to spare.
@@ -89,112 +92,106 @@ fn names(job: &Job) -> (&str, &str) {
 async fn wait_gone<A: JobApi + ?Sized>(api: &A, job: &Job) -> Result<()> {
     let (namespace, name) = names(job);
     let uid = job.metadata.uid.clone();
-    let deadline = api.now().saturating_add(DELETE_TIMEOUT);
-    let mut since = job.metadata.resource_version.clone();
-    loop {
-        let timeout = deadline.saturating_sub(api.now());
-        if timeout.is_zero() {
-            return Err(Error::Timeout {
-                job: Box::new(crate::JobRef {
-                    kind: String::new(),
-                    namespace: namespace.to_string(),
-                    name: name.to_string(),
-                    node: crate::job_node(job, "").unwrap_or("?").to_string(),
-                }),
-                what: "to be deleted".to_string(),
-                waited: DELETE_TIMEOUT,
-            });
-        }
-        let change = retrying(api, timeout, || {
+    let until = watch_until(
+        api,
+        DELETE_TIMEOUT,
+        From::Seen(Some(job.clone())),
+        || api.get_job(namespace, name),
+        |since, timeout| async move {
             api.wait_job(namespace, name, since.as_deref(), timeout)
-        })
-        .await;
-        match change {
-            Ok(Change::Deleted(_)) => return Ok(()),
-            Ok(Change::Applied(j)) if j.metadata.uid != uid => return Ok(()),
-            Ok(Change::Applied(j)) => since = j.metadata.resource_version,
-            Ok(Change::TimedOut) => {}
-            // The watch expired: read the object again and go on from it.
-            Err(e) if e.is_gone() => {
-                match retrying(api, timeout, || api.get_job(namespace, name)).await {
-                    Err(e) if e.is_not_found() => return Ok(()),
-                    Ok(j) if j.metadata.uid != uid => return Ok(()),
-                    Ok(j) => since = j.metadata.resource_version,
-                    Err(cause) => {
-                        return Err(Error::Api {
-                            action: format!("reading job {namespace}/{name}"),
-                            cause,
-                        });
-                    }
-                }
-            }
-            Err(cause) => {
-                return Err(Error::Api {
-                    action: format!("watching job {namespace}/{name} being deleted"),
-                    cause,
-                });
-            }
-        }
+                .await
+        },
+        |seen| seen.is_none_or(|j| j.metadata.uid != uid),
+    )
+    .await;
+    match until {
+        Ok(Until::Met(_)) => Ok(()),
+        Ok(Until::TimedOut(_)) => Err(Error::Timeout {
+            job: Box::new(crate::JobRef {
+                kind: String::new(),
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                node: crate::job_node(job, "").unwrap_or("?").to_string(),
+            }),
+            what: "to be deleted".to_string(),
+            waited: DELETE_TIMEOUT,
+        }),
+        Err((step, cause)) => Err(Error::Api {
+            action: match step {
+                Step::Read => format!("reading job {namespace}/{name}"),
+                Step::Watch => format!("watching job {namespace}/{name} being deleted"),
+            },
+            cause,
+        }),
+    }
+}
+
+/// Waits until the Pod `pod` (by UID) is gone: deleted, or its name taken by another UID, as
+/// `kubectl drain` waits for an evicted Pod. Answers whether it is gone (`false`: `bound` ran
+/// out with it still there).
+pub async fn wait_pod_gone<A: PodApi + ?Sized>(
+    api: &A,
+    pod: &Pod,
+    bound: Duration,
+) -> Result<bool> {
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    let uid = pod.metadata.uid.clone();
+    let until = watch_until(
+        api,
+        bound,
+        From::Seen(Some(pod.clone())),
+        || api.get_pod(namespace, name),
+        |since, timeout| async move {
+            api.wait_pod(namespace, name, since.as_deref(), timeout)
+                .await
+        },
+        |seen| seen.is_none_or(|p| p.metadata.uid != uid),
+    )
+    .await;
+    match until {
+        Ok(Until::Met(_)) => Ok(true),
+        Ok(Until::TimedOut(_)) => Ok(false),
+        Err((step, cause)) => Err(Error::Api {
+            action: match step {
+                Step::Read => format!("reading pod {namespace}/{name}"),
+                Step::Watch => format!("watching pod {namespace}/{name} being deleted"),
+            },
+            cause,
+        }),
     }
 }
 
 /// Waits until the Node `name` is Ready, at most `attempts` x [`POLL_INTERVAL`], event-driven.
 /// A node that does not exist (yet) is waited for too: it may be re-registering after a reboot.
-pub async fn wait_ready<A: JobApi + ?Sized>(api: &A, name: &str, attempts: u32) -> Result<()> {
+pub async fn wait_ready<A: NodeApi + ?Sized>(api: &A, name: &str, attempts: u32) -> Result<()> {
     let bound = POLL_INTERVAL.saturating_mul(attempts);
-    let deadline = api.now().saturating_add(bound);
-    let (mut state, mut since) = match retrying(api, bound, || api.get_node(name)).await {
-        Ok(node) if ready(&node) => return Ok(()),
-        Ok(node) => ("is NotReady".to_string(), node.metadata.resource_version),
-        Err(e) if e.is_not_found() => ("does not exist".to_string(), None),
-        Err(cause) => {
-            return Err(Error::Api {
-                action: format!("reading node {name}"),
-                cause,
-            });
-        }
-    };
-    loop {
-        let timeout = deadline.saturating_sub(api.now());
-        if timeout.is_zero() {
-            return Err(Error::NodeNotReady {
-                node: name.to_string(),
-                state,
-                waited: bound,
-            });
-        }
-        match retrying(api, timeout, || {
-            api.wait_node(name, since.as_deref(), timeout)
-        })
-        .await
-        {
-            Ok(Change::Applied(node)) if ready(&node) => return Ok(()),
-            Ok(Change::Applied(node)) => {
-                state = "is NotReady".to_string();
-                since = node.metadata.resource_version;
+    let until = watch_until(
+        api,
+        bound,
+        From::Read,
+        || api.get_node(name),
+        |since, timeout| async move { api.wait_node(name, since.as_deref(), timeout).await },
+        |seen| seen.is_some_and(ready),
+    )
+    .await;
+    match until {
+        Ok(Until::Met(_)) => Ok(()),
+        Ok(Until::TimedOut(last)) => Err(Error::NodeNotReady {
+            node: name.to_string(),
+            state: match last {
+                Some(_) => "is NotReady",
+                None => "does not exist",
             }
-            Ok(Change::Deleted(node)) => {
-                state = "does not exist".to_string();
-                since = node.metadata.resource_version;
-            }
-            Ok(Change::TimedOut) => {}
-            Err(e) if e.is_gone() => match retrying(api, timeout, || api.get_node(name)).await {
-                Ok(node) if ready(&node) => return Ok(()),
-                Ok(node) => since = node.metadata.resource_version,
-                Err(e) if e.is_not_found() => since = None,
-                Err(cause) => {
-                    return Err(Error::Api {
-                        action: format!("reading node {name}"),
-                        cause,
-                    });
-                }
+            .to_string(),
+            waited: bound,
+        }),
+        Err((step, cause)) => Err(Error::Api {
+            action: match step {
+                Step::Read => format!("reading node {name}"),
+                Step::Watch => format!("watching node {name}"),
             },
-            Err(cause) => {
-                return Err(Error::Api {
-                    action: format!("watching node {name}"),
-                    cause,
-                });
-            }
-        }
+            cause,
+        }),
     }
 }

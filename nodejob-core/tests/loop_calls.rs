@@ -14,7 +14,8 @@ use mockall::Sequence;
 use mockall::predicate::{always, eq};
 
 use nodejob_core::{
-    ApiError, ApiResult, Change, Clock, JobApi, LOG_LIMIT_BYTES, build, run_exit_code_logs,
+    ApiError, ApiResult, Change, Clock, JobApi, LOG_LIMIT_BYTES, NodeApi, NodeChange, build,
+    run_exit_code_logs,
 };
 use support::{complete, job, pod, spec};
 
@@ -28,6 +29,7 @@ mockall::mock! {
         fn pod_log(&self, namespace: String, pod: String, container: String, limit_bytes: u64) -> ApiResult<String>;
         fn list_events(&self, namespace: String, involved_uid: String) -> ApiResult<Vec<Event>>;
         fn wait_job(&self, namespace: String, name: String, since: Option<String>, timeout: Duration) -> ApiResult<Change<Job>>;
+        fn get_node(&self, name: String) -> ApiResult<Node>;
         fn sleep(&self, duration: Duration);
     }
 }
@@ -42,6 +44,9 @@ impl Clock for Api {
     }
     async fn sleep(&self, duration: Duration) {
         self.0.sleep(duration)
+    }
+    fn wall_time(&self) -> k8s_openapi::jiff::Timestamp {
+        k8s_openapi::jiff::Timestamp::UNIX_EPOCH
     }
 }
 
@@ -78,9 +83,6 @@ impl JobApi for Api {
     async fn list_events(&self, namespace: &str, uid: &str) -> ApiResult<Vec<Event>> {
         self.0.list_events(namespace.into(), uid.into())
     }
-    async fn get_node(&self, name: &str) -> ApiResult<Node> {
-        unreachable!("a run reads no node: {name}")
-    }
     async fn wait_job(
         &self,
         ns: &str,
@@ -91,8 +93,21 @@ impl JobApi for Api {
         self.0
             .wait_job(ns.into(), name.into(), since.map(String::from), timeout)
     }
+}
+
+#[async_trait]
+impl NodeApi for Api {
+    async fn get_node(&self, name: &str) -> ApiResult<Node> {
+        self.0.get_node(name.into())
+    }
+    async fn list_nodes(&self, selector: &str) -> ApiResult<Vec<Node>> {
+        unreachable!("a run lists no nodes: {selector}")
+    }
     async fn wait_node(&self, name: &str, _: Option<&str>, _: Duration) -> ApiResult<Change<Node>> {
         unreachable!("a run waits on no node: {name}")
+    }
+    async fn patch_node(&self, name: &str, _: &str, _: &[NodeChange]) -> ApiResult<Node> {
+        unreachable!("a run patches no node: {name}")
     }
 }
 
@@ -164,4 +179,36 @@ async fn each_intent_is_one_call_with_the_exact_arguments() {
 
     let (code, log) = run_exit_code_logs(&Api(api), &spec).await.expect("run");
     assert_eq!((code, log.as_str()), (0, "done\n"));
+}
+
+#[tokio::test]
+async fn a_wait_that_times_out_is_followed_by_one_read_of_the_spec_node() {
+    let spec = spec();
+    let mut api = MockCalls::new();
+    let mut seq = Sequence::new();
+    api.expect_get_job()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_, _| Err(ApiError::not_found("not found")));
+    api.expect_create_job()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_| Ok(*job("u1", 1)));
+    api.expect_wait_job()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_, _, _, _| Ok(Change::TimedOut));
+    api.expect_get_node()
+        .with(eq("node-a".to_string()))
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_| Err(ApiError::not_found("nodes \"node-a\" not found")));
+    api.expect_list_events().never();
+    api.expect_sleep().with(always()).never();
+
+    let e = run_exit_code_logs(&Api(api), &spec).await.unwrap_err();
+    assert!(
+        matches!(&e, nodejob_core::Error::NodeDeleted { node, .. } if node == "node-a"),
+        "{e}"
+    );
 }

@@ -582,3 +582,288 @@ fn delete_of_our_job_retries_a_status_conflict_at_the_new_version() {
         finish_ok(0, None)
     );
 }
+
+// --- a Pod deleted by another actor: its exit is no answer ------------------------------------
+
+/// A machine that saw ours fail (BackoffLimitExceeded) and listed its Pods.
+fn machine_failed(mode: Mode) -> Machine {
+    let mut m = machine_waiting(mode);
+    let s = m.step(secs(9), Obs::Changed(Change::Applied(failed("ours", 6))));
+    assert!(matches!(s.intent, Intent::ListPods { .. }), "{s:?}");
+    m
+}
+
+#[test]
+fn a_pod_deleted_or_disrupted_while_the_host_operation_ran_gives_no_exit_code() {
+    let killed = pod("upgrade-node-a-x7k2p", "ours", "upgrade", Some(143));
+    let evicted = pod("upgrade-node-a-x7k2p", "ours", "upgrade", Some(137));
+    let rows = [
+        (deleted(killed), "deletionTimestamp"),
+        (
+            disrupted(evicted, "EvictionByEvictionAPI", "Eviction API: evicting"),
+            "DisruptionTarget: EvictionByEvictionAPI: Eviction API: evicting",
+        ),
+    ];
+    for mode in [Mode::Run, Mode::ExitCode, Mode::ExitCodeLogs] {
+        for (pod, cause) in rows.clone() {
+            let mut m = machine_failed(mode.clone());
+            // The deletion may be our Job's own (another actor deleting it): ours is re-read.
+            assert_eq!(m.step(secs(9), Obs::Pods(vec![pod])).intent, Intent::GetJob);
+            let e = err(m.step(secs(9), Obs::Job(failed("ours", 6))).intent);
+            assert!(
+                matches!(&e, Error::PodDeleted { pod, .. } if pod == "upgrade-node-a-x7k2p"),
+                "{e}"
+            );
+            assert_eq!(e.exit_code(), None, "{e}");
+            let text = e.to_string();
+            for part in [
+                "pod upgrade-node-a-x7k2p of",
+                "kube-system/upgrade-node-a",
+                "on node node-a",
+                "deleted before the host operation ended",
+                cause,
+            ] {
+                assert!(text.contains(part), "{part:?} not in {text}");
+            }
+        }
+    }
+}
+
+// --- the node: NotReady at the bound, deleted while we wait ------------------------------------
+
+#[test]
+fn the_timeout_at_the_bound_says_when_the_node_is_not_ready() {
+    let mut m = machine_waiting(Mode::Run);
+    let e = err(m
+        .step(bound(), Obs::TimedOut(Ok(Box::new(node(false)))))
+        .intent);
+    assert!(matches!(e, Error::Timeout { .. }), "{e}");
+    let text = e.to_string();
+    for part in [
+        "to finish",
+        "node node-a is NotReady",
+        "NodeStatusUnknown: Kubelet stopped posting node status.",
+    ] {
+        assert!(text.contains(part), "{part:?} not in {text}");
+    }
+    // A Ready node, or one that could not be read, adds nothing.
+    for node in [
+        Ok(Box::new(node(true))),
+        Err(ApiError::forbidden("nodes \"node-a\" is forbidden")),
+    ] {
+        let mut m = machine_waiting(Mode::Run);
+        let e = err(m.step(bound(), Obs::TimedOut(node)).intent);
+        assert!(matches!(e, Error::Timeout { .. }), "{e}");
+        assert!(!e.to_string().contains("NotReady"), "{e}");
+    }
+    // Before the bound, a NotReady node is waited on.
+    let mut m = machine_waiting(Mode::Run);
+    let s = m.step(secs(30), Obs::TimedOut(Ok(Box::new(node(false)))));
+    assert_eq!(s.intent, wait(3, bound() - secs(30)));
+    // The guard, waiting for an earlier Job still running, says it too.
+    let mut m = machine(Mode::Run);
+    m.step(T0, Obs::Job(running("old", 4)));
+    let e = err(m
+        .step(bound(), Obs::TimedOut(Ok(Box::new(node(false)))))
+        .intent);
+    let text = e.to_string();
+    assert!(
+        text.contains("left in place); node node-a is NotReady"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_node_deleted_while_our_job_waits_ends_the_run_at_once() {
+    let gone = || ApiError::not_found("nodes \"node-a\" not found");
+    // Seen when a wait times out: the loop read the node then.
+    let mut m = machine_waiting(Mode::ExitCode);
+    let e = err(m.step(secs(30), Obs::TimedOut(Err(gone()))).intent);
+    assert!(
+        matches!(&e, Error::NodeDeleted { node, what, .. } if node == "node-a" && what == "to finish"),
+        "{e}"
+    );
+    assert!(e.to_string().starts_with("node node-a was deleted"), "{e}");
+
+    // Seen when the Job reports its Pod no longer ready: the node is read at once.
+    let mut m = machine_waiting(Mode::ExitCode);
+    let s = m.step(secs(50), Obs::Changed(Change::Applied(unready("ours", 4))));
+    assert_eq!(s.intent, Intent::GetNode);
+    let e = err(m.step(secs(50), Obs::Failed(gone())).intent);
+    assert!(matches!(&e, Error::NodeDeleted { .. }), "{e}");
+
+    // A NotReady node is said once and waited on; a failed read is no reason to stop.
+    let mut m = machine_waiting(Mode::ExitCode);
+    m.step(secs(50), Obs::Changed(Change::Applied(unready("ours", 4))));
+    let s = m.step(secs(50), Obs::Node(Box::new(node(false))));
+    assert_eq!(s.intent, wait(4, bound() - secs(50)));
+    assert_eq!(s.notes.len(), 1);
+    assert_eq!(s.notes[0].level, Level::Warn);
+    assert!(
+        s.notes[0].message.contains("node node-a is NotReady"),
+        "{:?}",
+        s.notes
+    );
+    let mut m = machine_waiting(Mode::ExitCode);
+    m.step(secs(50), Obs::Changed(Change::Applied(unready("ours", 4))));
+    let s = m.step(
+        secs(50),
+        Obs::Failed(ApiError::transient(503, "unavailable")),
+    );
+    assert_eq!(s.intent, wait(4, bound() - secs(50)));
+
+    // Before any Pod: the same, at the first podless timeout.
+    let mut m = machine(Mode::Run);
+    m.step(T0, Obs::Failed(ApiError::not_found("not found")));
+    m.step(T0, Obs::Job(job("ours", 1)));
+    let e = err(m.step(POLL_INTERVAL, Obs::TimedOut(Err(gone()))).intent);
+    assert!(
+        matches!(&e, Error::NodeDeleted { what, .. } if what == "to start a pod"),
+        "{e}"
+    );
+}
+
+// --- our finished Job deleted by another actor before its Pod was read -------------------------
+
+#[test]
+fn our_finished_job_deleted_by_another_actor_before_its_pod_was_read_says_so() {
+    let deleted_ours = |e: &Error| {
+        matches!(e, Error::Vanished { uid, detail, .. }
+            if uid == "ours" && detail.contains("deleted by another actor"))
+    };
+    // The Job and its Pod are gone (another runner's guard deleted it in the foreground).
+    for reread in [
+        Obs::Failed(ApiError::not_found(
+            "jobs.batch \"upgrade-node-a\" not found",
+        )),
+        Obs::Job(deleting(failed("ours", 7))),
+        Obs::Job(running("theirs", 9)),
+    ] {
+        let mut m = machine_failed(Mode::ExitCode);
+        assert_eq!(m.step(secs(9), Obs::Pods(vec![])).intent, Intent::GetJob);
+        let e = err(m.step(secs(9), reread).intent);
+        assert!(deleted_ours(&e), "{e}");
+        assert!(!e.to_string().contains("BackoffLimitExceeded"), "{e}");
+    }
+    // Its Pod still listed, being deleted with it.
+    let mut m = machine_failed(Mode::ExitCode);
+    let going = deleted(pod("p", "ours", "upgrade", Some(3)));
+    assert_eq!(
+        m.step(secs(9), Obs::Pods(vec![going])).intent,
+        Intent::GetJob
+    );
+    let e = err(m
+        .step(secs(9), Obs::Job(deleting(failed("ours", 7))))
+        .intent);
+    assert!(deleted_ours(&e), "{e}");
+    // Ours still stands: no Pod and no exit, as the Job's condition says.
+    let mut m = machine_failed(Mode::ExitCode);
+    m.step(secs(9), Obs::Pods(vec![]));
+    let e = err(m.step(secs(9), Obs::Job(failed("ours", 6))).intent);
+    assert!(matches!(e, Error::FailedWithoutExit { .. }), "{e}");
+    assert!(e.to_string().contains("BackoffLimitExceeded"), "{e}");
+}
+
+// --- a container exiting on its own at the deadline --------------------------------------------
+
+#[test]
+fn at_the_deadline_the_error_says_how_the_container_ended_and_nothing_else() {
+    let run_to_deadline = |pod| {
+        let mut m = machine_waiting(Mode::ExitCode);
+        m.step(
+            secs(600),
+            Obs::Changed(Change::Applied(deadline_exceeded("ours", 6))),
+        );
+        err(m.step(secs(600), Obs::Pods(vec![pod])).intent)
+    };
+    // It exited by itself exactly as the deadline passed: nothing killed it.
+    let e = run_to_deadline(pod("p", "ours", "upgrade", Some(0)));
+    assert!(matches!(e, Error::FailedWithoutExit { .. }), "{e}");
+    let text = e.to_string();
+    assert!(text.contains("DeadlineExceeded"), "{text}");
+    assert!(text.contains("exited on its own with code 0"), "{text}");
+    assert!(!text.contains("killed"), "{text}");
+    // The Job controller deleted its Pod at the deadline: said so, the code not taken.
+    let e = run_to_deadline(deleted(pod("p", "ours", "upgrade", Some(143))));
+    assert!(matches!(e, Error::FailedWithoutExit { .. }), "{e}");
+    let text = e.to_string();
+    assert!(
+        text.contains("its pod was deleted at the deadline"),
+        "{text}"
+    );
+    assert!(text.contains("exit code 143"), "{text}");
+    assert!(!text.contains("on its own"), "{text}");
+}
+
+// --- the log never exceeds LOG_LIMIT_BYTES -----------------------------------------------------
+
+#[test]
+fn the_log_is_cut_on_a_char_boundary_at_or_below_the_limit() {
+    let limit = usize::try_from(nodejob_core::LOG_LIMIT_BYTES).unwrap();
+    let head = "a".repeat(limit - 1);
+    // As a backend answers it: a two-byte character across the limit, kept whole; or cut and
+    // decoded lossily into a replacement character (three bytes) past the limit.
+    for answer in [
+        format!("{head}é"),
+        format!("{head}\u{FFFD}"),
+        format!("{head}ab"),
+    ] {
+        let mut m = machine_waiting(Mode::ExitCodeLogs);
+        m.step(secs(9), Obs::Changed(Change::Applied(complete("ours", 6))));
+        m.step(
+            secs(9),
+            Obs::Pods(vec![pod("p", "ours", "upgrade", Some(0))]),
+        );
+        assert_eq!(m.step(secs(9), Obs::Log(answer)).intent, exact("ours", 6));
+        let Intent::Finish(Ok(Report { log: Some(log), .. })) =
+            m.step(secs(9), Obs::Deleted).intent
+        else {
+            panic!("no log reported");
+        };
+        assert!(log.len() <= limit, "{} bytes", log.len());
+        assert!(log.starts_with(&head));
+    }
+}
+
+#[test]
+fn log_text_never_exceeds_the_limit_nor_invents_a_character() {
+    // (bytes, limit) -> text
+    let rows: &[(&[u8], u64, &str)] = &[
+        (b"done\n", 16, "done\n"),
+        (b"abcdef", 4, "abcd"),
+        // The cut falls inside a character: it is dropped, not replaced.
+        ("abcé".as_bytes(), 4, "abc"),
+        ("ab😀".as_bytes(), 5, "ab"),
+        ("ab😀".as_bytes(), 6, "ab😀"),
+        // The backend sent more than asked, the limit inside a character.
+        ("a€b".as_bytes(), 3, "a"),
+        // An invalid byte inside is replaced, and the text still fits.
+        (&[b'a', 0xFF, b'b'], 3, "a"),
+        (&[b'a', 0xFF, b'b', b'c', b'd'], 8, "a\u{FFFD}bcd"),
+    ];
+    for (bytes, limit, want) in rows {
+        let text = nodejob_core::log_text(bytes, *limit);
+        assert_eq!(&text, want, "{bytes:?} cut to {limit}");
+        assert!(text.len() as u64 <= *limit);
+    }
+}
+
+#[test]
+fn stale_job_whose_delete_keeps_conflicting_is_left_alone_after_three_retries() {
+    let mut m = machine(Mode::Run);
+    assert_eq!(
+        m.step(T0, Obs::Job(complete("old", 7))).intent,
+        exact("old", 7)
+    );
+    for rv in 8..11 {
+        let s = m.step(T0, Obs::Failed(ApiError::conflict("rv")));
+        assert_eq!(s.intent, Intent::GetJob);
+        assert_eq!(
+            m.step(T0, Obs::Job(complete("old", rv))).intent,
+            exact("old", rv)
+        );
+    }
+    let e = err(m.step(T0, Obs::Failed(ApiError::conflict("rv"))).intent);
+    assert!(matches!(e, Error::Contended { .. }), "{e}");
+    assert!(e.to_string().contains("kept conflicting"), "{e}");
+}

@@ -95,6 +95,17 @@ fn answer(intent: &Intent, choice: u8, created: &mut u32, uids: &[&str]) -> (Obs
             };
             (Obs::Events(vec![event(uid, reason, "m")]), Duration::ZERO)
         }
+        Intent::GetNode => match choice % 3 {
+            0 => (
+                Obs::Failed(ApiError::not_found("nodes \"node-a\" not found")),
+                Duration::ZERO,
+            ),
+            1 => (transient, Duration::ZERO),
+            _ => (
+                Obs::Node(Box::new(node(choice.is_multiple_of(2)))),
+                Duration::ZERO,
+            ),
+        },
         Intent::Sleep(d) => (Obs::Slept, *d),
         Intent::Finish(_) => unreachable!(),
     }

@@ -10,7 +10,7 @@ use nodejob_core::{
     ApiError, Clock, Error, ErrorKind, Note, POLL_INTERVAL, Spec, build, delete_and_wait, run,
     run_exit_code, run_exit_code_logs, wait_ready,
 };
-use nodejob_fake::{FakeCluster, NodeScript, Times, Verb, Verbs, host};
+use nodejob_fake::{ContainerStart, FakeCluster, NodeScript, Times, Verb, Verbs, host};
 
 type Notes = Arc<Mutex<Vec<Note>>>;
 
@@ -134,7 +134,7 @@ async fn failure_without_a_container_exit_quotes_the_jobs_condition() {
     c.set_script(
         "node-a",
         NodeScript {
-            never_start: true,
+            start: ContainerStart::Never,
             ..NodeScript::default()
         },
     );
@@ -307,4 +307,45 @@ async fn wait_ready_waits_for_a_missing_node_to_register() -> anyhow::Result<()>
     wait_ready(&c, "node-b", 10).await?;
     assert_eq!(c.now(), Duration::from_secs(20));
     Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_that_times_out_says_its_node_is_not_ready_and_one_that_ends_reads_no_node() {
+    let c = cluster();
+    let (mut long, _) = spec(&[host::run(Duration::from_secs(3600))]);
+    long.active_deadline = Duration::from_secs(7200);
+    c.schedule(Duration::from_secs(10), |c: &FakeCluster| {
+        c.set_node_ready("node-a", false).unwrap()
+    });
+    let e = run(&c, &long).await.unwrap_err();
+    assert!(matches!(e, Error::Timeout { .. }), "{e}");
+    assert!(e.to_string().contains("node node-a is NotReady"), "{e}");
+    assert_eq!(c.now(), long.wait_bound(), "timed out at {:?}", c.now());
+    assert_eq!(c.count(Verb::GetNode), 1, "{:?}", c.calls());
+
+    // A run that ends within its wait costs no node read.
+    let c = cluster();
+    let (short, _) = spec(&[host::run(Duration::from_secs(30)), host::exit(0)]);
+    run(&c, &short).await.expect("run");
+    assert_eq!(c.count(Verb::GetNode), 0, "{:?}", c.calls());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_whose_node_was_deleted_names_it() {
+    let c = cluster();
+    let (mut spec, _) = spec(&[host::run(Duration::from_secs(3600))]);
+    spec.active_deadline = Duration::from_secs(7200);
+    c.schedule(Duration::from_secs(10), |c: &FakeCluster| {
+        c.remove_node("node-a").unwrap()
+    });
+    let e = run_exit_code(&c, &spec).await.unwrap_err();
+    assert!(
+        matches!(&e, Error::NodeDeleted { node, .. } if node == "node-a"),
+        "{e}"
+    );
+    // The fake models no pod garbage collector: the Job says nothing after its node went, and
+    // the deletion is seen when the wait times out. (On a real cluster the Pod is collected and
+    // the Job reports it no longer ready, which makes the runner read the node then.)
+    assert!(c.now() <= spec.wait_bound(), "ended at {:?}", c.now());
+    assert_eq!(c.count(Verb::DeleteJob), 0, "the job was deleted");
 }

@@ -7,7 +7,9 @@ use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus};
 use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
-use nodejob_core::{NODE_ANNOTATION, condition, failed, finished, job_node, ready, succeeded};
+use nodejob_core::{
+    JobConditionType, NODE_ANNOTATION, condition, failed, finished, job_node, ready, succeeded,
+};
 
 /// A Job state: conditions as `(type, status)`, then the pod counters (`None` is unset).
 #[derive(Clone, Copy, Default)]
@@ -379,7 +381,7 @@ fn succeeded_and_failed_partition_finished() {
 fn a_job_without_status_is_not_finished() {
     let job = Job::default();
     assert!(!finished(&job) && !succeeded(&job) && !failed(&job));
-    assert!(condition(&job, "Complete").is_none());
+    assert!(condition(&job, JobConditionType::Complete).is_none());
 }
 
 #[test]
@@ -389,9 +391,10 @@ fn condition_returns_only_true_conditions() {
         ..State::default()
     }
     .job();
-    assert!(condition(&job, "Complete").is_none());
-    assert!(condition(&job, "Suspended").is_none());
-    let failed = condition(&job, "Failed").map(|c| (c.type_.as_str(), c.status.as_str()));
+    assert!(condition(&job, JobConditionType::Complete).is_none());
+    assert!(condition(&job, JobConditionType::Suspended).is_none());
+    let failed =
+        condition(&job, JobConditionType::Failed).map(|c| (c.type_.as_str(), c.status.as_str()));
     assert_eq!(failed, Some(("Failed", "True")));
 }
 

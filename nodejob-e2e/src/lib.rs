@@ -2,7 +2,7 @@
 //! through `nodejob-kube`, acting as the least-privilege ServiceAccount of `deploy/rbac.yaml`.
 //!
 //! It does **not** start the cluster: `e2e/run` builds and starts etcd, kube-apiserver,
-//! kube-controller-manager and `nodejob-node-agent`, then runs these tests with
+//! kube-controller-manager, kube-scheduler and `nodejob-node-agent`, then runs these tests with
 //! `NODEJOB_E2E_KUBECONFIG` set to an admin kubeconfig. Each scenario gets a namespace and a
 //! Node of its own (the node agent adopts Nodes labelled `nodejob.test/agent=true`), so the
 //! scenarios run in parallel.
@@ -14,13 +14,16 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
-use nodejob_conformance::{Backend, Failure};
-use nodejob_core::{Clock, JobApi};
+use nodejob_conformance::{Backend, Failure, Object, Workloads};
+use nodejob_core::{Clock, NodeApi};
 use nodejob_kube::KubeApi;
 use serde_json::{Value, json};
 
@@ -32,6 +35,10 @@ pub const READY_ANNOTATION: &str = "nodejob.test/ready";
 pub const KUBELET_ANNOTATION: &str = "nodejob.test/kubelet";
 /// How long the node agent may take to act on an annotation.
 const SETTLE: Duration = Duration::from_secs(20);
+
+/// The label on the nodes of one scenario, with the scenario's name, for workloads' node
+/// selectors.
+pub const SCENARIO_LABEL: &str = "nodejob.test/scenario";
 
 /// Where the ServiceAccount of `deploy/rbac.yaml` lives.
 pub const SA_NAMESPACE: &str = "kube-system";
@@ -243,7 +250,20 @@ fn kubelet_address(node: &Node) -> Option<SocketAddr> {
 
 /// A Node for the agent to adopt; returns once it is Ready.
 pub async fn node(admin: &Client, name: &str) -> Result<(), Failure> {
-    let node: Node = typed(json!({"metadata": {"name": name, "labels": {AGENT_LABEL: "true"}}}))?;
+    labelled_node(admin, name, None).await
+}
+
+/// A Node for the agent to adopt, with one more label; returns once it is Ready.
+pub async fn labelled_node(
+    admin: &Client,
+    name: &str,
+    label: Option<&(String, String)>,
+) -> Result<(), Failure> {
+    let mut labels = json!({AGENT_LABEL: "true"});
+    if let Some((key, value)) = label {
+        labels[key] = json!(value);
+    }
+    let node: Node = typed(json!({"metadata": {"name": name, "labels": labels}}))?;
     create(&Api::all(admin.clone()), &node).await?;
     let api = KubeApi::new(admin.clone());
     nodejob_core::wait_ready(&api, name, 6).await.map_err(|e| {
@@ -277,6 +297,9 @@ pub struct KubeBackend {
     sa: String,
     namespace: String,
     node: String,
+    /// For [`Workloads`]: the scenario's nodes (the first is `node`) and their label.
+    nodes: Vec<String>,
+    label: (String, String),
 }
 
 impl KubeBackend {
@@ -287,11 +310,33 @@ impl KubeBackend {
 
     /// A backend acting as ServiceAccount `sa`, bound by `rbac`.
     pub async fn with_rbac(rbac: Rbac, sa: &str) -> Result<Self, Failure> {
+        Self::with_nodes(rbac, sa, 1).await
+    }
+
+    /// A backend for the [`Workloads`] scenarios: three nodes of the scenario's own, labelled
+    /// [`SCENARIO_LABEL`], acting as the ServiceAccount of `deploy/rbac.yaml`.
+    pub async fn for_workloads() -> Result<Self, Failure> {
+        Self::with_nodes(Rbac::committed(), "nodejob", 3).await
+    }
+
+    async fn with_nodes(rbac: Rbac, sa: &str, count: usize) -> Result<Self, Failure> {
         let admin = admin().await?;
         let name = unique("nj");
         namespace(&admin, &name, "privileged").await?;
         rbac.apply(&admin, sa, &[&name]).await?;
-        node(&admin, &name).await?;
+        let label = (SCENARIO_LABEL.to_string(), name.clone());
+        let nodes: Vec<String> = (0..count)
+            .map(|i| {
+                if i == 0 {
+                    name.clone()
+                } else {
+                    format!("{name}-{i}")
+                }
+            })
+            .collect();
+        for node in &nodes {
+            labelled_node(&admin, node, Some(&label)).await?;
+        }
         let user = format!("system:serviceaccount:{SA_NAMESPACE}:{sa}");
         let api = KubeApi::from_config(config(Some(&user)).await?)
             .map_err(|e| Failure(format!("client as {user}: {e}")))?;
@@ -302,6 +347,8 @@ impl KubeBackend {
             sa: sa.into(),
             namespace: name.clone(),
             node: name,
+            nodes,
+            label,
         })
     }
 }
@@ -375,5 +422,40 @@ impl Backend for KubeBackend {
         namespace(&self.admin, &name, "baseline").await?;
         self.rbac.apply(&self.admin, &self.sa, &[&name]).await?;
         Ok(name)
+    }
+}
+
+#[async_trait]
+impl Workloads for KubeBackend {
+    fn nodes(&self) -> Vec<String> {
+        self.nodes.clone()
+    }
+    fn node_label(&self) -> (String, String) {
+        self.label.clone()
+    }
+    async fn create(&self, object: Object) -> Result<(), Failure> {
+        let admin = self.admin.clone();
+        let ns = self.namespace.as_str();
+        let params = PostParams::default();
+        let result = match object {
+            Object::Deployment(d) => Api::<Deployment>::namespaced(admin, ns)
+                .create(&params, &d)
+                .await
+                .map(drop),
+            Object::Budget(b) => Api::<PodDisruptionBudget>::namespaced(admin, ns)
+                .create(&params, &b)
+                .await
+                .map(drop),
+            Object::DaemonSet(d) => Api::<DaemonSet>::namespaced(admin, ns)
+                .create(&params, &d)
+                .await
+                .map(drop),
+            Object::Pod(p) => Api::<Pod>::namespaced(admin, ns)
+                .create(&params, &p)
+                .await
+                .map(drop),
+            other => return Err(Failure(format!("cannot create {other:?}"))),
+        };
+        result.map_err(fail("creating a workload"))
     }
 }

@@ -5,8 +5,14 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use nodejob_conformance::{Backend, Failure};
-use nodejob_core::{Error, JobApi, Note, Spec, run_exit_code_logs, wait_ready};
+use nodejob_core::lease::{Claim, LeaseConfig, acquire};
+use nodejob_core::{
+    DryRun, Error, JobApi, NodeApi, NodeChange, Note, PodApi, Spec, run_exit_code_logs,
+    wait_pod_gone, wait_ready,
+};
 use nodejob_e2e::{KubeBackend, Rbac, unique};
 
 /// A spec for a quick Job that succeeds with a log line.
@@ -30,6 +36,22 @@ fn spec(b: &KubeBackend, namespace: &str, notes: Arc<Mutex<Vec<Note>>>) -> Spec 
             notes.lock().unwrap().push(n.clone())
         })),
         ..Spec::default()
+    }
+}
+
+fn api_error(action: &str, cause: nodejob_core::ApiError) -> Error {
+    Error::Api {
+        action: action.into(),
+        cause,
+    }
+}
+
+fn lease(namespace: &str) -> LeaseConfig {
+    LeaseConfig {
+        namespace: namespace.into(),
+        name: "probe".into(),
+        identity: "rbac-probe".into(),
+        duration: Duration::from_secs(60),
     }
 }
 
@@ -86,6 +108,56 @@ async fn probe(resource: &str, verb: &str) -> Result<(), Failure> {
         }
         // A node that does not exist is waited for "from now": a LIST by name.
         ("nodes", "list") => wait_ready(&*api, "no-such-node.rbac.invalid", 1).await,
+        ("nodes", "patch") => {
+            let node = api.get_node(&b.node()).await?;
+            let rv = node.metadata.resource_version.unwrap_or_default();
+            api.patch_node(&b.node(), &rv, &[NodeChange::Cordon])
+                .await
+                .map(drop)
+                .map_err(|cause| api_error("cordoning", cause))
+        }
+        ("pods", "get") => api
+            .get_pod(&ns, "probe")
+            .await
+            .map(drop)
+            .map_err(|cause| api_error("reading a pod", cause)),
+        // A drain waits on each evicted pod by watching it.
+        ("pods", "watch") => {
+            let pod = Pod {
+                metadata: ObjectMeta {
+                    namespace: Some(ns.clone()),
+                    name: Some("probe".into()),
+                    uid: Some("probe-uid".into()),
+                    resource_version: Some(
+                        api.get_node(&b.node())
+                            .await?
+                            .metadata
+                            .resource_version
+                            .unwrap_or_default(),
+                    ),
+                    ..ObjectMeta::default()
+                },
+                ..Pod::default()
+            };
+            wait_pod_gone(&*api, &pod, Duration::from_secs(2))
+                .await
+                .map(drop)
+        }
+        ("pods/eviction", "create") => api
+            .evict_pod(&ns, "probe", "probe-uid", None, DryRun::All)
+            .await
+            .map(drop)
+            .map_err(|cause| api_error("evicting", cause)),
+        ("leases", "get" | "create") => acquire(&*api, &lease(&ns), &Claim::default())
+            .await
+            .map(drop),
+        // Every write after the creation is an update: here, the same holder resuming.
+        ("leases", "update") => match acquire(&*api, &lease(&ns), &Claim::default()).await {
+            Ok(_) => acquire(&*api, &lease(&ns), &Claim::default())
+                .await
+                .map(drop),
+            Err(e) => Err(e),
+        },
         _ => {
             return Err(Failure(format!(
                 "no probe for {verb} {resource}: add one when granting it"
@@ -104,7 +176,7 @@ async fn probe(resource: &str, verb: &str) -> Result<(), Failure> {
 async fn every_granted_verb_is_needed() {
     let grants = Rbac::committed().grants();
     assert!(
-        grants.len() >= 10,
+        grants.len() >= 17,
         "deploy/rbac.yaml grants only {grants:?}"
     );
     let mut failures = Vec::new();

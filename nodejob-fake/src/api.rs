@@ -1,16 +1,21 @@
-//! [`JobApi`] and [`Clock`] for [`FakeCluster`]: each verb is recorded, runs its hook,
-//! consults the faults, then is served by the store.
+//! [`Clock`], [`JobApi`], [`NodeApi`], [`PodApi`] and [`LeaseApi`] for [`FakeCluster`]: each
+//! verb is recorded, runs its hook, consults the faults, then is served by the store.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Preconditions;
-use nodejob_core::{ApiResult, Change, Clock, JobApi};
+use nodejob_core::{
+    ApiResult, Change, Clock, DryRun, Eviction, JobApi, LeaseApi, NodeApi, NodeChange, PodApi,
+};
 use tokio::time::Instant;
 
 use crate::record::Call;
+use crate::registry;
+use crate::selector::Selector;
 use crate::store::Key;
 use crate::watch::{History, Since};
 use crate::{FakeCluster, Verb};
@@ -86,6 +91,11 @@ impl Clock for FakeCluster {
     async fn sleep(&self, duration: Duration) {
         tokio::time::sleep(duration).await;
     }
+
+    /// [`EPOCH_SECONDS`](crate::EPOCH_SECONDS) plus the virtual time, to the microsecond.
+    fn wall_time(&self) -> k8s_openapi::jiff::Timestamp {
+        crate::timing::wall(self.elapsed())
+    }
 }
 
 #[async_trait]
@@ -151,13 +161,6 @@ impl JobApi for FakeCluster {
         .await
     }
 
-    async fn get_node(&self, name: &str) -> ApiResult<Node> {
-        self.serve(Verb::GetNode, "", name, None, async {
-            self.with_state(|st| st.store.get_node(name))
-        })
-        .await
-    }
-
     async fn wait_job(
         &self,
         namespace: &str,
@@ -174,6 +177,37 @@ impl JobApi for FakeCluster {
         })
         .await
     }
+}
+
+/// A precondition on the resourceVersion only, for the call record.
+fn version(resource_version: &str) -> Preconditions {
+    Preconditions {
+        uid: None,
+        resource_version: Some(resource_version.to_string()),
+    }
+}
+
+#[async_trait]
+impl NodeApi for FakeCluster {
+    async fn get_node(&self, name: &str) -> ApiResult<Node> {
+        self.serve(Verb::GetNode, "", name, None, async {
+            self.with_state(|st| st.store.get_node(name))
+        })
+        .await
+    }
+
+    async fn list_nodes(&self, label_selector: &str) -> ApiResult<Vec<Node>> {
+        self.serve(Verb::ListNodes, "", label_selector, None, async {
+            let selector = Selector::parse(label_selector)?;
+            Ok(self.with_state(|st| {
+                (st.store.nodes.values())
+                    .filter(|n| selector.matches(n.metadata.labels.as_ref()))
+                    .cloned()
+                    .collect()
+            }))
+        })
+        .await
+    }
 
     async fn wait_node(
         &self,
@@ -187,6 +221,104 @@ impl JobApi for FakeCluster {
                 (&st.store.node_history, st.store.nodes.get(name).cloned())
             })
             .await
+        })
+        .await
+    }
+
+    async fn patch_node(
+        &self,
+        name: &str,
+        resource_version: &str,
+        changes: &[NodeChange],
+    ) -> ApiResult<Node> {
+        let pre = version(resource_version);
+        self.serve(Verb::PatchNode, "", name, Some(&pre), async {
+            self.with_state(|st| {
+                registry::patch_node(&mut st.store, name, resource_version, changes)
+            })
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl PodApi for FakeCluster {
+    async fn list_node_pods(&self, node: &str) -> ApiResult<Vec<Pod>> {
+        self.serve(Verb::ListNodePods, "", node, None, async {
+            Ok(self.with_state(|st| st.store.pods_on(node)))
+        })
+        .await
+    }
+
+    async fn get_pod(&self, namespace: &str, name: &str) -> ApiResult<Pod> {
+        self.serve(Verb::GetPod, namespace, name, None, async {
+            self.with_state(|st| st.store.get_pod(namespace, name))
+        })
+        .await
+    }
+
+    async fn wait_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        since: Option<&str>,
+        timeout: Duration,
+    ) -> ApiResult<Change<Pod>> {
+        let key = (namespace.to_string(), name.to_string());
+        self.serve(Verb::WaitPod, namespace, name, None, async {
+            self.wait_on(key.clone(), since, timeout, |st| {
+                (&st.store.pod_history, st.store.pods.get(&key).cloned())
+            })
+            .await
+        })
+        .await
+    }
+
+    async fn evict_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        grace_period: Option<Duration>,
+        dry_run: DryRun,
+    ) -> ApiResult<Eviction> {
+        let pre = Preconditions {
+            uid: Some(uid.to_string()),
+            resource_version: None,
+        };
+        self.serve(Verb::EvictPod, namespace, name, Some(&pre), async {
+            self.with_state(|st| st.evict_pod(namespace, name, uid, grace_period, dry_run))
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl LeaseApi for FakeCluster {
+    async fn get_lease(&self, namespace: &str, name: &str) -> ApiResult<Lease> {
+        self.serve(Verb::GetLease, namespace, name, None, async {
+            self.with_state(|st| registry::get_lease(&st.store, namespace, name))
+        })
+        .await
+    }
+
+    async fn create_lease(&self, lease: &Lease) -> ApiResult<Lease> {
+        let meta = &lease.metadata;
+        let namespace = meta.namespace.as_deref().unwrap_or("default");
+        let name = meta.name.as_deref().unwrap_or_default();
+        self.serve(Verb::CreateLease, namespace, name, None, async {
+            self.with_state(|st| registry::create_lease(&mut st.store, lease, st.now))
+        })
+        .await
+    }
+
+    async fn replace_lease(&self, lease: &Lease) -> ApiResult<Lease> {
+        let meta = &lease.metadata;
+        let namespace = meta.namespace.as_deref().unwrap_or("default");
+        let name = meta.name.as_deref().unwrap_or_default();
+        let pre = version(meta.resource_version.as_deref().unwrap_or_default());
+        self.serve(Verb::ReplaceLease, namespace, name, Some(&pre), async {
+            self.with_state(|st| registry::replace_lease(&mut st.store, lease, st.now))
         })
         .await
     }

@@ -1,5 +1,5 @@
 //! [`FakeCluster`]: the handle tests and the CLI hold; its driver task; the actor methods,
-//! readers and scripting a test uses besides the [`JobApi`](nodejob_core::JobApi) verbs.
+//! readers and scripting a test uses besides the API verbs (more actors in `actors.rs`).
 
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
@@ -11,13 +11,14 @@ use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
 
 use crate::faults::Times;
+use crate::hooks::Hooks;
 use crate::record::Call;
-use crate::scheduler::Task;
 use crate::state::State;
 use crate::store::{
     CONTROLLER_UID, FOREGROUND_DELETION, JOB_NAME, LEGACY_CONTROLLER_UID, LEGACY_JOB_NAME,
     job_not_found,
 };
+use crate::timers::Task;
 use crate::{NodeScript, Timing, Verb, Verbs};
 
 /// How a [`FakeCluster`] is made.
@@ -30,9 +31,15 @@ pub struct Config {
     pub timing: Timing,
 }
 
+/// A closure a test runs with the cluster: a hook, or a scheduled step. It runs with no lock
+/// held, so it may call any [`FakeCluster`] method.
+type Hook = Box<dyn FnOnce(&FakeCluster) + Send>;
+
 /// What the handles share.
 struct Shared {
     state: Mutex<State>,
+    /// The closures a test armed (a lock of their own: they are never run under it).
+    hooks: Mutex<Hooks<Hook>>,
     /// Virtual time zero.
     start: Instant,
     seed: u64,
@@ -101,6 +108,7 @@ impl FakeCluster {
         let wake = Arc::new(Notify::new());
         let shared = Arc::new(Shared {
             state: Mutex::new(State::new(config.seed, config.timing)),
+            hooks: Mutex::new(Hooks::default()),
             start: Instant::now(),
             seed: config.seed,
             rv: watch::Sender::new(0),
@@ -118,6 +126,14 @@ impl FakeCluster {
     /// Virtual time since the cluster was made.
     pub(crate) fn elapsed(&self) -> Duration {
         Instant::now().saturating_duration_since(self.shared.start)
+    }
+
+    /// The armed closures (never held while one runs).
+    fn hooks(&self) -> MutexGuard<'_, Hooks<Hook>> {
+        self.shared
+            .hooks
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -139,9 +155,9 @@ impl FakeCluster {
             let result = f(&mut st);
             let rv = st.store.rv();
             if rv != before {
-                st.sched.settle(now);
+                st.timers.settle(now);
             }
-            (result, rv, st.sched.take_changed())
+            (result, rv, st.timers.take_changed())
         };
         self.shared
             .rv
@@ -161,7 +177,7 @@ impl FakeCluster {
 
     /// Adds a namespace (a no-op if it exists).
     pub fn add_namespace(&self, name: &str) {
-        self.with_state(|st| st.store.add_namespace(name));
+        self.with_state(|st| st.store.add_namespace(name, st.now));
     }
 
     /// Registers a Ready node whose kubelet follows its [`NodeScript`] (the default one unless
@@ -208,7 +224,9 @@ impl FakeCluster {
     /// # }
     /// ```
     pub fn schedule(&self, at_or_after: Duration, f: impl FnOnce(&FakeCluster) + Send + 'static) {
-        self.with_state(|st| st.sched.push(at_or_after, Task::User(Box::new(f))));
+        // The closure is kept before its entry is queued, so the driver always finds it.
+        let ticket = self.hooks().schedule(Box::new(f));
+        self.with_state(|st| st.timers.push(at_or_after, Task::User(ticket)));
     }
 
     // ---- actors: write through the store, never recorded nor faulted ----
@@ -316,10 +334,10 @@ impl FakeCluster {
     /// faults are consulted), so "another actor" can write between two calls. Hooks of one
     /// verb run in the order armed, one per call.
     pub fn before(&self, verb: Verb, hook: impl FnOnce(&FakeCluster) + Send + 'static) {
-        self.with_state(|st| st.hooks.push(verb, Box::new(hook)));
+        self.hooks().push(verb, Box::new(hook));
     }
 
-    /// Every call served through the [`JobApi`](nodejob_core::JobApi) impl, in the order
+    /// Every call served through the API traits' impls, in the order
     /// they began.
     pub fn calls(&self) -> Vec<Call> {
         self.with_state(|st| st.calls.clone())
@@ -338,7 +356,8 @@ impl FakeCluster {
             st.calls.push(call);
             st.calls.len() - 1
         });
-        if let Some(hook) = self.with_state(|st| st.hooks.pop(verb)) {
+        let hook = self.hooks().pop(verb);
+        if let Some(hook) = hook {
             hook(self);
         }
         match self.with_state(|st| st.faults.check(verb)) {
@@ -409,15 +428,20 @@ async fn drive(shared: Weak<Shared>, wake: Arc<Notify>) {
         loop {
             let due = cluster.with_state(|st| {
                 let now = st.now;
-                st.sched.pop_due(now)
+                st.timers.pop_due(now)
             });
             match due {
                 None => break,
                 Some(Task::Action(action)) => cluster.with_state(|st| st.apply(action)),
-                Some(Task::User(f)) => f(&cluster),
+                Some(Task::User(ticket)) => {
+                    let f = cluster.hooks().take_scheduled(ticket);
+                    if let Some(f) = f {
+                        f(&cluster);
+                    }
+                }
             }
         }
-        let next = cluster.with_state(|st| st.sched.next_due());
+        let next = cluster.with_state(|st| st.timers.next_due());
         let start = cluster.shared.start;
         drop(cluster);
         match next {

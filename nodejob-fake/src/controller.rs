@@ -28,10 +28,14 @@ use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodStatus, PodTemplateSpe
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use nodejob_core::ApiResult;
 
-use crate::scheduler::{Action, ObjRef};
+use crate::admission;
 use crate::state::State;
 use crate::store::{FOREGROUND_DELETION, Key, key_of, owner_uid_of};
+use crate::timers::{Action, ObjRef};
 use crate::timing::stamp;
+
+/// The Job controller's name in the Events it records.
+const JOB_CONTROLLER: &str = "job-controller";
 
 /// The finalizer with which the Job controller tracks a pod until it has counted it.
 pub(crate) const TRACKING_FINALIZER: &str = "batch.kubernetes.io/job-tracking";
@@ -64,13 +68,6 @@ enum Trigger {
     Change,
     /// `startTime + activeDeadlineSeconds` has passed.
     Deadline,
-}
-
-pub(crate) fn obj_ref(meta: &ObjectMeta) -> ObjRef {
-    ObjRef {
-        key: key_of(meta),
-        uid: meta.uid.clone().unwrap_or_default(),
-    }
 }
 
 fn true_condition<'a>(status: Option<&'a JobStatus>, type_: &str) -> Option<&'a JobCondition> {
@@ -164,31 +161,37 @@ fn is_ready(pod: &Pod) -> bool {
         .any(|c| c.type_ == "Ready" && c.status == "True")
 }
 
-impl State {
+impl Controller {
     /// `POST .../jobs` through the store, then the controller's first sync after its batch
     /// period.
-    pub(crate) fn create_job(&mut self, job: &Job) -> ApiResult<Job> {
-        let created = self.store.create_job(job, self.now)?;
-        let at = self.now + self.timing.pod_create;
-        self.sched
-            .at(at, Action::CreatePod(obj_ref(&created.metadata)));
+    pub(crate) fn create_job(&mut self, cx: &mut Ctx<'_>, job: &Job) -> ApiResult<Job> {
+        let created = cx.store.create_job(job, cx.now)?;
+        let at = cx.now + cx.timing.pod_create;
+        cx.timers
+            .at(at, Action::CreatePod(ObjRef::of(&created.metadata)));
         Ok(created)
     }
 
     /// Writes `status` into `job` unless unchanged (the status subresource: no generation bump).
-    fn write_status(&mut self, job: &Job, status: JobStatus) {
+    fn write_status(&mut self, cx: &mut Ctx<'_>, job: &Job, status: JobStatus) {
         if job.status.as_ref() != Some(&status) {
             let mut job = job.clone();
             job.status = Some(status);
-            self.store.write_job(job);
+            cx.store.write_job(job);
         }
     }
 
     /// The controller's sync of a Job without a pod: `startTime` (arming the deadline), then
-    /// the pod, or a `FailedCreate` event and a retry with backoff.
-    pub(crate) fn sync_new_job(&mut self, r: &ObjRef) {
+    /// the pod, or a `FailedCreate` event and a retry with backoff. `node_refusal` says what
+    /// admission answers for a pod bound to a node beyond the namespace's PodSecurity.
+    pub(crate) fn sync_new_job(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        node_refusal: &dyn Fn(&str) -> Option<String>,
+        r: &ObjRef,
+    ) {
         let (namespace, name) = (&r.key.0, &r.key.1);
-        let Some(job) = self.store.job_with_uid(namespace, name, &r.uid).cloned() else {
+        let Some(job) = cx.store.job_with_uid(namespace, name, &r.uid).cloned() else {
             return;
         };
         let spec = job.spec.clone().unwrap_or_default();
@@ -196,17 +199,17 @@ impl State {
             || spec.suspend == Some(true)
             || finished(&job)
             || interim(job.status.as_ref()).is_some()
-            || !self.store.pods_owned_by(&r.uid).is_empty()
+            || !cx.store.pods_owned_by(&r.uid).is_empty()
         {
             return;
         }
-        let now = self.now;
+        let now = cx.now;
         let mut status = job.status.clone().unwrap_or_default();
         if status.start_time.is_none() {
             status.start_time = Some(stamp(now));
             if let Some(secs) = spec.active_deadline_seconds {
                 let deadline = Duration::from_secs(u64::try_from(secs).unwrap_or(0));
-                self.sched.at(now + deadline, Action::Deadline(r.clone()));
+                cx.timers.at(now + deadline, Action::Deadline(r.clone()));
             }
         }
         status.ready.get_or_insert(0);
@@ -214,45 +217,61 @@ impl State {
         status.uncounted_terminated_pods.get_or_insert_default();
 
         let prefix = format!("{name}-");
-        let pod_name = self.store.generate_name(&prefix);
+        let pod_name = cx.store.generate_name(&prefix);
         let node = spec
             .template
             .spec
             .as_ref()
             .and_then(|s| s.node_name.clone());
-        let refusal = node.and_then(|n| self.kubelets.script(&n).refuse_pods);
+        // Admission: the namespace's PodSecurity, then the node's scripted refusal.
+        let labels = cx.store.namespace_labels(namespace);
+        let template = spec.template.spec.as_ref();
+        let refusal = template
+            .and_then(|s| admission::pod_security(&labels, s))
+            .or_else(|| node.and_then(|n| node_refusal(&n)));
         if let Some(refusal) = refusal {
             // The create was refused (admission): the controller records the apiserver's
             // error and its workqueue retries the sync with exponential backoff.
             let message = format!("Error creating: pods \"{pod_name}\" is forbidden: {refusal}");
-            self.store
-                .record_event(&involved(&job), "Warning", "FailedCreate", &message, now);
+            cx.store.record_event(
+                JOB_CONTROLLER,
+                &involved(&job),
+                "Warning",
+                "FailedCreate",
+                &message,
+                now,
+            );
             let attempt = self
                 .controller
                 .create_attempts
                 .entry(r.uid.clone())
                 .or_default();
-            let delay = self.timing.create_retry(*attempt);
+            let delay = cx.timing.create_retry(*attempt);
             *attempt += 1;
-            self.sched.at(now + delay, Action::CreatePod(r.clone()));
-            self.write_status(&job, status);
+            cx.timers.at(now + delay, Action::CreatePod(r.clone()));
+            self.write_status(cx, &job, status);
             return;
         }
-        let pod = self.new_pod(&job, &spec.template, pod_name.clone(), prefix);
-        let pod = self.store.write_pod(pod);
+        let pod = self.new_pod(cx, &job, &spec.template, pod_name.clone(), prefix);
+        let pod = cx.store.write_pod(pod);
         let message = format!("Created pod: {pod_name}");
-        self.store
-            .record_event(&involved(&job), "Normal", "SuccessfulCreate", &message, now);
+        cx.store.record_event(
+            JOB_CONTROLLER,
+            &involved(&job),
+            "Normal",
+            "SuccessfulCreate",
+            &message,
+            now,
+        );
         status.active = Some(1);
-        self.write_status(&job, status);
-        let at = now + self.timing.container_start;
-        self.sched
-            .at(at, Action::StartContainer(obj_ref(&pod.metadata)));
+        self.write_status(cx, &job, status);
+        let at = now + cx.timing.container_start;
+        cx.timers
+            .at(at, Action::StartContainer(ObjRef::of(&pod.metadata)));
     }
 
     /// The pod of `job` from its template, as the controller creates it.
-    fn new_pod(
-        &mut self,
+    fn new_pod(&mut self, cx: &mut Ctx<'_>,
         job: &Job,
         template: &PodTemplateSpec,
         name: String,
@@ -272,8 +291,8 @@ impl State {
                 name: Some(name),
                 generate_name: Some(generate_name),
                 namespace: job.metadata.namespace.clone(),
-                uid: Some(self.store.uid()),
-                creation_timestamp: Some(stamp(self.now)),
+                uid: Some(cx.store.uid()),
+                creation_timestamp: Some(stamp(cx.now)),
                 labels: meta.labels,
                 annotations: meta.annotations,
                 owner_references: Some(vec![owner]),
@@ -289,29 +308,29 @@ impl State {
     }
 
     /// `activeDeadlineSeconds` passed.
-    pub(crate) fn deadline(&mut self, r: &ObjRef) {
-        if let Some(job) = self.store.job_with_uid(&r.key.0, &r.key.1, &r.uid).cloned() {
-            self.sync_job(job, Trigger::Deadline);
+    pub(crate) fn deadline(&mut self, cx: &mut Ctx<'_>, r: &ObjRef) {
+        if let Some(job) = cx.store.job_with_uid(&r.key.0, &r.key.1, &r.uid).cloned() {
+            self.sync_job(cx, job, Trigger::Deadline);
         }
     }
 
     /// The level-triggered sync of every Job the controller has seen, and the removal of
     /// tracking finalizers from pods whose Job is gone.
-    pub(crate) fn sync_jobs(&mut self) {
-        let jobs: Vec<Job> = self.store.jobs.values().cloned().collect();
+    pub(crate) fn sync_jobs(&mut self, cx: &mut Ctx<'_>) {
+        let jobs: Vec<Job> = cx.store.jobs.values().cloned().collect();
         let live: BTreeSet<&str> = jobs
             .iter()
             .filter_map(|j| j.metadata.uid.as_deref())
             .collect();
-        let orphans: Vec<Key> = (self.store.pods.values())
+        let orphans: Vec<Key> = (cx.store.pods.values())
             .filter(|p| is_tracked(p) && owner_uid_of(p).is_some_and(|u| !live.contains(u)))
             .map(|p| key_of(&p.metadata))
             .collect();
         for key in orphans {
-            self.remove_tracking_finalizer(&key);
+            self.remove_tracking_finalizer(cx, &key);
         }
         for job in jobs {
-            self.sync_job(job, Trigger::Change);
+            self.sync_job(cx, job, Trigger::Change);
         }
     }
 
@@ -321,7 +340,7 @@ impl State {
     /// / `terminating` and the counters, removes the finalizers of the pods it counted or may
     /// release (`canRemoveFinalizer`), and arms the terminal update once no pod is left
     /// running or terminating (`enactJobFinished`).
-    fn sync_job(&mut self, job: Job, trigger: Trigger) {
+    fn sync_job(&mut self, cx: &mut Ctx<'_>, job: Job, trigger: Trigger) {
         let Some(uid) = job.metadata.uid.clone() else {
             return;
         };
@@ -332,15 +351,15 @@ impl State {
             // Not synced yet: the first sync is Action::CreatePod, after the batch period.
             return;
         }
-        let pods = self.store.pods_owned_by(&uid);
+        let pods = cx.store.pods_owned_by(&uid);
         if finished(&job) {
             let uncounted = (pods.iter()).filter(|p| is_terminal(p) && is_tracked(p));
             for key in uncounted.map(|p| key_of(&p.metadata)).collect::<Vec<_>>() {
-                self.remove_tracking_finalizer(&key);
+                self.remove_tracking_finalizer(cx, &key);
             }
             return;
         }
-        let now = self.now;
+        let now = cx.now;
         let mut status = old;
         if interim(Some(&status)).is_none() {
             // The counters as they will be once the finished tracked pods are counted.
@@ -373,8 +392,9 @@ impl State {
                     "Deleted pod: {}",
                     pod.metadata.name.as_deref().unwrap_or_default()
                 );
-                self.delete_pod(&key_of(&pod.metadata));
-                self.store.record_event(
+                cx.store.delete_pod(&key_of(&pod.metadata), None, cx.now);
+                cx.store.record_event(
+                    JOB_CONTROLLER,
                     &involved(&job),
                     "Normal",
                     "SuccessfulDelete",
@@ -383,7 +403,7 @@ impl State {
                 );
             }
         }
-        let pods = self.store.pods_owned_by(&uid);
+        let pods = cx.store.pods_owned_by(&uid);
         // canRemoveFinalizer: the whole Job is being deleted or has its interim condition, or
         // the pod succeeded or is considered failed. A released pod is counted succeeded or,
         // if considered failed or the Job is failing, failed; else (a running pod of a Job
@@ -416,21 +436,21 @@ impl State {
         status.active = (active > 0).then(|| count(active));
         status.ready = Some(count(ready));
         status.terminating = Some(count(terminating));
-        self.write_status(&job, status);
+        self.write_status(cx, &job, status);
         for key in &release {
-            self.remove_tracking_finalizer(key);
+            self.remove_tracking_finalizer(cx, key);
         }
-        if has_interim && active == 0 && terminating == 0 && self.controller.finishing.insert(uid) {
-            let r = obj_ref(&job.metadata);
-            self.sched.at(now + self.timing.finish, Action::Finish(r));
+        if has_interim && active == 0 && terminating == 0 && self.finishing.insert(uid) {
+            let r = ObjRef::of(&job.metadata);
+            cx.timers.at(now + cx.timing.finish, Action::Finish(r));
         }
     }
 
     /// The separate, later update that adds the terminal condition (and `completionTime` on
     /// success) once every pod is terminal and counted.
-    pub(crate) fn finish(&mut self, r: &ObjRef) {
-        self.controller.finishing.remove(&r.uid);
-        let Some(job) = self.store.job_with_uid(&r.key.0, &r.key.1, &r.uid).cloned() else {
+    pub(crate) fn finish(&mut self, cx: &mut Ctx<'_>, r: &ObjRef) {
+        self.finishing.remove(&r.uid);
+        let Some(job) = cx.store.job_with_uid(&r.key.0, &r.key.1, &r.uid).cloned() else {
             return;
         };
         if finished(&job) {
@@ -439,11 +459,11 @@ impl State {
         let Some(target) = interim(job.status.as_ref()).cloned() else {
             return;
         };
-        let pods = self.store.pods_owned_by(&r.uid);
+        let pods = cx.store.pods_owned_by(&r.uid);
         if pods.iter().any(|p| !is_terminal(p) || is_tracked(p)) {
             return;
         }
-        let now = self.now;
+        let now = cx.now;
         let reason = target.reason.clone().unwrap_or_default();
         let message = target.message.clone().unwrap_or_default();
         let mut status = job.status.clone().unwrap_or_default();
@@ -454,19 +474,31 @@ impl State {
         if success {
             status.completion_time = Some(stamp(now));
         }
-        self.write_status(&job, status);
+        self.write_status(cx, &job, status);
         if success {
-            self.store
-                .record_event(&involved(&job), "Normal", "Completed", "Job completed", now);
+            cx.store.record_event(
+                JOB_CONTROLLER,
+                &involved(&job),
+                "Normal",
+                "Completed",
+                "Job completed",
+                now,
+            );
         } else {
-            self.store
-                .record_event(&involved(&job), "Warning", &reason, &message, now);
+            cx.store.record_event(
+                JOB_CONTROLLER,
+                &involved(&job),
+                "Warning",
+                &reason,
+                &message,
+                now,
+            );
         }
-        self.controller.create_attempts.remove(&r.uid);
+        self.create_attempts.remove(&r.uid);
     }
 
-    fn remove_tracking_finalizer(&mut self, key: &Key) {
-        let Some(mut pod) = self.store.pods.get(key).cloned() else {
+    fn remove_tracking_finalizer(&mut self, cx: &mut Ctx<'_>, key: &Key) {
+        let Some(mut pod) = cx.store.pods.get(key).cloned() else {
             return;
         };
         let finalizers = pod.metadata.finalizers.get_or_insert_default();
@@ -474,14 +506,15 @@ impl State {
         if finalizers.is_empty() {
             pod.metadata.finalizers = None;
         }
-        self.store.write_pod(pod);
+        cx.store.write_pod(pod);
     }
 
     /// The garbage collector: deletes the dependents of a Job in foreground deletion and, once
     /// none is left, drops the `foregroundDeletion` finalizer, which removes the Job; deletes
-    /// pods whose owner no longer exists (background deletion).
-    pub(crate) fn collect_garbage(&mut self) {
-        let jobs: Vec<Job> = self.store.jobs.values().cloned().collect();
+    /// pods whose controller (Job, ReplicaSet, DaemonSet) no longer exists (background
+    /// deletion).
+    pub(crate) fn collect_garbage(&mut self, cx: &mut Ctx<'_>) {
+        let jobs: Vec<Job> = cx.store.jobs.values().cloned().collect();
         for job in jobs
             .iter()
             .filter(|j| j.metadata.deletion_timestamp.is_some())
@@ -495,12 +528,12 @@ impl State {
             let Some(uid) = job.metadata.uid.as_deref().filter(|_| foreground) else {
                 continue;
             };
-            let dependents = self.store.pods_owned_by(uid);
+            let dependents = cx.store.pods_owned_by(uid);
             for pod in dependents
                 .iter()
                 .filter(|p| p.metadata.deletion_timestamp.is_none())
             {
-                self.delete_pod(&key_of(&pod.metadata));
+                cx.store.delete_pod(&key_of(&pod.metadata), None, cx.now);
             }
             if dependents.is_empty() {
                 let mut job = job.clone();
@@ -511,23 +544,20 @@ impl State {
                     // finalizers of an object with a deletionTimestamp is not written; the
                     // object is deleted instead, so the one DELETED event carries the state
                     // last stored, finalizer included.
-                    self.store.remove_job(&key_of(&job.metadata));
+                    cx.store.remove_job(&key_of(&job.metadata));
                 } else {
-                    self.store.write_job(job);
+                    cx.store.write_job(job);
                 }
             }
         }
-        let live: BTreeSet<&str> = jobs
-            .iter()
-            .filter_map(|j| j.metadata.uid.as_deref())
-            .collect();
-        let orphans: Vec<Key> = (self.store.pods.values())
+        let live = cx.store.owner_uids();
+        let orphans: Vec<Key> = (cx.store.pods.values())
             .filter(|p| p.metadata.deletion_timestamp.is_none())
             .filter(|p| owner_uid_of(p).is_some_and(|u| !live.contains(u)))
             .map(|p| key_of(&p.metadata))
             .collect();
         for key in orphans {
-            self.delete_pod(&key);
+            cx.store.delete_pod(&key, None, cx.now);
         }
     }
 }

@@ -12,6 +12,16 @@
 //!   in argv order; `TEXT` is everything after the first `=` and may be empty;
 //! - `nodejob-test:run=SECONDS`: the process runs `SECONDS` (a non-negative decimal integer)
 //!   seconds before it exits.
+//! - `nodejob-test:sigterm=ignore`: the process traps SIGTERM and goes on: deleting its Pod
+//!   ends it only with the SIGKILL at the end of the grace period (exit 137).
+//!
+//! A container plays a **host program** (it runs, prints its log and exits on its own, as the
+//! runner's `stratum` does) when a `batch/v1` Job controls its Pod or its argv carries an
+//! `exit`, `log` or `run` directive ([`is_host_program`]); the node's
+//! [`NodeScript`](crate::NodeScript) fills in what the argv leaves out. Any other container
+//! plays a **workload** (a Deployment's server, a DaemonSet's agent, a bare or static Pod): it
+//! runs, Ready, prints nothing and never exits on its own; only its Pod's deletion ends it. The
+//! `sigterm` directive applies to both.
 //!
 //! Where one directive appears several times, the last `exit` and the last `run` win; every
 //! `log` counts. An element with the prefix but no known key, or whose value does not parse
@@ -40,6 +50,10 @@
 
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::termination::OnSigterm;
+
 /// The prefix that marks an argv element as a directive.
 pub const PREFIX: &str = "nodejob-test:";
 
@@ -59,6 +73,12 @@ pub fn run(duration: Duration) -> String {
     format!("{PREFIX}run={secs}")
 }
 
+/// `nodejob-test:sigterm=ignore`: the process ignores SIGTERM and runs until the SIGKILL at the
+/// end of its Pod's grace period.
+pub fn ignore_sigterm() -> String {
+    format!("{PREFIX}sigterm=ignore")
+}
+
 /// What an argv says the process does, each field `None` (or empty) where it says nothing.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -69,6 +89,8 @@ pub struct Directives {
     pub log: Vec<String>,
     /// How long the process runs.
     pub run: Option<Duration>,
+    /// What it does on SIGTERM ([`ignore_sigterm`]); `None` where the argv says nothing.
+    pub on_sigterm: Option<OnSigterm>,
 }
 
 impl Directives {
@@ -94,16 +116,36 @@ impl Directives {
                         d.run = Some(Duration::from_secs(secs));
                     }
                 }
+                "sigterm" if value == "ignore" => d.on_sigterm = Some(OnSigterm::Ignore),
                 _ => {}
             }
         }
         d
     }
 
+    /// The directives of a container's argv: its `command` followed by its `args`.
+    pub fn of(container: &k8s_openapi::api::core::v1::Container) -> Self {
+        let argv: Vec<&str> = (container.command.iter().flatten())
+            .chain(container.args.iter().flatten())
+            .map(String::as_str)
+            .collect();
+        Directives::parse(&argv)
+    }
+
     /// The log the lines make: each followed by a newline.
     pub fn log_text(&self) -> Option<String> {
         (!self.log.is_empty()).then(|| self.log.iter().map(|l| format!("{l}\n")).collect())
     }
+}
+
+/// Whether a container of `pod` whose argv says `directives` plays a host program rather than a
+/// workload (see the [module docs](self)): a `batch/v1` Job controls `pod`, or the argv carries
+/// an `exit`, `log` or `run` directive. The `sigterm` directive alone does not make one.
+pub fn is_host_program(pod: &Pod, directives: &Directives) -> bool {
+    let job = (pod.metadata.owner_references.iter().flatten()).any(|o| {
+        o.controller == Some(true) && o.kind == "Job" && o.api_version.starts_with("batch/")
+    });
+    job || directives.exit.is_some() || !directives.log.is_empty() || directives.run.is_some()
 }
 
 #[cfg(test)]
@@ -130,6 +172,51 @@ mod tests {
         assert_eq!(d.log, ["a=b", ""]);
         assert_eq!(d.run, Some(Duration::from_secs(7)));
         assert_eq!(d.log_text().as_deref(), Some("a=b\n\n"));
+        assert_eq!(d.on_sigterm, None);
+        let ignores = Directives::parse(&[ignore_sigterm()]);
+        assert_eq!(ignores.on_sigterm, Some(OnSigterm::Ignore));
+        assert_eq!(
+            Directives::parse(&["nodejob-test:sigterm=die"]).on_sigterm,
+            None
+        );
+    }
+
+    #[test]
+    fn host_program_or_workload() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+        let owned = |kind: &str, api_version: &str, controller: bool| Pod {
+            metadata: ObjectMeta {
+                owner_references: Some(vec![OwnerReference {
+                    api_version: api_version.into(),
+                    kind: kind.into(),
+                    controller: Some(controller),
+                    ..OwnerReference::default()
+                }]),
+                ..ObjectMeta::default()
+            },
+            ..Pod::default()
+        };
+        let none = Directives::default();
+        let sigterm = Directives::parse(&[ignore_sigterm()]);
+        let run = Directives::parse(&[run(Duration::from_secs(1))]);
+        let table = [
+            // (pod, directives) -> host program
+            (owned("Job", "batch/v1", true), &none, true),
+            (owned("Job", "batch/v1", false), &none, false),
+            (owned("Job", "example.com/v1", true), &none, false),
+            (owned("ReplicaSet", "apps/v1", true), &none, false),
+            (owned("ReplicaSet", "apps/v1", true), &run, true),
+            (Pod::default(), &sigterm, false),
+            (Pod::default(), &Directives::parse(&[log("x")]), true),
+            (Pod::default(), &Directives::parse(&[exit(0)]), true),
+        ];
+        for (pod, directives, want) in table {
+            assert_eq!(
+                is_host_program(&pod, directives),
+                want,
+                "{pod:?} {directives:?}"
+            );
+        }
     }
 
     #[test]

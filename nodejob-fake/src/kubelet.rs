@@ -1,10 +1,11 @@
 //! The kubelet of each node, scriptable per node with a [`NodeScript`], and the Node objects.
 //!
-//! A kubelet starts the container of a pod bound to its node, runs it for the run time and
-//! reports its exit (with the log's tail as the termination message of a failed
-//! `FallbackToLogsOnError` container); on the pod's deletion it sends a running container
-//! SIGTERM, which ends it (exit 143) unless the script says it ignores SIGTERM, and then SIGKILL
-//! after the grace period (exit 137). It does all that only while its node is Ready: on a
+//! A kubelet starts the container of a pod bound to its node. A host program runs for its run
+//! time and the kubelet reports its exit (with the log's tail as the termination message of a
+//! failed `FallbackToLogsOnError` container); a workload runs until its pod is deleted (see
+//! [`crate::host`]). On the pod's deletion the kubelet sends a running container SIGTERM, which
+//! ends it (exit 143) unless it ignores SIGTERM, and then SIGKILL after the grace period (exit
+//! 137). It does all that only while its node is Ready: on a
 //! NotReady node its steps wait (the container keeps running, its status is not reported)
 //! until the node is Ready again, as a kubelet cut off from the apiserver would.
 //!
@@ -18,54 +19,76 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{
     ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,
     ContainerStatus, DaemonEndpoint, HostIP, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints,
-    NodeSpec, NodeStatus, Pod, PodCondition, PodIP,
+    NodeSpec, NodeStatus, NodeSystemInfo, Pod, PodCondition, PodIP,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use nodejob_core::{ApiError, ApiResult};
 
-use crate::controller::{is_terminal, obj_ref};
-use crate::host::Directives;
-use crate::scheduler::{Action, ObjRef};
-use crate::state::State;
-use crate::store::{Key, key_of, node_not_found};
-use crate::termination::{self, DEFAULT_GRACE_PERIOD};
+use crate::host::{Directives, is_host_program};
+use crate::ctx::Ctx;
+use crate::store::{Key, key_of, node_is_ready, node_not_found, pod_is_terminal as is_terminal};
+use crate::termination::{self, DEFAULT_GRACE_PERIOD, OnSigterm};
+use crate::timers::{Action, ObjRef};
 use crate::timing::stamp;
+
+/// Whether a node's containers start.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ContainerStart {
+    /// They start [`Timing::container_start`](crate::Timing::container_start) after their pod
+    /// is bound.
+    #[default]
+    Starts,
+    /// They never start: the pod stays Pending, its container waiting in `ContainerCreating`
+    /// (an image that never pulls, a volume that never mounts).
+    Never,
+}
+
+/// Whether the apiserver reaches a node's kubelet for logs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum LogEndpoint {
+    /// `pod_log` reads the log.
+    #[default]
+    Reachable,
+    /// `pod_log` answers 500 with the dial error (the status is still known).
+    Unreachable,
+}
 
 /// What the kubelet of one node does with the pods bound to it, where the argv says nothing.
 ///
 /// ```
 /// use std::time::Duration;
-/// use nodejob_fake::NodeScript;
+/// use nodejob_fake::{ContainerStart, NodeScript, OnSigterm};
 ///
 /// let flaky = NodeScript { exit_code: 1, log: "boom\n".into(), ..NodeScript::default() };
-/// let locked = NodeScript {
-///     refuse_pods: Some("violates PodSecurity \"baseline:latest\": host namespaces".into()),
-///     ..NodeScript::default()
-/// };
-/// # let _ = (flaky, locked);
+/// let stuck = NodeScript { start: ContainerStart::Never, ..NodeScript::default() };
+/// let stubborn = NodeScript { on_sigterm: OnSigterm::Ignore, ..NodeScript::default() };
+/// # let _ = (flaky, stuck, stubborn);
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeScript {
-    /// The container's exit status (taken modulo 256). Default 0.
+    /// A host program's exit status (taken modulo 256). Default 0.
     pub exit_code: i32,
-    /// What the container prints. Default empty.
+    /// What a host program prints. Default empty.
     pub log: String,
-    /// How long the container runs. Default 2s.
+    /// How long a host program runs. Default 2s.
     pub run_time: Duration,
-    /// The container never starts: the pod stays Pending, its container waiting in
-    /// `ContainerCreating` (an image that never pulls, a volume that never mounts).
-    pub never_start: bool,
-    /// Admission refuses every pod bound to this node with this message (e.g. a PodSecurity
-    /// violation): the Job controller records `FailedCreate` events and retries.
+    /// Whether containers start at all. Default [`ContainerStart::Starts`].
+    pub start: ContainerStart,
+    /// Admission refuses every pod bound to this node with this message: the Job controller
+    /// records `FailedCreate` events and retries. Prefer namespace-level PodSecurity
+    /// ([`FakeCluster::label_namespace`](crate::FakeCluster::label_namespace)), which is where a
+    /// real cluster refuses privileged pods; this per-node refusal stands for any other
+    /// admission plugin.
     pub refuse_pods: Option<String>,
-    /// The apiserver cannot reach this node's kubelet for logs: `pod_log` answers 500.
-    pub log_unreachable: bool,
-    /// The container traps SIGTERM and carries on: on its pod's deletion it runs until the
-    /// kubelet's SIGKILL at the end of the grace period (the pod's
-    /// `terminationGracePeriodSeconds`, else 30s), exit 137. Default `false`: like the host
-    /// programs the runner execs, it does not trap SIGTERM and ends
-    /// [`Timing::kill_delay`](crate::Timing::kill_delay) after the deletion with exit 143.
-    pub ignore_sigterm: bool,
+    /// Whether the apiserver reaches this node's kubelet for logs. Default reachable.
+    pub log_endpoint: LogEndpoint,
+    /// What the containers that start on this node from now on do on SIGTERM (a container's
+    /// `nodejob-test:sigterm=ignore` directive wins). Default [`OnSigterm::Exit`]: like the
+    /// host programs the runner execs, they do not trap SIGTERM and end
+    /// [`Timing::kill_delay`](crate::Timing::kill_delay) after their pod's deletion with exit
+    /// 143. [`OnSigterm::Ignore`]: they run until the kubelet's SIGKILL at the end of the grace
+    /// period (the pod's `terminationGracePeriodSeconds`, else 30s), exit 137.
+    pub on_sigterm: OnSigterm,
 }
 
 impl Default for NodeScript {
@@ -74,10 +97,10 @@ impl Default for NodeScript {
             exit_code: 0,
             log: String::new(),
             run_time: Duration::from_secs(2),
-            never_start: false,
+            start: ContainerStart::Starts,
             refuse_pods: None,
-            log_unreachable: false,
-            ignore_sigterm: false,
+            log_endpoint: LogEndpoint::Reachable,
+            on_sigterm: OnSigterm::Exit,
         }
     }
 }
@@ -89,8 +112,8 @@ struct Container {
     log: String,
     /// Whether it exited (its log is readable then).
     exited: bool,
-    /// Whether it ignores SIGTERM (from its node's script when it started).
-    ignore_sigterm: bool,
+    /// What it does on SIGTERM (its argv's directive, else its node's script when it started).
+    on_sigterm: OnSigterm,
 }
 
 /// Every node's kubelet.
@@ -102,6 +125,8 @@ pub(crate) struct Kubelets {
     containers: BTreeMap<String, Container>,
     /// Pods whose removal the kubelet confirmed (its final delete with grace 0).
     confirmed: BTreeSet<String>,
+    /// When each pod being deleted was deleted (virtual time), by UID.
+    deleted_at: BTreeMap<String, Duration>,
     nodes_added: u32,
 }
 
@@ -132,6 +157,30 @@ fn node_of(pod: &Pod) -> &str {
         .and_then(|s| s.node_name.as_deref())
         .unwrap_or_default()
 }
+
+/// The condition types the kubelet (and, for `PodScheduled`, the scheduler) writes; others
+/// (`DisruptionTarget`) are kept when it rewrites the list.
+const KUBELET_CONDITIONS: [&str; 5] = [
+    "PodReadyToStartContainers",
+    "Initialized",
+    "Ready",
+    "ContainersReady",
+    "PodScheduled",
+];
+
+/// Replaces the kubelet's conditions of `status` with `conditions`, keeping the others after
+/// them (the kubelet's status manager merges what other writers set).
+fn set_kubelet_conditions(
+    status: &mut k8s_openapi::api::core::v1::PodStatus,
+    conditions: Vec<PodCondition>,
+) {
+    let others = (status.conditions.take().into_iter().flatten())
+        .filter(|c| !KUBELET_CONDITIONS.contains(&c.type_.as_str()));
+    status.conditions = Some(conditions.into_iter().chain(others).collect());
+}
+
+/// The default `status.nodeInfo.kubeletVersion` of a node.
+pub const DEFAULT_KUBELET_VERSION: &str = "v1.37.2";
 
 fn pod_condition(type_: &str, status: bool, reason: Option<&str>, now: Duration) -> PodCondition {
     PodCondition {
@@ -186,22 +235,22 @@ fn internal_ip(node: &Node) -> Option<&str> {
         .map(|a| a.address.as_str())
 }
 
-impl State {
+impl Kubelets {
     /// Registers a Ready node with the next `InternalIP` of `10.0.0.0/16` (10.0.0.1 first).
-    pub(crate) fn add_node(&mut self, name: &str) -> ApiResult<Node> {
-        if self.store.nodes.contains_key(name) {
+    pub(crate) fn add_node(&mut self, cx: &mut Ctx<'_>, name: &str) -> ApiResult<Node> {
+        if cx.store.nodes.contains_key(name) {
             return Err(ApiError::already_exists(format!(
                 "nodes \"{name}\" already exists"
             )));
         }
-        let n = self.kubelets.nodes_added;
-        self.kubelets.nodes_added += 1;
+        let n = self.nodes_added;
+        self.nodes_added += 1;
         let ip = format!("10.0.{}.{}", n / 254, n % 254 + 1);
         let node = Node {
             metadata: ObjectMeta {
                 name: Some(name.to_string()),
-                uid: Some(self.store.uid()),
-                creation_timestamp: Some(stamp(self.now)),
+                uid: Some(cx.store.uid()),
+                creation_timestamp: Some(stamp(cx.now)),
                 labels: Some(
                     [
                         ("kubernetes.io/hostname", name),
@@ -214,7 +263,7 @@ impl State {
             },
             spec: Some(NodeSpec::default()),
             status: Some(NodeStatus {
-                conditions: Some(vec![ready_condition(true, self.now)]),
+                conditions: Some(vec![ready_condition(true, cx.now)]),
                 addresses: Some(vec![
                     NodeAddress {
                         type_: "InternalIP".to_string(),
@@ -228,18 +277,31 @@ impl State {
                 daemon_endpoints: Some(NodeDaemonEndpoints {
                     kubelet_endpoint: Some(DaemonEndpoint { port: 10250 }),
                 }),
+                node_info: Some(NodeSystemInfo {
+                    architecture: "amd64".to_string(),
+                    boot_id: cx.store.infra_uuid(),
+                    container_runtime_version: "containerd://2.1.4".to_string(),
+                    kernel_version: "6.8.0-79-generic".to_string(),
+                    kube_proxy_version: String::new(),
+                    kubelet_version: DEFAULT_KUBELET_VERSION.to_string(),
+                    machine_id: cx.store.infra_uuid().replace('-', ""),
+                    operating_system: "linux".to_string(),
+                    os_image: "Ubuntu 24.04.3 LTS".to_string(),
+                    system_uuid: cx.store.infra_uuid(),
+                    ..NodeSystemInfo::default()
+                }),
                 ..NodeStatus::default()
             }),
         };
-        let node = self.store.write_node(node);
-        self.unpark(name);
+        let node = cx.store.write_node(node);
+        self.unpark(cx, name);
         Ok(node)
     }
 
     /// The kubelet posts its Ready condition (a Node write, only when it changes).
-    pub(crate) fn set_node_ready(&mut self, name: &str, ready: bool) -> ApiResult<()> {
-        let mut node = self.store.get_node(name)?;
-        if self.node_ready(name) == ready {
+    pub(crate) fn set_node_ready(&mut self, cx: &mut Ctx<'_>, name: &str, ready: bool) -> ApiResult<()> {
+        let mut node = cx.store.get_node(name)?;
+        if Self::node_ready(cx.store, name) == ready {
             return Ok(());
         }
         let conditions = node
@@ -248,36 +310,66 @@ impl State {
             .conditions
             .get_or_insert_default();
         conditions.retain(|c| c.type_ != "Ready");
-        conditions.push(ready_condition(ready, self.now));
-        self.store.write_node(node);
+        conditions.push(ready_condition(ready, cx.now));
+        cx.store.write_node(node);
         if ready {
-            self.unpark(name);
+            self.unpark(cx, name);
         }
         Ok(())
     }
 
-    pub(crate) fn remove_node(&mut self, name: &str) -> ApiResult<()> {
-        self.store
+    pub(crate) fn remove_node(&mut self, cx: &mut Ctx<'_>, name: &str) -> ApiResult<()> {
+        cx.store
             .remove_node(name)
             .map(drop)
             .ok_or_else(|| node_not_found(name))
     }
 
     /// Whether `node` exists and its Ready condition is `"True"`.
-    fn node_ready(&self, node: &str) -> bool {
-        let Some(node) = self.store.nodes.get(node) else {
-            return false;
-        };
-        let conditions = node.status.as_ref().and_then(|s| s.conditions.as_ref());
-        conditions
-            .into_iter()
-            .flatten()
-            .any(|c| c.type_ == "Ready" && c.status == "True")
+    fn node_ready(store: &Store, node: &str) -> bool {
+        store.nodes.get(node).is_some_and(node_is_ready)
+    }
+
+    /// Changes Node `name` with `change` and writes it if that changed anything. Answers the
+    /// Node as stored.
+    pub(crate) fn update_node(&mut self, cx: &mut Ctx<'_>,
+        name: &str,
+        change: impl FnOnce(&mut Node),
+    ) -> ApiResult<Node> {
+        let node = cx.store.get_node(name)?;
+        let mut changed = node.clone();
+        change(&mut changed);
+        if changed == node {
+            return Ok(node);
+        }
+        Ok(cx.store.write_node(changed))
+    }
+
+    /// The kubelet's `status.nodeInfo`, changed by `change` (a Node write when it changes).
+    pub(crate) fn update_node_info(&mut self, cx: &mut Ctx<'_>,
+        name: &str,
+        change: impl FnOnce(&mut NodeSystemInfo),
+    ) -> ApiResult<Node> {
+        self.update_node(cx, name, |node| {
+            change(
+                node.status
+                    .get_or_insert_default()
+                    .node_info
+                    .get_or_insert_default(),
+            );
+        })
+    }
+
+    /// The node restarts: its kubelet posts a new `bootID`.
+    pub(crate) fn reboot_node(&mut self, cx: &mut Ctx<'_>, name: &str) -> ApiResult<Node> {
+        cx.store.get_node(name)?;
+        let boot_id = cx.store.infra_uuid();
+        self.update_node_info(cx, name, |info| info.boot_id = boot_id)
     }
 
     /// Parks `action` until `node` is Ready; answers whether it did.
-    fn park_unless_ready(&mut self, node: &str, action: Action) -> bool {
-        if node.is_empty() || self.node_ready(node) {
+    fn park_unless_ready(&mut self, cx: &mut Ctx<'_>, node: &str, action: Action) -> bool {
+        if node.is_empty() || Self::node_ready(cx.store, node) {
             return false;
         }
         self.kubelets
@@ -288,16 +380,16 @@ impl State {
         true
     }
 
-    fn unpark(&mut self, node: &str) {
-        for action in self.kubelets.parked.remove(node).unwrap_or_default() {
-            self.sched.at(self.now, action);
+    fn unpark(&mut self, cx: &mut Ctx<'_>, node: &str) {
+        for action in self.parked.remove(node).unwrap_or_default() {
+            cx.timers.at(cx.now, action);
         }
     }
 
     /// The kubelet starts the pod's container (first container only), or reports it stuck in
     /// `ContainerCreating` when its node's script says it never starts.
-    pub(crate) fn start_container(&mut self, r: ObjRef) {
-        let Some(mut pod) = self.store.pod_with_uid(&r.key, &r.uid).cloned() else {
+    pub(crate) fn start_container(&mut self, cx: &mut Ctx<'_>, r: ObjRef) {
+        let Some(mut pod) = cx.store.pod_with_uid(&r.key, &r.uid).cloned() else {
             return;
         };
         if pod.metadata.deletion_timestamp.is_some()
@@ -308,14 +400,14 @@ impl State {
         }
         let node = node_of(&pod).to_string();
         if node.is_empty() {
-            // No scheduler is modelled: a pod without nodeName stays Pending.
+            // Not bound yet: the scheduler starts it once it binds it.
             return;
         }
-        if self.park_unless_ready(&node, Action::StartContainer(r.clone())) {
+        if self.park_unless_ready(cx, &node, Action::StartContainer(r.clone())) {
             return;
         }
-        let now = self.now;
-        let script = self.kubelets.script(&node);
+        let now = cx.now;
+        let script = self.script(&node);
         let Some(container) = pod
             .spec
             .as_ref()
@@ -349,7 +441,7 @@ impl State {
             image_id: image,
             ..ContainerStatus::default()
         };
-        if script.never_start {
+        if script.start == ContainerStart::Never {
             container_status.state = Some(ContainerState {
                 waiting: Some(ContainerStateWaiting {
                     reason: Some("ContainerCreating".to_string()),
@@ -357,28 +449,26 @@ impl State {
                 }),
                 ..ContainerState::default()
             });
-            status.conditions = Some(vec![
-                pod_condition("PodScheduled", true, None, now),
-                pod_condition("Initialized", true, None, now),
-                pod_condition("Ready", false, Some("ContainersNotReady"), now),
-                pod_condition("ContainersReady", false, Some("ContainersNotReady"), now),
-            ]);
+            set_kubelet_conditions(
+                status,
+                vec![
+                    pod_condition("PodScheduled", true, None, now),
+                    pod_condition("Initialized", true, None, now),
+                    pod_condition("Ready", false, Some("ContainersNotReady"), now),
+                    pod_condition("ContainersReady", false, Some("ContainersNotReady"), now),
+                ],
+            );
             status.container_statuses = Some(vec![container_status]);
-            self.store.write_pod(pod);
+            cx.store.write_pod(pod);
             return;
         }
-        let argv: Vec<String> = container
-            .command
-            .iter()
-            .chain(container.args.iter())
-            .flatten()
-            .cloned()
-            .collect();
-        let directives = Directives::parse(&argv);
+        let directives = Directives::of(&container);
+        let host = is_host_program(&pod, &directives);
+        let on_sigterm = directives.on_sigterm.unwrap_or(script.on_sigterm);
         let exit_code = directives.exit.unwrap_or(script.exit_code.rem_euclid(256));
         let run = directives.run.unwrap_or(script.run_time);
         let log = directives.log_text().unwrap_or(script.log);
-        container_status.container_id = Some(format!("containerd://{}", self.store.hex(32)));
+        container_status.container_id = Some(format!("containerd://{}", cx.store.hex(32)));
         container_status.ready = true;
         container_status.started = Some(true);
         container_status.state = Some(ContainerState {
@@ -389,23 +479,30 @@ impl State {
         });
         let status = pod.status.get_or_insert_default();
         status.phase = Some("Running".to_string());
-        status.conditions = Some(vec![
-            pod_condition("PodReadyToStartContainers", true, None, now),
-            pod_condition("Initialized", true, None, now),
-            pod_condition("Ready", true, None, now),
-            pod_condition("ContainersReady", true, None, now),
-            pod_condition("PodScheduled", true, None, now),
-        ]);
+        set_kubelet_conditions(
+            status,
+            vec![
+                pod_condition("PodReadyToStartContainers", true, None, now),
+                pod_condition("Initialized", true, None, now),
+                pod_condition("Ready", true, None, now),
+                pod_condition("ContainersReady", true, None, now),
+                pod_condition("PodScheduled", true, None, now),
+            ],
+        );
         status.container_statuses = Some(vec![container_status]);
-        self.store.write_pod(pod);
+        cx.store.write_pod(pod);
         let container = Container {
-            log,
+            log: if host { log } else { String::new() },
             exited: false,
-            ignore_sigterm: script.ignore_sigterm,
+            on_sigterm,
         };
-        self.kubelets.containers.insert(r.uid.clone(), container);
+        self.containers.insert(r.uid.clone(), container);
+        if !host {
+            // A workload runs until its pod is deleted.
+            return;
+        }
         let at = now + run;
-        self.sched.at(
+        cx.timers.at(
             at,
             Action::ContainerExit {
                 pod: r,
@@ -416,8 +513,8 @@ impl State {
     }
 
     /// The container exits on its own; the kubelet reports it (once its node is Ready).
-    pub(crate) fn container_exit(&mut self, r: ObjRef, exit_code: i32, at: Duration) {
-        let Some(pod) = self.store.pod_with_uid(&r.key, &r.uid) else {
+    pub(crate) fn container_exit(&mut self, cx: &mut Ctx<'_>, r: ObjRef, exit_code: i32, at: Duration) {
+        let Some(pod) = cx.store.pod_with_uid(&r.key, &r.uid) else {
             return;
         };
         if !container_running(pod) {
@@ -425,7 +522,7 @@ impl State {
         }
         let node = node_of(pod).to_string();
         let deleting = pod.metadata.deletion_timestamp.is_some();
-        if self.park_unless_ready(
+        if self.park_unless_ready(cx, 
             &node,
             Action::ContainerExit {
                 pod: r.clone(),
@@ -435,29 +532,29 @@ impl State {
         ) {
             return;
         }
-        let log = match self.kubelets.containers.get_mut(&r.uid) {
+        let log = match self.containers.get_mut(&r.uid) {
             Some(c) => {
                 c.exited = true;
                 c.log.clone()
             }
             None => String::new(),
         };
-        self.terminate(&r.key, exit_code, at, &log);
+        self.terminate(cx, &r.key, exit_code, at, &log);
         if deleting {
             // Nothing runs any more: the kubelet finishes the deletion shortly.
-            self.sched
-                .at(self.now + self.timing.pod_cleanup, Action::Kill(r));
+            cx.timers
+                .at(cx.now + cx.timing.pod_cleanup, Action::Kill(r));
         }
     }
 
     /// Writes the container's termination: `terminated { exitCode, reason, message }`, pod
     /// phase `Succeeded` (exit 0) or `Failed`. The message is the tail of `log` for a failed
     /// container whose `terminationMessagePolicy` is `FallbackToLogsOnError`.
-    fn terminate(&mut self, key: &Key, exit_code: i32, at: Duration, log: &str) {
-        let Some(mut pod) = self.store.pods.get(key).cloned() else {
+    fn terminate(&mut self, cx: &mut Ctx<'_>, key: &Key, exit_code: i32, at: Duration, log: &str) {
+        let Some(mut pod) = cx.store.pods.get(key).cloned() else {
             return;
         };
-        let now = self.now;
+        let now = cx.now;
         let policy = (pod.spec.as_ref())
             .and_then(|s| s.containers.first())
             .and_then(|c| c.termination_message_policy.as_deref());
@@ -471,13 +568,16 @@ impl State {
             ("Failed", "Error")
         };
         status.phase = Some(phase.to_string());
-        status.conditions = Some(vec![
-            pod_condition("PodReadyToStartContainers", false, None, now),
-            pod_condition("Initialized", true, Some("PodCompleted"), now),
-            pod_condition("Ready", false, Some("PodCompleted"), now),
-            pod_condition("ContainersReady", false, Some("PodCompleted"), now),
-            pod_condition("PodScheduled", true, None, now),
-        ]);
+        set_kubelet_conditions(
+            status,
+            vec![
+                pod_condition("PodReadyToStartContainers", false, None, now),
+                pod_condition("Initialized", true, Some("PodCompleted"), now),
+                pod_condition("Ready", false, Some("PodCompleted"), now),
+                pod_condition("ContainersReady", false, Some("PodCompleted"), now),
+                pod_condition("PodScheduled", true, None, now),
+            ],
+        );
         if let Some(cs) = status
             .container_statuses
             .as_mut()
@@ -503,65 +603,20 @@ impl State {
                 ..ContainerState::default()
             });
         }
-        self.store.write_pod(pod);
+        cx.store.write_pod(pod);
     }
 
-    /// apiserver graceful deletion of a pod, and the kubelet's reaction: a pod that is
-    /// terminal or never bound to a node gets grace 0 (pod strategy `CheckGracefulDelete`)
-    /// and goes once its finalizers are gone; otherwise `deletionTimestamp` is now + the grace
-    /// period (`terminationGracePeriodSeconds`, 30s by default). The kubelet stops a running
-    /// container ([`Action::Stop`]: SIGTERM, or SIGKILL after the grace period for one that
-    /// ignores SIGTERM), and finishes promptly a pod whose container never started
-    /// ([`Action::Kill`]).
-    pub(crate) fn delete_pod(&mut self, key: &Key) {
-        let Some(mut pod) = self.store.pods.get(key).cloned() else {
-            return;
-        };
-        if pod.metadata.deletion_timestamp.is_some() {
-            return;
-        }
-        let now = self.now;
-        let unscheduled = node_of(&pod).is_empty();
-        let grace = if is_terminal(&pod) || unscheduled {
-            Duration::ZERO
-        } else {
-            let secs = pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.termination_grace_period_seconds);
-            secs.map_or(DEFAULT_GRACE_PERIOD, |s| {
-                Duration::from_secs(u64::try_from(s).unwrap_or(0))
-            })
-        };
-        pod.metadata.deletion_timestamp = Some(stamp(now + grace));
-        pod.metadata.deletion_grace_period_seconds =
-            Some(i64::try_from(grace.as_secs()).unwrap_or(i64::MAX));
-        let running = container_running(&pod);
-        let pod = self.store.write_pod(pod);
-        let uid = pod.metadata.uid.clone().unwrap_or_default();
-        if is_terminal(&pod) {
-            self.kubelets.confirmed.insert(uid);
-        } else if running {
-            let ignores = (self.kubelets.containers.get(&uid)).is_some_and(|c| c.ignore_sigterm);
-            let (after, exit_code) = termination::stop(grace, self.timing.kill_delay, ignores);
-            let pod = obj_ref(&pod.metadata);
-            self.sched.at(now + after, Action::Stop { pod, exit_code });
-        } else {
-            // For an unscheduled pod the pod garbage collector plays the kubelet's part: it
-            // marks the terminating pod Failed.
-            self.sched.at(
-                now + self.timing.pod_cleanup,
-                Action::Kill(obj_ref(&pod.metadata)),
-            );
-        }
+    /// What the running container of pod `uid` does on SIGTERM.
+    fn on_sigterm(&self, uid: &str) -> OnSigterm {
+        (self.containers.get(uid)).map_or(OnSigterm::Exit, |c| c.on_sigterm)
     }
 
     /// The running container of a deleted pod ends by the kubelet's signal with `exit_code`
     /// (143 for SIGTERM, 137 for SIGKILL; reason `Error`; a killed process printed nothing),
     /// reported at once; the kubelet finishes the pod
     /// [`Timing::pod_cleanup`](crate::Timing::pod_cleanup) later ([`Action::Kill`]).
-    pub(crate) fn stop(&mut self, r: ObjRef, exit_code: i32) {
-        let Some(pod) = self.store.pod_with_uid(&r.key, &r.uid) else {
+    pub(crate) fn stop(&mut self, cx: &mut Ctx<'_>, r: ObjRef, exit_code: i32) {
+        let Some(pod) = cx.store.pod_with_uid(&r.key, &r.uid) else {
             return;
         };
         if !container_running(pod) {
@@ -569,7 +624,7 @@ impl State {
             return;
         }
         let node = node_of(pod).to_string();
-        if self.park_unless_ready(
+        if self.park_unless_ready(cx, 
             &node,
             Action::Stop {
                 pod: r.clone(),
@@ -578,22 +633,22 @@ impl State {
         ) {
             return;
         }
-        if let Some(c) = self.kubelets.containers.get_mut(&r.uid) {
+        if let Some(c) = self.containers.get_mut(&r.uid) {
             c.exited = true;
             c.log.clear();
         }
-        self.terminate(&r.key, exit_code, self.now, "");
-        self.sched
-            .at(self.now + self.timing.pod_cleanup, Action::Kill(r));
+        self.terminate(cx, &r.key, exit_code, cx.now, "");
+        cx.timers
+            .at(cx.now + cx.timing.pod_cleanup, Action::Kill(r));
     }
 
     /// The kubelet finishes a deleted pod in which nothing runs: phase `Failed` for a pod
     /// whose container never started; then it confirms the removal.
-    pub(crate) fn kill(&mut self, r: ObjRef) {
-        let Some(pod) = self.store.pod_with_uid(&r.key, &r.uid).cloned() else {
+    pub(crate) fn kill(&mut self, cx: &mut Ctx<'_>, r: ObjRef) {
+        let Some(pod) = cx.store.pod_with_uid(&r.key, &r.uid).cloned() else {
             return;
         };
-        if self.park_unless_ready(node_of(&pod), Action::Kill(r.clone())) {
+        if self.park_unless_ready(cx, node_of(&pod), Action::Kill(r.clone())) {
             return;
         }
         if container_running(&pod) {
@@ -602,27 +657,26 @@ impl State {
         } else if !is_terminal(&pod) {
             let mut pod = pod;
             pod.status.get_or_insert_default().phase = Some("Failed".to_string());
-            self.store.write_pod(pod);
+            cx.store.write_pod(pod);
         }
-        self.kubelets.confirmed.insert(r.uid);
+        self.confirmed.insert(r.uid);
         // The confirmation is the kubelet's final DELETE (grace 0): the apiserver removes the
         // pod now if no finalizer holds it, even when nothing else was written.
-        self.sched.settle(self.now);
+        cx.timers.settle(cx.now);
     }
 
     /// apiserver: a pod with a deletionTimestamp whose removal the kubelet confirmed is removed
     /// once it has no finalizer left.
-    pub(crate) fn remove_finished_pods(&mut self) {
-        let done: Vec<(Key, String)> = (self.store.pods.values())
+    pub(crate) fn remove_finished_pods(&mut self, cx: &mut Ctx<'_>) {
+        let done: Vec<(Key, String)> = (cx.store.pods.values())
             .filter(|p| p.metadata.deletion_timestamp.is_some())
             .filter(|p| p.metadata.finalizers.as_ref().is_none_or(Vec::is_empty))
             .filter_map(|p| Some((key_of(&p.metadata), p.metadata.uid.clone()?)))
-            .filter(|(_, uid)| self.kubelets.confirmed.contains(uid))
+            .filter(|(_, uid)| self.confirmed.contains(uid))
             .collect();
         for (key, uid) in done {
-            self.store.remove_pod(&key);
-            self.kubelets.confirmed.remove(&uid);
-            self.kubelets.containers.remove(&uid);
+            cx.store.remove_pod(&key);
+            self.forget_container(&uid);
         }
     }
 
@@ -633,13 +687,14 @@ impl State {
     /// `limit_bytes`.
     pub(crate) fn pod_log(
         &self,
+        store: &Store,
         namespace: &str,
         pod_name: &str,
         container: &str,
         limit_bytes: u64,
     ) -> ApiResult<String> {
         let key = (namespace.to_string(), pod_name.to_string());
-        let pod = (self.store.pods.get(&key))
+        let pod = (store.pods.get(&key))
             .ok_or_else(|| ApiError::not_found(format!("pods \"{pod_name}\" not found")))?;
         let names: Vec<&str> = pod
             .spec
@@ -674,13 +729,13 @@ impl State {
             // host assigned" of exec, attach and port-forward).
             return Ok(String::new());
         }
-        let node = self.store.nodes.get(node_name).ok_or_else(|| {
+        let node = store.nodes.get(node_name).ok_or_else(|| {
             // The Node is read through the node registry with the request's context, whose
             // RequestInfo names the resource `pods` (generic registry `Store.Get` with
             // `qualifiedResourceFromContext`): a missing node reads `pods "<node>" not found`.
             ApiError::not_found(format!("pods \"{node_name}\" not found"))
         })?;
-        if self.kubelets.script(node_name).log_unreachable {
+        if self.script(node_name).log_endpoint == LogEndpoint::Unreachable {
             let ip = internal_ip(node).unwrap_or_default();
             let port = kubelet_port(node);
             // The URL `LogLocation` builds: the node's kubelet port, `limitBytes` as the query.
@@ -708,7 +763,7 @@ impl State {
             )));
         }
         let uid = pod.metadata.uid.as_deref().unwrap_or_default();
-        let log = match self.kubelets.containers.get(uid) {
+        let log = match self.containers.get(uid) {
             Some(c) if c.exited => c.log.as_str(),
             _ => "",
         };

@@ -1,19 +1,23 @@
-//! An in-memory **model of Kubernetes** that implements nodejob's [`JobApi`] and [`Clock`]:
-//! an apiserver store with resourceVersions, UIDs, preconditions and watches; a Job
-//! controller; a garbage collector; and a scriptable kubelet per node, all running in tokio's
-//! virtual time. It is not a mock of expected calls: tests drive it through the same verbs a
-//! real cluster serves and observe the same kinds of answers, so a test that passes here
-//! exercises behaviour a real cluster has.
+//! An in-memory **model of Kubernetes** that implements nodejob's API traits ([`JobApi`],
+//! [`NodeApi`], [`PodApi`], [`LeaseApi`]) and [`Clock`]: an apiserver store with
+//! resourceVersions, UIDs, preconditions, watches, PodSecurity admission and the eviction
+//! subresource; a Job controller; a garbage collector; Deployment, ReplicaSet and DaemonSet
+//! controllers; a scheduler; the disruption controller; and a scriptable kubelet per node, all
+//! running in tokio's virtual time. It is not a mock of expected calls: tests drive it through
+//! the same verbs a real cluster serves and observe the same kinds of answers, so a test that
+//! passes here exercises behaviour a real cluster has.
 //!
 //! It does **not** talk to a cluster, read the wall clock or draw OS randomness: a run is a
 //! function of its seed, its [`Timing`] and the calls made.
 //!
 //! ```text
-//!   JobApi call ──▶ record ─▶ hook ─▶ faults ─▶ apiserver store ──▶ watch history ──▶ wait_*
-//!                                                  ▲      │
+//!   API call ──▶ record ─▶ hook ─▶ faults ─▶ apiserver store ──▶ watch history ──▶ wait_*
+//!   (actor methods write here too) ─────────────▶  ▲      │
 //!                     driver task (virtual time)   │      ▼ settle after every write
-//!           timers: pod creation, container start/exit, stop, kill, deadline, terminal condition
-//!           level-triggered: Job controller sync, garbage collector, pod removal
+//!           timers: pod creation, container start/exit, stop, kill, deadline, terminal
+//!                   condition, a workload's pod creation, a disrupted pod's expiry
+//!           level-triggered: Job controller, workload controllers, scheduler, disruption
+//!                   controller, pod removal, garbage collector
 //! ```
 //!
 //! ```
@@ -79,11 +83,13 @@
 //!
 //! The modelled components run on one driver task spawned by [`FakeCluster::new`]: a step due
 //! at virtual time `t` is applied when that task runs at `t`, so a test that sleeps until
-//! exactly `t` may look before it. Wait for the change (`wait_job`, `wait_node`) or sleep past
-//! `t`. Every step happens under one lock, and waiters are woken after each write.
+//! exactly `t` may look before it. Wait for the change (`wait_job`, `wait_node`, `wait_pod`)
+//! or sleep past `t`. Every step happens under one lock, and waiters are woken after each write.
 //!
 //! # Apiserver
-//! - Namespaces `default` and `kube-system` exist; [`FakeCluster::add_namespace`] adds one.
+//! - Namespaces `default` and `kube-system` exist; [`FakeCluster::add_namespace`] adds one
+//!   (with the `kubernetes.io/metadata.name` label), [`FakeCluster::label_namespace`] labels
+//!   one.
 //! - One global resourceVersion counter (decimal), bumped by every write of any object
 //!   (Events included); UIDs are version-4-shaped and drawn from the seed.
 //! - `create_job`: 404 for a missing namespace; 422 (name a DNS-1123 subdomain, every label
@@ -106,11 +112,63 @@
 //!   dial tcp <ip>:<port>: connect: connection refused` when the node's kubelet is scripted
 //!   unreachable (the port from the Node's `daemonEndpoints`, 10250); 400 for a container not
 //!   started; else the log cut to `limit_bytes`.
-//! - `wait_job` / `wait_node` replay a per-name history of ADDED/MODIFIED
+//! - `wait_job` / `wait_node` / `wait_pod` replay a per-name history of ADDED/MODIFIED
 //!   ([`Change::Applied`]) and DELETED ([`Change::Deleted`], last state) events: the first
 //!   after `since` (after the call when `None`; `"0"` or `""` start with the current object),
-//!   else [`Change::TimedOut`] after the timeout. A Job deleted and recreated since is reported
-//!   deleted first.
+//!   else [`Change::TimedOut`] after the timeout. An object deleted and recreated since is
+//!   reported deleted first.
+//! - Nodes: `get_node` (404 `nodes "NAME" not found`); `list_nodes` with the same selector
+//!   syntax as `list_pods`, in name order; `patch_node` applies its [`NodeChange`]s to the node
+//!   as stored unless its resourceVersion differs from the one given (409 `Operation cannot be
+//!   fulfilled on nodes "NAME": the object has been modified; please apply your changes to the
+//!   latest version and try again`), in one write that watchers see; a patch that changes
+//!   nothing writes nothing. A node carries `kubernetes.io/hostname`, `kubernetes.io/os`, an
+//!   `InternalIP`, and `status.nodeInfo` with `kubeletVersion`
+//!   ([`DEFAULT_KUBELET_VERSION`] until [`FakeCluster::set_kubelet_version`]) and a `bootID`
+//!   ([`FakeCluster::reboot_node`] draws a new one). [`FakeCluster::label_node`] sets labels
+//!   such as [`labels::CONTROL_PLANE`] and [`labels::ZONE`].
+//! - Pods: `list_node_pods` (every namespace, `(namespace, name)` order), `get_pod` (404 `pods
+//!   "NAME" not found`). [`FakeCluster::create_pod_now`] creates one as an administrator would
+//!   (422, 404 namespace, 403 admission, 409). Deletion (`pkg/registry/core/pod/strategy.go`
+//!   `CheckGracefulDelete`, `rest.BeforeDelete`): the grace period is the one asked for, else
+//!   the pod's `terminationGracePeriodSeconds` (30s), 0 for a pod ended or never bound;
+//!   `deletionTimestamp` is the deletion time plus it; with 0 and no finalizer the pod goes at
+//!   once; a pod already being deleted only takes a shorter grace period.
+//! - PodSecurity admission per namespace (its `pod-security.kubernetes.io/enforce` label,
+//!   [`labels::POD_SECURITY_ENFORCE`]): at `baseline` or `restricted` a pod that fails a check
+//!   is refused with the plugin's message, e.g. `pods "NAME" is forbidden: violates
+//!   PodSecurity "baseline:latest": host namespaces (hostNetwork=true, hostPID=true),
+//!   privileged (container "run" must not set securityContext.privileged=true)`; a
+//!   controller's creation becomes a `FailedCreate` Warning Event and a retry.
+//!   [`NodeScript::refuse_pods`] still refuses every pod bound to one node, for any other
+//!   admission plugin.
+//! - `evict_pod` (`pkg/registry/core/pod/storage/eviction.go`): 404 is
+//!   [`Eviction::Gone`]. A pod ended, Pending or being deleted is deleted without a look at
+//!   budgets. Else the budgets of its namespace whose (non-empty) selector matches it: none,
+//!   deleted; more than one, 500 `This pod has more than one PodDisruptionBudget, which the
+//!   eviction subresource does not support.`; one not yet synced (`observedGeneration` behind),
+//!   or with `disruptionsAllowed` 0, [`Eviction::Blocked`] with the message and its cause as
+//!   one string (`Cannot evict pod as it would violate the pod's disruption budget. The
+//!   disruption budget NAME needs 2 healthy pods and has 2 currently`); an unready pod is
+//!   deleted without using the budget when the budget is healthy (`currentHealthy >=
+//!   desiredHealthy > 0`) or its `unhealthyPodEvictionPolicy` is `AlwaysAllow`; else
+//!   `disruptionsAllowed` is decremented and the pod recorded in `disruptedPods` (one budget
+//!   write) and the pod deleted: a `DisruptionTarget` condition (`EvictionByEvictionAPI`),
+//!   then a graceful delete with the eviction's grace period. The UID precondition is checked
+//!   by that delete, last, so a budget decremented stays so (409 `Operation cannot be
+//!   fulfilled on Pod "NAME": the UID in the precondition (X) does not match the UID in record
+//!   (Y). The object might have been deleted and then recreated`; on a dry run, the storage
+//!   precondition's `Operation cannot be fulfilled on pods "NAME": Precondition failed: UID in
+//!   precondition: X, UID in object meta: Y`). [`DryRun::All`] answers the same and writes
+//!   nothing.
+//! - Leases (`coordination.k8s.io/v1`): `create_lease` (404 namespace, 422 name or spec, 409
+//!   `leases.coordination.k8s.io "NAME" already exists`), `get_lease` (404), `replace_lease`:
+//!   its resourceVersion must be given (422 `... metadata.resourceVersion: Invalid value: 0x0:
+//!   must be specified for an update`) and current (409 `Operation cannot be fulfilled on
+//!   leases.coordination.k8s.io "NAME": the object has been modified; please apply your
+//!   changes to the latest version and try again`); the UID may not change; a PUT of a Lease
+//!   that does not exist creates it (the Lease strategy's `AllowCreateOnUpdate`); an update
+//!   that changes nothing writes nothing.
 //!
 //! # Job controller
 //! Per Job, with the default [`Timing`] (all delays configurable):
@@ -142,14 +200,46 @@
 //! the finalizer counts as failed (`isPodFailed`, unless `podReplacementPolicy: Failed` or a
 //! `podFailurePolicy` is set).
 //!
+//! # Workloads and disruption
+//! Administrators' objects, created with actor methods ([`FakeCluster::create_deployment_now`],
+//! [`FakeCluster::create_replica_set_now`], [`FakeCluster::create_daemon_set_now`],
+//! [`FakeCluster::create_pod_now`], [`FakeCluster::create_budget_now`]):
+//!
+//! ```text
+//!  t+0       Deployment created; its controller creates ReplicaSet <name>-<pod-template-hash>
+//!  +200ms    the ReplicaSet creates its missing pods <rs>-xxxxx (controller ownerReference
+//!            kind ReplicaSet); the scheduler binds each to the schedulable, Ready node matching
+//!            its nodeSelector with the fewest of its siblings
+//!  +1s       kubelet: Running, Ready; the budgets over them are recomputed
+//!  evicted   deletionTimestamp: the ReplicaSet counts it gone and creates a replacement 200ms
+//!            later on another node; the old container ends on SIGTERM; the budget recovers
+//!            once the replacement is Ready
+//! ```
+//!
+//! A DaemonSet keeps a pod bound to each node its `nodeSelector` matches, cordoned and NotReady
+//! ones included. Bare Pods (no controller), mirror Pods (annotation
+//! `kubernetes.io/config.mirror`) and Pods with `emptyDir` volumes are stored and run as given;
+//! nothing replaces them. The disruption controller (`pkg/controller/disruption/disruption.go`)
+//! writes each budget's `currentHealthy` (Ready, not being deleted, not in `disruptedPods`),
+//! `desiredHealthy`, `expectedPods` (the pods matched for an integer `minAvailable`, else the
+//! scale of their ReplicaSet or Deployment), `disruptionsAllowed`, `observedGeneration` and the
+//! `DisruptionAllowed` condition whenever a pod or budget changes; `disruptedPods` entries
+//! expire after 2 minutes; a budget over pods without a scale (a DaemonSet's, a Job's) fails to
+//! sync (`SyncFailed`) and allows nothing.
+//!
 //! # Kubelet and the argv vocabulary
-//! Each node's kubelet follows its [`NodeScript`] (exit code, log, run time, never start,
-//! refuse pod creation, log endpoint unreachable, ignore SIGTERM) and, where they speak, the
-//! directives in the container's argv (`command` then `args`), which win over the script:
+//! Each node's kubelet follows its [`NodeScript`] (exit code, log, run time, whether
+//! containers start, a per-node admission refusal, whether logs are reachable, what SIGTERM
+//! does) and, where they speak, the directives in the container's argv (`command` then
+//! `args`), which win over the script. A container plays a host program (it runs, prints and
+//! exits on its own) when a Job controls its pod or its argv has an `exit`, `log` or `run`
+//! directive; any other (a Deployment's, a DaemonSet's, a bare pod's) is a workload that runs,
+//! Ready, until its pod is deleted ([`host::is_host_program`]). The directives:
 //!
 //! - `nodejob-test:exit=N`: exit status `N` (modulo 256);
 //! - `nodejob-test:log=TEXT`: prints `TEXT` and a newline; one element per line;
 //! - `nodejob-test:run=SECONDS`: runs that many whole seconds;
+//! - `nodejob-test:sigterm=ignore`: traps SIGTERM and runs until the SIGKILL;
 //! - any other element is ignored.
 //!
 //! [`host`] documents the vocabulary exactly and builds the elements ([`host::exit`],
@@ -162,18 +252,18 @@
 //! on exit 0 (no program writes its `terminationMessagePath` file).
 //!
 //! On a pod's deletion the kubelet sends its running container SIGTERM: a program that does not
-//! trap it (the default, like the host programs the runner execs) ends
-//! [`Timing::kill_delay`] later with exit 143, reason `Error`, having printed nothing. One whose
-//! script says [`ignore_sigterm`](NodeScript::ignore_sigterm) runs until the SIGKILL at the end
-//! of the grace period (the pod's `terminationGracePeriodSeconds`, else 30s; at least 1s): exit
-//! 137, reason `Error`.
+//! trap it (the default, like the host programs the runner execs and most servers) ends
+//! [`Timing::kill_delay`] later with exit 143, reason `Error`, having printed nothing. One that
+//! ignores it ([`OnSigterm::Ignore`], by its node's script or its argv) runs until the SIGKILL
+//! at the end of the grace period (the deletion's, else the pod's
+//! `terminationGracePeriodSeconds`, else 30s; at least 1s): exit 137, reason `Error`. The pod
+//! (phase `Failed`) goes [`Timing::pod_cleanup`] after its container ended.
 //!
 //! # Faults, hooks, record
-//! Every [`JobApi`] call is recorded ([`FakeCluster::calls`], [`FakeCluster::count`]), then
-//! runs the hook armed for its verb ([`FakeCluster::before`]), then consults the faults
-//! ([`FakeCluster::fail`], [`FakeCluster::fail_randomly`]), then is served. Actor methods
-//! ([`FakeCluster::create_job_now`], [`FakeCluster::delete_job_now`],
-//! [`FakeCluster::replace_job_now`], [`FakeCluster::touch_job_now`]) write through the same
+//! Every call of the four API traits is recorded ([`FakeCluster::calls`],
+//! [`FakeCluster::count`]), then runs the hook armed for its verb ([`FakeCluster::before`]),
+//! then consults the faults ([`FakeCluster::fail`], [`FakeCluster::fail_randomly`]), then is
+//! served. Actor methods (`*_now`, the node and namespace setters) write through the same
 //! store logic and are neither recorded nor faulted.
 //!
 //! # Not modelled
@@ -181,44 +271,68 @@
 //!   failed pod (every Job behaves as `backoffLimit: 0`), `podFailurePolicy`, `successPolicy`,
 //!   `ttlSecondsAfterFinished`; `restartPolicy: OnFailure` behaves as `Never`.
 //! - Defaulting of unset Job fields (`backoffLimit: 6`, `completions`, ...): they stay unset.
-//! - A scheduler (a pod without `nodeName` stays Pending), node pressure, eviction, taints,
-//!   the node lifecycle controller (pods on a NotReady node are not marked NotReady) and the
-//!   pod garbage collector of pods bound to deleted nodes.
+//! - Of the scheduler: resources, affinities other than `nodeSelector`, taints other than
+//!   cordons and NotReady nodes, topology spread, preemption, its Events. Node pressure, the
+//!   node lifecycle controller (pods on a NotReady node are neither marked NotReady nor
+//!   evicted) and the pod garbage collector of pods bound to deleted nodes.
+//! - Of workloads: scaling down, rollouts, `minReadySeconds`, StatefulSets and
+//!   ReplicationControllers, adoption and orphaning; readiness probes (a workload is Ready as
+//!   its container starts); the kubelet recreating a deleted mirror Pod; the `emptyDir` data.
+//! - Of the disruption controller: its Events; of the eviction subresource: its retries on
+//!   conflicts and the `Retry-After` of its 429s. Of PodSecurity: checks other than host
+//!   namespaces, host ports, privileged, hostPath volumes (`baseline`) and
+//!   allowPrivilegeEscalation, capabilities, volume types, runAsNonRoot, seccompProfile
+//!   (`restricted`); exemptions; the `audit` and `warn` modes.
+//! - Update verbs for Deployments, DaemonSets and budgets; deleting them.
 //! - Containers other than a pod's first; container restarts; a program that traps SIGTERM and
 //!   exits on its own terms (it either ends at once or ignores the signal); `preStop` hooks;
 //!   logs of a running container; a `terminationMessagePath` file (a termination message comes
 //!   only from the log, for `FallbackToLogsOnError`).
 //! - The intermediate `uncountedTerminatedPods` write: a finished pod is counted in the same
 //!   status update that records it.
-//! - Watch expiry (410 Gone): the whole history is kept; watches of Pods and Events.
+//! - Watch expiry (410 Gone): the whole history is kept; watches of Events.
 //! - Event aggregation beyond identical events (`count` bumps); the `events.k8s.io` API.
-//! - Update and patch verbs other than the actor methods; resuming a suspended Job.
+//! - Update and patch verbs other than `patch_node`, `replace_lease` and the actor methods;
+//!   resuming a suspended Job.
 
+mod actors;
+mod admission;
 mod api;
+mod budget;
 mod cluster;
 mod controller;
+mod ctx;
+mod disruption;
+mod eviction;
 mod faults;
 mod hooks;
 pub mod host;
 mod kubelet;
+pub mod labels;
 mod record;
+mod registry;
 mod rng;
 mod scheduler;
 mod selector;
 mod state;
 mod store;
 pub mod termination;
+mod timers;
 mod timing;
 mod validation;
 mod verb;
 mod watch;
+mod workloads;
 
 pub use cluster::{Config, FakeCluster};
 pub use faults::Times;
-pub use kubelet::NodeScript;
+pub use kubelet::{ContainerStart, DEFAULT_KUBELET_VERSION, LogEndpoint, NodeScript};
 pub use record::Call;
+pub use termination::OnSigterm;
 pub use timing::{EPOCH_SECONDS, Timing};
 pub use verb::{Verb, Verbs};
 
 #[doc(no_inline)]
-pub use nodejob_core::{Change, Clock, JobApi};
+pub use nodejob_core::{
+    Change, Clock, DryRun, Eviction, JobApi, LeaseApi, NodeApi, NodeChange, PodApi,
+};

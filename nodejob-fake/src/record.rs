@@ -1,5 +1,5 @@
-//! [`Call`]: one API call served through the [`JobApi`](nodejob_core::JobApi) impl, as the
-//! fake's call record keeps it.
+//! [`Call`]: one API call served through the API traits' impls, as the fake's call record
+//! keeps it.
 
 use std::time::Duration;
 
@@ -8,19 +8,22 @@ use nodejob_core::ErrorKind;
 
 use crate::Verb;
 
-/// One call served through the [`JobApi`](nodejob_core::JobApi) impl (actor methods such as
+/// One call served through the API traits' impls (actor methods such as
 /// [`FakeCluster::delete_job_now`](crate::FakeCluster::delete_job_now) are not recorded).
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct Call {
     /// The verb.
     pub verb: Verb,
-    /// The namespace (empty for Nodes).
+    /// The namespace (empty for Nodes and for [`Verb::ListNodePods`]).
     pub namespace: String,
-    /// What the call names: the Job (or its `generateName`), Pod or Node name; for
-    /// [`Verb::ListPods`] the label selector, for [`Verb::ListEvents`] the involved UID.
+    /// What the call names: the Job (or its `generateName`), Pod, Node or Lease name; for
+    /// [`Verb::ListPods`] and [`Verb::ListNodes`] the label selector, for
+    /// [`Verb::ListEvents`] the involved UID, for [`Verb::ListNodePods`] the node.
     pub name: String,
-    /// The preconditions of a [`Verb::DeleteJob`], if any.
+    /// The preconditions the call carries: those of a [`Verb::DeleteJob`], if any; the UID of
+    /// a [`Verb::EvictPod`]; the resourceVersion of a [`Verb::PatchNode`] or
+    /// [`Verb::ReplaceLease`].
     pub preconditions: Option<Preconditions>,
     /// Virtual time when the call began (see [`FakeCluster`](crate::FakeCluster)'s clock).
     pub at: Duration,

@@ -1,110 +1,198 @@
-//! The timer queue of the modelled cluster: what the controllers and kubelets will do, and
-//! when, in virtual time. One driver task pops due entries in `(time, sequence)` order, so a
-//! run is deterministic.
+//! kube-scheduler, as far as placing a workload's pod needs it: binds each pod that has no
+//! `nodeName` to a feasible node, or marks it unschedulable.
+//!
+//! A node is feasible (the default profile's filters, in order, the first that fails naming
+//! the node's reason) when it is schedulable (`NodeUnschedulable`: not cordoned, unless the pod
+//! tolerates `node.kubernetes.io/unschedulable`), Ready (`TaintToleration`: a NotReady node
+//! carries the `node.kubernetes.io/not-ready:NoSchedule` taint the node lifecycle controller
+//! puts on it), and has every label of the pod's `nodeSelector` (`NodeAffinity`). Among the
+//! feasible nodes it picks the one with the fewest live pods of the pod's controller, then the
+//! fewest live pods, then the first by name: the spreading the default scoring does, made
+//! deterministic. A bound pod gets `PodScheduled` `True` and its kubelet starts it
+//! [`Timing::container_start`](crate::Timing::container_start) later. A pod that fits nowhere
+//! stays Pending with `PodScheduled` `False` `Unschedulable` and the scheduler's message
+//! (`FitError.Error` in `pkg/scheduler/framework/types.go`), e.g.
+//! `0/3 nodes are available: 1 node(s) were unschedulable, 2 node(s) didn't match Pod's node
+//! affinity/selector. preemption: 0/3 nodes are available: 3 Preemption is not helpful for
+//! scheduling.`; it is placed as soon as a node fits.
+//!
+//! Not modelled: resources, affinity other than `nodeSelector`, taints other than those two,
+//! topology spread constraints, preemption, scheduler names, the `FailedScheduling` Events.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::time::Duration;
 
-use crate::hooks::Hook;
-use crate::store::Key;
+use k8s_openapi::api::core::v1::{Node, Pod, PodCondition};
 
-/// An object as a timer names it: by key and UID, so a timer never acts on a replacement of
-/// the same name.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct ObjRef {
-    pub(crate) key: Key,
-    pub(crate) uid: String,
+use crate::store::{Key, Store, controller_of, key_of, node_is_ready, pod_is_terminal};
+use crate::timers::{Action, ObjRef, Timers};
+use crate::timing::stamp;
+
+/// The taint key a cordoned node carries.
+const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
+
+/// Why a node does not fit a pod.
+fn misfit(node: &Node, pod: &Pod) -> Option<&'static str> {
+    let spec = pod.spec.clone().unwrap_or_default();
+    let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
+    let tolerates = |key: &str| {
+        (spec.tolerations.iter().flatten()).any(|t| {
+            let key_matches = t.key.as_deref() == Some(key)
+                || (t.key.as_deref().unwrap_or_default().is_empty()
+                    && t.operator.as_deref() == Some("Exists"));
+            let effect = t.effect.as_deref().unwrap_or_default();
+            key_matches && (effect.is_empty() || effect == "NoSchedule")
+        })
+    };
+    if cordoned && !tolerates(UNSCHEDULABLE_TAINT) {
+        return Some("node(s) were unschedulable");
+    }
+    if !node_is_ready(node) && !tolerates("node.kubernetes.io/not-ready") {
+        return Some("node(s) had untolerated taint {node.kubernetes.io/not-ready: }");
+    }
+    let labels = node.metadata.labels.as_ref();
+    let selected = (spec.node_selector.iter().flatten())
+        .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v));
+    if !selected {
+        return Some("node(s) didn't match Pod's node affinity/selector");
+    }
+    None
 }
 
-/// A step of a controller or kubelet, due at a virtual time.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Action {
-    /// Let the level-triggered controllers (Job controller, garbage collector, kubelet cleanup)
-    /// react to writes.
-    Settle,
-    /// The Job controller syncs a Job that has no pod yet: sets `startTime`, creates the pod.
-    CreatePod(ObjRef),
-    /// `activeDeadlineSeconds` of a Job has passed.
-    Deadline(ObjRef),
-    /// The Job controller adds the terminal condition after the interim one.
-    Finish(ObjRef),
-    /// The kubelet starts a pod's container.
-    StartContainer(ObjRef),
-    /// A pod's container exits on its own with `exit_code`, at `at`.
-    ContainerExit {
-        pod: ObjRef,
-        exit_code: i32,
-        at: Duration,
-    },
-    /// A deleted pod's running container ends by a signal of the kubelet: SIGTERM (exit 143)
-    /// or, for a container that ignores it, SIGKILL at the end of the grace period (exit 137).
-    Stop { pod: ObjRef, exit_code: i32 },
-    /// The kubelet finishes a deleted pod in which nothing runs: marks a pod that never started
-    /// Failed, and confirms the removal.
-    Kill(ObjRef),
+/// Whether the scheduler places `pod`: it is not bound, not ended, not being deleted.
+fn unbound(pod: &Pod) -> bool {
+    let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+    node.is_none_or(str::is_empty)
+        && !pod_is_terminal(pod)
+        && pod.metadata.deletion_timestamp.is_none()
 }
 
-/// A due entry: a modelled step, or a test's closure.
-pub(crate) enum Task {
-    Action(Action),
-    User(Hook),
+/// Live (not ended, not being deleted) pods bound to `node`, and those of them `controller`
+/// controls.
+fn load(store: &Store, node: &str, controller: Option<&str>) -> (usize, usize) {
+    let live = store
+        .pods
+        .values()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+        .filter(|p| !pod_is_terminal(p) && p.metadata.deletion_timestamp.is_none());
+    let (mut siblings, mut all) = (0, 0);
+    for pod in live {
+        all += 1;
+        let owner = controller_of(&pod.metadata).map(|o| o.uid.as_str());
+        if controller.is_some() && owner == controller {
+            siblings += 1;
+        }
+    }
+    (siblings, all)
 }
 
-impl fmt::Debug for Task {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Task::Action(a) => a.fmt(f),
-            Task::User(_) => f.write_str("User(..)"),
+/// The `PodScheduled` condition, `True` or `False` with the reason and message.
+fn scheduled(failure: Option<&str>, now: Duration) -> PodCondition {
+    PodCondition {
+        type_: "PodScheduled".to_string(),
+        status: if failure.is_some() { "False" } else { "True" }.to_string(),
+        reason: failure.map(|_| "Unschedulable".to_string()),
+        message: failure.map(str::to_string),
+        last_transition_time: Some(stamp(now)),
+        ..PodCondition::default()
+    }
+}
+
+/// The scheduler's message when no node fits: the reasons counted over the nodes.
+fn fit_error(reasons: &[&str]) -> String {
+    if reasons.is_empty() {
+        return "no nodes available to schedule pods".to_string();
+    }
+    let n = reasons.len();
+    let mut histogram: BTreeMap<&str, usize> = BTreeMap::new();
+    for reason in reasons {
+        *histogram.entry(reason).or_default() += 1;
+    }
+    let mut counted: Vec<String> = histogram
+        .iter()
+        .map(|(reason, count)| format!("{count} {reason}"))
+        .collect();
+    counted.sort();
+    format!(
+        "0/{n} nodes are available: {}. preemption: 0/{n} nodes are available: {n} Preemption is not helpful for scheduling.",
+        counted.join(", ")
+    )
+}
+
+/// Places every unbound pod (a write per pod bound, or per change of an unschedulable pod's
+/// condition); the kubelet starts a bound pod `start_after` later.
+pub(crate) fn bind(store: &mut Store, timers: &mut Timers, now: Duration, start_after: Duration) {
+    let pending: Vec<Key> = (store.pods.values())
+        .filter(|p| unbound(p))
+        .map(|p| key_of(&p.metadata))
+        .collect();
+    for key in pending {
+        let Some(mut pod) = store.pods.get(&key).cloned() else {
+            continue;
+        };
+        let controller = controller_of(&pod.metadata).map(|o| o.uid.clone());
+        let mut reasons = Vec::new();
+        let mut best: Option<((usize, usize), String)> = None;
+        for (name, node) in &store.nodes {
+            match misfit(node, &pod) {
+                Some(reason) => reasons.push(reason),
+                None => {
+                    let rank = load(store, name, controller.as_deref());
+                    if best.as_ref().is_none_or(|(r, _)| rank < *r) {
+                        best = Some((rank, name.clone()));
+                    }
+                }
+            }
+        }
+        let status = pod.status.get_or_insert_default();
+        let conditions = status.conditions.get_or_insert_default();
+        let previous = conditions.iter().position(|c| c.type_ == "PodScheduled");
+        match best {
+            Some((_, node)) => {
+                if let Some(i) = previous {
+                    conditions.remove(i);
+                }
+                conditions.push(scheduled(None, now));
+                pod.spec.get_or_insert_default().node_name = Some(node);
+                let pod = store.write_pod(pod);
+                timers.at(
+                    now + start_after,
+                    Action::StartContainer(ObjRef::of(&pod.metadata)),
+                );
+            }
+            None => {
+                let message = fit_error(&reasons);
+                let same = previous.is_some_and(|i| {
+                    conditions[i].status == "False"
+                        && conditions[i].message.as_deref() == Some(message.as_str())
+                });
+                if same {
+                    continue;
+                }
+                if let Some(i) = previous {
+                    conditions.remove(i);
+                }
+                conditions.push(scheduled(Some(&message), now));
+                store.write_pod(pod);
+            }
         }
     }
 }
 
-/// Entries by `(due time, insertion sequence)`.
-#[derive(Debug, Default)]
-pub(crate) struct Scheduler {
-    queue: BTreeMap<(Duration, u64), Task>,
-    seq: u64,
-    settle_pending: bool,
-    changed: bool,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl Scheduler {
-    pub(crate) fn at(&mut self, at: Duration, action: Action) {
-        self.push(at, Task::Action(action));
-    }
-
-    pub(crate) fn push(&mut self, at: Duration, task: Task) {
-        self.seq += 1;
-        self.queue.insert((at, self.seq), task);
-        self.changed = true;
-    }
-
-    /// Asks for one [`Action::Settle`] at `now` unless one is already pending.
-    pub(crate) fn settle(&mut self, now: Duration) {
-        if !self.settle_pending {
-            self.settle_pending = true;
-            self.at(now, Action::Settle);
-        }
-    }
-
-    /// The earliest entry due at or before `now`.
-    pub(crate) fn pop_due(&mut self, now: Duration) -> Option<Task> {
-        let entry = self.queue.first_entry().filter(|e| e.key().0 <= now)?;
-        let task = entry.remove();
-        if matches!(task, Task::Action(Action::Settle)) {
-            self.settle_pending = false;
-        }
-        Some(task)
-    }
-
-    /// When the earliest entry is due.
-    pub(crate) fn next_due(&self) -> Option<Duration> {
-        self.queue.first_key_value().map(|((at, _), _)| *at)
-    }
-
-    /// Whether an entry was added since the last call (the driver must recompute its sleep).
-    pub(crate) fn take_changed(&mut self) -> bool {
-        std::mem::take(&mut self.changed)
+    #[test]
+    fn messages() {
+        assert_eq!(fit_error(&[]), "no nodes available to schedule pods");
+        assert_eq!(
+            fit_error(&[
+                "node(s) didn't match Pod's node affinity/selector",
+                "node(s) were unschedulable",
+                "node(s) didn't match Pod's node affinity/selector",
+            ]),
+            "0/3 nodes are available: 1 node(s) were unschedulable, 2 node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+        );
     }
 }

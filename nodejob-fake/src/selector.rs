@@ -1,8 +1,51 @@
-//! Label selectors as `LIST ?labelSelector=` takes them, equality-based only.
+//! Label selectors: the string form `LIST ?labelSelector=` takes (equality-based only), and
+//! the structured `LabelSelector` of workloads and PodDisruptionBudgets.
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use nodejob_core::ApiError;
+
+/// Matching with a structured `LabelSelector` (`metav1.LabelSelectorAsSelector`).
+pub(crate) trait LabelSelectorExt {
+    /// Whether `labels` satisfy every `matchLabels` pair and `matchExpressions` requirement
+    /// (`In`, `NotIn`, `Exists`, `DoesNotExist`); the empty selector matches everything, an
+    /// invalid one (an unknown operator) nothing.
+    fn matches(&self, labels: Option<&BTreeMap<String, String>>) -> bool;
+
+    /// Whether it has neither `matchLabels` nor `matchExpressions`.
+    fn is_empty(&self) -> bool;
+
+    /// [`matches`](Self::matches), except that the empty selector matches nothing (the
+    /// eviction subresource's rule for a budget's selector).
+    fn matches_non_empty(&self, labels: Option<&BTreeMap<String, String>>) -> bool {
+        !self.is_empty() && self.matches(labels)
+    }
+}
+
+impl LabelSelectorExt for LabelSelector {
+    fn matches(&self, labels: Option<&BTreeMap<String, String>>) -> bool {
+        let get = |k: &str| labels.and_then(|l| l.get(k));
+        let pairs = (self.match_labels.iter().flatten()).all(|(k, v)| get(k) == Some(v));
+        let expressions = (self.match_expressions.iter().flatten()).all(|e| {
+            let values = e.values.as_deref().unwrap_or_default();
+            let value = get(&e.key);
+            match e.operator.as_str() {
+                "In" => value.is_some_and(|v| values.contains(v)),
+                "NotIn" => value.is_none_or(|v| !values.contains(v)),
+                "Exists" => value.is_some(),
+                "DoesNotExist" => value.is_none(),
+                _ => false,
+            }
+        });
+        pairs && expressions
+    }
+
+    fn is_empty(&self) -> bool {
+        self.match_labels.as_ref().is_none_or(BTreeMap::is_empty)
+            && self.match_expressions.as_ref().is_none_or(Vec::is_empty)
+    }
+}
 
 /// One requirement of an equality-based selector.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -90,6 +133,49 @@ mod tests {
         assert!(Selector::parse("a!=2,c!=1,a,!c")?.matches(Some(&l)));
         assert!(!Selector::parse("a")?.matches(None));
         Ok(())
+    }
+
+    #[test]
+    fn structured() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+        let l = labels(&[("app", "web"), ("tier", "front")]);
+        let requirement = |key: &str, operator: &str, values: &[&str]| LabelSelectorRequirement {
+            key: key.into(),
+            operator: operator.into(),
+            values: Some(values.iter().map(|v| v.to_string()).collect()),
+        };
+        let selector =
+            |pairs: &[(&str, &str)], exprs: Vec<LabelSelectorRequirement>| LabelSelector {
+                match_labels: Some(labels(pairs)),
+                match_expressions: Some(exprs),
+            };
+        let empty = LabelSelector::default();
+        assert!(empty.matches(Some(&l)) && !empty.matches_non_empty(Some(&l)));
+        let table = [
+            (selector(&[("app", "web")], vec![]), true),
+            (selector(&[("app", "db")], vec![]), false),
+            (
+                selector(&[], vec![requirement("tier", "In", &["front", "x"])]),
+                true,
+            ),
+            (
+                selector(&[], vec![requirement("tier", "NotIn", &["front"])]),
+                false,
+            ),
+            (
+                selector(&[], vec![requirement("zone", "NotIn", &["a"])]),
+                true,
+            ),
+            (selector(&[], vec![requirement("app", "Exists", &[])]), true),
+            (
+                selector(&[], vec![requirement("app", "DoesNotExist", &[])]),
+                false,
+            ),
+            (selector(&[], vec![requirement("app", "Bogus", &[])]), false),
+        ];
+        for (selector, want) in table {
+            assert_eq!(selector.matches_non_empty(Some(&l)), want, "{selector:?}");
+        }
     }
 
     #[test]

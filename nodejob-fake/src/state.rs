@@ -2,19 +2,28 @@
 
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::{Pod, PodCondition};
+use nodejob_core::{ApiError, ApiResult, DryRun, Eviction};
+
+use crate::admission;
 use crate::controller::Controller;
+use crate::disruption::Disruption;
+use crate::eviction::{self, Verdict};
 use crate::faults::Faults;
-use crate::hooks::Hooks;
 use crate::kubelet::Kubelets;
 use crate::record::Call;
 use crate::rng::Rng;
-use crate::scheduler::{Action, Scheduler};
-use crate::store::Store;
-use crate::timing::Timing;
+use crate::scheduler;
+use crate::store::{Store, pod_not_found};
+use crate::timers::ObjRef;
+use crate::timers::{Action, Timers};
+use crate::timing::{Timing, stamp};
+use crate::workloads::Workloads;
 
 /// Random streams of one seed: adding a fault does not change the names a run draws.
 const IDS_STREAM: u64 = 1;
 const FAULTS_STREAM: u64 = 2;
+const INFRA_STREAM: u64 = 3;
 
 /// The whole modelled cluster. Every transition happens with the lock held, so each is atomic
 /// with respect to API calls; waiters are woken after each locked section that wrote.
@@ -24,11 +33,12 @@ pub(crate) struct State {
     pub(crate) now: Duration,
     pub(crate) timing: Timing,
     pub(crate) store: Store,
-    pub(crate) sched: Scheduler,
+    pub(crate) timers: Timers,
     pub(crate) controller: Controller,
+    pub(crate) workloads: Workloads,
+    pub(crate) disruption: Disruption,
     pub(crate) kubelets: Kubelets,
     pub(crate) faults: Faults,
-    pub(crate) hooks: Hooks,
     pub(crate) calls: Vec<Call>,
 }
 
@@ -37,12 +47,13 @@ impl State {
         State {
             now: Duration::ZERO,
             timing,
-            store: Store::new(Rng::new(seed, IDS_STREAM)),
-            sched: Scheduler::default(),
+            store: Store::new(Rng::new(seed, IDS_STREAM), Rng::new(seed, INFRA_STREAM)),
+            timers: Timers::default(),
             controller: Controller::default(),
+            workloads: Workloads::default(),
+            disruption: Disruption::default(),
             kubelets: Kubelets::default(),
             faults: Faults::new(Rng::new(seed, FAULTS_STREAM)),
-            hooks: Hooks::default(),
             calls: Vec::new(),
         }
     }
@@ -50,7 +61,7 @@ impl State {
     /// Applies one due step.
     pub(crate) fn apply(&mut self, action: Action) {
         match action {
-            Action::Settle => self.settle(),
+            Action::Settle | Action::Resync => self.settle(),
             Action::CreatePod(job) => self.sync_new_job(&job),
             Action::Deadline(job) => self.deadline(&job),
             Action::Finish(job) => self.finish(&job),
@@ -62,17 +73,136 @@ impl State {
     }
 
     /// Runs the level-triggered loops until nothing more changes: the Job controller's sync of
-    /// every Job, the apiserver's removal of pods the kubelet is done with, and the garbage
-    /// collector.
+    /// every Job, the workload controllers, the scheduler, the disruption controller, the
+    /// apiserver's removal of pods the kubelet is done with, and the garbage collector.
     pub(crate) fn settle(&mut self) {
         for _ in 0..64 {
             let before = self.store.rv();
+            let now = self.now;
             self.sync_jobs();
+            (self.workloads).sync(&mut self.store, &mut self.timers, now, &self.timing);
+            let start = self.timing.container_start;
+            scheduler::bind(&mut self.store, &mut self.timers, now, start);
+            (self.disruption).sync(&mut self.store, &mut self.timers, now);
             self.remove_finished_pods();
             self.collect_garbage();
             if self.store.rv() == before {
                 return;
             }
         }
+    }
+}
+
+/// The condition the eviction subresource puts on a pod it deletes
+/// (`addConditionAndDeletePod`).
+fn disruption_target(now: Duration) -> PodCondition {
+    PodCondition {
+        type_: "DisruptionTarget".to_string(),
+        status: "True".to_string(),
+        reason: Some("EvictionByEvictionAPI".to_string()),
+        message: Some("Eviction API: evicting".to_string()),
+        last_transition_time: Some(stamp(now)),
+        ..PodCondition::default()
+    }
+}
+
+impl State {
+    /// `POST .../pods` as an administrator sends it: the apiserver's preparation, then
+    /// admission (the namespace's PodSecurity, then the bound node's scripted refusal: 403),
+    /// then storage (409). A pod bound to a node (`nodeName`) starts
+    /// [`Timing::container_start`](crate::Timing::container_start) later; any other waits for
+    /// the scheduler.
+    pub(crate) fn create_pod(&mut self, pod: &Pod) -> ApiResult<Pod> {
+        let pod = self.store.prepare_pod(pod, self.now)?;
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        let spec = pod.spec.clone().unwrap_or_default();
+        let node = spec.node_name.clone().filter(|n| !n.is_empty());
+        let labels = self.store.namespace_labels(&namespace);
+        let refusal = admission::pod_security(&labels, &spec).or_else(|| {
+            node.as_ref()
+                .and_then(|n| self.kubelets.script(n).refuse_pods)
+        });
+        if let Some(refusal) = refusal {
+            return Err(ApiError::forbidden(format!(
+                "pods \"{name}\" is forbidden: {refusal}"
+            )));
+        }
+        let pod = self.store.insert_pod(pod)?;
+        if node.is_some() {
+            let at = self.now + self.timing.container_start;
+            self.timers
+                .at(at, Action::StartContainer(ObjRef::of(&pod.metadata)));
+        }
+        Ok(pod)
+    }
+
+    /// `POST .../pods/{name}/eviction`: the registry's admission ([`eviction::admit`]), then,
+    /// unless on a dry run, the `DisruptionTarget` condition and the graceful deletion with
+    /// `grace_period` (the pod's own when `None`).
+    pub(crate) fn evict_pod(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        grace_period: Option<Duration>,
+        dry_run: DryRun,
+    ) -> ApiResult<Eviction> {
+        let verdict = eviction::admit(&mut self.store, namespace, name, uid, dry_run, self.now);
+        match verdict {
+            Err(e) if e.is_not_found() => Ok(Eviction::Gone),
+            Err(e) => Err(e),
+            Ok(Verdict::Blocked(message)) => Ok(Eviction::Blocked { message }),
+            Ok(Verdict::Delete) if dry_run == DryRun::All => Ok(Eviction::Evicted),
+            Ok(Verdict::Delete) => {
+                let key = (namespace.to_string(), name.to_string());
+                if let Some(mut pod) = self.store.pods.get(&key).cloned() {
+                    let conditions = pod
+                        .status
+                        .get_or_insert_default()
+                        .conditions
+                        .get_or_insert_default();
+                    let new = disruption_target(self.now);
+                    let changed = match conditions.iter_mut().find(|c| c.type_ == new.type_) {
+                        Some(old)
+                            if old.status == new.status
+                                && old.reason == new.reason
+                                && old.message == new.message =>
+                        {
+                            false
+                        }
+                        Some(old) => {
+                            if old.status != new.status {
+                                old.last_transition_time = new.last_transition_time;
+                            }
+                            old.status = new.status;
+                            old.reason = new.reason;
+                            old.message = new.message;
+                            true
+                        }
+                        None => {
+                            conditions.push(new);
+                            true
+                        }
+                    };
+                    if changed {
+                        self.store.write_pod(pod);
+                    }
+                }
+                self.delete_pod(&key, grace_period);
+                Ok(Eviction::Evicted)
+            }
+        }
+    }
+
+    /// `DELETE .../pods/{name}` with default options, as `kubectl delete pod` sends it: the
+    /// pod's own grace period. 404 for a missing pod.
+    pub(crate) fn delete_pod_by_name(&mut self, namespace: &str, name: &str) -> ApiResult<()> {
+        let key = (namespace.to_string(), name.to_string());
+        if !self.store.pods.contains_key(&key) {
+            return Err(pod_not_found(name));
+        }
+        self.delete_pod(&key, None);
+        Ok(())
     }
 }

@@ -1,13 +1,20 @@
 //! The object store and the apiserver semantics of the verbs the fake serves: one global
 //! resourceVersion counter, deterministic UIDs, create / get / delete-with-preconditions of
-//! Jobs, and the Pods, Nodes and Events the controllers write.
+//! Jobs, and the Pods, Nodes, Events, Namespaces, Leases, PodDisruptionBudgets and workloads
+//! the verbs, actors and controllers write.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
+use k8s_openapi::Metadata;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet};
 use k8s_openapi::api::batch::v1::{Job, JobStatus};
-use k8s_openapi::api::core::v1::{Event, EventSource, Node, ObjectReference, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Preconditions};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Event, EventSource, Namespace, Node, ObjectReference, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, ObjectMeta, OwnerReference, Preconditions,
+};
 use nodejob_core::{ApiError, ApiResult, Change};
 
 use crate::rng::Rng;
@@ -41,34 +48,70 @@ fn key(namespace: &str, name: &str) -> Key {
     (namespace.to_string(), name.to_string())
 }
 
+/// The label the apiserver puts on every Namespace with its name.
+pub(crate) const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
 /// Every stored object, the resourceVersion counter and the watch histories.
 #[derive(Debug)]
 pub(crate) struct Store {
     rv: u64,
-    namespaces: BTreeSet<String>,
+    pub(crate) namespaces: BTreeMap<String, Namespace>,
     pub(crate) jobs: BTreeMap<Key, Job>,
     pub(crate) pods: BTreeMap<Key, Pod>,
     pub(crate) nodes: BTreeMap<String, Node>,
     pub(crate) events: BTreeMap<Key, Event>,
+    pub(crate) leases: BTreeMap<Key, Lease>,
+    pub(crate) budgets: BTreeMap<Key, PodDisruptionBudget>,
+    pub(crate) deployments: BTreeMap<Key, Deployment>,
+    pub(crate) replica_sets: BTreeMap<Key, ReplicaSet>,
+    pub(crate) daemon_sets: BTreeMap<Key, DaemonSet>,
     pub(crate) job_history: History<Job>,
     pub(crate) node_history: History<Node>,
+    pub(crate) pod_history: History<Pod>,
     ids: Rng,
+    /// UIDs of namespaces and node identities (boot IDs), a stream of their own so that they
+    /// do not shift the UIDs and names `ids` draws for the objects a run creates.
+    infra: Rng,
+}
+
+/// Stores `object` in `map` under its key with the next resourceVersion `rv`.
+fn put<T: Metadata<Ty = ObjectMeta> + Clone>(
+    map: &mut BTreeMap<Key, T>,
+    rv: u64,
+    mut object: T,
+) -> T {
+    object.metadata_mut().resource_version = Some(rv.to_string());
+    map.insert(key_of(object.metadata()), object.clone());
+    object
 }
 
 impl Store {
-    /// A store with the namespaces every cluster has, drawing UIDs and names from `ids`.
-    pub(crate) fn new(ids: Rng) -> Self {
-        Store {
+    /// A store with the namespaces every cluster has, drawing UIDs and names from `ids` (and
+    /// those of namespaces and node identities from `infra`).
+    pub(crate) fn new(ids: Rng, infra: Rng) -> Self {
+        let mut store = Store {
             rv: 0,
-            namespaces: ["default", "kube-system"].map(String::from).into(),
+            namespaces: BTreeMap::new(),
             jobs: BTreeMap::new(),
             pods: BTreeMap::new(),
             nodes: BTreeMap::new(),
             events: BTreeMap::new(),
+            leases: BTreeMap::new(),
+            budgets: BTreeMap::new(),
+            deployments: BTreeMap::new(),
+            replica_sets: BTreeMap::new(),
+            daemon_sets: BTreeMap::new(),
             job_history: History::default(),
             node_history: History::default(),
+            pod_history: History::default(),
             ids,
+            infra,
+        };
+        for name in ["default", "kube-system"] {
+            let namespace = store.new_namespace(name, Duration::ZERO);
+            store.namespaces.insert(name.to_string(), namespace);
         }
+        store
     }
 
     /// The latest resourceVersion.
@@ -81,12 +124,84 @@ impl Store {
         self.rv
     }
 
-    pub(crate) fn add_namespace(&mut self, name: &str) {
-        self.namespaces.insert(name.to_string());
+    /// A Namespace as the apiserver creates it: UID, `creationTimestamp`, the
+    /// `kubernetes.io/metadata.name` label, the `kubernetes` finalizer, phase `Active`.
+    fn new_namespace(&mut self, name: &str, now: Duration) -> Namespace {
+        Namespace {
+            metadata: ObjectMeta {
+                name: Some(name.to_string()),
+                uid: Some(self.infra.uuid()),
+                creation_timestamp: Some(stamp(now)),
+                labels: Some([(NAMESPACE_NAME_LABEL.to_string(), name.to_string())].into()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(k8s_openapi::api::core::v1::NamespaceSpec {
+                finalizers: Some(vec!["kubernetes".to_string()]),
+            }),
+            status: Some(k8s_openapi::api::core::v1::NamespaceStatus {
+                phase: Some("Active".to_string()),
+                ..Default::default()
+            }),
+        }
+    }
+
+    /// Creates a namespace (a write) unless it exists.
+    pub(crate) fn add_namespace(&mut self, name: &str, now: Duration) {
+        if !self.namespaces.contains_key(name) {
+            let mut namespace = self.new_namespace(name, now);
+            namespace.metadata.resource_version = Some(self.bump().to_string());
+            self.namespaces.insert(name.to_string(), namespace);
+        }
+    }
+
+    /// Sets (`Some`) or removes (`None`) a label of namespace `name` (a write when it changes).
+    pub(crate) fn label_namespace(
+        &mut self,
+        name: &str,
+        key: &str,
+        value: Option<&str>,
+    ) -> ApiResult<()> {
+        let rv = self.rv + 1;
+        let namespace = self
+            .namespaces
+            .get_mut(name)
+            .ok_or_else(|| namespace_not_found(name))?;
+        let labels = namespace.metadata.labels.get_or_insert_default();
+        let before = labels.clone();
+        match value {
+            Some(value) => labels.insert(key.to_string(), value.to_string()),
+            None => labels.remove(key),
+        };
+        if *labels != before {
+            namespace.metadata.resource_version = Some(rv.to_string());
+            self.rv = rv;
+        }
+        Ok(())
+    }
+
+    /// The labels of namespace `name` (empty if it does not exist).
+    pub(crate) fn namespace_labels(&self, name: &str) -> BTreeMap<String, String> {
+        (self.namespaces.get(name))
+            .and_then(|n| n.metadata.labels.clone())
+            .unwrap_or_default()
+    }
+
+    /// 404 unless namespace `name` exists.
+    pub(crate) fn require_namespace(&self, name: &str) -> ApiResult<()> {
+        if self.namespaces.contains_key(name) {
+            Ok(())
+        } else {
+            Err(namespace_not_found(name))
+        }
     }
 
     pub(crate) fn uid(&mut self) -> String {
         self.ids.uuid()
+    }
+
+    /// A UUID from the infrastructure stream (node boot IDs).
+    pub(crate) fn infra_uuid(&mut self) -> String {
+        self.infra.uuid()
     }
 
     /// `prefix` plus 5 generated characters, as `metadata.generateName` makes a name; the
@@ -124,16 +239,122 @@ impl Store {
         Some(job)
     }
 
+    /// Stores `pod` (ADDED or MODIFIED) with the next resourceVersion.
     pub(crate) fn write_pod(&mut self, mut pod: Pod) -> Pod {
-        pod.metadata.resource_version = Some(self.bump().to_string());
-        self.pods.insert(key_of(&pod.metadata), pod.clone());
+        let rv = self.bump();
+        pod.metadata.resource_version = Some(rv.to_string());
+        let key = key_of(&pod.metadata);
+        self.pod_history
+            .record(key.clone(), rv, Change::Applied(pod.clone()));
+        self.pods.insert(key, pod.clone());
         pod
     }
 
+    /// Removes a Pod (DELETED, with its last state at a new resourceVersion).
     pub(crate) fn remove_pod(&mut self, key: &Key) -> Option<Pod> {
-        let pod = self.pods.remove(key)?;
-        self.bump();
+        let mut pod = self.pods.remove(key)?;
+        let rv = self.bump();
+        pod.metadata.resource_version = Some(rv.to_string());
+        self.pod_history
+            .record(key.clone(), rv, Change::Deleted(pod.clone()));
         Some(pod)
+    }
+
+    pub(crate) fn write_lease(&mut self, lease: Lease) -> Lease {
+        let rv = self.bump();
+        put(&mut self.leases, rv, lease)
+    }
+
+    pub(crate) fn write_budget(&mut self, budget: PodDisruptionBudget) -> PodDisruptionBudget {
+        let rv = self.bump();
+        put(&mut self.budgets, rv, budget)
+    }
+
+    pub(crate) fn write_deployment(&mut self, deployment: Deployment) -> Deployment {
+        let rv = self.bump();
+        put(&mut self.deployments, rv, deployment)
+    }
+
+    pub(crate) fn write_replica_set(&mut self, replica_set: ReplicaSet) -> ReplicaSet {
+        let rv = self.bump();
+        put(&mut self.replica_sets, rv, replica_set)
+    }
+
+    pub(crate) fn write_daemon_set(&mut self, daemon_set: DaemonSet) -> DaemonSet {
+        let rv = self.bump();
+        put(&mut self.daemon_sets, rv, daemon_set)
+    }
+
+    /// The Pods bound to `node`, in `(namespace, name)` order.
+    pub(crate) fn pods_on(&self, node: &str) -> Vec<Pod> {
+        self.pods
+            .values()
+            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+            .cloned()
+            .collect()
+    }
+
+    /// The apiserver's preparation of a `POST .../pods` (`BeforeCreate`): `generateName`,
+    /// validation of the name, labels and containers (422), the namespace (404); then UID,
+    /// `creationTimestamp` and `status.phase: Pending` (pod strategy `PrepareForCreate`). Not
+    /// stored: admission runs next, then [`Store::insert_pod`].
+    pub(crate) fn prepare_pod(&mut self, pod: &Pod, now: Duration) -> ApiResult<Pod> {
+        let mut pod = pod.clone();
+        let namespace = pod
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
+        let mut name = pod.metadata.name.clone().unwrap_or_default();
+        let prefix = pod.metadata.generate_name.clone().filter(|p| !p.is_empty());
+        if let Some(prefix) = prefix.filter(|_| name.is_empty()) {
+            name = self.generate_name(&prefix);
+        }
+        let mut errs = name_errors("metadata.name", &name);
+        errs.extend(label_errors(
+            "metadata.labels",
+            pod.metadata.labels.as_ref(),
+        ));
+        if pod.spec.as_ref().is_none_or(|s| s.containers.is_empty()) {
+            errs.push("spec.containers: Required value".into());
+        }
+        if !errs.is_empty() {
+            return Err(ApiError::invalid(invalid_message("Pod", &name, &errs)));
+        }
+        self.require_namespace(&namespace)?;
+        let meta = &mut pod.metadata;
+        meta.name = Some(name);
+        meta.namespace = Some(namespace);
+        meta.uid = Some(self.uid());
+        meta.creation_timestamp = Some(stamp(now));
+        meta.resource_version = None;
+        meta.deletion_timestamp = None;
+        meta.deletion_grace_period_seconds = None;
+        pod.status = Some(k8s_openapi::api::core::v1::PodStatus {
+            phase: Some("Pending".to_string()),
+            ..Default::default()
+        });
+        Ok(pod)
+    }
+
+    /// Stores a prepared pod (ADDED): 409 AlreadyExists when the name is taken.
+    pub(crate) fn insert_pod(&mut self, pod: Pod) -> ApiResult<Pod> {
+        let key = key_of(&pod.metadata);
+        if self.pods.contains_key(&key) {
+            return Err(ApiError::already_exists(format!(
+                "pods \"{}\" already exists",
+                key.1
+            )));
+        }
+        Ok(self.write_pod(pod))
+    }
+
+    /// `GET` one Pod.
+    pub(crate) fn get_pod(&self, namespace: &str, name: &str) -> ApiResult<Pod> {
+        self.pods
+            .get(&key(namespace, name))
+            .cloned()
+            .ok_or_else(|| pod_not_found(name))
     }
 
     pub(crate) fn write_node(&mut self, mut node: Node) -> Node {
@@ -168,6 +389,16 @@ impl Store {
             .filter(|p| p.metadata.uid.as_deref() == Some(uid))
     }
 
+    /// The UIDs of every object that may own a pod: Jobs, ReplicaSets, DaemonSets.
+    pub(crate) fn owner_uids(&self) -> std::collections::BTreeSet<&str> {
+        let jobs = self.jobs.values().map(|j| &j.metadata);
+        let replica_sets = self.replica_sets.values().map(|r| &r.metadata);
+        let daemon_sets = self.daemon_sets.values().map(|d| &d.metadata);
+        (jobs.chain(replica_sets).chain(daemon_sets))
+            .filter_map(|m| m.uid.as_deref())
+            .collect()
+    }
+
     /// The pods whose controller ownerReference is `owner_uid`, in name order.
     pub(crate) fn pods_owned_by(&self, owner_uid: &str) -> Vec<Pod> {
         self.pods
@@ -183,6 +414,7 @@ impl Store {
     /// `<object>.<hex unix nanos>`.
     pub(crate) fn record_event(
         &mut self,
+        component: &str,
         involved: &ObjectReference,
         type_: &str,
         reason: &str,
@@ -231,10 +463,10 @@ impl Store {
             first_timestamp: Some(stamp(now)),
             last_timestamp: Some(stamp(now)),
             source: Some(EventSource {
-                component: Some("job-controller".to_string()),
+                component: Some(component.to_string()),
                 host: None,
             }),
-            reporting_component: Some("job-controller".to_string()),
+            reporting_component: Some(component.to_string()),
             reporting_instance: Some(String::new()),
             ..Event::default()
         };
@@ -255,11 +487,7 @@ impl Store {
             .namespace
             .clone()
             .unwrap_or_else(|| "default".into());
-        if !self.namespaces.contains(&namespace) {
-            return Err(ApiError::not_found(format!(
-                "namespaces \"{namespace}\" not found"
-            )));
-        }
+        self.require_namespace(&namespace)?;
         if job
             .metadata
             .resource_version
@@ -473,4 +701,52 @@ pub(crate) fn job_not_found(name: &str) -> ApiError {
 
 pub(crate) fn node_not_found(name: &str) -> ApiError {
     ApiError::not_found(format!("nodes \"{name}\" not found"))
+}
+
+pub(crate) fn pod_not_found(name: &str) -> ApiError {
+    ApiError::not_found(format!("pods \"{name}\" not found"))
+}
+
+pub(crate) fn namespace_not_found(name: &str) -> ApiError {
+    ApiError::not_found(format!("namespaces \"{name}\" not found"))
+}
+
+/// The apiserver's optimistic-lock Conflict for `{resource} "{name}"` (`OptimisticLockErrorMsg`
+/// in `k8s.io/apiserver/pkg/registry/generic/registry/store.go`).
+pub(crate) fn modified_conflict(resource: &str, name: &str) -> ApiError {
+    ApiError::conflict(format!(
+        "Operation cannot be fulfilled on {resource} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+    ))
+}
+
+/// The controller ownerReference of `meta`, if any.
+pub(crate) fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+}
+
+/// Whether `pod` has phase `Succeeded` or `Failed`.
+pub(crate) fn pod_is_terminal(pod: &Pod) -> bool {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    matches!(phase, Some("Succeeded" | "Failed"))
+}
+
+/// Whether `pod`'s `Ready` condition is `"True"` (`podutil.IsPodReady`).
+pub(crate) fn pod_is_ready(pod: &Pod) -> bool {
+    let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
+    conditions
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
+/// Whether `node`'s Ready condition is `"True"`.
+pub(crate) fn node_is_ready(node: &Node) -> bool {
+    let conditions = node.status.as_ref().and_then(|s| s.conditions.as_ref());
+    conditions
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True")
 }

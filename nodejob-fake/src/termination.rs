@@ -14,7 +14,19 @@ pub const SIGKILL_EXIT: i32 = 137;
 pub(crate) const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(30);
 /// The shortest time the kubelet leaves between SIGTERM and SIGKILL: `pkg/kubelet/pod_workers.go`
 /// `calculateEffectiveGracePeriod` supplies at least 1s, whatever the deletion said.
-const MINIMUM_GRACE_PERIOD: Duration = Duration::from_secs(1);
+pub const MINIMUM_GRACE_PERIOD: Duration = Duration::from_secs(1);
+
+/// What a container's program does when the kubelet sends it SIGTERM.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum OnSigterm {
+    /// It does not trap the signal and ends by it (exit 143), shortly: the default, like the
+    /// host programs the runner execs and most servers.
+    #[default]
+    Exit,
+    /// It traps the signal and carries on, until the SIGKILL at the end of the grace period
+    /// (exit 137).
+    Ignore,
+}
 
 /// The kubelet's `MaxContainerTerminationMessageLogLines` (`pkg/kubelet/container/runtime.go`):
 /// how many lines of the log a `FallbackToLogsOnError` message keeps.
@@ -27,18 +39,17 @@ pub const MESSAGE_LOG_BYTES: usize = 2048;
 /// exit status. The kubelet (`killContainer` in
 /// `pkg/kubelet/kuberuntime/kuberuntime_container.go`) asks the runtime to stop the container
 /// with that grace period: SIGTERM at once, SIGKILL once it has passed. A program that does not
-/// trap SIGTERM ends `sigterm_exit_after` later with 143; one that ignores it runs until the
-/// SIGKILL: 137.
-pub(crate) fn stop(
+/// trap SIGTERM ends `sigterm_exit_after` later with 143 (unless the SIGKILL comes first); one
+/// that ignores it runs until the SIGKILL: 137.
+pub fn stop(
     grace: Duration,
     sigterm_exit_after: Duration,
-    ignores_sigterm: bool,
+    on_sigterm: OnSigterm,
 ) -> (Duration, i32) {
     let sigkill_at = grace.max(MINIMUM_GRACE_PERIOD);
-    if !ignores_sigterm && sigterm_exit_after <= sigkill_at {
-        (sigterm_exit_after, SIGTERM_EXIT)
-    } else {
-        (sigkill_at, SIGKILL_EXIT)
+    match on_sigterm {
+        OnSigterm::Exit if sigterm_exit_after <= sigkill_at => (sigterm_exit_after, SIGTERM_EXIT),
+        OnSigterm::Exit | OnSigterm::Ignore => (sigkill_at, SIGKILL_EXIT),
     }
 }
 
@@ -81,18 +92,18 @@ mod tests {
         let ms = Duration::from_millis;
         let secs = Duration::from_secs;
         let table = [
-            // (grace, sigterm exit after, ignores) -> (ends after, exit)
-            ((secs(30), ms(500), false), (ms(500), 143)),
-            ((secs(30), ms(500), true), (secs(30), 137)),
-            ((secs(0), ms(500), false), (ms(500), 143)),
-            ((secs(0), ms(500), true), (secs(1), 137)),
-            ((secs(2), secs(5), false), (secs(2), 137)),
+            // (grace, sigterm exit after, on SIGTERM) -> (ends after, exit)
+            ((secs(30), ms(500), OnSigterm::Exit), (ms(500), 143)),
+            ((secs(30), ms(500), OnSigterm::Ignore), (secs(30), 137)),
+            ((secs(0), ms(500), OnSigterm::Exit), (ms(500), 143)),
+            ((secs(0), ms(500), OnSigterm::Ignore), (secs(1), 137)),
+            ((secs(2), secs(5), OnSigterm::Exit), (secs(2), 137)),
         ];
-        for ((grace, after, ignores), want) in table {
+        for ((grace, after, on_sigterm), want) in table {
             assert_eq!(
-                stop(grace, after, ignores),
+                stop(grace, after, on_sigterm),
                 want,
-                "{grace:?} {after:?} {ignores}"
+                "{grace:?} {after:?} {on_sigterm:?}"
             );
         }
     }

@@ -41,6 +41,11 @@ pub struct Timing {
     pub create_backoff: Duration,
     /// The cap of that retry delay. Default 360s.
     pub create_backoff_max: Duration,
+    /// From a ReplicaSet or DaemonSet falling short of its pods (created, or one of its pods
+    /// deleted, evicted or ended) to its controller's creation of the missing ones. Default
+    /// 200ms, like the Job controller's first sync; a ReplicaSet's pod then waits for the
+    /// scheduler (at once) and starts, Ready, [`Timing::container_start`] after it is bound.
+    pub replica_create: Duration,
 }
 
 impl Default for Timing {
@@ -56,6 +61,7 @@ impl Default for Timing {
             // 1s..1min for API errors and keep 10s..6min for pod failures).
             create_backoff: Duration::from_secs(10),
             create_backoff_max: Duration::from_secs(360),
+            replica_create: Duration::from_millis(200),
         }
     }
 }
@@ -76,6 +82,18 @@ impl Timing {
 pub(crate) fn stamp(elapsed: Duration) -> Time {
     let secs = EPOCH_SECONDS.saturating_add(i64::try_from(elapsed.as_secs()).unwrap_or(i64::MAX));
     Time(Timestamp::from_second(secs).unwrap_or(Timestamp::MAX))
+}
+
+/// [`EPOCH_SECONDS`] plus `elapsed`, to the microsecond: the cluster's wall clock.
+pub(crate) fn wall(elapsed: Duration) -> Timestamp {
+    let micros = i64::try_from(elapsed.as_micros()).unwrap_or(i64::MAX);
+    Timestamp::from_second(EPOCH_SECONDS)
+        .ok()
+        .and_then(|t| {
+            t.checked_add(k8s_openapi::jiff::SignedDuration::from_micros(micros))
+                .ok()
+        })
+        .unwrap_or(Timestamp::MAX)
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
-//! [`Verb`]: the [`JobApi`](nodejob_core::JobApi) methods, as faults, hooks and the call record
-//! name them.
+//! [`Verb`]: the methods of the API traits (`JobApi`, `NodeApi`, `PodApi`, `LeaseApi`), as
+//! faults, hooks and the call record name them.
 
 pub use nodejob_core::Verb;
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use common::{NS, TestResult, job, rv, uid};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Preconditions;
-use nodejob_core::{ErrorKind, JobApi};
+use nodejob_core::{ErrorKind, JobApi, NodeApi};
 use nodejob_fake::{Clock, FakeCluster, host};
 
 #[tokio::test(start_paused = true)]

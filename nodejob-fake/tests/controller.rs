@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use common::{JobWatch, NS, TestResult, conditions, exit_code, job, job_with_deadline, phase, uid};
 use nodejob_core::{Change, JobApi};
-use nodejob_fake::{Clock, FakeCluster, NodeScript, host};
+use nodejob_fake::{Clock, ContainerStart, FakeCluster, NodeScript, OnSigterm, host};
 
 fn secs(s: f64) -> Duration {
     Duration::from_secs_f64(s)
@@ -171,7 +171,7 @@ async fn deadline_counts_a_pod_that_never_started_failed_at_once() -> TestResult
     cluster.set_script(
         "n1",
         NodeScript {
-            never_start: true,
+            start: ContainerStart::Never,
             ..NodeScript::default()
         },
     );
@@ -321,7 +321,7 @@ async fn a_container_that_ignores_sigterm_is_sigkilled_after_the_grace_period() 
     let cluster = FakeCluster::new();
     cluster.add_node("n1")?;
     let script = NodeScript {
-        ignore_sigterm: true,
+        on_sigterm: OnSigterm::Ignore,
         ..NodeScript::default()
     };
     cluster.set_script("n1", script);
@@ -475,7 +475,7 @@ async fn foreground_delete_waits_for_a_container_that_ignores_sigterm() -> TestR
     let cluster = FakeCluster::new();
     cluster.add_node("n1")?;
     let script = NodeScript {
-        ignore_sigterm: true,
+        on_sigterm: OnSigterm::Ignore,
         ..NodeScript::default()
     };
     cluster.set_script("n1", script);

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use common::{NS, TestResult, job, uid};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Preconditions;
-use nodejob_core::{ApiError, ErrorKind, JobApi};
+use nodejob_core::{ApiError, ErrorKind, JobApi, NodeApi};
 use nodejob_fake::{Clock, FakeCluster, Times, Verb, Verbs};
 
 fn unavailable() -> ApiError {

@@ -6,8 +6,8 @@ mod common;
 use std::time::Duration;
 
 use common::{JobWatch, NS, TestResult, conditions, exit_code, job, phase};
-use nodejob_core::{ErrorKind, JobApi};
-use nodejob_fake::{Clock, FakeCluster, NodeScript, host};
+use nodejob_core::{ErrorKind, JobApi, NodeApi};
+use nodejob_fake::{Clock, FakeCluster, LogEndpoint, NodeScript, host};
 
 fn secs(s: f64) -> Duration {
     Duration::from_secs_f64(s)
@@ -129,7 +129,7 @@ async fn unreachable_kubelet_answers_500_for_logs_only() -> TestResult {
     cluster.set_script(
         "n1",
         NodeScript {
-            log_unreachable: true,
+            log_endpoint: LogEndpoint::Unreachable,
             ..NodeScript::default()
         },
     );

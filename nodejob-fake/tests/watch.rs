@@ -5,7 +5,7 @@ mod common;
 use std::time::Duration;
 
 use common::{JobWatch, NS, TestResult, job, rv, uid};
-use nodejob_core::{Change, ErrorKind, JobApi};
+use nodejob_core::{Change, ErrorKind, JobApi, NodeApi};
 use nodejob_fake::{Clock, FakeCluster};
 
 fn secs(s: f64) -> Duration {

@@ -1,17 +1,40 @@
-//! nodejob over kube-rs: [`KubeApi`] implements `nodejob_core`'s [`JobApi`] and [`Clock`]
-//! against a real apiserver. It is the only crate of the workspace that depends on `kube`.
+//! nodejob over kube-rs: [`KubeApi`] implements `nodejob_core`'s [`JobApi`], [`NodeApi`],
+//! [`PodApi`], [`LeaseApi`] and [`Clock`] against a real apiserver. It is the only crate of the
+//! workspace that depends on `kube`.
 //!
-//! It holds no policy: what to create, when to delete and how long to wait are the runner's
-//! (`nodejob-core`). It does not retry either (kube's retry layer is turned off by
-//! [`KubeApi::connect`] and [`KubeApi::from_config`]): every verb is one request, and failures
-//! are classified into core's [`ApiError`] by HTTP status code and `Status` reason, so the
-//! runner's bounds hold.
+//! It holds no policy: what to create, evict or patch, when to delete and how long to wait are
+//! the callers' (`nodejob-core`'s runner, drain and Lease). It does not retry either (kube's
+//! retry layer is turned off by [`KubeApi::connect`] and [`KubeApi::from_config`]): every verb
+//! is one request, bounded by [`REQUEST_TIMEOUT`], and failures are classified into core's
+//! [`ApiError`] by HTTP status code and `Status` reason, so the callers' bounds hold.
 //!
 //! ```text
-//!   runner ──JobApi──▶ KubeApi ──one request per verb──────────────▶ apiserver
-//!                         │  wait_job / wait_node: one open watch per object, read on
-//!                         └─ across waits, resumed after close / 410 ─▶
+//!   runner, drain, lease ──traits──▶ KubeApi ──one request per verb──────▶ apiserver
+//!                                       │  wait_job / wait_node / wait_pod: one open
+//!                                       └─ watch per object, read on across waits,
+//!                                          resumed after close / 410 ─────────────▶
 //! ```
+//!
+//! # What each verb costs
+//!
+//! | verb | request |
+//! |---|---|
+//! | `create_job` | `POST /apis/batch/v1/namespaces/{ns}/jobs` |
+//! | `get_job` | `GET .../jobs/{name}` |
+//! | `delete_job` | `DELETE .../jobs/{name}`, body `{propagationPolicy: Foreground, preconditions}` |
+//! | `list_pods` | `GET /api/v1/namespaces/{ns}/pods?labelSelector=...` |
+//! | `pod_log` | `GET .../pods/{pod}/log?container=...&limitBytes=...` |
+//! | `list_events` | `GET /api/v1/namespaces/{ns}/events?fieldSelector=involvedObject.uid=...` |
+//! | `get_node` | `GET /api/v1/nodes/{name}` |
+//! | `list_nodes` | `GET /api/v1/nodes[?labelSelector=...]`, sorted by name |
+//! | `patch_node` | `PATCH /api/v1/nodes/{name}`, `application/merge-patch+json` carrying `metadata.resourceVersion` (409 when the node changed) |
+//! | `list_node_pods` | `GET /api/v1/pods?fieldSelector=spec.nodeName=...`, sorted by (namespace, name) |
+//! | `get_pod` | `GET /api/v1/namespaces/{ns}/pods/{name}` |
+//! | `evict_pod` | `POST .../pods/{name}/eviction[?dryRun=All]`, a `policy/v1` Eviction with the UID precondition: 2xx `Evicted`, 429 `Blocked` (naming the budget), 404 `Gone` |
+//! | `get_lease` | `GET /apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}` |
+//! | `create_lease` | `POST .../leases` |
+//! | `replace_lease` | `PUT .../leases/{name}`, its `metadata.resourceVersion` the precondition (409 when stale) |
+//! | `wait_job`, `wait_node`, `wait_pod` | none while the object's watch is open and positioned at `since`; else one `GET ...?watch=true&fieldSelector=metadata.name=...&resourceVersion=since` (a `LIST` by name first when `since` is `None`), then one more per stream the apiserver ends (every 290 s at most) and a `LIST` by name plus a watch per 410 |
 //!
 //! ```no_run
 //! # async fn example(spec: nodejob_core::Spec) -> Result<(), Box<dyn std::error::Error>> {
@@ -23,13 +46,18 @@
 //! ```
 //!
 //! [`JobApi`]: nodejob_core::JobApi
+//! [`NodeApi`]: nodejob_core::NodeApi
+//! [`PodApi`]: nodejob_core::PodApi
+//! [`LeaseApi`]: nodejob_core::LeaseApi
 //! [`Clock`]: nodejob_core::Clock
 //! [`ApiError`]: nodejob_core::ApiError
 
 mod api;
 mod classify;
 mod config;
+mod transport;
 mod watch;
 
-pub use api::{KubeApi, REQUEST_TIMEOUT};
+pub use api::KubeApi;
 pub use config::{ConnectError, load_config};
+pub use transport::REQUEST_TIMEOUT;

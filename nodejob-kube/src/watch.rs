@@ -23,14 +23,14 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::serde::de::DeserializeOwned;
-use kube::api::{Api, ListParams, ObjectList, WatchEvent, WatchParams};
+use kube::api::{ListParams, ObjectList, WatchEvent, WatchParams};
 use kube::core::Request;
-use kube::{Resource, ResourceExt};
+use kube::{Client, Resource, ResourceExt};
 use nodejob_core::{ApiError, ApiResult, Change};
 use tokio::time::Instant;
 
-use crate::api::KubeApi;
 use crate::classify::{from_kube, from_status};
+use crate::transport::call_json;
 
 /// The watch's `timeoutSeconds`: the apiserver ends the watch after this long, and it is reopened
 /// from the last resourceVersion. Independent of any one wait's timeout, so that the stream
@@ -83,6 +83,16 @@ struct Tracked<K> {
     gone: bool,
     watch: Option<OpenWatch<K>>,
     used: u64,
+}
+
+/// What is known of one object's last state.
+enum Last<K> {
+    /// Its last state seen.
+    Present(K),
+    /// It was seen gone since (a DELETED, a 404, a re-list without it).
+    Gone,
+    /// Never seen through this backend (the caller had it from elsewhere, e.g. a list).
+    Unknown,
 }
 
 /// The objects of one kind that were read or waited on, by name.
@@ -142,9 +152,13 @@ impl<K: Clone> Tracker<K> {
         self.with(key, |t| t.gone = true);
     }
 
-    /// The last state seen, unless the object was seen gone since.
-    fn present(&self, key: &Key) -> Option<K> {
-        self.with(key, |t| if t.gone { None } else { t.last.clone() })
+    /// What is known of the object's last state.
+    fn last(&self, key: &Key) -> Last<K> {
+        self.with(key, |t| match (&t.last, t.gone) {
+            (_, true) => Last::Gone,
+            (Some(obj), false) => Last::Present(obj.clone()),
+            (None, false) => Last::Unknown,
+        })
     }
 
     /// The open watch positioned at `since`; any other watch of the object is closed.
@@ -165,23 +179,34 @@ impl<K: Clone> Tracker<K> {
     }
 }
 
-/// One object to wait on.
+/// One object to wait on: what is known of it, and where to watch and list it. Any resource
+/// type: Jobs, Nodes and Pods are waited on the same way.
 pub(crate) struct Watched<'a, K: Clone> {
-    pub(crate) kube: &'a KubeApi,
+    /// Sends the watch and the re-list.
+    pub(crate) client: &'a Client,
+    /// What is known of the objects of this kind.
     pub(crate) tracker: &'a Tracker<K>,
-    /// For the watch itself (kube reads the event lines).
-    pub(crate) api: Api<K>,
-    /// The collection's URL path, for the re-list.
+    /// The collection's URL path (namespaced or cluster-wide), watched and listed by name.
     pub(crate) collection: Request,
+    /// The object's `(namespace, name)`, the namespace empty for cluster-scoped kinds.
     pub(crate) key: Key,
 }
 
 impl<K> Watched<'_, K>
 where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
     fn name(&self) -> &str {
         &self.key.1
+    }
+
+    /// `pod namespace/name`, or `node name` for a cluster-scoped object.
+    fn describe(&self) -> String {
+        let kind = K::kind(&()).to_lowercase();
+        match &self.key {
+            (ns, name) if ns.is_empty() => format!("{kind} {name}"),
+            (ns, name) => format!("{kind} {ns}/{name}"),
+        }
     }
 
     /// The next change after `since` (after now when `None`), at most `timeout`.
@@ -232,10 +257,10 @@ where
                         .fields(&format!("metadata.name={}", self.name()))
                         .timeout(WATCH_TIMEOUT_SECS);
                     debug_assert!(wp.bookmarks, "kube asks for bookmarks by default");
-                    match self.api.watch(&wp, &watch.position).await {
+                    match self.open(&wp, &watch.position).await {
                         Ok(stream) => {
                             watch.opened_at = Instant::now();
-                            watch.stream.insert(Box::pin(stream))
+                            watch.stream.insert(stream)
                         }
                         // An apiserver may refuse the watch request itself with 410 (rather
                         // than start it and send an ERROR event): same recovery.
@@ -295,6 +320,18 @@ where
         }
     }
 
+    /// `GET <collection>?watch=true&...&resourceVersion=<position>`, its event lines read by kube
+    /// (as `Api::watch` does, without needing an `Api<K>`).
+    async fn open(&self, wp: &WatchParams, position: &str) -> kube::Result<Events<K>> {
+        let mut request = self
+            .collection
+            .watch(wp, position)
+            .map_err(kube::Error::BuildRequest)?;
+        request.extensions_mut().insert("watch");
+        let events = self.client.request_events::<K>(request).await?;
+        Ok(Box::pin(events))
+    }
+
     fn advance(&self, watch: &mut OpenWatch<K>, obj: &K) {
         if let Some(rv) = obj.resource_version() {
             watch.position = rv;
@@ -325,8 +362,14 @@ where
     /// change and would be refused again). Returns the change the watch missed, if any: the
     /// object when its resourceVersion is not the one the caller has, its last known state when
     /// it is gone.
+    ///
+    /// One change cannot be answered: an object the caller had (it waits from a
+    /// resourceVersion) that is gone now, whose last state this backend never saw (the caller
+    /// read it through a list, e.g. the Pods of a node). Then the 410 is the caller's, with the
+    /// watch already resumed: a `Change::Deleted` needs the object, and waiting on would miss
+    /// the deletion for good. Core's `watch_until` and the runner re-read on a 410.
     async fn recover(&self, watch: &mut OpenWatch<K>) -> ApiResult<Option<Change<K>>> {
-        let last = self.tracker.present(&self.key);
+        let last = self.tracker.last(&self.key);
         let (obj, list_rv) = self.relist().await?;
         watch.stream = None;
         match obj {
@@ -346,9 +389,19 @@ where
                 if !list_rv.is_empty() {
                     watch.position = list_rv;
                 }
-                // Gone since: its last known state is what was deleted. Never seen (or already
-                // known gone): nothing changed that the caller could have had.
-                Ok(last.map(Change::Deleted))
+                match last {
+                    // Gone since: its last known state is what was deleted.
+                    Last::Present(obj) => Ok(Some(Change::Deleted(obj))),
+                    // Already known gone, or absent when the caller started waiting: nothing
+                    // changed that the caller could have had.
+                    Last::Gone => Ok(None),
+                    Last::Unknown if watch.seen.is_none() => Ok(None),
+                    Last::Unknown => Err(ApiError::gone(format!(
+                        "{} was deleted while its watch had expired, and its last state was \
+                         never read here: read it again",
+                        self.describe()
+                    ))),
+                }
             }
         }
     }
@@ -358,7 +411,7 @@ where
     /// (<https://kubernetes.io/docs/concepts/overview/working-with-objects/field-selectors/>).
     async fn relist(&self) -> ApiResult<(Option<K>, String)> {
         let lp = ListParams::default().fields(&format!("metadata.name={}", self.name()));
-        let list: ObjectList<K> = self.kube.call_json(self.collection.list(&lp)).await?;
+        let list: ObjectList<K> = call_json(self.client, self.collection.list(&lp)).await?;
         let obj = list
             .items
             .into_iter()

@@ -4,7 +4,9 @@
 mod support;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Preconditions;
-use nodejob_core::{ApiError, CONTROLLER_UID_LABEL, ErrorKind, JobApi, LOG_LIMIT_BYTES, build};
+use nodejob_core::{
+    ApiError, CONTROLLER_UID_LABEL, ErrorKind, JobApi, LOG_LIMIT_BYTES, NodeApi, build,
+};
 use serde_json::json;
 use support::*;
 

@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use nodejob_core::{Change, JobApi};
+use nodejob_core::{Change, JobApi, NodeApi};
 use serde_json::json;
 use support::*;
 

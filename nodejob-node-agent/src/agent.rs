@@ -21,7 +21,7 @@ use tokio::task::JoinHandle;
 use crate::addresses::Addresses;
 use crate::apiserver::Apiserver;
 use crate::logbook::LogBook;
-use crate::node::NodeWorker;
+use crate::node::{NodeState, NodeWorker};
 use crate::pod::PodWorker;
 use crate::status::internal_ip;
 
@@ -59,8 +59,8 @@ struct Agent {
     addresses: Addresses,
     /// Adopted nodes, by name.
     nodes: BTreeMap<String, AdoptedNode>,
-    /// Whether each node is Ready, by name; kept after a node goes (false then).
-    ready: BTreeMap<String, watch::Sender<bool>>,
+    /// Each node's state for its pods, by name; kept after a node goes (not Ready then).
+    states: BTreeMap<String, watch::Sender<NodeState>>,
     /// Pods on adopted nodes, by uid.
     pods: BTreeMap<String, RunningPod>,
     /// Pods bound to a node not adopted (yet), by uid.
@@ -88,7 +88,7 @@ pub(crate) async fn run(client: Client, port: u16, kubelet_version: String) {
         logs: LogBook::default(),
         addresses: Addresses::default(),
         nodes: BTreeMap::new(),
-        ready: BTreeMap::new(),
+        states: BTreeMap::new(),
         pods: BTreeMap::new(),
         waiting: BTreeMap::new(),
         relisted_nodes: None,
@@ -173,10 +173,10 @@ impl Agent {
             say!("node {name}: warning: its address {ip} is also node {other}'s");
         }
         say!("node {name}: adopted, address {ip}");
-        let ready = self
-            .ready
+        let state = self
+            .states
             .entry(name.clone())
-            .or_insert_with(|| watch::channel(false).0)
+            .or_insert_with(|| watch::channel(NodeState::default()).0)
             .clone();
         let (tx, rx) = watch::channel(node);
         let worker = NodeWorker {
@@ -187,7 +187,7 @@ impl Agent {
             port: self.port,
             kubelet_version: self.kubelet_version.clone(),
             node: rx,
-            ready,
+            state,
         };
         let task = Task(tokio::spawn(worker.run()));
         self.nodes.insert(
@@ -213,8 +213,8 @@ impl Agent {
     fn node_gone(&mut self, name: &str) {
         if self.nodes.remove(name).is_some() {
             say!("node {name}: gone (deleted or unlabelled)");
-            if let Some(ready) = self.ready.get(name) {
-                ready.send_replace(false);
+            if let Some(state) = self.states.get(name) {
+                state.send_modify(|s| s.ready = false);
             }
         }
     }
@@ -260,8 +260,8 @@ impl Agent {
             self.waiting.insert(uid, pod);
             return;
         };
-        let ready = match self.ready.get(&node) {
-            Some(ready) => ready.subscribe(),
+        let state = match self.states.get(&node) {
+            Some(state) => state.subscribe(),
             None => return,
         };
         let (tx, rx) = watch::channel(Some(pod));
@@ -271,7 +271,7 @@ impl Agent {
             &node,
             adopted.ip,
             rx,
-            ready,
+            state,
         );
         let Some(worker) = worker else {
             say!("pod {uid} on {node}: no container, ignored");

@@ -1,9 +1,9 @@
 //! The agent's writes, over kube.
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::{Api, Client};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::logbook::PodKey;
 use crate::pod::{PodWriter, WriteError};
@@ -19,18 +19,47 @@ impl Apiserver {
         Apiserver { client }
     }
 
-    /// `PATCH nodes/{name}/status` with a JSON merge patch.
+    /// `PATCH nodes/{name}/status` with a JSON merge patch; the node as written.
     pub(crate) async fn patch_node_status(
         &self,
         name: &str,
         patch: &Value,
-    ) -> Result<(), WriteError> {
+    ) -> Result<Node, WriteError> {
         let nodes: Api<Node> = Api::all(self.client.clone());
         nodes
             .patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
             .await
-            .map(drop)
             .map_err(classify)
+    }
+
+    /// `PATCH nodes/{name}` setting `spec.taints` to `taints`, if the node is still at
+    /// `resource_version` (a merge patch that carries it is refused with 409 otherwise):
+    /// `Ok(false)` when it is not, the node having changed since it was read.
+    pub(crate) async fn patch_node_taints(
+        &self,
+        name: &str,
+        resource_version: &str,
+        taints: &[Taint],
+    ) -> Result<bool, WriteError> {
+        let taints = if taints.is_empty() {
+            Value::Null
+        } else {
+            json!(taints)
+        };
+        let patch = json!({
+            "metadata": {"resourceVersion": resource_version},
+            "spec": {"taints": taints},
+        });
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        match nodes
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => Ok(true),
+            // Not gone: changed since it was read.
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+            Err(e) => Err(classify(e)),
+        }
     }
 
     fn pods(&self, pod: &PodKey) -> Api<Pod> {

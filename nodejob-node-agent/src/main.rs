@@ -3,18 +3,25 @@
 //!
 //! It registers nothing itself: it adopts every Node labelled `nodejob.test/agent=true` (made
 //! by the test harness), gives it a loopback address (127.0.0.2, .3, …, or the loopback
-//! `InternalIP` it already has) and posts its status as a Ready kubelet would. For every Pod
-//! bound to an adopted node it does what the fake kubelet of `nodejob-fake` does: it plays
-//! the host program that the first container's argv describes (`nodejob_fake::host`: exit
-//! code, log lines, run time), writes the pod's status (Running, then terminated), honours
-//! graceful deletion, and serves the container's log over HTTPS at
+//! `InternalIP` it already has) and posts its status as a Ready kubelet would, with what
+//! kube-scheduler needs to place pods there (capacity and allocatable, `nodeInfo` with the
+//! kubelet version and a boot ID); it lifts the `node.kubernetes.io/not-ready` taint every new
+//! Node is created with once the node is Ready (the node lifecycle controller's part). For
+//! every Pod bound to an adopted node (by a test, or by kube-scheduler) it does what the fake
+//! kubelet of `nodejob-fake` does: the first container of a node Job's pod plays the host
+//! program its argv describes (`nodejob_fake::host`: exit code, log lines, run time); any
+//! other container (a Deployment's, a DaemonSet's) is a workload that runs, Ready, until its
+//! pod is deleted. It writes the pod's status (Running, then terminated), honours graceful
+//! deletion (SIGTERM; SIGKILL at the end of the grace period for a container that ignores
+//! SIGTERM), deletes the pod for good once nothing runs in it, and serves the container's log
+//! over HTTPS at
 //! `<node address>:<port>/containerLogs/{namespace}/{pod}/{container}`, which the apiserver's
 //! `pods/log` reads.
 //!
 //! The harness steers a node through annotations: `nodejob.test/ready: "false"` (NotReady:
-//! no container starts, nothing is reported until Ready again) and
+//! no container starts, nothing is reported until Ready again),
 //! `nodejob.test/kubelet: "unreachable"` (the log server stops listening: `pods/log` answers
-//! 500).
+//! 500) and `nodejob.test/sigterm: "ignore"` (containers started from then on ignore SIGTERM).
 //!
 //! ```text
 //! nodejob-node-agent --kubeconfig /tmp/run/kubeconfig --port 10250
@@ -86,6 +93,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         agent::AGENT_LABEL,
         args.port
     );
+    let version = args.kubelet_version.clone().unwrap_or(version);
     tokio::select! {
         () = agent::run(client, args.port, version) => Ok(()),
         signal = shutdown() => {

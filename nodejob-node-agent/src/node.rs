@@ -1,25 +1,33 @@
 //! The node worker: one task per adopted node. It posts the node's status (Ready or not, as
-//! its annotations ask), tells the node's pod workers whether the node is Ready, and runs the
-//! node's log server while its kubelet is to be reachable.
+//! its annotations ask) with what kube-scheduler needs to place pods there (capacity,
+//! allocatable, `nodeInfo`), keeps the node's condition taints as the node lifecycle
+//! controller would, tells the node's pod workers whether the node is Ready and what its
+//! containers do on SIGTERM, and runs the node's log server while its kubelet is to be
+//! reachable.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
+use nodejob_fake::termination::OnSigterm;
 use tokio::sync::watch;
 
 use crate::apiserver::Apiserver;
 use crate::logbook::LogBook;
 use crate::logserver::{Identity, LogServer};
 use crate::pod::WriteError;
-use crate::status::{NodeReport, node_patch};
+use crate::status::{NodeReport, condition_taints, node_patch};
 
 /// `"false"`: the node is NotReady; absent or `"true"`: Ready.
 pub(crate) const READY_ANNOTATION: &str = "nodejob.test/ready";
 /// `"unreachable"`: the node's kubelet accepts no connection; absent: it listens.
 pub(crate) const KUBELET_ANNOTATION: &str = "nodejob.test/kubelet";
+/// `"ignore"`: the containers that start on the node from now on ignore SIGTERM (they run
+/// until the SIGKILL at the end of their pod's grace period, exit 137) unless their argv says
+/// otherwise; absent: they end by it (exit 143). The fake's `NodeScript::on_sigterm`.
+pub(crate) const SIGTERM_ANNOTATION: &str = "nodejob.test/sigterm";
 /// How long a failed status write or listen waits before its next try.
 const RETRY: Duration = Duration::from_secs(1);
 
@@ -30,6 +38,18 @@ pub(crate) struct Wish {
     pub(crate) ready: bool,
     /// The log server listens (`nodejob.test/kubelet` not `"unreachable"`).
     pub(crate) reachable: bool,
+    /// What a container started now does on SIGTERM (`nodejob.test/sigterm`).
+    pub(crate) on_sigterm: OnSigterm,
+}
+
+/// What the pod workers of a node need to know of it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct NodeState {
+    /// Whether the node is Ready: the kubelet acts (starts, reports, confirms deletions) only
+    /// then. `false` too once the node is gone.
+    pub(crate) ready: bool,
+    /// What a container that starts now does on SIGTERM.
+    pub(crate) on_sigterm: OnSigterm,
 }
 
 impl Wish {
@@ -42,8 +62,43 @@ impl Wish {
         Wish {
             ready: annotation(READY_ANNOTATION) != Some("false"),
             reachable: annotation(KUBELET_ANNOTATION) != Some("unreachable"),
+            on_sigterm: match annotation(SIGTERM_ANNOTATION) {
+                Some("ignore") => OnSigterm::Ignore,
+                _ => OnSigterm::Exit,
+            },
         }
     }
+
+    fn state(self) -> NodeState {
+        NodeState {
+            ready: self.ready,
+            on_sigterm: self.on_sigterm,
+        }
+    }
+}
+
+/// A fresh `nodeInfo.bootID` for `node`, in the UUID form a kernel's
+/// `/proc/sys/kernel/random/boot_id` has: a node adopted again has booted again.
+fn boot_id(node: &str) -> String {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    // RandomState is seeded from the OS once per process and stepped for each instance.
+    let random = std::collections::hash_map::RandomState::new();
+    let half = |salt: u8| {
+        let mut h = random.build_hasher();
+        h.write(node.as_bytes());
+        h.write_u8(salt);
+        h.write_i128(Timestamp::now().as_nanosecond());
+        h.finish()
+    };
+    let (a, b) = (half(0), half(1));
+    format!(
+        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0x0fff,
+        0x8000 | ((b >> 48) & 0x3fff),
+        b & 0xffff_ffff_ffff
+    )
 }
 
 /// What a node worker works with.
@@ -56,8 +111,8 @@ pub(crate) struct NodeWorker {
     pub(crate) kubelet_version: String,
     /// The node as last seen; the sender is dropped when the node is gone.
     pub(crate) node: watch::Receiver<Node>,
-    /// Whether the node is Ready, for its pod workers.
-    pub(crate) ready: watch::Sender<bool>,
+    /// The node's state, for its pod workers.
+    pub(crate) state: watch::Sender<NodeState>,
 }
 
 impl NodeWorker {
@@ -72,10 +127,12 @@ impl NodeWorker {
             }
         };
         let adopted = Time(Timestamp::now());
+        let boot_id = boot_id(&name);
         let mut posted: Option<bool> = None;
         let mut server: Option<LogServer> = None;
         loop {
-            let wish = Wish::of(&self.node.borrow_and_update());
+            let mut node = self.node.borrow_and_update().clone();
+            let wish = Wish::of(&node);
             let mut retry = false;
             if posted != Some(wish.ready) {
                 let report = NodeReport {
@@ -84,6 +141,7 @@ impl NodeWorker {
                     port: self.port,
                     ready: wish.ready,
                     kubelet_version: &self.kubelet_version,
+                    boot_id: &boot_id,
                     adopted: adopted.clone(),
                     now: Time(Timestamp::now()),
                 };
@@ -93,13 +151,15 @@ impl NodeWorker {
                     .patch_node_status(&name, &node_patch(&report))
                     .await
                 {
-                    Ok(()) => {
+                    Ok(updated) => {
                         say!(
                             "node {name}: status {ready} (InternalIP {}, port {})",
                             self.ip,
                             self.port
                         );
                         posted = Some(wish.ready);
+                        // Its resourceVersion is the one the taints' write must name.
+                        node = updated;
                     }
                     Err(WriteError::Gone) => break,
                     Err(WriteError::Refused(e) | WriteError::Failed(e)) => {
@@ -108,8 +168,12 @@ impl NodeWorker {
                     }
                 }
             }
-            self.ready
-                .send_if_modified(|r| std::mem::replace(r, wish.ready) != wish.ready);
+            if posted == Some(wish.ready) && !self.set_taints(&node, wish.ready).await {
+                retry = true;
+            }
+            let state = wish.state();
+            self.state
+                .send_if_modified(|s| std::mem::replace(s, state) != state);
             match (wish.reachable, server.take()) {
                 (true, None) => {
                     let addr = SocketAddr::new(IpAddr::V4(self.ip), self.port);
@@ -136,11 +200,48 @@ impl NodeWorker {
                 () = tokio::time::sleep(RETRY), if retry => {}
             }
         }
-        self.ready.send_replace(false);
+        self.state.send_modify(|s| s.ready = false);
         if let Some(s) = server {
             s.close().await;
         }
         say!("node {name}: released");
+    }
+
+    /// Gives `node` the condition taints its readiness calls for, where it does not have them
+    /// yet (a write conditional on its `resourceVersion`): the node lifecycle controller's part, which
+    /// this control plane does not run. A node is created with `node.kubernetes.io/not-ready`
+    /// (the TaintNodesByCondition admission plugin); it goes once the node is Ready, and comes
+    /// back while it is not, so kube-scheduler and the DaemonSet controller place pods only on
+    /// Ready nodes. `false` when the write is to be tried again (it failed, or the node
+    /// changed since it was read).
+    async fn set_taints(&self, node: &Node, ready: bool) -> bool {
+        let taints: &[Taint] = (node.spec.as_ref())
+            .and_then(|s| s.taints.as_deref())
+            .unwrap_or_default();
+        let Some(wanted) = condition_taints(taints, ready) else {
+            return true;
+        };
+        let version = node
+            .metadata
+            .resource_version
+            .as_deref()
+            .unwrap_or_default();
+        let name = &self.name;
+        let listed: Vec<&str> = wanted.iter().map(|t| t.key.as_str()).collect();
+        match self.api.patch_node_taints(name, version, &wanted).await {
+            Ok(true) => {
+                say!("node {name}: taints now {listed:?}");
+                true
+            }
+            // Read before a write of ours or another's: the watch brings the node as it is now.
+            Ok(false) => false,
+            // The node is gone: the watch says so next.
+            Err(WriteError::Gone) => true,
+            Err(WriteError::Refused(e) | WriteError::Failed(e)) => {
+                say!("node {name}: setting taints {listed:?}: {e}");
+                false
+            }
+        }
     }
 }
 
@@ -149,6 +250,15 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     use super::*;
+
+    #[test]
+    fn boot_ids_look_like_uuids_and_differ() {
+        let (a, b) = (boot_id("n1"), boot_id("n1"));
+        assert_ne!(a, b);
+        let lengths: Vec<usize> = a.split('-').map(str::len).collect();
+        assert_eq!(lengths, [8, 4, 4, 4, 12], "{a}");
+        assert!(a.chars().all(|c| c == '-' || c.is_ascii_hexdigit()), "{a}");
+    }
 
     #[test]
     fn wishes_from_annotations() {
@@ -164,7 +274,11 @@ mod tests {
             },
             ..Node::default()
         };
-        let wish = |ready, reachable| Wish { ready, reachable };
+        let wish = |ready, reachable| Wish {
+            ready,
+            reachable,
+            on_sigterm: OnSigterm::Exit,
+        };
         assert_eq!(Wish::of(&Node::default()), wish(true, true));
         assert_eq!(
             Wish::of(&node(&[(READY_ANNOTATION, "true")])),
@@ -188,6 +302,14 @@ mod tests {
         assert_eq!(
             Wish::of(&node(&[(KUBELET_ANNOTATION, "reachable")])),
             wish(true, true)
+        );
+        assert_eq!(
+            Wish::of(&node(&[(SIGTERM_ANNOTATION, "ignore")])).on_sigterm,
+            OnSigterm::Ignore
+        );
+        assert_eq!(
+            Wish::of(&node(&[(SIGTERM_ANNOTATION, "exit")])).on_sigterm,
+            OnSigterm::Exit
         );
     }
 }

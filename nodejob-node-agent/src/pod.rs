@@ -3,10 +3,15 @@
 //!
 //! ```text
 //!  seen ──START_DELAY, node Ready──▶ Running ──plan.run──▶ exited ──▶ (deleted) ──▶ DELETE grace 0
-//!   │                                  │
-//!   │ deleted (node Ready): Failed,    │ deleted: killed after min(grace, KILL_DELAY),
-//!   ▼ DELETE grace 0                   ▼ exit 143, then after CLEANUP: DELETE grace 0
+//!   │                                  │       (host program only;
+//!   │                                  │        a workload runs until deleted)
+//!   │ deleted (node Ready): Failed,    │ deleted: SIGTERM, exit 143 after the kill delay; or,
+//!   ▼ DELETE grace 0                   ▼ ignoring it, SIGKILL after the grace period, exit 137;
+//!                                        then after CLEANUP: DELETE grace 0
 //! ```
+//!
+//! A running pod is `Running` with its container ready and its `Ready` condition `True`, which
+//! is what a ReplicaSet's availability and a PodDisruptionBudget's `currentHealthy` count.
 //!
 //! While the node is NotReady (annotation `nodejob.test/ready: "false"`), the worker does
 //! nothing the apiserver would see: no container starts, an exit or a kill is reported only
@@ -25,14 +30,12 @@ use tokio::sync::watch;
 use tokio::time::{Instant, sleep, sleep_until};
 
 use crate::logbook::{LogBook, Output, PodKey};
-use crate::plan::{KILLED_EXIT_CODE, Plan};
-use crate::status::{Exit, PodFacts, failed_unstarted};
+use crate::node::NodeState;
+use crate::plan::{Plan, Program, stop};
+use crate::status::{Exit, PodFacts, failed_unstarted, keep_conditions};
 
 /// From a pod's arrival to its container's start (node Ready).
 pub(crate) const START_DELAY: Duration = Duration::from_millis(500);
-/// The longest a container runs after its pod's deletion before it dies of SIGTERM (exit 143):
-/// the programs do not ignore SIGTERM, so the grace period is not waited out.
-pub(crate) const KILL_DELAY: Duration = Duration::from_millis(500);
 /// From the last container's end to the kubelet's final `DELETE` (grace 0) of a deleted pod:
 /// the fake's `Timing::pod_cleanup`.
 pub(crate) fn cleanup_delay() -> Duration {
@@ -81,8 +84,8 @@ pub(crate) struct PodWorker<W> {
     plan: Plan,
     /// The pod as last seen; `None` once it is gone.
     pod: watch::Receiver<Option<Pod>>,
-    /// Whether the node is Ready.
-    ready: watch::Receiver<bool>,
+    /// Whether the node is Ready, and what its containers do on SIGTERM.
+    node_state: watch::Receiver<NodeState>,
 }
 
 /// Where a pod first seen by this agent stands, from its status.
@@ -130,6 +133,14 @@ fn now() -> Time {
     Time(Timestamp::now())
 }
 
+/// Sleeps until `at`; for ever when there is no `at`.
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 impl<W: PodWriter> PodWorker<W> {
     /// A worker for `pod`, on node `node` whose address is `facts.host_ip`. `None` for a pod
     /// without a container or a name.
@@ -139,7 +150,7 @@ impl<W: PodWriter> PodWorker<W> {
         node: &str,
         host_ip: std::net::Ipv4Addr,
         pod: watch::Receiver<Option<Pod>>,
-        ready: watch::Receiver<bool>,
+        node_state: watch::Receiver<NodeState>,
     ) -> Option<Self> {
         let (key, facts, plan) = {
             let current = pod.borrow();
@@ -160,7 +171,7 @@ impl<W: PodWriter> PodWorker<W> {
             };
             let names = spec.containers.iter().map(|c| c.name.clone()).collect();
             logs.open(&key, node, names);
-            (key, facts, Plan::of(container))
+            (key, facts, Plan::of(p, container))
         };
         Some(PodWorker {
             writer,
@@ -170,7 +181,7 @@ impl<W: PodWriter> PodWorker<W> {
             facts,
             plan,
             pod,
-            ready,
+            node_state,
         })
     }
 
@@ -193,8 +204,12 @@ impl<W: PodWriter> PodWorker<W> {
                     return self.until_gone().await;
                 }
                 let started_at = now();
+                let what = match self.plan.program {
+                    Program::Host { .. } => "host program",
+                    Program::Workload => "workload",
+                };
                 say!(
-                    "pod {}: starting container {}",
+                    "pod {}: starting container {} ({what})",
                     self.name(),
                     self.facts.container
                 );
@@ -239,33 +254,56 @@ impl<W: PodWriter> PodWorker<W> {
         }
     }
 
-    /// The container runs until it exits or, once the pod is deleted, is killed; the end is
-    /// reported (node Ready), and a deleted pod is then deleted for good.
+    /// The container runs until it exits (a host program) or, once the pod is deleted, is
+    /// stopped; the end is reported (node Ready), and a deleted pod is then deleted for good.
     async fn running(&mut self, started_at: Time) -> Result<(), Gone> {
-        let exits_at = Instant::now() + self.plan.run;
-        let mut kill_at: Option<Instant> = None;
-        loop {
-            if kill_at.is_none()
-                && let Some(grace) = self.grace()
+        // As the fake: what the program does on SIGTERM is what its argv says, else its node's
+        // script when it started.
+        let on_sigterm = (self.plan.on_sigterm).unwrap_or(self.node_state.borrow().on_sigterm);
+        // When it exits on its own, with what status and output.
+        let exits = match &self.plan.program {
+            Program::Host {
+                run,
+                exit_code,
+                log,
+            } => Some((Instant::now() + *run, *exit_code, log.clone())),
+            Program::Workload => None,
+        };
+        let exits_at = exits.as_ref().map(|(at, _, _)| *at);
+        // When the kubelet's signal ends it, and its exit status then.
+        let mut stopped: Option<(Instant, i32)> = None;
+        let (exit_code, log, signalled) = loop {
+            if let Some(grace) = self.grace() {
+                // A second deletion may shorten the grace period: the earlier end wins.
+                let (after, exit_code) = stop(grace, on_sigterm);
+                let at = Instant::now() + after;
+                if stopped.is_none_or(|(then, _)| at < then) {
+                    stopped = Some((at, exit_code));
+                }
+            }
+            let now = Instant::now();
+            // The signal wins only if it comes before the exit.
+            if let Some((at, exit_code)) = stopped
+                && at <= now
+                && exits_at.is_none_or(|exits_at| at < exits_at)
             {
-                kill_at = Some(Instant::now() + grace.min(KILL_DELAY));
+                break (exit_code, String::new(), true);
             }
-            let end = kill_at.map_or(exits_at, |k| k.min(exits_at));
-            if Instant::now() >= end {
-                break;
+            if let Some((at, exit_code, log)) = &exits
+                && *at <= now
+            {
+                break (*exit_code, log.clone(), false);
             }
+            let end = [exits_at, stopped.map(|(at, _)| at)]
+                .into_iter()
+                .flatten()
+                .min();
             tokio::select! {
-                () = sleep_until(end) => {}
+                () = sleep_until_some(end) => {}
                 changed = self.changed() => changed?,
             }
-        }
-        let finished_at = now();
-        let killed = kill_at.is_some_and(|k| k < exits_at);
-        let (exit_code, log) = if killed {
-            (KILLED_EXIT_CODE, String::new())
-        } else {
-            (self.plan.exit_code, self.plan.log.clone())
         };
+        let finished_at = now();
         let exit = Exit {
             exit_code,
             message: self.plan.termination_message(exit_code, &log),
@@ -273,7 +311,7 @@ impl<W: PodWriter> PodWorker<W> {
             finished_at,
         };
         self.until_ready().await?;
-        let what = if killed { "killed" } else { "exited" };
+        let what = if signalled { "killed" } else { "exited" };
         say!("pod {}: container {what} with {exit_code}", self.name());
         self.write(what, self.facts.terminated(&exit, &now()))
             .await?;
@@ -319,11 +357,11 @@ impl<W: PodWriter> PodWorker<W> {
     /// Returns once the node is Ready; `Gone` if the pod goes first.
     async fn until_ready(&mut self) -> Result<(), Gone> {
         loop {
-            if *self.ready.borrow_and_update() {
+            if self.node_state.borrow_and_update().ready {
                 return Ok(());
             }
             let node_gone = tokio::select! {
-                changed = self.ready.changed() => changed.is_err(),
+                changed = self.node_state.changed() => changed.is_err(),
                 changed = pod_changed(&mut self.pod) => { changed?; false }
             };
             if node_gone {
@@ -333,10 +371,15 @@ impl<W: PodWriter> PodWorker<W> {
         }
     }
 
-    /// Writes the pod's status, retrying what may pass later.
+    /// Writes the pod's status (keeping the conditions of others), retrying what may pass
+    /// later.
     async fn write(&mut self, what: &str, patch: Value) -> Result<(), Gone> {
         let mut pause = RETRY_FIRST;
         loop {
+            let patch = {
+                let pod = self.pod.borrow();
+                keep_conditions(patch.clone(), pod.as_ref().and_then(|p| p.status.as_ref()))
+            };
             match self.writer.patch_status(&self.key, &patch).await {
                 Ok(()) => return Ok(()),
                 Err(WriteError::Gone) => return Err(Gone),
@@ -399,10 +442,11 @@ mod tests {
     use std::net::Ipv4Addr;
     use std::sync::{Arc, Mutex};
 
-    use k8s_openapi::api::core::v1::{Container, PodSpec};
+    use k8s_openapi::api::core::v1::{Container, PodCondition, PodSpec, PodStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     use super::*;
+    use nodejob_fake::termination::OnSigterm;
 
     /// What the worker did, and when (milliseconds of paused time from the start).
     #[derive(Debug, Clone, PartialEq, Eq)]
@@ -416,6 +460,8 @@ mod tests {
     struct Recorder {
         start: Instant,
         did: Arc<Mutex<Vec<Did>>>,
+        /// Every status patch written.
+        patches: Arc<Mutex<Vec<Value>>>,
         /// The first `fail` writes fail (transiently).
         fail: Arc<Mutex<usize>>,
     }
@@ -425,6 +471,7 @@ mod tests {
             Recorder {
                 start: Instant::now(),
                 did: Arc::default(),
+                patches: Arc::default(),
                 fail: Arc::new(Mutex::new(fail)),
             }
         }
@@ -450,6 +497,7 @@ mod tests {
             if self.failing() {
                 return Err(WriteError::Failed("connection refused".into()));
             }
+            self.patches.lock().unwrap().push(patch.clone());
             let status = &patch["status"];
             let phase = status["phase"].as_str().unwrap().to_string();
             let code = status["containerStatuses"][0]["state"]["terminated"]["exitCode"].as_i64();
@@ -500,15 +548,23 @@ mod tests {
         rec: Recorder,
         logs: LogBook,
         pod: watch::Sender<Option<Pod>>,
-        ready: watch::Sender<bool>,
+        ready: watch::Sender<NodeState>,
         task: tokio::task::JoinHandle<()>,
     }
 
     fn start(p: Pod, ready: bool, fail: usize) -> Harness {
+        start_on(p, node_state(ready, OnSigterm::Exit), fail)
+    }
+
+    fn node_state(ready: bool, on_sigterm: OnSigterm) -> NodeState {
+        NodeState { ready, on_sigterm }
+    }
+
+    fn start_on(p: Pod, state: NodeState, fail: usize) -> Harness {
         let rec = Recorder::new(fail);
         let logs = LogBook::default();
         let (pod_tx, pod_rx) = watch::channel(Some(p));
-        let (ready_tx, ready_rx) = watch::channel(ready);
+        let (ready_tx, ready_rx) = watch::channel(state);
         let ip = Ipv4Addr::new(127, 0, 0, 2);
         let worker = PodWorker::new(rec.clone(), logs.clone(), "n1", ip, pod_rx, ready_rx).unwrap();
         Harness {
@@ -548,7 +604,7 @@ mod tests {
         );
         assert_eq!(log_of(&h.logs), (200, "boom\n".into()));
         // Terminated: deleted with grace 0 once the deletion shows, whatever the node says.
-        h.ready.send_replace(false);
+        h.ready.send_modify(|s| s.ready = false);
         h.pod.send_replace(Some(deleted(p, 0)));
         sleep(Duration::from_millis(10)).await;
         assert_eq!(h.rec.did().last(), Some(&Did::Delete(2600)));
@@ -581,7 +637,8 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_short_grace_kills_sooner() {
+    async fn a_zero_grace_still_ends_by_sigterm() {
+        // The kubelet leaves at least 1s before SIGKILL; SIGTERM ends the program first.
         let p = pod(&["nodejob-test:run=60"]);
         let h = start(p.clone(), true, 0);
         sleep(Duration::from_secs(1)).await;
@@ -591,10 +648,128 @@ mod tests {
             h.rec.did(),
             [
                 status(500, "Running", None),
-                status(1000, "Failed", Some(143)),
-                Did::Delete(1100)
+                status(1500, "Failed", Some(143)),
+                Did::Delete(1600)
             ]
         );
+    }
+
+    fn workload() -> Pod {
+        let mut p = pod(&["nginx", "-g", "daemon off;"]);
+        p.spec.as_mut().unwrap().host_network = None;
+        p
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_workload_runs_ready_until_deleted() {
+        let p = workload();
+        let h = start(p.clone(), true, 0);
+        sleep(Duration::from_secs(3600)).await;
+        assert_eq!(h.rec.did(), [status(500, "Running", None)]);
+        let running = h.rec.patches.lock().unwrap()[0].clone();
+        let ready: Vec<_> = (running["status"]["conditions"].as_array().unwrap().iter())
+            .filter(|c| c["type"] == "Ready")
+            .map(|c| c["status"].clone())
+            .collect();
+        assert_eq!(ready, ["True"]);
+        assert_eq!(running["status"]["containerStatuses"][0]["ready"], true);
+        h.pod.send_replace(Some(deleted(p, 30)));
+        sleep(Duration::from_secs(1)).await;
+        assert_eq!(
+            h.rec.did(),
+            [
+                status(500, "Running", None),
+                status(3_600_500, "Failed", Some(143)),
+                Did::Delete(3_600_600),
+            ]
+        );
+        assert_eq!(log_of(&h.logs), (200, String::new()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn ignoring_sigterm_runs_out_the_grace_period() {
+        let p = workload();
+        let h = start_on(p.clone(), node_state(true, OnSigterm::Ignore), 0);
+        sleep(Duration::from_secs(1)).await;
+        // The node's script changes later: the running container keeps what it started with.
+        h.ready.send_modify(|s| s.on_sigterm = OnSigterm::Exit);
+        h.pod.send_replace(Some(deleted(p.clone(), 5)));
+        sleep(Duration::from_secs(4)).await;
+        assert_eq!(h.rec.did(), [status(500, "Running", None)]);
+        sleep(Duration::from_secs(2)).await;
+        assert_eq!(
+            h.rec.did(),
+            [
+                status(500, "Running", None),
+                status(6000, "Failed", Some(137)),
+                Did::Delete(6100),
+            ]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_argv_says_what_sigterm_does_before_the_node() {
+        let p = pod(&["sleep", "infinity", "nodejob-test:sigterm=ignore"]);
+        let h = start(p.clone(), true, 0);
+        sleep(Duration::from_secs(1)).await;
+        h.pod.send_replace(Some(deleted(p.clone(), 3)));
+        sleep(Duration::from_secs(4)).await;
+        assert_eq!(
+            h.rec.did(),
+            [
+                status(500, "Running", None),
+                status(4000, "Failed", Some(137)),
+                Did::Delete(4100),
+            ]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_shorter_second_grace_period_kills_sooner() {
+        let p = pod(&["nodejob-test:run=600"]);
+        let h = start_on(p.clone(), node_state(true, OnSigterm::Ignore), 0);
+        sleep(Duration::from_secs(1)).await;
+        h.pod.send_replace(Some(deleted(p.clone(), 30)));
+        sleep(Duration::from_secs(1)).await;
+        h.pod.send_replace(Some(deleted(p.clone(), 2)));
+        sleep(Duration::from_secs(3)).await;
+        assert_eq!(
+            h.rec.did(),
+            [
+                status(500, "Running", None),
+                status(4000, "Failed", Some(137)),
+                Did::Delete(4100),
+            ]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_conditions_of_others_are_kept() {
+        let mut p = workload();
+        let h = start(p.clone(), true, 0);
+        sleep(Duration::from_secs(1)).await;
+        // The eviction subresource marks the pod before it deletes it.
+        p.status = Some(PodStatus {
+            conditions: Some(vec![PodCondition {
+                type_: "DisruptionTarget".into(),
+                status: "True".into(),
+                reason: Some("EvictionByEvictionAPI".into()),
+                ..PodCondition::default()
+            }]),
+            ..PodStatus::default()
+        });
+        h.pod.send_replace(Some(p.clone()));
+        h.pod.send_replace(Some(deleted(p, 30)));
+        sleep(Duration::from_secs(1)).await;
+        let patches = h.rec.patches.lock().unwrap().clone();
+        let types: Vec<_> = (patches[1]["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter())
+        .map(|c| c["type"].as_str().unwrap().to_string())
+        .collect();
+        assert!(types.contains(&"DisruptionTarget".to_string()), "{types:?}");
+        assert!(types.contains(&"Ready".to_string()), "{types:?}");
     }
 
     #[tokio::test(start_paused = true)]
@@ -620,13 +795,13 @@ mod tests {
         let h = start(p.clone(), false, 0);
         sleep(Duration::from_secs(5)).await;
         assert_eq!(h.rec.did(), []);
-        h.ready.send_replace(true);
+        h.ready.send_modify(|s| s.ready = true);
         sleep(Duration::from_millis(10)).await;
         assert_eq!(h.rec.did(), [status(5000, "Running", None)]);
-        h.ready.send_replace(false);
+        h.ready.send_modify(|s| s.ready = false);
         sleep(Duration::from_secs(3)).await;
         assert_eq!(h.rec.did().len(), 1, "the exit is reported once Ready");
-        h.ready.send_replace(true);
+        h.ready.send_modify(|s| s.ready = true);
         sleep(Duration::from_millis(10)).await;
         assert_eq!(
             h.rec.did().last(),
@@ -642,7 +817,7 @@ mod tests {
         h.pod.send_replace(Some(deleted(p, 30)));
         sleep(Duration::from_secs(2)).await;
         assert_eq!(h.rec.did(), [], "NotReady: nothing");
-        h.ready.send_replace(true);
+        h.ready.send_modify(|s| s.ready = true);
         sleep(Duration::from_millis(10)).await;
         assert_eq!(
             h.rec.did(),

@@ -4,7 +4,8 @@
 //! A merge patch replaces lists whole, so `conditions`, `addresses` and `containerStatuses`
 //! are always written complete (a container's `state.running` cannot survive next to its
 //! `state.terminated`, as it would under a strategic merge patch without a `null`); fields the
-//! agent does not write (`qosClass`, ...) are kept.
+//! agent does not write (`qosClass`, ...) are kept, and so are the pod conditions other
+//! components own (`DisruptionTarget`, a scheduler's `PodScheduled`: [`keep_conditions`]).
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -12,7 +13,7 @@ use std::net::Ipv4Addr;
 use k8s_openapi::api::core::v1::{
     ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStatus,
     DaemonEndpoint, HostIP, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeStatus,
-    NodeSystemInfo, PodCondition, PodIP, PodStatus,
+    NodeSystemInfo, PodCondition, PodIP, PodStatus, Taint,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -29,8 +30,10 @@ pub(crate) struct NodeReport<'a> {
     pub(crate) port: u16,
     /// Whether `Ready` is `True`.
     pub(crate) ready: bool,
-    /// `nodeInfo.kubeletVersion`: the apiserver's `gitVersion`.
+    /// `nodeInfo.kubeletVersion`: `--kubelet-version`, else the apiserver's `gitVersion`.
     pub(crate) kubelet_version: &'a str,
+    /// `nodeInfo.bootID`: new with every adoption, as with every boot.
+    pub(crate) boot_id: &'a str,
     /// When the agent adopted the node: the pressure conditions' `lastTransitionTime`.
     pub(crate) adopted: Time,
     /// Now: `Ready`'s `lastHeartbeatTime` and `lastTransitionTime` (the agent writes only
@@ -123,7 +126,7 @@ pub(crate) fn node_status(r: &NodeReport<'_>) -> NodeStatus {
             os_image: "nodejob-node-agent".to_string(),
             machine_id: String::new(),
             system_uuid: String::new(),
-            boot_id: String::new(),
+            boot_id: r.boot_id.to_string(),
             ..NodeSystemInfo::default()
         }),
         ..NodeStatus::default()
@@ -133,6 +136,38 @@ pub(crate) fn node_status(r: &NodeReport<'_>) -> NodeStatus {
 /// `{"status": …}` for the `nodes/status` merge patch.
 pub(crate) fn node_patch(r: &NodeReport<'_>) -> Value {
     json!({ "status": node_status(r) })
+}
+
+/// The taint of a node whose `Ready` is `False` (`v1.TaintNodeNotReady`).
+pub(crate) const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
+/// The taint of a node whose `Ready` is `Unknown` (`v1.TaintNodeUnreachable`).
+pub(crate) const UNREACHABLE_TAINT: &str = "node.kubernetes.io/unreachable";
+
+/// The taints a node should have, given `taints` and whether it is Ready; `None` when it has
+/// them. The node lifecycle controller's `NoSchedule` pass (`doNoScheduleTaintingPass` in
+/// `pkg/controller/nodelifecycle`): `not-ready:NoSchedule` while `Ready` is `False`, neither
+/// that nor `unreachable:NoSchedule` while it is `True`; every other taint (the `NoExecute`
+/// ones, the harness's own) is left as it is.
+pub(crate) fn condition_taints(taints: &[Taint], ready: bool) -> Option<Vec<Taint>> {
+    let condition = |t: &&Taint| {
+        t.effect == "NoSchedule" && (t.key == NOT_READY_TAINT || t.key == UNREACHABLE_TAINT)
+    };
+    let have: Vec<&str> = taints
+        .iter()
+        .filter(condition)
+        .map(|t| t.key.as_str())
+        .collect();
+    let want: &[&str] = if ready { &[] } else { &[NOT_READY_TAINT] };
+    if have == want {
+        return None;
+    }
+    let mut taints: Vec<Taint> = taints.iter().filter(|t| !condition(t)).cloned().collect();
+    taints.extend(want.iter().map(|key| Taint {
+        key: (*key).to_string(),
+        effect: "NoSchedule".to_string(),
+        ..Taint::default()
+    }));
+    Some(taints)
 }
 
 /// The node's `InternalIP`, if it reports one that parses.
@@ -279,6 +314,48 @@ impl PodFacts {
     }
 }
 
+/// The pod condition types the kubelet owns (`PodConditionsByKubelet` in
+/// `pkg/kubelet/types/pod_status.go`, with `PodReadyToStartContainers`); the agent writes all of
+/// them but keeps any other a pod has.
+const KUBELET_CONDITIONS: [&str; 4] = [
+    "PodReadyToStartContainers",
+    "Initialized",
+    "Ready",
+    "ContainersReady",
+];
+
+/// `patch` (a `pods/status` merge patch from [`PodFacts`] or [`failed_unstarted`]) with its
+/// `conditions` merged into those the pod has, as the kubelet's status manager merges them
+/// (`mergePodStatus`): the conditions of other components (the eviction's
+/// `DisruptionTarget`, the scheduler's `PodScheduled`) are kept, since a merge patch replaces
+/// the list whole; a condition whose status does not change keeps its `lastTransitionTime`.
+pub(crate) fn keep_conditions(mut patch: Value, seen: Option<&PodStatus>) -> Value {
+    let seen: &[PodCondition] = seen
+        .and_then(|s| s.conditions.as_deref())
+        .unwrap_or_default();
+    let Some(ours) = patch.pointer_mut("/status/conditions") else {
+        return patch;
+    };
+    let Ok(mut conditions) = serde_json::from_value::<Vec<PodCondition>>(ours.take()) else {
+        return patch;
+    };
+    for c in &mut conditions {
+        let before = seen.iter().find(|s| s.type_ == c.type_);
+        match before {
+            // Someone else's (PodScheduled from the scheduler): theirs, untouched.
+            Some(s) if !KUBELET_CONDITIONS.contains(&c.type_.as_str()) => *c = s.clone(),
+            Some(s) if s.status == c.status => {
+                c.last_transition_time.clone_from(&s.last_transition_time);
+            }
+            _ => {}
+        }
+    }
+    let written: Vec<String> = conditions.iter().map(|c| c.type_.clone()).collect();
+    conditions.extend(seen.iter().filter(|s| !written.contains(&s.type_)).cloned());
+    *ours = json!(conditions);
+    patch
+}
+
 /// A pod deleted before its container started: the kubelet marks it `Failed` (as the fake
 /// does) before it confirms the deletion.
 pub(crate) fn failed_unstarted(now: &Time) -> Value {
@@ -332,6 +409,7 @@ mod tests {
             port: 10250,
             ready: true,
             kubelet_version: "v1.37.2",
+            boot_id: "b-1",
             adopted: at(0),
             now: at(5),
         };
@@ -361,6 +439,8 @@ mod tests {
             ),
             (&json!("v1.37.2"), &json!("amd64"), &json!("linux"))
         );
+        assert_eq!(info["bootID"], "b-1");
+        assert!(patch["spec"].is_null(), "a status patch touches no taint");
         let conditions = patch["status"]["conditions"].as_array().unwrap();
         let summary: Vec<_> = conditions
             .iter()
@@ -400,6 +480,95 @@ mod tests {
             ),
             ("False", Some("KubeletNotReady"), Some(NOT_READY_MESSAGE))
         );
+    }
+
+    fn taint(key: &str, effect: &str) -> Taint {
+        Taint {
+            key: key.into(),
+            effect: effect.into(),
+            ..Taint::default()
+        }
+    }
+
+    #[test]
+    fn condition_taints_follow_readiness() {
+        let not_ready = taint(NOT_READY_TAINT, "NoSchedule");
+        let unreachable = taint(UNREACHABLE_TAINT, "NoSchedule");
+        let evicting = taint(NOT_READY_TAINT, "NoExecute");
+        let theirs = taint("example.com/dedicated", "NoSchedule");
+        let table = [
+            // (taints, ready) -> wanted (None: as they are)
+            (vec![not_ready.clone()], true, Some(vec![])),
+            (vec![], true, None),
+            (
+                vec![theirs.clone(), not_ready.clone(), unreachable.clone()],
+                true,
+                Some(vec![theirs.clone()]),
+            ),
+            (vec![evicting.clone()], true, None),
+            (vec![], false, Some(vec![not_ready.clone()])),
+            (vec![not_ready.clone(), theirs.clone()], false, None),
+            (
+                vec![unreachable.clone(), theirs.clone()],
+                false,
+                Some(vec![theirs.clone(), not_ready.clone()]),
+            ),
+        ];
+        for (taints, ready, want) in table {
+            assert_eq!(
+                condition_taints(&taints, ready),
+                want,
+                "{taints:?} ready={ready}"
+            );
+        }
+    }
+
+    #[test]
+    fn foreign_conditions_and_unchanged_transitions_are_kept() {
+        let seen = PodStatus {
+            conditions: Some(vec![
+                pod_condition("PodScheduled", true, None, &at(0)),
+                pod_condition("Ready", true, None, &at(1)),
+                pod_condition("Initialized", true, None, &at(1)),
+                pod_condition(
+                    "DisruptionTarget",
+                    true,
+                    Some("EvictionByEvictionAPI"),
+                    &at(2),
+                ),
+            ]),
+            ..PodStatus::default()
+        };
+        let exit = Exit {
+            exit_code: 143,
+            message: None,
+            started_at: at(1),
+            finished_at: at(3),
+        };
+        let patch = keep_conditions(facts(false).terminated(&exit, &at(4)), Some(&seen));
+        let summary: Vec<_> = (patch["status"]["conditions"].as_array().unwrap().iter())
+            .map(|c| {
+                (
+                    c["type"].as_str().unwrap(),
+                    c["status"].as_str().unwrap(),
+                    c["lastTransitionTime"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("PodReadyToStartContainers", "False", "2026-01-01T00:00:04Z"),
+                ("Initialized", "True", "2026-01-01T00:00:01Z"),
+                ("Ready", "False", "2026-01-01T00:00:04Z"),
+                ("ContainersReady", "False", "2026-01-01T00:00:04Z"),
+                ("PodScheduled", "True", "2026-01-01T00:00:00Z"),
+                ("DisruptionTarget", "True", "2026-01-01T00:00:02Z"),
+            ]
+        );
+        // Nothing seen: the patch as it was.
+        let patch = facts(false).running(&at(1));
+        assert_eq!(keep_conditions(patch.clone(), None), patch);
     }
 
     #[test]

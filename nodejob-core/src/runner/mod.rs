@@ -1,7 +1,18 @@
 //! The runner: [`run`], [`run_exit_code`], [`run_exit_code_logs`], [`logs`].
 //!
-//! Each is a thin async loop that executes the [`Machine`]'s intents through a [`JobApi`] and
-//! feeds the answers back. All decisions live in the machine ([`state`]), which is pure.
+//! Each is a thin async loop that executes the [`Machine`]'s intents through a [`JobApi`] (and,
+//! for the Job's node, a [`NodeApi`]) and feeds the answers back. All decisions live in the
+//! machine, which is pure.
+//!
+//! | file | what it holds |
+//! |---|---|
+//! | `mod.rs` | the async loops, and `retrying` for the crate's other loops |
+//! | `protocol.rs` | [`Intent`], [`Observation`], [`Step`], [`Mode`], [`Report`]: machine <-> loop |
+//! | `machine.rs` | [`Machine`], the root: which sub-machine is in charge; retries and backoff |
+//! | `context.rs` | what the run is about, and how a sub-machine answers (shared, owned by none) |
+//! | `guard.rs` | the stale-Job guard: inspect, delete exactly, wait out |
+//! | `ours.rs` | ours: create, wait (event-driven, bounded), its node when the Job goes quiet |
+//! | `result.rs` | the result: its Pod, the exit code, the log; delete ours if it succeeded |
 //!
 //! # Expected flow
 //! 1. Read the Job of the spec's name. None: create ours. A finished one from an earlier run:
@@ -13,34 +24,55 @@
 //! 3. Once finished, read its Pod by its UID, the container's exit code and (when asked) the log.
 //! 4. Delete it when it succeeded; leave it for inspection when it failed.
 //!
+//! # The node
+//! The Job's node is read, never watched, and only when the Job says nothing or says its Pod is
+//! in trouble: when a wait on the Job times out (the loop reads the node then, so a run that
+//! times out says whether its node is NotReady or gone), and when the Job reports its Pod no
+//! longer ready while it runs (what the node lifecycle controller does to the Pods of a node
+//! gone NotReady). A node that no longer exists ends the run at once with
+//! [`Error::NodeDeleted`]. A run whose Job finishes within its wait reads no node: it costs the
+//! same requests as without this, and a long Job no more than a short one (a watch on the node
+//! would be woken by every status update of the node).
+//!
 //! # Guarantees
 //! - A Job is identified by UID once created: a Job replaced under the same name ends the run
 //!   with an error at once, and nothing of it is read.
 //! - The runner never deletes a Job it did not inspect: every delete carries UID and
 //!   resourceVersion preconditions. A Job another actor created or replaced is left alone.
+//! - An exit code is the host operation's answer only when its container ended on its own: a
+//!   Pod deleted or disrupted ([`Error::PodDeleted`]), or a Job failed by its deadline, give
+//!   none.
 //! - Transient API errors (429, 5xx, timeouts) are retried with capped backoff inside the bound.
+//! - A log is at most [`crate::LOG_LIMIT_BYTES`], cut on a character boundary.
 //!
 //! # Errors
-//! See [`crate::Error`]: invalid spec, contention, vanished Job, timeout, pod creation refused,
-//! failure without exit status, log unread (with the exit code), API errors with their operation.
+//! See [`crate::Error`]: invalid spec, contention, vanished Job, timeout (saying when the node
+//! is NotReady), node deleted, pod creation refused, pod deleted, failure without exit status,
+//! log unread (with the exit code), API errors with their operation.
 
-pub mod state;
+mod context;
+mod guard;
+mod machine;
+mod ours;
+mod protocol;
+mod result;
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+pub use machine::Machine;
+pub use protocol::{Intent, Mode, Observation, Report, Step};
+pub use result::log_text;
 
-pub use state::{Intent, Machine, Mode, Observation, Report, Step};
-
-use crate::api::JobApi;
+use crate::api::{Clock, JobApi, NodeApi};
 use crate::error::{ApiError, Error, Result};
 use crate::spec::Spec;
-use crate::{CONTROLLER_UID_LABEL, Change, LOG_LIMIT_BYTES};
+use crate::status::{is_pod_of_job, pods_selector};
+use crate::{Change, LOG_LIMIT_BYTES};
 
 /// Creates the Job (replacing a stale one from an earlier run), waits for it to finish, deletes
 /// it when it succeeded, and returns an error when it failed or timed out. A failed Job is left
 /// in place for inspection.
-pub async fn run<A: JobApi + ?Sized>(api: &A, spec: &Spec) -> Result<()> {
+pub async fn run<A: JobApi + NodeApi + ?Sized>(api: &A, spec: &Spec) -> Result<()> {
     drive(api, spec, Mode::Run).await.map(|_| ())
 }
 
@@ -48,20 +80,23 @@ pub async fn run<A: JobApi + ?Sized>(api: &A, spec: &Spec) -> Result<()> {
 /// container's exit code: 0 when the Job succeeded, the code it failed with otherwise. A failed
 /// Job is left in place for inspection; the next run replaces it. An error means no exit status
 /// could be established.
-pub async fn run_exit_code<A: JobApi + ?Sized>(api: &A, spec: &Spec) -> Result<i32> {
+pub async fn run_exit_code<A: JobApi + NodeApi + ?Sized>(api: &A, spec: &Spec) -> Result<i32> {
     drive(api, spec, Mode::ExitCode).await.map(|r| r.exit_code)
 }
 
 /// [`run_exit_code`] that also returns the log of the Job's Pod, read before a succeeded Job is
 /// deleted. [`Error::LogUnread`] carries the exit status when only the log is missing; the Job is
 /// then left in place.
-pub async fn run_exit_code_logs<A: JobApi + ?Sized>(api: &A, spec: &Spec) -> Result<(i32, String)> {
+pub async fn run_exit_code_logs<A: JobApi + NodeApi + ?Sized>(
+    api: &A,
+    spec: &Spec,
+) -> Result<(i32, String)> {
     let report = drive(api, spec, Mode::ExitCodeLogs).await?;
     Ok((report.exit_code, report.log.unwrap_or_default()))
 }
 
 /// Runs the machine for `spec` in `mode` to its end.
-async fn drive<A: JobApi + ?Sized>(api: &A, spec: &Spec, mode: Mode) -> Result<Report> {
+async fn drive<A: JobApi + NodeApi + ?Sized>(api: &A, spec: &Spec, mode: Mode) -> Result<Report> {
     spec.validate()?;
     let (ns, name) = (spec.namespace.as_str(), spec.name.as_str());
     let mut machine = Machine::new(spec, mode, api.now());
@@ -84,10 +119,19 @@ async fn drive<A: JobApi + ?Sized>(api: &A, spec: &Spec, mode: Mode) -> Result<R
                 .delete_job(ns, name, Some(&pre))
                 .await
                 .map(|()| Observation::Deleted),
-            Intent::WaitJob { since, timeout } => api
-                .wait_job(ns, name, since.as_deref(), timeout)
+            Intent::WaitJob { since, timeout } => {
+                match api.wait_job(ns, name, since.as_deref(), timeout).await {
+                    // The Job said nothing: its node may say why (one read, on a timeout only).
+                    Ok(Change::TimedOut) => Ok(Observation::TimedOut(
+                        api.get_node(&spec.node).await.map(Box::new),
+                    )),
+                    other => other.map(|change| Observation::Changed(boxed(change))),
+                }
+            }
+            Intent::GetNode => api
+                .get_node(&spec.node)
                 .await
-                .map(|change| Observation::Changed(boxed(change))),
+                .map(|n| Observation::Node(Box::new(n))),
             Intent::ListPods { selector } => {
                 api.list_pods(ns, &selector).await.map(Observation::Pods)
             }
@@ -128,14 +172,14 @@ pub async fn logs<A: JobApi + ?Sized>(api: &A, spec: &Spec) -> Result<String> {
             cause,
         })?;
     let uid = job.metadata.uid.clone().unwrap_or_default();
-    let selector = format!("{CONTROLLER_UID_LABEL}={uid}");
+    let selector = pods_selector(&uid);
     let pods = retrying(api, bound, || api.list_pods(ns, &selector))
         .await
         .map_err(|cause| Error::Api {
             action: format!("listing pods of {job_ref}"),
             cause,
         })?;
-    let pod = newest_owned(&pods, &uid).ok_or_else(|| Error::Api {
+    let pod = newest_pod_of_job(&pods, &uid).ok_or_else(|| Error::Api {
         action: format!("finding the pod of {job_ref}"),
         cause: ApiError::not_found(format!("no pod of job uid {uid} exists")),
     })?;
@@ -143,21 +187,20 @@ pub async fn logs<A: JobApi + ?Sized>(api: &A, spec: &Spec) -> Result<String> {
         api.pod_log(ns, pod, &spec.container, LOG_LIMIT_BYTES)
     })
     .await
+    .map(|log| result::within_limit(log, LOG_LIMIT_BYTES))
     .map_err(|cause| Error::Api {
         action: format!("reading the log of {job_ref} (pod {pod})"),
         cause,
     })
 }
 
-/// The name of the latest Pod controlled by the Job with `uid`.
-fn newest_owned<'p>(pods: &'p [Pod], uid: &str) -> Option<&'p str> {
+/// The name of the latest Pod of the Job with `uid` ([`is_pod_of_job`]).
+fn newest_pod_of_job<'p>(
+    pods: &'p [k8s_openapi::api::core::v1::Pod],
+    uid: &str,
+) -> Option<&'p str> {
     pods.iter()
-        .filter(|p| {
-            p.metadata
-                .owner_references
-                .as_ref()
-                .is_some_and(|r| r.iter().any(|o| o.uid == uid && o.controller == Some(true)))
-        })
+        .filter(|p| is_pod_of_job(p, uid))
         .max_by_key(|p| p.metadata.creation_timestamp.as_ref().map(|t| t.0))
         .and_then(|p| p.metadata.name.as_deref())
 }
@@ -170,14 +213,14 @@ pub(crate) async fn retrying<A, T, F, Fut>(
     mut op: F,
 ) -> Result<T, ApiError>
 where
-    A: JobApi + ?Sized,
+    A: Clock + ?Sized,
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, ApiError>>,
 {
     let deadline = api.now().saturating_add(bound);
     let mut attempt = 0;
     loop {
-        let pause = state::backoff(attempt);
+        let pause = machine::backoff(attempt);
         match op().await {
             Err(e) if e.is_retryable() && api.now().saturating_add(pause) < deadline => {
                 api.sleep(pause).await;

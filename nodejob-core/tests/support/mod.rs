@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus};
 use k8s_openapi::api::core::v1::{
-    ContainerState, ContainerStateTerminated, ContainerStatus, Event, ObjectReference, Pod,
-    PodStatus,
+    ContainerState, ContainerStateTerminated, ContainerStatus, Event, Node, NodeCondition,
+    NodeStatus, ObjectReference, Pod, PodCondition, PodStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -165,6 +165,75 @@ pub fn event(uid: &str, reason: &str, message: &str) -> Event {
         },
         reason: Some(reason.into()),
         message: Some(message.into()),
+        ..Default::default()
+    }
+}
+
+/// Ours, still running, whose Pod is no longer ready (what the node lifecycle controller does to
+/// the Pods of a node gone NotReady).
+pub fn unready(uid: &str, rv: u32) -> Box<Job> {
+    with_status(
+        job(uid, rv),
+        JobStatus {
+            active: Some(1),
+            ready: Some(0),
+            ..Default::default()
+        },
+    )
+}
+
+/// `pod`, deleted by someone: a deletion timestamp.
+pub fn deleted(mut pod: Pod) -> Pod {
+    pod.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
+    pod.metadata.deletion_grace_period_seconds = Some(30);
+    pod
+}
+
+/// `pod`, disrupted: a `DisruptionTarget` condition `"True"` with `reason`, no deletion.
+pub fn disrupted(mut pod: Pod, reason: &str, message: &str) -> Pod {
+    let status = pod.status.get_or_insert_default();
+    status.phase = Some("Failed".into());
+    status
+        .conditions
+        .get_or_insert_default()
+        .push(PodCondition {
+            type_: "DisruptionTarget".into(),
+            status: "True".into(),
+            reason: Some(reason.into()),
+            message: Some(message.into()),
+            ..Default::default()
+        });
+    pod
+}
+
+/// The node `node-a`, its `Ready` condition `"True"`, or `"Unknown"` as when its kubelet stopped
+/// posting status.
+pub fn node(ready: bool) -> Node {
+    let (status, reason, message) = if ready {
+        ("True", "KubeletReady", "kubelet is posting ready status")
+    } else {
+        (
+            "Unknown",
+            "NodeStatusUnknown",
+            "Kubelet stopped posting node status.",
+        )
+    };
+    Node {
+        metadata: ObjectMeta {
+            name: Some("node-a".into()),
+            resource_version: Some("70".into()),
+            ..Default::default()
+        },
+        status: Some(NodeStatus {
+            conditions: Some(vec![NodeCondition {
+                type_: "Ready".into(),
+                status: status.into(),
+                reason: Some(reason.into()),
+                message: Some(message.into()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
         ..Default::default()
     }
 }

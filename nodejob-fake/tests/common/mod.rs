@@ -129,3 +129,168 @@ impl JobWatch {
         }
     }
 }
+
+// ---- workloads, as an administrator would apply them ----
+
+use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec, Deployment, DeploymentSpec};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+pub fn app(name: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([("app".to_string(), name.to_string())])
+}
+
+fn meta(name: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_string()),
+        namespace: Some(NS.to_string()),
+        ..ObjectMeta::default()
+    }
+}
+
+/// A server container: no host command, so it runs until its pod is deleted.
+pub fn server() -> Container {
+    Container {
+        name: "app".to_string(),
+        image: Some("registry.k8s.io/pause:3.10".to_string()),
+        ..Container::default()
+    }
+}
+
+pub fn template(name: &str, grace_seconds: i64) -> PodTemplateSpec {
+    PodTemplateSpec {
+        metadata: Some(ObjectMeta {
+            labels: Some(app(name)),
+            ..ObjectMeta::default()
+        }),
+        spec: Some(PodSpec {
+            containers: vec![server()],
+            termination_grace_period_seconds: Some(grace_seconds),
+            ..PodSpec::default()
+        }),
+    }
+}
+
+/// A Deployment `name` of `replicas` pods labelled `app: name`, grace period 5s.
+pub fn deployment(name: &str, replicas: i32) -> Deployment {
+    Deployment {
+        metadata: meta(name),
+        spec: Some(DeploymentSpec {
+            replicas: Some(replicas),
+            selector: LabelSelector {
+                match_labels: Some(app(name)),
+                ..LabelSelector::default()
+            },
+            template: template(name, 5),
+            ..DeploymentSpec::default()
+        }),
+        status: None,
+    }
+}
+
+/// A DaemonSet `name` on the nodes labelled `node_label` (every node when `None`).
+pub fn daemon_set(name: &str, node_label: Option<(&str, &str)>) -> DaemonSet {
+    let mut template = template(name, 5);
+    if let Some((k, v)) = node_label {
+        template.spec.as_mut().unwrap().node_selector =
+            Some(BTreeMap::from([(k.to_string(), v.to_string())]));
+    }
+    DaemonSet {
+        metadata: meta(name),
+        spec: Some(DaemonSetSpec {
+            selector: LabelSelector {
+                match_labels: Some(app(name)),
+                ..LabelSelector::default()
+            },
+            template,
+            ..DaemonSetSpec::default()
+        }),
+        status: None,
+    }
+}
+
+/// A budget `name` over the pods labelled `app: app_name`.
+pub fn budget(
+    name: &str,
+    app_name: &str,
+    min_available: Option<IntOrString>,
+    max_unavailable: Option<IntOrString>,
+) -> PodDisruptionBudget {
+    PodDisruptionBudget {
+        metadata: meta(name),
+        spec: Some(PodDisruptionBudgetSpec {
+            min_available,
+            max_unavailable,
+            selector: Some(LabelSelector {
+                match_labels: Some(app(app_name)),
+                ..LabelSelector::default()
+            }),
+            ..PodDisruptionBudgetSpec::default()
+        }),
+        status: None,
+    }
+}
+
+/// A pod no controller manages, labelled `app: name`, bound to `node` (unbound when empty).
+pub fn bare_pod(name: &str, node: &str, grace_seconds: i64) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            labels: Some(app(name)),
+            ..meta(name)
+        },
+        spec: Some(PodSpec {
+            node_name: (!node.is_empty()).then(|| node.to_string()),
+            containers: vec![server()],
+            termination_grace_period_seconds: Some(grace_seconds),
+            ..PodSpec::default()
+        }),
+        status: None,
+    }
+}
+
+/// Whether the pod is Ready and not being deleted.
+pub fn ready(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_none()
+        && pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// The node a pod is bound to.
+pub fn node_of(pod: &Pod) -> String {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap_or_default()
+}
+
+/// The pods of `namespace` labelled `app: name`.
+pub fn pods_of(cluster: &nodejob_fake::FakeCluster, name: &str) -> Vec<Pod> {
+    cluster
+        .pods(NS)
+        .into_iter()
+        .filter(|p| {
+            p.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("app"))
+                .map(String::as_str)
+                == Some(name)
+        })
+        .collect()
+}
+
+/// `(currentHealthy, desiredHealthy, expectedPods, disruptionsAllowed)` of budget `name`.
+pub fn budget_counts(cluster: &nodejob_fake::FakeCluster, name: &str) -> (i32, i32, i32, i32) {
+    let status = cluster.budget(NS, name).unwrap().status.unwrap_or_default();
+    (
+        status.current_healthy,
+        status.desired_healthy,
+        status.expected_pods,
+        status.disruptions_allowed,
+    )
+}

@@ -1,7 +1,7 @@
 //! A scripted apiserver for wire tests: `tower_test::mock::pair` under a real `kube::Client`.
 //!
 //! Each [`Exchange`] is one expected request (method, path, the exact set of query parameters,
-//! the JSON body) and the answer to it (status and body, a broken connection, or no answer at
+//! the JSON body, and any header asked for) and the answer to it (status and body, a broken connection, or no answer at
 //! all). The server checks requests in order; [`Server::finish`] (after the `KubeApi` is
 //! dropped) fails the test on the first mismatch or on any request beyond the script, and returns
 //! the requests seen, one line each: `GET /api/v1/...`, `WATCH /apis/...` for `?watch=true`.
@@ -43,6 +43,8 @@ pub struct Exchange {
     method: http::Method,
     path: String,
     query: Vec<(String, String)>,
+    raw_query: Option<String>,
+    headers: Vec<(String, String)>,
     body: Option<Value>,
     reply: Reply,
 }
@@ -57,6 +59,16 @@ pub fn post(path: &str, body: Value) -> Exchange {
 
 pub fn delete(path: &str, body: Value) -> Exchange {
     Exchange::new(http::Method::DELETE, path, Some(body))
+}
+
+pub fn put(path: &str, body: Value) -> Exchange {
+    Exchange::new(http::Method::PUT, path, Some(body))
+}
+
+/// A `PATCH` whose `Content-Type` is a JSON merge patch.
+pub fn merge_patch(path: &str, body: Value) -> Exchange {
+    Exchange::new(http::Method::PATCH, path, Some(body))
+        .header("content-type", "application/merge-patch+json")
 }
 
 /// `GET path?watch=true&fieldSelector=metadata.name=<name>&resourceVersion=<rv>` as `KubeApi`
@@ -82,6 +94,8 @@ impl Exchange {
             method,
             path: path.to_string(),
             query: Vec::new(),
+            raw_query: None,
+            headers: Vec::new(),
             body,
             reply: Reply::Respond {
                 status: 200,
@@ -97,6 +111,18 @@ impl Exchange {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         self.query.sort();
+        self
+    }
+
+    /// The query string exactly as sent, encoding included (on top of [`Exchange::query`]).
+    pub fn raw_query(mut self, raw: &str) -> Self {
+        self.raw_query = Some(raw.to_string());
+        self
+    }
+
+    /// A header the request must carry, with exactly this value.
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push((name.to_string(), value.to_string()));
         self
     }
 
@@ -138,6 +164,27 @@ impl Exchange {
                 "query of {} {}: expected {:?}, got {:?}",
                 self.method, self.path, self.query, query
             ));
+        }
+        if let Some(raw) = &self.raw_query {
+            let got = parts.uri.query().unwrap_or("");
+            if got != raw {
+                return Err(format!(
+                    "raw query of {} {}: expected {raw:?}, got {got:?}",
+                    self.method, self.path
+                ));
+            }
+        }
+        for (name, value) in &self.headers {
+            let got = parts
+                .headers
+                .get(name.as_str())
+                .and_then(|v| v.to_str().ok());
+            if got != Some(value.as_str()) {
+                return Err(format!(
+                    "header {name} of {} {}: expected {value:?}, got {got:?}",
+                    self.method, self.path
+                ));
+            }
         }
         match &self.body {
             None if body.is_empty() => Ok(()),
@@ -310,6 +357,45 @@ pub fn status(code: u16, reason: &str, message: &str) -> Value {
         s["reason"] = json!(reason);
     }
     s
+}
+
+/// A failure `Status` with `details.causes`, each `(reason, message)` (a cause's type is its JSON
+/// `reason`).
+pub fn status_with_causes(
+    code: u16,
+    reason: &str,
+    message: &str,
+    causes: &[(&str, &str)],
+) -> Value {
+    let mut s = status(code, reason, message);
+    s["details"] = json!({
+        "causes": causes
+            .iter()
+            .map(|(reason, message)| json!({ "reason": reason, "message": message }))
+            .collect::<Vec<_>>()
+    });
+    s
+}
+
+/// A running Pod `namespace/name` bound to `node`.
+pub fn running_pod(namespace: &str, name: &str, node: &str, uid: &str, rv: &str) -> Value {
+    json!({
+        "kind": "Pod",
+        "apiVersion": "v1",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": uid,
+            "resourceVersion": rv,
+            "creationTimestamp": "2025-05-20T08:00:00Z",
+            "labels": { "app": "web" }
+        },
+        "spec": {
+            "nodeName": node,
+            "containers": [{ "name": "web", "image": "registry.example/web:1.4" }]
+        },
+        "status": { "phase": "Running" }
+    })
 }
 
 pub fn spec() -> Spec {

@@ -1,0 +1,710 @@
+//! Scenarios of the node, pod, eviction and Lease verbs and of core's algorithms over them
+//! (drain, the fenced Lease), generic over a [`Workloads`] backend. Expanded into tests by
+//! [`conformance_nodes!`](crate::conformance_nodes).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use nodejob_core::drain::{DrainOptions, EmptyDir, Skip, Unreplicated, drain};
+use nodejob_core::lease::{Acquired, Claim, LeaseConfig, acquire, holder};
+use nodejob_core::{Clock, DryRun, Error, Eviction, LeaseApi, NodeApi, NodeChange, PodApi, Verb};
+
+use crate::workloads::{
+    APP_LABEL, Object, Workloads, bare_pod, budget, daemonset, deployment, mirror_pod,
+    with_empty_dir,
+};
+use crate::{Ctx, Failure, ensure};
+
+/// The annotation a driver writes with its cordon.
+const CORDONED_BY: &str = "stratum.ciq.com/cordoned-by";
+
+/// How long a scenario waits for workloads to settle.
+const SETTLE: Duration = Duration::from_secs(120);
+
+fn unschedulable(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false)
+}
+
+fn annotation<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
+    node.metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
+}
+
+fn rv(node: &Node) -> String {
+    node.metadata.resource_version.clone().unwrap_or_default()
+}
+
+fn app_of(pod: &Pod) -> Option<&str> {
+    pod.metadata
+        .labels
+        .as_ref()?
+        .get(APP_LABEL)
+        .map(String::as_str)
+}
+
+fn pod_ready(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_none()
+        && pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// The live Pods of workload `app` on `node`.
+async fn pods_of<B: Workloads>(ctx: &Ctx<B>, node: &str, app: &str) -> Result<Vec<Pod>, Failure> {
+    Ok(ctx
+        .api
+        .inner()
+        .list_node_pods(node)
+        .await?
+        .into_iter()
+        .filter(|p| app_of(p) == Some(app))
+        .collect())
+}
+
+/// Waits until `want(ready pods of app per node)` holds, re-reading as the backend's time
+/// passes (each look is a LIST per node; the bound is [`SETTLE`]).
+async fn wait_pods<B: Workloads>(
+    ctx: &Ctx<B>,
+    app: &str,
+    what: &str,
+    want: impl Fn(&[usize]) -> bool,
+) -> Result<(), Failure> {
+    let api = ctx.api.inner();
+    let deadline = api.now() + SETTLE;
+    let nodes = ctx.backend.nodes();
+    loop {
+        let mut ready = Vec::new();
+        for node in &nodes {
+            let pods = pods_of(ctx, node, app).await?;
+            ready.push(pods.iter().filter(|p| pod_ready(p)).count());
+        }
+        if want(&ready) {
+            return Ok(());
+        }
+        ensure!(
+            api.now() < deadline,
+            "workload {app}: {what} not reached after {SETTLE:?}; ready pods per node {nodes:?}: {ready:?}"
+        );
+        api.sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Patches `node` with `changes` from a fresh read (an administrator's write, below the
+/// interposer).
+async fn patch<B: Workloads>(
+    ctx: &Ctx<B>,
+    node: &str,
+    changes: &[NodeChange],
+) -> Result<Node, Failure> {
+    let api = ctx.api.inner();
+    let seen = api.get_node(node).await?;
+    Ok(api.patch_node(node, &rv(&seen), changes).await?)
+}
+
+/// Runs Deployment `name` with `replicas` Pods, all on the scenario's first node (the others
+/// are cordoned while it starts, then uncordoned), and a budget over it with `min_available`
+/// when given. Answers once every replica is Ready there.
+async fn deploy_on_first_node<B: Workloads>(
+    ctx: &Ctx<B>,
+    name: &str,
+    replicas: i32,
+    min_available: Option<i32>,
+    empty_dir: bool,
+) -> Result<(), Failure> {
+    let nodes = ctx.backend.nodes();
+    for other in &nodes[1..] {
+        patch(ctx, other, &[NodeChange::Cordon]).await?;
+    }
+    let mut d = deployment(&ctx.namespace, name, replicas, &ctx.backend.node_label());
+    if empty_dir {
+        d = with_empty_dir(d);
+    }
+    ctx.backend.create(Object::Deployment(Box::new(d))).await?;
+    if let Some(min) = min_available {
+        let b = budget(&ctx.namespace, name, name, min);
+        ctx.backend.create(Object::Budget(Box::new(b))).await?;
+    }
+    let want = usize::try_from(replicas).unwrap_or(0);
+    wait_pods(ctx, name, "every replica Ready on the first node", |r| {
+        r[0] == want
+    })
+    .await?;
+    for other in &nodes[1..] {
+        patch(ctx, other, &[NodeChange::Uncordon]).await?;
+    }
+    Ok(())
+}
+
+fn options(timeout: Duration) -> DrainOptions {
+    DrainOptions {
+        timeout,
+        ..DrainOptions::default()
+    }
+}
+
+/// A patch carrying a stale resourceVersion is refused with Conflict and changes nothing; after
+/// a re-read it succeeds: cordon and its record in one write, then uncordon and remove it.
+pub async fn cordon_and_uncordon_with_a_concurrent_writer<B: Workloads>(
+    backend: Arc<B>,
+) -> Result<(), Failure> {
+    let ctx = Ctx::new(backend);
+    let api = &ctx.api;
+    let node = ctx.node.clone();
+    let seen = api.get_node(&node).await?;
+    // Another actor writes the node between our read and our patch.
+    patch(
+        &ctx,
+        &node,
+        &[NodeChange::set_annotation("nodejob.test/other", "1")],
+    )
+    .await?;
+    let ours = [
+        NodeChange::Cordon,
+        NodeChange::set_annotation(CORDONED_BY, "conformance"),
+    ];
+    let refused = api.patch_node(&node, &rv(&seen), &ours).await;
+    ensure!(
+        refused.as_ref().is_err_and(|e| e.is_conflict()),
+        "a patch at a stale resourceVersion must be a Conflict, got {refused:?}"
+    );
+    let after = api.get_node(&node).await?;
+    ensure!(
+        !unschedulable(&after) && annotation(&after, CORDONED_BY).is_none(),
+        "a refused patch changed the node: {:?}",
+        after.spec
+    );
+    let cordoned = api.patch_node(&node, &rv(&after), &ours).await?;
+    ensure!(
+        unschedulable(&cordoned),
+        "cordon did not set spec.unschedulable"
+    );
+    ensure!(
+        annotation(&cordoned, CORDONED_BY) == Some("conformance")
+            && annotation(&cordoned, "nodejob.test/other") == Some("1"),
+        "the patch must set ours and keep the other actor's annotation: {:?}",
+        cordoned.metadata.annotations
+    );
+    let undone = [
+        NodeChange::Uncordon,
+        NodeChange::remove_annotation(CORDONED_BY),
+    ];
+    let back = api.patch_node(&node, &rv(&cordoned), &undone).await?;
+    ensure!(
+        !unschedulable(&back),
+        "uncordon left the node unschedulable"
+    );
+    ensure!(
+        annotation(&back, CORDONED_BY).is_none(),
+        "the annotation was not removed"
+    );
+    let missing = api
+        .patch_node("nodejob-no-such-node", "1", &[NodeChange::Cordon])
+        .await;
+    ensure!(
+        missing.as_ref().is_err_and(|e| e.is_not_found()),
+        "patching a missing node must be NotFound, got {missing:?}"
+    );
+    Ok(())
+}
+
+/// Nodes are listed by label selector.
+pub async fn nodes_are_listed_by_label<B: Workloads>(backend: Arc<B>) -> Result<(), Failure> {
+    let ctx = Ctx::new(backend);
+    let (key, value) = ctx.backend.node_label();
+    let listed = ctx.api.list_nodes(&format!("{key}={value}")).await?;
+    let mut names: Vec<String> = listed
+        .iter()
+        .filter_map(|n| n.metadata.name.clone())
+        .collect();
+    names.sort();
+    let mut want = ctx.backend.nodes();
+    want.sort();
+    ensure!(names == want, "listed {names:?}, want exactly {want:?}");
+    Ok(())
+}
+
+/// A drain of a node running a Deployment behind a budget that allows one disruption: the
+/// second eviction is blocked (429) until a replacement is Ready elsewhere, then proceeds;
+/// every Pod ends up off the node.
+pub async fn drain_waits_out_a_budget_that_releases<B: Workloads>(
+    backend: Arc<B>,
+) -> Result<(), Failure> {
+    let ctx = Ctx::new(backend);
+    let node = ctx.node.clone();
+    deploy_on_first_node(&ctx, "web", 3, Some(2), false).await?;
+    patch(&ctx, &node, &[NodeChange::Cordon]).await?;
+    let notes = ctx.notes.clone();
+    let sink = move |n: &nodejob_core::Note| {
+        notes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(n.clone())
+    };
+    let drained = drain(ctx.api.as_ref(), &node, &options(SETTLE), &sink).await?;
+    ensure!(
+        drained.evicted.len() == 3,
+        "every replica must be evicted: {drained:?}"
+    );
+    let evictions = ctx.api.count(Verb::EvictPod);
+    ensure!(
+        evictions > 3,
+        "the budget allows one disruption at a time, so some eviction must have been blocked and retried; {evictions} evictions"
+    );
+    ensure!(
+        ctx.said("blocked"),
+        "a blocked eviction must be reported as progress"
+    );
+    ensure!(
+        pods_of(&ctx, &node, "web").await?.is_empty(),
+        "pods of web are still on the drained node"
+    );
+    wait_pods(&ctx, "web", "3 replicas Ready off the drained node", |r| {
+        r[0] == 0 && r.iter().sum::<usize>() == 3
+    })
+    .await
+}
+
+/// A budget that never releases: the drain fails at its timeout naming the budget and the Pods
+/// left, and nothing is evicted after it gave up.
+pub async fn drain_fails_at_its_timeout_naming_the_budget<B: Workloads>(
+    backend: Arc<B>,
+) -> Result<(), Failure> {
+    let ctx = Ctx::new(backend);
+    let node = ctx.node.clone();
+    deploy_on_first_node(&ctx, "strict", 2, Some(2), false).await?;
+    let before: Vec<Option<String>> = pods_of(&ctx, &node, "strict")
+        .await?
+        .into_iter()
+        .map(|p| p.metadata.uid)
+        .collect();
+    patch(&ctx, &node, &[NodeChange::Cordon]).await?;
+    let timeout = Duration::from_secs(15);
+    let result = drain(
+        ctx.api.as_ref(),
+        &node,
+        &options(timeout),
+        &|_: &nodejob_core::Note| {},
+    )
+    .await;
+    let gave_up = ctx.api.now();
+    let Err(Error::DrainTimeout {
+        blocked, pods_left, ..
+    }) = &result
+    else {
+        return Err(Failure(format!("want a drain timeout, got {result:?}")));
+    };
+    let why = blocked.clone().unwrap_or_default();
+    ensure!(
+        why.contains("strict"),
+        "the timeout must name the budget that blocked: {why:?}"
+    );
+    ensure!(pods_left.len() == 2, "both pods are left: {pods_left:?}");
+    // Let the backend's time pass: nothing of the drain goes on behind the error.
+    ctx.api.inner().sleep(Duration::from_secs(5)).await;
+    let late: Vec<_> = ctx
+        .api
+        .calls()
+        .into_iter()
+        .filter(|c| c.verb == Verb::EvictPod && c.at > gave_up)
+        .collect();
+    ensure!(
+        late.is_empty(),
+        "evictions after the drain gave up: {late:?}"
+    );
+    let after: Vec<Option<String>> = pods_of(&ctx, &node, "strict")
+        .await?
+        .into_iter()
+        .map(|p| p.metadata.uid)
+        .collect();
+    ensure!(
+        after == before,
+        "the pods must be untouched: {before:?} -> {after:?}"
+    );
+    Ok(())
+}
+
+/// DaemonSet and mirror Pods are left in place; the drain evicts nothing.
+pub async fn daemonset_and_mirror_pods_stay<B: Workloads>(backend: Arc<B>) -> Result<(), Failure> {
+    let ctx = Ctx::new(backend);
+    let node = ctx.node.clone();
+    let ds = daemonset(&ctx.namespace, "agentd", &ctx.backend.node_label());
+    ctx.backend.create(Object::DaemonSet(Box::new(ds))).await?;
+    let mirror = mirror_pod(&ctx.namespace, "static-web", &node);
+    ctx.backend.create(Object::Pod(Box::new(mirror))).await?;
+    wait_pods(&ctx, "agentd", "a DaemonSet pod Ready on every node", |r| {
+        r.iter().all(|n| *n == 1)
+    })
+    .await?;
+    patch(&ctx, &node, &[NodeChange::Cordon]).await?;
+    let drained = drain(
+        ctx.api.as_ref(),
+        &node,
+        &options(SETTLE),
+        &|_: &nodejob_core::Note| {},
+    )
+    .await?;
+    ensure!(drained.evicted.is_empty(), "nothing to evict: {drained:?}");
+    let skipped: Vec<Skip> = drained.skipped.iter().map(|(_, s)| *s).collect();
+    ensure!(
+        skipped.contains(&Skip::DaemonSet) && skipped.contains(&Skip::Mirror),
+        "the DaemonSet and mirror pods must be skipped: {drained:?}"
+    );
+    ensure!(ctx.api.count(Verb::EvictPod) == 0, "an eviction was sent");
+    ensure!(
+        pods_of(&ctx, &node, "agentd").await?.len() == 1
+            && pods_of(&ctx, &node, "static-web").await?.len() == 1,
+        "the skipped pods must still be on the node"
+    );
+    Ok(())
+}
+
+/// A Pod with no controller is refused, naming it, before any eviction; forced, it is evicted
+/// and gone.
+pub async fn bare_pod_is_refused_unless_forced<B: Workloads>(
+    backend: Arc<B>,
+) -> Result<(), Failure> {
+    let ctx = Ctx::new(backend);
+    let node = ctx.node.clone();
+    let pod = bare_pod(&ctx.namespace, "lonely", &node, 5);
+    ctx.backend.create(Object::Pod(Box::new(pod))).await?;
+    wait_pods(&ctx, "lonely", "the bare pod Ready", |r| r[0] == 1).await?;
+    patch(&ctx, &node, &[NodeChange::Cordon]).await?;
+    let refused = drain(
+        ctx.api.as_ref(),
+        &node,
+        &options(SETTLE),
+        &|_: &nodejob_core::Note| {},
+    )
+    .await;
+    let lonely = format!("{}/lonely", ctx.namespace);
+    let Err(Error::DrainRefused { pods, .. }) = &refused else {
+        return Err(Failure(format!("want a refusal, got {refused:?}")));
+    };
+    ensure!(
+        pods.iter()
+            .any(|(p, why)| *p == lonely && why.contains("no controller")),
+        "the refusal must name the bare pod and why: {pods:?}"
+    );
+    ensure!(
+        ctx.api.count(Verb::EvictPod) == 0,
+        "evicted before refusing"
+    );
+    let forced = DrainOptions {
+        unreplicated: Unreplicated::Force,
+        ..options(SETTLE)
+    };
+    let drained = drain(
+        ctx.api.as_ref(),
+        &node,
+        &forced,
+        &|_: &nodejob_core::Note| {},
+    )
+    .await?;
+    ensure!(
+        drained.evicted == vec![lonely.clone()],
+        "forced: {drained:?}"
+    );
+    let gone = ctx.api.inner().get_pod(&ctx.namespace, "lonely").await;
+    ensure!(
+        gone.as_ref().is_err_and(|e| e.is_not_found()),
+        "the drain returns once the pod is gone, got {gone:?}"
+    );
+    Ok(())
+}
+
+/// A Pod with an emptyDir volume is refused unless deleting its data is allowed.
+pub async fn empty_dir_pod_is_refused_unless_allowed<B: Workloads>(
+    backend: Arc<B>,
+) -> Result<(), Failure> {
+    let ctx = Ctx::new(backend);
+    let node = ctx.node.clone();
+    deploy_on_first_node(&ctx, "scratch", 1, None, true).await?;
+    patch(&ctx, &node, &[NodeChange::Cordon]).await?;
+    let refused = drain(
+        ctx.api.as_ref(),
+        &node,
+        &options(SETTLE),
+        &|_: &nodejob_core::Note| {},
+    )
+    .await;
+    let Err(Error::DrainRefused { pods, .. }) = &refused else {
+        return Err(Failure(format!("want a refusal, got {refused:?}")));
+    };
+    ensure!(
+        pods.len() == 1 && pods[0].1.contains("emptyDir"),
+        "the refusal must name the emptyDir pod: {pods:?}"
+    );
+    ensure!(
+        ctx.api.count(Verb::EvictPod) == 0,
+        "evicted before refusing"
+    );
+    let allowed = DrainOptions {
+        empty_dir: EmptyDir::Delete,
+        ..options(SETTLE)
+    };
+    let drained = drain(
+        ctx.api.as_ref(),
+        &node,
+        &allowed,
+        &|_: &nodejob_core::Note| {},
+    )
+    .await?;
+    ensure!(drained.evicted.len() == 1, "allowed: {drained:?}");
+    Ok(())
+}
+
+/// A Pod already terminating with a long grace period (ignoring SIGTERM) is waited for, bounded
+/// by the drain's timeout, which names it; a skip timeout counts from the end of its grace
+/// period (its `deletionTimestamp`), so it does not skip it before.
+pub async fn pod_terminating_with_a_long_grace_period<B: Workloads>(
+    backend: Arc<B>,
+) -> Result<(), Failure> {
+    let ctx = Ctx::new(backend);
+    let node = ctx.node.clone();
+    let mut pod = bare_pod(&ctx.namespace, "slow", &node, 600);
+    // The container ignores SIGTERM: it runs until the grace period ends.
+    pod.spec.as_mut().expect("a spec").containers[0].command =
+        Some(vec!["sleep".into(), nodejob_fake::host::ignore_sigterm()]);
+    ctx.backend.create(Object::Pod(Box::new(pod))).await?;
+    wait_pods(&ctx, "slow", "the pod Ready", |r| r[0] == 1).await?;
+    let api = ctx.api.inner();
+    let seen = api.get_pod(&ctx.namespace, "slow").await?;
+    let uid = seen.metadata.uid.clone().unwrap_or_default();
+    let evicted = api
+        .evict_pod(&ctx.namespace, "slow", &uid, None, DryRun::No)
+        .await?;
+    ensure!(
+        evicted == Eviction::Evicted,
+        "a bare pod with no budget is evicted: {evicted:?}"
+    );
+    patch(&ctx, &node, &[NodeChange::Cordon]).await?;
+    let waited = drain(
+        ctx.api.as_ref(),
+        &node,
+        &DrainOptions {
+            unreplicated: Unreplicated::Force,
+            ..options(Duration::from_secs(4))
+        },
+        &|_: &nodejob_core::Note| {},
+    )
+    .await;
+    let slow = format!("{}/slow", ctx.namespace);
+    ensure!(
+        matches!(&waited, Err(Error::DrainTimeout { pods_left, .. }) if pods_left.contains(&slow)),
+        "a pod terminating for 600s outlasts a 4s drain, which names it: {waited:?}"
+    );
+    // Its deletionTimestamp is the end of its grace period, 600 s ahead: a skip timeout counts
+    // from there, so it is not skipped yet either.
+    let skipping = DrainOptions {
+        unreplicated: Unreplicated::Force,
+        skip_terminating_after: Some(Duration::from_secs(1)),
+        ..options(Duration::from_secs(2))
+    };
+    let waited = drain(
+        ctx.api.as_ref(),
+        &node,
+        &skipping,
+        &|_: &nodejob_core::Note| {},
+    )
+    .await;
+    ensure!(
+        matches!(&waited, Err(Error::DrainTimeout { pods_left, .. }) if pods_left.contains(&slow)),
+        "within its grace period the pod is waited for, skip timeout or not: {waited:?}"
+    );
+    let still = api.get_pod(&ctx.namespace, "slow").await?;
+    ensure!(
+        still.metadata.uid.as_deref() == Some(uid.as_str()),
+        "the pod is still terminating"
+    );
+    Ok(())
+}
+
+/// A dry-run eviction answers as a real one would and changes nothing: neither the Pod nor the
+/// budget's allowance.
+pub async fn dry_run_eviction_changes_nothing<B: Workloads>(
+    backend: Arc<B>,
+) -> Result<(), Failure> {
+    let ctx = Ctx::new(backend);
+    let node = ctx.node.clone();
+    deploy_on_first_node(&ctx, "dry", 2, Some(1), false).await?;
+    let pods = pods_of(&ctx, &node, "dry").await?;
+    ensure!(pods.len() == 2, "two replicas: {}", pods.len());
+    let api = &ctx.api;
+    for pod in &pods {
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+        // Each would be allowed alone: the budget allows one disruption, and a dry run uses
+        // none of it.
+        let answer = api
+            .evict_pod(&ctx.namespace, name, uid, None, DryRun::All)
+            .await?;
+        ensure!(answer == Eviction::Evicted, "dry run of {name}: {answer:?}");
+    }
+    let after = pods_of(&ctx, &node, "dry").await?;
+    for (a, b) in pods.iter().zip(&after) {
+        ensure!(
+            a.metadata.uid == b.metadata.uid && b.metadata.deletion_timestamp.is_none(),
+            "a dry run touched pod {:?}",
+            a.metadata.name
+        );
+    }
+    let first = &pods[0];
+    let name = first.metadata.name.as_deref().unwrap_or_default();
+    let stale = api
+        .evict_pod(&ctx.namespace, name, "not-its-uid", None, DryRun::All)
+        .await;
+    ensure!(
+        stale.as_ref().is_err_and(|e| e.is_conflict()),
+        "an eviction whose uid precondition fails is a Conflict: {stale:?}"
+    );
+    let missing = api
+        .evict_pod(&ctx.namespace, "no-such-pod", "x", None, DryRun::No)
+        .await?;
+    ensure!(
+        missing == Eviction::Gone,
+        "evicting a missing pod: {missing:?}"
+    );
+    let real = api
+        .evict_pod(
+            &ctx.namespace,
+            name,
+            first.metadata.uid.as_deref().unwrap_or_default(),
+            None,
+            DryRun::No,
+        )
+        .await?;
+    ensure!(real == Eviction::Evicted, "the real eviction: {real:?}");
+    let second = &pods[1];
+    let blocked = api
+        .evict_pod(
+            &ctx.namespace,
+            second.metadata.name.as_deref().unwrap_or_default(),
+            second.metadata.uid.as_deref().unwrap_or_default(),
+            None,
+            DryRun::All,
+        )
+        .await?;
+    ensure!(
+        matches!(&blocked, Eviction::Blocked { message } if message.contains("dry")),
+        "right after a real eviction the budget allows none, and says which: {blocked:?}"
+    );
+    Ok(())
+}
+
+fn lease_config<B: Workloads>(ctx: &Ctx<B>, identity: &str, seconds: u64) -> LeaseConfig {
+    LeaseConfig {
+        namespace: ctx.namespace.clone(),
+        name: "nodejob".into(),
+        identity: identity.into(),
+        duration: Duration::from_secs(seconds),
+    }
+}
+
+fn claim(target: &str) -> Claim {
+    Claim {
+        operation: "upgrade".into(),
+        target: target.into(),
+    }
+}
+
+/// Acquire (creating the Lease), check and renew, release; then acquire again at a new epoch.
+pub async fn lease_is_acquired_renewed_and_released<B: Workloads>(
+    backend: Arc<B>,
+) -> Result<(), Failure> {
+    let ctx = Ctx::new(backend);
+    let api = ctx.api.as_ref();
+    let a = lease_config(&ctx, "driver-a", 30);
+    let (mut held, how) = acquire(api, &a, &claim("v1.38.0")).await?;
+    ensure!(
+        how == Acquired::Free && held.epoch() == 0,
+        "fresh: {how:?} epoch {}",
+        held.epoch()
+    );
+    let read = api.get_lease(&ctx.namespace, "nodejob").await?;
+    let h = holder(&read).ok_or_else(|| Failure("the lease names no holder".into()))?;
+    ensure!(
+        h.identity == "driver-a" && h.claim == claim("v1.38.0"),
+        "the lease records who holds it and what for: {h:?}"
+    );
+    held.check(api).await?;
+    // A renewal at the same instant writes nothing new (the apiserver skips a no-op update, so
+    // the resourceVersion would not move): renew a second later.
+    api.sleep(Duration::from_secs(1)).await;
+    let before = held.lease().metadata.resource_version.clone();
+    held.renew(api).await?;
+    ensure!(
+        held.lease().metadata.resource_version != before,
+        "a renewal writes the lease"
+    );
+    held.release(api).await?;
+    let released = api.get_lease(&ctx.namespace, "nodejob").await?;
+    ensure!(holder(&released).is_none(), "released: nobody holds it");
+    let (again, how) = acquire(api, &a, &claim("v1.38.0")).await?;
+    ensure!(
+        how == Acquired::Free && again.epoch() == 1,
+        "a released lease is free, and taking it raises the epoch: {how:?} epoch {}",
+        again.epoch()
+    );
+    Ok(())
+}
+
+/// A live Lease held by another is refused, naming its holder and what for.
+pub async fn lease_held_by_another_is_refused<B: Workloads>(
+    backend: Arc<B>,
+) -> Result<(), Failure> {
+    let ctx = Ctx::new(backend);
+    let api = ctx.api.as_ref();
+    let (_held, _) = acquire(api, &lease_config(&ctx, "driver-a", 60), &claim("v1.38.0")).await?;
+    let refused = acquire(api, &lease_config(&ctx, "driver-b", 60), &claim("v1.39.0")).await;
+    let Err(e @ Error::LeaseHeld { .. }) = &refused else {
+        return Err(Failure(format!("want LeaseHeld, got {refused:?}")));
+    };
+    let text = e.to_string();
+    ensure!(
+        text.contains("driver-a") && text.contains("upgrade v1.38.0"),
+        "the refusal names the holder and its operation: {text}"
+    );
+    Ok(())
+}
+
+/// An expired Lease is taken over (the previous holder reported, the epoch raised), and the
+/// holder that lost it is stopped at its next check.
+pub async fn expired_lease_is_taken_over_and_the_loser_stops<B: Workloads>(
+    backend: Arc<B>,
+) -> Result<(), Failure> {
+    let ctx = Ctx::new(backend);
+    let api = ctx.api.as_ref();
+    let (mut a, _) = acquire(api, &lease_config(&ctx, "driver-a", 2), &claim("v1.38.0")).await?;
+    api.sleep(Duration::from_secs(3)).await;
+    let (b, how) = acquire(api, &lease_config(&ctx, "driver-b", 60), &claim("v1.39.0")).await?;
+    ensure!(
+        matches!(&how, Acquired::TakenOver { previous } if previous.identity == "driver-a"),
+        "the takeover reports the previous holder: {how:?}"
+    );
+    ensure!(
+        b.epoch() == a.epoch() + 1,
+        "the epoch is raised: {} -> {}",
+        a.epoch(),
+        b.epoch()
+    );
+    let writes_before = ctx.api.count(Verb::ReplaceLease);
+    let stopped = a.check(api).await;
+    ensure!(
+        matches!(&stopped, Err(Error::LeaseLost { now, .. }) if now.contains("driver-b")),
+        "the old holder is stopped, told who holds it now: {stopped:?}"
+    );
+    ensure!(
+        ctx.api.count(Verb::ReplaceLease) == writes_before,
+        "the old holder wrote the lease after losing it"
+    );
+    Ok(())
+}

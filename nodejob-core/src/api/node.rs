@@ -1,0 +1,142 @@
+//! [`NodeApi`]: Nodes, read, watched and patched under a resourceVersion precondition.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::Node;
+
+use super::{ApiResult, Change, Clock};
+
+/// One typed change to a Node, as [`NodeApi::patch_node`] sends it.
+///
+/// Several changes go in one patch, so a driver can cordon a node and record that it did so in
+/// one write: a node is then never cordoned without the record, nor the record without the
+/// cordon.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum NodeChange {
+    /// `spec.unschedulable: true`, as `kubectl cordon` does.
+    Cordon,
+    /// `spec.unschedulable` removed (false), as `kubectl uncordon` does.
+    Uncordon,
+    /// Sets `metadata.annotations[key] = value`.
+    SetAnnotation {
+        /// The annotation key.
+        key: String,
+        /// Its value.
+        value: String,
+    },
+    /// Removes `metadata.annotations[key]` (no error when it is absent).
+    RemoveAnnotation {
+        /// The annotation key.
+        key: String,
+    },
+}
+
+impl NodeChange {
+    /// [`NodeChange::SetAnnotation`].
+    pub fn set_annotation(key: impl Into<String>, value: impl Into<String>) -> Self {
+        NodeChange::SetAnnotation {
+            key: key.into(),
+            value: value.into(),
+        }
+    }
+
+    /// [`NodeChange::RemoveAnnotation`].
+    pub fn remove_annotation(key: impl Into<String>) -> Self {
+        NodeChange::RemoveAnnotation { key: key.into() }
+    }
+
+    /// Applies the change to `node` as the apiserver would (used by in-memory backends, and to
+    /// predict the result).
+    pub fn apply(&self, node: &mut Node) {
+        match self {
+            NodeChange::Cordon => node.spec.get_or_insert_default().unschedulable = Some(true),
+            NodeChange::Uncordon => {
+                if let Some(spec) = node.spec.as_mut() {
+                    spec.unschedulable = None;
+                }
+            }
+            NodeChange::SetAnnotation { key, value } => {
+                node.metadata
+                    .annotations
+                    .get_or_insert_default()
+                    .insert(key.clone(), value.clone());
+            }
+            NodeChange::RemoveAnnotation { key } => {
+                if let Some(annotations) = node.metadata.annotations.as_mut() {
+                    annotations.remove(key);
+                    if annotations.is_empty() {
+                        node.metadata.annotations = None;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The Kubernetes API verbs on Nodes (cluster-scoped). Errors are core's
+/// [`ApiError`](crate::ApiError).
+#[async_trait]
+pub trait NodeApi: Clock {
+    /// `GET /api/v1/nodes/{name}`. NotFound when there is none of that name.
+    async fn get_node(&self, name: &str) -> ApiResult<Node>;
+
+    /// `LIST /api/v1/nodes?labelSelector=...`; an empty selector lists every node. In name
+    /// order.
+    async fn list_nodes(&self, label_selector: &str) -> ApiResult<Vec<Node>>;
+
+    /// Waits for the next change of the Node `name` after resourceVersion `since` (after now
+    /// when `None`), at most `timeout`. A watch that breaks or expires (410 Gone) is resumed by
+    /// the backend, never reported.
+    async fn wait_node(
+        &self,
+        name: &str,
+        since: Option<&str>,
+        timeout: Duration,
+    ) -> ApiResult<Change<Node>>;
+
+    /// `PATCH /api/v1/nodes/{name}` (a JSON merge patch) applying `changes` in order, with
+    /// `metadata.resourceVersion: resource_version` in the patch: the apiserver refuses with
+    /// Conflict when the node changed since it was read at that version. NotFound when there is
+    /// no such node. Answers the node as written.
+    async fn patch_node(
+        &self,
+        name: &str,
+        resource_version: &str,
+        changes: &[NodeChange],
+    ) -> ApiResult<Node>;
+}
+
+macro_rules! forward {
+    ($($ptr:ty),*) => {$(
+        #[async_trait]
+        impl<T: NodeApi + ?Sized> NodeApi for $ptr {
+            async fn get_node(&self, name: &str) -> ApiResult<Node> {
+                (**self).get_node(name).await
+            }
+            async fn list_nodes(&self, label_selector: &str) -> ApiResult<Vec<Node>> {
+                (**self).list_nodes(label_selector).await
+            }
+            async fn wait_node(
+                &self,
+                name: &str,
+                since: Option<&str>,
+                timeout: Duration,
+            ) -> ApiResult<Change<Node>> {
+                (**self).wait_node(name, since, timeout).await
+            }
+            async fn patch_node(
+                &self,
+                name: &str,
+                resource_version: &str,
+                changes: &[NodeChange],
+            ) -> ApiResult<Node> {
+                (**self).patch_node(name, resource_version, changes).await
+            }
+        }
+    )*};
+}
+
+forward!(&T, Arc<T>, Box<T>);

@@ -1,0 +1,443 @@
+//! [`drain`]: evict the Pods of a node as `kubectl drain` does (kubectl's
+//! `staging/src/k8s.io/kubectl/pkg/drain/`), and wait until they are gone.
+//!
+//! # Expected flow
+//! 1. List the Pods bound to the node. Run kubectl's filters on each, in kubectl's order, the
+//!    first that does not say "delete" deciding (`filters.go`, `makeFilters`):
+//!    1. a Pod whose `deletionTimestamp` (the end of its grace period) passed longer ago than
+//!       [`DrainOptions::skip_terminating_after`] is skipped (`skipDeletedFilter`);
+//!    2. a DaemonSet Pod is skipped: its controller would recreate it on the node
+//!       (`daemonSetFilter`, as with `--ignore-daemonsets`);
+//!    3. a mirror Pod (annotation `kubernetes.io/config.mirror`) is skipped: the kubelet owns
+//!       it (`mirrorPodFilter`);
+//!    4. a Pod with an `emptyDir` volume is refused unless [`EmptyDir::Delete`]
+//!       (`localStorageFilter`);
+//!    5. a Pod with no controller is refused unless [`Unreplicated::Force`]
+//!       (`unreplicatedFilter`).
+//!
+//!    A Pod that has already ended (Succeeded, Failed) passes filters 2, 4 and 5, as in kubectl.
+//!    Any refusal aborts **before the first eviction** with [`Error::DrainRefused`], listing
+//!    every refused Pod and why.
+//! 2. Evict each Pod (policy/v1 Eviction, its UID as a precondition). A Pod a budget protects
+//!    ([`Eviction::Blocked`], 429) is tried again after a capped, jittered backoff, never in a
+//!    tight loop (kubectl's default retry delay of 0 s, since kubernetes#133461, spins in the
+//!    tools built on it). A Pod whose name now holds another UID is read again and put through
+//!    the filters again.
+//! 3. Wait until every evicted Pod is gone (by UID).
+//!
+//! The whole drain is bounded by [`DrainOptions::timeout`]; when it runs out,
+//! [`Error::DrainTimeout`] names the budget that blocked and the Pods left, and nothing is
+//! evicted after that.
+//!
+//! The caller cordons the node first (with [`NodeApi::patch_node`](crate::NodeApi::patch_node),
+//! recording that it did): a drain neither cordons nor uncordons.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use sha2::{Digest, Sha256};
+
+use crate::api::{DryRun, Eviction, PodApi};
+use crate::error::{ApiError, Error, ErrorKind, Result};
+use crate::runner::retrying;
+use crate::spec::{Level, Note, Sink};
+use crate::wait::wait_pod_gone;
+
+/// What the apiserver says of a Pod that several PodDisruptionBudgets cover.
+const SEVERAL_BUDGETS: &str = "more than one PodDisruptionBudget";
+
+/// The annotation the kubelet puts on a mirror Pod (`corev1.MirrorPodAnnotationKey`).
+pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+
+/// What to do with a Pod that has an `emptyDir` volume (its data is lost on eviction).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum EmptyDir {
+    /// Refuse the drain (kubectl's default).
+    #[default]
+    Refuse,
+    /// Evict it, losing the data (`--delete-emptydir-data`).
+    Delete,
+}
+
+/// What to do with a Pod that no controller would recreate.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Unreplicated {
+    /// Refuse the drain (kubectl's default).
+    #[default]
+    Refuse,
+    /// Evict it: it is gone for good (`--force`).
+    Force,
+}
+
+/// How to drain, as `kubectl drain`'s flags say it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DrainOptions {
+    /// The grace period each Pod gets (`--grace-period`); `None`: the Pod's own.
+    pub grace_period: Option<Duration>,
+    /// The whole drain's bound (`--timeout`), waiting for evicted Pods to be gone included.
+    pub timeout: Duration,
+    /// Skip a Pod whose `deletionTimestamp` passed longer ago than this
+    /// (`--skip-wait-for-delete-timeout`); `None`: wait for it like any other. A graceful
+    /// deletion sets `deletionTimestamp` to the end of the grace period, so this skips Pods
+    /// still there that long after they should have ended (a kubelet that is down).
+    pub skip_terminating_after: Option<Duration>,
+    /// Pods with `emptyDir` volumes.
+    pub empty_dir: EmptyDir,
+    /// Pods with no controller.
+    pub unreplicated: Unreplicated,
+    /// [`DryRun::All`]: every eviction is only checked by the apiserver; nothing is evicted and
+    /// nothing waited for.
+    pub dry_run: DryRun,
+}
+
+impl Default for DrainOptions {
+    fn default() -> Self {
+        DrainOptions {
+            grace_period: None,
+            timeout: Duration::from_secs(600),
+            skip_terminating_after: None,
+            empty_dir: EmptyDir::Refuse,
+            unreplicated: Unreplicated::Refuse,
+            dry_run: DryRun::No,
+        }
+    }
+}
+
+/// Why a Pod is left on the node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Skip {
+    /// Its grace period ended longer ago than [`DrainOptions::skip_terminating_after`].
+    Terminating,
+    /// Managed by a DaemonSet.
+    DaemonSet,
+    /// A mirror Pod of a static Pod.
+    Mirror,
+}
+
+impl std::fmt::Display for Skip {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Skip::Terminating => "still terminating past its grace period and the skip timeout",
+            Skip::DaemonSet => "DaemonSet-managed",
+            Skip::Mirror => "mirror pod",
+        })
+    }
+}
+
+/// Why a drain refuses a Pod (kubectl's messages).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// It has an `emptyDir` volume and [`EmptyDir::Refuse`].
+    LocalStorage,
+    /// No controller and [`Unreplicated::Refuse`].
+    Unreplicated,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Refusal::LocalStorage => "has local storage (emptyDir): allow deleting emptyDir data",
+            Refusal::Unreplicated => "declares no controller: force to evict it for good",
+        })
+    }
+}
+
+/// What the filters say of one Pod.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Verdict {
+    /// Evict it.
+    Evict,
+    /// Leave it.
+    Skip(Skip),
+    /// Refuse the whole drain.
+    Refuse(Refusal),
+}
+
+/// kubectl drain's filters, in kubectl's order (see the [module docs](self)), at wall time
+/// `now`.
+pub fn verdict(pod: &Pod, options: &DrainOptions, now: Timestamp) -> Verdict {
+    let meta = &pod.metadata;
+    if let (Some(after), Some(deleted)) = (options.skip_terminating_after, &meta.deletion_timestamp)
+    {
+        let terminating = now.duration_since(deleted.0);
+        if terminating.as_secs() > i64::try_from(after.as_secs()).unwrap_or(i64::MAX) {
+            return Verdict::Skip(Skip::Terminating);
+        }
+    }
+    let ended = matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    );
+    let controller = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true));
+    if controller.is_some_and(|c| c.kind == "DaemonSet") && !ended {
+        return Verdict::Skip(Skip::DaemonSet);
+    }
+    if meta
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(MIRROR_ANNOTATION))
+    {
+        return Verdict::Skip(Skip::Mirror);
+    }
+    let empty_dir = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.volumes.as_ref())
+        .is_some_and(|vs| vs.iter().any(|v| v.empty_dir.is_some()));
+    if empty_dir && !ended && options.empty_dir == EmptyDir::Refuse {
+        return Verdict::Refuse(Refusal::LocalStorage);
+    }
+    if controller.is_none() && !ended && options.unreplicated == Unreplicated::Refuse {
+        return Verdict::Refuse(Refusal::Unreplicated);
+    }
+    Verdict::Evict
+}
+
+/// What a drain did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Drained {
+    /// The Pods evicted (with [`DryRun::All`]: that would be), `namespace/name`, in order.
+    pub evicted: Vec<String>,
+    /// The Pods left on the node, with why.
+    pub skipped: Vec<(String, Skip)>,
+}
+
+/// The first retry delay after a budget blocked an eviction.
+const BLOCKED_BASE: Duration = Duration::from_secs(1);
+/// The longest retry delay.
+const BLOCKED_CAP: Duration = Duration::from_secs(16);
+
+/// Drains `node` as the [module docs](self) say.
+///
+/// # Errors
+/// [`Error::DrainRefused`] before any eviction; [`Error::DrainTimeout`] at the bound;
+/// [`Error::Api`] when the apiserver refuses otherwise (Forbidden, the 500 of a Pod several
+/// budgets cover).
+pub async fn drain<A: PodApi + ?Sized>(
+    api: &A,
+    node: &str,
+    options: &DrainOptions,
+    notes: &dyn Sink,
+) -> Result<Drained> {
+    let deadline = api.now().saturating_add(options.timeout);
+    let left = |api: &A| deadline.saturating_sub(api.now());
+    let pods = retrying(api, left(api), || api.list_node_pods(node))
+        .await
+        .map_err(|cause| Error::Api {
+            action: format!("listing the pods on node {node}"),
+            cause,
+        })?;
+
+    let now = api.wall_time();
+    let mut drained = Drained::default();
+    let mut refused = Vec::new();
+    let mut pending = Vec::new();
+    for pod in pods {
+        match verdict(&pod, options, now) {
+            Verdict::Evict => pending.push(pod),
+            Verdict::Skip(why) => drained.skipped.push((pod_name(&pod), why)),
+            Verdict::Refuse(why) => refused.push((pod_name(&pod), why.to_string())),
+        }
+    }
+    if !refused.is_empty() {
+        return Err(Error::DrainRefused {
+            node: node.to_string(),
+            pods: refused,
+        });
+    }
+
+    let mut evicted: Vec<Pod> = Vec::new();
+    let mut blocked: Option<String> = None;
+    let mut attempt = 0u32;
+    while !pending.is_empty() {
+        let mut still = Vec::new();
+        for pod in pending {
+            if left(api).is_zero() {
+                still.push(pod);
+                continue;
+            }
+            match evict(api, &pod, options, left(api)).await? {
+                Outcome::Evicted => {
+                    note(
+                        notes,
+                        Level::Info,
+                        format!("evicted pod {} from node {node}", pod_name(&pod)),
+                    );
+                    drained.evicted.push(pod_name(&pod));
+                    evicted.push(pod);
+                }
+                Outcome::Gone => {}
+                Outcome::Blocked(message) => {
+                    blocked = Some(message);
+                    still.push(pod);
+                }
+                Outcome::Replaced(Some(new)) => match verdict(&new, options, api.wall_time()) {
+                    Verdict::Evict => still.push(*new),
+                    Verdict::Skip(why) => drained.skipped.push((pod_name(&new), why)),
+                    Verdict::Refuse(why) => {
+                        return Err(Error::DrainRefused {
+                            node: node.to_string(),
+                            pods: vec![(pod_name(&new), why.to_string())],
+                        });
+                    }
+                },
+                Outcome::Replaced(None) => {}
+            }
+        }
+        pending = still;
+        if pending.is_empty() {
+            break;
+        }
+        let pause = blocked_backoff(node, attempt);
+        if left(api) <= pause {
+            let mut pods_left: Vec<String> = pending.iter().map(pod_name).collect();
+            pods_left.extend(evicted.iter().map(pod_name));
+            return Err(Error::DrainTimeout {
+                node: node.to_string(),
+                waited: options.timeout,
+                blocked,
+                pods_left,
+            });
+        }
+        if let Some(why) = &blocked {
+            note(
+                notes,
+                Level::Warn,
+                format!(
+                    "drain of node {node}: {} pod(s) blocked, retrying in {pause:?}: {why}",
+                    pending.len()
+                ),
+            );
+        }
+        api.sleep(pause).await;
+        attempt += 1;
+    }
+
+    if options.dry_run == DryRun::All {
+        return Ok(drained);
+    }
+    let mut pods_left = Vec::new();
+    for pod in &evicted {
+        if !wait_pod_gone(api, pod, left(api)).await? {
+            pods_left.push(pod_name(pod));
+        }
+    }
+    if !pods_left.is_empty() {
+        return Err(Error::DrainTimeout {
+            node: node.to_string(),
+            waited: options.timeout,
+            blocked: None,
+            pods_left,
+        });
+    }
+    Ok(drained)
+}
+
+/// What one eviction came to.
+enum Outcome {
+    Evicted,
+    Gone,
+    Blocked(String),
+    /// The name holds another Pod now (the UID precondition failed): that Pod, or `None` when it
+    /// is gone too.
+    Replaced(Option<Box<Pod>>),
+}
+
+async fn evict<A: PodApi + ?Sized>(
+    api: &A,
+    pod: &Pod,
+    options: &DrainOptions,
+    bound: Duration,
+) -> Result<Outcome> {
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+    let answer = retrying(api, bound, || async {
+        match api
+            .evict_pod(namespace, name, uid, options.grace_period, options.dry_run)
+            .await
+        {
+            // The 500 for a Pod several budgets cover is no passing fault: the apiserver answers
+            // it again until the budgets change (`eviction.go`). Not retried.
+            Err(e) if e.code == 500 && e.message.contains(SEVERAL_BUDGETS) => {
+                Err(ApiError::new(ErrorKind::Other, e.code, e.message))
+            }
+            other => other,
+        }
+    })
+    .await;
+    match answer {
+        Ok(Eviction::Evicted) => Ok(Outcome::Evicted),
+        Ok(Eviction::Gone) => Ok(Outcome::Gone),
+        Ok(Eviction::Blocked { message }) => Ok(Outcome::Blocked(message)),
+        Err(e) if e.is_conflict() => {
+            match retrying(api, bound, || api.get_pod(namespace, name)).await {
+                // Another Pod under the name, or the same one changed meanwhile: either way, it
+                // goes through the filters again as it is now.
+                Ok(new) => Ok(Outcome::Replaced(Some(Box::new(new)))),
+                Err(e) if e.is_not_found() => Ok(Outcome::Replaced(None)),
+                Err(cause) => Err(Error::Api {
+                    action: format!("reading pod {namespace}/{name}"),
+                    cause,
+                }),
+            }
+        }
+        Err(cause) => Err(Error::Api {
+            action: format!("evicting pod {namespace}/{name} (uid {uid})"),
+            cause,
+        }),
+    }
+}
+
+/// The delay before the `attempt`-th retry of blocked evictions: doubling from 1 s, capped at
+/// 16 s, less up to a quarter drawn from the node's name and the attempt (no OS randomness in
+/// core), so drains of several nodes blocked on one budget do not retry in step.
+fn blocked_backoff(node: &str, attempt: u32) -> Duration {
+    let full = BLOCKED_BASE
+        .saturating_mul(1 << attempt.min(8))
+        .min(BLOCKED_CAP);
+    let digest = Sha256::new()
+        .chain_update(node.as_bytes())
+        .chain_update(attempt.to_be_bytes())
+        .finalize();
+    let fraction = f64::from(digest[0]) / 255.0;
+    full.saturating_sub(full.mul_f64(0.25 * fraction))
+}
+
+fn pod_name(pod: &Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or_default(),
+        pod.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+fn note(sink: &dyn Sink, level: Level, text: String) {
+    sink.note(&Note {
+        level,
+        message: text,
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocked_backoff_doubles_is_capped_and_never_zero() {
+        let delays: Vec<Duration> = (0..10).map(|a| blocked_backoff("node-a", a)).collect();
+        for (a, d) in delays.iter().enumerate() {
+            let full = BLOCKED_BASE.saturating_mul(1 << a.min(8)).min(BLOCKED_CAP);
+            assert!(*d <= full && *d >= full.mul_f64(0.75), "attempt {a}: {d:?}");
+        }
+        assert!(delays[9] <= BLOCKED_CAP);
+        assert_ne!(blocked_backoff("node-a", 3), blocked_backoff("node-b", 3));
+    }
+}

@@ -1,0 +1,403 @@
+//! Ours: create the Job, then wait for it to finish, event-driven, at most the bound from its
+//! creation.
+//!
+//! ```text
+//!  Creating ──created──────────────────▶ Waiting ──finished──▶ (its result is read)
+//!     │ AlreadyExists after a lost answer     at Change (WaitJob), and from there:
+//!     ▼                                        ├ timed out, podless ─▶ Events ─▶ Change
+//!  Checking ──the same work: adopt it──▶       ├ watch expired ──────▶ Reread ─▶ Change
+//!                                              ├ pod no longer ready ▶ Node ───▶ Change
+//!                                              └ timed out (the loop read the node):
+//!                                                  node gone, or the bound: done
+//! ```
+//!
+//! Once created, the Job is ours by UID: a Job deleted, being deleted or replaced under our name
+//! ends the run at once, and nothing of it is read. So does our node's deletion, seen when a
+//! wait times out (the loop reads the node then) or when the Job reports its Pod no longer ready.
+
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Event, Node};
+
+use super::context::{Next, Retries, Run, rv_of, uid_of};
+use super::protocol::{Intent, Observation};
+use crate::POLL_INTERVAL;
+use crate::api::{ApiResult, Change};
+use crate::error::Error;
+use crate::job::same_work;
+use crate::spec::{Level, Note};
+use crate::status::{active_and_ready, finished, has_had_pod, not_ready_because};
+
+/// Ours has finished: its result is to be read.
+#[derive(Debug)]
+pub(super) struct Finished {
+    /// Its UID.
+    pub(super) uid: String,
+    /// Its last resourceVersion.
+    pub(super) rv: Option<String>,
+    /// Its finished state.
+    pub(super) job: Box<Job>,
+}
+
+/// Ours, from its creation until it finishes.
+#[derive(Debug)]
+pub(super) enum Ours {
+    /// Creating it. `deadline` is the guard's: it bounds the create's retries.
+    Creating {
+        deadline: Duration,
+        /// An attempt failed in a way that does not say whether it created the Job.
+        uncertain: bool,
+    },
+    /// A create whose answer was lost met AlreadyExists: is the Job there ours?
+    Checking { deadline: Duration },
+    /// Created: waiting for it to finish.
+    Waiting(Waiting),
+}
+
+/// Ours exists: what is known of it while it runs.
+#[derive(Debug)]
+pub(super) struct Waiting {
+    uid: String,
+    /// Its last resourceVersion.
+    rv: Option<String>,
+    /// Its last state.
+    last: Box<Job>,
+    /// When the wait bound runs out: its creation plus the bound.
+    deadline: Duration,
+    /// False once listing events was forbidden: the fast FailedCreate check is then skipped.
+    events_allowed: bool,
+    at: Await,
+}
+
+/// The answer the wait is at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Await {
+    /// The next change of the Job (`WaitJob`).
+    Change,
+    /// The Job re-read after its watch expired (`GetJob`).
+    Reread,
+    /// Its `FailedCreate` events (`ListEvents`).
+    Events,
+    /// Its node, the Job having reported its Pod no longer ready (`GetNode`).
+    Node,
+}
+
+impl Ours {
+    /// Creates ours; the guard's `deadline` bounds the retries.
+    pub(super) fn create(run: &Run, deadline: Duration) -> (Ours, Intent) {
+        let ours = Ours::Creating {
+            deadline,
+            uncertain: false,
+        };
+        (ours, Intent::CreateJob(Box::new(run.desired.clone())))
+    }
+
+    /// Takes the answer to the last intent.
+    pub(super) fn step(self, run: &Run, now: Duration, obs: Observation) -> Step {
+        match self {
+            Ours::Creating {
+                deadline,
+                uncertain,
+            } => on_create(run, now, deadline, uncertain, obs),
+            Ours::Checking { deadline } => on_check(run, now, deadline, obs),
+            Ours::Waiting(w) => match w.at {
+                Await::Change => w.on_change(run, now, obs),
+                Await::Reread => w.on_reread(run, now, obs),
+                Await::Events => w.on_events(run, now, obs),
+                Await::Node => w.on_node(run, now, obs),
+            },
+        }
+    }
+
+    /// How a transient failure may be retried: within the bound; never for the node read.
+    pub(super) fn retries(&self) -> Retries {
+        match self {
+            Ours::Creating { deadline, .. } | Ours::Checking { deadline } => {
+                Retries::Until(*deadline)
+            }
+            Ours::Waiting(w) if w.at == Await::Node => Retries::Never,
+            Ours::Waiting(w) => Retries::Until(w.deadline),
+        }
+    }
+
+    /// A transient failure is being retried: a create that failed so may have happened.
+    pub(super) fn retrying(&mut self) {
+        if let Ours::Creating { uncertain, .. } = self {
+            *uncertain = true;
+        }
+    }
+
+    /// The timeout of a wait issued at `now`.
+    pub(super) fn wait_timeout(&self, now: Duration) -> Duration {
+        match self {
+            Ours::Creating { deadline, .. } | Ours::Checking { deadline } => {
+                deadline.saturating_sub(now)
+            }
+            Ours::Waiting(w) => w.wait_timeout(now),
+        }
+    }
+}
+
+/// Ours' answer to an observation.
+pub(super) type Step = Next<Ours, Finished>;
+
+fn on_create(
+    run: &Run,
+    now: Duration,
+    deadline: Duration,
+    uncertain: bool,
+    obs: Observation,
+) -> Step {
+    match obs {
+        Observation::Job(job) => adopt(run, now, job),
+        // An earlier attempt may have created it before its answer was lost: look.
+        Observation::Failed(e) if e.is_already_exists() && uncertain => {
+            Next::stay(Ours::Checking { deadline }, Intent::GetJob)
+        }
+        Observation::Failed(e) if e.is_already_exists() => Next::fail(run.contended(format!(
+            "a job of that name was created between our check and our create: {e}"
+        ))),
+        other => run.unexpected(other, "creating"),
+    }
+}
+
+fn on_check(run: &Run, now: Duration, deadline: Duration, obs: Observation) -> Step {
+    match obs {
+        // Ours is the only Job that can be exactly the one we asked for and not being deleted.
+        Observation::Job(job)
+            if job.metadata.deletion_timestamp.is_none() && same_work(&job, &run.desired) =>
+        {
+            adopt(run, now, job)
+        }
+        Observation::Job(job) => Next::fail(run.contended(format!(
+            "after a create whose answer was lost, the job there (uid {}) is not the one we asked for",
+            uid_of(&job)
+        ))),
+        Observation::Failed(e) if e.is_not_found() => {
+            let ours = Ours::Creating {
+                deadline,
+                uncertain: true,
+            };
+            Next::stay(ours, Intent::CreateJob(Box::new(run.desired.clone())))
+        }
+        other => run.unexpected(other, "reading"),
+    }
+}
+
+/// Ours exists (created, or found after a lost answer): its bound starts now.
+fn adopt(run: &Run, now: Duration, job: Box<Job>) -> Step {
+    let uid = uid_of(&job);
+    let note = run.note(Level::Info, format!("created {} (uid {uid})", run.job));
+    let w = Waiting {
+        uid,
+        rv: rv_of(&job),
+        last: job,
+        deadline: now.saturating_add(run.bound),
+        events_allowed: true,
+        at: Await::Change,
+    };
+    w.rewait(now, vec![note])
+}
+
+impl Waiting {
+    fn on_change(self, run: &Run, now: Duration, obs: Observation) -> Step {
+        match obs {
+            Observation::Changed(Change::Applied(job)) => self.observe(run, now, job),
+            Observation::Changed(Change::Deleted(job)) => {
+                let detail = if uid_of(&job) == self.uid {
+                    "was deleted".to_string()
+                } else {
+                    format!("was replaced by uid {}", uid_of(&job))
+                };
+                Next::fail(run.vanished(&self.uid, detail))
+            }
+            Observation::Changed(Change::TimedOut) => self.quiet(run, now, None),
+            Observation::TimedOut(node) => self.quiet(run, now, Some(node)),
+            Observation::Failed(e) if e.is_gone() => self.go(Await::Reread, Intent::GetJob),
+            other => run.unexpected(other, "watching"),
+        }
+    }
+
+    /// The wait timed out with no change; `node` is the node as the loop read it then, if it
+    /// did.
+    fn quiet(self, run: &Run, now: Duration, node: Option<ApiResult<Box<Node>>>) -> Step {
+        if let Some(Err(e)) = &node
+            && e.is_not_found()
+        {
+            return Next::fail(self.node_deleted(run));
+        }
+        if now >= self.deadline {
+            return Next::fail(self.timed_out(run, node.as_ref()));
+        }
+        if self.events_allowed && !has_had_pod(&self.last) {
+            let uid = self.uid.clone();
+            return self.go(Await::Events, Intent::ListEvents { uid });
+        }
+        self.rewait(now, Vec::new())
+    }
+
+    fn on_reread(self, run: &Run, now: Duration, obs: Observation) -> Step {
+        match obs {
+            Observation::Job(job) => self.observe(run, now, job),
+            Observation::Failed(e) if e.is_not_found() => {
+                Next::fail(run.vanished(&self.uid, "was deleted".to_string()))
+            }
+            other => run.unexpected(other, "reading"),
+        }
+    }
+
+    /// A state of the Job of our name, while we wait for ours.
+    fn observe(mut self, run: &Run, now: Duration, job: Box<Job>) -> Step {
+        let uid = uid_of(&job);
+        if uid != self.uid {
+            return Next::fail(run.vanished(&self.uid, format!("was replaced by uid {uid}")));
+        }
+        // We never delete ours before reading its result, so a deletion timestamp means another
+        // actor is removing it: its pod is being killed, and what it ends with is no answer.
+        if job.metadata.deletion_timestamp.is_some() {
+            let detail = "is being deleted by another actor".to_string();
+            return Next::fail(run.vanished(&self.uid, detail));
+        }
+        if finished(&job) {
+            let rv = rv_of(&job);
+            return Next::Leave(Finished { uid, rv, job });
+        }
+        let (_, was_ready) = active_and_ready(&self.last);
+        let (active, ready) = active_and_ready(&job);
+        self.rv = rv_of(&job);
+        self.last = job;
+        if now >= self.deadline {
+            return Next::fail(self.timed_out(run, None));
+        }
+        // Its Pod was ready and no longer is, yet still runs: what the node lifecycle
+        // controller does to the Pods of a node gone NotReady. Look at the node (one read,
+        // only then).
+        if was_ready > 0 && ready == 0 && active > 0 {
+            return self.go(Await::Node, Intent::GetNode);
+        }
+        self.rewait(now, Vec::new())
+    }
+
+    fn on_events(mut self, run: &Run, now: Duration, obs: Observation) -> Step {
+        match obs {
+            Observation::Events(events) => match failed_create(&events, &self.uid) {
+                Some(event) => Next::fail(pod_create_refused(run, event)),
+                None => self.rewait(now, Vec::new()),
+            },
+            // Listing events kept failing: the fast check is skipped this time, not the run.
+            Observation::Failed(e) if e.is_retryable() => self.rewait(now, Vec::new()),
+            Observation::Failed(e) if e.is_forbidden() => {
+                self.events_allowed = false;
+                let note = run.note(
+                    Level::Warn,
+                    format!(
+                        "cannot list events in namespace {} ({e}); a pod the job controller cannot \
+                         create will only be reported at the deadline",
+                        run.job.namespace
+                    ),
+                );
+                self.rewait(now, vec![note])
+            }
+            other => run.unexpected(other, "listing events of"),
+        }
+    }
+
+    fn on_node(self, run: &Run, now: Duration, obs: Observation) -> Step {
+        match obs {
+            Observation::Node(node) => {
+                let notes = match not_ready_because(&node) {
+                    Some(why) => vec![run.note(
+                        Level::Warn,
+                        format!(
+                            "the pod of {} is no longer ready: node {} is NotReady ({why}); \
+                             waiting for it until the bound",
+                            run.job, run.job.node
+                        ),
+                    )],
+                    None => Vec::new(),
+                };
+                self.rewait(now, notes)
+            }
+            Observation::Failed(e) if e.is_not_found() => Next::fail(self.node_deleted(run)),
+            // The node read is a diagnosis, never a reason to stop waiting.
+            Observation::Failed(_) => self.rewait(now, Vec::new()),
+            other => run.unexpected(other, "reading the node of"),
+        }
+    }
+
+    fn go(mut self, at: Await, intent: Intent) -> Step {
+        self.at = at;
+        Next::stay(Ours::Waiting(self), intent)
+    }
+
+    fn rewait(mut self, now: Duration, notes: Vec<Note>) -> Step {
+        self.at = Await::Change;
+        let since = self.rv.clone();
+        let timeout = self.wait_timeout(now);
+        Next::Stay(
+            Ours::Waiting(self),
+            notes,
+            Intent::WaitJob { since, timeout },
+        )
+    }
+
+    /// How long the next wait may take: the rest of the bound, or one [`POLL_INTERVAL`] while
+    /// no Pod exists, so a `FailedCreate` is noticed within it.
+    fn wait_timeout(&self, now: Duration) -> Duration {
+        let rest = self.deadline.saturating_sub(now);
+        if self.events_allowed && !has_had_pod(&self.last) {
+            rest.min(POLL_INTERVAL)
+        } else {
+            rest
+        }
+    }
+
+    /// What the wait is for: the Pod to start, or the Job to finish.
+    fn what(&self) -> &'static str {
+        if has_had_pod(&self.last) {
+            "to finish"
+        } else {
+            "to start a pod"
+        }
+    }
+
+    fn timed_out(&self, run: &Run, node: Option<&ApiResult<Box<Node>>>) -> Error {
+        run.timeout(format!("{}{}", self.what(), run.node_state(node)))
+    }
+
+    fn node_deleted(&self, run: &Run) -> Error {
+        Error::NodeDeleted {
+            job: run.job.clone(),
+            node: run.job.node.clone(),
+            what: self.what().to_string(),
+        }
+    }
+}
+
+/// The `FailedCreate` event of the Job `uid`, if any.
+fn failed_create<'e>(events: &'e [Event], uid: &str) -> Option<&'e Event> {
+    events
+        .iter()
+        .filter(|e| e.involved_object.uid.as_deref() == Some(uid))
+        .find(|e| e.reason.as_deref() == Some("FailedCreate"))
+}
+
+fn pod_create_refused(run: &Run, event: &Event) -> Error {
+    let message = event.message.clone().unwrap_or_default();
+    let hint = if message.contains("PodSecurity") {
+        format!(
+            "; the namespace's PodSecurity level refuses privileged pods: label it with \
+             `kubectl label namespace {} pod-security.kubernetes.io/enforce=privileged`",
+            run.job.namespace
+        )
+    } else {
+        String::new()
+    };
+    Error::PodCreateRefused {
+        job: run.job.clone(),
+        reason: "FailedCreate".to_string(),
+        message,
+        hint,
+    }
+}

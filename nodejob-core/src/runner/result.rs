@@ -1,0 +1,363 @@
+//! The result of ours, once it finished: its Pod (by the Job's UID), the container's exit code,
+//! the log when asked, then ours deleted when it succeeded or left for inspection when it failed.
+//!
+//! ```text
+//!  Pods ─┬─ exit ─────────────────▶ Log? ─┬─▶ DeleteOurs ──▶ done (succeeded: deleted)
+//!        │                                └─▶ done (failed: left in place)
+//!        ├ no exit, no pod, or its pod deleted ─▶ Recheck ─▶ done (why there is no answer)
+//!        └ no exit, DeadlineExceeded ─▶ done
+//! ```
+//!
+//! An exit is the host operation's answer only when the container ended on its own: not when
+//! its Pod was deleted or disrupted ([`disruption`]), and not when the Job failed by its
+//! deadline (the Job controller deletes the Pod then).
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+
+use super::context::{Next, Retries, Run, exact, rv_of, uid_of};
+use super::protocol::{Intent, Mode, Observation, Report};
+use crate::LOG_LIMIT_BYTES;
+use crate::error::Error;
+use crate::spec::Level;
+use crate::status::{
+    JobConditionReason, container_exit_code, disruption, failed, failure_condition, is_pod_of_job,
+    pods_selector, succeeded,
+};
+
+/// Consecutive transient failures allowed once the Job has finished and only reading and
+/// cleaning up remain (no wait bound applies there).
+const POST_FINISH_RETRIES: u32 = 5;
+/// Transient failures reading the log before it is reported unread.
+const LOG_RETRIES: u32 = 2;
+/// Precondition conflicts on our Job's own status churn before giving up on deleting it.
+const CONFLICT_RETRIES: u32 = 3;
+
+/// Reading the result of ours, which has finished.
+#[derive(Debug)]
+pub(super) struct Reading {
+    uid: String,
+    /// Its last resourceVersion: the delete's precondition.
+    rv: Option<String>,
+    /// Its finished state.
+    job: Box<Job>,
+    at: At,
+}
+
+/// Where the reading is, with what that place needs.
+#[derive(Debug)]
+enum At {
+    /// Listing its Pods.
+    Pods,
+    /// No exit answers (no Pod remains, or its Pod was deleted): re-reading ours, to tell
+    /// whether another actor deleted it, before saying so.
+    Recheck(NoAnswer),
+    /// Reading its log; the exit code is known.
+    Log { exit_code: i32 },
+    /// Deleting ours (succeeded) exactly.
+    Deleting { report: Report, conflicts: u32 },
+    /// Re-reading ours after a delete precondition conflict.
+    Rereading { report: Report, conflicts: u32 },
+}
+
+/// Why a failed Job gives no exit status.
+#[derive(Debug)]
+enum NoAnswer {
+    /// No container of ours terminated: the Job's failure condition says why.
+    NoExit { reason: String, message: String },
+    /// Our Pod was deleted or disrupted: whatever it exited with was the kill's.
+    PodDeleted { pod: String, cause: String },
+}
+
+impl Reading {
+    /// Starts reading the result of the finished Job `uid`: list its Pods.
+    pub(super) fn start(uid: String, rv: Option<String>, job: Box<Job>) -> (Reading, Intent) {
+        let selector = pods_selector(&uid);
+        let reading = Reading {
+            uid,
+            rv,
+            job,
+            at: At::Pods,
+        };
+        (reading, Intent::ListPods { selector })
+    }
+
+    /// Takes the answer to the last intent.
+    pub(super) fn step(mut self, run: &Run, obs: Observation) -> Step {
+        match std::mem::replace(&mut self.at, At::Pods) {
+            At::Pods => self.on_pods(run, obs),
+            At::Recheck(no_answer) => self.on_recheck(run, no_answer, obs),
+            At::Log { exit_code } => self.on_log(run, exit_code, obs),
+            At::Deleting { report, conflicts } => self.on_delete(run, report, conflicts, obs),
+            At::Rereading { report, conflicts } => self.on_reread(run, report, conflicts, obs),
+        }
+    }
+
+    /// How a transient failure may be retried: a few times in a row.
+    pub(super) fn retries(&self) -> Retries {
+        match self.at {
+            At::Log { .. } => Retries::Times(LOG_RETRIES),
+            _ => Retries::Times(POST_FINISH_RETRIES),
+        }
+    }
+
+    fn go(mut self, at: At, intent: Intent) -> Step {
+        self.at = at;
+        Next::stay(self, intent)
+    }
+
+    fn on_pods(self, run: &Run, obs: Observation) -> Step {
+        let pods = match obs {
+            Observation::Pods(pods) => pods,
+            other => return run.unexpected(other, "listing pods of"),
+        };
+        // The selector already names our UID; the one rule checks the owner as well, so that no
+        // other Job's Pod can ever answer for ours.
+        let ours: Vec<&Pod> = pods
+            .iter()
+            .filter(|p| is_pod_of_job(p, &self.uid))
+            .collect();
+        let terminated = ours
+            .iter()
+            .find_map(|p| container_exit_code(p, &run.container).map(|c| (*p, c)));
+        let answering = terminated.map(|(p, _)| p).or(ours.first().copied());
+        let pod_name = answering.and_then(|p| p.metadata.name.clone());
+
+        if succeeded(&self.job) {
+            return self.exit(run, 0, pod_name);
+        }
+        if !failed(&self.job) {
+            return Next::fail(run.internal("finished neither succeeded nor failed"));
+        }
+        let cond = failure_condition(&self.job);
+        let reason = cond
+            .and_then(|c| c.reason.clone())
+            .unwrap_or_else(|| "Failed".to_string());
+        let message = cond.and_then(|c| c.message.clone()).unwrap_or_default();
+
+        if JobConditionReason::parse(&reason) == Some(JobConditionReason::DeadlineExceeded) {
+            // The Job controller deletes a Pod still running at the deadline: whatever its
+            // container ended with, the Job failed by its deadline and gives no answer. Say what
+            // is known of the container, and only that.
+            let message = match terminated {
+                Some((pod, code)) if disruption(pod).is_some() => format!(
+                    "{message} (its pod was deleted at the deadline; its container ended with \
+                     exit code {code}, which is not taken as the host operation's answer)"
+                ),
+                Some((_, code)) => format!(
+                    "{message} (its container exited on its own with code {code} as the \
+                     deadline passed; a job failed by its deadline gives no answer)"
+                ),
+                None => message,
+            };
+            return Next::fail(self.failed_without_exit(run, reason, message));
+        }
+
+        let no_answer = match (answering, terminated) {
+            (Some(pod), _) if disruption(pod).is_some() => NoAnswer::PodDeleted {
+                pod: pod_name.unwrap_or_default(),
+                cause: disruption(pod).map(|d| d.to_string()).unwrap_or_default(),
+            },
+            (_, Some((_, code))) => return self.exit(run, code, pod_name),
+            _ => NoAnswer::NoExit { reason, message },
+        };
+        // The Job controller never deletes the Pod of a failed Job: no Pod at all under our UID,
+        // or ours deleted, means another actor deleted it, maybe with the Job itself (a Job
+        // deleted in the foreground takes its Pods first). Re-read ours to tell which.
+        if pods.is_empty() || matches!(no_answer, NoAnswer::PodDeleted { .. }) {
+            return self.go(At::Recheck(no_answer), Intent::GetJob);
+        }
+        Next::fail(self.no_answer(run, no_answer))
+    }
+
+    fn on_recheck(self, run: &Run, no_answer: NoAnswer, obs: Observation) -> Step {
+        let deleted = "was deleted by another actor before its pod was read";
+        match obs {
+            Observation::Job(job) if uid_of(&job) != self.uid => Next::fail(run.vanished(
+                &self.uid,
+                format!(
+                    "was deleted by another actor, and replaced by uid {}, before its pod was read",
+                    uid_of(&job)
+                ),
+            )),
+            Observation::Job(job) if job.metadata.deletion_timestamp.is_some() => {
+                Next::fail(run.vanished(&self.uid, deleted.to_string()))
+            }
+            Observation::Failed(e) if e.is_not_found() => {
+                Next::fail(run.vanished(&self.uid, deleted.to_string()))
+            }
+            // Ours stands (or cannot be read): the Pod alone explains the missing answer.
+            Observation::Job(_) | Observation::Failed(_) => {
+                Next::fail(self.no_answer(run, no_answer))
+            }
+            other => run.unexpected(other, "reading"),
+        }
+    }
+
+    /// The exit code is known: fetch the log when asked, then conclude.
+    fn exit(self, run: &Run, exit_code: i32, pod: Option<String>) -> Step {
+        match run.mode {
+            Mode::Run if exit_code != 0 => Next::fail(Error::Failed {
+                job: run.job.clone(),
+                exit_code,
+            }),
+            Mode::ExitCodeLogs => match pod {
+                Some(pod) => self.go(At::Log { exit_code }, Intent::ReadLog { pod }),
+                None => {
+                    let detail = format!("no pod of job uid {} remains", self.uid);
+                    Next::fail(log_unread(run, exit_code, detail))
+                }
+            },
+            _ => self.conclude(
+                run,
+                Report {
+                    exit_code,
+                    log: None,
+                },
+            ),
+        }
+    }
+
+    fn on_log(self, run: &Run, exit_code: i32, obs: Observation) -> Step {
+        match obs {
+            Observation::Log(log) => {
+                let log = Some(within_limit(log, LOG_LIMIT_BYTES));
+                self.conclude(run, Report { exit_code, log })
+            }
+            Observation::Failed(e) => Next::fail(log_unread(run, exit_code, e.to_string())),
+            other => run.unexpected(other, "reading the log of"),
+        }
+    }
+
+    /// The result is known: delete ours when it succeeded, leave it for inspection otherwise.
+    fn conclude(self, run: &Run, report: Report) -> Step {
+        if succeeded(&self.job) {
+            let delete = Intent::DeleteJob(exact(self.uid.clone(), self.rv.clone()));
+            let at = At::Deleting {
+                report,
+                conflicts: 0,
+            };
+            return self.go(at, delete);
+        }
+        let note = run.note(
+            Level::Info,
+            format!(
+                "{} failed with exit code {}; left in place for inspection",
+                run.job, report.exit_code
+            ),
+        );
+        Next::Finish(vec![note], Ok(report))
+    }
+
+    fn on_delete(self, run: &Run, report: Report, conflicts: u32, obs: Observation) -> Step {
+        match obs {
+            Observation::Deleted => {
+                let note = run.note(Level::Info, format!("{} succeeded; deleted it", run.job));
+                Next::Finish(vec![note], Ok(report))
+            }
+            Observation::Failed(e) if e.is_not_found() => Next::Finish(Vec::new(), Ok(report)),
+            Observation::Failed(e) if e.is_conflict() => {
+                let conflicts = conflicts + 1;
+                if conflicts > CONFLICT_RETRIES {
+                    return Next::fail(run.api_error("deleting", e));
+                }
+                self.go(At::Rereading { report, conflicts }, Intent::GetJob)
+            }
+            other => run.unexpected(other, "deleting"),
+        }
+    }
+
+    fn on_reread(mut self, run: &Run, report: Report, conflicts: u32, obs: Observation) -> Step {
+        match obs {
+            Observation::Job(job) if uid_of(&job) == self.uid => {
+                self.rv = rv_of(&job);
+                let delete = Intent::DeleteJob(exact(self.uid.clone(), self.rv.clone()));
+                self.go(At::Deleting { report, conflicts }, delete)
+            }
+            // Ours is gone; whatever holds the name now is not ours to delete.
+            Observation::Job(_) => Next::Finish(Vec::new(), Ok(report)),
+            Observation::Failed(e) if e.is_not_found() => Next::Finish(Vec::new(), Ok(report)),
+            other => run.unexpected(other, "reading"),
+        }
+    }
+
+    fn failed_without_exit(&self, run: &Run, reason: String, message: String) -> Error {
+        Error::FailedWithoutExit {
+            job: run.job.clone(),
+            reason,
+            message,
+        }
+    }
+
+    fn no_answer(&self, run: &Run, no_answer: NoAnswer) -> Error {
+        match no_answer {
+            NoAnswer::NoExit { reason, message } => self.failed_without_exit(run, reason, message),
+            NoAnswer::PodDeleted { pod, cause } => Error::PodDeleted {
+                job: run.job.clone(),
+                pod,
+                cause,
+            },
+        }
+    }
+}
+
+/// The reading's answer to an observation.
+pub(super) type Step = Next<Reading, std::convert::Infallible>;
+
+fn log_unread(run: &Run, exit_code: i32, detail: String) -> Error {
+    Error::LogUnread {
+        exit_code,
+        job: run.job.clone(),
+        detail,
+    }
+}
+
+/// `log` cut to at most `limit` bytes, on a character boundary: a backend that cut the bytes
+/// inside a character and decoded them lossily may answer a replacement character past the
+/// limit.
+pub(super) fn within_limit(mut log: String, limit: u64) -> String {
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    if log.len() > limit {
+        let mut cut = limit;
+        while !log.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        log.truncate(cut);
+    }
+    log
+}
+
+/// The text of a log read as `bytes` with `limitBytes: limit`: at most `limit` bytes, cut on a
+/// character boundary, never longer than the limit.
+///
+/// The kubelet may send a little more than the limit, and its cut may fall inside a multi-byte
+/// UTF-8 character: the bytes past the limit, then an incomplete character at the end, are
+/// dropped (not replaced); any other invalid sequence becomes U+FFFD, and the text is cut again
+/// on a character boundary at or below the limit, since a replacement can be longer than what
+/// it replaces. For backends: `JobApi::pod_log` answers text, and this is how to make it.
+pub fn log_text(bytes: &[u8], limit: u64) -> String {
+    let limit_len = usize::try_from(limit).unwrap_or(usize::MAX);
+    let bytes = &bytes[..bytes.len().min(limit_len)];
+    let complete = &bytes[..bytes.len() - incomplete_tail(bytes)];
+    within_limit(String::from_utf8_lossy(complete).into_owned(), limit)
+}
+
+/// How many bytes at the end of `bytes` are the start of a UTF-8 character cut short.
+fn incomplete_tail(bytes: &[u8]) -> usize {
+    let is_continuation = |b: u8| b & 0b1100_0000 == 0b1000_0000;
+    let len = bytes.len();
+    for n in 1..=len.min(4) {
+        let lead = bytes[len - n];
+        if is_continuation(lead) {
+            continue;
+        }
+        let width = match lead {
+            0xC0..=0xDF => 2,
+            0xE0..=0xEF => 3,
+            0xF0..=0xF7 => 4,
+            _ => return 0,
+        };
+        return if width > n { n } else { 0 };
+    }
+    0
+}

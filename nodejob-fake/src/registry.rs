@@ -1,0 +1,251 @@
+//! The apiserver's registries for the objects other than Jobs and Pods: creating workloads and
+//! PodDisruptionBudgets (as an administrator's `kubectl apply` would), patching Nodes, and the
+//! Lease verbs. Each works on the store alone.
+
+use std::time::Duration;
+
+use k8s_openapi::Metadata;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use nodejob_core::{ApiError, ApiResult, NodeChange};
+
+use crate::store::{Key, Store, modified_conflict, node_not_found};
+use crate::timing::stamp;
+use crate::validation::{invalid_message, label_errors, name_errors};
+
+/// The resource of a kind, as the apiserver's messages name it.
+pub(crate) struct Resource {
+    /// `deployments.apps`, for `AlreadyExists` and `NotFound`.
+    pub(crate) plural: &'static str,
+    /// `Deployment.apps`, for `Invalid`.
+    pub(crate) kind: &'static str,
+}
+
+pub(crate) const DEPLOYMENTS: Resource = Resource {
+    plural: "deployments.apps",
+    kind: "Deployment.apps",
+};
+pub(crate) const REPLICA_SETS: Resource = Resource {
+    plural: "replicasets.apps",
+    kind: "ReplicaSet.apps",
+};
+pub(crate) const DAEMON_SETS: Resource = Resource {
+    plural: "daemonsets.apps",
+    kind: "DaemonSet.apps",
+};
+pub(crate) const BUDGETS: Resource = Resource {
+    plural: "poddisruptionbudgets.policy",
+    kind: "PodDisruptionBudget.policy",
+};
+const LEASES: Resource = Resource {
+    plural: "leases.coordination.k8s.io",
+    kind: "Lease.coordination.k8s.io",
+};
+
+/// The namespace an object goes to (`default` when its metadata names none).
+fn namespace_of(meta: &ObjectMeta) -> String {
+    meta.namespace.clone().unwrap_or_else(|| "default".into())
+}
+
+/// A create's checks and system fields: the namespace exists (404, namespace lifecycle
+/// admission); then `rest.BeforeCreate`: `generateName`, name and labels valid, with
+/// `more_errors` of the kind's own validation (422); then storage: no resourceVersion (500),
+/// the name free (409, by `taken`). Sets UID, `creationTimestamp`, `generation: 1`. Not
+/// stored.
+pub(crate) fn prepare_create<T: Metadata<Ty = ObjectMeta> + Clone>(
+    store: &mut Store,
+    resource: &Resource,
+    object: &T,
+    more_errors: Vec<String>,
+    taken: impl Fn(&Store, &Key) -> bool,
+    now: Duration,
+) -> ApiResult<T> {
+    let mut object = object.clone();
+    let namespace = namespace_of(object.metadata());
+    store.require_namespace(&namespace)?;
+    let meta = object.metadata_mut();
+    let mut name = meta.name.clone().unwrap_or_default();
+    let prefix = meta.generate_name.clone().filter(|p| !p.is_empty());
+    if let Some(prefix) = prefix.filter(|_| name.is_empty()) {
+        name = store.generate_name(&prefix);
+    }
+    let mut errs = name_errors("metadata.name", &name);
+    errs.extend(label_errors("metadata.labels", meta.labels.as_ref()));
+    errs.extend(more_errors);
+    if !errs.is_empty() {
+        return Err(ApiError::invalid(invalid_message(
+            resource.kind,
+            &name,
+            &errs,
+        )));
+    }
+    if meta
+        .resource_version
+        .as_deref()
+        .is_some_and(|rv| !rv.is_empty())
+    {
+        return Err(ApiError::transient(
+            500,
+            "resourceVersion should not be set on objects to be created",
+        ));
+    }
+    if taken(store, &(namespace.clone(), name.clone())) {
+        return Err(ApiError::already_exists(format!(
+            "{} \"{name}\" already exists",
+            resource.plural
+        )));
+    }
+    meta.name = Some(name);
+    meta.namespace = Some(namespace);
+    meta.uid = Some(store.uid());
+    meta.creation_timestamp = Some(stamp(now));
+    meta.generation = Some(1);
+    meta.deletion_timestamp = None;
+    meta.deletion_grace_period_seconds = None;
+    Ok(object)
+}
+
+/// `PATCH /api/v1/nodes/{name}` (a JSON merge patch carrying `metadata.resourceVersion`):
+/// 404 for a missing node; 409 when the node is at another resourceVersion (none given: no
+/// precondition); `changes` applied in order; a patch that changes nothing writes nothing.
+pub(crate) fn patch_node(
+    store: &mut Store,
+    name: &str,
+    resource_version: &str,
+    changes: &[NodeChange],
+) -> ApiResult<Node> {
+    let node = store
+        .nodes
+        .get(name)
+        .cloned()
+        .ok_or_else(|| node_not_found(name))?;
+    let current = node
+        .metadata
+        .resource_version
+        .as_deref()
+        .unwrap_or_default();
+    if !resource_version.is_empty() && resource_version != current {
+        return Err(modified_conflict("nodes", name));
+    }
+    let mut patched = node.clone();
+    for change in changes {
+        change.apply(&mut patched);
+    }
+    if patched == node {
+        return Ok(node);
+    }
+    Ok(store.write_node(patched))
+}
+
+fn lease_not_found(name: &str) -> ApiError {
+    ApiError::not_found(format!("{} \"{name}\" not found", LEASES.plural))
+}
+
+/// `ValidateLease`: the spec's numbers.
+fn lease_errors(lease: &Lease) -> Vec<String> {
+    let mut errs = Vec::new();
+    let spec = lease.spec.clone().unwrap_or_default();
+    if let Some(d) = spec.lease_duration_seconds.filter(|d| *d <= 0) {
+        errs.push(format!(
+            "spec.leaseDurationSeconds: Invalid value: {d}: must be greater than 0"
+        ));
+    }
+    if let Some(t) = spec.lease_transitions.filter(|t| *t < 0) {
+        errs.push(format!(
+            "spec.leaseTransitions: Invalid value: {t}: must be greater than or equal to 0"
+        ));
+    }
+    errs
+}
+
+/// `GET` one Lease.
+pub(crate) fn get_lease(store: &Store, namespace: &str, name: &str) -> ApiResult<Lease> {
+    let key = (namespace.to_string(), name.to_string());
+    store
+        .leases
+        .get(&key)
+        .cloned()
+        .ok_or_else(|| lease_not_found(name))
+}
+
+/// `POST` a Lease: as [`prepare_create`], and the spec's validation.
+pub(crate) fn create_lease(store: &mut Store, lease: &Lease, now: Duration) -> ApiResult<Lease> {
+    let taken = |s: &Store, k: &Key| s.leases.contains_key(k);
+    let lease = prepare_create(store, &LEASES, lease, lease_errors(lease), taken, now)?;
+    Ok(store.write_lease(lease))
+}
+
+/// `PUT` a Lease (generic registry `Store.Update`): a Lease that does not exist is created
+/// (the Lease strategy's `AllowCreateOnUpdate`); otherwise its `metadata.resourceVersion` must
+/// be given (422: leases allow no unconditional update) and current (409); the UID may not
+/// change (422); `creationTimestamp` and `generation` are kept, a missing UID filled in. An
+/// update that changes nothing writes nothing.
+pub(crate) fn replace_lease(store: &mut Store, lease: &Lease, now: Duration) -> ApiResult<Lease> {
+    let namespace = namespace_of(&lease.metadata);
+    let name = lease.metadata.name.clone().unwrap_or_default();
+    let key = (namespace.clone(), name.clone());
+    store.require_namespace(&namespace)?;
+    let Some(old) = store.leases.get(&key).cloned() else {
+        let mut fresh = lease.clone();
+        fresh.metadata.resource_version = None;
+        return create_lease(store, &fresh, now);
+    };
+    let given = lease.metadata.resource_version.clone().unwrap_or_default();
+    let given: u64 = if given.is_empty() {
+        0
+    } else {
+        given.parse().map_err(|_| {
+            ApiError::transient(
+                500,
+                format!("strconv.ParseUint: parsing {given:?}: invalid syntax"),
+            )
+        })?
+    };
+    if given == 0 {
+        return Err(ApiError::invalid(format!(
+            "{} \"{name}\" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update",
+            LEASES.plural
+        )));
+    }
+    let current = old.metadata.resource_version.clone().unwrap_or_default();
+    if given.to_string() != current {
+        return Err(modified_conflict(LEASES.plural, &name));
+    }
+    let mut new = lease.clone();
+    let meta = &mut new.metadata;
+    meta.namespace = Some(namespace);
+    if meta.uid.as_deref().is_none_or(str::is_empty) {
+        meta.uid = old.metadata.uid.clone();
+    }
+    let mut errs = lease_errors(&new);
+    if new.metadata.uid != old.metadata.uid {
+        errs.insert(
+            0,
+            format!(
+                "metadata.uid: Invalid value: {:?}: field is immutable",
+                new.metadata.uid.clone().unwrap_or_default()
+            ),
+        );
+    }
+    errs.extend(label_errors(
+        "metadata.labels",
+        new.metadata.labels.as_ref(),
+    ));
+    if !errs.is_empty() {
+        return Err(ApiError::invalid(invalid_message(
+            LEASES.kind,
+            &name,
+            &errs,
+        )));
+    }
+    let meta = &mut new.metadata;
+    meta.creation_timestamp = old.metadata.creation_timestamp.clone();
+    meta.generation = old.metadata.generation;
+    meta.deletion_timestamp = None;
+    meta.resource_version = old.metadata.resource_version.clone();
+    if new == old {
+        return Ok(old);
+    }
+    Ok(store.write_lease(new))
+}

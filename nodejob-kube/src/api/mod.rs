@@ -1,0 +1,170 @@
+//! [`KubeApi`]: core's API traits and [`Clock`] over a `kube::Client`, one file per trait.
+
+mod job;
+mod lease;
+mod node;
+mod pod;
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::serde::de::DeserializeOwned;
+use kube::core::Request;
+use kube::{Client, Resource};
+use nodejob_core::{ApiResult, Change, Clock};
+use tokio::time::Instant;
+
+use crate::config::{ConnectError, load_config};
+use crate::transport::{Built, call_json};
+use crate::watch::{Key, Tracker, Watched};
+
+/// Core's [`JobApi`](nodejob_core::JobApi), [`NodeApi`](nodejob_core::NodeApi),
+/// [`PodApi`](nodejob_core::PodApi), [`LeaseApi`](nodejob_core::LeaseApi) and [`Clock`] over a
+/// `kube::Client`.
+///
+/// Every verb is one HTTP request, classified into core's
+/// [`ApiError`](nodejob_core::ApiError) by status code and `Status` reason; nothing is retried
+/// here (the caller retries, inside its own bound). Waits (`wait_job`, `wait_node`, `wait_pod`)
+/// are watches kept open across calls, one per object.
+///
+/// Time is tokio's: [`Clock::now`] is the time since construction on `tokio::time::Instant`
+/// (monotonic, `std::time::Instant` outside paused-time tests) and [`Clock::sleep`] is
+/// `tokio::time::sleep`, so both run on the same clock, paused or not.
+pub struct KubeApi {
+    client: Client,
+    origin: Instant,
+    jobs: Tracker<Job>,
+    nodes: Tracker<Node>,
+    pods: Tracker<Pod>,
+}
+
+impl fmt::Debug for KubeApi {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KubeApi")
+            .field("default_namespace", &self.client.default_namespace())
+            .finish_non_exhaustive()
+    }
+}
+
+impl KubeApi {
+    /// Over `client`, as it is: a client built by [`kube::Client::try_default`] keeps kube's
+    /// retry layer; use [`KubeApi::from_config`] or [`KubeApi::connect`] to have it off.
+    pub fn new(client: Client) -> Self {
+        KubeApi {
+            client,
+            origin: Instant::now(),
+            jobs: Tracker::new(),
+            nodes: Tracker::new(),
+            pods: Tracker::new(),
+        }
+    }
+
+    /// Over a client built from `config`, with kube's retry layer off
+    /// (`config.default_retry = false`, whatever it was).
+    pub fn from_config(mut config: kube::Config) -> Result<Self, ConnectError> {
+        config.default_retry = false;
+        let cluster_url = config.cluster_url.to_string();
+        let client = Client::try_from(config).map_err(|source| ConnectError::Client {
+            cluster_url,
+            source,
+        })?;
+        Ok(Self::new(client))
+    }
+
+    /// Loads the configuration as kubectl does, from `context` of the kubeconfig or its current
+    /// context (see [`load_config`]), and connects with kube's retry off.
+    pub async fn connect(context: Option<&str>) -> Result<Self, ConnectError> {
+        Self::from_config(load_config(context).await?)
+    }
+
+    /// [`KubeApi::connect`] to the current context (or in-cluster).
+    pub async fn try_default() -> Result<Self, ConnectError> {
+        Self::connect(None).await
+    }
+
+    /// The client underneath.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The namespace of an object to create: its own, else the client's default.
+    fn namespace_of<'a>(&'a self, namespace: Option<&'a str>) -> &'a str {
+        namespace.unwrap_or(self.client.default_namespace())
+    }
+
+    /// Reads one object, recording what the read answered in `tracker` for a later
+    /// [`Change::Deleted`].
+    async fn get_tracked<K: Clone + DeserializeOwned>(
+        &self,
+        tracker: &Tracker<K>,
+        key: Key,
+        request: Built,
+    ) -> ApiResult<K> {
+        let answer = call_json(&self.client, request).await;
+        match &answer {
+            Ok(obj) => tracker.saw(&key, obj),
+            Err(e) if e.is_not_found() => tracker.saw_gone(&key),
+            Err(_) => {}
+        }
+        answer
+    }
+
+    /// The next change of the object `key` of `collection` after `since`, on its open watch:
+    /// see [`crate::watch`].
+    async fn wait_on<K>(
+        &self,
+        tracker: &Tracker<K>,
+        collection: Request,
+        key: Key,
+        since: Option<&str>,
+        timeout: Duration,
+    ) -> ApiResult<Change<K>>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + fmt::Debug + Send + 'static,
+    {
+        Watched {
+            client: &self.client,
+            tracker,
+            collection,
+            key,
+        }
+        .wait(since, timeout)
+        .await
+    }
+}
+
+/// `(namespace, name)` of a namespaced object.
+fn key(namespace: &str, name: &str) -> Key {
+    (namespace.to_string(), name.to_string())
+}
+
+/// `("", name)` of a cluster-scoped object.
+fn cluster_key(name: &str) -> Key {
+    (String::new(), name.to_string())
+}
+
+/// The collection of `K` in `namespace` (cluster-wide, or every namespace, when `None`).
+fn collection<K: Resource<DynamicType = ()>>(namespace: Option<&str>) -> Request {
+    Request::new(K::url_path(&(), namespace))
+}
+
+#[async_trait]
+impl Clock for KubeApi {
+    fn now(&self) -> Duration {
+        self.origin.elapsed()
+    }
+
+    async fn sleep(&self, duration: Duration) {
+        tokio::time::sleep(duration).await;
+    }
+
+    /// This machine's clock: Lease times are written and compared in it, as client-go's
+    /// leader election does.
+    fn wall_time(&self) -> Timestamp {
+        Timestamp::now()
+    }
+}

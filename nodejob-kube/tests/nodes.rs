@@ -1,0 +1,156 @@
+//! `NodeApi` on the wire: the list selector, and a patch that carries its precondition.
+
+mod support;
+
+use nodejob_core::{ErrorKind, NodeApi, NodeChange};
+use serde_json::{Value, json};
+use support::*;
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+const NODES: &str = "/api/v1/nodes";
+const NODE_A: &str = "/api/v1/nodes/node-a";
+
+fn named(name: &str, rv: &str) -> Value {
+    let mut n = node(rv, true);
+    n["metadata"]["name"] = json!(name);
+    n
+}
+
+fn names(nodes: &[k8s_openapi::api::core::v1::Node]) -> Vec<&str> {
+    nodes
+        .iter()
+        .map(|n| n.metadata.name.as_deref().unwrap_or_default())
+        .collect()
+}
+
+#[tokio::test]
+async fn nodes_are_listed_by_label_selector_or_all_in_name_order() -> TestResult {
+    let selector = "node-role.kubernetes.io/worker=,stratum.ciq.com/pool=blue";
+    let (api, server) = serve(vec![
+        get(NODES).query(&[("labelSelector", selector)]).reply_json(
+            200,
+            &list(
+                "Node",
+                "v1",
+                "900",
+                vec![
+                    named("node-c", "3"),
+                    named("node-a", "1"),
+                    named("node-b", "2"),
+                ],
+            ),
+        ),
+        // An empty selector is no selector at all: every node.
+        get(NODES).raw_query("").reply_json(
+            200,
+            &list(
+                "Node",
+                "v1",
+                "901",
+                vec![named("node-b", "2"), named("node-a", "1")],
+            ),
+        ),
+    ]);
+    let picked = api.list_nodes(selector).await?;
+    assert_eq!(names(&picked), ["node-a", "node-b", "node-c"]);
+    let all = api.list_nodes("").await?;
+    assert_eq!(names(&all), ["node-a", "node-b"]);
+    drop(api);
+    assert_eq!(
+        server.finish().await,
+        [format!("GET {NODES}"), format!("GET {NODES}")]
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_patch_is_one_merge_patch_of_the_changes_in_order_with_the_resource_version() -> TestResult
+{
+    let key = "stratum.ciq.com/upgrade";
+    let mut cordoned = node("78", true);
+    cordoned["spec"] = json!({ "unschedulable": true });
+    cordoned["metadata"]["annotations"] = json!({ key: "cordoned-by-upgrade" });
+    let uncordoned = node("79", true);
+    let (api, server) = serve(vec![
+        merge_patch(
+            NODE_A,
+            json!({
+                "metadata": {
+                    "resourceVersion": "77",
+                    "annotations": { key: "cordoned-by-upgrade" }
+                },
+                "spec": { "unschedulable": true }
+            }),
+        )
+        .reply_json(200, &cordoned),
+        // Uncordon and RemoveAnnotation are nulls: a merge patch removes what is null.
+        merge_patch(
+            NODE_A,
+            json!({
+                "metadata": { "resourceVersion": "78", "annotations": { key: null } },
+                "spec": { "unschedulable": null }
+            }),
+        )
+        .reply_json(200, &uncordoned),
+    ]);
+    let written = api
+        .patch_node(
+            "node-a",
+            "77",
+            &[
+                NodeChange::Cordon,
+                NodeChange::set_annotation(key, "cordoned-by-upgrade"),
+            ],
+        )
+        .await?;
+    assert_eq!(written.metadata.resource_version.as_deref(), Some("78"));
+    assert_eq!(written.spec.and_then(|s| s.unschedulable), Some(true));
+    let written = api
+        .patch_node(
+            "node-a",
+            "78",
+            &[NodeChange::Uncordon, NodeChange::remove_annotation(key)],
+        )
+        .await?;
+    assert_eq!(written.metadata.resource_version.as_deref(), Some("79"));
+    drop(api);
+    assert_eq!(
+        server.finish().await,
+        [format!("PATCH {NODE_A}"), format!("PATCH {NODE_A}")]
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_patch_of_a_node_changed_since_it_was_read_is_a_conflict() -> TestResult {
+    // What `Store.Update` answers when the patched resourceVersion is not the stored one.
+    let message = "Operation cannot be fulfilled on nodes \"node-a\": the object has been \
+                   modified; please apply your changes to the latest version and try again";
+    let (api, server) =
+        serve(vec![
+        merge_patch(
+            NODE_A,
+            json!({ "metadata": { "resourceVersion": "77" }, "spec": { "unschedulable": true } }),
+        )
+        .reply_json(409, &status(409, "Conflict", message)),
+        merge_patch("/api/v1/nodes/node-z", json!({ "metadata": { "resourceVersion": "1" } }))
+            .reply_json(404, &status(404, "NotFound", "nodes \"node-z\" not found")),
+    ]);
+    let err = api
+        .patch_node("node-a", "77", &[NodeChange::Cordon])
+        .await
+        .expect_err("the node changed");
+    assert_eq!(
+        (err.kind, err.code, err.message.as_str()),
+        (ErrorKind::Conflict, 409, message)
+    );
+    let err = api
+        .patch_node("node-z", "1", &[])
+        .await
+        .expect_err("no such node");
+    assert!(err.is_not_found(), "{err}");
+    drop(api);
+    assert_eq!(server.finish().await.len(), 2);
+    Ok(())
+}
