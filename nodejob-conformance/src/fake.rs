@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use nodejob_fake::{FakeCluster, LogEndpoint, NodeScript};
+use nodejob_fake::{FakeCluster, LogEndpoint, NodeScript, labels};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -52,7 +52,6 @@ impl FakeBackend {
             nodes,
         }
     }
-
 }
 
 #[async_trait]
@@ -86,16 +85,22 @@ impl Backend for FakeBackend {
             .map_err(Failure::from)
     }
     async fn forbid_privileged_pods(&self) -> Result<String, Failure> {
-        // The fake has no admission chain: its kubelet script refuses pods with the message the
-        // PodSecurity admission plugin writes for a privileged container under `baseline`.
-        let refusal = "violates PodSecurity \"baseline:latest\": privileged (container \"host\" must not set securityContext.privileged=true), host namespaces (hostNetwork=true, hostPID=true)";
-        let node = self.node();
-        let script = NodeScript {
-            refuse_pods: Some(refusal.into()),
-            ..self.cluster.script(&node)
-        };
-        self.cluster.set_script(&node, script);
-        Ok(self.namespace())
+        // As on a real cluster: a namespace whose PodSecurity level is `baseline`, whose
+        // admission refuses privileged pods with the plugin's own message.
+        let name = format!("{}-baseline", self.namespace());
+        self.cluster.add_namespace(&name);
+        self.cluster
+            .label_namespace(&name, labels::POD_SECURITY_ENFORCE, "baseline")
+            .map_err(Failure::from)?;
+        Ok(name)
+    }
+    async fn delete_pod(&self, namespace: &str, name: &str) -> Result<(), Failure> {
+        self.cluster
+            .delete_pod_now(namespace, name)
+            .map_err(Failure::from)
+    }
+    async fn remove_node(&self, node: &str) -> Result<(), Failure> {
+        self.cluster.remove_node(node).map_err(Failure::from)
     }
 }
 

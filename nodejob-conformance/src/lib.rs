@@ -4,9 +4,9 @@
 //! user relies on. It scripts the host operation through the argv (the `nodejob-test:` vocabulary
 //! of [`nodejob_fake::host`], which the fake's kubelet and the end-to-end node agent both read)
 //! and everything else through the API: another actor's Job is created or deleted with the same
-//! verbs, between two of the runner's calls, by [`Interposed`]. Only three hooks are
-//! backend-specific ([`Backend`]): an unreachable kubelet, a NotReady node, and a namespace whose
-//! PodSecurity level refuses privileged pods.
+//! verbs, between two of the runner's calls, by [`Interposed`]. Only a few hooks are
+//! backend-specific ([`Backend`]): an unreachable kubelet, a NotReady node, a namespace whose
+//! PodSecurity level refuses privileged pods, and another actor deleting a Pod or a Node.
 //!
 //! [`conformance!`] expands every scenario into a test for one backend: the in-memory cluster in
 //! `cargo test` (`tests/fake.rs`), a real control plane in the end-to-end suite.
@@ -48,6 +48,11 @@ pub trait Backend: Send + Sync + 'static {
     async fn set_node_ready(&self, node: &str, ready: bool) -> Result<(), Failure>;
     /// A namespace whose PodSecurity admission refuses privileged pods (`enforce=baseline`).
     async fn forbid_privileged_pods(&self) -> Result<String, Failure>;
+    /// Deletes one Pod as another actor would (`kubectl delete pod`: graceful, no
+    /// preconditions).
+    async fn delete_pod(&self, namespace: &str, name: &str) -> Result<(), Failure>;
+    /// Deletes the Node object as another actor would (`kubectl delete node`).
+    async fn remove_node(&self, node: &str) -> Result<(), Failure>;
 }
 
 /// Why a scenario failed: what was expected and what was seen.
@@ -240,7 +245,10 @@ macro_rules! conformance {
             wait_ready_sees_the_node_turn_ready,
             wait_ready_times_out_on_a_not_ready_node,
             wait_ready_reports_a_missing_node,
-            long_node_name_makes_valid_objects
+            long_node_name_makes_valid_objects,
+            pod_deleted_by_another_actor_is_no_exit_code,
+            node_deleted_while_the_job_runs_is_named,
+            finished_job_deleted_by_another_runner_says_so
         );
     };
     (@each #[$test:meta] $make:expr; $($name:ident),* $(,)?) => {

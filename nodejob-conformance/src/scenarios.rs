@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use nodejob_core::{
-    ApiError, Clock, Error, ErrorKind, JobApi, Verb, build, delete_and_wait, delete_exact_and_wait,
-    logs, node_label_value, run, run_exit_code, run_exit_code_logs, wait_ready,
+    ApiError, CONTROLLER_UID_LABEL, Clock, Error, ErrorKind, JobApi, Verb, build, delete_and_wait,
+    delete_exact_and_wait, logs, node_label_value, run, run_exit_code, run_exit_code_logs,
+    wait_ready,
 };
 use nodejob_fake::host;
 
@@ -647,5 +648,107 @@ pub async fn long_node_name_makes_valid_objects<B: Backend>(b: Arc<B>) -> Outcom
         "annotation lost"
     );
     delete_and_wait(&*cx.api, &cx.namespace, "long-node").await?;
+    Ok(())
+}
+
+/// The name of the running pod of our Job `name` (read below the interposer).
+async fn pod_of<B: Backend>(cx: &Ctx<B>, name: &str) -> Result<String, Failure> {
+    let job = cx.wait_running(name).await?;
+    let uid = job.metadata.uid.unwrap_or_default();
+    let pods = cx
+        .api
+        .inner()
+        .list_pods(&cx.namespace, &format!("{CONTROLLER_UID_LABEL}={uid}"))
+        .await?;
+    pods.into_iter()
+        .find_map(|p| p.metadata.name)
+        .ok_or_else(|| Failure(format!("job {name} runs, yet has no pod")))
+}
+
+/// Another actor deletes our Job's Pod alone (`kubectl delete pod`) while the host operation
+/// runs: the container's 143 is the kill's, never the host's answer; the run says the Pod was
+/// deleted before the host operation ended.
+pub async fn pod_deleted_by_another_actor_is_no_exit_code<B: Backend>(b: Arc<B>) -> Outcome {
+    let cx = Ctx::new(b);
+    let deleter = Ctx::new(cx.backend.clone());
+    cx.api.before(Verb::WaitJob, 0, move |_| {
+        async move {
+            let pod = pod_of(&deleter, "podkill").await.expect("our job runs");
+            deleter
+                .backend
+                .delete_pod(&deleter.namespace, &pod)
+                .await
+                .expect("their delete");
+        }
+        .boxed()
+    });
+    let mut spec = cx.spec("podkill", &[host::run(secs(600)), host::exit(0)]);
+    spec.active_deadline = secs(900);
+    match run_exit_code(&*cx.api, &spec).await {
+        Err(e @ Error::PodDeleted { .. }) => {
+            let text = e.to_string();
+            ensure!(text.contains("podkill"), "the error names the job: {text}");
+        }
+        other => ensure!(false, "expected the pod's deletion, got {other:?}"),
+    }
+    Ok(())
+}
+
+/// Our node is deleted while our Job runs: the run ends naming the node, at the latest when
+/// the bound runs out (then the node is read), not as a bare timeout.
+pub async fn node_deleted_while_the_job_runs_is_named<B: Backend>(b: Arc<B>) -> Outcome {
+    let cx = Ctx::new(b);
+    let remover = Ctx::new(cx.backend.clone());
+    cx.api.before(Verb::WaitJob, 0, move |_| {
+        async move {
+            remover
+                .wait_running("nodegone")
+                .await
+                .expect("our job runs");
+            remover
+                .backend
+                .remove_node(&remover.node)
+                .await
+                .expect("their delete");
+        }
+        .boxed()
+    });
+    let mut spec = cx.spec("nodegone", &[host::run(secs(600))]);
+    spec.poll_attempts = 2;
+    spec.active_deadline = secs(900);
+    match run_exit_code(&*cx.api, &spec).await {
+        Err(Error::NodeDeleted { node, .. }) => {
+            ensure!(node == cx.node, "names node {node}, not ours ({})", cx.node)
+        }
+        other => ensure!(false, "expected the node's deletion, got {other:?}"),
+    }
+    Ok(())
+}
+
+/// Two runners race on one name: another deletes our just-finished Job before we read its Pod.
+/// The error says our Job was deleted by another actor, not that it failed without an exit
+/// status.
+pub async fn finished_job_deleted_by_another_runner_says_so<B: Backend>(b: Arc<B>) -> Outcome {
+    let cx = Ctx::new(b);
+    let ns = cx.namespace.clone();
+    cx.api.before(Verb::ListPods, 0, move |api| {
+        async move {
+            delete_and_wait(&*api, &ns, "raced")
+                .await
+                .expect("their delete completes");
+        }
+        .boxed()
+    });
+    let spec = cx.spec("raced", &[host::exit(3)]);
+    match run_exit_code(&*cx.api, &spec).await {
+        Err(e @ Error::Vanished { .. }) => {
+            let text = e.to_string();
+            ensure!(
+                text.contains("deleted by another actor"),
+                "the error says who deleted it: {text}"
+            );
+        }
+        other => ensure!(false, "expected our job to have vanished, got {other:?}"),
+    }
     Ok(())
 }

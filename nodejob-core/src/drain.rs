@@ -47,6 +47,10 @@ use crate::wait::wait_pod_gone;
 /// What the apiserver says of a Pod that several PodDisruptionBudgets cover.
 const SEVERAL_BUDGETS: &str = "more than one PodDisruptionBudget";
 
+/// What the apiserver says when a budget's status lags its spec, or a not-Ready Pod's delete
+/// conflicted.
+const STILL_PROCESSED: &str = "is still being processed by the server";
+
 /// The annotation the kubelet puts on a mirror Pod (`corev1.MirrorPodAnnotationKey`).
 pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
@@ -376,6 +380,22 @@ async fn evict<A: PodApi + ?Sized>(
     match answer {
         Ok(Eviction::Evicted) => Ok(Outcome::Evicted),
         Ok(Eviction::Gone) => Ok(Outcome::Gone),
+        // For a Pod that is not Ready, the apiserver turns a conflict on its delete (our UID
+        // precondition included) into this 429 (`eviction.go`): a Pod replaced under the name
+        // would look blocked for ever. Read it again.
+        Ok(Eviction::Blocked { message }) if message.contains(STILL_PROCESSED) => {
+            match retrying(api, bound, || api.get_pod(namespace, name)).await {
+                Ok(now) if now.metadata.uid.as_deref() == Some(uid) => {
+                    Ok(Outcome::Blocked(message))
+                }
+                Ok(now) => Ok(Outcome::Replaced(Some(Box::new(now)))),
+                Err(e) if e.is_not_found() => Ok(Outcome::Replaced(None)),
+                Err(cause) => Err(Error::Api {
+                    action: format!("reading pod {namespace}/{name}"),
+                    cause,
+                }),
+            }
+        }
         Ok(Eviction::Blocked { message }) => Ok(Outcome::Blocked(message)),
         Err(e) if e.is_conflict() => {
             match retrying(api, bound, || api.get_pod(namespace, name)).await {

@@ -19,7 +19,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use nodejob_conformance::{Backend, Failure, Object, Workloads};
@@ -422,6 +422,20 @@ impl Backend for KubeBackend {
         namespace(&self.admin, &name, "baseline").await?;
         self.rbac.apply(&self.admin, &self.sa, &[&name]).await?;
         Ok(name)
+    }
+    async fn delete_pod(&self, namespace: &str, name: &str) -> Result<(), Failure> {
+        Api::<Pod>::namespaced(self.admin.clone(), namespace)
+            .delete(name, &DeleteParams::default())
+            .await
+            .map(drop)
+            .map_err(fail("deleting a pod"))
+    }
+    async fn remove_node(&self, node: &str) -> Result<(), Failure> {
+        Api::<Node>::all(self.admin.clone())
+            .delete(node, &DeleteParams::default())
+            .await
+            .map(drop)
+            .map_err(fail("deleting a node"))
     }
 }
 

@@ -29,7 +29,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use nodejob_core::ApiResult;
 
 use crate::admission;
-use crate::state::State;
+use crate::ctx::Ctx;
 use crate::store::{FOREGROUND_DELETION, Key, key_of, owner_uid_of};
 use crate::timers::{Action, ObjRef};
 use crate::timing::stamp;
@@ -79,7 +79,7 @@ fn true_condition<'a>(status: Option<&'a JobStatus>, type_: &str) -> Option<&'a 
 }
 
 /// Whether the Job has its terminal condition (`Complete` or `Failed`).
-pub(crate) fn finished(job: &Job) -> bool {
+fn finished(job: &Job) -> bool {
     let status = job.status.as_ref();
     true_condition(status, "Complete").is_some() || true_condition(status, "Failed").is_some()
 }
@@ -112,14 +112,14 @@ fn involved(job: &Job) -> ObjectReference {
     }
 }
 
-pub(crate) fn phase(pod: &Pod) -> &str {
+fn phase(pod: &Pod) -> &str {
     pod.status
         .as_ref()
         .and_then(|s| s.phase.as_deref())
         .unwrap_or("Pending")
 }
 
-pub(crate) fn is_terminal(pod: &Pod) -> bool {
+fn is_terminal(pod: &Pod) -> bool {
     matches!(phase(pod), "Succeeded" | "Failed")
 }
 
@@ -241,11 +241,7 @@ impl Controller {
                 &message,
                 now,
             );
-            let attempt = self
-                .controller
-                .create_attempts
-                .entry(r.uid.clone())
-                .or_default();
+            let attempt = self.create_attempts.entry(r.uid.clone()).or_default();
             let delay = cx.timing.create_retry(*attempt);
             *attempt += 1;
             cx.timers.at(now + delay, Action::CreatePod(r.clone()));
@@ -271,7 +267,9 @@ impl Controller {
     }
 
     /// The pod of `job` from its template, as the controller creates it.
-    fn new_pod(&mut self, cx: &mut Ctx<'_>,
+    fn new_pod(
+        &mut self,
+        cx: &mut Ctx<'_>,
         job: &Job,
         template: &PodTemplateSpec,
         name: String,

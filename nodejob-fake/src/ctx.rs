@@ -1,7 +1,6 @@
 //! [`Ctx`]: what a component works on during one step. A component (the Job controller, the
 //! kubelets, the workload and disruption controllers, the scheduler) takes it, and imports
-//! neither its siblings nor [`State`](crate::state::State), which owns the parts and lends
-//! them.
+//! neither its siblings nor the state that owns the parts and lends them.
 
 use std::time::Duration;
 

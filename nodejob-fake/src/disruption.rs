@@ -37,9 +37,10 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use crate::budget::{
     DISRUPTION_ALLOWED, SYNC_FAILED, conditions_up_to_date, set_allowed_condition, set_condition,
 };
+use crate::ctx::Ctx;
 use crate::selector::LabelSelectorExt;
 use crate::store::{Store, controller_of, pod_is_ready};
-use crate::timers::{Action, Timers};
+use crate::timers::Action;
 use crate::timing::{EPOCH_SECONDS, stamp};
 
 /// `DeletionTimeout`: how long an admitted eviction's pod may take to be marked for deletion
@@ -166,7 +167,8 @@ fn expected_counts(
 impl Disruption {
     /// Syncs every budget's status (a write only when it changes); arms a resync for the
     /// earliest `disruptedPods` entry of each that will expire.
-    pub(crate) fn sync(&mut self, store: &mut Store, timers: &mut Timers, now: Duration) {
+    pub(crate) fn sync(&mut self, cx: &mut Ctx<'_>) {
+        let (store, timers, now) = (&mut *cx.store, &mut *cx.timers, cx.now);
         self.rechecks.retain(|at| *at > now);
         let budgets: Vec<PodDisruptionBudget> = store.budgets.values().cloned().collect();
         for budget in budgets {

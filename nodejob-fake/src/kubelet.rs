@@ -1,13 +1,15 @@
 //! The kubelet of each node, scriptable per node with a [`NodeScript`], and the Node objects.
 //!
-//! A kubelet starts the container of a pod bound to its node. A host program runs for its run
-//! time and the kubelet reports its exit (with the log's tail as the termination message of a
-//! failed `FallbackToLogsOnError` container); a workload runs until its pod is deleted (see
-//! [`crate::host`]). On the pod's deletion the kubelet sends a running container SIGTERM, which
-//! ends it (exit 143) unless it ignores SIGTERM, and then SIGKILL after the grace period (exit
-//! 137). It does all that only while its node is Ready: on a
-//! NotReady node its steps wait (the container keeps running, its status is not reported)
-//! until the node is Ready again, as a kubelet cut off from the apiserver would.
+//! The kubelets are one component: they work on the store and the timer queue lent to them
+//! ([`Ctx`]), reacting to timer entries and, level-triggered, to the deletions the apiserver
+//! wrote. A kubelet starts the container of a pod bound to its node. A host program runs for
+//! its run time and the kubelet reports its exit (with the log's tail as the termination
+//! message of a failed `FallbackToLogsOnError` container); a workload runs until its pod is
+//! deleted (see [`crate::host`]). On the pod's deletion the kubelet sends a running container
+//! SIGTERM, which ends it (exit 143) unless it ignores SIGTERM, and then SIGKILL after the
+//! grace period (exit 137). It does all that only while its node is Ready: on a NotReady node
+//! its steps wait (the container keeps running, its status is not reported) until the node is
+//! Ready again, as a kubelet cut off from the apiserver would.
 //!
 //! What a container does comes from its argv (see [`crate::host`]), falling back to the
 //! node's script. A process prints its log when it exits on its own: a running container's log
@@ -24,10 +26,12 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use nodejob_core::{ApiError, ApiResult};
 
-use crate::host::{Directives, is_host_program};
 use crate::ctx::Ctx;
-use crate::store::{Key, key_of, node_is_ready, node_not_found, pod_is_terminal as is_terminal};
-use crate::termination::{self, DEFAULT_GRACE_PERIOD, OnSigterm};
+use crate::host::{Directives, is_host_program};
+use crate::store::{
+    Key, Store, key_of, node_is_ready, node_not_found, pod_is_terminal as is_terminal,
+};
+use crate::termination::{self, OnSigterm};
 use crate::timers::{Action, ObjRef};
 use crate::timing::stamp;
 
@@ -125,8 +129,9 @@ pub(crate) struct Kubelets {
     containers: BTreeMap<String, Container>,
     /// Pods whose removal the kubelet confirmed (its final delete with grace 0).
     confirmed: BTreeSet<String>,
-    /// When each pod being deleted was deleted (virtual time), by UID.
-    deleted_at: BTreeMap<String, Duration>,
+    /// The grace period (seconds) each pod being deleted had when the kubelet last acted on
+    /// its deletion, by UID.
+    terminating: BTreeMap<String, i64>,
     nodes_added: u32,
 }
 
@@ -299,7 +304,12 @@ impl Kubelets {
     }
 
     /// The kubelet posts its Ready condition (a Node write, only when it changes).
-    pub(crate) fn set_node_ready(&mut self, cx: &mut Ctx<'_>, name: &str, ready: bool) -> ApiResult<()> {
+    pub(crate) fn set_node_ready(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        name: &str,
+        ready: bool,
+    ) -> ApiResult<()> {
         let mut node = cx.store.get_node(name)?;
         if Self::node_ready(cx.store, name) == ready {
             return Ok(());
@@ -318,53 +328,9 @@ impl Kubelets {
         Ok(())
     }
 
-    pub(crate) fn remove_node(&mut self, cx: &mut Ctx<'_>, name: &str) -> ApiResult<()> {
-        cx.store
-            .remove_node(name)
-            .map(drop)
-            .ok_or_else(|| node_not_found(name))
-    }
-
     /// Whether `node` exists and its Ready condition is `"True"`.
     fn node_ready(store: &Store, node: &str) -> bool {
         store.nodes.get(node).is_some_and(node_is_ready)
-    }
-
-    /// Changes Node `name` with `change` and writes it if that changed anything. Answers the
-    /// Node as stored.
-    pub(crate) fn update_node(&mut self, cx: &mut Ctx<'_>,
-        name: &str,
-        change: impl FnOnce(&mut Node),
-    ) -> ApiResult<Node> {
-        let node = cx.store.get_node(name)?;
-        let mut changed = node.clone();
-        change(&mut changed);
-        if changed == node {
-            return Ok(node);
-        }
-        Ok(cx.store.write_node(changed))
-    }
-
-    /// The kubelet's `status.nodeInfo`, changed by `change` (a Node write when it changes).
-    pub(crate) fn update_node_info(&mut self, cx: &mut Ctx<'_>,
-        name: &str,
-        change: impl FnOnce(&mut NodeSystemInfo),
-    ) -> ApiResult<Node> {
-        self.update_node(cx, name, |node| {
-            change(
-                node.status
-                    .get_or_insert_default()
-                    .node_info
-                    .get_or_insert_default(),
-            );
-        })
-    }
-
-    /// The node restarts: its kubelet posts a new `bootID`.
-    pub(crate) fn reboot_node(&mut self, cx: &mut Ctx<'_>, name: &str) -> ApiResult<Node> {
-        cx.store.get_node(name)?;
-        let boot_id = cx.store.infra_uuid();
-        self.update_node_info(cx, name, |info| info.boot_id = boot_id)
     }
 
     /// Parks `action` until `node` is Ready; answers whether it did.
@@ -372,8 +338,7 @@ impl Kubelets {
         if node.is_empty() || Self::node_ready(cx.store, node) {
             return false;
         }
-        self.kubelets
-            .parked
+        self.parked
             .entry(node.to_string())
             .or_default()
             .push(action);
@@ -416,7 +381,7 @@ impl Kubelets {
         else {
             return;
         };
-        let host_ip = self
+        let host_ip = cx
             .store
             .nodes
             .get(&node)
@@ -513,7 +478,13 @@ impl Kubelets {
     }
 
     /// The container exits on its own; the kubelet reports it (once its node is Ready).
-    pub(crate) fn container_exit(&mut self, cx: &mut Ctx<'_>, r: ObjRef, exit_code: i32, at: Duration) {
+    pub(crate) fn container_exit(
+        &mut self,
+        cx: &mut Ctx<'_>,
+        r: ObjRef,
+        exit_code: i32,
+        at: Duration,
+    ) {
         let Some(pod) = cx.store.pod_with_uid(&r.key, &r.uid) else {
             return;
         };
@@ -522,7 +493,8 @@ impl Kubelets {
         }
         let node = node_of(pod).to_string();
         let deleting = pod.metadata.deletion_timestamp.is_some();
-        if self.park_unless_ready(cx, 
+        if self.park_unless_ready(
+            cx,
             &node,
             Action::ContainerExit {
                 pod: r.clone(),
@@ -606,6 +578,59 @@ impl Kubelets {
         cx.store.write_pod(pod);
     }
 
+    /// The kubelet's reaction to deletions, level-triggered: for each pod newly being deleted
+    /// it confirms a pod already ended, stops a running container ([`Action::Stop`]: SIGTERM,
+    /// or SIGKILL at the end of the grace period for one that ignores SIGTERM), and finishes
+    /// promptly a pod whose container never started ([`Action::Kill`]; for a pod never bound,
+    /// the pod garbage collector plays that part). When a pod's grace period was shortened
+    /// since, it starts the kill again with the shorter one, from now (`pod_workers.go`: a
+    /// shortened grace period cancels the running sync). It forgets the pods that are gone.
+    pub(crate) fn sync(&mut self, cx: &mut Ctx<'_>) {
+        let live: BTreeSet<&str> = (cx.store.pods.values())
+            .filter_map(|p| p.metadata.uid.as_deref())
+            .collect();
+        self.containers.retain(|uid, _| live.contains(uid.as_str()));
+        self.confirmed.retain(|uid| live.contains(uid.as_str()));
+        self.terminating
+            .retain(|uid, _| live.contains(uid.as_str()));
+        let deleting: Vec<Pod> = (cx.store.pods.values())
+            .filter(|p| p.metadata.deletion_timestamp.is_some())
+            .cloned()
+            .collect();
+        for pod in deleting {
+            let uid = pod.metadata.uid.clone().unwrap_or_default();
+            let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or(0);
+            let seen = self.terminating.insert(uid.clone(), grace);
+            let r = ObjRef::of(&pod.metadata);
+            let running = container_running(&pod);
+            let grace = Duration::from_secs(u64::try_from(grace).unwrap_or(0));
+            match seen {
+                Some(before) if grace.as_secs() >= u64::try_from(before).unwrap_or(0) => {}
+                Some(_) if running => {
+                    let on_sigterm = self.on_sigterm(&uid);
+                    let (after, exit_code) =
+                        termination::stop(grace, cx.timing.kill_delay, on_sigterm);
+                    cx.timers
+                        .at(cx.now + after, Action::Stop { pod: r, exit_code });
+                }
+                Some(_) => {}
+                None if is_terminal(&pod) => {
+                    self.confirmed.insert(uid);
+                }
+                None if running => {
+                    let on_sigterm = self.on_sigterm(&uid);
+                    let (after, exit_code) =
+                        termination::stop(grace, cx.timing.kill_delay, on_sigterm);
+                    cx.timers
+                        .at(cx.now + after, Action::Stop { pod: r, exit_code });
+                }
+                None => cx
+                    .timers
+                    .at(cx.now + cx.timing.pod_cleanup, Action::Kill(r)),
+            }
+        }
+    }
+
     /// What the running container of pod `uid` does on SIGTERM.
     fn on_sigterm(&self, uid: &str) -> OnSigterm {
         (self.containers.get(uid)).map_or(OnSigterm::Exit, |c| c.on_sigterm)
@@ -624,7 +649,8 @@ impl Kubelets {
             return;
         }
         let node = node_of(pod).to_string();
-        if self.park_unless_ready(cx, 
+        if self.park_unless_ready(
+            cx,
             &node,
             Action::Stop {
                 pod: r.clone(),
@@ -676,7 +702,9 @@ impl Kubelets {
             .collect();
         for (key, uid) in done {
             cx.store.remove_pod(&key);
-            self.forget_container(&uid);
+            self.containers.remove(&uid);
+            self.confirmed.remove(&uid);
+            self.terminating.remove(&uid);
         }
     }
 
@@ -772,4 +800,47 @@ impl Kubelets {
             .min(log.len());
         Ok(String::from_utf8_lossy(&log.as_bytes()[..limit]).into_owned())
     }
+}
+
+/// Deletes the Node object. NotFound if there is no such node.
+pub(crate) fn remove_node(store: &mut Store, name: &str) -> ApiResult<()> {
+    store
+        .remove_node(name)
+        .map(drop)
+        .ok_or_else(|| node_not_found(name))
+}
+
+/// Changes Node `name` with `change` and writes it if that changed anything. Answers the Node
+/// as stored.
+pub(crate) fn update_node(
+    store: &mut Store,
+    name: &str,
+    change: impl FnOnce(&mut Node),
+) -> ApiResult<Node> {
+    let node = store.get_node(name)?;
+    let mut changed = node.clone();
+    change(&mut changed);
+    if changed == node {
+        return Ok(node);
+    }
+    Ok(store.write_node(changed))
+}
+
+/// The kubelet's `status.nodeInfo`, changed by `change` (a Node write when it changes).
+pub(crate) fn update_node_info(
+    store: &mut Store,
+    name: &str,
+    change: impl FnOnce(&mut NodeSystemInfo),
+) -> ApiResult<Node> {
+    update_node(store, name, |node| {
+        let status = node.status.get_or_insert_default();
+        change(status.node_info.get_or_insert_default());
+    })
+}
+
+/// The node restarts: its kubelet posts a new `bootID`.
+pub(crate) fn reboot_node(store: &mut Store, name: &str) -> ApiResult<Node> {
+    store.get_node(name)?;
+    let boot_id = store.infra_uuid();
+    update_node_info(store, name, |info| info.boot_id = boot_id)
 }

@@ -17,7 +17,17 @@
 //!           timers: pod creation, container start/exit, stop, kill, deadline, terminal
 //!                   condition, a workload's pod creation, a disrupted pod's expiry
 //!           level-triggered: Job controller, workload controllers, scheduler, disruption
-//!                   controller, pod removal, garbage collector
+//!                   controller, kubelets (deletions), pod removal, garbage collector
+//! ```
+//!
+//! The root ([`FakeCluster`]) owns a state that owns the parts (the store, the timer queue)
+//! and the components, and lends each component the parts it works on; no component names
+//! another, nor the root:
+//!
+//! ```text
+//!   FakeCluster (cluster, api, actors) ─▶ State ─▶ Job controller, kubelets, workload and
+//!       disruption controllers, scheduler, eviction and other registries
+//!                                                 ─▶ store, timers, admission, selectors
 //! ```
 //!
 //! ```

@@ -24,8 +24,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod, PodCondition};
 
+use crate::ctx::Ctx;
 use crate::store::{Key, Store, controller_of, key_of, node_is_ready, pod_is_terminal};
-use crate::timers::{Action, ObjRef, Timers};
+use crate::timers::{Action, ObjRef};
 use crate::timing::stamp;
 
 /// The taint key a cordoned node carries.
@@ -120,8 +121,11 @@ fn fit_error(reasons: &[&str]) -> String {
 }
 
 /// Places every unbound pod (a write per pod bound, or per change of an unschedulable pod's
-/// condition); the kubelet starts a bound pod `start_after` later.
-pub(crate) fn bind(store: &mut Store, timers: &mut Timers, now: Duration, start_after: Duration) {
+/// condition); the kubelet starts a bound pod
+/// [`Timing::container_start`](crate::Timing::container_start) later.
+pub(crate) fn bind(cx: &mut Ctx<'_>) {
+    let (store, timers, now) = (&mut *cx.store, &mut *cx.timers, cx.now);
+    let start_after = cx.timing.container_start;
     let pending: Vec<Key> = (store.pods.values())
         .filter(|p| unbound(p))
         .map(|p| key_of(&p.metadata))

@@ -2,15 +2,17 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Pod, PodCondition};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Node, NodeSystemInfo, Pod, PodCondition};
 use nodejob_core::{ApiError, ApiResult, DryRun, Eviction};
 
 use crate::admission;
 use crate::controller::Controller;
+use crate::ctx::Ctx;
 use crate::disruption::Disruption;
 use crate::eviction::{self, Verdict};
 use crate::faults::Faults;
-use crate::kubelet::Kubelets;
+use crate::kubelet::{self, Kubelets};
 use crate::record::Call;
 use crate::rng::Rng;
 use crate::scheduler;
@@ -58,38 +60,140 @@ impl State {
         }
     }
 
+    /// The parts a component works on, lent for one step, and the components.
+    fn parts(
+        &mut self,
+    ) -> (
+        Ctx<'_>,
+        &mut Controller,
+        &mut Kubelets,
+        &mut Workloads,
+        &mut Disruption,
+    ) {
+        let State {
+            now,
+            timing,
+            store,
+            timers,
+            controller,
+            workloads,
+            disruption,
+            kubelets,
+            ..
+        } = self;
+        let cx = Ctx {
+            store,
+            timers,
+            now: *now,
+            timing,
+        };
+        (cx, controller, kubelets, workloads, disruption)
+    }
+
     /// Applies one due step.
     pub(crate) fn apply(&mut self, action: Action) {
+        if matches!(action, Action::Settle | Action::Resync) {
+            self.settle();
+            return;
+        }
+        let (mut cx, controller, kubelets, _, _) = self.parts();
+        let cx = &mut cx;
         match action {
-            Action::Settle | Action::Resync => self.settle(),
-            Action::CreatePod(job) => self.sync_new_job(&job),
-            Action::Deadline(job) => self.deadline(&job),
-            Action::Finish(job) => self.finish(&job),
-            Action::StartContainer(pod) => self.start_container(pod),
-            Action::ContainerExit { pod, exit_code, at } => self.container_exit(pod, exit_code, at),
-            Action::Stop { pod, exit_code } => self.stop(pod, exit_code),
-            Action::Kill(pod) => self.kill(pod),
+            Action::Settle | Action::Resync => {}
+            Action::CreatePod(job) => {
+                let refusal = |node: &str| kubelets.script(node).refuse_pods;
+                controller.sync_new_job(cx, &refusal, &job);
+            }
+            Action::Deadline(job) => controller.deadline(cx, &job),
+            Action::Finish(job) => controller.finish(cx, &job),
+            Action::StartContainer(pod) => kubelets.start_container(cx, pod),
+            Action::ContainerExit { pod, exit_code, at } => {
+                kubelets.container_exit(cx, pod, exit_code, at);
+            }
+            Action::Stop { pod, exit_code } => kubelets.stop(cx, pod, exit_code),
+            Action::Kill(pod) => kubelets.kill(cx, pod),
         }
     }
 
     /// Runs the level-triggered loops until nothing more changes: the Job controller's sync of
     /// every Job, the workload controllers, the scheduler, the disruption controller, the
-    /// apiserver's removal of pods the kubelet is done with, and the garbage collector.
+    /// kubelets' reaction to deletions, the apiserver's removal of pods the kubelet is done
+    /// with, and the garbage collector.
     pub(crate) fn settle(&mut self) {
         for _ in 0..64 {
             let before = self.store.rv();
-            let now = self.now;
-            self.sync_jobs();
-            (self.workloads).sync(&mut self.store, &mut self.timers, now, &self.timing);
-            let start = self.timing.container_start;
-            scheduler::bind(&mut self.store, &mut self.timers, now, start);
-            (self.disruption).sync(&mut self.store, &mut self.timers, now);
-            self.remove_finished_pods();
-            self.collect_garbage();
+            let (mut cx, controller, kubelets, workloads, disruption) = self.parts();
+            let cx = &mut cx;
+            controller.sync_jobs(cx);
+            workloads.sync(cx);
+            scheduler::bind(cx);
+            disruption.sync(cx);
+            kubelets.sync(cx);
+            kubelets.remove_finished_pods(cx);
+            controller.collect_garbage(cx);
             if self.store.rv() == before {
                 return;
             }
         }
+    }
+
+    // ---- what the root asks of the components ----
+
+    /// `POST .../jobs` and the Job controller's first sync after its batch period.
+    pub(crate) fn create_job(&mut self, job: &Job) -> ApiResult<Job> {
+        let (mut cx, controller, ..) = self.parts();
+        controller.create_job(&mut cx, job)
+    }
+
+    /// Registers a Ready node.
+    pub(crate) fn add_node(&mut self, name: &str) -> ApiResult<Node> {
+        let (mut cx, _, kubelets, ..) = self.parts();
+        kubelets.add_node(&mut cx, name)
+    }
+
+    /// The node's kubelet posts its Ready condition.
+    pub(crate) fn set_node_ready(&mut self, name: &str, ready: bool) -> ApiResult<()> {
+        let (mut cx, _, kubelets, ..) = self.parts();
+        kubelets.set_node_ready(&mut cx, name, ready)
+    }
+
+    /// Deletes the Node object.
+    pub(crate) fn remove_node(&mut self, name: &str) -> ApiResult<()> {
+        kubelet::remove_node(&mut self.store, name)
+    }
+
+    /// Changes Node `name` with `change`, writing it if that changed anything.
+    pub(crate) fn update_node(
+        &mut self,
+        name: &str,
+        change: impl FnOnce(&mut Node),
+    ) -> ApiResult<Node> {
+        kubelet::update_node(&mut self.store, name, change)
+    }
+
+    /// The kubelet's `status.nodeInfo`, changed by `change`.
+    pub(crate) fn update_node_info(
+        &mut self,
+        name: &str,
+        change: impl FnOnce(&mut NodeSystemInfo),
+    ) -> ApiResult<Node> {
+        kubelet::update_node_info(&mut self.store, name, change)
+    }
+
+    /// The node restarts: its kubelet posts a new `bootID`.
+    pub(crate) fn reboot_node(&mut self, name: &str) -> ApiResult<Node> {
+        kubelet::reboot_node(&mut self.store, name)
+    }
+
+    /// `GET .../pods/{pod}/log`.
+    pub(crate) fn pod_log(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+        limit_bytes: u64,
+    ) -> ApiResult<String> {
+        (self.kubelets).pod_log(&self.store, namespace, pod, container, limit_bytes)
     }
 }
 
@@ -189,7 +293,7 @@ impl State {
                         self.store.write_pod(pod);
                     }
                 }
-                self.delete_pod(&key, grace_period);
+                self.store.delete_pod(&key, grace_period, self.now);
                 Ok(Eviction::Evicted)
             }
         }
@@ -202,7 +306,7 @@ impl State {
         if !self.store.pods.contains_key(&key) {
             return Err(pod_not_found(name));
         }
-        self.delete_pod(&key, None);
+        self.store.delete_pod(&key, None, self.now);
         Ok(())
     }
 }

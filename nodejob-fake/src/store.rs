@@ -17,8 +17,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 };
 use nodejob_core::{ApiError, ApiResult, Change};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::SignedDuration;
+
 use crate::rng::Rng;
 use crate::selector::Selector;
+use crate::termination::DEFAULT_GRACE_PERIOD;
 use crate::timing::{EPOCH_SECONDS, stamp};
 use crate::validation::{invalid_message, label_errors, name_errors};
 use crate::watch::History;
@@ -335,6 +339,68 @@ impl Store {
             ..Default::default()
         });
         Ok(pod)
+    }
+
+    /// The apiserver's graceful deletion of a pod (`DELETE` with `gracePeriodSeconds`
+    /// `requested`, else the pod's own); the kubelet reacts to it.
+    ///
+    /// The grace period (pod strategy `CheckGracefulDelete` in
+    /// `pkg/registry/core/pod/strategy.go`) is `requested`, else the pod's
+    /// `terminationGracePeriodSeconds` (30s by default); 0 for a pod that is terminal or never
+    /// bound to a node. `deletionTimestamp` is now + the grace period (`rest.BeforeDelete`).
+    /// With grace 0 and no finalizer the pod is removed at once (after that update); otherwise
+    /// it goes once the kubelet confirmed and its finalizers are gone. A pod already being
+    /// deleted is left as it is, unless `requested` is shorter than its grace period (only a
+    /// shorter one is honoured): then its `deletionTimestamp` moves to its deletion +
+    /// `requested`.
+    pub(crate) fn delete_pod(&mut self, key: &Key, requested: Option<Duration>, now: Duration) {
+        let Some(mut pod) = self.pods.get(key).cloned() else {
+            return;
+        };
+        let unscheduled = (pod.spec.as_ref())
+            .and_then(|s| s.node_name.as_deref())
+            .is_none_or(str::is_empty);
+        let grace = if pod_is_terminal(&pod) || unscheduled {
+            Duration::ZERO
+        } else {
+            requested.unwrap_or_else(|| {
+                let secs = (pod.spec.as_ref()).and_then(|s| s.termination_grace_period_seconds);
+                secs.map_or(DEFAULT_GRACE_PERIOD, |s| {
+                    Duration::from_secs(u64::try_from(s).unwrap_or(0))
+                })
+            })
+        };
+        let seconds = |d: Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+        let finalized = pod.metadata.finalizers.as_ref().is_none_or(Vec::is_empty);
+        if let Some(deadline) = pod.metadata.deletion_timestamp.clone() {
+            let old = pod.metadata.deletion_grace_period_seconds.unwrap_or(0);
+            if old == 0 {
+                // An earlier deletion left a grace period of 0: delete now if nothing holds it.
+                if finalized {
+                    self.remove_pod(key);
+                }
+                return;
+            }
+            let Some(shorter) = requested.filter(|r| seconds(*r) < old) else {
+                return;
+            };
+            let moved = (deadline.0)
+                .checked_sub(SignedDuration::from_secs(old))
+                .and_then(|t| t.checked_add(SignedDuration::from_secs(seconds(shorter))))
+                .unwrap_or(deadline.0);
+            pod.metadata.deletion_timestamp = Some(Time(moved));
+            pod.metadata.deletion_grace_period_seconds = Some(seconds(shorter));
+            self.write_pod(pod);
+            return;
+        }
+        pod.metadata.deletion_timestamp = Some(stamp(now + grace));
+        pod.metadata.deletion_grace_period_seconds = Some(seconds(grace));
+        self.write_pod(pod);
+        if grace.is_zero() && finalized {
+            // Nothing holds it: the apiserver deletes it after that update; the kubelet kills
+            // whatever still runs, unseen.
+            self.remove_pod(key);
+        }
     }
 
     /// Stores a prepared pod (ADDED): 409 AlreadyExists when the name is taken.

@@ -18,8 +18,9 @@ pub struct Timing {
     /// `syncJobBatchPeriod` batches pod events only), and a real control plane (v1.37) showed
     /// the pod about 0.2s after the Job.
     pub pod_create: Duration,
-    /// From the pod's creation to its container running (kubelet admission, image present,
-    /// container start). Default 1s.
+    /// From a pod's binding to a node (its creation, for a pod created bound, as a Job's is;
+    /// the scheduler's binding otherwise) to its container running and, for a workload, Ready
+    /// (kubelet admission, image present, container start). Default 1s.
     pub container_start: Duration,
     /// From the interim condition (`SuccessCriteriaMet` / `FailureTarget`) to the terminal one
     /// (`Complete` / `Failed`), the controller having removed its pod finalizers in between.

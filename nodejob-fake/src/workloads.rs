@@ -33,6 +33,7 @@ use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodTemplateSpec, Tolerati
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use crate::admission::pod_security;
+use crate::ctx::Ctx;
 use crate::store::{Store, controller_of, pod_is_ready, pod_is_terminal};
 use crate::timers::{Action, ObjRef, Timers};
 use crate::timing::{Timing, stamp};
@@ -135,13 +136,8 @@ struct Wanted {
 
 impl Workloads {
     /// Runs the three controllers once.
-    pub(crate) fn sync(
-        &mut self,
-        store: &mut Store,
-        timers: &mut Timers,
-        now: Duration,
-        timing: &Timing,
-    ) {
+    pub(crate) fn sync(&mut self, cx: &mut Ctx<'_>) {
+        let (store, timers, now, timing) = (&mut *cx.store, &mut *cx.timers, cx.now, cx.timing);
         self.sync_deployments(store, now);
         let mut wanted: BTreeMap<String, Vec<Wanted>> = BTreeMap::new();
         for rs in store.replica_sets.values() {

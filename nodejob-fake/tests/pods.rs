@@ -286,3 +286,48 @@ async fn deleting_a_jobs_pod_fails_the_job() -> TestResult {
     assert!(err.is_not_found());
     Ok(())
 }
+
+#[tokio::test(start_paused = true)]
+async fn mirror_and_empty_dir_pods_are_stored_as_given_and_run() -> TestResult {
+    use k8s_openapi::api::core::v1::{EmptyDirVolumeSource, Volume};
+    let cluster = FakeCluster::new();
+    cluster.add_node("n1")?;
+    let mut mirror = bare_pod("static-web", "n1", 30);
+    mirror.metadata.annotations = Some(
+        [(
+            "kubernetes.io/config.mirror".to_string(),
+            "hash".to_string(),
+        )]
+        .into(),
+    );
+    let mut scratch = bare_pod("scratch", "n1", 30);
+    scratch.spec.as_mut().unwrap().volumes = Some(vec![Volume {
+        name: "tmp".into(),
+        empty_dir: Some(EmptyDirVolumeSource::default()),
+        ..Volume::default()
+    }]);
+    cluster.create_pod_now(&mirror)?;
+    cluster.create_pod_now(&scratch)?;
+    cluster.sleep(secs(1.5)).await;
+    let mirror = cluster.get_pod(NS, "static-web").await?;
+    assert!(ready(&mirror));
+    let annotations = mirror.metadata.annotations.unwrap();
+    assert_eq!(
+        annotations
+            .get("kubernetes.io/config.mirror")
+            .map(String::as_str),
+        Some("hash")
+    );
+    let scratch = cluster.get_pod(NS, "scratch").await?;
+    assert!(ready(&scratch));
+    assert!(
+        scratch.spec.unwrap().volumes.unwrap()[0]
+            .empty_dir
+            .is_some()
+    );
+    assert!(
+        mirror.metadata.owner_references.is_none(),
+        "no controller replaces them"
+    );
+    Ok(())
+}

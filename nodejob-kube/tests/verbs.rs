@@ -323,3 +323,19 @@ async fn a_log_the_apiserver_cannot_fetch_from_the_kubelet_is_transient_with_its
     assert_eq!(server.finish().await, [format!("GET {log_path}")]);
     Ok(())
 }
+
+#[tokio::test]
+async fn a_log_longer_than_the_limit_is_cut_on_a_character_boundary_below_it() -> TestResult {
+    let log_path = format!("{PODS_PATH}/{POD}/log");
+    // The kubelet's cut may overshoot the limit and fall inside a character: "hé" is 3 bytes,
+    // and with a limit of 2 the "é" (2 bytes) cannot be kept whole.
+    let (api, server) = serve(vec![
+        get(&log_path)
+            .query(&[("container", "upgrade"), ("limitBytes", "2")])
+            .reply(200, "hé"),
+    ]);
+    assert_eq!(api.pod_log(NS, POD, "upgrade", 2).await?, "h");
+    drop(api);
+    assert_eq!(server.finish().await, [format!("GET {log_path}")]);
+    Ok(())
+}

@@ -99,9 +99,9 @@ impl JobApi for KubeApi {
             collection::<Pod>(Some(namespace)).logs(pod, &lp),
         )
         .await?;
-        // A log is the container's bytes: invalid UTF-8 (or a multi-byte character cut by
-        // `limitBytes`) is replaced, not an error.
-        Ok(String::from_utf8_lossy(&body).into_owned())
+        // A log is the container's bytes: a multi-byte character cut by `limitBytes` is dropped,
+        // other invalid UTF-8 replaced, and the text never exceeds the limit.
+        Ok(nodejob_core::log_text(&body, limit_bytes))
     }
 
     /// `involvedObject.uid` is one of the field selectors core/v1 Events support
