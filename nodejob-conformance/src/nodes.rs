@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use nodejob_core::drain::{DrainOptions, EmptyDir, Skip, Unreplicated, drain};
+use nodejob_core::drain::{DrainOptions, Drained, EmptyDir, Skip, Unreplicated, drain};
 use nodejob_core::lease::{Acquired, Claim, LeaseConfig, acquire, holder};
 use nodejob_core::{Clock, DryRun, Error, Eviction, LeaseApi, NodeApi, NodeChange, PodApi, Verb};
 
@@ -142,6 +142,36 @@ async fn deploy_on_first_node<B: Workloads>(
         patch(ctx, other, &[NodeChange::Uncordon]).await?;
     }
     Ok(())
+}
+
+/// Drains `node` with `options`, its progress notes dropped.
+async fn quiet<B: Workloads>(
+    ctx: &Ctx<B>,
+    node: &str,
+    options: &DrainOptions,
+) -> Result<Drained, Error> {
+    drain(
+        ctx.api.as_ref(),
+        node,
+        options,
+        &|_: &nodejob_core::Note| {},
+    )
+    .await
+}
+
+/// The pods a drain refused, checking that it refused before any eviction.
+fn refused_before_any_eviction<B: Workloads>(
+    ctx: &Ctx<B>,
+    result: Result<Drained, Error>,
+) -> Result<Vec<(String, String)>, Failure> {
+    let Err(Error::DrainRefused { pods, .. }) = result else {
+        return Err(Failure(format!("want a refusal, got {result:?}")));
+    };
+    ensure!(
+        ctx.api.count(Verb::EvictPod) == 0,
+        "evicted before refusing"
+    );
+    Ok(pods)
 }
 
 fn options(timeout: Duration) -> DrainOptions {
@@ -288,13 +318,7 @@ pub async fn drain_fails_at_its_timeout_naming_the_budget<B: Workloads>(
         .collect();
     patch(&ctx, &node, &[NodeChange::Cordon]).await?;
     let timeout = Duration::from_secs(15);
-    let result = drain(
-        ctx.api.as_ref(),
-        &node,
-        &options(timeout),
-        &|_: &nodejob_core::Note| {},
-    )
-    .await;
+    let result = quiet(&ctx, &node, &options(timeout)).await;
     let gave_up = ctx.api.now();
     let Err(Error::DrainTimeout {
         blocked, pods_left, ..
@@ -345,13 +369,7 @@ pub async fn daemonset_and_mirror_pods_stay<B: Workloads>(backend: Arc<B>) -> Re
     })
     .await?;
     patch(&ctx, &node, &[NodeChange::Cordon]).await?;
-    let drained = drain(
-        ctx.api.as_ref(),
-        &node,
-        &options(SETTLE),
-        &|_: &nodejob_core::Note| {},
-    )
-    .await?;
+    let drained = quiet(&ctx, &node, &options(SETTLE)).await?;
     ensure!(drained.evicted.is_empty(), "nothing to evict: {drained:?}");
     let skipped: Vec<Skip> = drained.skipped.iter().map(|(_, s)| *s).collect();
     ensure!(
@@ -378,37 +396,19 @@ pub async fn bare_pod_is_refused_unless_forced<B: Workloads>(
     ctx.backend.create(Object::Pod(Box::new(pod))).await?;
     wait_pods(&ctx, "lonely", "the bare pod Ready", |r| r[0] == 1).await?;
     patch(&ctx, &node, &[NodeChange::Cordon]).await?;
-    let refused = drain(
-        ctx.api.as_ref(),
-        &node,
-        &options(SETTLE),
-        &|_: &nodejob_core::Note| {},
-    )
-    .await;
+    let refused = quiet(&ctx, &node, &options(SETTLE)).await;
     let lonely = format!("{}/lonely", ctx.namespace);
-    let Err(Error::DrainRefused { pods, .. }) = &refused else {
-        return Err(Failure(format!("want a refusal, got {refused:?}")));
-    };
+    let pods = refused_before_any_eviction(&ctx, refused)?;
     ensure!(
         pods.iter()
             .any(|(p, why)| *p == lonely && why.contains("no controller")),
         "the refusal must name the bare pod and why: {pods:?}"
     );
-    ensure!(
-        ctx.api.count(Verb::EvictPod) == 0,
-        "evicted before refusing"
-    );
     let forced = DrainOptions {
         unreplicated: Unreplicated::Force,
         ..options(SETTLE)
     };
-    let drained = drain(
-        ctx.api.as_ref(),
-        &node,
-        &forced,
-        &|_: &nodejob_core::Note| {},
-    )
-    .await?;
+    let drained = quiet(&ctx, &node, &forced).await?;
     ensure!(
         drained.evicted == vec![lonely.clone()],
         "forced: {drained:?}"
@@ -429,35 +429,17 @@ pub async fn empty_dir_pod_is_refused_unless_allowed<B: Workloads>(
     let node = ctx.node.clone();
     deploy_on_first_node(&ctx, "scratch", 1, None, true).await?;
     patch(&ctx, &node, &[NodeChange::Cordon]).await?;
-    let refused = drain(
-        ctx.api.as_ref(),
-        &node,
-        &options(SETTLE),
-        &|_: &nodejob_core::Note| {},
-    )
-    .await;
-    let Err(Error::DrainRefused { pods, .. }) = &refused else {
-        return Err(Failure(format!("want a refusal, got {refused:?}")));
-    };
+    let refused = quiet(&ctx, &node, &options(SETTLE)).await;
+    let pods = refused_before_any_eviction(&ctx, refused)?;
     ensure!(
         pods.len() == 1 && pods[0].1.contains("emptyDir"),
         "the refusal must name the emptyDir pod: {pods:?}"
-    );
-    ensure!(
-        ctx.api.count(Verb::EvictPod) == 0,
-        "evicted before refusing"
     );
     let allowed = DrainOptions {
         empty_dir: EmptyDir::Delete,
         ..options(SETTLE)
     };
-    let drained = drain(
-        ctx.api.as_ref(),
-        &node,
-        &allowed,
-        &|_: &nodejob_core::Note| {},
-    )
-    .await?;
+    let drained = quiet(&ctx, &node, &allowed).await?;
     ensure!(drained.evicted.len() == 1, "allowed: {drained:?}");
     Ok(())
 }
@@ -487,14 +469,13 @@ pub async fn pod_terminating_with_a_long_grace_period<B: Workloads>(
         "a bare pod with no budget is evicted: {evicted:?}"
     );
     patch(&ctx, &node, &[NodeChange::Cordon]).await?;
-    let waited = drain(
-        ctx.api.as_ref(),
+    let waited = quiet(
+        &ctx,
         &node,
         &DrainOptions {
             unreplicated: Unreplicated::Force,
             ..options(Duration::from_secs(4))
         },
-        &|_: &nodejob_core::Note| {},
     )
     .await;
     let slow = format!("{}/slow", ctx.namespace);
@@ -509,13 +490,7 @@ pub async fn pod_terminating_with_a_long_grace_period<B: Workloads>(
         skip_terminating_after: Some(Duration::from_secs(1)),
         ..options(Duration::from_secs(2))
     };
-    let waited = drain(
-        ctx.api.as_ref(),
-        &node,
-        &skipping,
-        &|_: &nodejob_core::Note| {},
-    )
-    .await;
+    let waited = quiet(&ctx, &node, &skipping).await;
     ensure!(
         matches!(&waited, Err(Error::DrainTimeout { pods_left, .. }) if pods_left.contains(&slow)),
         "within its grace period the pod is waited for, skip timeout or not: {waited:?}"

@@ -39,7 +39,7 @@ use k8s_openapi::jiff::Timestamp;
 use sha2::{Digest, Sha256};
 
 use crate::api::{DryRun, Eviction, PodApi};
-use crate::error::{ApiError, Error, ErrorKind, Result};
+use crate::error::{Action, ApiError, Error, ErrorKind, ObjectKind, Operation, Result};
 use crate::runner::retrying;
 use crate::spec::{Level, Note, Sink};
 use crate::wait::wait_pod_gone;
@@ -235,7 +235,7 @@ pub async fn drain<A: PodApi + ?Sized>(
     let pods = retrying(api, left(api), || api.list_node_pods(node))
         .await
         .map_err(|cause| Error::Api {
-            action: format!("listing the pods on node {node}"),
+            op: Operation::on_node(Action::Listing, ObjectKind::Pod, node),
             cause,
         })?;
 
@@ -391,7 +391,7 @@ async fn evict<A: PodApi + ?Sized>(
                 Ok(now) => Ok(Outcome::Replaced(Some(Box::new(now)))),
                 Err(e) if e.is_not_found() => Ok(Outcome::Replaced(None)),
                 Err(cause) => Err(Error::Api {
-                    action: format!("reading pod {namespace}/{name}"),
+                    op: Operation::named(Action::Reading, ObjectKind::Pod, namespace, name),
                     cause,
                 }),
             }
@@ -404,13 +404,14 @@ async fn evict<A: PodApi + ?Sized>(
                 Ok(new) => Ok(Outcome::Replaced(Some(Box::new(new)))),
                 Err(e) if e.is_not_found() => Ok(Outcome::Replaced(None)),
                 Err(cause) => Err(Error::Api {
-                    action: format!("reading pod {namespace}/{name}"),
+                    op: Operation::named(Action::Reading, ObjectKind::Pod, namespace, name),
                     cause,
                 }),
             }
         }
         Err(cause) => Err(Error::Api {
-            action: format!("evicting pod {namespace}/{name} (uid {uid})"),
+            op: Operation::named(Action::Evicting, ObjectKind::Pod, namespace, name)
+                .with_detail(format!("uid {uid}")),
             cause,
         }),
     }

@@ -1,5 +1,5 @@
 //! Errors: [`ApiError`] is what a backend verb answers, classified; [`Error`] is what a runner
-//! function answers, naming the operation and the object.
+//! function answers; its [`Error::Api`] names the failed call as a typed [`Operation`].
 
 use std::fmt;
 
@@ -157,6 +157,224 @@ impl fmt::Display for JobRef {
     }
 }
 
+/// What an [`Operation`] was doing, as the error message's verb.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Action {
+    /// A GET (or, after a watch expired, the LIST it resumes from).
+    Reading,
+    /// A LIST.
+    Listing,
+    /// A POST.
+    Creating,
+    /// A DELETE.
+    Deleting,
+    /// A watch (a LIST by name when it starts from now).
+    Watching,
+    /// A PATCH (cordoning, uncordoning, tainting).
+    Patching,
+    /// A POST of an Eviction.
+    Evicting,
+    /// Writing a Lease over another holder's (or our own earlier) one.
+    Acquiring,
+    /// Writing a Lease we hold with a new renew time.
+    Renewing,
+    /// Writing a Lease we hold with no holder.
+    Releasing,
+    /// A whole runner function, when it fails for a reason of its own (a bug, not a call).
+    Running,
+}
+
+impl Action {
+    /// The lowercase verb, e.g. `deleting`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Reading => "reading",
+            Action::Listing => "listing",
+            Action::Creating => "creating",
+            Action::Deleting => "deleting",
+            Action::Watching => "watching",
+            Action::Patching => "patching",
+            Action::Evicting => "evicting",
+            Action::Acquiring => "acquiring",
+            Action::Renewing => "renewing",
+            Action::Releasing => "releasing",
+            Action::Running => "running",
+        }
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The kind of object an [`Operation`] was done to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ObjectKind {
+    /// A `batch/v1` Job.
+    Job,
+    /// A Pod.
+    Pod,
+    /// A Node.
+    Node,
+    /// A `coordination.k8s.io/v1` Lease.
+    Lease,
+    /// Events (only ever listed).
+    Event,
+    /// A Pod's log (the `pods/log` subresource).
+    Log,
+}
+
+impl ObjectKind {
+    /// The lowercase noun, e.g. `job`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ObjectKind::Job => "job",
+            ObjectKind::Pod => "pod",
+            ObjectKind::Node => "node",
+            ObjectKind::Lease => "lease",
+            ObjectKind::Event => "event",
+            ObjectKind::Log => "log",
+        }
+    }
+
+    fn plural(self) -> &'static str {
+        match self {
+            ObjectKind::Job => "jobs",
+            ObjectKind::Pod => "pods",
+            ObjectKind::Node => "nodes",
+            ObjectKind::Lease => "leases",
+            ObjectKind::Event => "events",
+            ObjectKind::Log => "logs",
+        }
+    }
+}
+
+impl fmt::Display for ObjectKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which object (or objects) an [`Operation`] was done to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Target {
+    /// The object named `namespace/name`; `name` alone when `namespace` is empty (a Node).
+    Named {
+        /// Its namespace; empty for a cluster-scoped kind.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+    /// The objects of the kind on a node: `the pods on node n1`.
+    OnNode(String),
+    /// A runner's Job when the kind is [`ObjectKind::Job`]; else the object of the kind that
+    /// belongs to it: `pods of`, `the node of`, `the log of` that Job.
+    Job(Box<JobRef>),
+}
+
+/// One operation that failed, as [`Error::Api`] names it: what was being done ([`Action`]), to
+/// what kind of object ([`ObjectKind`]), which ([`Target`]), and an optional detail. Its
+/// `Display` is the message's lowercase head, e.g.
+/// `deleting job kube-system/upgrade-a (uid 1, resourceVersion 2)`.
+///
+/// Branch on [`verb`](Self::verb) and [`kind`](Self::kind), never on the text:
+///
+/// ```
+/// use nodejob_core::{Action, Error, ObjectKind};
+///
+/// fn lost_a_delete(e: &Error) -> bool {
+///     e.operation()
+///         .is_some_and(|op| op.verb == Action::Deleting && op.kind == ObjectKind::Job)
+/// }
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Operation {
+    /// What was being done.
+    pub verb: Action,
+    /// The kind of object it was done to.
+    pub kind: ObjectKind,
+    /// Which.
+    pub target: Target,
+    /// More about the call (its preconditions, the Pod of a log), shown in parentheses:
+    /// `uid 1, resourceVersion 2`.
+    pub detail: Option<String>,
+}
+
+impl Operation {
+    /// `verb` the `kind` named `namespace/name` (an empty `namespace` for a cluster-scoped
+    /// kind).
+    pub fn named(
+        verb: Action,
+        kind: ObjectKind,
+        namespace: impl Into<String>,
+        name: impl Into<String>,
+    ) -> Self {
+        Self::new(
+            verb,
+            kind,
+            Target::Named {
+                namespace: namespace.into(),
+                name: name.into(),
+            },
+        )
+    }
+
+    /// `verb` the objects of `kind` on `node`.
+    pub fn on_node(verb: Action, kind: ObjectKind, node: impl Into<String>) -> Self {
+        Self::new(verb, kind, Target::OnNode(node.into()))
+    }
+
+    /// `verb` a runner's Job (`kind` [`ObjectKind::Job`]) or the object of `kind` that belongs
+    /// to it.
+    pub fn of_job(verb: Action, kind: ObjectKind, job: impl Into<Box<JobRef>>) -> Self {
+        Self::new(verb, kind, Target::Job(job.into()))
+    }
+
+    /// The same operation with `detail`, shown in parentheses after the object.
+    #[must_use]
+    pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
+        self.detail = Some(detail.into());
+        self
+    }
+
+    fn new(verb: Action, kind: ObjectKind, target: Target) -> Self {
+        Operation {
+            verb,
+            kind,
+            target,
+            detail: None,
+        }
+    }
+}
+
+impl fmt::Display for Operation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Operation { verb, kind, .. } = self;
+        match &self.target {
+            Target::Named { namespace, name } if namespace.is_empty() => {
+                write!(f, "{verb} {kind} {name}")?;
+            }
+            Target::Named { namespace, name } => write!(f, "{verb} {kind} {namespace}/{name}")?,
+            Target::OnNode(node) => write!(f, "{verb} the {} on node {node}", kind.plural())?,
+            Target::Job(job) if *kind == ObjectKind::Job => write!(f, "{verb} {job}")?,
+            Target::Job(job) if *verb == Action::Listing => {
+                write!(f, "{verb} {} of {job}", kind.plural())?;
+            }
+            Target::Job(job) => write!(f, "{verb} the {kind} of {job}")?,
+        }
+        match &self.detail {
+            Some(detail) => write!(f, " ({detail})"),
+            None => Ok(()),
+        }
+    }
+}
+
 /// What a runner function answers when it cannot report a result.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[non_exhaustive]
@@ -171,10 +389,10 @@ pub enum Error {
     },
 
     /// An API call failed in a way that is not worth retrying, or kept failing past the bound.
-    #[error("{action}: {cause}")]
+    #[error("{op}: {cause}")]
     Api {
-        /// What was being done, naming the object: `deleting job ns/name`.
-        action: String,
+        /// What was being done, to which object: `deleting job ns/name`.
+        op: Operation,
         /// The classified apiserver answer.
         cause: ApiError,
     },
@@ -367,6 +585,13 @@ impl Error {
     pub fn api_error(&self) -> Option<&ApiError> {
         match self {
             Error::Api { cause, .. } => Some(cause),
+            _ => None,
+        }
+    }
+    /// The operation an [`Error::Api`] names.
+    pub fn operation(&self) -> Option<&Operation> {
+        match self {
+            Error::Api { op, .. } => Some(op),
             _ => None,
         }
     }

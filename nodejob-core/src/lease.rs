@@ -27,7 +27,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 use crate::api::LeaseApi;
-use crate::error::{ApiError, Error, Result};
+use crate::error::{Action, ApiError, Error, ObjectKind, Operation, Result};
 use crate::runner::retrying;
 
 /// The annotation on the Lease naming the operation that holds it (`upgrade`, `rotate-ca`).
@@ -205,7 +205,7 @@ impl Held {
                         self.lease = lease;
                     }
                 }
-                Err(cause) => return Err(api_error(&self.config, "renewing", cause)),
+                Err(cause) => return Err(api_error(&self.config, Action::Renewing, cause)),
             }
         }
         Err(self.lost(None))
@@ -231,7 +231,7 @@ impl Held {
                     }
                 }
                 Err(e) if e.is_not_found() => return Ok(()),
-                Err(cause) => return Err(api_error(&self.config, "releasing", cause)),
+                Err(cause) => return Err(api_error(&self.config, Action::Releasing, cause)),
             }
         }
         Err(self.lost(None))
@@ -284,7 +284,7 @@ pub async fn acquire<A: LeaseApi + ?Sized>(
                     return Ok((held, Acquired::Free));
                 }
                 Err(e) if e.is_already_exists() => continue,
-                Err(cause) => return Err(api_error(config, "creating", cause)),
+                Err(cause) => return Err(api_error(config, Action::Creating, cause)),
             }
         };
         let previous = holder(&current);
@@ -327,7 +327,7 @@ pub async fn acquire<A: LeaseApi + ?Sized>(
                 return Ok((held, how));
             }
             Err(e) if e.is_conflict() || e.is_not_found() => continue,
-            Err(cause) => return Err(api_error(config, "acquiring", cause)),
+            Err(cause) => return Err(api_error(config, Action::Acquiring, cause)),
         }
     }
     // Two rounds lost to contenders: someone else is acquiring right now.
@@ -377,13 +377,13 @@ async fn get<A: LeaseApi + ?Sized>(api: &A, config: &LeaseConfig) -> Result<Opti
     {
         Ok(lease) => Ok(Some(lease)),
         Err(e) if e.is_not_found() => Ok(None),
-        Err(cause) => Err(api_error(config, "reading", cause)),
+        Err(cause) => Err(api_error(config, Action::Reading, cause)),
     }
 }
 
-fn api_error(config: &LeaseConfig, doing: &str, cause: ApiError) -> Error {
+fn api_error(config: &LeaseConfig, doing: Action, cause: ApiError) -> Error {
     Error::Api {
-        action: format!("{doing} lease {}/{}", config.namespace, config.name),
+        op: Operation::named(doing, ObjectKind::Lease, &config.namespace, &config.name),
         cause,
     }
 }

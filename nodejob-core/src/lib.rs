@@ -39,7 +39,9 @@ use std::time::Duration;
 pub use api::{
     ApiResult, Change, Clock, DryRun, Eviction, JobApi, LeaseApi, NodeApi, NodeChange, PodApi, Verb,
 };
-pub use error::{ApiError, Error, ErrorKind, JobRef, Result};
+pub use error::{
+    Action, ApiError, Error, ErrorKind, JobRef, ObjectKind, Operation, Result, Target,
+};
 pub use job::{CONTROLLER_UID_LABEL, IMAGE, NODE_ANNOTATION, build};
 pub use names::{node_label_value, trunc_name};
 pub use runner::{log_text, logs, run, run_exit_code, run_exit_code_logs};

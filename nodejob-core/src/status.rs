@@ -269,6 +269,22 @@ pub(crate) fn has_had_pod(job: &Job) -> bool {
 }
 
 /// The Job's `(active, ready)` Pod counters.
+/// Whether the Job reports a Pod terminating (`status.terminating`) other than by its deadline:
+/// the Job controller deletes nothing of a running Job but at `activeDeadlineSeconds`, so such a
+/// Pod is being deleted by another actor (`kubectl delete pod`, an eviction, a preemption).
+pub(crate) fn pod_terminating_by_another(job: &Job) -> bool {
+    let terminating = job.status.as_ref().and_then(|s| s.terminating).unwrap_or(0);
+    let deadline = job
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c.reason.as_deref() == Some(JobConditionReason::DeadlineExceeded.as_str()))
+        });
+    terminating > 0 && !deadline
+}
+
 pub(crate) fn active_and_ready(job: &Job) -> (i32, i32) {
     let status = job.status.as_ref();
     (

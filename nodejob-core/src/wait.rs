@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Preconditions;
 
 use crate::api::{JobApi, NodeApi, PodApi};
-use crate::error::{ApiError, Error, Result};
+use crate::error::{Action, ApiError, Error, ObjectKind, Operation, Result};
 use crate::runner::retrying;
 use crate::watch::{From, Step, Until, watch_until};
 use crate::{POLL_INTERVAL, ready};
@@ -24,7 +24,7 @@ pub async fn delete_and_wait<A: JobApi + ?Sized>(
     namespace: &str,
     name: &str,
 ) -> Result<()> {
-    let what = format!("job {namespace}/{name}");
+    let op = |verb| Operation::named(verb, ObjectKind::Job, namespace, name);
     match retrying(api, DELETE_TIMEOUT, || {
         api.delete_job(namespace, name, None)
     })
@@ -33,7 +33,7 @@ pub async fn delete_and_wait<A: JobApi + ?Sized>(
         Err(e) if e.is_not_found() => return Ok(()),
         Err(cause) => {
             return Err(Error::Api {
-                action: format!("deleting {what}"),
+                op: op(Action::Deleting),
                 cause,
             });
         }
@@ -43,7 +43,7 @@ pub async fn delete_and_wait<A: JobApi + ?Sized>(
         Err(e) if e.is_not_found() => return Ok(()),
         Err(cause) => {
             return Err(Error::Api {
-                action: format!("reading {what}"),
+                op: op(Action::Reading),
                 cause,
             });
         }
@@ -61,14 +61,15 @@ pub async fn delete_exact_and_wait<A: JobApi + ?Sized>(api: &A, job: &Job) -> Re
         uid: job.metadata.uid.clone(),
         resource_version: job.metadata.resource_version.clone(),
     };
-    let action = format!(
-        "deleting job {namespace}/{name} (uid {}, resourceVersion {})",
-        pre.uid.as_deref().unwrap_or("?"),
-        pre.resource_version.as_deref().unwrap_or("?")
-    );
+    let op =
+        Operation::named(Action::Deleting, ObjectKind::Job, namespace, name).with_detail(format!(
+            "uid {}, resourceVersion {}",
+            pre.uid.as_deref().unwrap_or("?"),
+            pre.resource_version.as_deref().unwrap_or("?")
+        ));
     if pre.uid.is_none() || pre.resource_version.is_none() {
         let cause = ApiError::invalid("an exact delete needs the job's uid and resourceVersion");
-        return Err(Error::Api { action, cause });
+        return Err(Error::Api { op, cause });
     }
     match retrying(api, DELETE_TIMEOUT, || {
         api.delete_job(namespace, name, Some(&pre))
@@ -76,7 +77,7 @@ pub async fn delete_exact_and_wait<A: JobApi + ?Sized>(api: &A, job: &Job) -> Re
     .await
     {
         Err(e) if e.is_not_found() => Ok(()),
-        Err(cause) => Err(Error::Api { action, cause }),
+        Err(cause) => Err(Error::Api { op, cause }),
         Ok(()) => wait_gone(api, job).await,
     }
 }
@@ -117,9 +118,10 @@ async fn wait_gone<A: JobApi + ?Sized>(api: &A, job: &Job) -> Result<()> {
             waited: DELETE_TIMEOUT,
         }),
         Err((step, cause)) => Err(Error::Api {
-            action: match step {
-                Step::Read => format!("reading job {namespace}/{name}"),
-                Step::Watch => format!("watching job {namespace}/{name} being deleted"),
+            op: match step {
+                Step::Read => Operation::named(Action::Reading, ObjectKind::Job, namespace, name),
+                Step::Watch => Operation::named(Action::Watching, ObjectKind::Job, namespace, name)
+                    .with_detail("until it is gone"),
             },
             cause,
         }),
@@ -153,9 +155,10 @@ pub async fn wait_pod_gone<A: PodApi + ?Sized>(
         Ok(Until::Met(_)) => Ok(true),
         Ok(Until::TimedOut(_)) => Ok(false),
         Err((step, cause)) => Err(Error::Api {
-            action: match step {
-                Step::Read => format!("reading pod {namespace}/{name}"),
-                Step::Watch => format!("watching pod {namespace}/{name} being deleted"),
+            op: match step {
+                Step::Read => Operation::named(Action::Reading, ObjectKind::Pod, namespace, name),
+                Step::Watch => Operation::named(Action::Watching, ObjectKind::Pod, namespace, name)
+                    .with_detail("until it is gone"),
             },
             cause,
         }),
@@ -187,10 +190,15 @@ pub async fn wait_ready<A: NodeApi + ?Sized>(api: &A, name: &str, attempts: u32)
             waited: bound,
         }),
         Err((step, cause)) => Err(Error::Api {
-            action: match step {
-                Step::Read => format!("reading node {name}"),
-                Step::Watch => format!("watching node {name}"),
-            },
+            op: Operation::named(
+                match step {
+                    Step::Read => Action::Reading,
+                    Step::Watch => Action::Watching,
+                },
+                ObjectKind::Node,
+                "",
+                name,
+            ),
             cause,
         }),
     }

@@ -369,11 +369,14 @@ fn another_jobs_pod_never_answers_for_ours() {
         Obs::Pods(vec![impostor.clone(), pod("p", "ours", "upgrade", Some(4))]),
     );
     assert_eq!(s.intent, finish_ok(4, None));
-    // Only the impostor: no exit status is ours.
+    // Only the impostor: no pod of ours remains (the Job controller deletes none of a failed
+    // Job), so none answers; ours still standing, its pod was deleted by another actor.
     let mut m = machine_waiting(Mode::ExitCode);
     m.step(secs(9), Obs::Changed(Change::Applied(failed("ours", 6))));
-    let e = err(m.step(secs(9), Obs::Pods(vec![impostor])).intent);
-    assert!(matches!(e, Error::FailedWithoutExit { .. }), "{e}");
+    let s = m.step(secs(9), Obs::Pods(vec![impostor]));
+    assert_eq!(s.intent, Intent::GetJob);
+    let e = err(m.step(secs(9), Obs::Job(failed("ours", 6))).intent);
+    assert!(matches!(e, Error::PodDeleted { .. }), "{e}");
 }
 
 #[test]
@@ -756,12 +759,15 @@ fn our_finished_job_deleted_by_another_actor_before_its_pod_was_read_says_so() {
         .step(secs(9), Obs::Job(deleting(failed("ours", 7))))
         .intent);
     assert!(deleted_ours(&e), "{e}");
-    // Ours still stands: no Pod and no exit, as the Job's condition says.
+    // Ours still stands with no Pod: another actor deleted the Pod alone (and the kubelet
+    // removed it once its container ended), taking its exit status; the Job's condition is
+    // quoted.
     let mut m = machine_failed(Mode::ExitCode);
     m.step(secs(9), Obs::Pods(vec![]));
     let e = err(m.step(secs(9), Obs::Job(failed("ours", 6))).intent);
-    assert!(matches!(e, Error::FailedWithoutExit { .. }), "{e}");
+    assert!(matches!(e, Error::PodDeleted { .. }), "{e}");
     assert!(e.to_string().contains("BackoffLimitExceeded"), "{e}");
+    assert!(e.to_string().contains("another actor deleted it"), "{e}");
 }
 
 // --- a container exiting on its own at the deadline --------------------------------------------
@@ -866,4 +872,47 @@ fn stale_job_whose_delete_keeps_conflicting_is_left_alone_after_three_retries() 
     let e = err(m.step(T0, Obs::Failed(ApiError::conflict("rv"))).intent);
     assert!(matches!(e, Error::Contended { .. }), "{e}");
     assert!(e.to_string().contains("kept conflicting"), "{e}");
+}
+
+#[test]
+fn a_pod_the_job_reported_terminating_while_it_ran_gives_no_exit_code() {
+    // `kubectl delete pod`: the Job reports the Pod terminating (no deadline), then failed;
+    // the Pod, read afterwards, shows the 143 of the SIGTERM and no longer a deletion mark
+    // (or is gone altogether): neither is the host's answer.
+    let mut terminating = running("ours", 7);
+    let status = terminating.status.as_mut().unwrap();
+    status.terminating = Some(1);
+    status.active = Some(0);
+    status.ready = Some(0);
+    for pods in [vec![pod("p", "ours", "upgrade", Some(143))], vec![]] {
+        let mut m = machine_waiting(Mode::ExitCode);
+        m.step(secs(9), Obs::Changed(Change::Applied(terminating.clone())));
+        m.step(secs(10), Obs::Changed(Change::Applied(failed("ours", 8))));
+        assert_eq!(m.step(secs(10), Obs::Pods(pods)).intent, Intent::GetJob);
+        let e = err(m.step(secs(10), Obs::Job(failed("ours", 8))).intent);
+        assert!(matches!(e, Error::PodDeleted { .. }), "{e}");
+        assert!(!e.to_string().contains("code 143"), "{e}");
+    }
+    // Terminating at the deadline is the Job controller's own doing, not another actor's.
+    let mut m = machine_waiting(Mode::ExitCode);
+    let mut at_deadline = running("ours", 7);
+    let status = at_deadline.status.as_mut().unwrap();
+    status.terminating = Some(1);
+    status.active = None;
+    status.ready = None;
+    status.failed = Some(1);
+    status.conditions = Some(vec![cond(
+        "FailureTarget",
+        "DeadlineExceeded",
+        "Job was active longer than specified deadline",
+    )]);
+    m.step(secs(9), Obs::Changed(Change::Applied(at_deadline)));
+    m.step(
+        secs(10),
+        Obs::Changed(Change::Applied(deadline_exceeded("ours", 8))),
+    );
+    let e = err(m
+        .step(secs(10), Obs::Pods(vec![pod("p", "ours", "upgrade", None)]))
+        .intent);
+    assert!(matches!(e, Error::FailedWithoutExit { .. }), "{e}");
 }

@@ -10,8 +10,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use nodejob_conformance::{Backend, Failure};
 use nodejob_core::lease::{Claim, LeaseConfig, acquire};
 use nodejob_core::{
-    DryRun, Error, JobApi, NodeApi, NodeChange, Note, PodApi, Spec, run_exit_code_logs,
-    wait_pod_gone, wait_ready,
+    Action, DryRun, Error, JobApi, NodeApi, NodeChange, Note, ObjectKind, Operation, PodApi, Spec,
+    run_exit_code_logs, wait_pod_gone, wait_ready,
 };
 use nodejob_e2e::{KubeBackend, Rbac, unique};
 
@@ -39,11 +39,8 @@ fn spec(b: &KubeBackend, namespace: &str, notes: Arc<Mutex<Vec<Note>>>) -> Spec 
     }
 }
 
-fn api_error(action: &str, cause: nodejob_core::ApiError) -> Error {
-    Error::Api {
-        action: action.into(),
-        cause,
-    }
+fn api_error(op: Operation, cause: nodejob_core::ApiError) -> Error {
+    Error::Api { op, cause }
 }
 
 fn lease(namespace: &str) -> LeaseConfig {
@@ -78,10 +75,11 @@ async fn probe(resource: &str, verb: &str) -> Result<(), Failure> {
             .wait_job(&ns, "probe", None, Duration::from_secs(1))
             .await
         {
-            Err(cause) => Err(Error::Api {
-                action: "waiting from now".into(),
+            Err(cause) => Err(api_error(
+                Operation::named(Action::Watching, ObjectKind::Job, &ns, "probe")
+                    .with_detail("from now"),
                 cause,
-            }),
+            )),
             Ok(_) => Ok(()),
         },
         // Without events, a pod PodSecurity refuses is only noticed at the bound: the runner
@@ -114,13 +112,19 @@ async fn probe(resource: &str, verb: &str) -> Result<(), Failure> {
             api.patch_node(&b.node(), &rv, &[NodeChange::Cordon])
                 .await
                 .map(drop)
-                .map_err(|cause| api_error("cordoning", cause))
+                .map_err(|cause| {
+                    api_error(
+                        Operation::named(Action::Patching, ObjectKind::Node, "", b.node()),
+                        cause,
+                    )
+                })
         }
-        ("pods", "get") => api
-            .get_pod(&ns, "probe")
-            .await
-            .map(drop)
-            .map_err(|cause| api_error("reading a pod", cause)),
+        ("pods", "get") => api.get_pod(&ns, "probe").await.map(drop).map_err(|cause| {
+            api_error(
+                Operation::named(Action::Reading, ObjectKind::Pod, &ns, "probe"),
+                cause,
+            )
+        }),
         // A drain waits on each evicted pod by watching it.
         ("pods", "watch") => {
             let pod = Pod {
@@ -147,7 +151,13 @@ async fn probe(resource: &str, verb: &str) -> Result<(), Failure> {
             .evict_pod(&ns, "probe", "probe-uid", None, DryRun::All)
             .await
             .map(drop)
-            .map_err(|cause| api_error("evicting", cause)),
+            .map_err(|cause| {
+                api_error(
+                    Operation::named(Action::Evicting, ObjectKind::Pod, &ns, "probe")
+                        .with_detail("uid probe-uid"),
+                    cause,
+                )
+            }),
         ("leases", "get" | "create") => acquire(&*api, &lease(&ns), &Claim::default())
             .await
             .map(drop),

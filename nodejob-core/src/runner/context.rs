@@ -14,9 +14,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Preconditions;
 
 use super::protocol::{Intent, Mode, Observation, Report};
 use crate::api::ApiResult;
-use crate::error::{ApiError, Error, ErrorKind, JobRef, Result};
+use crate::error::{Action, ApiError, Error, ErrorKind, JobRef, ObjectKind, Operation, Result};
 use crate::spec::{Level, Note};
 use crate::status::not_ready_because;
+
+/// The cause of an error that is a bug in the loop or the machine, not in the cluster.
+fn internal(what: &str) -> ApiError {
+    ApiError::new(ErrorKind::Other, 0, format!("internal: {what}"))
+}
 
 /// How the root may retry a transient failure of the intent a state waits on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,29 +104,38 @@ impl Run {
         }
     }
 
-    /// An API call failed while `verb`-ing the Job.
-    pub(super) fn api_error(&self, verb: &str, cause: ApiError) -> Error {
+    /// The operation `verb` on the Job (`kind` [`ObjectKind::Job`]) or on its object of `kind`.
+    pub(super) fn op(&self, verb: Action, kind: ObjectKind) -> Operation {
+        Operation::of_job(verb, kind, self.job.clone())
+    }
+
+    /// An API call failed while `verb`-ing the Job (or its object of `kind`).
+    pub(super) fn api_error(&self, verb: Action, kind: ObjectKind, cause: ApiError) -> Error {
         Error::Api {
-            action: format!("{verb} {}", self.job),
+            op: self.op(verb, kind),
             cause,
         }
     }
 
     /// A bug in the loop or the machine, not in the cluster.
     pub(super) fn internal(&self, what: &str) -> Error {
-        Error::Api {
-            action: format!("running {}", self.job),
-            cause: ApiError::new(ErrorKind::Other, 0, format!("internal: {what}")),
-        }
+        self.api_error(Action::Running, ObjectKind::Job, internal(what))
     }
 
     /// An answer the state does not expect: an API error is reported with its operation (the
-    /// state's `verb`); any other observation is a bug in the loop.
-    pub(super) fn unexpected<S, X>(&self, obs: Observation, verb: &str) -> Next<S, X> {
-        match obs {
-            Observation::Failed(e) => Next::fail(self.api_error(verb, e)),
-            other => Next::fail(self.internal(&format!("unexpected {other:?} while {verb}"))),
-        }
+    /// state's `verb` and `kind`); any other observation is a bug in the loop, reported with the
+    /// operation too.
+    pub(super) fn unexpected<S, X>(
+        &self,
+        obs: Observation,
+        verb: Action,
+        kind: ObjectKind,
+    ) -> Next<S, X> {
+        let cause = match obs {
+            Observation::Failed(e) => e,
+            other => internal(&format!("unexpected answer {other:?}")),
+        };
+        Next::fail(self.api_error(verb, kind, cause))
     }
 
     /// What a timed-out wait learnt of the node, to append to a timeout's `what`: `""` when it

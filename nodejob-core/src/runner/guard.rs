@@ -19,6 +19,7 @@ use k8s_openapi::api::core::v1::Node;
 use super::context::{Next, Retries, Run, exact, rv_of, uid_of};
 use super::protocol::{Intent, Observation};
 use crate::api::{ApiResult, Change};
+use crate::error::{Action, ObjectKind};
 use crate::job_node;
 use crate::spec::{Level, Note};
 use crate::status::finished;
@@ -135,7 +136,7 @@ impl Guard {
                 None => self.judge(run, now, job, 0),
             },
             Observation::Failed(e) if e.is_not_found() => self.free(),
-            other => run.unexpected(other, "reading"),
+            other => run.unexpected(other, Action::Reading, ObjectKind::Job),
         }
     }
 
@@ -213,7 +214,7 @@ impl Guard {
                 self.rewait(run, now, at, STILL_RUNNING, Some(&node))
             }
             Observation::Failed(e) if e.is_gone() => self.reinspect(),
-            other => run.unexpected(other, "watching"),
+            other => run.unexpected(other, Action::Watching, ObjectKind::Job),
         }
     }
 
@@ -254,7 +255,7 @@ impl Guard {
                 };
                 self.go(at, Vec::new(), Intent::GetJob)
             }
-            other => run.unexpected(other, "deleting"),
+            other => run.unexpected(other, Action::Deleting, ObjectKind::Job),
         }
     }
 
@@ -288,7 +289,7 @@ impl Guard {
                 self.rewait(run, now, at, BEING_DELETED, Some(&node))
             }
             Observation::Failed(e) if e.is_gone() => self.reinspect(),
-            other => run.unexpected(other, "watching"),
+            other => run.unexpected(other, Action::Watching, ObjectKind::Job),
         }
     }
 

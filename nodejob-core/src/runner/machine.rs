@@ -113,7 +113,8 @@ impl Machine {
             Phase::Ours(ours) => match ours.step(run, now, obs) {
                 Next::Stay(ours, notes, intent) => self.go(Phase::Ours(ours), notes, intent),
                 Next::Leave(done) => {
-                    let (reading, intent) = Reading::start(done.uid, done.rv, done.job);
+                    let (reading, intent) =
+                        Reading::start(done.uid, done.rv, done.job, done.pod_deleted);
                     self.go(Phase::Result(reading), Vec::new(), intent)
                 }
                 Next::Finish(notes, outcome) => self.finish(notes, outcome),

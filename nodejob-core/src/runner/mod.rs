@@ -64,7 +64,7 @@ pub use protocol::{Intent, Mode, Observation, Report, Step};
 pub use result::log_text;
 
 use crate::api::{Clock, JobApi, NodeApi};
-use crate::error::{ApiError, Error, Result};
+use crate::error::{Action, ApiError, Error, ObjectKind, Operation, Result};
 use crate::spec::Spec;
 use crate::status::{is_pod_of_job, pods_selector};
 use crate::{Change, LOG_LIMIT_BYTES};
@@ -163,12 +163,13 @@ fn boxed<K>(change: Change<K>) -> Change<Box<K>> {
 pub async fn logs<A: JobApi + ?Sized>(api: &A, spec: &Spec) -> Result<String> {
     spec.validate()?;
     let job_ref = spec.job_ref();
+    let op = |verb, kind| Operation::of_job(verb, kind, job_ref.clone());
     let ns = spec.namespace.as_str();
     let bound = spec.wait_bound();
     let job = retrying(api, bound, || api.get_job(ns, &spec.name))
         .await
         .map_err(|cause| Error::Api {
-            action: format!("reading {job_ref}"),
+            op: op(Action::Reading, ObjectKind::Job),
             cause,
         })?;
     let uid = job.metadata.uid.clone().unwrap_or_default();
@@ -176,11 +177,11 @@ pub async fn logs<A: JobApi + ?Sized>(api: &A, spec: &Spec) -> Result<String> {
     let pods = retrying(api, bound, || api.list_pods(ns, &selector))
         .await
         .map_err(|cause| Error::Api {
-            action: format!("listing pods of {job_ref}"),
+            op: op(Action::Listing, ObjectKind::Pod),
             cause,
         })?;
     let pod = newest_pod_of_job(&pods, &uid).ok_or_else(|| Error::Api {
-        action: format!("finding the pod of {job_ref}"),
+        op: op(Action::Listing, ObjectKind::Pod),
         cause: ApiError::not_found(format!("no pod of job uid {uid} exists")),
     })?;
     retrying(api, bound, || {
@@ -189,7 +190,7 @@ pub async fn logs<A: JobApi + ?Sized>(api: &A, spec: &Spec) -> Result<String> {
     .await
     .map(|log| result::within_limit(log, LOG_LIMIT_BYTES))
     .map_err(|cause| Error::Api {
-        action: format!("reading the log of {job_ref} (pod {pod})"),
+        op: op(Action::Reading, ObjectKind::Log).with_detail(format!("pod {pod}")),
         cause,
     })
 }

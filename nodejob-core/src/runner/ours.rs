@@ -24,10 +24,12 @@ use super::context::{Next, Retries, Run, rv_of, uid_of};
 use super::protocol::{Intent, Observation};
 use crate::POLL_INTERVAL;
 use crate::api::{ApiResult, Change};
-use crate::error::Error;
+use crate::error::{Action, Error, ObjectKind};
 use crate::job::same_work;
 use crate::spec::{Level, Note};
-use crate::status::{active_and_ready, finished, has_had_pod, not_ready_because};
+use crate::status::{
+    active_and_ready, finished, has_had_pod, not_ready_because, pod_terminating_by_another,
+};
 
 /// Ours has finished: its result is to be read.
 #[derive(Debug)]
@@ -38,6 +40,8 @@ pub(super) struct Finished {
     pub(super) rv: Option<String>,
     /// Its finished state.
     pub(super) job: Box<Job>,
+    /// Whether, while it ran, it reported its Pod terminating by another actor's hand.
+    pub(super) pod_deleted: bool,
 }
 
 /// Ours, from its creation until it finishes.
@@ -67,6 +71,9 @@ pub(super) struct Waiting {
     deadline: Duration,
     /// False once listing events was forbidden: the fast FailedCreate check is then skipped.
     events_allowed: bool,
+    /// Whether it reported its Pod terminating by another actor's hand (`status.terminating`
+    /// with no deadline): what the Pod then exits with is the kill's.
+    pod_deleted: bool,
     at: Await,
 }
 
@@ -158,7 +165,7 @@ fn on_create(
         Observation::Failed(e) if e.is_already_exists() => Next::fail(run.contended(format!(
             "a job of that name was created between our check and our create: {e}"
         ))),
-        other => run.unexpected(other, "creating"),
+        other => run.unexpected(other, Action::Creating, ObjectKind::Job),
     }
 }
 
@@ -181,7 +188,7 @@ fn on_check(run: &Run, now: Duration, deadline: Duration, obs: Observation) -> S
             };
             Next::stay(ours, Intent::CreateJob(Box::new(run.desired.clone())))
         }
-        other => run.unexpected(other, "reading"),
+        other => run.unexpected(other, Action::Reading, ObjectKind::Job),
     }
 }
 
@@ -195,6 +202,7 @@ fn adopt(run: &Run, now: Duration, job: Box<Job>) -> Step {
         last: job,
         deadline: now.saturating_add(run.bound),
         events_allowed: true,
+        pod_deleted: false,
         at: Await::Change,
     };
     w.rewait(now, vec![note])
@@ -215,7 +223,7 @@ impl Waiting {
             Observation::Changed(Change::TimedOut) => self.quiet(run, now, None),
             Observation::TimedOut(node) => self.quiet(run, now, Some(node)),
             Observation::Failed(e) if e.is_gone() => self.go(Await::Reread, Intent::GetJob),
-            other => run.unexpected(other, "watching"),
+            other => run.unexpected(other, Action::Watching, ObjectKind::Job),
         }
     }
 
@@ -243,7 +251,7 @@ impl Waiting {
             Observation::Failed(e) if e.is_not_found() => {
                 Next::fail(run.vanished(&self.uid, "was deleted".to_string()))
             }
-            other => run.unexpected(other, "reading"),
+            other => run.unexpected(other, Action::Reading, ObjectKind::Job),
         }
     }
 
@@ -259,9 +267,16 @@ impl Waiting {
             let detail = "is being deleted by another actor".to_string();
             return Next::fail(run.vanished(&self.uid, detail));
         }
+        self.pod_deleted |= pod_terminating_by_another(&job);
         if finished(&job) {
             let rv = rv_of(&job);
-            return Next::Leave(Finished { uid, rv, job });
+            let pod_deleted = self.pod_deleted;
+            return Next::Leave(Finished {
+                uid,
+                rv,
+                job,
+                pod_deleted,
+            });
         }
         let (_, was_ready) = active_and_ready(&self.last);
         let (active, ready) = active_and_ready(&job);
@@ -299,7 +314,7 @@ impl Waiting {
                 );
                 self.rewait(now, vec![note])
             }
-            other => run.unexpected(other, "listing events of"),
+            other => run.unexpected(other, Action::Listing, ObjectKind::Event),
         }
     }
 
@@ -322,7 +337,7 @@ impl Waiting {
             Observation::Failed(e) if e.is_not_found() => Next::fail(self.node_deleted(run)),
             // The node read is a diagnosis, never a reason to stop waiting.
             Observation::Failed(_) => self.rewait(now, Vec::new()),
-            other => run.unexpected(other, "reading the node of"),
+            other => run.unexpected(other, Action::Reading, ObjectKind::Node),
         }
     }
 

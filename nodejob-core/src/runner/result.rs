@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::Pod;
 use super::context::{Next, Retries, Run, exact, rv_of, uid_of};
 use super::protocol::{Intent, Mode, Observation, Report};
 use crate::LOG_LIMIT_BYTES;
-use crate::error::Error;
+use crate::error::{Action, Error, ObjectKind};
 use crate::spec::Level;
 use crate::status::{
     JobConditionReason, container_exit_code, disruption, failed, failure_condition, is_pod_of_job,
@@ -41,6 +41,8 @@ pub(super) struct Reading {
     rv: Option<String>,
     /// Its finished state.
     job: Box<Job>,
+    /// Whether it reported its Pod terminating by another actor's hand while it ran.
+    pod_deleted: bool,
     at: At,
 }
 
@@ -71,12 +73,18 @@ enum NoAnswer {
 
 impl Reading {
     /// Starts reading the result of the finished Job `uid`: list its Pods.
-    pub(super) fn start(uid: String, rv: Option<String>, job: Box<Job>) -> (Reading, Intent) {
+    pub(super) fn start(
+        uid: String,
+        rv: Option<String>,
+        job: Box<Job>,
+        pod_deleted: bool,
+    ) -> (Reading, Intent) {
         let selector = pods_selector(&uid);
         let reading = Reading {
             uid,
             rv,
             job,
+            pod_deleted,
             at: At::Pods,
         };
         (reading, Intent::ListPods { selector })
@@ -109,7 +117,7 @@ impl Reading {
     fn on_pods(self, run: &Run, obs: Observation) -> Step {
         let pods = match obs {
             Observation::Pods(pods) => pods,
-            other => return run.unexpected(other, "listing pods of"),
+            other => return run.unexpected(other, Action::Listing, ObjectKind::Pod),
         };
         // The selector already names our UID; the one rule checks the owner as well, so that no
         // other Job's Pod can ever answer for ours.
@@ -158,7 +166,22 @@ impl Reading {
                 pod: pod_name.unwrap_or_default(),
                 cause: disruption(pod).map(|d| d.to_string()).unwrap_or_default(),
             },
+            // The Job said its Pod was being deleted while it ran: whatever it exited with,
+            // and whether or not it is still there to read, is the kill's.
+            (pod, _) if self.pod_deleted => NoAnswer::PodDeleted {
+                pod: pod.and(pod_name).unwrap_or_else(|| "(gone)".to_string()),
+                cause: "the job reported it terminating while the host operation ran".to_string(),
+            },
             (_, Some((_, code))) => return self.exit(run, code, pod_name),
+            // The Job controller never deletes the Pod of a Job that failed but by its
+            // deadline: none left means another actor deleted it, and its exit status with it.
+            (None, None) => NoAnswer::PodDeleted {
+                pod: "(gone)".to_string(),
+                cause: format!(
+                    "no pod of the job remains, so another actor deleted it; the job failed with \
+                     {reason}: {message}"
+                ),
+            },
             _ => NoAnswer::NoExit { reason, message },
         };
         // The Job controller never deletes the Pod of a failed Job: no Pod at all under our UID,
@@ -190,7 +213,7 @@ impl Reading {
             Observation::Job(_) | Observation::Failed(_) => {
                 Next::fail(self.no_answer(run, no_answer))
             }
-            other => run.unexpected(other, "reading"),
+            other => run.unexpected(other, Action::Reading, ObjectKind::Job),
         }
     }
 
@@ -225,7 +248,7 @@ impl Reading {
                 self.conclude(run, Report { exit_code, log })
             }
             Observation::Failed(e) => Next::fail(log_unread(run, exit_code, e.to_string())),
-            other => run.unexpected(other, "reading the log of"),
+            other => run.unexpected(other, Action::Reading, ObjectKind::Log),
         }
     }
 
@@ -259,11 +282,11 @@ impl Reading {
             Observation::Failed(e) if e.is_conflict() => {
                 let conflicts = conflicts + 1;
                 if conflicts > CONFLICT_RETRIES {
-                    return Next::fail(run.api_error("deleting", e));
+                    return Next::fail(run.api_error(Action::Deleting, ObjectKind::Job, e));
                 }
                 self.go(At::Rereading { report, conflicts }, Intent::GetJob)
             }
-            other => run.unexpected(other, "deleting"),
+            other => run.unexpected(other, Action::Deleting, ObjectKind::Job),
         }
     }
 
@@ -277,7 +300,7 @@ impl Reading {
             // Ours is gone; whatever holds the name now is not ours to delete.
             Observation::Job(_) => Next::Finish(Vec::new(), Ok(report)),
             Observation::Failed(e) if e.is_not_found() => Next::Finish(Vec::new(), Ok(report)),
-            other => run.unexpected(other, "reading"),
+            other => run.unexpected(other, Action::Reading, ObjectKind::Job),
         }
     }
 
