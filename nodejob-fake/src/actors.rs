@@ -7,6 +7,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatus};
 use nodejob_core::{ApiResult, NodeChange};
+use nodejob_host::stratum::{StratumHost, StratumState};
 
 use crate::FakeCluster;
 use crate::registry::{self, BUDGETS, DAEMON_SETS, DEPLOYMENTS, REPLICA_SETS};
@@ -79,18 +80,55 @@ impl FakeCluster {
 
     /// The node's kubelet now reports `version` as `status.nodeInfo.kubeletVersion` (an
     /// upgraded kubelet; the default is
-    /// [`DEFAULT_KUBELET_VERSION`](crate::DEFAULT_KUBELET_VERSION)). Answers the node. NotFound
-    /// if there is no such node.
+    /// [`DEFAULT_KUBELET_VERSION`](crate::DEFAULT_KUBELET_VERSION)), and its host model runs
+    /// it. Answers the node. NotFound if there is no such node.
     pub fn set_kubelet_version(&self, name: &str, version: &str) -> ApiResult<Node> {
-        self.with_state(|st| st.update_node_info(name, |i| i.kubelet_version = version.into()))
+        self.with_state(|st| st.set_kubelet_version(name, version))
     }
 
     /// The node restarted: its kubelet reports a new `status.nodeInfo.bootID`, drawn from the
-    /// seed. Nothing else happens to the node or its pods: compose with
-    /// [`set_node_ready`](Self::set_node_ready) for the downtime. Answers the node. NotFound if
-    /// there is no such node.
+    /// seed (its host model's `boot_id` too). Nothing else happens to the node or its pods:
+    /// compose with [`set_node_ready`](Self::set_node_ready) for the downtime. Answers the
+    /// node. NotFound if there is no such node.
     pub fn reboot_node(&self, name: &str) -> ApiResult<Node> {
         self.with_state(|st| st.reboot_node(name))
+    }
+
+    // ---- hosts ----
+
+    /// Gives node `name` the host model `host`: from now on the containers that start there and
+    /// exec `stratum` are played by it (see the [crate docs](crate#the-host-model-stratum)),
+    /// and the node reports its `version` as `kubeletVersion` and its `boot_id` as `bootID` (a
+    /// write when they change). Every node starts with
+    /// [`StratumHost::new`](crate::stratum::StratumHost::new) at its kubelet version and boot
+    /// ID, trusting and issuing from [`INITIAL_CA`](crate::stratum::INITIAL_CA). Change one
+    /// part of it by reading it first:
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use nodejob_fake::FakeCluster;
+    /// use nodejob_fake::stratum::Fault;
+    /// let cluster = FakeCluster::new();
+    /// cluster.add_node("n1").unwrap();
+    /// let host = cluster.host("n1").unwrap().with_fault(Fault::StaysDown);
+    /// cluster.set_host("n1", host).unwrap();
+    /// # }
+    /// ```
+    ///
+    /// Answers the node. NotFound if there is no such node.
+    pub fn set_host(&self, name: &str, host: StratumHost) -> ApiResult<Node> {
+        self.with_state(|st| st.set_host(name, host))
+    }
+
+    /// The host model of node `name` (state, timing and faults), if the node exists.
+    pub fn host(&self, name: &str) -> Option<StratumHost> {
+        self.with_state(|st| st.kubelets.host(name).cloned())
+    }
+
+    /// The state of node `name`'s host (version, boot, CA trust and issuer, executions per
+    /// operation), if the node exists.
+    pub fn host_state(&self, name: &str) -> Option<StratumState> {
+        self.host(name).map(|h| h.state)
     }
 
     // ---- pods ----

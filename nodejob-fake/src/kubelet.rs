@@ -11,27 +11,32 @@
 //! its steps wait (the container keeps running, its status is not reported) until the node is
 //! Ready again, as a kubelet cut off from the apiserver would.
 //!
-//! What a container does comes from its argv (see [`crate::host`]), falling back to the
-//! node's script. A process prints its log when it exits on its own: a running container's log
-//! is empty, and a killed one printed nothing.
+//! What a container does comes from its argv (see [`crate::host`]): its directives, else the
+//! node's host model ([`StratumHost`]) for an argv that execs `stratum`, else the node's script
+//! ([`nodejob_host::Plan::of`]). A process prints its log when it exits on its own: a running
+//! container's log is empty, and a killed one printed nothing. What the host model says
+//! happens to the node after a program's exit (NotReady, a new boot, Ready) is applied by the
+//! timers ([`Action::HostStep`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{
-    ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,
-    ContainerStatus, DaemonEndpoint, HostIP, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints,
-    NodeSpec, NodeStatus, NodeSystemInfo, Pod, PodCondition, PodIP,
+    ContainerState, ContainerStateWaiting, ContainerStatus, DaemonEndpoint, HostIP, Node,
+    NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeSpec, NodeStatus, NodeSystemInfo, Pod,
+    PodCondition, PodIP,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use nodejob_core::{ApiError, ApiResult};
+use nodejob_host::status::{self as kubelet_status, Ended};
+use nodejob_host::stratum::StratumHost;
+use nodejob_host::termination::{self, OnSigterm};
+use nodejob_host::{DEFAULT_RUN_TIME, Effect, Fallback, NodeStep, Plan, Program};
 
 use crate::ctx::Ctx;
-use crate::host::{Directives, is_host_program};
 use crate::store::{
     Key, Store, key_of, node_is_ready, node_not_found, pod_is_terminal as is_terminal,
 };
-use crate::termination::{self, OnSigterm};
 use crate::timers::{Action, ObjRef};
 use crate::timing::stamp;
 
@@ -57,7 +62,8 @@ pub enum LogEndpoint {
     Unreachable,
 }
 
-/// What the kubelet of one node does with the pods bound to it, where the argv says nothing.
+/// What the kubelet of one node does with the pods bound to it, where neither the argv nor the
+/// node's host model says.
 ///
 /// ```
 /// use std::time::Duration;
@@ -74,7 +80,8 @@ pub struct NodeScript {
     pub exit_code: i32,
     /// What a host program prints. Default empty.
     pub log: String,
-    /// How long a host program runs. Default 2s.
+    /// How long a host program runs. Default 2s
+    /// ([`DEFAULT_RUN_TIME`](nodejob_host::DEFAULT_RUN_TIME)).
     pub run_time: Duration,
     /// Whether containers start at all. Default [`ContainerStart::Starts`].
     pub start: ContainerStart,
@@ -100,11 +107,22 @@ impl Default for NodeScript {
         NodeScript {
             exit_code: 0,
             log: String::new(),
-            run_time: Duration::from_secs(2),
+            run_time: DEFAULT_RUN_TIME,
             start: ContainerStart::Starts,
             refuse_pods: None,
             log_endpoint: LogEndpoint::Reachable,
             on_sigterm: OnSigterm::Exit,
+        }
+    }
+}
+
+impl NodeScript {
+    /// What a host program does where its argv's directives and the host model say nothing.
+    fn fallback(&self) -> Fallback {
+        Fallback {
+            exit_code: self.exit_code,
+            log: self.log.clone(),
+            run: self.run_time,
         }
     }
 }
@@ -114,6 +132,8 @@ impl Default for NodeScript {
 struct Container {
     /// What it prints when it exits on its own.
     log: String,
+    /// What happens to its node once it exits on its own (its host model's answer).
+    effects: Vec<Effect>,
     /// Whether it exited (its log is readable then).
     exited: bool,
     /// What it does on SIGTERM (its argv's directive, else its node's script when it started).
@@ -124,6 +144,8 @@ struct Container {
 #[derive(Debug, Default)]
 pub(crate) struct Kubelets {
     scripts: BTreeMap<String, NodeScript>,
+    /// Each node's host model, by node.
+    hosts: BTreeMap<String, StratumHost>,
     /// Steps waiting for their node to be Ready, by node.
     parked: BTreeMap<String, Vec<Action>>,
     containers: BTreeMap<String, Container>,
@@ -143,6 +165,22 @@ impl Kubelets {
 
     pub(crate) fn set_script(&mut self, node: &str, script: NodeScript) {
         self.scripts.insert(node.to_string(), script);
+    }
+
+    /// The host model of `node`, if it is known.
+    pub(crate) fn host(&self, node: &str) -> Option<&StratumHost> {
+        self.hosts.get(node)
+    }
+
+    /// The host model of `node`, made from the Node's `nodeInfo` if it has none yet.
+    fn host_mut(&mut self, store: &Store, node: &str) -> &mut StratumHost {
+        self.hosts.entry(node.to_string()).or_insert_with(|| {
+            let info = (store.nodes.get(node))
+                .and_then(|n| n.status.as_ref())
+                .and_then(|s| s.node_info.clone())
+                .unwrap_or_default();
+            StratumHost::new(info.kubelet_version, info.boot_id)
+        })
     }
 }
 
@@ -188,33 +226,14 @@ fn set_kubelet_conditions(
 pub const DEFAULT_KUBELET_VERSION: &str = "v1.37.2";
 
 fn pod_condition(type_: &str, status: bool, reason: Option<&str>, now: Duration) -> PodCondition {
-    PodCondition {
-        type_: type_.to_string(),
-        status: if status { "True" } else { "False" }.to_string(),
-        reason: reason.map(str::to_string),
-        last_transition_time: Some(stamp(now)),
-        ..PodCondition::default()
-    }
+    kubelet_status::pod_condition(type_, status, reason, &stamp(now))
 }
 
+/// The message of a NotReady node's `Ready` condition.
+const NOT_READY_MESSAGE: &str = "container runtime status check may not have completed yet";
+
 fn ready_condition(ready: bool, now: Duration) -> NodeCondition {
-    let (status, reason, message) = if ready {
-        ("True", "KubeletReady", "kubelet is posting ready status")
-    } else {
-        (
-            "False",
-            "KubeletNotReady",
-            "container runtime status check may not have completed yet",
-        )
-    };
-    NodeCondition {
-        type_: "Ready".to_string(),
-        status: status.to_string(),
-        reason: Some(reason.to_string()),
-        message: Some(message.to_string()),
-        last_heartbeat_time: Some(stamp(now)),
-        last_transition_time: Some(stamp(now)),
-    }
+    kubelet_status::node_ready_condition(ready, NOT_READY_MESSAGE, &stamp(now))
 }
 
 /// The port the apiserver dials for the node's kubelet: `daemonEndpoints.kubeletEndpoint.port`,
@@ -251,6 +270,7 @@ impl Kubelets {
         let n = self.nodes_added;
         self.nodes_added += 1;
         let ip = format!("10.0.{}.{}", n / 254, n % 254 + 1);
+        let boot_id = cx.store.infra_uuid();
         let node = Node {
             metadata: ObjectMeta {
                 name: Some(name.to_string()),
@@ -284,7 +304,7 @@ impl Kubelets {
                 }),
                 node_info: Some(NodeSystemInfo {
                     architecture: "amd64".to_string(),
-                    boot_id: cx.store.infra_uuid(),
+                    boot_id: boot_id.clone(),
                     container_runtime_version: "containerd://2.1.4".to_string(),
                     kernel_version: "6.8.0-79-generic".to_string(),
                     kube_proxy_version: String::new(),
@@ -299,8 +319,81 @@ impl Kubelets {
             }),
         };
         let node = cx.store.write_node(node);
+        let host = StratumHost::new(DEFAULT_KUBELET_VERSION, boot_id);
+        self.hosts.insert(name.to_string(), host);
         self.unpark(cx, name);
         Ok(node)
+    }
+
+    /// Gives `node` the host model `host`; the Node reports its version and boot ID (a write
+    /// when they change). NotFound if there is no such node.
+    pub(crate) fn set_host(
+        &mut self,
+        store: &mut Store,
+        node: &str,
+        host: StratumHost,
+    ) -> ApiResult<Node> {
+        let (version, boot_id) = (host.state.version.clone(), host.state.boot_id.clone());
+        let written = update_node_info(store, node, |info| {
+            info.kubelet_version = version;
+            info.boot_id = boot_id;
+        })?;
+        self.hosts.insert(node.to_string(), host);
+        Ok(written)
+    }
+
+    /// The node's kubelet reports `version` (an upgraded kubelet), and its host runs it.
+    pub(crate) fn set_kubelet_version(
+        &mut self,
+        store: &mut Store,
+        node: &str,
+        version: &str,
+    ) -> ApiResult<Node> {
+        let written = update_node_info(store, node, |i| i.kubelet_version = version.into())?;
+        self.host_mut(store, node).state.version = version.to_string();
+        Ok(written)
+    }
+
+    /// The node restarts: its kubelet posts a new `bootID`, its host knows it.
+    pub(crate) fn reboot(&mut self, store: &mut Store, node: &str) -> ApiResult<Node> {
+        store.get_node(node)?;
+        let boot_id = store.infra_uuid();
+        let written = update_node_info(store, node, |info| info.boot_id.clone_from(&boot_id))?;
+        self.host_mut(store, node).state.boot_id = boot_id;
+        Ok(written)
+    }
+
+    /// Forgets the host model of a deleted node.
+    pub(crate) fn forget_host(&mut self, node: &str) {
+        self.hosts.remove(node);
+    }
+
+    /// A step of a host model's aftermath on Node `node` (if it is still that node): `Ready`
+    /// goes `False` or `True` ([`set_node_ready`](Self::set_node_ready)), or the node booted
+    /// again: a new `bootID` drawn from the seed, `kubeletVersion` as the step says, both told
+    /// to the host model.
+    pub(crate) fn host_step(&mut self, cx: &mut Ctx<'_>, node: &ObjRef, step: NodeStep) {
+        let name = node.key.1.as_str();
+        let same = (cx.store.nodes.get(name))
+            .is_some_and(|n| n.metadata.uid.as_deref() == Some(node.uid.as_str()));
+        if !same {
+            return;
+        }
+        // The node was just read: these writes cannot fail.
+        let _ = match step {
+            NodeStep::NotReady => self.set_node_ready(cx, name, false),
+            NodeStep::Ready => self.set_node_ready(cx, name, true),
+            NodeStep::Boot { kubelet_version } => {
+                let boot_id = cx.store.infra_uuid();
+                self.host_mut(cx.store, name)
+                    .booted(&kubelet_version, &boot_id);
+                update_node_info(cx.store, name, |info| {
+                    info.kubelet_version = kubelet_version;
+                    info.boot_id = boot_id;
+                })
+                .map(drop)
+            }
+        };
     }
 
     /// The kubelet posts its Ready condition (a Node write, only when it changes).
@@ -427,46 +520,33 @@ impl Kubelets {
             cx.store.write_pod(pod);
             return;
         }
-        let directives = Directives::of(&container);
-        let host = is_host_program(&pod, &directives);
-        let on_sigterm = directives.on_sigterm.unwrap_or(script.on_sigterm);
-        let exit_code = directives.exit.unwrap_or(script.exit_code.rem_euclid(256));
-        let run = directives.run.unwrap_or(script.run_time);
-        let log = directives.log_text().unwrap_or(script.log);
+        let host = self.host_mut(cx.store, &node);
+        let plan = Plan::of(&pod, &container, &script.fallback(), host);
+        let on_sigterm = plan.on_sigterm.unwrap_or(script.on_sigterm);
         container_status.container_id = Some(format!("containerd://{}", cx.store.hex(32)));
         container_status.ready = true;
         container_status.started = Some(true);
-        container_status.state = Some(ContainerState {
-            running: Some(ContainerStateRunning {
-                started_at: Some(stamp(now)),
-            }),
-            ..ContainerState::default()
-        });
+        container_status.state = Some(kubelet_status::running_state(&stamp(now)));
         let status = pod.status.get_or_insert_default();
         status.phase = Some("Running".to_string());
-        set_kubelet_conditions(
-            status,
-            vec![
-                pod_condition("PodReadyToStartContainers", true, None, now),
-                pod_condition("Initialized", true, None, now),
-                pod_condition("Ready", true, None, now),
-                pod_condition("ContainersReady", true, None, now),
-                pod_condition("PodScheduled", true, None, now),
-            ],
-        );
+        set_kubelet_conditions(status, kubelet_status::running_conditions(&stamp(now)));
         status.container_statuses = Some(vec![container_status]);
         cx.store.write_pod(pod);
+        let (log, effects, exit) = match plan.program {
+            Program::Host(e) => (e.log, e.effects, Some((now + e.run, e.exit_code))),
+            Program::Workload => (String::new(), Vec::new(), None),
+        };
         let container = Container {
-            log: if host { log } else { String::new() },
+            log,
+            effects,
             exited: false,
             on_sigterm,
         };
         self.containers.insert(r.uid.clone(), container);
-        if !host {
+        let Some((at, exit_code)) = exit else {
             // A workload runs until its pod is deleted.
             return;
-        }
-        let at = now + run;
+        };
         cx.timers.at(
             at,
             Action::ContainerExit {
@@ -504,14 +584,25 @@ impl Kubelets {
         ) {
             return;
         }
-        let log = match self.containers.get_mut(&r.uid) {
+        let (log, effects) = match self.containers.get_mut(&r.uid) {
             Some(c) => {
                 c.exited = true;
-                c.log.clone()
+                (c.log.clone(), std::mem::take(&mut c.effects))
             }
-            None => String::new(),
+            None => (String::new(), Vec::new()),
         };
         self.terminate(cx, &r.key, exit_code, at, &log);
+        // The host goes on after its program: the aftermath counts from the exit.
+        if let Some(n) = cx.store.nodes.get(&node) {
+            let n = ObjRef::of(&n.metadata);
+            for Effect { after, step } in effects {
+                let step = Action::HostStep {
+                    node: n.clone(),
+                    step,
+                };
+                cx.timers.at(at + after, step);
+            }
+        }
         if deleting {
             // Nothing runs any more: the kubelet finishes the deletion shortly.
             cx.timers
@@ -527,29 +618,11 @@ impl Kubelets {
             return;
         };
         let now = cx.now;
-        let policy = (pod.spec.as_ref())
-            .and_then(|s| s.containers.first())
-            .and_then(|c| c.termination_message_policy.as_deref());
-        let message = (policy == Some("FallbackToLogsOnError"))
-            .then(|| termination::fallback_message(exit_code, log))
-            .flatten();
+        let container = (pod.spec.as_ref()).and_then(|s| s.containers.first());
+        let message = container.and_then(|c| termination::message(c, exit_code, log));
         let status = pod.status.get_or_insert_default();
-        let (phase, reason) = if exit_code == 0 {
-            ("Succeeded", "Completed")
-        } else {
-            ("Failed", "Error")
-        };
-        status.phase = Some(phase.to_string());
-        set_kubelet_conditions(
-            status,
-            vec![
-                pod_condition("PodReadyToStartContainers", false, None, now),
-                pod_condition("Initialized", true, Some("PodCompleted"), now),
-                pod_condition("Ready", false, Some("PodCompleted"), now),
-                pod_condition("ContainersReady", false, Some("PodCompleted"), now),
-                pod_condition("PodScheduled", true, None, now),
-            ],
-        );
+        status.phase = Some(kubelet_status::terminated_phase(exit_code).to_string());
+        set_kubelet_conditions(status, kubelet_status::terminated_conditions(&stamp(now)));
         if let Some(cs) = status
             .container_statuses
             .as_mut()
@@ -562,18 +635,13 @@ impl Kubelets {
                 .and_then(|r| r.started_at.clone());
             cs.ready = false;
             cs.started = Some(false);
-            cs.state = Some(ContainerState {
-                terminated: Some(ContainerStateTerminated {
-                    exit_code,
-                    reason: Some(reason.to_string()),
-                    message,
-                    started_at,
-                    finished_at: Some(stamp(at)),
-                    container_id: cs.container_id.clone(),
-                    ..ContainerStateTerminated::default()
-                }),
-                ..ContainerState::default()
-            });
+            cs.state = Some(kubelet_status::terminated_state(Ended {
+                exit_code,
+                message,
+                started_at,
+                finished_at: stamp(at),
+                container_id: cs.container_id.clone(),
+            }));
         }
         cx.store.write_pod(pod);
     }
@@ -660,8 +728,10 @@ impl Kubelets {
             return;
         }
         if let Some(c) = self.containers.get_mut(&r.uid) {
+            // Killed: it printed nothing, and its host's aftermath does not happen.
             c.exited = true;
             c.log.clear();
+            c.effects.clear();
         }
         self.terminate(cx, &r.key, exit_code, cx.now, "");
         cx.timers
@@ -836,11 +906,4 @@ pub(crate) fn update_node_info(
         let status = node.status.get_or_insert_default();
         change(status.node_info.get_or_insert_default());
     })
-}
-
-/// The node restarts: its kubelet posts a new `bootID`.
-pub(crate) fn reboot_node(store: &mut Store, name: &str) -> ApiResult<Node> {
-    store.get_node(name)?;
-    let boot_id = store.infra_uuid();
-    update_node_info(store, name, |info| info.boot_id = boot_id)
 }

@@ -2,8 +2,9 @@
 //! [`NodeApi`], [`PodApi`], [`LeaseApi`]) and [`Clock`]: an apiserver store with
 //! resourceVersions, UIDs, preconditions, watches, PodSecurity admission and the eviction
 //! subresource; a Job controller; a garbage collector; Deployment, ReplicaSet and DaemonSet
-//! controllers; a scheduler; the disruption controller; and a scriptable kubelet per node, all
-//! running in tokio's virtual time. It is not a mock of expected calls: tests drive it through
+//! controllers; a scheduler; the disruption controller; and a scriptable kubelet and a host
+//! model (what the on-host `stratum` does: upgrades that reboot the node, CA rotations) per
+//! node, all running in tokio's virtual time. It is not a mock of expected calls: tests drive it through
 //! the same verbs a real cluster serves and observe the same kinds of answers, so a test that
 //! passes here exercises behaviour a real cluster has.
 //!
@@ -15,7 +16,8 @@
 //!   (actor methods write here too) ─────────────▶  ▲      │
 //!                     driver task (virtual time)   │      ▼ settle after every write
 //!           timers: pod creation, container start/exit, stop, kill, deadline, terminal
-//!                   condition, a workload's pod creation, a disrupted pod's expiry
+//!                   condition, a workload's pod creation, a disrupted pod's expiry, a host
+//!                   program's aftermath on its node (NotReady, a new boot, Ready)
 //!           level-triggered: Job controller, workload controllers, scheduler, disruption
 //!                   controller, kubelets (deletions), pod removal, garbage collector
 //! ```
@@ -135,7 +137,7 @@
 //!   nothing writes nothing. A node carries `kubernetes.io/hostname`, `kubernetes.io/os`, an
 //!   `InternalIP`, and `status.nodeInfo` with `kubeletVersion`
 //!   ([`DEFAULT_KUBELET_VERSION`] until [`FakeCluster::set_kubelet_version`]) and a `bootID`
-//!   ([`FakeCluster::reboot_node`] draws a new one). [`FakeCluster::label_node`] sets labels
+//!   ([`FakeCluster::reboot_node`], or a `stratum upgrade`, draws a new one). [`FakeCluster::label_node`] sets labels
 //!   such as [`labels::CONTROL_PLANE`] and [`labels::ZONE`].
 //! - Pods: `list_node_pods` (every namespace, `(namespace, name)` order), `get_pod` (404 `pods
 //!   "NAME" not found`). [`FakeCluster::create_pod_now`] creates one as an administrator would
@@ -238,11 +240,15 @@
 //! sync (`SyncFailed`) and allows nothing.
 //!
 //! # Kubelet and the argv vocabulary
+//! What a kubelet and a host do is `nodejob-host`'s, shared with the end-to-end node agent so
+//! the two cannot drift: [`host`] (the argv vocabulary), [`termination`] (signals, grace
+//! periods, termination messages) and [`stratum`] (the host model) are its modules.
+//!
 //! Each node's kubelet follows its [`NodeScript`] (exit code, log, run time, whether
 //! containers start, a per-node admission refusal, whether logs are reachable, what SIGTERM
-//! does) and, where they speak, the directives in the container's argv (`command` then
-//! `args`), which win over the script. A container plays a host program (it runs, prints and
-//! exits on its own) when a Job controls its pod or its argv has an `exit`, `log` or `run`
+//! does), its host model ([`FakeCluster::set_host`]) and the directives in the container's
+//! argv (`command` then `args`). A container plays a host program (it runs, prints and exits
+//! on its own) when a Job controls its pod or its argv has an `exit`, `log` or `run`
 //! directive; any other (a Deployment's, a DaemonSet's, a bare pod's) is a workload that runs,
 //! Ready, until its pod is deleted ([`host::is_host_program`]). The directives:
 //!
@@ -252,8 +258,17 @@
 //! - `nodejob-test:sigterm=ignore`: traps SIGTERM and runs until the SIGKILL;
 //! - any other element is ignored.
 //!
+//! What a host program does, decided as its container starts:
+//! 1. an argv with an `exit`, `log` or `run` directive is scripted by hand: the directives
+//!    where they speak, the node's script where they do not; the host model neither plays
+//!    nor counts it (so `… stratum upgrade --to v2 nodejob-test:exit=0` reboots nothing);
+//! 2. else an argv that execs `stratum` (the element after the first `--`, or the first
+//!    element, whose file name is `stratum`) is played by the node's host model, which
+//!    decides run time, exit status and log, and what happens to the node afterwards;
+//! 3. else the node's script.
+//!
 //! [`host`] documents the vocabulary exactly and builds the elements ([`host::exit`],
-//! [`host::log`], [`host::run`]); a real test node agent reads argv the same way
+//! [`host::log`], [`host::run`]); the end-to-end node agent reads argv the same way
 //! ([`host::Directives::parse`]). A process prints its log when it exits on its own.
 //!
 //! A container that ends with a non-zero status under `terminationMessagePolicy:
@@ -268,6 +283,32 @@
 //! at the end of the grace period (the deletion's, else the pod's
 //! `terminationGracePeriodSeconds`, else 30s; at least 1s): exit 137, reason `Error`. The pod
 //! (phase `Failed`) goes [`Timing::pod_cleanup`] after its container ended.
+//!
+//! # The host model: stratum
+//! Every node has a [`stratum::StratumHost`], from [`FakeCluster::add_node`] on: at the
+//! node's kubelet version and boot ID, trusting and issuing from [`stratum::INITIAL_CA`], in
+//! no CA rotation, with the default [`stratum::StratumTiming`] and no fault.
+//! [`FakeCluster::set_host`] replaces it (the node then reports its version and boot ID),
+//! [`FakeCluster::host`] and [`FakeCluster::host_state`] read it (executions are counted per
+//! operation: a test checks that no phase ran twice); [`FakeCluster::set_kubelet_version`] and
+//! [`FakeCluster::reboot_node`] change the host with the node. The [`stratum`] module
+//! documents every command, its exit status, log and faults. In virtual time, with the
+//! defaults:
+//!
+//! ```text
+//!  upgrade --to V   t+1.2s  starts (200ms to the pod, 1s to start)
+//!                   +20s    exits 0, log "stratum: upgrading v1.37.2 -> V" …; Job Complete
+//!                   +5s     Ready False (the reboot)
+//!                   +30s    a new bootID drawn from the seed, kubeletVersion V, Ready True
+//!  carotate issue   +1s     exits 0; +1s Ready False (components restart); +5s Ready True
+//!  other commands   +1s     exit (0, 1, 2 for a usage error, 3 for verify's "not yet")
+//! ```
+//!
+//! The steps after the exit are timers of the node's kubelet (by the node's UID: a node
+//! removed and added again is not touched). A program killed before it exits (its pod
+//! deleted) changed the host's state as it started but its aftermath does not happen. The
+//! Ready steps are the kubelet's [`FakeCluster::set_node_ready`]: while down, the node's
+//! kubelet parks its steps as on any NotReady node.
 //!
 //! # Faults, hooks, record
 //! Every call of the four API traits is recorded ([`FakeCluster::calls`],
@@ -300,6 +341,11 @@
 //!   only from the log, for `FallbackToLogsOnError`).
 //! - The intermediate `uncountedTerminatedPods` write: a finished pod is counted in the same
 //!   status update that records it.
+//! - Of a host model's reboot: the containers running on the node survive it (a real reboot
+//!   kills them: the kubelet restarts `Always` pods' containers and fails `Never` ones), and its
+//!   pods stay Ready while it is down (the node lifecycle controller marks them NotReady after
+//!   its grace period); only the kubelet's steps wait. A `Ready` of `Unknown` (the kubelet
+//!   stopped posting): a node down reports `False`.
 //! - Watch expiry (410 Gone): the whole history is kept; watches of Events.
 //! - Event aggregation beyond identical events (`count` bumps); the `events.k8s.io` API.
 //! - Update and patch verbs other than `patch_node`, `replace_lease` and the actor methods;
@@ -316,7 +362,6 @@ mod disruption;
 mod eviction;
 mod faults;
 mod hooks;
-pub mod host;
 mod kubelet;
 pub mod labels;
 mod record;
@@ -326,7 +371,6 @@ mod scheduler;
 mod selector;
 mod state;
 mod store;
-pub mod termination;
 mod timers;
 mod timing;
 mod validation;
@@ -337,6 +381,10 @@ mod workloads;
 pub use cluster::{Config, FakeCluster};
 pub use faults::Times;
 pub use kubelet::{ContainerStart, DEFAULT_KUBELET_VERSION, LogEndpoint, NodeScript};
+#[doc(inline)]
+pub use nodejob_host::directives as host;
+#[doc(inline)]
+pub use nodejob_host::{stratum, termination};
 pub use record::Call;
 pub use termination::OnSigterm;
 pub use timing::{EPOCH_SECONDS, Timing};

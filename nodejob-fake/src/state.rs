@@ -3,8 +3,9 @@
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Node, NodeSystemInfo, Pod, PodCondition};
+use k8s_openapi::api::core::v1::{Node, Pod, PodCondition};
 use nodejob_core::{ApiError, ApiResult, DryRun, Eviction};
+use nodejob_host::stratum::StratumHost;
 
 use crate::admission;
 use crate::controller::Controller;
@@ -112,6 +113,7 @@ impl State {
             }
             Action::Stop { pod, exit_code } => kubelets.stop(cx, pod, exit_code),
             Action::Kill(pod) => kubelets.kill(cx, pod),
+            Action::HostStep { node, step } => kubelets.host_step(cx, &node, step),
         }
     }
 
@@ -157,9 +159,11 @@ impl State {
         kubelets.set_node_ready(&mut cx, name, ready)
     }
 
-    /// Deletes the Node object.
+    /// Deletes the Node object (and forgets its host).
     pub(crate) fn remove_node(&mut self, name: &str) -> ApiResult<()> {
-        kubelet::remove_node(&mut self.store, name)
+        kubelet::remove_node(&mut self.store, name)?;
+        self.kubelets.forget_host(name);
+        Ok(())
     }
 
     /// Changes Node `name` with `change`, writing it if that changed anything.
@@ -171,18 +175,19 @@ impl State {
         kubelet::update_node(&mut self.store, name, change)
     }
 
-    /// The kubelet's `status.nodeInfo`, changed by `change`.
-    pub(crate) fn update_node_info(
-        &mut self,
-        name: &str,
-        change: impl FnOnce(&mut NodeSystemInfo),
-    ) -> ApiResult<Node> {
-        kubelet::update_node_info(&mut self.store, name, change)
+    /// The node's kubelet reports `version`, which its host runs.
+    pub(crate) fn set_kubelet_version(&mut self, name: &str, version: &str) -> ApiResult<Node> {
+        (self.kubelets).set_kubelet_version(&mut self.store, name, version)
     }
 
     /// The node restarts: its kubelet posts a new `bootID`.
     pub(crate) fn reboot_node(&mut self, name: &str) -> ApiResult<Node> {
-        kubelet::reboot_node(&mut self.store, name)
+        self.kubelets.reboot(&mut self.store, name)
+    }
+
+    /// Gives the node the host model `host`.
+    pub(crate) fn set_host(&mut self, name: &str, host: StratumHost) -> ApiResult<Node> {
+        self.kubelets.set_host(&mut self.store, name, host)
     }
 
     /// `GET .../pods/{pod}/log`.

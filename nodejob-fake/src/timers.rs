@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use nodejob_host::NodeStep;
 
 use crate::store::{Key, key_of};
 
@@ -56,6 +57,9 @@ pub(crate) enum Action {
     /// The kubelet finishes a deleted pod in which nothing runs: marks a pod that never started
     /// Failed, and confirms the removal.
     Kill(ObjRef),
+    /// A step of the aftermath a host model gave a program's exit (NotReady, a new boot,
+    /// Ready), on this node (by name and UID).
+    HostStep { node: ObjRef, step: NodeStep },
 }
 
 /// A due entry: a modelled step, or a test's closure (kept by the root, by this ticket).

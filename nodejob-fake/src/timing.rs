@@ -55,8 +55,8 @@ impl Default for Timing {
             pod_create: Duration::from_millis(200),
             container_start: Duration::from_secs(1),
             finish: Duration::from_millis(100),
-            kill_delay: Duration::from_millis(500),
-            pod_cleanup: Duration::from_millis(100),
+            kill_delay: nodejob_host::termination::KILL_DELAY,
+            pod_cleanup: nodejob_host::termination::POD_CLEANUP,
             // Job controller before 1.27: its workqueue retried a failed sync with
             // DefaultJobBackOff = 10s doubling up to MaxJobBackOff = 360s (newer releases use
             // 1s..1min for API errors and keep 10s..6min for pod failures).

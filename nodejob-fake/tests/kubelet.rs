@@ -49,15 +49,37 @@ async fn argv_directives_win_over_the_node_script() -> TestResult {
     };
     cluster.set_script("n1", script);
 
-    // The script speaks where the argv is silent.
+    // The script speaks where the argv is silent and no host model plays it.
     let (code, log, _) = run(
         &cluster,
         "silent",
         "n1",
-        &["stratum".into(), "upgrade".into()],
+        &["/usr/bin/upgrade-tool".into(), "upgrade".into()],
     )
     .await?;
     assert_eq!((code, log.as_str()), (Some(1), "from the script\n"));
+    // An argv that execs stratum is the host model's: a usage error here.
+    let (code, log, _) = run(
+        &cluster,
+        "modelled",
+        "n1",
+        &["stratum".into(), "upgrade".into()],
+    )
+    .await?;
+    assert_eq!(code, Some(2));
+    assert!(
+        log.starts_with("stratum: --to is required\nusage: "),
+        "{log}"
+    );
+    // A directive scripts it by hand again: the directives, then the script.
+    let (code, log, _) = run(
+        &cluster,
+        "scripted",
+        "n1",
+        &["stratum".into(), "upgrade".into(), host::exit(4)],
+    )
+    .await?;
+    assert_eq!((code, log.as_str()), (Some(4), "from the script\n"));
 
     // The argv wins where it speaks; unknown or malformed directives are ignored.
     let start = cluster.now();

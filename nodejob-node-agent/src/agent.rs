@@ -20,6 +20,7 @@ use tokio::task::JoinHandle;
 
 use crate::addresses::Addresses;
 use crate::apiserver::Apiserver;
+use crate::host::NodeHost;
 use crate::logbook::LogBook;
 use crate::node::{NodeState, NodeWorker};
 use crate::pod::PodWorker;
@@ -61,6 +62,9 @@ struct Agent {
     nodes: BTreeMap<String, AdoptedNode>,
     /// Each node's state for its pods, by name; kept after a node goes (not Ready then).
     states: BTreeMap<String, watch::Sender<NodeState>>,
+    /// Each node's host (its `stratum` model and whether it is up), by name; kept after a
+    /// node goes, for as long as the agent runs.
+    hosts: BTreeMap<String, watch::Sender<NodeHost>>,
     /// Pods on adopted nodes, by uid.
     pods: BTreeMap<String, RunningPod>,
     /// Pods bound to a node not adopted (yet), by uid.
@@ -89,6 +93,7 @@ pub(crate) async fn run(client: Client, port: u16, kubelet_version: String) {
         addresses: Addresses::default(),
         nodes: BTreeMap::new(),
         states: BTreeMap::new(),
+        hosts: BTreeMap::new(),
         pods: BTreeMap::new(),
         waiting: BTreeMap::new(),
         relisted_nodes: None,
@@ -178,6 +183,18 @@ impl Agent {
             .entry(name.clone())
             .or_insert_with(|| watch::channel(NodeState::default()).0)
             .clone();
+        let host = match self.hosts.get(&name) {
+            Some(host) => {
+                // A node adopted again has booted again.
+                host.send_modify(|h| h.rebooted(&name));
+                host.subscribe()
+            }
+            None => {
+                let (host, rx) = watch::channel(NodeHost::new(&name, &self.kubelet_version));
+                self.hosts.insert(name.clone(), host);
+                rx
+            }
+        };
         let (tx, rx) = watch::channel(node);
         let worker = NodeWorker {
             api: self.api.clone(),
@@ -185,8 +202,8 @@ impl Agent {
             name: name.clone(),
             ip,
             port: self.port,
-            kubelet_version: self.kubelet_version.clone(),
             node: rx,
+            host,
             state,
         };
         let task = Task(tokio::spawn(worker.run()));
@@ -260,10 +277,10 @@ impl Agent {
             self.waiting.insert(uid, pod);
             return;
         };
-        let state = match self.states.get(&node) {
-            Some(state) => state.subscribe(),
-            None => return,
+        let (Some(state), Some(host)) = (self.states.get(&node), self.hosts.get(&node)) else {
+            return;
         };
+        let (state, host) = (state.subscribe(), host.clone());
         let (tx, rx) = watch::channel(Some(pod));
         let worker = PodWorker::new(
             self.api.clone(),
@@ -272,6 +289,7 @@ impl Agent {
             adopted.ip,
             rx,
             state,
+            host,
         );
         let Some(worker) = worker else {
             say!("pod {uid} on {node}: no container, ignored");

@@ -10,8 +10,8 @@ Plays the kubelet of every Node labelled nodejob.test/agent=true (end-to-end tes
 
   --kubeconfig PATH          the cluster to talk to (default: KUBECONFIG, then ~/.kube/config)
   --port PORT                the log server's port on every node address (default 10250)
-  --kubelet-version VERSION  the nodes' nodeInfo.kubeletVersion (default: the apiserver's
-                             version, e.g. v1.37.2)";
+  --kubelet-version VERSION  the nodes' nodeInfo.kubeletVersion until a stratum upgrade
+                             (default: the apiserver's version, e.g. v1.37.2)";
 
 /// What the agent was asked to do.
 #[derive(Debug, PartialEq, Eq)]

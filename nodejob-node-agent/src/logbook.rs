@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use http::StatusCode;
 
-use nodejob_fake::termination::tail_lines;
+use nodejob_host::termination::tail_lines;
 
 /// What the first container of a pod has printed so far.
 #[derive(Clone, Debug, PartialEq, Eq)]

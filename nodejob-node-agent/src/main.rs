@@ -8,15 +8,28 @@
 //! kubelet version and a boot ID); it lifts the `node.kubernetes.io/not-ready` taint every new
 //! Node is created with once the node is Ready (the node lifecycle controller's part). For
 //! every Pod bound to an adopted node (by a test, or by kube-scheduler) it does what the fake
-//! kubelet of `nodejob-fake` does: the first container of a node Job's pod plays the host
-//! program its argv describes (`nodejob_fake::host`: exit code, log lines, run time); any
-//! other container (a Deployment's, a DaemonSet's) is a workload that runs, Ready, until its
-//! pod is deleted. It writes the pod's status (Running, then terminated), honours graceful
+//! kubelet of `nodejob-fake` does, by the rules both take from `nodejob-host`: the first
+//! container of a node Job's pod plays the host program its argv describes (the
+//! `nodejob-test:` directives: exit code, log lines, run time; else, for an argv that execs
+//! `stratum`, the node's host model; else 2s, exit 0, no output); any other container (a
+//! Deployment's, a DaemonSet's) is a workload that runs, Ready, until its pod is deleted. It
+//! writes the pod's status (Running, then terminated), honours graceful
 //! deletion (SIGTERM; SIGKILL at the end of the grace period for a container that ignores
 //! SIGTERM), deletes the pod for good once nothing runs in it, and serves the container's log
 //! over HTTPS at
 //! `<node address>:<port>/containerLogs/{namespace}/{pod}/{container}`, which the apiserver's
 //! `pods/log` reads.
+//!
+//! Each node has a host, kept in memory for as long as the agent runs (a restarted agent
+//! starts every host afresh): the `stratum` model of `nodejob_host::stratum`, at the
+//! `--kubelet-version` (else the apiserver's version), booted as the node's `bootID`,
+//! trusting and issuing from `nodejob_host::stratum::INITIAL_CA` (`sha256:` and 64 `1`s), with
+//! the model's default timing and no fault. A Job's `stratum upgrade --to V` runs 20s and
+//! exits 0; 5s later the agent posts the node `Ready` `False` (message `nodejob test: host
+//! down (stratum)`), 30s later a new `bootID`, `kubeletVersion` V and `Ready` `True`.
+//! `stratum carotate issue` restarts the node's components (NotReady 1s after the exit, Ready
+//! 5s later); `carotate status` prints the node's trust as one JSON line. While the host is
+//! down the node's pods wait as on any NotReady node. The model documents every command.
 //!
 //! The harness steers a node through annotations: `nodejob.test/ready: "false"` (NotReady:
 //! no container starts, nothing is reported until Ready again),
@@ -44,10 +57,10 @@ mod addresses;
 mod agent;
 mod apiserver;
 mod args;
+mod host;
 mod logbook;
 mod logserver;
 mod node;
-mod plan;
 mod pod;
 mod status;
 

@@ -1,6 +1,7 @@
 //! The node worker: one task per adopted node. It posts the node's status (Ready or not, as
-//! its annotations ask) with what kube-scheduler needs to place pods there (capacity,
-//! allocatable, `nodeInfo`), keeps the node's condition taints as the node lifecycle
+//! its annotations ask and its host allows: NotReady while the host is down) with what
+//! kube-scheduler needs to place pods there (capacity, allocatable, `nodeInfo` with the host's
+//! kubelet version and boot ID), keeps the node's condition taints as the node lifecycle
 //! controller would, tells the node's pod workers whether the node is Ready and what its
 //! containers do on SIGTERM, and runs the node's log server while its kubelet is to be
 //! reachable.
@@ -11,14 +12,17 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use nodejob_fake::termination::OnSigterm;
+use nodejob_host::OnSigterm;
 use tokio::sync::watch;
 
 use crate::apiserver::Apiserver;
+use crate::host::NodeHost;
 use crate::logbook::LogBook;
 use crate::logserver::{Identity, LogServer};
 use crate::pod::WriteError;
-use crate::status::{NodeReport, condition_taints, node_patch};
+use crate::status::{
+    HOST_DOWN_MESSAGE, NOT_READY_MESSAGE, NodeReport, condition_taints, node_patch,
+};
 
 /// `"false"`: the node is NotReady; absent or `"true"`: Ready.
 pub(crate) const READY_ANNOTATION: &str = "nodejob.test/ready";
@@ -45,11 +49,19 @@ pub(crate) struct Wish {
 /// What the pod workers of a node need to know of it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct NodeState {
-    /// Whether the node is Ready: the kubelet acts (starts, reports, confirms deletions) only
-    /// then. `false` too once the node is gone.
+    /// Whether the node is Ready (as its annotations ask, and its host up): the kubelet acts
+    /// (starts, reports, confirms deletions) only then. `false` too once the node is gone.
     pub(crate) ready: bool,
     /// What a container that starts now does on SIGTERM.
     pub(crate) on_sigterm: OnSigterm,
+}
+
+/// What the node worker last posted: `Ready`, `kubeletVersion`, `bootID`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Posted {
+    ready: bool,
+    kubelet_version: String,
+    boot_id: String,
 }
 
 impl Wish {
@@ -68,37 +80,6 @@ impl Wish {
             },
         }
     }
-
-    fn state(self) -> NodeState {
-        NodeState {
-            ready: self.ready,
-            on_sigterm: self.on_sigterm,
-        }
-    }
-}
-
-/// A fresh `nodeInfo.bootID` for `node`, in the UUID form a kernel's
-/// `/proc/sys/kernel/random/boot_id` has: a node adopted again has booted again.
-fn boot_id(node: &str) -> String {
-    use std::hash::{BuildHasher as _, Hasher as _};
-    // RandomState is seeded from the OS once per process and stepped for each instance.
-    let random = std::collections::hash_map::RandomState::new();
-    let half = |salt: u8| {
-        let mut h = random.build_hasher();
-        h.write(node.as_bytes());
-        h.write_u8(salt);
-        h.write_i128(Timestamp::now().as_nanosecond());
-        h.finish()
-    };
-    let (a, b) = (half(0), half(1));
-    format!(
-        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
-        a >> 32,
-        (a >> 16) & 0xffff,
-        a & 0x0fff,
-        0x8000 | ((b >> 48) & 0x3fff),
-        b & 0xffff_ffff_ffff
-    )
 }
 
 /// What a node worker works with.
@@ -108,9 +89,10 @@ pub(crate) struct NodeWorker {
     pub(crate) name: String,
     pub(crate) ip: Ipv4Addr,
     pub(crate) port: u16,
-    pub(crate) kubelet_version: String,
     /// The node as last seen; the sender is dropped when the node is gone.
     pub(crate) node: watch::Receiver<Node>,
+    /// The node's host: whether it is up, the kubelet version it runs, its boot.
+    pub(crate) host: watch::Receiver<NodeHost>,
     /// The node's state, for its pod workers.
     pub(crate) state: watch::Sender<NodeState>,
 }
@@ -127,25 +109,39 @@ impl NodeWorker {
             }
         };
         let adopted = Time(Timestamp::now());
-        let boot_id = boot_id(&name);
-        let mut posted: Option<bool> = None;
+        let mut posted: Option<Posted> = None;
         let mut server: Option<LogServer> = None;
         loop {
             let mut node = self.node.borrow_and_update().clone();
             let wish = Wish::of(&node);
+            let (up, state) = {
+                let host = self.host.borrow_and_update();
+                (host.up, host.model.state.clone())
+            };
+            let ready = wish.ready && up;
+            let now_posting = Posted {
+                ready,
+                kubelet_version: state.version,
+                boot_id: state.boot_id,
+            };
             let mut retry = false;
-            if posted != Some(wish.ready) {
+            if posted.as_ref() != Some(&now_posting) {
                 let report = NodeReport {
                     name: &name,
                     ip: self.ip,
                     port: self.port,
-                    ready: wish.ready,
-                    kubelet_version: &self.kubelet_version,
-                    boot_id: &boot_id,
+                    ready,
+                    not_ready_message: if up {
+                        NOT_READY_MESSAGE
+                    } else {
+                        HOST_DOWN_MESSAGE
+                    },
+                    kubelet_version: &now_posting.kubelet_version,
+                    boot_id: &now_posting.boot_id,
                     adopted: adopted.clone(),
                     now: Time(Timestamp::now()),
                 };
-                let ready = if wish.ready { "Ready" } else { "NotReady" };
+                let shown = if ready { "Ready" } else { "NotReady" };
                 match self
                     .api
                     .patch_node_status(&name, &node_patch(&report))
@@ -153,25 +149,31 @@ impl NodeWorker {
                 {
                     Ok(updated) => {
                         say!(
-                            "node {name}: status {ready} (InternalIP {}, port {})",
+                            "node {name}: status {shown} (InternalIP {}, port {}, kubelet {}, boot {})",
                             self.ip,
-                            self.port
+                            self.port,
+                            now_posting.kubelet_version,
+                            now_posting.boot_id,
                         );
-                        posted = Some(wish.ready);
+                        posted = Some(now_posting);
                         // Its resourceVersion is the one the taints' write must name.
                         node = updated;
                     }
                     Err(WriteError::Gone) => break,
                     Err(WriteError::Refused(e) | WriteError::Failed(e)) => {
-                        say!("node {name}: posting status {ready}: {e}");
+                        say!("node {name}: posting status {shown}: {e}");
                         retry = true;
                     }
                 }
             }
-            if posted == Some(wish.ready) && !self.set_taints(&node, wish.ready).await {
+            let ready_posted = posted.as_ref().is_some_and(|p| p.ready == ready);
+            if ready_posted && !self.set_taints(&node, ready).await {
                 retry = true;
             }
-            let state = wish.state();
+            let state = NodeState {
+                ready,
+                on_sigterm: wish.on_sigterm,
+            };
             self.state
                 .send_if_modified(|s| std::mem::replace(s, state) != state);
             match (wish.reachable, server.take()) {
@@ -197,6 +199,8 @@ impl NodeWorker {
             }
             tokio::select! {
                 changed = self.node.changed() => if changed.is_err() { break },
+                // The agent keeps every host's sender: this one does not end.
+                Ok(()) = self.host.changed() => {}
                 () = tokio::time::sleep(RETRY), if retry => {}
             }
         }
@@ -250,15 +254,6 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     use super::*;
-
-    #[test]
-    fn boot_ids_look_like_uuids_and_differ() {
-        let (a, b) = (boot_id("n1"), boot_id("n1"));
-        assert_ne!(a, b);
-        let lengths: Vec<usize> = a.split('-').map(str::len).collect();
-        assert_eq!(lengths, [8, 4, 4, 4, 12], "{a}");
-        assert!(a.chars().all(|c| c == '-' || c.is_ascii_hexdigit()), "{a}");
-    }
 
     #[test]
     fn wishes_from_annotations() {

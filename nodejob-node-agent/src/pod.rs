@@ -2,7 +2,7 @@
 //! it as the fake kubelet does.
 //!
 //! ```text
-//!  seen ──START_DELAY, node Ready──▶ Running ──plan.run──▶ exited ──▶ (deleted) ──▶ DELETE grace 0
+//!  seen ──START_DELAY, node Ready──▶ Running ──its run──▶ exited ──▶ (deleted) ──▶ DELETE grace 0
 //!   │                                  │       (host program only;
 //!   │                                  │        a workload runs until deleted)
 //!   │ deleted (node Ready): Failed,    │ deleted: SIGTERM, exit 143 after the kill delay; or,
@@ -13,6 +13,12 @@
 //! A running pod is `Running` with its container ready and its `Ready` condition `True`, which
 //! is what a ReplicaSet's availability and a PodDisruptionBudget's `currentHealthy` count.
 //!
+//! What the container does is decided as it starts, by the fake kubelet's rules
+//! ([`nodejob_host::Plan::of`]): its argv's `nodejob-test:` directives, else the node's host
+//! model for an argv that execs `stratum` (the exec is counted on the node's host, and what
+//! follows the program's exit, a reboot or a restart, is played on it: [`crate::host::play`]),
+//! else the defaults (2s, exit 0, no output).
+//!
 //! While the node is NotReady (annotation `nodejob.test/ready: "false"`), the worker does
 //! nothing the apiserver would see: no container starts, an exit or a kill is reported only
 //! once the node is Ready again (with the time it happened), and no deletion is confirmed;
@@ -22,24 +28,29 @@
 use std::future::Future;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
+use nodejob_host::termination::{self, KILL_DELAY, OnSigterm, POD_CLEANUP};
+use nodejob_host::{Fallback, Plan, Program};
 use serde_json::Value;
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep, sleep_until};
 
+use crate::host::{NodeHost, play};
 use crate::logbook::{LogBook, Output, PodKey};
 use crate::node::NodeState;
-use crate::plan::{Plan, Program, stop};
 use crate::status::{Exit, PodFacts, failed_unstarted, keep_conditions};
 
 /// From a pod's arrival to its container's start (node Ready).
 pub(crate) const START_DELAY: Duration = Duration::from_millis(500);
-/// From the last container's end to the kubelet's final `DELETE` (grace 0) of a deleted pod:
-/// the fake's `Timing::pod_cleanup`.
-pub(crate) fn cleanup_delay() -> Duration {
-    nodejob_fake::Timing::default().pod_cleanup
+
+/// When, after its pod's deletion with grace period `grace`, a running container ends, and its
+/// exit status: the fake kubelet's rule with its default timing (SIGTERM ends a program that
+/// does not trap it after [`KILL_DELAY`], exit 143; SIGKILL at the end of the grace period, at
+/// least 1s, exit 137).
+fn stop(grace: Duration, on_sigterm: OnSigterm) -> (Duration, i32) {
+    termination::stop(grace, KILL_DELAY, on_sigterm)
 }
 /// The first pause between two tries of a failed write; it doubles up to [`RETRY_MAX`].
 const RETRY_FIRST: Duration = Duration::from_millis(200);
@@ -81,11 +92,14 @@ pub(crate) struct PodWorker<W> {
     key: PodKey,
     node: String,
     facts: PodFacts,
-    plan: Plan,
+    /// The pod's first container, as first seen.
+    container: Container,
     /// The pod as last seen; `None` once it is gone.
     pod: watch::Receiver<Option<Pod>>,
     /// Whether the node is Ready, and what its containers do on SIGTERM.
     node_state: watch::Receiver<NodeState>,
+    /// The node's host: what a program that execs `stratum` does on it.
+    host: watch::Sender<NodeHost>,
 }
 
 /// Where a pod first seen by this agent stands, from its status.
@@ -142,8 +156,8 @@ async fn sleep_until_some(at: Option<Instant>) {
 }
 
 impl<W: PodWriter> PodWorker<W> {
-    /// A worker for `pod`, on node `node` whose address is `facts.host_ip`. `None` for a pod
-    /// without a container or a name.
+    /// A worker for `pod`, on node `node` whose address is `facts.host_ip` and whose host is
+    /// `host`. `None` for a pod without a container or a name.
     pub(crate) fn new(
         writer: W,
         logs: LogBook,
@@ -151,8 +165,9 @@ impl<W: PodWriter> PodWorker<W> {
         host_ip: std::net::Ipv4Addr,
         pod: watch::Receiver<Option<Pod>>,
         node_state: watch::Receiver<NodeState>,
+        host: watch::Sender<NodeHost>,
     ) -> Option<Self> {
-        let (key, facts, plan) = {
+        let (key, facts, container) = {
             let current = pod.borrow();
             let p = current.as_ref()?;
             let spec = p.spec.as_ref()?;
@@ -171,7 +186,7 @@ impl<W: PodWriter> PodWorker<W> {
             };
             let names = spec.containers.iter().map(|c| c.name.clone()).collect();
             logs.open(&key, node, names);
-            (key, facts, Plan::of(p, container))
+            (key, facts, container.clone())
         };
         Some(PodWorker {
             writer,
@@ -179,10 +194,27 @@ impl<W: PodWriter> PodWorker<W> {
             key,
             node: node.to_string(),
             facts,
-            plan,
+            container,
             pod,
             node_state,
+            host,
         })
+    }
+
+    /// What the container does, decided as it starts: a program that execs `stratum` is
+    /// exec'd on the node's host model (and counted there).
+    fn plan(&self) -> Plan {
+        let pod = self.pod.borrow().clone().unwrap_or_default();
+        let mut plan = Plan {
+            program: Program::Workload,
+            on_sigterm: None,
+        };
+        self.host.send_if_modified(|host| {
+            let before = host.model.state.clone();
+            plan = Plan::of(&pod, &self.container, &Fallback::default(), &mut host.model);
+            host.model.state != before
+        });
+        plan
     }
 
     /// Plays the pod until it is gone, then forgets its logs.
@@ -204,8 +236,9 @@ impl<W: PodWriter> PodWorker<W> {
                     return self.until_gone().await;
                 }
                 let started_at = now();
-                let what = match self.plan.program {
-                    Program::Host { .. } => "host program",
+                let plan = self.plan();
+                let what = match plan.program {
+                    Program::Host(_) => "host program",
                     Program::Workload => "workload",
                 };
                 say!(
@@ -216,11 +249,13 @@ impl<W: PodWriter> PodWorker<W> {
                 self.write("running", self.facts.running(&started_at))
                     .await?;
                 self.logs.set(&self.key, Output::Running);
-                self.running(started_at).await?;
+                self.running(plan, started_at).await?;
             }
             Stage::Running { started_at } => {
+                // The agent restarted: the program runs again from now.
+                let plan = self.plan();
                 self.logs.set(&self.key, Output::Running);
-                self.running(started_at).await?;
+                self.running(plan, started_at).await?;
             }
             Stage::Terminal => self.logs.set(&self.key, Output::Exited(String::new())),
         }
@@ -254,20 +289,20 @@ impl<W: PodWriter> PodWorker<W> {
         }
     }
 
-    /// The container runs until it exits (a host program) or, once the pod is deleted, is
-    /// stopped; the end is reported (node Ready), and a deleted pod is then deleted for good.
-    async fn running(&mut self, started_at: Time) -> Result<(), Gone> {
+    /// The container runs as `plan` says until it exits (a host program, whose aftermath on
+    /// the host then plays out) or, once the pod is deleted, is stopped; the end is reported
+    /// (node Ready), and a deleted pod is then deleted for good.
+    async fn running(&mut self, plan: Plan, started_at: Time) -> Result<(), Gone> {
         // As the fake: what the program does on SIGTERM is what its argv says, else its node's
         // script when it started.
-        let on_sigterm = (self.plan.on_sigterm).unwrap_or(self.node_state.borrow().on_sigterm);
-        // When it exits on its own, with what status and output.
-        let exits = match &self.plan.program {
-            Program::Host {
-                run,
-                exit_code,
-                log,
-            } => Some((Instant::now() + *run, *exit_code, log.clone())),
-            Program::Workload => None,
+        let on_sigterm = (plan.on_sigterm).unwrap_or(self.node_state.borrow().on_sigterm);
+        // When it exits on its own, with what status and output, and what follows.
+        let (exits, effects) = match plan.program {
+            Program::Host(e) => (
+                Some((Instant::now() + e.run, e.exit_code, e.log)),
+                e.effects,
+            ),
+            Program::Workload => (None, Vec::new()),
         };
         let exits_at = exits.as_ref().map(|(at, _, _)| *at);
         // When the kubelet's signal ends it, and its exit status then.
@@ -304,9 +339,13 @@ impl<W: PodWriter> PodWorker<W> {
             }
         };
         let finished_at = now();
+        if let (false, Some(exited), false) = (signalled, exits_at, effects.is_empty()) {
+            // The host goes on after its program, whatever becomes of the pod.
+            tokio::spawn(play(self.host.clone(), self.node.clone(), exited, effects));
+        }
         let exit = Exit {
             exit_code,
-            message: self.plan.termination_message(exit_code, &log),
+            message: termination::message(&self.container, exit_code, &log),
             started_at,
             finished_at,
         };
@@ -318,7 +357,7 @@ impl<W: PodWriter> PodWorker<W> {
         self.logs.set(&self.key, Output::Exited(log));
         if self.deleting() {
             // Nothing runs any more: the kubelet finishes the deletion shortly.
-            sleep(cleanup_delay()).await;
+            sleep(POD_CLEANUP).await;
         }
         Ok(())
     }
@@ -446,7 +485,8 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     use super::*;
-    use nodejob_fake::termination::OnSigterm;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    use nodejob_host::stratum::Operation;
 
     /// What the worker did, and when (milliseconds of paused time from the start).
     #[derive(Debug, Clone, PartialEq, Eq)]
@@ -549,6 +589,7 @@ mod tests {
         logs: LogBook,
         pod: watch::Sender<Option<Pod>>,
         ready: watch::Sender<NodeState>,
+        host: watch::Sender<NodeHost>,
         task: tokio::task::JoinHandle<()>,
     }
 
@@ -565,13 +606,24 @@ mod tests {
         let logs = LogBook::default();
         let (pod_tx, pod_rx) = watch::channel(Some(p));
         let (ready_tx, ready_rx) = watch::channel(state);
+        let (host, _) = watch::channel(NodeHost::new("n1", "v1.37.2"));
         let ip = Ipv4Addr::new(127, 0, 0, 2);
-        let worker = PodWorker::new(rec.clone(), logs.clone(), "n1", ip, pod_rx, ready_rx).unwrap();
+        let worker = PodWorker::new(
+            rec.clone(),
+            logs.clone(),
+            "n1",
+            ip,
+            pod_rx,
+            ready_rx,
+            host.clone(),
+        )
+        .unwrap();
         Harness {
             rec,
             logs,
             pod: pod_tx,
             ready: ready_tx,
+            host,
             task: tokio::spawn(worker.run()),
         }
     }
@@ -854,5 +906,102 @@ mod tests {
         h.pod.send_replace(Some(deleted(p, 0)));
         sleep(Duration::from_millis(10)).await;
         assert_eq!(h.rec.did(), [Did::Delete(5000)]);
+    }
+
+    /// A node Job's pod whose container execs `stratum` with `args`.
+    fn stratum_job_pod(args: &[&str]) -> Pod {
+        let mut argv = vec!["nsenter", "--target", "1", "--", "/usr/local/bin/stratum"];
+        argv.extend(args);
+        let mut p = pod(&argv);
+        p.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: "batch/v1".into(),
+            kind: "Job".into(),
+            name: "up".into(),
+            uid: "j".into(),
+            controller: Some(true),
+            ..OwnerReference::default()
+        }]);
+        p
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stratum_upgrade_runs_on_the_host_model_then_the_host_reboots() {
+        let p = stratum_job_pod(&["upgrade", "--to", "v1.38.0"]);
+        let h = start(p, true, 0);
+        let mut host = h.host.subscribe();
+        let boot = host.borrow().model.state.boot_id.clone();
+        sleep(Duration::from_secs(21)).await;
+        assert_eq!(
+            h.rec.did(),
+            [
+                status(500, "Running", None),
+                status(20_500, "Succeeded", Some(0))
+            ]
+        );
+        assert_eq!(
+            log_of(&h.logs).1,
+            "stratum: upgrading v1.37.2 -> v1.38.0\nstratum: v1.38.0 installed; rebooting in 5s\n"
+        );
+        let state = host.borrow_and_update().model.state.clone();
+        assert_eq!(state.executions(Operation::Upgrade), 1);
+        assert!(host.borrow().up);
+        // Down 5s after the exit, back 30s later at the new version with a new boot.
+        sleep(Duration::from_millis(4600)).await;
+        assert!(!host.borrow_and_update().up);
+        sleep(Duration::from_secs(30)).await;
+        let after = host.borrow_and_update().clone();
+        assert!(after.up);
+        assert_eq!(after.model.state.version, "v1.38.0");
+        assert_ne!(after.model.state.boot_id, boot);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_killed_stratum_program_has_no_aftermath() {
+        let p = stratum_job_pod(&["upgrade", "--to", "v1.38.0"]);
+        let h = start(p.clone(), true, 0);
+        sleep(Duration::from_secs(2)).await;
+        h.pod.send_replace(Some(deleted(p, 30)));
+        sleep(Duration::from_secs(600)).await;
+        assert_eq!(
+            h.rec.did(),
+            [
+                status(500, "Running", None),
+                status(2500, "Failed", Some(143)),
+                Did::Delete(2600),
+            ]
+        );
+        let host = h.host.borrow().clone();
+        assert!(host.up);
+        assert_eq!(host.model.state.version, "v1.37.2");
+        assert_eq!(host.model.state.executions(Operation::Upgrade), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn directives_and_other_programs_leave_the_host_alone() {
+        for argv in [
+            &[
+                "/usr/local/bin/stratum",
+                "upgrade",
+                "--to",
+                "v2",
+                "nodejob-test:exit=0",
+            ][..],
+            &["/usr/bin/true"],
+        ] {
+            let mut p = stratum_job_pod(&[]);
+            p.spec.as_mut().unwrap().containers[0].command =
+                Some(argv.iter().map(|s| s.to_string()).collect());
+            let h = start(p, true, 0);
+            sleep(Duration::from_secs(60)).await;
+            let did = h.rec.did();
+            assert_eq!(
+                did.last(),
+                Some(&status(2500, "Succeeded", Some(0))),
+                "{argv:?}"
+            );
+            let host = h.host.borrow().clone();
+            assert!(host.model.state.executions.is_empty(), "{argv:?}");
+            assert!(host.up);
+        }
     }
 }

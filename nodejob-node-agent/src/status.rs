@@ -6,17 +6,22 @@
 //! `state.terminated`, as it would under a strategic merge patch without a `null`); fields the
 //! agent does not write (`qosClass`, ...) are kept, and so are the pod conditions other
 //! components own (`DisruptionTarget`, a scheduler's `PodScheduled`: [`keep_conditions`]).
+//! The pieces themselves (container states, phases, kubelet conditions, the node's `Ready`)
+//! are the fake kubelet's, from [`nodejob_host::status`].
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 use k8s_openapi::api::core::v1::{
-    ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStatus,
-    DaemonEndpoint, HostIP, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeStatus,
-    NodeSystemInfo, PodCondition, PodIP, PodStatus, Taint,
+    ContainerState, ContainerStatus, DaemonEndpoint, HostIP, NodeAddress, NodeCondition,
+    NodeDaemonEndpoints, NodeStatus, NodeSystemInfo, PodCondition, PodIP, PodStatus, Taint,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use nodejob_host::status::{
+    Ended, node_ready_condition, pod_condition, running_conditions, running_state,
+    terminated_conditions, terminated_phase, terminated_state,
+};
 use serde_json::{Value, json};
 
 /// What the agent says about one of its nodes.
@@ -30,9 +35,12 @@ pub(crate) struct NodeReport<'a> {
     pub(crate) port: u16,
     /// Whether `Ready` is `True`.
     pub(crate) ready: bool,
-    /// `nodeInfo.kubeletVersion`: `--kubelet-version`, else the apiserver's `gitVersion`.
+    /// The message of `Ready` when it is `False`: why.
+    pub(crate) not_ready_message: &'a str,
+    /// `nodeInfo.kubeletVersion`: the host's (`--kubelet-version`, else the apiserver's
+    /// `gitVersion`, until a `stratum upgrade`).
     pub(crate) kubelet_version: &'a str,
-    /// `nodeInfo.bootID`: new with every adoption, as with every boot.
+    /// `nodeInfo.bootID`: new with every adoption and every boot of the host.
     pub(crate) boot_id: &'a str,
     /// When the agent adopted the node: the pressure conditions' `lastTransitionTime`.
     pub(crate) adopted: Time,
@@ -41,8 +49,10 @@ pub(crate) struct NodeReport<'a> {
     pub(crate) now: Time,
 }
 
-/// The message of `Ready` `False`.
+/// The message of `Ready` `False` when the harness asks for it.
 pub(crate) const NOT_READY_MESSAGE: &str = "nodejob test: marked NotReady";
+/// The message of `Ready` `False` while the node's host is down (a reboot, a restart).
+pub(crate) const HOST_DOWN_MESSAGE: &str = "nodejob test: host down (stratum)";
 
 fn node_condition(
     type_: &str,
@@ -72,11 +82,6 @@ fn resources() -> BTreeMap<String, Quantity> {
 /// The node's status, as a kubelet with 4 CPUs, 8Gi and 110 pods posts it.
 pub(crate) fn node_status(r: &NodeReport<'_>) -> NodeStatus {
     let (now, adopted) = (&r.now, &r.adopted);
-    let (reason, message) = if r.ready {
-        ("KubeletReady", "kubelet is posting ready status")
-    } else {
-        ("KubeletNotReady", NOT_READY_MESSAGE)
-    };
     let pressure = |type_: &str, reason: &str, message: &str| {
         node_condition(type_, false, reason, message, now, adopted)
     };
@@ -97,7 +102,7 @@ pub(crate) fn node_status(r: &NodeReport<'_>) -> NodeStatus {
                 "KubeletHasSufficientPID",
                 "kubelet has sufficient PID available",
             ),
-            node_condition("Ready", r.ready, reason, message, now, now),
+            node_ready_condition(r.ready, r.not_ready_message, now),
         ]),
         addresses: Some(vec![
             NodeAddress {
@@ -208,16 +213,6 @@ pub(crate) struct Exit {
     pub(crate) finished_at: Time,
 }
 
-fn pod_condition(type_: &str, status: bool, reason: Option<&str>, at: &Time) -> PodCondition {
-    PodCondition {
-        type_: type_.to_string(),
-        status: if status { "True" } else { "False" }.to_string(),
-        reason: reason.map(str::to_string),
-        last_transition_time: Some(at.clone()),
-        ..PodCondition::default()
-    }
-}
-
 impl PodFacts {
     fn container_id(&self) -> String {
         format!("nodejob://{}", self.uid)
@@ -252,22 +247,8 @@ impl PodFacts {
         let mut status = PodStatus {
             phase: Some("Running".to_string()),
             start_time: Some(now.clone()),
-            conditions: Some(vec![
-                pod_condition("PodReadyToStartContainers", true, None, now),
-                pod_condition("Initialized", true, None, now),
-                pod_condition("Ready", true, None, now),
-                pod_condition("ContainersReady", true, None, now),
-                pod_condition("PodScheduled", true, None, now),
-            ]),
-            container_statuses: Some(vec![self.container_status(
-                true,
-                ContainerState {
-                    running: Some(ContainerStateRunning {
-                        started_at: Some(now.clone()),
-                    }),
-                    ..ContainerState::default()
-                },
-            )]),
+            conditions: Some(running_conditions(now)),
+            container_statuses: Some(vec![self.container_status(true, running_state(now))]),
             ..PodStatus::default()
         };
         self.addresses(&mut status);
@@ -277,36 +258,18 @@ impl PodFacts {
     /// The container ended: `terminated` with `reason` `Completed` (exit 0) or `Error`, phase
     /// `Succeeded` or `Failed`, `Ready` and `ContainersReady` `False` (`PodCompleted`).
     pub(crate) fn terminated(&self, exit: &Exit, now: &Time) -> Value {
-        let (phase, reason) = if exit.exit_code == 0 {
-            ("Succeeded", "Completed")
-        } else {
-            ("Failed", "Error")
-        };
+        let ended = terminated_state(Ended {
+            exit_code: exit.exit_code,
+            message: exit.message.clone(),
+            started_at: Some(exit.started_at.clone()),
+            finished_at: exit.finished_at.clone(),
+            container_id: Some(self.container_id()),
+        });
         let mut status = PodStatus {
-            phase: Some(phase.to_string()),
+            phase: Some(terminated_phase(exit.exit_code).to_string()),
             start_time: Some(exit.started_at.clone()),
-            conditions: Some(vec![
-                pod_condition("PodReadyToStartContainers", false, None, now),
-                pod_condition("Initialized", true, Some("PodCompleted"), now),
-                pod_condition("Ready", false, Some("PodCompleted"), now),
-                pod_condition("ContainersReady", false, Some("PodCompleted"), now),
-                pod_condition("PodScheduled", true, None, now),
-            ]),
-            container_statuses: Some(vec![self.container_status(
-                false,
-                ContainerState {
-                    terminated: Some(ContainerStateTerminated {
-                        exit_code: exit.exit_code,
-                        reason: Some(reason.to_string()),
-                        message: exit.message.clone(),
-                        started_at: Some(exit.started_at.clone()),
-                        finished_at: Some(exit.finished_at.clone()),
-                        container_id: Some(self.container_id()),
-                        ..ContainerStateTerminated::default()
-                    }),
-                    ..ContainerState::default()
-                },
-            )]),
+            conditions: Some(terminated_conditions(now)),
+            container_statuses: Some(vec![self.container_status(false, ended)]),
             ..PodStatus::default()
         };
         self.addresses(&mut status);
@@ -408,6 +371,7 @@ mod tests {
             ip: Ipv4Addr::new(127, 0, 0, 3),
             port: 10250,
             ready: true,
+            not_ready_message: NOT_READY_MESSAGE,
             kubelet_version: "v1.37.2",
             boot_id: "b-1",
             adopted: at(0),

@@ -1,8 +1,11 @@
 //! How a container's end is reported: the signal that ends the container of a deleted pod (and
-//! so its exit status), and the termination message the kubelet derives from its log. Public
-//! because the end-to-end node agent plays the kubelet by the same rules.
+//! so its exit status), the grace periods, and the termination message the kubelet derives
+//! from its log. The fake's kubelet and the end-to-end node agent both follow these rules
+//! (`nodejob_fake::termination` is this module).
 
 use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Container;
 
 /// The exit status of a process ended by SIGTERM (128 + 15), as the container runtime reports
 /// a program that does not trap the signal.
@@ -11,10 +14,18 @@ pub const SIGTERM_EXIT: i32 = 143;
 pub const SIGKILL_EXIT: i32 = 137;
 /// The API default of `terminationGracePeriodSeconds` (`DefaultTerminationGracePeriodSeconds`
 /// in `pkg/apis/core/v1/defaults.go`), for a pod spec that leaves it unset.
-pub(crate) const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(30);
+pub const DEFAULT_GRACE_PERIOD: Duration = Duration::from_secs(30);
 /// The shortest time the kubelet leaves between SIGTERM and SIGKILL: `pkg/kubelet/pod_workers.go`
 /// `calculateEffectiveGracePeriod` supplies at least 1s, whatever the deletion said.
 pub const MINIMUM_GRACE_PERIOD: Duration = Duration::from_secs(1);
+
+/// How long a running program that does not trap SIGTERM lives on after its pod's deletion: the
+/// kubelet sends SIGTERM at once, and the program ends with exit 143 this much later (the time
+/// to deliver the signal and reap the process). The fake's default `Timing::kill_delay`.
+pub const KILL_DELAY: Duration = Duration::from_millis(500);
+/// How long the kubelet takes to finish a deleted pod once nothing runs in it, to its final
+/// `DELETE` (grace 0). The fake's default `Timing::pod_cleanup`.
+pub const POD_CLEANUP: Duration = Duration::from_millis(100);
 
 /// What a container's program does when the kubelet sends it SIGTERM.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -68,6 +79,16 @@ pub fn fallback_message(exit_code: i32, log: &str) -> Option<String> {
     // The kubelet keeps bytes: a character cut in two is replaced when the status is encoded.
     let message = String::from_utf8_lossy(last).into_owned();
     (!message.is_empty()).then_some(message)
+}
+
+/// The `state.terminated.message` of `container` ended with `exit_code` after printing `log`:
+/// [`fallback_message`] under `terminationMessagePolicy: FallbackToLogsOnError`, none under any
+/// other policy (the programs here write no `terminationMessagePath` file).
+pub fn message(container: &Container, exit_code: i32, log: &str) -> Option<String> {
+    let policy = container.termination_message_policy.as_deref();
+    (policy == Some("FallbackToLogsOnError"))
+        .then(|| fallback_message(exit_code, log))
+        .flatten()
 }
 
 /// The last `n` lines of `text` (a final line without a newline counts), as the kubelet's
@@ -135,5 +156,18 @@ mod tests {
         assert!(message.ends_with(&format!("a\n{}\n", "b".repeat(100))));
         let cut = fallback_message(1, &format!("{}\n", "é".repeat(1100))).unwrap();
         assert!(cut.starts_with('\u{FFFD}'), "{cut:.8}");
+    }
+
+    #[test]
+    fn messages_only_under_fallback_to_logs() {
+        let with = |policy: Option<&str>| Container {
+            termination_message_policy: policy.map(str::to_string),
+            ..Container::default()
+        };
+        let fallback = with(Some("FallbackToLogsOnError"));
+        assert_eq!(message(&fallback, 1, "x\n").as_deref(), Some("x\n"));
+        assert_eq!(message(&fallback, 0, "x\n"), None);
+        assert_eq!(message(&with(Some("File")), 1, "x\n"), None);
+        assert_eq!(message(&with(None), 1, "x\n"), None);
     }
 }

@@ -1,10 +1,11 @@
-//! The test vocabulary of the exec'd argv: what the fake kubelet (and a real test node agent)
-//! reads from a Job's command line.
+//! The test vocabulary of the exec'd argv: what a kubelet of this crate's users (the fake's,
+//! the end-to-end node agent) reads from a Job's command line. `nodejob_fake::host` is this
+//! module.
 //!
-//! The argv is the container's `command` followed by its `args` (the fake kubelet reads a
-//! pod's first container). Any element that starts with [`PREFIX`] (`nodejob-test:`) is a
-//! directive; every other element is ignored, so a directive can ride along any real command
-//! line (`nsenter … -- stratum upgrade nodejob-test:exit=3`). The directives:
+//! The argv is the container's `command` followed by its `args` ([`argv`]; a kubelet here
+//! reads a pod's first container). Any element that starts with [`PREFIX`] (`nodejob-test:`)
+//! is a directive; every other element is ignored, so a directive can ride along any real
+//! command line (`nsenter … -- stratum upgrade nodejob-test:exit=3`). The directives:
 //!
 //! - `nodejob-test:exit=N`: the process exits with status `N`, an `i32` taken modulo 256 as a
 //!   process exit status is (`-1` is 255, `256` is 0);
@@ -17,40 +18,46 @@
 //!
 //! A container plays a **host program** (it runs, prints its log and exits on its own, as the
 //! runner's `stratum` does) when a `batch/v1` Job controls its Pod or its argv carries an
-//! `exit`, `log` or `run` directive ([`is_host_program`]); the node's
-//! [`NodeScript`](crate::NodeScript) fills in what the argv leaves out. Any other container
-//! plays a **workload** (a Deployment's server, a DaemonSet's agent, a bare or static Pod): it
-//! runs, Ready, prints nothing and never exits on its own; only its Pod's deletion ends it. The
+//! `exit`, `log` or `run` directive ([`is_host_program`]). Any other container plays a
+//! **workload** (a Deployment's server, a DaemonSet's agent, a bare or static Pod): it runs,
+//! Ready, prints nothing and never exits on its own; only its Pod's deletion ends it. The
 //! `sigterm` directive applies to both.
+//!
+//! What a host program does is decided in this order ([`Plan::of`](crate::Plan::of)): an argv
+//! with an `exit`, `log` or `run` directive is **scripted by hand**: the directives say what
+//! they say and the kubelet's [`Fallback`](crate::Fallback) (the fake's `NodeScript`) fills in
+//! the rest; no host model plays it or counts it. Otherwise the node's host model plays the
+//! argv when it names its program ([`HostModel::exec`](crate::HostModel::exec): `stratum`, see
+//! [`crate::stratum`]); any other argv is played by the fallback alone.
 //!
 //! Where one directive appears several times, the last `exit` and the last `run` win; every
 //! `log` counts. An element with the prefix but no known key, or whose value does not parse
-//! (`nodejob-test:exit=x`), is ignored like any other element. Directives win over the node's
-//! [`NodeScript`](crate::NodeScript) where both speak: `exit` over
-//! [`exit_code`](crate::NodeScript::exit_code), `log` (any) over
-//! [`log`](crate::NodeScript::log), `run` over [`run_time`](crate::NodeScript::run_time).
+//! (`nodejob-test:exit=x`), is ignored like any other element. Directives win over the
+//! fallback where both speak: `exit` over its exit code, `log` (any) over its log, `run` over
+//! its run time.
 //!
 //! Build elements with [`exit`], [`log`] and [`run`] rather than spelling them:
 //!
 //! ```
 //! use std::time::Duration;
-//! use nodejob_fake::host;
+//! use nodejob_host::directives;
 //!
 //! let argv = [
 //!     "stratum".to_string(),
-//!     host::log("hello"),
-//!     host::run(Duration::from_secs(5)),
-//!     host::exit(3),
+//!     directives::log("hello"),
+//!     directives::run(Duration::from_secs(5)),
+//!     directives::exit(3),
 //! ];
-//! let d = host::Directives::parse(&argv);
+//! let d = directives::Directives::parse(&argv);
 //! assert_eq!(d.exit, Some(3));
 //! assert_eq!(d.log, ["hello"]);
 //! assert_eq!(d.run, Some(Duration::from_secs(5)));
+//! assert!(d.scripts_process());
 //! ```
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Container, Pod};
 
 use crate::termination::OnSigterm;
 
@@ -123,13 +130,15 @@ impl Directives {
         d
     }
 
-    /// The directives of a container's argv: its `command` followed by its `args`.
-    pub fn of(container: &k8s_openapi::api::core::v1::Container) -> Self {
-        let argv: Vec<&str> = (container.command.iter().flatten())
-            .chain(container.args.iter().flatten())
-            .map(String::as_str)
-            .collect();
-        Directives::parse(&argv)
+    /// The directives of a container's argv ([`argv`]).
+    pub fn of(container: &Container) -> Self {
+        Directives::parse(&argv(container))
+    }
+
+    /// Whether the argv scripts the process by hand: it carries an `exit`, `log` or `run`
+    /// directive. The `sigterm` directive alone does not.
+    pub fn scripts_process(&self) -> bool {
+        self.exit.is_some() || !self.log.is_empty() || self.run.is_some()
     }
 
     /// The log the lines make: each followed by a newline.
@@ -145,7 +154,15 @@ pub fn is_host_program(pod: &Pod, directives: &Directives) -> bool {
     let job = (pod.metadata.owner_references.iter().flatten()).any(|o| {
         o.controller == Some(true) && o.kind == "Job" && o.api_version.starts_with("batch/")
     });
-    job || directives.exit.is_some() || !directives.log.is_empty() || directives.run.is_some()
+    job || directives.scripts_process()
+}
+
+/// A container's argv: its `command` followed by its `args`.
+pub fn argv(container: &Container) -> Vec<String> {
+    (container.command.iter().flatten())
+        .chain(container.args.iter().flatten())
+        .cloned()
+        .collect()
 }
 
 #[cfg(test)]
@@ -227,5 +244,18 @@ mod tests {
         assert_eq!((d.exit, d.run), (Some(0), Some(Duration::from_secs(3))));
         assert_eq!(d.log, ["x y"]);
         assert_eq!(Directives::parse::<&str>(&[]), Directives::default());
+        assert!(!Directives::parse(&[ignore_sigterm()]).scripts_process());
+    }
+
+    #[test]
+    fn argv_is_command_then_args() {
+        let c = Container {
+            command: Some(vec!["a".into(), exit(1)]),
+            args: Some(vec!["b".into()]),
+            ..Container::default()
+        };
+        assert_eq!(argv(&c), ["a", "nodejob-test:exit=1", "b"]);
+        assert_eq!(Directives::of(&c).exit, Some(1));
+        assert!(argv(&Container::default()).is_empty());
     }
 }
