@@ -758,6 +758,7 @@ impl Kubelets {
         self.confirmed.insert(r.uid);
         // The confirmation is the kubelet's final DELETE (grace 0): the apiserver removes the
         // pod now if no finalizer holds it, even when nothing else was written.
+        self.remove_finished_pods(cx);
         cx.timers.settle(cx.now);
     }
 

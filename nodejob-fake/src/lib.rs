@@ -322,6 +322,11 @@
 //!   failed pod (every Job behaves as `backoffLimit: 0`), `podFailurePolicy`, `successPolicy`,
 //!   `ttlSecondsAfterFinished`; `restartPolicy: OnFailure` behaves as `Never`.
 //! - Defaulting of unset Job fields (`backoffLimit: 6`, `completions`, ...): they stay unset.
+//! - The Job controller's batching of pod-triggered syncs (`syncJobBatchPeriod`, 1 s): here it
+//!   reacts to a pod's change at once. So on a real cluster a Pod deleted alone (its
+//!   container killed) is usually gone, removed by the kubelet's final delete, by the time its
+//!   Job counts it failed, while here it is still listed, terminal and marked deleted, when the
+//!   Job first reports it; a client must expect either (the runner does).
 //! - Of the scheduler: resources, affinities other than `nodeSelector`, taints other than
 //!   cordons and NotReady nodes, topology spread, preemption, its Events. Node pressure, the
 //!   node lifecycle controller (pods on a NotReady node are neither marked NotReady nor
