@@ -248,7 +248,9 @@ macro_rules! conformance {
             long_node_name_makes_valid_objects,
             pod_deleted_by_another_actor_is_no_exit_code,
             node_deleted_while_the_job_runs_is_named,
-            finished_job_deleted_by_another_runner_says_so
+            finished_job_deleted_by_another_runner_says_so,
+            stratum_upgrade_reboots_the_node_into_the_new_version,
+            stratum_carotate_phases_are_reported
         );
     };
     (@each #[$test:meta] $make:expr; $($name:ident),* $(,)?) => {

@@ -6,11 +6,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
+use k8s_openapi::api::core::v1::Node;
+use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{
     ApiError, CONTROLLER_UID_LABEL, Clock, Error, ErrorKind, JobApi, Verb, build, delete_and_wait,
     delete_exact_and_wait, logs, node_label_value, run, run_exit_code, run_exit_code_logs,
     wait_ready,
 };
+use nodejob_core::{NodeApi, ready};
 use nodejob_fake::host;
 
 use crate::{Backend, Ctx, Failure, ensure};
@@ -750,5 +753,144 @@ pub async fn finished_job_deleted_by_another_runner_says_so<B: Backend>(b: Arc<B
         }
         other => ensure!(false, "expected our job to have vanished, got {other:?}"),
     }
+    Ok(())
+}
+
+/// The argv a driver sends to run `stratum` on the host.
+fn stratum(args: &[&str]) -> Vec<String> {
+    let mut argv: Vec<String> = [
+        "nsenter",
+        "--target",
+        "1",
+        "--mount",
+        "--uts",
+        "--ipc",
+        "--net",
+        "--pid",
+        "--",
+        "/usr/local/bin/stratum",
+    ]
+    .map(String::from)
+    .into();
+    argv.extend(args.iter().map(|a| a.to_string()));
+    argv
+}
+
+fn boot_id(node: &Node) -> String {
+    node.status
+        .as_ref()
+        .and_then(|s| s.node_info.as_ref())
+        .map(|i| i.boot_id.clone())
+        .unwrap_or_default()
+}
+
+fn kubelet_version(node: &Node) -> String {
+    node.status
+        .as_ref()
+        .and_then(|s| s.node_info.as_ref())
+        .map(|i| i.kubelet_version.clone())
+        .unwrap_or_default()
+}
+
+/// Waits (below the interposer) until the scenario's node satisfies `done`.
+async fn node_until<B: Backend>(
+    cx: &Ctx<B>,
+    what: &str,
+    done: impl Fn(&Node) -> bool,
+) -> Result<Node, Failure> {
+    let api = cx.api.inner();
+    let node = cx.node.as_str();
+    let until = watch_until(
+        api.as_ref(),
+        secs(300),
+        From::Read,
+        || api.get_node(node),
+        |since, timeout| async move { api.wait_node(node, since.as_deref(), timeout).await },
+        |seen| seen.is_some_and(&done),
+    )
+    .await
+    .map_err(|(_, e)| Failure::from(e))?;
+    match until {
+        Until::Met(Some(n)) => Ok(n),
+        other => Err(Failure(format!("node {node}: {what} not seen: {other:?}"))),
+    }
+}
+
+/// The host model both backends play: `stratum upgrade --to V` exits 0, then the node reboots
+/// (a new bootID) and comes back Ready reporting V; run again, it is already there.
+pub async fn stratum_upgrade_reboots_the_node_into_the_new_version<B: Backend>(
+    b: Arc<B>,
+) -> Outcome {
+    let cx = Ctx::new(b);
+    let before = cx.api.inner().get_node(&cx.node).await?;
+    let old_boot = boot_id(&before);
+    ensure!(!old_boot.is_empty(), "the node reports no bootID");
+    let mut spec = cx.spec("upgrade", &[]);
+    spec.argv = stratum(&["upgrade", "--to", "v1.99.0"]);
+    let (code, log) = run_exit_code_logs(&*cx.api, &spec).await?;
+    ensure!(code == 0, "the upgrade exits 0, got {code}: {log}");
+    let after = node_until(&cx, "a reboot into v1.99.0", |n| {
+        boot_id(n) != old_boot && ready(n)
+    })
+    .await?;
+    ensure!(
+        kubelet_version(&after) == "v1.99.0",
+        "back at {}, not the target",
+        kubelet_version(&after)
+    );
+    let (code, log) = run_exit_code_logs(&*cx.api, &spec).await?;
+    ensure!(
+        code == 0 && log.contains("already at"),
+        "run again, the upgrade finds the node there: {code}: {log}"
+    );
+    Ok(())
+}
+
+/// `stratum carotate`: a per-node trust set and issuer changed by the phases, read back with
+/// `status` (one JSON line) and `verify` (its exit status).
+pub async fn stratum_carotate_phases_are_reported<B: Backend>(b: Arc<B>) -> Outcome {
+    let cx = Ctx::new(b);
+    let new = format!("sha256:{}", "ab".repeat(32));
+    let step = |name: &str, args: &[&str]| {
+        let mut spec = cx.spec(name, &[]);
+        spec.argv = stratum(args);
+        spec
+    };
+    let status = |cx: &Ctx<B>| {
+        let spec = step("ca-status", &["carotate", "status"]);
+        let api = cx.api.clone();
+        async move { run_exit_code_logs(&*api, &spec).await }
+    };
+    let (code, line) = status(&cx).await?;
+    ensure!(
+        code == 0 && line.contains("\"phase\": \"idle\"") && !line.contains(&new),
+        "before: {code}: {line}"
+    );
+    let stage = step("ca-stage", &["carotate", "stage", "--add", &new]);
+    ensure!(run_exit_code(&*cx.api, &stage).await? == 0, "stage");
+    let (_, line) = status(&cx).await?;
+    ensure!(
+        line.contains("\"phase\": \"staged\"") && line.contains(&new),
+        "staged: {line}"
+    );
+    let verify = step("ca-verify", &["carotate", "verify", "--expect", &new]);
+    let code = run_exit_code(&*cx.api, &verify).await?;
+    ensure!(
+        code == 3,
+        "verify before issue is 'not yet' (3), got {code}"
+    );
+    let issue = step("ca-issue", &["carotate", "issue", "--ca", &new]);
+    ensure!(run_exit_code(&*cx.api, &issue).await? == 0, "issue");
+    let finalize = step("ca-finalize", &["carotate", "finalize", "--keep", &new]);
+    ensure!(run_exit_code(&*cx.api, &finalize).await? == 0, "finalize");
+    let code = run_exit_code(&*cx.api, &verify).await?;
+    ensure!(code == 0, "verify after finalize passes, got {code}");
+    let (_, line) = status(&cx).await?;
+    ensure!(
+        line.contains("\"phase\": \"finalized\"")
+            && line.contains(&format!("\"trusted\": [\"{new}\"]"))
+            && line.contains(&format!("\"issuer\": \"{new}\"")),
+        "finalized: {line}"
+    );
     Ok(())
 }
