@@ -317,6 +317,26 @@ pub async fn drain_fails_at_its_timeout_naming_the_budget<B: Workloads>(
         .map(|p| p.metadata.uid)
         .collect();
     patch(&ctx, &node, &[NodeChange::Cordon]).await?;
+    // A dry run says at once what the budget would block, and waits for nothing.
+    let dry = DrainOptions {
+        dry_run: DryRun::All,
+        ..options(Duration::from_secs(600))
+    };
+    let started = ctx.api.now();
+    let preview = quiet(&ctx, &node, &dry).await?;
+    ensure!(
+        preview.evicted.is_empty()
+            && preview.blocked.len() == 2
+            && preview
+                .blocked
+                .iter()
+                .all(|(_, why)| why.contains("strict")),
+        "a dry run reports both pods blocked by the budget: {preview:?}"
+    );
+    ensure!(
+        ctx.api.now() - started < Duration::from_secs(30),
+        "a dry run does not wait for a budget to release"
+    );
     let timeout = Duration::from_secs(15);
     let result = quiet(&ctx, &node, &options(timeout)).await;
     let gave_up = ctx.api.now();

@@ -91,7 +91,8 @@ pub struct DrainOptions {
     /// Pods with no controller.
     pub unreplicated: Unreplicated,
     /// [`DryRun::All`]: every eviction is only checked by the apiserver; nothing is evicted and
-    /// nothing waited for.
+    /// nothing waited for, and a Pod a budget blocks is reported in [`Drained::blocked`] rather
+    /// than retried.
     pub dry_run: DryRun,
 }
 
@@ -211,6 +212,9 @@ pub struct Drained {
     pub evicted: Vec<String>,
     /// The Pods left on the node, with why.
     pub skipped: Vec<(String, Skip)>,
+    /// With [`DryRun::All`] only: the Pods a budget would block now, with the apiserver's
+    /// message naming it. A dry run changes no budget, so it does not wait for one to release.
+    pub blocked: Vec<(String, String)>,
 }
 
 /// The first retry delay after a budget blocked an eviction.
@@ -278,6 +282,9 @@ pub async fn drain<A: PodApi + ?Sized>(
                     evicted.push(pod);
                 }
                 Outcome::Gone => {}
+                Outcome::Blocked(message) if options.dry_run == DryRun::All => {
+                    drained.blocked.push((pod_name(&pod), message));
+                }
                 Outcome::Blocked(message) => {
                     blocked = Some(message);
                     still.push(pod);
