@@ -219,6 +219,8 @@ pub struct Drained {
 
 /// The first retry delay after a budget blocked an eviction.
 const BLOCKED_BASE: Duration = Duration::from_secs(1);
+/// How long before the drain's deadline its last eviction round may start.
+const LAST_TRY: Duration = Duration::from_millis(500);
 /// The longest retry delay.
 const BLOCKED_CAP: Duration = Duration::from_secs(16);
 
@@ -271,7 +273,16 @@ pub async fn drain<A: PodApi + ?Sized>(
                 still.push(pod);
                 continue;
             }
-            match evict(api, &pod, options, left(api)).await? {
+            let outcome = match evict(api, &pod, options, left(api)).await {
+                // Transient failures that ran into the deadline: the pod is left, and the
+                // timeout below says so (with the budget that blocked, if one did).
+                Err(Error::Api { cause, .. }) if cause.is_retryable() && left(api) <= LAST_TRY => {
+                    still.push(pod);
+                    continue;
+                }
+                other => other?,
+            };
+            match outcome {
                 Outcome::Evicted => {
                     note(
                         notes,
@@ -306,8 +317,9 @@ pub async fn drain<A: PodApi + ?Sized>(
         if pending.is_empty() {
             break;
         }
-        let pause = blocked_backoff(node, attempt);
-        if left(api) <= pause {
+        // The last retry comes just before the deadline, not a whole backoff early: a budget
+        // that releases in that last stretch is still met.
+        if left(api) <= LAST_TRY {
             let mut pods_left: Vec<String> = pending.iter().map(pod_name).collect();
             pods_left.extend(evicted.iter().map(pod_name));
             return Err(Error::DrainTimeout {
@@ -317,6 +329,7 @@ pub async fn drain<A: PodApi + ?Sized>(
                 pods_left,
             });
         }
+        let pause = blocked_backoff(node, attempt).min(left(api).saturating_sub(LAST_TRY));
         if let Some(why) = &blocked {
             note(
                 notes,

@@ -191,9 +191,15 @@ impl Held {
     /// [`Error::LeaseLost`].
     pub async fn renew<A: LeaseApi + ?Sized>(&mut self, api: &A) -> Result<()> {
         for _ in 0..2 {
-            let mut next = self.lease.clone();
-            next.spec.get_or_insert_default().renew_time = Some(MicroTime(api.wall_time()));
-            match retrying(api, CALL_BOUND, || api.replace_lease(&next)).await {
+            // Stamped at each attempt: a renewal retried past a transient error says when it
+            // landed, else the Lease it leaves could already be expired.
+            let lease = &self.lease;
+            let attempt = || {
+                let mut next = lease.clone();
+                next.spec.get_or_insert_default().renew_time = Some(MicroTime(api.wall_time()));
+                async move { api.replace_lease(&next).await }
+            };
+            match retrying(api, CALL_BOUND, attempt).await {
                 Ok(written) => {
                     self.lease = written;
                     return Ok(());
@@ -274,7 +280,11 @@ pub async fn acquire<A: LeaseApi + ?Sized>(
         let now = api.wall_time();
         let Some(current) = get(api, config).await? else {
             let lease = fresh(config, claim, now);
-            match retrying(api, CALL_BOUND, || api.create_lease(&lease)).await {
+            let attempt = || {
+                let lease = acquired_at(&lease, api.wall_time());
+                async move { api.create_lease(&lease).await }
+            };
+            match retrying(api, CALL_BOUND, attempt).await {
                 Ok(lease) => {
                     let held = Held {
                         config: config.clone(),
@@ -317,7 +327,11 @@ pub async fn acquire<A: LeaseApi + ?Sized>(
         next.metadata.annotations = Some(annotations);
         next.metadata.labels = current.metadata.labels.clone();
         next.spec.get_or_insert_default().lease_transitions = Some(epoch);
-        match retrying(api, CALL_BOUND, || api.replace_lease(&next)).await {
+        let attempt = || {
+            let next = acquired_at(&next, api.wall_time());
+            async move { api.replace_lease(&next).await }
+        };
+        match retrying(api, CALL_BOUND, attempt).await {
             Ok(lease) => {
                 let held = Held {
                     config: config.clone(),
@@ -340,6 +354,16 @@ pub async fn acquire<A: LeaseApi + ?Sized>(
             .map_or_else(|| "a contender".to_string(), |h| h.to_string()),
         expires_in: config.duration,
     })
+}
+
+/// `lease` acquired at `now`, the time of the write attempt: a write retried past transient
+/// errors must not hand over a Lease that is already older than the write (or expired).
+fn acquired_at(lease: &Lease, now: Timestamp) -> Lease {
+    let mut lease = lease.clone();
+    let spec = lease.spec.get_or_insert_default();
+    spec.acquire_time = Some(MicroTime(now));
+    spec.renew_time = Some(MicroTime(now));
+    lease
 }
 
 /// A Lease held by `config.identity` for `claim` from `now`, epoch 0.

@@ -91,7 +91,12 @@ where
         if timeout.is_zero() {
             return Ok(Until::TimedOut(state));
         }
-        let change = retrying(api, timeout, || wait(since.clone(), timeout)).await;
+        // Each attempt waits only what is left: a retry after a backoff must not carry the
+        // timeout worked out before it, or the wait would overrun the bound by the backoffs.
+        let change = retrying(api, timeout, || {
+            wait(since.clone(), deadline.saturating_sub(api.now()))
+        })
+        .await;
         match change {
             Ok(Change::Applied(k)) => {
                 since = version(&k);
