@@ -35,6 +35,10 @@ pub const OPERATION_ANNOTATION: &str = "stratum.ciq.com/lease-operation";
 /// The annotation on the Lease naming the operation's target (`v1.37.2`, a CA fingerprint).
 pub const TARGET_ANNOTATION: &str = "stratum.ciq.com/lease-target";
 
+/// How many times a renewal meeting Conflicts (the Lease changed by another writer, still ours)
+/// reads it again and retries.
+const CONFLICT_ROUNDS: u32 = 5;
+
 /// How long a Lease call is retried on transient errors.
 const CALL_BOUND: Duration = Duration::from_secs(30);
 
@@ -190,7 +194,7 @@ impl Held {
     /// read again: still ours at our epoch, the renewal is retried once; else
     /// [`Error::LeaseLost`].
     pub async fn renew<A: LeaseApi + ?Sized>(&mut self, api: &A) -> Result<()> {
-        for _ in 0..2 {
+        for _ in 0..CONFLICT_ROUNDS {
             // Stamped at each attempt: a renewal retried past a transient error says when it
             // landed, else the Lease it leaves could already be expired.
             let lease = &self.lease;
@@ -214,7 +218,15 @@ impl Held {
                 Err(cause) => return Err(api_error(&self.config, Action::Renewing, cause)),
             }
         }
-        Err(self.lost(None))
+        // Still ours at every read, but other writers kept moving it: not lost, contended.
+        Err(api_error(
+            &self.config,
+            Action::Renewing,
+            ApiError::conflict(format!(
+                "the lease kept changing under other writers through {CONFLICT_ROUNDS} renewals; it is still ours at epoch {}",
+                self.epoch
+            )),
+        ))
     }
 
     /// Releases the Lease: `holderIdentity` unset, the epoch kept, so the next acquisition is
