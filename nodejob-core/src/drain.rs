@@ -404,34 +404,39 @@ async fn evict<A: PodApi + ?Sized>(
         // precondition included) into this 429 (`eviction.go`): a Pod replaced under the name
         // would look blocked for ever. Read it again.
         Ok(Eviction::Blocked { message }) if message.contains(STILL_PROCESSED) => {
-            match retrying(api, bound, || api.get_pod(namespace, name)).await {
-                Ok(now) if now.metadata.uid.as_deref() == Some(uid) => {
+            match reread(api, namespace, name, bound).await? {
+                Some(now) if now.metadata.uid.as_deref() == Some(uid) => {
                     Ok(Outcome::Blocked(message))
                 }
-                Ok(now) => Ok(Outcome::Replaced(Some(Box::new(now)))),
-                Err(e) if e.is_not_found() => Ok(Outcome::Replaced(None)),
-                Err(cause) => Err(Error::Api {
-                    op: Operation::named(Action::Reading, ObjectKind::Pod, namespace, name),
-                    cause,
-                }),
+                now => Ok(Outcome::Replaced(now.map(Box::new))),
             }
         }
         Ok(Eviction::Blocked { message }) => Ok(Outcome::Blocked(message)),
-        Err(e) if e.is_conflict() => {
-            match retrying(api, bound, || api.get_pod(namespace, name)).await {
-                // Another Pod under the name, or the same one changed meanwhile: either way, it
-                // goes through the filters again as it is now.
-                Ok(new) => Ok(Outcome::Replaced(Some(Box::new(new)))),
-                Err(e) if e.is_not_found() => Ok(Outcome::Replaced(None)),
-                Err(cause) => Err(Error::Api {
-                    op: Operation::named(Action::Reading, ObjectKind::Pod, namespace, name),
-                    cause,
-                }),
-            }
-        }
+        // Another Pod under the name, or the same one changed meanwhile: either way, it goes
+        // through the filters again as it is now.
+        Err(e) if e.is_conflict() => Ok(Outcome::Replaced(
+            reread(api, namespace, name, bound).await?.map(Box::new),
+        )),
         Err(cause) => Err(Error::Api {
             op: Operation::named(Action::Evicting, ObjectKind::Pod, namespace, name)
                 .with_detail(format!("uid {uid}")),
+            cause,
+        }),
+    }
+}
+
+/// The Pod `namespace/name` as it is now; `None` when it is gone.
+async fn reread<A: PodApi + ?Sized>(
+    api: &A,
+    namespace: &str,
+    name: &str,
+    bound: Duration,
+) -> Result<Option<Pod>> {
+    match retrying(api, bound, || api.get_pod(namespace, name)).await {
+        Ok(pod) => Ok(Some(pod)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(cause) => Err(Error::Api {
+            op: Operation::named(Action::Reading, ObjectKind::Pod, namespace, name),
             cause,
         }),
     }
