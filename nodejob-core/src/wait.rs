@@ -1,13 +1,15 @@
 //! Deleting a Job and waiting until it is gone; waiting for a Pod to be gone; waiting for a Node
 //! to be Ready. Every wait is [`crate::watch::watch_until`].
 
+use std::future::Future;
 use std::time::Duration;
 
+use k8s_openapi::Metadata;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Preconditions;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Preconditions};
 
-use crate::api::{JobApi, NodeApi, PodApi};
+use crate::api::{ApiResult, Change, Clock, JobApi, NodeApi, PodApi};
 use crate::error::{Action, ApiError, Error, ObjectKind, Operation, Result};
 use crate::runner::retrying;
 use crate::watch::{From, Step, Until, watch_until};
@@ -92,40 +94,31 @@ fn names(job: &Job) -> (&str, &str) {
 /// Waits until the Job with `job`'s UID is gone: deleted, or its name taken by another UID.
 async fn wait_gone<A: JobApi + ?Sized>(api: &A, job: &Job) -> Result<()> {
     let (namespace, name) = names(job);
-    let uid = job.metadata.uid.clone();
-    let until = watch_until(
+    let gone = until_gone(
         api,
+        job,
+        ObjectKind::Job,
         DELETE_TIMEOUT,
-        From::Seen(Some(job.clone())),
         || api.get_job(namespace, name),
         |since, timeout| async move {
             api.wait_job(namespace, name, since.as_deref(), timeout)
                 .await
         },
-        |seen| seen.is_none_or(|j| j.metadata.uid != uid),
     )
-    .await;
-    match until {
-        Ok(Until::Met(_)) => Ok(()),
-        Ok(Until::TimedOut(_)) => Err(Error::Timeout {
-            job: Box::new(crate::JobRef {
-                kind: String::new(),
-                namespace: namespace.to_string(),
-                name: name.to_string(),
-                node: crate::job_node(job, "").unwrap_or("?").to_string(),
-            }),
-            what: "to be deleted".to_string(),
-            waited: DELETE_TIMEOUT,
-        }),
-        Err((step, cause)) => Err(Error::Api {
-            op: match step {
-                Step::Read => Operation::named(Action::Reading, ObjectKind::Job, namespace, name),
-                Step::Watch => Operation::named(Action::Watching, ObjectKind::Job, namespace, name)
-                    .with_detail("until it is gone"),
-            },
-            cause,
-        }),
+    .await?;
+    if gone {
+        return Ok(());
     }
+    Err(Error::Timeout {
+        job: Box::new(crate::JobRef {
+            kind: String::new(),
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            node: crate::job_node(job, "").unwrap_or("?").to_string(),
+        }),
+        what: "to be deleted".to_string(),
+        waited: DELETE_TIMEOUT,
+    })
 }
 
 /// Waits until the Pod `pod` (by UID) is gone: deleted, or its name taken by another UID, as
@@ -138,30 +131,62 @@ pub async fn wait_pod_gone<A: PodApi + ?Sized>(
 ) -> Result<bool> {
     let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
     let name = pod.metadata.name.as_deref().unwrap_or_default();
-    let uid = pod.metadata.uid.clone();
-    let until = watch_until(
+    until_gone(
         api,
+        pod,
+        ObjectKind::Pod,
         bound,
-        From::Seen(Some(pod.clone())),
         || api.get_pod(namespace, name),
         |since, timeout| async move {
             api.wait_pod(namespace, name, since.as_deref(), timeout)
                 .await
         },
-        |seen| seen.is_none_or(|p| p.metadata.uid != uid),
+    )
+    .await
+}
+
+/// Waits until the object `seen` (by UID) is gone, read by `get` and watched by `wait`: deleted,
+/// or its name taken by another UID. Answers whether it is gone within `bound`.
+async fn until_gone<A, K, G, GF, W, WF>(
+    api: &A,
+    seen: &K,
+    kind: ObjectKind,
+    bound: Duration,
+    get: G,
+    wait: W,
+) -> Result<bool>
+where
+    A: Clock + ?Sized,
+    K: Metadata<Ty = ObjectMeta> + Clone,
+    G: Fn() -> GF,
+    GF: Future<Output = ApiResult<K>>,
+    W: Fn(Option<String>, Duration) -> WF,
+    WF: Future<Output = ApiResult<Change<K>>>,
+{
+    let meta = seen.metadata();
+    let uid = meta.uid.clone();
+    let until = watch_until(
+        api,
+        bound,
+        From::Seen(Some(seen.clone())),
+        get,
+        wait,
+        |now| now.is_none_or(|k| k.metadata().uid != uid),
     )
     .await;
     match until {
         Ok(Until::Met(_)) => Ok(true),
         Ok(Until::TimedOut(_)) => Ok(false),
-        Err((step, cause)) => Err(Error::Api {
-            op: match step {
-                Step::Read => Operation::named(Action::Reading, ObjectKind::Pod, namespace, name),
-                Step::Watch => Operation::named(Action::Watching, ObjectKind::Pod, namespace, name)
+        Err((step, cause)) => {
+            let namespace = meta.namespace.as_deref().unwrap_or_default();
+            let name = meta.name.as_deref().unwrap_or_default();
+            let op = match step {
+                Step::Read => Operation::named(Action::Reading, kind, namespace, name),
+                Step::Watch => Operation::named(Action::Watching, kind, namespace, name)
                     .with_detail("until it is gone"),
-            },
-            cause,
-        }),
+            };
+            Err(Error::Api { op, cause })
+        }
     }
 }
 
