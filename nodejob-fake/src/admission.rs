@@ -71,6 +71,16 @@ fn join_quote(items: &[String]) -> String {
     quoted.join(", ")
 }
 
+/// `containers "a", "b"`: the noun counted for `names`, then the names quoted, as the plugin
+/// words its details.
+fn counted(singular: &str, plural: &str, names: &[String]) -> String {
+    format!(
+        "{} {}",
+        pluralize(singular, plural, names.len()),
+        join_quote(names)
+    )
+}
+
 /// One failed check: its reason and detail.
 type Violation = (&'static str, String);
 
@@ -120,9 +130,8 @@ fn host_ports(spec: &PodSpec) -> Option<Violation> {
     Some((
         "hostPort",
         format!(
-            "{} {} {} {} {}",
-            pluralize("container", "containers", bad.len()),
-            join_quote(&bad),
+            "{} {} {} {}",
+            counted("container", "containers", &bad),
             pluralize("uses", "use", bad.len()),
             pluralize("hostPort", "hostPorts", all.len()),
             all.join(", ")
@@ -138,9 +147,8 @@ fn privileged(spec: &PodSpec) -> Option<Violation> {
         (
             "privileged",
             format!(
-                "{} {} must not set securityContext.privileged=true",
-                pluralize("container", "containers", bad.len()),
-                join_quote(&bad)
+                "{} must not set securityContext.privileged=true",
+                counted("container", "containers", &bad)
             ),
         )
     })
@@ -151,16 +159,7 @@ fn host_path_volumes(spec: &PodSpec) -> Option<Violation> {
         .filter(|v| v.host_path.is_some())
         .map(|v| v.name.clone())
         .collect();
-    (!bad.is_empty()).then(|| {
-        (
-            "hostPath volumes",
-            format!(
-                "{} {}",
-                pluralize("volume", "volumes", bad.len()),
-                join_quote(&bad)
-            ),
-        )
-    })
+    (!bad.is_empty()).then(|| ("hostPath volumes", counted("volume", "volumes", &bad)))
 }
 
 fn allow_privilege_escalation(spec: &PodSpec) -> Option<Violation> {
@@ -174,9 +173,8 @@ fn allow_privilege_escalation(spec: &PodSpec) -> Option<Violation> {
         (
             "allowPrivilegeEscalation != false",
             format!(
-                "{} {} must set securityContext.allowPrivilegeEscalation=false",
-                pluralize("container", "containers", bad.len()),
-                join_quote(&bad)
+                "{} must set securityContext.allowPrivilegeEscalation=false",
+                counted("container", "containers", &bad)
             ),
         )
     })
@@ -203,16 +201,14 @@ fn capabilities_restricted(spec: &PodSpec) -> Option<Violation> {
     let mut details = Vec::new();
     if !missing_drop.is_empty() {
         details.push(format!(
-            "{} {} must set securityContext.capabilities.drop=[\"ALL\"]",
-            pluralize("container", "containers", missing_drop.len()),
-            join_quote(&missing_drop)
+            "{} must set securityContext.capabilities.drop=[\"ALL\"]",
+            counted("container", "containers", &missing_drop)
         ));
     }
     if !adding.is_empty() {
         details.push(format!(
-            "{} {} must not include {} in securityContext.capabilities.add",
-            pluralize("container", "containers", adding.len()),
-            join_quote(&adding),
+            "{} must not include {} in securityContext.capabilities.add",
+            counted("container", "containers", &adding),
             join_quote(&added)
         ));
     }
@@ -257,9 +253,8 @@ fn restricted_volumes(spec: &PodSpec) -> Option<Violation> {
     Some((
         "restricted volume types",
         format!(
-            "{} {} {} restricted volume {} {}",
-            pluralize("volume", "volumes", volumes.len()),
-            join_quote(&volumes),
+            "{} {} restricted volume {} {}",
+            counted("volume", "volumes", &volumes),
             pluralize("uses", "use", volumes.len()),
             pluralize("type", "types", types.len()),
             join_quote(&types)
@@ -279,11 +274,7 @@ fn run_as_non_root(spec: &PodSpec) -> Option<Violation> {
     }
     let explicit = names(spec, |c| container(c) == Some(false));
     if !explicit.is_empty() {
-        setters.push(format!(
-            "{} {}",
-            pluralize("container", "containers", explicit.len()),
-            join_quote(&explicit)
-        ));
+        setters.push(counted("container", "containers", &explicit));
     }
     if !setters.is_empty() {
         return Some((
@@ -299,9 +290,8 @@ fn run_as_non_root(spec: &PodSpec) -> Option<Violation> {
         (
             "runAsNonRoot != true",
             format!(
-                "pod or {} {} must set securityContext.runAsNonRoot=true",
-                pluralize("container", "containers", implicit.len()),
-                join_quote(&implicit)
+                "pod or {} must set securityContext.runAsNonRoot=true",
+                counted("container", "containers", &implicit)
             ),
         )
     })
@@ -329,11 +319,7 @@ fn seccomp_restricted(spec: &PodSpec) -> Option<Violation> {
     let explicit = names(spec, |c| container(c).is_some_and(|t| !valid(&t)));
     values.extend(containers(spec).filter_map(container).filter(|t| !valid(t)));
     if !explicit.is_empty() {
-        setters.push(format!(
-            "{} {}",
-            pluralize("container", "containers", explicit.len()),
-            join_quote(&explicit)
-        ));
+        setters.push(counted("container", "containers", &explicit));
     }
     if !setters.is_empty() {
         values.sort();
@@ -352,9 +338,8 @@ fn seccomp_restricted(spec: &PodSpec) -> Option<Violation> {
         (
             "seccompProfile",
             format!(
-                "pod or {} {} must set securityContext.seccompProfile.type to \"RuntimeDefault\" or \"Localhost\"",
-                pluralize("container", "containers", implicit.len()),
-                join_quote(&implicit)
+                "pod or {} must set securityContext.seccompProfile.type to \"RuntimeDefault\" or \"Localhost\"",
+                counted("container", "containers", &implicit)
             ),
         )
     })
