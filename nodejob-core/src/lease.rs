@@ -172,11 +172,7 @@ impl Held {
     /// hold it at our epoch; renews it when a third of its duration has passed since our last
     /// renewal. Call it before every write a driver makes.
     pub async fn check<A: LeaseApi + ?Sized>(&mut self, api: &A) -> Result<()> {
-        let read = get(api, &self.config).await?;
-        self.verify(read.as_ref())?;
-        if let Some(lease) = read {
-            self.lease = lease;
-        }
+        self.reread(api).await?;
         let renewed = self
             .lease
             .spec
@@ -209,11 +205,7 @@ impl Held {
                     return Ok(());
                 }
                 Err(e) if e.is_conflict() || e.is_not_found() => {
-                    let read = get(api, &self.config).await?;
-                    self.verify(read.as_ref())?;
-                    if let Some(lease) = read {
-                        self.lease = lease;
-                    }
+                    self.reread(api).await?;
                 }
                 Err(cause) => return Err(api_error(&self.config, Action::Renewing, cause)),
             }
@@ -239,20 +231,26 @@ impl Held {
             spec.renew_time = Some(MicroTime(api.wall_time()));
             match retrying(api, CALL_BOUND, || api.replace_lease(&next)).await {
                 Ok(_) => return Ok(()),
-                Err(e) if e.is_conflict() => {
-                    let read = get(api, &self.config).await?;
-                    if self.verify(read.as_ref()).is_err() {
-                        return Ok(());
-                    }
-                    if let Some(lease) = read {
-                        self.lease = lease;
-                    }
-                }
+                Err(e) if e.is_conflict() => match self.reread(api).await {
+                    Err(Error::LeaseLost { .. }) => return Ok(()),
+                    other => other?,
+                },
                 Err(e) if e.is_not_found() => return Ok(()),
                 Err(cause) => return Err(api_error(&self.config, Action::Releasing, cause)),
             }
         }
         Err(self.lost(None))
+    }
+
+    /// Reads the Lease again and keeps it: [`Error::LeaseLost`] unless it is still ours at our
+    /// epoch.
+    async fn reread<A: LeaseApi + ?Sized>(&mut self, api: &A) -> Result<()> {
+        let read = get(api, &self.config).await?;
+        self.verify(read.as_ref())?;
+        if let Some(lease) = read {
+            self.lease = lease;
+        }
+        Ok(())
     }
 
     fn verify(&self, read: Option<&Lease>) -> Result<()> {
