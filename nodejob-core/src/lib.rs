@@ -44,7 +44,9 @@ pub use error::{
 };
 pub use job::{CONTROLLER_UID_LABEL, IMAGE, NODE_ANNOTATION, build};
 pub use names::{node_label_value, trunc_name};
-pub use runner::{log_text, logs, run, run_exit_code, run_exit_code_logs};
+pub use runner::{
+    Mode, Policy, Report, log_text, logs, run, run_exit_code, run_exit_code_logs, run_with,
+};
 pub use spec::{Level, Note, Sink, Spec};
 pub use status::{
     ConditionStatus, Disruption, JobConditionReason, JobConditionType, NodeConditionType,

@@ -32,6 +32,7 @@ fn wait(rv: u32, timeout: Duration) -> Intent {
 
 fn finish_ok(exit_code: i32, log: Option<&str>) -> Intent {
     Intent::Finish(Ok(Report {
+        uid: "ours".into(),
         exit_code,
         log: log.map(String::from),
     }))

@@ -12,7 +12,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Preconditions;
 
-use super::protocol::{Intent, Mode, Observation, Report};
+use super::protocol::{Intent, Mode, Observation, Policy, Report};
 use crate::api::ApiResult;
 use crate::error::{Action, ApiError, Error, ErrorKind, JobRef, ObjectKind, Operation, Result};
 use crate::spec::{Level, Note};
@@ -47,6 +47,8 @@ pub(super) struct Run {
     pub(super) bound: Duration,
     /// The Job we create: built once, so every retry creates the same object.
     pub(super) desired: Job,
+    /// What to do with an earlier Job, and with ours once it succeeded.
+    pub(super) policy: Policy,
 }
 
 /// How a sub-machine in state `S` answers an observation.

@@ -32,12 +32,18 @@ const STILL_RUNNING: &str = "an earlier job to finish (it is still running and w
 /// What the guard waits for while an earlier Job is being deleted.
 const BEING_DELETED: &str = "an earlier job to be deleted";
 
-/// The name is free: the guard is done, and ours may be created. Its deadline bounds the
-/// create's retries.
+/// The guard is done.
 #[derive(Debug)]
-pub(super) struct NameFree {
-    /// The guard's deadline.
-    pub(super) deadline: Duration,
+pub(super) enum Cleared {
+    /// The name is free, and ours may be created. The guard's deadline bounds the create's
+    /// retries.
+    Free {
+        /// The guard's deadline.
+        deadline: Duration,
+    },
+    /// The earlier Job the policy adopts ([`Policy::adopt`](super::Policy::adopt)) is there:
+    /// it is ours now.
+    Adopted(Box<Job>),
 }
 
 /// The guard, waiting for the answer to one intent.
@@ -135,7 +141,10 @@ impl Guard {
                 Some((_, conflicts)) => self.judge(run, now, job, conflicts),
                 None => self.judge(run, now, job, 0),
             },
-            Observation::Failed(e) if e.is_not_found() => self.free(),
+            Observation::Failed(e) if e.is_not_found() => match &run.policy.adopt {
+                Some(uid) => Next::fail(run.vanished(uid, "was deleted".to_string())),
+                None => self.free(),
+            },
             other => run.unexpected(other, Action::Reading, ObjectKind::Job),
         }
     }
@@ -143,6 +152,17 @@ impl Guard {
     /// Decides what to do with a Job of our name that we did not create.
     fn judge(self, run: &Run, now: Duration, job: Box<Job>, conflicts: u32) -> Step {
         let (uid, rv) = (uid_of(&job), rv_of(&job));
+        if let Some(adopt) = &run.policy.adopt {
+            // The caller started this Job and recorded it: its result is the answer, whatever
+            // it is. Replacing it would run its host operation a second time.
+            return if *adopt != uid {
+                Next::fail(run.vanished(adopt, format!("was replaced by uid {uid}")))
+            } else if job.metadata.deletion_timestamp.is_some() {
+                Next::fail(run.vanished(adopt, "is being deleted".to_string()))
+            } else {
+                Next::Leave(Cleared::Adopted(job))
+            };
+        }
         let what = describe(&job);
         let timeout = self.wait_timeout(now);
         if job.metadata.deletion_timestamp.is_some() {
@@ -316,7 +336,7 @@ impl Guard {
 
     /// The name is free: leave for ours.
     fn free(&self) -> Step {
-        Next::Leave(NameFree {
+        Next::Leave(Cleared::Free {
             deadline: self.deadline,
         })
     }
@@ -330,7 +350,7 @@ impl Guard {
 }
 
 /// The guard's answer to an observation.
-pub(super) type Step = Next<Guard, NameFree>;
+pub(super) type Step = Next<Guard, Cleared>;
 
 fn describe(job: &Job) -> String {
     format!(

@@ -17,14 +17,15 @@
 
 use std::time::Duration;
 
-use super::context::{Next, Retries, Run};
-use super::guard::Guard;
+use super::context::{Next, Retries, Run, rv_of, uid_of};
+use super::guard::{Cleared, Guard};
 use super::ours::Ours;
-use super::protocol::{Intent, Mode, Observation, Report, Step};
+use super::protocol::{Intent, Mode, Observation, Policy, Report, Step};
 use super::result::Reading;
 use crate::build;
 use crate::error::Result;
-use crate::spec::{Note, Spec};
+use crate::spec::{Level, Note, Spec};
+use crate::status::finished;
 
 /// First backoff after a transient failure; doubles up to [`BACKOFF_CAP`].
 const BACKOFF_BASE: Duration = Duration::from_millis(250);
@@ -64,14 +65,22 @@ enum Phase {
 }
 
 impl Machine {
-    /// A machine for `spec` (already validated) in `mode`, starting at `now`.
+    /// A machine for `spec` (already validated) in `mode`, starting at `now`, with the default
+    /// [`Policy`].
     pub fn new(spec: &Spec, mode: Mode, now: Duration) -> Self {
+        Machine::with_policy(spec, mode, now, Policy::default())
+    }
+
+    /// A machine for `spec` (already validated) in `mode`, starting at `now`, that treats an
+    /// earlier Job and its own as `policy` says.
+    pub fn with_policy(spec: &Spec, mode: Mode, now: Duration, policy: Policy) -> Self {
         let run = Run {
             job: spec.job_ref(),
             container: spec.container.clone(),
             mode,
             bound: spec.wait_bound(),
             desired: build(spec),
+            policy,
         };
         Machine {
             phase: Phase::Guard(Guard::new(&run, now)),
@@ -104,10 +113,26 @@ impl Machine {
         match std::mem::replace(&mut self.phase, Phase::Done) {
             Phase::Guard(guard) => match guard.step(run, now, obs) {
                 Next::Stay(guard, notes, intent) => self.go(Phase::Guard(guard), notes, intent),
-                Next::Leave(free) => {
-                    let (ours, intent) = Ours::create(run, free.deadline);
+                Next::Leave(Cleared::Free { deadline }) => {
+                    let (ours, intent) = Ours::create(run, deadline);
                     self.go(Phase::Ours(ours), Vec::new(), intent)
                 }
+                Next::Leave(Cleared::Adopted(job)) if finished(&job) => {
+                    let (uid, rv) = (uid_of(&job), rv_of(&job));
+                    let note = run.note(
+                        Level::Info,
+                        format!("adopted {} (uid {uid}), which has finished", run.job),
+                    );
+                    let (reading, intent) = Reading::start(uid, rv, job, false);
+                    self.go(Phase::Result(reading), vec![note], intent)
+                }
+                Next::Leave(Cleared::Adopted(job)) => match Ours::adopted(run, now, job) {
+                    Next::Stay(ours, notes, intent) => self.go(Phase::Ours(ours), notes, intent),
+                    Next::Leave(_) | Next::Finish(..) => {
+                        let err = self.run.internal("adopting a running job");
+                        self.finish(Vec::new(), Err(err))
+                    }
+                },
                 Next::Finish(notes, outcome) => self.finish(notes, outcome),
             },
             Phase::Ours(ours) => match ours.step(run, now, obs) {

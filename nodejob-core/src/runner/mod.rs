@@ -60,7 +60,7 @@ mod result;
 use std::time::Duration;
 
 pub use machine::Machine;
-pub use protocol::{Intent, Mode, Observation, Report, Step};
+pub use protocol::{Intent, Mode, Observation, Policy, Report, Step};
 pub use result::log_text;
 
 use crate::api::{Clock, JobApi, NodeApi};
@@ -95,11 +95,23 @@ pub async fn run_exit_code_logs<A: JobApi + NodeApi + ?Sized>(
     Ok((report.exit_code, report.log.unwrap_or_default()))
 }
 
-/// Runs the machine for `spec` in `mode` to its end.
-async fn drive<A: JobApi + NodeApi + ?Sized>(api: &A, spec: &Spec, mode: Mode) -> Result<Report> {
+/// Runs the Job of `spec` in `mode` as `policy` says, and returns its [`Report`] (with the
+/// UID of the Job that answered). With the default [`Policy`] this is what [`run`],
+/// [`run_exit_code`] and [`run_exit_code_logs`] do; a caller that must never run a host
+/// operation twice adopts the Job it started before a crash ([`Policy::adopt`]) and keeps a
+/// succeeded Job until it has recorded the result ([`Policy::keep`]), then deletes it exactly
+/// itself ([`crate::delete_exact_and_wait`]).
+///
+/// In [`Mode::Run`] a failed Job is an error; in the other modes its exit code is the answer.
+pub async fn run_with<A: JobApi + NodeApi + ?Sized>(
+    api: &A,
+    spec: &Spec,
+    mode: Mode,
+    policy: Policy,
+) -> Result<Report> {
     spec.validate()?;
     let (ns, name) = (spec.namespace.as_str(), spec.name.as_str());
-    let mut machine = Machine::new(spec, mode, api.now());
+    let mut machine = Machine::with_policy(spec, mode, api.now(), policy);
     let mut step = machine.start();
     loop {
         for note in step.notes {
@@ -147,6 +159,11 @@ async fn drive<A: JobApi + NodeApi + ?Sized>(api: &A, spec: &Spec, mode: Mode) -
         };
         step = machine.step(api.now(), answer.unwrap_or_else(Observation::Failed));
     }
+}
+
+/// Runs the machine for `spec` in `mode` to its end, with the default policy.
+async fn drive<A: JobApi + NodeApi + ?Sized>(api: &A, spec: &Spec, mode: Mode) -> Result<Report> {
+    run_with(api, spec, mode, Policy::default()).await
 }
 
 fn boxed<K>(change: Change<K>) -> Change<Box<K>> {

@@ -91,6 +91,17 @@ enum Await {
 }
 
 impl Ours {
+    /// An earlier run's Job, still running, that the policy adopts: ours from `now`, its bound
+    /// starting now.
+    pub(super) fn adopted(run: &Run, now: Duration, job: Box<Job>) -> Step {
+        let note = format!(
+            "adopted {} (uid {}), started by an earlier run; waiting for it",
+            run.job,
+            uid_of(&job)
+        );
+        wait_for(run, now, job, note)
+    }
+
     /// Creates ours; the guard's `deadline` bounds the retries.
     pub(super) fn create(run: &Run, deadline: Duration) -> (Ours, Intent) {
         let ours = Ours::Creating {
@@ -194,8 +205,14 @@ fn on_check(run: &Run, now: Duration, deadline: Duration, obs: Observation) -> S
 
 /// Ours exists (created, or found after a lost answer): its bound starts now.
 fn adopt(run: &Run, now: Duration, job: Box<Job>) -> Step {
+    let note = format!("created {} (uid {})", run.job, uid_of(&job));
+    wait_for(run, now, job, note)
+}
+
+/// Waits for `job`, ours from now, with `note` saying how it became ours.
+fn wait_for(run: &Run, now: Duration, job: Box<Job>, note: String) -> Step {
     let uid = uid_of(&job);
-    let note = run.note(Level::Info, format!("created {} (uid {uid})", run.job));
+    let note = run.note(Level::Info, note);
     let w = Waiting {
         uid,
         rv: rv_of(&job),

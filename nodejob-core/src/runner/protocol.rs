@@ -26,10 +26,28 @@ pub enum Mode {
 /// How a Job ended, as far as the mode asked.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Report {
+    /// The UID of the Job that answered: ours, or the one adopted ([`Policy::adopt`]).
+    pub uid: String,
     /// The container's exit code: 0 when the Job succeeded.
     pub exit_code: i32,
     /// The container's log, in [`Mode::ExitCodeLogs`], at most [`crate::LOG_LIMIT_BYTES`].
     pub log: Option<String>,
+}
+
+/// What a run does with an earlier Job of its name, and with its own once it succeeded. The
+/// default is the runner's contract: replace an earlier Job, delete ours once it succeeded.
+///
+/// A driver that must never run a host operation twice (the upgrade driver) uses both: after a
+/// crash it adopts the Job it had started instead of replacing it, and it keeps a succeeded Job
+/// until it has recorded the result in the cluster, then deletes it exactly itself.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Policy {
+    /// The UID of an earlier Job of the spec's name to take the result of instead of replacing
+    /// it: it is waited for (from the time of adoption, within the bound) and read as ours. A
+    /// Job of that name with another UID, or none, ends the run with [`crate::Error::Vanished`].
+    pub adopt: Option<String>,
+    /// Leave ours in place after it succeeded (it is always left when it failed).
+    pub keep: bool,
 }
 
 /// One action for the async loop to perform on the Job the spec names (or its node).

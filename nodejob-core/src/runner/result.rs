@@ -231,13 +231,15 @@ impl Reading {
                     Next::fail(log_unread(run, exit_code, detail))
                 }
             },
-            _ => self.conclude(
-                run,
-                Report {
+            _ => {
+                let uid = self.uid.clone();
+                let report = Report {
+                    uid,
                     exit_code,
                     log: None,
-                },
-            ),
+                };
+                self.conclude(run, report)
+            }
         }
     }
 
@@ -245,15 +247,34 @@ impl Reading {
         match obs {
             Observation::Log(log) => {
                 let log = Some(within_limit(log, LOG_LIMIT_BYTES));
-                self.conclude(run, Report { exit_code, log })
+                let uid = self.uid.clone();
+                self.conclude(
+                    run,
+                    Report {
+                        uid,
+                        exit_code,
+                        log,
+                    },
+                )
             }
             Observation::Failed(e) => Next::fail(log_unread(run, exit_code, e.to_string())),
             other => run.unexpected(other, Action::Reading, ObjectKind::Log),
         }
     }
 
-    /// The result is known: delete ours when it succeeded, leave it for inspection otherwise.
+    /// The result is known: delete ours when it succeeded (unless the policy keeps it), leave it
+    /// for inspection otherwise.
     fn conclude(self, run: &Run, report: Report) -> Step {
+        if succeeded(&self.job) && run.policy.keep {
+            let note = run.note(
+                Level::Info,
+                format!(
+                    "{} succeeded; kept for the caller to record and delete",
+                    run.job
+                ),
+            );
+            return Next::Finish(vec![note], Ok(report));
+        }
         if succeeded(&self.job) {
             let delete = Intent::DeleteJob(exact(self.uid.clone(), self.rv.clone()));
             let at = At::Deleting {

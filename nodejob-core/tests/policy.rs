@@ -1,0 +1,138 @@
+//! Table tests of the runner's [`Policy`]: adopting an earlier Job by UID instead of replacing
+//! it, and keeping a succeeded Job for the caller. No I/O.
+
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Preconditions;
+use nodejob_core::runner::{Intent, Machine, Mode, Observation as Obs, Policy, Report};
+use nodejob_core::{ApiError, Change, Error};
+use support::*;
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+fn machine(mode: Mode, policy: Policy) -> Machine {
+    let mut m = Machine::with_policy(&spec(), mode, secs(0), policy);
+    assert_eq!(m.start().intent, Intent::GetJob);
+    m
+}
+
+fn adopting(uid: &str) -> Policy {
+    Policy {
+        adopt: Some(uid.into()),
+        keep: true,
+    }
+}
+
+fn pods_of(uid: &str) -> Intent {
+    Intent::ListPods {
+        selector: format!("batch.kubernetes.io/controller-uid={uid}"),
+    }
+}
+
+fn vanished(intent: Intent) -> String {
+    match intent {
+        Intent::Finish(Err(e @ Error::Vanished { .. })) => e.to_string(),
+        other => panic!("expected Vanished, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_running_job_adopted_is_waited_for_never_deleted_nor_replaced() {
+    let mut m = machine(Mode::ExitCodeLogs, adopting("old"));
+    let s = m.step(secs(1), Obs::Job(running("old", 4)));
+    assert_eq!(
+        s.intent,
+        Intent::WaitJob {
+            since: Some("4".into()),
+            timeout: spec().wait_bound(),
+        }
+    );
+    assert!(s.notes.iter().any(|n| n.message.contains("adopted")));
+    let s = m.step(secs(30), Obs::Changed(Change::Applied(complete("old", 6))));
+    assert_eq!(s.intent, pods_of("old"));
+    let s = m.step(secs(30), Obs::Pods(vec![pod("p", "old", "upgrade", Some(0))]));
+    assert_eq!(s.intent, Intent::ReadLog { pod: "p".into() });
+    // Kept: the result is the answer and no delete is issued.
+    let s = m.step(secs(30), Obs::Log("upgraded\n".into()));
+    assert_eq!(
+        s.intent,
+        Intent::Finish(Ok(Report {
+            uid: "old".into(),
+            exit_code: 0,
+            log: Some("upgraded\n".into()),
+        }))
+    );
+}
+
+#[test]
+fn a_finished_job_adopted_is_read_at_once() {
+    for (job, exit) in [(complete("old", 7), 0), (failed("old", 7), 5)] {
+        let mut m = machine(Mode::ExitCode, adopting("old"));
+        let s = m.step(secs(1), Obs::Job(job));
+        assert_eq!(s.intent, pods_of("old"));
+        let s = m.step(secs(1), Obs::Pods(vec![pod("p", "old", "upgrade", Some(exit))]));
+        assert_eq!(
+            s.intent,
+            Intent::Finish(Ok(Report {
+                uid: "old".into(),
+                exit_code: exit,
+                log: None,
+            }))
+        );
+    }
+}
+
+#[test]
+fn an_adopted_job_gone_replaced_or_being_deleted_ends_the_run_and_nothing_is_created() {
+    let mut m = machine(Mode::ExitCode, adopting("old"));
+    let msg = vanished(m.step(secs(1), Obs::Failed(ApiError::not_found("gone"))).intent);
+    assert!(msg.contains("old") && msg.contains("deleted"), "{msg}");
+
+    let mut m = machine(Mode::ExitCode, adopting("old"));
+    let msg = vanished(m.step(secs(1), Obs::Job(running("new", 9))).intent);
+    assert!(msg.contains("replaced by uid new"), "{msg}");
+
+    let mut m = machine(Mode::ExitCode, adopting("old"));
+    let msg = vanished(m.step(secs(1), Obs::Job(deleting(running("old", 9)))).intent);
+    assert!(msg.contains("being deleted"), "{msg}");
+}
+
+#[test]
+fn keep_leaves_a_succeeded_job_in_place_and_reports_its_uid() {
+    let keep = Policy {
+        adopt: None,
+        keep: true,
+    };
+    let mut m = machine(Mode::Run, keep);
+    let s = m.step(secs(0), Obs::Failed(ApiError::not_found("none")));
+    assert!(matches!(s.intent, Intent::CreateJob(_)));
+    m.step(secs(0), Obs::Job(job("ours", 1)));
+    let s = m.step(secs(5), Obs::Changed(Change::Applied(complete("ours", 3))));
+    assert_eq!(s.intent, pods_of("ours"));
+    let s = m.step(secs(5), Obs::Pods(vec![pod("p", "ours", "upgrade", Some(0))]));
+    assert_eq!(
+        s.intent,
+        Intent::Finish(Ok(Report {
+            uid: "ours".into(),
+            exit_code: 0,
+            log: None,
+        }))
+    );
+}
+
+#[test]
+fn the_default_policy_still_replaces_an_earlier_job_and_deletes_ours() {
+    let mut m = machine(Mode::Run, Policy::default());
+    let s = m.step(secs(0), Obs::Job(complete("old", 7)));
+    assert_eq!(
+        s.intent,
+        Intent::DeleteJob(Preconditions {
+            uid: Some("old".into()),
+            resource_version: Some("7".into()),
+        })
+    );
+}
