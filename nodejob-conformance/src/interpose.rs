@@ -22,8 +22,8 @@ use nodejob_core::{
 pub struct Call {
     /// The verb.
     pub verb: Verb,
-    /// The Job, Pod or Node the call names; the selector for [`Verb::ListPods`], the UID for
-    /// [`Verb::ListEvents`].
+    /// The Job, Pod or Node the call names (an Event's `generateName` when it has no name);
+    /// the selector for [`Verb::ListPods`], the UID for [`Verb::ListEvents`].
     pub name: String,
     /// The preconditions of a [`Verb::DeleteJob`]; the UID of a [`Verb::EvictPod`]; the
     /// resourceVersion of a [`Verb::ReplaceLease`].
@@ -218,6 +218,14 @@ impl<A: JobApi + 'static> JobApi for Interposed<A> {
     async fn list_events(&self, namespace: &str, uid: &str) -> ApiResult<Vec<Event>> {
         let i = self.enter(Verb::ListEvents, uid, None).await?;
         self.exit(i, self.inner.list_events(namespace, uid).await)
+    }
+    async fn create_event(&self, event: &Event) -> ApiResult<Event> {
+        let meta = &event.metadata;
+        let name = meta.name.as_deref().or(meta.generate_name.as_deref());
+        let i = self
+            .enter(Verb::CreateEvent, name.unwrap_or(""), None)
+            .await?;
+        self.exit(i, self.inner.create_event(event).await)
     }
     async fn wait_job(
         &self,

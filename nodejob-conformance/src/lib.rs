@@ -266,8 +266,8 @@ macro_rules! conformance {
     };
 }
 
-/// Expands every scenario of [`nodes`] (node, pod, eviction and Lease verbs; drain; the fenced
-/// Lease) into a test for one [`Workloads`] backend, as [`conformance!`] does.
+/// Expands every scenario of [`nodes`] (node, pod, eviction, Lease and node-Event verbs; drain;
+/// the fenced Lease) into a test for one [`Workloads`] backend, as [`conformance!`] does.
 #[macro_export]
 macro_rules! conformance_nodes {
     (#[$test:meta] $make:expr) => {
@@ -283,7 +283,10 @@ macro_rules! conformance_nodes {
             dry_run_eviction_changes_nothing,
             lease_is_acquired_renewed_and_released,
             lease_held_by_another_is_refused,
-            expired_lease_is_taken_over_and_the_loser_stops
+            expired_lease_is_taken_over_and_the_loser_stops,
+            node_event_is_created_and_found_by_the_node_name,
+            node_event_in_another_namespace_is_invalid,
+            event_in_a_missing_namespace_is_refused
         );
     };
     (@each #[$test:meta] $make:expr; $($name:ident),* $(,)?) => {

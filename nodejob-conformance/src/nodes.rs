@@ -1,5 +1,5 @@
-//! Scenarios of the node, pod, eviction and Lease verbs and of core's algorithms over them
-//! (drain, the fenced Lease), generic over a [`Workloads`] backend. Expanded into tests by
+//! Scenarios of the node, pod, eviction and Lease verbs, of Events on Nodes, and of core's
+//! algorithms over them (drain, the fenced Lease), generic over a [`Workloads`] backend. Expanded into tests by
 //! [`conformance_nodes!`](crate::conformance_nodes).
 
 use std::sync::Arc;
@@ -8,13 +8,16 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use nodejob_core::drain::{DrainOptions, Drained, EmptyDir, Skip, Unreplicated, drain};
 use nodejob_core::lease::{Acquired, Claim, LeaseConfig, acquire, holder};
-use nodejob_core::{Clock, DryRun, Error, Eviction, LeaseApi, NodeApi, NodeChange, PodApi, Verb};
+use nodejob_core::{
+    Clock, DryRun, Error, EventType, Eviction, JobApi, LeaseApi, NodeApi, NodeChange, PodApi, Verb,
+    node_event,
+};
 
 use crate::workloads::{
     APP_LABEL, Object, Workloads, bare_pod, budget, daemonset, deployment, mirror_pod,
     with_empty_dir,
 };
-use crate::{Ctx, Failure, ensure};
+use crate::{Backend, Ctx, Failure, ensure};
 
 /// The annotation a driver writes with its cordon.
 const CORDONED_BY: &str = "stratum.ciq.com/cordoned-by";
@@ -700,6 +703,128 @@ pub async fn expired_lease_is_taken_over_and_the_loser_stops<B: Workloads>(
     ensure!(
         ctx.api.count(Verb::ReplaceLease) == writes_before,
         "the old holder wrote the lease after losing it"
+    );
+    Ok(())
+}
+
+/// Where the drivers record their Events on Nodes: their own namespace in `deploy/rbac.yaml`,
+/// and one of the two where the apiserver takes an Event with an `eventTime` about an object
+/// without a namespace (`legacyValidateEvent`).
+const NODE_EVENTS_NAMESPACE: &str = "kube-system";
+
+/// A step Event on the scenario's node, as a driver records it.
+fn step<B: Backend>(ctx: &Ctx<B>, namespace: &str) -> k8s_openapi::api::core::v1::Event {
+    node_event(
+        namespace,
+        &ctx.node,
+        EventType::Normal,
+        "NodejobConformanceStep",
+        "a step of the conformance suite",
+        "nodejob-conformance",
+        ctx.api.wall_time(),
+    )
+}
+
+/// A step Event on the node, created where the drivers create theirs, is answered as stored:
+/// named by the apiserver from `<node>.`, with a UID, its `involvedObject` as sent. It is found
+/// again by the node's name as its involved UID, as `kubectl describe node` finds it.
+pub async fn node_event_is_created_and_found_by_the_node_name<B: Backend>(
+    backend: Arc<B>,
+) -> Result<(), Failure> {
+    let ctx = Ctx::new(backend);
+    let api = ctx.api.as_ref();
+    let sent = step(&ctx, NODE_EVENTS_NAMESPACE);
+    let created = api.create_event(&sent).await?;
+    let name = created.metadata.name.clone().unwrap_or_default();
+    let prefix = format!("{}.", ctx.node);
+    ensure!(
+        name.len() > prefix.len() && name.starts_with(&prefix),
+        "the server names the Event from its generateName {prefix:?}: {name:?}"
+    );
+    ensure!(
+        created
+            .metadata
+            .uid
+            .as_deref()
+            .is_some_and(|u| !u.is_empty()),
+        "the Event has a UID: {:?}",
+        created.metadata
+    );
+    ensure!(
+        created.involved_object == sent.involved_object,
+        "involvedObject kept: sent {:?}, stored {:?}",
+        sent.involved_object,
+        created.involved_object
+    );
+    ensure!(
+        (
+            created.reason.as_deref(),
+            created.type_.as_deref(),
+            &created.event_time
+        ) == (
+            sent.reason.as_deref(),
+            sent.type_.as_deref(),
+            &sent.event_time
+        ) && created.message == sent.message,
+        "reason, type, message and eventTime kept: {created:?}"
+    );
+    ensure!(
+        ctx.api.count(Verb::CreateEvent) == 1,
+        "one create: {:?}",
+        ctx.api.calls()
+    );
+    let found = api.list_events(NODE_EVENTS_NAMESPACE, &ctx.node).await?;
+    ensure!(
+        found.iter().any(|e| e.metadata.uid == created.metadata.uid),
+        "listed by the node's name: {found:?}"
+    );
+    ensure!(
+        found
+            .iter()
+            .all(|e| e.involved_object.uid.as_deref() == Some(ctx.node.as_str())),
+        "only Events whose involved UID is the node's name: {found:?}"
+    );
+    Ok(())
+}
+
+/// An Event about a Node (with an `eventTime`) outside `default` and `kube-system` is refused
+/// as Invalid, naming `involvedObject.namespace`: the rule that ties the drivers' Events to
+/// `kube-system`.
+pub async fn node_event_in_another_namespace_is_invalid<B: Backend>(
+    backend: Arc<B>,
+) -> Result<(), Failure> {
+    let ctx = Ctx::new(backend);
+    let refused = ctx.api.create_event(&step(&ctx, &ctx.namespace)).await;
+    ensure!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.kind == nodejob_core::ErrorKind::Invalid
+                && e.message.contains("involvedObject.namespace")),
+        "in namespace {}: {refused:?}",
+        ctx.namespace
+    );
+    let found = ctx.api.list_events(&ctx.namespace, &ctx.node).await?;
+    ensure!(found.is_empty(), "nothing stored: {found:?}");
+    Ok(())
+}
+
+/// An Event in a namespace that does not exist is refused before any check of the Event: 404
+/// (namespace lifecycle admission) for a caller that may create Events in every namespace, as
+/// on the in-memory cluster; 403 for one granted Events per namespace, as `deploy/rbac.yaml`'s
+/// Role grants them, since authorization runs before admission. Never created, never Invalid.
+pub async fn event_in_a_missing_namespace_is_refused<B: Backend>(
+    backend: Arc<B>,
+) -> Result<(), Failure> {
+    let ctx = Ctx::new(backend);
+    let missing = format!("{}-missing", ctx.namespace);
+    let mut event = step(&ctx, NODE_EVENTS_NAMESPACE);
+    event.metadata.namespace = Some(missing.clone());
+    let refused = ctx.api.create_event(&event).await;
+    ensure!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.is_not_found() || e.is_forbidden()),
+        "in namespace {missing}: {refused:?}"
     );
     Ok(())
 }

@@ -222,7 +222,7 @@ pub enum ObjectKind {
     Node,
     /// A `coordination.k8s.io/v1` Lease.
     Lease,
-    /// Events (only ever listed).
+    /// Events (listed, and created on Nodes).
     Event,
     /// A Pod's log (the `pods/log` subresource).
     Log,

@@ -6,7 +6,7 @@
 //! log). This crate holds:
 //!
 //! - pure functions: [`build`], [`trunc_name`], [`node_label_value`], [`job_node`],
-//!   [`finished`], [`ready`], [`Spec::validate`];
+//!   [`finished`], [`ready`], [`Spec::validate`], [`node_event`];
 //! - the run state machine ([`runner::Machine`]), sans-IO: it takes observations and returns
 //!   intents, and never awaits;
 //! - the [`JobApi`] trait, one method per API verb, and thin async loops over it: [`run`],
@@ -25,6 +25,7 @@
 mod api;
 pub mod drain;
 mod error;
+pub mod event;
 mod job;
 pub mod lease;
 mod names;
@@ -42,6 +43,7 @@ pub use api::{
 pub use error::{
     Action, ApiError, Error, ErrorKind, JobRef, ObjectKind, Operation, Result, Target,
 };
+pub use event::{EventType, node_event};
 pub use job::{CONTROLLER_UID_LABEL, IMAGE, NODE_ANNOTATION, build};
 pub use names::{node_label_value, trunc_name};
 pub use runner::{

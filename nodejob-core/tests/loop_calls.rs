@@ -28,6 +28,7 @@ mockall::mock! {
         fn list_pods(&self, namespace: String, label_selector: String) -> ApiResult<Vec<Pod>>;
         fn pod_log(&self, namespace: String, pod: String, container: String, limit_bytes: u64) -> ApiResult<String>;
         fn list_events(&self, namespace: String, involved_uid: String) -> ApiResult<Vec<Event>>;
+        fn create_event(&self, event: Event) -> ApiResult<Event>;
         fn wait_job(&self, namespace: String, name: String, since: Option<String>, timeout: Duration) -> ApiResult<Change<Job>>;
         fn get_node(&self, name: String) -> ApiResult<Node>;
         fn sleep(&self, duration: Duration);
@@ -82,6 +83,9 @@ impl JobApi for Api {
     }
     async fn list_events(&self, namespace: &str, uid: &str) -> ApiResult<Vec<Event>> {
         self.0.list_events(namespace.into(), uid.into())
+    }
+    async fn create_event(&self, event: &Event) -> ApiResult<Event> {
+        self.0.create_event(event.clone())
     }
     async fn wait_job(
         &self,
@@ -176,6 +180,7 @@ async fn each_intent_is_one_call_with_the_exact_arguments() {
         .returning(|_, _, _| Ok(()));
     api.expect_sleep().with(always()).never();
     api.expect_list_events().never();
+    api.expect_create_event().never();
 
     let (code, log) = run_exit_code_logs(&Api(api), &spec).await.expect("run");
     assert_eq!((code, log.as_str()), (0, "done\n"));

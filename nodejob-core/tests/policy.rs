@@ -54,7 +54,10 @@ fn a_running_job_adopted_is_waited_for_never_deleted_nor_replaced() {
     assert!(s.notes.iter().any(|n| n.message.contains("adopted")));
     let s = m.step(secs(30), Obs::Changed(Change::Applied(complete("old", 6))));
     assert_eq!(s.intent, pods_of("old"));
-    let s = m.step(secs(30), Obs::Pods(vec![pod("p", "old", "upgrade", Some(0))]));
+    let s = m.step(
+        secs(30),
+        Obs::Pods(vec![pod("p", "old", "upgrade", Some(0))]),
+    );
     assert_eq!(s.intent, Intent::ReadLog { pod: "p".into() });
     // Kept: the result is the answer and no delete is issued.
     let s = m.step(secs(30), Obs::Log("upgraded\n".into()));
@@ -74,7 +77,10 @@ fn a_finished_job_adopted_is_read_at_once() {
         let mut m = machine(Mode::ExitCode, adopting("old"));
         let s = m.step(secs(1), Obs::Job(job));
         assert_eq!(s.intent, pods_of("old"));
-        let s = m.step(secs(1), Obs::Pods(vec![pod("p", "old", "upgrade", Some(exit))]));
+        let s = m.step(
+            secs(1),
+            Obs::Pods(vec![pod("p", "old", "upgrade", Some(exit))]),
+        );
         assert_eq!(
             s.intent,
             Intent::Finish(Ok(Report {
@@ -89,7 +95,10 @@ fn a_finished_job_adopted_is_read_at_once() {
 #[test]
 fn an_adopted_job_gone_replaced_or_being_deleted_ends_the_run_and_nothing_is_created() {
     let mut m = machine(Mode::ExitCode, adopting("old"));
-    let msg = vanished(m.step(secs(1), Obs::Failed(ApiError::not_found("gone"))).intent);
+    let msg = vanished(
+        m.step(secs(1), Obs::Failed(ApiError::not_found("gone")))
+            .intent,
+    );
     assert!(msg.contains("old") && msg.contains("deleted"), "{msg}");
 
     let mut m = machine(Mode::ExitCode, adopting("old"));
@@ -97,7 +106,10 @@ fn an_adopted_job_gone_replaced_or_being_deleted_ends_the_run_and_nothing_is_cre
     assert!(msg.contains("replaced by uid new"), "{msg}");
 
     let mut m = machine(Mode::ExitCode, adopting("old"));
-    let msg = vanished(m.step(secs(1), Obs::Job(deleting(running("old", 9)))).intent);
+    let msg = vanished(
+        m.step(secs(1), Obs::Job(deleting(running("old", 9))))
+            .intent,
+    );
     assert!(msg.contains("being deleted"), "{msg}");
 }
 
@@ -113,7 +125,10 @@ fn keep_leaves_a_succeeded_job_in_place_and_reports_its_uid() {
     m.step(secs(0), Obs::Job(job("ours", 1)));
     let s = m.step(secs(5), Obs::Changed(Change::Applied(complete("ours", 3))));
     assert_eq!(s.intent, pods_of("ours"));
-    let s = m.step(secs(5), Obs::Pods(vec![pod("p", "ours", "upgrade", Some(0))]));
+    let s = m.step(
+        secs(5),
+        Obs::Pods(vec![pod("p", "ours", "upgrade", Some(0))]),
+    );
     assert_eq!(
         s.intent,
         Intent::Finish(Ok(Report {

@@ -323,7 +323,9 @@ impl KubeBackend {
         let admin = admin().await?;
         let name = unique("nj");
         namespace(&admin, &name, "privileged").await?;
-        rbac.apply(&admin, sa, &[&name]).await?;
+        // The Role in the scenario's namespace, and where deploy/rbac.yaml puts it, the
+        // drivers' namespace: the only one (with default) where an Event about a Node is taken.
+        rbac.apply(&admin, sa, &[&name, SA_NAMESPACE]).await?;
         let label = (SCENARIO_LABEL.to_string(), name.clone());
         let nodes: Vec<String> = (0..count)
             .map(|i| {

@@ -10,10 +10,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use nodejob_conformance::{Backend, Failure};
 use nodejob_core::lease::{Claim, LeaseConfig, acquire};
 use nodejob_core::{
-    Action, DryRun, Error, JobApi, NodeApi, NodeChange, Note, ObjectKind, Operation, PodApi, Spec,
-    run_exit_code_logs, wait_pod_gone, wait_ready,
+    Action, Clock, DryRun, Error, EventType, JobApi, NodeApi, NodeChange, Note, ObjectKind,
+    Operation, PodApi, Spec, node_event, run_exit_code_logs, wait_pod_gone, wait_ready,
 };
-use nodejob_e2e::{KubeBackend, Rbac, unique};
+use nodejob_e2e::{KubeBackend, Rbac, SA_NAMESPACE, unique};
 
 /// A spec for a quick Job that succeeds with a log line.
 fn spec(b: &KubeBackend, namespace: &str, notes: Arc<Mutex<Vec<Note>>>) -> Spec {
@@ -98,6 +98,29 @@ async fn probe(resource: &str, verb: &str) -> Result<(), Failure> {
                 )));
             }
             return Ok(());
+        }
+        // A driver's step Event on its Node, in the drivers' namespace.
+        ("events", "create") => {
+            let event = node_event(
+                SA_NAMESPACE,
+                &b.node(),
+                EventType::Normal,
+                "NodejobRbacProbe",
+                "rbac probe",
+                "nodejob-rbac-probe",
+                api.wall_time(),
+            );
+            api.create_event(&event).await.map(drop).map_err(|cause| {
+                api_error(
+                    Operation::named(
+                        Action::Creating,
+                        ObjectKind::Event,
+                        SA_NAMESPACE,
+                        format!("{}.", b.node()),
+                    ),
+                    cause,
+                )
+            })
         }
         ("nodes", "get") => wait_ready(&*api, &b.node(), 2).await,
         ("nodes", "watch") => {
@@ -186,7 +209,7 @@ async fn probe(resource: &str, verb: &str) -> Result<(), Failure> {
 async fn every_granted_verb_is_needed() {
     let grants = Rbac::committed().grants();
     assert!(
-        grants.len() >= 17,
+        grants.len() >= 19,
         "deploy/rbac.yaml grants only {grants:?}"
     );
     let mut failures = Vec::new();

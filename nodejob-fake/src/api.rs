@@ -161,6 +161,20 @@ impl JobApi for FakeCluster {
         .await
     }
 
+    async fn create_event(&self, event: &Event) -> ApiResult<Event> {
+        let meta = &event.metadata;
+        let namespace = meta.namespace.as_deref().unwrap_or("default");
+        let name = meta
+            .name
+            .as_deref()
+            .or(meta.generate_name.as_deref())
+            .unwrap_or_default();
+        self.serve(Verb::CreateEvent, namespace, name, None, async {
+            self.with_state(|st| registry::create_event(&mut st.store, event, st.now))
+        })
+        .await
+    }
+
     async fn wait_job(
         &self,
         namespace: &str,

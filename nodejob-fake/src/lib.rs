@@ -124,6 +124,17 @@
 //!   dial tcp <ip>:<port>: connect: connection refused` when the node's kubelet is scripted
 //!   unreachable (the port from the Node's `daemonEndpoints`, 10250); 400 for a container not
 //!   started; else the log cut to `limit_bytes`.
+//! - `create_event` (core/v1 rules, `legacyValidateEvent` in
+//!   `pkg/apis/core/validation/events.go`): 404 for a missing namespace; 422 (`Event "NAME" is
+//!   invalid: ...`) when an Event without `eventTime` is not in its `involvedObject`'s
+//!   namespace (`default` for one about a Node), when one with `eventTime` about a Node is
+//!   outside `default` and `kube-system` or lacks `reportingComponent` (a qualified name),
+//!   `reportingInstance`, `action` or `reason` (at most 128 bytes each; `message` at most
+//!   1024), then for a missing name and `generateName` or a name that is no path segment
+//!   (no kind or name of `involvedObject` is required, as on a real apiserver); 409 `events
+//!   "NAME" already exists`. `generateName` draws 5 characters from the seed, as for Jobs. No
+//!   aggregation (that is client-side); `list_events` finds the Event by
+//!   `involvedObject.uid` (a Node's name, for [`nodejob_core::node_event`]'s).
 //! - `wait_job` / `wait_node` / `wait_pod` replay a per-name history of ADDED/MODIFIED
 //!   ([`Change::Applied`]) and DELETED ([`Change::Deleted`], last state) events: the first
 //!   after `since` (after the call when `None`; `"0"` or `""` start with the current object),

@@ -1,18 +1,20 @@
 //! The apiserver's registries for the objects other than Jobs and Pods: creating workloads and
-//! PodDisruptionBudgets (as an administrator's `kubectl apply` would), patching Nodes, and the
-//! Lease verbs. Each works on the store alone.
+//! PodDisruptionBudgets (as an administrator's `kubectl apply` would), patching Nodes, the
+//! Lease verbs, and creating Events. Each works on the store alone.
 
 use std::time::Duration;
 
 use k8s_openapi::Metadata;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Event, Node};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use nodejob_core::{ApiError, ApiResult, NodeChange};
 
 use crate::store::{Key, Store, modified_conflict, node_not_found};
 use crate::timing::stamp;
-use crate::validation::{invalid_message, label_errors, name_errors};
+use crate::validation::{
+    invalid_message, label_errors, name_errors, path_segment_errors, qualified_name_errors,
+};
 
 /// The resource of a kind, as the apiserver's messages name it.
 pub(crate) struct Resource {
@@ -248,4 +250,150 @@ pub(crate) fn replace_lease(store: &mut Store, lease: &Lease, now: Duration) -> 
         return Ok(old);
     }
     Ok(store.write_lease(new))
+}
+
+const EVENTS: Resource = Resource {
+    plural: "events",
+    kind: "Event",
+};
+
+/// The limits of `legacyValidateEvent` (`pkg/apis/core/validation/events.go`), in bytes.
+const REPORTING_INSTANCE_LIMIT: usize = 128;
+const ACTION_LIMIT: usize = 128;
+const REASON_LIMIT: usize = 128;
+const NOTE_LIMIT: usize = 1024;
+
+/// `legacyValidateEvent` (`pkg/apis/core/validation/events.go`, Kubernetes v1.37), the only
+/// check of a core/v1 Event's own fields (`ValidateEventCreate` adds the strict ones for
+/// `events.k8s.io/v1` only), for an Event in `namespace`.
+///
+/// An Event without `eventTime` (a "legacy" one, as client-go's recorder writes) must sit in
+/// its involved object's namespace; about an object without one (a Node) only in `default`
+/// (or none). An Event with `eventTime` about an object without a namespace may sit in
+/// `default` or `kube-system`, and needs `reportingComponent` (a qualified name),
+/// `reportingInstance`, `action` and `reason`, with length limits, `message` included.
+/// Nothing else of `involvedObject` is checked: no kind or name is required.
+fn event_errors(event: &Event, namespace: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    let involved = event
+        .involved_object
+        .namespace
+        .as_deref()
+        .unwrap_or_default();
+    let mismatch = || {
+        format!(
+            "involvedObject.namespace: Invalid value: \"{involved}\": does not match event.namespace"
+        )
+    };
+    let len = |field: &Option<String>| field.as_deref().map_or(0, str::len);
+    let too_long = |field: &str, limit: usize| {
+        format!("{field}: Invalid value: \"\": can have at most {limit} characters")
+    };
+    if event.event_time.is_none() {
+        let placed = if involved.is_empty() {
+            namespace.is_empty() || namespace == "default"
+        } else {
+            namespace == involved
+        };
+        if !placed {
+            errs.push(mismatch());
+        }
+        return errs;
+    }
+    if involved.is_empty() && namespace != "default" && namespace != "kube-system" {
+        errs.push(mismatch());
+    }
+    // The request is core/v1: the field is named as there.
+    let component = event.reporting_component.as_deref().unwrap_or_default();
+    if component.is_empty() {
+        errs.push("reportingComponent: Required value".into());
+    }
+    errs.extend(qualified_name_errors("reportingComponent", component));
+    if len(&event.reporting_instance) == 0 {
+        errs.push("reportingInstance: Required value".into());
+    }
+    if len(&event.reporting_instance) > REPORTING_INSTANCE_LIMIT {
+        errs.push(too_long("reportingInstance", REPORTING_INSTANCE_LIMIT));
+    }
+    if len(&event.action) == 0 {
+        errs.push("action: Required value".into());
+    }
+    if len(&event.action) > ACTION_LIMIT {
+        errs.push(too_long("action", ACTION_LIMIT));
+    }
+    if len(&event.reason) == 0 {
+        errs.push("reason: Required value".into());
+    }
+    if len(&event.reason) > REASON_LIMIT {
+        errs.push(too_long("reason", REASON_LIMIT));
+    }
+    if len(&event.message) > NOTE_LIMIT {
+        errs.push(too_long("message", NOTE_LIMIT));
+    }
+    errs
+}
+
+/// `POST /api/v1/namespaces/{ns}/events` (`ns` the Event's own, `default` when it names
+/// none): the namespace exists (404); `generateName` draws the name; the Event's rules
+/// ([`event_errors`]), then, only if those pass, the metadata's (`rest.ValidateCreate`: a
+/// name or `generateName` is required, both only safe path segments, labels valid) (422); no
+/// resourceVersion (500); the name free (409). Sets UID and `creationTimestamp` (the Event
+/// strategy's `PrepareForCreate` sets nothing, so no `generation`). No aggregation: that is
+/// the recorder's, client-side.
+pub(crate) fn create_event(store: &mut Store, event: &Event, now: Duration) -> ApiResult<Event> {
+    let mut event = event.clone();
+    let namespace = namespace_of(&event.metadata);
+    store.require_namespace(&namespace)?;
+    let meta = &event.metadata;
+    let mut name = meta.name.clone().unwrap_or_default();
+    let prefix = meta.generate_name.clone().filter(|p| !p.is_empty());
+    if let Some(prefix) = prefix.as_deref().filter(|_| name.is_empty()) {
+        name = store.generate_name(prefix);
+    }
+    let mut errs = event_errors(&event, &namespace);
+    if errs.is_empty() {
+        if let Some(prefix) = &prefix {
+            errs.extend(path_segment_errors("metadata.generateName", prefix, true));
+        }
+        if name.is_empty() {
+            errs.push("metadata.name: Required value: name or generateName is required".into());
+        } else {
+            errs.extend(path_segment_errors("metadata.name", &name, false));
+        }
+        errs.extend(label_errors("metadata.labels", meta.labels.as_ref()));
+    }
+    if !errs.is_empty() {
+        return Err(ApiError::invalid(invalid_message(
+            EVENTS.kind,
+            &name,
+            &errs,
+        )));
+    }
+    if meta
+        .resource_version
+        .as_deref()
+        .is_some_and(|rv| !rv.is_empty())
+    {
+        return Err(ApiError::transient(
+            500,
+            "resourceVersion should not be set on objects to be created",
+        ));
+    }
+    if store
+        .events
+        .contains_key(&(namespace.clone(), name.clone()))
+    {
+        return Err(ApiError::already_exists(format!(
+            "{} \"{name}\" already exists",
+            EVENTS.plural
+        )));
+    }
+    let meta = &mut event.metadata;
+    meta.name = Some(name);
+    meta.namespace = Some(namespace);
+    meta.uid = Some(store.uid());
+    meta.creation_timestamp = Some(stamp(now));
+    meta.deletion_timestamp = None;
+    meta.deletion_grace_period_seconds = None;
+    Ok(store.write_event(event))
 }

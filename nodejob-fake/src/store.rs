@@ -264,6 +264,12 @@ impl Store {
         Some(pod)
     }
 
+    /// Stores `event` with the next resourceVersion.
+    pub(crate) fn write_event(&mut self, event: Event) -> Event {
+        let rv = self.bump();
+        put(&mut self.events, rv, event)
+    }
+
     pub(crate) fn write_lease(&mut self, lease: Lease) -> Lease {
         let rv = self.bump();
         put(&mut self.leases, rv, lease)

@@ -53,6 +53,13 @@ pub trait JobApi: Clock {
     /// `LIST` Events in `namespace` whose `involvedObject.uid` is `involved_uid`.
     async fn list_events(&self, namespace: &str, involved_uid: &str) -> ApiResult<Vec<Event>>;
 
+    /// `POST /api/v1/namespaces/{ns}/events`, `ns` being `event.metadata.namespace`: the Event
+    /// as the apiserver stored it (its name drawn from `generateName`, its UID and
+    /// resourceVersion). NotFound when the namespace does not exist, Invalid when the apiserver's
+    /// rules for Events refuse it (see [`node_event`](crate::node_event) for those of an Event
+    /// about a Node), AlreadyExists when its name is taken.
+    async fn create_event(&self, event: &Event) -> ApiResult<Event>;
+
     /// Waits for the next change of the Job `namespace/name` after resourceVersion `since`
     /// (after now when `None`), at most `timeout`. A watch that breaks or expires (410 Gone)
     /// is resumed by the backend, never reported.
@@ -97,6 +104,9 @@ macro_rules! forward {
             }
             async fn list_events(&self, namespace: &str, involved_uid: &str) -> ApiResult<Vec<Event>> {
                 (**self).list_events(namespace, involved_uid).await
+            }
+            async fn create_event(&self, event: &Event) -> ApiResult<Event> {
+                (**self).create_event(event).await
             }
             async fn wait_job(
                 &self,

@@ -4,7 +4,7 @@
 //!
 //! | trait | resource | RBAC verbs |
 //! |---|---|---|
-//! | [`JobApi`] | `batch/v1` Jobs, their Pods' logs, Events | jobs create/get/list/watch/delete; pods list; pods/log get; events list |
+//! | [`JobApi`] | `batch/v1` Jobs, their Pods' logs, Events | jobs create/get/list/watch/delete; pods list; pods/log get; events list/create |
 //! | [`NodeApi`] | `v1` Nodes | nodes get/list/watch/patch |
 //! | [`PodApi`] | `v1` Pods on a node, `policy/v1` Eviction | pods get/list/watch; pods/eviction create |
 //! | [`LeaseApi`] | `coordination.k8s.io/v1` Leases | leases get/create/update |

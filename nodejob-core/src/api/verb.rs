@@ -44,6 +44,7 @@ verbs! {
         ListPods => list_pods,
         PodLog => pod_log,
         ListEvents => list_events,
+        CreateEvent => create_event,
         WaitJob => wait_job,
     }
     NodeApi {

@@ -113,6 +113,21 @@ impl JobApi for KubeApi {
         Ok(list.items)
     }
 
+    /// The namespace is the Event's own, else the client's default. The apiserver answers 201
+    /// with the Event as stored (named from `generateName`); a refusal by its Event rules is a
+    /// 422 Invalid.
+    async fn create_event(&self, event: &Event) -> ApiResult<Event> {
+        let ns = self.namespace_of(event.metadata.namespace.as_deref());
+        let body = serde_json::to_vec(event).map_err(|e| {
+            ApiError::new(ErrorKind::Invalid, 0, format!("encoding the event: {e}"))
+        })?;
+        call_json(
+            &self.client,
+            collection::<Event>(Some(ns)).create(&PostParams::default(), body),
+        )
+        .await
+    }
+
     /// A watch with `fieldSelector=metadata.name=<name>`, from `since`, kept open across calls:
     /// a call whose `since` is the resourceVersion the previous call returned reads on from the
     /// same stream. A stream the apiserver ends is reopened from its last resourceVersion
