@@ -1,0 +1,832 @@
+//! The thin async loop: executes each node's [`NodeMachine`] intents through the API traits,
+//! fences every write with the Lease, renews the Lease while anything waits, and keeps the
+//! report.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::{Either, join_all, select};
+use futures::lock::Mutex as AsyncMutex;
+use k8s_openapi::api::core::v1::Node;
+use nodejob_core::drain::drain;
+use nodejob_core::lease::{Acquired, Claim, Held, LeaseConfig, acquire};
+use nodejob_core::runner::{Mode, Policy, run_with};
+use nodejob_core::watch::{From, Until, watch_until};
+use nodejob_core::{
+    ApiError, EventType, JobApi, LeaseApi, Level, NodeApi, Note, PodApi, Sink,
+    delete_exact_and_wait, node_event, ready, run_exit_code,
+};
+
+use crate::machine::{Intent, Mark, NodeMachine, NodeResult, Observation, UpgradeStep};
+use crate::order::{Group, groups, is_control_plane};
+use crate::plan::Plan;
+use crate::progress::{NodeReport, Outcome, Progress, ProgressSink, Report, Totals, ms};
+use crate::records::{self, IN_PROGRESS, InProgress, boot_id, same_version, version};
+use crate::{Error, Stop};
+
+/// The component named in the Events the driver writes.
+pub const COMPONENT: &str = "nodejob-upgrade";
+
+/// Conflicts on one node write before giving up (each re-reads the node).
+const PATCH_ROUNDS: u32 = 5;
+
+/// The whole of one run: what every node future shares.
+struct Run<'a, A: ?Sized> {
+    api: &'a A,
+    plan: &'a Plan,
+    progress: Arc<dyn ProgressSink>,
+    stop: &'a Stop,
+    fence: AsyncMutex<Held>,
+    report: Mutex<Report>,
+    /// Set once the Lease is lost: nothing more is written.
+    lost: Mutex<Option<String>>,
+}
+
+/// Selects the plan's nodes: the selector's, narrowed to `nodes` when named. A named node that
+/// does not exist is an error.
+pub(crate) async fn select_nodes<A: NodeApi + ?Sized>(
+    api: &A,
+    plan: &Plan,
+) -> Result<Vec<Node>, Error> {
+    let spec = plan.spec();
+    let selector = spec.selector.clone().unwrap_or_default();
+    let listed = retry(api, || api.list_nodes(&selector))
+        .await
+        .map_err(|cause| Error::Listing {
+            selector: selector.clone(),
+            cause,
+        })?;
+    if spec.nodes.is_empty() {
+        return Ok(listed);
+    }
+    let mut out = Vec::new();
+    for want in &spec.nodes {
+        match listed.iter().find(|n| records::name(n) == want) {
+            Some(n) => out.push(n.clone()),
+            None => {
+                return Err(Error::NodeNotFound {
+                    node: want.clone(),
+                    selector: spec.selector.clone(),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Whether `node` needs nothing: at the target (or recorded done), and not ours in flight.
+pub(crate) fn at_target(plan: &Plan, node: &Node) -> Option<String> {
+    let ours = node
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(IN_PROGRESS));
+    if ours {
+        return None;
+    }
+    let target = plan.target();
+    if let Some(v) = version(node, &plan.spec().version_source)
+        && same_version(v, target)
+    {
+        return Some(format!("reports {v} already"));
+    }
+    records::read::<records::Done>(node, records::DONE)
+        .ok()
+        .flatten()
+        .filter(|d| same_version(&d.version, target))
+        .map(|_| format!("recorded done at {target}"))
+}
+
+pub(crate) async fn run<A>(
+    api: &A,
+    plan: &Plan,
+    progress: Arc<dyn ProgressSink>,
+    stop: &Stop,
+) -> Result<Report, Error>
+where
+    A: JobApi + NodeApi + PodApi + LeaseApi + ?Sized,
+{
+    let started = api.now();
+    let nodes = select_nodes(api, plan).await?;
+    let spec = plan.spec();
+    let config = LeaseConfig {
+        namespace: spec.namespace.clone(),
+        name: spec.lease_name.clone(),
+        identity: spec.identity.clone(),
+        duration: spec.lease_duration,
+    };
+    let claim = Claim {
+        operation: "upgrade".into(),
+        target: plan.target().to_string(),
+    };
+    let (held, how) = acquire(api, &config, &claim).await?;
+    let how = match how {
+        Acquired::Free => "free".to_string(),
+        Acquired::TakenOver { previous } => format!("taken over from {previous}"),
+        Acquired::Resumed { previous } => format!("resumed from {previous}"),
+        _ => "acquired".to_string(),
+    };
+    let epoch = held.epoch();
+    progress.event(&Progress::LeaseAcquired {
+        lease: held.name(),
+        epoch,
+        how: how.clone(),
+    });
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let width = spec.max_unavailable.of(nodes.len());
+    let order = groups(&refs, width);
+    let report = Report {
+        target: plan.target().to_string(),
+        nodes: order
+            .iter()
+            .flat_map(|g| &g.nodes)
+            .map(|name| NodeReport {
+                name: name.clone(),
+                from: nodes
+                    .iter()
+                    .find(|n| records::name(n) == name)
+                    .and_then(|n| version(n, &spec.version_source))
+                    .map(str::to_string),
+                to: None,
+                result: None,
+                steps: Vec::new(),
+                pods_evicted: Vec::new(),
+            })
+            .collect(),
+        outcome: Outcome::Done,
+        totals: Totals::default(),
+        lease: vec![format!("acquired {} at epoch {epoch} ({how})", held.name())],
+    };
+    let run = Run {
+        api,
+        plan,
+        progress,
+        stop,
+        fence: AsyncMutex::new(held),
+        report: Mutex::new(report),
+        lost: Mutex::new(None),
+    };
+    let outcome = {
+        let roll = std::pin::pin!(run.roll(&order, width));
+        let renew = std::pin::pin!(run.renew());
+        match select(roll, renew).await {
+            Either::Left((outcome, _)) => outcome,
+            Either::Right((why, _)) => Outcome::Stopped { why },
+        }
+    };
+    let lost = run.lost.lock().unwrap().clone();
+    let held = run.fence.into_inner();
+    let mut report = run.report.into_inner().unwrap();
+    match lost {
+        Some(why) => report.lease.push(format!("lost: {why}")),
+        None => match held.release(api).await {
+            Ok(()) => report.lease.push("released".into()),
+            Err(e) => report.lease.push(format!("not released: {e}")),
+        },
+    }
+    report.outcome = outcome;
+    report.totals = totals(&report, ms(api.now().saturating_sub(started)));
+    Ok(report)
+}
+
+fn totals(report: &Report, took_ms: u64) -> Totals {
+    let mut t = Totals {
+        took_ms,
+        ..Totals::default()
+    };
+    for n in &report.nodes {
+        match &n.result {
+            None => t.not_started += 1,
+            Some(NodeResult::Upgraded) => t.upgraded += 1,
+            Some(NodeResult::Skipped { .. }) => t.skipped += 1,
+            Some(NodeResult::Failed(_)) => t.failed += 1,
+            Some(NodeResult::Interrupted { .. }) => t.interrupted += 1,
+        }
+        t.pods_evicted += n.pods_evicted.len();
+    }
+    t
+}
+
+impl<A> Run<'_, A>
+where
+    A: JobApi + NodeApi + PodApi + LeaseApi + ?Sized,
+{
+    /// Checks the Lease every third of its duration (renewing it when due) for as long as the
+    /// roll runs; returns only when it is lost.
+    async fn renew(&self) -> String {
+        let every = self.plan.spec().lease_duration / 3;
+        loop {
+            self.api.sleep(every).await;
+            if let Err(why) = self.check().await {
+                return why;
+            }
+        }
+    }
+
+    /// Fences a write: the Lease still ours (renewed when due). Once lost, always lost.
+    async fn check(&self) -> Result<(), String> {
+        if let Some(why) = self.lost.lock().unwrap().clone() {
+            return Err(why);
+        }
+        let mut held = self.fence.lock().await;
+        let before = renewed(&held);
+        match held.check(self.api).await {
+            Ok(()) => {
+                if renewed(&held) != before {
+                    let epoch = held.epoch();
+                    self.progress.event(&Progress::LeaseRenewed { epoch });
+                    self.report
+                        .lock()
+                        .unwrap()
+                        .lease
+                        .push(format!("renewed at epoch {epoch}"));
+                }
+                Ok(())
+            }
+            Err(e) => {
+                let why = e.to_string();
+                *self.lost.lock().unwrap() = Some(why.clone());
+                self.progress.event(&Progress::LeaseLost {
+                    message: why.clone(),
+                });
+                Err(why)
+            }
+        }
+    }
+
+    /// Rolls the groups in order; returns how it ended.
+    async fn roll(&self, order: &[Group], width: usize) -> Outcome {
+        let mut failed = 0u32;
+        let mut batch_index = 0;
+        let plan_names: BTreeSet<String> = order.iter().flat_map(|g| g.nodes.clone()).collect();
+        for group in order {
+            let mut queue: Vec<String> = group.nodes.clone();
+            let mut waited = false;
+            while !queue.is_empty() {
+                if let Some(why) = self.stop_reason(failed) {
+                    return self.stopping(why, failed);
+                }
+                // The nodes as they are now: skip those at the target, count the unavailable.
+                let nodes = match select_nodes(self.api, self.plan).await {
+                    Ok(nodes) => nodes,
+                    Err(e) => return self.stopping(e.to_string(), failed),
+                };
+                queue.retain(|name| {
+                    let Some(node) = nodes.iter().find(|n| records::name(n) == name) else {
+                        self.finish_node(
+                            name,
+                            NodeResult::Skipped {
+                                why: "no longer selected (deleted or relabelled)".into(),
+                            },
+                            None,
+                        );
+                        return false;
+                    };
+                    match at_target(self.plan, node) {
+                        Some(why) => {
+                            self.progress.event(&Progress::NodeSkipped {
+                                node: name.clone(),
+                                why: why.clone(),
+                            });
+                            self.finish_node(name, NodeResult::Skipped { why }, Some(node));
+                            false
+                        }
+                        None => true,
+                    }
+                });
+                if queue.is_empty() {
+                    break;
+                }
+                let unavailable: BTreeSet<String> = nodes
+                    .iter()
+                    .filter(|n| plan_names.contains(records::name(n)))
+                    .filter(|n| !ready(n) || cordoned_by_us(n))
+                    .map(|n| records::name(n).to_string())
+                    .collect();
+                // Never more than max_unavailable of the plan unavailable at once: those
+                // unavailable now (NotReady, or cordoned by us and not finished) and the batch.
+                // A control-plane node never starts while another one is unavailable.
+                let control: BTreeSet<&str> = nodes
+                    .iter()
+                    .filter(|n| is_control_plane(n))
+                    .map(records::name)
+                    .collect();
+                let mut batch: Vec<String> = Vec::new();
+                for name in &queue {
+                    if batch.len() >= group.width {
+                        break;
+                    }
+                    let mut would = unavailable.clone();
+                    would.extend(batch.iter().cloned());
+                    would.insert(name.clone());
+                    let other_control_down = control.contains(name.as_str())
+                        && unavailable
+                            .iter()
+                            .any(|u| u != name && control.contains(u.as_str()));
+                    // A node down that is not ours in flight cannot run a host Job: not now.
+                    let startable = nodes.iter().any(|n| {
+                        records::name(n) == name
+                            && (ready(n)
+                                || records::read::<InProgress>(n, IN_PROGRESS)
+                                    .ok()
+                                    .flatten()
+                                    .is_some())
+                    });
+                    if would.len() <= width && !other_control_down && startable {
+                        batch.push(name.clone());
+                    }
+                }
+                if batch.is_empty() && !waited {
+                    // Nodes down that we did not take down (a flap, a kubelet restart): give
+                    // them the reboot timeout to come back before giving up.
+                    let down: Vec<&Node> = nodes
+                        .iter()
+                        .filter(|n| unavailable.contains(records::name(n)) && !cordoned_by_us(n))
+                        .collect();
+                    if !down.is_empty() {
+                        waited = true;
+                        let names: Vec<String> =
+                            down.iter().map(|n| records::name(n).to_string()).collect();
+                        self.progress.event(&Progress::Note {
+                            node: None,
+                            message: format!(
+                                "waiting for {} to be Ready before starting another node",
+                                names.join(", ")
+                            ),
+                        });
+                        join_all(names.iter().map(|n| self.wait_ready(n))).await;
+                        continue;
+                    }
+                }
+                if batch.is_empty() {
+                    let names: Vec<_> = unavailable.into_iter().collect();
+                    let why = format!(
+                        "{} node(s) of the plan are unavailable ({}): starting another would \
+                         exceed max_unavailable {width}, or take a second control-plane node \
+                         down, or needs a node that is down",
+                        names.len(),
+                        names.join(", ")
+                    );
+                    return self.stopping(why, failed);
+                }
+                queue.retain(|n| !batch.contains(n));
+                self.progress.event(&Progress::BatchStarted {
+                    index: batch_index,
+                    group: group.name.clone(),
+                    nodes: batch.clone(),
+                });
+                batch_index += 1;
+                waited = false;
+                let results = join_all(batch.iter().map(|name| self.node(name))).await;
+                failed += results
+                    .iter()
+                    .filter(|r| matches!(r, NodeResult::Failed(_)))
+                    .count() as u32;
+                if let Some(why) = self.lost.lock().unwrap().clone() {
+                    return Outcome::Stopped {
+                        why: format!("the Lease was lost: {why}"),
+                    };
+                }
+            }
+        }
+        if failed > 0 {
+            return self.failed_outcome();
+        }
+        Outcome::Done
+    }
+
+    /// Waits until `name` is Ready, at most the reboot timeout; whatever the answer, the caller
+    /// reads the nodes again.
+    async fn wait_ready(&self, name: &str) {
+        let api = self.api;
+        let _ = watch_until(
+            api,
+            self.plan.spec().reboot_timeout,
+            From::Read,
+            || api.get_node(name),
+            |since, t| async move { api.wait_node(name, since.as_deref(), t).await },
+            |seen| seen.is_some_and(ready),
+        )
+        .await;
+    }
+
+    /// Why no further node may start, if so.
+    fn stop_reason(&self, failed: u32) -> Option<String> {
+        let spec = self.plan.spec();
+        if failed >= spec.failure_budget {
+            return Some(format!(
+                "{failed} node(s) failed: the failure budget ({}) is spent",
+                spec.failure_budget
+            ));
+        }
+        if self.stop.requested() {
+            return Some("stopped on request; nodes in flight finished their step".into());
+        }
+        if let (Some(window), Some(tz)) = (&spec.window, self.plan.time_zone()) {
+            let now = self.api.wall_time();
+            if !window.is_open(tz, now) {
+                let next = window
+                    .next_open(tz, now)
+                    .map(|t| format!("; it next opens at {}", t.to_zoned(tz.clone())))
+                    .unwrap_or_default();
+                return Some(format!("outside the maintenance window{next}"));
+            }
+        }
+        None
+    }
+
+    fn stopping(&self, why: String, failed: u32) -> Outcome {
+        self.progress
+            .event(&Progress::Stopping { why: why.clone() });
+        if failed > 0 {
+            return self.failed_outcome();
+        }
+        Outcome::Stopped { why }
+    }
+
+    fn failed_outcome(&self) -> Outcome {
+        let report = self.report.lock().unwrap();
+        let nodes: Vec<&str> = report
+            .nodes
+            .iter()
+            .filter(|n| n.failure().is_some())
+            .map(|n| n.name.as_str())
+            .collect();
+        Outcome::Failed {
+            retry: format!(
+                "nodejob upgrade --to {} --nodes {}  (or the same command as before: a rerun \
+                 skips finished nodes and retries the failed one)",
+                self.plan.target(),
+                nodes.join(",")
+            ),
+        }
+    }
+
+    fn finish_node(&self, name: &str, result: NodeResult, node: Option<&Node>) {
+        let mut report = self.report.lock().unwrap();
+        if let Some(n) = report.nodes.iter_mut().find(|n| n.name == name) {
+            if let Some(node) = node {
+                n.to = version(node, &self.plan.spec().version_source).map(str::to_string);
+            }
+            n.result = Some(result);
+        }
+    }
+
+    fn note(&self, node: &str, message: String) {
+        self.progress.event(&Progress::Note {
+            node: Some(node.to_string()),
+            message,
+        });
+    }
+
+    /// One node, start to end.
+    async fn node(&self, name: &str) -> NodeResult {
+        let api = self.api;
+        let started = api.now();
+        let first = match get_node(api, name).await {
+            Ok(node) => node,
+            Err(e) => {
+                let result = NodeResult::Failed(crate::machine::Failure {
+                    step: UpgradeStep::Cordon,
+                    message: format!("reading node {name}: {e}"),
+                    exit_code: None,
+                    log_tail: None,
+                });
+                return self.end_node(name, result, None, started);
+            }
+        };
+        let epoch = self.fence.lock().await.epoch();
+        let mut machine = NodeMachine::new(self.plan, epoch);
+        let mut step = machine.start(Box::new(first));
+        let mut last: Option<Node> = None;
+        let mut step_started = api.now();
+        loop {
+            // The fence first: once the Lease is lost, not even an Event is written.
+            let fenced = matches!(
+                step.intent,
+                Intent::Patch { .. }
+                    | Intent::Drain
+                    | Intent::Host { adopt: None }
+                    | Intent::DeleteJob { .. }
+                    | Intent::Health
+            );
+            if fenced {
+                let why =
+                    if self.stop.requested() && machine.current_step() != UpgradeStep::Uncordon {
+                        Some("stopped on request".to_string())
+                    } else {
+                        self.check()
+                            .await
+                            .err()
+                            .map(|e| format!("the Lease was lost: {e}"))
+                    };
+                if let Some(why) = why {
+                    let result = NodeResult::Interrupted {
+                        step: machine.current_step(),
+                        why,
+                    };
+                    return self.end_node(name, result, last.as_ref(), started);
+                }
+            }
+            for mark in std::mem::take(&mut step.marks) {
+                match mark {
+                    Mark::Started(s) => {
+                        step_started = api.now();
+                        self.progress.event(&Progress::StepStarted {
+                            node: name.to_string(),
+                            step: s,
+                        });
+                    }
+                    Mark::Finished(s, message) => {
+                        let took = api.now().saturating_sub(step_started);
+                        if let Some(n) = self
+                            .report
+                            .lock()
+                            .unwrap()
+                            .nodes
+                            .iter_mut()
+                            .find(|n| n.name == name)
+                        {
+                            n.steps.push((s, ms(took)));
+                        }
+                        self.progress.event(&Progress::StepFinished {
+                            node: name.to_string(),
+                            step: s,
+                            took_ms: ms(took),
+                            message: message.clone(),
+                        });
+                        self.event(name, EventType::Normal, &s.reason(), &message)
+                            .await;
+                    }
+                    Mark::Evicted(pods) => {
+                        if let Some(n) = self
+                            .report
+                            .lock()
+                            .unwrap()
+                            .nodes
+                            .iter_mut()
+                            .find(|n| n.name == name)
+                        {
+                            n.pods_evicted.extend(pods.iter().cloned());
+                        }
+                        self.progress.event(&Progress::PodsEvicted {
+                            node: name.to_string(),
+                            pods,
+                        });
+                    }
+                    Mark::Note(message) => self.note(name, message),
+                }
+            }
+            let obs = match step.intent {
+                Intent::Done(result) => {
+                    if let NodeResult::Failed(f) = &result {
+                        let message = match f.exit_code {
+                            Some(code) => format!("{} (exit code {code})", f.message),
+                            None => f.message.clone(),
+                        };
+                        self.event(name, EventType::Warning, &f.step.reason(), &message)
+                            .await;
+                    }
+                    return self.end_node(name, result, last.as_ref(), started);
+                }
+                Intent::Patch { rv, changes } => match self.patch(name, rv, &changes).await {
+                    Ok(node) => {
+                        last = Some(node.clone());
+                        machine.set_now(api.wall_time().to_string());
+                        Observation::Node(Box::new(node))
+                    }
+                    Err(e) => Observation::Failed(e),
+                },
+                Intent::Drain => {
+                    let notes = NoteSink {
+                        node: name.to_string(),
+                        progress: self.progress.clone(),
+                    };
+                    Observation::Drained(
+                        drain(api, name, &self.plan.spec().drain, &notes)
+                            .await
+                            .map_err(|e| e.to_string()),
+                    )
+                }
+                Intent::FindJob => {
+                    let ns = &self.plan.spec().namespace;
+                    let job_name = self.plan.job_name(name);
+                    match retry(api, || api.get_job(ns, &job_name)).await {
+                        Ok(job) => Observation::Job(Some(Box::new(job))),
+                        Err(e) if e.is_not_found() => Observation::Job(None),
+                        Err(e) => Observation::Failed(format!("reading the host job: {e}")),
+                    }
+                }
+                Intent::Host { adopt } => {
+                    let mut spec = self.plan.host_spec(name);
+                    spec.output = Some(Arc::new(NoteSink {
+                        node: name.to_string(),
+                        progress: self.progress.clone(),
+                    }));
+                    let policy = Policy { adopt, keep: true };
+                    // Renewed while the host Job runs: the renewer runs beside the roll.
+                    Observation::Host(
+                        run_with(api, &spec, Mode::ExitCodeLogs, policy)
+                            .await
+                            .map_err(|e| e.to_string()),
+                    )
+                }
+                Intent::DeleteJob { uid } => match self.delete_job(name, &uid).await {
+                    Ok(()) => Observation::Deleted,
+                    Err(e) => Observation::Failed(e),
+                },
+                Intent::WaitReboot { boot_id: before } => {
+                    let timeout = self.plan.spec().reboot_timeout;
+                    let until = watch_until(
+                        api,
+                        timeout,
+                        From::Read,
+                        || api.get_node(name),
+                        |since, t| async move { api.wait_node(name, since.as_deref(), t).await },
+                        |seen| seen.is_some_and(|n| boot_id(n) != before && ready(n)),
+                    )
+                    .await;
+                    match until {
+                        Ok(Until::Met(node)) => {
+                            last = node.clone();
+                            Observation::Rebooted {
+                                node: node.map(Box::new),
+                                met: true,
+                            }
+                        }
+                        Ok(Until::TimedOut(node)) => Observation::Rebooted {
+                            node: node.map(Box::new),
+                            met: false,
+                        },
+                        Err((_, cause)) => {
+                            Observation::Failed(format!("watching node {name}: {cause}"))
+                        }
+                    }
+                }
+                Intent::Health => {
+                    let Some(mut spec) = self.plan.health_spec(name) else {
+                        return self.end_node(name, NodeResult::Upgraded, last.as_ref(), started);
+                    };
+                    spec.output = Some(Arc::new(NoteSink {
+                        node: name.to_string(),
+                        progress: self.progress.clone(),
+                    }));
+                    Observation::Health(run_exit_code(api, &spec).await.map_err(|e| e.to_string()))
+                }
+            };
+            step = machine.step(obs);
+        }
+    }
+
+    fn end_node(
+        &self,
+        name: &str,
+        result: NodeResult,
+        node: Option<&Node>,
+        started: Duration,
+    ) -> NodeResult {
+        let took = self.api.now().saturating_sub(started);
+        self.finish_node(name, result.clone(), node);
+        self.progress.event(&Progress::NodeFinished {
+            node: name.to_string(),
+            result: result.clone(),
+            took_ms: ms(took),
+        });
+        result
+    }
+
+    /// Patches the node with `changes` under `rv`; a Conflict reads it again and applies the
+    /// same (idempotent) changes to the version read.
+    async fn patch(
+        &self,
+        name: &str,
+        rv: String,
+        changes: &[nodejob_core::NodeChange],
+    ) -> Result<Node, String> {
+        let mut rv = rv;
+        for _ in 0..PATCH_ROUNDS {
+            match retry(self.api, || self.api.patch_node(name, &rv, changes)).await {
+                Ok(node) => return Ok(node),
+                Err(e) if e.is_conflict() => {
+                    let node = get_node(self.api, name).await.map_err(|e| e.to_string())?;
+                    rv = records::rv(&node);
+                }
+                Err(e) => return Err(format!("patching node {name}: {e}")),
+            }
+        }
+        Err(format!(
+            "patching node {name}: it kept changing under other writers ({PATCH_ROUNDS} conflicts)"
+        ))
+    }
+
+    /// Deletes the host Job of `uid` exactly and waits until it is gone; gone already is done.
+    /// A Conflict (the Job controller wrote to it since it was read) reads it again: still
+    /// `uid`, the delete is retried with the new resourceVersion.
+    async fn delete_job(&self, name: &str, uid: &str) -> Result<(), String> {
+        let ns = &self.plan.spec().namespace;
+        let job_name = self.plan.job_name(name);
+        for _ in 0..PATCH_ROUNDS {
+            let job = match retry(self.api, || self.api.get_job(ns, &job_name)).await {
+                Ok(job) if job.metadata.uid.as_deref() == Some(uid) => job,
+                Ok(_) => return Ok(()),
+                Err(e) if e.is_not_found() => return Ok(()),
+                Err(e) => return Err(format!("reading the host job {ns}/{job_name}: {e}")),
+            };
+            match delete_exact_and_wait(self.api, &job).await {
+                Ok(()) => return Ok(()),
+                Err(nodejob_core::Error::Api { cause, .. }) if cause.is_conflict() => continue,
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        Err(format!(
+            "deleting the host job {ns}/{job_name}: it kept changing ({PATCH_ROUNDS} conflicts)"
+        ))
+    }
+
+    /// Records an Event on the node; a failure to is a note, never the node's failure. Nothing
+    /// is written once the Lease is lost.
+    async fn event(&self, node: &str, kind: EventType, reason: &str, message: &str) {
+        if self.lost.lock().unwrap().is_some() {
+            return;
+        }
+        let event = node_event(
+            &self.plan.spec().namespace,
+            node,
+            kind,
+            reason,
+            message,
+            COMPONENT,
+            self.api.wall_time(),
+        );
+        if let Err(e) = retry(self.api, || self.api.create_event(&event)).await {
+            self.note(
+                node,
+                format!("could not record event {reason} on node {node}: {e}"),
+            );
+        }
+    }
+}
+
+/// Whether we cordoned `node` (our in-progress record says so and it is cordoned).
+pub(crate) fn cordoned_by_us(node: &Node) -> bool {
+    records::unschedulable(node)
+        && records::read::<InProgress>(node, IN_PROGRESS)
+            .ok()
+            .flatten()
+            .is_some_and(|p| p.cordoned)
+}
+
+fn renewed(held: &Held) -> Option<String> {
+    held.lease()
+        .spec
+        .as_ref()
+        .and_then(|s| s.renew_time.as_ref())
+        .map(|t| t.0.to_string())
+}
+
+/// How long a single call is retried on transient errors.
+const CALL_BOUND: Duration = Duration::from_secs(60);
+
+/// Calls `op` until it answers something other than a transient error, with capped backoff.
+pub(crate) async fn retry<A, T, F, Fut>(api: &A, mut op: F) -> Result<T, ApiError>
+where
+    A: nodejob_core::Clock + ?Sized,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, ApiError>>,
+{
+    let deadline = api.now().saturating_add(CALL_BOUND);
+    let mut pause = Duration::from_millis(250);
+    loop {
+        match op().await {
+            Err(e) if e.is_retryable() && api.now().saturating_add(pause) < deadline => {
+                api.sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(5));
+            }
+            other => return other,
+        }
+    }
+}
+
+async fn get_node<A: NodeApi + ?Sized>(api: &A, name: &str) -> Result<Node, ApiError> {
+    retry(api, || api.get_node(name)).await
+}
+
+/// Core's notes (the runner's, the drain's) as progress notes about a node.
+struct NoteSink {
+    node: String,
+    progress: Arc<dyn ProgressSink>,
+}
+
+impl Sink for NoteSink {
+    fn note(&self, note: &Note) {
+        let message = match note.level {
+            Level::Warn => format!("warning: {}", note.message),
+            _ => note.message.clone(),
+        };
+        self.progress.event(&Progress::Note {
+            node: Some(self.node.clone()),
+            message,
+        });
+    }
+}

@@ -1,0 +1,188 @@
+//! A rolling node upgrade that no crash, race or PodDisruptionBudget can make unsafe.
+//!
+//! Built on `nodejob-core` only: its API traits, its runner (a privileged, node-pinned Job that
+//! `nsenter`s the host and runs `stratum upgrade --to <version>`), its drain and its fenced
+//! Lease. [`preview`] says what a run would do without writing anything; [`run`] does it.
+//!
+//! | file | what it holds |
+//! |---|---|
+//! | `plan.rs` | [`Plan`], validated when built ([`Plan::build`]) |
+//! | `machine.rs` | [`NodeMachine`]: one node's steps, sans-IO (observations in, intents out) |
+//! | `drive.rs` | the thin loop: batches, the Lease, each node's intents through the traits |
+//! | `records.rs` | the annotations the driver keeps its state in |
+//! | `order.rs` | the order of the roll |
+//! | `progress.rs` | [`Progress`] events, [`Report`] |
+//! | `preview.rs` | [`preview`] |
+//!
+//! # Expected flow
+//! 1. Select the nodes (label selector and/or names). Acquire the fenced Lease (operation
+//!    `upgrade`, the target), shared with the CA rotation, so the two never overlap. It is
+//!    renewed every third of its duration for the whole run, a 30-minute host Job included.
+//! 2. Order them: control-plane nodes (`node-role.kubernetes.io/control-plane`) first, one at a
+//!    time; then workers by zone (`topology.kubernetes.io/zone`), one zone at a time, zones
+//!    and nodes in name order. Before each batch the nodes are read again: those at the target
+//!    are skipped, and the batch is cut so that at most `max_unavailable` nodes of the plan are
+//!    unavailable (NotReady, or cordoned by us) at once.
+//! 3. Per node ([`NodeMachine`]): skip it when it reports the target or carries the done record
+//!    for it. Record that we started it (target, `bootID`, Lease epoch) and cordon it only if
+//!    it is schedulable, saying so, in one write. Drain it. Run the host upgrade Job
+//!    ([`Plan::host_spec`], critical: the node is drained) and record its result on the node
+//!    before deleting it. Wait until the node rebooted (a new `bootID`) and is Ready, and check
+//!    that it reports the target. Run the health check, if any. Uncordon it only if we
+//!    cordoned it, record it done and remove our records, in one write. Each step is an Event
+//!    on the Node (reason `NodejobUpgrade<Step>`), so `kubectl describe node` shows the
+//!    history.
+//! 4. On a failure: no further node starts; nodes in flight finish; the failed node stays
+//!    cordoned with its failed Job left for inspection; the [`Report`] names the node, the
+//!    step, the exit code, the log's tail and the command to retry.
+//! 5. Release the Lease.
+//!
+//! # Guarantees
+//! - **Exactly once.** A crash of the driver at any instant, the host Job running included,
+//!   never runs the upgrade twice on a node for one target: the host Job is kept after it
+//!   succeeded until its result is recorded on the node; a resumed run adopts the Job it
+//!   started ([`nodejob_core::runner::Policy::adopt`]) and takes its result; a node that
+//!   rebooted since we started it has run its upgrade.
+//! - **One host operation at a time, cluster-wide**: every write is fenced by the Lease
+//!   ([`nodejob_core::lease::Held::check`]); a run that loses it stops before its next write;
+//!   a holder that stopped renewing is taken over after expiry, and the report says from whom.
+//! - **Only what we cordoned is uncordoned**: a node someone else cordoned stays cordoned.
+//! - **Never more than `max_unavailable`** nodes of the plan cordoned by us or NotReady, and
+//!   control-plane nodes one at a time.
+//! - **A drain never outlasts its timeout**, and honours every PodDisruptionBudget (evictions,
+//!   never deletes).
+//! - **A node is upgraded only when it comes back**: a new boot, Ready, at the target; one that
+//!   comes back at the old version is a failure.
+//! - **Resumable**: the state lives in the cluster (annotations, what the nodes report, the
+//!   Lease), never in a local file. A rerun skips finished nodes, carries on a node we
+//!   cordoned, retries a failed node (replacing exactly its failed Job).
+//!
+//! # Assumptions
+//! - The host operation reboots the node, and the node's `bootID` changes with a reboot.
+//! - Nobody deletes the driver's host Job while its result is unrecorded (a succeeded Job is
+//!   kept, not deleted by TTL: the runner's Jobs set no `ttlSecondsAfterFinished`).
+//! - The backend's wall clock is the cluster's within the Lease duration.
+//!
+//! # Errors
+//! [`Error`]: the plan refused ([`Error::Plan`], before any API call); another holder has the
+//! Lease ([`nodejob_core::Error::LeaseHeld`] inside [`Error::Core`]); a named node does not
+//! exist; the nodes could not be listed. Everything after the Lease is acquired is in the
+//! [`Report`]: node failures, a closed window, a stop request, the Lease lost.
+
+mod drive;
+mod machine;
+mod order;
+mod plan;
+mod preview;
+mod progress;
+pub mod records;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use nodejob_core::{ApiError, JobApi, LeaseApi, NodeApi, PodApi};
+
+pub use drive::COMPONENT;
+pub use machine::{Failure, Intent, Mark, NodeMachine, NodeResult, Observation, Step, UpgradeStep};
+pub use order::{Group, batches, groups, is_control_plane};
+pub use plan::{MaxUnavailable, NSENTER, Plan, PlanError, PlanSpec, VersionSource, Window};
+pub use preview::{NodePreview, PodPlan, Preview};
+pub use progress::{NodeReport, Outcome, Progress, ProgressSink, Report, Totals, quiet};
+
+/// Why a run could not start, or stopped before its Lease was acquired.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A field of the plan is refused.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// A node named in the plan does not exist (or does not match the selector).
+    #[error("node {node} does not exist{}; check the plan's nodes", match selector {
+        Some(s) => format!(" or does not match the selector {s:?}"),
+        None => String::new(),
+    })]
+    NodeNotFound {
+        /// The node.
+        node: String,
+        /// The plan's selector, if any.
+        selector: Option<String>,
+    },
+    /// The nodes could not be listed.
+    #[error("listing nodes (selector {selector:?}): {cause}")]
+    Listing {
+        /// The selector.
+        selector: String,
+        /// Why.
+        cause: ApiError,
+    },
+    /// Something could not be read.
+    #[error("reading {what}: {cause}")]
+    Reading {
+        /// What.
+        what: String,
+        /// Why.
+        cause: ApiError,
+    },
+    /// Core's error: the Lease held by another ([`nodejob_core::Error::LeaseHeld`]), an API
+    /// error with its operation.
+    #[error(transparent)]
+    Core(#[from] nodejob_core::Error),
+}
+
+/// A request to stop starting nodes: nodes in flight finish their current step. Cloned
+/// handles share one flag (a signal handler holds one, the run another).
+#[derive(Clone, Debug, Default)]
+pub struct Stop(Arc<AtomicBool>);
+
+impl Stop {
+    /// A handle nobody has asked to stop yet.
+    pub fn new() -> Self {
+        Stop::default()
+    }
+
+    /// Asks the run to stop starting nodes.
+    pub fn request(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether a stop was asked.
+    pub fn requested(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// Rolls the plan's nodes to its target, as the crate docs say. Progress goes to `progress`.
+///
+/// # Errors
+/// See the crate docs: an [`Error`] means nothing was done; a run that started answers a
+/// [`Report`], whose [`Outcome`] says whether it finished.
+pub async fn run<A>(api: &A, plan: &Plan, progress: Arc<dyn ProgressSink>) -> Result<Report, Error>
+where
+    A: JobApi + NodeApi + PodApi + LeaseApi + ?Sized,
+{
+    run_until(api, plan, progress, &Stop::new()).await
+}
+
+/// [`run`], stopping to start nodes once `stop` is requested (nodes in flight finish their
+/// current step; a rerun carries them on).
+pub async fn run_until<A>(
+    api: &A,
+    plan: &Plan,
+    progress: Arc<dyn ProgressSink>,
+    stop: &Stop,
+) -> Result<Report, Error>
+where
+    A: JobApi + NodeApi + PodApi + LeaseApi + ?Sized,
+{
+    drive::run(api, plan, progress, stop).await
+}
+
+/// What [`run`] would do, with no write of any kind: the batches in order, the nodes at the
+/// target, per node the Pods the drain would evict, leave or refuse (and those a budget blocks
+/// now, by a server-side dry-run eviction), and the Lease's holder.
+pub async fn preview<A>(api: &A, plan: &Plan) -> Result<Preview, Error>
+where
+    A: NodeApi + PodApi + LeaseApi + ?Sized,
+{
+    preview::preview(api, plan).await
+}

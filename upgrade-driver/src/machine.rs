@@ -1,0 +1,705 @@
+//! The per-node upgrade, sans-IO: [`NodeMachine`] takes [`Observation`]s (the node as read, a
+//! step's result) and returns a [`Step`] (marks for progress, then one [`Intent`]). It never
+//! awaits and reads no clock, so every decision is a row in a table test.
+//!
+//! ```text
+//!  Inspect ─at target, or done─────────────────────────────────────────▶ Skipped
+//!     │ new: mark in-progress (+ cordon if schedulable), one write
+//!     ▼
+//!  Resume ─host recorded exit 0─▶ Delete its Job ─▶ Reboot ─▶ Health? ─▶ Finish ─▶ Upgraded
+//!     ▼
+//!  Find the host Job ─ours, running or ended─▶ Host (adopt: its result is the answer)
+//!     │ none, rebooted since we started ─────▶ Reboot
+//!     │ none / a failed one we recorded ─────▶ Drain ─▶ Host (create / replace it)
+//!     ▼
+//!  Host ─▶ record its result ─▶ exit 0: Delete its Job ─▶ Reboot ─▶ …
+//!                             └ else: Failed (left cordoned, Job left)
+//! ```
+//!
+//! Exactly once: the host Job is kept after it succeeded until its result is recorded on the
+//! node ([`HOST_JOB`]); a resumed run finding our Job adopts it and takes its result; a node
+//! that rebooted since we started has run its upgrade. So a crash at any instant never runs the
+//! upgrade twice.
+
+use std::fmt;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Node;
+use nodejob_core::drain::Drained;
+use nodejob_core::runner::Report;
+use nodejob_core::{NodeChange, ready};
+
+use crate::plan::Plan;
+use crate::records::{
+    self, DONE, Done, HOST_JOB, HostJob, IN_PROGRESS, InProgress, boot_id, same_version,
+    unschedulable, version,
+};
+
+/// One step of a node's upgrade, as progress, Events (`NodejobUpgrade<Step>`) and the report
+/// name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub enum UpgradeStep {
+    /// Mark the node ours, and cordon it if it is schedulable.
+    Cordon,
+    /// Evict its Pods.
+    Drain,
+    /// The host upgrade Job.
+    Upgrade,
+    /// Wait for a new boot, Ready, at the target.
+    Reboot,
+    /// The health check Job.
+    Health,
+    /// Uncordon (if we cordoned it) and record it done.
+    Uncordon,
+}
+
+impl UpgradeStep {
+    /// The step's name: `Cordon`, `Drain`, ...
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UpgradeStep::Cordon => "Cordon",
+            UpgradeStep::Drain => "Drain",
+            UpgradeStep::Upgrade => "Upgrade",
+            UpgradeStep::Reboot => "Reboot",
+            UpgradeStep::Health => "Health",
+            UpgradeStep::Uncordon => "Uncordon",
+        }
+    }
+
+    /// The Event reason: `NodejobUpgrade<Step>`.
+    pub fn reason(self) -> String {
+        format!("NodejobUpgrade{}", self.as_str())
+    }
+}
+
+impl fmt::Display for UpgradeStep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One action for the loop, on this machine's node.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Intent {
+    /// `patch_node(node, rv, changes)`, fenced by the Lease. A Conflict is read again and the
+    /// same changes applied to the new version (they are idempotent).
+    Patch {
+        /// The resourceVersion the changes were decided on.
+        rv: String,
+        /// What to change, in one write.
+        changes: Vec<NodeChange>,
+    },
+    /// Drain the node (core's drain), fenced.
+    Drain,
+    /// `get_job` of the host Job's name.
+    FindJob,
+    /// Run the host Job (keep it on success), adopting the Job of this UID if set; fenced
+    /// unless adopting.
+    Host {
+        /// The Job to adopt.
+        adopt: Option<String>,
+    },
+    /// Delete the host Job of this UID exactly, and wait until it is gone; fenced.
+    DeleteJob {
+        /// Its UID.
+        uid: String,
+    },
+    /// Wait until the node's `bootID` is not this one and it is Ready, within the reboot
+    /// timeout.
+    WaitReboot {
+        /// The `bootID` before the upgrade.
+        boot_id: String,
+    },
+    /// Run the health check Job; fenced.
+    Health,
+    /// The node is finished.
+    Done(NodeResult),
+}
+
+/// The answer to the last intent.
+#[derive(Clone, Debug)]
+pub enum Observation {
+    /// The node as read (first) or as a patch left it.
+    Node(Box<Node>),
+    /// The drain's result.
+    Drained(Result<Drained, String>),
+    /// The Job of the host Job's name, if any.
+    Job(Option<Box<Job>>),
+    /// The host Job's report, or why it gave none.
+    Host(Result<Report, String>),
+    /// The host Job is gone.
+    Deleted,
+    /// The node after the reboot wait: met, or the last state seen when it timed out.
+    Rebooted {
+        /// The node as last seen.
+        node: Option<Box<Node>>,
+        /// Whether it rebooted and is Ready.
+        met: bool,
+    },
+    /// The health check's exit code, or why it gave none.
+    Health(Result<i32, String>),
+    /// The last intent failed (an API error, or the Lease lost), with why.
+    Failed(String),
+}
+
+/// How a node ended.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum NodeResult {
+    /// At the target already: nothing done.
+    Skipped {
+        /// Why.
+        why: String,
+    },
+    /// Upgraded, rebooted at the target, checked, uncordoned if we cordoned it.
+    Upgraded,
+    /// Failed at `step`: the node stays cordoned, the Job stays for inspection.
+    Failed(Failure),
+    /// Stopped before `step` without failing (a stop request, the Lease lost): a rerun
+    /// carries it on from the cluster's records.
+    Interrupted {
+        /// The step it would have taken next.
+        step: UpgradeStep,
+        /// Why.
+        why: String,
+    },
+}
+
+/// A node's failure, as the report names it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Failure {
+    /// The step.
+    pub step: UpgradeStep,
+    /// What happened.
+    pub message: String,
+    /// The host Job's (or the health check's) exit code, when it gave one.
+    pub exit_code: Option<i32>,
+    /// The end of its log, when read.
+    pub log_tail: Option<String>,
+}
+
+/// Something for progress and the node's Events.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Mark {
+    /// A step begins.
+    Started(UpgradeStep),
+    /// A step ended well, with a message.
+    Finished(UpgradeStep, String),
+    /// Pods evicted by the drain (`namespace/name`).
+    Evicted(Vec<String>),
+    /// A note worth an operator's eye.
+    Note(String),
+}
+
+/// What the machine wants next.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Step {
+    /// Progress, in order, before the intent.
+    pub marks: Vec<Mark>,
+    /// The one thing to do.
+    pub intent: Intent,
+}
+
+/// Where the machine is.
+#[derive(Clone, Debug, PartialEq)]
+enum At {
+    Inspect,
+    Marking,
+    Draining,
+    Finding,
+    Hosting,
+    Recording(HostJob),
+    Deleting,
+    Rebooting,
+    Checking,
+    Finishing,
+    Over,
+}
+
+/// The last lines of a log kept in a failure.
+const LOG_TAIL_LINES: usize = 20;
+
+/// One node's upgrade. See the module docs.
+#[derive(Clone, Debug)]
+pub struct NodeMachine {
+    target: String,
+    source: crate::plan::VersionSource,
+    epoch: i32,
+    has_health: bool,
+    at: At,
+    /// Our record, once read or written.
+    progress: Option<InProgress>,
+    /// The node as last seen.
+    node: Option<Box<Node>>,
+    /// The host record, once read or written.
+    host: Option<HostJob>,
+    /// The wall time, RFC 3339, for the done record: given at finish.
+    now: String,
+    /// A failed host Job, reported once its result is recorded.
+    pending_failure: Option<Failure>,
+}
+
+impl NodeMachine {
+    /// A machine for one node under `plan`, holding the Lease at `epoch`.
+    pub fn new(plan: &Plan, epoch: i32) -> Self {
+        NodeMachine {
+            target: plan.target().to_string(),
+            source: plan.spec().version_source.clone(),
+            epoch,
+            has_health: plan.spec().health_check.is_some(),
+            at: At::Inspect,
+            progress: None,
+            node: None,
+            host: None,
+            now: String::new(),
+            pending_failure: None,
+        }
+    }
+
+    /// The first step: given the node as read, decide.
+    pub fn start(&mut self, node: Box<Node>) -> Step {
+        self.step(Observation::Node(node))
+    }
+
+    /// Whether the node's state was already ours when we started (a resumed node).
+    pub fn resumed(&self) -> bool {
+        self.progress.is_some()
+    }
+
+    /// Sets the wall time written in the done record (RFC 3339).
+    pub fn set_now(&mut self, now: String) {
+        self.now = now;
+    }
+
+    /// Takes the answer to the last intent.
+    pub fn step(&mut self, obs: Observation) -> Step {
+        if let Observation::Failed(why) = obs {
+            let step = self.current_step();
+            return self.fail(step, why, None, None);
+        }
+        match (std::mem::replace(&mut self.at, At::Over), obs) {
+            (At::Inspect, Observation::Node(node)) => self.inspect(node),
+            (At::Marking, Observation::Node(node)) => {
+                self.node = Some(node);
+                let message = if self.progress.as_ref().is_some_and(|p| p.cordoned) {
+                    "cordoned"
+                } else {
+                    "already cordoned by someone else; left as it is"
+                };
+                let mut step = self.resume();
+                step.marks
+                    .insert(0, Mark::Finished(UpgradeStep::Cordon, message.into()));
+                step
+            }
+            (At::Draining, Observation::Drained(Ok(drained))) => {
+                let message = format!(
+                    "evicted {} pod(s), left {}",
+                    drained.evicted.len(),
+                    drained.skipped.len()
+                );
+                let marks = vec![
+                    Mark::Evicted(drained.evicted),
+                    Mark::Finished(UpgradeStep::Drain, message),
+                    Mark::Started(UpgradeStep::Upgrade),
+                ];
+                self.go(At::Hosting, marks, Intent::Host { adopt: None })
+            }
+            (At::Draining, Observation::Drained(Err(why))) => {
+                self.fail(UpgradeStep::Drain, why, None, None)
+            }
+            (At::Finding, Observation::Job(job)) => self.found(job),
+            (At::Hosting, Observation::Host(Ok(report))) => {
+                let record = HostJob {
+                    target: self.target.clone(),
+                    uid: report.uid.clone(),
+                    exit_code: report.exit_code,
+                };
+                let log_tail = report.log.as_deref().map(tail);
+                let changes = vec![NodeChange::set_annotation(
+                    HOST_JOB,
+                    records::value(&record),
+                )];
+                let rv = self.rv();
+                if report.exit_code != 0 {
+                    // Recorded, so that a rerun replaces exactly this failed Job (a retry).
+                    self.host = Some(record.clone());
+                    let message = format!(
+                        "the host upgrade exited {}; the node stays cordoned and job {} is \
+                         left for inspection",
+                        report.exit_code, report.uid
+                    );
+                    self.pending_failure = Some(Failure {
+                        step: UpgradeStep::Upgrade,
+                        message,
+                        exit_code: Some(report.exit_code),
+                        log_tail,
+                    });
+                    return self.go(
+                        At::Recording(record),
+                        Vec::new(),
+                        Intent::Patch { rv, changes },
+                    );
+                }
+                self.go(
+                    At::Recording(record),
+                    Vec::new(),
+                    Intent::Patch { rv, changes },
+                )
+            }
+            (At::Hosting, Observation::Host(Err(why))) => {
+                self.fail(UpgradeStep::Upgrade, why, None, None)
+            }
+            (At::Recording(record), Observation::Node(node)) => {
+                self.node = Some(node);
+                self.host = Some(record.clone());
+                if let Some(failure) = self.pending_failure.take() {
+                    return self.fail(
+                        failure.step,
+                        failure.message,
+                        failure.exit_code,
+                        failure.log_tail,
+                    );
+                }
+                let uid = record.uid;
+                self.go(At::Deleting, Vec::new(), Intent::DeleteJob { uid })
+            }
+            (At::Deleting, Observation::Deleted) => self.await_reboot(),
+            (At::Rebooting, Observation::Rebooted { node, met }) => self.on_reboot(node, met),
+            (At::Checking, Observation::Health(Ok(0))) => {
+                let marks = vec![Mark::Finished(UpgradeStep::Health, "passed".into())];
+                self.finish(marks)
+            }
+            (At::Checking, Observation::Health(Ok(code))) => self.fail(
+                UpgradeStep::Health,
+                format!("the health check exited {code}; the node stays cordoned"),
+                Some(code),
+                None,
+            ),
+            (At::Checking, Observation::Health(Err(why))) => {
+                self.fail(UpgradeStep::Health, why, None, None)
+            }
+            (At::Finishing, Observation::Node(node)) => {
+                self.node = Some(node);
+                let message = if self.progress.as_ref().is_some_and(|p| p.cordoned) {
+                    format!("uncordoned; at {}", self.target)
+                } else {
+                    format!(
+                        "at {}; left cordoned (someone else cordoned it)",
+                        self.target
+                    )
+                };
+                self.go(
+                    At::Over,
+                    vec![Mark::Finished(UpgradeStep::Uncordon, message)],
+                    Intent::Done(NodeResult::Upgraded),
+                )
+            }
+            (at, obs) => {
+                let step = self.step_of(&at);
+                self.fail(
+                    step,
+                    format!("internal: unexpected answer {obs:?} at {at:?}"),
+                    None,
+                    None,
+                )
+            }
+        }
+    }
+
+    /// The node as first read: skip it, or mark it ours, or carry on from our record.
+    fn inspect(&mut self, node: Box<Node>) -> Step {
+        let progress = match records::read::<InProgress>(&node, IN_PROGRESS) {
+            Ok(p) => p,
+            Err(why) => return self.fail(UpgradeStep::Cordon, why, None, None),
+        };
+        let at_target = version(&node, &self.source).is_some_and(|v| same_version(v, &self.target));
+        let done = records::read::<Done>(&node, DONE)
+            .ok()
+            .flatten()
+            .is_some_and(|d| same_version(&d.version, &self.target));
+        match records::read::<HostJob>(&node, HOST_JOB) {
+            Ok(host) => self.host = host.filter(|h| h.target == self.target),
+            Err(why) => return self.fail(UpgradeStep::Cordon, why, None, None),
+        }
+        match progress {
+            None if at_target || done => {
+                let why = match version(&node, &self.source) {
+                    Some(v) if at_target => format!("reports {v} already"),
+                    _ => format!("recorded done at {}", self.target),
+                };
+                self.go(
+                    At::Over,
+                    Vec::new(),
+                    Intent::Done(NodeResult::Skipped { why }),
+                )
+            }
+            None => {
+                let cordon = !unschedulable(&node);
+                let record = InProgress {
+                    target: self.target.clone(),
+                    boot_id: boot_id(&node).to_string(),
+                    epoch: self.epoch,
+                    cordoned: cordon,
+                };
+                let mut changes = vec![NodeChange::set_annotation(
+                    IN_PROGRESS,
+                    records::value(&record),
+                )];
+                if cordon {
+                    changes.push(NodeChange::Cordon);
+                }
+                let rv = records::rv(&node);
+                self.node = Some(node);
+                self.progress = Some(record);
+                self.go(
+                    At::Marking,
+                    vec![Mark::Started(UpgradeStep::Cordon)],
+                    Intent::Patch { rv, changes },
+                )
+            }
+            Some(mut record) => {
+                // Ours from an earlier run: carry on. Toward another target, start again from
+                // this boot; re-cordon if someone uncordoned it meanwhile.
+                let mut changes = Vec::new();
+                let mut marks = vec![Mark::Note(format!(
+                    "resuming: started under Lease epoch {} toward {}",
+                    record.epoch, record.target
+                ))];
+                if record.target != self.target {
+                    record.target = self.target.clone();
+                    record.boot_id = boot_id(&node).to_string();
+                    changes.push(NodeChange::remove_annotation(HOST_JOB));
+                    self.host = None;
+                }
+                if !unschedulable(&node) {
+                    record.cordoned = true;
+                    changes.push(NodeChange::Cordon);
+                    marks.push(Mark::Note("cordoning again: it was uncordoned".into()));
+                }
+                let rv = records::rv(&node);
+                self.node = Some(node);
+                if changes.is_empty() {
+                    self.progress = Some(record);
+                    let mut step = self.resume();
+                    marks.append(&mut step.marks);
+                    step.marks = marks;
+                    return step;
+                }
+                record.epoch = self.epoch;
+                changes.insert(
+                    0,
+                    NodeChange::set_annotation(IN_PROGRESS, records::value(&record)),
+                );
+                self.progress = Some(record);
+                marks.push(Mark::Started(UpgradeStep::Cordon));
+                self.go(At::Marking, marks, Intent::Patch { rv, changes })
+            }
+        }
+    }
+
+    /// Marked ours: where to go on, from what the node and our records say.
+    fn resume(&mut self) -> Step {
+        match &self.host {
+            Some(h) if h.exit_code == 0 => {
+                let uid = h.uid.clone();
+                let marks = vec![Mark::Note(format!(
+                    "the host upgrade already succeeded (job uid {uid}); not running it again"
+                ))];
+                self.go(At::Deleting, marks, Intent::DeleteJob { uid })
+            }
+            // Our host Job first: one that exists is adopted, never drained away nor replaced.
+            _ => self.go(At::Finding, Vec::new(), Intent::FindJob),
+        }
+    }
+
+    /// Whether the node rebooted since we started it.
+    fn has_rebooted(&self) -> bool {
+        match (self.node.as_deref(), &self.progress) {
+            (Some(n), Some(p)) => !p.boot_id.is_empty() && boot_id(n) != p.boot_id,
+            _ => false,
+        }
+    }
+
+    /// Drain, then the host Job, created (replacing a failed one we recorded).
+    fn drain(&mut self, mut marks: Vec<Mark>) -> Step {
+        marks.push(Mark::Started(UpgradeStep::Drain));
+        self.go(At::Draining, marks, Intent::Drain)
+    }
+
+    /// The Job of the host Job's name, if any: adopt it; or drain, then replace or create it.
+    fn found(&mut self, job: Option<Box<Job>>) -> Step {
+        let Some(job) = job else {
+            if self.has_rebooted() {
+                // The host step ran (its Job is gone, deleted by someone): wait for the node.
+                let marks = vec![Mark::Note(
+                    "rebooted since the upgrade started; not running it again".into(),
+                )];
+                let mut step = self.await_reboot();
+                step.marks.splice(0..0, marks);
+                return step;
+            }
+            return self.drain(Vec::new());
+        };
+        let uid = job.metadata.uid.clone().unwrap_or_default();
+        if job.metadata.deletion_timestamp.is_some() {
+            // Being deleted: the runner waits it out, then creates ours.
+            return self.drain(Vec::new());
+        }
+        let recorded_failure = self
+            .host
+            .as_ref()
+            .is_some_and(|h| h.uid == uid && h.exit_code != 0);
+        if recorded_failure && nodejob_core::failed(&job) {
+            let marks = vec![Mark::Note(format!(
+                "retrying: replacing the failed host job (uid {uid}) reported earlier"
+            ))];
+            return self.drain(marks);
+        }
+        // Started by an earlier run after its drain: its result is the answer. Draining now
+        // would evict its pod.
+        let marks = vec![
+            Mark::Note(format!(
+                "adopting the host job (uid {uid}) an earlier run started: its result is the answer"
+            )),
+            Mark::Started(UpgradeStep::Upgrade),
+        ];
+        self.go(At::Hosting, marks, Intent::Host { adopt: Some(uid) })
+    }
+
+    fn await_reboot(&mut self) -> Step {
+        let boot_id = self
+            .progress
+            .as_ref()
+            .map(|p| p.boot_id.clone())
+            .unwrap_or_default();
+        self.go(
+            At::Rebooting,
+            vec![Mark::Started(UpgradeStep::Reboot)],
+            Intent::WaitReboot { boot_id },
+        )
+    }
+
+    fn on_reboot(&mut self, node: Option<Box<Node>>, met: bool) -> Step {
+        let reported = node
+            .as_deref()
+            .and_then(|n| version(n, &self.source))
+            .unwrap_or("nothing")
+            .to_string();
+        let gone = node.is_none();
+        if let Some(n) = node {
+            self.node = Some(n);
+        }
+        if !met {
+            let before = self
+                .progress
+                .as_ref()
+                .map(|p| p.boot_id.as_str())
+                .unwrap_or_default();
+            let why = match self.node.as_deref().filter(|_| !gone) {
+                None => "the node no longer exists".to_string(),
+                Some(n) if boot_id(n) == before && !ready(n) => {
+                    format!("it went NotReady and did not come back (bootID {before} unchanged)")
+                }
+                Some(n) if boot_id(n) == before => {
+                    format!("it did not reboot (bootID {before} unchanged)")
+                }
+                Some(n) if !ready(n) => "it rebooted but is not Ready".to_string(),
+                Some(_) => "it did not come back".to_string(),
+            };
+            return self.fail(
+                UpgradeStep::Reboot,
+                format!("{why} within the reboot timeout; the node stays cordoned"),
+                None,
+                None,
+            );
+        }
+        if !same_version(&reported, &self.target) {
+            return self.fail(
+                UpgradeStep::Reboot,
+                format!(
+                    "it came back at {reported}, not {}: the upgrade did not take; the node \
+                     stays cordoned",
+                    self.target
+                ),
+                None,
+                None,
+            );
+        }
+        let mut marks = vec![Mark::Finished(
+            UpgradeStep::Reboot,
+            format!("rebooted, Ready at {reported}"),
+        )];
+        if self.has_health {
+            marks.push(Mark::Started(UpgradeStep::Health));
+            return self.go(At::Checking, marks, Intent::Health);
+        }
+        self.finish(marks)
+    }
+
+    /// Uncordon if we cordoned it, record it done, remove our records: one write.
+    fn finish(&mut self, mut marks: Vec<Mark>) -> Step {
+        let mut changes = Vec::new();
+        if self.progress.as_ref().is_some_and(|p| p.cordoned) {
+            changes.push(NodeChange::Uncordon);
+        }
+        let done = Done {
+            version: self.target.clone(),
+            at: self.now.clone(),
+        };
+        changes.push(NodeChange::set_annotation(DONE, records::value(&done)));
+        changes.push(NodeChange::remove_annotation(IN_PROGRESS));
+        changes.push(NodeChange::remove_annotation(HOST_JOB));
+        marks.push(Mark::Started(UpgradeStep::Uncordon));
+        let rv = self.rv();
+        self.go(At::Finishing, marks, Intent::Patch { rv, changes })
+    }
+
+    fn fail(
+        &mut self,
+        step: UpgradeStep,
+        message: String,
+        exit_code: Option<i32>,
+        log_tail: Option<String>,
+    ) -> Step {
+        self.at = At::Over;
+        Step {
+            marks: Vec::new(),
+            intent: Intent::Done(NodeResult::Failed(Failure {
+                step,
+                message,
+                exit_code,
+                log_tail,
+            })),
+        }
+    }
+
+    fn go(&mut self, at: At, marks: Vec<Mark>, intent: Intent) -> Step {
+        self.at = at;
+        Step { marks, intent }
+    }
+
+    fn rv(&self) -> String {
+        self.node.as_deref().map(records::rv).unwrap_or_default()
+    }
+
+    /// The step the machine is at.
+    pub fn current_step(&self) -> UpgradeStep {
+        self.step_of(&self.at)
+    }
+
+    fn step_of(&self, at: &At) -> UpgradeStep {
+        match at {
+            At::Inspect | At::Marking => UpgradeStep::Cordon,
+            At::Draining => UpgradeStep::Drain,
+            At::Finding | At::Hosting | At::Recording(_) | At::Deleting => UpgradeStep::Upgrade,
+            At::Rebooting => UpgradeStep::Reboot,
+            At::Checking => UpgradeStep::Health,
+            At::Finishing | At::Over => UpgradeStep::Uncordon,
+        }
+    }
+}
+
+/// The last [`LOG_TAIL_LINES`] lines of `log`.
+fn tail(log: &str) -> String {
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n")
+}

@@ -1,0 +1,479 @@
+//! [`Plan`]: what a rolling upgrade does, validated when built ([`Plan::build`]) so that bad
+//! input is refused before any API call, with an error naming the field and the rule.
+
+use std::time::Duration;
+
+use jiff::civil::{Time, Weekday};
+use jiff::tz::TimeZone;
+use jiff::{Timestamp, ToSpan};
+use nodejob_core::drain::DrainOptions;
+use nodejob_core::{Spec, trunc_name};
+
+/// The annotation and label prefix of this driver's records.
+pub(crate) const PREFIX: &str = "stratum.ciq.com/";
+
+/// Where a node reports its version.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum VersionSource {
+    /// `status.nodeInfo.kubeletVersion` (an upgrade that moves the kubelet).
+    #[default]
+    KubeletVersion,
+    /// `status.nodeInfo.osImage` (an OS upgrade that does not move the kubelet).
+    OsImage,
+    /// The value of this node label (set by the host's own agent after a boot).
+    Label(String),
+}
+
+/// How many nodes of the plan may be unavailable at once (cordoned by us, or NotReady).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MaxUnavailable {
+    /// At most this many.
+    Count(u32),
+    /// At most this percentage of the plan's nodes, rounded down, at least one (as a
+    /// Deployment rounds `maxUnavailable`).
+    Percent(u32),
+}
+
+impl Default for MaxUnavailable {
+    fn default() -> Self {
+        MaxUnavailable::Count(1)
+    }
+}
+
+impl MaxUnavailable {
+    /// The count for a plan of `nodes` nodes.
+    pub fn of(self, nodes: usize) -> usize {
+        match self {
+            MaxUnavailable::Count(n) => n as usize,
+            MaxUnavailable::Percent(p) => (nodes * p as usize / 100).max(1),
+        }
+    }
+}
+
+impl std::str::FromStr for MaxUnavailable {
+    type Err = String;
+
+    /// `3` or `25%`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("{s:?} is neither a count (2) nor a percentage (25%)");
+        match s.strip_suffix('%') {
+            Some(p) => p.parse().map(MaxUnavailable::Percent).map_err(|_| bad()),
+            None => s.parse().map(MaxUnavailable::Count).map_err(|_| bad()),
+        }
+    }
+}
+
+/// A maintenance window: no node starts outside it; a node in flight finishes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Window {
+    /// The days it opens on (the day of its start).
+    pub days: Vec<Weekday>,
+    /// When it opens, local time.
+    pub start: Time,
+    /// When it closes, local time; before `start` means the next day.
+    pub end: Time,
+    /// The time zone of `start` and `end` (an IANA name, `UTC`, or a fixed offset `+02:00`).
+    pub time_zone: String,
+}
+
+impl Window {
+    /// Whether the window is open at `now`.
+    pub fn is_open(&self, tz: &TimeZone, now: Timestamp) -> bool {
+        let local = now.to_zoned(tz.clone());
+        let time = local.time();
+        let today = local.date().weekday();
+        let yesterday = local
+            .date()
+            .yesterday()
+            .map(|d| d.weekday())
+            .unwrap_or(today);
+        if self.start <= self.end {
+            self.days.contains(&today) && time >= self.start && time < self.end
+        } else {
+            // Past midnight: open from start today, or until end on the day after a start day.
+            (self.days.contains(&today) && time >= self.start)
+                || (self.days.contains(&yesterday) && time < self.end)
+        }
+    }
+
+    /// The next time it opens at or after `now` (within a week).
+    pub fn next_open(&self, tz: &TimeZone, now: Timestamp) -> Option<Timestamp> {
+        let local = now.to_zoned(tz.clone());
+        (0..8).find_map(|days| {
+            let date = local.date().checked_add(days.days()).ok()?;
+            let at = date.to_datetime(self.start).to_zoned(tz.clone()).ok()?;
+            (self.days.contains(&date.weekday()) && at.timestamp() >= now).then(|| at.timestamp())
+        })
+    }
+}
+
+/// The fields of a [`Plan`], every one with a default but the target.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlanSpec {
+    /// The version every node is moved to, e.g. `v1.38.0`.
+    pub target: String,
+    /// Where a node reports its version.
+    pub version_source: VersionSource,
+    /// Nodes by label selector (`k=v,k2`); with `nodes` too, a node must match both.
+    pub selector: Option<String>,
+    /// Nodes by name; empty: every node the selector matches (every node when both are unset).
+    pub nodes: Vec<String>,
+    /// How many nodes of the plan may be unavailable at once.
+    pub max_unavailable: MaxUnavailable,
+    /// How each node is drained.
+    pub drain: DrainOptions,
+    /// The host Job's `activeDeadlineSeconds`.
+    pub deadline: Duration,
+    /// How long a node has to reboot and come back Ready after its upgrade.
+    pub reboot_timeout: Duration,
+    /// The on-host binary, an absolute path.
+    pub binary: String,
+    /// The upgrade's argv; `None`: `nsenter --target 1 --mount --uts --ipc --net --pid --
+    /// <binary> upgrade --to <target>`. Every `{version}` in it becomes the target.
+    pub command: Option<Vec<String>>,
+    /// The health check's argv (exit 0 passes), run on each upgraded node before it is
+    /// uncordoned; every `{version}` becomes the target. `None`: no check.
+    pub health_check: Option<Vec<String>>,
+    /// When nodes may start.
+    pub window: Option<Window>,
+    /// Stop starting nodes once this many failed.
+    pub failure_budget: u32,
+    /// The namespace of the host Jobs, the Lease and the step Events.
+    pub namespace: String,
+    /// The image of the host Jobs; `None`: core's pinned image.
+    pub image: Option<String>,
+    /// The Lease both drivers share.
+    pub lease_name: String,
+    /// Who holds the Lease: unique per process.
+    pub identity: String,
+    /// `leaseDurationSeconds`: renewed every third of it.
+    pub lease_duration: Duration,
+}
+
+impl PlanSpec {
+    /// A plan to move nodes to `target`, every other field at its default.
+    pub fn new(target: impl Into<String>) -> Self {
+        PlanSpec {
+            target: target.into(),
+            version_source: VersionSource::default(),
+            selector: None,
+            nodes: Vec::new(),
+            max_unavailable: MaxUnavailable::default(),
+            drain: DrainOptions::default(),
+            deadline: Duration::from_secs(30 * 60),
+            reboot_timeout: Duration::from_secs(10 * 60),
+            binary: "/usr/local/bin/stratum".into(),
+            command: None,
+            health_check: None,
+            window: None,
+            failure_budget: 1,
+            namespace: "kube-system".into(),
+            image: None,
+            lease_name: "nodejob".into(),
+            identity: "upgrade-driver".into(),
+            lease_duration: Duration::from_secs(60),
+        }
+    }
+}
+
+/// A field of the plan refused, and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid plan: {field}: {rule}")]
+pub struct PlanError {
+    /// The field, as [`PlanSpec`] names it.
+    pub field: &'static str,
+    /// The rule it breaks, with the value.
+    pub rule: String,
+}
+
+/// A validated rolling-upgrade plan. See [`PlanSpec`] for the fields.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    spec: PlanSpec,
+    time_zone: Option<TimeZone>,
+}
+
+/// The longest host Job deadline accepted: a day.
+const MAX_DEADLINE: Duration = Duration::from_secs(24 * 3600);
+
+impl Plan {
+    /// Validates `spec`: every bad field is refused with a [`PlanError`] naming it.
+    pub fn build(spec: PlanSpec) -> Result<Plan, PlanError> {
+        let bad = |field, rule: String| Err(PlanError { field, rule });
+        if !is_version(&spec.target) {
+            return bad(
+                "target",
+                format!(
+                    "{:?} must be 1 to 63 characters of letters, digits, '.', '-', '_' or '+', \
+                     starting with a letter or digit",
+                    spec.target
+                ),
+            );
+        }
+        if let VersionSource::Label(key) = &spec.version_source
+            && (key.is_empty() || key.contains(['=', ',', ' ']))
+        {
+            return bad(
+                "version_source",
+                format!("label key {key:?} is not a label key"),
+            );
+        }
+        if let Some(sel) = &spec.selector
+            && (sel.trim().is_empty() || sel.contains(char::is_whitespace))
+        {
+            return bad(
+                "selector",
+                format!("{sel:?} must be a label selector such as `role=worker,zone`"),
+            );
+        }
+        for node in &spec.nodes {
+            if !is_dns1123_subdomain(node) {
+                return bad(
+                    "nodes",
+                    format!("{node:?} is not a node name (a lowercase DNS-1123 subdomain)"),
+                );
+            }
+        }
+        match spec.max_unavailable {
+            MaxUnavailable::Count(0) => {
+                return bad("max_unavailable", "must be at least 1".into());
+            }
+            MaxUnavailable::Percent(p) if p == 0 || p > 100 => {
+                return bad(
+                    "max_unavailable",
+                    format!("{p}% must be between 1% and 100%"),
+                );
+            }
+            _ => {}
+        }
+        if spec.drain.timeout.is_zero() {
+            return bad("drain.timeout", "must be more than zero".into());
+        }
+        if spec.deadline.is_zero() || spec.deadline > MAX_DEADLINE {
+            return bad(
+                "deadline",
+                format!("{:?} must be more than zero and at most 24h", spec.deadline),
+            );
+        }
+        if spec.reboot_timeout.is_zero() {
+            return bad("reboot_timeout", "must be more than zero".into());
+        }
+        if !spec.binary.starts_with('/') || spec.binary.contains(char::is_whitespace) {
+            return bad(
+                "binary",
+                format!("{:?} must be an absolute path without spaces", spec.binary),
+            );
+        }
+        for (field, argv) in [
+            ("command", &spec.command),
+            ("health_check", &spec.health_check),
+        ] {
+            if let Some(argv) = argv
+                && (argv.is_empty() || argv.iter().any(String::is_empty))
+            {
+                return bad(
+                    field,
+                    "must be a non-empty argv with no empty element".into(),
+                );
+            }
+        }
+        let time_zone = match &spec.window {
+            None => None,
+            Some(w) => {
+                if w.days.is_empty() {
+                    return bad("window.days", "must name at least one day".into());
+                }
+                if w.start == w.end {
+                    return bad("window.end", "must differ from window.start".into());
+                }
+                match time_zone(&w.time_zone) {
+                    Some(tz) => Some(tz),
+                    None => {
+                        return bad(
+                            "window.time_zone",
+                            format!(
+                                "{:?} is neither an IANA time zone, UTC, nor an offset such as \
+                                 +02:00",
+                                w.time_zone
+                            ),
+                        );
+                    }
+                }
+            }
+        };
+        // The step Events are about Nodes: the apiserver takes those only in these two
+        // namespaces (`legacyValidateEvent`, see nodejob_core::event).
+        if spec.namespace != "kube-system" && spec.namespace != "default" {
+            return bad(
+                "namespace",
+                format!(
+                    "{:?}: the driver's Jobs, Lease and step Events live in kube-system (or \
+                     default): the apiserver accepts Events about Nodes only there",
+                    spec.namespace
+                ),
+            );
+        }
+        if spec.failure_budget == 0 {
+            return bad("failure_budget", "must be at least 1".into());
+        }
+        if spec.identity.is_empty() {
+            return bad("identity", "must not be empty".into());
+        }
+        if spec.lease_duration < Duration::from_secs(15) {
+            return bad("lease_duration", "must be at least 15s".into());
+        }
+        if !is_dns1123_subdomain(&spec.lease_name) {
+            return bad(
+                "lease_name",
+                format!("{:?} is not a DNS-1123 subdomain", spec.lease_name),
+            );
+        }
+        let plan = Plan { spec, time_zone };
+        // The Jobs themselves: core's own rules (namespace, image pin, argv) on a sample node.
+        for job in [Some(plan.host_spec("node")), plan.health_spec("node")]
+            .into_iter()
+            .flatten()
+        {
+            if let Err(e) = job.validate() {
+                let field = match e.to_string() {
+                    s if s.contains("namespace") => "namespace",
+                    s if s.contains("image") => "image",
+                    _ => "command",
+                };
+                return bad(field, e.to_string());
+            }
+        }
+        Ok(plan)
+    }
+
+    /// The validated fields.
+    pub fn spec(&self) -> &PlanSpec {
+        &self.spec
+    }
+
+    /// The target version.
+    pub fn target(&self) -> &str {
+        &self.spec.target
+    }
+
+    /// The window's time zone, when there is a window.
+    pub fn time_zone(&self) -> Option<&TimeZone> {
+        self.time_zone.as_ref()
+    }
+
+    /// The upgrade's argv.
+    pub fn command(&self) -> Vec<String> {
+        let argv = self.spec.command.clone().unwrap_or_else(|| {
+            let mut argv: Vec<String> = NSENTER.iter().map(|s| s.to_string()).collect();
+            argv.extend([self.spec.binary.clone(), "upgrade".into(), "--to".into()]);
+            argv.push("{version}".into());
+            argv
+        });
+        self.expand(argv)
+    }
+
+    fn expand(&self, argv: Vec<String>) -> Vec<String> {
+        argv.into_iter()
+            .map(|a| a.replace("{version}", &self.spec.target))
+            .collect()
+    }
+
+    /// The name of the host Job for `node`: `upgrade-<node>-<target>` through [`trunc_name`],
+    /// so at most 63 characters and, as a target has dots, suffixed with a hash of the whole:
+    /// unique per node and target.
+    pub fn job_name(&self, node: &str) -> String {
+        trunc_name(&format!("upgrade-{node}-{}", self.spec.target))
+    }
+
+    /// The name of the health-check Job for `node`: `health-<node>-<target>`, likewise.
+    pub fn health_job_name(&self, node: &str) -> String {
+        trunc_name(&format!("health-{node}-{}", self.spec.target))
+    }
+
+    /// The host Job of `node`: critical (the node is drained).
+    pub fn host_spec(&self, node: &str) -> Spec {
+        self.job(
+            node,
+            self.job_name(node),
+            self.command(),
+            "per-node upgrade",
+        )
+    }
+
+    /// The health-check Job of `node`, when the plan has one.
+    pub fn health_spec(&self, node: &str) -> Option<Spec> {
+        let argv = self.expand(self.spec.health_check.clone()?);
+        Some(self.job(node, self.health_job_name(node), argv, "health check"))
+    }
+
+    fn job(&self, node: &str, name: String, argv: Vec<String>, kind: &str) -> Spec {
+        // The wait bound covers the deadline, with a minute for the pod to start and the Job
+        // controller to write the terminal condition.
+        let bound = self.spec.deadline + Duration::from_secs(60);
+        Spec {
+            namespace: self.spec.namespace.clone(),
+            name,
+            node: node.to_string(),
+            label_key: format!("{PREFIX}upgrade"),
+            container: "upgrade".into(),
+            argv,
+            active_deadline: self.spec.deadline,
+            poll_attempts: bound
+                .as_secs()
+                .div_ceil(nodejob_core::POLL_INTERVAL.as_secs()) as u32,
+            kind: kind.into(),
+            critical: true,
+            image: self.spec.image.clone(),
+            output: None,
+        }
+    }
+}
+
+/// The entry into the host's namespaces, as the seed's Jobs do it.
+pub const NSENTER: [&str; 9] = [
+    "nsenter", "--target", "1", "--mount", "--uts", "--ipc", "--net", "--pid", "--",
+];
+
+fn is_version(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-+".contains(c))
+}
+
+fn is_dns1123_subdomain(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|l| {
+            !l.is_empty()
+                && l.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+                && l.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+                && l.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        })
+}
+
+/// `UTC`, a fixed offset (`+02:00`, `-0530`) or an IANA name from the system's database.
+fn time_zone(name: &str) -> Option<TimeZone> {
+    if name.eq_ignore_ascii_case("utc") {
+        return Some(TimeZone::UTC);
+    }
+    if name.starts_with(['+', '-']) {
+        let (sign, rest) = name.split_at(1);
+        let digits: String = rest.chars().filter(|c| c.is_ascii_digit()).collect();
+        if digits.len() != 4 {
+            return None;
+        }
+        let hours: i8 = digits[..2].parse().ok()?;
+        let minutes: i32 = digits[2..].parse().ok()?;
+        if hours > 14 || minutes > 59 {
+            return None;
+        }
+        let seconds = (hours as i32 * 3600 + minutes * 60) * if sign == "-" { -1 } else { 1 };
+        return jiff::tz::Offset::from_seconds(seconds)
+            .ok()
+            .map(TimeZone::fixed);
+    }
+    TimeZone::get(name).ok()
+}

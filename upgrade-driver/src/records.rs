@@ -1,0 +1,139 @@
+//! What the driver writes on a Node, and reads back after a crash: its whole state lives in
+//! these annotations and in what the node itself reports (`bootID`, version, Ready).
+//!
+//! | annotation | written | says |
+//! |---|---|---|
+//! | [`IN_PROGRESS`] | with the cordon, in one write | we started this node: toward which target, at which `bootID`, under which Lease epoch, and whether *we* cordoned it |
+//! | [`HOST_JOB`] | once the host Job's result is read, before the Job is deleted | the host Job's UID and exit code: a succeeded host step is never run again; a failed one is retried by replacing exactly that Job |
+//! | [`DONE`] | with the uncordon, in one write that also removes the two above | the node is at the target, since when |
+//!
+//! Values are one-line JSON objects, so `kubectl get node -o yaml` reads them and a reader
+//! refuses a value it does not understand instead of guessing.
+
+use k8s_openapi::api::core::v1::Node;
+use serde::{Deserialize, Serialize};
+
+use crate::plan::VersionSource;
+
+/// We started this node (see the module docs).
+pub const IN_PROGRESS: &str = "stratum.ciq.com/upgrade-in-progress";
+/// The host Job's result.
+pub const HOST_JOB: &str = "stratum.ciq.com/upgrade-host-job";
+/// The node is at a target.
+pub const DONE: &str = "stratum.ciq.com/upgrade-done";
+
+/// [`IN_PROGRESS`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InProgress {
+    /// The target version.
+    pub target: String,
+    /// The node's `bootID` when we started: a different one means it rebooted since.
+    #[serde(rename = "bootID")]
+    pub boot_id: String,
+    /// The Lease epoch under which we started.
+    pub epoch: i32,
+    /// Whether we cordoned it (so only then do we uncordon it).
+    pub cordoned: bool,
+}
+
+/// [`HOST_JOB`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostJob {
+    /// The target the Job upgraded to.
+    pub target: String,
+    /// The Job's UID.
+    pub uid: String,
+    /// The container's exit code.
+    #[serde(rename = "exitCode")]
+    pub exit_code: i32,
+}
+
+/// [`DONE`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Done {
+    /// The version reached.
+    pub version: String,
+    /// When (RFC 3339).
+    pub at: String,
+}
+
+/// Reads the annotation `key` of `node` as `T`: `Ok(None)` when absent, `Err` (with the value)
+/// when it does not parse.
+pub fn read<T: for<'de> Deserialize<'de>>(node: &Node, key: &str) -> Result<Option<T>, String> {
+    let Some(value) = node.metadata.annotations.as_ref().and_then(|a| a.get(key)) else {
+        return Ok(None);
+    };
+    serde_json::from_str(value)
+        .map(Some)
+        .map_err(|e| format!("annotation {key}={value:?} does not parse: {e}"))
+}
+
+/// `T` as an annotation value.
+pub fn value<T: Serialize>(record: &T) -> String {
+    serde_json::to_string(record).unwrap_or_default()
+}
+
+/// The node's `bootID` (empty when it reports none).
+pub fn boot_id(node: &Node) -> &str {
+    node.status
+        .as_ref()
+        .and_then(|s| s.node_info.as_ref())
+        .map(|i| i.boot_id.as_str())
+        .unwrap_or_default()
+}
+
+/// The version `node` reports through `source`, if any.
+pub fn version<'n>(node: &'n Node, source: &VersionSource) -> Option<&'n str> {
+    let info = node.status.as_ref().and_then(|s| s.node_info.as_ref());
+    match source {
+        VersionSource::KubeletVersion => info.map(|i| i.kubelet_version.as_str()),
+        VersionSource::OsImage => info.map(|i| i.os_image.as_str()),
+        VersionSource::Label(key) => node
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(key))
+            .map(String::as_str),
+    }
+    .filter(|v| !v.is_empty())
+}
+
+/// Whether `reported` is `target`, a leading `v` optional on both sides (`1.38.0` is `v1.38.0`).
+pub fn same_version(reported: &str, target: &str) -> bool {
+    reported.trim_start_matches('v') == target.trim_start_matches('v')
+}
+
+/// Whether the node is cordoned.
+pub fn unschedulable(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false)
+}
+
+/// The node's name.
+pub fn name(node: &Node) -> &str {
+    node.metadata.name.as_deref().unwrap_or_default()
+}
+
+/// The node's resourceVersion.
+pub fn rv(node: &Node) -> String {
+    node.metadata.resource_version.clone().unwrap_or_default()
+}
+
+/// The label that marks a control-plane node.
+pub const CONTROL_PLANE: &str = "node-role.kubernetes.io/control-plane";
+/// The label of a node's zone.
+pub const ZONE: &str = "topology.kubernetes.io/zone";
+
+/// The node's label `key`.
+pub fn label<'n>(node: &'n Node, key: &str) -> Option<&'n str> {
+    node.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(key))
+        .map(String::as_str)
+}

@@ -1,0 +1,516 @@
+//! Table tests of the per-node machine: `(state, observation) -> intent`, no I/O at all.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use nodejob_core::NodeChange;
+use nodejob_core::drain::Drained;
+use nodejob_core::runner::Report;
+use upgrade_driver::records::{DONE, HOST_JOB, HostJob, IN_PROGRESS, InProgress, value};
+use upgrade_driver::{
+    Intent, Mark, NodeMachine, NodeResult, Observation as Obs, Plan, PlanSpec, Step, UpgradeStep,
+};
+
+const TARGET: &str = "v1.38.0";
+const EPOCH: i32 = 4;
+
+fn plan(health: bool) -> Plan {
+    let mut spec = PlanSpec::new(TARGET);
+    if health {
+        spec.health_check = Some(vec!["/usr/local/bin/stratum".into(), "health".into()]);
+    }
+    Plan::build(spec).unwrap()
+}
+
+/// A node at `version`, boot `boot`, Ready, with `annotations`; rv "10".
+fn node(version: &str, boot: &str, cordoned: bool, annotations: &[(&str, String)]) -> Box<Node> {
+    Box::new(Node {
+        metadata: ObjectMeta {
+            name: Some("n1".into()),
+            resource_version: Some("10".into()),
+            annotations: Some(
+                annotations
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.clone()))
+                    .collect::<BTreeMap<_, _>>(),
+            ),
+            ..ObjectMeta::default()
+        },
+        spec: Some(NodeSpec {
+            unschedulable: cordoned.then_some(true),
+            ..NodeSpec::default()
+        }),
+        status: Some(NodeStatus {
+            conditions: Some(vec![NodeCondition {
+                type_: "Ready".into(),
+                status: "True".into(),
+                ..NodeCondition::default()
+            }]),
+            node_info: Some(NodeSystemInfo {
+                kubelet_version: version.into(),
+                boot_id: boot.into(),
+                ..NodeSystemInfo::default()
+            }),
+            ..NodeStatus::default()
+        }),
+    })
+}
+
+fn ours(cordoned: bool) -> (&'static str, String) {
+    let record = InProgress {
+        target: TARGET.into(),
+        boot_id: "boot-1".into(),
+        epoch: 3,
+        cordoned,
+    };
+    (IN_PROGRESS, value(&record))
+}
+
+fn host_record(uid: &str, exit_code: i32) -> (&'static str, String) {
+    let record = HostJob {
+        target: TARGET.into(),
+        uid: uid.into(),
+        exit_code,
+    };
+    (HOST_JOB, value(&record))
+}
+
+fn job(uid: &str, condition: Option<&str>) -> Box<Job> {
+    Box::new(Job {
+        metadata: ObjectMeta {
+            uid: Some(uid.into()),
+            ..ObjectMeta::default()
+        },
+        spec: None,
+        status: condition.map(|c| JobStatus {
+            conditions: Some(vec![JobCondition {
+                type_: c.into(),
+                status: "True".into(),
+                ..JobCondition::default()
+            }]),
+            ..JobStatus::default()
+        }),
+    })
+}
+
+fn report(uid: &str, exit_code: i32, log: &str) -> Report {
+    Report {
+        uid: uid.into(),
+        exit_code,
+        log: Some(log.into()),
+    }
+}
+
+fn failed_at(step: Step) -> (UpgradeStep, String, Option<i32>) {
+    match step.intent {
+        Intent::Done(NodeResult::Failed(f)) => (f.step, f.message, f.exit_code),
+        other => panic!("expected a failure, got {other:?}"),
+    }
+}
+
+/// A machine that marked a fresh node (boot-1) and saw the patch answered.
+fn marked(health: bool) -> NodeMachine {
+    let mut m = NodeMachine::new(&plan(health), EPOCH);
+    m.start(node("v1.37.2", "boot-1", false, &[]));
+    let step = m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
+    assert_eq!(step.intent, Intent::FindJob);
+    m
+}
+
+/// A machine whose host Job (uid `j`) succeeded, recorded and deleted: awaiting the reboot.
+fn rebooting(health: bool) -> NodeMachine {
+    let mut m = marked(health);
+    m.step(Obs::Job(None));
+    m.step(Obs::Drained(Ok(Drained::default())));
+    m.step(Obs::Host(Ok(report("j", 0, "upgraded\n"))));
+    m.step(Obs::Node(node(
+        "v1.37.2",
+        "boot-1",
+        true,
+        &[ours(true), host_record("j", 0)],
+    )));
+    let step = m.step(Obs::Deleted);
+    assert_eq!(
+        step.intent,
+        Intent::WaitReboot {
+            boot_id: "boot-1".into()
+        }
+    );
+    m
+}
+
+// --- inspect ------------------------------------------------------------------------------------
+
+#[test]
+fn a_node_at_the_target_or_recorded_done_is_skipped_with_no_write() {
+    for n in [
+        node("v1.38.0", "b", false, &[]),
+        node("1.38.0", "b", false, &[]),
+        node(
+            "v1.37.2",
+            "b",
+            false,
+            &[(DONE, r#"{"version":"v1.38.0","at":"x"}"#.into())],
+        ),
+    ] {
+        let mut m = NodeMachine::new(&plan(false), EPOCH);
+        assert!(matches!(
+            m.start(n).intent,
+            Intent::Done(NodeResult::Skipped { .. })
+        ));
+    }
+}
+
+#[test]
+fn a_schedulable_node_is_marked_ours_and_cordoned_in_one_write() {
+    let mut m = NodeMachine::new(&plan(false), EPOCH);
+    let step = m.start(node("v1.37.2", "boot-1", false, &[]));
+    let record = InProgress {
+        target: TARGET.into(),
+        boot_id: "boot-1".into(),
+        epoch: EPOCH,
+        cordoned: true,
+    };
+    assert_eq!(
+        step.intent,
+        Intent::Patch {
+            rv: "10".into(),
+            changes: vec![
+                NodeChange::set_annotation(IN_PROGRESS, value(&record)),
+                NodeChange::Cordon
+            ],
+        }
+    );
+    assert_eq!(step.marks, vec![Mark::Started(UpgradeStep::Cordon)]);
+}
+
+#[test]
+fn a_node_someone_else_cordoned_is_marked_not_cordoned_by_us() {
+    let mut m = NodeMachine::new(&plan(false), EPOCH);
+    let step = m.start(node("v1.37.2", "boot-1", true, &[]));
+    let Intent::Patch { changes, .. } = step.intent else {
+        panic!("{step:?}")
+    };
+    assert!(!changes.contains(&NodeChange::Cordon));
+    assert!(
+        matches!(&changes[0], NodeChange::SetAnnotation { value, .. } if value.contains("\"cordoned\":false"))
+    );
+}
+
+#[test]
+fn a_node_of_ours_resumes_without_writing_when_still_cordoned() {
+    let mut m = NodeMachine::new(&plan(false), EPOCH);
+    let step = m.start(node("v1.37.2", "boot-1", true, &[ours(true)]));
+    assert_eq!(step.intent, Intent::FindJob);
+    assert!(m.resumed());
+}
+
+#[test]
+fn a_node_of_ours_uncordoned_meanwhile_is_cordoned_again_and_marked_so() {
+    let mut m = NodeMachine::new(&plan(false), EPOCH);
+    let step = m.start(node("v1.37.2", "boot-1", false, &[ours(false)]));
+    let Intent::Patch { changes, .. } = step.intent else {
+        panic!("{step:?}")
+    };
+    assert!(changes.contains(&NodeChange::Cordon));
+    assert!(
+        matches!(&changes[0], NodeChange::SetAnnotation { value, .. } if value.contains("\"cordoned\":true") && value.contains(&format!("\"epoch\":{EPOCH}")))
+    );
+}
+
+#[test]
+fn a_node_of_ours_toward_another_target_starts_again_from_this_boot() {
+    let old = InProgress {
+        target: "v1.37.9".into(),
+        boot_id: "boot-0".into(),
+        epoch: 1,
+        cordoned: true,
+    };
+    let mut m = NodeMachine::new(&plan(false), EPOCH);
+    let step = m.start(node(
+        "v1.37.2",
+        "boot-1",
+        true,
+        &[(IN_PROGRESS, value(&old)), host_record("x", 0)],
+    ));
+    let Intent::Patch { changes, .. } = step.intent else {
+        panic!("{step:?}")
+    };
+    assert!(changes.contains(&NodeChange::remove_annotation(HOST_JOB)));
+    assert!(
+        matches!(&changes[0], NodeChange::SetAnnotation { value, .. } if value.contains("boot-1") && value.contains(TARGET))
+    );
+}
+
+#[test]
+fn a_recorded_successful_host_step_is_never_run_again() {
+    let mut m = NodeMachine::new(&plan(false), EPOCH);
+    let step = m.start(node(
+        "v1.37.2",
+        "boot-1",
+        true,
+        &[ours(true), host_record("j", 0)],
+    ));
+    assert_eq!(step.intent, Intent::DeleteJob { uid: "j".into() });
+}
+
+#[test]
+fn an_unparsable_record_fails_the_node_naming_it() {
+    let mut m = NodeMachine::new(&plan(false), EPOCH);
+    let (step, message, _) =
+        failed_at(m.start(node("v1.37.2", "b", true, &[(IN_PROGRESS, "{oops".into())])));
+    assert_eq!(step, UpgradeStep::Cordon);
+    assert!(message.contains(IN_PROGRESS), "{message}");
+}
+
+// --- the host Job -------------------------------------------------------------------------------
+
+#[test]
+fn no_host_job_drains_then_creates_one() {
+    let mut m = marked(false);
+    assert_eq!(m.step(Obs::Job(None)).intent, Intent::Drain);
+    let drained = Drained {
+        evicted: vec!["default/web-1".into()],
+        ..Drained::default()
+    };
+    let step = m.step(Obs::Drained(Ok(drained)));
+    assert_eq!(step.intent, Intent::Host { adopt: None });
+    assert!(
+        step.marks
+            .contains(&Mark::Evicted(vec!["default/web-1".into()]))
+    );
+}
+
+#[test]
+fn an_existing_host_job_is_adopted_without_a_drain_whatever_its_state() {
+    for existing in [
+        job("j", None),
+        job("j", Some("Complete")),
+        job("j", Some("Failed")),
+    ] {
+        let mut m = marked(false);
+        assert_eq!(
+            m.step(Obs::Job(Some(existing))).intent,
+            Intent::Host {
+                adopt: Some("j".into())
+            }
+        );
+    }
+}
+
+#[test]
+fn a_failed_host_job_we_recorded_is_replaced_after_a_drain() {
+    let mut m = NodeMachine::new(&plan(false), EPOCH);
+    let step = m.start(node(
+        "v1.37.2",
+        "boot-1",
+        true,
+        &[ours(true), host_record("j", 1)],
+    ));
+    assert_eq!(step.intent, Intent::FindJob);
+    assert_eq!(
+        m.step(Obs::Job(Some(job("j", Some("Failed"))))).intent,
+        Intent::Drain
+    );
+    assert_eq!(
+        m.step(Obs::Drained(Ok(Drained::default()))).intent,
+        Intent::Host { adopt: None }
+    );
+}
+
+#[test]
+fn no_host_job_on_a_node_that_rebooted_since_we_started_waits_for_it_instead() {
+    let mut m = NodeMachine::new(&plan(false), EPOCH);
+    m.start(node("v1.37.2", "boot-2", true, &[ours(true)]));
+    assert_eq!(
+        m.step(Obs::Job(None)).intent,
+        Intent::WaitReboot {
+            boot_id: "boot-1".into()
+        }
+    );
+}
+
+#[test]
+fn a_host_result_is_recorded_before_its_job_is_deleted() {
+    let mut m = marked(false);
+    m.step(Obs::Job(None));
+    m.step(Obs::Drained(Ok(Drained::default())));
+    let step = m.step(Obs::Host(Ok(report("j", 0, "ok\n"))));
+    assert_eq!(
+        step.intent,
+        Intent::Patch {
+            rv: "10".into(),
+            changes: vec![NodeChange::set_annotation(
+                HOST_JOB,
+                value(&HostJob {
+                    target: TARGET.into(),
+                    uid: "j".into(),
+                    exit_code: 0
+                })
+            )],
+        }
+    );
+    let step = m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[])));
+    assert_eq!(step.intent, Intent::DeleteJob { uid: "j".into() });
+}
+
+#[test]
+fn a_failed_host_step_is_recorded_then_fails_the_node_with_its_exit_code_and_log_tail() {
+    let mut m = marked(false);
+    m.step(Obs::Job(None));
+    m.step(Obs::Drained(Ok(Drained::default())));
+    let log: String = (1..=30).map(|i| format!("line {i}\n")).collect();
+    let step = m.step(Obs::Host(Ok(report("j", 3, &log))));
+    assert!(matches!(step.intent, Intent::Patch { ref changes, .. } if changes.len() == 1));
+    let step = m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[])));
+    let Intent::Done(NodeResult::Failed(f)) = step.intent else {
+        panic!("{step:?}")
+    };
+    assert_eq!((f.step, f.exit_code), (UpgradeStep::Upgrade, Some(3)));
+    let tail = f.log_tail.unwrap();
+    assert!(
+        tail.starts_with("line 11") && tail.ends_with("line 30"),
+        "{tail}"
+    );
+}
+
+#[test]
+fn a_drain_or_host_error_fails_the_node_at_that_step() {
+    let mut m = marked(false);
+    m.step(Obs::Job(None));
+    let (step, message, _) = failed_at(m.step(Obs::Drained(Err("drain timed out".into()))));
+    assert_eq!(
+        (step, message.as_str()),
+        (UpgradeStep::Drain, "drain timed out")
+    );
+
+    let mut m = marked(false);
+    m.step(Obs::Job(None));
+    m.step(Obs::Drained(Ok(Drained::default())));
+    let (step, _, code) = failed_at(m.step(Obs::Host(Err("timed out".into()))));
+    assert_eq!((step, code), (UpgradeStep::Upgrade, None));
+}
+
+// --- the reboot, the health check, the finish -------------------------------------------------------
+
+#[test]
+fn back_at_the_target_finishes_with_uncordon_done_and_our_records_removed_in_one_write() {
+    let mut m = rebooting(false);
+    m.set_now("2026-01-01T00:05:00Z".into());
+    let step = m.step(Obs::Rebooted {
+        node: Some(node("v1.38.0", "boot-2", true, &[])),
+        met: true,
+    });
+    let Intent::Patch { changes, .. } = step.intent else {
+        panic!("{step:?}")
+    };
+    assert_eq!(
+        changes,
+        vec![
+            NodeChange::Uncordon,
+            NodeChange::set_annotation(
+                DONE,
+                r#"{"version":"v1.38.0","at":"2026-01-01T00:05:00Z"}"#
+            ),
+            NodeChange::remove_annotation(IN_PROGRESS),
+            NodeChange::remove_annotation(HOST_JOB),
+        ]
+    );
+    let step = m.step(Obs::Node(node("v1.38.0", "boot-2", false, &[])));
+    assert_eq!(step.intent, Intent::Done(NodeResult::Upgraded));
+}
+
+#[test]
+fn a_node_we_did_not_cordon_is_not_uncordoned() {
+    let mut m = NodeMachine::new(&plan(false), EPOCH);
+    m.start(node("v1.37.2", "boot-1", true, &[]));
+    m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[])));
+    m.step(Obs::Job(None));
+    m.step(Obs::Drained(Ok(Drained::default())));
+    m.step(Obs::Host(Ok(report("j", 0, ""))));
+    m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[])));
+    m.step(Obs::Deleted);
+    let step = m.step(Obs::Rebooted {
+        node: Some(node("v1.38.0", "boot-2", true, &[])),
+        met: true,
+    });
+    let Intent::Patch { changes, .. } = step.intent else {
+        panic!("{step:?}")
+    };
+    assert!(!changes.contains(&NodeChange::Uncordon));
+}
+
+#[test]
+fn back_at_the_old_version_or_not_back_at_all_fails_at_reboot() {
+    let mut m = rebooting(false);
+    let (step, message, _) = failed_at(m.step(Obs::Rebooted {
+        node: Some(node("v1.37.2", "boot-2", true, &[])),
+        met: true,
+    }));
+    assert_eq!(step, UpgradeStep::Reboot);
+    assert!(message.contains("came back at v1.37.2"), "{message}");
+
+    let mut m = rebooting(false);
+    let (_, message, _) = failed_at(m.step(Obs::Rebooted {
+        node: Some(node("v1.37.2", "boot-1", true, &[])),
+        met: false,
+    }));
+    assert!(message.contains("did not reboot"), "{message}");
+
+    let mut m = rebooting(false);
+    let (_, message, _) = failed_at(m.step(Obs::Rebooted {
+        node: None,
+        met: false,
+    }));
+    assert!(message.contains("no longer exists"), "{message}");
+}
+
+#[test]
+fn the_health_check_gates_the_finish() {
+    let mut m = rebooting(true);
+    let step = m.step(Obs::Rebooted {
+        node: Some(node("v1.38.0", "boot-2", true, &[])),
+        met: true,
+    });
+    assert_eq!(step.intent, Intent::Health);
+    let (step, _, code) = failed_at(m.clone().step(Obs::Health(Ok(1))));
+    assert_eq!((step, code), (UpgradeStep::Health, Some(1)));
+    assert!(matches!(
+        m.step(Obs::Health(Ok(0))).intent,
+        Intent::Patch { .. }
+    ));
+}
+
+#[test]
+fn an_api_failure_fails_the_node_at_the_step_it_was_in() {
+    let mut m = rebooting(false);
+    let (step, message, _) = failed_at(m.step(Obs::Failed("watch refused".into())));
+    assert_eq!(
+        (step, message.as_str()),
+        (UpgradeStep::Reboot, "watch refused")
+    );
+}
+
+#[test]
+fn job_names_are_pinned_per_node_and_target() {
+    let plan = plan(false);
+    // Golden: these names reach clusters, and a resumed run finds its Job by them.
+    assert_eq!(plan.job_name("node-a"), "upgrade-node-a-v1-38-0-bc1a8f4a3a");
+    assert_eq!(
+        plan.health_job_name("node-a"),
+        "health-node-a-v1-38-0-421260e401"
+    );
+    let long = "a".repeat(60);
+    let name = plan.job_name(&long);
+    assert_eq!(name.len(), 63, "{name}");
+    assert_eq!(
+        name,
+        "upgrade-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-6a7f901c36"
+    );
+    // Targets that differ only in punctuation get different names.
+    let a = Plan::build(PlanSpec::new("v1.38.0-k3s1")).unwrap();
+    let b = Plan::build(PlanSpec::new("v1.38.0+k3s1")).unwrap();
+    assert_ne!(a.job_name("n"), b.job_name("n"));
+}
