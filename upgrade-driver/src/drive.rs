@@ -152,6 +152,7 @@ where
                 result: None,
                 steps: Vec::new(),
                 pods_evicted: Vec::new(),
+                took_ms: 0,
             })
             .collect(),
         outcome: Outcome::Done,
@@ -688,6 +689,16 @@ where
     ) -> NodeResult {
         let took = self.api.now().saturating_sub(started);
         self.finish_node(name, result.clone(), node);
+        if let Some(n) = self
+            .report
+            .lock()
+            .unwrap()
+            .nodes
+            .iter_mut()
+            .find(|n| n.name == name)
+        {
+            n.took_ms = ms(took);
+        }
         self.progress.event(&Progress::NodeFinished {
             node: name.to_string(),
             result: result.clone(),

@@ -362,7 +362,18 @@ impl NodeMachine {
                 let uid = record.uid;
                 self.go(At::Deleting, Vec::new(), Intent::DeleteJob { uid })
             }
-            (At::Deleting, Observation::Deleted) => self.await_reboot(),
+            (At::Deleting, Observation::Deleted) => {
+                let uid = self
+                    .host
+                    .as_ref()
+                    .map(|h| h.uid.clone())
+                    .unwrap_or_default();
+                let mut step = self.await_reboot();
+                let done = format!("the host upgrade exited 0; its job (uid {uid}) deleted");
+                step.marks
+                    .insert(0, Mark::Finished(UpgradeStep::Upgrade, done));
+                step
+            }
             (At::Rebooting, Observation::Rebooted { node, met }) => self.on_reboot(node, met),
             (At::Checking, Observation::Health(Ok(0))) => {
                 let marks = vec![Mark::Finished(UpgradeStep::Health, "passed".into())];

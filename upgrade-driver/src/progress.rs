@@ -146,6 +146,8 @@ pub struct NodeReport {
     pub steps: Vec<(UpgradeStep, u64)>,
     /// The Pods its drain evicted.
     pub pods_evicted: Vec<String>,
+    /// From its start to its end, milliseconds of the backend's clock (0: not started).
+    pub took_ms: u64,
 }
 
 impl NodeReport {
@@ -155,11 +157,6 @@ impl NodeReport {
             Some(NodeResult::Failed(f)) => Some(f),
             _ => None,
         }
-    }
-
-    /// Its total time, in milliseconds.
-    pub fn took_ms(&self) -> u64 {
-        self.steps.iter().map(|(_, ms)| ms).sum()
     }
 }
 

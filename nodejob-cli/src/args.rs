@@ -1,0 +1,220 @@
+//! The command line (clap derive).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use upgrade_driver::MaxUnavailable;
+
+use crate::output::Format;
+
+/// Run privileged, node-pinned Kubernetes Jobs: rolling node upgrades and one-off host commands.
+///
+/// Against a cluster, the kubeconfig is loaded as kubectl loads it (`--kubeconfig`, else
+/// `KUBECONFIG`, else `~/.kube/config`, else the in-cluster service account). Installed as
+/// `kubectl-nodejob` on the PATH, it also runs as a kubectl plugin: `kubectl nodejob ...`.
+///
+/// No cluster? `--simulate N` runs `upgrade`, `run` and `status` against an in-memory cluster
+/// of N nodes: `nodejob upgrade --simulate 5 --to v1.38.0`.
+///
+/// Exit codes: 0 done; 1 the operation failed (the message names the node, the step, the exit
+/// code and where to look); 2 bad usage or invalid input, before any API call; 3 another holder
+/// has the Lease (try later); `run`: the container's exit code.
+#[derive(Debug, Parser)]
+#[command(name = "nodejob", version, propagate_version = true)]
+pub(crate) struct Cli {
+    #[command(flatten)]
+    pub(crate) global: Global,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// Flags every subcommand takes.
+#[derive(Debug, Args)]
+pub(crate) struct Global {
+    /// The kubeconfig file (as kubectl's `--kubeconfig`).
+    #[arg(long, global = true, env = "KUBECONFIG", hide_env_values = true)]
+    pub(crate) kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context (as kubectl's `--context`).
+    #[arg(long, global = true)]
+    pub(crate) context: Option<String>,
+    /// The namespace of the Jobs, the Lease and the Events: `kube-system` as in `deploy/`
+    /// (the apiserver takes Events about Nodes only there or in `default`).
+    #[arg(short, long, global = true, default_value = "kube-system")]
+    pub(crate) namespace: String,
+    /// More logging on stderr: -v, -vv.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub(crate) verbose: u8,
+    /// `text` for people; `json`: one event per line, for automation.
+    #[arg(short, long, global = true, value_enum, default_value = "text")]
+    pub(crate) output: Format,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Roll nodes to a new version: cordon, drain, the host upgrade, reboot, health, uncordon,
+    /// node by node (control-plane nodes first, one at a time; then zone by zone).
+    Upgrade(Upgrade),
+    /// Run one privileged Job on a node and exit with its container's exit code.
+    Run(Run),
+    /// Print the Job `run` would create, without touching a cluster.
+    Render(Render),
+    /// Who holds the Lease, and each node's state from the drivers' records.
+    Status(Status),
+    /// Shell completions: `nodejob completions bash > /etc/bash_completion.d/nodejob`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+}
+
+/// `--simulate N` and its companions.
+#[derive(Debug, Args, Clone)]
+pub(crate) struct Simulate {
+    /// Run against an in-memory cluster of N nodes (3 control-plane when N >= 3, two zones, a
+    /// Deployment behind a budget), in virtual time shown 100x faster.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=5000))]
+    pub(crate) simulate: Option<u16>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct Upgrade {
+    /// The version to move the nodes to, e.g. v1.38.0.
+    #[arg(long)]
+    pub(crate) to: String,
+    /// Only nodes matching this label selector.
+    #[arg(short = 'l', long)]
+    pub(crate) selector: Option<String>,
+    /// Only these nodes (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) nodes: Vec<String>,
+    /// How many nodes may be unavailable at once: a count or a percentage (25%).
+    #[arg(long, default_value = "1", value_parser = parse_max_unavailable)]
+    pub(crate) max_unavailable: MaxUnavailable,
+    /// The drain's bound per node (90s, 10m, 1h).
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    pub(crate) drain_timeout: Duration,
+    /// Evict Pods with emptyDir volumes (their data is lost).
+    #[arg(long)]
+    pub(crate) delete_emptydir_data: bool,
+    /// Evict Pods no controller manages (they are not recreated).
+    #[arg(long)]
+    pub(crate) force: bool,
+    /// The host upgrade Job's deadline.
+    #[arg(long, default_value = "30m", value_parser = parse_duration)]
+    pub(crate) deadline: Duration,
+    /// How long a node has to reboot and come back Ready at the target.
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    pub(crate) reboot_timeout: Duration,
+    /// The on-host binary.
+    #[arg(long, default_value = "/usr/local/bin/stratum")]
+    pub(crate) binary: String,
+    /// A maintenance window: `DAYS START-END [TZ]`, e.g. `sat,sun 01:00-05:00 Europe/Berlin`.
+    /// No node starts outside it; a node in flight finishes.
+    #[arg(long)]
+    pub(crate) window: Option<String>,
+    /// Stop starting nodes after this many failed.
+    #[arg(long, default_value = "1")]
+    pub(crate) failure_budget: u32,
+    /// Check each upgraded node with the command after `--` (exit 0 passes) before the next.
+    #[arg(long, requires = "health_argv")]
+    pub(crate) health_check: bool,
+    /// The health check's argv.
+    #[arg(last = true, value_name = "ARGV")]
+    pub(crate) health_argv: Vec<String>,
+    /// Print what would happen, change nothing.
+    #[arg(long)]
+    pub(crate) preview: bool,
+    #[command(flatten)]
+    pub(crate) sim: Simulate,
+    /// With --simulate: this node's host upgrade fails, to show the failure path.
+    #[arg(long, value_name = "NODE", requires = "simulate")]
+    pub(crate) simulate_fail: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct JobArgs {
+    /// The node to run on.
+    #[arg(long)]
+    pub(crate) node: String,
+    /// Admit the pod as system-node-critical (only on a drained node: it may evict workloads).
+    #[arg(long)]
+    pub(crate) critical: bool,
+    /// The Job's deadline.
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    pub(crate) deadline: Duration,
+    /// The Job's name (default: `nodejob-run-<node>`).
+    #[arg(long)]
+    pub(crate) name: Option<String>,
+    /// The image, pinned by @sha256: digest (default: nodejob's pinned image).
+    #[arg(long)]
+    pub(crate) image: Option<String>,
+    /// The command, after `--`: `nsenter --target 1 ... -- /usr/local/bin/stratum health`.
+    #[arg(last = true, required = true, value_name = "ARGV")]
+    pub(crate) argv: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct Run {
+    #[command(flatten)]
+    pub(crate) job: JobArgs,
+    /// Print nothing of the log: only exit with the container's code.
+    #[arg(long)]
+    pub(crate) exit_code_only: bool,
+    #[command(flatten)]
+    pub(crate) sim: Simulate,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct Render {
+    #[command(flatten)]
+    pub(crate) job: JobArgs,
+    /// yaml or json.
+    #[arg(short = 'f', long = "format", default_value = "yaml", value_parser = ["yaml", "json"])]
+    pub(crate) format: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct Status {
+    #[command(flatten)]
+    pub(crate) sim: Simulate,
+}
+
+fn parse_max_unavailable(s: &str) -> Result<MaxUnavailable, String> {
+    let m: MaxUnavailable = s.parse()?;
+    match m {
+        MaxUnavailable::Count(0) => Err("must be at least 1".into()),
+        MaxUnavailable::Percent(p) if p == 0 || p > 100 => {
+            Err(format!("{p}% must be between 1% and 100%"))
+        }
+        m => Ok(m),
+    }
+}
+
+/// `90s`, `10m`, `1h30m`, `2h`; a bare number is seconds. Zero is refused.
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
+    let bad = || format!("{s:?} is not a duration such as 90s, 10m or 1h30m");
+    let mut total = 0u64;
+    let mut number = String::new();
+    for c in s.trim().chars() {
+        if c.is_ascii_digit() {
+            number.push(c);
+            continue;
+        }
+        let n: u64 = number.parse().map_err(|_| bad())?;
+        number.clear();
+        total += n * match c {
+            'h' => 3600,
+            'm' => 60,
+            's' => 1,
+            _ => return Err(bad()),
+        };
+    }
+    if !number.is_empty() {
+        total += number.parse::<u64>().map_err(|_| bad())?;
+    }
+    if total == 0 {
+        return Err(format!("{s:?}: must be more than zero"));
+    }
+    Ok(Duration::from_secs(total))
+}

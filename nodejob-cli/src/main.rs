@@ -1,0 +1,83 @@
+//! `nodejob`: rolling node upgrades and privileged node Jobs, against a cluster (kubeconfig as
+//! kubectl loads it) or, with `--simulate N`, an in-memory cluster of N nodes.
+//!
+//! The only crate where a backend (`nodejob-kube`, `nodejob-fake`) meets a driver.
+
+mod args;
+mod commands;
+mod output;
+mod sim;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::args::Cli;
+
+/// How the command ends, as scripts read it.
+#[derive(Debug)]
+pub(crate) struct Exit {
+    /// The process exit code.
+    pub(crate) code: u8,
+    /// What to print on stderr (nothing when empty).
+    pub(crate) message: String,
+}
+
+/// Exit codes.
+pub(crate) mod code {
+    /// Done.
+    pub(crate) const OK: u8 = 0;
+    /// The operation failed.
+    pub(crate) const FAILED: u8 = 1;
+    /// Bad usage or invalid input, before any API call.
+    pub(crate) const USAGE: u8 = 2;
+    /// Another holder has the Lease: try later.
+    pub(crate) const LEASE_HELD: u8 = 3;
+}
+
+impl Exit {
+    /// Ends with `code` and `message`.
+    pub(crate) fn with(code: u8, message: impl Into<String>) -> Self {
+        Exit {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// Bad usage or invalid input.
+    pub(crate) fn usage(message: impl Into<String>) -> Self {
+        Exit::with(code::USAGE, message)
+    }
+
+    /// The operation failed.
+    pub(crate) fn failed(message: impl Into<String>) -> Self {
+        Exit::with(code::FAILED, message)
+    }
+}
+
+impl From<anyhow::Error> for Exit {
+    fn from(e: anyhow::Error) -> Self {
+        Exit::failed(format!("{e:#}"))
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let filter = match cli.global.verbose {
+        0 => "warn",
+        1 => "info,nodejob=debug",
+        _ => "debug",
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter)),
+        )
+        .try_init();
+    let exit = commands::dispatch(cli).unwrap_or_else(|e| e);
+    if !exit.message.is_empty() {
+        eprintln!("{}", exit.message);
+    }
+    ExitCode::from(exit.code)
+}
