@@ -24,6 +24,7 @@
 
 mod api;
 pub mod drain;
+pub mod drive;
 mod error;
 pub mod event;
 mod job;

@@ -6,16 +6,17 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::future::{Either, join_all, select};
-use futures::lock::Mutex as AsyncMutex;
+use futures::future::join_all;
 use k8s_openapi::api::core::v1::Node;
 use nodejob_core::drain::drain;
-use nodejob_core::lease::{Acquired, Claim, Held, LeaseConfig, acquire};
+pub(crate) use nodejob_core::drive::retry;
+use nodejob_core::drive::{Fence, FenceEvent, NoteSink, Selecting, write_node_event};
+use nodejob_core::lease::{Claim, LeaseConfig};
 use nodejob_core::runner::{Mode, Policy, run_with};
 use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{
-    ApiError, EventType, JobApi, LeaseApi, Level, NodeApi, Note, PodApi, Sink,
-    delete_exact_and_wait, node_event, ready, run_exit_code,
+    ApiError, EventType, JobApi, LeaseApi, NodeApi, PodApi, delete_exact_and_wait, ready,
+    run_exit_code,
 };
 
 use crate::machine::{Intent, Mark, NodeMachine, NodeResult, Observation, UpgradeStep};
@@ -37,10 +38,9 @@ struct Run<'a, A: ?Sized> {
     plan: &'a Plan,
     progress: Arc<dyn ProgressSink>,
     stop: &'a Stop,
-    fence: AsyncMutex<Held>,
+    /// The Lease: every write is fenced by it; once lost, nothing more is written.
+    fence: Fence,
     report: Mutex<Report>,
-    /// Set once the Lease is lost: nothing more is written.
-    lost: Mutex<Option<String>>,
 }
 
 /// Selects the plan's nodes: the selector's, narrowed to `nodes` when named. A named node that
@@ -50,29 +50,16 @@ pub(crate) async fn select_nodes<A: NodeApi + ?Sized>(
     plan: &Plan,
 ) -> Result<Vec<Node>, Error> {
     let spec = plan.spec();
-    let selector = spec.selector.clone().unwrap_or_default();
-    let listed = retry(api, || api.list_nodes(&selector))
+    nodejob_core::drive::select_nodes(api, spec.selector.as_deref(), &spec.nodes)
         .await
-        .map_err(|cause| Error::Listing {
-            selector: selector.clone(),
-            cause,
-        })?;
-    if spec.nodes.is_empty() {
-        return Ok(listed);
-    }
-    let mut out = Vec::new();
-    for want in &spec.nodes {
-        match listed.iter().find(|n| records::name(n) == want) {
-            Some(n) => out.push(n.clone()),
-            None => {
-                return Err(Error::NodeNotFound {
-                    node: want.clone(),
-                    selector: spec.selector.clone(),
-                });
-            }
-        }
-    }
-    Ok(out)
+        .map_err(|e| match e {
+            Selecting::NotFound { node, selector } => Error::NodeNotFound { node, selector },
+            Selecting::Listing { selector, cause } => Error::Listing { selector, cause },
+            other => Error::Reading {
+                what: "the plan's nodes".into(),
+                cause: ApiError::invalid(other.to_string()),
+            },
+        })
 }
 
 /// Whether `node` needs nothing: at the target (or recorded done), and not ours in flight.
@@ -120,18 +107,26 @@ where
         operation: "upgrade".into(),
         target: plan.target().to_string(),
     };
-    let (held, how) = acquire(api, &config, &claim).await?;
-    let how = match how {
-        Acquired::Free => "free".to_string(),
-        Acquired::TakenOver { previous } => format!("taken over from {previous}"),
-        Acquired::Resumed { previous } => format!("resumed from {previous}"),
-        _ => "acquired".to_string(),
-    };
-    let epoch = held.epoch();
+    let events = progress.clone();
+    let fence = Fence::acquire(
+        api,
+        &config,
+        &claim,
+        Box::new(move |e: &FenceEvent| match e {
+            FenceEvent::Renewed { epoch } => {
+                events.event(&Progress::LeaseRenewed { epoch: *epoch });
+            }
+            FenceEvent::Lost { message } => events.event(&Progress::LeaseLost {
+                message: message.clone(),
+            }),
+            _ => {}
+        }),
+    )
+    .await?;
     progress.event(&Progress::LeaseAcquired {
-        lease: held.name(),
-        epoch,
-        how: how.clone(),
+        lease: fence.name().to_string(),
+        epoch: fence.epoch(),
+        how: fence.how().to_string(),
     });
     let refs: Vec<&Node> = nodes.iter().collect();
     let width = spec.max_unavailable.of(nodes.len());
@@ -157,35 +152,23 @@ where
             .collect(),
         outcome: Outcome::Done,
         totals: Totals::default(),
-        lease: vec![format!("acquired {} at epoch {epoch} ({how})", held.name())],
+        lease: Vec::new(),
     };
     let run = Run {
         api,
         plan,
         progress,
         stop,
-        fence: AsyncMutex::new(held),
+        fence,
         report: Mutex::new(report),
-        lost: Mutex::new(None),
     };
-    let outcome = {
-        let roll = std::pin::pin!(run.roll(&order, width));
-        let renew = std::pin::pin!(run.renew());
-        match select(roll, renew).await {
-            Either::Left((outcome, _)) => outcome,
-            Either::Right((why, _)) => Outcome::Stopped { why },
-        }
+    // Renewed while anything waits (a host Job included): the renewer runs beside the roll.
+    let outcome = match run.fence.renewing(api, run.roll(&order, width)).await {
+        Ok(outcome) => outcome,
+        Err(why) => Outcome::Stopped { why },
     };
-    let lost = run.lost.lock().unwrap().clone();
-    let held = run.fence.into_inner();
     let mut report = run.report.into_inner().unwrap();
-    match lost {
-        Some(why) => report.lease.push(format!("lost: {why}")),
-        None => match held.release(api).await {
-            Ok(()) => report.lease.push("released".into()),
-            Err(e) => report.lease.push(format!("not released: {e}")),
-        },
-    }
+    report.lease = run.fence.release(api).await;
     report.outcome = outcome;
     report.totals = totals(&report, ms(api.now().saturating_sub(started)));
     Ok(report)
@@ -213,47 +196,9 @@ impl<A> Run<'_, A>
 where
     A: JobApi + NodeApi + PodApi + LeaseApi + ?Sized,
 {
-    /// Checks the Lease every third of its duration (renewing it when due) for as long as the
-    /// roll runs; returns only when it is lost.
-    async fn renew(&self) -> String {
-        let every = self.plan.spec().lease_duration / 3;
-        loop {
-            self.api.sleep(every).await;
-            if let Err(why) = self.check().await {
-                return why;
-            }
-        }
-    }
-
     /// Fences a write: the Lease still ours (renewed when due). Once lost, always lost.
     async fn check(&self) -> Result<(), String> {
-        if let Some(why) = self.lost.lock().unwrap().clone() {
-            return Err(why);
-        }
-        let mut held = self.fence.lock().await;
-        let before = renewed(&held);
-        match held.check(self.api).await {
-            Ok(()) => {
-                if renewed(&held) != before {
-                    let epoch = held.epoch();
-                    self.progress.event(&Progress::LeaseRenewed { epoch });
-                    self.report
-                        .lock()
-                        .unwrap()
-                        .lease
-                        .push(format!("renewed at epoch {epoch}"));
-                }
-                Ok(())
-            }
-            Err(e) => {
-                let why = e.to_string();
-                *self.lost.lock().unwrap() = Some(why.clone());
-                self.progress.event(&Progress::LeaseLost {
-                    message: why.clone(),
-                });
-                Err(why)
-            }
-        }
+        self.fence.check(self.api).await
     }
 
     /// Rolls the groups in order; returns how it ended.
@@ -384,7 +329,7 @@ where
                     .iter()
                     .filter(|r| matches!(r, NodeResult::Failed(_)))
                     .count() as u32;
-                if let Some(why) = self.lost.lock().unwrap().clone() {
+                if let Some(why) = self.fence.lost() {
                     return Outcome::Stopped {
                         why: format!("the Lease was lost: {why}"),
                     };
@@ -481,6 +426,20 @@ where
         });
     }
 
+    /// Core's notes (the runner's, the drain's) about `node`, as progress notes.
+    fn notes(&self, node: &str) -> NoteSink {
+        let progress = self.progress.clone();
+        NoteSink::new(
+            node,
+            Arc::new(move |node: &str, message: String| {
+                progress.event(&Progress::Note {
+                    node: Some(node.to_string()),
+                    message,
+                });
+            }),
+        )
+    }
+
     /// One node, start to end.
     async fn node(&self, name: &str) -> NodeResult {
         let api = self.api;
@@ -497,7 +456,7 @@ where
                 return self.end_node(name, result, None, started);
             }
         };
-        let epoch = self.fence.lock().await.epoch();
+        let epoch = self.fence.epoch();
         let mut machine = NodeMachine::new(self.plan, epoch);
         let mut step = machine.start(Box::new(first));
         let mut last: Option<Node> = None;
@@ -600,10 +559,7 @@ where
                     Err(e) => Observation::Failed(e),
                 },
                 Intent::Drain => {
-                    let notes = NoteSink {
-                        node: name.to_string(),
-                        progress: self.progress.clone(),
-                    };
+                    let notes = self.notes(name);
                     Observation::Drained(
                         drain(api, name, &self.plan.spec().drain, &notes)
                             .await
@@ -621,10 +577,7 @@ where
                 }
                 Intent::Host { adopt } => {
                     let mut spec = self.plan.host_spec(name);
-                    spec.output = Some(Arc::new(NoteSink {
-                        node: name.to_string(),
-                        progress: self.progress.clone(),
-                    }));
+                    spec.output = Some(Arc::new(self.notes(name)));
                     let policy = Policy { adopt, keep: true };
                     // Renewed while the host Job runs: the renewer runs beside the roll.
                     Observation::Host(
@@ -669,10 +622,7 @@ where
                     let Some(mut spec) = self.plan.health_spec(name) else {
                         return self.end_node(name, NodeResult::Upgraded, last.as_ref(), started);
                     };
-                    spec.output = Some(Arc::new(NoteSink {
-                        node: name.to_string(),
-                        progress: self.progress.clone(),
-                    }));
+                    spec.output = Some(Arc::new(self.notes(name)));
                     Observation::Health(run_exit_code(api, &spec).await.map_err(|e| e.to_string()))
                 }
             };
@@ -758,19 +708,12 @@ where
     /// Records an Event on the node; a failure to is a note, never the node's failure. Nothing
     /// is written once the Lease is lost.
     async fn event(&self, node: &str, kind: EventType, reason: &str, message: &str) {
-        if self.lost.lock().unwrap().is_some() {
+        if self.fence.lost().is_some() {
             return;
         }
-        let event = node_event(
-            &self.plan.spec().namespace,
-            node,
-            kind,
-            reason,
-            message,
-            COMPONENT,
-            self.api.wall_time(),
-        );
-        if let Err(e) = retry(self.api, || self.api.create_event(&event)).await {
+        let ns = &self.plan.spec().namespace;
+        if let Err(e) = write_node_event(self.api, ns, node, kind, reason, message, COMPONENT).await
+        {
             self.note(
                 node,
                 format!("could not record event {reason} on node {node}: {e}"),
@@ -788,56 +731,6 @@ pub(crate) fn cordoned_by_us(node: &Node) -> bool {
             .is_some_and(|p| p.cordoned)
 }
 
-fn renewed(held: &Held) -> Option<String> {
-    held.lease()
-        .spec
-        .as_ref()
-        .and_then(|s| s.renew_time.as_ref())
-        .map(|t| t.0.to_string())
-}
-
-/// How long a single call is retried on transient errors.
-const CALL_BOUND: Duration = Duration::from_secs(60);
-
-/// Calls `op` until it answers something other than a transient error, with capped backoff.
-pub(crate) async fn retry<A, T, F, Fut>(api: &A, mut op: F) -> Result<T, ApiError>
-where
-    A: nodejob_core::Clock + ?Sized,
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, ApiError>>,
-{
-    let deadline = api.now().saturating_add(CALL_BOUND);
-    let mut pause = Duration::from_millis(250);
-    loop {
-        match op().await {
-            Err(e) if e.is_retryable() && api.now().saturating_add(pause) < deadline => {
-                api.sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_secs(5));
-            }
-            other => return other,
-        }
-    }
-}
-
 async fn get_node<A: NodeApi + ?Sized>(api: &A, name: &str) -> Result<Node, ApiError> {
     retry(api, || api.get_node(name)).await
-}
-
-/// Core's notes (the runner's, the drain's) as progress notes about a node.
-struct NoteSink {
-    node: String,
-    progress: Arc<dyn ProgressSink>,
-}
-
-impl Sink for NoteSink {
-    fn note(&self, note: &Note) {
-        let message = match note.level {
-            Level::Warn => format!("warning: {}", note.message),
-            _ => note.message.clone(),
-        };
-        self.progress.event(&Progress::Note {
-            node: Some(self.node.clone()),
-            message,
-        });
-    }
 }

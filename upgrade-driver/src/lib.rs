@@ -78,12 +78,12 @@ mod progress;
 pub mod records;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use nodejob_core::{ApiError, JobApi, LeaseApi, NodeApi, PodApi};
 
 pub use drive::COMPONENT;
 pub use machine::{Failure, Intent, Mark, NodeMachine, NodeResult, Observation, Step, UpgradeStep};
+pub use nodejob_core::drive::Stop;
 pub use order::{Group, batches, groups, is_control_plane};
 pub use plan::{MaxUnavailable, NSENTER, Plan, PlanError, PlanSpec, VersionSource, Window};
 pub use preview::{NodePreview, PodPlan, Preview};
@@ -127,28 +127,6 @@ pub enum Error {
     /// error with its operation.
     #[error(transparent)]
     Core(#[from] nodejob_core::Error),
-}
-
-/// A request to stop starting nodes: nodes in flight finish their current step. Cloned
-/// handles share one flag (a signal handler holds one, the run another).
-#[derive(Clone, Debug, Default)]
-pub struct Stop(Arc<AtomicBool>);
-
-impl Stop {
-    /// A handle nobody has asked to stop yet.
-    pub fn new() -> Self {
-        Stop::default()
-    }
-
-    /// Asks the run to stop starting nodes.
-    pub fn request(&self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
-
-    /// Whether a stop was asked.
-    pub fn requested(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
-    }
 }
 
 /// Rolls the plan's nodes to its target, as the crate docs say. Progress goes to `progress`.

@@ -1,0 +1,382 @@
+//! What both drivers need around their per-node steps, so the rolling upgrade and the CA
+//! rotation cannot drift: the Lease as a [`Fence`] (acquire, check before every write, renew
+//! while anything waits, release, and the history a report shows), a [`Stop`] request,
+//! [`retry`] for single calls, the [`NoteSink`] adapter from core's notes to a driver's
+//! progress, [`write_node_event`], [`select_nodes`] and [`is_control_plane`].
+//!
+//! It holds no driver's steps, progress or report types: those stay in each driver.
+//!
+//! ```text
+//!   Fence::acquire ──▶ Fence::renewing(work) ──▶ Fence::release ──▶ history lines
+//!                           │   ▲
+//!        work: check() before every write; the renewer checks every third of the duration
+//! ```
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::{Either, select};
+use futures::lock::Mutex as AsyncMutex;
+use k8s_openapi::api::core::v1::Node;
+
+use crate::api::{Clock, JobApi, LeaseApi, NodeApi};
+use crate::error::{ApiError, Result};
+use crate::event::{EventType, node_event};
+use crate::lease::{Acquired, Claim, Held, LeaseConfig, acquire};
+use crate::spec::{Level, Note, Sink};
+
+/// The label that marks a control-plane node: drivers take those one at a time, first.
+pub const CONTROL_PLANE_LABEL: &str = "node-role.kubernetes.io/control-plane";
+
+/// Whether `node` carries [`CONTROL_PLANE_LABEL`] (whatever its value).
+pub fn is_control_plane(node: &Node) -> bool {
+    node.metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(CONTROL_PLANE_LABEL))
+}
+
+/// A request to stop starting nodes: nodes in flight finish their current step. Cloned
+/// handles share one flag (a signal handler holds one, the run another).
+#[derive(Clone, Debug, Default)]
+pub struct Stop(Arc<AtomicBool>);
+
+impl Stop {
+    /// A handle nobody has asked to stop yet.
+    pub fn new() -> Self {
+        Stop::default()
+    }
+
+    /// Asks the run to stop starting nodes.
+    pub fn request(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether a stop was asked.
+    pub fn requested(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// What a [`Fence`] tells its driver as it happens, for the driver's progress.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FenceEvent {
+    /// The Lease was renewed at this epoch.
+    Renewed {
+        /// The epoch held.
+        epoch: i32,
+    },
+    /// The Lease is no longer ours: nothing more is written.
+    Lost {
+        /// Who holds it now, as the Lease says.
+        message: String,
+    },
+}
+
+/// Receives a [`Fence`]'s events.
+pub type FenceEvents = Box<dyn Fn(&FenceEvent) + Send + Sync>;
+
+/// A held Lease as a driver uses it: every write is fenced by [`Fence::check`]; the Lease is
+/// renewed every third of its duration for as long as the work of [`Fence::renewing`] runs
+/// (a 30-minute host Job included); once lost, it stays lost and nothing more is written.
+///
+/// The history (acquired how, renewals, released or lost) is what a driver's report shows.
+pub struct Fence {
+    held: AsyncMutex<Held>,
+    name: String,
+    epoch: i32,
+    how: String,
+    duration: Duration,
+    lost: Mutex<Option<String>>,
+    history: Mutex<Vec<String>>,
+    events: FenceEvents,
+}
+
+impl std::fmt::Debug for Fence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fence")
+            .field("name", &self.name)
+            .field("epoch", &self.epoch)
+            .field("how", &self.how)
+            .field("lost", &self.lost)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Fence {
+    /// Acquires the Lease of `config` for `claim` ([`acquire`]); `events` hears of renewals and
+    /// of the loss.
+    ///
+    /// # Errors
+    /// As [`acquire`]: [`crate::Error::LeaseHeld`] when another holder's Lease is live.
+    pub async fn acquire<A: LeaseApi + ?Sized>(
+        api: &A,
+        config: &LeaseConfig,
+        claim: &Claim,
+        events: FenceEvents,
+    ) -> Result<Fence> {
+        let (held, how) = acquire(api, config, claim).await?;
+        let how = match how {
+            Acquired::Free => "free".to_string(),
+            Acquired::TakenOver { previous } => format!("taken over from {previous}"),
+            Acquired::Resumed { previous } => format!("resumed from {previous}"),
+        };
+        let (name, epoch) = (held.name(), held.epoch());
+        Ok(Fence {
+            history: Mutex::new(vec![format!("acquired {name} at epoch {epoch} ({how})")]),
+            held: AsyncMutex::new(held),
+            name,
+            epoch,
+            how,
+            duration: config.duration,
+            lost: Mutex::new(None),
+            events,
+        })
+    }
+
+    /// The Lease's `namespace/name`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The epoch acquired.
+    pub fn epoch(&self) -> i32 {
+        self.epoch
+    }
+
+    /// How it was acquired: `free`, `taken over from <holder>`, `resumed from <holder>`.
+    pub fn how(&self) -> &str {
+        &self.how
+    }
+
+    /// Why the Lease was lost, once it was.
+    pub fn lost(&self) -> Option<String> {
+        self.lost.lock().unwrap().clone()
+    }
+
+    /// Fences a write: the Lease still ours (renewed when due, [`Held::check`]). Once lost,
+    /// always lost: the answer is why.
+    pub async fn check<A: LeaseApi + ?Sized>(&self, api: &A) -> std::result::Result<(), String> {
+        if let Some(why) = self.lost() {
+            return Err(why);
+        }
+        let mut held = self.held.lock().await;
+        let before = renewed(&held);
+        match held.check(api).await {
+            Ok(()) => {
+                if renewed(&held) != before {
+                    let epoch = held.epoch();
+                    (self.events)(&FenceEvent::Renewed { epoch });
+                    self.history
+                        .lock()
+                        .unwrap()
+                        .push(format!("renewed at epoch {epoch}"));
+                }
+                Ok(())
+            }
+            Err(e) => {
+                let why = e.to_string();
+                *self.lost.lock().unwrap() = Some(why.clone());
+                (self.events)(&FenceEvent::Lost {
+                    message: why.clone(),
+                });
+                Err(why)
+            }
+        }
+    }
+
+    /// Runs `work` while a renewer checks the Lease every third of its duration. The answer
+    /// is `work`'s, or why the Lease was lost (then `work` is dropped where it waits: each of
+    /// its writes was fenced, so it wrote nothing after the loss).
+    pub async fn renewing<A, F>(&self, api: &A, work: F) -> std::result::Result<F::Output, String>
+    where
+        A: LeaseApi + ?Sized,
+        F: Future,
+    {
+        let work = std::pin::pin!(work);
+        let renew = std::pin::pin!(self.renew(api));
+        match select(work, renew).await {
+            Either::Left((done, _)) => Ok(done),
+            Either::Right((why, _)) => Err(why),
+        }
+    }
+
+    /// Checks the Lease every third of its duration; returns only when it is lost.
+    async fn renew<A: LeaseApi + ?Sized>(&self, api: &A) -> String {
+        let every = self.duration / 3;
+        loop {
+            api.sleep(every).await;
+            if let Err(why) = self.check(api).await {
+                return why;
+            }
+        }
+    }
+
+    /// Releases the Lease, unless it was lost, and answers the history: `acquired <lease> at
+    /// epoch N (how)`, `renewed at epoch N`…, then `released`, `not released: <why>` or
+    /// `lost: <why>`.
+    pub async fn release<A: LeaseApi + ?Sized>(self, api: &A) -> Vec<String> {
+        let lost = self.lost();
+        let mut history = self.history.into_inner().unwrap();
+        match lost {
+            Some(why) => history.push(format!("lost: {why}")),
+            None => match self.held.into_inner().release(api).await {
+                Ok(()) => history.push("released".into()),
+                Err(e) => history.push(format!("not released: {e}")),
+            },
+        }
+        history
+    }
+}
+
+fn renewed(held: &Held) -> Option<String> {
+    held.lease()
+        .spec
+        .as_ref()
+        .and_then(|s| s.renew_time.as_ref())
+        .map(|t| t.0.to_string())
+}
+
+/// How long [`retry`] retries a single call on transient errors.
+pub const CALL_BOUND: Duration = Duration::from_secs(60);
+
+/// Calls `op` until it answers something other than a transient error, backing off from
+/// 250ms, doubling, at most 5s apart, for at most [`CALL_BOUND`] of the backend's time.
+pub async fn retry<A, T, F, Fut>(api: &A, mut op: F) -> std::result::Result<T, ApiError>
+where
+    A: Clock + ?Sized,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = std::result::Result<T, ApiError>>,
+{
+    let deadline = api.now().saturating_add(CALL_BOUND);
+    let mut pause = Duration::from_millis(250);
+    loop {
+        match op().await {
+            Err(e) if e.is_retryable() && api.now().saturating_add(pause) < deadline => {
+                api.sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(5));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Receives a node's notes as `(node, message)`.
+pub type NoteTo = Arc<dyn Fn(&str, String) + Send + Sync>;
+
+/// Core's notes (the runner's, the drain's) about one node, handed to a driver's progress as
+/// `(node, message)`; a warning's message starts with `warning: `.
+pub struct NoteSink {
+    node: String,
+    to: NoteTo,
+}
+
+impl NoteSink {
+    /// Notes about `node`, to `to`.
+    pub fn new(node: impl Into<String>, to: NoteTo) -> Self {
+        NoteSink {
+            node: node.into(),
+            to,
+        }
+    }
+}
+
+impl Sink for NoteSink {
+    fn note(&self, note: &Note) {
+        let message = match note.level {
+            Level::Warn => format!("warning: {}", note.message),
+            _ => note.message.clone(),
+        };
+        (self.to)(&self.node, message);
+    }
+}
+
+/// Writes a [`node_event`] about `node` in `namespace` from `component`, retried on transient
+/// errors. The caller decides what a failure means (for the drivers: a note, never a node's
+/// failure) and fences it (no Event once the Lease is lost).
+pub async fn write_node_event<A: JobApi + ?Sized>(
+    api: &A,
+    namespace: &str,
+    node: &str,
+    kind: EventType,
+    reason: &str,
+    message: &str,
+    component: &str,
+) -> std::result::Result<(), ApiError> {
+    let event = node_event(
+        namespace,
+        node,
+        kind,
+        reason,
+        message,
+        component,
+        api.wall_time(),
+    );
+    retry(api, || api.create_event(&event)).await.map(|_| ())
+}
+
+/// Why [`select_nodes`] found no answer.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Selecting {
+    /// A named node does not exist (or does not match the selector).
+    #[error("node {node} does not exist{}; check the plan's nodes", match selector {
+        Some(s) => format!(" or does not match the selector {s:?}"),
+        None => String::new(),
+    })]
+    NotFound {
+        /// The node.
+        node: String,
+        /// The selector, if any.
+        selector: Option<String>,
+    },
+    /// The nodes could not be listed.
+    #[error("listing nodes (selector {selector:?}): {cause}")]
+    Listing {
+        /// The selector.
+        selector: String,
+        /// Why.
+        cause: ApiError,
+    },
+}
+
+/// The nodes a plan names: those `selector` matches (every node when `None`), narrowed to
+/// `names`, in that order, when some are named. A named node that is not there is an error.
+pub async fn select_nodes<A: NodeApi + ?Sized>(
+    api: &A,
+    selector: Option<&str>,
+    names: &[String],
+) -> std::result::Result<Vec<Node>, Selecting> {
+    let label_selector = selector.unwrap_or_default();
+    let listed = retry(api, || api.list_nodes(label_selector))
+        .await
+        .map_err(|cause| Selecting::Listing {
+            selector: label_selector.to_string(),
+            cause,
+        })?;
+    if names.is_empty() {
+        return Ok(listed);
+    }
+    let name_of = |n: &Node| n.metadata.name.clone().unwrap_or_default();
+    names
+        .iter()
+        .map(|want| {
+            listed
+                .iter()
+                .find(|n| &name_of(n) == want)
+                .cloned()
+                .ok_or_else(|| Selecting::NotFound {
+                    node: want.clone(),
+                    selector: selector.map(str::to_string),
+                })
+        })
+        .collect()
+}
+
+/// `d` in whole milliseconds, as reports count durations.
+pub fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
