@@ -1,0 +1,936 @@
+//! The thin async loop: reads every node's status, checks the gates, runs each phase on the
+//! nodes that have not passed it (control-plane nodes one at a time, then workers
+//! `concurrency` at a time), fences every write with the Lease (renewed while anything
+//! waits), and keeps the report.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::join_all;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Node;
+use nodejob_core::drive::{
+    Fence, FenceEvent, NoteSink, Selecting, Stop, is_control_plane, millis, retry, write_node_event,
+};
+use nodejob_core::lease::{Claim, LeaseConfig};
+use nodejob_core::runner::{Mode, Policy, run_with};
+use nodejob_core::watch::{From, Until, watch_until};
+use nodejob_core::{
+    ApiError, EventType, JobApi, LeaseApi, NodeApi, NodeChange, delete_exact_and_wait, ready,
+    run_exit_code, run_exit_code_logs,
+};
+
+use crate::Error;
+use crate::gate::{Gate, Verified, check, expected, old_trust};
+use crate::phase::{CaStep, Decision, decide};
+use crate::plan::Plan;
+use crate::progress::{Failure, NodeReport, NodeResult, Outcome, Progress, ProgressSink, Report};
+use crate::status::{CaPhase, CaStatus, LAST_STATUS, parse_status};
+
+/// The component named in the Events the driver writes.
+pub const COMPONENT: &str = "nodejob-carotate";
+
+/// The operation the Lease names while a rotation (or its abort) holds it.
+pub const OPERATION: &str = "rotate-ca";
+
+/// Conflicts on one write before giving up (each re-reads the object).
+const WRITE_ROUNDS: u32 = 5;
+
+/// The last lines of a log kept in a failure.
+const LOG_TAIL_LINES: usize = 20;
+
+/// The plan's nodes in the rotation's order: control-plane nodes (one at a time), then
+/// workers (`concurrency` at a time), each in name order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Order {
+    pub(crate) control: Vec<String>,
+    pub(crate) workers: Vec<String>,
+}
+
+impl Order {
+    pub(crate) fn of(nodes: &[Node]) -> Order {
+        let name = |n: &Node| n.metadata.name.clone().unwrap_or_default();
+        let mut control: Vec<String> = nodes
+            .iter()
+            .filter(|n| is_control_plane(n))
+            .map(name)
+            .collect();
+        let mut workers: Vec<String> = nodes
+            .iter()
+            .filter(|n| !is_control_plane(n))
+            .map(name)
+            .collect();
+        control.sort();
+        workers.sort();
+        Order { control, workers }
+    }
+
+    pub(crate) fn all(&self) -> Vec<String> {
+        self.control.iter().chain(&self.workers).cloned().collect()
+    }
+
+    /// The batches of a phase: each control-plane node alone, then workers `width` at a time.
+    fn batches(&self, width: usize) -> Vec<Vec<String>> {
+        let control = self.control.iter().map(|n| vec![n.clone()]);
+        let workers = self.workers.chunks(width.max(1)).map(<[String]>::to_vec);
+        control.chain(workers).collect()
+    }
+}
+
+/// Selects the plan's nodes: the selector's, narrowed to `nodes` when named.
+pub(crate) async fn select<A: NodeApi + ?Sized>(api: &A, plan: &Plan) -> Result<Vec<Node>, Error> {
+    let spec = plan.spec();
+    nodejob_core::drive::select_nodes(api, spec.selector.as_deref(), &spec.nodes)
+        .await
+        .map_err(|e| match e {
+            Selecting::NotFound { node, selector } => Error::NodeNotFound { node, selector },
+            Selecting::Listing { selector, cause } => Error::Listing { selector, cause },
+            other => Error::Reading {
+                what: "the plan's nodes".into(),
+                cause: ApiError::invalid(other.to_string()),
+            },
+        })
+}
+
+/// The whole of one run: what every node future shares.
+struct Rotation<'a, A: ?Sized> {
+    api: &'a A,
+    plan: &'a Plan,
+    progress: Arc<dyn ProgressSink>,
+    stop: &'a Stop,
+    /// The Lease: every write is fenced by it; once lost, nothing more is written.
+    fence: Fence,
+    report: Mutex<Report>,
+}
+
+/// Rotates the plan's nodes to the new CA.
+pub(crate) async fn run<A>(
+    api: &A,
+    plan: &Plan,
+    progress: Arc<dyn ProgressSink>,
+    stop: &Stop,
+) -> Result<Report, Error>
+where
+    A: JobApi + NodeApi + LeaseApi + ?Sized,
+{
+    let started = api.now();
+    let (order, rotation) = Rotation::start(api, plan, progress, stop).await?;
+    let outcome = match rotation.fence.renewing(api, rotation.forward(&order)).await {
+        Ok(outcome) => outcome,
+        Err(why) => rotation.stopping(format!("the Lease was lost: {why}")),
+    };
+    Ok(rotation.finish(outcome, started).await)
+}
+
+/// Removes the staged new CA from every node, unless `issue` has begun anywhere.
+pub(crate) async fn abort<A>(
+    api: &A,
+    plan: &Plan,
+    progress: Arc<dyn ProgressSink>,
+) -> Result<Report, Error>
+where
+    A: JobApi + NodeApi + LeaseApi + ?Sized,
+{
+    let started = api.now();
+    let stop = Stop::new();
+    let (order, rotation) = Rotation::start(api, plan, progress, &stop).await?;
+    match rotation
+        .fence
+        .renewing(api, rotation.backward(&order))
+        .await
+    {
+        Ok(Ok(outcome)) => Ok(rotation.finish(outcome, started).await),
+        Ok(Err(refused)) => {
+            rotation.progress.event(&Progress::Stopping {
+                why: refused.to_string(),
+            });
+            let _ = rotation.fence.release(api).await;
+            Err(refused)
+        }
+        Err(why) => {
+            let outcome = rotation.stopping(format!("the Lease was lost: {why}"));
+            Ok(rotation.finish(outcome, started).await)
+        }
+    }
+}
+
+impl<'a, A> Rotation<'a, A>
+where
+    A: JobApi + NodeApi + LeaseApi + ?Sized,
+{
+    /// Selects and orders the nodes, acquires the Lease.
+    async fn start(
+        api: &'a A,
+        plan: &'a Plan,
+        progress: Arc<dyn ProgressSink>,
+        stop: &'a Stop,
+    ) -> Result<(Order, Rotation<'a, A>), Error> {
+        let nodes = select(api, plan).await?;
+        let order = Order::of(&nodes);
+        let spec = plan.spec();
+        let config = LeaseConfig {
+            namespace: spec.namespace.clone(),
+            name: spec.lease_name.clone(),
+            identity: spec.identity.clone(),
+            duration: spec.lease_duration,
+        };
+        let claim = Claim {
+            operation: OPERATION.into(),
+            target: plan.fingerprint().to_string(),
+        };
+        let events = progress.clone();
+        let fence = Fence::acquire(
+            api,
+            &config,
+            &claim,
+            Box::new(move |e: &FenceEvent| match e {
+                FenceEvent::Renewed { epoch } => {
+                    events.event(&Progress::LeaseRenewed { epoch: *epoch });
+                }
+                FenceEvent::Lost { message } => events.event(&Progress::LeaseLost {
+                    message: message.clone(),
+                }),
+                _ => {}
+            }),
+        )
+        .await?;
+        progress.event(&Progress::LeaseAcquired {
+            lease: fence.name().to_string(),
+            epoch: fence.epoch(),
+            how: fence.how().to_string(),
+        });
+        let report = Report {
+            target: plan.fingerprint().to_string(),
+            nodes: order
+                .all()
+                .into_iter()
+                .map(|name| NodeReport {
+                    name,
+                    before: None,
+                    after: None,
+                    result: None,
+                    steps: Vec::new(),
+                })
+                .collect(),
+            gates: Vec::new(),
+            outcome: Outcome::Done,
+            totals: Default::default(),
+            lease: Vec::new(),
+        };
+        let rotation = Rotation {
+            api,
+            plan,
+            progress,
+            stop,
+            fence,
+            report: Mutex::new(report),
+        };
+        Ok((order, rotation))
+    }
+
+    /// Releases the Lease and closes the report.
+    async fn finish(self, outcome: Outcome, started: Duration) -> Report {
+        let mut report = self.report.into_inner().unwrap();
+        report.lease = self.fence.release(self.api).await;
+        report.outcome = outcome;
+        report.total(millis(self.api.now().saturating_sub(started)));
+        report
+    }
+
+    /// Stage, issue, finalize, each on every node that has not passed it, each behind its
+    /// gate; returns how it ended.
+    async fn forward(&self, order: &Order) -> Outcome {
+        let mut statuses = match self.read_all(order, true).await {
+            Ok(s) => s,
+            Err(outcome) => return outcome,
+        };
+        if let Err(outcome) = self.gate(Gate::Start, &statuses).await {
+            return outcome;
+        }
+        for phase in CaStep::PHASES {
+            let gate = match phase {
+                CaStep::Issue => Some(Gate::BeforeIssue),
+                CaStep::Finalize => Some(Gate::BeforeFinalize),
+                _ => None,
+            };
+            if let Some(gate) = gate
+                && let Err(outcome) = self.gate(gate, &statuses).await
+            {
+                return outcome;
+            }
+            match self.phase(phase, order, &statuses).await {
+                Ok(false) => {}
+                Ok(true) => match self.read_all(order, false).await {
+                    Ok(s) => statuses = s,
+                    Err(outcome) => return outcome,
+                },
+                Err(outcome) => return outcome,
+            }
+        }
+        if let Err(outcome) = self.gate(Gate::AfterFinalize, &statuses).await {
+            return outcome;
+        }
+        self.finish_all(NodeResult::Rotated);
+        Outcome::Done
+    }
+
+    /// The abort: our stage Jobs settled, refused once `issue` has begun anywhere, else the
+    /// new CA removed from every node that trusts it, and checked.
+    async fn backward(&self, order: &Order) -> Result<Outcome, Error> {
+        // A stage Job of ours still running is waited for (never killed), one succeeded is
+        // taken and deleted: no stage lands after the abort.
+        let settled = self
+            .batches(order, |name| async move {
+                self.node_step(&name, CaStep::Stage, true).await
+            })
+            .await;
+        if let Err(outcome) = settled {
+            return Ok(outcome);
+        }
+        let mut begun: Vec<(String, String)> = Vec::new();
+        for name in order.all() {
+            match self.find_job(&name, CaStep::Issue).await {
+                Ok(Some(job)) if !nodejob_core::failed(&job) => {
+                    let job_name = self.plan.job_name(CaStep::Issue, &name);
+                    begun.push((name, format!("its `carotate issue` job {job_name} exists")));
+                }
+                Ok(_) => {}
+                Err(failure) => {
+                    self.finish_node(&name, failure);
+                    return Ok(self.failed_outcome());
+                }
+            }
+        }
+        let statuses = match self.read_all(order, true).await {
+            Ok(s) => s,
+            Err(outcome) => return Ok(outcome),
+        };
+        let new = self.plan.fingerprint();
+        for (name, status) in &statuses {
+            if &status.issuer == new || matches!(status.phase, CaPhase::Issued | CaPhase::Finalized)
+            {
+                begun.push((name.clone(), format!("it reports {}", status.describe())));
+            }
+        }
+        if !begun.is_empty() {
+            return Err(Error::AbortRefused { nodes: begun });
+        }
+        match self.phase(CaStep::Abort, order, &statuses).await {
+            Ok(_) => {}
+            Err(outcome) => return Ok(outcome),
+        }
+        let statuses = match self.read_all(order, false).await {
+            Ok(s) => s,
+            Err(outcome) => return Ok(outcome),
+        };
+        if let Err(outcome) = self.gate(Gate::AfterAbort, &statuses).await {
+            return Ok(outcome);
+        }
+        self.finish_all(NodeResult::Restored);
+        Ok(Outcome::Done)
+    }
+
+    /// Runs `each` on the nodes of `order`, in its batches: no batch starts after a node
+    /// failed (the batch in flight finishes). `Ok(true)` when any node did something.
+    async fn batches<F, Fut>(&self, order: &Order, each: F) -> Result<bool, Outcome>
+    where
+        F: Fn(String) -> Fut,
+        Fut: std::future::Future<Output = Result<bool, NodeResult>>,
+    {
+        let width = self.plan.spec().concurrency as usize;
+        let mut acted = false;
+        for batch in order.batches(width) {
+            if self.stop.requested() {
+                return Err(
+                    self.stopping("stopped on request; nodes in flight finished their step".into())
+                );
+            }
+            let results = join_all(batch.iter().map(|n| each(n.clone()))).await;
+            let mut failed = false;
+            let mut interrupted = None;
+            for (name, result) in batch.iter().zip(results) {
+                match result {
+                    Ok(did) => acted |= did,
+                    Err(result) => {
+                        if let NodeResult::Interrupted { why, .. } = &result {
+                            interrupted = Some(why.clone());
+                        } else {
+                            failed = true;
+                        }
+                        self.finish_node(name, result);
+                    }
+                }
+            }
+            if failed {
+                return Err(self.failed_outcome());
+            }
+            if let Some(why) = interrupted {
+                return Err(self.stopping(why));
+            }
+        }
+        Ok(acted)
+    }
+
+    /// One phase on every node that has not passed it (and on every node, to settle a Job of
+    /// ours left there).
+    async fn phase(
+        &self,
+        phase: CaStep,
+        order: &Order,
+        statuses: &[(String, CaStatus)],
+    ) -> Result<bool, Outcome> {
+        let new = self.plan.fingerprint();
+        let passed = |name: &str| {
+            statuses
+                .iter()
+                .find(|(n, _)| n == name)
+                .is_some_and(|(_, s)| phase.passed(s, new))
+        };
+        let (pending, done): (Vec<String>, Vec<String>) =
+            order.all().into_iter().partition(|n| !passed(n));
+        self.progress.event(&Progress::PhaseStarted {
+            phase,
+            nodes: pending,
+        });
+        for (name, status) in statuses.iter().filter(|(n, _)| done.contains(n)) {
+            self.progress.event(&Progress::NodeSkipped {
+                node: name.clone(),
+                step: phase,
+                why: format!("passed already: it reports {}", status.describe()),
+            });
+        }
+        let passed = &passed;
+        self.batches(order, |name| async move {
+            let passed = passed(&name);
+            self.node_step(&name, phase, passed).await
+        })
+        .await
+    }
+}
+
+impl<A> Rotation<'_, A>
+where
+    A: JobApi + NodeApi + LeaseApi + ?Sized,
+{
+    /// Checks `gate` on `statuses` (running `carotate verify` on every node first, before
+    /// finalize), reports it, and on a disagreement names each node and stops.
+    async fn gate(&self, gate: Gate, statuses: &[(String, CaStatus)]) -> Result<(), Outcome> {
+        let new = self.plan.fingerprint();
+        let mut answers: Vec<Option<Verified>> = vec![None; statuses.len()];
+        if gate == Gate::BeforeFinalize {
+            let old = old_trust(new, statuses);
+            let width = self.plan.spec().concurrency.max(1) as usize;
+            let indices: Vec<usize> = (0..statuses.len()).collect();
+            for chunk in indices.chunks(width) {
+                let asked = join_all(chunk.iter().map(|&i| {
+                    let (name, status) = &statuses[i];
+                    let also = expected(new, status, old.as_ref());
+                    async move {
+                        // A node whose report disagrees already is named for that.
+                        if &status.issuer != new || !status.chain_trusted() {
+                            return None;
+                        }
+                        Some(self.verify(name, &also).await)
+                    }
+                }))
+                .await;
+                for (&i, answer) in chunk.iter().zip(asked) {
+                    answers[i] = answer;
+                }
+            }
+        }
+        let checked = check(gate, new, statuses, &answers);
+        self.progress.event(&Progress::Gate(checked.clone()));
+        self.report.lock().unwrap().gates.push(checked.clone());
+        if checked.passed() {
+            return Ok(());
+        }
+        let step = match gate {
+            Gate::Start => CaStep::Stage,
+            Gate::BeforeIssue => CaStep::Issue,
+            Gate::BeforeFinalize | Gate::AfterFinalize => CaStep::Finalize,
+            Gate::AfterAbort => CaStep::Abort,
+        };
+        for d in &checked.disagreements {
+            let message = format!("the rotation stops at the gate {gate}: {}", d.what);
+            self.event(&d.node, EventType::Warning, step, &message)
+                .await;
+            self.finish_node(
+                &d.node,
+                NodeResult::Disagrees {
+                    gate,
+                    what: d.what.clone(),
+                },
+            );
+        }
+        Err(self.failed_outcome())
+    }
+
+    /// `carotate verify --expect <new> --expect <also>…` on `name`.
+    async fn verify(&self, name: &str, also: &[crate::plan::Fingerprint]) -> Verified {
+        if let Err(why) = self.fence.check(self.api).await {
+            return Verified::Error(format!("the Lease was lost: {why}"));
+        }
+        let mut spec = self.plan.host_spec(CaStep::Verify, name, also);
+        spec.output = Some(Arc::new(self.notes(name)));
+        match run_exit_code(self.api, &spec).await {
+            Ok(code) => Verified::Exit(code),
+            Err(e) => Verified::Error(e.to_string()),
+        }
+    }
+
+    /// Every node's status, read `concurrency` at a time; `first`: it is what they reported
+    /// when the run began. A node that cannot say fails the run, named.
+    async fn read_all(
+        &self,
+        order: &Order,
+        first: bool,
+    ) -> Result<Vec<(String, CaStatus)>, Outcome> {
+        let all = order.all();
+        let width = self.plan.spec().concurrency.max(1) as usize;
+        let mut out = Vec::new();
+        let mut failed = false;
+        let mut interrupted = None;
+        for chunk in all.chunks(width) {
+            let read = join_all(chunk.iter().map(|n| self.read_status(n))).await;
+            for (name, result) in chunk.iter().zip(read) {
+                match result {
+                    Ok(status) => {
+                        if let Some(n) = self
+                            .report
+                            .lock()
+                            .unwrap()
+                            .nodes
+                            .iter_mut()
+                            .find(|n| &n.name == name)
+                        {
+                            if first {
+                                n.before = Some(status.clone());
+                            }
+                            n.after = Some(status.clone());
+                        }
+                        out.push((name.clone(), status));
+                    }
+                    Err(NodeResult::Interrupted { why, .. }) => interrupted = Some(why),
+                    Err(result) => {
+                        failed = true;
+                        self.finish_node(name, result);
+                    }
+                }
+            }
+        }
+        if failed {
+            return Err(self.failed_outcome());
+        }
+        if let Some(why) = interrupted {
+            return Err(self.stopping(why));
+        }
+        Ok(out)
+    }
+
+    /// `carotate status` on `name`, read strictly, then recorded on the node for a preview.
+    async fn read_status(&self, name: &str) -> Result<CaStatus, NodeResult> {
+        self.fenced(CaStep::Status).await?;
+        let mut spec = self.plan.host_spec(CaStep::Status, name, &[]);
+        spec.output = Some(Arc::new(self.notes(name)));
+        let read = match run_exit_code_logs(self.api, &spec).await {
+            Ok((0, log)) => parse_status(name, &log)
+                .map_err(|e| failure(CaStep::Status, e.to_string(), Some(0), None)),
+            Ok((code, log)) => Err(failure(
+                CaStep::Status,
+                format!("`carotate status` exited {code} on node {name}"),
+                Some(code),
+                Some(tail(&log)),
+            )),
+            Err(e) => Err(failure(
+                CaStep::Status,
+                format!("reading `carotate status` on node {name}: {e}"),
+                None,
+                None,
+            )),
+        };
+        let status = match read {
+            Ok(status) => status,
+            Err(f) => return Err(self.fail(name, f).await),
+        };
+        self.record(name, &status).await;
+        Ok(status)
+    }
+
+    /// Records `status` on the node ([`LAST_STATUS`]); failing to is a note.
+    async fn record(&self, name: &str, status: &CaStatus) {
+        if self.fence.check(self.api).await.is_err() {
+            return;
+        }
+        let value = serde_json::json!({
+            "status": status,
+            "at": self.api.wall_time().to_string(),
+        })
+        .to_string();
+        let changes = [NodeChange::set_annotation(LAST_STATUS, value)];
+        for _ in 0..WRITE_ROUNDS {
+            let node = match retry(self.api, || self.api.get_node(name)).await {
+                Ok(node) => node,
+                Err(e) => {
+                    self.note(
+                        name,
+                        format!("could not record the status on node {name}: {e}"),
+                    );
+                    return;
+                }
+            };
+            let rv = node.metadata.resource_version.clone().unwrap_or_default();
+            match retry(self.api, || self.api.patch_node(name, &rv, &changes)).await {
+                Ok(_) => return,
+                Err(e) if e.is_conflict() => continue,
+                Err(e) => {
+                    self.note(
+                        name,
+                        format!("could not record the status on node {name}: {e}"),
+                    );
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Our Job of `step` on `name`, if any.
+    async fn find_job(&self, name: &str, step: CaStep) -> Result<Option<Job>, NodeResult> {
+        let ns = &self.plan.spec().namespace;
+        let job_name = self.plan.job_name(step, name);
+        match retry(self.api, || self.api.get_job(ns, &job_name)).await {
+            Ok(job) => Ok(Some(job)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(NodeResult::Failed(failure(
+                step,
+                format!("reading job {ns}/{job_name}: {e}"),
+                None,
+                None,
+            ))),
+        }
+    }
+
+    /// `step` on `name`, which has `passed` it or not: nothing, adopt our Job, or run it.
+    /// `Ok(true)` when a host Job ran or was adopted.
+    async fn node_step(&self, name: &str, step: CaStep, passed: bool) -> Result<bool, NodeResult> {
+        let job = self.find_job(name, step).await?;
+        match decide(job.as_ref(), passed) {
+            Decision::Nothing => {
+                if job.is_some() {
+                    let job_name = self.plan.job_name(step, name);
+                    self.note(
+                        name,
+                        format!("passed {step} already; its failed job {job_name} is left for inspection"),
+                    );
+                }
+                Ok(false)
+            }
+            Decision::Adopt(uid) => {
+                self.note(
+                    name,
+                    format!(
+                        "adopting the `carotate {}` job (uid {uid}) an earlier run started: its \
+                         result is the answer",
+                        step.subcommand()
+                    ),
+                );
+                self.host(name, step, Some(uid)).await.map(|()| true)
+            }
+            Decision::Run => self.host(name, step, None).await.map(|()| true),
+        }
+    }
+
+    /// The host Job of `step` on `name` (adopting `adopt`), kept until it is done with: exit
+    /// 0, then (after `issue`) the node restarted and Ready, then the Job deleted exactly.
+    async fn host(
+        &self,
+        name: &str,
+        step: CaStep,
+        adopt: Option<String>,
+    ) -> Result<(), NodeResult> {
+        if adopt.is_none() {
+            self.fenced(step).await?;
+        }
+        let started = self.api.now();
+        self.progress.event(&Progress::StepStarted {
+            node: name.to_string(),
+            step,
+        });
+        let mut spec = self.plan.host_spec(step, name, &[]);
+        spec.output = Some(Arc::new(self.notes(name)));
+        let policy = Policy { adopt, keep: true };
+        let ran = run_with(self.api, &spec, Mode::ExitCodeLogs, policy).await;
+        let report = match ran {
+            Ok(report) => report,
+            Err(e) => {
+                return Err(self
+                    .fail(name, failure(step, e.to_string(), None, None))
+                    .await);
+            }
+        };
+        if report.exit_code != 0 {
+            let message = format!(
+                "`carotate {}` exited {} on node {name}; job {} (uid {}) is left for inspection",
+                step.subcommand(),
+                report.exit_code,
+                spec.name,
+                report.uid
+            );
+            let log_tail = report.log.as_deref().map(tail);
+            let f = failure(step, message, Some(report.exit_code), log_tail);
+            return Err(self.fail(name, f).await);
+        }
+        let mut message = format!("`carotate {}` exited 0", step.subcommand());
+        if step == CaStep::Issue {
+            if let Err(f) = self.wait_restart(name).await {
+                return Err(self.fail(name, f).await);
+            }
+            message.push_str("; its components restarted and it is Ready");
+        }
+        self.fenced(step).await?;
+        if let Err(f) = self.delete_job(name, step, &report.uid).await {
+            return Err(self.fail(name, f).await);
+        }
+        let took = millis(self.api.now().saturating_sub(started));
+        if let Some(n) = self
+            .report
+            .lock()
+            .unwrap()
+            .nodes
+            .iter_mut()
+            .find(|n| n.name == name)
+        {
+            n.steps.push((step, took));
+        }
+        self.progress.event(&Progress::StepFinished {
+            node: name.to_string(),
+            step,
+            took_ms: took,
+            message: message.clone(),
+        });
+        self.event(name, EventType::Normal, step, &message).await;
+        Ok(())
+    }
+
+    /// After `issue`: the node goes NotReady (within the restart grace; a node that stays
+    /// Ready through it is taken as restarted), then Ready within the ready timeout.
+    async fn wait_restart(&self, name: &str) -> Result<(), Failure> {
+        let api = self.api;
+        let spec = self.plan.spec();
+        let get = || api.get_node(name);
+        let wait = |since: Option<String>, t| async move {
+            api.wait_node(name, since.as_deref(), t).await
+        };
+        if !spec.restart_grace.is_zero() {
+            let _ = watch_until(api, spec.restart_grace, From::Read, get, wait, |n| {
+                n.is_some_and(|n| !ready(n))
+            })
+            .await;
+        }
+        match watch_until(api, spec.ready_timeout, From::Read, get, wait, |n| {
+            n.is_some_and(ready)
+        })
+        .await
+        {
+            Ok(Until::Met(_)) => Ok(()),
+            Ok(Until::TimedOut(node)) => Err(Failure {
+                step: CaStep::Issue,
+                message: format!(
+                    "node {name} {} within {}s of `carotate issue` restarting its components",
+                    if node.is_some() {
+                        "did not come back Ready"
+                    } else {
+                        "is gone"
+                    },
+                    spec.ready_timeout.as_secs()
+                ),
+                exit_code: None,
+                log_tail: None,
+            }),
+            Err((_, cause)) => Err(failure(
+                CaStep::Issue,
+                format!("watching node {name}: {cause}"),
+                None,
+                None,
+            )),
+        }
+    }
+
+    /// Deletes our Job of `step` on `name` of `uid` exactly and waits until it is gone; gone
+    /// already (or replaced) is done.
+    async fn delete_job(&self, name: &str, step: CaStep, uid: &str) -> Result<(), Failure> {
+        let ns = &self.plan.spec().namespace;
+        let job_name = self.plan.job_name(step, name);
+        for _ in 0..WRITE_ROUNDS {
+            let job = match retry(self.api, || self.api.get_job(ns, &job_name)).await {
+                Ok(job) if job.metadata.uid.as_deref() == Some(uid) => job,
+                Ok(_) => return Ok(()),
+                Err(e) if e.is_not_found() => return Ok(()),
+                Err(e) => {
+                    return Err(failure(
+                        step,
+                        format!("reading job {ns}/{job_name}: {e}"),
+                        None,
+                        None,
+                    ));
+                }
+            };
+            match delete_exact_and_wait(self.api, &job).await {
+                Ok(()) => return Ok(()),
+                Err(nodejob_core::Error::Api { cause, .. }) if cause.is_conflict() => continue,
+                Err(e) => return Err(failure(step, e.to_string(), None, None)),
+            }
+        }
+        Err(failure(
+            step,
+            format!("deleting job {ns}/{job_name}: it kept changing ({WRITE_ROUNDS} conflicts)"),
+            None,
+            None,
+        ))
+    }
+
+    /// Fences a write: the Lease still ours.
+    async fn fenced(&self, step: CaStep) -> Result<(), NodeResult> {
+        self.fence
+            .check(self.api)
+            .await
+            .map_err(|why| NodeResult::Interrupted {
+                step,
+                why: format!("the Lease was lost: {why}"),
+            })
+    }
+
+    /// A failure of `name`: a Warning Event on it; the result to record.
+    async fn fail(&self, name: &str, f: Failure) -> NodeResult {
+        let message = match f.exit_code {
+            Some(code) => format!("{} (exit code {code})", f.message),
+            None => f.message.clone(),
+        };
+        self.event(name, EventType::Warning, f.step, &message).await;
+        NodeResult::Failed(f)
+    }
+
+    /// Records an Event on the node; failing to is a note, never the node's failure. Nothing
+    /// is written once the Lease is lost.
+    async fn event(&self, node: &str, kind: EventType, step: CaStep, message: &str) {
+        if self.fence.lost().is_some() {
+            return;
+        }
+        let ns = &self.plan.spec().namespace;
+        let reason = step.reason();
+        if let Err(e) =
+            write_node_event(self.api, ns, node, kind, &reason, message, COMPONENT).await
+        {
+            self.note(
+                node,
+                format!("could not record event {reason} on node {node}: {e}"),
+            );
+        }
+    }
+
+    fn note(&self, node: &str, message: String) {
+        self.progress.event(&Progress::Note {
+            node: Some(node.to_string()),
+            message,
+        });
+    }
+
+    /// Core's notes (the runner's) about `node`, as progress notes.
+    fn notes(&self, node: &str) -> NoteSink {
+        let progress = self.progress.clone();
+        NoteSink::new(
+            node,
+            Arc::new(move |node: &str, message: String| {
+                progress.event(&Progress::Note {
+                    node: Some(node.to_string()),
+                    message,
+                });
+            }),
+        )
+    }
+
+    fn finish_node(&self, name: &str, result: NodeResult) {
+        if let Some(n) = self
+            .report
+            .lock()
+            .unwrap()
+            .nodes
+            .iter_mut()
+            .find(|n| n.name == name)
+        {
+            n.result = Some(result.clone());
+        }
+        self.progress.event(&Progress::NodeFinished {
+            node: name.to_string(),
+            result,
+        });
+    }
+
+    fn finish_all(&self, result: NodeResult) {
+        let names: Vec<String> = self
+            .report
+            .lock()
+            .unwrap()
+            .nodes
+            .iter()
+            .map(|n| n.name.clone())
+            .collect();
+        for name in names {
+            self.finish_node(&name, result.clone());
+        }
+    }
+
+    fn stopping(&self, why: String) -> Outcome {
+        self.progress
+            .event(&Progress::Stopping { why: why.clone() });
+        Outcome::Stopped { why }
+    }
+
+    fn failed_outcome(&self) -> Outcome {
+        let report = self.report.lock().unwrap();
+        let named: Vec<String> = report
+            .nodes
+            .iter()
+            .filter_map(|n| match &n.result {
+                Some(NodeResult::Failed(f)) => {
+                    Some(format!("{} ({}: {})", n.name, f.step, f.message))
+                }
+                Some(NodeResult::Disagrees { gate, what }) => {
+                    Some(format!("{} (gate {gate}: {what})", n.name))
+                }
+                _ => None,
+            })
+            .collect();
+        let why = format!("stopped before the next phase: {}", named.join("; "));
+        self.progress
+            .event(&Progress::Stopping { why: why.clone() });
+        Outcome::Failed {
+            retry: format!(
+                "{why}. Fix the node(s), then run the same rotation again (same certificate \
+                 and fingerprint {}): it resumes from what the nodes report and never runs a \
+                 phase again on a node that passed it",
+                self.plan.fingerprint()
+            ),
+        }
+    }
+}
+
+fn failure(
+    step: CaStep,
+    message: String,
+    exit_code: Option<i32>,
+    log_tail: Option<String>,
+) -> Failure {
+    Failure {
+        step,
+        message,
+        exit_code,
+        log_tail,
+    }
+}
+
+/// The last [`LOG_TAIL_LINES`] lines of `log`.
+fn tail(log: &str) -> String {
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n")
+}

@@ -1,0 +1,222 @@
+//! A cluster CA rotation, node by node, that a crash cannot make run a phase twice and that a
+//! node disagreeing stops.
+//!
+//! Built on `nodejob-core` only: its API traits, its runner (a privileged, node-pinned Job that
+//! `nsenter`s the host and runs `stratum carotate <phase> …`), and the fenced Lease and drive
+//! pieces ([`nodejob_core::drive`]) it shares with the rolling upgrade, so a rotation and an
+//! upgrade never overlap. [`preview`] says what a run would do without writing anything;
+//! [`run`] does it; [`abort`] undoes a rotation that has not begun `issue`.
+//!
+//! | file | what it holds |
+//! |---|---|
+//! | `plan.rs` | [`Plan`], validated when built ([`Plan::build`]); [`Fingerprint`] |
+//! | `status.rs` | what a node reports ([`CaStatus`]), read strictly ([`parse_status`]) |
+//! | `phase.rs` | [`CaStep`]: when a node passed a step; [`decide`] what to do with our Job |
+//! | `gate.rs` | the gates between phases ([`check`]): nodes side by side, who disagrees |
+//! | `drive.rs` | the thin loop: reads, gates, phases, the Lease, Jobs, Events, the report |
+//! | `progress.rs` | [`Progress`] events, [`Report`] |
+//! | `preview.rs` | [`preview`] |
+//!
+//! ```text
+//!  status ─▶ gate start ─▶ stage ─▶ status ─▶ gate before issue ─▶ issue (+ Ready) ─▶ status
+//!    ─▶ gate before finalize (+ verify) ─▶ finalize ─▶ status ─▶ gate after finalize ─▶ done
+//!  each phase: control-plane nodes one at a time, then workers `concurrency` at a time,
+//!  only on the nodes that have not passed it
+//! ```
+//!
+//! # Expected flow
+//! 1. Select the nodes (label selector and/or names). Acquire the fenced Lease (operation
+//!    `rotate-ca`, the new CA's fingerprint), the one the upgrade driver holds. It is renewed
+//!    every third of its duration for the whole run.
+//! 2. Read every node's `stratum carotate status` (a host Job read with
+//!    [`nodejob_core::run_exit_code_logs`]): one JSON line, `{"phase": "…", "trusted":
+//!    ["sha256:…"], "issuer": "sha256:…"}`, parsed strictly. Record it on the node
+//!    ([`LAST_STATUS`], for [`preview`]). Check the start gate: every node's leaves chain to a
+//!    CA it trusts, and the nodes agree on the old trust.
+//! 3. `stage` (`carotate stage --add <new>`) on every node that does not trust the new CA:
+//!    control-plane nodes first, one at a time, then workers `concurrency` at a time. Read
+//!    every status again. Gate: every node trusts the new CA.
+//! 4. `issue` (`carotate issue --ca <new>`) on every node whose leaves the new CA does not
+//!    issue, in the same order; after each, the node restarts its components and must be
+//!    Ready again within `ready_timeout`. Read every status again. Gate: every node's leaves
+//!    chain to the new CA, and `carotate verify --expect <new> --expect <old>…` (read with
+//!    [`nodejob_core::run_exit_code`]) exits 0 on every node.
+//! 5. `finalize` (`carotate finalize --keep <new>`) on every node that trusts more than the
+//!    new CA. Read every status again. Gate: every node trusts exactly one CA, the new one,
+//!    which issues its leaves.
+//! 6. Each step is an Event on the Node (reason `NodejobCa<Step>`), a failure or a
+//!    disagreement a Warning. Release the Lease. The [`Report`] has every node's steps with
+//!    their durations, every gate with the fingerprints of every node side by side, and how
+//!    it ended.
+//!
+//! [`abort`]: the same Lease; our `stage` Jobs still running are waited for; then, unless
+//! `issue` has begun on any node (its Job exists, or a node reports the new CA issuing its
+//! leaves, or phase `issued` / `finalized`), `carotate abort --remove <new>` on every node
+//! that trusts the new CA, and a last gate: no node trusts it.
+//!
+//! # Guarantees
+//! - **No phase starts on any node before the previous phase succeeded on every node**, and
+//!   its gate passed.
+//! - **A disagreement stops the rotation**: a gate that finds a node not where every node must
+//!   be names each such node and what it reports, in the report and as a Warning Event.
+//! - **Never a phase twice on a node that passed it, whatever crashed when**: the state of a
+//!   rotation is what the nodes report, never a local file. A node that passed a phase (it
+//!   trusts the new CA; the new CA issues its leaves; it trusts the new CA alone) is not run
+//!   again; a phase's host Job is kept after it succeeded and deleted only once done with, so
+//!   a rerun finding it (running, or succeeded) adopts it
+//!   ([`nodejob_core::runner::Policy::adopt`]) and takes its result instead of running it
+//!   again.
+//! - **No private key anywhere**: the plan holds the new CA's public certificate, checked
+//!   against its fingerprint and refused if it carries key material; hosts get the
+//!   fingerprint only. No argv, Job, annotation, Event or log the driver writes holds a key.
+//! - **Abort restores the old trust, or is refused**: until the first node has begun `issue`,
+//!   [`abort`] removes the staged CA everywhere; after, it is refused with
+//!   [`Error::AbortRefused`], which says why and that only forward is safe.
+//! - **One host-mutating operation at a time, cluster-wide**: every write is fenced by the
+//!   Lease the upgrade driver shares ([`nodejob_core::drive::Fence`]); a run that loses it
+//!   stops before its next write.
+//!
+//! # Assumptions
+//! - Each host has the new CA's certificate where `stratum` finds it by its fingerprint (the
+//!   driver passes fingerprints only).
+//! - `carotate` is idempotent per phase and changes the host as it starts; a failed `issue`
+//!   changes nothing on the host.
+//! - After `issue` a node that restarts its components goes NotReady within `restart_grace`
+//!   (or not at all) and is Ready again within `ready_timeout`.
+//! - Nobody deletes the driver's host Jobs while it runs (a succeeded Job is kept, not deleted
+//!   by TTL: the runner's Jobs set no `ttlSecondsAfterFinished`).
+//! - The backend's wall clock is the cluster's within the Lease duration.
+//!
+//! # Errors
+//! [`Error`]: the plan refused ([`Error::Plan`], before any API call); another holder has the
+//! Lease ([`nodejob_core::Error::LeaseHeld`] inside [`Error::Core`]); a named node does not
+//! exist; the nodes could not be listed; an abort refused ([`Error::AbortRefused`]).
+//! Everything else after the Lease is acquired is in the [`Report`]: a status that is not the
+//! one JSON line (quoted, with the node), a host Job that failed, a node not Ready again, a
+//! gate's disagreements, a stop request, the Lease lost.
+
+mod drive;
+mod gate;
+mod phase;
+mod plan;
+mod preview;
+mod progress;
+mod status;
+
+use std::sync::Arc;
+
+use nodejob_core::{ApiError, JobApi, LeaseApi, NodeApi};
+
+pub use drive::{COMPONENT, OPERATION};
+pub use gate::{Disagreement, Gate, GateReport, Reported, Verified, check, expected, old_trust};
+pub use nodejob_core::drive::Stop;
+pub use phase::{CaStep, Decision, decide};
+pub use plan::{Fingerprint, NSENTER, Plan, PlanError, PlanSpec};
+pub use preview::{Next, NodePreview, Preview};
+pub use progress::{
+    Failure, NodeReport, NodeResult, Outcome, Progress, ProgressSink, Report, Totals, quiet,
+};
+pub use status::{CaPhase, CaStatus, LAST_STATUS, StatusError, parse_status};
+
+/// Why a run could not start (or an abort was refused).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A field of the plan is refused.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// A node named in the plan does not exist (or does not match the selector).
+    #[error("node {node} does not exist{}; check the plan's nodes", match selector {
+        Some(s) => format!(" or does not match the selector {s:?}"),
+        None => String::new(),
+    })]
+    NodeNotFound {
+        /// The node.
+        node: String,
+        /// The plan's selector, if any.
+        selector: Option<String>,
+    },
+    /// The nodes could not be listed.
+    #[error("listing nodes (selector {selector:?}): {cause}")]
+    Listing {
+        /// The selector.
+        selector: String,
+        /// Why.
+        cause: ApiError,
+    },
+    /// Something could not be read.
+    #[error("reading {what}: {cause}")]
+    Reading {
+        /// What.
+        what: String,
+        /// Why.
+        cause: ApiError,
+    },
+    /// The abort is refused: `issue` has begun on these nodes (each with what shows it).
+    #[error(
+        "abort refused: `carotate issue` has begun on {}: leaves issued by the new CA cannot be \
+         taken back, so only forward is safe; run the rotation to its end",
+        nodes.iter().map(|(n, why)| format!("{n} ({why})")).collect::<Vec<_>>().join(", ")
+    )]
+    AbortRefused {
+        /// Each node, and what shows that `issue` began there.
+        nodes: Vec<(String, String)>,
+    },
+    /// Core's error: the Lease held by another ([`nodejob_core::Error::LeaseHeld`]), an API
+    /// error with its operation.
+    #[error(transparent)]
+    Core(#[from] nodejob_core::Error),
+}
+
+/// Rotates the plan's nodes to its new CA, as the crate docs say. Progress goes to `progress`.
+///
+/// # Errors
+/// See the crate docs: an [`Error`] means nothing was done; a run that started answers a
+/// [`Report`], whose [`Outcome`] says whether it finished.
+pub async fn run<A>(api: &A, plan: &Plan, progress: Arc<dyn ProgressSink>) -> Result<Report, Error>
+where
+    A: JobApi + NodeApi + LeaseApi + ?Sized,
+{
+    run_until(api, plan, progress, &Stop::new()).await
+}
+
+/// [`run`], stopping to start nodes once `stop` is requested (nodes in flight finish their
+/// step; a rerun carries on from what the nodes report).
+pub async fn run_until<A>(
+    api: &A,
+    plan: &Plan,
+    progress: Arc<dyn ProgressSink>,
+    stop: &Stop,
+) -> Result<Report, Error>
+where
+    A: JobApi + NodeApi + LeaseApi + ?Sized,
+{
+    drive::run(api, plan, progress, stop).await
+}
+
+/// Removes the plan's staged CA from every node, as the crate docs say: until the first node
+/// has begun `issue`, the cluster is then as before the rotation.
+///
+/// # Errors
+/// [`Error::AbortRefused`] once `issue` has begun anywhere (only forward is safe), after
+/// releasing the Lease; otherwise as [`run`].
+pub async fn abort<A>(
+    api: &A,
+    plan: &Plan,
+    progress: Arc<dyn ProgressSink>,
+) -> Result<Report, Error>
+where
+    A: JobApi + NodeApi + LeaseApi + ?Sized,
+{
+    drive::abort(api, plan, progress).await
+}
+
+/// What [`run`] would do, with no write of any kind: per node what it last reported (phase,
+/// trusted set, issuer), which phase would run next and where, any node that already
+/// disagrees, and the Lease's holder.
+pub async fn preview<A>(api: &A, plan: &Plan) -> Result<Preview, Error>
+where
+    A: NodeApi + LeaseApi + ?Sized,
+{
+    preview::preview(api, plan).await
+}

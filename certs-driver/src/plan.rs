@@ -1,0 +1,434 @@
+//! [`Plan`]: what a CA rotation does, validated when built ([`Plan::build`]) so that bad input
+//! is refused before any API call, with an error naming the field and the rule. The new CA is
+//! named by its certificate (PEM) and its [`Fingerprint`], and the two must agree.
+
+use std::fmt;
+use std::time::Duration;
+
+use nodejob_core::{Spec, trunc_name};
+use sha2::{Digest, Sha256};
+
+use crate::phase::CaStep;
+
+/// The label key of the driver's host Jobs (its value: the node, as core hashes it).
+pub(crate) const LABEL_KEY: &str = "stratum.ciq.com/carotate";
+
+/// The entry into the host's namespaces, as the seed's Jobs do it: the default argv before
+/// the binary.
+pub const NSENTER: [&str; 9] = [
+    "nsenter", "--target", "1", "--mount", "--uts", "--ipc", "--net", "--pid", "--",
+];
+
+/// A CA certificate's fingerprint: `sha256:` and the 64 lowercase hex digits of the SHA-256 of
+/// its DER encoding, as `stratum carotate` names CAs.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(transparent)]
+pub struct Fingerprint(String);
+
+impl Fingerprint {
+    /// Reads `s`: `sha256:` and exactly 64 lowercase hex digits; `None` for anything else.
+    pub fn parse(s: &str) -> Option<Fingerprint> {
+        let hex = s.strip_prefix("sha256:")?;
+        let ok = hex.len() == 64
+            && hex
+                .chars()
+                .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c));
+        ok.then(|| Fingerprint(s.to_string()))
+    }
+
+    /// The fingerprint of a certificate's DER encoding.
+    pub fn of_der(der: &[u8]) -> Fingerprint {
+        let digest = Sha256::digest(der);
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        Fingerprint(format!("sha256:{hex}"))
+    }
+
+    /// As written: `sha256:…`.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The hex digits alone.
+    pub fn hex(&self) -> &str {
+        self.0.strip_prefix("sha256:").unwrap_or(&self.0)
+    }
+}
+
+impl fmt::Display for Fingerprint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The fields of a [`Plan`], every one with a default but the new CA.
+#[derive(Clone, PartialEq)]
+pub struct PlanSpec {
+    /// The new CA's certificate, PEM: one `CERTIFICATE` block and nothing secret. The driver
+    /// checks it against `fingerprint` and passes the hosts the fingerprint only.
+    pub ca_certificate: String,
+    /// The new CA's fingerprint, `sha256:` and 64 lowercase hex digits.
+    pub fingerprint: String,
+    /// Nodes by label selector (`k=v,k2`); with `nodes` too, a node must match both.
+    pub selector: Option<String>,
+    /// Nodes by name; empty: every node the selector matches (every node when both are unset).
+    pub nodes: Vec<String>,
+    /// How many workers run a phase at once (control-plane nodes: always one at a time).
+    pub concurrency: u32,
+    /// Each host Job's `activeDeadlineSeconds`.
+    pub deadline: Duration,
+    /// After `issue`, how long the node may take to begin restarting its components (to go
+    /// NotReady); a node that stays Ready through it is taken as restarted.
+    pub restart_grace: Duration,
+    /// After `issue`, how long the node has to be Ready again.
+    pub ready_timeout: Duration,
+    /// The on-host binary, an absolute path.
+    pub binary: String,
+    /// The argv before the binary; default [`NSENTER`]. Empty: the binary is exec'd directly.
+    pub prefix: Vec<String>,
+    /// The namespace of the host Jobs, the Lease and the step Events.
+    pub namespace: String,
+    /// The image of the host Jobs; `None`: core's pinned image.
+    pub image: Option<String>,
+    /// The Lease both drivers share.
+    pub lease_name: String,
+    /// Who holds the Lease: unique per process.
+    pub identity: String,
+    /// `leaseDurationSeconds`: renewed every third of it.
+    pub lease_duration: Duration,
+}
+
+impl fmt::Debug for PlanSpec {
+    /// The certificate is shown by its size only: a plan is printed in logs.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PlanSpec")
+            .field(
+                "ca_certificate",
+                &format_args!("<{} bytes>", self.ca_certificate.len()),
+            )
+            .field("fingerprint", &self.fingerprint)
+            .field("selector", &self.selector)
+            .field("nodes", &self.nodes)
+            .field("concurrency", &self.concurrency)
+            .field("deadline", &self.deadline)
+            .field("restart_grace", &self.restart_grace)
+            .field("ready_timeout", &self.ready_timeout)
+            .field("binary", &self.binary)
+            .field("prefix", &self.prefix)
+            .field("namespace", &self.namespace)
+            .field("image", &self.image)
+            .field("lease_name", &self.lease_name)
+            .field("identity", &self.identity)
+            .field("lease_duration", &self.lease_duration)
+            .finish()
+    }
+}
+
+impl PlanSpec {
+    /// A rotation to the CA of `ca_certificate` (PEM) and `fingerprint`, every other field at
+    /// its default.
+    pub fn new(ca_certificate: impl Into<String>, fingerprint: impl Into<String>) -> Self {
+        PlanSpec {
+            ca_certificate: ca_certificate.into(),
+            fingerprint: fingerprint.into(),
+            selector: None,
+            nodes: Vec::new(),
+            concurrency: 1,
+            deadline: Duration::from_secs(10 * 60),
+            restart_grace: Duration::from_secs(30),
+            ready_timeout: Duration::from_secs(10 * 60),
+            binary: "/usr/local/bin/stratum".into(),
+            prefix: NSENTER.iter().map(|s| s.to_string()).collect(),
+            namespace: "kube-system".into(),
+            image: None,
+            lease_name: "nodejob".into(),
+            identity: "certs-driver".into(),
+            lease_duration: Duration::from_secs(60),
+        }
+    }
+}
+
+/// A field of the plan refused, and why. The rule never quotes the certificate.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid plan: {field}: {rule}")]
+pub struct PlanError {
+    /// The field, as [`PlanSpec`] names it.
+    pub field: &'static str,
+    /// The rule it breaks.
+    pub rule: String,
+}
+
+/// A validated CA-rotation plan. See [`PlanSpec`] for the fields.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    spec: PlanSpec,
+    fingerprint: Fingerprint,
+}
+
+/// The longest host Job deadline accepted: a day.
+const MAX_DEADLINE: Duration = Duration::from_secs(24 * 3600);
+
+impl Plan {
+    /// Validates `spec`: every bad field is refused with a [`PlanError`] naming it.
+    pub fn build(spec: PlanSpec) -> Result<Plan, PlanError> {
+        let bad = |field, rule: String| Err(PlanError { field, rule });
+        let Some(fingerprint) = Fingerprint::parse(&spec.fingerprint) else {
+            return bad(
+                "fingerprint",
+                format!(
+                    "{:?} must be sha256: and 64 lowercase hex digits",
+                    spec.fingerprint
+                ),
+            );
+        };
+        let der = match certificate_der(&spec.ca_certificate) {
+            Ok(der) => der,
+            Err(rule) => return bad("ca_certificate", rule),
+        };
+        let of_certificate = Fingerprint::of_der(&der);
+        if of_certificate != fingerprint {
+            return bad(
+                "fingerprint",
+                format!(
+                    "{fingerprint} is not the certificate's: its DER hashes to {of_certificate}"
+                ),
+            );
+        }
+        if let Some(sel) = &spec.selector
+            && (sel.trim().is_empty() || sel.contains(char::is_whitespace))
+        {
+            return bad(
+                "selector",
+                format!("{sel:?} must be a label selector such as `role=worker,zone`"),
+            );
+        }
+        for node in &spec.nodes {
+            if !is_dns1123_subdomain(node) {
+                return bad(
+                    "nodes",
+                    format!("{node:?} is not a node name (a lowercase DNS-1123 subdomain)"),
+                );
+            }
+        }
+        if spec.concurrency == 0 {
+            return bad("concurrency", "must be at least 1".into());
+        }
+        if spec.deadline.is_zero() || spec.deadline > MAX_DEADLINE {
+            return bad(
+                "deadline",
+                format!("{:?} must be more than zero and at most 24h", spec.deadline),
+            );
+        }
+        if spec.ready_timeout.is_zero() {
+            return bad("ready_timeout", "must be more than zero".into());
+        }
+        if !spec.binary.starts_with('/') || spec.binary.contains(char::is_whitespace) {
+            return bad(
+                "binary",
+                format!("{:?} must be an absolute path without spaces", spec.binary),
+            );
+        }
+        if spec.prefix.iter().any(String::is_empty) {
+            return bad("prefix", "must have no empty element".into());
+        }
+        // The step Events are about Nodes: the apiserver takes those only in these two
+        // namespaces (see nodejob_core::event).
+        if spec.namespace != "kube-system" && spec.namespace != "default" {
+            return bad(
+                "namespace",
+                format!(
+                    "{:?}: the driver's Jobs, Lease and step Events live in kube-system (or \
+                     default): the apiserver accepts Events about Nodes only there",
+                    spec.namespace
+                ),
+            );
+        }
+        if spec.identity.is_empty() {
+            return bad("identity", "must not be empty".into());
+        }
+        if spec.lease_duration < Duration::from_secs(15) {
+            return bad("lease_duration", "must be at least 15s".into());
+        }
+        if !is_dns1123_subdomain(&spec.lease_name) {
+            return bad(
+                "lease_name",
+                format!("{:?} is not a DNS-1123 subdomain", spec.lease_name),
+            );
+        }
+        let plan = Plan { spec, fingerprint };
+        // The Jobs themselves: core's own rules (namespace, image pin, argv) on a sample node.
+        if let Err(e) = plan.host_spec(CaStep::Stage, "node", &[]).validate() {
+            let field = match e.to_string() {
+                s if s.contains("namespace") => "namespace",
+                s if s.contains("image") => "image",
+                _ => "prefix",
+            };
+            return bad(field, e.to_string());
+        }
+        Ok(plan)
+    }
+
+    /// The validated fields.
+    pub fn spec(&self) -> &PlanSpec {
+        &self.spec
+    }
+
+    /// The new CA's fingerprint.
+    pub fn fingerprint(&self) -> &Fingerprint {
+        &self.fingerprint
+    }
+
+    /// The argv of `carotate <step>` on a host: the prefix, the binary, `carotate`, the
+    /// step's subcommand and its arguments (the new CA's fingerprint; for `verify`, `--expect`
+    /// the new CA then each of `also`).
+    pub fn command(&self, step: CaStep, also: &[Fingerprint]) -> Vec<String> {
+        let fp = self.fingerprint.to_string();
+        let mut argv = self.spec.prefix.clone();
+        argv.extend([self.spec.binary.clone(), "carotate".into()]);
+        let args: Vec<String> = match step {
+            CaStep::Status => vec!["status".into()],
+            CaStep::Stage => vec!["stage".into(), "--add".into(), fp],
+            CaStep::Issue => vec!["issue".into(), "--ca".into(), fp],
+            CaStep::Finalize => vec!["finalize".into(), "--keep".into(), fp],
+            CaStep::Abort => vec!["abort".into(), "--remove".into(), fp],
+            CaStep::Verify => {
+                let mut v = vec!["verify".into(), "--expect".into(), fp];
+                for other in also {
+                    v.extend(["--expect".into(), other.to_string()]);
+                }
+                v
+            }
+        };
+        argv.extend(args);
+        argv
+    }
+
+    /// The name of `step`'s host Job on `node`: `ca-<step>-<node>-<fingerprint hex>` through
+    /// [`trunc_name`], so at most 63 characters, unique per node, step and new CA.
+    pub fn job_name(&self, step: CaStep, node: &str) -> String {
+        trunc_name(&format!(
+            "ca-{}-{node}-{}",
+            step.subcommand(),
+            self.fingerprint.hex()
+        ))
+    }
+
+    /// The host Job of `step` on `node` (never critical: a rotation drains nothing).
+    pub fn host_spec(&self, step: CaStep, node: &str, also: &[Fingerprint]) -> Spec {
+        // The wait bound covers the deadline, with a minute for the pod to start and the Job
+        // controller to write the terminal condition.
+        let bound = self.spec.deadline + Duration::from_secs(60);
+        Spec {
+            namespace: self.spec.namespace.clone(),
+            name: self.job_name(step, node),
+            node: node.to_string(),
+            label_key: LABEL_KEY.into(),
+            container: "carotate".into(),
+            argv: self.command(step, also),
+            active_deadline: self.spec.deadline,
+            poll_attempts: bound
+                .as_secs()
+                .div_ceil(nodejob_core::POLL_INTERVAL.as_secs()) as u32,
+            kind: format!("carotate {}", step.subcommand()),
+            critical: false,
+            image: self.spec.image.clone(),
+            output: None,
+        }
+    }
+}
+
+/// The DER of the one `CERTIFICATE` block of `pem`, or the rule it breaks. Anything that
+/// looks like a private key is refused without being quoted.
+fn certificate_der(pem: &str) -> Result<Vec<u8>, String> {
+    if pem.contains("PRIVATE KEY") {
+        return Err(
+            "holds a private key: give the CA's public certificate only; the driver never \
+             takes key material"
+                .into(),
+        );
+    }
+    const BEGIN: &str = "-----BEGIN CERTIFICATE-----";
+    const END: &str = "-----END CERTIFICATE-----";
+    let blocks = pem.matches("-----BEGIN ").count();
+    if blocks != 1 || pem.matches(BEGIN).count() != 1 {
+        return Err(format!(
+            "must hold exactly one PEM CERTIFICATE block, found {blocks} PEM block(s)"
+        ));
+    }
+    let (before, rest) = pem.split_once(BEGIN).unwrap_or_default();
+    let Some((body, after)) = rest.split_once(END) else {
+        return Err(format!("the CERTIFICATE block has no {END} line"));
+    };
+    if !before.trim().is_empty() || !after.trim().is_empty() {
+        return Err("must hold the CERTIFICATE block and nothing else".into());
+    }
+    let der = base64(body).ok_or("the CERTIFICATE block is not base64")?;
+    // A certificate is a DER SEQUENCE.
+    if der.first() != Some(&0x30) || der.len() < 16 {
+        return Err("the CERTIFICATE block does not hold a DER certificate".into());
+    }
+    Ok(der)
+}
+
+/// Decodes standard base64 (whitespace ignored, `=` padding at the end only).
+fn base64(text: &str) -> Option<Vec<u8>> {
+    let symbols: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
+    let data = symbols
+        .strip_suffix(b"==")
+        .or_else(|| symbols.strip_suffix(b"="))
+        .unwrap_or(&symbols);
+    if !symbols.len().is_multiple_of(4) {
+        return None;
+    }
+    let value = |b: u8| -> Option<u32> {
+        Some(match b {
+            b'A'..=b'Z' => b - b'A',
+            b'a'..=b'z' => b - b'a' + 26,
+            b'0'..=b'9' => b - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        } as u32)
+    };
+    let mut out = Vec::with_capacity(data.len() * 3 / 4);
+    for chunk in data.chunks(4) {
+        let mut acc = 0u32;
+        for (i, b) in chunk.iter().enumerate() {
+            acc |= value(*b)? << (18 - 6 * i);
+        }
+        let bytes = [(acc >> 16) as u8, (acc >> 8) as u8, acc as u8];
+        out.extend_from_slice(&bytes[..chunk.len() - 1]);
+    }
+    Some(out)
+}
+
+fn is_dns1123_subdomain(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|l| {
+            !l.is_empty()
+                && l.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+                && l.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+                && l.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::base64;
+
+    #[test]
+    fn base64_decodes_with_and_without_padding() {
+        let table: [(&str, Option<&[u8]>); 6] = [
+            ("", Some(b"")),
+            ("TQ==", Some(b"M")),
+            ("TWE=", Some(b"Ma")),
+            ("TWFu", Some(b"Man")),
+            ("TW\nFu\n", Some(b"Man")),
+            ("TW*u", None),
+        ];
+        for (text, want) in table {
+            assert_eq!(base64(text).as_deref(), want, "{text:?}");
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! [`preview`]: what a rotation would do, with no write of any kind. Reading `carotate status`
+//! takes a host Job (a write), so a preview shows what each node reported when a run last read
+//! it ([`LAST_STATUS`], recorded on the node), and says when a node never reported.
+
+use k8s_openapi::api::core::v1::Node;
+use nodejob_core::drive::retry;
+use nodejob_core::lease::holder;
+use nodejob_core::{LeaseApi, NodeApi};
+use serde::Serialize;
+
+use crate::Error;
+use crate::drive::{Order, select};
+use crate::gate::{Disagreement, Gate, check};
+use crate::phase::CaStep;
+use crate::plan::Plan;
+use crate::status::{CaStatus, LAST_STATUS, parse_status};
+
+/// One node in a [`Preview`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct NodePreview {
+    /// The node.
+    pub name: String,
+    /// Whether it is a control-plane node (those go first, one at a time).
+    pub control_plane: bool,
+    /// What it reported when a run last read it: phase, trusted set, issuer.
+    pub reported: Option<CaStatus>,
+    /// When (RFC 3339).
+    pub at: Option<String>,
+    /// Why the record could not be read, if it could not.
+    pub unreadable: Option<String>,
+}
+
+/// Which phase a run would run next, and where.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "next", rename_all = "snake_case")]
+pub enum Next {
+    /// Some nodes never reported (or their record is unreadable): a run reads every node's
+    /// status first, and decides then.
+    Unknown {
+        /// Those nodes.
+        unreported: Vec<String>,
+    },
+    /// This phase, on these nodes (in order): the others passed it.
+    Phase {
+        /// The phase.
+        phase: CaStep,
+        /// Its nodes.
+        nodes: Vec<String>,
+    },
+    /// Every node reported the new CA alone: a run would only check the last gate.
+    Nothing,
+}
+
+/// What a run would do.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Preview {
+    /// The new CA's fingerprint.
+    pub target: String,
+    /// Every node, in the rotation's order.
+    pub nodes: Vec<NodePreview>,
+    /// The next phase, and where.
+    pub next: Next,
+    /// Nodes that already disagree, as last reported, and with what.
+    pub disagreements: Vec<Disagreement>,
+    /// Who holds the Lease now, if anyone.
+    pub lease: Option<String>,
+}
+
+#[derive(serde::Deserialize)]
+struct Record {
+    status: serde_json::Value,
+    at: String,
+}
+
+/// What `node` last reported, from [`LAST_STATUS`].
+fn last_reported(node: &Node, name: &str) -> Result<Option<(CaStatus, String)>, String> {
+    let Some(value) = node
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(LAST_STATUS))
+    else {
+        return Ok(None);
+    };
+    let record: Record = serde_json::from_str(value)
+        .map_err(|e| format!("annotation {LAST_STATUS} is not the driver's record: {e}"))?;
+    let status = parse_status(name, &record.status.to_string()).map_err(|e| e.to_string())?;
+    Ok(Some((status, record.at)))
+}
+
+pub(crate) async fn preview<A>(api: &A, plan: &Plan) -> Result<Preview, Error>
+where
+    A: NodeApi + LeaseApi + ?Sized,
+{
+    let nodes = select(api, plan).await?;
+    let order = Order::of(&nodes);
+    let mut previews = Vec::new();
+    let mut reported = Vec::new();
+    let mut unreported = Vec::new();
+    for name in order.all() {
+        let Some(node) = nodes
+            .iter()
+            .find(|n| n.metadata.name.as_deref() == Some(name.as_str()))
+        else {
+            continue;
+        };
+        let mut preview = NodePreview {
+            name: name.clone(),
+            control_plane: order.control.contains(&name),
+            reported: None,
+            at: None,
+            unreadable: None,
+        };
+        match last_reported(node, &name) {
+            Ok(Some((status, at))) => {
+                reported.push((name.clone(), status.clone()));
+                preview.reported = Some(status);
+                preview.at = Some(at);
+            }
+            Ok(None) => unreported.push(name.clone()),
+            Err(why) => {
+                unreported.push(name.clone());
+                preview.unreadable = Some(why);
+            }
+        }
+        previews.push(preview);
+    }
+    let new = plan.fingerprint();
+    let pending = |phase: CaStep| -> Vec<String> {
+        reported
+            .iter()
+            .filter(|(_, s)| !phase.passed(s, new))
+            .map(|(n, _)| n.clone())
+            .collect()
+    };
+    let next = if !unreported.is_empty() {
+        Next::Unknown { unreported }
+    } else {
+        CaStep::PHASES
+            .into_iter()
+            .map(|phase| (phase, pending(phase)))
+            .find(|(_, nodes)| !nodes.is_empty())
+            .map_or(Next::Nothing, |(phase, nodes)| Next::Phase { phase, nodes })
+    };
+    // The gates a run would meet first, on what the nodes last reported.
+    let gates: &[Gate] = match &next {
+        Next::Phase {
+            phase: CaStep::Issue,
+            ..
+        } => &[Gate::Start, Gate::BeforeIssue],
+        Next::Phase {
+            phase: CaStep::Finalize,
+            ..
+        } => &[Gate::Start, Gate::BeforeIssue, Gate::BeforeFinalize],
+        Next::Nothing => &[Gate::AfterFinalize],
+        _ => &[Gate::Start],
+    };
+    let mut disagreements: Vec<Disagreement> = Vec::new();
+    for gate in gates {
+        for d in check(*gate, new, &reported, &[]).disagreements {
+            if !disagreements.iter().any(|seen| seen.node == d.node) {
+                disagreements.push(d);
+            }
+        }
+    }
+    let spec = plan.spec();
+    let lease = match retry(api, || api.get_lease(&spec.namespace, &spec.lease_name)).await {
+        Ok(lease) => holder(&lease).map(|h| h.to_string()),
+        Err(e) if e.is_not_found() => None,
+        Err(cause) => {
+            return Err(Error::Reading {
+                what: format!("lease {}/{}", spec.namespace, spec.lease_name),
+                cause,
+            });
+        }
+    };
+    Ok(Preview {
+        target: new.to_string(),
+        nodes: previews,
+        next,
+        disagreements,
+        lease,
+    })
+}

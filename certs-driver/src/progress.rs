@@ -1,0 +1,266 @@
+//! [`Progress`]: the typed events of a rotation; [`ProgressSink`] receives them; [`Report`] is
+//! what a run (or an abort) ends with. The shape is the upgrade driver's: per node its steps
+//! with durations and how it ended, totals, an outcome (done, failed with the command that
+//! retries, stopped with why), and the Lease's history; a rotation adds its gates, every
+//! node's fingerprints side by side.
+
+use serde::Serialize;
+
+use crate::gate::{Gate, GateReport};
+use crate::phase::CaStep;
+use crate::status::CaStatus;
+
+/// One event of a rotation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Progress {
+    /// The Lease is ours.
+    LeaseAcquired {
+        /// `namespace/name`.
+        lease: String,
+        /// The epoch we hold.
+        epoch: i32,
+        /// `free`, `taken over from <holder>`, or `resumed from <holder>`.
+        how: String,
+    },
+    /// The Lease was renewed.
+    LeaseRenewed {
+        /// The epoch we hold.
+        epoch: i32,
+    },
+    /// The Lease is no longer ours: the run stops before its next write.
+    LeaseLost {
+        /// Who holds it now, as the Lease says.
+        message: String,
+    },
+    /// A phase starts on the nodes that have not passed it.
+    PhaseStarted {
+        /// The phase.
+        phase: CaStep,
+        /// The nodes it runs on, in order.
+        nodes: Vec<String>,
+    },
+    /// A node needs nothing for a step.
+    NodeSkipped {
+        /// The node.
+        node: String,
+        /// The step.
+        step: CaStep,
+        /// Why.
+        why: String,
+    },
+    /// A node's step starts.
+    StepStarted {
+        /// The node.
+        node: String,
+        /// The step.
+        step: CaStep,
+    },
+    /// A node's step ended well.
+    StepFinished {
+        /// The node.
+        node: String,
+        /// The step.
+        step: CaStep,
+        /// How long it took, in milliseconds of the backend's clock.
+        took_ms: u64,
+        /// What it did.
+        message: String,
+    },
+    /// A gate was checked: every node side by side.
+    Gate(GateReport),
+    /// A note: an adopted Job, a runner's warning.
+    Note {
+        /// The node it is about, if any.
+        node: Option<String>,
+        /// The text.
+        message: String,
+    },
+    /// A node ended in this run.
+    NodeFinished {
+        /// The node.
+        node: String,
+        /// How.
+        result: NodeResult,
+    },
+    /// No further node starts; the reason.
+    Stopping {
+        /// Why.
+        why: String,
+    },
+}
+
+/// Where a run's [`Progress`] goes.
+pub trait ProgressSink: Send + Sync {
+    /// Receives one event.
+    fn event(&self, event: &Progress);
+}
+
+impl<F: Fn(&Progress) + Send + Sync> ProgressSink for F {
+    fn event(&self, event: &Progress) {
+        self(event)
+    }
+}
+
+/// A sink that drops everything.
+pub fn quiet() -> std::sync::Arc<dyn ProgressSink> {
+    std::sync::Arc::new(|_: &Progress| {})
+}
+
+/// How a node ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub enum NodeResult {
+    /// It trusts the new CA alone, which issues its leaves (whether this run did it or not).
+    Rotated,
+    /// An abort left it as before the rotation: the new CA not trusted.
+    Restored,
+    /// A step failed on it.
+    Failed(Failure),
+    /// A gate found it disagreeing.
+    Disagrees {
+        /// The gate.
+        gate: Gate,
+        /// With what.
+        what: String,
+    },
+    /// Stopped before `step` without failing (a stop request, the Lease lost): a rerun
+    /// carries it on from what it reports.
+    Interrupted {
+        /// The step it would have taken next.
+        step: CaStep,
+        /// Why.
+        why: String,
+    },
+}
+
+/// A node's failure, as the report names it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Failure {
+    /// The step.
+    pub step: CaStep,
+    /// What happened.
+    pub message: String,
+    /// The host Job's exit code, when it gave one.
+    pub exit_code: Option<i32>,
+    /// The end of its log, when read.
+    pub log_tail: Option<String>,
+}
+
+/// How a run ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Outcome {
+    /// Every node of the plan passed the last gate.
+    Done,
+    /// A step failed on a node, or a gate found nodes disagreeing; no further phase started.
+    Failed {
+        /// What to do, and the command that retries (a rerun resumes from what the nodes
+        /// report).
+        retry: String,
+    },
+    /// Stopped before the end without a node failing: why (a stop request, the Lease lost).
+    /// A rerun resumes.
+    Stopped {
+        /// Why.
+        why: String,
+    },
+}
+
+/// One node in the [`Report`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct NodeReport {
+    /// The node.
+    pub name: String,
+    /// What it reported when the run began.
+    pub before: Option<CaStatus>,
+    /// What it reported last.
+    pub after: Option<CaStatus>,
+    /// How it ended; `None`: the run stopped before it got there (see `after` for where it
+    /// stands).
+    pub result: Option<NodeResult>,
+    /// Each host-mutating step this run ran (or adopted) on it, with how long it took
+    /// (milliseconds of the backend's clock).
+    pub steps: Vec<(CaStep, u64)>,
+}
+
+impl NodeReport {
+    /// The failure, when it failed.
+    pub fn failure(&self) -> Option<&Failure> {
+        match &self.result {
+            Some(NodeResult::Failed(f)) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// Its total time in steps, in milliseconds.
+    pub fn took_ms(&self) -> u64 {
+        self.steps.iter().map(|(_, ms)| ms).sum()
+    }
+}
+
+/// The totals of a [`Report`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Totals {
+    /// Nodes on the new CA alone at the end.
+    pub rotated: usize,
+    /// Nodes an abort restored.
+    pub restored: usize,
+    /// Nodes that failed a step.
+    pub failed: usize,
+    /// Nodes a gate found disagreeing.
+    pub disagreed: usize,
+    /// Nodes stopped in flight.
+    pub interrupted: usize,
+    /// Nodes the run did not finish (it stopped elsewhere first).
+    pub unfinished: usize,
+    /// Host-mutating steps run (or adopted) in all.
+    pub steps: usize,
+    /// The run's duration, milliseconds of the backend's clock.
+    pub took_ms: u64,
+}
+
+/// What a rotation (or an abort) did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Report {
+    /// The new CA's fingerprint.
+    pub target: String,
+    /// Every node of the plan, in the rotation's order.
+    pub nodes: Vec<NodeReport>,
+    /// Each gate checked, in order, with every node's fingerprints side by side.
+    pub gates: Vec<GateReport>,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// The totals.
+    pub totals: Totals,
+    /// The Lease's history in this run, in order: acquired (how), renewals, released or lost.
+    pub lease: Vec<String>,
+}
+
+impl Report {
+    /// The node named `name`.
+    pub fn node(&self, name: &str) -> Option<&NodeReport> {
+        self.nodes.iter().find(|n| n.name == name)
+    }
+
+    /// The totals of the nodes as they stand, and `took_ms`.
+    pub(crate) fn total(&mut self, took_ms: u64) {
+        let mut t = Totals {
+            took_ms,
+            ..Totals::default()
+        };
+        for n in &self.nodes {
+            match &n.result {
+                None => t.unfinished += 1,
+                Some(NodeResult::Rotated) => t.rotated += 1,
+                Some(NodeResult::Restored) => t.restored += 1,
+                Some(NodeResult::Failed(_)) => t.failed += 1,
+                Some(NodeResult::Disagrees { .. }) => t.disagreed += 1,
+                Some(NodeResult::Interrupted { .. }) => t.interrupted += 1,
+            }
+            t.steps += n.steps.len();
+        }
+        self.totals = t;
+    }
+}

@@ -1,0 +1,139 @@
+//! What a node reports: `stratum carotate status` prints one JSON line, `{"phase": "…",
+//! "trusted": ["sha256:…", …], "issuer": "sha256:…"}`, read strictly by [`parse_status`]. The
+//! state of a rotation is this, on every node: never a local file.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::plan::Fingerprint;
+
+/// The annotation on a Node holding the status the driver last read from it, with when
+/// (`{"status": {…}, "at": "RFC 3339"}`): what [`crate::preview`] shows without a write. The
+/// driver never decides from it.
+pub const LAST_STATUS: &str = "stratum.ciq.com/ca-status";
+
+/// Where a node stands in a rotation, as it reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CaPhase {
+    /// No rotation under way.
+    Idle,
+    /// A new CA is trusted beside the old one.
+    Staged,
+    /// The new CA issues the node's leaves.
+    Issued,
+    /// Only the new CA is trusted.
+    Finalized,
+}
+
+impl CaPhase {
+    /// `idle`, `staged`, `issued`, `finalized`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CaPhase::Idle => "idle",
+            CaPhase::Staged => "staged",
+            CaPhase::Issued => "issued",
+            CaPhase::Finalized => "finalized",
+        }
+    }
+}
+
+impl fmt::Display for CaPhase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A node's trust, as `carotate status` reported it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CaStatus {
+    /// Its phase.
+    pub phase: CaPhase,
+    /// The CAs it trusts.
+    pub trusted: BTreeSet<Fingerprint>,
+    /// The CA its leaf certificates chain to.
+    pub issuer: Fingerprint,
+}
+
+impl CaStatus {
+    /// Whether it trusts `fp`.
+    pub fn trusts(&self, fp: &Fingerprint) -> bool {
+        self.trusted.contains(fp)
+    }
+
+    /// Whether its leaves chain to a CA it trusts.
+    pub fn chain_trusted(&self) -> bool {
+        self.trusted.contains(&self.issuer)
+    }
+
+    /// The CAs it trusts besides `new`.
+    pub fn others(&self, new: &Fingerprint) -> BTreeSet<Fingerprint> {
+        self.trusted.iter().filter(|t| *t != new).cloned().collect()
+    }
+
+    /// `phase, trusting [a, b], issued by c`.
+    pub fn describe(&self) -> String {
+        let trusted: Vec<&str> = self.trusted.iter().map(Fingerprint::as_str).collect();
+        format!(
+            "{}, trusting [{}], issued by {}",
+            self.phase,
+            trusted.join(", "),
+            self.issuer
+        )
+    }
+}
+
+/// `carotate status` said something other than its one JSON line.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "node {node}: `carotate status` printed {line:?}, not one JSON line {{\"phase\": \
+     \"idle|staged|issued|finalized\", \"trusted\": [\"sha256:…\"], \"issuer\": \"sha256:…\"}}: {why}"
+)]
+pub struct StatusError {
+    /// The node.
+    pub node: String,
+    /// What it printed (the whole log, at most 500 characters of it).
+    pub line: String,
+    /// What is wrong with it.
+    pub why: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Wire {
+    phase: CaPhase,
+    trusted: Vec<String>,
+    issuer: String,
+}
+
+/// Reads what `carotate status` printed on `node`: exactly one line (a final newline aside)
+/// holding exactly the three fields, each fingerprint `sha256:` and 64 lowercase hex digits,
+/// no fingerprint trusted twice. Anything else is a [`StatusError`] quoting it.
+pub fn parse_status(node: &str, log: &str) -> Result<CaStatus, StatusError> {
+    let fail = |why: String| StatusError {
+        node: node.to_string(),
+        line: log.chars().take(500).collect(),
+        why,
+    };
+    let line = log.strip_suffix('\n').unwrap_or(log);
+    if line.contains('\n') {
+        return Err(fail(format!("{} lines", line.lines().count())));
+    }
+    let wire: Wire = serde_json::from_str(line).map_err(|e| fail(e.to_string()))?;
+    let fingerprint = |s: &str| {
+        Fingerprint::parse(s).ok_or_else(|| fail(format!("{s:?} is not a sha256: fingerprint")))
+    };
+    let mut trusted = BTreeSet::new();
+    for t in &wire.trusted {
+        if !trusted.insert(fingerprint(t)?) {
+            return Err(fail(format!("{t} is trusted twice")));
+        }
+    }
+    Ok(CaStatus {
+        phase: wire.phase,
+        trusted,
+        issuer: fingerprint(&wire.issuer)?,
+    })
+}

@@ -1,0 +1,305 @@
+//! Whole rotations on the fake, in paused time: the happy path, a failing phase, a foreign CA,
+//! garbage from `status`, no key material anywhere, a competing Lease holder.
+
+mod support;
+
+use std::sync::Arc;
+
+use certs_driver::{CaStep, Error, Gate, NodeResult, Outcome, Progress, quiet, run};
+use nodejob_core::lease::{Claim, LeaseConfig, acquire};
+use nodejob_fake::Verb;
+use nodejob_fake::stratum::{FOREIGN_CA, Fault, INITIAL_CA};
+use support::*;
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+#[tokio::test(start_paused = true)]
+async fn a_full_rotation_on_three_control_plane_and_three_workers_ends_on_the_new_ca() -> TestResult
+{
+    let ca = new_ca();
+    let (fake, names) = cluster(1, 3, 3);
+    let api = Harness::new(fake.clone());
+    let events = Arc::new(Events::default());
+    let report = run(&api, &plan(plan_spec(&ca)), events.clone()).await?;
+    assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
+    for name in &names {
+        let state = fake.host_state(name).ok_or("node gone")?;
+        assert!(on_new_ca(&state, &ca.fingerprint), "{name}: {state:?}");
+        assert_eq!(
+            phase_runs(&fake, name),
+            [1, 1, 1, 0],
+            "{name} ran each phase once"
+        );
+        let node = report.node(name).ok_or("node not in the report")?;
+        assert_eq!(node.result, Some(NodeResult::Rotated));
+        let steps: Vec<CaStep> = node.steps.iter().map(|(s, _)| *s).collect();
+        assert_eq!(steps, CaStep::PHASES);
+        let before = node.before.as_ref().ok_or("no status before")?;
+        assert_eq!(before.issuer.as_str(), INITIAL_CA);
+    }
+    let gates: Vec<Gate> = report.gates.iter().map(|g| g.gate).collect();
+    assert_eq!(
+        gates,
+        [
+            Gate::Start,
+            Gate::BeforeIssue,
+            Gate::BeforeFinalize,
+            Gate::AfterFinalize
+        ]
+    );
+    assert!(
+        report
+            .gates
+            .iter()
+            .all(|g| g.passed() && g.nodes.len() == 6)
+    );
+    let verified: Vec<Option<i32>> = report.gates[2].nodes.iter().map(|n| n.verify).collect();
+    assert_eq!(verified, vec![Some(0); 6]);
+    assert_eq!(report.totals.rotated, 6);
+    assert_eq!(report.totals.steps, 18);
+    assert_eq!(report.lease.last().map(String::as_str), Some("released"));
+
+    // Order: no phase starts anywhere before the previous one finished everywhere; control-plane
+    // nodes first and one at a time; at most two workers at once.
+    let all = events.all();
+    let mut running: Vec<(String, CaStep)> = Vec::new();
+    let mut finished: Vec<(String, CaStep)> = Vec::new();
+    for e in &all {
+        match e {
+            Progress::StepStarted { node, step } => {
+                let previous = CaStep::PHASES
+                    .iter()
+                    .position(|p| p == step)
+                    .and_then(|i| i.checked_sub(1))
+                    .map(|i| CaStep::PHASES[i]);
+                if let Some(previous) = previous {
+                    for n in &names {
+                        assert!(
+                            finished.contains(&(n.clone(), previous)),
+                            "{step} started on {node} before {previous} finished on {n}"
+                        );
+                    }
+                }
+                let control_running = running.iter().any(|(n, _)| n.starts_with("cp-"));
+                assert!(
+                    running.is_empty() || !node.starts_with("cp-") && !control_running,
+                    "{node} started {step} while {running:?} ran"
+                );
+                let workers_of_phase_left = names
+                    .iter()
+                    .filter(|n| n.starts_with("cp-"))
+                    .any(|n| !finished.contains(&(n.clone(), *step)));
+                assert!(
+                    node.starts_with("cp-") || !workers_of_phase_left,
+                    "worker {node} started {step} before every control-plane node"
+                );
+                running.push((node.clone(), *step));
+                assert!(running.len() <= 2, "{running:?} at once");
+            }
+            Progress::StepFinished { node, step, .. } => {
+                running.retain(|r| r != &(node.clone(), *step));
+                finished.push((node.clone(), *step));
+            }
+            _ => {}
+        }
+    }
+    // The steps are Events on the Nodes.
+    let reasons: Vec<String> = fake
+        .events(NS)
+        .iter()
+        .filter_map(|e| e.reason.clone())
+        .collect();
+    for reason in ["NodejobCaStage", "NodejobCaIssue", "NodejobCaFinalize"] {
+        assert_eq!(
+            reasons.iter().filter(|r| *r == reason).count(),
+            6,
+            "{reason}"
+        );
+    }
+    // A second run finds everything done: no phase again.
+    let again = run(&api, &plan(plan_spec(&ca)), quiet()).await?;
+    assert_eq!(again.outcome, Outcome::Done);
+    for name in &names {
+        assert_eq!(
+            phase_runs(&fake, name),
+            [1, 1, 1, 0],
+            "{name} after a rerun"
+        );
+    }
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_phase_failing_on_one_node_stops_everything_before_the_next_phase() -> TestResult {
+    let ca = new_ca();
+    let (fake, names) = cluster(2, 3, 3);
+    fault(&fake, "w-1", Fault::IssueFails);
+    let report = run(&Harness::new(fake.clone()), &plan(plan_spec(&ca)), quiet()).await?;
+    let Outcome::Failed { retry } = &report.outcome else {
+        return Err(format!("ended {:?}", report.outcome).into());
+    };
+    assert!(retry.contains("w-1"), "{retry}");
+    let failure = report
+        .node("w-1")
+        .and_then(|n| n.failure())
+        .ok_or("w-1 did not fail")?;
+    assert_eq!((failure.step, failure.exit_code), (CaStep::Issue, Some(1)));
+    for name in &names {
+        assert_eq!(phase_runs(&fake, name)[2], 0, "{name} was finalized");
+    }
+    // The failed Job is left for inspection; the Lease is released.
+    let job = plan(plan_spec(&ca)).job_name(CaStep::Issue, "w-1");
+    assert!(fake.job(NS, &job).is_some(), "the failed issue job is gone");
+    assert_eq!(report.lease.last().map(String::as_str), Some("released"));
+    let warned = fake.events(NS).iter().any(|e| {
+        e.type_.as_deref() == Some("Warning")
+            && e.reason.as_deref() == Some("NodejobCaIssue")
+            && e.involved_object.name.as_deref() == Some("w-1")
+    });
+    assert!(warned, "no Warning event on w-1");
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_reporting_a_foreign_ca_is_caught_by_the_gate_and_named() -> TestResult {
+    let ca = new_ca();
+    let (fake, names) = cluster(3, 1, 3);
+    fault(&fake, "w-2", Fault::ForeignCa);
+    let report = run(&Harness::new(fake.clone()), &plan(plan_spec(&ca)), quiet()).await?;
+    assert!(
+        matches!(report.outcome, Outcome::Failed { .. }),
+        "{:?}",
+        report.outcome
+    );
+    let gate = report.gates.last().ok_or("no gate")?;
+    assert_eq!(gate.gate, Gate::BeforeFinalize);
+    let named: Vec<&str> = gate.disagreements.iter().map(|d| d.node.as_str()).collect();
+    assert_eq!(named, ["w-2"]);
+    assert!(
+        gate.disagreements[0].what.contains(FOREIGN_CA),
+        "{:?}",
+        gate.disagreements
+    );
+    let side_by_side = gate
+        .nodes
+        .iter()
+        .find(|n| n.node == "w-2")
+        .ok_or("w-2 not reported")?;
+    assert_eq!(side_by_side.issuer.as_str(), FOREIGN_CA);
+    assert!(matches!(
+        report.node("w-2").and_then(|n| n.result.clone()),
+        Some(NodeResult::Disagrees {
+            gate: Gate::BeforeFinalize,
+            ..
+        })
+    ));
+    for name in &names {
+        assert_eq!(phase_runs(&fake, name)[2], 0, "{name} was finalized");
+    }
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn garbage_from_status_is_an_error_that_quotes_it_and_names_the_node() -> TestResult {
+    let ca = new_ca();
+    let (fake, names) = cluster(4, 3, 1);
+    fault(&fake, "cp-1", Fault::GarbledStatus);
+    let report = run(&Harness::new(fake.clone()), &plan(plan_spec(&ca)), quiet()).await?;
+    assert!(
+        matches!(report.outcome, Outcome::Failed { .. }),
+        "{:?}",
+        report.outcome
+    );
+    let failure = report
+        .node("cp-1")
+        .and_then(|n| n.failure())
+        .ok_or("cp-1 did not fail")?;
+    assert_eq!(failure.step, CaStep::Status);
+    assert!(failure.message.contains("node cp-1"), "{}", failure.message);
+    assert!(
+        failure.message.contains("iss\u{fffd}"),
+        "the line is not quoted: {}",
+        failure.message
+    );
+    for name in &names {
+        assert_eq!(phase_runs(&fake, name), [0; 4], "{name} ran a phase");
+    }
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_private_key_appears_in_anything_the_driver_wrote() -> TestResult {
+    let ca = new_ca();
+    let (fake, names) = cluster(5, 1, 2);
+    let api = Harness::new(fake.clone());
+    let events = Arc::new(Events::default());
+    let report = run(&api, &plan(plan_spec(&ca)), events.clone()).await?;
+    assert_eq!(report.outcome, Outcome::Done);
+    // Every object the driver wrote, every object the fake keeps, the progress and the report.
+    let mut haystack = api.written();
+    assert!(haystack.len() > 30, "only {} writes", haystack.len());
+    haystack.extend(
+        fake.events(NS)
+            .iter()
+            .map(|e| serde_json::to_string(e).unwrap()),
+    );
+    haystack.extend(
+        fake.pods(NS)
+            .iter()
+            .map(|p| serde_json::to_string(p).unwrap()),
+    );
+    for name in &names {
+        haystack.push(serde_json::to_string(&fake.node(name)).unwrap());
+    }
+    haystack.push(serde_json::to_string(&fake.lease(NS, "nodejob")).unwrap());
+    haystack.extend(events.all().iter().map(|e| format!("{e:?}")));
+    haystack.push(serde_json::to_string(&report).unwrap());
+    let key_lines: Vec<&str> = ca
+        .key_pem
+        .lines()
+        .filter(|l| !l.starts_with("-----") && l.len() > 16)
+        .collect();
+    assert!(!key_lines.is_empty());
+    for text in &haystack {
+        assert!(!text.contains("PRIVATE KEY"), "key material in {text}");
+        for line in &key_lines {
+            assert!(!text.contains(line), "key material in {text}");
+        }
+    }
+    // What the hosts were given: fingerprints, never the certificate.
+    let argv_with_new = haystack
+        .iter()
+        .filter(|t| t.contains(&ca.fingerprint))
+        .count();
+    assert!(argv_with_new > 0);
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_competing_holder_of_the_lease_blocks_the_run() -> TestResult {
+    let ca = new_ca();
+    let (fake, names) = cluster(6, 1, 2);
+    let config = LeaseConfig {
+        namespace: NS.into(),
+        name: "nodejob".into(),
+        identity: "upgrade-driver-elsewhere".into(),
+        duration: std::time::Duration::from_secs(600),
+    };
+    let claim = Claim {
+        operation: "upgrade".into(),
+        target: "v1.38.0".into(),
+    };
+    acquire(&*fake, &config, &claim).await?;
+    let refused = run(&Harness::new(fake.clone()), &plan(plan_spec(&ca)), quiet()).await;
+    match refused {
+        Err(Error::Core(nodejob_core::Error::LeaseHeld { holder, .. })) => {
+            assert!(holder.contains("upgrade-driver-elsewhere"), "{holder}");
+        }
+        other => return Err(format!("not refused: {other:?}").into()),
+    }
+    assert_eq!(fake.count(Verb::CreateJob), 0);
+    for name in &names {
+        assert_eq!(phase_runs(&fake, name), [0; 4]);
+    }
+    Ok(())
+}
