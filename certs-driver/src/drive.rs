@@ -10,14 +10,15 @@ use futures::future::join_all;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Node;
 use nodejob_core::drive::{
-    Fence, FenceEvent, NoteSink, Selecting, Stop, is_control_plane, millis, retry, write_node_event,
+    Fence, FenceEvent, NoteSink, Selecting, Stop, delete_job_of, is_control_plane, log_tail,
+    millis, patch_node_again, retry, write_node_event,
 };
 use nodejob_core::lease::{Claim, LeaseConfig};
 use nodejob_core::runner::{Mode, Policy, run_with};
 use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{
-    ApiError, EventType, JobApi, LeaseApi, NodeApi, NodeChange, delete_exact_and_wait, ready,
-    run_exit_code, run_exit_code_logs,
+    ApiError, EventType, JobApi, LeaseApi, NodeApi, NodeChange, ready, run_exit_code,
+    run_exit_code_logs,
 };
 
 use crate::Error;
@@ -32,9 +33,6 @@ pub const COMPONENT: &str = "nodejob-carotate";
 
 /// The operation the Lease names while a rotation (or its abort) holds it.
 pub const OPERATION: &str = "rotate-ca";
-
-/// Conflicts on one write before giving up (each re-reads the object).
-const WRITE_ROUNDS: u32 = 5;
 
 /// The last lines of a log kept in a failure.
 const LOG_TAIL_LINES: usize = 20;
@@ -540,7 +538,7 @@ where
                 CaStep::Status,
                 format!("`carotate status` exited {code} on node {name}"),
                 Some(code),
-                Some(tail(&log)),
+                Some(log_tail(&log, LOG_TAIL_LINES)),
             )),
             Err(e) => Err(failure(
                 CaStep::Status,
@@ -568,29 +566,20 @@ where
         })
         .to_string();
         let changes = [NodeChange::set_annotation(LAST_STATUS, value)];
-        for _ in 0..WRITE_ROUNDS {
-            let node = match retry(self.api, || self.api.get_node(name)).await {
-                Ok(node) => node,
-                Err(e) => {
-                    self.note(
-                        name,
-                        format!("could not record the status on node {name}: {e}"),
-                    );
-                    return;
-                }
-            };
-            let rv = node.metadata.resource_version.clone().unwrap_or_default();
-            match retry(self.api, || self.api.patch_node(name, &rv, &changes)).await {
-                Ok(_) => return,
-                Err(e) if e.is_conflict() => continue,
-                Err(e) => {
-                    self.note(
-                        name,
-                        format!("could not record the status on node {name}: {e}"),
-                    );
-                    return;
-                }
+        let written = match retry(self.api, || self.api.get_node(name)).await {
+            Ok(node) => {
+                let rv = node.metadata.resource_version.unwrap_or_default();
+                patch_node_again(self.api, name, &rv, &changes)
+                    .await
+                    .map(drop)
             }
+            Err(e) => Err(format!("reading node {name}: {e}")),
+        };
+        if let Err(e) = written {
+            self.note(
+                name,
+                format!("could not record the status on node {name}: {e}"),
+            );
         }
     }
 
@@ -676,7 +665,7 @@ where
                 spec.name,
                 report.uid
             );
-            let log_tail = report.log.as_deref().map(tail);
+            let log_tail = report.log.as_deref().map(|l| log_tail(l, LOG_TAIL_LINES));
             let f = failure(step, message, Some(report.exit_code), log_tail);
             return Err(self.fail(name, f).await);
         }
@@ -760,33 +749,9 @@ where
     /// already (or replaced) is done.
     async fn delete_job(&self, name: &str, step: CaStep, uid: &str) -> Result<(), Failure> {
         let ns = &self.plan.spec().namespace;
-        let job_name = self.plan.job_name(step, name);
-        for _ in 0..WRITE_ROUNDS {
-            let job = match retry(self.api, || self.api.get_job(ns, &job_name)).await {
-                Ok(job) if job.metadata.uid.as_deref() == Some(uid) => job,
-                Ok(_) => return Ok(()),
-                Err(e) if e.is_not_found() => return Ok(()),
-                Err(e) => {
-                    return Err(failure(
-                        step,
-                        format!("reading job {ns}/{job_name}: {e}"),
-                        None,
-                        None,
-                    ));
-                }
-            };
-            match delete_exact_and_wait(self.api, &job).await {
-                Ok(()) => return Ok(()),
-                Err(nodejob_core::Error::Api { cause, .. }) if cause.is_conflict() => continue,
-                Err(e) => return Err(failure(step, e.to_string(), None, None)),
-            }
-        }
-        Err(failure(
-            step,
-            format!("deleting job {ns}/{job_name}: it kept changing ({WRITE_ROUNDS} conflicts)"),
-            None,
-            None,
-        ))
+        delete_job_of(self.api, ns, &self.plan.job_name(step, name), uid)
+            .await
+            .map_err(|message| failure(step, message, None, None))
     }
 
     /// Fences a write: the Lease still ours.
@@ -927,10 +892,4 @@ fn failure(
         exit_code,
         log_tail,
     }
-}
-
-/// The last [`LOG_TAIL_LINES`] lines of `log`.
-fn tail(log: &str) -> String {
-    let lines: Vec<&str> = log.lines().collect();
-    lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n")
 }

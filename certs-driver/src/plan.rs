@@ -5,7 +5,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use nodejob_core::{Spec, trunc_name};
+use nodejob_core::{Spec, is_dns1123_subdomain, trunc_name};
 use sha2::{Digest, Sha256};
 
 use crate::phase::CaStep;
@@ -399,18 +399,6 @@ fn base64(text: &str) -> Option<Vec<u8>> {
         out.extend_from_slice(&bytes[..chunk.len() - 1]);
     }
     Some(out)
-}
-
-fn is_dns1123_subdomain(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 253
-        && s.split('.').all(|l| {
-            !l.is_empty()
-                && l.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-                && l.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-                && l.chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        })
 }
 
 #[cfg(test)]

@@ -22,10 +22,11 @@ use futures::lock::Mutex as AsyncMutex;
 use k8s_openapi::api::core::v1::Node;
 
 use crate::api::{Clock, JobApi, LeaseApi, NodeApi};
-use crate::error::{ApiError, Result};
+use crate::error::{ApiError, Error, Result};
 use crate::event::{EventType, node_event};
 use crate::lease::{Acquired, Claim, Held, LeaseConfig, acquire};
 use crate::spec::{Level, Note, Sink};
+use crate::wait::delete_exact_and_wait;
 
 /// The label that marks a control-plane node: drivers take those one at a time, first.
 pub const CONTROL_PLANE_LABEL: &str = "node-role.kubernetes.io/control-plane";
@@ -374,6 +375,73 @@ pub async fn select_nodes<A: NodeApi + ?Sized>(
                 })
         })
         .collect()
+}
+
+/// How many times [`delete_job_of`] and [`patch_node_again`] read their object again after a
+/// conflict before giving up.
+const WRITE_ROUNDS: u32 = 5;
+
+/// Patches node `name` with `changes` under `resource_version`; a conflict (someone wrote the
+/// node since) reads it again and applies the same changes, which must be idempotent (set or
+/// remove an annotation, cordon, uncordon), to the version read, at most five times. Transient
+/// errors are retried ([`retry`]). The error is a sentence naming the node.
+pub async fn patch_node_again<A: NodeApi + ?Sized>(
+    api: &A,
+    name: &str,
+    resource_version: &str,
+    changes: &[crate::NodeChange],
+) -> std::result::Result<Node, String> {
+    let mut rv = resource_version.to_string();
+    for _ in 0..WRITE_ROUNDS {
+        match retry(api, || api.patch_node(name, &rv, changes)).await {
+            Ok(node) => return Ok(node),
+            Err(e) if e.is_conflict() => {
+                let node = retry(api, || api.get_node(name))
+                    .await
+                    .map_err(|e| format!("reading node {name}: {e}"))?;
+                rv = node.metadata.resource_version.unwrap_or_default();
+            }
+            Err(e) => return Err(format!("patching node {name}: {e}")),
+        }
+    }
+    Err(format!(
+        "patching node {name}: it kept changing under other writers ({WRITE_ROUNDS} conflicts)"
+    ))
+}
+
+/// Deletes the Job `namespace/name` if it is still the one of `uid` (a driver's host Job,
+/// kept after it ran), and waits until it is gone. Gone already, or replaced by another Job
+/// of that name, is done: that one is not ours to delete. A conflict (the Job changed between
+/// the read and the delete, whose preconditions are its UID and resourceVersion) reads it
+/// again, at most five times. The error is a sentence naming the Job.
+pub async fn delete_job_of<A: JobApi + ?Sized>(
+    api: &A,
+    namespace: &str,
+    name: &str,
+    uid: &str,
+) -> std::result::Result<(), String> {
+    for _ in 0..WRITE_ROUNDS {
+        let job = match retry(api, || api.get_job(namespace, name)).await {
+            Ok(job) if job.metadata.uid.as_deref() == Some(uid) => job,
+            Ok(_) => return Ok(()),
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) => return Err(format!("reading the host job {namespace}/{name}: {e}")),
+        };
+        match delete_exact_and_wait(api, &job).await {
+            Ok(()) => return Ok(()),
+            Err(Error::Api { cause, .. }) if cause.is_conflict() => continue,
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Err(format!(
+        "deleting the host job {namespace}/{name}: it kept changing ({WRITE_ROUNDS} conflicts)"
+    ))
+}
+
+/// The last `lines` lines of `log`, as a report quotes a failed host step's log.
+pub fn log_tail(log: &str, lines: usize) -> String {
+    let all: Vec<&str> = log.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 /// `d` in whole milliseconds, as reports count durations.

@@ -46,7 +46,7 @@ pub use error::{
 };
 pub use event::{EventType, node_event};
 pub use job::{CONTROLLER_UID_LABEL, IMAGE, NODE_ANNOTATION, build};
-pub use names::{node_label_value, trunc_name};
+pub use names::{is_dns1123_subdomain, node_label_value, trunc_name};
 pub use runner::{
     Mode, Policy, Report, log_text, logs, run, run_exit_code, run_exit_code_logs, run_with,
 };

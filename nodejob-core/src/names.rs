@@ -129,8 +129,8 @@ fn is_dns1123_label_body(s: &str) -> bool {
 }
 
 /// DNS-1123 labels joined by `.`, at most 253 characters in all: node names, label key
-/// prefixes. As in Kubernetes, the parts are not limited to 63 characters each.
-pub(crate) fn is_dns1123_subdomain(s: &str) -> bool {
+/// prefixes, Lease names. As in Kubernetes, the parts are not limited to 63 characters each.
+pub fn is_dns1123_subdomain(s: &str) -> bool {
     s.len() <= DNS1123_SUBDOMAIN_MAX && s.split('.').all(is_dns1123_label_body)
 }
 

@@ -10,14 +10,13 @@ use futures::future::join_all;
 use k8s_openapi::api::core::v1::Node;
 use nodejob_core::drain::drain;
 pub(crate) use nodejob_core::drive::retry;
-use nodejob_core::drive::{Fence, FenceEvent, NoteSink, Selecting, write_node_event};
+use nodejob_core::drive::{
+    Fence, FenceEvent, NoteSink, Selecting, delete_job_of, patch_node_again, write_node_event,
+};
 use nodejob_core::lease::{Claim, LeaseConfig};
 use nodejob_core::runner::{Mode, Policy, run_with};
 use nodejob_core::watch::{From, Until, watch_until};
-use nodejob_core::{
-    ApiError, EventType, JobApi, LeaseApi, NodeApi, PodApi, delete_exact_and_wait, ready,
-    run_exit_code,
-};
+use nodejob_core::{ApiError, EventType, JobApi, LeaseApi, NodeApi, PodApi, ready, run_exit_code};
 
 use crate::machine::{Intent, Mark, NodeMachine, NodeResult, Observation, UpgradeStep};
 use crate::order::{Group, groups, is_control_plane};
@@ -28,9 +27,6 @@ use crate::{Error, Stop};
 
 /// The component named in the Events the driver writes.
 pub const COMPONENT: &str = "nodejob-upgrade";
-
-/// Conflicts on one node write before giving up (each re-reads the node).
-const PATCH_ROUNDS: u32 = 5;
 
 /// The whole of one run: what every node future shares.
 struct Run<'a, A: ?Sized> {
@@ -665,20 +661,7 @@ where
         rv: String,
         changes: &[nodejob_core::NodeChange],
     ) -> Result<Node, String> {
-        let mut rv = rv;
-        for _ in 0..PATCH_ROUNDS {
-            match retry(self.api, || self.api.patch_node(name, &rv, changes)).await {
-                Ok(node) => return Ok(node),
-                Err(e) if e.is_conflict() => {
-                    let node = get_node(self.api, name).await.map_err(|e| e.to_string())?;
-                    rv = records::rv(&node);
-                }
-                Err(e) => return Err(format!("patching node {name}: {e}")),
-            }
-        }
-        Err(format!(
-            "patching node {name}: it kept changing under other writers ({PATCH_ROUNDS} conflicts)"
-        ))
+        patch_node_again(self.api, name, &rv, changes).await
     }
 
     /// Deletes the host Job of `uid` exactly and waits until it is gone; gone already is done.
@@ -686,23 +669,7 @@ where
     /// `uid`, the delete is retried with the new resourceVersion.
     async fn delete_job(&self, name: &str, uid: &str) -> Result<(), String> {
         let ns = &self.plan.spec().namespace;
-        let job_name = self.plan.job_name(name);
-        for _ in 0..PATCH_ROUNDS {
-            let job = match retry(self.api, || self.api.get_job(ns, &job_name)).await {
-                Ok(job) if job.metadata.uid.as_deref() == Some(uid) => job,
-                Ok(_) => return Ok(()),
-                Err(e) if e.is_not_found() => return Ok(()),
-                Err(e) => return Err(format!("reading the host job {ns}/{job_name}: {e}")),
-            };
-            match delete_exact_and_wait(self.api, &job).await {
-                Ok(()) => return Ok(()),
-                Err(nodejob_core::Error::Api { cause, .. }) if cause.is_conflict() => continue,
-                Err(e) => return Err(e.to_string()),
-            }
-        }
-        Err(format!(
-            "deleting the host job {ns}/{job_name}: it kept changing ({PATCH_ROUNDS} conflicts)"
-        ))
+        delete_job_of(self.api, ns, &self.plan.job_name(name), uid).await
     }
 
     /// Records an Event on the node; a failure to is a note, never the node's failure. Nothing

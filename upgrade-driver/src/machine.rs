@@ -26,6 +26,7 @@ use std::fmt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Node;
 use nodejob_core::drain::Drained;
+use nodejob_core::drive::log_tail;
 use nodejob_core::runner::Report;
 use nodejob_core::{NodeChange, ready};
 
@@ -313,7 +314,7 @@ impl NodeMachine {
                     uid: report.uid.clone(),
                     exit_code: report.exit_code,
                 };
-                let log_tail = report.log.as_deref().map(tail);
+                let log_tail = report.log.as_deref().map(|l| log_tail(l, LOG_TAIL_LINES));
                 let changes = vec![NodeChange::set_annotation(
                     HOST_JOB,
                     records::value(&record),
@@ -707,10 +708,4 @@ impl NodeMachine {
             At::Finishing | At::Over => UpgradeStep::Uncordon,
         }
     }
-}
-
-/// The last [`LOG_TAIL_LINES`] lines of `log`.
-fn tail(log: &str) -> String {
-    let lines: Vec<&str> = log.lines().collect();
-    lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n")
 }

@@ -7,7 +7,7 @@ use jiff::civil::{Time, Weekday};
 use jiff::tz::TimeZone;
 use jiff::{Timestamp, ToSpan};
 use nodejob_core::drain::DrainOptions;
-use nodejob_core::{Spec, trunc_name};
+use nodejob_core::{Spec, is_dns1123_subdomain, trunc_name};
 
 /// The annotation and label prefix of this driver's records.
 pub(crate) const PREFIX: &str = "stratum.ciq.com/";
@@ -440,18 +440,6 @@ fn is_version(s: &str) -> bool {
         && s.starts_with(|c: char| c.is_ascii_alphanumeric())
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "._-+".contains(c))
-}
-
-fn is_dns1123_subdomain(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 253
-        && s.split('.').all(|l| {
-            !l.is_empty()
-                && l.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-                && l.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-                && l.chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        })
 }
 
 /// `UTC`, a fixed offset (`+02:00`, `-0530`) or an IANA name from the system's database.
