@@ -23,7 +23,8 @@ pub struct Call {
     /// The verb.
     pub verb: Verb,
     /// The Job, Pod or Node the call names (an Event's `generateName` when it has no name);
-    /// the selector for [`Verb::ListPods`], the UID for [`Verb::ListEvents`].
+    /// the selector for [`Verb::ListJobs`] and [`Verb::ListPods`], the UID for
+    /// [`Verb::ListEvents`].
     pub name: String,
     /// The preconditions of a [`Verb::DeleteJob`]; the UID of a [`Verb::EvictPod`]; the
     /// resourceVersion of a [`Verb::ReplaceLease`].
@@ -188,6 +189,10 @@ impl<A: JobApi + 'static> JobApi for Interposed<A> {
     async fn get_job(&self, namespace: &str, name: &str) -> ApiResult<Job> {
         let i = self.enter(Verb::GetJob, name, None).await?;
         self.exit(i, self.inner.get_job(namespace, name).await)
+    }
+    async fn list_jobs(&self, namespace: &str, selector: &str) -> ApiResult<Vec<Job>> {
+        let i = self.enter(Verb::ListJobs, selector, None).await?;
+        self.exit(i, self.inner.list_jobs(namespace, selector).await)
     }
     async fn delete_job(
         &self,

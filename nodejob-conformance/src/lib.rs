@@ -250,7 +250,9 @@ macro_rules! conformance {
             node_deleted_while_the_job_runs_is_named,
             finished_job_deleted_by_another_runner_says_so,
             stratum_upgrade_reboots_the_node_into_the_new_version,
-            stratum_carotate_phases_are_reported
+            stratum_carotate_phases_are_reported,
+            jobs_are_listed_by_label_selector,
+            jobs_of_a_missing_namespace_are_an_empty_list
         );
     };
     (@each #[$test:meta] $make:expr; $($name:ident),* $(,)?) => {

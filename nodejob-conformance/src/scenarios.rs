@@ -10,8 +10,8 @@ use k8s_openapi::api::core::v1::Node;
 use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{
     ApiError, CONTROLLER_UID_LABEL, Clock, Error, ErrorKind, JobApi, Verb, build, delete_and_wait,
-    delete_exact_and_wait, logs, node_label_value, run, run_exit_code, run_exit_code_logs,
-    wait_ready,
+    delete_exact_and_wait, job_node, logs, node_label_value, run, run_exit_code,
+    run_exit_code_logs, wait_ready,
 };
 use nodejob_core::{NodeApi, ready};
 use nodejob_fake::host;
@@ -892,5 +892,117 @@ pub async fn stratum_carotate_phases_are_reported<B: Backend>(b: Arc<B>) -> Outc
             && line.contains(&format!("\"issuer\": \"{new}\"")),
         "finalized: {line}"
     );
+    Ok(())
+}
+
+/// The names of `jobs`, sorted (the order of a list is the apiserver's, not a contract).
+fn names(jobs: &[k8s_openapi::api::batch::v1::Job]) -> Vec<String> {
+    let mut names: Vec<String> = jobs
+        .iter()
+        .map(|j| j.metadata.name.clone().unwrap_or_default())
+        .collect();
+    names.sort();
+    names
+}
+
+/// `list_jobs` answers the namespace's Jobs that match a label selector as the apiserver
+/// reads one (equality, inequality, existence, absence, every requirement at once), every Job
+/// for the empty selector, a Job being deleted still listed (with its deletionTimestamp), and
+/// each Job names its node as `build` wrote it.
+pub async fn jobs_are_listed_by_label_selector<B: Backend>(b: Arc<B>) -> Outcome {
+    let cx = Ctx::new(b);
+    let ours = cx.spec("listed-ours", &[host::exit(0)]);
+    let mut theirs = cx.spec("listed-theirs", &[host::run(secs(120))]);
+    theirs.label_key = "stratum.ciq.com/conformance-other".into();
+    for spec in [&ours, &theirs] {
+        cx.api.inner().create_job(&build(spec)).await?;
+    }
+    let (key, other) = (ours.label_key.as_str(), theirs.label_key.as_str());
+    let value = node_label_value(&cx.node);
+    let table: [(String, &[&str]); 7] = [
+        (String::new(), &["listed-ours", "listed-theirs"]),
+        (format!("{key}={value}"), &["listed-ours"]),
+        (format!("{key}=={value}"), &["listed-ours"]),
+        (format!("{key}!={value}"), &["listed-theirs"]),
+        (other.to_string(), &["listed-theirs"]),
+        (format!("!{other}"), &["listed-ours"]),
+        (format!("{key}={value},{other}"), &[]),
+    ];
+    for (selector, want) in &table {
+        let jobs = cx.api.list_jobs(&cx.namespace, selector).await?;
+        ensure!(
+            names(&jobs) == *want,
+            "selector {selector:?} listed {:?}",
+            names(&jobs)
+        );
+        for job in &jobs {
+            let key = if job.metadata.name.as_deref() == Some("listed-ours") {
+                key
+            } else {
+                other
+            };
+            ensure!(
+                job_node(job, key) == Some(cx.node.as_str()) && job.metadata.uid.is_some(),
+                "a listed job does not name its node: {:?}",
+                job.metadata
+            );
+        }
+    }
+    let recorded: Vec<String> = (cx.api.calls().into_iter())
+        .filter(|c| c.verb == Verb::ListJobs)
+        .map(|c| c.name)
+        .collect();
+    let sent: Vec<String> = table.iter().map(|(s, _)| s.clone()).collect();
+    ensure!(recorded == sent, "calls named {recorded:?}");
+
+    // A Job being deleted (foreground: kept until its Pod is gone) is still listed.
+    cx.wait_running("listed-theirs").await?;
+    cx.api
+        .inner()
+        .delete_job(&cx.namespace, "listed-theirs", None)
+        .await?;
+    let jobs = cx.api.list_jobs(&cx.namespace, other).await?;
+    ensure!(
+        jobs.len() == 1 && jobs[0].metadata.deletion_timestamp.is_some(),
+        "the job being deleted is listed with its deletionTimestamp: {:?}",
+        jobs.iter().map(|j| &j.metadata).collect::<Vec<_>>()
+    );
+    Ok(())
+}
+
+/// A namespace that does not exist has no Jobs: an empty list, never NotFound, for a caller
+/// that may list Jobs in every namespace (as on the in-memory cluster); 403 for one granted
+/// Jobs per namespace, as `deploy/rbac.yaml`'s Role grants them, since authorization runs
+/// before the list. A selector the apiserver cannot parse is a 400 BadRequest (in a namespace
+/// the caller may not list in, the 403 comes first).
+pub async fn jobs_of_a_missing_namespace_are_an_empty_list<B: Backend>(b: Arc<B>) -> Outcome {
+    let cx = Ctx::new(b);
+    cx.api
+        .inner()
+        .create_job(&build(&cx.spec("present", &[host::exit(0)])))
+        .await?;
+    let missing = format!("{}-missing", cx.namespace);
+    let listed = cx.api.list_jobs(&missing, "").await;
+    ensure!(
+        listed.as_ref().is_ok_and(Vec::is_empty)
+            || listed.as_ref().is_err_and(|e| e.is_forbidden()),
+        "in namespace {missing}: {:?}",
+        listed.map(|jobs| names(&jobs))
+    );
+    let forbidden_there = listed.is_err();
+    for namespace in [cx.namespace.as_str(), missing.as_str()] {
+        match cx.api.list_jobs(namespace, "a=b=c").await {
+            Err(e) if forbidden_there && namespace == missing && e.is_forbidden() => {}
+            Err(e) => ensure!(
+                (e.kind, e.code) == (ErrorKind::BadRequest, 400),
+                "a malformed selector in {namespace}: {e}"
+            ),
+            Ok(jobs) => ensure!(
+                false,
+                "a malformed selector in {namespace} listed {:?}",
+                names(&jobs)
+            ),
+        }
+    }
     Ok(())
 }

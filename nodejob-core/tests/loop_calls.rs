@@ -24,6 +24,7 @@ mockall::mock! {
     Calls {
         fn create_job(&self, job: Job) -> ApiResult<Job>;
         fn get_job(&self, namespace: String, name: String) -> ApiResult<Job>;
+        fn list_jobs(&self, namespace: String, label_selector: String) -> ApiResult<Vec<Job>>;
         fn delete_job(&self, namespace: String, name: String, preconditions: Option<Preconditions>) -> ApiResult<()>;
         fn list_pods(&self, namespace: String, label_selector: String) -> ApiResult<Vec<Pod>>;
         fn pod_log(&self, namespace: String, pod: String, container: String, limit_bytes: u64) -> ApiResult<String>;
@@ -58,6 +59,9 @@ impl JobApi for Api {
     }
     async fn get_job(&self, namespace: &str, name: &str) -> ApiResult<Job> {
         self.0.get_job(namespace.into(), name.into())
+    }
+    async fn list_jobs(&self, namespace: &str, selector: &str) -> ApiResult<Vec<Job>> {
+        self.0.list_jobs(namespace.into(), selector.into())
     }
     async fn delete_job(
         &self,
@@ -181,6 +185,8 @@ async fn each_intent_is_one_call_with_the_exact_arguments() {
     api.expect_sleep().with(always()).never();
     api.expect_list_events().never();
     api.expect_create_event().never();
+    // A run reads its Job by name, never by listing.
+    api.expect_list_jobs().never();
 
     let (code, log) = run_exit_code_logs(&Api(api), &spec).await.expect("run");
     assert_eq!((code, log.as_str()), (0, "done\n"));

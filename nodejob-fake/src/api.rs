@@ -121,6 +121,13 @@ impl JobApi for FakeCluster {
         .await
     }
 
+    async fn list_jobs(&self, namespace: &str, label_selector: &str) -> ApiResult<Vec<Job>> {
+        self.serve(Verb::ListJobs, namespace, label_selector, None, async {
+            self.with_state(|st| st.store.list_jobs(namespace, label_selector))
+        })
+        .await
+    }
+
     async fn delete_job(
         &self,
         namespace: &str,

@@ -18,7 +18,8 @@ pub struct Call {
     /// The namespace (empty for Nodes and for [`Verb::ListNodePods`]).
     pub namespace: String,
     /// What the call names: the Job or Event (or its `generateName`), Pod, Node or Lease
-    /// name; for [`Verb::ListPods`] and [`Verb::ListNodes`] the label selector, for
+    /// name; for [`Verb::ListJobs`], [`Verb::ListPods`] and [`Verb::ListNodes`] the label
+    /// selector, for
     /// [`Verb::ListEvents`] the involved UID, for [`Verb::ListNodePods`] the node.
     pub name: String,
     /// The preconditions the call carries: those of a [`Verb::DeleteJob`], if any; the UID of

@@ -723,6 +723,20 @@ impl Store {
         Ok(self.write_job(job))
     }
 
+    /// `LIST` Jobs in `namespace` matching `selector`, in name order, those being deleted
+    /// included (a list in a namespace that does not exist is empty, as in Kubernetes).
+    pub(crate) fn list_jobs(&self, namespace: &str, selector: &str) -> ApiResult<Vec<Job>> {
+        let selector = Selector::parse(selector)?;
+        Ok(self
+            .jobs
+            .iter()
+            .filter(|((ns, _), job)| {
+                ns == namespace && selector.matches(job.metadata.labels.as_ref())
+            })
+            .map(|(_, job)| job.clone())
+            .collect())
+    }
+
     /// `LIST` Pods in `namespace` matching `selector`, in name order (a list in a namespace
     /// that does not exist is empty, as in Kubernetes).
     pub(crate) fn list_pods(&self, namespace: &str, selector: &str) -> ApiResult<Vec<Pod>> {

@@ -334,3 +334,65 @@ async fn list_pods_by_equality_selector() -> TestResult {
     assert_eq!((err.kind, err.code), (ErrorKind::BadRequest, 400));
     Ok(())
 }
+
+#[tokio::test(start_paused = true)]
+async fn list_jobs_by_selector_in_name_order_recorded_and_empty_for_a_missing_namespace()
+-> TestResult {
+    let cluster = FakeCluster::new();
+    cluster.add_node("n1")?;
+    cluster.add_namespace("other");
+    let mut tagged = job("b", "n1", &[host::run(Duration::from_secs(60))]);
+    (tagged.metadata.labels.as_mut().unwrap()).insert("tier".into(), "host".into());
+    cluster.create_job(&tagged).await?;
+    cluster.create_job(&job("a", "n1", &[])).await?;
+    let mut elsewhere = job("c", "n1", &[]);
+    elsewhere.metadata.namespace = Some("other".into());
+    cluster.create_job(&elsewhere).await?;
+
+    let names = |jobs: Vec<k8s_openapi::api::batch::v1::Job>| -> Vec<String> {
+        jobs.into_iter()
+            .map(|j| j.metadata.name.unwrap_or_default())
+            .collect()
+    };
+    assert_eq!(names(cluster.list_jobs(NS, "").await?), ["a", "b"]);
+    assert_eq!(names(cluster.list_jobs(NS, "tier=host").await?), ["b"]);
+    assert_eq!(names(cluster.list_jobs(NS, "tier!=host").await?), ["a"]);
+    assert_eq!(names(cluster.list_jobs(NS, "!tier").await?), ["a"]);
+    assert_eq!(
+        names(cluster.list_jobs(NS, "app=nodejob-test,tier").await?),
+        ["b"]
+    );
+    assert_eq!(names(cluster.list_jobs("other", "").await?), ["c"]);
+    // A namespace that does not exist lists empty, as on a real apiserver.
+    assert!(cluster.list_jobs("absent", "").await?.is_empty());
+    // The Job as stored: what get_job answers.
+    let listed = cluster.list_jobs(NS, "tier=host").await?.remove(0);
+    assert_eq!(listed, cluster.get_job(NS, "b").await?);
+
+    // A Job being deleted is listed until the garbage collector removes it.
+    cluster.sleep(Duration::from_secs(3)).await;
+    cluster.delete_job(NS, "b", None).await?;
+    let deleting = cluster.list_jobs(NS, "tier=host").await?;
+    assert!(deleting[0].metadata.deletion_timestamp.is_some());
+
+    let err = cluster.list_jobs(NS, "a=b=c").await.unwrap_err();
+    assert_eq!((err.kind, err.code), (ErrorKind::BadRequest, 400));
+    let err = cluster.list_jobs(NS, "tier in (host)").await.unwrap_err();
+    assert_eq!((err.kind, err.code), (ErrorKind::BadRequest, 400));
+
+    let listed: Vec<(String, String, Option<ErrorKind>)> = (cluster.calls().into_iter())
+        .filter(|c| c.verb == nodejob_fake::Verb::ListJobs)
+        .map(|c| (c.namespace, c.name, c.error))
+        .collect();
+    assert_eq!(listed.len(), 11);
+    assert_eq!(
+        listed[9],
+        (
+            NS.to_string(),
+            "a=b=c".to_string(),
+            Some(ErrorKind::BadRequest)
+        )
+    );
+    assert_eq!(listed[6], ("absent".to_string(), String::new(), None));
+    Ok(())
+}

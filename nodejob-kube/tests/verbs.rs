@@ -65,6 +65,53 @@ async fn pods_are_listed_by_the_controller_uid_label() -> TestResult {
 }
 
 #[tokio::test]
+async fn jobs_are_listed_by_label_selector_and_a_missing_namespace_is_an_empty_list() -> TestResult
+{
+    let selector = "stratum.ciq.com/upgrade";
+    let missing = "/apis/batch/v1/namespaces/no-such-namespace/jobs";
+    let (api, server) = serve(vec![
+        get(JOBS_PATH)
+            .query(&[("labelSelector", selector)])
+            .reply_json(
+                200,
+                &list("Job", "batch/v1", "1400", vec![job_complete("1300")]),
+            ),
+        // The apiserver lists a namespace that does not exist as an empty one.
+        get(missing)
+            .query(&[("labelSelector", "")])
+            .reply_json(200, &list("Job", "batch/v1", "1400", vec![])),
+        get(JOBS_PATH)
+            .query(&[("labelSelector", "a in (")])
+            .reply_json(
+                400,
+                &status(
+                    400,
+                    "BadRequest",
+                    "unable to parse requirement: found '(', expected: identifier",
+                ),
+            ),
+    ]);
+    let jobs = api.list_jobs(NS, selector).await?;
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0].metadata.name.as_deref(), Some(NAME));
+    assert_eq!(jobs[0].metadata.uid.as_deref(), Some(UID));
+    assert!(nodejob_core::succeeded(&jobs[0]));
+    assert!(api.list_jobs("no-such-namespace", "").await?.is_empty());
+    let err = api.list_jobs(NS, "a in (").await.unwrap_err();
+    assert_eq!((err.kind, err.code), (ErrorKind::BadRequest, 400));
+    drop(api);
+    assert_eq!(
+        server.finish().await,
+        [
+            format!("GET {JOBS_PATH}"),
+            format!("GET {missing}"),
+            format!("GET {JOBS_PATH}"),
+        ]
+    );
+    Ok(())
+}
+
+#[tokio::test]
 async fn create_get_log_events_and_node_send_what_the_apiserver_expects() -> TestResult {
     let log_path = format!("{PODS_PATH}/{POD}/log");
     let limit = LOG_LIMIT_BYTES.to_string();

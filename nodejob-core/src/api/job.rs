@@ -22,6 +22,16 @@ pub trait JobApi: Clock {
     /// `GET` one Job. NotFound when there is none of that name.
     async fn get_job(&self, namespace: &str, name: &str) -> ApiResult<Job>;
 
+    /// `LIST /apis/batch/v1/namespaces/{ns}/jobs?labelSelector={label_selector}`: the Jobs in
+    /// `namespace` matching a label selector (`key=value[,key=value]`, `key!=value`, `key`,
+    /// `!key`; empty: every Job), Jobs being deleted included. A namespace that does not exist
+    /// has no Jobs: the answer is an empty list, not NotFound. A selector the apiserver cannot
+    /// parse is a 400 BadRequest.
+    ///
+    /// Neither the runner nor the drivers list Jobs (they read one by name, then by UID); the
+    /// command line's `nodejob jobs` does.
+    async fn list_jobs(&self, namespace: &str, label_selector: &str) -> ApiResult<Vec<Job>>;
+
     /// `DELETE` one Job with `propagationPolicy: Foreground`, so the Job stays (with a
     /// `deletionTimestamp` and the `foregroundDeletion` finalizer) until its Pods are gone.
     ///
@@ -81,6 +91,9 @@ macro_rules! forward {
             }
             async fn get_job(&self, namespace: &str, name: &str) -> ApiResult<Job> {
                 (**self).get_job(namespace, name).await
+            }
+            async fn list_jobs(&self, namespace: &str, label_selector: &str) -> ApiResult<Vec<Job>> {
+                (**self).list_jobs(namespace, label_selector).await
             }
             async fn delete_job(
                 &self,

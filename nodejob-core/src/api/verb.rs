@@ -40,6 +40,7 @@ verbs! {
     JobApi {
         CreateJob => create_job,
         GetJob => get_job,
+        ListJobs => list_jobs,
         DeleteJob => delete_job,
         ListPods => list_pods,
         PodLog => pod_log,

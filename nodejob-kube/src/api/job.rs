@@ -38,6 +38,16 @@ impl JobApi for KubeApi {
             .await
     }
 
+    /// One `LIST` (no `limit`, so no continue token: the apiserver answers every match at
+    /// once). A namespace that does not exist answers 200 with no items, as the apiserver
+    /// does; a selector it cannot parse, 400 BadRequest.
+    async fn list_jobs(&self, namespace: &str, label_selector: &str) -> ApiResult<Vec<Job>> {
+        let lp = ListParams::default().labels(label_selector);
+        let list: ObjectList<Job> =
+            call_json(&self.client, collection::<Job>(Some(namespace)).list(&lp)).await?;
+        Ok(list.items)
+    }
+
     /// `DeleteOptions` in the body: `propagationPolicy: Foreground`, so the Job is kept (with a
     /// `deletionTimestamp` and the `foregroundDeletion` finalizer) until the garbage collector
     /// has deleted its Pods

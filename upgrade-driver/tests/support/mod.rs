@@ -271,6 +271,9 @@ impl JobApi for Harness {
     async fn get_job(&self, namespace: &str, name: &str) -> ApiResult<Job> {
         self.fake.get_job(namespace, name).await
     }
+    async fn list_jobs(&self, namespace: &str, label_selector: &str) -> ApiResult<Vec<Job>> {
+        self.fake.list_jobs(namespace, label_selector).await
+    }
     async fn delete_job(
         &self,
         namespace: &str,
