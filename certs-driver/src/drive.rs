@@ -22,11 +22,12 @@ use nodejob_core::{
 };
 
 use crate::Error;
+use crate::cluster::{every_node, issue_begun, outside};
 use crate::gate::{Gate, Verified, check, expected, old_trust};
 use crate::phase::{CaStep, Decision, decide};
 use crate::plan::Plan;
 use crate::progress::{Failure, NodeReport, NodeResult, Outcome, Progress, ProgressSink, Report};
-use crate::status::{CaPhase, CaStatus, LAST_STATUS, parse_status};
+use crate::status::{CaStatus, LAST_STATUS, parse_status};
 
 /// The component named in the Events the driver writes.
 pub const COMPONENT: &str = "nodejob-carotate";
@@ -73,6 +74,18 @@ impl Order {
         let workers = self.workers.chunks(width.max(1)).map(<[String]>::to_vec);
         control.chain(workers).collect()
     }
+}
+
+/// How a run takes a host Job of ours that an earlier run or abort left on a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Leftover {
+    /// A step of this run's own direction: its result is the step's, as its phase would take
+    /// it (a failure fails the node).
+    Adopt,
+    /// A step of the other direction (an abort's, for a run; a run's, for an abort): waited
+    /// for and deleted; its result is a note, and the status read after says where the node
+    /// stands.
+    WaitOut,
 }
 
 /// Selects the plan's nodes: the selector's, narrowed to `nodes` when named.
@@ -235,9 +248,21 @@ where
         report
     }
 
-    /// Stage, issue, finalize, each on every node that has not passed it, each behind its
-    /// gate; returns how it ended.
+    /// Our leftover Jobs settled; then stage, issue, finalize, each on every node that has not
+    /// passed it, each behind its gate (issue and finalize only on a plan that covers the
+    /// cluster); returns how it ended.
     async fn forward(&self, order: &Order) -> Outcome {
+        // Nothing is read or decided while a host Job of ours can still change its host: a
+        // step of the rotation is taken as its phase would take it; an abort's is waited out.
+        let leftovers = [
+            (CaStep::Stage, Leftover::Adopt),
+            (CaStep::Issue, Leftover::Adopt),
+            (CaStep::Finalize, Leftover::Adopt),
+            (CaStep::Abort, Leftover::WaitOut),
+        ];
+        if let Err(outcome) = self.settle(order, &leftovers).await {
+            return outcome;
+        }
         let mut statuses = match self.read_all(order, true).await {
             Ok(s) => s,
             Err(outcome) => return outcome,
@@ -251,6 +276,13 @@ where
                 CaStep::Finalize => Some(Gate::BeforeFinalize),
                 _ => None,
             };
+            if gate.is_some()
+                && self.plan.spec().cluster_wide
+                && !self.pending(phase, order, &statuses).is_empty()
+                && let Err(outcome) = self.covers_cluster(order, phase).await
+            {
+                return outcome;
+            }
             if let Some(gate) = gate
                 && let Err(outcome) = self.gate(gate, &statuses).await
             {
@@ -272,44 +304,36 @@ where
         Outcome::Done
     }
 
-    /// The abort: our stage Jobs settled, refused once `issue` has begun anywhere, else the
-    /// new CA removed from every node that trusts it, and checked.
+    /// The abort: our stage Jobs settled, refused once `issue` has begun anywhere in the
+    /// cluster, else the new CA removed from every node of the plan that trusts it, and
+    /// checked.
     async fn backward(&self, order: &Order) -> Result<Outcome, Error> {
-        // A stage Job of ours still running is waited for (never killed), one succeeded is
-        // taken and deleted: no stage lands after the abort.
-        let settled = self
-            .batches(order, |name| async move {
-                self.node_step(&name, CaStep::Stage, true).await
-            })
-            .await;
-        if let Err(outcome) = settled {
+        // A stage Job of ours still running is waited for (never killed), then deleted: no
+        // stage lands after the abort.
+        if let Err(outcome) = self
+            .settle(order, &[(CaStep::Stage, Leftover::WaitOut)])
+            .await
+        {
             return Ok(outcome);
         }
-        let mut begun: Vec<(String, String)> = Vec::new();
-        for name in order.all() {
-            match self.find_job(&name, CaStep::Issue).await {
-                Ok(Some(job)) if !nodejob_core::failed(&job) => {
-                    let job_name = self.plan.job_name(CaStep::Issue, &name);
-                    begun.push((name, format!("its `carotate issue` job {job_name} exists")));
-                }
-                Ok(_) => {}
-                Err(failure) => {
-                    self.finish_node(&name, failure);
-                    return Ok(self.failed_outcome());
-                }
-            }
+        // A CA is cluster-wide: wherever `issue` has begun, even outside the plan, some node
+        // presents (or is about to present) leaves of the new CA, which every node must keep
+        // trusting. What the cluster holds is enough to refuse before a host is read.
+        let cluster = every_node(self.api).await?;
+        let begun = issue_begun(self.api, self.plan, &cluster, &order.all()).await?;
+        if !begun.is_empty() {
+            return Err(Error::AbortRefused { nodes: begun });
         }
         let statuses = match self.read_all(order, true).await {
             Ok(s) => s,
             Err(outcome) => return Ok(outcome),
         };
         let new = self.plan.fingerprint();
-        for (name, status) in &statuses {
-            if &status.issuer == new || matches!(status.phase, CaPhase::Issued | CaPhase::Finalized)
-            {
-                begun.push((name.clone(), format!("it reports {}", status.describe())));
-            }
-        }
+        let begun: Vec<(String, String)> = statuses
+            .iter()
+            .filter(|(_, status)| status.issue_begun(new))
+            .map(|(name, status)| (name.clone(), format!("it reports {}", status.describe())))
+            .collect();
         if !begun.is_empty() {
             return Err(Error::AbortRefused { nodes: begun });
         }
@@ -326,6 +350,132 @@ where
         }
         self.finish_all(NodeResult::Restored);
         Ok(Outcome::Done)
+    }
+
+    /// Before `phase` (issue or finalize) runs on any node: the plan covers every node of the
+    /// cluster. A CA is cluster-wide: a node left out would not trust the leaves the others
+    /// present (issue), or would present leaves they no longer trust (finalize).
+    async fn covers_cluster(&self, order: &Order, phase: CaStep) -> Result<(), Outcome> {
+        let cluster = match every_node(self.api).await {
+            Ok(nodes) => nodes,
+            Err(e) => {
+                return Err(self.cannot_go_on(
+                    format!("{phase} did not begin: {e}"),
+                    "run the same rotation again: it resumes from what the nodes report",
+                ));
+            }
+        };
+        let outside = outside(&cluster, &order.all());
+        if outside.is_empty() {
+            return Ok(());
+        }
+        Err(self.cannot_go_on(
+            format!(
+                "{phase} did not begin: a CA is cluster-wide, so a rotation's issue and finalize \
+                 must cover every node of the cluster, and these nodes are outside the plan: {}",
+                outside.join(", ")
+            ),
+            "run the rotation with every node of the cluster in its plan (no selector and no \
+             nodes): it resumes from what the nodes report (stage may run on a subset: the \
+             plan's nodes keep it)",
+        ))
+    }
+
+    /// Settles the host Jobs of ours an earlier run or abort left on the nodes, for each of
+    /// `steps` (control-plane nodes one at a time, then workers): one running or succeeded is
+    /// waited for, never killed, and then deleted, before anything is read or decided there.
+    /// A failed one is left for inspection: it changes nothing more.
+    async fn settle(&self, order: &Order, steps: &[(CaStep, Leftover)]) -> Result<bool, Outcome> {
+        self.batches(order, |name| async move {
+            let mut acted = false;
+            for &(step, how) in steps {
+                acted |= self.leftover(&name, step, how).await?;
+            }
+            Ok(acted)
+        })
+        .await
+    }
+
+    /// Our Job of `step` an earlier run or abort left on `name`, settled as `how` says.
+    async fn leftover(&self, name: &str, step: CaStep, how: Leftover) -> Result<bool, NodeResult> {
+        let Some(job) = self.find_job(name, step).await? else {
+            return Ok(false);
+        };
+        match (decide(Some(&job), true), how) {
+            (Decision::Adopt(uid), Leftover::Adopt) => {
+                self.adopting(name, step, &uid);
+                self.host(name, step, Some(uid)).await.map(|()| true)
+            }
+            (Decision::Adopt(uid), Leftover::WaitOut) => {
+                self.wait_out(name, step, &uid).await.map(|()| true)
+            }
+            // Being deleted, its pod may still run: waited out until it is gone. (One of the
+            // rotation's own steps is waited out by the runner before it is replaced.)
+            _ if how == Leftover::WaitOut && job.metadata.deletion_timestamp.is_some() => {
+                let uid = job.metadata.uid.clone().unwrap_or_default();
+                self.fenced(step).await?;
+                match self.delete_job(name, step, &uid).await {
+                    Ok(()) => Ok(true),
+                    Err(f) => Err(self.fail(name, f).await),
+                }
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// Waits for our Job of `step` (uid `uid`) on `name`, left by a run going the other way, to
+    /// end, never killing it; then deletes it if it succeeded (a failed one is left for
+    /// inspection). Its result is a note: the status read after says where the node stands.
+    async fn wait_out(&self, name: &str, step: CaStep, uid: &str) -> Result<(), NodeResult> {
+        let job_name = self.plan.job_name(step, name);
+        let command = format!("`carotate {}`", step.subcommand());
+        self.note(
+            name,
+            format!(
+                "waiting for the {command} job {job_name} (uid {uid}) an earlier run left on \
+                 node {name}: nothing is read or decided there before it ended"
+            ),
+        );
+        let mut spec = self.plan.host_spec(step, name, &[]);
+        spec.output = Some(Arc::new(self.notes(name)));
+        let policy = Policy {
+            adopt: Some(uid.to_string()),
+            keep: true,
+        };
+        let ended = match run_with(self.api, &spec, Mode::ExitCode, policy).await {
+            Ok(report) => format!("exited {}", report.exit_code),
+            Err(e) => e.to_string(),
+        };
+        let job = self
+            .find_job(name, step)
+            .await?
+            .filter(|j| j.metadata.uid.as_deref() == Some(uid));
+        match job {
+            Some(job) if !nodejob_core::finished(&job) => {
+                let message = format!(
+                    "the {command} job {job_name} (uid {uid}) an earlier run left on node \
+                     {name} has not ended ({ended}); nothing is done there before it has"
+                );
+                Err(self.fail(name, failure(step, message, None, None)).await)
+            }
+            Some(job) if nodejob_core::failed(&job) => {
+                self.note(
+                    name,
+                    format!(
+                        "the {command} job {job_name} ended: {ended}; it is left for inspection"
+                    ),
+                );
+                Ok(())
+            }
+            _ => {
+                self.note(name, format!("the {command} job {job_name} ended: {ended}"));
+                self.fenced(step).await?;
+                match self.delete_job(name, step, uid).await {
+                    Ok(()) => Ok(()),
+                    Err(f) => Err(self.fail(name, f).await),
+                }
+            }
+        }
     }
 
     /// Runs `each` on the nodes of `order`, in its batches: no batch starts after a node
@@ -369,6 +519,25 @@ where
         Ok(acted)
     }
 
+    /// The nodes of `order` that have not passed `phase`, as `statuses` say.
+    fn pending(
+        &self,
+        phase: CaStep,
+        order: &Order,
+        statuses: &[(String, CaStatus)],
+    ) -> Vec<String> {
+        let new = self.plan.fingerprint();
+        order
+            .all()
+            .into_iter()
+            .filter(|name| {
+                !statuses
+                    .iter()
+                    .any(|(n, s)| n == name && phase.passed(s, new))
+            })
+            .collect()
+    }
+
     /// One phase on every node that has not passed it (and on every node, to settle a Job of
     /// ours left there).
     async fn phase(
@@ -377,30 +546,13 @@ where
         order: &Order,
         statuses: &[(String, CaStatus)],
     ) -> Result<bool, Outcome> {
-        let new = self.plan.fingerprint();
-        let passed = |name: &str| {
-            statuses
-                .iter()
-                .find(|(n, _)| n == name)
-                .is_some_and(|(_, s)| phase.passed(s, new))
-        };
-        let (pending, done): (Vec<String>, Vec<String>) =
-            order.all().into_iter().partition(|n| !passed(n));
         self.progress.event(&Progress::PhaseStarted {
             phase,
-            nodes: pending,
+            nodes: self.pending(phase, order, statuses),
         });
-        for (name, status) in statuses.iter().filter(|(n, _)| done.contains(n)) {
-            self.progress.event(&Progress::NodeSkipped {
-                node: name.clone(),
-                step: phase,
-                why: format!("passed already: it reports {}", status.describe()),
-            });
-        }
-        let passed = &passed;
         self.batches(order, |name| async move {
-            let passed = passed(&name);
-            self.node_step(&name, phase, passed).await
+            let status = statuses.iter().find(|(n, _)| *n == name).map(|(_, s)| s);
+            self.node_step(&name, phase, status).await
         })
         .await
     }
@@ -436,6 +588,10 @@ where
                     answers[i] = answer;
                 }
             }
+        }
+        // A verify not asked because the Lease was lost says nothing about its node.
+        if let Some(why) = self.fence.lost() {
+            return Err(self.stopping(format!("the Lease was lost: {why}")));
         }
         let checked = check(gate, new, statuses, &answers);
         self.progress.event(&Progress::Gate(checked.clone()));
@@ -494,18 +650,9 @@ where
             for (name, result) in chunk.iter().zip(read) {
                 match result {
                     Ok(status) => {
-                        if let Some(n) = self
-                            .report
-                            .lock()
-                            .unwrap()
-                            .nodes
-                            .iter_mut()
-                            .find(|n| &n.name == name)
-                        {
-                            if first {
-                                n.before = Some(status.clone());
-                            }
-                            n.after = Some(status.clone());
+                        self.reported(name, &status, first);
+                        if let Err(e) = self.record(name, &status).await {
+                            self.note(name, e);
                         }
                         out.push((name.clone(), status));
                     }
@@ -547,18 +694,30 @@ where
                 None,
             )),
         };
-        let status = match read {
-            Ok(status) => status,
-            Err(f) => return Err(self.fail(name, f).await),
-        };
-        self.record(name, &status).await;
-        Ok(status)
+        match read {
+            Ok(status) => Ok(status),
+            Err(f) => Err(self.fail(name, f).await),
+        }
     }
 
-    /// Records `status` on the node ([`LAST_STATUS`]); failing to is a note.
-    async fn record(&self, name: &str, status: &CaStatus) {
-        if self.fence.check(self.api).await.is_err() {
-            return;
+    /// Keeps `status` as what `name` reports last (and, `first`, when the run began).
+    fn reported(&self, name: &str, status: &CaStatus, first: bool) {
+        let mut report = self.report.lock().unwrap();
+        if let Some(n) = report.nodes.iter_mut().find(|n| n.name == name) {
+            if first {
+                n.before = Some(status.clone());
+            }
+            n.after = Some(status.clone());
+        }
+    }
+
+    /// Records `status` on the node ([`LAST_STATUS`]): what a preview shows, and where an
+    /// abort of any plan finds that `issue` began there. The error says why it could not.
+    async fn record(&self, name: &str, status: &CaStatus) -> Result<(), String> {
+        if let Err(why) = self.fence.check(self.api).await {
+            return Err(format!(
+                "could not record the status on node {name}: the Lease was lost: {why}"
+            ));
         }
         let value = serde_json::json!({
             "status": status,
@@ -575,12 +734,7 @@ where
             }
             Err(e) => Err(format!("reading node {name}: {e}")),
         };
-        if let Err(e) = written {
-            self.note(
-                name,
-                format!("could not record the status on node {name}: {e}"),
-            );
-        }
+        written.map_err(|e| format!("could not record the status on node {name}: {e}"))
     }
 
     /// Our Job of `step` on `name`, if any.
@@ -599,11 +753,18 @@ where
         }
     }
 
-    /// `step` on `name`, which has `passed` it or not: nothing, adopt our Job, or run it.
-    /// `Ok(true)` when a host Job ran or was adopted.
-    async fn node_step(&self, name: &str, step: CaStep, passed: bool) -> Result<bool, NodeResult> {
+    /// `step` on `name`, which reported `status`: nothing (it passed the step: skipped, unless
+    /// this run took the step there already), adopt our Job, or run it. `Ok(true)` when a host
+    /// Job ran or was adopted.
+    async fn node_step(
+        &self,
+        name: &str,
+        step: CaStep,
+        status: Option<&CaStatus>,
+    ) -> Result<bool, NodeResult> {
+        let passed = status.filter(|s| step.passed(s, self.plan.fingerprint()));
         let job = self.find_job(name, step).await?;
-        match decide(job.as_ref(), passed) {
+        match decide(job.as_ref(), passed.is_some()) {
             Decision::Nothing => {
                 if job.is_some() {
                     let job_name = self.plan.job_name(step, name);
@@ -612,21 +773,45 @@ where
                         format!("passed {step} already; its failed job {job_name} is left for inspection"),
                     );
                 }
+                if let Some(status) = passed
+                    && !self.took(name, step)
+                {
+                    self.progress.event(&Progress::NodeSkipped {
+                        node: name.to_string(),
+                        step,
+                        why: format!("passed already: it reports {}", status.describe()),
+                    });
+                }
                 Ok(false)
             }
             Decision::Adopt(uid) => {
-                self.note(
-                    name,
-                    format!(
-                        "adopting the `carotate {}` job (uid {uid}) an earlier run started: its \
-                         result is the answer",
-                        step.subcommand()
-                    ),
-                );
+                self.adopting(name, step, &uid);
                 self.host(name, step, Some(uid)).await.map(|()| true)
             }
             Decision::Run => self.host(name, step, None).await.map(|()| true),
         }
+    }
+
+    /// Notes that the result of our Job `uid` of `step` on `name` is taken as the step's.
+    fn adopting(&self, name: &str, step: CaStep, uid: &str) {
+        self.note(
+            name,
+            format!(
+                "adopting the `carotate {}` job (uid {uid}) an earlier run started: its result \
+                 is the answer",
+                step.subcommand()
+            ),
+        );
+    }
+
+    /// Whether this run took `step` on `name` (ran or adopted its Job).
+    fn took(&self, name: &str, step: CaStep) -> bool {
+        self.report
+            .lock()
+            .unwrap()
+            .nodes
+            .iter()
+            .any(|n| n.name == name && n.steps.iter().any(|(s, _)| *s == step))
     }
 
     /// The host Job of `step` on `name` (adopting `adopt`), kept until it is done with: exit
@@ -675,6 +860,19 @@ where
                 return Err(self.fail(name, f).await);
             }
             message.push_str("; its components restarted and it is Ready");
+            // The issue Job is the cluster's mark that issue began here until the node's own
+            // report says so on it (LAST_STATUS): an abort of any plan finds one or the other.
+            let status = self.read_status(name).await?;
+            self.reported(name, &status, false);
+            if let Err(e) = self.record(name, &status).await {
+                // A lost Lease interrupts the run: no node is blamed for it.
+                self.fenced(step).await?;
+                let message = format!(
+                    "{e}; the issue job {} is kept as the mark that issue began on node {name}",
+                    spec.name
+                );
+                return Err(self.fail(name, failure(step, message, None, None)).await);
+            }
         }
         self.fenced(step).await?;
         if let Err(f) = self.delete_job(name, step, &report.uid).await {
@@ -849,6 +1047,16 @@ where
         self.progress
             .event(&Progress::Stopping { why: why.clone() });
         Outcome::Stopped { why }
+    }
+
+    /// The run stops before the next phase with no node at fault: `why`, and `then` what to
+    /// do.
+    fn cannot_go_on(&self, why: String, then: &str) -> Outcome {
+        self.progress
+            .event(&Progress::Stopping { why: why.clone() });
+        Outcome::Failed {
+            retry: format!("{why}. Then {then}"),
+        }
     }
 
     fn failed_outcome(&self) -> Outcome {

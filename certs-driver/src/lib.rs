@@ -13,13 +13,16 @@
 //! | `status.rs` | what a node reports ([`CaStatus`]), read strictly ([`parse_status`]) |
 //! | `phase.rs` | [`CaStep`]: when a node passed a step; [`decide`] what to do with our Job |
 //! | `gate.rs` | the gates between phases ([`check`]): nodes side by side, who disagrees |
+//! | `cluster.rs` | beyond the plan: every node of the cluster, our Jobs on a node, where `issue` began |
 //! | `drive.rs` | the thin loop: reads, gates, phases, the Lease, Jobs, Events, the report |
 //! | `progress.rs` | [`Progress`] events, [`Report`] |
 //! | `preview.rs` | [`preview`] |
 //!
 //! ```text
-//!  status ─▶ gate start ─▶ stage ─▶ status ─▶ gate before issue ─▶ issue (+ Ready) ─▶ status
-//!    ─▶ gate before finalize (+ verify) ─▶ finalize ─▶ status ─▶ gate after finalize ─▶ done
+//!  our leftover Jobs settled ─▶ status ─▶ gate start ─▶ stage ─▶ status
+//!    ─▶ (whole cluster?) gate before issue ─▶ issue (+ Ready, + status recorded) ─▶ status
+//!    ─▶ (whole cluster?) gate before finalize (+ verify) ─▶ finalize ─▶ status
+//!    ─▶ gate after finalize ─▶ done
 //!  each phase: control-plane nodes one at a time, then workers `concurrency` at a time,
 //!  only on the nodes that have not passed it
 //! ```
@@ -27,7 +30,11 @@
 //! # Expected flow
 //! 1. Select the nodes (label selector and/or names). Acquire the fenced Lease (operation
 //!    `rotate-ca`, the new CA's fingerprint), the one the upgrade driver holds. It is renewed
-//!    every third of its duration for the whole run.
+//!    every third of its duration for the whole run. Settle the host Jobs of ours an earlier
+//!    run or abort left on the nodes, before anything is read or decided there: one of
+//!    `stage`, `issue` or `finalize` still running or succeeded is adopted (waited for, never
+//!    killed; its result is the step's); one of `abort` is waited out and deleted (its result
+//!    a note). A failed one is left for inspection.
 //! 2. Read every node's `stratum carotate status` (a host Job read with
 //!    [`nodejob_core::run_exit_code_logs`]): one JSON line, `{"phase": "…", "trusted":
 //!    ["sha256:…"], "issuer": "sha256:…"}`, parsed strictly. Record it on the node
@@ -36,12 +43,17 @@
 //! 3. `stage` (`carotate stage --add <new>`) on every node that does not trust the new CA:
 //!    control-plane nodes first, one at a time, then workers `concurrency` at a time. Read
 //!    every status again. Gate: every node trusts the new CA.
-//! 4. `issue` (`carotate issue --ca <new>`) on every node whose leaves the new CA does not
-//!    issue, in the same order; after each, the node restarts its components and must be
-//!    Ready again within `ready_timeout`. Read every status again. Gate: every node's leaves
-//!    chain to the new CA, and `carotate verify --expect <new> --expect <old>…` (read with
-//!    [`nodejob_core::run_exit_code`]) exits 0 on every node.
-//! 5. `finalize` (`carotate finalize --keep <new>`) on every node that trusts more than the
+//! 4. Before `issue` runs anywhere, list every node of the cluster (no selector): a node the
+//!    plan leaves out stops the run there (see *Guarantees*). `issue` (`carotate issue --ca
+//!    <new>`) on every node whose leaves the new CA does not issue, in the same order; after
+//!    each, the node restarts its components and must be Ready again within `ready_timeout`,
+//!    then its status is read and recorded on it ([`LAST_STATUS`]) before its issue Job is
+//!    deleted. Read every status again. Gate: every node's leaves chain to the new CA, and
+//!    `carotate verify --expect <new> --expect <old>…` (read with
+//!    [`nodejob_core::run_exit_code`]) exits 0 on every node (3, "not yet", is a disagreement
+//!    too: a rerun asks again).
+//! 5. Before `finalize` runs anywhere, the cluster is listed again, as before `issue`.
+//!    `finalize` (`carotate finalize --keep <new>`) on every node that trusts more than the
 //!    new CA. Read every status again. Gate: every node trusts exactly one CA, the new one,
 //!    which issues its leaves.
 //! 6. Each step is an Event on the Node (reason `NodejobCa<Step>`), a failure or a
@@ -49,14 +61,25 @@
 //!    their durations, every gate with the fingerprints of every node side by side, and how
 //!    it ended.
 //!
-//! [`abort`]: the same Lease; our `stage` Jobs still running are waited for; then, unless
-//! `issue` has begun on any node (its Job exists, or a node reports the new CA issuing its
-//! leaves, or phase `issued` / `finalized`), `carotate abort --remove <new>` on every node
-//! that trusts the new CA, and a last gate: no node trusts it.
+//! [`abort`]: the same Lease; our `stage` Jobs still running are waited out; then, unless
+//! `issue` has begun on any node of the cluster, in the plan or not, `carotate abort
+//! --remove <new>` on every node of the plan that trusts the new CA, and a last gate: no node
+//! of the plan trusts it. `issue` has begun on a node when our issue Job of it exists (names
+//! are deterministic; a failed one aside), when the status last recorded on a node outside
+//! the plan says so, or when a node of the plan reports it: the new CA issues its leaves, or
+//! it is `issued` / `finalized` while trusting the new CA ([`CaStatus::issue_begun`]).
 //!
 //! # Guarantees
 //! - **No phase starts on any node before the previous phase succeeded on every node**, and
 //!   its gate passed.
+//! - **Issue and finalize cover the whole cluster**: a CA is cluster-wide, so they run only
+//!   when the plan leaves out no node of the cluster (listed with no selector right before
+//!   each); else the run stops there ([`Outcome::Failed`]) naming the nodes left out. `stage`
+//!   is harmless and may run on a subset. A plan may opt out ([`PlanSpec::cluster_wide`]
+//!   `false`) only for nodes that do not use this CA; abort looks at every node regardless.
+//! - **Nothing is decided over a host Job in flight**: a Job of ours an earlier run or abort
+//!   left (an abort's included) is waited for before any status is read; an abort waits out
+//!   the run's `stage` Jobs.
 //! - **A disagreement stops the rotation**: a gate that finds a node not where every node must
 //!   be names each such node and what it reports, in the report and as a Warning Event.
 //! - **Never a phase twice on a node that passed it, whatever crashed when**: the state of a
@@ -69,9 +92,11 @@
 //! - **No private key anywhere**: the plan holds the new CA's public certificate, checked
 //!   against its fingerprint and refused if it carries key material; hosts get the
 //!   fingerprint only. No argv, Job, annotation, Event or log the driver writes holds a key.
-//! - **Abort restores the old trust, or is refused**: until the first node has begun `issue`,
-//!   [`abort`] removes the staged CA everywhere; after, it is refused with
-//!   [`Error::AbortRefused`], which says why and that only forward is safe.
+//! - **Abort restores the old trust, or is refused**: until the first node of the cluster has
+//!   begun `issue`, [`abort`] removes the staged CA from the plan's nodes; after, it is
+//!   refused with [`Error::AbortRefused`], which names the nodes, says why and that only
+//!   forward is safe, whatever the abort's plan selects. At every instant after `issue` began
+//!   on a node, its issue Job or the status recorded on it shows it.
 //! - **One host-mutating operation at a time, cluster-wide**: every write is fenced by the
 //!   Lease the upgrade driver shares ([`nodejob_core::drive::Fence`]); a run that loses it
 //!   stops before its next write.
@@ -90,11 +115,17 @@
 //! # Errors
 //! [`Error`]: the plan refused ([`Error::Plan`], before any API call); another holder has the
 //! Lease ([`nodejob_core::Error::LeaseHeld`] inside [`Error::Core`]); a named node does not
-//! exist; the nodes could not be listed; an abort refused ([`Error::AbortRefused`]).
+//! exist; the nodes could not be listed; an abort refused ([`Error::AbortRefused`], issue
+//! begun anywhere in the cluster), or unable to tell (the cluster's nodes or our issue Jobs
+//! unreadable: [`Error::Listing`], [`Error::Reading`]).
 //! Everything else after the Lease is acquired is in the [`Report`]: a status that is not the
 //! one JSON line (quoted, with the node), a host Job that failed, a node not Ready again, a
-//! gate's disagreements, a stop request, the Lease lost.
+//! gate's disagreements ([`Outcome::Failed`]); issue or finalize refused on a plan that leaves
+//! out nodes of the cluster ([`Outcome::Failed`], naming them and saying that a rotation's
+//! issue and finalize must cover every node); a stop request, the Lease lost, during a
+//! `verify` too ([`Outcome::Stopped`]: no node is blamed).
 
+mod cluster;
 mod drive;
 mod gate;
 mod phase;
@@ -112,7 +143,7 @@ pub use gate::{Disagreement, Gate, GateReport, Reported, Verified, check, expect
 pub use nodejob_core::drive::Stop;
 pub use phase::{CaStep, Decision, decide};
 pub use plan::{Fingerprint, NSENTER, Plan, PlanError, PlanSpec};
-pub use preview::{Next, NodePreview, Preview};
+pub use preview::{Next, NodePreview, Preview, last_reported};
 pub use progress::{
     Failure, NodeReport, NodeResult, Outcome, Progress, ProgressSink, Report, Totals, quiet,
 };
@@ -194,12 +225,14 @@ where
     drive::run(api, plan, progress, stop).await
 }
 
-/// Removes the plan's staged CA from every node, as the crate docs say: until the first node
-/// has begun `issue`, the cluster is then as before the rotation.
+/// Removes the plan's staged CA from the plan's nodes, as the crate docs say: until the first
+/// node of the cluster has begun `issue`, they are then as before the rotation.
 ///
 /// # Errors
-/// [`Error::AbortRefused`] once `issue` has begun anywhere (only forward is safe), after
-/// releasing the Lease; otherwise as [`run`].
+/// [`Error::AbortRefused`] once `issue` has begun on any node of the cluster, in the plan or
+/// not (only forward is safe); [`Error::Listing`] or [`Error::Reading`] when the cluster's
+/// nodes or our issue Jobs cannot be read; each after releasing the Lease. Otherwise as
+/// [`run`].
 pub async fn abort<A>(
     api: &A,
     plan: &Plan,
@@ -212,11 +245,13 @@ where
 }
 
 /// What [`run`] would do, with no write of any kind: per node what it last reported (phase,
-/// trusted set, issuer), which phase would run next and where, any node that already
-/// disagrees, and the Lease's holder.
+/// trusted set, issuer) and its steps in flight (our host Jobs, read), which phase would run
+/// next and where, any node that already disagrees, where in the cluster `issue` has begun
+/// (so whether [`abort`] would be refused), the nodes the plan leaves out, and the Lease's
+/// holder.
 pub async fn preview<A>(api: &A, plan: &Plan) -> Result<Preview, Error>
 where
-    A: NodeApi + LeaseApi + ?Sized,
+    A: JobApi + NodeApi + LeaseApi + ?Sized,
 {
     preview::preview(api, plan).await
 }

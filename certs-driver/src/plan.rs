@@ -3,7 +3,8 @@
 //! named by its certificate (PEM) and its [`Fingerprint`], and the two must agree.
 
 use std::fmt;
-use std::time::Duration;
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use nodejob_core::{Spec, is_dns1123_subdomain, trunc_name};
 use sha2::{Digest, Sha256};
@@ -43,6 +44,20 @@ impl Fingerprint {
         Fingerprint(format!("sha256:{hex}"))
     }
 
+    /// The fingerprint of the certificate in `pem`, read by the rules [`Plan::build`] applies
+    /// to [`PlanSpec::ca_certificate`] (exactly one `CERTIFICATE` block holding a DER
+    /// certificate, nothing else, no key material), so a caller holding only the certificate
+    /// file fills [`PlanSpec::fingerprint`] from it. A refusal is a [`PlanError`] on
+    /// `ca_certificate` whose rule never quotes the text.
+    pub fn of_pem(pem: &str) -> Result<Fingerprint, PlanError> {
+        certificate_der(pem)
+            .map(|der| Fingerprint::of_der(&der))
+            .map_err(|rule| PlanError {
+                field: "ca_certificate",
+                rule,
+            })
+    }
+
     /// As written: `sha256:…`.
     pub fn as_str(&self) -> &str {
         &self.0
@@ -72,6 +87,12 @@ pub struct PlanSpec {
     pub selector: Option<String>,
     /// Nodes by name; empty: every node the selector matches (every node when both are unset).
     pub nodes: Vec<String>,
+    /// Whether `issue` and `finalize` require every node of the cluster in the plan (the
+    /// default, `true`: a CA is cluster-wide, and a node left out would stop trusting leaves the
+    /// others present). `false` lets them run on the selected nodes alone, for clusters whose
+    /// other nodes do not use this CA (another trust domain, the end-to-end suite's shared
+    /// control plane); `abort` looks for a begun `issue` on every node either way.
+    pub cluster_wide: bool,
     /// How many workers run a phase at once (control-plane nodes: always one at a time).
     pub concurrency: u32,
     /// Each host Job's `activeDeadlineSeconds`.
@@ -91,7 +112,10 @@ pub struct PlanSpec {
     pub image: Option<String>,
     /// The Lease both drivers share.
     pub lease_name: String,
-    /// Who holds the Lease: unique per process.
+    /// Who holds the Lease: unique per process. Default `certs-driver-<pid>-<start>` (the
+    /// process id and when this process first built a plan, in hex nanoseconds): the same for
+    /// the life of the process, so a driver restarted as a new process waits out the Lease of
+    /// the one that died (at most `lease_duration`) unless it is given that one's identity.
     pub identity: String,
     /// `leaseDurationSeconds`: renewed every third of it.
     pub lease_duration: Duration,
@@ -108,6 +132,7 @@ impl fmt::Debug for PlanSpec {
             .field("fingerprint", &self.fingerprint)
             .field("selector", &self.selector)
             .field("nodes", &self.nodes)
+            .field("cluster_wide", &self.cluster_wide)
             .field("concurrency", &self.concurrency)
             .field("deadline", &self.deadline)
             .field("restart_grace", &self.restart_grace)
@@ -132,6 +157,7 @@ impl PlanSpec {
             fingerprint: fingerprint.into(),
             selector: None,
             nodes: Vec::new(),
+            cluster_wide: true,
             concurrency: 1,
             deadline: Duration::from_secs(10 * 60),
             restart_grace: Duration::from_secs(30),
@@ -141,10 +167,24 @@ impl PlanSpec {
             namespace: "kube-system".into(),
             image: None,
             lease_name: "nodejob".into(),
-            identity: "certs-driver".into(),
+            identity: process_identity(),
             lease_duration: Duration::from_secs(60),
         }
     }
+}
+
+/// `certs-driver-<pid>-<hex nanoseconds since the epoch>`, fixed at the first call: unique per
+/// process (a reused pid comes with another time), the same for its whole life.
+fn process_identity() -> String {
+    static IDENTITY: OnceLock<String> = OnceLock::new();
+    IDENTITY
+        .get_or_init(|| {
+            let since_epoch = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            format!("certs-driver-{}-{since_epoch:x}", std::process::id())
+        })
+        .clone()
 }
 
 /// A field of the plan refused, and why. The rule never quotes the certificate.

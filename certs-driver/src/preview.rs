@@ -1,14 +1,17 @@
 //! [`preview`]: what a rotation would do, with no write of any kind. Reading `carotate status`
 //! takes a host Job (a write), so a preview shows what each node reported when a run last read
-//! it ([`LAST_STATUS`], recorded on the node), and says when a node never reported.
+//! it ([`LAST_STATUS`], recorded on the node), and says when a node never reported. It reads
+//! our host Jobs too (`get_job`), so a step in flight shows, and where `issue` has begun in the
+//! whole cluster, and which nodes the plan leaves out.
 
 use k8s_openapi::api::core::v1::Node;
 use nodejob_core::drive::retry;
 use nodejob_core::lease::holder;
-use nodejob_core::{LeaseApi, NodeApi};
+use nodejob_core::{JobApi, LeaseApi, NodeApi};
 use serde::Serialize;
 
 use crate::Error;
+use crate::cluster::{every_node, in_flight, issue_begun, outside};
 use crate::drive::{Order, select};
 use crate::gate::{Disagreement, Gate, check};
 use crate::phase::CaStep;
@@ -28,6 +31,10 @@ pub struct NodePreview {
     pub at: Option<String>,
     /// Why the record could not be read, if it could not.
     pub unreadable: Option<String>,
+    /// The steps whose host Job of ours is on it and not yet taken by a run (running, or
+    /// succeeded and not yet deleted): a run waits for each before it reads or decides
+    /// anything there. An `Issue` here means `issue` has begun (see [`Preview::issue_begun`]).
+    pub in_flight: Vec<CaStep>,
 }
 
 /// Which phase a run would run next, and where.
@@ -64,6 +71,14 @@ pub struct Preview {
     pub disagreements: Vec<Disagreement>,
     /// Who holds the Lease now, if anyone.
     pub lease: Option<String>,
+    /// Each node of the cluster (in the plan or not) where `issue` has begun, with what shows
+    /// it: our `issue` Job of it exists, or the status last recorded on it says so. While any,
+    /// [`crate::abort`] is refused (only forward is safe); none, an abort would remove the
+    /// staged CA.
+    pub issue_begun: Vec<(String, String)>,
+    /// The nodes of the cluster the plan leaves out: a run stages the plan's nodes, but runs
+    /// issue and finalize only on a plan that leaves none out.
+    pub outside_plan: Vec<String>,
 }
 
 #[derive(serde::Deserialize)]
@@ -72,8 +87,11 @@ struct Record {
     at: String,
 }
 
-/// What `node` last reported, from [`LAST_STATUS`].
-fn last_reported(node: &Node, name: &str) -> Result<Option<(CaStatus, String)>, String> {
+/// What `node` (named `name`) last reported to a run, with when (RFC 3339), from its
+/// [`LAST_STATUS`] annotation: `None` when no run ever read it; the reason when the annotation
+/// is not the driver's record. Nothing is decided from it: it is what [`crate::preview`] and
+/// `nodejob status` show.
+pub fn last_reported(node: &Node, name: &str) -> Result<Option<(CaStatus, String)>, String> {
     let Some(value) = node
         .metadata
         .annotations
@@ -90,10 +108,11 @@ fn last_reported(node: &Node, name: &str) -> Result<Option<(CaStatus, String)>, 
 
 pub(crate) async fn preview<A>(api: &A, plan: &Plan) -> Result<Preview, Error>
 where
-    A: NodeApi + LeaseApi + ?Sized,
+    A: JobApi + NodeApi + LeaseApi + ?Sized,
 {
     let nodes = select(api, plan).await?;
     let order = Order::of(&nodes);
+    let cluster = every_node(api).await?;
     let mut previews = Vec::new();
     let mut reported = Vec::new();
     let mut unreported = Vec::new();
@@ -110,6 +129,7 @@ where
             reported: None,
             at: None,
             unreadable: None,
+            in_flight: in_flight(api, plan, &name).await?,
         };
         match last_reported(node, &name) {
             Ok(Some((status, at))) => {
@@ -180,5 +200,7 @@ where
         next,
         disagreements,
         lease,
+        issue_begun: issue_begun(api, plan, &cluster, &[]).await?,
+        outside_plan: outside(&cluster, &order.all()),
     })
 }

@@ -154,7 +154,8 @@ pub struct Failure {
 pub enum Outcome {
     /// Every node of the plan passed the last gate.
     Done,
-    /// A step failed on a node, or a gate found nodes disagreeing; no further phase started.
+    /// A step failed on a node, a gate found nodes disagreeing, or issue or finalize was
+    /// about to run on a plan that leaves out nodes of the cluster; no further phase started.
     Failed {
         /// What to do, and the command that retries (a rerun resumes from what the nodes
         /// report).

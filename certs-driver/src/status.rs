@@ -73,6 +73,14 @@ impl CaStatus {
         self.trusted.iter().filter(|t| *t != new).cloned().collect()
     }
 
+    /// Whether `carotate issue` has begun on it toward `new`: `new` issues its leaves, or it is
+    /// `issued` or `finalized` while trusting `new` (an issue whose leaves chain elsewhere). A
+    /// node `finalized` by an earlier rotation, not trusting `new`, has not.
+    pub fn issue_begun(&self, new: &Fingerprint) -> bool {
+        &self.issuer == new
+            || (matches!(self.phase, CaPhase::Issued | CaPhase::Finalized) && self.trusts(new))
+    }
+
     /// `phase, trusting [a, b], issued by c`.
     pub fn describe(&self) -> String {
         let trusted: Vec<&str> = self.trusted.iter().map(Fingerprint::as_str).collect();

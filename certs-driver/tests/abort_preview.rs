@@ -4,39 +4,17 @@
 mod support;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use certs_driver::{
-    CaPhase, CaStep, Error, Next, NodeResult, Outcome, Progress, ProgressSink, Stop, abort,
-    preview, quiet, run, run_until,
+    CaPhase, CaStep, Error, Next, NodeResult, Outcome, Progress, ProgressSink, abort, preview,
+    quiet, run,
 };
 use nodejob_fake::stratum::{CaPhase as HostPhase, FOREIGN_CA, INITIAL_CA};
-use nodejob_fake::{FakeCluster, Verb};
+use nodejob_fake::{ContainerStart, FakeCluster, NodeScript, Verb};
 use support::*;
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
-
-/// Runs the rotation until `at` says to stop (the run stops before its next batch).
-async fn run_stopping_at(
-    fake: &Arc<FakeCluster>,
-    ca: &NewCa,
-    at: impl Fn(&Progress) -> bool + Send + Sync + 'static,
-) -> Result<Outcome, Error> {
-    let stop = Stop::new();
-    let handle = stop.clone();
-    let sink: Arc<dyn ProgressSink> = Arc::new(move |e: &Progress| {
-        if at(e) {
-            handle.request();
-        }
-    });
-    let report = run_until(
-        &Harness::new(fake.clone()),
-        &plan(plan_spec(ca)),
-        sink,
-        &stop,
-    )
-    .await?;
-    Ok(report.outcome)
-}
 
 fn issue_starts(e: &Progress) -> bool {
     matches!(
@@ -59,7 +37,7 @@ async fn abort_after_stage_restores_the_old_trust_everywhere() -> TestResult {
         assert!(state.trusted.contains(&ca.fingerprint), "{name} not staged");
         assert_eq!(phase_runs(&fake, name), [1, 0, 0, 0]);
     }
-    let report = abort(&Harness::new(fake.clone()), &plan(plan_spec(&ca)), quiet()).await?;
+    let report = abort(&harness(fake.clone()), &plan(plan_spec(&ca)), quiet()).await?;
     assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
     for name in &names {
         let state = fake.host_state(name).ok_or("gone")?;
@@ -95,7 +73,7 @@ async fn abort_once_issue_has_begun_is_refused_and_only_forward_is_safe() -> Tes
     assert!(matches!(outcome, Outcome::Stopped { .. }), "{outcome:?}");
     assert_eq!(phase_runs(&fake, "cp-0")[1], 1);
     assert_eq!(phase_runs(&fake, "cp-1")[1], 0);
-    let refused = abort(&Harness::new(fake.clone()), &plan(plan_spec(&ca)), quiet()).await;
+    let refused = abort(&harness(fake.clone()), &plan(plan_spec(&ca)), quiet()).await;
     let Err(e @ Error::AbortRefused { .. }) = refused else {
         return Err(format!("not refused: {refused:?}").into());
     };
@@ -109,7 +87,7 @@ async fn abort_once_issue_has_begun_is_refused_and_only_forward_is_safe() -> Tes
     // The Lease is free again, and forward finishes the rotation.
     let lease = fake.lease(NS, "nodejob").ok_or("no lease")?;
     assert_eq!(lease.spec.and_then(|s| s.holder_identity), None);
-    let report = run(&Harness::new(fake.clone()), &plan(plan_spec(&ca)), quiet()).await?;
+    let report = run(&harness(fake.clone()), &plan(plan_spec(&ca)), quiet()).await?;
     assert_eq!(report.outcome, Outcome::Done);
     for name in &names {
         assert_eq!(phase_runs(&fake, name), [1, 1, 1, 0], "{name}");
@@ -163,7 +141,7 @@ async fn preview_makes_no_write_and_says_what_would_run_next_and_where() -> Test
     assert!(
         after
             .iter()
-            .all(|v| matches!(v, Verb::ListNodes | Verb::GetLease)),
+            .all(|v| matches!(v, Verb::ListNodes | Verb::GetLease | Verb::GetJob)),
         "{after:?}"
     );
     assert_eq!(
@@ -223,5 +201,172 @@ async fn preview_makes_no_write_and_says_what_would_run_next_and_where() -> Test
         .collect();
     assert_eq!(named, ["cp-0"]);
     assert!(foreign.disagreements[0].what.contains(FOREIGN_CA));
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn abort_is_refused_when_issue_began_on_a_node_outside_its_plan() -> TestResult {
+    let ca = new_ca();
+    let (fake, names) = cluster(14, 2, 2);
+    // cp-0 presents leaves of the new CA; the others trust it beside the old one.
+    let outcome = run_stopping_at(&fake, &ca, |e| {
+        matches!(
+            e,
+            Progress::StepFinished {
+                step: CaStep::Issue,
+                ..
+            }
+        )
+    })
+    .await?;
+    assert!(matches!(outcome, Outcome::Stopped { .. }), "{outcome:?}");
+    assert_eq!(phase_runs(&fake, "cp-0"), [1, 1, 0, 0]);
+    // An abort of the workers alone: they have no issue job and the old issuer, but they
+    // must keep trusting the new CA that cp-0 presents.
+    let mut spec = plan_spec(&ca);
+    spec.nodes = vec!["w-0".into(), "w-1".into()];
+    let refused = abort(&harness(fake.clone()), &plan(spec), quiet()).await;
+    let Err(e @ Error::AbortRefused { .. }) = refused else {
+        return Err(format!("not refused: {refused:?}").into());
+    };
+    let message = e.to_string();
+    assert!(message.contains("cp-0 ("), "{message}");
+    assert!(message.contains("only forward is safe"), "{message}");
+    for name in &names {
+        assert_eq!(phase_runs(&fake, name)[3], 0, "{name} aborted");
+        let state = fake.host_state(name).ok_or("gone")?;
+        assert!(state.trusted.contains(&ca.fingerprint), "{name}");
+    }
+    let report = run(&harness(fake.clone()), &plan(plan_spec(&ca)), quiet()).await?;
+    assert_eq!(report.outcome, Outcome::Done);
+    Ok(())
+}
+
+/// The index of the first write of a clean rotation on `cluster(seed, 1, 2)` that `is`.
+async fn write_index(ca: &NewCa, seed: u64, is: &str) -> Result<usize, String> {
+    let (fake, _) = cluster(seed, 1, 2);
+    let api = harness(fake);
+    run(&api, &plan(plan_spec(ca)), quiet())
+        .await
+        .map_err(|e| e.to_string())?;
+    api.written()
+        .iter()
+        .position(|w| w.contains(is))
+        .ok_or(format!("no write {is}"))
+}
+
+#[tokio::test(start_paused = true)]
+async fn abort_is_refused_while_an_issue_job_exists_though_its_host_is_unchanged() -> TestResult {
+    let ca = new_ca();
+    let plan = plan(plan_spec(&ca));
+    let issue_job = plan.job_name(CaStep::Issue, "cp-0");
+    let at = write_index(&ca, 15, &format!("(CreateJob {NS}/{issue_job})")).await?;
+    // The run crashes once the issue job's create was served; its pod never starts.
+    let (fake, names) = cluster(15, 1, 2);
+    let first = harness(fake.clone()).crashing_at(at, true);
+    tokio::select! {
+        report = run(&first, &plan, quiet()) => {
+            return Err(format!("the run ended without reaching write {at}: {report:?}").into());
+        }
+        _ = first.crashed() => {}
+    }
+    let stuck = NodeScript {
+        start: ContainerStart::Never,
+        ..NodeScript::default()
+    };
+    fake.set_script("cp-0", stuck);
+
+    // A preview (no write) shows the step in flight and that an abort would be refused.
+    let before = fake.calls().len();
+    let seen = preview(&*fake, &plan).await?;
+    assert!(fake.calls()[before..].iter().all(|c| !writes_verb(c.verb)));
+    let cp0 = seen.nodes.first().ok_or("no node")?;
+    assert_eq!(
+        (cp0.name.as_str(), cp0.in_flight.as_slice()),
+        ("cp-0", &[CaStep::Issue][..])
+    );
+    assert!(seen.nodes[1..].iter().all(|n| n.in_flight.is_empty()));
+    let begun: Vec<&str> = seen.issue_begun.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(begun, ["cp-0"]);
+
+    let refused = abort(&harness(fake.clone()), &plan, quiet()).await;
+    let Err(e @ Error::AbortRefused { .. }) = refused else {
+        return Err(format!("not refused: {refused:?}").into());
+    };
+    let message = e.to_string();
+    assert!(
+        message.contains(&format!(
+            "cp-0 (its `carotate issue` job {issue_job} exists)"
+        )),
+        "{message}"
+    );
+    // Refused on the job alone: the host has not run issue (and no host read was needed).
+    let state = fake.host_state("cp-0").ok_or("gone")?;
+    assert_eq!(state.issuer, INITIAL_CA);
+    assert_eq!(phase_runs(&fake, "cp-0"), [1, 0, 0, 0]);
+    for name in &names {
+        assert_eq!(phase_runs(&fake, name)[3], 0, "{name} aborted");
+    }
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_after_an_abort_left_its_job_waits_that_job_out_before_it_decides() -> TestResult {
+    let ca = new_ca();
+    let (fake, _) = cluster(16, 1, 1);
+    run_stopping_at(&fake, &ca, issue_starts).await?;
+    let plan = plan(plan_spec(&ca));
+    let abort_job = plan.job_name(CaStep::Abort, "w-0");
+    // The abort's job on w-0 is created, its pod never starts (an image that does not pull),
+    // and the abort dies waiting for it.
+    let kubelet = fake.clone();
+    let api = acting_before(fake.clone(), move |w| {
+        if creates_job(w, "ca-abort-w-0-") {
+            let stuck = NodeScript {
+                start: ContainerStart::Never,
+                ..NodeScript::default()
+            };
+            kubelet.set_script("w-0", stuck);
+        }
+    });
+    let aborting = tokio::time::timeout(Duration::from_secs(30), abort(&api, &plan, quiet())).await;
+    assert!(aborting.is_err(), "the abort ended: {aborting:?}");
+    let job = fake.job(NS, &abort_job).ok_or("no abort job")?;
+    assert!(!nodejob_core::finished(&job));
+    assert_eq!(phase_runs(&fake, "cp-0"), [1, 0, 0, 1]);
+    assert_eq!(phase_runs(&fake, "w-0"), [1, 0, 0, 0]);
+    fake.set_script("w-0", NodeScript::default());
+
+    // No issue may start while that job could still drop the new CA from w-0.
+    let overlaps = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (seen, cluster_view, job_name) = (overlaps.clone(), fake.clone(), abort_job.clone());
+    let sink: Arc<dyn ProgressSink> = Arc::new(move |e: &Progress| {
+        if let Progress::StepStarted { node, step } = e
+            && let Some(job) = cluster_view.job(NS, &job_name)
+            && !nodejob_core::finished(&job)
+        {
+            seen.lock()
+                .unwrap()
+                .push(format!("{step} started on {node}"));
+        }
+    });
+    let report = run(&harness(fake.clone()), &plan, sink).await?;
+    assert_eq!(
+        *overlaps.lock().unwrap(),
+        Vec::<String>::new(),
+        "while the abort job was pending"
+    );
+    assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
+    for name in ["cp-0", "w-0"] {
+        let state = fake.host_state(name).ok_or("gone")?;
+        assert!(on_new_ca(&state, &ca.fingerprint), "{name}: {state:?}");
+    }
+    assert_eq!(phase_runs(&fake, "cp-0"), [2, 1, 1, 1]);
+    assert_eq!(phase_runs(&fake, "w-0"), [1, 1, 1, 0]);
+    // It never ran: failed by its deadline, it is left for inspection, as every failed job.
+    let job = fake
+        .job(NS, &abort_job)
+        .ok_or("the failed abort job is gone")?;
+    assert!(nodejob_core::failed(&job), "{:?}", job.status);
     Ok(())
 }

@@ -2,15 +2,16 @@
 //! write is sent, and after it was served but before its answer was seen), and at instants
 //! drawn over the whole rotation (host Jobs and restarts included); a second run then resumes
 //! from what the nodes report alone. Whatever the crash point, it ends with every node on the
-//! new CA alone, the host models count exactly one execution of each phase per node, and no
-//! phase Job is left behind.
+//! new CA alone, the host models count exactly one execution of each phase per node, no
+//! phase Job is left behind, and the resumed run reports each step of a node as skipped or
+//! started (its Job adopted), never both.
 
 mod support;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use certs_driver::{CaStep, Outcome, Plan, quiet, run};
+use certs_driver::{CaStep, Outcome, Plan, Progress, quiet, run};
 use nodejob_fake::FakeCluster;
 use proptest::prelude::*;
 use support::*;
@@ -26,8 +27,9 @@ async fn resume_and_check(
     names: &[String],
     plan: &Plan,
 ) -> Result<(), String> {
-    let api = Harness::new(fake.clone());
-    let report = run(&api, plan, quiet())
+    let api = harness(fake.clone());
+    let events = Arc::new(Events::default());
+    let report = run(&api, plan, events.clone())
         .await
         .map_err(|e| format!("resume refused: {e}"))?;
     if report.outcome != Outcome::Done {
@@ -35,6 +37,18 @@ async fn resume_and_check(
     }
     let new = plan.fingerprint().to_string();
     let mut problems = Vec::new();
+    // Each step of a node is skipped or started (its job adopted), never both.
+    let all = events.all();
+    for e in &all {
+        if let Progress::NodeSkipped { node, step, .. } = e {
+            let started = all.iter().any(
+                |s| matches!(s, Progress::StepStarted { node: n, step: t } if n == node && t == step),
+            );
+            if started {
+                problems.push(format!("{node} both skipped and started {step}"));
+            }
+        }
+    }
     for name in names {
         let state = fake.host_state(name).ok_or(format!("{name} is gone"))?;
         if !on_new_ca(&state, &new) {
@@ -62,7 +76,7 @@ async fn resume_and_check(
 /// How many writes a rotation makes when nothing crashes.
 async fn writes_of_a_clean_rotation(ca: &NewCa) -> usize {
     let (fake, _) = base(1);
-    let api = Harness::new(fake);
+    let api = harness(fake);
     let report = run(&api, &plan(plan_spec(ca)), quiet()).await.unwrap();
     assert_eq!(report.outcome, Outcome::Done);
     api.writes()
@@ -72,12 +86,12 @@ async fn writes_of_a_clean_rotation(ca: &NewCa) -> usize {
 async fn crash_at_write(ca: &NewCa, at: usize, after: bool) -> Result<(), String> {
     let plan = plan(plan_spec(ca));
     let (fake, names) = base(1);
-    let first = Harness::new(fake.clone()).crashing_at(at, after);
+    let first = harness(fake.clone()).crashing_at(at, after);
     tokio::select! {
         report = run(&first, &plan, quiet()) => {
             return Err(format!("the run ended without reaching write {at}: {report:?}"));
         }
-        _ = first.crashed.notified() => {}
+        _ = first.crashed() => {}
     }
     resume_and_check(&fake, &names, &plan).await
 }
@@ -105,7 +119,7 @@ async fn a_crash_at_every_write_resumes_to_the_same_end_with_each_phase_once_per
 async fn crash_at_instant(ca: &NewCa, at: Duration) -> Result<(), String> {
     let (fake, names) = base(2);
     let plan = plan(plan_spec(ca));
-    let first = Harness::new(fake.clone());
+    let first = harness(fake.clone());
     if let Ok(report) = tokio::time::timeout(at, run(&first, &plan, quiet())).await {
         // The rotation ended before the crash: nothing to resume, but it must have succeeded.
         let report = report.map_err(|e| e.to_string())?;
@@ -119,10 +133,10 @@ async fn crash_at_instant(ca: &NewCa, at: Duration) -> Result<(), String> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, failure_persistence: None, ..ProptestConfig::default() })]
 
-    /// A rotation of three nodes takes about 47s of virtual time; crashes are drawn over
+    /// A rotation of three nodes takes about 52s of virtual time; crashes are drawn over
     /// its whole length, in milliseconds, so they land inside host Jobs, restarts and reads.
     #[test]
-    fn a_crash_at_any_instant_resumes_with_each_phase_once_per_node(ms in 0u64..50_000) {
+    fn a_crash_at_any_instant_resumes_with_each_phase_once_per_node(ms in 0u64..55_000) {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .start_paused(true)

@@ -18,7 +18,7 @@ async fn a_full_rotation_on_three_control_plane_and_three_workers_ends_on_the_ne
 {
     let ca = new_ca();
     let (fake, names) = cluster(1, 3, 3);
-    let api = Harness::new(fake.clone());
+    let api = harness(fake.clone());
     let events = Arc::new(Events::default());
     let report = run(&api, &plan(plan_spec(&ca)), events.clone()).await?;
     assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
@@ -134,7 +134,7 @@ async fn a_phase_failing_on_one_node_stops_everything_before_the_next_phase() ->
     let ca = new_ca();
     let (fake, names) = cluster(2, 3, 3);
     fault(&fake, "w-1", Fault::IssueFails);
-    let report = run(&Harness::new(fake.clone()), &plan(plan_spec(&ca)), quiet()).await?;
+    let report = run(&harness(fake.clone()), &plan(plan_spec(&ca)), quiet()).await?;
     let Outcome::Failed { retry } = &report.outcome else {
         return Err(format!("ended {:?}", report.outcome).into());
     };
@@ -165,7 +165,7 @@ async fn a_node_reporting_a_foreign_ca_is_caught_by_the_gate_and_named() -> Test
     let ca = new_ca();
     let (fake, names) = cluster(3, 1, 3);
     fault(&fake, "w-2", Fault::ForeignCa);
-    let report = run(&Harness::new(fake.clone()), &plan(plan_spec(&ca)), quiet()).await?;
+    let report = run(&harness(fake.clone()), &plan(plan_spec(&ca)), quiet()).await?;
     assert!(
         matches!(report.outcome, Outcome::Failed { .. }),
         "{:?}",
@@ -204,7 +204,7 @@ async fn garbage_from_status_is_an_error_that_quotes_it_and_names_the_node() -> 
     let ca = new_ca();
     let (fake, names) = cluster(4, 3, 1);
     fault(&fake, "cp-1", Fault::GarbledStatus);
-    let report = run(&Harness::new(fake.clone()), &plan(plan_spec(&ca)), quiet()).await?;
+    let report = run(&harness(fake.clone()), &plan(plan_spec(&ca)), quiet()).await?;
     assert!(
         matches!(report.outcome, Outcome::Failed { .. }),
         "{:?}",
@@ -231,11 +231,12 @@ async fn garbage_from_status_is_an_error_that_quotes_it_and_names_the_node() -> 
 async fn no_private_key_appears_in_anything_the_driver_wrote() -> TestResult {
     let ca = new_ca();
     let (fake, names) = cluster(5, 1, 2);
-    let api = Harness::new(fake.clone());
+    let api = harness(fake.clone());
     let events = Arc::new(Events::default());
     let report = run(&api, &plan(plan_spec(&ca)), events.clone()).await?;
     assert_eq!(report.outcome, Outcome::Done);
-    // Every object the driver wrote, every object the fake keeps, the progress and the report.
+    // Every object the driver wrote (each Job whole, each Event, each node patch: the
+    // annotations), every object the fake keeps, the progress and the report.
     let mut haystack = api.written();
     assert!(haystack.len() > 30, "only {} writes", haystack.len());
     haystack.extend(
@@ -254,19 +255,33 @@ async fn no_private_key_appears_in_anything_the_driver_wrote() -> TestResult {
     haystack.push(serde_json::to_string(&fake.lease(NS, "nodejob")).unwrap());
     haystack.extend(events.all().iter().map(|e| format!("{e:?}")));
     haystack.push(serde_json::to_string(&report).unwrap());
-    let key_lines: Vec<&str> = ca
-        .key_pem
-        .lines()
-        .filter(|l| !l.starts_with("-----") && l.len() > 16)
-        .collect();
-    assert!(!key_lines.is_empty());
+    // The needles: the base64 lines of the key and of the certificate (the hosts get
+    // fingerprints only, never the certificate), each long enough to occur by chance nowhere.
+    let body = |pem: &str| -> Vec<String> {
+        pem.lines()
+            .filter(|l| !l.starts_with("-----") && l.len() > 16)
+            .map(String::from)
+            .collect()
+    };
+    let (key_lines, cert_lines) = (body(&ca.key_pem), body(&ca.pem));
+    assert!(key_lines.len() > 1 && cert_lines.len() > 1);
+    let found = |text: &str, lines: &[String]| lines.iter().any(|l| text.contains(l.as_str()));
+    // The search finds what it looks for: the plan itself holds the certificate.
+    assert!(found(
+        &plan(plan_spec(&ca)).spec().ca_certificate,
+        &cert_lines
+    ));
+    assert!(found(&ca.key_pem, &key_lines));
     for text in &haystack {
         assert!(!text.contains("PRIVATE KEY"), "key material in {text}");
-        for line in &key_lines {
-            assert!(!text.contains(line), "key material in {text}");
-        }
+        assert!(
+            !text.contains("BEGIN CERTIFICATE"),
+            "a certificate in {text}"
+        );
+        assert!(!found(text, &key_lines), "key material in {text}");
+        assert!(!found(text, &cert_lines), "the CA certificate in {text}");
     }
-    // What the hosts were given: fingerprints, never the certificate.
+    // What the hosts were given: fingerprints.
     let argv_with_new = haystack
         .iter()
         .filter(|t| t.contains(&ca.fingerprint))
@@ -290,7 +305,7 @@ async fn a_competing_holder_of_the_lease_blocks_the_run() -> TestResult {
         target: "v1.38.0".into(),
     };
     acquire(&*fake, &config, &claim).await?;
-    let refused = run(&Harness::new(fake.clone()), &plan(plan_spec(&ca)), quiet()).await;
+    let refused = run(&harness(fake.clone()), &plan(plan_spec(&ca)), quiet()).await;
     match refused {
         Err(Error::Core(nodejob_core::Error::LeaseHeld { holder, .. })) => {
             assert!(holder.contains("upgrade-driver-elsewhere"), "{holder}");
@@ -300,6 +315,191 @@ async fn a_competing_holder_of_the_lease_blocks_the_run() -> TestResult {
     assert_eq!(fake.count(Verb::CreateJob), 0);
     for name in &names {
         assert_eq!(phase_runs(&fake, name), [0; 4]);
+    }
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn issue_and_finalize_refuse_a_plan_that_leaves_out_nodes_of_the_cluster() -> TestResult {
+    let ca = new_ca();
+    let (fake, names) = cluster(21, 2, 2);
+    // Stage may run on a subset: it is harmless. Issue may not: the other nodes do not trust
+    // the new CA.
+    let mut spec = plan_spec(&ca);
+    spec.nodes = vec!["cp-0".into()];
+    let report = run(&harness(fake.clone()), &plan(spec), quiet()).await?;
+    let Outcome::Failed { retry } = &report.outcome else {
+        return Err(format!("not refused: {:?}", report.outcome).into());
+    };
+    assert!(retry.contains("Issue"), "{retry}");
+    assert!(retry.contains("every node of the cluster"), "{retry}");
+    assert!(retry.contains("cp-1, w-0, w-1"), "{retry}");
+    let gates: Vec<Gate> = report.gates.iter().map(|g| g.gate).collect();
+    assert_eq!(gates, [Gate::Start]);
+    assert_eq!(phase_runs(&fake, "cp-0"), [1, 0, 0, 0]);
+    for name in &names[1..] {
+        assert_eq!(phase_runs(&fake, name), [0; 4], "{name}");
+    }
+
+    // The whole cluster, stopped once every node is issued: finalize on a subset is refused
+    // too (the others would still present leaves of the old CA).
+    let outcome = run_stopping_at(&fake, &ca, |e| {
+        matches!(
+            e,
+            Progress::PhaseStarted {
+                phase: CaStep::Finalize,
+                ..
+            }
+        )
+    })
+    .await?;
+    assert!(matches!(outcome, Outcome::Stopped { .. }), "{outcome:?}");
+    let mut spec = plan_spec(&ca);
+    spec.nodes = vec!["w-0".into(), "w-1".into()];
+    let report = run(&harness(fake.clone()), &plan(spec), quiet()).await?;
+    let Outcome::Failed { retry } = &report.outcome else {
+        return Err(format!("not refused: {:?}", report.outcome).into());
+    };
+    assert!(retry.contains("Finalize"), "{retry}");
+    assert!(retry.contains("cp-0, cp-1"), "{retry}");
+    for name in &names {
+        assert_eq!(phase_runs(&fake, name), [1, 1, 0, 0], "{name}");
+    }
+
+    // Every node: the rotation goes on from there, no phase twice.
+    let whole = run(&harness(fake.clone()), &plan(plan_spec(&ca)), quiet()).await?;
+    assert_eq!(whole.outcome, Outcome::Done, "{whole:#?}");
+    for name in &names {
+        assert_eq!(phase_runs(&fake, name), [1, 1, 1, 0], "{name}");
+    }
+
+    // Opted out (`cluster_wide: false`, for nodes of another trust domain): the plan's nodes
+    // alone go through every phase, and the others are left untouched.
+    let (fake, names) = cluster(22, 2, 2);
+    let mut spec = plan_spec(&ca);
+    spec.nodes = vec!["cp-0".into()];
+    spec.cluster_wide = false;
+    let report = run(&harness(fake.clone()), &plan(spec), quiet()).await?;
+    assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
+    assert_eq!(phase_runs(&fake, "cp-0"), [1, 1, 1, 0]);
+    for name in &names[1..] {
+        assert_eq!(phase_runs(&fake, name), [0; 4], "{name}");
+    }
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_not_ready_again_after_issue_fails_the_rotation_there() -> TestResult {
+    let ca = new_ca();
+    let (fake, _) = cluster(22, 3, 2);
+    fault(&fake, "cp-1", Fault::DownAfterIssue);
+    let report = run(&harness(fake.clone()), &plan(plan_spec(&ca)), quiet()).await?;
+    let Outcome::Failed { retry } = &report.outcome else {
+        return Err(format!("ended {:?}", report.outcome).into());
+    };
+    assert!(retry.contains("cp-1"), "{retry}");
+    let failure = report
+        .node("cp-1")
+        .and_then(|n| n.failure())
+        .ok_or("cp-1 did not fail")?;
+    assert_eq!(failure.step, CaStep::Issue);
+    assert!(
+        failure.message.contains("did not come back Ready"),
+        "{}",
+        failure.message
+    );
+    // Control-plane nodes one at a time: nothing was issued after cp-1.
+    assert_eq!(phase_runs(&fake, "cp-0"), [1, 1, 0, 0]);
+    assert_eq!(phase_runs(&fake, "cp-1"), [1, 1, 0, 0]);
+    for name in ["cp-2", "w-0", "w-1"] {
+        assert_eq!(phase_runs(&fake, name), [1, 0, 0, 0], "{name}");
+    }
+    // Its issue job is kept: the mark that issue began there.
+    let job = plan(plan_spec(&ca)).job_name(CaStep::Issue, "cp-1");
+    assert!(
+        fake.job(NS, &job).is_some(),
+        "the issue job of cp-1 is gone"
+    );
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn losing_the_lease_while_verifying_stops_the_run_and_blames_no_node() -> TestResult {
+    let ca = new_ca();
+    let (fake, names) = cluster(23, 1, 2);
+    let taken = std::sync::atomic::AtomicBool::new(false);
+    let thief = fake.clone();
+    // Two verifies at once: the first one's Job is created, then the Lease is taken; the second
+    // one's fence check finds it lost.
+    let api = acting_before(fake.clone(), move |w| {
+        if creates_job(w, "ca-verify-") && !taken.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            take_the_lease(&thief);
+        }
+    });
+    let report = run(&api, &plan(plan_spec(&ca)), quiet()).await?;
+    let Outcome::Stopped { why } = &report.outcome else {
+        return Err(format!("not stopped: {:?}", report.outcome).into());
+    };
+    assert!(why.contains("the Lease was lost"), "{why}");
+    for name in &names {
+        let node = report.node(name).ok_or("not in the report")?;
+        assert!(
+            !matches!(
+                node.result,
+                Some(NodeResult::Disagrees { .. } | NodeResult::Failed(_))
+            ),
+            "{name} blamed: {:?}",
+            node.result
+        );
+        assert_eq!(phase_runs(&fake, name)[2], 0, "{name} was finalized");
+    }
+    assert!(
+        report.gates.iter().all(|g| g.passed()),
+        "{:#?}",
+        report.gates
+    );
+    assert!(
+        report.lease.last().is_some_and(|l| l.starts_with("lost")),
+        "{:?}",
+        report.lease
+    );
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_verify_exit_other_than_0_or_3_is_a_disagreement_naming_the_node() -> TestResult {
+    let ca = new_ca();
+    let (fake, names) = cluster(24, 1, 2);
+    let changed = std::sync::atomic::AtomicBool::new(false);
+    let host = fake.clone();
+    // Between its status and its verify, w-1's leaves come to chain to a CA it does not
+    // trust: `verify` exits 1, an error.
+    let api = acting_before(fake.clone(), move |w| {
+        if creates_job(w, "ca-verify-") && !changed.swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            let mut h = host.host("w-1").expect("w-1");
+            h.state.issuer = FOREIGN_CA.to_string();
+            host.set_host("w-1", h).expect("w-1");
+        }
+    });
+    let report = run(&api, &plan(plan_spec(&ca)), quiet()).await?;
+    assert!(
+        matches!(report.outcome, Outcome::Failed { .. }),
+        "{:?}",
+        report.outcome
+    );
+    let gate = report.gates.last().ok_or("no gate")?;
+    assert_eq!(gate.gate, Gate::BeforeFinalize);
+    let named: Vec<(&str, &str)> = gate
+        .disagreements
+        .iter()
+        .map(|d| (d.node.as_str(), d.what.as_str()))
+        .collect();
+    assert_eq!(named, [("w-1", "`carotate verify` failed (exit 1)")]);
+    let verified: Vec<Option<i32>> = gate.nodes.iter().map(|n| n.verify).collect();
+    assert_eq!(verified, [Some(0), Some(0), Some(1)]);
+    for name in &names {
+        assert_eq!(phase_runs(&fake, name)[2], 0, "{name} was finalized");
     }
     Ok(())
 }

@@ -117,6 +117,28 @@ fn the_plan_refuses_each_bad_field_by_name_and_never_quotes_a_key() {
 }
 
 #[test]
+fn the_fingerprint_of_a_pem_is_the_plans_and_a_key_or_garbage_is_refused_on_the_certificate() {
+    let ca = new_ca();
+    let of_pem = Fingerprint::of_pem(&ca.pem).expect("a certificate");
+    assert_eq!(of_pem.as_str(), ca.fingerprint);
+    // What of_pem answers is what the plan accepts, CRLF line ends and all.
+    let crlf = ca.pem.replace('\n', "\r\n");
+    let fingerprint = Fingerprint::of_pem(&crlf).expect("CRLF");
+    assert!(Plan::build(PlanSpec::new(crlf, fingerprint.to_string())).is_ok());
+    let key_line = ca.key_pem.lines().nth(1).unwrap();
+    for bad in [
+        ca.key_pem.clone(),
+        format!("{}{}", ca.pem, ca.key_pem),
+        "not a certificate\n".to_string(),
+        String::new(),
+    ] {
+        let e = Fingerprint::of_pem(&bad).expect_err("refused");
+        assert_eq!(e.field, "ca_certificate", "{e}");
+        assert!(!e.to_string().contains(key_line), "quotes the key: {e}");
+    }
+}
+
+#[test]
 fn the_host_argv_defaults_to_nsenter_and_stratum_carotate_with_fingerprints_only() {
     let ca = new_ca();
     let plan = plan(plan_spec(&ca));
@@ -349,4 +371,43 @@ fn the_gates_name_each_node_that_disagrees_and_with_what() {
     assert_eq!(report.nodes.len(), 2);
     assert_eq!(report.nodes[1].issuer, new);
     assert_eq!(report.nodes[1].trusted, vec![fp(INITIAL_CA), new.clone()]);
+}
+
+#[test]
+fn the_default_identity_is_unique_to_the_process() {
+    let ca = new_ca();
+    let identity = PlanSpec::new(ca.pem.clone(), ca.fingerprint.clone()).identity;
+    let pid = std::process::id().to_string();
+    assert!(
+        identity.starts_with("certs-driver-")
+            && identity.split('-').any(|part| part == pid.as_str()),
+        "{identity}"
+    );
+    // The same for the life of the process: a plan built twice holds the Lease as one holder.
+    let again = PlanSpec::new(ca.pem, ca.fingerprint).identity;
+    assert_eq!(identity, again);
+}
+
+#[test]
+fn issue_has_begun_where_the_new_ca_issues_or_a_node_is_issued_trusting_it() {
+    let new = fp(NEW);
+    let table = [
+        (status(CaPhase::Idle, &[INITIAL_CA], INITIAL_CA), false),
+        (
+            status(CaPhase::Staged, &[INITIAL_CA, NEW], INITIAL_CA),
+            false,
+        ),
+        (status(CaPhase::Issued, &[INITIAL_CA, NEW], NEW), true),
+        // `issue` ran, its leaves chain elsewhere: it has begun all the same.
+        (
+            status(CaPhase::Issued, &[INITIAL_CA, NEW], FOREIGN_CA),
+            true,
+        ),
+        (status(CaPhase::Finalized, &[NEW], NEW), true),
+        // Finalized by an earlier rotation, to another CA: not this one's issue.
+        (status(CaPhase::Finalized, &[INITIAL_CA], INITIAL_CA), false),
+    ];
+    for (s, begun) in table {
+        assert_eq!(s.issue_begun(&new), begun, "{s:?}");
+    }
 }

@@ -13,6 +13,7 @@
 //!
 //! It does **not** start a cluster: a backend hands in a ready one.
 
+mod crash;
 mod fake;
 mod interpose;
 pub mod nodes;
@@ -27,6 +28,7 @@ use async_trait::async_trait;
 use k8s_openapi::api::batch::v1::Job;
 use nodejob_core::{ApiError, Change, Clock, JobApi, NodeApi, Note, Spec, finished};
 
+pub use crash::{Crashing, Observe, Write};
 pub use fake::FakeBackend;
 pub use interpose::{Action, Call, Interposed};
 pub use workloads::{Object, Workloads};

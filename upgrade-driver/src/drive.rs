@@ -2,7 +2,7 @@
 //! fences every write with the Lease, renews the Lease while anything waits, and keeps the
 //! report.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -37,6 +37,8 @@ struct Run<'a, A: ?Sized> {
     /// The Lease: every write is fenced by it; once lost, nothing more is written.
     fence: Fence,
     report: Mutex<Report>,
+    /// Each node's place in `report.nodes`.
+    slots: BTreeMap<String, usize>,
 }
 
 /// Selects the plan's nodes: the selector's, narrowed to `nodes` when named. A named node that
@@ -127,6 +129,7 @@ where
     let refs: Vec<&Node> = nodes.iter().collect();
     let width = spec.max_unavailable.of(nodes.len());
     let order = groups(&refs, width);
+    let by_name: BTreeMap<&str, &Node> = nodes.iter().map(|n| (records::name(n), n)).collect();
     let report = Report {
         target: plan.target().to_string(),
         nodes: order
@@ -134,9 +137,7 @@ where
             .flat_map(|g| &g.nodes)
             .map(|name| NodeReport {
                 name: name.clone(),
-                from: nodes
-                    .iter()
-                    .find(|n| records::name(n) == name)
+                from: (by_name.get(name.as_str()))
                     .and_then(|n| version(n, &spec.version_source))
                     .map(str::to_string),
                 to: None,
@@ -150,6 +151,9 @@ where
         totals: Totals::default(),
         lease: Vec::new(),
     };
+    let slots = (report.nodes.iter().enumerate())
+        .map(|(i, n)| (n.name.clone(), i))
+        .collect();
     let run = Run {
         api,
         plan,
@@ -157,6 +161,7 @@ where
         stop,
         fence,
         report: Mutex::new(report),
+        slots,
     };
     // Renewed while anything waits (a host Job included): the renewer runs beside the roll.
     let outcome = match run.fence.renewing(api, run.roll(&order, width)).await {
@@ -214,8 +219,10 @@ where
                     Ok(nodes) => nodes,
                     Err(e) => return self.stopping(e.to_string(), failed),
                 };
+                let by_name: BTreeMap<&str, &Node> =
+                    nodes.iter().map(|n| (records::name(n), n)).collect();
                 queue.retain(|name| {
-                    let Some(node) = nodes.iter().find(|n| records::name(n) == name) else {
+                    let Some(&node) = by_name.get(name.as_str()) else {
                         self.finish_node(
                             name,
                             NodeResult::Skipped {
@@ -255,28 +262,30 @@ where
                     .map(records::name)
                     .collect();
                 let mut batch: Vec<String> = Vec::new();
+                // Nodes of the batch not unavailable already: each takes one more down.
+                let mut taken_down = 0;
                 for name in &queue {
                     if batch.len() >= group.width {
                         break;
                     }
-                    let mut would = unavailable.clone();
-                    would.extend(batch.iter().cloned());
-                    would.insert(name.clone());
+                    // The unavailable, the batch and this node: how many would be down.
+                    let adds = usize::from(!unavailable.contains(name));
+                    let would = unavailable.len() + taken_down + adds;
                     let other_control_down = control.contains(name.as_str())
                         && unavailable
                             .iter()
                             .any(|u| u != name && control.contains(u.as_str()));
                     // A node down that is not ours in flight cannot run a host Job: not now.
-                    let startable = nodes.iter().any(|n| {
-                        records::name(n) == name
-                            && (ready(n)
-                                || records::read::<InProgress>(n, IN_PROGRESS)
-                                    .ok()
-                                    .flatten()
-                                    .is_some())
+                    let startable = by_name.get(name.as_str()).is_some_and(|n| {
+                        ready(n)
+                            || records::read::<InProgress>(n, IN_PROGRESS)
+                                .ok()
+                                .flatten()
+                                .is_some()
                     });
-                    if would.len() <= width && !other_control_down && startable {
+                    if would <= width && !other_control_down && startable {
                         batch.push(name.clone());
+                        taken_down += adds;
                     }
                 }
                 if batch.is_empty() && !waited {
@@ -406,12 +415,19 @@ where
     }
 
     fn finish_node(&self, name: &str, result: NodeResult, node: Option<&Node>) {
-        let mut report = self.report.lock().unwrap();
-        if let Some(n) = report.nodes.iter_mut().find(|n| n.name == name) {
+        self.node_report(name, |n| {
             if let Some(node) = node {
                 n.to = version(node, &self.plan.spec().version_source).map(str::to_string);
             }
             n.result = Some(result);
+        });
+    }
+
+    /// Updates the report of node `name` (a node of the plan).
+    fn node_report(&self, name: &str, update: impl FnOnce(&mut NodeReport)) {
+        let mut report = self.report.lock().unwrap();
+        if let Some(n) = (self.slots.get(name)).and_then(|&i| report.nodes.get_mut(i)) {
+            update(n);
         }
     }
 
@@ -467,26 +483,24 @@ where
                     | Intent::DeleteJob { .. }
                     | Intent::Health
             );
-            if fenced {
-                let why =
-                    if self.stop.requested() && machine.current_step() != UpgradeStep::Uncordon {
-                        Some("stopped on request".to_string())
-                    } else {
-                        self.check()
-                            .await
-                            .err()
-                            .map(|e| format!("the Lease was lost: {e}"))
-                    };
-                if let Some(why) = why {
-                    let result = NodeResult::Interrupted {
-                        step: machine.current_step(),
-                        why,
-                    };
-                    return self.end_node(name, result, last.as_ref(), started);
-                }
+            if fenced && let Err(e) = self.check().await {
+                let result = NodeResult::Interrupted {
+                    step: machine.current_step(),
+                    why: format!("the Lease was lost: {e}"),
+                };
+                return self.end_node(name, result, last.as_ref(), started);
             }
+            // A stop request ends a node in flight only where a step would begin: the step in
+            // flight finishes (its result recorded, its Job deleted, its end reported). The
+            // last step, uncordoning, always runs.
+            let stop_here = self.stop.requested()
+                && step
+                    .marks
+                    .iter()
+                    .any(|m| matches!(m, Mark::Started(s) if *s != UpgradeStep::Uncordon));
             for mark in std::mem::take(&mut step.marks) {
                 match mark {
+                    Mark::Started(_) if stop_here => {}
                     Mark::Started(s) => {
                         step_started = api.now();
                         self.progress.event(&Progress::StepStarted {
@@ -496,16 +510,7 @@ where
                     }
                     Mark::Finished(s, message) => {
                         let took = api.now().saturating_sub(step_started);
-                        if let Some(n) = self
-                            .report
-                            .lock()
-                            .unwrap()
-                            .nodes
-                            .iter_mut()
-                            .find(|n| n.name == name)
-                        {
-                            n.steps.push((s, ms(took)));
-                        }
+                        self.node_report(name, |n| n.steps.push((s, ms(took))));
                         self.progress.event(&Progress::StepFinished {
                             node: name.to_string(),
                             step: s,
@@ -516,16 +521,7 @@ where
                             .await;
                     }
                     Mark::Evicted(pods) => {
-                        if let Some(n) = self
-                            .report
-                            .lock()
-                            .unwrap()
-                            .nodes
-                            .iter_mut()
-                            .find(|n| n.name == name)
-                        {
-                            n.pods_evicted.extend(pods.iter().cloned());
-                        }
+                        self.node_report(name, |n| n.pods_evicted.extend(pods.iter().cloned()));
                         self.progress.event(&Progress::PodsEvicted {
                             node: name.to_string(),
                             pods,
@@ -533,6 +529,13 @@ where
                     }
                     Mark::Note(message) => self.note(name, message),
                 }
+            }
+            if stop_here {
+                let result = NodeResult::Interrupted {
+                    step: machine.current_step(),
+                    why: "stopped on request".into(),
+                };
+                return self.end_node(name, result, last.as_ref(), started);
             }
             let obs = match step.intent {
                 Intent::Done(result) => {
@@ -635,16 +638,7 @@ where
     ) -> NodeResult {
         let took = self.api.now().saturating_sub(started);
         self.finish_node(name, result.clone(), node);
-        if let Some(n) = self
-            .report
-            .lock()
-            .unwrap()
-            .nodes
-            .iter_mut()
-            .find(|n| n.name == name)
-        {
-            n.took_ms = ms(took);
-        }
+        self.node_report(name, |n| n.took_ms = ms(took));
         self.progress.event(&Progress::NodeFinished {
             node: name.to_string(),
             result: result.clone(),

@@ -31,7 +31,7 @@ async fn resume_and_check(
     plan: &Plan,
     first: &Harness,
 ) -> Result<(), String> {
-    let api = Harness::new(fake.clone(), names.to_vec(), 1);
+    let api = harness(fake.clone(), names.to_vec(), 1);
     let report = run(&api, plan, upgrade_driver::quiet())
         .await
         .map_err(|e| format!("resume refused: {e}"))?;
@@ -80,7 +80,7 @@ async fn resume_and_check(
 /// How many writes a roll makes when nothing crashes.
 async fn writes_of_a_clean_roll() -> usize {
     let (fake, names) = base(1).await;
-    let api = Harness::new(fake, names, 1);
+    let api = harness(fake, names, 1);
     let report = run(&api, &plan(plan_spec()), upgrade_driver::quiet())
         .await
         .unwrap();
@@ -97,13 +97,13 @@ async fn a_crash_at_every_write_resumes_to_the_same_end_with_one_upgrade_per_nod
     for at in 0..writes {
         for after in [false, true] {
             let (fake, names) = base(1).await;
-            let first = Harness::new(fake.clone(), names.clone(), 1).crashing_at(at, after);
+            let first = harness(fake.clone(), names.clone(), 1).crashing_at(at, after);
             tokio::select! {
                 report = run(&first, &plan, upgrade_driver::quiet()) => {
                     failures.push(format!("write {at} (after: {after}): the run ended without reaching it: {report:?}"));
                     continue;
                 }
-                _ = first.crashed.notified() => {}
+                _ = first.crashed() => {}
             }
             if let Err(e) = resume_and_check(&fake, &names, &plan, &first).await {
                 failures.push(format!("crash at write {at} (after: {after}): {e}"));
@@ -117,7 +117,7 @@ async fn a_crash_at_every_write_resumes_to_the_same_end_with_one_upgrade_per_nod
 async fn crash_at_instant(at: Duration) -> Result<(), String> {
     let (fake, names) = base(2).await;
     let plan = plan(plan_spec());
-    let first = Harness::new(fake.clone(), names.clone(), 1);
+    let first = harness(fake.clone(), names.clone(), 1);
     let started = fake.now();
     if let Ok(report) = tokio::time::timeout(at, run(&first, &plan, upgrade_driver::quiet())).await
     {

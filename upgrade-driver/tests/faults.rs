@@ -547,7 +547,7 @@ async fn scenario(seed: u64, verbose: bool) -> Result<Summary, String> {
         .filter(|n| !flapped.contains(*n))
         .cloned()
         .collect();
-    let api = Harness::new(fake.clone(), watched, width);
+    let api = harness(fake.clone(), watched, width);
     let check = Arc::new(BatchCheck {
         fake: fake.clone(),
         nodes: names.clone(),

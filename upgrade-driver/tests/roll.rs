@@ -15,7 +15,7 @@ async fn three_control_plane_and_six_workers_in_two_zones_roll_in_order_within_t
     let mut spec = plan_spec();
     spec.max_unavailable = MaxUnavailable::Count(2);
     let plan = plan(spec);
-    let api = Harness::new(fake.clone(), names.clone(), 2);
+    let api = harness(fake.clone(), names.clone(), 2);
     let events = Arc::new(Events::default());
     let report = run(&api, &plan, events.clone()).await.unwrap();
 
@@ -96,7 +96,7 @@ async fn a_failing_host_upgrade_stops_the_roll_and_a_rerun_after_the_fix_finishe
         .with_fault(Fault::UpgradeFails);
     fake.set_host("zone-a-1", host).unwrap();
     let plan = plan(plan_spec());
-    let api = Harness::new(fake.clone(), names.clone(), 1);
+    let api = harness(fake.clone(), names.clone(), 1);
     let report = run(&api, &plan, upgrade_driver::quiet()).await.unwrap();
 
     assert!(

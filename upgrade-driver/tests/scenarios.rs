@@ -14,6 +14,7 @@ use nodejob_core::{Clock, LeaseApi, NodeChange, Verb};
 use nodejob_fake::FakeCluster;
 use nodejob_fake::stratum::{Fault, Operation};
 use support::*;
+use upgrade_driver::ProgressSink as _;
 use upgrade_driver::{
     Error, MaxUnavailable, NodeResult, Outcome, PlanSpec, PodPlan, UpgradeStep, Window, preview,
     run,
@@ -48,7 +49,7 @@ async fn roll(api: &Harness, spec: PlanSpec) -> upgrade_driver::Report {
 async fn a_node_that_never_comes_back_ready_fails_at_reboot_and_stays_cordoned() {
     let (fake, names) = small(3, 2);
     with_fault(&fake, "z-0", Fault::StaysDown);
-    let api = Harness::new(fake.clone(), names, 1);
+    let api = harness(fake.clone(), names, 1);
     let report = roll(&api, plan_spec()).await;
     let failure = failure_of(&report, "z-0");
     assert_eq!(failure.step, UpgradeStep::Reboot);
@@ -71,7 +72,7 @@ async fn a_node_that_never_comes_back_ready_fails_at_reboot_and_stays_cordoned()
 async fn a_node_that_comes_back_at_the_old_version_is_a_failure_not_a_success() {
     let (fake, names) = small(4, 1);
     with_fault(&fake, "z-0", Fault::BootsOldVersion);
-    let api = Harness::new(fake.clone(), names, 1);
+    let api = harness(fake.clone(), names, 1);
     let report = roll(&api, plan_spec()).await;
     let failure = failure_of(&report, "z-0");
     assert_eq!(failure.step, UpgradeStep::Reboot);
@@ -94,7 +95,7 @@ async fn a_node_whose_boot_id_never_changes_fails_at_reboot() {
         nodejob_fake::host::exit(0),
     ]);
     spec.reboot_timeout = Duration::from_secs(120);
-    let api = Harness::new(fake.clone(), names, 1);
+    let api = harness(fake.clone(), names, 1);
     let report = roll(&api, spec).await;
     let failure = failure_of(&report, "cp-0");
     assert_eq!(failure.step, UpgradeStep::Reboot);
@@ -148,7 +149,7 @@ async fn a_budget_that_blocks_then_releases_delays_the_drain_and_the_roll_finish
             .unwrap();
     });
     let workers = vec!["z-0".to_string(), "z-1".to_string()];
-    let api = Harness::new(fake.clone(), workers, 1);
+    let api = harness(fake.clone(), workers, 1);
     let report = roll(&api, workers_only()).await;
     assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
     let drains: Vec<u64> = report
@@ -170,7 +171,7 @@ async fn a_budget_that_never_releases_fails_the_drain_at_its_timeout_naming_it()
     let (fake, _) = guarded(7).await;
     let blocked = with_web_pods(&fake)[0].clone();
     let workers = vec!["z-0".to_string(), "z-1".to_string()];
-    let api = Harness::new(fake.clone(), workers, 1);
+    let api = harness(fake.clone(), workers, 1);
     let report = roll(&api, workers_only()).await;
     let failure = failure_of(&report, &blocked);
     assert_eq!(failure.step, UpgradeStep::Drain);
@@ -195,7 +196,7 @@ async fn a_budget_that_never_releases_fails_the_drain_at_its_timeout_naming_it()
 #[tokio::test(start_paused = true)]
 async fn a_competing_holder_of_the_lease_blocks_the_run_before_any_write() {
     let (fake, names) = small(8, 1);
-    let api = Harness::new(fake.clone(), names.clone(), 1);
+    let api = harness(fake.clone(), names.clone(), 1);
     let mut other = plan_spec();
     other.identity = "someone-else".into();
     let config = nodejob_core::lease::LeaseConfig {
@@ -242,7 +243,7 @@ async fn an_expired_lease_is_taken_over_and_the_report_says_from_whom() {
         .await
         .unwrap();
     fake.sleep(Duration::from_secs(61)).await;
-    let api = Harness::new(fake.clone(), names, 1);
+    let api = harness(fake.clone(), names, 1);
     let report = roll(&api, plan_spec()).await;
     assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
     assert!(
@@ -255,7 +256,7 @@ async fn an_expired_lease_is_taken_over_and_the_report_says_from_whom() {
 #[tokio::test(start_paused = true)]
 async fn a_lease_lost_mid_run_stops_the_run_before_its_next_write() {
     let (fake, names) = small(10, 3);
-    let api = Arc::new(Harness::new(fake.clone(), names.clone(), 1));
+    let api = Arc::new(harness(fake.clone(), names.clone(), 1));
     // Another actor takes the Lease over 90s in (as after an expiry it saw).
     let thief = fake.clone();
     let writes_at_theft = Arc::new(std::sync::Mutex::new(None));
@@ -304,7 +305,7 @@ async fn nodes_at_the_target_are_skipped_and_a_node_cordoned_by_someone_else_sta
     let (fake, names) = small(11, 2);
     fake.set_kubelet_version("z-0", TARGET).unwrap();
     fake.patch_node_now("z-1", &[NodeChange::Cordon]).unwrap();
-    let api = Harness::new(fake.clone(), names, 1);
+    let api = harness(fake.clone(), names, 1);
     let report = roll(&api, plan_spec()).await;
     assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
     assert!(matches!(
@@ -334,7 +335,7 @@ async fn outside_the_maintenance_window_no_node_starts() {
         end: Time::constant(5, 0, 0, 0),
         time_zone: "UTC".into(),
     });
-    let api = Harness::new(fake.clone(), names.clone(), 1);
+    let api = harness(fake.clone(), names.clone(), 1);
     let report = roll(&api, spec).await;
     let Outcome::Stopped { why } = &report.outcome else {
         panic!("{report:#?}")
@@ -361,7 +362,7 @@ async fn a_window_that_closes_mid_roll_lets_the_node_in_flight_finish_and_starts
         end: Time::constant(0, 0, 30, 0),
         time_zone: "UTC".into(),
     });
-    let api = Harness::new(fake.clone(), names, 1);
+    let api = harness(fake.clone(), names, 1);
     let report = roll(&api, spec).await;
     assert_eq!(
         report.node("cp-0").unwrap().result,
@@ -383,7 +384,7 @@ async fn the_failure_budget_lets_the_roll_go_on_until_it_is_spent() {
     let mut spec = plan_spec();
     spec.max_unavailable = MaxUnavailable::Count(2);
     spec.failure_budget = 2;
-    let api = Harness::new(fake.clone(), names, 2);
+    let api = harness(fake.clone(), names, 2);
     let report = roll(&api, spec).await;
     assert_eq!(failure_of(&report, "z-0").step, UpgradeStep::Upgrade);
     assert_eq!(
@@ -418,7 +419,7 @@ async fn a_failing_health_check_gates_the_next_node() {
         .chain(["/usr/local/bin/stratum".into(), "health".into()])
         .collect(),
     );
-    let api = Harness::new(fake.clone(), names, 1);
+    let api = harness(fake.clone(), names, 1);
     let report = roll(&api, spec).await;
     assert_eq!(
         report.node("cp-0").unwrap().result,
@@ -514,7 +515,7 @@ async fn no_control_plane_node_starts_while_another_is_down_and_a_flap_is_waited
     });
     let mut spec = plan_spec();
     spec.max_unavailable = MaxUnavailable::Count(3);
-    let api = Harness::new(fake.clone(), names.clone(), 3);
+    let api = harness(fake.clone(), names.clone(), 3);
     let report = roll(&api, spec).await;
     assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
     assert_eq!(api.violations(), Vec::<String>::new());
@@ -537,11 +538,87 @@ async fn no_control_plane_node_starts_while_another_is_down_and_a_flap_is_waited
 async fn a_node_that_stays_down_stops_the_roll_naming_it() {
     let (fake, names) = cluster(18, 3, &[], 0);
     fake.set_node_ready("cp-2", false).unwrap();
-    let api = Harness::new(fake.clone(), names, 1);
+    let api = harness(fake.clone(), names, 1);
     let report = roll(&api, plan_spec()).await;
     let Outcome::Stopped { why } = &report.outcome else {
         panic!("{report:#?}")
     };
     assert!(why.contains("cp-2") && why.contains("unavailable"), "{why}");
     assert_eq!(fake.count(Verb::PatchNode), 0);
+}
+
+// --- a stop request ------------------------------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn a_stop_request_lets_the_step_in_flight_finish_and_a_rerun_resumes() {
+    let (fake, names) = small(31, 2);
+    let api = harness(fake.clone(), names.clone(), 1);
+    let stop = upgrade_driver::Stop::new();
+    let events = Arc::new(Events::default());
+    // Asked while the first node's host upgrade runs (as Ctrl-C once would be).
+    let sink = {
+        let (stop, events) = (stop.clone(), events.clone());
+        Arc::new(move |e: &upgrade_driver::Progress| {
+            if matches!(
+                e,
+                upgrade_driver::Progress::StepStarted {
+                    step: UpgradeStep::Upgrade,
+                    ..
+                }
+            ) {
+                stop.request();
+            }
+            events.event(e);
+        })
+    };
+    let report = upgrade_driver::run_until(&api, &plan(plan_spec()), sink, &stop)
+        .await
+        .unwrap();
+    assert!(
+        matches!(&report.outcome, Outcome::Stopped { why } if why.contains("stopped on request")),
+        "{:?}",
+        report.outcome
+    );
+    let first = &names[0];
+    // The step in flight finished: reported, its result kept, its Job deleted; no other step
+    // began on the node, and no other node started.
+    let finished: Vec<UpgradeStep> = events
+        .all()
+        .iter()
+        .filter_map(|e| match e {
+            upgrade_driver::Progress::StepFinished { node, step, .. } if node == first => {
+                Some(*step)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(finished.last(), Some(&UpgradeStep::Upgrade), "{finished:?}");
+    assert!(matches!(
+        report.node(first).unwrap().result,
+        Some(NodeResult::Interrupted {
+            step: UpgradeStep::Reboot,
+            ..
+        })
+    ));
+    assert!(
+        fake.pods(NS).iter().all(|p| p
+            .metadata
+            .name
+            .as_deref()
+            .is_none_or(|n| !n.starts_with("upgrade-"))),
+        "the host Job and its pod are gone"
+    );
+    assert_eq!(api.upgrades(first), 1);
+    for name in &names[1..] {
+        assert_eq!(api.upgrades(name), 0, "{name} never started");
+    }
+    assert_eq!(api.violations(), Vec::<String>::new());
+
+    // A rerun carries on from the reboot, never upgrading a node twice.
+    let rerun = roll(&api, plan_spec()).await;
+    assert_eq!(rerun.outcome, Outcome::Done, "{rerun:#?}");
+    for name in &names {
+        assert_eq!(api.upgrades(name), 1, "{name}");
+        assert!(!cordoned_by_us(&fake.node(name).unwrap()), "{name}");
+    }
 }

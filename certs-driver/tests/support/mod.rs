@@ -5,23 +5,21 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use async_trait::async_trait;
-use certs_driver::{Fingerprint, Plan, PlanSpec, Progress, ProgressSink};
-use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Node, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Preconditions;
-use k8s_openapi::jiff::Timestamp;
-use nodejob_core::{ApiResult, Change, Clock, JobApi, LeaseApi, NodeApi, NodeChange};
+use certs_driver::{
+    Error, Fingerprint, Outcome, Plan, PlanSpec, Progress, ProgressSink, Stop, run_until,
+};
+use futures::FutureExt;
+use nodejob_conformance::{Crashing, Observe, Write};
+use nodejob_core::lease::{Claim, LeaseConfig, acquire};
 use nodejob_fake::FakeCluster;
 use nodejob_fake::stratum::{CaPhase, Fault, Operation, StratumState};
 
 pub const NS: &str = "kube-system";
 pub const CONTROL_PLANE: &str = "node-role.kubernetes.io/control-plane";
+/// The identity of the test plans: a rerun with it resumes the Lease of a crashed run at once.
+pub const IDENTITY: &str = "test-certs-driver";
 
 /// A new CA: its public certificate and fingerprint (for the plan), and its private key (for
 /// the test to look for, never given to the driver).
@@ -104,7 +102,7 @@ pub fn fault(fake: &FakeCluster, node: &str, fault: Fault) {
 pub fn plan_spec(ca: &NewCa) -> PlanSpec {
     let mut spec = PlanSpec::new(ca.pem.clone(), ca.fingerprint.clone());
     spec.namespace = NS.into();
-    spec.identity = "test-certs-driver".into();
+    spec.identity = IDENTITY.into();
     spec.concurrency = 2;
     spec
 }
@@ -148,189 +146,98 @@ pub fn phase_runs(fake: &FakeCluster, node: &str) -> [u32; 4] {
     ]
 }
 
-/// The fake behind every trait: every object written kept (as JSON), and a crash point.
-pub struct Harness {
-    pub fake: Arc<FakeCluster>,
-    /// Hang forever at this write (0-based), as a crashed driver would stop: before it is sent,
-    /// or (`crash_after`) after it was served and before its answer is seen.
-    pub crash_at: Option<usize>,
-    pub crash_after: bool,
-    /// Notified when the crash point is reached.
-    pub crashed: tokio::sync::Notify,
-    writes: AtomicUsize,
-    written: Mutex<Vec<String>>,
+/// The fake behind every API trait ([`Crashing`]): every write kept, and a crash point.
+pub type Harness = Crashing<FakeCluster, Written>;
+
+/// A [`Harness`] over `fake`.
+pub fn harness(fake: Arc<FakeCluster>) -> Harness {
+    Crashing::new(fake, Written::default())
 }
 
-impl Harness {
-    pub fn new(fake: Arc<FakeCluster>) -> Self {
-        Harness {
-            fake,
-            crash_at: None,
-            crash_after: false,
-            crashed: tokio::sync::Notify::new(),
-            writes: AtomicUsize::new(0),
-            written: Mutex::new(Vec::new()),
+/// Every write made, as `write N (Verb target): body` (the object as JSON, a patch's changes).
+#[derive(Default)]
+pub struct Written(Mutex<Vec<String>>);
+
+impl Observe for Written {
+    fn before(&self, write: &Write) {
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("{write}: {}", write.body));
+    }
+}
+
+/// What a test asks of a [`Harness`].
+pub trait Writes {
+    /// Every write made so far.
+    fn written(&self) -> Vec<String>;
+}
+
+impl Writes for Harness {
+    fn written(&self) -> Vec<String> {
+        self.observer().0.lock().unwrap().clone()
+    }
+}
+
+/// Runs `f` before each write is sent: another actor acting at that instant.
+pub struct BeforeWrite<F>(pub F);
+
+impl<F: Fn(&Write) + Send + Sync> Observe for BeforeWrite<F> {
+    fn before(&self, write: &Write) {
+        (self.0)(write)
+    }
+}
+
+/// The fake behind every API trait, with `f` run before each write.
+pub fn acting_before<F>(fake: Arc<FakeCluster>, f: F) -> Crashing<FakeCluster, BeforeWrite<F>>
+where
+    F: Fn(&Write) + Send + Sync,
+{
+    Crashing::new(fake, BeforeWrite(f))
+}
+
+/// Whether `write` creates a Job whose name begins with `prefix` (`ca-verify-`, …).
+pub fn creates_job(write: &Write, prefix: &str) -> bool {
+    write.verb == nodejob_fake::Verb::CreateJob
+        && write
+            .target
+            .split_once('/')
+            .is_some_and(|(_, name)| name.starts_with(prefix))
+}
+
+/// Takes the Lease from under a running driver, as a restarted one would (the same identity,
+/// a new epoch): the running one's next check finds it lost.
+pub fn take_the_lease(fake: &FakeCluster) {
+    let config = LeaseConfig {
+        namespace: NS.into(),
+        name: "nodejob".into(),
+        identity: IDENTITY.into(),
+        duration: std::time::Duration::from_secs(60),
+    };
+    let claim = Claim {
+        operation: "rotate-ca".into(),
+        target: "elsewhere".into(),
+    };
+    // The fake answers at once: nothing to wait for.
+    acquire(fake, &config, &claim)
+        .now_or_never()
+        .expect("the fake answers at once")
+        .expect("taken");
+}
+
+/// Runs the rotation until `at` says to stop (the run stops before its next batch).
+pub async fn run_stopping_at(
+    fake: &Arc<FakeCluster>,
+    ca: &NewCa,
+    at: impl Fn(&Progress) -> bool + Send + Sync + 'static,
+) -> Result<Outcome, Error> {
+    let stop = Stop::new();
+    let handle = stop.clone();
+    let sink: Arc<dyn ProgressSink> = Arc::new(move |e: &Progress| {
+        if at(e) {
+            handle.request();
         }
-    }
-
-    pub fn crashing_at(mut self, write: usize, after: bool) -> Self {
-        self.crash_at = Some(write);
-        self.crash_after = after;
-        self
-    }
-
-    /// Writes made so far.
-    pub fn writes(&self) -> usize {
-        self.writes.load(Ordering::SeqCst)
-    }
-
-    /// Every object written so far, as JSON (a node patch: its changes).
-    pub fn written(&self) -> Vec<String> {
-        self.written.lock().unwrap().clone()
-    }
-
-    async fn before_write(&self, what: String) -> usize {
-        self.written.lock().unwrap().push(what);
-        let n = self.writes.fetch_add(1, Ordering::SeqCst);
-        if self.crash_at == Some(n) && !self.crash_after {
-            self.crashed.notify_one();
-            futures::future::pending::<()>().await;
-        }
-        n
-    }
-
-    async fn after_write(&self, n: usize) {
-        if self.crash_at == Some(n) && self.crash_after {
-            self.crashed.notify_one();
-            futures::future::pending::<()>().await;
-        }
-    }
-}
-
-fn json<T: serde::Serialize>(object: &T) -> String {
-    serde_json::to_string(object).unwrap()
-}
-
-#[async_trait]
-impl Clock for Harness {
-    fn now(&self) -> Duration {
-        self.fake.now()
-    }
-    async fn sleep(&self, duration: Duration) {
-        self.fake.sleep(duration).await
-    }
-    fn wall_time(&self) -> Timestamp {
-        self.fake.wall_time()
-    }
-}
-
-#[async_trait]
-impl JobApi for Harness {
-    async fn create_job(&self, job: &Job) -> ApiResult<Job> {
-        let n = self.before_write(json(job)).await;
-        let r = self.fake.create_job(job).await;
-        self.after_write(n).await;
-        r
-    }
-    async fn get_job(&self, namespace: &str, name: &str) -> ApiResult<Job> {
-        self.fake.get_job(namespace, name).await
-    }
-    async fn list_jobs(&self, namespace: &str, label_selector: &str) -> ApiResult<Vec<Job>> {
-        self.fake.list_jobs(namespace, label_selector).await
-    }
-    async fn delete_job(
-        &self,
-        namespace: &str,
-        name: &str,
-        preconditions: Option<&Preconditions>,
-    ) -> ApiResult<()> {
-        let n = self
-            .before_write(format!("delete job {namespace}/{name}"))
-            .await;
-        let r = self.fake.delete_job(namespace, name, preconditions).await;
-        self.after_write(n).await;
-        r
-    }
-    async fn list_pods(&self, namespace: &str, label_selector: &str) -> ApiResult<Vec<Pod>> {
-        self.fake.list_pods(namespace, label_selector).await
-    }
-    async fn pod_log(
-        &self,
-        namespace: &str,
-        pod: &str,
-        container: &str,
-        limit_bytes: u64,
-    ) -> ApiResult<String> {
-        self.fake
-            .pod_log(namespace, pod, container, limit_bytes)
-            .await
-    }
-    async fn list_events(&self, namespace: &str, involved_uid: &str) -> ApiResult<Vec<Event>> {
-        self.fake.list_events(namespace, involved_uid).await
-    }
-    async fn create_event(&self, event: &Event) -> ApiResult<Event> {
-        let n = self.before_write(json(event)).await;
-        let r = self.fake.create_event(event).await;
-        self.after_write(n).await;
-        r
-    }
-    async fn wait_job(
-        &self,
-        namespace: &str,
-        name: &str,
-        since: Option<&str>,
-        timeout: Duration,
-    ) -> ApiResult<Change<Job>> {
-        self.fake.wait_job(namespace, name, since, timeout).await
-    }
-}
-
-#[async_trait]
-impl NodeApi for Harness {
-    async fn get_node(&self, name: &str) -> ApiResult<Node> {
-        self.fake.get_node(name).await
-    }
-    async fn list_nodes(&self, label_selector: &str) -> ApiResult<Vec<Node>> {
-        self.fake.list_nodes(label_selector).await
-    }
-    async fn wait_node(
-        &self,
-        name: &str,
-        since: Option<&str>,
-        timeout: Duration,
-    ) -> ApiResult<Change<Node>> {
-        self.fake.wait_node(name, since, timeout).await
-    }
-    async fn patch_node(
-        &self,
-        name: &str,
-        resource_version: &str,
-        changes: &[NodeChange],
-    ) -> ApiResult<Node> {
-        let n = self
-            .before_write(format!("patch node {name}: {changes:?}"))
-            .await;
-        let r = self.fake.patch_node(name, resource_version, changes).await;
-        self.after_write(n).await;
-        r
-    }
-}
-
-#[async_trait]
-impl LeaseApi for Harness {
-    async fn get_lease(&self, namespace: &str, name: &str) -> ApiResult<Lease> {
-        self.fake.get_lease(namespace, name).await
-    }
-    async fn create_lease(&self, lease: &Lease) -> ApiResult<Lease> {
-        let n = self.before_write(json(lease)).await;
-        let r = self.fake.create_lease(lease).await;
-        self.after_write(n).await;
-        r
-    }
-    async fn replace_lease(&self, lease: &Lease) -> ApiResult<Lease> {
-        let n = self.before_write(json(lease)).await;
-        let r = self.fake.replace_lease(lease).await;
-        self.after_write(n).await;
-        r
-    }
+    });
+    let report = run_until(&harness(fake.clone()), &plan(plan_spec(ca)), sink, &stop).await?;
+    Ok(report.outcome)
 }

@@ -4,21 +4,13 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_trait::async_trait;
-use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Node, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Preconditions;
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::api::core::v1::Node;
 use nodejob_conformance::workloads::{budget, deployment};
-use nodejob_core::{
-    ApiResult, Change, Clock, DryRun, Eviction, JobApi, LeaseApi, NodeApi, NodeChange, PodApi,
-    ready,
-};
+use nodejob_conformance::{Crashing, Observe, Write};
+use nodejob_core::ready;
 use nodejob_fake::FakeCluster;
 use nodejob_fake::stratum::Operation;
 use upgrade_driver::records::{self, IN_PROGRESS, InProgress};
@@ -98,72 +90,62 @@ impl Events {
     }
 }
 
-/// The fake behind every trait: invariants checked after every write, and a crash point.
-pub struct Harness {
-    pub fake: Arc<FakeCluster>,
-    /// The plan's nodes, for the invariants.
-    pub plan_nodes: Vec<String>,
-    pub max_unavailable: usize,
-    /// Hang forever at this write (0-based), as a crashed driver would stop: before it is sent,
-    /// or (`crash_after`) after it was served and before its answer is seen.
-    pub crash_at: Option<usize>,
-    pub crash_after: bool,
-    /// Notified when the crash point is reached.
-    pub crashed: tokio::sync::Notify,
-    writes: AtomicUsize,
-    violations: Mutex<Vec<String>>,
-}
+/// The fake behind every API trait ([`Crashing`]): the roll's invariants checked after every
+/// write, and a crash point.
+pub type Harness = Crashing<FakeCluster, Invariants>;
 
-impl Harness {
-    pub fn new(fake: Arc<FakeCluster>, plan_nodes: Vec<String>, max_unavailable: usize) -> Self {
-        Harness {
+/// A [`Harness`] over `fake` whose invariants watch `plan_nodes` with `max_unavailable`.
+pub fn harness(fake: Arc<FakeCluster>, plan_nodes: Vec<String>, max_unavailable: usize) -> Harness {
+    Crashing::new(
+        fake.clone(),
+        Invariants {
             fake,
             plan_nodes,
             max_unavailable,
-            crash_at: None,
-            crash_after: false,
-            crashed: tokio::sync::Notify::new(),
-            writes: AtomicUsize::new(0),
             violations: Mutex::new(Vec::new()),
-        }
-    }
+        },
+    )
+}
 
-    pub fn crashing_at(mut self, write: usize, after: bool) -> Self {
-        self.crash_at = Some(write);
-        self.crash_after = after;
-        self
-    }
+/// What a test asks of a [`Harness`].
+pub trait Checks {
+    /// The invariants broken so far, each with the write after which it was seen.
+    fn violations(&self) -> Vec<String>;
+    /// Upgrade executions on `node`, by its host model.
+    fn upgrades(&self, node: &str) -> u32;
+}
 
-    /// Writes made so far.
-    pub fn writes(&self) -> usize {
-        self.writes.load(Ordering::SeqCst)
+impl Checks for Harness {
+    fn violations(&self) -> Vec<String> {
+        self.observer().violations.lock().unwrap().clone()
     }
-
-    pub fn violations(&self) -> Vec<String> {
-        self.violations.lock().unwrap().clone()
+    fn upgrades(&self, node: &str) -> u32 {
+        self.inner()
+            .host_state(node)
+            .map(|s| s.executions(Operation::Upgrade))
+            .unwrap_or(0)
     }
+}
 
-    /// Before a write: hang at the crash point.
-    async fn before_write(&self) -> usize {
-        let n = self.writes.fetch_add(1, Ordering::SeqCst);
-        if self.crash_at == Some(n) && !self.crash_after {
-            self.crashed.notify_one();
-            futures::future::pending::<()>().await;
-        }
-        n
+/// The roll's invariants, checked after every write: never more than `max_unavailable` plan
+/// nodes cordoned by us or not Ready, control-plane nodes one at a time, never two host
+/// upgrade pods on one node.
+pub struct Invariants {
+    fake: Arc<FakeCluster>,
+    plan_nodes: Vec<String>,
+    max_unavailable: usize,
+    violations: Mutex<Vec<String>>,
+}
+
+impl Observe for Invariants {
+    fn after(&self, write: &Write) {
+        self.check(write);
     }
+}
 
-    /// After a write: the invariants, then hang at the crash point.
-    async fn after_write(&self, what: &str, n: usize) {
-        self.check(what);
-        if self.crash_at == Some(n) && self.crash_after {
-            self.crashed.notify_one();
-            futures::future::pending::<()>().await;
-        }
-    }
-
+impl Invariants {
     /// The invariants.
-    fn check(&self, what: &str) {
+    fn check(&self, what: &Write) {
         let nodes: Vec<Node> = self
             .plan_nodes
             .iter()
@@ -221,14 +203,6 @@ impl Harness {
         }
         self.violations.lock().unwrap().extend(v);
     }
-
-    /// Upgrade executions per plan node, by the host models.
-    pub fn upgrades(&self, node: &str) -> u32 {
-        self.fake
-            .host_state(node)
-            .map(|s| s.executions(Operation::Upgrade))
-            .unwrap_or(0)
-    }
 }
 
 pub fn cordoned_by_us(node: &Node) -> bool {
@@ -245,159 +219,4 @@ pub fn kubelet_version(node: &Node) -> String {
         .and_then(|s| s.node_info.as_ref())
         .map(|i| i.kubelet_version.clone())
         .unwrap_or_default()
-}
-
-#[async_trait]
-impl Clock for Harness {
-    fn now(&self) -> Duration {
-        self.fake.now()
-    }
-    async fn sleep(&self, duration: Duration) {
-        self.fake.sleep(duration).await
-    }
-    fn wall_time(&self) -> Timestamp {
-        self.fake.wall_time()
-    }
-}
-
-#[async_trait]
-impl JobApi for Harness {
-    async fn create_job(&self, job: &Job) -> ApiResult<Job> {
-        let n = self.before_write().await;
-        let r = self.fake.create_job(job).await;
-        self.after_write("create_job", n).await;
-        r
-    }
-    async fn get_job(&self, namespace: &str, name: &str) -> ApiResult<Job> {
-        self.fake.get_job(namespace, name).await
-    }
-    async fn list_jobs(&self, namespace: &str, label_selector: &str) -> ApiResult<Vec<Job>> {
-        self.fake.list_jobs(namespace, label_selector).await
-    }
-    async fn delete_job(
-        &self,
-        namespace: &str,
-        name: &str,
-        preconditions: Option<&Preconditions>,
-    ) -> ApiResult<()> {
-        let n = self.before_write().await;
-        let r = self.fake.delete_job(namespace, name, preconditions).await;
-        self.after_write("delete_job", n).await;
-        r
-    }
-    async fn list_pods(&self, namespace: &str, label_selector: &str) -> ApiResult<Vec<Pod>> {
-        self.fake.list_pods(namespace, label_selector).await
-    }
-    async fn pod_log(
-        &self,
-        namespace: &str,
-        pod: &str,
-        container: &str,
-        limit_bytes: u64,
-    ) -> ApiResult<String> {
-        self.fake
-            .pod_log(namespace, pod, container, limit_bytes)
-            .await
-    }
-    async fn list_events(&self, namespace: &str, involved_uid: &str) -> ApiResult<Vec<Event>> {
-        self.fake.list_events(namespace, involved_uid).await
-    }
-    async fn create_event(&self, event: &Event) -> ApiResult<Event> {
-        let n = self.before_write().await;
-        let r = self.fake.create_event(event).await;
-        self.after_write("create_event", n).await;
-        r
-    }
-    async fn wait_job(
-        &self,
-        namespace: &str,
-        name: &str,
-        since: Option<&str>,
-        timeout: Duration,
-    ) -> ApiResult<Change<Job>> {
-        self.fake.wait_job(namespace, name, since, timeout).await
-    }
-}
-
-#[async_trait]
-impl NodeApi for Harness {
-    async fn get_node(&self, name: &str) -> ApiResult<Node> {
-        self.fake.get_node(name).await
-    }
-    async fn list_nodes(&self, label_selector: &str) -> ApiResult<Vec<Node>> {
-        self.fake.list_nodes(label_selector).await
-    }
-    async fn wait_node(
-        &self,
-        name: &str,
-        since: Option<&str>,
-        timeout: Duration,
-    ) -> ApiResult<Change<Node>> {
-        self.fake.wait_node(name, since, timeout).await
-    }
-    async fn patch_node(
-        &self,
-        name: &str,
-        resource_version: &str,
-        changes: &[NodeChange],
-    ) -> ApiResult<Node> {
-        let n = self.before_write().await;
-        let r = self.fake.patch_node(name, resource_version, changes).await;
-        self.after_write("patch_node", n).await;
-        r
-    }
-}
-
-#[async_trait]
-impl PodApi for Harness {
-    async fn list_node_pods(&self, node: &str) -> ApiResult<Vec<Pod>> {
-        self.fake.list_node_pods(node).await
-    }
-    async fn get_pod(&self, namespace: &str, name: &str) -> ApiResult<Pod> {
-        self.fake.get_pod(namespace, name).await
-    }
-    async fn wait_pod(
-        &self,
-        namespace: &str,
-        name: &str,
-        since: Option<&str>,
-        timeout: Duration,
-    ) -> ApiResult<Change<Pod>> {
-        self.fake.wait_pod(namespace, name, since, timeout).await
-    }
-    async fn evict_pod(
-        &self,
-        namespace: &str,
-        name: &str,
-        uid: &str,
-        grace_period: Option<Duration>,
-        dry_run: DryRun,
-    ) -> ApiResult<Eviction> {
-        let n = self.before_write().await;
-        let r = self
-            .fake
-            .evict_pod(namespace, name, uid, grace_period, dry_run)
-            .await;
-        self.after_write("evict_pod", n).await;
-        r
-    }
-}
-
-#[async_trait]
-impl LeaseApi for Harness {
-    async fn get_lease(&self, namespace: &str, name: &str) -> ApiResult<Lease> {
-        self.fake.get_lease(namespace, name).await
-    }
-    async fn create_lease(&self, lease: &Lease) -> ApiResult<Lease> {
-        let n = self.before_write().await;
-        let r = self.fake.create_lease(lease).await;
-        self.after_write("create_lease", n).await;
-        r
-    }
-    async fn replace_lease(&self, lease: &Lease) -> ApiResult<Lease> {
-        let n = self.before_write().await;
-        let r = self.fake.replace_lease(lease).await;
-        self.after_write("replace_lease", n).await;
-        r
-    }
 }

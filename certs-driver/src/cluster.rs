@@ -1,0 +1,117 @@
+//! What the cluster holds beyond what the plan's nodes report: every node of it (a CA is
+//! cluster-wide, so `issue` and `finalize` run only on a plan that covers them all), the host
+//! Jobs of ours on a node, and where `issue` has begun, as [`crate::abort`] refuses on it and
+//! [`crate::preview`] shows it. Reads only.
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Node;
+use nodejob_core::drive::retry;
+use nodejob_core::{JobApi, NodeApi};
+
+use crate::Error;
+use crate::drive::Order;
+use crate::phase::{CaStep, Decision, decide};
+use crate::plan::Plan;
+use crate::preview::last_reported;
+
+/// The steps whose host Jobs a run or an abort leaves behind when it stops in flight.
+pub(crate) const STEPS: [CaStep; 4] = [
+    CaStep::Stage,
+    CaStep::Issue,
+    CaStep::Finalize,
+    CaStep::Abort,
+];
+
+/// Every node of the cluster, whatever the plan selects.
+pub(crate) async fn every_node<A: NodeApi + ?Sized>(api: &A) -> Result<Vec<Node>, Error> {
+    retry(api, || api.list_nodes(""))
+        .await
+        .map_err(|cause| Error::Listing {
+            selector: String::new(),
+            cause,
+        })
+}
+
+/// The nodes of `cluster` that are not `planned`, in the rotation's order.
+pub(crate) fn outside(cluster: &[Node], planned: &[String]) -> Vec<String> {
+    Order::of(cluster)
+        .all()
+        .into_iter()
+        .filter(|n| !planned.contains(n))
+        .collect()
+}
+
+/// Our Job of `step` on `node`, if any.
+pub(crate) async fn job_of<A: JobApi + ?Sized>(
+    api: &A,
+    plan: &Plan,
+    step: CaStep,
+    node: &str,
+) -> Result<Option<Job>, Error> {
+    let ns = &plan.spec().namespace;
+    let name = plan.job_name(step, node);
+    match retry(api, || api.get_job(ns, &name)).await {
+        Ok(job) => Ok(Some(job)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(cause) => Err(Error::Reading {
+            what: format!("job {ns}/{name}"),
+            cause,
+        }),
+    }
+}
+
+/// The steps whose host Job of ours is on `node` and not yet taken by a run: running, or
+/// succeeded and not yet deleted (a run waits for each before it decides anything there).
+pub(crate) async fn in_flight<A: JobApi + ?Sized>(
+    api: &A,
+    plan: &Plan,
+    node: &str,
+) -> Result<Vec<CaStep>, Error> {
+    let mut steps = Vec::new();
+    for step in STEPS {
+        let job = job_of(api, plan, step, node).await?;
+        if matches!(decide(job.as_ref(), true), Decision::Adopt(_)) {
+            steps.push(step);
+        }
+    }
+    Ok(steps)
+}
+
+/// Each node of `cluster` where `issue` has begun, with what shows it, from what the cluster
+/// holds (no host is read): our `issue` Job of the node exists (and has not failed: a failed
+/// `issue` changes nothing); or, on the nodes not in `fresh` (whose status the caller reads
+/// itself), the status last recorded on the node says so ([`crate::CaStatus::issue_begun`]).
+pub(crate) async fn issue_begun<A: JobApi + ?Sized>(
+    api: &A,
+    plan: &Plan,
+    cluster: &[Node],
+    fresh: &[String],
+) -> Result<Vec<(String, String)>, Error> {
+    let new = plan.fingerprint();
+    let mut begun = Vec::new();
+    for name in Order::of(cluster).all() {
+        let job = job_of(api, plan, CaStep::Issue, &name).await?;
+        if job.as_ref().is_some_and(|j| !nodejob_core::failed(j)) {
+            let job = plan.job_name(CaStep::Issue, &name);
+            begun.push((name, format!("its `carotate issue` job {job} exists")));
+            continue;
+        }
+        if fresh.contains(&name) {
+            continue;
+        }
+        let Some(node) = cluster
+            .iter()
+            .find(|n| n.metadata.name.as_deref() == Some(name.as_str()))
+        else {
+            continue;
+        };
+        // An unreadable record says nothing either way: it is not the driver's.
+        if let Ok(Some((status, at))) = last_reported(node, &name)
+            && status.issue_begun(new)
+        {
+            let why = format!("its status recorded at {at} says {}", status.describe());
+            begun.push((name, why));
+        }
+    }
+    Ok(begun)
+}
