@@ -8,14 +8,15 @@ use upgrade_driver::MaxUnavailable;
 
 use crate::output::Format;
 
-/// Run privileged, node-pinned Kubernetes Jobs: rolling node upgrades and one-off host commands.
+/// Run privileged, node-pinned Kubernetes Jobs: rolling node upgrades, cluster CA rotations and
+/// one-off host commands.
 ///
 /// Against a cluster, the kubeconfig is loaded as kubectl loads it (`--kubeconfig`, else
 /// `KUBECONFIG`, else `~/.kube/config`, else the in-cluster service account). Installed as
 /// `kubectl-nodejob` on the PATH, it also runs as a kubectl plugin: `kubectl nodejob ...`.
 ///
-/// No cluster? `--simulate N` runs `upgrade`, `run` and `status` against an in-memory cluster
-/// of N nodes: `nodejob upgrade --simulate 5 --to v1.38.0`.
+/// No cluster? `--simulate N` runs `upgrade`, `rotate-ca`, `run`, `jobs` and `status` against an
+/// in-memory cluster of N nodes: `nodejob upgrade --simulate 5 --to v1.38.0`.
 ///
 /// Exit codes: 0 done; 1 the operation failed (the message names the node, the step, the exit
 /// code and where to look); 2 bad usage or invalid input, before any API call; 3 another holder
@@ -55,12 +56,24 @@ pub(crate) enum Command {
     /// Roll nodes to a new version: cordon, drain, the host upgrade, reboot, health, uncordon,
     /// node by node (control-plane nodes first, one at a time; then zone by zone).
     Upgrade(Upgrade),
+    /// Rotate the cluster CA node by node: stage the new CA beside the old one, reissue every
+    /// node's leaves from it, then finalize (drop the old CA), each phase gated on what every
+    /// node reports.
+    RotateCa(RotateCa),
     /// Run one privileged Job on a node and exit with its container's exit code.
     Run(Run),
     /// Print the Job `run` would create, without touching a cluster.
     Render(Render),
-    /// Who holds the Lease, and each node's state from the drivers' records.
+    /// The node Jobs in the namespace: node, status, exit code, age.
+    Jobs(Jobs),
+    /// Who holds the Lease (operation, target, epoch, last renewal), and each node's state
+    /// from the drivers' records (version, cordoned by us, upgrade, CA phase).
     Status(Status),
+    /// Serve these operations as Model Context Protocol tools over stdio, for assistants and
+    /// automation: read-only `status`, `jobs`, `render`, `upgrade_preview`,
+    /// `rotate_ca_preview`; `upgrade`, `rotate_ca`, `rotate_ca_abort` and `run` only with the
+    /// `preview_token` their preview returned, while the cluster is as previewed.
+    Mcp(Mcp),
     /// Shell completions: `nodejob completions bash > /etc/bash_completion.d/nodejob`.
     Completions {
         /// The shell.
@@ -73,6 +86,18 @@ pub(crate) enum Command {
 pub(crate) struct Simulate {
     /// Run against an in-memory cluster of N nodes (3 control-plane when N >= 3, two zones, a
     /// Deployment behind a budget), in virtual time shown 100x faster.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=5000))]
+    pub(crate) simulate: Option<u16>,
+}
+
+/// `--simulate N` for the commands that look at a cluster rather than change it.
+#[derive(Debug, Args, Clone)]
+pub(crate) struct SimulateHistory {
+    /// Look at an in-memory cluster of N nodes (as `upgrade --simulate N` builds it) after a
+    /// simulated history, each step run by the real drivers: an upgrade to v1.38.0 whose host
+    /// step failed on the last node, a CA rotation whose `carotate issue` failed on that node,
+    /// and a 10-minute host probe (`nodejob run`) still running on the first node. Their Jobs
+    /// are what a real cluster would keep: the failed ones for inspection, the running one.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=5000))]
     pub(crate) simulate: Option<u16>,
 }
@@ -133,6 +158,59 @@ pub(crate) struct Upgrade {
 }
 
 #[derive(Debug, Args)]
+pub(crate) struct RotateCa {
+    /// The new CA's public certificate: a PEM file holding one CERTIFICATE block and nothing
+    /// else (never its private key). The hosts get its fingerprint only (sha256 of the DER).
+    /// Required, except with --simulate: the simulation then rotates to a built-in example CA
+    /// (a public certificate made for it, whose key was discarded), the same every run.
+    #[arg(long, value_name = "FILE", required_unless_present = "simulate")]
+    pub(crate) new_ca: Option<PathBuf>,
+    /// Only nodes matching this label selector.
+    #[arg(short = 'l', long)]
+    pub(crate) selector: Option<String>,
+    /// Only these nodes (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) nodes: Vec<String>,
+    /// How many workers run a phase at once (control-plane nodes: always one at a time).
+    #[arg(long, default_value = "1")]
+    pub(crate) concurrency: u32,
+    /// Each host Job's deadline.
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    pub(crate) deadline: Duration,
+    /// After `issue`, how long a node has to restart its components and be Ready again.
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    pub(crate) ready_timeout: Duration,
+    /// The on-host binary.
+    #[arg(long, default_value = "/usr/local/bin/stratum")]
+    pub(crate) binary: String,
+    /// Print what a run would do (what each node last reported, the next phase and where,
+    /// who disagrees, the Lease), change nothing.
+    #[arg(long, conflicts_with = "abort")]
+    pub(crate) preview: bool,
+    /// Undo a rotation that has not begun `issue`: remove the staged new CA from every node.
+    /// Refused once any node has begun `issue` (only forward is safe then). With --simulate,
+    /// the simulated cluster is first staged (a rotation stopped before `issue`), so that
+    /// there is something to undo.
+    #[arg(long)]
+    pub(crate) abort: bool,
+    #[command(flatten)]
+    pub(crate) sim: Simulate,
+    /// With --simulate: this node's `carotate issue` fails, to show the failure path.
+    #[arg(long, value_name = "NODE", requires = "simulate")]
+    pub(crate) simulate_fail: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct Jobs {
+    /// Only Jobs matching this label selector (as `kubectl get jobs -l`), e.g.
+    /// `stratum.ciq.com/upgrade` for the upgrade's host Jobs.
+    #[arg(short = 'l', long)]
+    pub(crate) selector: Option<String>,
+    #[command(flatten)]
+    pub(crate) sim: SimulateHistory,
+}
+
+#[derive(Debug, Args)]
 pub(crate) struct JobArgs {
     /// The node to run on.
     #[arg(long)]
@@ -175,12 +253,20 @@ pub(crate) struct Render {
 }
 
 #[derive(Debug, Args)]
-pub(crate) struct Status {
+pub(crate) struct Mcp {
+    /// Serve one in-memory cluster of N nodes (as `upgrade --simulate N` builds it), kept for
+    /// the whole session, so that a preview and the run after it see the same cluster.
     #[command(flatten)]
     pub(crate) sim: Simulate,
 }
 
-fn parse_max_unavailable(s: &str) -> Result<MaxUnavailable, String> {
+#[derive(Debug, Args)]
+pub(crate) struct Status {
+    #[command(flatten)]
+    pub(crate) sim: SimulateHistory,
+}
+
+pub(crate) fn parse_max_unavailable(s: &str) -> Result<MaxUnavailable, String> {
     let m: MaxUnavailable = s.parse()?;
     match m {
         MaxUnavailable::Count(0) => Err("must be at least 1".into()),

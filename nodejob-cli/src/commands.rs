@@ -13,23 +13,29 @@ use nodejob_core::{
     trunc_name,
 };
 use nodejob_fake::FakeCluster;
+use nodejob_fake::stratum::Fault;
 use nodejob_kube::KubeApi;
-use upgrade_driver::records::{self, DONE, IN_PROGRESS};
 use upgrade_driver::{Outcome, Plan, PlanSpec, Preview, Stop, Window};
 
-use crate::args::{Cli, Command, Global, JobArgs, Render, Run, Status, Upgrade};
-use crate::output::{Format, Renderer, WallClock, summary};
+use crate::args::{Cli, Command, Global, JobArgs, Render, Run, Upgrade};
+use crate::output::{Format, Renderer, UPGRADE_STEPS, WallClock, summary};
 use crate::sim::{self, Pacer};
 use crate::{Exit, code};
+
+/// The label key of `nodejob run`'s Jobs (its value: the node, as core hashes it).
+pub(crate) const RUN_LABEL_KEY: &str = "stratum.ciq.com/run";
 
 /// Runs the command line.
 pub(crate) fn dispatch(cli: Cli) -> Result<Exit, Exit> {
     let global = cli.global;
     match cli.command {
         Command::Upgrade(args) => upgrade(&global, args),
+        Command::RotateCa(args) => crate::rotate::rotate_ca(&global, args),
         Command::Run(args) => run(&global, args),
         Command::Render(args) => render(&global, args),
-        Command::Status(args) => status(&global, args),
+        Command::Jobs(args) => crate::jobs::jobs(&global, args),
+        Command::Status(args) => crate::status::status(&global, args),
+        Command::Mcp(args) => crate::mcp::serve(&global, args),
         Command::Completions { shell } => {
             let mut command = Cli::command();
             clap_complete::generate(shell, &mut command, "nodejob", &mut std::io::stdout());
@@ -39,7 +45,7 @@ pub(crate) fn dispatch(cli: Cli) -> Result<Exit, Exit> {
 }
 
 /// A runtime for a simulated cluster: one thread, paused virtual time.
-fn simulated_runtime() -> Result<tokio::runtime::Runtime, Exit> {
+pub(crate) fn simulated_runtime() -> Result<tokio::runtime::Runtime, Exit> {
     tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
@@ -47,7 +53,8 @@ fn simulated_runtime() -> Result<tokio::runtime::Runtime, Exit> {
         .map_err(|e| Exit::failed(format!("starting the runtime: {e}")))
 }
 
-fn real_runtime() -> Result<tokio::runtime::Runtime, Exit> {
+/// A runtime for a real cluster.
+pub(crate) fn real_runtime() -> Result<tokio::runtime::Runtime, Exit> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -55,7 +62,7 @@ fn real_runtime() -> Result<tokio::runtime::Runtime, Exit> {
 }
 
 /// Connects as kubectl would: `--kubeconfig` (or `KUBECONFIG`), `--context`.
-async fn connect(global: &Global) -> Result<KubeApi, Exit> {
+pub(crate) async fn connect(global: &Global) -> Result<KubeApi, Exit> {
     use kube::config::{KubeConfigOptions, Kubeconfig};
     let options = KubeConfigOptions {
         context: global.context.clone(),
@@ -99,16 +106,25 @@ fn context_error(global: &Global, e: String) -> Exit {
     }
 }
 
-/// Ctrl-C once: stop starting nodes; twice: exit at once.
-fn on_interrupt(stop: Stop) {
+/// Ctrl-C once: stop starting nodes (`stop`; without one, an operation that cannot stop
+/// midway, such as an abort, says so and carries on); twice: exit at once.
+pub(crate) fn on_interrupt(stop: Option<Stop>) {
     let presses = Arc::new(AtomicU32::new(0));
     let _ = ctrlc::set_handler(move || {
         if presses.fetch_add(1, Ordering::SeqCst) == 0 {
-            stop.request();
-            eprintln!(
-                "\nstopping: no further node starts; the step in flight finishes (Ctrl-C again \
-                 to exit at once)"
-            );
+            match &stop {
+                Some(stop) => {
+                    stop.request();
+                    eprintln!(
+                        "\nstopping: no further node starts; the step in flight finishes \
+                         (Ctrl-C again to exit at once)"
+                    );
+                }
+                None => eprintln!(
+                    "\nan abort does not stop midway: it finishes restoring the nodes (Ctrl-C \
+                     again to exit at once; run it again to resume)"
+                ),
+            }
         } else {
             eprintln!(
                 "\nexiting now; the cluster keeps the run's state: run the same command again \
@@ -150,7 +166,7 @@ fn plan_of(global: &Global, args: &Upgrade) -> Result<Plan, Exit> {
 }
 
 /// `host/pid`: unique per process, stable for its life.
-fn identity() -> String {
+pub(crate) fn identity() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_else(|_| "nodejob".into());
@@ -158,7 +174,7 @@ fn identity() -> String {
 }
 
 /// `DAYS START-END [TZ]`: `sat,sun 01:00-05:00 Europe/Berlin`.
-fn parse_window(s: &str) -> Result<Window, String> {
+pub(crate) fn parse_window(s: &str) -> Result<Window, String> {
     let parts: Vec<&str> = s.split_whitespace().collect();
     let (days, span, tz) = match parts.as_slice() {
         [days, span] => (*days, *span, "UTC"),
@@ -197,7 +213,7 @@ fn parse_window(s: &str) -> Result<Window, String> {
 fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
     let plan = plan_of(global, &args)?;
     let stop = Stop::new();
-    on_interrupt(stop.clone());
+    on_interrupt(Some(stop.clone()));
     match args.sim.simulate {
         Some(n) => {
             let n = usize::from(n);
@@ -212,7 +228,9 @@ fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
             }
             let runtime = simulated_runtime()?;
             runtime.block_on(async {
-                let fake = sim::cluster(n, fail)?;
+                let faults: Vec<(&str, Fault)> =
+                    fail.map(|f| (f, Fault::UpgradeFails)).into_iter().collect();
+                let fake = sim::cluster(n, &faults)?;
                 sim::settle(&fake).await;
                 let clock = fake_clock(&fake);
                 let pacer = (global.output == Format::Text).then(|| Pacer::new(fake.clone()));
@@ -230,7 +248,8 @@ fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
     }
 }
 
-fn fake_clock(fake: &Arc<FakeCluster>) -> WallClock {
+/// The simulated cluster's (virtual) wall clock.
+pub(crate) fn fake_clock(fake: &Arc<FakeCluster>) -> WallClock {
     let fake = fake.clone();
     Arc::new(move || fake.wall_time())
 }
@@ -255,7 +274,13 @@ where
         return Ok(Exit::with(code::OK, ""));
     }
     let terminal = std::io::stdout().is_terminal();
-    let renderer = Arc::new(Renderer::new(global.output, terminal, clock, pacer));
+    let renderer = Arc::new(Renderer::new(
+        global.output,
+        terminal,
+        clock,
+        pacer,
+        UPGRADE_STEPS,
+    ));
     let report = upgrade_driver::run_until(api, plan, renderer.clone(), stop)
         .await
         .map_err(driver_error)?;
@@ -355,7 +380,7 @@ fn print_preview(preview: &Preview, format: Format) {
 
 // ---- run and render ---------------------------------------------------------------------------
 
-fn spec_of(global: &Global, job: &JobArgs) -> Result<Spec, Exit> {
+pub(crate) fn spec_of(global: &Global, job: &JobArgs) -> Result<Spec, Exit> {
     let spec = Spec {
         namespace: global.namespace.clone(),
         name: job
@@ -363,7 +388,7 @@ fn spec_of(global: &Global, job: &JobArgs) -> Result<Spec, Exit> {
             .clone()
             .unwrap_or_else(|| trunc_name(&format!("nodejob-run-{}", job.node))),
         node: job.node.clone(),
-        label_key: "stratum.ciq.com/run".into(),
+        label_key: RUN_LABEL_KEY.into(),
         container: "run".into(),
         argv: job.argv.clone(),
         active_deadline: job.deadline,
@@ -396,7 +421,7 @@ fn run(global: &Global, args: Run) -> Result<Exit, Exit> {
                 )));
             }
             simulated_runtime()?.block_on(async {
-                let fake = sim::cluster(n, None)?;
+                let fake = sim::cluster(n, &[])?;
                 Ok::<_, Exit>(run_one(&*fake, &spec, exit_code_only).await)
             })?
         }
@@ -439,102 +464,5 @@ fn render(global: &Global, args: Render) -> Result<Exit, Exit> {
         serde_saphyr::to_string(&job).map_err(|e| Exit::failed(e.to_string()))?
     };
     print!("{text}");
-    Ok(Exit::with(code::OK, ""))
-}
-
-// ---- status -----------------------------------------------------------------------------------
-
-fn status(global: &Global, args: Status) -> Result<Exit, Exit> {
-    match args.sim.simulate {
-        Some(n) => simulated_runtime()?.block_on(async {
-            let fake = sim::cluster(usize::from(n), None)?;
-            show_status(&*fake, global).await
-        }),
-        None => real_runtime()?.block_on(async {
-            let api = connect(global).await?;
-            show_status(&api, global).await
-        }),
-    }
-}
-
-async fn show_status<A: NodeApi + LeaseApi + ?Sized>(
-    api: &A,
-    global: &Global,
-) -> Result<Exit, Exit> {
-    let lease = match api.get_lease(&global.namespace, "nodejob").await {
-        Ok(lease) => nodejob_core::lease::holder(&lease).map(|h| h.to_string()),
-        Err(e) if e.is_not_found() => None,
-        Err(e) => {
-            return Err(Exit::failed(format!(
-                "reading lease {}/nodejob: {e}",
-                global.namespace
-            )));
-        }
-    };
-    let nodes = api
-        .list_nodes("")
-        .await
-        .map_err(|e| Exit::failed(format!("listing nodes: {e}")))?;
-    let rows: Vec<serde_json::Value> = nodes
-        .iter()
-        .map(|n| {
-            let annotation = |k: &str| {
-                n.metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get(k))
-                    .cloned()
-            };
-            serde_json::json!({
-                "node": records::name(n),
-                "version": records::version(n, &upgrade_driver::VersionSource::KubeletVersion),
-                "ready": nodejob_core::ready(n),
-                "cordoned": records::unschedulable(n),
-                "in_progress": annotation(IN_PROGRESS),
-                "done": annotation(DONE),
-            })
-        })
-        .collect();
-    if global.output == Format::Json {
-        println!("{}", serde_json::json!({"lease": lease, "nodes": rows}));
-        return Ok(Exit::with(code::OK, ""));
-    }
-    println!(
-        "lease {}/nodejob: {}",
-        global.namespace,
-        lease.as_deref().unwrap_or("free")
-    );
-    println!(
-        "{:<24} {:<10} {:<6} {:<9} STATE",
-        "NODE", "VERSION", "READY", "CORDONED"
-    );
-    for n in &nodes {
-        let state = match (
-            records::read::<records::InProgress>(n, IN_PROGRESS)
-                .ok()
-                .flatten(),
-            records::read::<records::Done>(n, DONE).ok().flatten(),
-        ) {
-            (Some(p), _) => format!(
-                "upgrading to {} (epoch {}{})",
-                p.target,
-                p.epoch,
-                if p.cordoned { ", cordoned by us" } else { "" }
-            ),
-            (None, Some(d)) => format!("upgraded to {} at {}", d.version, d.at),
-            (None, None) => "-".into(),
-        };
-        println!(
-            "{:<24} {:<10} {:<6} {:<9} {state}",
-            records::name(n),
-            records::version(n, &upgrade_driver::VersionSource::KubeletVersion).unwrap_or("?"),
-            if nodejob_core::ready(n) { "yes" } else { "no" },
-            if records::unschedulable(n) {
-                "yes"
-            } else {
-                "no"
-            },
-        );
-    }
     Ok(Exit::with(code::OK, ""))
 }

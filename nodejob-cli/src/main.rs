@@ -1,12 +1,17 @@
-//! `nodejob`: rolling node upgrades and privileged node Jobs, against a cluster (kubeconfig as
-//! kubectl loads it) or, with `--simulate N`, an in-memory cluster of N nodes.
+//! `nodejob`: rolling node upgrades, cluster CA rotations and privileged node Jobs, against a
+//! cluster (kubeconfig as kubectl loads it) or, with `--simulate N`, an in-memory cluster of N
+//! nodes.
 //!
 //! The only crate where a backend (`nodejob-kube`, `nodejob-fake`) meets a driver.
 
 mod args;
 mod commands;
+mod jobs;
+mod mcp;
 mod output;
+mod rotate;
 mod sim;
+mod status;
 
 use std::process::ExitCode;
 

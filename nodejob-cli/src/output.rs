@@ -1,5 +1,6 @@
 //! How a run shows: per-node progress bars on a terminal, timestamped lines otherwise, one JSON
-//! event per line with `--output json`; and the summary table at the end.
+//! event per line with `--output json`; and the summary table at the end. One [`Renderer`]
+//! serves both drivers: the upgrade's events here, the CA rotation's in [`crate::rotate`].
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -29,6 +30,8 @@ pub(crate) struct Renderer {
     clock: WallClock,
     pacer: Option<Pacer>,
     bars: Option<Bars>,
+    /// The steps a node's bar counts.
+    steps: u64,
 }
 
 struct Bars {
@@ -36,16 +39,18 @@ struct Bars {
     nodes: Mutex<BTreeMap<String, ProgressBar>>,
 }
 
-/// The steps a node's bar counts.
-const STEPS: u64 = 6;
+/// The steps of an upgrade a node's bar counts.
+pub(crate) const UPGRADE_STEPS: u64 = 6;
 
 impl Renderer {
-    /// A renderer in `format`; bars when `terminal` (stdout is one) and the format is text.
+    /// A renderer in `format`; bars of `steps` steps when `terminal` (stdout is one) and the
+    /// format is text.
     pub(crate) fn new(
         format: Format,
         terminal: bool,
         clock: WallClock,
         pacer: Option<Pacer>,
+        steps: u64,
     ) -> Self {
         let bars = (format == Format::Text && terminal).then(|| Bars {
             multi: MultiProgress::with_draw_target(ProgressDrawTarget::stdout()),
@@ -56,7 +61,31 @@ impl Renderer {
             clock,
             pacer,
             bars,
+            steps,
         }
+    }
+
+    /// Holds real time in pace with the simulation's, when simulated and shown to people.
+    pub(crate) fn pace(&self) {
+        if let Some(pacer) = &self.pacer {
+            pacer.pace();
+        }
+    }
+
+    /// The output format.
+    pub(crate) fn format(&self) -> Format {
+        self.format
+    }
+
+    /// Whether progress bars are drawn.
+    pub(crate) fn has_bars(&self) -> bool {
+        self.bars.is_some()
+    }
+
+    /// Writes one JSON line.
+    pub(crate) fn json<T: serde::Serialize>(&self, event: &T) {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{}", serde_json::to_string(event).unwrap_or_default());
     }
 
     /// A line for people (above the bars when there are some).
@@ -72,16 +101,18 @@ impl Renderer {
         }
     }
 
-    fn stamped(&self, text: &str) {
+    /// A line for people, stamped with the cluster's time.
+    pub(crate) fn stamped(&self, text: &str) {
         let at = (self.clock)().strftime("%H:%M:%S");
         self.line(&format!("{at}  {text}"));
     }
 
-    fn bar(&self, node: &str) -> Option<ProgressBar> {
+    /// The bar of `node` (drawn on first use), when bars are drawn.
+    pub(crate) fn bar(&self, node: &str) -> Option<ProgressBar> {
         let bars = self.bars.as_ref()?;
         let mut nodes = bars.nodes.lock().unwrap_or_else(|e| e.into_inner());
         let bar = nodes.entry(node.to_string()).or_insert_with(|| {
-            let bar = bars.multi.add(ProgressBar::new(STEPS));
+            let bar = bars.multi.add(ProgressBar::new(self.steps));
             bar.set_style(
                 ProgressStyle::with_template("{prefix:>16} [{bar:24}] {pos}/{len} {msg}")
                     .unwrap_or_else(|_| ProgressStyle::default_bar())
@@ -161,12 +192,9 @@ pub(crate) fn describe(event: &Progress) -> String {
 
 impl ProgressSink for Renderer {
     fn event(&self, event: &Progress) {
-        if let Some(pacer) = &self.pacer {
-            pacer.pace();
-        }
+        self.pace();
         if self.format == Format::Json {
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{}", serde_json::to_string(event).unwrap_or_default());
+            self.json(event);
             return;
         }
         if self.bars.is_none() {
@@ -188,14 +216,14 @@ impl ProgressSink for Renderer {
             Progress::NodeFinished { node, result, .. } => {
                 if let Some(bar) = self.bar(node) {
                     if matches!(result, NodeResult::Upgraded) {
-                        bar.set_position(STEPS);
+                        bar.set_position(UPGRADE_STEPS);
                     }
                     bar.finish_with_message(result_text(result));
                 }
             }
             Progress::NodeSkipped { node, why } => {
                 if let Some(bar) = self.bar(node) {
-                    bar.set_position(STEPS);
+                    bar.set_position(UPGRADE_STEPS);
                     bar.finish_with_message(format!("skipped: {why}"));
                 }
             }
@@ -221,7 +249,8 @@ fn result_text(result: &NodeResult) -> String {
     }
 }
 
-fn seconds(ms: u64) -> String {
+/// A duration in milliseconds for people: `4.2s`, `3m07s`.
+pub(crate) fn seconds(ms: u64) -> String {
     if ms >= 60_000 {
         format!("{}m{:02}s", ms / 60_000, (ms % 60_000) / 1000)
     } else {
@@ -260,19 +289,7 @@ pub(crate) fn summary(report: &Report) -> String {
             n.pods_evicted.len().to_string(),
         ]);
     }
-    let widths: Vec<usize> = (0..6)
-        .map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for row in rows {
-        let cells: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        out.push_str(cells.join("  ").trim_end());
-        out.push('\n');
-    }
+    let mut out = table(&rows);
     let t = &report.totals;
     out.push_str(&format!(
         "{} upgraded, {} skipped, {} failed, {} stopped, {} not started; {} pods evicted; {}\n",
@@ -288,5 +305,30 @@ pub(crate) fn summary(report: &Report) -> String {
             Outcome::Stopped { why } => format!("stopped: {why}"),
         }
     ));
+    out
+}
+
+/// Rows as a table: each column as wide as its widest cell, two spaces between columns, no
+/// trailing blanks.
+pub(crate) fn table<R: AsRef<[String]>>(rows: &[R]) -> String {
+    let columns = rows.iter().map(|r| r.as_ref().len()).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|i| {
+            (rows.iter())
+                .filter_map(|r| r.as_ref().get(i))
+                .map(|c| c.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let cells: Vec<String> = (row.as_ref().iter())
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
     out
 }

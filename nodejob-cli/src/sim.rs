@@ -15,9 +15,11 @@ use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use nodejob_core::Clock;
-use nodejob_fake::FakeCluster;
+use nodejob_core::{Clock, JobApi, build};
 use nodejob_fake::stratum::Fault;
+use nodejob_fake::{FakeCluster, Verb, host};
+
+use crate::Exit;
 
 /// The label of the simulated workers (the Deployment's node selector).
 const WORKER: (&str, &str) = ("node-role.kubernetes.io/worker", "");
@@ -26,6 +28,17 @@ const ZONE: &str = "topology.kubernetes.io/zone";
 
 /// Virtual seconds shown per real second.
 pub(crate) const SPEED: u32 = 100;
+
+/// The CA `rotate-ca --simulate` rotates to when no `--new-ca` is given: a public certificate
+/// made for the simulation alone (its key was discarded when it was signed), so a simulated
+/// rotation needs no file and shows the same fingerprint every time.
+pub(crate) const SIMULATED_CA: &str = include_str!("simulated-ca.pem");
+
+/// The version the simulated history upgrades to.
+const HISTORY_VERSION: &str = "v1.38.0";
+
+/// Who the simulated history's drivers say they are on the Lease.
+const HISTORY_IDENTITY: &str = "nodejob-simulated-history";
 
 /// The names of a simulated cluster of `n` nodes.
 pub(crate) fn node_names(n: usize) -> Vec<String> {
@@ -38,8 +51,8 @@ pub(crate) fn node_names(n: usize) -> Vec<String> {
     names
 }
 
-/// A cluster of `n` nodes; the host step of `fail` fails (exit 1).
-pub(crate) fn cluster(n: usize, fail: Option<&str>) -> anyhow::Result<Arc<FakeCluster>> {
+/// A cluster of `n` nodes; each `(node, fault)` armed on that node's host model.
+pub(crate) fn cluster(n: usize, faults: &[(&str, Fault)]) -> anyhow::Result<Arc<FakeCluster>> {
     let fake = FakeCluster::with_seed(1);
     let names = node_names(n);
     for name in &names {
@@ -56,7 +69,7 @@ pub(crate) fn cluster(n: usize, fail: Option<&str>) -> anyhow::Result<Arc<FakeCl
             fake.label_node(name, WORKER.0, WORKER.1)?;
         }
     }
-    if let Some(node) = fail {
+    for (node, fault) in faults {
         let host = fake
             .host(node)
             .ok_or_else(|| {
@@ -65,7 +78,7 @@ pub(crate) fn cluster(n: usize, fail: Option<&str>) -> anyhow::Result<Arc<FakeCl
                     names.join(", ")
                 )
             })?
-            .with_fault(Fault::UpgradeFails);
+            .with_fault(*fault);
         fake.set_host(node, host)?;
     }
     let workers = names.iter().filter(|n| n.starts_with("worker")).count();
@@ -75,6 +88,118 @@ pub(crate) fn cluster(n: usize, fail: Option<&str>) -> anyhow::Result<Arc<FakeCl
         fake.create_budget_now(&budget(replicas - 1))?;
     }
     Ok(Arc::new(fake))
+}
+
+/// The faults of the simulated history (see [`history`]): the last node's host upgrade and
+/// `carotate issue` fail.
+pub(crate) fn history_faults(names: &[String]) -> Vec<(&str, Fault)> {
+    names
+        .last()
+        .map(|last| {
+            vec![
+                (last.as_str(), Fault::UpgradeFails),
+                (last.as_str(), Fault::IssueFails),
+            ]
+        })
+        .unwrap_or_default()
+}
+
+/// What `jobs --simulate` and `status --simulate` look at, each step run by the real drivers
+/// and runner on `fake` (built with [`history_faults`]), in virtual time: an upgrade to
+/// [`HISTORY_VERSION`] that fails on the last node (its host Job kept, failed), a rotation to
+/// [`SIMULATED_CA`] whose `issue` fails on that node (its Job kept, failed), then a 10-minute
+/// host probe started on the first node, still running. `n` is the cluster's size.
+pub(crate) async fn history(fake: &FakeCluster, n: usize, namespace: &str) -> Result<(), Exit> {
+    let plan_refused = |e: &dyn std::fmt::Display| {
+        Exit::usage(format!(
+            "--namespace {namespace}: the simulated history cannot run there: {e}"
+        ))
+    };
+    settle(fake).await;
+    let mut upgrade = upgrade_driver::PlanSpec::new(HISTORY_VERSION);
+    upgrade.namespace = namespace.to_string();
+    upgrade.identity = HISTORY_IDENTITY.into();
+    let upgrade = upgrade_driver::Plan::build(upgrade).map_err(|e| plan_refused(&e))?;
+    upgrade_driver::run(fake, &upgrade, upgrade_driver::quiet())
+        .await
+        .map_err(|e| Exit::failed(format!("the simulated upgrade: {e}")))?;
+
+    let fingerprint = certs_driver::Fingerprint::of_pem(SIMULATED_CA)
+        .map_err(|e| Exit::failed(format!("the simulated CA: {e}")))?;
+    let mut rotation = certs_driver::PlanSpec::new(SIMULATED_CA, fingerprint.as_str());
+    rotation.namespace = namespace.to_string();
+    rotation.identity = HISTORY_IDENTITY.into();
+    let rotation = certs_driver::Plan::build(rotation).map_err(|e| plan_refused(&e))?;
+    certs_driver::run(fake, &rotation, certs_driver::quiet())
+        .await
+        .map_err(|e| Exit::failed(format!("the simulated CA rotation: {e}")))?;
+
+    if let Some(first) = node_names(n).first() {
+        let probe = nodejob_core::Spec {
+            namespace: namespace.to_string(),
+            name: nodejob_core::trunc_name(&format!("nodejob-run-{first}")),
+            node: first.clone(),
+            label_key: crate::commands::RUN_LABEL_KEY.into(),
+            container: "run".into(),
+            argv: vec![
+                "/usr/local/bin/probe".into(),
+                host::run(Duration::from_secs(600)),
+            ],
+            active_deadline: Duration::from_secs(3600),
+            poll_attempts: 13,
+            kind: "node job".into(),
+            critical: false,
+            image: None,
+            output: None,
+        };
+        fake.create_job(&build(&probe))
+            .await
+            .map_err(|e| Exit::failed(format!("the simulated probe: {e}")))?;
+        // Its Pod scheduled and its container started.
+        fake.sleep(Duration::from_secs(5)).await;
+    }
+    Ok(())
+}
+
+/// Stages `plan`'s CA on every node: a rotation stopped as its `issue` phase begins, so that
+/// `rotate-ca --abort --simulate` has a staged CA to remove.
+pub(crate) async fn stage(fake: &FakeCluster, plan: &certs_driver::Plan) -> Result<(), Exit> {
+    let stop = certs_driver::Stop::new();
+    let at_issue = stop.clone();
+    let sink = Arc::new(move |event: &certs_driver::Progress| {
+        if let certs_driver::Progress::PhaseStarted {
+            phase: certs_driver::CaStep::Issue,
+            ..
+        } = event
+        {
+            at_issue.request();
+        }
+    });
+    certs_driver::run_until(fake, plan, sink, &stop)
+        .await
+        .map_err(|e| Exit::failed(format!("staging the simulated cluster: {e}")))?;
+    Ok(())
+}
+
+/// The writes among `fake`'s recorded API calls from the `since`-th on, each as `verb name`.
+pub(crate) fn writes_since(fake: &FakeCluster, since: usize) -> Vec<String> {
+    fake.calls()
+        .into_iter()
+        .skip(since)
+        .filter(|c| {
+            matches!(
+                c.verb,
+                Verb::CreateJob
+                    | Verb::DeleteJob
+                    | Verb::CreateEvent
+                    | Verb::PatchNode
+                    | Verb::EvictPod
+                    | Verb::CreateLease
+                    | Verb::ReplaceLease
+            )
+        })
+        .map(|c| format!("{} {}", c.verb.method(), c.name))
+        .collect()
 }
 
 /// Lets the simulated workloads start (their pods scheduled and Ready) before a run.

@@ -40,7 +40,15 @@ fn every_subcommand_explains_itself() {
     let help = text(&top.stdout);
     assert!(help.contains("kubectl nodejob"), "{help}");
     assert!(help.contains("--simulate"), "{help}");
-    for sub in ["upgrade", "run", "render", "status", "completions"] {
+    for sub in [
+        "upgrade",
+        "rotate-ca",
+        "run",
+        "render",
+        "jobs",
+        "status",
+        "completions",
+    ] {
         let out = nodejob(&[sub, "--help"]);
         assert!(out.status.success(), "{sub}");
         assert!(text(&out.stdout).contains("Usage: nodejob"), "{sub}");
@@ -54,6 +62,25 @@ fn every_subcommand_explains_itself() {
         "--health-check",
     ] {
         assert!(upgrade.contains(flag), "{flag}");
+    }
+    let rotate = text(&nodejob(&["rotate-ca", "--help"]).stdout);
+    for flag in [
+        "--new-ca <FILE>",
+        "--preview",
+        "--abort",
+        "--simulate <N>",
+        "--simulate-fail <NODE>",
+        "--concurrency",
+        "built-in",
+    ] {
+        assert!(
+            rotate.contains(flag),
+            "rotate-ca --help lacks {flag}: {rotate}"
+        );
+    }
+    let jobs = text(&nodejob(&["jobs", "--help"]).stdout);
+    for flag in ["--selector", "--simulate <N>", "--output", "--namespace"] {
+        assert!(jobs.contains(flag), "jobs --help lacks {flag}: {jobs}");
     }
 }
 
@@ -341,4 +368,489 @@ sys.exit(p.wait())
         last.contains("3 upgraded") && last.contains("done"),
         "{last}"
     );
+}
+
+/// The built-in CA of `rotate-ca --simulate` (nodejob-cli/src/simulated-ca.pem).
+const SIMULATED_CA: &str =
+    "sha256:68dc09d6efd28e22b3c73f413b028fc734e4d9be8909df957e7c50ca8e06700c";
+/// tests/fixtures/new-ca.pem: a public CA certificate (its key was never kept).
+const FIXTURE_CA: &str = "sha256:79b30278b60954602a8412d2858ff0ba0c7bb2c101857bf41d467cbf44b92598";
+const FIVE: [&str; 5] = ["cp-0", "cp-1", "cp-2", "worker-a-0", "worker-b-0"];
+
+fn fixture(name: &str) -> String {
+    format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The summary table of a run: from its header to the end.
+fn summary_table<'a>(stdout: &'a str, header: &str) -> Vec<&'a str> {
+    stdout
+        .lines()
+        .skip_while(|l| !l.starts_with(header))
+        .collect()
+}
+
+#[test]
+fn a_simulated_five_node_rotation_exits_0_and_its_summary_lists_every_node() {
+    let out = nodejob(&["rotate-ca", "--simulate", "5"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    let table = summary_table(&stdout, "NODE");
+    assert_eq!(table.len(), 1 + 5 + 1, "{stdout}");
+    for node in FIVE {
+        let row = table
+            .iter()
+            .find(|l| l.split_whitespace().next() == Some(node))
+            .unwrap_or_else(|| panic!("{node} not in the summary: {stdout}"));
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cells[..4], [node, "idle", "finalized", "rotated"], "{row}");
+        assert!(row.contains("Stage, Issue, Finalize"), "{row}");
+    }
+    let last = table.last().unwrap();
+    assert!(
+        last.starts_with("5 rotated, 0 failed") && last.contains(SIMULATED_CA),
+        "{last}"
+    );
+    assert!(last.ends_with("done"), "{last}");
+    // Every gate was shown, and passed.
+    for gate in ["start", "before issue", "before finalize", "after finalize"] {
+        assert!(
+            stdout.contains(&format!("gate {gate}: passed, 5 node(s) agree")),
+            "gate {gate}: {stdout}"
+        );
+    }
+}
+
+#[test]
+fn a_simulated_rotation_failure_exits_1_naming_the_node_the_step_and_where_to_look() {
+    let out = nodejob(&[
+        "rotate-ca",
+        "--simulate",
+        "5",
+        "--simulate-fail",
+        "worker-a-0",
+    ]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("node worker-a-0 failed at Issue with exit code 1"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("kubectl -n kube-system logs job/ca-issue-worker-a-0-"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("injected fault"), "the log tail: {stderr}");
+    assert!(stderr.contains("retry: "), "{stderr}");
+    let table = summary_table(&stdout, "NODE");
+    let row = |node: &str| {
+        table
+            .iter()
+            .find(|l| l.split_whitespace().next() == Some(node))
+            .copied()
+            .unwrap_or_else(|| panic!("{node}: {stdout}"))
+    };
+    assert!(row("worker-a-0").contains("failed at Issue"), "{stdout}");
+    // No phase after the failed one started anywhere; the node after it never issued.
+    assert!(!stdout.contains("Finalize..."), "{stdout}");
+    assert!(!stdout.contains("worker-b-0: Issue..."), "{stdout}");
+    assert!(row("cp-0").contains("Stage, Issue"), "{stdout}");
+    assert!(table.last().unwrap().ends_with("FAILED"), "{stdout}");
+}
+
+#[test]
+fn a_rotation_preview_on_a_simulated_cluster_changes_nothing() {
+    let out = nodejob(&["rotate-ca", "--preview", "--simulate", "5"]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout.starts_with(&format!(
+            "rotate-ca to {SIMULATED_CA}: preview (nothing changed)"
+        )),
+        "{stdout}"
+    );
+    for node in FIVE {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.starts_with(node) && l.ends_with(": never reported to a rotation")),
+            "{node}: {stdout}"
+        );
+    }
+    // The process checks the simulated cluster's call record: not one write.
+    assert!(stderr.contains("none of them a write"), "{stderr}");
+    assert!(!stdout.contains("created"), "a job was created: {stdout}");
+
+    let out = nodejob(&["rotate-ca", "--preview", "--simulate", "3", "-o", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let preview: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(preview["target"], SIMULATED_CA);
+    assert_eq!(preview["nodes"].as_array().unwrap().len(), 3);
+    assert_eq!(preview["next"]["next"], "unknown");
+    assert!(preview["lease"].is_null());
+}
+
+#[test]
+fn a_simulated_abort_removes_the_staged_ca_from_every_node() {
+    let out = nodejob(&["rotate-ca", "--abort", "--simulate", "3"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    let table = summary_table(&stdout, "NODE");
+    for node in ["cp-0", "cp-1", "cp-2"] {
+        let row = table
+            .iter()
+            .find(|l| l.split_whitespace().next() == Some(node))
+            .unwrap_or_else(|| panic!("{node}: {stdout}"));
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(
+            cells[..5],
+            [node, "staged", "idle", "restored", "Abort"],
+            "{row}"
+        );
+    }
+    assert!(
+        (table.last().unwrap()).starts_with("3 restored")
+            && table
+                .last()
+                .unwrap()
+                .contains(&format!("removed {SIMULATED_CA}")),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn rotation_json_is_one_event_per_line_ending_with_the_report_for_the_given_ca() {
+    let ca = fixture("new-ca.pem");
+    let out = nodejob(&[
+        "rotate-ca",
+        "--simulate",
+        "3",
+        "--new-ca",
+        &ca,
+        "--output",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let lines: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
+    assert!(lines.iter().all(|l| l["event"].is_string()));
+    assert_eq!(lines[0]["event"], "lease_acquired");
+    for node in ["cp-0", "cp-1", "cp-2"] {
+        for step in ["Stage", "Issue", "Finalize"] {
+            assert!(
+                lines.iter().any(|l| l["event"] == "step_finished"
+                    && l["node"] == node
+                    && l["step"] == step),
+                "{node} {step}"
+            );
+        }
+    }
+    let last = lines.last().unwrap();
+    assert_eq!(last["event"], "report");
+    assert_eq!(last["report"]["target"], FIXTURE_CA);
+    assert_eq!(last["report"]["outcome"]["outcome"], "done");
+    assert_eq!(last["report"]["totals"]["rotated"], 3);
+    // The certificate itself never shows: the hosts and the output get its fingerprint.
+    let pem = std::fs::read_to_string(&ca).unwrap();
+    let body_line = pem.lines().nth(1).unwrap();
+    assert!(!text(&out.stdout).contains(body_line));
+}
+
+#[test]
+fn a_bad_new_ca_exits_2_naming_the_field_before_any_api_call() {
+    let dir = std::env::temp_dir().join(format!("nodejob-cli-ca-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("config");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  cluster:\n    server: https://127.0.0.1:1\ncontexts:\n- name: c\n  context:\n    cluster: k\n    user: u\nusers:\n- name: u\n  user:\n    token: t\n",
+    )
+    .unwrap();
+    let kc = kubeconfig.to_str().unwrap().to_string();
+    let write = |name: &str, body: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, body).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let certificate = std::fs::read_to_string(fixture("new-ca.pem")).unwrap();
+    // Not a real key: the refusal is of anything that says it is one.
+    let key_body = "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgNotARealKeyAtAllXX";
+    let key = format!("-----BEGIN PRIVATE KEY-----\n{key_body}\n-----END PRIVATE KEY-----\n");
+    let not_pem = write("notes.txt", "the new CA is on the shared drive\n");
+    let key_only = write("key.pem", &key);
+    let with_key = write("bundle.pem", &format!("{certificate}{key}"));
+    let two = write("two.pem", &format!("{certificate}{certificate}"));
+    let garbled = write(
+        "garbled.pem",
+        "-----BEGIN CERTIFICATE-----\n@@@@\n-----END CERTIFICATE-----\n",
+    );
+    let missing = dir.join("absent.pem").to_str().unwrap().to_string();
+    let fixture_ca = fixture("new-ca.pem");
+    let cases: Vec<(Vec<&str>, &[&str])> = vec![
+        (
+            vec!["rotate-ca", "--kubeconfig", &kc, "--new-ca", &not_pem],
+            &["--new-ca", "ca_certificate", "CERTIFICATE block"],
+        ),
+        (
+            vec!["rotate-ca", "--kubeconfig", &kc, "--new-ca", &key_only],
+            &["--new-ca", "ca_certificate", "private key"],
+        ),
+        (
+            vec!["rotate-ca", "--kubeconfig", &kc, "--new-ca", &with_key],
+            &["--new-ca", "ca_certificate", "private key"],
+        ),
+        (
+            vec!["rotate-ca", "--kubeconfig", &kc, "--new-ca", &two],
+            &["--new-ca", "ca_certificate", "exactly one"],
+        ),
+        (
+            vec!["rotate-ca", "--kubeconfig", &kc, "--new-ca", &garbled],
+            &["--new-ca", "ca_certificate", "base64"],
+        ),
+        (
+            vec!["rotate-ca", "--kubeconfig", &kc, "--new-ca", &missing],
+            &["--new-ca", "absent.pem"],
+        ),
+        (vec!["rotate-ca", "--kubeconfig", &kc], &["--new-ca"]),
+        (
+            vec![
+                "rotate-ca",
+                "--kubeconfig",
+                &kc,
+                "--new-ca",
+                &fixture_ca,
+                "--concurrency",
+                "0",
+            ],
+            &["--concurrency"],
+        ),
+        (
+            vec![
+                "rotate-ca",
+                "--kubeconfig",
+                &kc,
+                "--new-ca",
+                &fixture_ca,
+                "--nodes",
+                "Node_A",
+            ],
+            &["--nodes"],
+        ),
+        (
+            vec![
+                "rotate-ca",
+                "--kubeconfig",
+                &kc,
+                "--new-ca",
+                &fixture_ca,
+                "--namespace",
+                "ops",
+            ],
+            &["--namespace"],
+        ),
+        (
+            vec!["rotate-ca", "--simulate", "3", "--simulate-fail", "nope"],
+            &["--simulate-fail nope"],
+        ),
+        (
+            vec!["rotate-ca", "--new-ca", &fixture_ca, "--preview", "--abort"],
+            &["--abort"],
+        ),
+    ];
+    for (args, names) in cases {
+        let out = nodejob(&args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        for name in names {
+            assert!(
+                stderr.contains(name),
+                "{args:?} should name {name}: {stderr}"
+            );
+        }
+        assert!(
+            !stderr.contains("127.0.0.1"),
+            "{args:?} reached for the server: {stderr}"
+        );
+        assert!(
+            !stderr.contains(key_body),
+            "{args:?} quoted the key: {stderr}"
+        );
+    }
+}
+
+/// The rows of `nodejob jobs`' table, each as its cells.
+fn job_rows(stdout: &str) -> Vec<Vec<String>> {
+    let mut lines = stdout.lines();
+    let header: Vec<&str> = lines.next().unwrap_or("").split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["NAME", "NODE", "STATUS", "EXIT", "AGE"],
+        "{stdout}"
+    );
+    lines
+        .map(|l| l.split_whitespace().map(String::from).collect())
+        .collect()
+}
+
+#[test]
+fn jobs_on_a_simulated_cluster_lists_the_jobs_its_history_left() {
+    let out = nodejob(&["jobs", "--simulate", "5"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    let rows = job_rows(&stdout);
+    assert_eq!(rows.len(), 3, "{stdout}");
+    let find = |prefix: &str| {
+        rows.iter()
+            .find(|r| r[0].starts_with(prefix))
+            .unwrap_or_else(|| panic!("no job {prefix}*: {stdout}"))
+    };
+    // The upgrade's and the rotation's failed host Jobs, kept for inspection with their
+    // container's exit code; the probe still running, no exit code yet.
+    let upgrade = find("upgrade-worker-b-0-v1-38-0-");
+    assert_eq!(upgrade[1..4], ["worker-b-0", "Failed", "1"], "{stdout}");
+    let issue = find("ca-issue-worker-b-0-68dc09d6");
+    assert_eq!(issue[1..4], ["worker-b-0", "Failed", "1"], "{stdout}");
+    let probe = find("nodejob-run-cp-0");
+    assert_eq!(probe[1..4], ["cp-0", "Running", "-"], "{stdout}");
+    for row in &rows {
+        let age = &row[4];
+        assert!(
+            age.ends_with('s') && age.trim_end_matches('s').parse::<u32>().is_ok(),
+            "age {age}: {stdout}"
+        );
+    }
+    // The failed upgrade is older than the failed issue, which is older than the probe.
+    let seconds = |r: &Vec<String>| r[4].trim_end_matches('s').parse::<u32>().unwrap();
+    assert!(seconds(upgrade) > seconds(issue) && seconds(issue) >= seconds(probe));
+
+    // A label selector narrows the list on the server's side.
+    let out = nodejob(&["jobs", "--simulate", "5", "-l", "stratum.ciq.com/upgrade"]);
+    let rows = job_rows(&text(&out.stdout));
+    assert_eq!(rows.len(), 1, "{}", text(&out.stdout));
+    assert!(rows[0][0].starts_with("upgrade-worker-b-0-"));
+}
+
+#[test]
+fn jobs_json_is_one_parseable_job_per_line() {
+    let out = nodejob(&["jobs", "--simulate", "5", "--output", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let jobs: Vec<serde_json::Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
+    assert_eq!(jobs.len(), 3);
+    for job in &jobs {
+        assert_eq!(job["namespace"], "kube-system");
+        assert!(job["uid"].as_str().is_some_and(|u| u.len() == 36), "{job}");
+        assert!(
+            job["created"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("2026-")),
+            "{job}"
+        );
+        assert!(job["age_seconds"].as_i64().is_some(), "{job}");
+    }
+    let by_label = |label: &str| {
+        jobs.iter()
+            .find(|j| j["label"] == label)
+            .unwrap_or_else(|| panic!("no job labelled {label}"))
+    };
+    let upgrade = by_label("stratum.ciq.com/upgrade");
+    assert_eq!(
+        (&upgrade["node"], &upgrade["status"], &upgrade["exit_code"]),
+        (&"worker-b-0".into(), &"Failed".into(), &1.into())
+    );
+    let issue = by_label("stratum.ciq.com/carotate");
+    assert_eq!(
+        (&issue["status"], &issue["exit_code"], &issue["disrupted"]),
+        (&"Failed".into(), &1.into(), &false.into())
+    );
+    let probe = by_label("stratum.ciq.com/run");
+    assert_eq!(
+        (&probe["node"], &probe["status"], &probe["exit_code"]),
+        (&"cp-0".into(), &"Running".into(), &serde_json::Value::Null)
+    );
+
+    // A selector the apiserver cannot parse is bad input.
+    let out = nodejob(&["jobs", "--simulate", "3", "-l", "a=b=c"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--selector"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn status_shows_the_lease_operation_and_each_nodes_ca_phase_and_upgrade() {
+    let out = nodejob(&["status", "--simulate", "5"]);
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    let first = stdout.lines().next().unwrap();
+    assert!(
+        first.starts_with("lease kube-system/nodejob: free (last: rotate-ca sha256:68dc09d6")
+            && first.contains("epoch 1"),
+        "{first}"
+    );
+    let rows: Vec<Vec<&str>> = stdout
+        .lines()
+        .skip(2)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), 5, "{stdout}");
+    let troubled = rows.iter().find(|r| r[0] == "worker-b-0").unwrap();
+    // NODE VERSION READY CORDONED CA UPGRADE...: its upgrade and its `issue` failed.
+    assert_eq!(
+        troubled[1..5],
+        ["v1.37.2", "yes", "yes", "staged"],
+        "{stdout}"
+    );
+    assert!(
+        troubled
+            .join(" ")
+            .ends_with("upgrading to v1.38.0 (epoch 0, cordoned by us)"),
+        "{stdout}"
+    );
+    assert!(
+        rows.iter()
+            .any(|r| r[0] == "cp-0" && r[5..8] == ["upgraded", "to", "v1.38.0"])
+    );
+
+    // The same cluster (the history is deterministic), as JSON: the CA phase the table shows
+    // is the rotation's record on each node.
+    let out = nodejob(&["status", "--simulate", "5", "-o", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(status["lease"]["operation"], "rotate-ca");
+    assert_eq!(status["lease"]["name"], "kube-system/nodejob");
+    assert!(status["lease"]["holder"].is_null());
+    let nodes = status["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 5);
+    for node in nodes {
+        let row = rows.iter().find(|r| node["node"] == r[0]).unwrap();
+        assert_eq!(node["ca"]["phase"], row[4], "{node}");
+        // Mid-rotation: the new CA is trusted beside the old one everywhere.
+        assert_eq!(node["ca"]["trusted"].as_array().unwrap().len(), 2, "{node}");
+    }
 }

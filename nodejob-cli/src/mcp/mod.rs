@@ -1,0 +1,249 @@
+//! `nodejob mcp`: the operations of `nodejob` as Model Context Protocol tools, served over stdio
+//! with `rmcp`, for assistants and automation.
+//!
+//! ```text
+//!  client ──tools/call──▶ Server ──parse against the tool's schema (refusal names the field)
+//!                           │     ──plan, as the CLI builds it from its flags
+//!                           │     ──Backend::run ─▶ [simulation thread | kube] ─▶ token check
+//!                           │                                                  ─▶ the driver
+//!  client ◀─progress, logging notifications── Notifier ◀── Events ◀── the driver's sink
+//!  client ◀─result: the report (structured) and its summary (text)
+//! ```
+//!
+//! - Read-only tools: `status`, `jobs`, `render`, `upgrade_preview`, `rotate_ca_preview`.
+//! - Mutating tools: `upgrade`, `rotate_ca`, `rotate_ca_abort`, `run`: each needs the
+//!   `preview_token` of its preview ([`token`]), checked against the cluster as it is before
+//!   anything is written; one at a time per session (the Lease fences other processes; a
+//!   session's operations share its Lease identity, so the session fences its own).
+//! - A cancelled call is Ctrl-C once: no further node starts, the step in flight finishes. Its
+//!   result is not sent (the protocol drops it), so the end of every mutating call is also a
+//!   logging notification carrying the report. A client that goes away cancels the same way,
+//!   and the server exits once the operation has stopped.
+//! - Nothing but the protocol is written to stdout: every runner's notes go to the stream.
+
+mod backend;
+mod ops;
+mod params;
+mod stream;
+mod token;
+mod tools;
+mod views;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use upgrade_driver::Stop;
+
+use self::backend::Backend;
+use self::stream::LevelFilter;
+use self::tools::Name;
+use crate::args::{Global, Mcp};
+use crate::commands::real_runtime;
+use crate::{Exit, code};
+
+/// Serves MCP on stdin/stdout until the client closes it, then waits for an operation still
+/// running to stop (after its step in flight).
+pub(crate) fn serve(global: &Global, args: Mcp) -> Result<Exit, Exit> {
+    let backend = Backend::new(global, args.sim.simulate)?;
+    let runtime = real_runtime()?;
+    let server = Server(Arc::new(Session {
+        backend,
+        global: copy(global),
+        level: Arc::new(LevelFilter::default()),
+        busy: Arc::new(tokio::sync::Mutex::new(())),
+        running: Mutex::new(None),
+        gone: AtomicBool::new(false),
+    }));
+    let exit = runtime.block_on(async {
+        let (stdin, stdout) = rmcp::transport::stdio();
+        let gone = server.clone();
+        let stdin = AtEnd::new(stdin, move || gone.client_gone());
+        let service = server
+            .clone()
+            .serve((stdin, stdout))
+            .await
+            .map_err(|e| Exit::failed(format!("starting the MCP session: {e}")))?;
+        let _ = service.waiting().await;
+        server.wind_down().await;
+        Ok(Exit::with(code::OK, ""))
+    });
+    // stdin is at its end: nothing is left to wait for.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    exit
+}
+
+/// The global flags, again (clap's struct is not `Clone`).
+pub(crate) fn copy(global: &Global) -> Global {
+    Global {
+        kubeconfig: global.kubeconfig.clone(),
+        context: global.context.clone(),
+        namespace: global.namespace.clone(),
+        verbose: global.verbose,
+        output: global.output,
+    }
+}
+
+/// The server of one session.
+#[derive(Clone)]
+pub(crate) struct Server(Arc<Session>);
+
+/// What a session keeps.
+pub(crate) struct Session {
+    /// Where the API calls go.
+    backend: Backend,
+    /// The global flags (`--namespace` above all).
+    global: Global,
+    /// The least severity the client wants logged.
+    level: Arc<LevelFilter>,
+    /// Held by the mutating operation in flight.
+    busy: Arc<tokio::sync::Mutex<()>>,
+    /// The operation in flight: what it is, and how to stop it (an abort cannot be).
+    running: Mutex<Option<(String, Option<Stop>)>>,
+    /// Whether the client went away.
+    gone: AtomicBool,
+}
+
+impl Server {
+    /// The client closed stdin: the operation in flight, if any, stops starting nodes (as
+    /// Ctrl-C once), at once rather than when the session's end reaches its handler.
+    fn client_gone(&self) {
+        if self.0.gone.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let running = self
+            .0
+            .running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some((what, stop)) = running {
+            eprintln!(
+                "nodejob mcp: the client went away during {what}: no further node starts; \
+                 waiting for the step in flight (run it again to resume)"
+            );
+            if let Some(stop) = stop {
+                stop.request();
+            }
+        }
+    }
+
+    /// The session ended: waits for the operation in flight to stop.
+    async fn wind_down(&self) {
+        self.client_gone();
+        let _ = self.0.busy.lock().await;
+    }
+}
+
+/// A reader that calls `at_end` once when it reads the end of its input.
+struct AtEnd<R> {
+    inner: R,
+    at_end: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl<R> AtEnd<R> {
+    fn new(inner: R, at_end: impl FnOnce() + Send + 'static) -> Self {
+        AtEnd {
+            inner,
+            at_end: Some(Box::new(at_end)),
+        }
+    }
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for AtEnd<R> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        let at_end =
+            matches!(polled, std::task::Poll::Ready(Ok(()))) && buf.filled().len() == before;
+        if at_end
+            && buf.remaining() > 0
+            && let Some(at_end) = self.at_end.take()
+        {
+            at_end();
+        }
+        polled
+    }
+}
+
+impl ServerHandler for Server {
+    #[allow(deprecated)] // MCP logging: deprecated in the SDK for a future protocol, current in ours
+    fn get_info(&self) -> ServerConfig {
+        let simulated = match self.0.backend.simulated_nodes() {
+            Some(nodes) => format!(
+                " This session runs against a simulated in-memory cluster of {} nodes ({}), \
+                 kept for the session.",
+                nodes.len(),
+                nodes.join(", ")
+            ),
+            None => String::new(),
+        };
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_logging()
+                .enable_tools()
+                .build(),
+        )
+        .with_server_info(Implementation::new("nodejob", env!("CARGO_PKG_VERSION")))
+        .with_instructions(format!(
+            "nodejob runs privileged, node-pinned Kubernetes Jobs: rolling node upgrades, \
+             cluster CA rotations, one-off host commands. Look with `status` and `jobs`. Before \
+             any change, call its preview (`upgrade_preview`, `rotate_ca_preview`, `render` \
+             for `run`), show it to a person, and only with their approval call the operation \
+             with the same arguments and the preview_token the preview returned; a token \
+             refused means the arguments or the cluster changed: preview again. Operations \
+             stream progress and logging notifications; cancelling one stops starting nodes \
+             and finishes the step in flight.{simulated}"
+        ))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(
+            Name::ALL.into_iter().map(Name::tool).collect(),
+        ))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let Some(name) = Name::parse(&request.name) else {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "no tool {:?}; the tools are: {}",
+                    request.name,
+                    Name::ALL.map(Name::as_str).join(", ")
+                ),
+                None,
+            ));
+        };
+        let result = ops::call(&self.0, name, request.arguments, context).await;
+        Ok(result
+            .unwrap_or_else(|refusal| CallToolResult::error(vec![ContentBlock::text(refusal)]))
+            .into())
+    }
+
+    #[allow(deprecated)] // as `get_info`
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.0.level.set(stream::severity_of(request.level));
+        Ok(())
+    }
+}

@@ -1,0 +1,669 @@
+//! What each tool does: read its arguments (a refusal names the field, before any API call),
+//! build the plan as the CLI does, then, on the backend, read or — for a mutating tool, once
+//! its preview token matches the cluster as it is — run the driver, streaming its events.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use rmcp::RoleServer;
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
+use rmcp::service::RequestContext;
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::sync::mpsc::UnboundedReceiver;
+use upgrade_driver::Stop;
+
+use super::Session;
+use super::backend::Target;
+use super::params::{JobArguments, JobsArgs, RotateCaArgs, StatusArgs, UpgradeArgs, parse};
+use super::stream::{self, Line, Notifier, Severity, events};
+use super::token::{self, Operation};
+use super::tools::Name;
+use super::views;
+use crate::output::{seconds, summary};
+use crate::sim::Pacer;
+
+/// Runs the tool `name` with `arguments`: its result, or why it was refused (a tool error).
+pub(crate) async fn call(
+    s: &Session,
+    name: Name,
+    arguments: Option<JsonObject>,
+    context: RequestContext<RoleServer>,
+) -> Result<CallToolResult, String> {
+    let schema = name.tool().input_schema;
+    match name {
+        Name::Status => {
+            let (StatusArgs {}, _) = parse(&schema, arguments)?;
+            status(s).await
+        }
+        Name::Jobs => {
+            let (args, _): (JobsArgs, _) = parse(&schema, arguments)?;
+            jobs(s, args).await
+        }
+        Name::Render => {
+            let (args, _): (JobArguments, _) = parse(&schema, arguments)?;
+            render(s, args).await
+        }
+        Name::UpgradePreview => {
+            let (args, _): (UpgradeArgs, _) = parse(&schema, arguments)?;
+            upgrade_preview(s, args).await
+        }
+        Name::RotateCaPreview => {
+            let (args, extras) = parse(&schema, arguments)?;
+            let operation = if extras.abort {
+                Operation::RotateCaAbort
+            } else {
+                Operation::RotateCa
+            };
+            rotate_ca_preview(s, args, operation).await
+        }
+        // `parse` refuses a mutating tool's call without its token.
+        Name::Upgrade => {
+            let (args, extras) = parse(&schema, arguments)?;
+            upgrade(s, args, extras.preview_token.unwrap_or_default(), &context).await
+        }
+        Name::RotateCa | Name::RotateCaAbort => {
+            let (args, extras) = parse(&schema, arguments)?;
+            let operation = if name == Name::RotateCa {
+                Operation::RotateCa
+            } else {
+                Operation::RotateCaAbort
+            };
+            let token = extras.preview_token.unwrap_or_default();
+            rotate_ca(s, args, token, operation, &context).await
+        }
+        Name::Run => {
+            let (args, extras) = parse(&schema, arguments)?;
+            run(s, args, extras.preview_token.unwrap_or_default(), &context).await
+        }
+    }
+}
+
+/// A result: `text` for people, `structured` for programs.
+fn answer(text: String, structured: Value, is_error: bool) -> CallToolResult {
+    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+    result.structured_content = Some(structured);
+    result.is_error = Some(is_error);
+    result
+}
+
+fn to_value<T: Serialize>(t: &T) -> Value {
+    serde_json::to_value(t).unwrap_or(Value::Null)
+}
+
+// ---- read-only ----------------------------------------------------------------------------------
+
+async fn status(s: &Session) -> Result<CallToolResult, String> {
+    let namespace = s.global.namespace.clone();
+    let nodes = s.backend.simulated_nodes().map(|n| n.len());
+    let status = s
+        .backend
+        .run(move |t| async move {
+            let mut status = views::status(&*t.api, &namespace).await?;
+            if let (Some(fake), Some(nodes)) = (&t.fake, nodes) {
+                status["simulated"] = views::simulated(fake, nodes);
+            }
+            Ok::<_, String>(status)
+        })
+        .await??;
+    Ok(answer(views::status_text(&status), status, false))
+}
+
+async fn jobs(s: &Session, args: JobsArgs) -> Result<CallToolResult, String> {
+    let namespace = s.global.namespace.clone();
+    let selector = args.selector.unwrap_or_default();
+    let rows = s
+        .backend
+        .run({
+            let namespace = namespace.clone();
+            move |t| async move { views::jobs(&*t.api, &namespace, &selector).await }
+        })
+        .await??;
+    let text = views::jobs_text(&rows, &namespace);
+    Ok(answer(text, json!({ "jobs": rows }), false))
+}
+
+async fn render(s: &Session, args: JobArguments) -> Result<CallToolResult, String> {
+    let spec = args.spec(&s.global)?;
+    let job = nodejob_core::build(&spec);
+    let yaml = serde_saphyr::to_string(&job).map_err(|e| format!("rendering the job: {e}"))?;
+    let plan = to_value(&job).to_string();
+    let namespace = spec.namespace.clone();
+    let name = spec.name.clone();
+    // The token needs the cluster; the Job is shown even when it cannot be reached.
+    let seen = s
+        .backend
+        .run(move |t| async move {
+            token::seen(&*t.api, &namespace, &views::lease_name(), Some(&name)).await
+        })
+        .await
+        .and_then(|seen| seen);
+    let (preview_token, token_error) = match seen {
+        Ok(seen) => (Some(token::token(Operation::Run, &plan, &seen)), None),
+        Err(why) => (None, Some(format!("no preview_token: {why}"))),
+    };
+    let mut text = yaml.clone();
+    match (&preview_token, &token_error) {
+        (Some(t), _) => text.push_str(&format!(
+            "\npreview_token: {t}\n(for `run` with the same arguments, once a person approved)\n"
+        )),
+        (None, Some(why)) => text.push_str(&format!("\n{why}\n")),
+        (None, None) => {}
+    }
+    Ok(answer(
+        text,
+        json!({
+            "job": to_value(&job),
+            "yaml": yaml,
+            "preview_token": preview_token,
+            "token_error": token_error,
+        }),
+        false,
+    ))
+}
+
+async fn upgrade_preview(s: &Session, args: UpgradeArgs) -> Result<CallToolResult, String> {
+    let plan = args.plan(&s.global.namespace)?;
+    let plan_text = format!("{:?}", plan.spec());
+    let (preview, preview_token) = s
+        .backend
+        .run(move |t| async move {
+            let spec = plan.spec();
+            let seen = token::seen(&*t.api, &spec.namespace, &spec.lease_name, None).await?;
+            let preview = upgrade_driver::preview(&*t.api, &plan)
+                .await
+                .map_err(upgrade_error)?;
+            Ok::<_, String>((preview, token::token(Operation::Upgrade, &plan_text, &seen)))
+        })
+        .await??;
+    let text = format!(
+        "{}\npreview_token: {preview_token}\n(for `upgrade` with the same arguments, once a \
+         person approved this preview)\n",
+        upgrade_preview_text(&preview)
+    );
+    Ok(answer(
+        text,
+        json!({"preview_token": preview_token, "preview": to_value(&preview)}),
+        false,
+    ))
+}
+
+fn upgrade_preview_text(preview: &upgrade_driver::Preview) -> String {
+    use upgrade_driver::PodPlan;
+    let mut lines = vec![format!(
+        "upgrade to {}: preview (nothing changed)",
+        preview.target
+    )];
+    lines.push(match &preview.lease {
+        Some(holder) => format!("lease: held by {holder}"),
+        None => "lease: free".into(),
+    });
+    for (node, why) in &preview.skipped {
+        lines.push(format!("skip {node}: {why}"));
+    }
+    for (i, (group, nodes)) in preview.batches.iter().enumerate() {
+        lines.push(format!("batch {} ({group}): {}", i + 1, nodes.join(", ")));
+    }
+    for node in &preview.nodes {
+        lines.push(format!(
+            "{} at {}{}{}",
+            node.name,
+            node.version.as_deref().unwrap_or("?"),
+            if node.cordoned { ", cordoned" } else { "" },
+            if node.in_progress {
+                ", an earlier run of ours in flight"
+            } else {
+                ""
+            }
+        ));
+        for pod in &node.pods {
+            lines.push(match pod {
+                PodPlan::Evict { pod } => format!("  evict {pod}"),
+                PodPlan::Leave { pod, why } => format!("  leave {pod}: {why}"),
+                PodPlan::Refuse { pod, why } => format!("  REFUSE {pod}: {why}"),
+                PodPlan::Blocked { pod, message } => format!("  blocked now {pod}: {message}"),
+            });
+        }
+    }
+    lines.join("\n")
+}
+
+async fn rotate_ca_preview(
+    s: &Session,
+    args: RotateCaArgs,
+    operation: Operation,
+) -> Result<CallToolResult, String> {
+    let simulated = s.backend.simulated_nodes().is_some();
+    let plan = args.plan(&s.global.namespace, simulated)?;
+    let plan_text = format!("{:?}", plan.spec());
+    let (preview, preview_token) = s
+        .backend
+        .run(move |t| async move {
+            let spec = plan.spec();
+            let seen = token::seen(&*t.api, &spec.namespace, &spec.lease_name, None).await?;
+            let preview = certs_driver::preview(&*t.api, &plan)
+                .await
+                .map_err(rotation_error)?;
+            Ok::<_, String>((preview, token::token(operation, &plan_text, &seen)))
+        })
+        .await??;
+    let tool = match operation {
+        Operation::RotateCaAbort => "rotate_ca_abort",
+        _ => "rotate_ca",
+    };
+    let text = format!(
+        "{}\npreview_token: {preview_token}\n(for `{tool}` with the same arguments, once a \
+         person approved this preview)\n",
+        rotation_preview_text(&preview)
+    );
+    Ok(answer(
+        text,
+        json!({
+            "preview_token": preview_token,
+            "for": tool,
+            "preview": to_value(&preview),
+        }),
+        false,
+    ))
+}
+
+fn rotation_preview_text(preview: &certs_driver::Preview) -> String {
+    use certs_driver::Next;
+    let mut lines = vec![format!(
+        "rotate-ca to {}: preview (nothing changed)",
+        preview.target
+    )];
+    lines.push(match &preview.lease {
+        Some(holder) => format!("lease: held by {holder}"),
+        None => "lease: free".into(),
+    });
+    for node in &preview.nodes {
+        let role = if node.control_plane {
+            " (control plane)"
+        } else {
+            ""
+        };
+        lines.push(match (&node.reported, &node.unreadable) {
+            (Some(status), _) => format!(
+                "{}{role}: {} (reported at {})",
+                node.name,
+                status.describe(),
+                node.at.as_deref().unwrap_or("?")
+            ),
+            (None, Some(why)) => format!("{}{role}: record unreadable: {why}", node.name),
+            (None, None) => format!("{}{role}: never reported to a rotation", node.name),
+        });
+    }
+    lines.push(match &preview.next {
+        Next::Unknown { unreported } => format!(
+            "next: a run first reads every node's `carotate status`, then decides (never \
+             reported: {})",
+            unreported.join(", ")
+        ),
+        Next::Phase { phase, nodes } => format!("next: {phase} on {}", nodes.join(", ")),
+        Next::Nothing => "next: nothing; every node reports the new CA alone".into(),
+    });
+    for d in &preview.disagreements {
+        lines.push(format!("DISAGREES {}: {}", d.node, d.what));
+    }
+    lines.join("\n")
+}
+
+// ---- mutating -----------------------------------------------------------------------------------
+
+/// Marks the session busy with `what` until dropped; refused when another operation runs.
+struct Busy<'s> {
+    session: &'s Session,
+    _guard: tokio::sync::OwnedMutexGuard<()>,
+}
+
+impl<'s> Busy<'s> {
+    fn take(session: &'s Session, what: String, stop: Option<Stop>) -> Result<Self, String> {
+        let mut running = session.running.lock().unwrap_or_else(|e| e.into_inner());
+        let guard = session.busy.clone().try_lock_owned().map_err(|_| {
+            format!(
+                "another operation is running in this session ({}); nothing was changed: wait \
+                 for it to end, or cancel it, then preview again",
+                running.as_ref().map_or("?", |(what, _)| what.as_str())
+            )
+        })?;
+        *running = Some((what, stop));
+        Ok(Busy {
+            session,
+            _guard: guard,
+        })
+    }
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        *self
+            .session
+            .running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = None;
+    }
+}
+
+/// Follows `task` (an operation running on the backend) to its end: sends its events as they
+/// come; on the client's cancellation, requests `stop` (none: says that it does not stop).
+async fn follow<R>(
+    s: &Session,
+    context: &RequestContext<RoleServer>,
+    tool: Name,
+    mut events: UnboundedReceiver<Line>,
+    stop: Option<&Stop>,
+    task: impl Future<Output = Result<R, String>>,
+) -> (Notifier, Result<R, String>) {
+    let mut notifier = Notifier::new(
+        context.peer.clone(),
+        context.meta.get_progress_token(),
+        tool.as_str(),
+        s.level.clone(),
+    );
+    tokio::pin!(task);
+    let mut cancelled = false;
+    let result = loop {
+        tokio::select! {
+            biased;
+            Some(line) = events.recv() => notifier.send(line).await,
+            () = context.ct.cancelled(), if !cancelled => {
+                cancelled = true;
+                notifier.cancelled();
+                let text = match stop {
+                    Some(stop) => {
+                        stop.request();
+                        "cancelled: no further node starts; the step in flight finishes, then \
+                         the report follows as a logging notification (a later call resumes)"
+                    }
+                    None => {
+                        "cancelled: this operation does not stop midway; it runs to its end, \
+                         and its result follows as a logging notification"
+                    }
+                };
+                notifier
+                    .send(Line {
+                        severity: Severity::Notice,
+                        text: text.into(),
+                        event: json!({"event": "cancelled"}),
+                    })
+                    .await;
+            }
+            result = &mut task => break result,
+        }
+    };
+    while let Ok(line) = events.try_recv() {
+        notifier.send(line).await;
+    }
+    (notifier, result)
+}
+
+async fn upgrade(
+    s: &Session,
+    args: UpgradeArgs,
+    presented: String,
+    context: &RequestContext<RoleServer>,
+) -> Result<CallToolResult, String> {
+    let plan = args.plan(&s.global.namespace)?;
+    let stop = Stop::new();
+    let _busy = Busy::take(
+        s,
+        format!("upgrade to {}", plan.spec().target),
+        Some(stop.clone()),
+    )?;
+    let plan_text = format!("{:?}", plan.spec());
+    let (sender, receiver) = events();
+    let driver_stop = stop.clone();
+    let work = move |t: Target| async move {
+        let spec = plan.spec();
+        let seen = token::seen(&*t.api, &spec.namespace, &spec.lease_name, None).await?;
+        let current = token::token(Operation::Upgrade, &plan_text, &seen);
+        if let Some(why) = token::refusal(Operation::Upgrade, &presented, &current) {
+            return Err(why);
+        }
+        let pacer = t.fake.clone().map(Pacer::new);
+        let sink = Arc::new(move |event: &upgrade_driver::Progress| {
+            if let Some(pacer) = &pacer {
+                pacer.pace();
+            }
+            let _ = sender.send(stream::upgrade_line(event));
+        });
+        upgrade_driver::run_until(&*t.api, &plan, sink, &driver_stop)
+            .await
+            .map_err(upgrade_error)
+    };
+    let task = async { s.backend.run(work).await.and_then(|r| r) };
+    let (notifier, result) = follow(s, context, Name::Upgrade, receiver, Some(&stop), task).await;
+    let report = match result {
+        Ok(report) => report,
+        Err(why) => {
+            notifier.failed(&why).await;
+            return Err(why);
+        }
+    };
+    let failed = matches!(report.outcome, upgrade_driver::Outcome::Failed { .. });
+    let mut text = summary(&report);
+    for n in &report.nodes {
+        if let Some(f) = n.failure() {
+            text.push_str(&format!(
+                "node {} failed at {}{}: {}\n",
+                n.name,
+                f.step,
+                f.exit_code
+                    .map(|c| format!(" with exit code {c}"))
+                    .unwrap_or_default(),
+                f.message
+            ));
+        }
+    }
+    match &report.outcome {
+        upgrade_driver::Outcome::Failed { retry } => text.push_str(&format!("retry: {retry}\n")),
+        upgrade_driver::Outcome::Stopped { .. } => text
+            .push_str("the cluster keeps the run's state: preview and upgrade again to resume\n"),
+        _ => {}
+    }
+    let structured = to_value(&report);
+    let severity = if failed {
+        Severity::Error
+    } else {
+        Severity::Notice
+    };
+    notifier.finish(severity, &text, structured.clone()).await;
+    Ok(answer(text, structured, failed))
+}
+
+async fn rotate_ca(
+    s: &Session,
+    args: RotateCaArgs,
+    presented: String,
+    operation: Operation,
+    context: &RequestContext<RoleServer>,
+) -> Result<CallToolResult, String> {
+    let simulated = s.backend.simulated_nodes().is_some();
+    let plan = args.plan(&s.global.namespace, simulated)?;
+    let abort = operation == Operation::RotateCaAbort;
+    let tool = if abort {
+        Name::RotateCaAbort
+    } else {
+        Name::RotateCa
+    };
+    // An abort does not stop midway: it has no stop to request.
+    let stop = (!abort).then(Stop::new);
+    let what = format!(
+        "{} {}",
+        if abort {
+            "rotate-ca abort of"
+        } else {
+            "rotate-ca to"
+        },
+        plan.spec().fingerprint
+    );
+    let _busy = Busy::take(s, what, stop.clone())?;
+    let plan_text = format!("{:?}", plan.spec());
+    let (sender, receiver) = events();
+    let driver_stop = stop.clone().unwrap_or_else(Stop::new);
+    let work = move |t: Target| async move {
+        let spec = plan.spec();
+        let seen = token::seen(&*t.api, &spec.namespace, &spec.lease_name, None).await?;
+        let current = token::token(operation, &plan_text, &seen);
+        if let Some(why) = token::refusal(operation, &presented, &current) {
+            return Err(why);
+        }
+        let pacer = t.fake.clone().map(Pacer::new);
+        let sink = Arc::new(move |event: &certs_driver::Progress| {
+            if let Some(pacer) = &pacer {
+                pacer.pace();
+            }
+            let _ = sender.send(stream::rotation_line(event));
+        });
+        let report = if abort {
+            certs_driver::abort(&*t.api, &plan, sink).await
+        } else {
+            certs_driver::run_until(&*t.api, &plan, sink, &driver_stop).await
+        };
+        report.map_err(rotation_error)
+    };
+    let task = async { s.backend.run(work).await.and_then(|r| r) };
+    let (notifier, result) = follow(s, context, tool, receiver, stop.as_ref(), task).await;
+    let report = match result {
+        Ok(report) => report,
+        Err(why) => {
+            notifier.failed(&why).await;
+            return Err(why);
+        }
+    };
+    let failed = matches!(report.outcome, certs_driver::Outcome::Failed { .. });
+    let text = rotation_text(&report, abort);
+    let structured = to_value(&report);
+    let severity = if failed {
+        Severity::Error
+    } else {
+        Severity::Notice
+    };
+    notifier.finish(severity, &text, structured.clone()).await;
+    Ok(answer(text, structured, failed))
+}
+
+fn rotation_text(report: &certs_driver::Report, abort: bool) -> String {
+    use certs_driver::{NodeResult, Outcome};
+    let mut lines = Vec::new();
+    for n in &report.nodes {
+        let result = match &n.result {
+            None => "not finished".to_string(),
+            Some(NodeResult::Rotated) => "rotated".into(),
+            Some(NodeResult::Restored) => "restored".into(),
+            Some(NodeResult::Failed(f)) => format!(
+                "FAILED at {}{}: {}",
+                f.step,
+                f.exit_code
+                    .map(|c| format!(" (exit {c})"))
+                    .unwrap_or_default(),
+                f.message
+            ),
+            Some(NodeResult::Disagrees { gate, what }) => {
+                format!("DISAGREES at the gate {gate}: {what}")
+            }
+            Some(NodeResult::Interrupted { step, why }) => format!("stopped before {step}: {why}"),
+        };
+        let steps: Vec<String> = n.steps.iter().map(|(s, _)| s.to_string()).collect();
+        lines.push(format!(
+            "{}: {result}{}",
+            n.name,
+            if steps.is_empty() {
+                String::new()
+            } else {
+                format!(" (steps: {})", steps.join(", "))
+            }
+        ));
+    }
+    let t = &report.totals;
+    lines.push(format!(
+        "{} {}, {} failed, {} disagreed, {} stopped, {} not finished; {} steps in {}; {} {}; {}",
+        if abort { t.restored } else { t.rotated },
+        if abort { "restored" } else { "rotated" },
+        t.failed,
+        t.disagreed,
+        t.interrupted,
+        t.unfinished,
+        t.steps,
+        seconds(t.took_ms),
+        if abort { "removed" } else { "to" },
+        report.target,
+        match &report.outcome {
+            Outcome::Done => "done".to_string(),
+            Outcome::Failed { retry } => format!("FAILED; retry: {retry}"),
+            Outcome::Stopped { why } => format!("stopped: {why}"),
+        }
+    ));
+    lines.join("\n") + "\n"
+}
+
+async fn run(
+    s: &Session,
+    args: JobArguments,
+    presented: String,
+    context: &RequestContext<RoleServer>,
+) -> Result<CallToolResult, String> {
+    let mut spec = args.spec(&s.global)?;
+    let plan = to_value(&nodejob_core::build(&spec)).to_string();
+    let _busy = Busy::take(s, format!("run on node {}", spec.node), None)?;
+    let (sender, receiver) = events();
+    spec.output = Some(Arc::new(stream::NoteSink(sender)));
+    let (node, name) = (spec.node.clone(), spec.name.clone());
+    let work = move |t: Target| async move {
+        let seen = token::seen(
+            &*t.api,
+            &spec.namespace,
+            &views::lease_name(),
+            Some(&spec.name),
+        )
+        .await?;
+        let current = token::token(Operation::Run, &plan, &seen);
+        if let Some(why) = token::refusal(Operation::Run, &presented, &current) {
+            return Err(why);
+        }
+        nodejob_core::run_exit_code_logs(&*t.api, &spec)
+            .await
+            .map_err(|e| e.to_string())
+    };
+    let task = async { s.backend.run(work).await.and_then(|r| r) };
+    let (notifier, result) = follow(s, context, Name::Run, receiver, None, task).await;
+    let (exit_code, log) = match result {
+        Ok(ended) => ended,
+        Err(why) => {
+            notifier.failed(&why).await;
+            return Err(why);
+        }
+    };
+    let structured = json!({"node": node, "job": name, "exit_code": exit_code, "log": log});
+    let text = format!("{name} on {node} exited {exit_code}\n{log}");
+    let severity = if exit_code == 0 {
+        Severity::Notice
+    } else {
+        Severity::Error
+    };
+    notifier.finish(severity, &text, structured.clone()).await;
+    Ok(answer(text, structured, exit_code != 0))
+}
+
+fn upgrade_error(e: upgrade_driver::Error) -> String {
+    match &e {
+        upgrade_driver::Error::Core(nodejob_core::Error::LeaseHeld { .. }) => {
+            format!("{e}; try again later")
+        }
+        upgrade_driver::Error::NodeNotFound { .. } => format!("nodes: {e}"),
+        upgrade_driver::Error::Plan(p) => format!("{}: {}", p.field, p.rule),
+        _ => e.to_string(),
+    }
+}
+
+fn rotation_error(e: certs_driver::Error) -> String {
+    match &e {
+        certs_driver::Error::Core(nodejob_core::Error::LeaseHeld { .. }) => {
+            format!("{e}; try again later")
+        }
+        certs_driver::Error::NodeNotFound { .. } => format!("nodes: {e}"),
+        certs_driver::Error::Plan(p) => format!("{}: {}", p.field, p.rule),
+        _ => e.to_string(),
+    }
+}

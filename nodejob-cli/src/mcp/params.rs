@@ -1,0 +1,510 @@
+//! The tools' arguments: the JSON Schema each tool publishes, derived from the types here; the
+//! arguments read strictly against it (an unknown field, a missing one, a wrong type: refused,
+//! naming the field); and what they build — the drivers' plans and the node Job — with the
+//! rules the CLI applies to its flags. All of it before any API call.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use nodejob_core::Spec;
+use nodejob_core::drain::{EmptyDir, Unreplicated};
+use rmcp::handler::server::tool::schema_for_input;
+use rmcp::model::JsonObject;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use crate::args::{Global, JobArgs, parse_duration, parse_max_unavailable};
+use crate::commands::{identity, parse_window, spec_of};
+use crate::sim;
+
+/// The field a mutating tool takes its preview's token in.
+pub(crate) const PREVIEW_TOKEN: &str = "preview_token";
+
+/// `status`: no arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StatusArgs {}
+
+/// `jobs`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct JobsArgs {
+    /// Only Jobs matching this label selector (as `kubectl get jobs -l`), e.g.
+    /// `stratum.ciq.com/upgrade` for the upgrade's host Jobs.
+    #[serde(default)]
+    pub(crate) selector: Option<String>,
+}
+
+/// A count of nodes, or a percentage of them.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub(crate) enum CountOrPercent {
+    /// A count: `2`.
+    Count(u32),
+    /// A count or a percentage as text: `"2"`, `"25%"`.
+    Text(String),
+}
+
+/// `upgrade_preview` and `upgrade`: the rolling upgrade's plan, as `nodejob upgrade`'s flags
+/// say it. A field left out takes the driver's default, as the flag's does.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct UpgradeArgs {
+    /// The version to move the nodes to, e.g. `v1.38.0`.
+    pub(crate) to: String,
+    /// Only nodes matching this label selector, e.g. `node-role.kubernetes.io/worker`.
+    #[serde(default)]
+    pub(crate) selector: Option<String>,
+    /// Only these nodes, by name (with `selector` too, a node must match both).
+    #[serde(default)]
+    pub(crate) nodes: Vec<String>,
+    /// How many nodes may be unavailable at once: a count (`2`) or a percentage (`"25%"`).
+    /// Default 1. Control-plane nodes go one at a time whatever it says.
+    #[serde(default)]
+    pub(crate) max_unavailable: Option<CountOrPercent>,
+    /// The drain's bound per node: `90s`, `10m`, `1h30m`. Default `10m`.
+    #[serde(default)]
+    pub(crate) drain_timeout: Option<String>,
+    /// Evict Pods with emptyDir volumes (their data is lost). Default false: such a Pod stops
+    /// the drain.
+    #[serde(default)]
+    pub(crate) delete_emptydir_data: bool,
+    /// Evict Pods no controller manages (they are not recreated). Default false: such a Pod
+    /// stops the drain.
+    #[serde(default)]
+    pub(crate) force: bool,
+    /// The host upgrade Job's deadline. Default `30m`.
+    #[serde(default)]
+    pub(crate) deadline: Option<String>,
+    /// How long a node has to reboot and come back Ready at the target. Default `10m`.
+    #[serde(default)]
+    pub(crate) reboot_timeout: Option<String>,
+    /// The on-host binary, an absolute path. Default `/usr/local/bin/stratum`.
+    #[serde(default)]
+    pub(crate) binary: Option<String>,
+    /// A maintenance window, `DAYS START-END [TZ]`, e.g. `sat,sun 01:00-05:00 Europe/Berlin`:
+    /// no node starts outside it; a node in flight finishes.
+    #[serde(default)]
+    pub(crate) window: Option<String>,
+    /// Stop starting nodes after this many failed. Default 1.
+    #[serde(default)]
+    pub(crate) failure_budget: Option<u32>,
+    /// A health check run on each upgraded node before the next (its argv; exit 0 passes;
+    /// every `{version}` becomes the target).
+    #[serde(default)]
+    pub(crate) health_check: Option<Vec<String>>,
+}
+
+/// `rotate_ca`, `rotate_ca_abort`: the CA rotation's plan, as `nodejob rotate-ca`'s flags say
+/// it. A field left out takes the driver's default, as the flag's does.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RotateCaArgs {
+    /// The new CA's public certificate: the path (on the server's machine) of a PEM file
+    /// holding one CERTIFICATE block and nothing else, never its private key. The hosts get
+    /// its fingerprint only. On a simulated cluster it may be left out: the simulation's
+    /// built-in CA is used.
+    #[serde(default)]
+    pub(crate) new_ca: Option<PathBuf>,
+    /// Only nodes matching this label selector.
+    #[serde(default)]
+    pub(crate) selector: Option<String>,
+    /// Only these nodes, by name.
+    #[serde(default)]
+    pub(crate) nodes: Vec<String>,
+    /// How many workers run a phase at once (control-plane nodes: always one at a time).
+    /// Default 1.
+    #[serde(default)]
+    pub(crate) concurrency: Option<u32>,
+    /// Each host Job's deadline. Default `10m`.
+    #[serde(default)]
+    pub(crate) deadline: Option<String>,
+    /// After `issue`, how long a node has to restart its components and be Ready again.
+    /// Default `10m`.
+    #[serde(default)]
+    pub(crate) ready_timeout: Option<String>,
+    /// The on-host binary, an absolute path. Default `/usr/local/bin/stratum`.
+    #[serde(default)]
+    pub(crate) binary: Option<String>,
+}
+
+/// `render` and `run`: one privileged Job on a node, as `nodejob run`'s flags say it.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct JobArguments {
+    /// The node to run on.
+    pub(crate) node: String,
+    /// The command: the argv run on the host (through `nsenter` into PID 1's namespaces, when
+    /// it starts with `nsenter`), e.g. `["nsenter", "--target", "1", "--mount", "--uts",
+    /// "--ipc", "--net", "--pid", "--", "/usr/local/bin/stratum", "health"]`.
+    pub(crate) argv: Vec<String>,
+    /// Admit the pod as system-node-critical (only on a drained node: it may evict
+    /// workloads). Default false.
+    #[serde(default)]
+    pub(crate) critical: bool,
+    /// The Job's deadline. Default `10m`.
+    #[serde(default)]
+    pub(crate) deadline: Option<String>,
+    /// The Job's name. Default `nodejob-run-<node>`.
+    #[serde(default)]
+    pub(crate) name: Option<String>,
+    /// The image, pinned by `@sha256:` digest. Default nodejob's pinned image.
+    #[serde(default)]
+    pub(crate) image: Option<String>,
+}
+
+/// A field a tool takes beside those of its arguments' type: how the operation is asked for,
+/// not what it does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Extra {
+    /// `preview_token` (required): a mutating tool's.
+    PreviewToken,
+    /// `abort` (optional): `rotate_ca_preview` previews `rotate_ca_abort`.
+    Abort,
+}
+
+impl Extra {
+    fn name(self) -> &'static str {
+        match self {
+            Extra::PreviewToken => PREVIEW_TOKEN,
+            Extra::Abort => ABORT,
+        }
+    }
+}
+
+/// The field `rotate_ca_preview` is told to preview the abort in.
+pub(crate) const ABORT: &str = "abort";
+
+/// The extras of a call, as read.
+#[derive(Debug, Default)]
+pub(crate) struct Extras {
+    /// `preview_token`.
+    pub(crate) preview_token: Option<String>,
+    /// `abort`.
+    pub(crate) abort: bool,
+}
+
+/// The input schema of a tool taking `T` and `extras`.
+pub(crate) fn schema<T: JsonSchema + 'static>(extras: &[Extra]) -> Arc<JsonObject> {
+    let schema = schema_for_input::<T>().unwrap_or_else(|e| {
+        // The types above are objects: a failure here is a bug in them, seen by every test.
+        panic!("the input schema of {}: {e}", std::any::type_name::<T>())
+    });
+    if extras.is_empty() {
+        return schema;
+    }
+    let mut schema = (*schema).clone();
+    for extra in extras {
+        let property = match extra {
+            Extra::PreviewToken => json!({
+                "type": "string",
+                "description": "The preview_token the preview of this operation returned, \
+                    with the same arguments. It is refused (nothing changes) when the arguments \
+                    or the cluster changed since the preview: preview again.",
+            }),
+            Extra::Abort => json!({
+                "type": "boolean",
+                "default": false,
+                "description": "Preview rotate_ca_abort (undo a rotation that has not begun \
+                    issue) rather than rotate_ca: the token returned is then good for \
+                    rotate_ca_abort only.",
+            }),
+        };
+        if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+            properties.insert(extra.name().into(), property);
+        }
+        if *extra == Extra::PreviewToken {
+            match schema.get_mut("required") {
+                Some(Value::Array(required)) => required.push(json!(PREVIEW_TOKEN)),
+                _ => {
+                    schema.insert("required".into(), json!([PREVIEW_TOKEN]));
+                }
+            }
+        }
+    }
+    Arc::new(schema)
+}
+
+/// Reads `arguments` as `T` and its extras, against `schema` (the tool's): a field the schema
+/// does not name, a required one missing, a value of the wrong type or shape is refused,
+/// naming the field.
+pub(crate) fn parse<T: DeserializeOwned>(
+    schema: &JsonObject,
+    arguments: Option<JsonObject>,
+) -> Result<(T, Extras), String> {
+    let mut arguments = arguments.unwrap_or_default();
+    let properties = schema.get("properties").and_then(Value::as_object);
+    for key in arguments.keys() {
+        if !properties.is_some_and(|p| p.contains_key(key)) {
+            let known: Vec<&str> = properties
+                .map(|p| p.keys().map(String::as_str).collect())
+                .unwrap_or_default();
+            return Err(format!(
+                "{key}: no such argument; the arguments are: {}",
+                known.join(", ")
+            ));
+        }
+    }
+    let required = (schema.get("required").and_then(Value::as_array))
+        .map(|r| r.iter().filter_map(Value::as_str).collect::<Vec<_>>())
+        .unwrap_or_default();
+    for field in required {
+        if arguments.get(field).is_none_or(Value::is_null) {
+            return Err(if field == PREVIEW_TOKEN {
+                format!(
+                    "{PREVIEW_TOKEN}: required; call this operation's preview with the same \
+                     arguments first, and pass the {PREVIEW_TOKEN} it returns"
+                )
+            } else {
+                format!("{field}: required")
+            });
+        }
+    }
+    // The extras are the schema's: `parse` refused them above for a tool without them.
+    let mut extras = Extras::default();
+    match arguments.remove(PREVIEW_TOKEN) {
+        Some(Value::String(token)) => extras.preview_token = Some(token),
+        Some(other) => {
+            return Err(format!(
+                "{PREVIEW_TOKEN}: must be a string as the preview returned it, got {other}"
+            ));
+        }
+        None => {}
+    }
+    match arguments.remove(ABORT) {
+        Some(Value::Bool(abort)) => extras.abort = abort,
+        Some(Value::Null) | None => {}
+        Some(other) => return Err(format!("{ABORT}: must be true or false, got {other}")),
+    }
+    let args = serde_path_to_error::deserialize(Value::Object(arguments)).map_err(|e| {
+        let path = e.path().to_string();
+        format!("{path}: {}", e.into_inner())
+    })?;
+    Ok((args, extras))
+}
+
+fn duration(field: &str, value: Option<&String>) -> Result<Option<Duration>, String> {
+    value
+        .map(|v| parse_duration(v).map_err(|e| format!("{field}: {e}")))
+        .transpose()
+}
+
+impl UpgradeArgs {
+    /// The upgrade's plan: the driver's defaults, each given field over it; refused naming
+    /// the field.
+    pub(crate) fn plan(&self, namespace: &str) -> Result<upgrade_driver::Plan, String> {
+        let mut spec = upgrade_driver::PlanSpec::new(self.to.clone());
+        spec.selector = self.selector.clone();
+        spec.nodes = self.nodes.clone();
+        if let Some(m) = &self.max_unavailable {
+            let text = match m {
+                CountOrPercent::Count(n) => n.to_string(),
+                CountOrPercent::Text(t) => t.clone(),
+            };
+            spec.max_unavailable =
+                parse_max_unavailable(&text).map_err(|e| format!("max_unavailable: {e}"))?;
+        }
+        if let Some(d) = duration("drain_timeout", self.drain_timeout.as_ref())? {
+            spec.drain.timeout = d;
+        }
+        if self.delete_emptydir_data {
+            spec.drain.empty_dir = EmptyDir::Delete;
+        }
+        if self.force {
+            spec.drain.unreplicated = Unreplicated::Force;
+        }
+        if let Some(d) = duration("deadline", self.deadline.as_ref())? {
+            spec.deadline = d;
+        }
+        if let Some(d) = duration("reboot_timeout", self.reboot_timeout.as_ref())? {
+            spec.reboot_timeout = d;
+        }
+        if let Some(binary) = &self.binary {
+            spec.binary = binary.clone();
+        }
+        if let Some(window) = &self.window {
+            spec.window = Some(parse_window(window).map_err(|e| format!("window: {e}"))?);
+        }
+        if let Some(budget) = self.failure_budget {
+            spec.failure_budget = budget;
+        }
+        spec.health_check = self.health_check.clone();
+        spec.namespace = namespace.to_string();
+        spec.identity = identity();
+        upgrade_driver::Plan::build(spec).map_err(|e| {
+            let field = match e.field {
+                "target" => "to",
+                "drain.timeout" => "drain_timeout",
+                f if f.starts_with("window") => "window",
+                "namespace" => "namespace (the server's --namespace)",
+                f => f,
+            };
+            format!("{field}: {}", e.rule)
+        })
+    }
+}
+
+impl RotateCaArgs {
+    /// The rotation's plan: the driver's defaults, each given field over it; refused naming
+    /// the field. Without `new_ca`, on a simulated cluster, the simulation's built-in CA.
+    pub(crate) fn plan(
+        &self,
+        namespace: &str,
+        simulated: bool,
+    ) -> Result<certs_driver::Plan, String> {
+        let pem = match (&self.new_ca, simulated) {
+            (Some(path), _) => std::fs::read_to_string(path)
+                .map_err(|e| format!("new_ca: reading {}: {e}", path.display()))?,
+            (None, true) => sim::SIMULATED_CA.to_string(),
+            (None, false) => return Err("new_ca: required (the new CA's PEM file)".into()),
+        };
+        let refused = |e: certs_driver::PlanError| {
+            let field = match e.field {
+                "ca_certificate" | "fingerprint" => "new_ca",
+                "namespace" => "namespace (the server's --namespace)",
+                f => f,
+            };
+            format!("{field}: {}", e.rule)
+        };
+        let fingerprint = certs_driver::Fingerprint::of_pem(&pem).map_err(refused)?;
+        let mut spec = certs_driver::PlanSpec::new(pem, fingerprint.as_str());
+        spec.selector = self.selector.clone();
+        spec.nodes = self.nodes.clone();
+        if let Some(c) = self.concurrency {
+            spec.concurrency = c;
+        }
+        if let Some(d) = duration("deadline", self.deadline.as_ref())? {
+            spec.deadline = d;
+        }
+        if let Some(d) = duration("ready_timeout", self.ready_timeout.as_ref())? {
+            spec.ready_timeout = d;
+        }
+        if let Some(binary) = &self.binary {
+            spec.binary = binary.clone();
+        }
+        spec.namespace = namespace.to_string();
+        spec.identity = identity();
+        certs_driver::Plan::build(spec).map_err(refused)
+    }
+}
+
+/// `nodejob run`'s default deadline.
+const RUN_DEADLINE: Duration = Duration::from_secs(10 * 60);
+
+impl JobArguments {
+    /// The node Job's spec, as `nodejob run` builds it from the same flags.
+    pub(crate) fn spec(&self, global: &Global) -> Result<Spec, String> {
+        let job = JobArgs {
+            node: self.node.clone(),
+            critical: self.critical,
+            deadline: duration("deadline", self.deadline.as_ref())?.unwrap_or(RUN_DEADLINE),
+            name: self.name.clone(),
+            image: self.image.clone(),
+            argv: self.argv.clone(),
+        };
+        if job.argv.is_empty() {
+            return Err("argv: must name a command (at least one element)".into());
+        }
+        spec_of(global, &job).map_err(|e| e.message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(v: Value) -> Option<JsonObject> {
+        v.as_object().cloned()
+    }
+
+    #[test]
+    fn arguments_are_read_strictly_naming_the_field() {
+        let plain = schema::<UpgradeArgs>(&[]);
+        let gated = schema::<UpgradeArgs>(&[Extra::PreviewToken]);
+        let ok: Result<(UpgradeArgs, _), _> = parse(&plain, object(json!({"to": "v1"})));
+        assert!(ok.is_ok());
+        let cases = [
+            (&plain, json!({}), "to: required"),
+            (
+                &plain,
+                json!({"to": "v1", "max_unavailble": 2}),
+                "max_unavailble: no such",
+            ),
+            (&plain, json!({"to": 3}), "to: invalid type"),
+            (
+                &plain,
+                json!({"to": "v1", "nodes": "a"}),
+                "nodes: invalid type",
+            ),
+            (&gated, json!({"to": "v1"}), "preview_token: required"),
+            (
+                &gated,
+                json!({"to": "v1", "preview_token": 1}),
+                "preview_token: must be",
+            ),
+        ];
+        for (schema, args, want) in cases {
+            let got = parse::<UpgradeArgs>(schema, object(args.clone()))
+                .err()
+                .unwrap_or_default();
+            assert!(got.starts_with(want), "{args}: {got}");
+        }
+        let (_, extras) =
+            parse::<UpgradeArgs>(&gated, object(json!({"to": "v1", "preview_token": "t"})))
+                .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(extras.preview_token.as_deref(), Some("t"));
+        let rotation = schema::<RotateCaArgs>(&[Extra::Abort]);
+        let (_, extras) = parse::<RotateCaArgs>(&rotation, object(json!({"abort": true})))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(extras.abort);
+        let bad = parse::<RotateCaArgs>(&rotation, object(json!({"concurrency": "two"})));
+        assert!(
+            bad.err()
+                .unwrap_or_default()
+                .starts_with("concurrency: invalid type")
+        );
+        let bad = parse::<RotateCaArgs>(&rotation, object(json!({"abort": "yes"})));
+        assert!(bad.err().unwrap_or_default().starts_with("abort: must be"));
+    }
+
+    #[test]
+    fn plans_refuse_naming_the_argument() {
+        let args = |v: Value| {
+            parse::<UpgradeArgs>(&schema::<UpgradeArgs>(&[]), object(v))
+                .unwrap_or_else(|e| panic!("{e}"))
+                .0
+        };
+        let cases = [
+            (json!({"to": ""}), "to: "),
+            (
+                json!({"to": "v1", "max_unavailable": 0}),
+                "max_unavailable: ",
+            ),
+            (
+                json!({"to": "v1", "max_unavailable": "150%"}),
+                "max_unavailable: ",
+            ),
+            (
+                json!({"to": "v1", "drain_timeout": "soon"}),
+                "drain_timeout: ",
+            ),
+            (json!({"to": "v1", "window": "someday"}), "window: "),
+            (json!({"to": "v1", "binary": "stratum"}), "binary: "),
+        ];
+        for (v, want) in cases {
+            let got = args(v.clone())
+                .plan("kube-system")
+                .err()
+                .unwrap_or_default();
+            assert!(got.starts_with(want), "{v}: {got}");
+        }
+        assert!(
+            args(json!({"to": "v1", "max_unavailable": "25%"}))
+                .plan("kube-system")
+                .is_ok()
+        );
+    }
+}

@@ -1,0 +1,161 @@
+//! The preview token: what a mutating tool must present, so that nothing changes a cluster but
+//! the plan a preview showed, on the cluster as the preview saw it.
+//!
+//! It is the sha256 of the operation, its plan (every field, defaults included, and the server's
+//! Lease identity, so a token is good for this session only) and the state of the cluster the
+//! operation decides from: every node's name and resourceVersion, and the Lease's holder and
+//! resourceVersion (and, for `run`, the Job of that name). Any change to any of them (a node
+//! cordoned, upgraded, relabelled, added; the Lease taken) makes the token stale: preview again.
+
+use k8s_openapi::api::batch::v1::Job;
+use nodejob_core::lease::holder;
+use nodejob_core::{ApiError, JobApi, LeaseApi, NodeApi};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+/// What the token covers of the cluster, as read.
+#[derive(Debug, Serialize)]
+pub(crate) struct Seen {
+    /// Every node: name and resourceVersion, by name.
+    nodes: Vec<(String, String)>,
+    /// The Lease: holder (if held) and resourceVersion; `None`: no Lease.
+    lease: Option<(Option<String>, String)>,
+    /// For `run`: the Job of that name, UID and resourceVersion; `None` otherwise or absent.
+    job: Option<(String, String)>,
+}
+
+/// The operation a token is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Operation {
+    /// `upgrade`.
+    Upgrade,
+    /// `rotate_ca`.
+    RotateCa,
+    /// `rotate_ca_abort`.
+    RotateCaAbort,
+    /// `run`.
+    Run,
+}
+
+impl Operation {
+    /// The tool that previews it.
+    pub(crate) fn preview_tool(self) -> &'static str {
+        match self {
+            Operation::Upgrade => "upgrade_preview",
+            Operation::RotateCa => "rotate_ca_preview",
+            Operation::RotateCaAbort => "rotate_ca_preview (with abort: true)",
+            Operation::Run => "render",
+        }
+    }
+}
+
+/// Reads what a token covers: the nodes, the Lease `namespace/lease`, and, when `job` names one,
+/// that Job.
+pub(crate) async fn seen<A>(
+    api: &A,
+    namespace: &str,
+    lease: &str,
+    job: Option<&str>,
+) -> Result<Seen, String>
+where
+    A: JobApi + NodeApi + LeaseApi + ?Sized,
+{
+    let mut nodes: Vec<(String, String)> = api
+        .list_nodes("")
+        .await
+        .map_err(|e| format!("listing nodes: {e}"))?
+        .into_iter()
+        .map(|n| {
+            (
+                n.metadata.name.unwrap_or_default(),
+                n.metadata.resource_version.unwrap_or_default(),
+            )
+        })
+        .collect();
+    nodes.sort();
+    let lease = match api.get_lease(namespace, lease).await {
+        Ok(l) => Some((
+            holder(&l).map(|h| h.identity),
+            l.metadata.resource_version.unwrap_or_default(),
+        )),
+        Err(e) if e.is_not_found() => None,
+        Err(e) => return Err(format!("reading lease {namespace}/{lease}: {e}")),
+    };
+    let job = match job {
+        Some(name) => absent_ok(api.get_job(namespace, name).await)
+            .map_err(|e| format!("reading job {namespace}/{name}: {e}"))?
+            .map(|j: Job| {
+                (
+                    j.metadata.uid.unwrap_or_default(),
+                    j.metadata.resource_version.unwrap_or_default(),
+                )
+            }),
+        None => None,
+    };
+    Ok(Seen { nodes, lease, job })
+}
+
+fn absent_ok<T>(result: Result<T, ApiError>) -> Result<Option<T>, ApiError> {
+    match result {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The token of `operation` with `plan` (its `Debug` form: every field) on `seen`.
+pub(crate) fn token(operation: Operation, plan: &str, seen: &Seen) -> String {
+    let body = serde_json::json!({
+        "operation": operation,
+        "plan": plan,
+        "seen": seen,
+    });
+    let digest = Sha256::digest(body.to_string().as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+/// Why a presented token is refused (`None`: it matches).
+pub(crate) fn refusal(operation: Operation, presented: &str, current: &str) -> Option<String> {
+    (presented != current).then(|| {
+        format!(
+            "preview_token: does not match the current plan and cluster state (the arguments \
+             differ from the preview's, or the cluster changed since: a node, the Lease{}); \
+             nothing was changed: call {} again with the same arguments and pass the \
+             preview_token it returns",
+            if operation == Operation::Run {
+                ", the Job"
+            } else {
+                ""
+            },
+            operation.preview_tool()
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seen(rv: &str) -> Seen {
+        Seen {
+            nodes: vec![("a".into(), rv.into()), ("b".into(), "7".into())],
+            lease: None,
+            job: None,
+        }
+    }
+
+    #[test]
+    fn a_token_binds_the_operation_the_plan_and_the_state() {
+        let t = token(Operation::Upgrade, "plan", &seen("1"));
+        assert!(t.starts_with("sha256:") && t.len() == 7 + 64, "{t}");
+        assert_eq!(t, token(Operation::Upgrade, "plan", &seen("1")));
+        assert_ne!(t, token(Operation::RotateCa, "plan", &seen("1")));
+        assert_ne!(t, token(Operation::Upgrade, "plan2", &seen("1")));
+        assert_ne!(t, token(Operation::Upgrade, "plan", &seen("2")));
+        assert!(refusal(Operation::Upgrade, &t, &t).is_none());
+        let why = refusal(Operation::Upgrade, "sha256:00", &t).unwrap_or_default();
+        assert!(why.contains("upgrade_preview again"), "{why}");
+    }
+}

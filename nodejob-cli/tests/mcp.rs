@@ -1,0 +1,789 @@
+//! `nodejob mcp --simulate 5` as an MCP client sees it: rmcp's client side speaks to the built
+//! binary over stdio. The tools and their schemas; an upgrade after its preview, with its
+//! progress and report; tokens refused (stale, missing, for other arguments) with nothing
+//! changed; a cancelled upgrade stopping after the step in flight; bad arguments refused naming
+//! the field, with no API call.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail, ensure};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest,
+    ProgressNotificationParam, ProgressToken, ServerResult,
+};
+use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService};
+use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+
+/// How long any one wait may take before the test fails (a bound, not a pause).
+const PATIENCE: Duration = Duration::from_secs(120);
+
+const TARGET: &str = "v1.38.0";
+const NODES: [&str; 5] = ["cp-0", "cp-1", "cp-2", "worker-a-0", "worker-b-0"];
+
+/// The client: records every progress and logging notification it receives (of the latter,
+/// the data).
+#[derive(Clone)]
+struct Recorder {
+    progress: UnboundedSender<ProgressNotificationParam>,
+    logs: UnboundedSender<Value>,
+}
+
+impl ClientHandler for Recorder {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let _ = self.progress.send(params);
+    }
+
+    #[allow(deprecated)] // MCP logging: deprecated in the SDK for a future protocol
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let _ = self.logs.send(params.data);
+    }
+}
+
+/// A session with `nodejob mcp --simulate 5`, and what it has been notified of.
+struct Session {
+    client: RunningService<RoleClient, Recorder>,
+    progress_rx: UnboundedReceiver<ProgressNotificationParam>,
+    logs_rx: UnboundedReceiver<Value>,
+    /// The progress notifications received, not yet handed out by [`Session::finished`].
+    progress: Vec<ProgressNotificationParam>,
+    /// The logging notifications' data received, not yet handed out.
+    logs: Vec<Value>,
+}
+
+impl Session {
+    async fn start() -> Result<Session> {
+        let (progress, progress_rx) = unbounded_channel();
+        let (logs, logs_rx) = unbounded_channel();
+        let command = tokio::process::Command::new(env!("CARGO_BIN_EXE_nodejob")).configure(|c| {
+            c.args(["mcp", "--simulate", "5"])
+                .env_remove("KUBECONFIG")
+                .env("RUST_LOG", "error");
+        });
+        let client = Recorder { progress, logs }
+            .serve(TokioChildProcess::new(command)?)
+            .await
+            .context("starting the session")?;
+        Ok(Session {
+            client,
+            progress_rx,
+            logs_rx,
+            progress: Vec::new(),
+            logs: Vec::new(),
+        })
+    }
+
+    /// Calls `tool` with `arguments` and waits for its result.
+    async fn call(&self, tool: &'static str, arguments: Value) -> Result<CallToolResult> {
+        let arguments = arguments.as_object().cloned().context("arguments")?;
+        let call = self
+            .client
+            .call_tool(CallToolRequestParams::new(tool).with_arguments(arguments));
+        Ok(tokio::time::timeout(PATIENCE, call).await??)
+    }
+
+    /// Sends a call of `tool`, not waiting for its result: its request handle.
+    async fn send(
+        &self,
+        tool: &'static str,
+        arguments: Value,
+    ) -> Result<rmcp::service::RequestHandle<RoleClient>> {
+        let arguments = arguments.as_object().cloned().context("arguments")?;
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(
+            CallToolRequestParams::new(tool).with_arguments(arguments),
+        ));
+        Ok(self
+            .client
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await?)
+    }
+
+    /// The `status` tool's structured content.
+    async fn status(&self) -> Result<Value> {
+        let result = self.call("status", json!({})).await?;
+        ensure!(result.is_error != Some(true), "status: {}", text(&result));
+        result
+            .structured_content
+            .context("status: no structured content")
+    }
+
+    /// `upgrade_preview` with `arguments`, and the token it returned.
+    async fn preview(&self, arguments: Value) -> Result<(Value, String)> {
+        let result = self.call("upgrade_preview", arguments).await?;
+        ensure!(result.is_error != Some(true), "preview: {}", text(&result));
+        let content = result.structured_content.context("preview: no structure")?;
+        let token = content["preview_token"]
+            .as_str()
+            .context("preview: no token")?
+            .to_string();
+        Ok((content, token))
+    }
+
+    /// Waits for the end of the call of `tool` whose progress token is `token`: its report
+    /// notification, and every notification the server sent before it (the report counts
+    /// them: the client handles each notification in a task of its own, so they may come in
+    /// any order). Returns the report, the call's progress and its logging notifications.
+    async fn finished(
+        &mut self,
+        tool: &str,
+        token: &ProgressToken,
+    ) -> Result<(Value, Vec<ProgressNotificationParam>, Vec<Value>)> {
+        let is_report = |l: &Value| l["event"] == "report" && l["tool"] == tool;
+        let end = loop {
+            if let Some(end) = self.logs.iter().find(|l| is_report(l)) {
+                break end.clone();
+            }
+            self.receive().await?;
+        };
+        let logged = end["logging_notifications"].as_u64().context("a count")? as usize;
+        let progressed = end["progress_notifications"].as_u64().context("a count")? as usize;
+        let ours = |l: &Value| l["tool"] == tool && !is_report(l);
+        while self.logs.iter().filter(|l| ours(l)).count() < logged
+            || self
+                .progress
+                .iter()
+                .filter(|p| &p.progress_token == token)
+                .count()
+                < progressed
+        {
+            self.receive().await?;
+        }
+        let (logs, rest) = std::mem::take(&mut self.logs)
+            .into_iter()
+            .partition(|l| l["tool"] == tool);
+        self.logs = rest;
+        let (progress, rest) = std::mem::take(&mut self.progress)
+            .into_iter()
+            .partition(|p| &p.progress_token == token);
+        self.progress = rest;
+        let logs: Vec<Value> = logs.into_iter().filter(|l| !is_report(l)).collect();
+        Ok((end["report"].clone(), progress, logs))
+    }
+
+    /// Waits for the next notification, and keeps it.
+    async fn receive(&mut self) -> Result<()> {
+        let next = async {
+            tokio::select! {
+                log = self.logs_rx.recv() => log.map(|l| self.logs.push(l)),
+                p = self.progress_rx.recv() => p.map(|p| self.progress.push(p)),
+            }
+        };
+        tokio::time::timeout(PATIENCE, next)
+            .await
+            .map_err(|_| anyhow!("no notification in {PATIENCE:?}"))?
+            .context("the session ended")
+    }
+
+    async fn close(self) -> Result<()> {
+        self.client.cancel().await?;
+        Ok(())
+    }
+}
+
+fn text(result: &CallToolResult) -> String {
+    (result.content.iter())
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Each node's version, as `status` reports it.
+fn versions(status: &Value) -> Vec<(String, String)> {
+    (status["nodes"].as_array().into_iter().flatten())
+        .map(|n| {
+            (
+                n["node"].as_str().unwrap_or("?").to_string(),
+                n["version"].as_str().unwrap_or("?").to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The simulated cluster's write count and resourceVersion, as `status` reports them.
+fn writes(status: &Value) -> (Value, Value) {
+    (
+        status["simulated"]["writes"].clone(),
+        status["simulated"]["resource_version"].clone(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tools_are_listed_with_their_schemas_and_annotations() -> Result<()> {
+    let session = Session::start().await?;
+    let tools = session.client.list_all_tools().await?;
+    let names: BTreeSet<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    let read_only = [
+        "status",
+        "jobs",
+        "render",
+        "upgrade_preview",
+        "rotate_ca_preview",
+    ];
+    let mutating = ["upgrade", "rotate_ca", "rotate_ca_abort", "run"];
+    let want: BTreeSet<&str> = read_only.iter().chain(&mutating).copied().collect();
+    assert_eq!(names, want);
+    for tool in &tools {
+        let name = tool.name.as_ref();
+        let a = tool.annotations.clone().context("annotations")?;
+        let schema = tool.schema_as_json_value();
+        assert_eq!(schema["type"], "object", "{name}");
+        let required: Vec<&str> = (schema["required"].as_array().into_iter().flatten())
+            .filter_map(Value::as_str)
+            .collect();
+        if mutating.contains(&name) {
+            assert_eq!(a.read_only_hint, Some(false), "{name}");
+            assert_eq!(a.destructive_hint, Some(true), "{name}");
+            assert!(required.contains(&"preview_token"), "{name}: {schema}");
+            assert_eq!(schema["properties"]["preview_token"]["type"], "string");
+        } else {
+            assert_eq!(a.read_only_hint, Some(true), "{name}");
+            assert_eq!(a.destructive_hint, Some(false), "{name}");
+            assert!(!required.contains(&"preview_token"), "{name}: {schema}");
+        }
+        assert!(tool.description.as_ref().is_some_and(|d| d.len() > 40));
+    }
+    let upgrade = (tools.iter())
+        .find(|t| t.name == "upgrade")
+        .context("upgrade")?
+        .schema_as_json_value();
+    for field in [
+        "to",
+        "max_unavailable",
+        "drain_timeout",
+        "window",
+        "health_check",
+    ] {
+        assert!(
+            upgrade["properties"].get(field).is_some(),
+            "{field}: {upgrade}"
+        );
+    }
+    assert_eq!(upgrade["required"], json!(["to", "preview_token"]));
+    let info = session.client.peer_info().context("server info")?;
+    assert!(
+        (info.instructions.as_deref()).is_some_and(|i| i.contains("simulated")),
+        "{info:?}"
+    );
+    session.close().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_with_its_preview_token_streams_progress_and_reports_every_node_at_the_target()
+-> Result<()> {
+    let mut session = Session::start().await?;
+    let before = session.status().await?;
+    assert!(
+        versions(&before).iter().all(|(_, v)| v == "v1.37.2"),
+        "{before}"
+    );
+
+    let (preview, token) = session.preview(json!({"to": TARGET})).await?;
+    let batches = preview["preview"]["batches"]
+        .as_array()
+        .context("batches")?;
+    assert_eq!(batches.len(), 5, "{preview}");
+
+    let handle = session
+        .send("upgrade", json!({"to": TARGET, "preview_token": token}))
+        .await?;
+    let progress_token = handle.progress_token.clone();
+    let response = tokio::time::timeout(PATIENCE, handle.await_response()).await??;
+    let ServerResult::CallToolResult(result) = response else {
+        bail!("not a tool result: {response:?}");
+    };
+    assert_eq!(result.is_error, Some(false), "{}", text(&result));
+    let report = result.structured_content.clone().context("no report")?;
+    assert_eq!(report["outcome"]["outcome"], "done", "{report}");
+    assert_eq!(report["totals"]["upgraded"], 5, "{report}");
+    for node in NODES {
+        let n = (report["nodes"].as_array().into_iter().flatten())
+            .find(|n| n["name"] == node)
+            .with_context(|| format!("{node} not in the report"))?;
+        assert_eq!(n["to"], TARGET, "{n}");
+        assert_eq!(n["result"], "Upgraded", "{n}");
+        assert!(text(&result).contains(node), "the summary lists {node}");
+    }
+
+    let (reported, progress, logged) = session.finished("upgrade", &progress_token).await?;
+    assert_eq!(
+        reported, report,
+        "the report notification carries the result's report"
+    );
+    // Progress: with the call's token, one per event, counting up, each a line of text.
+    let mut counts: Vec<f64> = progress.iter().map(|p| p.progress).collect();
+    counts.sort_by(f64::total_cmp);
+    let expected: Vec<f64> = (1..=progress.len()).map(|i| i as f64).collect();
+    assert_eq!(counts, expected);
+    let messages: BTreeSet<String> = progress.iter().filter_map(|p| p.message.clone()).collect();
+    for node in NODES {
+        for step in ["Cordon", "Drain", "Upgrade", "Reboot", "Uncordon"] {
+            assert!(
+                messages.contains(&format!("{node}: {step}...")),
+                "no progress for {node} {step}: {messages:?}"
+            );
+        }
+        assert!(
+            messages
+                .iter()
+                .any(|m| m.starts_with(&format!("{node}: upgraded after")))
+        );
+    }
+    // Logging: the drivers' events as they serialise them.
+    let finished: BTreeSet<&str> = (logged.iter())
+        .filter(|l| l["event"]["event"] == "node_finished")
+        .filter_map(|l| l["event"]["node"].as_str())
+        .collect();
+    assert_eq!(finished, NODES.into_iter().collect());
+
+    let after = session.status().await?;
+    for (node, version) in versions(&after) {
+        assert_eq!(version, TARGET, "{node}");
+    }
+    assert!(
+        after["lease"]["holder"].is_null(),
+        "the Lease is released: {after}"
+    );
+    session.close().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_stale_or_foreign_token_is_refused_and_nothing_changes() -> Result<()> {
+    let session = Session::start().await?;
+    let (_, whole) = session.preview(json!({"to": TARGET})).await?;
+
+    // The cluster changes after that preview: cp-0 alone is upgraded, with its own preview.
+    let (_, first) = session
+        .preview(json!({"to": TARGET, "nodes": ["cp-0"]}))
+        .await?;
+    let one = session
+        .call(
+            "upgrade",
+            json!({"to": TARGET, "nodes": ["cp-0"], "preview_token": first}),
+        )
+        .await?;
+    assert_eq!(one.is_error, Some(false), "{}", text(&one));
+
+    let before = session.status().await?;
+    let refused = [
+        (json!({"to": TARGET}), "preview_token: required"),
+        (
+            json!({"to": TARGET, "preview_token": whole}),
+            "upgrade_preview again",
+        ),
+        (
+            json!({"to": TARGET, "preview_token": "sha256:00"}),
+            "upgrade_preview again",
+        ),
+        (
+            json!({"to": "v1.39.0", "preview_token": first}),
+            "upgrade_preview again",
+        ),
+        (
+            json!({"to": TARGET, "nodes": ["cp-0"], "preview_token": first}),
+            "upgrade_preview again",
+        ),
+    ];
+    for (arguments, why) in refused {
+        let result = session.call("upgrade", arguments.clone()).await?;
+        assert_eq!(
+            result.is_error,
+            Some(true),
+            "{arguments}: {}",
+            text(&result)
+        );
+        assert!(
+            text(&result).contains(why),
+            "{arguments}: {}",
+            text(&result)
+        );
+        assert!(text(&result).contains("preview_token"), "{}", text(&result));
+        assert!(result.structured_content.is_none());
+    }
+    let after = session.status().await?;
+    assert_eq!(
+        writes(&after),
+        writes(&before),
+        "a refused call wrote: {after}"
+    );
+    assert_eq!(versions(&after), versions(&before));
+    let moved: Vec<_> = (versions(&after).into_iter())
+        .filter(|(_, v)| v == TARGET)
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(
+        moved,
+        ["cp-0"],
+        "only the upgrade with its token moved a node"
+    );
+
+    // A fresh preview of what is left sees the cluster as it is.
+    let (preview, _) = session.preview(json!({"to": TARGET})).await?;
+    let skipped: Vec<&str> = (preview["preview"]["skipped"]
+        .as_array()
+        .into_iter()
+        .flatten())
+    .filter_map(|s| s[0].as_str())
+    .collect();
+    assert_eq!(skipped, ["cp-0"], "{preview}");
+    session.close().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_upgrade_stops_after_the_step_in_flight_and_resumes() -> Result<()> {
+    let mut session = Session::start().await?;
+    let (_, token) = session.preview(json!({"to": TARGET})).await?;
+    let handle = session
+        .send("upgrade", json!({"to": TARGET, "preview_token": token}))
+        .await?;
+    let progress_token = handle.progress_token.clone();
+    // Cancel as soon as a step has started: it is then in flight.
+    while !(session.progress.iter()).any(|p| {
+        p.progress_token == progress_token
+            && p.message.as_deref().is_some_and(|m| m.ends_with("..."))
+    }) {
+        session.receive().await?;
+    }
+    handle.cancel(Some("the operator said stop".into())).await?;
+
+    // The result of a cancelled call is not sent: the report comes as a notification.
+    let (report, _, logged) = session.finished("upgrade", &progress_token).await?;
+    assert_eq!(report["outcome"]["outcome"], "stopped", "{report}");
+    let nodes: Vec<&Value> = report["nodes"].as_array().into_iter().flatten().collect();
+    let started = nodes.iter().take_while(|n| !n["result"].is_null()).count();
+    assert!(started >= 1, "{report}");
+    assert!(
+        nodes[started..].iter().all(|n| n["result"].is_null()),
+        "{report}"
+    );
+    assert!(
+        nodes[4]["result"].is_null(),
+        "the last node was never started: {report}"
+    );
+    // Each started node was upgraded, or stopped at the step that was in flight: nothing on
+    // it after that step started, every step before it finished.
+    let steps = |event: &str, node: &Value| -> BTreeSet<String> {
+        (logged.iter())
+            .filter(|l| l["tool"] == "upgrade" && l["event"]["event"] == event)
+            .filter(|l| &l["event"]["node"] == node)
+            .filter_map(|l| l["event"]["step"].as_str().map(str::to_string))
+            .collect()
+    };
+    const ORDER: [&str; 6] = ["Cordon", "Drain", "Upgrade", "Reboot", "Health", "Uncordon"];
+    for n in &nodes[..started] {
+        let (began, ended) = (
+            steps("step_started", &n["name"]),
+            steps("step_finished", &n["name"]),
+        );
+        if n["result"] == "Upgraded" {
+            assert_eq!(began, ended, "{n}");
+            continue;
+        }
+        let at = n["result"]["Interrupted"]["step"]
+            .as_str()
+            .with_context(|| format!("{n}"))?;
+        let at = ORDER.iter().position(|s| *s == at).context("a step")?;
+        for (i, step) in ORDER.iter().enumerate() {
+            let step = step.to_string();
+            if i < at {
+                // Before the step in flight: each step that began, ended.
+                assert!(
+                    !began.contains(&step) || ended.contains(&step),
+                    "{n}: {ended:?}"
+                );
+            } else if i > at {
+                // After it: nothing began.
+                assert!(!began.contains(&step), "{n} went on: {began:?}");
+            }
+        }
+    }
+    for n in &nodes[started..] {
+        assert!(steps("step_started", &n["name"]).is_empty(), "{n} began");
+    }
+    assert!(
+        logged
+            .iter()
+            .any(|l| (l["text"].as_str()).is_some_and(|t| t.starts_with("cancelled:"))),
+        "the cancellation is acknowledged: {logged:?}"
+    );
+    // A host Job in flight ran to its end: none was killed or failed.
+    let jobs = session.call("jobs", json!({})).await?;
+    let jobs = jobs.structured_content.context("jobs")?;
+    assert!(
+        (jobs["jobs"].as_array().into_iter().flatten()).all(|j| j["status"] != "Failed"),
+        "{jobs}"
+    );
+
+    // The nodes not started are where they were; a new preview and upgrade resume the roll.
+    let status = session.status().await?;
+    let last = versions(&status)
+        .into_iter()
+        .find(|(n, _)| n == "worker-b-0");
+    assert_eq!(
+        last,
+        Some(("worker-b-0".into(), "v1.37.2".into())),
+        "{status}"
+    );
+    let (_, token) = session.preview(json!({"to": TARGET})).await?;
+    let resumed = session
+        .call("upgrade", json!({"to": TARGET, "preview_token": token}))
+        .await?;
+    let report = resumed.structured_content.context("no report")?;
+    assert_eq!(report["outcome"]["outcome"], "done", "{report}");
+    let status = session.status().await?;
+    for (node, version) in versions(&status) {
+        assert_eq!(version, TARGET, "{node}");
+    }
+    session.close().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_arguments_are_refused_naming_the_field_with_no_api_call() -> Result<()> {
+    let session = Session::start().await?;
+    // What a `status` costs in API calls, to tell the calls between two of them.
+    let calls = |s: &Value| s["simulated"]["api_calls"].as_u64().unwrap_or(0);
+    let first = session.status().await?;
+    let second = session.status().await?;
+    let per_status = calls(&second) - calls(&first);
+    assert!(per_status > 0);
+
+    let cases = [
+        ("upgrade_preview", json!({}), "to: required"),
+        ("upgrade_preview", json!({"to": 5}), "to: invalid type"),
+        ("upgrade_preview", json!({"to": ""}), "to: "),
+        (
+            "upgrade_preview",
+            json!({"to": TARGET, "max_unavailable": "150%"}),
+            "max_unavailable: ",
+        ),
+        (
+            "upgrade_preview",
+            json!({"to": TARGET, "max_unavailable": 0}),
+            "max_unavailable: ",
+        ),
+        (
+            "upgrade_preview",
+            json!({"to": TARGET, "drain_timeout": "soon"}),
+            "drain_timeout: ",
+        ),
+        (
+            "upgrade_preview",
+            json!({"to": TARGET, "window": "never"}),
+            "window: ",
+        ),
+        (
+            "upgrade_preview",
+            json!({"to": TARGET, "binary": "stratum"}),
+            "binary: ",
+        ),
+        (
+            "upgrade_preview",
+            json!({"to": TARGET, "nodes": "cp-0"}),
+            "nodes: invalid type",
+        ),
+        (
+            "upgrade",
+            json!({"to": TARGET, "drain_timout": "1m", "preview_token": "x"}),
+            "drain_timout: no such argument",
+        ),
+        (
+            "upgrade",
+            json!({"to": TARGET, "preview_token": 7}),
+            "preview_token: must be a string",
+        ),
+        (
+            "rotate_ca_preview",
+            json!({"concurrency": "two"}),
+            "concurrency: invalid type",
+        ),
+        (
+            "rotate_ca_preview",
+            json!({"concurrency": 0}),
+            "concurrency: ",
+        ),
+        (
+            "rotate_ca",
+            json!({"new_ca": "/nonexistent/ca.pem", "preview_token": "x"}),
+            "new_ca: ",
+        ),
+        (
+            "render",
+            json!({"node": "Not_A_Node", "argv": ["true"]}),
+            "node: ",
+        ),
+        (
+            "render",
+            json!({"node": "cp-0", "argv": ["true"], "image": "busybox"}),
+            "image: ",
+        ),
+        (
+            "run",
+            json!({"node": "cp-0", "argv": [], "preview_token": "x"}),
+            "argv: ",
+        ),
+        (
+            "run",
+            json!({"node": "cp-0", "argv": ["true"], "deadline": "0s", "preview_token": "x"}),
+            "deadline: ",
+        ),
+        ("jobs", json!({"selector": 3}), "selector: invalid type"),
+        (
+            "status",
+            json!({"verbose": true}),
+            "verbose: no such argument",
+        ),
+    ];
+    for (tool, arguments, field) in cases {
+        let result = session.call(tool, arguments.clone()).await?;
+        let said = text(&result);
+        assert_eq!(result.is_error, Some(true), "{tool} {arguments}: {said}");
+        assert!(
+            said.contains(field),
+            "{tool} {arguments}: {said:?} does not name {field:?}"
+        );
+    }
+    let third = session.status().await?;
+    assert_eq!(
+        calls(&third) - calls(&second),
+        per_status,
+        "a refused call made API calls"
+    );
+    assert_eq!(writes(&third), writes(&first));
+
+    // An unknown tool is a protocol error.
+    let unknown = session.call("reboot_everything", json!({})).await;
+    assert!(unknown.is_err(), "{unknown:?}");
+    session.close().await.map_err(|e| anyhow!("{e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn render_then_run_and_a_ca_rotation_each_with_its_token() -> Result<()> {
+    let mut session = Session::start().await?;
+    let probe = json!({
+        "node": "cp-1",
+        "argv": ["/bin/probe", "nodejob-test:log=hello from the host", "nodejob-test:exit=7"],
+    });
+    let rendered = session.call("render", probe.clone()).await?;
+    let rendered = rendered.structured_content.context("render")?;
+    let job = &rendered["job"];
+    assert_eq!(job["kind"], "Job");
+    let pod = &job["spec"]["template"]["spec"];
+    assert_eq!(pod["nodeName"], "cp-1", "{job}");
+    assert_eq!(pod["hostPID"], true, "{job}");
+    assert!(
+        rendered["yaml"]
+            .as_str()
+            .is_some_and(|y| y.contains("hostPID: true"))
+    );
+    let token = rendered["preview_token"]
+        .as_str()
+        .context("a token")?
+        .to_string();
+
+    let mut run = probe.clone();
+    run["preview_token"] = json!(token);
+    let handle = session.send("run", run.clone()).await?;
+    let progress_token = handle.progress_token.clone();
+    let response = tokio::time::timeout(PATIENCE, handle.await_response()).await??;
+    let ServerResult::CallToolResult(ran) = response else {
+        bail!("not a tool result: {response:?}");
+    };
+    let ran_content = ran.structured_content.clone().context("run")?;
+    assert_eq!(ran_content["exit_code"], 7, "{ran_content}");
+    assert_eq!(ran_content["log"], "hello from the host\n");
+    assert_eq!(
+        ran.is_error,
+        Some(true),
+        "a command that failed is an error"
+    );
+    let (_, progress, _) = session.finished("run", &progress_token).await?;
+    assert!(
+        progress
+            .iter()
+            .any(|p| p.message.as_deref().is_some_and(|m| m.contains("created"))),
+        "the runner's notes stream: {progress:?}"
+    );
+    // The Job is the cluster's now: the same token is stale.
+    let again = session.call("run", run).await?;
+    assert_eq!(again.is_error, Some(true));
+    assert!(
+        text(&again).contains("call render again"),
+        "{}",
+        text(&again)
+    );
+
+    // A CA rotation with the simulation's CA, then its abort, refused once issued.
+    let preview = session.call("rotate_ca_preview", json!({})).await?;
+    let preview = preview.structured_content.context("rotate_ca_preview")?;
+    assert_eq!(preview["for"], "rotate_ca");
+    let token = preview["preview_token"]
+        .as_str()
+        .context("a token")?
+        .to_string();
+    let abort_preview = session
+        .call("rotate_ca_preview", json!({"abort": true}))
+        .await?;
+    let abort_token = abort_preview.structured_content.context("abort preview")?["preview_token"]
+        .as_str()
+        .context("a token")?
+        .to_string();
+    assert_ne!(token, abort_token, "a token is good for one operation");
+    let wrong = session
+        .call("rotate_ca", json!({"preview_token": abort_token}))
+        .await?;
+    assert_eq!(wrong.is_error, Some(true), "{}", text(&wrong));
+    assert!(
+        text(&wrong).contains("rotate_ca_preview"),
+        "{}",
+        text(&wrong)
+    );
+
+    let rotated = session
+        .call("rotate_ca", json!({"preview_token": token}))
+        .await?;
+    let report = rotated.structured_content.clone().context("report")?;
+    assert_eq!(report["outcome"]["outcome"], "done", "{}", text(&rotated));
+    assert_eq!(report["totals"]["rotated"], 5, "{report}");
+    let status = session.status().await?;
+    for n in status["nodes"].as_array().into_iter().flatten() {
+        assert_eq!(n["ca"]["phase"], "finalized", "{n}");
+    }
+
+    let abort_preview = session
+        .call("rotate_ca_preview", json!({"abort": true}))
+        .await?;
+    let abort_token = abort_preview.structured_content.context("abort preview")?["preview_token"]
+        .as_str()
+        .context("a token")?
+        .to_string();
+    let before = session.status().await?;
+    let abort = session
+        .call("rotate_ca_abort", json!({"preview_token": abort_token}))
+        .await?;
+    assert_eq!(abort.is_error, Some(true), "{}", text(&abort));
+    assert!(text(&abort).contains("abort refused"), "{}", text(&abort));
+    let after = session.status().await?;
+    for (b, a) in (before["nodes"].as_array().into_iter().flatten())
+        .zip(after["nodes"].as_array().into_iter().flatten())
+    {
+        // The abort read every node's status again (and recorded when), and changed no trust.
+        for key in ["phase", "trusted", "issuer"] {
+            assert_eq!(
+                b["ca"][key], a["ca"][key],
+                "a refused abort changed {}",
+                b["node"]
+            );
+        }
+    }
+    session.close().await
+}
