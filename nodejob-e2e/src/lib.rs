@@ -1,5 +1,8 @@
 //! The end-to-end harness: [`KubeBackend`] runs the conformance suite on a real control plane
-//! through `nodejob-kube`, acting as the least-privilege ServiceAccount of `deploy/rbac.yaml`.
+//! through `nodejob-kube`, acting as the least-privilege ServiceAccount of `deploy/rbac.yaml`;
+//! the drivers' scenarios (`tests/upgrade.rs`, `tests/rotate.rs`) run `upgrade-driver` and
+//! `certs-driver` through it on three nodes of their own, whose hosts are made quick with
+//! [`QUICK_STRATUM`].
 //!
 //! It does **not** start the cluster: `e2e/run` builds and starts etcd, kube-apiserver,
 //! kube-controller-manager, kube-scheduler and `nodejob-node-agent`, then runs these tests with
@@ -9,11 +12,12 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::StreamExt as _;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
@@ -21,11 +25,14 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::watcher;
 use kube::{Client, Config};
 use nodejob_conformance::{Backend, Failure, Object, Workloads};
 use nodejob_core::{Clock, NodeApi};
 use nodejob_kube::KubeApi;
 use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 
 /// The label that hands a Node to the node agent.
 pub const AGENT_LABEL: &str = "nodejob.test/agent";
@@ -33,6 +40,16 @@ pub const AGENT_LABEL: &str = "nodejob.test/agent";
 pub const READY_ANNOTATION: &str = "nodejob.test/ready";
 /// Node annotation: `"unreachable"` makes the agent stop serving the node's logs.
 pub const KUBELET_ANNOTATION: &str = "nodejob.test/kubelet";
+/// Node annotation: how long the node's `stratum` host model takes, for the programs that
+/// start from then on (`upgrade=2s,reboot-delay=1s,reboot=3s`; fields left out keep the
+/// model's default). See [`QUICK_STRATUM`].
+pub const STRATUM_TIMING_ANNOTATION: &str = "nodejob.test/stratum-timing";
+/// A [`STRATUM_TIMING_ANNOTATION`] for the drivers' scenarios: an upgrade runs 2s and the node
+/// is down 3s from 1s after it exits (the default: 20s, 30s from 5s after); every other command
+/// runs 200ms (1s); a `carotate issue` restarts the node's components from 500ms after its exit
+/// for 2s (1s, 5s). Host Jobs still take the time their pods take to start and end.
+pub const QUICK_STRATUM: &str =
+    "upgrade=2s,reboot-delay=1s,reboot=3s,op=200ms,restart-delay=500ms,restart=2s";
 /// How long the node agent may take to act on an annotation.
 const SETTLE: Duration = Duration::from_secs(20);
 
@@ -271,6 +288,65 @@ pub async fn labelled_node(
             "the node agent did not adopt node {name}: {e}; is nodejob-node-agent running?"
         ))
     })
+}
+
+/// Every version of the objects a watch sees, from the moment [`record`] returns until
+/// [`Recorder::stop`]: what a driver created and deleted, or how a workload fared, while it
+/// ran.
+pub struct Recorder<K> {
+    seen: Arc<Mutex<Vec<K>>>,
+    task: JoinHandle<()>,
+}
+
+impl<K: Clone> Recorder<K> {
+    /// Stops watching; every version seen, in order.
+    pub fn stop(self) -> Vec<K> {
+        self.task.abort();
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+impl<K> Drop for Recorder<K> {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Starts recording the objects of `api` that `config` selects; returns once the watch has
+/// listed what exists, so nothing written after is missed.
+pub async fn record<K>(api: Api<K>, config: watcher::Config) -> Result<Recorder<K>, Failure>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync,
+    K: 'static,
+{
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    let (listed, listing) = oneshot::channel();
+    let what = format!("{:?} {:?}", config.label_selector, config.field_selector);
+    let watching = what.clone();
+    let task = tokio::spawn(async move {
+        let mut listed = Some(listed);
+        let mut stream = std::pin::pin!(watcher::watcher(api, config));
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(watcher::Event::Apply(k) | watcher::Event::InitApply(k)) => {
+                    sink.lock().unwrap().push(k);
+                }
+                Ok(watcher::Event::InitDone) => {
+                    if let Some(listed) = listed.take() {
+                        let _ = listed.send(());
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => eprintln!("watching {watching}: {e}"),
+            }
+        }
+    });
+    let recorder = Recorder { seen, task };
+    match tokio::time::timeout(SETTLE, listing).await {
+        Ok(Ok(())) => Ok(recorder),
+        _ => Err(Failure(format!("the watch of {what} did not list"))),
+    }
 }
 
 /// Sets (or with `None` removes) an annotation on a Node.

@@ -20,7 +20,7 @@ use tokio::task::JoinHandle;
 
 use crate::addresses::Addresses;
 use crate::apiserver::Apiserver;
-use crate::host::NodeHost;
+use crate::host::{NodeHost, TIMING_ANNOTATION, timing};
 use crate::logbook::LogBook;
 use crate::node::{NodeState, NodeWorker};
 use crate::pod::PodWorker;
@@ -41,6 +41,8 @@ impl Drop for Task {
 struct AdoptedNode {
     uid: String,
     ip: Ipv4Addr,
+    /// The node's [`TIMING_ANNOTATION`] as last applied to its host.
+    timing: Option<String>,
     tx: watch::Sender<Node>,
     _task: Task,
 }
@@ -129,6 +131,30 @@ fn node_of(pod: &Pod) -> Option<&str> {
         .filter(|n| !n.is_empty())
 }
 
+fn timing_annotation(node: &Node) -> Option<String> {
+    (node.metadata.annotations.as_ref())
+        .and_then(|a| a.get(TIMING_ANNOTATION))
+        .cloned()
+}
+
+/// Gives node `name`'s host the timing its [`TIMING_ANNOTATION`] `value` asks for, for the
+/// programs that start from now on; a value that does not read is said and changes nothing.
+fn set_timing(name: &str, host: &watch::Sender<NodeHost>, value: Option<&str>) {
+    match timing(value) {
+        Ok(t) => {
+            host.send_if_modified(|h| {
+                let changed = h.model.timing != t;
+                if changed {
+                    say!("node {name}: stratum timing {t:?}");
+                    h.model.timing = t;
+                }
+                changed
+            });
+        }
+        Err(e) => say!("node {name}: annotation {TIMING_ANNOTATION} {value:?} ignored: {e}"),
+    }
+}
+
 impl Agent {
     fn on_node_event(&mut self, event: Event<Node>) {
         match event {
@@ -165,7 +191,14 @@ impl Agent {
             // Deleted and created again between two events.
             self.node_gone(&name);
         }
-        if let Some(adopted) = self.nodes.get(&name) {
+        if let Some(adopted) = self.nodes.get_mut(&name) {
+            let wanted = timing_annotation(&node);
+            if adopted.timing != wanted {
+                if let Some(host) = self.hosts.get(&name) {
+                    set_timing(&name, host, wanted.as_deref());
+                }
+                adopted.timing = wanted;
+            }
             adopted.tx.send_replace(node);
             return;
         }
@@ -195,6 +228,10 @@ impl Agent {
                 rx
             }
         };
+        let wanted = timing_annotation(&node);
+        if let Some(host) = self.hosts.get(&name) {
+            set_timing(&name, host, wanted.as_deref());
+        }
         let (tx, rx) = watch::channel(node);
         let worker = NodeWorker {
             api: self.api.clone(),
@@ -212,6 +249,7 @@ impl Agent {
             AdoptedNode {
                 uid,
                 ip,
+                timing: wanted,
                 tx,
                 _task: task,
             },

@@ -2,10 +2,13 @@
 //! ([`nodejob_host::stratum`]), its state kept in memory for as long as the agent runs, and
 //! whether the host is up. Pod workers exec the model as their container starts and play the
 //! aftermath of a program's exit ([`play`]); the node worker reports the host through the
-//! apiserver: `Ready` `False` while it is down, its `kubeletVersion` and `bootID`.
+//! apiserver: `Ready` `False` while it is down, its `kubeletVersion` and `bootID`. The model's
+//! timing is the default unless the node's [`TIMING_ANNOTATION`] says otherwise ([`timing`]).
+
+use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
-use nodejob_host::stratum::StratumHost;
+use nodejob_host::stratum::{StratumHost, StratumTiming};
 use nodejob_host::{Effect, NodeStep};
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep_until};
@@ -49,6 +52,49 @@ impl NodeHost {
             }
         }
     }
+}
+
+/// Node annotation: how long the node's `stratum` takes, for the programs that start from then
+/// on: `upgrade=2s,reboot-delay=1s,reboot=3s` (fields of [`StratumTiming`]: `upgrade`,
+/// `reboot-delay`, `reboot`, `op`, `restart-delay`, `restart`; each `<n>s` or `<n>ms`), every
+/// field left out at its default. Absent: the model's default timing. The fake's
+/// `FakeCluster::set_host` with its own timing.
+pub(crate) const TIMING_ANNOTATION: &str = "nodejob.test/stratum-timing";
+
+/// The timing [`TIMING_ANNOTATION`]'s `value` asks for (the default for `None`), or why it
+/// cannot be read.
+pub(crate) fn timing(value: Option<&str>) -> Result<StratumTiming, String> {
+    let mut timing = StratumTiming::default();
+    let Some(value) = value else {
+        return Ok(timing);
+    };
+    for field in value.split(',').map(str::trim).filter(|f| !f.is_empty()) {
+        let bad = || format!("{field:?} is not <field>=<n>s or <n>ms");
+        let (key, amount) = field.split_once('=').ok_or_else(bad)?;
+        let duration = match amount.strip_suffix("ms") {
+            Some(ms) => ms.parse().map(Duration::from_millis),
+            None => (amount.strip_suffix('s').ok_or_else(bad)?)
+                .parse()
+                .map(Duration::from_secs),
+        }
+        .map_err(|_| bad())?;
+        let slot = match key.trim() {
+            "upgrade" => &mut timing.upgrade_time,
+            "reboot-delay" => &mut timing.reboot_delay,
+            "reboot" => &mut timing.reboot_time,
+            "op" => &mut timing.op_time,
+            "restart-delay" => &mut timing.restart_delay,
+            "restart" => &mut timing.restart_time,
+            other => {
+                return Err(format!(
+                    "unknown field {other:?} (upgrade, reboot-delay, reboot, op, restart-delay, \
+                     restart)"
+                ));
+            }
+        };
+        *slot = duration;
+    }
+    Ok(timing)
 }
 
 /// Plays `effects`, the aftermath of a program that exited at `exited` on node `node`: each
@@ -134,6 +180,32 @@ mod tests {
         host.rebooted("n1");
         assert_ne!(host.model.state.boot_id, boot);
         assert_eq!(host.model.state.version, "v1.38.0");
+    }
+
+    #[test]
+    fn timing_from_the_annotation() {
+        assert_eq!(timing(None), Ok(StratumTiming::default()));
+        assert_eq!(timing(Some("")), Ok(StratumTiming::default()));
+        let t = timing(Some("upgrade=2s, reboot-delay=500ms,reboot=3s,op=0s")).unwrap();
+        assert_eq!(t.upgrade_time, Duration::from_secs(2));
+        assert_eq!(t.reboot_delay, Duration::from_millis(500));
+        assert_eq!(t.reboot_time, Duration::from_secs(3));
+        assert_eq!(t.op_time, Duration::ZERO);
+        assert_eq!(t.restart_time, StratumTiming::default().restart_time);
+        let t = timing(Some("restart-delay=1ms,restart=4s")).unwrap();
+        assert_eq!(
+            (t.restart_delay, t.restart_time),
+            (Duration::from_millis(1), Duration::from_secs(4))
+        );
+        for bad in [
+            "upgrade",
+            "upgrade=2",
+            "upgrade=2m",
+            "upgrade=-1s",
+            "boot=1s",
+        ] {
+            assert!(timing(Some(bad)).is_err(), "{bad}");
+        }
     }
 
     #[tokio::test(start_paused = true)]

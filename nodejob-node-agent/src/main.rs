@@ -34,7 +34,9 @@
 //! The harness steers a node through annotations: `nodejob.test/ready: "false"` (NotReady:
 //! no container starts, nothing is reported until Ready again),
 //! `nodejob.test/kubelet: "unreachable"` (the log server stops listening: `pods/log` answers
-//! 500) and `nodejob.test/sigterm: "ignore"` (containers started from then on ignore SIGTERM).
+//! 500), `nodejob.test/sigterm: "ignore"` (containers started from then on ignore SIGTERM) and
+//! `nodejob.test/stratum-timing: "upgrade=2s,reboot-delay=1s,reboot=3s"` (the host model's
+//! timing for the programs started from then on; fields left out keep the default).
 //!
 //! ```text
 //! nodejob-node-agent --kubeconfig /tmp/run/kubeconfig --port 10250

@@ -1,0 +1,511 @@
+//! The CA rotation of `certs-driver` on a real control plane: three nodes of the scenario's own
+//! (the first labelled control-plane), whose kubelet and host `nodejob-node-agent` plays with
+//! the `stratum` host model, trusting and issuing from the model's initial CA, are rotated to a
+//! new CA made here with rcgen by [`certs_driver::run`] acting as the ServiceAccount of
+//! `deploy/rbac.yaml`. Run by `e2e/run`.
+//!
+//! What the hosts end up trusting is read independently of the driver: a `stratum carotate
+//! status` and `verify` Job of the test's own on every node, as an administrator. What the
+//! driver wrote (every Job it created, seen through a watch; its Events; the nodes'
+//! annotations; its Lease) is searched for the new CA's private key, which the test keeps,
+//! and its Jobs for the certificate, since hosts get the fingerprint only.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use certs_driver::{
+    CaStep, Fingerprint, Gate, NodeResult, Outcome, Plan, PlanSpec, Progress, ProgressSink,
+};
+use futures::future::try_join_all;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Event, Node};
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::runtime::watcher;
+use nodejob_conformance::{Backend, Failure, Workloads, ensure};
+use nodejob_core::Spec;
+use nodejob_e2e::{
+    KubeBackend, QUICK_STRATUM, SA_NAMESPACE, STRATUM_TIMING_ANNOTATION, admin, annotate_node,
+    record, unique,
+};
+use nodejob_host::stratum::INITIAL_CA;
+use nodejob_kube::KubeApi;
+
+/// The label key of the driver's host Jobs (certs-driver's `LABEL_KEY`).
+const JOB_LABEL: &str = "stratum.ciq.com/carotate";
+/// The label that marks a control-plane node.
+const CONTROL_PLANE: &str = "node-role.kubernetes.io/control-plane";
+/// The on-host binary, as the driver execs it by default.
+const STRATUM: &str = "/usr/local/bin/stratum";
+
+fn fail(what: impl std::fmt::Display) -> impl FnOnce(kube::Error) -> Failure {
+    move |e| Failure(format!("{what}: {e}"))
+}
+
+/// A new CA: its certificate (PEM, and the base64 of its DER) and fingerprint for the plan;
+/// its private key, kept by the test to search for, as the aligned 32-character runs of the
+/// base64 of its DER (so the key is found as DER base64 and in a PEM block alike).
+struct NewCa {
+    pem: String,
+    fingerprint: String,
+    certificate_base64: String,
+    key_runs: Vec<String>,
+}
+
+/// `text` cut into runs of `n` characters (ASCII), the last one shorter.
+fn runs(text: &str, n: usize) -> Vec<String> {
+    (text.as_bytes().chunks(n))
+        .map(|r| String::from_utf8_lossy(r).into_owned())
+        .collect()
+}
+
+fn new_ca() -> Result<NewCa, Failure> {
+    let bad = |e: rcgen::Error| Failure(format!("making the new CA: {e}"));
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(bad)?;
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "nodejob e2e cluster CA 2");
+    let key = rcgen::KeyPair::generate().map_err(bad)?;
+    let cert = params.self_signed(&key).map_err(bad)?;
+    let certificate_base64 = base64(cert.der());
+    let mut key_runs = runs(&base64(&key.serialize_der()), 32);
+    key_runs.retain(|r| r.len() == 32);
+    Ok(NewCa {
+        pem: format!(
+            "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+            runs(&certificate_base64, 64).join("\n")
+        ),
+        fingerprint: Fingerprint::of_der(cert.der()).to_string(),
+        certificate_base64,
+        key_runs,
+    })
+}
+
+/// Standard base64 with padding.
+fn base64(der: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut text = String::new();
+    for chunk in der.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                text.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                text.push('=');
+            }
+        }
+    }
+    text
+}
+
+impl NewCa {
+    /// What in `text` would be key material: any PEM private key, or the new CA's key.
+    fn key_in(&self, text: &str) -> Option<&'static str> {
+        if text.contains("PRIVATE KEY") {
+            Some("a PEM private key")
+        } else if self.key_runs.iter().any(|r| text.contains(r.as_str())) {
+            Some("the new CA's private key")
+        } else {
+            None
+        }
+    }
+}
+
+/// Runs `stratum carotate <args>` on `node` in a Job of the test's own in `namespace`, as an
+/// administrator: its exit code and log.
+async fn carotate(
+    api: &KubeApi,
+    namespace: &str,
+    node: &str,
+    args: &[&str],
+) -> Result<(i32, String), Failure> {
+    let mut argv: Vec<String> = certs_driver::NSENTER
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    argv.extend(
+        [STRATUM, "carotate"]
+            .into_iter()
+            .chain(args.iter().copied())
+            .map(String::from),
+    );
+    let spec = Spec {
+        namespace: namespace.into(),
+        name: nodejob_core::trunc_name(&format!("check-{}-{node}", args[0])),
+        node: node.into(),
+        label_key: "nodejob.test/carotate-check".into(),
+        container: "check".into(),
+        argv,
+        active_deadline: Duration::from_secs(60),
+        poll_attempts: 12,
+        kind: format!("carotate {} check", args[0]),
+        output: Some(Arc::new(|_: &nodejob_core::Note| {})),
+        ..Spec::default()
+    };
+    Ok(nodejob_core::run_exit_code_logs(api, &spec).await?)
+}
+
+/// What a host trusts, by its own `carotate status` line, read here (not by the driver's
+/// parser): `(phase, trusted, issuer)`.
+fn host_status(node: &str, log: &str) -> Result<(String, BTreeSet<String>, String), Failure> {
+    let bad = |why: String| {
+        Failure(format!(
+            "node {node}: `carotate status` printed {log:?}: {why}"
+        ))
+    };
+    let line: serde_json::Value =
+        serde_json::from_str(log.trim()).map_err(|e| bad(e.to_string()))?;
+    let text = |v: &serde_json::Value| v.as_str().map(String::from);
+    let phase = text(&line["phase"]).ok_or_else(|| bad("no phase".into()))?;
+    let issuer = text(&line["issuer"]).ok_or_else(|| bad("no issuer".into()))?;
+    let trusted = (line["trusted"].as_array())
+        .ok_or_else(|| bad("no trusted list".into()))?
+        .iter()
+        .map(|t| text(t).ok_or_else(|| bad("a trusted entry is not a string".into())))
+        .collect::<Result<_, _>>()?;
+    Ok((phase, trusted, issuer))
+}
+
+/// The node the driver's Job runs on, and the `carotate` subcommand it runs.
+fn job_node_and_step(job: &Job) -> Option<(String, String)> {
+    let pod = job.spec.as_ref()?.template.spec.as_ref()?;
+    let node = pod.node_name.clone()?;
+    let argv = pod.containers.first()?.command.as_ref()?;
+    let at = argv.iter().position(|a| a == "carotate")?;
+    Some((node, argv.get(at + 1)?.clone()))
+}
+
+/// The Events of the driver about `node`, as `(type, reason)`, read as an administrator.
+async fn node_events(admin: &Client, node: &str) -> Result<Vec<Event>, Failure> {
+    let events = Api::<Event>::namespaced(admin.clone(), SA_NAMESPACE)
+        .list(&ListParams::default().fields(&format!("involvedObject.name={node}")))
+        .await
+        .map_err(fail(format!("listing the events of node {node}")))?;
+    Ok(events
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.source.as_ref().and_then(|s| s.component.as_deref()) == Some(certs_driver::COMPONENT)
+        })
+        .collect())
+}
+
+/// Three agent nodes (one control-plane) trusting and issuing from the initial CA are rotated
+/// to a new one, as the ServiceAccount of `deploy/rbac.yaml`: stage, issue (each node's
+/// components restart), verify, finalize, each phase on every node once, the control-plane
+/// node first, behind its gate. Every host then trusts exactly the new CA, which issues its
+/// leaves; nothing the driver wrote holds the new CA's key, and its Jobs hold only the
+/// fingerprint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_rotate_to_a_new_ca_control_plane_first() -> Result<(), Failure> {
+    let backend = KubeBackend::for_workloads().await?;
+    let admin = admin().await?;
+    let names = backend.nodes();
+    let namespace = backend.namespace();
+    let (key, value) = backend.node_label();
+    let control = &names[0];
+    let label = serde_json::json!({"metadata": {"labels": {CONTROL_PLANE: ""}}});
+    Api::<Node>::all(admin.clone())
+        .patch(control, &PatchParams::default(), &Patch::Merge(&label))
+        .await
+        .map_err(fail(format!("labelling node {control} control-plane")))?;
+    // Quick hosts: a command runs 200ms and `issue` restarts the components for 2s.
+    for name in &names {
+        annotate_node(&admin, name, STRATUM_TIMING_ANNOTATION, Some(QUICK_STRATUM)).await?;
+    }
+    let ca = new_ca()?;
+    let new = ca.fingerprint.as_str();
+    eprintln!("rotate: nodes {names:?}; the new CA {new}");
+
+    let mut spec = PlanSpec::new(ca.pem.clone(), ca.fingerprint.clone());
+    spec.selector = Some(format!("{key}={value}"));
+    // The scenario's three nodes are the trust domain: the shared control plane's other nodes
+    // (other scenarios') do not use this CA.
+    spec.cluster_wide = false;
+    spec.namespace = SA_NAMESPACE.into();
+    spec.lease_name = unique("rotate-e2e");
+    spec.identity = unique("rotate-e2e-driver");
+    spec.lease_duration = Duration::from_secs(15);
+    spec.concurrency = 2;
+    // Bounds well above what the quick hosts take, so a stuck step fails in a minute; the
+    // grace covers the 500ms before `issue` restarts the components, and is waited out in
+    // full only if the restart was over before the driver looked.
+    spec.deadline = Duration::from_secs(60);
+    spec.restart_grace = Duration::from_secs(5);
+    spec.ready_timeout = Duration::from_secs(60);
+    let plan = Plan::build(spec).map_err(|e| Failure(e.to_string()))?;
+
+    // What the driver creates and what becomes of the nodes, as it happens.
+    let jobs = Api::<Job>::namespaced(admin.clone(), SA_NAMESPACE);
+    let jobs = record(jobs, watcher::Config::default().labels(JOB_LABEL)).await?;
+    let scenario = watcher::Config::default().labels(&format!("{key}={value}"));
+    let nodes = record(Api::<Node>::all(admin.clone()), scenario).await?;
+
+    let seen: Arc<Mutex<Vec<Progress>>> = Arc::default();
+    let sink = seen.clone();
+    let progress: Arc<dyn ProgressSink> = Arc::new(move |p: &Progress| {
+        let line = serde_json::to_string(p).unwrap_or_else(|_| format!("{p:?}"));
+        eprintln!("{} rotate: {line}", Timestamp::now());
+        sink.lock().unwrap().push(p.clone());
+    });
+    let report = certs_driver::run(&*backend.api(), &plan, progress)
+        .await
+        .map_err(|e| Failure(format!("the rotation did not start: {e}")));
+    let jobs = jobs.stop();
+    let node_history = nodes.stop();
+    let report = report?;
+    let events = seen.lock().unwrap().clone();
+    for n in &report.nodes {
+        let steps: Vec<String> = (n.steps.iter())
+            .map(|(step, ms)| format!("{step} {:.1}s", *ms as f64 / 1000.0))
+            .collect();
+        eprintln!(
+            "rotate: node {} {:?}: {}",
+            n.name,
+            n.result,
+            steps.join(", ")
+        );
+    }
+    eprintln!(
+        "rotate: totals {:?}; lease {:?}",
+        report.totals, report.lease
+    );
+
+    // The driver's account: done, every node rotated, every gate passed, the Lease released.
+    ensure!(report.outcome == Outcome::Done, "{report:#?}");
+    ensure!(
+        report.totals.rotated == names.len() && report.totals.failed == 0,
+        "{:?}",
+        report.totals
+    );
+    let gates: Vec<Gate> = report.gates.iter().map(|g| g.gate).collect();
+    ensure!(
+        gates
+            == [
+                Gate::Start,
+                Gate::BeforeIssue,
+                Gate::BeforeFinalize,
+                Gate::AfterFinalize
+            ]
+            && report.gates.iter().all(|g| g.passed()),
+        "{:#?}",
+        report.gates
+    );
+    for n in &report.nodes {
+        ensure!(
+            n.result == Some(NodeResult::Rotated),
+            "node {}: {:?}",
+            n.name,
+            n.result
+        );
+        let before = n.before.as_ref().map(|s| s.describe());
+        let initial = format!("idle, trusting [{INITIAL_CA}], issued by {INITIAL_CA}");
+        ensure!(
+            before.as_deref() == Some(initial.as_str()),
+            "node {} before: {before:?}",
+            n.name
+        );
+    }
+    ensure!(
+        report
+            .lease
+            .first()
+            .is_some_and(|l| l.starts_with("acquired"))
+            && report.lease.last().map(String::as_str) == Some("released"),
+        "the Lease must be acquired and released: {:?}",
+        report.lease
+    );
+    let lease_name = &plan.spec().lease_name;
+    let lease = Api::<Lease>::namespaced(admin.clone(), SA_NAMESPACE)
+        .get(lease_name)
+        .await
+        .map_err(fail(format!("reading lease {lease_name}")))?;
+    let holder = lease.spec.as_ref().and_then(|s| s.holder_identity.clone());
+    ensure!(
+        holder.is_none(),
+        "lease {lease_name} still held by {holder:?}"
+    );
+
+    // The order: each phase on every node before the next starts anywhere; in each, the
+    // control-plane node alone and first.
+    let position = |want: &dyn Fn(&Progress) -> bool| events.iter().position(want);
+    for pair in CaStep::PHASES.windows(2) {
+        let (this, next) = (pair[0], pair[1]);
+        let last_finished = (events.iter())
+            .rposition(|e| matches!(e, Progress::StepFinished { step, .. } if *step == this));
+        let next_started =
+            position(&|e| matches!(e, Progress::StepStarted { step, .. } if *step == next));
+        ensure!(
+            last_finished.is_some() && next_started.is_some() && last_finished < next_started,
+            "{this} must finish on every node before {next} starts: {last_finished:?}, \
+             {next_started:?}"
+        );
+    }
+    for phase in CaStep::PHASES {
+        let control_finished = position(
+            &|e| matches!(e, Progress::StepFinished { node, step, .. } if node == control && *step == phase),
+        );
+        let worker_started = position(
+            &|e| matches!(e, Progress::StepStarted { node, step } if node != control && *step == phase),
+        );
+        ensure!(
+            control_finished.is_some()
+                && worker_started.is_some()
+                && control_finished < worker_started,
+            "{phase}: the control-plane node {control} must finish before a worker starts: \
+             {control_finished:?}, {worker_started:?}"
+        );
+    }
+
+    // What the hosts say, asked by the test itself (every node at once): exactly the new CA,
+    // which issues.
+    let api = KubeApi::new(admin.clone());
+    let (api, namespace) = (&api, namespace.as_str());
+    let asked = names.iter().map(|name| async move {
+        let status = carotate(api, namespace, name, &["status"]).await?;
+        let verify = carotate(api, namespace, name, &["verify", "--expect", new]).await?;
+        Ok::<_, Failure>((name, status, verify))
+    });
+    for (name, (code, log), (verified, verify_log)) in try_join_all(asked).await? {
+        ensure!(
+            code == 0,
+            "node {name}: `carotate status` exited {code}: {log}"
+        );
+        let (phase, trusted, issuer) = host_status(name, &log)?;
+        ensure!(
+            trusted == BTreeSet::from([new.to_string()]) && issuer == new && phase == "finalized",
+            "node {name} reports {phase}, trusting {trusted:?}, issued by {issuer}; expected \
+             finalized, trusting {new} alone, issued by it"
+        );
+        ensure!(
+            verified == 0,
+            "node {name}: `carotate verify --expect {new}` exited {verified}: {verify_log}"
+        );
+        eprintln!("rotate: node {name} says {}", verify_log.trim());
+    }
+
+    // Each node's components restarted after `issue` (NotReady, seen by the watch) and every
+    // node is Ready and schedulable now.
+    for name in &names {
+        let went_down = node_history
+            .iter()
+            .any(|n| n.metadata.name.as_deref() == Some(name.as_str()) && !nodejob_core::ready(n));
+        ensure!(
+            went_down,
+            "node {name} never went NotReady: its components did not restart"
+        );
+    }
+    for node in Api::<Node>::all(admin.clone())
+        .list(&ListParams::default().labels(&format!("{key}={value}")))
+        .await
+        .map_err(fail("listing the nodes"))?
+        .items
+    {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        ensure!(nodejob_core::ready(&node), "node {name} is not Ready");
+        let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
+        ensure!(!cordoned, "node {name} is cordoned");
+        let annotations = serde_json::to_string(&node.metadata.annotations).unwrap_or_default();
+        if let Some(what) = ca.key_in(&annotations) {
+            return Err(Failure(format!("node {name}'s annotations hold {what}")));
+        }
+    }
+
+    // Every Job the driver created: each phase once per node, the fingerprint only.
+    let mut runs: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+    for job in &jobs {
+        let text = serde_json::to_string(job).unwrap_or_default();
+        let name = job.metadata.name.clone().unwrap_or_default();
+        if let Some(what) = ca.key_in(&text) {
+            return Err(Failure(format!("job {name} holds {what}")));
+        }
+        ensure!(
+            !text.contains(&ca.certificate_base64[..64]),
+            "job {name} holds the new CA's certificate: hosts get its fingerprint only"
+        );
+        let Some((node, step)) = job_node_and_step(job) else {
+            return Err(Failure(format!(
+                "job {name} runs no `carotate` step: {job:?}"
+            )));
+        };
+        if names.contains(&node) {
+            let uid = job.metadata.uid.clone().unwrap_or_default();
+            runs.entry((node, step)).or_default().insert(uid);
+        }
+    }
+    for name in &names {
+        let count = |step: &str| {
+            runs.get(&(name.clone(), step.into()))
+                .map_or(0, |u| u.len())
+        };
+        for step in ["stage", "issue", "verify", "finalize"] {
+            ensure!(
+                count(step) == 1,
+                "node {name}: {} `carotate {step}` jobs: {runs:?}",
+                count(step)
+            );
+        }
+        ensure!(
+            count("status") >= 1,
+            "node {name}: no `carotate status` job: {runs:?}"
+        );
+    }
+    let left = Api::<Job>::namespaced(admin.clone(), SA_NAMESPACE)
+        .list(&ListParams::default().labels(JOB_LABEL))
+        .await
+        .map_err(fail("listing the driver's jobs"))?
+        .items
+        .into_iter()
+        .filter(|j| job_node_and_step(j).is_some_and(|(n, _)| names.contains(&n)))
+        .filter_map(|j| j.metadata.name)
+        .collect::<Vec<_>>();
+    ensure!(left.is_empty(), "the driver's jobs are left: {left:?}");
+
+    // Each phase is one Normal Event on each node, and none holds the key.
+    for name in &names {
+        let events = node_events(&admin, name).await?;
+        for e in &events {
+            let text = serde_json::to_string(e).unwrap_or_default();
+            if let Some(what) = ca.key_in(&text) {
+                return Err(Failure(format!("an event on node {name} holds {what}")));
+            }
+        }
+        let seen: Vec<(String, String)> = (events.iter())
+            .map(|e| {
+                (
+                    e.type_.clone().unwrap_or_default(),
+                    e.reason.clone().unwrap_or_default(),
+                )
+            })
+            .collect();
+        for phase in CaStep::PHASES {
+            let reason = phase.reason();
+            let count = seen
+                .iter()
+                .filter(|(t, r)| t == "Normal" && *r == reason)
+                .count();
+            ensure!(
+                count == 1,
+                "node {name}: {count} Normal events {reason}: {seen:?}"
+            );
+        }
+        ensure!(
+            seen.iter().all(|(t, _)| t == "Normal"),
+            "node {name}: warnings {seen:?}"
+        );
+    }
+    let lease_text = serde_json::to_string(&lease).unwrap_or_default();
+    if let Some(what) = ca.key_in(&lease_text) {
+        return Err(Failure(format!("lease {lease_name} holds {what}")));
+    }
+    Ok(())
+}
