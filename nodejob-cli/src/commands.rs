@@ -287,9 +287,9 @@ where
     renderer.finish();
     if global.output == Format::Json {
         let line = serde_json::json!({"event": "report", "report": report});
-        println!("{line}");
+        outln!("{line}");
     } else {
-        print!("{}", summary(&report));
+        out!("{}", summary(&report));
     }
     Ok(match &report.outcome {
         Outcome::Done => Exit::with(code::OK, ""),
@@ -339,22 +339,22 @@ fn driver_error(e: upgrade_driver::Error) -> Exit {
 
 fn print_preview(preview: &Preview, format: Format) {
     if format == Format::Json {
-        println!("{}", serde_json::to_string(preview).unwrap_or_default());
+        outln!("{}", serde_json::to_string(preview).unwrap_or_default());
         return;
     }
-    println!("upgrade to {}: preview (nothing changed)", preview.target);
+    outln!("upgrade to {}: preview (nothing changed)", preview.target);
     match &preview.lease {
-        Some(holder) => println!("lease: held by {holder}"),
-        None => println!("lease: free"),
+        Some(holder) => outln!("lease: held by {holder}"),
+        None => outln!("lease: free"),
     }
     for (node, why) in &preview.skipped {
-        println!("skip {node}: {why}");
+        outln!("skip {node}: {why}");
     }
     for (i, (group, nodes)) in preview.batches.iter().enumerate() {
-        println!("batch {} ({group}): {}", i + 1, nodes.join(", "));
+        outln!("batch {} ({group}): {}", i + 1, nodes.join(", "));
     }
     for node in &preview.nodes {
-        println!(
+        outln!(
             "{} at {}{}{}",
             node.name,
             node.version.as_deref().unwrap_or("?"),
@@ -367,11 +367,11 @@ fn print_preview(preview: &Preview, format: Format) {
         );
         for pod in &node.pods {
             match pod {
-                upgrade_driver::PodPlan::Evict { pod } => println!("  evict {pod}"),
-                upgrade_driver::PodPlan::Leave { pod, why } => println!("  leave {pod}: {why}"),
-                upgrade_driver::PodPlan::Refuse { pod, why } => println!("  REFUSE {pod}: {why}"),
+                upgrade_driver::PodPlan::Evict { pod } => outln!("  evict {pod}"),
+                upgrade_driver::PodPlan::Leave { pod, why } => outln!("  leave {pod}: {why}"),
+                upgrade_driver::PodPlan::Refuse { pod, why } => outln!("  REFUSE {pod}: {why}"),
                 upgrade_driver::PodPlan::Blocked { pod, message } => {
-                    println!("  blocked now {pod}: {message}")
+                    outln!("  blocked now {pod}: {message}")
                 }
             }
         }
@@ -433,7 +433,7 @@ fn run(global: &Global, args: Run) -> Result<Exit, Exit> {
     match outcome {
         Ok((exit, log)) => {
             if let Some(log) = log {
-                print!("{log}");
+                out!("{log}");
             }
             Ok(Exit::with(u8::try_from(exit).unwrap_or(code::FAILED), ""))
         }
@@ -463,6 +463,6 @@ fn render(global: &Global, args: Render) -> Result<Exit, Exit> {
     } else {
         serde_saphyr::to_string(&job).map_err(|e| Exit::failed(e.to_string()))?
     };
-    print!("{text}");
+    out!("{text}");
     Ok(Exit::with(code::OK, ""))
 }

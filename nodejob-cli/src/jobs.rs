@@ -133,7 +133,7 @@ async fn show<A: JobApi + ?Sized>(api: &A, global: &Global, selector: &str) -> R
         .collect();
     if global.output == Format::Json {
         for row in &rows {
-            println!("{}", serde_json::to_string(row).unwrap_or_default());
+            outln!("{}", serde_json::to_string(row).unwrap_or_default());
         }
         return Ok(Exit::with(code::OK, ""));
     }
@@ -155,7 +155,7 @@ async fn show<A: JobApi + ?Sized>(api: &A, global: &Global, selector: &str) -> R
             r.age_seconds.map_or_else(|| "?".into(), age),
         ]);
     }
-    print!("{}", table(&lines));
+    out!("{}", table(&lines));
     Ok(Exit::with(code::OK, ""))
 }
 

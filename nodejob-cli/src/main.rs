@@ -4,6 +4,18 @@
 //!
 //! The only crate where a backend (`nodejob-kube`, `nodejob-fake`) meets a driver.
 
+/// `println!` for what the command prints on stdout, through [`stdout_write`]: a reader that
+/// went away ends the process quietly instead of a panic.
+macro_rules! outln {
+    () => { $crate::stdout_write(format_args!("\n")) };
+    ($($t:tt)*) => { $crate::stdout_write(format_args!("{}\n", format_args!($($t)*))) };
+}
+
+/// `print!` through [`stdout_write`].
+macro_rules! out {
+    ($($t:tt)*) => { $crate::stdout_write(format_args!($($t)*)) };
+}
+
 mod args;
 mod commands;
 mod jobs;
@@ -13,6 +25,7 @@ mod rotate;
 mod sim;
 mod status;
 
+use std::io::Write as _;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -63,6 +76,24 @@ impl Exit {
 impl From<anyhow::Error> for Exit {
     fn from(e: anyhow::Error) -> Self {
         Exit::failed(format!("{e:#}"))
+    }
+}
+
+/// The exit status a shell reports for a process ended by SIGPIPE (128 + 13).
+const BROKEN_PIPE: i32 = 141;
+
+/// Writes to stdout. When the reader has gone (`nodejob jobs | head`), the process ends at
+/// once with [`BROKEN_PIPE`], as a Unix tool killed by SIGPIPE does (Rust ignores the signal
+/// and `println!` would panic); a run in flight is then resumable as after Ctrl-C twice. Any
+/// other write error ends it with a message.
+pub(crate) fn stdout_write(args: std::fmt::Arguments<'_>) {
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_fmt(args).and_then(|()| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(BROKEN_PIPE);
+        }
+        eprintln!("writing to stdout: {e}");
+        std::process::exit(i32::from(code::FAILED));
     }
 }
 

@@ -3,7 +3,6 @@
 //! serves both drivers: the upgrade's events here, the CA rotation's in [`crate::rotate`].
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -84,8 +83,7 @@ impl Renderer {
 
     /// Writes one JSON line.
     pub(crate) fn json<T: serde::Serialize>(&self, event: &T) {
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{}", serde_json::to_string(event).unwrap_or_default());
+        outln!("{}", serde_json::to_string(event).unwrap_or_default());
     }
 
     /// A line for people (above the bars when there are some).
@@ -95,8 +93,7 @@ impl Renderer {
                 let _ = bars.multi.println(text);
             }
             None => {
-                let mut out = std::io::stdout().lock();
-                let _ = writeln!(out, "{text}");
+                outln!("{text}");
             }
         }
     }

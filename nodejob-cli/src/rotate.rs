@@ -147,7 +147,7 @@ where
     if global.output == Format::Json {
         renderer.json(&serde_json::json!({"event": "report", "report": report}));
     } else {
-        print!("{}", summary(&report, args.abort));
+        out!("{}", summary(&report, args.abort));
     }
     Ok(match &report.outcome {
         Outcome::Done => Exit::with(code::OK, ""),
@@ -223,13 +223,13 @@ fn short(fingerprint: &str) -> String {
 
 fn print_preview(preview: &Preview, format: Format) {
     if format == Format::Json {
-        println!("{}", serde_json::to_string(preview).unwrap_or_default());
+        outln!("{}", serde_json::to_string(preview).unwrap_or_default());
         return;
     }
-    println!("rotate-ca to {}: preview (nothing changed)", preview.target);
+    outln!("rotate-ca to {}: preview (nothing changed)", preview.target);
     match &preview.lease {
-        Some(holder) => println!("lease: held by {holder}"),
-        None => println!("lease: free"),
+        Some(holder) => outln!("lease: held by {holder}"),
+        None => outln!("lease: free"),
     }
     for node in &preview.nodes {
         let role = if node.control_plane {
@@ -238,31 +238,31 @@ fn print_preview(preview: &Preview, format: Format) {
             ""
         };
         match (&node.reported, &node.unreadable) {
-            (Some(status), _) => println!(
+            (Some(status), _) => outln!(
                 "{}{role}: {} (reported at {})",
                 node.name,
                 status.describe(),
                 node.at.as_deref().unwrap_or("?")
             ),
-            (None, Some(why)) => println!("{}{role}: record unreadable: {why}", node.name),
-            (None, None) => println!("{}{role}: never reported to a rotation", node.name),
+            (None, Some(why)) => outln!("{}{role}: record unreadable: {why}", node.name),
+            (None, None) => outln!("{}{role}: never reported to a rotation", node.name),
         }
     }
     match &preview.next {
-        Next::Unknown { unreported } => println!(
+        Next::Unknown { unreported } => outln!(
             "next: a run first reads every node's `carotate status`, then decides (never \
              reported: {})",
             unreported.join(", ")
         ),
-        Next::Phase { phase, nodes } => println!("next: {phase} on {}", nodes.join(", ")),
+        Next::Phase { phase, nodes } => outln!("next: {phase} on {}", nodes.join(", ")),
         Next::Nothing => {
-            println!(
+            outln!(
                 "next: nothing; every node reports the new CA alone (a run checks the last gate)"
             )
         }
     }
     for d in &preview.disagreements {
-        println!("DISAGREES {}: {}", d.node, d.what);
+        outln!("DISAGREES {}: {}", d.node, d.what);
     }
 }
 

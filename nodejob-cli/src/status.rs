@@ -160,10 +160,10 @@ async fn show<A: NodeApi + LeaseApi + ?Sized>(api: &A, global: &Global) -> Resul
             v["name"] = json!(format!("{ns}/{LEASE}"));
             v
         });
-        println!("{}", json!({"lease": lease, "nodes": rows}));
+        outln!("{}", json!({"lease": lease, "nodes": rows}));
         return Ok(Exit::with(code::OK, ""));
     }
-    println!("lease {ns}/{LEASE}: {}", lease_line(lease.as_ref(), now));
+    outln!("lease {ns}/{LEASE}: {}", lease_line(lease.as_ref(), now));
     let mut rows = vec![
         [
             "NODE",
@@ -188,6 +188,6 @@ async fn show<A: NodeApi + LeaseApi + ?Sized>(api: &A, global: &Global) -> Resul
             upgrade_of(n),
         ]);
     }
-    print!("{}", table(&rows));
+    out!("{}", table(&rows));
     Ok(Exit::with(code::OK, ""))
 }

@@ -854,3 +854,34 @@ fn status_shows_the_lease_operation_and_each_nodes_ca_phase_and_upgrade() {
         assert_eq!(node["ca"]["trusted"].as_array().unwrap().len(), 2, "{node}");
     }
 }
+
+#[test]
+fn a_reader_that_stops_early_ends_the_command_quietly_as_sigpipe_would() {
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::{Command as Process, Stdio};
+
+    // As `nodejob upgrade ... | head -1`: the reader goes after the first line while the
+    // simulated roll goes on printing.
+    let mut child = Process::new(env!("CARGO_BIN_EXE_nodejob"))
+        .args(["upgrade", "--simulate", "5", "--to", "v1.38.0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.contains("lease"), "{first}");
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(141), "{status:?}, stderr: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!stderr.contains("Broken pipe"), "{stderr}");
+}
