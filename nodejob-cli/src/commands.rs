@@ -396,7 +396,7 @@ pub(crate) fn spec_of(global: &Global, job: &JobArgs) -> Result<Spec, Exit> {
             (job.deadline.as_secs() + 60).div_ceil(nodejob_core::POLL_INTERVAL.as_secs()),
         )
         .unwrap_or(u32::MAX),
-        kind: "node job".into(),
+        kind: "node".into(),
         critical: job.critical,
         image: job.image.clone(),
         output: Some(Arc::new(|note: &nodejob_core::Note| {

@@ -147,7 +147,7 @@ pub(crate) async fn history(fake: &FakeCluster, n: usize, namespace: &str) -> Re
             ],
             active_deadline: Duration::from_secs(3600),
             poll_attempts: 13,
-            kind: "node job".into(),
+            kind: "node".into(),
             critical: false,
             image: None,
             output: None,

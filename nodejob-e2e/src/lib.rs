@@ -2,7 +2,8 @@
 //! through `nodejob-kube`, acting as the least-privilege ServiceAccount of `deploy/rbac.yaml`;
 //! the drivers' scenarios (`tests/upgrade.rs`, `tests/rotate.rs`) run `upgrade-driver` and
 //! `certs-driver` through it on three nodes of their own, whose hosts are made quick with
-//! [`QUICK_STRATUM`].
+//! [`QUICK_STRATUM`]; `tests/cli.rs` runs the `nodejob` binary (`NODEJOB_E2E_CLI`) on such
+//! nodes through a kubeconfig holding that ServiceAccount's token.
 //!
 //! It does **not** start the cluster: `e2e/run` builds and starts etcd, kube-apiserver,
 //! kube-controller-manager, kube-scheduler and `nodejob-node-agent`, then runs these tests with
@@ -25,6 +26,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::wait::await_condition;
 use kube::runtime::watcher;
 use kube::{Client, Config};
 use nodejob_conformance::{Backend, Failure, Object, Workloads};
@@ -59,6 +61,9 @@ pub const SCENARIO_LABEL: &str = "nodejob.test/scenario";
 
 /// Where the ServiceAccount of `deploy/rbac.yaml` lives.
 pub const SA_NAMESPACE: &str = "kube-system";
+/// The name of the ServiceAccount of `deploy/rbac.yaml`, as [`KubeBackend::new`] and
+/// [`KubeBackend::for_workloads`] bind it.
+pub const SA_NAME: &str = "nodejob";
 
 fn fail(what: &str) -> impl FnOnce(kube::Error) -> Failure + '_ {
     move |e| Failure(format!("{what}: {e}"))
@@ -349,6 +354,60 @@ where
     }
 }
 
+/// Sets label `key=value` on a Node.
+pub async fn label_node(admin: &Client, node: &str, key: &str, value: &str) -> Result<(), Failure> {
+    let patch = json!({"metadata": {"labels": {key: value}}});
+    Api::<Node>::all(admin.clone())
+        .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(drop)
+        .map_err(|e| Failure(format!("labelling node {node} {key}={value}: {e}")))
+}
+
+/// Watches object `name` of `api` until `want` holds of it, at most `limit`; `what` says what
+/// is awaited, for the failure.
+pub async fn wait_for<K>(
+    api: Api<K>,
+    name: &str,
+    what: &str,
+    limit: Duration,
+    want: impl Fn(&K) -> bool + Send + 'static,
+) -> Result<K, Failure>
+where
+    K: Clone + std::fmt::Debug + Send + serde::de::DeserializeOwned + kube::Resource + 'static,
+{
+    let waiting = await_condition(api, name, move |k: Option<&K>| k.is_some_and(&want));
+    match tokio::time::timeout(limit, waiting).await {
+        Ok(Ok(Some(k))) => Ok(k),
+        Ok(Ok(None)) => Err(Failure(format!("{name}: gone while waiting for {what}"))),
+        Ok(Err(e)) => Err(Failure(format!("watching {name} for {what}: {e}"))),
+        Err(_) => Err(Failure(format!("{name}: {what} not seen after {limit:?}"))),
+    }
+}
+
+/// Waits (at most `limit`) until Deployment `namespace/name` has all its `replicas` updated,
+/// Ready and available; `when` says at which point of the scenario, for the failure.
+pub async fn deployment_available(
+    admin: &Client,
+    namespace: &str,
+    name: &str,
+    replicas: i32,
+    limit: Duration,
+    when: &str,
+) -> Result<Deployment, Failure> {
+    let api = Api::<Deployment>::namespaced(admin.clone(), namespace);
+    let what = format!("{replicas} replicas available {when}");
+    wait_for(api, name, &what, limit, move |d: &Deployment| {
+        let Some(s) = &d.status else { return false };
+        s.observed_generation >= d.metadata.generation
+            && s.updated_replicas == Some(replicas)
+            && s.ready_replicas == Some(replicas)
+            && s.available_replicas == Some(replicas)
+            && s.unavailable_replicas.unwrap_or(0) == 0
+    })
+    .await
+}
+
 /// Sets (or with `None` removes) an annotation on a Node.
 pub async fn annotate_node(
     admin: &Client,
@@ -381,7 +440,7 @@ pub struct KubeBackend {
 impl KubeBackend {
     /// A backend acting as the ServiceAccount of `deploy/rbac.yaml` as committed.
     pub async fn new() -> Result<Self, Failure> {
-        Self::with_rbac(Rbac::committed(), "nodejob").await
+        Self::with_rbac(Rbac::committed(), SA_NAME).await
     }
 
     /// A backend acting as ServiceAccount `sa`, bound by `rbac`.
@@ -392,7 +451,7 @@ impl KubeBackend {
     /// A backend for the [`Workloads`] scenarios: three nodes of the scenario's own, labelled
     /// [`SCENARIO_LABEL`], acting as the ServiceAccount of `deploy/rbac.yaml`.
     pub async fn for_workloads() -> Result<Self, Failure> {
-        Self::with_nodes(Rbac::committed(), "nodejob", 3).await
+        Self::with_nodes(Rbac::committed(), SA_NAME, 3).await
     }
 
     async fn with_nodes(rbac: Rbac, sa: &str, count: usize) -> Result<Self, Failure> {

@@ -5,7 +5,6 @@
 //! [`upgrade_driver::run`] acting as the ServiceAccount of `deploy/rbac.yaml`. Run by `e2e/run`.
 
 use std::collections::BTreeMap;
-use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -15,17 +14,15 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ListParams, Patch, PatchParams};
-use kube::runtime::wait::await_condition;
+use kube::Client;
+use kube::api::{Api, ListParams};
 use kube::runtime::watcher;
-use kube::{Client, Resource};
 use nodejob_conformance::workloads::{APP_LABEL, budget, deployment};
 use nodejob_conformance::{Backend, Failure, Object, Workloads, ensure};
 use nodejob_e2e::{
     KubeBackend, QUICK_STRATUM, SA_NAMESPACE, STRATUM_TIMING_ANNOTATION, admin, annotate_node,
-    record, unique,
+    deployment_available, label_node, record, unique, wait_for,
 };
-use serde::de::DeserializeOwned;
 use upgrade_driver::records::{self, DONE, Done, HOST_JOB, IN_PROGRESS};
 use upgrade_driver::{
     NodeResult, Outcome, Plan, PlanSpec, Progress, ProgressSink, UpgradeStep, VersionSource,
@@ -43,48 +40,9 @@ fn fail(what: impl std::fmt::Display) -> impl FnOnce(kube::Error) -> Failure {
     move |e| Failure(format!("{what}: {e}"))
 }
 
-/// Sets label `key=value` on `node`, as an administrator.
-async fn label(admin: &Client, node: &str, key: &str, value: &str) -> Result<(), Failure> {
-    let patch = serde_json::json!({"metadata": {"labels": {key: value}}});
-    Api::<Node>::all(admin.clone())
-        .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map(drop)
-        .map_err(fail(format!("labelling node {node} {key}={value}")))
-}
-
-/// Watches `name` until `want` holds of it, at most [`SETTLE`].
-async fn wait_for<K>(
-    api: Api<K>,
-    name: &str,
-    what: &str,
-    want: impl Fn(&K) -> bool + Send + 'static,
-) -> Result<K, Failure>
-where
-    K: Clone + Debug + Send + DeserializeOwned + Resource + 'static,
-{
-    let waiting = await_condition(api, name, move |k: Option<&K>| k.is_some_and(&want));
-    match tokio::time::timeout(SETTLE, waiting).await {
-        Ok(Ok(Some(k))) => Ok(k),
-        Ok(Ok(None)) => Err(Failure(format!("{name}: gone while waiting for {what}"))),
-        Ok(Err(e)) => Err(Failure(format!("watching {name} for {what}: {e}"))),
-        Err(_) => Err(Failure(format!("{name}: {what} not seen after {SETTLE:?}"))),
-    }
-}
-
 /// Waits until Deployment [`APP`] has every replica updated, Ready and available.
 async fn available(admin: &Client, namespace: &str, when: &str) -> Result<Deployment, Failure> {
-    let api = Api::<Deployment>::namespaced(admin.clone(), namespace);
-    let what = format!("{REPLICAS} replicas available {when}");
-    wait_for(api, APP, &what, |d: &Deployment| {
-        let Some(s) = &d.status else { return false };
-        s.observed_generation >= d.metadata.generation
-            && s.updated_replicas == Some(REPLICAS)
-            && s.ready_replicas == Some(REPLICAS)
-            && s.available_replicas == Some(REPLICAS)
-            && s.unavailable_replicas.unwrap_or(0) == 0
-    })
-    .await
+    deployment_available(admin, namespace, APP, REPLICAS, SETTLE, when).await
 }
 
 /// How many Pods of [`APP`] each node runs (live ones: not being deleted).
@@ -164,9 +122,9 @@ async fn three_nodes_roll_to_a_new_version_control_plane_first_under_a_budget()
     let namespace = backend.namespace();
     let (key, value) = backend.node_label();
     let [control, zone_a, zone_b] = [&names[0], &names[1], &names[2]];
-    label(&admin, control, records::CONTROL_PLANE, "").await?;
-    label(&admin, zone_a, records::ZONE, "zone-a").await?;
-    label(&admin, zone_b, records::ZONE, "zone-b").await?;
+    label_node(&admin, control, records::CONTROL_PLANE, "").await?;
+    label_node(&admin, zone_a, records::ZONE, "zone-a").await?;
+    label_node(&admin, zone_b, records::ZONE, "zone-b").await?;
     // Quick hosts: an upgrade runs 2s and the reboot keeps the node down 3s (not 20s and 30s).
     for name in &names {
         annotate_node(&admin, name, STRATUM_TIMING_ANNOTATION, Some(QUICK_STRATUM)).await?;
@@ -180,7 +138,7 @@ async fn three_nodes_roll_to_a_new_version_control_plane_first_under_a_budget()
     backend.create(Object::Budget(Box::new(pdb))).await?;
     available(&admin, &namespace, "before the roll").await?;
     let budgets = Api::<PodDisruptionBudget>::namespaced(admin.clone(), &namespace);
-    wait_for(budgets, APP, "one disruption allowed", |b| {
+    wait_for(budgets, APP, "one disruption allowed", SETTLE, |b| {
         b.status.as_ref().is_some_and(|s| {
             s.observed_generation >= b.metadata.generation && s.disruptions_allowed == 1
         })

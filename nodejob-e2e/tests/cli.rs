@@ -1,0 +1,616 @@
+//! The `nodejob` command on a real control plane, as a user runs it: the binary `e2e/run`
+//! builds (`NODEJOB_E2E_CLI`), given `--kubeconfig` and `--context` of a kubeconfig file that
+//! holds the apiserver's address, its CA and a token of the ServiceAccount of
+//! `deploy/rbac.yaml`, and nothing else. On three nodes of the scenario's own (one
+//! control-plane, two zones, quick `stratum` hosts) running a Deployment behind a budget:
+//! `upgrade` rolls them, `run` answers with its container's exit code, `jobs` and `status` show
+//! what is left, and `upgrade --preview` then skips every node. Run by `e2e/run`.
+
+use std::fs::OpenOptions;
+use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Node, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::Client;
+use kube::api::{Api, PostParams};
+use kube::config::Kubeconfig;
+use nodejob_conformance::workloads::{budget, deployment};
+use nodejob_conformance::{Backend, Failure, Object, Workloads, ensure};
+use nodejob_e2e::{
+    KubeBackend, QUICK_STRATUM, Rbac, SA_NAME, SA_NAMESPACE, STRATUM_TIMING_ANNOTATION, admin,
+    annotate_node, deployment_available, kubeconfig_path, label_node, unique, wait_for,
+};
+use serde_json::{Value, json};
+use upgrade_driver::VersionSource;
+use upgrade_driver::records;
+
+/// The version the nodes are rolled to: not the agent's, nor `tests/upgrade.rs`'s.
+const TARGET: &str = "v1.98.0";
+/// The Deployment behind the budget.
+const APP: &str = "web";
+const REPLICAS: i32 = 3;
+/// How long the workloads may take to settle, before and after the roll.
+const SETTLE: Duration = Duration::from_secs(120);
+/// How long one `nodejob` command may run before the test kills it and fails: each blocks
+/// until its operation is done, and the upgrade's own bounds (below) end a stuck one sooner.
+const COMMAND_LIMIT: Duration = Duration::from_secs(300);
+/// The kubeconfig context the commands name. The file has no current-context, so a command
+/// that ignored `--context` would fail rather than pass as someone else.
+const CONTEXT: &str = "nodejob-e2e-sa";
+/// The exit code the scripted `nodejob run` ends with.
+const RUN_EXIT: i32 = 7;
+
+/// The `nodejob` binary: `NODEJOB_E2E_CLI`, set by `e2e/run`.
+fn cli() -> Result<PathBuf, Failure> {
+    let path = std::env::var_os("NODEJOB_E2E_CLI")
+        .map(PathBuf::from)
+        .ok_or_else(|| {
+            Failure(
+                "NODEJOB_E2E_CLI is not set: run the end-to-end suite with e2e/run, which builds \
+             the nodejob binary (cargo build -p nodejob-cli) and sets it to its path"
+                    .into(),
+            )
+        })?;
+    ensure!(
+        path.is_file(),
+        "NODEJOB_E2E_CLI={}: no such file; e2e/run builds it",
+        path.display()
+    );
+    Ok(path)
+}
+
+/// A kubeconfig file in the test's temporary directory, removed when dropped.
+struct KubeconfigFile {
+    path: PathBuf,
+}
+
+impl Drop for KubeconfigFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Writes a kubeconfig as a user of ServiceAccount `SA_NAMESPACE/sa` would hold one: the
+/// admin kubeconfig's apiserver address and CA, and a token of that ServiceAccount from a
+/// TokenRequest (an hour), in context [`CONTEXT`]. The ServiceAccount must exist.
+async fn sa_kubeconfig(admin: &Client, sa: &str) -> Result<KubeconfigFile, Failure> {
+    let admin_path = kubeconfig_path();
+    let kubeconfig = Kubeconfig::read_from(&admin_path)
+        .map_err(|e| Failure(format!("reading {}: {e}", admin_path.display())))?;
+    let context = kubeconfig
+        .current_context
+        .as_deref()
+        .and_then(|c| kubeconfig.contexts.iter().find(|n| n.name == c))
+        .and_then(|n| n.context.as_ref())
+        .ok_or_else(|| Failure(format!("{}: no current context", admin_path.display())))?;
+    let cluster = (kubeconfig.clusters.iter())
+        .find(|n| n.name == context.cluster)
+        .and_then(|n| n.cluster.as_ref())
+        .ok_or_else(|| {
+            Failure(format!(
+                "{}: no cluster {}",
+                admin_path.display(),
+                context.cluster
+            ))
+        })?;
+    let (Some(server), Some(ca)) = (&cluster.server, &cluster.certificate_authority_data) else {
+        return Err(Failure(format!(
+            "{}: cluster {} has no server or certificate-authority-data",
+            admin_path.display(),
+            context.cluster
+        )));
+    };
+
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            expiration_seconds: Some(3600),
+            ..TokenRequestSpec::default()
+        },
+        ..TokenRequest::default()
+    };
+    let token = Api::<ServiceAccount>::namespaced(admin.clone(), SA_NAMESPACE)
+        .create_token_request(sa, &PostParams::default(), &request)
+        .await
+        .map_err(|e| Failure(format!("requesting a token of {SA_NAMESPACE}/{sa}: {e}")))?
+        .status
+        .map(|s| s.token)
+        .ok_or_else(|| {
+            Failure(format!(
+                "the token request of {SA_NAMESPACE}/{sa} has no status"
+            ))
+        })?;
+
+    let user = format!("{SA_NAMESPACE}-{sa}");
+    let file = json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{
+            "name": "nodejob-e2e",
+            "cluster": {"server": server, "certificate-authority-data": ca},
+        }],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": CONTEXT, "context": {"cluster": "nodejob-e2e", "user": user}}],
+    });
+    let text = serde_saphyr::to_string(&file)
+        .map_err(|e| Failure(format!("writing the kubeconfig as YAML: {e}")))?;
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join(unique("cli-kubeconfig"));
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .map_err(|e| Failure(format!("writing {}: {e}", path.display())))?;
+    Ok(KubeconfigFile { path })
+}
+
+/// What one `nodejob` command did.
+struct Ran {
+    /// The command line, for messages.
+    line: String,
+    /// The exit code; `None`: ended by a signal.
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Ran {
+    /// Fails unless it exited with `code`.
+    fn exited(&self, code: i32) -> Result<&Self, Failure> {
+        ensure!(
+            self.code == Some(code),
+            "`{}` exited {:?}, not {code}\nstdout:\n{}\nstderr:\n{}",
+            self.line,
+            self.code,
+            self.stdout,
+            self.stderr
+        );
+        Ok(self)
+    }
+
+    /// The lines of its stdout from the one that starts with `header` (a table's) to the end,
+    /// each split on whitespace.
+    fn table(&self, header: &str) -> Result<Vec<Vec<&str>>, Failure> {
+        let lines: Vec<&str> = self.stdout.lines().collect();
+        let Some(start) = lines.iter().position(|l| l.starts_with(header)) else {
+            return Err(Failure(format!(
+                "`{}`: no table headed {header:?} in\n{}",
+                self.line, self.stdout
+            )));
+        };
+        Ok(lines[start + 1..]
+            .iter()
+            .map(|l| l.split_whitespace().collect())
+            .collect())
+    }
+
+    /// Its stdout as one JSON value a line.
+    fn json_lines(&self) -> Result<Vec<Value>, Failure> {
+        (self.stdout.lines())
+            .map(|l| {
+                serde_json::from_str(l)
+                    .map_err(|e| Failure(format!("`{}`: {e} in line {l:?}", self.line)))
+            })
+            .collect()
+    }
+}
+
+/// Runs `nodejob --kubeconfig FILE --context CONTEXT ARGS...` (and nothing from the test's
+/// own `KUBECONFIG`) to its end, at most [`COMMAND_LIMIT`].
+async fn nodejob(kubeconfig: &Path, context: &str, args: &[&str]) -> Result<Ran, Failure> {
+    let binary = cli()?;
+    let line = format!(
+        "nodejob --kubeconfig {} --context {context} {}",
+        kubeconfig.display(),
+        args.join(" ")
+    );
+    let started = Instant::now();
+    let child = tokio::process::Command::new(&binary)
+        .env_remove("KUBECONFIG")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["--context", context])
+        .args(args)
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let output = match tokio::time::timeout(COMMAND_LIMIT, child).await {
+        Ok(output) => output.map_err(|e| Failure(format!("starting {}: {e}", binary.display())))?,
+        Err(_) => {
+            return Err(Failure(format!(
+                "`{line}` did not end within {COMMAND_LIMIT:?}; killed"
+            )));
+        }
+    };
+    let ran = Ran {
+        line,
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    };
+    eprintln!(
+        "cli: `{}`: exit {:?} after {:.1}s\n--- stdout\n{}--- stderr\n{}---",
+        ran.line,
+        ran.code,
+        started.elapsed().as_secs_f64(),
+        ran.stdout,
+        ran.stderr
+    );
+    Ok(ran)
+}
+
+/// A row of `nodejob jobs`, from its table or its JSON.
+#[derive(Debug)]
+struct JobRow {
+    name: String,
+    node: String,
+    status: String,
+    /// The exit code as shown; `None`: none yet.
+    exit: Option<String>,
+}
+
+/// The Job `nodejob run` creates on `node` (its default name: the scenario's node names are
+/// short enough to keep whole).
+fn run_job(node: &str) -> String {
+    format!("nodejob-run-{node}")
+}
+
+/// What `jobs` must show of the scenario's nodes (`rows`) after the upgrade, a failed run on
+/// `failed_on` and a succeeded run on `succeeded_on`: the failed run's Job, Failed with
+/// [`RUN_EXIT`], kept for inspection; the succeeded run's Job at most as Deleting (`nodejob
+/// run` asks for its foreground deletion and returns; the garbage collector removes it once
+/// its Pod is gone, seconds later); and nothing else: the upgrade deletes its Jobs before it
+/// ends.
+fn left_jobs(rows: &[JobRow], failed_on: &str, succeeded_on: &str) -> Result<(), Failure> {
+    let failed: Vec<&JobRow> = rows.iter().filter(|r| r.node == failed_on).collect();
+    let want_exit = RUN_EXIT.to_string();
+    ensure!(
+        failed.len() == 1
+            && failed[0].name == run_job(failed_on)
+            && failed[0].status == "Failed"
+            && failed[0].exit.as_deref() == Some(want_exit.as_str()),
+        "want the run's Job on {failed_on}, Failed with exit {RUN_EXIT}, and no other: {rows:?}"
+    );
+    ensure!(
+        (rows.iter())
+            .filter(|r| r.node == succeeded_on)
+            .all(|r| r.name == run_job(succeeded_on) && r.status == "Deleting"),
+        "want no Job on {succeeded_on} but the succeeded run's, being deleted: {rows:?}"
+    );
+    let others: Vec<&JobRow> = (rows.iter())
+        .filter(|r| r.node != failed_on && r.node != succeeded_on)
+        .collect();
+    ensure!(
+        others.is_empty(),
+        "want no Job on the other nodes: {others:?}"
+    );
+    Ok(())
+}
+
+/// Three agent nodes (one control-plane, two workers in two zones) running a Deployment behind
+/// a budget allowing one disruption, driven by the `nodejob` binary as the ServiceAccount of
+/// `deploy/rbac.yaml`, through a kubeconfig and a named context:
+/// - `upgrade --to` rolls all three (exit 0, each `upgraded` in the summary), and the cluster
+///   agrees: each reports the target, Ready and schedulable; the Deployment is whole again;
+/// - `run` exits with its container's exit code and prints its log; `--exit-code-only` prints
+///   nothing;
+/// - `jobs` (text and JSON) shows the failed run's Job on its node with its exit code, no Job
+///   of the upgrade and the succeeded run's at most as being deleted ([`left_jobs`]);
+/// - `status` (text and JSON) shows the three nodes at the target, upgraded, and the Lease free
+///   after the upgrade;
+/// - `upgrade --preview` (text and JSON) then skips all three and changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrade_run_jobs_and_status_through_a_kubeconfig_as_the_service_account()
+-> Result<(), Failure> {
+    cli()?;
+    let backend = KubeBackend::for_workloads().await?;
+    let admin = admin().await?;
+    let names = backend.nodes();
+    let namespace = backend.namespace();
+    let (key, value) = backend.node_label();
+    let [control, zone_a, zone_b] = [&names[0], &names[1], &names[2]];
+    label_node(&admin, control, records::CONTROL_PLANE, "").await?;
+    label_node(&admin, zone_a, records::ZONE, "zone-a").await?;
+    label_node(&admin, zone_b, records::ZONE, "zone-b").await?;
+    for name in &names {
+        annotate_node(&admin, name, STRATUM_TIMING_ANNOTATION, Some(QUICK_STRATUM)).await?;
+    }
+    let web = deployment(&namespace, APP, REPLICAS, &(key, value));
+    backend.create(Object::Deployment(Box::new(web))).await?;
+    let pdb = budget(&namespace, APP, APP, REPLICAS - 1);
+    backend.create(Object::Budget(Box::new(pdb))).await?;
+    deployment_available(&admin, &namespace, APP, REPLICAS, SETTLE, "before the roll").await?;
+    let budgets = Api::<PodDisruptionBudget>::namespaced(admin.clone(), &namespace);
+    wait_for(budgets, APP, "one disruption allowed", SETTLE, |b| {
+        b.status.as_ref().is_some_and(|s| {
+            s.observed_generation >= b.metadata.generation && s.disruptions_allowed == 1
+        })
+    })
+    .await?;
+
+    let kubeconfig = sa_kubeconfig(&admin, SA_NAME).await?;
+    let kc = kubeconfig.path.as_path();
+    let nodes = names.join(",");
+
+    // The roll: bounds well above what the quick hosts take, so a stuck step fails in minutes.
+    let upgrade = nodejob(
+        kc,
+        CONTEXT,
+        &[
+            "upgrade",
+            "--to",
+            TARGET,
+            "--nodes",
+            &nodes,
+            "--drain-timeout",
+            "60s",
+            "--reboot-timeout",
+            "60s",
+            "--deadline",
+            "2m",
+        ],
+    )
+    .await?;
+    upgrade.exited(0)?;
+    let summary = upgrade.table("NODE")?;
+    for name in &names {
+        let row = summary.iter().find(|r| r.first() == Some(&name.as_str()));
+        ensure!(
+            row.is_some_and(|r| r.get(1) != Some(&TARGET)
+                && r.get(2) == Some(&TARGET)
+                && r.get(3) == Some(&"upgraded")),
+            "node {name} is not upgraded from another version to {TARGET} in the summary: \
+             {row:?}\n{}",
+            upgrade.stdout
+        );
+    }
+    let totals = summary.last().map(|r| r.join(" ")).unwrap_or_default();
+    ensure!(
+        totals.starts_with("3 upgraded, 0 skipped, 0 failed, 0 stopped, 0 not started;")
+            && totals.ends_with("; done"),
+        "totals line {totals:?}"
+    );
+    let evicted: usize = (totals.split("; ").nth(1))
+        .and_then(|t| t.strip_suffix(" pods evicted"))
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| Failure(format!("no pods evicted in the totals line {totals:?}")))?;
+    ensure!(
+        evicted >= REPLICAS as usize,
+        "every replica must have been evicted once at least: {totals:?}"
+    );
+    // What the cluster says, as an administrator.
+    let node_api = Api::<Node>::all(admin.clone());
+    for name in &names {
+        let node = node_api
+            .get(name)
+            .await
+            .map_err(|e| Failure(format!("reading node {name}: {e}")))?;
+        let version = records::version(&node, &VersionSource::KubeletVersion);
+        ensure!(
+            version == Some(TARGET),
+            "node {name} reports {version:?}, not {TARGET}"
+        );
+        ensure!(nodejob_core::ready(&node), "node {name} is not Ready");
+        ensure!(
+            !records::unschedulable(&node),
+            "node {name} is left cordoned"
+        );
+    }
+    deployment_available(&admin, &namespace, APP, REPLICAS, SETTLE, "after the roll").await?;
+
+    // `run`: the node agent plays the argv's `nodejob-test:` directives: this log line, this
+    // exit code (what the shell command beside them would do on a real host).
+    let said = format!("hello from {control}");
+    let log = format!("nodejob-test:log={said}");
+    let code = format!("nodejob-test:exit={RUN_EXIT}");
+    let shell = format!("echo {said}; exit {RUN_EXIT}");
+    let failing = nodejob(
+        kc,
+        CONTEXT,
+        &[
+            "run",
+            "--node",
+            control,
+            "--deadline",
+            "2m",
+            "--",
+            "/bin/sh",
+            "-c",
+            &shell,
+            &log,
+            &code,
+        ],
+    )
+    .await?;
+    failing.exited(RUN_EXIT)?;
+    ensure!(
+        failing.stdout.lines().any(|l| l == said),
+        "`{}` must print its Pod's log {said:?}: {:?}",
+        failing.line,
+        failing.stdout
+    );
+    let succeeding = nodejob(
+        kc,
+        CONTEXT,
+        &[
+            "run",
+            "--node",
+            zone_a,
+            "--exit-code-only",
+            "--",
+            "/bin/true",
+            "nodejob-test:exit=0",
+            "nodejob-test:log=not shown",
+        ],
+    )
+    .await?;
+    succeeding.exited(0)?;
+    ensure!(
+        succeeding.stdout.is_empty(),
+        "`{}` must print nothing: {:?}",
+        succeeding.line,
+        succeeding.stdout
+    );
+
+    // `jobs`, of the scenario's nodes: see `left_jobs`.
+    let jobs = nodejob(kc, CONTEXT, &["jobs"]).await?;
+    let rows: Vec<JobRow> = (jobs.exited(0)?.table("NAME")?.into_iter())
+        .filter(|r| r.len() >= 4 && names.iter().any(|n| n == r[1]))
+        .map(|r| JobRow {
+            name: r[0].into(),
+            node: r[1].into(),
+            status: r[2].into(),
+            exit: Some(r[3].into()).filter(|e| e != "-"),
+        })
+        .collect();
+    left_jobs(&rows, control, zone_a).map_err(|Failure(e)| Failure(format!("jobs: {e}")))?;
+    let jobs_json = nodejob(kc, CONTEXT, &["jobs", "--output", "json"]).await?;
+    let objects: Vec<Value> = (jobs_json.exited(0)?.json_lines()?.into_iter())
+        .filter(|r| (r["node"].as_str()).is_some_and(|n| names.iter().any(|m| m == n)))
+        .collect();
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    let rows: Vec<JobRow> = (objects.iter())
+        .map(|r| JobRow {
+            name: text(&r["name"]),
+            node: text(&r["node"]),
+            status: text(&r["status"]),
+            exit: r["exit_code"].as_i64().map(|c| c.to_string()),
+        })
+        .collect();
+    left_jobs(&rows, control, zone_a)
+        .map_err(|Failure(e)| Failure(format!("jobs --output json: {e}")))?;
+    let failed = objects.iter().find(|r| r["node"] == json!(control));
+    ensure!(
+        failed.is_some_and(|r| r["namespace"] == json!(SA_NAMESPACE)
+            && r["label"] == json!("stratum.ciq.com/run")
+            && r["disrupted"] == json!(false)),
+        "jobs --output json: the failed run's Job {failed:?}"
+    );
+
+    // `status`: the three nodes at the target, upgraded by us, and the Lease released.
+    let status = nodejob(kc, CONTEXT, &["status"]).await?;
+    status.exited(0)?;
+    let lease = status.stdout.lines().next().unwrap_or_default();
+    let free = format!("lease {SA_NAMESPACE}/nodejob: free (last: upgrade {TARGET},");
+    ensure!(lease.starts_with(&free), "status: lease line {lease:?}");
+    let rows = status.table("NODE")?;
+    for name in &names {
+        let row = rows.iter().find(|r| r.first() == Some(&name.as_str()));
+        // NODE VERSION READY CORDONED CA UPGRADE...
+        let ok = row.is_some_and(|r| {
+            r.get(1..4) == Some(&[TARGET, "yes", "no"][..])
+                && r.get(5..8) == Some(&["upgraded", "to", TARGET][..])
+        });
+        ensure!(
+            ok,
+            "status: node {name} must be at {TARGET}, Ready, uncordoned and upgraded: \
+             {row:?}\n{}",
+            status.stdout
+        );
+    }
+    let status_json = nodejob(kc, CONTEXT, &["status", "-o", "json"]).await?;
+    let lines = status_json.exited(0)?.json_lines()?;
+    ensure!(lines.len() == 1, "status -o json: {} lines", lines.len());
+    let lease = &lines[0]["lease"];
+    ensure!(
+        lease["name"] == json!(format!("{SA_NAMESPACE}/nodejob"))
+            && lease["holder"].is_null()
+            && lease["operation"] == json!("upgrade")
+            && lease["target"] == json!(TARGET),
+        "status -o json: lease {lease}"
+    );
+    for name in &names {
+        let node =
+            (lines[0]["nodes"].as_array().into_iter().flatten()).find(|n| n["node"] == json!(name));
+        let ok = node.is_some_and(|n| {
+            n["version"] == json!(TARGET)
+                && n["ready"] == json!(true)
+                && n["cordoned"] == json!(false)
+                && n["in_progress"].is_null()
+                && n["done"].as_str().is_some_and(|d| d.contains(TARGET))
+        });
+        ensure!(ok, "status -o json: node {name}: {node:?}");
+    }
+
+    // `upgrade --preview` to the same target: every node skipped, nothing to do.
+    let preview = nodejob(
+        kc,
+        CONTEXT,
+        &["upgrade", "--to", TARGET, "--nodes", &nodes, "--preview"],
+    )
+    .await?;
+    preview.exited(0)?;
+    let lines: Vec<&str> = preview.stdout.lines().collect();
+    ensure!(
+        lines.contains(&"lease: free") && !lines.iter().any(|l| l.starts_with("batch ")),
+        "preview: {:?}",
+        preview.stdout
+    );
+    for name in &names {
+        let skip = format!("skip {name}: ");
+        ensure!(
+            lines.iter().any(|l| l.starts_with(&skip)),
+            "preview must skip {name}: {:?}",
+            preview.stdout
+        );
+    }
+    let preview_json = nodejob(
+        kc,
+        CONTEXT,
+        &[
+            "upgrade",
+            "--to",
+            TARGET,
+            "--nodes",
+            &nodes,
+            "--preview",
+            "-o",
+            "json",
+        ],
+    )
+    .await?;
+    let lines = preview_json.exited(0)?.json_lines()?;
+    let p = lines.first().cloned().unwrap_or_default();
+    let mut skipped: Vec<&str> = (p["skipped"].as_array().into_iter().flatten())
+        .filter_map(|s| s[0].as_str())
+        .collect();
+    skipped.sort_unstable();
+    let mut want: Vec<&str> = names.iter().map(String::as_str).collect();
+    want.sort_unstable();
+    ensure!(
+        lines.len() == 1
+            && skipped == want
+            && p["nodes"] == json!([])
+            && p["batches"] == json!([])
+            && p["lease"].is_null(),
+        "upgrade --preview -o json: {p}"
+    );
+    Ok(())
+}
+
+/// A context the kubeconfig does not have: exit 2 (bad usage), naming the context.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_context_is_bad_usage_naming_it() -> Result<(), Failure> {
+    cli()?;
+    let admin = admin().await?;
+    Rbac::committed()
+        .apply(&admin, SA_NAME, &[SA_NAMESPACE])
+        .await?;
+    let kubeconfig = sa_kubeconfig(&admin, SA_NAME).await?;
+    let missing = "nodejob-e2e-no-such-context";
+    let ran = nodejob(&kubeconfig.path, missing, &["status"]).await?;
+    ran.exited(2)?;
+    ensure!(
+        ran.stderr.contains(missing) && ran.stdout.is_empty(),
+        "`{}` must name context {missing} on stderr: stdout {:?}, stderr {:?}",
+        ran.line,
+        ran.stdout,
+        ran.stderr
+    );
+    Ok(())
+}
