@@ -8,6 +8,8 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Preconditions;
+use k8s_openapi::serde::Serialize;
+use k8s_openapi::serde::de::DeserializeOwned;
 use nodejob_core::{
     ApiResult, Change, Clock, DryRun, Eviction, JobApi, LeaseApi, NodeApi, NodeChange, PodApi,
 };
@@ -46,12 +48,12 @@ impl FakeCluster {
     }
 
     /// A watch on one name: the first event after `since`, waiting up to `timeout`.
-    async fn wait_on<K: Clone>(
+    async fn wait_on<K: Clone + Serialize + DeserializeOwned>(
         &self,
         key: Key,
         since: Option<&str>,
         timeout: Duration,
-        history: impl Fn(&crate::state::State) -> (&History<K>, Option<K>),
+        history: impl Fn(&crate::state::State) -> (&History<K>, Option<&K>),
     ) -> ApiResult<Change<K>> {
         let deadline = Instant::now() + timeout;
         // Subscribe before the first look, so no write between the look and the wait is lost.
@@ -61,7 +63,7 @@ impl FakeCluster {
             Since::After(rv) => rv,
             Since::Any => {
                 // A watch from "any" version first lists the object as a synthetic ADDED.
-                let (current, rv) = self.with_state(|st| (history(st).1, st.store.rv()));
+                let (current, rv) = self.with_state(|st| (history(st).1.cloned(), st.store.rv()));
                 if let Some(object) = current {
                     return Ok(Change::Applied(object));
                 }
@@ -192,7 +194,7 @@ impl JobApi for FakeCluster {
         let key = (namespace.to_string(), name.to_string());
         self.serve(Verb::WaitJob, namespace, name, None, async {
             self.wait_on(key.clone(), since, timeout, |st| {
-                (&st.store.job_history, st.store.jobs.get(&key).cloned())
+                (&st.store.job_history, st.store.jobs.get(&key))
             })
             .await
         })
@@ -239,7 +241,7 @@ impl NodeApi for FakeCluster {
         let key = (String::new(), name.to_string());
         self.serve(Verb::WaitNode, "", name, None, async {
             self.wait_on(key.clone(), since, timeout, |st| {
-                (&st.store.node_history, st.store.nodes.get(name).cloned())
+                (&st.store.node_history, st.store.nodes.get(name))
             })
             .await
         })
@@ -288,7 +290,7 @@ impl PodApi for FakeCluster {
         let key = (namespace.to_string(), name.to_string());
         self.serve(Verb::WaitPod, namespace, name, None, async {
             self.wait_on(key.clone(), since, timeout, |st| {
-                (&st.store.pod_history, st.store.pods.get(&key).cloned())
+                (&st.store.pod_history, st.store.pods.get(&key))
             })
             .await
         })

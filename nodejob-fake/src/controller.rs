@@ -512,11 +512,11 @@ impl Controller {
     /// pods whose controller (Job, ReplicaSet, DaemonSet) no longer exists (background
     /// deletion).
     pub(crate) fn collect_garbage(&mut self, cx: &mut Ctx<'_>) {
-        let jobs: Vec<Job> = cx.store.jobs.values().cloned().collect();
-        for job in jobs
-            .iter()
+        let deleting: Vec<Job> = (cx.store.jobs.values())
             .filter(|j| j.metadata.deletion_timestamp.is_some())
-        {
+            .cloned()
+            .collect();
+        for job in &deleting {
             let foreground = job
                 .metadata
                 .finalizers

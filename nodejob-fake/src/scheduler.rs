@@ -68,23 +68,24 @@ fn unbound(pod: &Pod) -> bool {
         && pod.metadata.deletion_timestamp.is_none()
 }
 
-/// Live (not ended, not being deleted) pods bound to `node`, and those of them `controller`
-/// controls.
-fn load(store: &Store, node: &str, controller: Option<&str>) -> (usize, usize) {
-    let live = store
-        .pods
-        .values()
-        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+/// By node: its live (not ended, not being deleted) pods that `controller` controls, and all
+/// its live pods. A node without live pods is not listed: `(0, 0)`.
+fn loads<'a>(store: &'a Store, controller: Option<&str>) -> BTreeMap<&'a str, (usize, usize)> {
+    let live = (store.pods.values())
         .filter(|p| !pod_is_terminal(p) && p.metadata.deletion_timestamp.is_none());
-    let (mut siblings, mut all) = (0, 0);
+    let mut loads: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
     for pod in live {
-        all += 1;
+        let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) else {
+            continue;
+        };
+        let (siblings, all) = loads.entry(node).or_default();
+        *all += 1;
         let owner = controller_of(&pod.metadata).map(|o| o.uid.as_str());
         if controller.is_some() && owner == controller {
-            siblings += 1;
+            *siblings += 1;
         }
     }
-    (siblings, all)
+    loads
 }
 
 /// The `PodScheduled` condition, `True` or `False` with the reason and message.
@@ -135,13 +136,14 @@ pub(crate) fn bind(cx: &mut Ctx<'_>) {
             continue;
         };
         let controller = controller_of(&pod.metadata).map(|o| o.uid.clone());
+        let loads = loads(store, controller.as_deref());
         let mut reasons = Vec::new();
         let mut best: Option<((usize, usize), String)> = None;
         for (name, node) in &store.nodes {
             match misfit(node, &pod) {
                 Some(reason) => reasons.push(reason),
                 None => {
-                    let rank = load(store, name, controller.as_deref());
+                    let rank = loads.get(name.as_str()).copied().unwrap_or_default();
                     if best.as_ref().is_none_or(|(r, _)| rank < *r) {
                         best = Some((rank, name.clone()));
                     }

@@ -3,7 +3,7 @@
 //! Jobs, and the Pods, Nodes, Events, Namespaces, Leases, PodDisruptionBudgets and workloads
 //! the verbs, actors and controllers write.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use k8s_openapi::Metadata;
@@ -62,6 +62,9 @@ pub(crate) struct Store {
     pub(crate) namespaces: BTreeMap<String, Namespace>,
     pub(crate) jobs: BTreeMap<Key, Job>,
     pub(crate) pods: BTreeMap<Key, Pod>,
+    /// The keys of `pods` by the UID of their controller ownerReference, kept with `pods` (in
+    /// `write_pod` and `remove_pod`) so that a controller's pods are found without a scan.
+    owned: BTreeMap<String, BTreeSet<Key>>,
     pub(crate) nodes: BTreeMap<String, Node>,
     pub(crate) events: BTreeMap<Key, Event>,
     pub(crate) leases: BTreeMap<Key, Lease>,
@@ -98,6 +101,7 @@ impl Store {
             namespaces: BTreeMap::new(),
             jobs: BTreeMap::new(),
             pods: BTreeMap::new(),
+            owned: BTreeMap::new(),
             nodes: BTreeMap::new(),
             events: BTreeMap::new(),
             leases: BTreeMap::new(),
@@ -228,7 +232,7 @@ impl Store {
         job.metadata.resource_version = Some(rv.to_string());
         let key = key_of(&job.metadata);
         self.job_history
-            .record(key.clone(), rv, Change::Applied(job.clone()));
+            .record(key.clone(), rv, Change::Applied(&job));
         self.jobs.insert(key, job.clone());
         job
     }
@@ -239,7 +243,7 @@ impl Store {
         let rv = self.bump();
         job.metadata.resource_version = Some(rv.to_string());
         self.job_history
-            .record(key.clone(), rv, Change::Deleted(job.clone()));
+            .record(key.clone(), rv, Change::Deleted(&job));
         Some(job)
     }
 
@@ -249,18 +253,41 @@ impl Store {
         pod.metadata.resource_version = Some(rv.to_string());
         let key = key_of(&pod.metadata);
         self.pod_history
-            .record(key.clone(), rv, Change::Applied(pod.clone()));
-        self.pods.insert(key, pod.clone());
+            .record(key.clone(), rv, Change::Applied(&pod));
+        if let Some(owner) = owner_uid_of(&pod) {
+            self.owned
+                .entry(owner.to_string())
+                .or_default()
+                .insert(key.clone());
+        }
+        if let Some(old) = self.pods.insert(key.clone(), pod.clone()) {
+            self.unindex(&key, &old, owner_uid_of(&pod));
+        }
         pod
+    }
+
+    /// Forgets `old`, the pod stored under `key` until now, in the owner index, unless its
+    /// owner is `kept` (that of the pod now stored under `key`).
+    fn unindex(&mut self, key: &Key, old: &Pod, kept: Option<&str>) {
+        let Some(owner) = owner_uid_of(old).filter(|o| Some(*o) != kept) else {
+            return;
+        };
+        if let Some(keys) = self.owned.get_mut(owner) {
+            keys.remove(key);
+            if keys.is_empty() {
+                self.owned.remove(owner);
+            }
+        }
     }
 
     /// Removes a Pod (DELETED, with its last state at a new resourceVersion).
     pub(crate) fn remove_pod(&mut self, key: &Key) -> Option<Pod> {
         let mut pod = self.pods.remove(key)?;
+        self.unindex(key, &pod, None);
         let rv = self.bump();
         pod.metadata.resource_version = Some(rv.to_string());
         self.pod_history
-            .record(key.clone(), rv, Change::Deleted(pod.clone()));
+            .record(key.clone(), rv, Change::Deleted(&pod));
         Some(pod)
     }
 
@@ -434,7 +461,7 @@ impl Store {
         node.metadata.resource_version = Some(rv.to_string());
         let name = node.metadata.name.clone().unwrap_or_default();
         self.node_history
-            .record(key("", &name), rv, Change::Applied(node.clone()));
+            .record(key("", &name), rv, Change::Applied(&node));
         self.nodes.insert(name, node.clone());
         node
     }
@@ -444,7 +471,7 @@ impl Store {
         let rv = self.bump();
         node.metadata.resource_version = Some(rv.to_string());
         self.node_history
-            .record(key("", name), rv, Change::Deleted(node.clone()));
+            .record(key("", name), rv, Change::Deleted(&node));
         Some(node)
     }
 
@@ -473,11 +500,13 @@ impl Store {
 
     /// The pods whose controller ownerReference is `owner_uid`, in name order.
     pub(crate) fn pods_owned_by(&self, owner_uid: &str) -> Vec<Pod> {
-        self.pods
-            .values()
-            .filter(|p| owner_uid_of(p).is_some_and(|u| u == owner_uid))
-            .cloned()
-            .collect()
+        self.owned_by(owner_uid).cloned().collect()
+    }
+
+    /// [`Store::pods_owned_by`], borrowed.
+    pub(crate) fn owned_by<'a>(&'a self, owner_uid: &str) -> impl Iterator<Item = &'a Pod> {
+        let keys = self.owned.get(owner_uid).into_iter().flatten();
+        keys.filter_map(|key| self.pods.get(key))
     }
 
     /// Records a core/v1 Event about `involved` the way client-go's event recorder does: an

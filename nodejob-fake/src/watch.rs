@@ -1,11 +1,17 @@
 //! Watch history: every ADDED / MODIFIED / DELETED of a watched object, with its
 //! resourceVersion, kept per name so a wait can resume from any `since`.
 //!
+//! Each change is kept as the object's JSON, decoded when a wait reports it.
+//!
 //! The fake keeps the whole history, so a watch never expires: the 410 Gone a real apiserver
 //! answers for a resourceVersion older than its watch cache is not modelled (the trait's
 //! backends resume it anyway).
 
 use std::collections::BTreeMap;
+use std::marker::PhantomData;
+
+use k8s_openapi::serde::Serialize;
+use k8s_openapi::serde::de::DeserializeOwned;
 
 use nodejob_core::{ApiError, Change};
 
@@ -37,27 +43,49 @@ impl Since {
 }
 
 /// The events of one object name: each change with its resourceVersion, oldest first.
-type Events<K> = Vec<(u64, Change<K>)>;
+type Events = Vec<(u64, Entry)>;
+
+/// One recorded change, kept as the JSON the apiserver would send (a third or less of the
+/// memory of the object itself, which matters when every version of every object of a
+/// thousands-of-nodes simulation is kept), and decoded again when a wait reports it.
+#[derive(Debug)]
+struct Entry {
+    deleted: bool,
+    json: Box<[u8]>,
+}
 
 /// The events of one kind of object, by `(namespace, name)`.
 #[derive(Debug)]
 pub(crate) struct History<K> {
-    by_name: BTreeMap<(String, String), Events<K>>,
+    by_name: BTreeMap<(String, String), Events>,
+    kind: PhantomData<fn() -> K>,
 }
 
 impl<K> Default for History<K> {
     fn default() -> Self {
         History {
             by_name: BTreeMap::new(),
+            kind: PhantomData,
         }
     }
 }
 
-impl<K: Clone> History<K> {
+impl<K: Serialize + DeserializeOwned> History<K> {
     /// Records that `key` changed at `rv`: `Change::Applied` for ADDED/MODIFIED, `Change::Deleted`
     /// with the last state for DELETED.
-    pub(crate) fn record(&mut self, key: (String, String), rv: u64, change: Change<K>) {
-        self.by_name.entry(key).or_default().push((rv, change));
+    pub(crate) fn record(&mut self, key: (String, String), rv: u64, change: Change<&K>) {
+        let (deleted, object) = match change {
+            Change::Applied(object) => (false, object),
+            Change::Deleted(object) => (true, object),
+            Change::TimedOut => return,
+        };
+        let json = serde_json::to_vec(object)
+            .expect("a Kubernetes object encodes as JSON")
+            .into_boxed_slice();
+        self.by_name
+            .entry(key)
+            .or_default()
+            .push((rv, Entry { deleted, json }));
     }
 
     /// The first event of `key` with a resourceVersion greater than `since`: what a watch on
@@ -65,9 +93,64 @@ impl<K: Clone> History<K> {
     /// since, that is the deletion, as a real watch would deliver it.
     pub(crate) fn first_after(&self, key: &(String, String), since: u64) -> Option<Change<K>> {
         let events = self.by_name.get(key)?;
-        events
-            .iter()
-            .find(|(rv, _)| *rv > since)
-            .map(|(_, change)| change.clone())
+        let (_, entry) = events.iter().find(|(rv, _)| *rv > since)?;
+        let object: K =
+            serde_json::from_slice(&entry.json).expect("the JSON `record` encoded decodes");
+        Some(if entry.deleted {
+            Change::Deleted(object)
+        } else {
+            Change::Applied(object)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::batch::v1::{Job, JobCondition, JobSpec, JobStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    use super::*;
+    use crate::timing::stamp;
+
+    fn key() -> (String, String) {
+        ("default".into(), "up".into())
+    }
+
+    #[test]
+    fn a_change_reads_back_as_it_was_recorded() {
+        let job = Job {
+            metadata: ObjectMeta {
+                name: Some("up".into()),
+                finalizers: Some(Vec::new()),
+                creation_timestamp: Some(stamp(std::time::Duration::from_secs(61))),
+                ..ObjectMeta::default()
+            },
+            spec: Some(JobSpec {
+                backoff_limit: Some(0),
+                ..JobSpec::default()
+            }),
+            status: Some(JobStatus {
+                succeeded: Some(1),
+                conditions: Some(vec![JobCondition {
+                    type_: "Complete".into(),
+                    status: "True".into(),
+                    ..JobCondition::default()
+                }]),
+                ..JobStatus::default()
+            }),
+        };
+        let mut history = History::<Job>::default();
+        history.record(key(), 7, Change::Applied(&job));
+        history.record(key(), 9, Change::Deleted(&job));
+        assert_eq!(
+            history.first_after(&key(), 6),
+            Some(Change::Applied(job.clone()))
+        );
+        assert_eq!(history.first_after(&key(), 7), Some(Change::Deleted(job)));
+        assert_eq!(history.first_after(&key(), 9), None);
+        assert_eq!(
+            history.first_after(&("default".into(), "other".into()), 0),
+            None
+        );
     }
 }

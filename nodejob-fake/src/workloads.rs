@@ -93,11 +93,9 @@ fn involved(meta: &ObjectMeta, kind: &str) -> ObjectReference {
 
 /// The pods `uid` controls that are live: not ended, not being deleted
 /// (`controller.FilterActivePods`).
-fn live_pods(store: &Store, uid: &str) -> Vec<Pod> {
-    (store.pods.values())
-        .filter(|p| controller_of(&p.metadata).is_some_and(|o| o.uid == uid))
+fn live_pods<'a>(store: &'a Store, uid: &str) -> Vec<&'a Pod> {
+    (store.owned_by(uid))
         .filter(|p| !pod_is_terminal(p) && p.metadata.deletion_timestamp.is_none())
-        .cloned()
         .collect()
 }
 
