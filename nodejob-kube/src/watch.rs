@@ -15,6 +15,11 @@
 //! last change it returned; a wait whose `since` is that resourceVersion reads on from the same
 //! stream, so a whole run costs one watch request however many status changes its Job goes
 //! through. A wait with another `since` closes it and opens a new one from `since`.
+//!
+//! A change that ends the waiting on its object ([`ends_waiting`]: its deletion, a Job finished)
+//! closes the stream once it is answered: a run's watch ends with the run, so a client that runs
+//! thousands of Jobs holds no apiserver watcher (nor connection) per finished one. Its position
+//! is kept: a later wait from it opens a new watch there and misses nothing.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -22,11 +27,13 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::serde::de::DeserializeOwned;
 use kube::api::{ListParams, ObjectList, WatchEvent, WatchParams};
 use kube::core::Request;
 use kube::{Client, Resource, ResourceExt};
-use nodejob_core::{ApiError, ApiResult, Change};
+use nodejob_core::{ApiError, ApiResult, Change, finished};
 use tokio::time::Instant;
 
 use crate::classify::{from_kube, from_status};
@@ -46,6 +53,44 @@ const MIN_WATCH_SPAN: Duration = Duration::from_secs(1);
 const MAX_TRACKED: usize = 32;
 
 type Events<K> = Pin<Box<dyn Stream<Item = kube::Result<WatchEvent<K>>> + Send>>;
+
+/// An object whose state can end the waiting on it.
+pub(crate) trait Settled {
+    /// Whether whoever waits on this object stops once it is in this state.
+    fn settled(&self) -> bool;
+}
+
+/// A Job that has finished (and is not being deleted): its run reads the result by other verbs
+/// and never waits on it again. One being deleted is waited on until it is gone.
+impl Settled for Job {
+    fn settled(&self) -> bool {
+        finished(self) && self.metadata.deletion_timestamp.is_none()
+    }
+}
+
+/// Nodes are waited on until Ready again, and again for the next reboot: never settled.
+impl Settled for Node {
+    fn settled(&self) -> bool {
+        false
+    }
+}
+
+/// Pods are waited on until they are gone: only their deletion ends the waiting.
+impl Settled for Pod {
+    fn settled(&self) -> bool {
+        false
+    }
+}
+
+/// Whether `change` ends the waiting on its object, so that its watch is closed once the change
+/// is answered: its deletion, or a state it is [`Settled`] in.
+pub(crate) fn ends_waiting<K: Settled>(change: &Change<K>) -> bool {
+    match change {
+        Change::Deleted(_) => true,
+        Change::Applied(object) => object.settled(),
+        Change::TimedOut => false,
+    }
+}
 
 /// `(namespace, name)`; the namespace is empty for cluster-scoped objects.
 pub(crate) type Key = (String, String);
@@ -194,7 +239,13 @@ pub(crate) struct Watched<'a, K: Clone> {
 
 impl<K> Watched<'_, K>
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+    K: Resource<DynamicType = ()>
+        + Settled
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static,
 {
     fn name(&self) -> &str {
         &self.key.1
@@ -237,8 +288,14 @@ where
             Ok(answer) => answer,
             Err(_elapsed) => Ok(Change::TimedOut),
         };
-        if let Ok(Change::Applied(obj) | Change::Deleted(obj)) = &answer {
-            watch.seen = obj.resource_version();
+        if let Ok(change) = &answer {
+            if let Change::Applied(obj) | Change::Deleted(obj) = change {
+                watch.seen = obj.resource_version();
+            }
+            if ends_waiting(change) {
+                // Closes the response: the apiserver's watcher and the connection go with it.
+                watch.stream = None;
+            }
         }
         self.tracker.put(&self.key, watch);
         answer
@@ -444,6 +501,48 @@ mod tests {
         tracker.put(&key, OpenWatch::at(Some("7".into()), "9".into()));
         let w = tracker.take(&key, "7").expect("positioned at 7");
         assert_eq!(w.position, "9");
+    }
+
+    fn job(conditions: &[&str], deleting: bool) -> Job {
+        use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+        let condition = |c: &&str| JobCondition {
+            type_: (*c).into(),
+            status: "True".into(),
+            ..JobCondition::default()
+        };
+        Job {
+            metadata: ObjectMeta {
+                deletion_timestamp: deleting
+                    .then_some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)),
+                ..ObjectMeta::default()
+            },
+            status: Some(JobStatus {
+                conditions: Some(conditions.iter().map(condition).collect()),
+                ..JobStatus::default()
+            }),
+            ..Job::default()
+        }
+    }
+
+    #[test]
+    fn a_finished_job_or_a_deletion_ends_the_waiting_and_its_watch() {
+        let done = ["SuccessCriteriaMet", "Complete"];
+        assert!(ends_waiting(&Change::Applied(job(&done, false))));
+        assert!(ends_waiting(&Change::Applied(job(&["Failed"], false))));
+        assert!(ends_waiting(&Change::Deleted(job(&[], false))));
+        // Running, or finished but being deleted (waited on until it is gone): read on.
+        assert!(!ends_waiting(&Change::Applied(job(&[], false))));
+        assert!(!ends_waiting(&Change::Applied(job(
+            &["SuccessCriteriaMet"],
+            false
+        ))));
+        assert!(!ends_waiting(&Change::Applied(job(&done, true))));
+        assert!(!ends_waiting::<Job>(&Change::TimedOut));
+        // Nodes and Pods: only their deletion.
+        assert!(!ends_waiting(&Change::Applied(Node::default())));
+        assert!(!ends_waiting(&Change::Applied(Pod::default())));
+        assert!(ends_waiting(&Change::Deleted(Pod::default())));
     }
 
     #[test]

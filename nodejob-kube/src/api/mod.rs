@@ -20,7 +20,7 @@ use tokio::time::Instant;
 
 use crate::config::{ConnectError, load_config};
 use crate::transport::{Built, call_json};
-use crate::watch::{Key, Tracker, Watched};
+use crate::watch::{Key, Settled, Tracker, Watched};
 
 /// Core's [`JobApi`](nodejob_core::JobApi), [`NodeApi`](nodejob_core::NodeApi),
 /// [`PodApi`](nodejob_core::PodApi), [`LeaseApi`](nodejob_core::LeaseApi) and [`Clock`] over a
@@ -63,12 +63,12 @@ impl KubeApi {
         }
     }
 
-    /// Over a client built from `config`, with kube's retry layer off
-    /// (`config.default_retry = false`, whatever it was).
+    /// Over a client built from `config`: kube's stack with `TCP_NODELAY` on its connections,
+    /// and kube's retry layer off (`config.default_retry = false`, whatever it was).
     pub fn from_config(mut config: kube::Config) -> Result<Self, ConnectError> {
         config.default_retry = false;
         let cluster_url = config.cluster_url.to_string();
-        let client = Client::try_from(config).map_err(|source| ConnectError::Client {
+        let client = crate::client::client(config).map_err(|source| ConnectError::Client {
             cluster_url,
             source,
         })?;
@@ -124,7 +124,13 @@ impl KubeApi {
         timeout: Duration,
     ) -> ApiResult<Change<K>>
     where
-        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + fmt::Debug + Send + 'static,
+        K: Resource<DynamicType = ()>
+            + Settled
+            + Clone
+            + DeserializeOwned
+            + fmt::Debug
+            + Send
+            + 'static,
     {
         Watched {
             client: &self.client,
