@@ -1,0 +1,382 @@
+//! `nodejob-bench`: prints the performance table of the README's Performance section.
+//!
+//! ```text
+//! cargo run --release -p nodejob-bench                  everything (about 4 minutes on 2 cores)
+//! cargo run --release -p nodejob-bench -- --runs 200 --sizes 100,1000 --no-micro
+//! e2e/bench                                             the real control plane (`real`)
+//! ```
+//!
+//! Each rolling upgrade and the micro benchmarks run in a child process of this same binary
+//! (`roll NODES`, `micro DIR`), so each size's peak memory is its own.
+
+use std::path::Path;
+use std::process::{Command, ExitCode};
+use std::time::Duration;
+
+use anyhow::Context;
+use criterion::Criterion;
+use nodejob_bench::latency::{Schedule, measure};
+use nodejob_bench::micro;
+use nodejob_bench::real::{Cluster, Connector};
+use nodejob_bench::requests::{count, describe, total};
+use nodejob_bench::roll::{Roll, roll};
+use nodejob_bench::scenario::{Call, Waiter};
+use nodejob_bench::stats::Summary;
+
+const USAGE: &str = "usage: nodejob-bench [--runs N] [--sizes N,N,...] [--no-micro]
+       nodejob-bench real [RUNS [COUNTED [HELD]]]   on the cluster of KUBECONFIG (e2e/bench)
+       nodejob-bench roll NODES      one rolling upgrade, as a line of JSON
+       nodejob-bench micro DIR       the micro benchmarks, criterion's estimates in DIR";
+
+/// What the table is made of.
+struct Options {
+    runs: usize,
+    sizes: Vec<usize>,
+    micro: bool,
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("roll") => one_roll(&args[1..]),
+        Some("micro") => one_micro(&args[1..]),
+        Some("real") => real(&args[1..]),
+        Some("-h" | "--help") => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        _ => options(&args).and_then(|o| table(&o)),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("nodejob-bench: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn options(args: &[String]) -> anyhow::Result<Options> {
+    let mut o = Options {
+        runs: 1_000,
+        sizes: vec![100, 1_000, 5_000],
+        micro: true,
+    };
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        let mut value = || {
+            args.next()
+                .with_context(|| format!("{arg} needs a value\n{USAGE}"))
+        };
+        match arg.as_str() {
+            "--runs" => o.runs = value()?.parse().context("--runs")?,
+            "--sizes" => {
+                o.sizes = (value()?.split(','))
+                    .map(str::parse)
+                    .collect::<Result<_, _>>()
+                    .context("--sizes")?;
+            }
+            "--no-micro" => o.micro = false,
+            other => anyhow::bail!("unknown argument {other:?}\n{USAGE}"),
+        }
+    }
+    Ok(o)
+}
+
+/// A current-thread runtime (time and I/O), its time paused (virtual) or real.
+fn runtime(paused: bool) -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(paused)
+        .build()?)
+}
+
+fn table(o: &Options) -> anyhow::Result<()> {
+    println!("nodejob-bench: {}", machine());
+    println!();
+    latency_table(o.runs)?;
+    println!();
+    requests_table()?;
+    println!();
+    roll_table(&o.sizes)?;
+    if o.micro {
+        println!();
+        micro_table()?;
+    }
+    Ok(())
+}
+
+fn latency_table(runs: usize) -> anyhow::Result<()> {
+    println!(
+        "Completion latency: the Job's finished status written -> the call returned \
+         (fake, real time, {runs} runs)"
+    );
+    let spacing = Duration::from_millis(5);
+    let staggered = Schedule::Staggered { spacing };
+    let rows = [
+        (Waiter::Watch, Call::Run, Schedule::Serial),
+        (Waiter::Watch, Call::ExitCodeLogs, Schedule::Serial),
+        (Waiter::BOTH[0], Call::Run, staggered),
+        (Waiter::BOTH[1], Call::Run, staggered),
+        (Waiter::BOTH[0], Call::ExitCodeLogs, staggered),
+        (Waiter::BOTH[1], Call::ExitCodeLogs, staggered),
+    ];
+    println!(
+        "  {:<15} {:<19} {:<40} {:>9} {:>9} {:>9}",
+        "waiter", "call", "runs laid out", "p50", "p99", "max"
+    );
+    let rt = runtime(false)?;
+    for (waiter, call, schedule) in rows {
+        let latencies = rt.block_on(measure(waiter, call, runs, schedule))?;
+        let s = Summary::of(&latencies);
+        let layout = match schedule {
+            Schedule::Serial => "one at a time, host op instant".to_string(),
+            Schedule::Staggered { spacing } => {
+                format!("one every {} ms, host op U[0, 5 s)", spacing.as_millis())
+            }
+        };
+        println!(
+            "  {:<15} {:<19} {:<40} {:>9} {:>9} {:>9}",
+            waiter.to_string(),
+            call.to_string(),
+            layout,
+            ms(s.p50),
+            ms(s.p99),
+            ms(s.max)
+        );
+    }
+    Ok(())
+}
+
+fn requests_table() -> anyhow::Result<()> {
+    println!("API requests per run (fake call record, virtual time; default cluster timing)");
+    let short = Duration::from_secs(1);
+    let long = Duration::from_secs(30 * 60);
+    println!(
+        "  {:<19} {:<15} {:>9} {:>11}   calls at 30 min, by verb",
+        "call", "waiter", "host 1 s", "host 30 min"
+    );
+    let rt = runtime(true)?;
+    for call in Call::ALL {
+        for waiter in Waiter::BOTH {
+            let a = rt.block_on(count(waiter, call, short))?;
+            let b = rt.block_on(count(waiter, call, long))?;
+            println!(
+                "  {:<19} {:<15} {:>9} {:>11}   {}",
+                call.to_string(),
+                waiter.to_string(),
+                total(&a),
+                total(&b),
+                describe(&b)
+            );
+        }
+    }
+    Ok(())
+}
+
+fn roll_table(sizes: &[usize]) -> anyhow::Result<()> {
+    println!(
+        "Rolling upgrade (fake, paused time; max_unavailable 10%, 100 replicas behind a budget; \
+         one process per size)"
+    );
+    println!(
+        "  {:>6} {:>9} {:>9} {:>9} {:>10} {:>13} {:>14}",
+        "nodes", "virtual", "wall", "setup", "peak RSS", "requests/node", "overhead/node"
+    );
+    let exe = std::env::current_exe()?;
+    for &nodes in sizes {
+        let out = Command::new(&exe)
+            .arg("roll")
+            .arg(nodes.to_string())
+            .output()?;
+        anyhow::ensure!(
+            out.status.success(),
+            "roll {nodes}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let r = Roll::from_json(String::from_utf8_lossy(&out.stdout).trim())?;
+        let n = r.nodes as f64;
+        println!(
+            "  {:>6} {:>9} {:>9} {:>9} {:>7} MB {:>13.1} {:>14}",
+            r.nodes,
+            format!("{:.0} min", r.virtual_time.as_secs_f64() / 60.0),
+            format!("{:.2} s", r.wall.as_secs_f64()),
+            format!("{:.2} s", r.setup.as_secs_f64()),
+            r.peak_rss_kib / 1024,
+            r.total_calls() as f64 / n,
+            ms(r.wall.div_f64(n)),
+        );
+    }
+    Ok(())
+}
+
+fn micro_table() -> anyhow::Result<()> {
+    println!("Micro (criterion, time per call: median of the estimate)");
+    let dir = std::env::temp_dir().join(format!("nodejob-bench-micro-{}", std::process::id()));
+    let exe = std::env::current_exe()?;
+    let out = Command::new(exe).arg("micro").arg(&dir).output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "micro: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for name in micro::NAMES {
+        let ns = median_ns(&dir, name)?;
+        println!("  {name:<19} {ns:>10.1} ns");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// Criterion's median estimate for `name`, in ns.
+fn median_ns(dir: &Path, name: &str) -> anyhow::Result<f64> {
+    let path = dir.join(name).join("new").join("estimates.json");
+    let text = std::fs::read_to_string(&path).with_context(|| path.display().to_string())?;
+    let v: serde_json::Value = serde_json::from_str(&text)?;
+    v["median"]["point_estimate"]
+        .as_f64()
+        .with_context(|| format!("no median in {}", path.display()))
+}
+
+/// The child: one roll, printed as a line of JSON.
+fn one_roll(args: &[String]) -> anyhow::Result<()> {
+    let nodes: usize = args.first().context(USAGE)?.parse().context("NODES")?;
+    let r = runtime(true)?.block_on(roll(nodes))?;
+    println!("{}", r.to_json());
+    Ok(())
+}
+
+/// The child: the micro benchmarks, criterion's files in `args[0]`.
+fn one_micro(args: &[String]) -> anyhow::Result<()> {
+    let dir = args.first().context(USAGE)?;
+    let mut c = Criterion::default()
+        .output_directory(Path::new(dir))
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    micro::benches(&mut c);
+    c.final_summary();
+    Ok(())
+}
+
+/// The real control plane: `RUNS` timed runs per connector (100), `COUNTED` through the
+/// counting proxy (20), and what the `TCP_NODELAY` client holds once it has made `HELD` runs in
+/// all (`RUNS`).
+fn real(args: &[String]) -> anyhow::Result<()> {
+    let arg = |i: usize, default: usize, what: &str| {
+        args.get(i)
+            .map_or(Ok(default), |a| a.parse())
+            .with_context(|| what.to_string())
+    };
+    let runs = arg(0, 100, "RUNS")?;
+    let counted = arg(1, 20, "COUNTED")?;
+    let held = arg(2, runs, "HELD")?.max(runs);
+    let rt = runtime(false)?;
+    let cluster = rt.block_on(Cluster::set_up())?;
+    let result = rt.block_on(real_table(&cluster, runs, counted, held));
+    rt.block_on(cluster.tear_down())?;
+    result?;
+    // The same scenario on the fake, for comparison.
+    let fake = runtime(true)?.block_on(count(Waiter::Watch, Call::ExitCodeLogs, Duration::ZERO))?;
+    println!(
+        "  on the fake, the same run: {} calls ({}); each wait_job call there is one change of \
+         the Job, read on one open watch here",
+        total(&fake),
+        describe(&fake)
+    );
+    Ok(())
+}
+
+async fn real_table(
+    cluster: &Cluster,
+    runs: usize,
+    counted: usize,
+    held: usize,
+) -> anyhow::Result<()> {
+    println!("nodejob-bench real: {}", machine());
+    println!(
+        "Real control plane: run_exit_code_logs through nodejob-kube, host op exits at once, \
+         runs one at a time"
+    );
+    println!();
+    println!(
+        "Completion latency: first watcher saw the Job finished -> the call returned ({runs} runs \
+         per connector)"
+    );
+    println!(
+        "  {:<38} {:>9} {:>9} {:>9}",
+        "connector", "p50", "p99", "max"
+    );
+    let watchers_before = cluster.job_watchers().await?;
+    for connector in [Connector::Kube, Connector::NoDelay] {
+        let api = cluster.client(connector)?;
+        let latencies = cluster.latencies(&api, runs).await?;
+        let s = Summary::of(&latencies);
+        println!(
+            "  {:<38} {:>9} {:>9} {:>9}",
+            connector.to_string(),
+            ms(s.p50),
+            ms(s.p99),
+            ms(s.max)
+        );
+        if connector == Connector::NoDelay {
+            // More runs through the same client, untimed, then what it still holds, once the
+            // observer's connections have closed.
+            cluster.latencies(&api, held - runs).await?;
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            println!();
+            println!(
+                "Held by that one KubeApi after {held} runs: {} TCP connection(s) to the \
+                 apiserver; the apiserver's WATCH requests on Jobs: {} (all clients; {} before \
+                 the runs)",
+                cluster.connections()?,
+                cluster.job_watchers().await?,
+                watchers_before
+            );
+        }
+    }
+    println!();
+    let counts = cluster.requests(counted).await?;
+    let total: usize = counts.values().sum();
+    let by_kind: Vec<String> = counts
+        .iter()
+        .map(|(k, n)| format!("{k} {:.2}", *n as f64 / counted as f64))
+        .collect();
+    println!(
+        "Requests per run, counted by a proxy in front of the apiserver ({counted} runs): {:.2}",
+        total as f64 / counted as f64
+    );
+    println!("  {}", by_kind.join(", "));
+    Ok(())
+}
+
+/// `0.123 ms`, or `1.23 s` from a second on.
+fn ms(d: Duration) -> String {
+    if d >= Duration::from_secs(1) {
+        format!("{:.2} s", d.as_secs_f64())
+    } else {
+        format!("{:.3} ms", d.as_secs_f64() * 1e3)
+    }
+}
+
+/// The CPU, its cores and the memory, as `/proc` tells them.
+fn machine() -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .map(|l| l.trim_start_matches([' ', '\t', ':']).trim().to_string())
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let mem_gib = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kib| kib / 1024.0 / 1024.0);
+    let build = if cfg!(debug_assertions) {
+        "debug build (use --release)"
+    } else {
+        "release build"
+    };
+    format!("{model}, {cores} cores, {mem_gib:.0} GiB; {build}")
+}

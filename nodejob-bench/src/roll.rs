@@ -1,0 +1,181 @@
+//! A whole rolling upgrade of a simulated cluster, in paused (virtual) time, measured in wall
+//! time, API requests and peak memory.
+//!
+//! The cluster ([`FakeCluster`], seed 1, default timing): 3 control-plane nodes and the rest of
+//! the nodes as workers in 4 zones, a Deployment `web` of 100 replicas on the workers behind a
+//! budget allowing one disruption. The plan: every node to `v1.38.0`, `max_unavailable` 10%.
+//!
+//! Peak memory is the process's (`VmHWM`), so each size runs in a process of its own.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use nodejob_conformance::workloads::{budget, deployment};
+use nodejob_fake::{Clock, FakeCluster, labels};
+use serde_json::json;
+use upgrade_driver::records;
+use upgrade_driver::{MaxUnavailable, Outcome, Plan, PlanSpec, VersionSource, quiet, run};
+
+const TARGET: &str = "v1.38.0";
+const ZONES: [&str; 4] = ["zone-a", "zone-b", "zone-c", "zone-d"];
+const CONTROL_PLANE: usize = 3;
+const REPLICAS: i32 = 100;
+const WORKER: (&str, &str) = ("role", "worker");
+
+/// What one roll measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Roll {
+    /// Nodes in the cluster, all in the plan.
+    pub nodes: usize,
+    /// Virtual time of the roll.
+    pub virtual_time: Duration,
+    /// Wall time of the roll (the driver and the fake together).
+    pub wall: Duration,
+    /// Wall time to build the cluster, before the roll.
+    pub setup: Duration,
+    /// API calls of the roll, by verb (`get_job`, ...).
+    pub calls: BTreeMap<String, usize>,
+    /// Pods evicted.
+    pub evicted: usize,
+    /// The process's peak resident memory, in KiB, when the roll ended.
+    pub peak_rss_kib: u64,
+}
+
+impl Roll {
+    /// All API calls of the roll.
+    pub fn total_calls(&self) -> usize {
+        self.calls.values().sum()
+    }
+
+    /// As one line of JSON, for the parent process.
+    pub fn to_json(&self) -> String {
+        json!({
+            "nodes": self.nodes,
+            "virtual_ms": self.virtual_time.as_millis() as u64,
+            "wall_us": self.wall.as_micros() as u64,
+            "setup_us": self.setup.as_micros() as u64,
+            "calls": self.calls,
+            "evicted": self.evicted,
+            "peak_rss_kib": self.peak_rss_kib,
+        })
+        .to_string()
+    }
+
+    /// Reads [`Roll::to_json`]'s line.
+    ///
+    /// # Errors
+    /// When it is not such a line.
+    pub fn from_json(line: &str) -> anyhow::Result<Roll> {
+        let v: serde_json::Value = serde_json::from_str(line)?;
+        let num = |k: &str| {
+            v[k].as_u64()
+                .ok_or_else(|| anyhow::anyhow!("no {k} in {line}"))
+        };
+        let calls = v["calls"]
+            .as_object()
+            .ok_or_else(|| anyhow::anyhow!("no calls in {line}"))?
+            .iter()
+            .map(|(k, n)| (k.clone(), n.as_u64().unwrap_or_default() as usize))
+            .collect();
+        Ok(Roll {
+            nodes: num("nodes")? as usize,
+            virtual_time: Duration::from_millis(num("virtual_ms")?),
+            wall: Duration::from_micros(num("wall_us")?),
+            setup: Duration::from_micros(num("setup_us")?),
+            calls,
+            evicted: num("evicted")? as usize,
+            peak_rss_kib: num("peak_rss_kib")?,
+        })
+    }
+}
+
+/// Rolls a cluster of `nodes` nodes (more than 3). Must run on a runtime whose time is paused.
+///
+/// # Errors
+/// When the roll does not end `Done` with every node at the target.
+pub async fn roll(nodes: usize) -> anyhow::Result<Roll> {
+    anyhow::ensure!(
+        nodes > CONTROL_PLANE,
+        "a roll needs more than {CONTROL_PLANE} nodes"
+    );
+    let setup = Instant::now();
+    let fake = FakeCluster::with_seed(1);
+    let names = cluster(&fake, nodes)?;
+    // Let the Deployment's pods start before the roll.
+    fake.sleep(Duration::from_secs(10)).await;
+    let setup = setup.elapsed();
+
+    let mut spec = PlanSpec::new(TARGET);
+    spec.identity = "nodejob-bench".into();
+    spec.max_unavailable = MaxUnavailable::Percent(10);
+    let plan = Plan::build(spec)?;
+
+    let calls_before = fake.calls().len();
+    let started_virtual = fake.now();
+    let started = Instant::now();
+    let report = run(&fake, &plan, quiet()).await?;
+    let wall = started.elapsed();
+    let virtual_time = fake.now() - started_virtual;
+
+    anyhow::ensure!(
+        report.outcome == Outcome::Done,
+        "the roll ended {:?}",
+        report.outcome
+    );
+    let behind = names
+        .iter()
+        .filter(|n| {
+            fake.node(n).as_ref().and_then(|node| {
+                records::version(node, &VersionSource::KubeletVersion).map(str::to_string)
+            }) != Some(TARGET.to_string())
+        })
+        .count();
+    anyhow::ensure!(behind == 0, "{behind} node(s) not at {TARGET}");
+
+    let mut calls = BTreeMap::new();
+    for call in &fake.calls()[calls_before..] {
+        *calls.entry(call.verb.method().to_string()).or_default() += 1;
+    }
+    Ok(Roll {
+        nodes: names.len(),
+        virtual_time,
+        wall,
+        setup,
+        calls,
+        evicted: report.totals.pods_evicted,
+        peak_rss_kib: peak_rss_kib().unwrap_or_default(),
+    })
+}
+
+/// Adds `nodes` nodes (3 control-plane, the rest workers spread over the zones) and the
+/// Deployment behind its budget. Answers the node names.
+fn cluster(fake: &FakeCluster, nodes: usize) -> anyhow::Result<Vec<String>> {
+    let mut names = Vec::with_capacity(nodes);
+    for i in 0..CONTROL_PLANE {
+        let name = format!("cp-{i}");
+        fake.add_node(&name)?;
+        fake.label_node(&name, labels::CONTROL_PLANE, "")?;
+        names.push(name);
+    }
+    for i in 0..nodes - CONTROL_PLANE {
+        let zone = ZONES[i % ZONES.len()];
+        let name = format!("{zone}-{:04}", i / ZONES.len());
+        fake.add_node(&name)?;
+        fake.label_node(&name, labels::ZONE, zone)?;
+        fake.label_node(&name, WORKER.0, WORKER.1)?;
+        names.push(name);
+    }
+    let label = (WORKER.0.to_string(), WORKER.1.to_string());
+    fake.create_deployment_now(&deployment("default", "web", REPLICAS, &label))?;
+    fake.create_budget_now(&budget("default", "web", "web", REPLICAS - 1))?;
+    Ok(names)
+}
+
+/// `VmHWM` of `/proc/self/status`: the peak resident set size, in KiB.
+pub fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
