@@ -1,7 +1,8 @@
 //! [`Plan`]: what a rolling upgrade does, validated when built ([`Plan::build`]) so that bad
 //! input is refused before any API call, with an error naming the field and the rule.
 
-use std::time::Duration;
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use jiff::civil::{Time, Weekday};
 use jiff::tz::TimeZone;
@@ -144,7 +145,10 @@ pub struct PlanSpec {
     pub image: Option<String>,
     /// The Lease both drivers share.
     pub lease_name: String,
-    /// Who holds the Lease: unique per process.
+    /// Who holds the Lease: unique per process. The default, `upgrade-driver-<pid>-<time>`, is
+    /// the same for the life of the process, so a driver restarted as a new process waits out
+    /// the Lease of the one that died (at most `lease_duration`) unless it is given that one's
+    /// identity; two processes with the defaults never take each other's Lease as their own.
     pub identity: String,
     /// `leaseDurationSeconds`: renewed every third of it.
     pub lease_duration: Duration,
@@ -170,10 +174,23 @@ impl PlanSpec {
             namespace: "kube-system".into(),
             image: None,
             lease_name: "nodejob".into(),
-            identity: "upgrade-driver".into(),
+            identity: process_identity(),
             lease_duration: Duration::from_secs(60),
         }
     }
+}
+
+/// This process's default Lease identity (see [`PlanSpec::identity`]).
+fn process_identity() -> String {
+    static IDENTITY: OnceLock<String> = OnceLock::new();
+    IDENTITY
+        .get_or_init(|| {
+            let since_epoch = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            format!("upgrade-driver-{}-{since_epoch:x}", std::process::id())
+        })
+        .clone()
 }
 
 /// A field of the plan refused, and why.

@@ -212,3 +212,16 @@ fn a_window_opens_on_its_days_and_may_run_past_midnight() {
         Some(at("2026-01-02T20:00:00Z"))
     );
 }
+
+#[test]
+fn the_default_identity_is_unique_to_the_process() {
+    let identity = PlanSpec::new("v1.38.0").identity;
+    let pid = std::process::id().to_string();
+    assert!(
+        identity.starts_with("upgrade-driver-")
+            && identity.split('-').any(|part| part == pid.as_str()),
+        "{identity}"
+    );
+    // The same for the life of the process: a plan built twice holds the Lease as one holder.
+    assert_eq!(PlanSpec::new("v1.39.0").identity, identity);
+}
