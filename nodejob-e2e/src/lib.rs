@@ -20,6 +20,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::StreamExt as _;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::authorization::v1::SubjectAccessReview;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -210,6 +211,78 @@ impl Rbac {
                 &typed(binding)?,
             )
             .await?;
+        }
+        self.wait_effective(admin, sa, namespaces).await
+    }
+
+    /// Waits until the apiserver's authorizer grants `sa` every rule applied: RBAC authorizes
+    /// from informer caches, so a binding just created may still be refused for a moment
+    /// (`plugin/pkg/auth/authorizer/rbac` reads Roles and bindings through listers). Asked
+    /// with a SubjectAccessReview per verb, resource and namespace.
+    async fn wait_effective(
+        &self,
+        admin: &Client,
+        sa: &str,
+        namespaces: &[&str],
+    ) -> Result<(), Failure> {
+        let reviews = Api::<SubjectAccessReview>::all(admin.clone());
+        let mut pending: Vec<(Option<String>, Value, String)> = Vec::new();
+        for doc in &self.docs {
+            let scopes: Vec<Option<String>> = match doc["kind"].as_str() {
+                Some("ClusterRole") => vec![None],
+                Some("Role") => namespaces.iter().map(|ns| Some(ns.to_string())).collect(),
+                _ => continue,
+            };
+            for rule in doc["rules"].as_array().into_iter().flatten() {
+                let group = strings(&rule["apiGroups"])
+                    .into_iter()
+                    .next()
+                    .unwrap_or_default();
+                for resource in strings(&rule["resources"]) {
+                    for verb in strings(&rule["verbs"]) {
+                        for ns in &scopes {
+                            let (resource, sub) = match resource.split_once('/') {
+                                Some((r, s)) => (r.to_string(), s.to_string()),
+                                None => (resource.clone(), String::new()),
+                            };
+                            let attributes = json!({
+                                "namespace": ns, "verb": verb, "group": group,
+                                "resource": resource, "subresource": sub,
+                            });
+                            pending.push((ns.clone(), attributes, format!("{verb} {resource}")));
+                        }
+                    }
+                }
+            }
+        }
+        let user = format!("system:serviceaccount:{SA_NAMESPACE}:{sa}");
+        let deadline = tokio::time::Instant::now() + SETTLE;
+        while let Some((ns, attributes, what)) = pending.last().cloned() {
+            let review: SubjectAccessReview = typed(json!({
+                "spec": {
+                    "user": user,
+                    "groups": ["system:serviceaccounts",
+                               format!("system:serviceaccounts:{SA_NAMESPACE}"),
+                               "system:authenticated"],
+                    "resourceAttributes": attributes,
+                }
+            }))?;
+            let answer = reviews
+                .create(&PostParams::default(), &review)
+                .await
+                .map_err(fail("creating a SubjectAccessReview"))?;
+            if answer.status.is_some_and(|s| s.allowed) {
+                pending.pop();
+                continue;
+            }
+            if tokio::time::Instant::now() > deadline {
+                return Err(Failure(format!(
+                    "{user} still may not {what} in {} after {SETTLE:?}",
+                    ns.as_deref().unwrap_or("the cluster")
+                )));
+            }
+            // No watch reports an authorizer's cache: ask again shortly.
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
         Ok(())
     }
