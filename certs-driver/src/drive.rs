@@ -194,22 +194,9 @@ where
             api,
             &config,
             &claim,
-            Box::new(move |e: &FenceEvent| match e {
-                FenceEvent::Renewed { epoch } => {
-                    events.event(&Progress::LeaseRenewed { epoch: *epoch });
-                }
-                FenceEvent::Lost { message } => events.event(&Progress::LeaseLost {
-                    message: message.clone(),
-                }),
-                _ => {}
-            }),
+            Box::new(move |e: &FenceEvent| events.event(&Progress::Lease(e.clone()))),
         )
         .await?;
-        progress.event(&Progress::LeaseAcquired {
-            lease: fence.name().to_string(),
-            epoch: fence.epoch(),
-            how: fence.how().to_string(),
-        });
         let report = Report {
             target: plan.fingerprint().to_string(),
             nodes: order

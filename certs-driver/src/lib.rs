@@ -140,7 +140,7 @@ use nodejob_core::{ApiError, JobApi, LeaseApi, NodeApi};
 
 pub use drive::{COMPONENT, OPERATION};
 pub use gate::{Disagreement, Gate, GateReport, Reported, Verified, check, expected, old_trust};
-pub use nodejob_core::drive::Stop;
+pub use nodejob_core::drive::{FenceEvent, Stop};
 pub use phase::{CaStep, Decision, decide};
 pub use plan::{Fingerprint, NSENTER, Plan, PlanError, PlanSpec};
 pub use preview::{Next, NodePreview, Preview, last_reported};

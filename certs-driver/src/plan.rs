@@ -6,6 +6,7 @@ use std::fmt;
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use nodejob_core::drive::identity;
 use nodejob_core::{Spec, is_dns1123_subdomain, trunc_name};
 use sha2::{Digest, Sha256};
 
@@ -181,8 +182,8 @@ fn process_identity() -> String {
         .get_or_init(|| {
             let since_epoch = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos());
-            format!("certs-driver-{}-{since_epoch:x}", std::process::id())
+                .unwrap_or_default();
+            identity("certs-driver", std::process::id(), since_epoch)
         })
         .clone()
 }

@@ -4,6 +4,7 @@
 //! retries, stopped with why), and the Lease's history; a rotation adds its gates, every
 //! node's fingerprints side by side.
 
+use nodejob_core::drive::FenceEvent;
 use serde::Serialize;
 
 use crate::gate::{Gate, GateReport};
@@ -15,25 +16,6 @@ use crate::status::CaStatus;
 #[serde(tag = "event", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Progress {
-    /// The Lease is ours.
-    LeaseAcquired {
-        /// `namespace/name`.
-        lease: String,
-        /// The epoch we hold.
-        epoch: i32,
-        /// `free`, `taken over from <holder>`, or `resumed from <holder>`.
-        how: String,
-    },
-    /// The Lease was renewed.
-    LeaseRenewed {
-        /// The epoch we hold.
-        epoch: i32,
-    },
-    /// The Lease is no longer ours: the run stops before its next write.
-    LeaseLost {
-        /// Who holds it now, as the Lease says.
-        message: String,
-    },
     /// A phase starts on the nodes that have not passed it.
     PhaseStarted {
         /// The phase.
@@ -89,6 +71,12 @@ pub enum Progress {
         /// Why.
         why: String,
     },
+    /// The Lease acquired, renewed, or lost (the run stops before its next write), as the
+    /// [`Fence`](nodejob_core::drive::Fence) tells it; serialised as the event itself:
+    /// `lease_acquired`, `lease_renewed`, `lease_lost`.
+    // Untagged, so last: serde wants untagged variants at the end.
+    #[serde(untagged)]
+    Lease(FenceEvent),
 }
 
 /// Where a run's [`Progress`] goes.
@@ -263,5 +251,39 @@ impl Report {
             t.steps += n.steps.len();
         }
         self.totals = t;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lease_events_serialise_as_events_of_their_own() {
+        let json = |e: FenceEvent| serde_json::to_string(&Progress::Lease(e)).unwrap();
+        let acquired = FenceEvent::Acquired {
+            lease: "kube-system/nodejob".into(),
+            epoch: 1,
+            how: "taken over from a (epoch 0)".into(),
+        };
+        assert_eq!(
+            json(acquired),
+            r#"{"event":"lease_acquired","lease":"kube-system/nodejob","epoch":1,"how":"taken over from a (epoch 0)"}"#
+        );
+        assert_eq!(
+            json(FenceEvent::Renewed { epoch: 1 }),
+            r#"{"event":"lease_renewed","epoch":1}"#
+        );
+        assert_eq!(
+            json(FenceEvent::Lost {
+                message: "held by b".into()
+            }),
+            r#"{"event":"lease_lost","message":"held by b"}"#
+        );
+        let stopping = Progress::Stopping { why: "w".into() };
+        assert_eq!(
+            serde_json::to_string(&stopping).unwrap(),
+            r#"{"event":"stopping","why":"w"}"#
+        );
     }
 }

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use jiff::Timestamp;
+use nodejob_core::drive::FenceEvent;
 use upgrade_driver::{NodeResult, Outcome, Progress, ProgressSink, Report, UpgradeStep};
 
 use crate::sim::Pacer;
@@ -140,14 +141,22 @@ fn step_index(step: UpgradeStep) -> u64 {
     }
 }
 
+/// A Lease event, of either driver, as a line of text.
+pub(crate) fn describe_lease(event: &FenceEvent) -> String {
+    match event {
+        FenceEvent::Acquired { lease, epoch, how } => {
+            format!("lease {lease} acquired at epoch {epoch} ({how})")
+        }
+        FenceEvent::Renewed { epoch } => format!("lease renewed (epoch {epoch})"),
+        FenceEvent::Lost { message } => format!("LEASE LOST: {message}"),
+        other => format!("{other:?}"),
+    }
+}
+
 /// One event as a line of text.
 pub(crate) fn describe(event: &Progress) -> String {
     match event {
-        Progress::LeaseAcquired { lease, epoch, how } => {
-            format!("lease {lease} acquired at epoch {epoch} ({how})")
-        }
-        Progress::LeaseRenewed { epoch } => format!("lease renewed (epoch {epoch})"),
-        Progress::LeaseLost { message } => format!("LEASE LOST: {message}"),
+        Progress::Lease(lease) => describe_lease(lease),
         Progress::BatchStarted {
             index,
             group,
@@ -224,7 +233,7 @@ impl ProgressSink for Renderer {
                     bar.finish_with_message(format!("skipped: {why}"));
                 }
             }
-            Progress::LeaseRenewed { .. } | Progress::PodsEvicted { .. } => {}
+            Progress::Lease(FenceEvent::Renewed { .. }) | Progress::PodsEvicted { .. } => {}
             other => self.stamped(&describe(other)),
         }
     }

@@ -8,6 +8,7 @@ use certs_driver::{
     CaStep, Fingerprint, GateReport, Next, NodeResult, Outcome, Plan, PlanError, PlanSpec, Preview,
     Progress, ProgressSink, Report, Stop,
 };
+use nodejob_core::drive::FenceEvent;
 use nodejob_core::{JobApi, LeaseApi, NodeApi};
 use nodejob_fake::stratum::Fault;
 
@@ -15,7 +16,7 @@ use crate::args::{Global, RotateCa};
 use crate::commands::{
     connect, fake_clock, identity, on_interrupt, real_runtime, simulated_runtime,
 };
-use crate::output::{Format, Renderer, WallClock, seconds, table};
+use crate::output::{Format, Renderer, WallClock, describe_lease, seconds, table};
 use crate::sim::{self, Pacer};
 use crate::{Exit, code};
 
@@ -277,11 +278,7 @@ fn step_index(step: CaStep) -> u64 {
 /// One event as a line of text.
 fn describe(event: &Progress) -> String {
     match event {
-        Progress::LeaseAcquired { lease, epoch, how } => {
-            format!("lease {lease} acquired at epoch {epoch} ({how})")
-        }
-        Progress::LeaseRenewed { epoch } => format!("lease renewed (epoch {epoch})"),
-        Progress::LeaseLost { message } => format!("LEASE LOST: {message}"),
+        Progress::Lease(lease) => describe_lease(lease),
         Progress::PhaseStarted { phase, nodes } if nodes.is_empty() => {
             format!("phase {phase}: every node passed it already")
         }
@@ -390,7 +387,7 @@ impl ProgressSink for Renderer {
                     });
                 }
             }
-            Progress::LeaseRenewed { .. } => {}
+            Progress::Lease(FenceEvent::Renewed { .. }) => {}
             other => self.stamped(&describe(other)),
         }
     }

@@ -1,10 +1,12 @@
 //! What both drivers need around their per-node steps, so the rolling upgrade and the CA
 //! rotation cannot drift: the Lease as a [`Fence`] (acquire, check before every write, renew
-//! while anything waits, release, and the history a report shows), a [`Stop`] request,
-//! [`retry`] for single calls, the [`NoteSink`] adapter from core's notes to a driver's
-//! progress, [`write_node_event`], [`select_nodes`] and [`is_control_plane`].
+//! while anything waits, release, and the history a report shows) and its [`FenceEvent`]s, a
+//! driver's default Lease [`identity`], a [`Stop`] request, [`retry`] for single calls, the
+//! [`NoteSink`] adapter from core's notes to a driver's progress, [`write_node_event`],
+//! [`select_nodes`] and [`is_control_plane`].
 //!
-//! It holds no driver's steps, progress or report types: those stay in each driver.
+//! It holds no driver's steps, progress or report types: those stay in each driver, which
+//! carries the [`FenceEvent`]s in its progress as they are.
 //!
 //! ```text
 //!   Fence::acquire ──▶ Fence::renewing(work) ──▶ Fence::release ──▶ history lines
@@ -61,16 +63,47 @@ impl Stop {
     }
 }
 
+/// A driver's default Lease identity: `<prefix>-<pid>-<hex nanoseconds since the epoch>`, for
+/// the process `pid` started at `since_epoch`: unique per process (a reused pid comes with
+/// another time). The driver reads its pid and the time once, and keeps the answer for the
+/// life of the process.
+///
+/// ```
+/// # use std::time::Duration;
+/// # use nodejob_core::drive::identity;
+/// assert_eq!(identity("upgrade-driver", 42, Duration::from_nanos(255)), "upgrade-driver-42-ff");
+/// ```
+pub fn identity(prefix: &str, pid: u32, since_epoch: Duration) -> String {
+    format!("{prefix}-{pid}-{:x}", since_epoch.as_nanos())
+}
+
 /// What a [`Fence`] tells its driver as it happens, for the driver's progress.
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// Serialised as the drivers' progress events are, tagged by `event`: `{"event":
+/// "lease_acquired", "lease": …, "epoch": …, "how": …}`, `{"event": "lease_renewed", "epoch":
+/// …}`, `{"event": "lease_lost", "message": …}`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "event")]
 #[non_exhaustive]
 pub enum FenceEvent {
+    /// The Lease is ours.
+    #[serde(rename = "lease_acquired")]
+    Acquired {
+        /// `namespace/name`.
+        lease: String,
+        /// The epoch we hold.
+        epoch: i32,
+        /// `free`, `taken over from <holder>`, or `resumed from <holder>`.
+        how: String,
+    },
     /// The Lease was renewed at this epoch.
+    #[serde(rename = "lease_renewed")]
     Renewed {
         /// The epoch held.
         epoch: i32,
     },
     /// The Lease is no longer ours: nothing more is written.
+    #[serde(rename = "lease_lost")]
     Lost {
         /// Who holds it now, as the Lease says.
         message: String,
@@ -108,8 +141,8 @@ impl std::fmt::Debug for Fence {
 }
 
 impl Fence {
-    /// Acquires the Lease of `config` for `claim` ([`acquire`]); `events` hears of renewals and
-    /// of the loss.
+    /// Acquires the Lease of `config` for `claim` ([`acquire`]); `events` hears of it
+    /// ([`FenceEvent::Acquired`]), then of renewals and of the loss.
     ///
     /// # Errors
     /// As [`acquire`]: [`crate::Error::LeaseHeld`] when another holder's Lease is live.
@@ -126,6 +159,11 @@ impl Fence {
             Acquired::Resumed { previous } => format!("resumed from {previous}"),
         };
         let (name, epoch) = (held.name(), held.epoch());
+        events(&FenceEvent::Acquired {
+            lease: name.clone(),
+            epoch,
+            how: how.clone(),
+        });
         Ok(Fence {
             history: Mutex::new(vec![format!("acquired {name} at epoch {epoch} ({how})")]),
             held: AsyncMutex::new(held),

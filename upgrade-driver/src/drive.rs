@@ -11,7 +11,8 @@ use k8s_openapi::api::core::v1::Node;
 use nodejob_core::drain::drain;
 pub(crate) use nodejob_core::drive::retry;
 use nodejob_core::drive::{
-    Fence, FenceEvent, NoteSink, Selecting, delete_job_of, patch_node_again, write_node_event,
+    Fence, FenceEvent, NoteSink, Selecting, delete_job_of, millis, patch_node_again,
+    write_node_event,
 };
 use nodejob_core::lease::{Claim, LeaseConfig};
 use nodejob_core::runner::{Mode, Policy, run_with};
@@ -21,7 +22,7 @@ use nodejob_core::{ApiError, EventType, JobApi, LeaseApi, NodeApi, PodApi, ready
 use crate::machine::{Intent, Mark, NodeMachine, NodeResult, Observation, UpgradeStep};
 use crate::order::{Group, groups, is_control_plane};
 use crate::plan::Plan;
-use crate::progress::{NodeReport, Outcome, Progress, ProgressSink, Report, Totals, ms};
+use crate::progress::{NodeReport, Outcome, Progress, ProgressSink, Report, Totals};
 use crate::records::{self, IN_PROGRESS, InProgress, boot_id, same_version, version};
 use crate::{Error, Stop};
 
@@ -110,22 +111,9 @@ where
         api,
         &config,
         &claim,
-        Box::new(move |e: &FenceEvent| match e {
-            FenceEvent::Renewed { epoch } => {
-                events.event(&Progress::LeaseRenewed { epoch: *epoch });
-            }
-            FenceEvent::Lost { message } => events.event(&Progress::LeaseLost {
-                message: message.clone(),
-            }),
-            _ => {}
-        }),
+        Box::new(move |e: &FenceEvent| events.event(&Progress::Lease(e.clone()))),
     )
     .await?;
-    progress.event(&Progress::LeaseAcquired {
-        lease: fence.name().to_string(),
-        epoch: fence.epoch(),
-        how: fence.how().to_string(),
-    });
     let refs: Vec<&Node> = nodes.iter().collect();
     let width = spec.max_unavailable.of(nodes.len());
     let order = groups(&refs, width);
@@ -171,7 +159,7 @@ where
     let mut report = run.report.into_inner().unwrap();
     report.lease = run.fence.release(api).await;
     report.outcome = outcome;
-    report.totals = totals(&report, ms(api.now().saturating_sub(started)));
+    report.totals = totals(&report, millis(api.now().saturating_sub(started)));
     Ok(report)
 }
 
@@ -510,11 +498,11 @@ where
                     }
                     Mark::Finished(s, message) => {
                         let took = api.now().saturating_sub(step_started);
-                        self.node_report(name, |n| n.steps.push((s, ms(took))));
+                        self.node_report(name, |n| n.steps.push((s, millis(took))));
                         self.progress.event(&Progress::StepFinished {
                             node: name.to_string(),
                             step: s,
-                            took_ms: ms(took),
+                            took_ms: millis(took),
                             message: message.clone(),
                         });
                         self.event(name, EventType::Normal, &s.reason(), &message)
@@ -638,11 +626,11 @@ where
     ) -> NodeResult {
         let took = self.api.now().saturating_sub(started);
         self.finish_node(name, result.clone(), node);
-        self.node_report(name, |n| n.took_ms = ms(took));
+        self.node_report(name, |n| n.took_ms = millis(took));
         self.progress.event(&Progress::NodeFinished {
             node: name.to_string(),
             result: result.clone(),
-            took_ms: ms(took),
+            took_ms: millis(took),
         });
         result
     }

@@ -83,7 +83,7 @@ use nodejob_core::{ApiError, JobApi, LeaseApi, NodeApi, PodApi};
 
 pub use drive::COMPONENT;
 pub use machine::{Failure, Intent, Mark, NodeMachine, NodeResult, Observation, Step, UpgradeStep};
-pub use nodejob_core::drive::Stop;
+pub use nodejob_core::drive::{FenceEvent, Stop};
 pub use order::{Group, batches, groups, is_control_plane};
 pub use plan::{MaxUnavailable, NSENTER, Plan, PlanError, PlanSpec, VersionSource, Window};
 pub use preview::{NodePreview, PodPlan, Preview};

@@ -8,6 +8,7 @@ use jiff::civil::{Time, Weekday};
 use jiff::tz::TimeZone;
 use jiff::{Timestamp, ToSpan};
 use nodejob_core::drain::DrainOptions;
+use nodejob_core::drive::identity;
 use nodejob_core::{Spec, is_dns1123_subdomain, trunc_name};
 
 /// The annotation and label prefix of this driver's records.
@@ -187,8 +188,8 @@ fn process_identity() -> String {
         .get_or_init(|| {
             let since_epoch = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos());
-            format!("upgrade-driver-{}-{since_epoch:x}", std::process::id())
+                .unwrap_or_default();
+            identity("upgrade-driver", std::process::id(), since_epoch)
         })
         .clone()
 }

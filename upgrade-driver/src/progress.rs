@@ -1,8 +1,7 @@
 //! [`Progress`]: the typed events of a run, as a terminal draws bars from them and a server
 //! streams them; [`ProgressSink`] receives them; [`Report`] is what a run ends with.
 
-use std::time::Duration;
-
+use nodejob_core::drive::FenceEvent;
 use serde::Serialize;
 
 use crate::machine::{Failure, NodeResult, UpgradeStep};
@@ -12,25 +11,6 @@ use crate::machine::{Failure, NodeResult, UpgradeStep};
 #[serde(tag = "event", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Progress {
-    /// The Lease is ours.
-    LeaseAcquired {
-        /// `namespace/name`.
-        lease: String,
-        /// The epoch we hold.
-        epoch: i32,
-        /// `free`, `taken over from <holder>`, or `resumed from <holder>`.
-        how: String,
-    },
-    /// The Lease was renewed.
-    LeaseRenewed {
-        /// The epoch we hold.
-        epoch: i32,
-    },
-    /// The Lease is no longer ours: the run stops before its next write.
-    LeaseLost {
-        /// Who holds it now, as the Lease says.
-        message: String,
-    },
     /// A batch of nodes starts.
     BatchStarted {
         /// Its index, from 0.
@@ -93,6 +73,12 @@ pub enum Progress {
         /// Why.
         why: String,
     },
+    /// The Lease acquired, renewed, or lost (the run stops before its next write), as the
+    /// [`Fence`](nodejob_core::drive::Fence) tells it; serialised as the event itself:
+    /// `lease_acquired`, `lease_renewed`, `lease_lost`.
+    // Untagged, so last: serde wants untagged variants at the end.
+    #[serde(untagged)]
+    Lease(FenceEvent),
 }
 
 /// Where a run's [`Progress`] goes.
@@ -201,6 +187,36 @@ impl Report {
     }
 }
 
-pub(crate) fn ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lease_events_serialise_as_events_of_their_own() {
+        let json = |e: FenceEvent| serde_json::to_string(&Progress::Lease(e)).unwrap();
+        let acquired = FenceEvent::Acquired {
+            lease: "kube-system/nodejob".into(),
+            epoch: 1,
+            how: "taken over from a (epoch 0)".into(),
+        };
+        assert_eq!(
+            json(acquired),
+            r#"{"event":"lease_acquired","lease":"kube-system/nodejob","epoch":1,"how":"taken over from a (epoch 0)"}"#
+        );
+        assert_eq!(
+            json(FenceEvent::Renewed { epoch: 1 }),
+            r#"{"event":"lease_renewed","epoch":1}"#
+        );
+        assert_eq!(
+            json(FenceEvent::Lost {
+                message: "held by b".into()
+            }),
+            r#"{"event":"lease_lost","message":"held by b"}"#
+        );
+        let stopping = Progress::Stopping { why: "w".into() };
+        assert_eq!(
+            serde_json::to_string(&stopping).unwrap(),
+            r#"{"event":"stopping","why":"w"}"#
+        );
+    }
 }

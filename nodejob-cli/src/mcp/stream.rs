@@ -10,13 +10,14 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
+use nodejob_core::drive::FenceEvent;
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::{Peer, RoleServer};
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::output::seconds;
+use crate::output::{describe_lease, seconds};
 
 /// How much an event matters, as MCP's logging levels say it (the subset used).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -202,12 +203,20 @@ pub(crate) fn severity_of(level: rmcp::model::LoggingLevel) -> Severity {
     }
 }
 
+/// How much a Lease event, of either driver, matters: a renewal is routine, a loss an error.
+fn lease_severity(event: &FenceEvent) -> Severity {
+    match event {
+        FenceEvent::Renewed { .. } => Severity::Debug,
+        FenceEvent::Lost { .. } => Severity::Error,
+        _ => Severity::Info,
+    }
+}
+
 /// An upgrade event as a [`Line`].
 pub(crate) fn upgrade_line(event: &upgrade_driver::Progress) -> Line {
     use upgrade_driver::{NodeResult, Progress};
     let severity = match event {
-        Progress::LeaseRenewed { .. } => Severity::Debug,
-        Progress::LeaseLost { .. } => Severity::Error,
+        Progress::Lease(lease) => lease_severity(lease),
         Progress::NodeFinished {
             result: NodeResult::Failed(_),
             ..
@@ -222,14 +231,7 @@ pub(crate) fn upgrade_line(event: &upgrade_driver::Progress) -> Line {
 pub(crate) fn rotation_line(event: &certs_driver::Progress) -> Line {
     use certs_driver::{NodeResult, Progress};
     let (severity, text) = match event {
-        Progress::LeaseAcquired { lease, epoch, how } => (
-            Severity::Info,
-            format!("lease {lease} acquired at epoch {epoch} ({how})"),
-        ),
-        Progress::LeaseRenewed { epoch } => {
-            (Severity::Debug, format!("lease renewed (epoch {epoch})"))
-        }
-        Progress::LeaseLost { message } => (Severity::Error, format!("LEASE LOST: {message}")),
+        Progress::Lease(lease) => (lease_severity(lease), describe_lease(lease)),
         Progress::PhaseStarted { phase, nodes } => (
             Severity::Info,
             if nodes.is_empty() {
