@@ -342,19 +342,30 @@ fn print_preview(preview: &Preview, format: Format) {
         outln!("{}", serde_json::to_string(preview).unwrap_or_default());
         return;
     }
-    outln!("upgrade to {}: preview (nothing changed)", preview.target);
-    match &preview.lease {
-        Some(holder) => outln!("lease: held by {holder}"),
-        None => outln!("lease: free"),
-    }
+    out!("{}", preview_text(preview));
+}
+
+/// An upgrade's preview for people, a line each: the Lease, the nodes skipped, the batches,
+/// then every node and what the drain would do with its Pods. `upgrade --preview` prints it;
+/// the MCP tool `upgrade_preview` answers it.
+pub(crate) fn preview_text(preview: &Preview) -> String {
+    use upgrade_driver::PodPlan;
+    let mut lines = vec![format!(
+        "upgrade to {}: preview (nothing changed)",
+        preview.target
+    )];
+    lines.push(match &preview.lease {
+        Some(holder) => format!("lease: held by {holder}"),
+        None => "lease: free".into(),
+    });
     for (node, why) in &preview.skipped {
-        outln!("skip {node}: {why}");
+        lines.push(format!("skip {node}: {why}"));
     }
     for (i, (group, nodes)) in preview.batches.iter().enumerate() {
-        outln!("batch {} ({group}): {}", i + 1, nodes.join(", "));
+        lines.push(format!("batch {} ({group}): {}", i + 1, nodes.join(", ")));
     }
     for node in &preview.nodes {
-        outln!(
+        lines.push(format!(
             "{} at {}{}{}",
             node.name,
             node.version.as_deref().unwrap_or("?"),
@@ -364,18 +375,17 @@ fn print_preview(preview: &Preview, format: Format) {
             } else {
                 ""
             }
-        );
+        ));
         for pod in &node.pods {
-            match pod {
-                upgrade_driver::PodPlan::Evict { pod } => outln!("  evict {pod}"),
-                upgrade_driver::PodPlan::Leave { pod, why } => outln!("  leave {pod}: {why}"),
-                upgrade_driver::PodPlan::Refuse { pod, why } => outln!("  REFUSE {pod}: {why}"),
-                upgrade_driver::PodPlan::Blocked { pod, message } => {
-                    outln!("  blocked now {pod}: {message}")
-                }
-            }
+            lines.push(match pod {
+                PodPlan::Evict { pod } => format!("  evict {pod}"),
+                PodPlan::Leave { pod, why } => format!("  leave {pod}: {why}"),
+                PodPlan::Refuse { pod, why } => format!("  REFUSE {pod}: {why}"),
+                PodPlan::Blocked { pod, message } => format!("  blocked now {pod}: {message}"),
+            });
         }
     }
+    lines.join("\n") + "\n"
 }
 
 // ---- run and render ---------------------------------------------------------------------------

@@ -6,6 +6,9 @@
 //! `stratum.ciq.com/` domain whose value is the node ([`job_node`]). Its exit code is its Pod's
 //! container's, from the terminated state the kubelet reported: read with one `LIST` of the
 //! namespace's Job Pods, each matched to its Job by UID ([`is_pod_of_job`]).
+//!
+//! [`gather`] lists them as [`Row`]s; [`text`] shows them to people, and `-o json` prints each
+//! [`Row`] itself. The MCP tool `jobs` answers with the same two.
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
@@ -64,7 +67,7 @@ impl State {
 
 /// One node Job, as shown.
 #[derive(Debug, Serialize)]
-struct Row {
+pub(crate) struct Row {
     name: String,
     namespace: String,
     node: String,
@@ -81,6 +84,24 @@ struct Row {
     /// `creationTimestamp`.
     created: Option<String>,
     age_seconds: Option<i64>,
+}
+
+/// The node Jobs [`gather`] found.
+#[derive(Debug)]
+pub(crate) struct Listed {
+    /// One row per node Job, in the API's order.
+    pub(crate) rows: Vec<Row>,
+    /// Why their Pods could not be listed, when they could not: then no exit code is known.
+    pub(crate) pods_unread: Option<String>,
+}
+
+/// Why [`gather`] found no list.
+#[derive(Debug)]
+pub(crate) enum Unlisted {
+    /// The API refused the label selector: bad input.
+    Selector(nodejob_core::ApiError),
+    /// Listing failed: `listing jobs in NAMESPACE: …`.
+    Failed(String),
 }
 
 /// Runs `nodejob jobs`.
@@ -102,47 +123,71 @@ pub(crate) fn jobs(global: &Global, args: Jobs) -> Result<Exit, Exit> {
 
 async fn show<A: JobApi + ?Sized>(api: &A, global: &Global, selector: &str) -> Result<Exit, Exit> {
     let ns = &global.namespace;
-    let jobs = api.list_jobs(ns, selector).await.map_err(|e| {
+    let listed = gather(api, ns, selector).await.map_err(|e| match e {
+        Unlisted::Selector(e) => Exit::usage(format!("--selector {selector:?}: {e}")),
+        Unlisted::Failed(why) => Exit::failed(why),
+    })?;
+    if let Some(why) = &listed.pods_unread {
+        eprintln!("{why}; exit codes unknown");
+    }
+    let rows = &listed.rows;
+    if global.output == Format::Json {
+        for row in rows {
+            outln!("{}", serde_json::to_string(row).unwrap_or_default());
+        }
+    } else if rows.is_empty() {
+        eprint!("{}", text(rows, ns));
+    } else {
+        out!("{}", text(rows, ns));
+    }
+    Ok(Exit::with(code::OK, ""))
+}
+
+/// Lists the node Jobs of `namespace` that match `selector`, with their exit codes: one `LIST`
+/// of the Jobs, one of the namespace's Job Pods.
+pub(crate) async fn gather<A>(api: &A, namespace: &str, selector: &str) -> Result<Listed, Unlisted>
+where
+    A: JobApi + ?Sized,
+{
+    let jobs = api.list_jobs(namespace, selector).await.map_err(|e| {
         if e.kind == ErrorKind::BadRequest {
-            Exit::usage(format!("--selector {selector:?}: {e}"))
+            Unlisted::Selector(e)
         } else {
-            Exit::failed(format!("listing jobs in {ns}: {e}"))
+            Unlisted::Failed(format!("listing jobs in {namespace}: {e}"))
         }
     })?;
     let jobs: Vec<(&Job, &str)> = jobs
         .iter()
         .filter_map(|j| node_of(j).map(|node| (j, node)))
         .collect();
-    let pods = if jobs.is_empty() {
-        Vec::new()
+    let (pods, pods_unread) = if jobs.is_empty() {
+        (Vec::new(), None)
     } else {
         // Every Job Pod of the namespace at once (the Job controller labels each with its
         // Job's UID): one request, whatever the number of Jobs.
-        match api.list_pods(ns, CONTROLLER_UID_LABEL).await {
-            Ok(pods) => pods,
-            Err(e) => {
-                eprintln!("listing the jobs' pods in {ns}: {e}; exit codes unknown");
-                Vec::new()
-            }
+        match api.list_pods(namespace, CONTROLLER_UID_LABEL).await {
+            Ok(pods) => (pods, None),
+            Err(e) => (
+                Vec::new(),
+                Some(format!("listing the jobs' pods in {namespace}: {e}")),
+            ),
         }
     };
     let now = api.wall_time();
-    let rows: Vec<Row> = jobs
+    let rows = jobs
         .into_iter()
         .map(|(job, node)| row(job, node, &pods, now))
         .collect();
-    if global.output == Format::Json {
-        for row in &rows {
-            outln!("{}", serde_json::to_string(row).unwrap_or_default());
-        }
-        return Ok(Exit::with(code::OK, ""));
-    }
+    Ok(Listed { rows, pods_unread })
+}
+
+/// `jobs` for people: a table, or a line saying there is no node Job in `namespace`.
+pub(crate) fn text(rows: &[Row], namespace: &str) -> String {
     if rows.is_empty() {
-        eprintln!("no node jobs in namespace {ns}");
-        return Ok(Exit::with(code::OK, ""));
+        return format!("no node jobs in namespace {namespace}\n");
     }
     let mut lines = vec![["NAME", "NODE", "STATUS", "EXIT", "AGE"].map(String::from)];
-    for r in &rows {
+    for r in rows {
         lines.push([
             r.name.clone(),
             r.node.clone(),
@@ -155,8 +200,7 @@ async fn show<A: JobApi + ?Sized>(api: &A, global: &Global, selector: &str) -> R
             r.age_seconds.map_or_else(|| "?".into(), age),
         ]);
     }
-    out!("{}", table(&lines));
-    Ok(Exit::with(code::OK, ""))
+    table(&lines)
 }
 
 /// The node a node Job names: its annotation, else a `stratum.ciq.com/` label's value.

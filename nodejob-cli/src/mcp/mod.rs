@@ -27,7 +27,6 @@ mod params;
 mod stream;
 mod token;
 mod tools;
-mod views;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

@@ -19,9 +19,11 @@ use super::params::{JobArguments, JobsArgs, RotateCaArgs, StatusArgs, UpgradeArg
 use super::stream::{self, Line, Notifier, Severity, events};
 use super::token::{self, Operation};
 use super::tools::Name;
-use super::views;
+use crate::commands::preview_text;
+use crate::jobs::{self as node_jobs, Unlisted};
 use crate::output::{seconds, summary};
 use crate::sim::Pacer;
+use crate::status::{self as cluster_status, Simulated, lease_name};
 
 /// Runs the tool `name` with `arguments`: its result, or why it was refused (a tool error).
 pub(crate) async fn call(
@@ -99,28 +101,44 @@ async fn status(s: &Session) -> Result<CallToolResult, String> {
     let status = s
         .backend
         .run(move |t| async move {
-            let mut status = views::status(&*t.api, &namespace).await?;
+            let mut status = cluster_status::gather(&*t.api, &namespace).await?;
             if let (Some(fake), Some(nodes)) = (&t.fake, nodes) {
-                status["simulated"] = views::simulated(fake, nodes);
+                status.simulated = Some(Simulated::of(fake, nodes));
             }
             Ok::<_, String>(status)
         })
         .await??;
-    Ok(answer(views::status_text(&status), status, false))
+    Ok(answer(
+        cluster_status::text(&status),
+        to_value(&status),
+        false,
+    ))
 }
 
 async fn jobs(s: &Session, args: JobsArgs) -> Result<CallToolResult, String> {
     let namespace = s.global.namespace.clone();
     let selector = args.selector.unwrap_or_default();
-    let rows = s
+    let listed = s
         .backend
         .run({
             let namespace = namespace.clone();
-            move |t| async move { views::jobs(&*t.api, &namespace, &selector).await }
+            move |t| async move {
+                node_jobs::gather(&*t.api, &namespace, &selector)
+                    .await
+                    .map_err(|e| match e {
+                        Unlisted::Selector(e) => format!("selector: {selector:?}: {e}"),
+                        Unlisted::Failed(why) => why,
+                    })
+            }
         })
         .await??;
-    let text = views::jobs_text(&rows, &namespace);
-    Ok(answer(text, json!({ "jobs": rows }), false))
+    // Unlike `nodejob jobs`, which warns and shows no exit code, the tool answers nothing
+    // rather than rows without their exit codes.
+    if let Some(why) = listed.pods_unread {
+        return Err(why);
+    }
+    let text = node_jobs::text(&listed.rows, &namespace);
+    Ok(answer(text, json!({ "jobs": listed.rows }), false))
 }
 
 async fn render(s: &Session, args: JobArguments) -> Result<CallToolResult, String> {
@@ -131,13 +149,13 @@ async fn render(s: &Session, args: JobArguments) -> Result<CallToolResult, Strin
     let namespace = spec.namespace.clone();
     let name = spec.name.clone();
     // The token needs the cluster; the Job is shown even when it cannot be reached.
-    let seen = s
-        .backend
-        .run(move |t| async move {
-            token::seen(&*t.api, &namespace, &views::lease_name(), Some(&name)).await
-        })
-        .await
-        .and_then(|seen| seen);
+    let seen =
+        s.backend
+            .run(move |t| async move {
+                token::seen(&*t.api, &namespace, &lease_name(), Some(&name)).await
+            })
+            .await
+            .and_then(|seen| seen);
     let (preview_token, token_error) = match seen {
         Ok(seen) => (Some(token::token(Operation::Run, &plan, &seen)), None),
         Err(why) => (None, Some(format!("no preview_token: {why}"))),
@@ -177,55 +195,15 @@ async fn upgrade_preview(s: &Session, args: UpgradeArgs) -> Result<CallToolResul
         })
         .await??;
     let text = format!(
-        "{}\npreview_token: {preview_token}\n(for `upgrade` with the same arguments, once a \
+        "{}preview_token: {preview_token}\n(for `upgrade` with the same arguments, once a \
          person approved this preview)\n",
-        upgrade_preview_text(&preview)
+        preview_text(&preview)
     );
     Ok(answer(
         text,
         json!({"preview_token": preview_token, "preview": to_value(&preview)}),
         false,
     ))
-}
-
-fn upgrade_preview_text(preview: &upgrade_driver::Preview) -> String {
-    use upgrade_driver::PodPlan;
-    let mut lines = vec![format!(
-        "upgrade to {}: preview (nothing changed)",
-        preview.target
-    )];
-    lines.push(match &preview.lease {
-        Some(holder) => format!("lease: held by {holder}"),
-        None => "lease: free".into(),
-    });
-    for (node, why) in &preview.skipped {
-        lines.push(format!("skip {node}: {why}"));
-    }
-    for (i, (group, nodes)) in preview.batches.iter().enumerate() {
-        lines.push(format!("batch {} ({group}): {}", i + 1, nodes.join(", ")));
-    }
-    for node in &preview.nodes {
-        lines.push(format!(
-            "{} at {}{}{}",
-            node.name,
-            node.version.as_deref().unwrap_or("?"),
-            if node.cordoned { ", cordoned" } else { "" },
-            if node.in_progress {
-                ", an earlier run of ours in flight"
-            } else {
-                ""
-            }
-        ));
-        for pod in &node.pods {
-            lines.push(match pod {
-                PodPlan::Evict { pod } => format!("  evict {pod}"),
-                PodPlan::Leave { pod, why } => format!("  leave {pod}: {why}"),
-                PodPlan::Refuse { pod, why } => format!("  REFUSE {pod}: {why}"),
-                PodPlan::Blocked { pod, message } => format!("  blocked now {pod}: {message}"),
-            });
-        }
-    }
-    lines.join("\n")
 }
 
 async fn rotate_ca_preview(
@@ -611,13 +589,7 @@ async fn run(
     spec.output = Some(Arc::new(stream::NoteSink(sender)));
     let (node, name) = (spec.node.clone(), spec.name.clone());
     let work = move |t: Target| async move {
-        let seen = token::seen(
-            &*t.api,
-            &spec.namespace,
-            &views::lease_name(),
-            Some(&spec.name),
-        )
-        .await?;
+        let seen = token::seen(&*t.api, &spec.namespace, &lease_name(), Some(&spec.name)).await?;
         let current = token::token(Operation::Run, &plan, &seen);
         if let Some(why) = token::refusal(Operation::Run, &presented, &current) {
             return Err(why);
