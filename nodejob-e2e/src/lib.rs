@@ -1,8 +1,8 @@
 //! The end-to-end harness: [`KubeBackend`] runs the conformance suite on a real control plane
 //! through `nodejob-kube`, acting as the least-privilege ServiceAccount of `deploy/rbac.yaml`;
 //! the drivers' scenarios (`tests/upgrade.rs`, `tests/rotate.rs`) run `upgrade-driver` and
-//! `certs-driver` through it on three nodes of their own, whose hosts are made quick with
-//! [`QUICK_STRATUM`]; `tests/cli.rs` runs the `nodejob` binary (`NODEJOB_E2E_CLI`) on such
+//! `certs-driver` through it on three nodes of their own ([`ThreeNodes`]), whose hosts are made
+//! quick with [`QUICK_STRATUM`]; `tests/cli.rs` runs the `nodejob` binary (`NODEJOB_E2E_CLI`) on such
 //! nodes through a kubeconfig holding that ServiceAccount's token.
 //!
 //! It does **not** start the cluster: `e2e/run` builds and starts etcd, kube-apiserver,
@@ -21,6 +21,7 @@ use async_trait::async_trait;
 use futures::StreamExt as _;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::authorization::v1::SubjectAccessReview;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::core::v1::{Namespace, Node, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -682,4 +683,143 @@ impl Workloads for KubeBackend {
         };
         result.map_err(fail("creating a workload"))
     }
+}
+
+/// The well-known label of a Node's zone, which `upgrade-driver` batches by.
+pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+
+/// Where the two workers of [`ThreeNodes`] stand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workers {
+    /// No zone label.
+    Unzoned,
+    /// The first in zone `zone-a`, the second in `zone-b` ([`ZONE_LABEL`]).
+    InTwoZones,
+}
+
+/// The drivers' and the `nodejob` command's scenario: three nodes of the scenario's own (a
+/// [`KubeBackend::for_workloads`]), the first labelled control-plane, the other two workers
+/// placed as [`Workers`] says, every host made quick with [`QUICK_STRATUM`].
+pub struct ThreeNodes {
+    /// The backend acting as the ServiceAccount of `deploy/rbac.yaml`.
+    pub backend: KubeBackend,
+    /// An admin client.
+    pub admin: Client,
+    /// The nodes: the control-plane node, then the two workers.
+    pub names: Vec<String>,
+    /// The scenario's namespace.
+    pub namespace: String,
+    /// The label every node of the scenario carries ([`SCENARIO_LABEL`]).
+    pub label: (String, String),
+}
+
+impl ThreeNodes {
+    /// Creates the nodes (each Ready), labels them and makes their hosts quick.
+    pub async fn new(workers: Workers) -> Result<Self, Failure> {
+        let backend = KubeBackend::for_workloads().await?;
+        let admin = admin().await?;
+        let names = backend.nodes();
+        let control = &names[0];
+        label_node(
+            &admin,
+            control,
+            nodejob_core::drive::CONTROL_PLANE_LABEL,
+            "",
+        )
+        .await?;
+        if workers == Workers::InTwoZones {
+            label_node(&admin, &names[1], ZONE_LABEL, "zone-a").await?;
+            label_node(&admin, &names[2], ZONE_LABEL, "zone-b").await?;
+        }
+        for name in &names {
+            annotate_node(&admin, name, STRATUM_TIMING_ANNOTATION, Some(QUICK_STRATUM)).await?;
+        }
+        Ok(ThreeNodes {
+            namespace: backend.namespace(),
+            label: backend.node_label(),
+            backend,
+            admin,
+            names,
+        })
+    }
+
+    /// Runs Deployment `app` of `replicas` on the nodes, behind a budget allowing one
+    /// disruption; returns once every replica is available and the budget allows that
+    /// disruption (before the roll the scenarios start next), waiting for each at most `limit`.
+    pub async fn deployment_behind_budget(
+        &self,
+        app: &str,
+        replicas: i32,
+        limit: Duration,
+    ) -> Result<(), Failure> {
+        let ns = self.namespace.as_str();
+        let web = nodejob_conformance::workloads::deployment(ns, app, replicas, &self.label);
+        self.backend
+            .create(Object::Deployment(Box::new(web)))
+            .await?;
+        let pdb = nodejob_conformance::workloads::budget(ns, app, app, replicas - 1);
+        self.backend.create(Object::Budget(Box::new(pdb))).await?;
+        deployment_available(&self.admin, ns, app, replicas, limit, "before the roll").await?;
+        let budgets = Api::<PodDisruptionBudget>::namespaced(self.admin.clone(), ns);
+        wait_for(budgets, app, "one disruption allowed", limit, |b| {
+            b.status.as_ref().is_some_and(|s| {
+                s.observed_generation >= b.metadata.generation && s.disruptions_allowed == 1
+            })
+        })
+        .await
+        .map(drop)
+    }
+}
+
+/// What a driver reports as it runs: each event printed as a timestamped JSON line after a
+/// prefix (the scenario's), and kept, in order.
+pub struct ProgressLog<P> {
+    seen: Arc<Mutex<Vec<P>>>,
+    prefix: &'static str,
+}
+
+impl<P: serde::Serialize + std::fmt::Debug + Clone + Send + 'static> ProgressLog<P> {
+    /// An empty log whose lines start with `prefix`.
+    pub fn new(prefix: &'static str) -> Self {
+        ProgressLog {
+            seen: Arc::default(),
+            prefix,
+        }
+    }
+
+    /// What the driver reports to: prints and keeps each event.
+    pub fn sink(&self) -> impl Fn(&P) + Send + Sync + 'static {
+        let (sink, prefix) = (self.seen.clone(), self.prefix);
+        move |p: &P| {
+            let line = serde_json::to_string(p).unwrap_or_else(|_| format!("{p:?}"));
+            eprintln!("{} {prefix}: {line}", k8s_openapi::jiff::Timestamp::now());
+            sink.lock().unwrap().push(p.clone());
+        }
+    }
+
+    /// Every event so far, in order.
+    pub fn events(&self) -> Vec<P> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+/// Checks a driver's account of its Lease, `history` (its report's: acquired first, released
+/// last), and that Lease `name` in [`SA_NAMESPACE`] is held by no one now; returns the Lease.
+pub async fn lease_released(
+    admin: &Client,
+    name: &str,
+    history: &[String],
+) -> Result<Lease, Failure> {
+    nodejob_conformance::ensure!(
+        history.first().is_some_and(|l| l.starts_with("acquired"))
+            && history.last().map(String::as_str) == Some("released"),
+        "the Lease must be acquired and released: {history:?}"
+    );
+    let lease = Api::<Lease>::namespaced(admin.clone(), SA_NAMESPACE)
+        .get(name)
+        .await
+        .map_err(|e| Failure(format!("reading lease {name}: {e}")))?;
+    let holder = lease.spec.as_ref().and_then(|s| s.holder_identity.clone());
+    nodejob_conformance::ensure!(holder.is_none(), "lease {name} still held by {holder:?}");
+    Ok(lease)
 }

@@ -15,15 +15,13 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Node, ServiceAccount};
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Client;
 use kube::api::{Api, PostParams};
 use kube::config::Kubeconfig;
-use nodejob_conformance::workloads::{budget, deployment};
-use nodejob_conformance::{Backend, Failure, Object, Workloads, ensure};
+use nodejob_conformance::{Failure, ensure};
 use nodejob_e2e::{
-    KubeBackend, QUICK_STRATUM, Rbac, SA_NAME, SA_NAMESPACE, STRATUM_TIMING_ANNOTATION, admin,
-    annotate_node, deployment_available, kubeconfig_path, label_node, unique, wait_for,
+    Rbac, SA_NAME, SA_NAMESPACE, ThreeNodes, Workers, admin, deployment_available, kubeconfig_path,
+    unique,
 };
 use serde_json::{Value, json};
 use upgrade_driver::VersionSource;
@@ -244,6 +242,14 @@ async fn nodejob(kubeconfig: &Path, context: &str, args: &[&str]) -> Result<Ran,
     Ok(ran)
 }
 
+/// Runs `nodejob upgrade --to TARGET --nodes NODES MORE...` in context [`CONTEXT`]: see
+/// [`nodejob`].
+async fn upgrade_to_target(kubeconfig: &Path, nodes: &str, more: &[&str]) -> Result<Ran, Failure> {
+    let mut args = vec!["upgrade", "--to", TARGET, "--nodes", nodes];
+    args.extend_from_slice(more);
+    nodejob(kubeconfig, CONTEXT, &args).await
+}
+
 /// A row of `nodejob jobs`, from its table or its JSON.
 #[derive(Debug)]
 struct JobRow {
@@ -308,45 +314,25 @@ fn left_jobs(rows: &[JobRow], failed_on: &str, succeeded_on: &str) -> Result<(),
 async fn upgrade_run_jobs_and_status_through_a_kubeconfig_as_the_service_account()
 -> Result<(), Failure> {
     cli()?;
-    let backend = KubeBackend::for_workloads().await?;
-    let admin = admin().await?;
-    let names = backend.nodes();
-    let namespace = backend.namespace();
-    let (key, value) = backend.node_label();
-    let [control, zone_a, zone_b] = [&names[0], &names[1], &names[2]];
-    label_node(&admin, control, records::CONTROL_PLANE, "").await?;
-    label_node(&admin, zone_a, records::ZONE, "zone-a").await?;
-    label_node(&admin, zone_b, records::ZONE, "zone-b").await?;
-    for name in &names {
-        annotate_node(&admin, name, STRATUM_TIMING_ANNOTATION, Some(QUICK_STRATUM)).await?;
-    }
-    let web = deployment(&namespace, APP, REPLICAS, &(key, value));
-    backend.create(Object::Deployment(Box::new(web))).await?;
-    let pdb = budget(&namespace, APP, APP, REPLICAS - 1);
-    backend.create(Object::Budget(Box::new(pdb))).await?;
-    deployment_available(&admin, &namespace, APP, REPLICAS, SETTLE, "before the roll").await?;
-    let budgets = Api::<PodDisruptionBudget>::namespaced(admin.clone(), &namespace);
-    wait_for(budgets, APP, "one disruption allowed", SETTLE, |b| {
-        b.status.as_ref().is_some_and(|s| {
-            s.observed_generation >= b.metadata.generation && s.disruptions_allowed == 1
-        })
-    })
-    .await?;
+    let trio = ThreeNodes::new(Workers::InTwoZones).await?;
+    trio.deployment_behind_budget(APP, REPLICAS, SETTLE).await?;
+    let ThreeNodes {
+        admin,
+        names,
+        namespace,
+        ..
+    } = trio;
+    let [control, zone_a, _] = [&names[0], &names[1], &names[2]];
 
     let kubeconfig = sa_kubeconfig(&admin, SA_NAME).await?;
     let kc = kubeconfig.path.as_path();
     let nodes = names.join(",");
 
     // The roll: bounds well above what the quick hosts take, so a stuck step fails in minutes.
-    let upgrade = nodejob(
+    let upgrade = upgrade_to_target(
         kc,
-        CONTEXT,
+        &nodes,
         &[
-            "upgrade",
-            "--to",
-            TARGET,
-            "--nodes",
-            &nodes,
             "--drain-timeout",
             "60s",
             "--reboot-timeout",
@@ -538,12 +524,7 @@ async fn upgrade_run_jobs_and_status_through_a_kubeconfig_as_the_service_account
     }
 
     // `upgrade --preview` to the same target: every node skipped, nothing to do.
-    let preview = nodejob(
-        kc,
-        CONTEXT,
-        &["upgrade", "--to", TARGET, "--nodes", &nodes, "--preview"],
-    )
-    .await?;
+    let preview = upgrade_to_target(kc, &nodes, &["--preview"]).await?;
     preview.exited(0)?;
     let lines: Vec<&str> = preview.stdout.lines().collect();
     ensure!(
@@ -559,21 +540,7 @@ async fn upgrade_run_jobs_and_status_through_a_kubeconfig_as_the_service_account
             preview.stdout
         );
     }
-    let preview_json = nodejob(
-        kc,
-        CONTEXT,
-        &[
-            "upgrade",
-            "--to",
-            TARGET,
-            "--nodes",
-            &nodes,
-            "--preview",
-            "-o",
-            "json",
-        ],
-    )
-    .await?;
+    let preview_json = upgrade_to_target(kc, &nodes, &["--preview", "-o", "json"]).await?;
     let lines = preview_json.exited(0)?.json_lines()?;
     let p = lines.first().cloned().unwrap_or_default();
     let mut skipped: Vec<&str> = (p["skipped"].as_array().into_iter().flatten())

@@ -11,7 +11,7 @@
 //! and its Jobs for the certificate, since hosts get the fingerprint only.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use certs_driver::{
@@ -19,25 +19,18 @@ use certs_driver::{
 };
 use futures::future::try_join_all;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Node};
-use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams};
 use kube::runtime::watcher;
-use nodejob_conformance::{Backend, Failure, Workloads, ensure};
+use nodejob_conformance::{Backend, Failure, ensure};
 use nodejob_core::Spec;
-use nodejob_e2e::{
-    KubeBackend, QUICK_STRATUM, SA_NAMESPACE, STRATUM_TIMING_ANNOTATION, admin, annotate_node,
-    record, unique,
-};
+use nodejob_e2e::{ProgressLog, SA_NAMESPACE, ThreeNodes, Workers, lease_released, record, unique};
 use nodejob_host::stratum::INITIAL_CA;
 use nodejob_kube::KubeApi;
 
 /// The label key of the driver's host Jobs (certs-driver's `LABEL_KEY`).
 const JOB_LABEL: &str = "stratum.ciq.com/carotate";
-/// The label that marks a control-plane node.
-const CONTROL_PLANE: &str = "node-role.kubernetes.io/control-plane";
 /// The on-host binary, as the driver execs it by default.
 const STRATUM: &str = "/usr/local/bin/stratum";
 
@@ -207,21 +200,14 @@ async fn node_events(admin: &Client, node: &str) -> Result<Vec<Event>, Failure> 
 /// fingerprint.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_rotate_to_a_new_ca_control_plane_first() -> Result<(), Failure> {
-    let backend = KubeBackend::for_workloads().await?;
-    let admin = admin().await?;
-    let names = backend.nodes();
-    let namespace = backend.namespace();
-    let (key, value) = backend.node_label();
+    let ThreeNodes {
+        backend,
+        admin,
+        names,
+        namespace,
+        label: (key, value),
+    } = ThreeNodes::new(Workers::Unzoned).await?;
     let control = &names[0];
-    let label = serde_json::json!({"metadata": {"labels": {CONTROL_PLANE: ""}}});
-    Api::<Node>::all(admin.clone())
-        .patch(control, &PatchParams::default(), &Patch::Merge(&label))
-        .await
-        .map_err(fail(format!("labelling node {control} control-plane")))?;
-    // Quick hosts: a command runs 200ms and `issue` restarts the components for 2s.
-    for name in &names {
-        annotate_node(&admin, name, STRATUM_TIMING_ANNOTATION, Some(QUICK_STRATUM)).await?;
-    }
     let ca = new_ca()?;
     let new = ca.fingerprint.as_str();
     eprintln!("rotate: nodes {names:?}; the new CA {new}");
@@ -250,20 +236,15 @@ async fn three_nodes_rotate_to_a_new_ca_control_plane_first() -> Result<(), Fail
     let scenario = watcher::Config::default().labels(&format!("{key}={value}"));
     let nodes = record(Api::<Node>::all(admin.clone()), scenario).await?;
 
-    let seen: Arc<Mutex<Vec<Progress>>> = Arc::default();
-    let sink = seen.clone();
-    let progress: Arc<dyn ProgressSink> = Arc::new(move |p: &Progress| {
-        let line = serde_json::to_string(p).unwrap_or_else(|_| format!("{p:?}"));
-        eprintln!("{} rotate: {line}", Timestamp::now());
-        sink.lock().unwrap().push(p.clone());
-    });
+    let log = ProgressLog::<Progress>::new("rotate");
+    let progress: Arc<dyn ProgressSink> = Arc::new(log.sink());
     let report = certs_driver::run(&*backend.api(), &plan, progress)
         .await
         .map_err(|e| Failure(format!("the rotation did not start: {e}")));
     let jobs = jobs.stop();
     let node_history = nodes.stop();
     let report = report?;
-    let events = seen.lock().unwrap().clone();
+    let events = log.events();
     for n in &report.nodes {
         let steps: Vec<String> = (n.steps.iter())
             .map(|(step, ms)| format!("{step} {:.1}s", *ms as f64 / 1000.0))
@@ -315,25 +296,8 @@ async fn three_nodes_rotate_to_a_new_ca_control_plane_first() -> Result<(), Fail
             n.name
         );
     }
-    ensure!(
-        report
-            .lease
-            .first()
-            .is_some_and(|l| l.starts_with("acquired"))
-            && report.lease.last().map(String::as_str) == Some("released"),
-        "the Lease must be acquired and released: {:?}",
-        report.lease
-    );
     let lease_name = &plan.spec().lease_name;
-    let lease = Api::<Lease>::namespaced(admin.clone(), SA_NAMESPACE)
-        .get(lease_name)
-        .await
-        .map_err(fail(format!("reading lease {lease_name}")))?;
-    let holder = lease.spec.as_ref().and_then(|s| s.holder_identity.clone());
-    ensure!(
-        holder.is_none(),
-        "lease {lease_name} still held by {holder:?}"
-    );
+    let lease = lease_released(&admin, lease_name, &report.lease).await?;
 
     // The order: each phase on every node before the next starts anywhere; in each, the
     // control-plane node alone and first.

@@ -5,23 +5,20 @@
 //! [`upgrade_driver::run`] acting as the ServiceAccount of `deploy/rbac.yaml`. Run by `e2e/run`.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
-use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, ListParams};
 use kube::runtime::watcher;
-use nodejob_conformance::workloads::{APP_LABEL, budget, deployment};
-use nodejob_conformance::{Backend, Failure, Object, Workloads, ensure};
+use nodejob_conformance::workloads::APP_LABEL;
+use nodejob_conformance::{Backend, Failure, ensure};
 use nodejob_e2e::{
-    KubeBackend, QUICK_STRATUM, SA_NAMESPACE, STRATUM_TIMING_ANNOTATION, admin, annotate_node,
-    deployment_available, label_node, record, unique, wait_for,
+    ProgressLog, SA_NAMESPACE, ThreeNodes, Workers, deployment_available, lease_released, record,
+    unique,
 };
 use upgrade_driver::records::{self, DONE, Done, HOST_JOB, IN_PROGRESS};
 use upgrade_driver::{
@@ -116,34 +113,17 @@ fn seconds(ms: u64) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_roll_to_a_new_version_control_plane_first_under_a_budget()
 -> Result<(), Failure> {
-    let backend = KubeBackend::for_workloads().await?;
-    let admin = admin().await?;
-    let names = backend.nodes();
-    let namespace = backend.namespace();
-    let (key, value) = backend.node_label();
-    let [control, zone_a, zone_b] = [&names[0], &names[1], &names[2]];
-    label_node(&admin, control, records::CONTROL_PLANE, "").await?;
-    label_node(&admin, zone_a, records::ZONE, "zone-a").await?;
-    label_node(&admin, zone_b, records::ZONE, "zone-b").await?;
-    // Quick hosts: an upgrade runs 2s and the reboot keeps the node down 3s (not 20s and 30s).
-    for name in &names {
-        annotate_node(&admin, name, STRATUM_TIMING_ANNOTATION, Some(QUICK_STRATUM)).await?;
-    }
-
+    let trio = ThreeNodes::new(Workers::InTwoZones).await?;
     // The Deployment on the scenario's nodes, behind a budget allowing one disruption.
-    let node_label = (key.clone(), value.clone());
-    let web = deployment(&namespace, APP, REPLICAS, &node_label);
-    backend.create(Object::Deployment(Box::new(web))).await?;
-    let pdb = budget(&namespace, APP, APP, REPLICAS - 1);
-    backend.create(Object::Budget(Box::new(pdb))).await?;
-    available(&admin, &namespace, "before the roll").await?;
-    let budgets = Api::<PodDisruptionBudget>::namespaced(admin.clone(), &namespace);
-    wait_for(budgets, APP, "one disruption allowed", SETTLE, |b| {
-        b.status.as_ref().is_some_and(|s| {
-            s.observed_generation >= b.metadata.generation && s.disruptions_allowed == 1
-        })
-    })
-    .await?;
+    trio.deployment_behind_budget(APP, REPLICAS, SETTLE).await?;
+    let ThreeNodes {
+        backend,
+        admin,
+        names,
+        namespace,
+        label: (key, value),
+    } = trio;
+    let [control, zone_a, zone_b] = [&names[0], &names[1], &names[2]];
     eprintln!(
         "upgrade: pods of {APP} per node before the roll: {:?}",
         pods_per_node(&admin, &namespace).await?
@@ -185,19 +165,14 @@ async fn three_nodes_roll_to_a_new_version_control_plane_first_under_a_budget()
     let this = watcher::Config::default().fields(&format!("metadata.name={APP}"));
     let web = record(deployments, this).await?;
 
-    let seen: Arc<Mutex<Vec<Progress>>> = Arc::default();
-    let sink = seen.clone();
-    let progress: Arc<dyn ProgressSink> = Arc::new(move |p: &Progress| {
-        let line = serde_json::to_string(p).unwrap_or_else(|_| format!("{p:?}"));
-        eprintln!("{} upgrade: {line}", Timestamp::now());
-        sink.lock().unwrap().push(p.clone());
-    });
+    let log = ProgressLog::<Progress>::new("upgrade");
+    let progress: Arc<dyn ProgressSink> = Arc::new(log.sink());
     let report = upgrade_driver::run(&*backend.api(), &plan, progress)
         .await
         .map_err(|e| Failure(format!("the upgrade did not start: {e}")));
     let web = web.stop();
     let report = report?;
-    let events = seen.lock().unwrap().clone();
+    let events = log.events();
 
     // The report, for the record: each node's steps and how long they took.
     for n in &report.nodes {
@@ -236,26 +211,7 @@ async fn three_nodes_roll_to_a_new_version_control_plane_first_under_a_budget()
             n.result
         );
     }
-    ensure!(
-        report
-            .lease
-            .first()
-            .is_some_and(|l| l.starts_with("acquired"))
-            && report.lease.last().map(String::as_str) == Some("released"),
-        "the Lease must be acquired and released: {:?}",
-        report.lease
-    );
-
-    let lease_name = &plan.spec().lease_name;
-    let lease = Api::<Lease>::namespaced(admin.clone(), SA_NAMESPACE)
-        .get(lease_name)
-        .await
-        .map_err(fail(format!("reading lease {lease_name}")))?;
-    let holder = lease.spec.and_then(|s| s.holder_identity);
-    ensure!(
-        holder.is_none(),
-        "lease {lease_name} still held by {holder:?}"
-    );
+    lease_released(&admin, &plan.spec().lease_name, &report.lease).await?;
 
     // The order: the control-plane node first, then zone a, then zone b, one node at a time.
     let batches: Vec<(String, Vec<String>)> = events
