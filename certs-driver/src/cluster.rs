@@ -5,7 +5,7 @@
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Node;
-use nodejob_core::drive::retry;
+use nodejob_core::drive::{Selecting, retry};
 use nodejob_core::{JobApi, NodeApi};
 
 use crate::Error;
@@ -24,12 +24,12 @@ pub(crate) const STEPS: [CaStep; 4] = [
 
 /// Every node of the cluster, whatever the plan selects.
 pub(crate) async fn every_node<A: NodeApi + ?Sized>(api: &A) -> Result<Vec<Node>, Error> {
-    retry(api, || api.list_nodes(""))
-        .await
-        .map_err(|cause| Error::Listing {
+    retry(api, || api.list_nodes("")).await.map_err(|cause| {
+        Error::Selecting(Selecting::Listing {
             selector: String::new(),
             cause,
         })
+    })
 }
 
 /// The nodes of `cluster` that are not `planned`, in the rotation's order.

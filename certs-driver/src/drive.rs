@@ -10,15 +10,14 @@ use futures::future::join_all;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Node;
 use nodejob_core::drive::{
-    Fence, FenceEvent, NoteSink, Selecting, Stop, delete_job_of, is_control_plane, log_tail,
-    millis, patch_node_again, retry, write_node_event,
+    DriverEvent, Fence, NoteSink, Outcome, Stop, delete_job_of, fence_events, is_control_plane,
+    log_tail, millis, patch_node_again, retry, write_node_event,
 };
-use nodejob_core::lease::{Claim, LeaseConfig};
+use nodejob_core::lease::Claim;
 use nodejob_core::runner::{Mode, Policy, run_with};
 use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{
-    ApiError, EventType, JobApi, LeaseApi, NodeApi, NodeChange, ready, run_exit_code,
-    run_exit_code_logs,
+    EventType, JobApi, LeaseApi, NodeApi, NodeChange, ready, run_exit_code, run_exit_code_logs,
 };
 
 use crate::Error;
@@ -26,7 +25,7 @@ use crate::cluster::{every_node, issue_begun, outside};
 use crate::gate::{Gate, Verified, check, expected, old_trust};
 use crate::phase::{CaStep, Decision, decide};
 use crate::plan::Plan;
-use crate::progress::{Failure, NodeReport, NodeResult, Outcome, Progress, ProgressSink, Report};
+use crate::progress::{Failure, NodeReport, NodeResult, Progress, ProgressSink, Report};
 use crate::status::{CaStatus, LAST_STATUS, parse_status};
 
 /// The component named in the Events the driver writes.
@@ -91,16 +90,7 @@ enum Leftover {
 /// Selects the plan's nodes: the selector's, narrowed to `nodes` when named.
 pub(crate) async fn select<A: NodeApi + ?Sized>(api: &A, plan: &Plan) -> Result<Vec<Node>, Error> {
     let spec = plan.spec();
-    nodejob_core::drive::select_nodes(api, spec.selector.as_deref(), &spec.nodes)
-        .await
-        .map_err(|e| match e {
-            Selecting::NotFound { node, selector } => Error::NodeNotFound { node, selector },
-            Selecting::Listing { selector, cause } => Error::Listing { selector, cause },
-            other => Error::Reading {
-                what: "the plan's nodes".into(),
-                cause: ApiError::invalid(other.to_string()),
-            },
-        })
+    Ok(nodejob_core::drive::select_nodes(api, spec.selector.as_deref(), &spec.nodes).await?)
 }
 
 /// The whole of one run: what every node future shares.
@@ -179,24 +169,12 @@ where
         let nodes = select(api, plan).await?;
         let order = Order::of(&nodes);
         let spec = plan.spec();
-        let config = LeaseConfig {
-            namespace: spec.namespace.clone(),
-            name: spec.lease_name.clone(),
-            identity: spec.identity.clone(),
-            duration: spec.lease_duration,
-        };
+        let config = spec.placement().lease_config();
         let claim = Claim {
             operation: OPERATION.into(),
             target: plan.fingerprint().to_string(),
         };
-        let events = progress.clone();
-        let fence = Fence::acquire(
-            api,
-            &config,
-            &claim,
-            Box::new(move |e: &FenceEvent| events.event(&Progress::Lease(e.clone()))),
-        )
-        .await?;
+        let fence = Fence::acquire(api, &config, &claim, fence_events(&progress)).await?;
         let report = Report {
             target: plan.fingerprint().to_string(),
             nodes: order
@@ -424,7 +402,7 @@ where
             ),
         );
         let mut spec = self.plan.host_spec(step, name, &[]);
-        spec.output = Some(Arc::new(self.notes(name)));
+        spec.output = Some(Arc::new(NoteSink::to(name, &self.progress)));
         let policy = Policy {
             adopt: Some(uid.to_string()),
             keep: true,
@@ -613,7 +591,7 @@ where
             return Verified::Error(format!("the Lease was lost: {why}"));
         }
         let mut spec = self.plan.host_spec(CaStep::Verify, name, also);
-        spec.output = Some(Arc::new(self.notes(name)));
+        spec.output = Some(Arc::new(NoteSink::to(name, &self.progress)));
         match run_exit_code(self.api, &spec).await {
             Ok(code) => Verified::Exit(code),
             Err(e) => Verified::Error(e.to_string()),
@@ -664,7 +642,7 @@ where
     async fn read_status(&self, name: &str) -> Result<CaStatus, NodeResult> {
         self.fenced(CaStep::Status).await?;
         let mut spec = self.plan.host_spec(CaStep::Status, name, &[]);
-        spec.output = Some(Arc::new(self.notes(name)));
+        spec.output = Some(Arc::new(NoteSink::to(name, &self.progress)));
         let read = match run_exit_code_logs(self.api, &spec).await {
             Ok((0, log)) => parse_status(name, &log)
                 .map_err(|e| failure(CaStep::Status, e.to_string(), Some(0), None)),
@@ -818,7 +796,7 @@ where
             step,
         });
         let mut spec = self.plan.host_spec(step, name, &[]);
-        spec.output = Some(Arc::new(self.notes(name)));
+        spec.output = Some(Arc::new(NoteSink::to(name, &self.progress)));
         let policy = Policy { adopt, keep: true };
         let ran = run_with(self.api, &spec, Mode::ExitCodeLogs, policy).await;
         let report = match ran {
@@ -979,24 +957,7 @@ where
     }
 
     fn note(&self, node: &str, message: String) {
-        self.progress.event(&Progress::Note {
-            node: Some(node.to_string()),
-            message,
-        });
-    }
-
-    /// Core's notes (the runner's) about `node`, as progress notes.
-    fn notes(&self, node: &str) -> NoteSink {
-        let progress = self.progress.clone();
-        NoteSink::new(
-            node,
-            Arc::new(move |node: &str, message: String| {
-                progress.event(&Progress::Note {
-                    node: Some(node.to_string()),
-                    message,
-                });
-            }),
-        )
+        self.progress.event(&Progress::note(node, message));
     }
 
     fn finish_node(&self, name: &str, result: NodeResult) {

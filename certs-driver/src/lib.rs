@@ -117,7 +117,7 @@
 //! Lease ([`nodejob_core::Error::LeaseHeld`] inside [`Error::Core`]); a named node does not
 //! exist; the nodes could not be listed; an abort refused ([`Error::AbortRefused`], issue
 //! begun anywhere in the cluster), or unable to tell (the cluster's nodes or our issue Jobs
-//! unreadable: [`Error::Listing`], [`Error::Reading`]).
+//! unreadable: [`Error::Selecting`], [`Error::Reading`]).
 //! Everything else after the Lease is acquired is in the [`Report`]: a status that is not the
 //! one JSON line (quoted, with the node), a host Job that failed, a node not Ready again, a
 //! gate's disagreements ([`Outcome::Failed`]); issue or finalize refused on a plan that leaves
@@ -140,12 +140,14 @@ use nodejob_core::{ApiError, JobApi, LeaseApi, NodeApi};
 
 pub use drive::{COMPONENT, OPERATION};
 pub use gate::{Disagreement, Gate, GateReport, Reported, Verified, check, expected, old_trust};
-pub use nodejob_core::drive::{FenceEvent, Stop};
+pub use nodejob_core::drive::{
+    EventSink, FenceEvent, Outcome, Placement, PlanError, Selecting, Stop,
+};
 pub use phase::{CaStep, Decision, decide};
-pub use plan::{Fingerprint, NSENTER, Plan, PlanError, PlanSpec};
+pub use plan::{Fingerprint, NSENTER, Plan, PlanSpec};
 pub use preview::{Next, NodePreview, Preview, last_reported};
 pub use progress::{
-    Failure, NodeReport, NodeResult, Outcome, Progress, ProgressSink, Report, Totals, quiet,
+    Failure, NodeReport, NodeResult, Progress, ProgressSink, Report, Totals, quiet,
 };
 pub use status::{CaPhase, CaStatus, LAST_STATUS, StatusError, parse_status};
 
@@ -156,25 +158,10 @@ pub enum Error {
     /// A field of the plan is refused.
     #[error(transparent)]
     Plan(#[from] PlanError),
-    /// A node named in the plan does not exist (or does not match the selector).
-    #[error("node {node} does not exist{}; check the plan's nodes", match selector {
-        Some(s) => format!(" or does not match the selector {s:?}"),
-        None => String::new(),
-    })]
-    NodeNotFound {
-        /// The node.
-        node: String,
-        /// The plan's selector, if any.
-        selector: Option<String>,
-    },
-    /// The nodes could not be listed.
-    #[error("listing nodes (selector {selector:?}): {cause}")]
-    Listing {
-        /// The selector.
-        selector: String,
-        /// Why.
-        cause: ApiError,
-    },
+    /// The plan's nodes could not be selected: a node named in the plan does not exist (or
+    /// does not match the selector), or the nodes could not be listed.
+    #[error(transparent)]
+    Selecting(#[from] Selecting),
     /// Something could not be read.
     #[error("reading {what}: {cause}")]
     Reading {
@@ -230,7 +217,7 @@ where
 ///
 /// # Errors
 /// [`Error::AbortRefused`] once `issue` has begun on any node of the cluster, in the plan or
-/// not (only forward is safe); [`Error::Listing`] or [`Error::Reading`] when the cluster's
+/// not (only forward is safe); [`Error::Selecting`] or [`Error::Reading`] when the cluster's
 /// nodes or our issue Jobs cannot be read; each after releasing the Lease. Otherwise as
 /// [`run`].
 pub async fn abort<A>(

@@ -6,7 +6,7 @@ use std::fmt;
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use nodejob_core::drive::identity;
+use nodejob_core::drive::{Placement, PlanError, identity};
 use nodejob_core::{Spec, is_dns1123_subdomain, trunc_name};
 use sha2::{Digest, Sha256};
 
@@ -53,10 +53,7 @@ impl Fingerprint {
     pub fn of_pem(pem: &str) -> Result<Fingerprint, PlanError> {
         certificate_der(pem)
             .map(|der| Fingerprint::of_der(&der))
-            .map_err(|rule| PlanError {
-                field: "ca_certificate",
-                rule,
-            })
+            .map_err(|rule| PlanError::new("ca_certificate", rule))
     }
 
     /// As written: `sha256:…`.
@@ -153,6 +150,13 @@ impl PlanSpec {
     /// A rotation to the CA of `ca_certificate` (PEM) and `fingerprint`, every other field at
     /// its default.
     pub fn new(ca_certificate: impl Into<String>, fingerprint: impl Into<String>) -> Self {
+        let Placement {
+            namespace,
+            image,
+            lease_name,
+            identity,
+            lease_duration,
+        } = Placement::new(process_identity());
         PlanSpec {
             ca_certificate: ca_certificate.into(),
             fingerprint: fingerprint.into(),
@@ -165,11 +169,22 @@ impl PlanSpec {
             ready_timeout: Duration::from_secs(10 * 60),
             binary: "/usr/local/bin/stratum".into(),
             prefix: NSENTER.iter().map(|s| s.to_string()).collect(),
-            namespace: "kube-system".into(),
-            image: None,
-            lease_name: "nodejob".into(),
-            identity: process_identity(),
-            lease_duration: Duration::from_secs(60),
+            namespace,
+            image,
+            lease_name,
+            identity,
+            lease_duration,
+        }
+    }
+
+    /// The namespace, the image and the Lease, as one.
+    pub fn placement(&self) -> Placement {
+        Placement {
+            namespace: self.namespace.clone(),
+            image: self.image.clone(),
+            lease_name: self.lease_name.clone(),
+            identity: self.identity.clone(),
+            lease_duration: self.lease_duration,
         }
     }
 }
@@ -186,16 +201,6 @@ fn process_identity() -> String {
             identity("certs-driver", std::process::id(), since_epoch)
         })
         .clone()
-}
-
-/// A field of the plan refused, and why. The rule never quotes the certificate.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("invalid plan: {field}: {rule}")]
-pub struct PlanError {
-    /// The field, as [`PlanSpec`] names it.
-    pub field: &'static str,
-    /// The rule it breaks.
-    pub rule: String,
 }
 
 /// A validated CA-rotation plan. See [`PlanSpec`] for the fields.
@@ -271,40 +276,11 @@ impl Plan {
         if spec.prefix.iter().any(String::is_empty) {
             return bad("prefix", "must have no empty element".into());
         }
-        // The step Events are about Nodes: the apiserver takes those only in these two
-        // namespaces (see nodejob_core::event).
-        if spec.namespace != "kube-system" && spec.namespace != "default" {
-            return bad(
-                "namespace",
-                format!(
-                    "{:?}: the driver's Jobs, Lease and step Events live in kube-system (or \
-                     default): the apiserver accepts Events about Nodes only there",
-                    spec.namespace
-                ),
-            );
-        }
-        if spec.identity.is_empty() {
-            return bad("identity", "must not be empty".into());
-        }
-        if spec.lease_duration < Duration::from_secs(15) {
-            return bad("lease_duration", "must be at least 15s".into());
-        }
-        if !is_dns1123_subdomain(&spec.lease_name) {
-            return bad(
-                "lease_name",
-                format!("{:?} is not a DNS-1123 subdomain", spec.lease_name),
-            );
-        }
+        spec.placement().validate()?;
         let plan = Plan { spec, fingerprint };
         // The Jobs themselves: core's own rules (namespace, image pin, argv) on a sample node.
-        if let Err(e) = plan.host_spec(CaStep::Stage, "node", &[]).validate() {
-            let field = match e.to_string() {
-                s if s.contains("namespace") => "namespace",
-                s if s.contains("image") => "image",
-                _ => "prefix",
-            };
-            return bad(field, e.to_string());
-        }
+        (plan.host_spec(CaStep::Stage, "node", &[]).validate())
+            .map_err(|e| PlanError::job(&e, "prefix"))?;
         Ok(plan)
     }
 

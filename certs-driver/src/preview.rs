@@ -5,8 +5,7 @@
 //! whole cluster, and which nodes the plan leaves out.
 
 use k8s_openapi::api::core::v1::Node;
-use nodejob_core::drive::retry;
-use nodejob_core::lease::holder;
+use nodejob_core::drive::lease_holder;
 use nodejob_core::{JobApi, LeaseApi, NodeApi};
 use serde::Serialize;
 
@@ -183,17 +182,13 @@ where
             }
         }
     }
-    let spec = plan.spec();
-    let lease = match retry(api, || api.get_lease(&spec.namespace, &spec.lease_name)).await {
-        Ok(lease) => holder(&lease).map(|h| h.to_string()),
-        Err(e) if e.is_not_found() => None,
-        Err(cause) => {
-            return Err(Error::Reading {
-                what: format!("lease {}/{}", spec.namespace, spec.lease_name),
-                cause,
-            });
-        }
-    };
+    let placement = plan.spec().placement();
+    let lease = (lease_holder(api, &placement).await)
+        .map_err(|cause| Error::Reading {
+            what: format!("lease {}", placement.lease()),
+            cause,
+        })?
+        .map(|h| h.to_string());
     Ok(Preview {
         target: new.to_string(),
         nodes: previews,

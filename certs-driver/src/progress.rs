@@ -4,7 +4,7 @@
 //! retries, stopped with why), and the Lease's history; a rotation adds its gates, every
 //! node's fingerprints side by side.
 
-use nodejob_core::drive::FenceEvent;
+use nodejob_core::drive::{DriverEvent, EventSink, FenceEvent, Outcome};
 use serde::Serialize;
 
 use crate::gate::{Gate, GateReport};
@@ -79,17 +79,24 @@ pub enum Progress {
     Lease(FenceEvent),
 }
 
-/// Where a run's [`Progress`] goes.
-pub trait ProgressSink: Send + Sync {
-    /// Receives one event.
-    fn event(&self, event: &Progress);
-}
+impl DriverEvent for Progress {
+    fn note(node: &str, message: String) -> Self {
+        Progress::Note {
+            node: Some(node.to_string()),
+            message,
+        }
+    }
 
-impl<F: Fn(&Progress) + Send + Sync> ProgressSink for F {
-    fn event(&self, event: &Progress) {
-        self(event)
+    fn lease(event: &FenceEvent) -> Self {
+        Progress::Lease(event.clone())
     }
 }
+
+/// Where a run's [`Progress`] goes: any [`EventSink`] of it (a closure `Fn(&Progress)` is
+/// one).
+pub trait ProgressSink: EventSink<Progress> {}
+
+impl<S: EventSink<Progress> + ?Sized> ProgressSink for S {}
 
 /// A sink that drops everything.
 pub fn quiet() -> std::sync::Arc<dyn ProgressSink> {
@@ -134,27 +141,6 @@ pub struct Failure {
     pub exit_code: Option<i32>,
     /// The end of its log, when read.
     pub log_tail: Option<String>,
-}
-
-/// How a run ended.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(tag = "outcome", rename_all = "snake_case")]
-pub enum Outcome {
-    /// Every node of the plan passed the last gate.
-    Done,
-    /// A step failed on a node, a gate found nodes disagreeing, or issue or finalize was
-    /// about to run on a plan that leaves out nodes of the cluster; no further phase started.
-    Failed {
-        /// What to do, and the command that retries (a rerun resumes from what the nodes
-        /// report).
-        retry: String,
-    },
-    /// Stopped before the end without a node failing: why (a stop request, the Lease lost).
-    /// A rerun resumes.
-    Stopped {
-        /// Why.
-        why: String,
-    },
 }
 
 /// One node in the [`Report`].

@@ -332,7 +332,9 @@ fn driver_error(e: upgrade_driver::Error) -> Exit {
         upgrade_driver::Error::Core(nodejob_core::Error::LeaseHeld { .. }) => {
             Exit::with(code::LEASE_HELD, format!("{e}; try again later"))
         }
-        upgrade_driver::Error::NodeNotFound { .. } => Exit::usage(e.to_string()),
+        upgrade_driver::Error::Selecting(upgrade_driver::Selecting::NotFound { .. }) => {
+            Exit::usage(e.to_string())
+        }
         _ => Exit::failed(e.to_string()),
     }
 }

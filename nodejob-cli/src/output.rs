@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use jiff::Timestamp;
 use nodejob_core::drive::FenceEvent;
-use upgrade_driver::{NodeResult, Outcome, Progress, ProgressSink, Report, UpgradeStep};
+use upgrade_driver::{EventSink, NodeResult, Outcome, Progress, Report, UpgradeStep};
 
 use crate::sim::Pacer;
 
@@ -196,7 +196,7 @@ pub(crate) fn describe(event: &Progress) -> String {
     }
 }
 
-impl ProgressSink for Renderer {
+impl EventSink<Progress> for Renderer {
     fn event(&self, event: &Progress) {
         self.pace();
         if self.format == Format::Json {

@@ -5,8 +5,8 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 
 use certs_driver::{
-    CaStep, Fingerprint, GateReport, Next, NodeResult, Outcome, Plan, PlanError, PlanSpec, Preview,
-    Progress, ProgressSink, Report, Stop,
+    CaStep, EventSink, Fingerprint, GateReport, Next, NodeResult, Outcome, Plan, PlanError,
+    PlanSpec, Preview, Progress, Report, Stop,
 };
 use nodejob_core::drive::FenceEvent;
 use nodejob_core::{JobApi, LeaseApi, NodeApi};
@@ -204,7 +204,8 @@ where
 
 fn driver_error(e: certs_driver::Error) -> Exit {
     match &e {
-        certs_driver::Error::Plan(_) | certs_driver::Error::NodeNotFound { .. } => {
+        certs_driver::Error::Plan(_)
+        | certs_driver::Error::Selecting(certs_driver::Selecting::NotFound { .. }) => {
             Exit::usage(e.to_string())
         }
         certs_driver::Error::Core(nodejob_core::Error::LeaseHeld { .. }) => {
@@ -344,7 +345,7 @@ fn result_text(result: &NodeResult) -> String {
     }
 }
 
-impl ProgressSink for Renderer {
+impl EventSink<Progress> for Renderer {
     fn event(&self, event: &Progress) {
         self.pace();
         if self.format() == Format::Json {

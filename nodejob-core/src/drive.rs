@@ -1,12 +1,13 @@
 //! What both drivers need around their per-node steps, so the rolling upgrade and the CA
 //! rotation cannot drift: the Lease as a [`Fence`] (acquire, check before every write, renew
 //! while anything waits, release, and the history a report shows) and its [`FenceEvent`]s, a
-//! driver's default Lease [`identity`], a [`Stop`] request, [`retry`] for single calls, the
-//! [`NoteSink`] adapter from core's notes to a driver's progress, [`write_node_event`],
-//! [`select_nodes`] and [`is_control_plane`].
+//! driver's default Lease [`identity`], the plan's [`Placement`] (namespace, image, Lease) and
+//! its [`PlanError`], a [`Stop`] request, [`retry`] for single calls, the [`NoteSink`] adapter
+//! from core's notes to a driver's progress, [`write_node_event`], [`lease_holder`],
+//! [`select_nodes`], [`is_control_plane`] and the run's [`Outcome`].
 //!
-//! It holds no driver's steps, progress or report types: those stay in each driver, which
-//! carries the [`FenceEvent`]s in its progress as they are.
+//! It holds no driver's steps, progress events or per-node reports: those stay in each
+//! driver, which carries the [`FenceEvent`]s in its progress as they are.
 //!
 //! ```text
 //!   Fence::acquire ──▶ Fence::renewing(work) ──▶ Fence::release ──▶ history lines
@@ -26,7 +27,8 @@ use k8s_openapi::api::core::v1::Node;
 use crate::api::{Clock, JobApi, LeaseApi, NodeApi};
 use crate::error::{ApiError, Error, Result};
 use crate::event::{EventType, node_event};
-use crate::lease::{Acquired, Claim, Held, LeaseConfig, acquire};
+use crate::lease::{Acquired, Claim, Held, Holder, LeaseConfig, acquire, holder};
+use crate::names::is_dns1123_subdomain;
 use crate::spec::{Level, Note, Sink};
 use crate::wait::delete_exact_and_wait;
 
@@ -75,6 +77,161 @@ impl Stop {
 /// ```
 pub fn identity(prefix: &str, pid: u32, since_epoch: Duration) -> String {
     format!("{prefix}-{pid}-{:x}", since_epoch.as_nanos())
+}
+
+/// The namespace a driver's Jobs, Lease and step Events live in by default.
+pub const DEFAULT_NAMESPACE: &str = "kube-system";
+
+/// The Lease both drivers share by default: one host-mutating operation at a time.
+pub const DEFAULT_LEASE_NAME: &str = "nodejob";
+
+/// The shortest Lease duration a plan accepts.
+pub const MIN_LEASE_DURATION: Duration = Duration::from_secs(15);
+
+/// Where a driver's host Jobs run and which Lease fences them: the part of a plan both drivers
+/// share, with its defaults ([`Placement::new`]) and its rules ([`Placement::validate`]). A
+/// driver's `PlanSpec` keeps these as fields of its own and reads them back as one
+/// ([`Placement`] is what it validates and acquires the Lease with).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// The namespace of the host Jobs, the Lease and the step Events.
+    pub namespace: String,
+    /// The image of the host Jobs; `None`: core's pinned image.
+    pub image: Option<String>,
+    /// The Lease both drivers share.
+    pub lease_name: String,
+    /// Who holds the Lease: unique per process (see [`identity`]).
+    pub identity: String,
+    /// `leaseDurationSeconds`: renewed every third of it.
+    pub lease_duration: Duration,
+}
+
+impl Placement {
+    /// The defaults, held by `identity`: [`DEFAULT_NAMESPACE`], core's pinned image,
+    /// [`DEFAULT_LEASE_NAME`], a 60s Lease.
+    pub fn new(identity: String) -> Self {
+        Placement {
+            namespace: DEFAULT_NAMESPACE.into(),
+            image: None,
+            lease_name: DEFAULT_LEASE_NAME.into(),
+            identity,
+            lease_duration: Duration::from_secs(60),
+        }
+    }
+
+    /// Refuses a namespace other than `kube-system` or `default`, an empty identity, a Lease
+    /// shorter than [`MIN_LEASE_DURATION`] and a Lease name that is not a DNS-1123 subdomain,
+    /// in that order. The image is checked with the Jobs ([`PlanError::job`]).
+    pub fn validate(&self) -> std::result::Result<(), PlanError> {
+        // The step Events are about Nodes: the apiserver takes those only in these two
+        // namespaces (`legacyValidateEvent`, see crate::event).
+        if self.namespace != "kube-system" && self.namespace != "default" {
+            return Err(PlanError::new(
+                "namespace",
+                format!(
+                    "{:?}: the driver's Jobs, Lease and step Events live in kube-system (or \
+                     default): the apiserver accepts Events about Nodes only there",
+                    self.namespace
+                ),
+            ));
+        }
+        if self.identity.is_empty() {
+            return Err(PlanError::new("identity", "must not be empty"));
+        }
+        if self.lease_duration < MIN_LEASE_DURATION {
+            return Err(PlanError::new("lease_duration", "must be at least 15s"));
+        }
+        if !is_dns1123_subdomain(&self.lease_name) {
+            return Err(PlanError::new(
+                "lease_name",
+                format!("{:?} is not a DNS-1123 subdomain", self.lease_name),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The Lease to acquire.
+    pub fn lease_config(&self) -> LeaseConfig {
+        LeaseConfig {
+            namespace: self.namespace.clone(),
+            name: self.lease_name.clone(),
+            identity: self.identity.clone(),
+            duration: self.lease_duration,
+        }
+    }
+
+    /// The Lease as `namespace/name`.
+    pub fn lease(&self) -> String {
+        format!("{}/{}", self.namespace, self.lease_name)
+    }
+}
+
+/// A field of a driver's plan refused, and why. The rule never quotes secret material (a
+/// certificate, a key).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid plan: {field}: {rule}")]
+pub struct PlanError {
+    /// The field, as the driver's `PlanSpec` names it.
+    pub field: &'static str,
+    /// The rule it breaks, with the value.
+    pub rule: String,
+}
+
+impl PlanError {
+    /// `field` refused by `rule`.
+    pub fn new(field: &'static str, rule: impl Into<String>) -> Self {
+        PlanError {
+            field,
+            rule: rule.into(),
+        }
+    }
+
+    /// A plan's sample host Job refused by [`Spec::validate`](crate::Spec::validate): on
+    /// `namespace` or `image` when the error names them, otherwise on `argv_field`, the plan's
+    /// field the Job's argv comes from.
+    pub fn job(error: &Error, argv_field: &'static str) -> Self {
+        let rule = error.to_string();
+        let field = match &rule {
+            s if s.contains("namespace") => "namespace",
+            s if s.contains("image") => "image",
+            _ => argv_field,
+        };
+        PlanError { field, rule }
+    }
+}
+
+/// Who holds the Lease of `placement`, as [`holder`] reads it: `None` when it is free or does
+/// not exist. Transient errors are retried ([`retry`]).
+pub async fn lease_holder<A: LeaseApi + ?Sized>(
+    api: &A,
+    placement: &Placement,
+) -> std::result::Result<Option<Holder>, ApiError> {
+    let (namespace, name) = (&placement.namespace, &placement.lease_name);
+    match retry(api, || api.get_lease(namespace, name)).await {
+        Ok(lease) => Ok(holder(&lease)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// How a driver's run ended.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Outcome {
+    /// Every node of the plan is where the plan wants it.
+    Done,
+    /// Nodes failed (or, for a rotation, a gate found nodes disagreeing); nothing further was
+    /// started.
+    Failed {
+        /// What to do, and the command that retries (a rerun resumes).
+        retry: String,
+    },
+    /// Stopped before the end without a node failing: why (a closed window, a stop request,
+    /// the Lease lost, too many nodes unavailable). A rerun resumes.
+    Stopped {
+        /// Why.
+        why: String,
+    },
 }
 
 /// What a [`Fence`] tells its driver as it happens, for the driver's progress.
@@ -323,6 +480,21 @@ impl NoteSink {
     }
 }
 
+impl NoteSink {
+    /// Notes about `node`, as [`DriverEvent::note`] events to `sink`.
+    pub fn to<E, S>(node: impl Into<String>, sink: &Arc<S>) -> Self
+    where
+        E: DriverEvent,
+        S: EventSink<E> + ?Sized + 'static,
+    {
+        let sink = sink.clone();
+        NoteSink::new(
+            node,
+            Arc::new(move |node: &str, message: String| sink.event(&E::note(node, message))),
+        )
+    }
+}
+
 impl Sink for NoteSink {
     fn note(&self, note: &Note) {
         let message = match note.level {
@@ -331,6 +503,38 @@ impl Sink for NoteSink {
         };
         (self.to)(&self.node, message);
     }
+}
+
+/// Where a driver's progress events go: any `Fn(&E)` is one. Each driver names it for its own
+/// events (its `ProgressSink`), and core's helpers ([`NoteSink::to`], [`fence_events`]) feed it.
+pub trait EventSink<E>: Send + Sync {
+    /// Receives one event.
+    fn event(&self, event: &E);
+}
+
+impl<E, F: Fn(&E) + Send + Sync> EventSink<E> for F {
+    fn event(&self, event: &E) {
+        self(event)
+    }
+}
+
+/// What a driver's progress events must be for core's helpers to make some: a note about a
+/// node, a [`Fence`]'s event carried as it is.
+pub trait DriverEvent {
+    /// A note about `node`: a runner's warning, an adopted Job.
+    fn note(node: &str, message: String) -> Self;
+    /// The Lease acquired, renewed or lost, as the [`Fence`] tells it.
+    fn lease(event: &FenceEvent) -> Self;
+}
+
+/// A [`Fence`]'s events, as [`DriverEvent::lease`] events to `sink`.
+pub fn fence_events<E, S>(sink: &Arc<S>) -> FenceEvents
+where
+    E: DriverEvent,
+    S: EventSink<E> + ?Sized + 'static,
+{
+    let sink = sink.clone();
+    Box::new(move |e: &FenceEvent| sink.event(&E::lease(e)))
 }
 
 /// Writes a [`node_event`] about `node` in `namespace` from `component`, retried on transient

@@ -11,10 +11,10 @@ use k8s_openapi::api::core::v1::Node;
 use nodejob_core::drain::drain;
 pub(crate) use nodejob_core::drive::retry;
 use nodejob_core::drive::{
-    Fence, FenceEvent, NoteSink, Selecting, delete_job_of, millis, patch_node_again,
+    DriverEvent, Fence, NoteSink, Outcome, delete_job_of, fence_events, millis, patch_node_again,
     write_node_event,
 };
-use nodejob_core::lease::{Claim, LeaseConfig};
+use nodejob_core::lease::Claim;
 use nodejob_core::runner::{Mode, Policy, run_with};
 use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{ApiError, EventType, JobApi, LeaseApi, NodeApi, PodApi, ready, run_exit_code};
@@ -22,7 +22,7 @@ use nodejob_core::{ApiError, EventType, JobApi, LeaseApi, NodeApi, PodApi, ready
 use crate::machine::{Intent, Mark, NodeMachine, NodeResult, Observation, UpgradeStep};
 use crate::order::{Group, groups, is_control_plane};
 use crate::plan::Plan;
-use crate::progress::{NodeReport, Outcome, Progress, ProgressSink, Report, Totals};
+use crate::progress::{NodeReport, Progress, ProgressSink, Report, Totals};
 use crate::records::{self, IN_PROGRESS, InProgress, boot_id, same_version, version};
 use crate::{Error, Stop};
 
@@ -49,16 +49,7 @@ pub(crate) async fn select_nodes<A: NodeApi + ?Sized>(
     plan: &Plan,
 ) -> Result<Vec<Node>, Error> {
     let spec = plan.spec();
-    nodejob_core::drive::select_nodes(api, spec.selector.as_deref(), &spec.nodes)
-        .await
-        .map_err(|e| match e {
-            Selecting::NotFound { node, selector } => Error::NodeNotFound { node, selector },
-            Selecting::Listing { selector, cause } => Error::Listing { selector, cause },
-            other => Error::Reading {
-                what: "the plan's nodes".into(),
-                cause: ApiError::invalid(other.to_string()),
-            },
-        })
+    Ok(nodejob_core::drive::select_nodes(api, spec.selector.as_deref(), &spec.nodes).await?)
 }
 
 /// Whether `node` needs nothing: at the target (or recorded done), and not ours in flight.
@@ -96,24 +87,12 @@ where
     let started = api.now();
     let nodes = select_nodes(api, plan).await?;
     let spec = plan.spec();
-    let config = LeaseConfig {
-        namespace: spec.namespace.clone(),
-        name: spec.lease_name.clone(),
-        identity: spec.identity.clone(),
-        duration: spec.lease_duration,
-    };
+    let config = spec.placement().lease_config();
     let claim = Claim {
         operation: "upgrade".into(),
         target: plan.target().to_string(),
     };
-    let events = progress.clone();
-    let fence = Fence::acquire(
-        api,
-        &config,
-        &claim,
-        Box::new(move |e: &FenceEvent| events.event(&Progress::Lease(e.clone()))),
-    )
-    .await?;
+    let fence = Fence::acquire(api, &config, &claim, fence_events(&progress)).await?;
     let refs: Vec<&Node> = nodes.iter().collect();
     let width = spec.max_unavailable.of(nodes.len());
     let order = groups(&refs, width);
@@ -420,24 +399,7 @@ where
     }
 
     fn note(&self, node: &str, message: String) {
-        self.progress.event(&Progress::Note {
-            node: Some(node.to_string()),
-            message,
-        });
-    }
-
-    /// Core's notes (the runner's, the drain's) about `node`, as progress notes.
-    fn notes(&self, node: &str) -> NoteSink {
-        let progress = self.progress.clone();
-        NoteSink::new(
-            node,
-            Arc::new(move |node: &str, message: String| {
-                progress.event(&Progress::Note {
-                    node: Some(node.to_string()),
-                    message,
-                });
-            }),
-        )
+        self.progress.event(&Progress::note(node, message));
     }
 
     /// One node, start to end.
@@ -546,7 +508,7 @@ where
                     Err(e) => Observation::Failed(e),
                 },
                 Intent::Drain => {
-                    let notes = self.notes(name);
+                    let notes = NoteSink::to(name, &self.progress);
                     Observation::Drained(
                         drain(api, name, &self.plan.spec().drain, &notes)
                             .await
@@ -564,7 +526,7 @@ where
                 }
                 Intent::Host { adopt } => {
                     let mut spec = self.plan.host_spec(name);
-                    spec.output = Some(Arc::new(self.notes(name)));
+                    spec.output = Some(Arc::new(NoteSink::to(name, &self.progress)));
                     let policy = Policy { adopt, keep: true };
                     // Renewed while the host Job runs: the renewer runs beside the roll.
                     Observation::Host(
@@ -609,7 +571,7 @@ where
                     let Some(mut spec) = self.plan.health_spec(name) else {
                         return self.end_node(name, NodeResult::Upgraded, last.as_ref(), started);
                     };
-                    spec.output = Some(Arc::new(self.notes(name)));
+                    spec.output = Some(Arc::new(NoteSink::to(name, &self.progress)));
                     Observation::Health(run_exit_code(api, &spec).await.map_err(|e| e.to_string()))
                 }
             };

@@ -83,11 +83,13 @@ use nodejob_core::{ApiError, JobApi, LeaseApi, NodeApi, PodApi};
 
 pub use drive::COMPONENT;
 pub use machine::{Failure, Intent, Mark, NodeMachine, NodeResult, Observation, Step, UpgradeStep};
-pub use nodejob_core::drive::{FenceEvent, Stop};
+pub use nodejob_core::drive::{
+    EventSink, FenceEvent, Outcome, Placement, PlanError, Selecting, Stop,
+};
 pub use order::{Group, batches, groups, is_control_plane};
-pub use plan::{MaxUnavailable, NSENTER, Plan, PlanError, PlanSpec, VersionSource, Window};
+pub use plan::{MaxUnavailable, NSENTER, Plan, PlanSpec, VersionSource, Window};
 pub use preview::{NodePreview, PodPlan, Preview};
-pub use progress::{NodeReport, Outcome, Progress, ProgressSink, Report, Totals, quiet};
+pub use progress::{NodeReport, Progress, ProgressSink, Report, Totals, quiet};
 
 /// Why a run could not start, or stopped before its Lease was acquired.
 #[derive(Debug, thiserror::Error)]
@@ -96,25 +98,10 @@ pub enum Error {
     /// A field of the plan is refused.
     #[error(transparent)]
     Plan(#[from] PlanError),
-    /// A node named in the plan does not exist (or does not match the selector).
-    #[error("node {node} does not exist{}; check the plan's nodes", match selector {
-        Some(s) => format!(" or does not match the selector {s:?}"),
-        None => String::new(),
-    })]
-    NodeNotFound {
-        /// The node.
-        node: String,
-        /// The plan's selector, if any.
-        selector: Option<String>,
-    },
-    /// The nodes could not be listed.
-    #[error("listing nodes (selector {selector:?}): {cause}")]
-    Listing {
-        /// The selector.
-        selector: String,
-        /// Why.
-        cause: ApiError,
-    },
+    /// The plan's nodes could not be selected: a node named in the plan does not exist (or
+    /// does not match the selector), or the nodes could not be listed.
+    #[error(transparent)]
+    Selecting(#[from] Selecting),
     /// Something could not be read.
     #[error("reading {what}: {cause}")]
     Reading {

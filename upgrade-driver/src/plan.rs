@@ -8,7 +8,7 @@ use jiff::civil::{Time, Weekday};
 use jiff::tz::TimeZone;
 use jiff::{Timestamp, ToSpan};
 use nodejob_core::drain::DrainOptions;
-use nodejob_core::drive::identity;
+use nodejob_core::drive::{Placement, PlanError, identity};
 use nodejob_core::{Spec, is_dns1123_subdomain, trunc_name};
 
 /// The annotation and label prefix of this driver's records.
@@ -158,6 +158,13 @@ pub struct PlanSpec {
 impl PlanSpec {
     /// A plan to move nodes to `target`, every other field at its default.
     pub fn new(target: impl Into<String>) -> Self {
+        let Placement {
+            namespace,
+            image,
+            lease_name,
+            identity,
+            lease_duration,
+        } = Placement::new(process_identity());
         PlanSpec {
             target: target.into(),
             version_source: VersionSource::default(),
@@ -172,11 +179,22 @@ impl PlanSpec {
             health_check: None,
             window: None,
             failure_budget: 1,
-            namespace: "kube-system".into(),
-            image: None,
-            lease_name: "nodejob".into(),
-            identity: process_identity(),
-            lease_duration: Duration::from_secs(60),
+            namespace,
+            image,
+            lease_name,
+            identity,
+            lease_duration,
+        }
+    }
+
+    /// The namespace, the image and the Lease, as one.
+    pub fn placement(&self) -> Placement {
+        Placement {
+            namespace: self.namespace.clone(),
+            image: self.image.clone(),
+            lease_name: self.lease_name.clone(),
+            identity: self.identity.clone(),
+            lease_duration: self.lease_duration,
         }
     }
 }
@@ -192,16 +210,6 @@ fn process_identity() -> String {
             identity("upgrade-driver", std::process::id(), since_epoch)
         })
         .clone()
-}
-
-/// A field of the plan refused, and why.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("invalid plan: {field}: {rule}")]
-pub struct PlanError {
-    /// The field, as [`PlanSpec`] names it.
-    pub field: &'static str,
-    /// The rule it breaks, with the value.
-    pub rule: String,
 }
 
 /// A validated rolling-upgrade plan. See [`PlanSpec`] for the fields.
@@ -319,47 +327,17 @@ impl Plan {
                 }
             }
         };
-        // The step Events are about Nodes: the apiserver takes those only in these two
-        // namespaces (`legacyValidateEvent`, see nodejob_core::event).
-        if spec.namespace != "kube-system" && spec.namespace != "default" {
-            return bad(
-                "namespace",
-                format!(
-                    "{:?}: the driver's Jobs, Lease and step Events live in kube-system (or \
-                     default): the apiserver accepts Events about Nodes only there",
-                    spec.namespace
-                ),
-            );
-        }
         if spec.failure_budget == 0 {
             return bad("failure_budget", "must be at least 1".into());
         }
-        if spec.identity.is_empty() {
-            return bad("identity", "must not be empty".into());
-        }
-        if spec.lease_duration < Duration::from_secs(15) {
-            return bad("lease_duration", "must be at least 15s".into());
-        }
-        if !is_dns1123_subdomain(&spec.lease_name) {
-            return bad(
-                "lease_name",
-                format!("{:?} is not a DNS-1123 subdomain", spec.lease_name),
-            );
-        }
+        spec.placement().validate()?;
         let plan = Plan { spec, time_zone };
         // The Jobs themselves: core's own rules (namespace, image pin, argv) on a sample node.
         for job in [Some(plan.host_spec("node")), plan.health_spec("node")]
             .into_iter()
             .flatten()
         {
-            if let Err(e) = job.validate() {
-                let field = match e.to_string() {
-                    s if s.contains("namespace") => "namespace",
-                    s if s.contains("image") => "image",
-                    _ => "command",
-                };
-                return bad(field, e.to_string());
-            }
+            job.validate().map_err(|e| PlanError::job(&e, "command"))?;
         }
         Ok(plan)
     }

@@ -3,7 +3,7 @@
 
 use k8s_openapi::api::core::v1::Pod;
 use nodejob_core::drain::{Verdict, verdict};
-use nodejob_core::lease::{Holder, holder};
+use nodejob_core::drive::lease_holder;
 use nodejob_core::{DryRun, Eviction, LeaseApi, NodeApi, PodApi};
 use serde::Serialize;
 
@@ -136,17 +136,13 @@ where
             pods: plans,
         });
     }
-    let spec = plan.spec();
-    let lease = match retry(api, || api.get_lease(&spec.namespace, &spec.lease_name)).await {
-        Ok(lease) => holder(&lease).map(|h: Holder| h.to_string()),
-        Err(e) if e.is_not_found() => None,
-        Err(cause) => {
-            return Err(Error::Reading {
-                what: format!("lease {}/{}", spec.namespace, spec.lease_name),
-                cause,
-            });
-        }
-    };
+    let placement = plan.spec().placement();
+    let lease = (lease_holder(api, &placement).await)
+        .map_err(|cause| Error::Reading {
+            what: format!("lease {}", placement.lease()),
+            cause,
+        })?
+        .map(|h| h.to_string());
     Ok(Preview {
         target: plan.target().to_string(),
         batches: batches(&order),

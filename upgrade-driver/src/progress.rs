@@ -1,7 +1,7 @@
 //! [`Progress`]: the typed events of a run, as a terminal draws bars from them and a server
 //! streams them; [`ProgressSink`] receives them; [`Report`] is what a run ends with.
 
-use nodejob_core::drive::FenceEvent;
+use nodejob_core::drive::{DriverEvent, EventSink, FenceEvent, Outcome};
 use serde::Serialize;
 
 use crate::machine::{Failure, NodeResult, UpgradeStep};
@@ -81,40 +81,28 @@ pub enum Progress {
     Lease(FenceEvent),
 }
 
-/// Where a run's [`Progress`] goes.
-pub trait ProgressSink: Send + Sync {
-    /// Receives one event.
-    fn event(&self, event: &Progress);
-}
+impl DriverEvent for Progress {
+    fn note(node: &str, message: String) -> Self {
+        Progress::Note {
+            node: Some(node.to_string()),
+            message,
+        }
+    }
 
-impl<F: Fn(&Progress) + Send + Sync> ProgressSink for F {
-    fn event(&self, event: &Progress) {
-        self(event)
+    fn lease(event: &FenceEvent) -> Self {
+        Progress::Lease(event.clone())
     }
 }
+
+/// Where a run's [`Progress`] goes: any [`EventSink`] of it (a closure `Fn(&Progress)` is
+/// one).
+pub trait ProgressSink: EventSink<Progress> {}
+
+impl<S: EventSink<Progress> + ?Sized> ProgressSink for S {}
 
 /// A sink that drops everything.
 pub fn quiet() -> std::sync::Arc<dyn ProgressSink> {
     std::sync::Arc::new(|_: &Progress| {})
-}
-
-/// How a run ended.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(tag = "outcome", rename_all = "snake_case")]
-pub enum Outcome {
-    /// Every node of the plan is at the target.
-    Done,
-    /// Nodes failed; no further node was started.
-    Failed {
-        /// The command that retries (a rerun resumes: finished nodes are skipped).
-        retry: String,
-    },
-    /// Stopped before the end without a node failing: the reason (a closed window, a stop
-    /// request, the Lease lost, too many nodes unavailable). A rerun resumes.
-    Stopped {
-        /// Why.
-        why: String,
-    },
 }
 
 /// One node in the [`Report`].

@@ -69,9 +69,7 @@ use nodejob_fake::stratum::StratumTiming;
 use nodejob_fake::{Config, FakeCluster, Timing, Verb, Verbs};
 use support::*;
 use upgrade_driver::records::{self, IN_PROGRESS};
-use upgrade_driver::{
-    MaxUnavailable, NodeResult, Outcome, Plan, Progress, ProgressSink, Report, run,
-};
+use upgrade_driver::{EventSink, MaxUnavailable, NodeResult, Outcome, Plan, Progress, Report, run};
 
 /// Seeds run by `cargo test`.
 const SEEDS: u64 = 64;
@@ -352,7 +350,7 @@ struct BatchCheck {
     violations: Mutex<Vec<String>>,
 }
 
-impl ProgressSink for BatchCheck {
+impl EventSink<Progress> for BatchCheck {
     fn event(&self, event: &Progress) {
         let Progress::BatchStarted { nodes: batch, .. } = event else {
             return;

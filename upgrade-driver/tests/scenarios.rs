@@ -14,7 +14,7 @@ use nodejob_core::{Clock, LeaseApi, NodeChange, Verb};
 use nodejob_fake::FakeCluster;
 use nodejob_fake::stratum::{Fault, Operation};
 use support::*;
-use upgrade_driver::ProgressSink as _;
+use upgrade_driver::EventSink as _;
 use upgrade_driver::{
     Error, MaxUnavailable, NodeResult, Outcome, PlanSpec, PodPlan, UpgradeStep, Window, preview,
     run,

@@ -8,7 +8,7 @@
 use std::sync::{Arc, Mutex};
 
 use certs_driver::{
-    Error, Fingerprint, Outcome, Plan, PlanSpec, Progress, ProgressSink, Stop, run_until,
+    Error, EventSink, Fingerprint, Outcome, Plan, PlanSpec, Progress, ProgressSink, Stop, run_until,
 };
 use futures::FutureExt;
 use nodejob_conformance::{Crashing, Observe, Write};
@@ -115,7 +115,7 @@ pub fn plan(spec: PlanSpec) -> Plan {
 #[derive(Default)]
 pub struct Events(pub Mutex<Vec<Progress>>);
 
-impl ProgressSink for Events {
+impl EventSink<Progress> for Events {
     fn event(&self, event: &Progress) {
         self.0.lock().unwrap().push(event.clone());
     }

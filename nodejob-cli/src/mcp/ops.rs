@@ -623,7 +623,9 @@ fn upgrade_error(e: upgrade_driver::Error) -> String {
         upgrade_driver::Error::Core(nodejob_core::Error::LeaseHeld { .. }) => {
             format!("{e}; try again later")
         }
-        upgrade_driver::Error::NodeNotFound { .. } => format!("nodes: {e}"),
+        upgrade_driver::Error::Selecting(upgrade_driver::Selecting::NotFound { .. }) => {
+            format!("nodes: {e}")
+        }
         upgrade_driver::Error::Plan(p) => format!("{}: {}", p.field, p.rule),
         _ => e.to_string(),
     }
@@ -634,7 +636,9 @@ fn rotation_error(e: certs_driver::Error) -> String {
         certs_driver::Error::Core(nodejob_core::Error::LeaseHeld { .. }) => {
             format!("{e}; try again later")
         }
-        certs_driver::Error::NodeNotFound { .. } => format!("nodes: {e}"),
+        certs_driver::Error::Selecting(certs_driver::Selecting::NotFound { .. }) => {
+            format!("nodes: {e}")
+        }
         certs_driver::Error::Plan(p) => format!("{}: {}", p.field, p.rule),
         _ => e.to_string(),
     }

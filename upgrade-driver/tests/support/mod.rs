@@ -14,7 +14,7 @@ use nodejob_core::ready;
 use nodejob_fake::FakeCluster;
 use nodejob_fake::stratum::Operation;
 use upgrade_driver::records::{self, IN_PROGRESS, InProgress};
-use upgrade_driver::{Plan, PlanSpec, Progress, ProgressSink};
+use upgrade_driver::{EventSink, Plan, PlanSpec, Progress};
 
 pub const NS: &str = "kube-system";
 pub const TARGET: &str = "v1.38.0";
@@ -78,7 +78,7 @@ pub fn plan(spec: PlanSpec) -> Plan {
 #[derive(Default)]
 pub struct Events(pub Mutex<Vec<Progress>>);
 
-impl ProgressSink for Events {
+impl EventSink<Progress> for Events {
     fn event(&self, event: &Progress) {
         self.0.lock().unwrap().push(event.clone());
     }
