@@ -81,7 +81,7 @@ fn scaled(value: &IntOrString, total: i32) -> Result<i32, String> {
 }
 
 /// The sum of the scales of the matched pods' controllers (`getExpectedScale`).
-fn expected_scale(store: &Store, pods: &[Pod]) -> Result<i32, String> {
+fn expected_scale(store: &Store, pods: &[&Pod]) -> Result<i32, String> {
     // The scale of each controller, by its UID (a Deployment's, for its ReplicaSet's pods).
     let mut scales: BTreeMap<String, i32> = BTreeMap::new();
     // The owners already resolved.
@@ -145,7 +145,7 @@ fn expected_scale(store: &Store, pods: &[Pod]) -> Result<i32, String> {
 fn expected_counts(
     store: &Store,
     budget: &PodDisruptionBudget,
-    pods: &[Pod],
+    pods: &[&Pod],
 ) -> Result<(i32, i32), String> {
     let spec = budget.spec.clone().unwrap_or_default();
     let count = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
@@ -196,12 +196,12 @@ impl Disruption {
     ) -> Result<(PodDisruptionBudgetStatus, Option<Duration>), String> {
         let namespace = budget.metadata.namespace.as_deref().unwrap_or_default();
         let selector = budget.spec.as_ref().and_then(|s| s.selector.as_ref());
-        // A budget without a selector selects nothing; an empty one, every pod.
-        let pods: Vec<Pod> = (store.pods.iter())
+        // A budget without a selector selects nothing; an empty one, every pod. Borrowed: this
+        // runs on every settle, over every pod of the budget.
+        let pods: Vec<&Pod> = (store.pods.iter())
             .filter(|((ns, _), _)| ns == namespace)
             .map(|(_, p)| p)
             .filter(|p| selector.is_some_and(|s| s.matches(p.metadata.labels.as_ref())))
-            .cloned()
             .collect();
         let (expected, desired) = expected_counts(store, budget, &pods)?;
         let old = budget.status.clone().unwrap_or_default();
