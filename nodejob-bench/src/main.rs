@@ -24,7 +24,8 @@ use nodejob_bench::scenario::{Call, Waiter};
 use nodejob_bench::stats::Summary;
 
 const USAGE: &str = "usage: nodejob-bench [--runs N] [--sizes N,N,...] [--no-micro]
-       nodejob-bench real [RUNS [COUNTED [HELD]]]   on the cluster of KUBECONFIG (e2e/bench)
+       nodejob-bench real [RUNS [COUNTED [HELD]]]   on the cluster of KUBECONFIG (e2e/bench);
+                                 with NODEJOB_BENCH_CLI, also a 3-node `nodejob upgrade`
        nodejob-bench roll NODES      one rolling upgrade, as a line of JSON
        nodejob-bench micro DIR       the micro benchmarks, criterion's estimates in DIR";
 
@@ -176,8 +177,8 @@ fn requests_table() -> anyhow::Result<()> {
 
 fn roll_table(sizes: &[usize]) -> anyhow::Result<()> {
     println!(
-        "Rolling upgrade (fake, paused time; max_unavailable 10%, 100 replicas behind a budget; \
-         one process per size)"
+        "Rolling upgrade (fake, paused time; max_unavailable 10%; a replica per 10 workers behind \
+         a budget of 10%; one process per size)"
     );
     println!(
         "  {:>6} {:>9} {:>9} {:>9} {:>10} {:>13} {:>14}",
@@ -307,10 +308,13 @@ async fn real_table(
         "connector", "p50", "p99", "max"
     );
     let watchers_before = cluster.job_watchers().await?;
+    let mut leads = Vec::new();
     for connector in [Connector::Kube, Connector::NoDelay] {
         let api = cluster.client(connector)?;
         let latencies = cluster.latencies(&api, runs).await?;
-        let s = Summary::of(&latencies);
+        let returned: Vec<Duration> = latencies.iter().map(|l| l.returned).collect();
+        leads.extend(latencies.iter().filter_map(|l| l.pod_lead));
+        let s = Summary::of(&returned);
         println!(
             "  {:<38} {:>9} {:>9} {:>9}",
             connector.to_string(),
@@ -334,6 +338,19 @@ async fn real_table(
             );
         }
     }
+    if !leads.is_empty() {
+        let s = Summary::of(&leads);
+        println!();
+        println!(
+            "The Pod's container seen terminated -> the Job seen finished ({} of {} runs seen \
+             both): p50 {}, p99 {}, max {}",
+            leads.len(),
+            2 * runs,
+            ms(s.p50),
+            ms(s.p99),
+            ms(s.max)
+        );
+    }
     println!();
     let counts = cluster.requests(counted).await?;
     let total: usize = counts.values().sum();
@@ -346,6 +363,31 @@ async fn real_table(
         total as f64 / counted as f64
     );
     println!("  {}", by_kind.join(", "));
+
+    // The `nodejob` command rolling three nodes: NODEJOB_BENCH_CLI, set by e2e/bench.
+    let Some(cli) = std::env::var_os("NODEJOB_BENCH_CLI") else {
+        println!();
+        println!("(no NODEJOB_BENCH_CLI: the 3-node `nodejob upgrade` is left out)");
+        return Ok(());
+    };
+    let roll = cluster.roll(Path::new(&cli)).await?;
+    let total: usize = roll.counts.values().sum();
+    let per_node = |n: usize| n as f64 / roll.nodes as f64;
+    println!();
+    println!(
+        "`nodejob upgrade` of {} nodes (a Deployment of 3 behind a budget of 1, quick hosts), \
+         through the proxy: {:.1} s, {total} requests, {:.1} per node",
+        roll.nodes,
+        roll.wall.as_secs_f64(),
+        per_node(total)
+    );
+    let by_kind: Vec<String> = roll
+        .counts
+        .iter()
+        .map(|(k, n)| format!("{k} {:.1}", per_node(*n)))
+        .collect();
+    println!("  per node: {}", by_kind.join(", "));
+    println!("  its summary: {}", roll.totals);
     Ok(())
 }
 

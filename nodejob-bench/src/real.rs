@@ -10,13 +10,21 @@
 //! - Held open: this process's TCP connections to the apiserver (`/proc/net/tcp*`), and the
 //!   apiserver's own count of its WATCH requests on Jobs (`apiserver_longrunning_requests` in
 //!   `/metrics`) beside the count before the runs.
+//! - The Pod's answer: a third watcher, on the run's Pod, notes when its container is first
+//!   seen terminated, which the kubelet writes before the Job controller marks the Job: how
+//!   much sooner a runner answering from the Pod would return ([`Latency::pod_lead`]).
+//! - A rolling upgrade: the `nodejob` command rolls three nodes of their own (one
+//!   control-plane, two zones, quick hosts) under a budget, through the counting proxy
+//!   ([`Cluster::roll`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use futures::StreamExt as _;
 use http::{Request, Response, Uri};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
@@ -24,20 +32,52 @@ use hyper::service::service_fn;
 use hyper_util::client::legacy::Client as HttpClient;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use k8s_openapi::api::core::v1::{Namespace, Node};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::Client;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams, WatchEvent, WatchParams};
 use kube::client::ConfigExt;
+use nodejob_conformance::workloads::{budget, deployment};
 use nodejob_core::{Change, JobApi, finished};
+use nodejob_e2e::{AGENT_LABEL, QUICK_STRATUM, STRATUM_TIMING_ANNOTATION, deployment_available};
 use nodejob_fake::host;
 use nodejob_kube::KubeApi;
 use serde_json::json;
+use upgrade_driver::records;
 
 use crate::probe::Probe;
 use crate::scenario::{Call, Waiter, spec};
 
-/// The label the node agent adopts Nodes by.
-const AGENT_LABEL: &str = "nodejob.test/agent";
+/// The label the roll's nodes and its Deployment's node selector carry.
+const ROLL_LABEL: &str = "nodejob.bench/roll";
+/// The Deployment (and budget) the roll drains.
+const APP: &str = "web";
+/// Its replicas: one per node of the roll, the budget allowing one down.
+const REPLICAS: i32 = 3;
+/// The version the roll goes to (the node agent's nodes start at another).
+const TARGET: &str = "v1.97.0";
+
+/// One run's latency, and how much sooner its Pod said the same.
+#[derive(Clone, Copy, Debug)]
+pub struct Latency {
+    /// From the first watcher to see the Job finished to the call returning.
+    pub returned: Duration,
+    /// From the Pod's container first seen terminated to the Job first seen finished: what
+    /// answering from the Pod would save (zero if the Pod was not seen first).
+    pub pod_lead: Option<Duration>,
+}
+
+/// What the 3-node `nodejob upgrade` cost.
+#[derive(Debug)]
+pub struct Roll {
+    /// The nodes rolled.
+    pub nodes: usize,
+    /// From starting the command to its exit.
+    pub wall: Duration,
+    /// Its requests, by kind, counted by the proxy.
+    pub counts: BTreeMap<String, usize>,
+    /// The command's last line (its totals).
+    pub totals: String,
+}
 
 /// How a run's client reaches the apiserver.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -123,7 +163,7 @@ impl Cluster {
     ///
     /// # Errors
     /// The first run that failed or was not seen finished.
-    pub async fn latencies(&self, api: &KubeApi, runs: usize) -> anyhow::Result<Vec<Duration>> {
+    pub async fn latencies(&self, api: &KubeApi, runs: usize) -> anyhow::Result<Vec<Latency>> {
         let observer = self.client(Connector::NoDelay)?;
         let mut out = Vec::with_capacity(runs);
         for _ in 0..runs {
@@ -132,7 +172,7 @@ impl Cluster {
         Ok(out)
     }
 
-    async fn one(&self, api: &KubeApi, observer: &KubeApi) -> anyhow::Result<Duration> {
+    async fn one(&self, api: &KubeApi, observer: &KubeApi) -> anyhow::Result<Latency> {
         let name = unique_name();
         let argv = vec![
             "nsenter".into(),
@@ -172,7 +212,9 @@ impl Cluster {
             let result = Waiter::Watch.run(&probe, &spec, Call::ExitCodeLogs).await;
             (result, Instant::now())
         };
-        let (seen_by_observer, (result, returned)) = tokio::join!(observer_task, run);
+        let pod_task = self.pod_terminated(&name);
+        let (seen_by_observer, (result, returned), pod_seen) =
+            tokio::join!(observer_task, run, pod_task);
         result.with_context(|| format!("run {name}"))?;
         let seen_by_run = probe.finished_at();
         let first = [seen_by_observer, seen_by_run]
@@ -180,7 +222,37 @@ impl Cluster {
             .flatten()
             .min()
             .with_context(|| format!("{name}: no one saw it finish"))?;
-        Ok(returned.saturating_duration_since(first))
+        Ok(Latency {
+            returned: returned.saturating_duration_since(first),
+            pod_lead: pod_seen.map(|p| first.saturating_duration_since(p)),
+        })
+    }
+
+    /// When Job `job`'s Pod was first seen with a container terminated, on a watch of the
+    /// Pods with the Job controller's `batch.kubernetes.io/job-name` label, opened before the
+    /// Job exists; `None` if not within two minutes.
+    async fn pod_terminated(&self, job: &str) -> Option<Instant> {
+        let pods = Api::<Pod>::namespaced(self.admin.clone(), &self.namespace);
+        let params = WatchParams::default()
+            .labels(&format!("batch.kubernetes.io/job-name={job}"))
+            .timeout(120);
+        let terminated = |pod: &Pod| {
+            (pod.status.as_ref())
+                .and_then(|s| s.container_statuses.as_ref())
+                .is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c.state.as_ref().is_some_and(|s| s.terminated.is_some()))
+                })
+        };
+        let mut stream = pods.watch(&params, "0").await.ok()?.boxed();
+        while let Some(Ok(event)) = stream.next().await {
+            if let WatchEvent::Added(pod) | WatchEvent::Modified(pod) = event
+                && terminated(&pod)
+            {
+                return Some(Instant::now());
+            }
+        }
+        None
     }
 
     /// `runs` runs through a [`CountingProxy`] with `TCP_NODELAY`: the requests of each run, by
@@ -234,10 +306,123 @@ impl Cluster {
         Api::<Namespace>::all(self.admin.clone())
             .delete(&self.namespace, &dp)
             .await?;
-        Api::<Node>::all(self.admin.clone())
-            .delete(&self.node, &dp)
-            .await?;
+        let nodes = Api::<Node>::all(self.admin.clone());
+        nodes.delete(&self.node, &dp).await?;
+        for name in self.roll_nodes() {
+            match nodes.delete(&name, &dp).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
         Ok(())
+    }
+
+    /// The nodes [`Cluster::roll`] makes.
+    fn roll_nodes(&self) -> Vec<String> {
+        (0..REPLICAS)
+            .map(|i| format!("{}-r{i}", self.node))
+            .collect()
+    }
+
+    /// Rolls three nodes of their own (one control-plane, two zones, quick `stratum` hosts),
+    /// running a Deployment behind a budget that allows one disruption, to [`TARGET`] with
+    /// the `nodejob` binary `cli`, through a [`CountingProxy`]: the command's wall time and
+    /// requests.
+    ///
+    /// # Errors
+    /// When the nodes or the workload do not settle, or the command does not exit 0.
+    pub async fn roll(&self, cli: &Path) -> anyhow::Result<Roll> {
+        let nodes = Api::<Node>::all(self.admin.clone());
+        let names = self.roll_nodes();
+        for (i, name) in names.iter().enumerate() {
+            let mut labels = json!({AGENT_LABEL: "true", ROLL_LABEL: self.node});
+            if i == 0 {
+                labels[records::CONTROL_PLANE] = json!("");
+            } else {
+                labels[records::ZONE] = json!(format!("zone-{i}"));
+            }
+            let node: Node = serde_json::from_value(json!({
+                "metadata": {"name": name, "labels": labels,
+                             "annotations": {STRATUM_TIMING_ANNOTATION: QUICK_STRATUM}}
+            }))?;
+            nodes
+                .create(&PostParams::default(), &node)
+                .await
+                .with_context(|| format!("creating node {name}"))?;
+        }
+        let api = KubeApi::from_config(self.config.clone())?;
+        for name in &names {
+            nodejob_core::wait_ready(&api, name, 12)
+                .await
+                .with_context(|| format!("waiting for the node agent to adopt {name}"))?;
+        }
+        let selector = (ROLL_LABEL.to_string(), self.node.clone());
+        let workload = deployment(&self.namespace, APP, REPLICAS, &selector);
+        Api::namespaced(self.admin.clone(), &self.namespace)
+            .create(&PostParams::default(), &workload)
+            .await
+            .context("creating the Deployment")?;
+        let pdb = budget(&self.namespace, APP, APP, REPLICAS - 1);
+        Api::namespaced(self.admin.clone(), &self.namespace)
+            .create(&PostParams::default(), &pdb)
+            .await
+            .context("creating the budget")?;
+        let settle = Duration::from_secs(120);
+        deployment_available(
+            &self.admin,
+            &self.namespace,
+            APP,
+            REPLICAS,
+            settle,
+            "before",
+        )
+        .await?;
+
+        let proxy = CountingProxy::start(&self.config).await?;
+        let kubeconfig = std::env::temp_dir().join(format!("{}-kubeconfig", self.node));
+        std::fs::write(
+            &kubeconfig,
+            serde_json::to_string(&json!({
+                "apiVersion": "v1", "kind": "Config", "current-context": "bench",
+                "clusters": [{"name": "bench", "cluster": {"server": proxy.url()?.to_string()}}],
+                "users": [{"name": "bench", "user": {}}],
+                "contexts": [{"name": "bench", "context": {"cluster": "bench", "user": "bench"}}],
+            }))?,
+        )?;
+        let started = Instant::now();
+        let output = tokio::process::Command::new(cli)
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["upgrade", "--to", TARGET, "--nodes", &names.join(",")])
+            .args([
+                "--drain-timeout",
+                "60s",
+                "--reboot-timeout",
+                "60s",
+                "--deadline",
+                "2m",
+            ])
+            .env_remove("KUBECONFIG")
+            .kill_on_drop(true)
+            .output()
+            .await
+            .with_context(|| format!("running {}", cli.display()))?;
+        let wall = started.elapsed();
+        let _ = std::fs::remove_file(&kubeconfig);
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        anyhow::ensure!(
+            output.status.success(),
+            "nodejob upgrade exited {}:\n{stdout}{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        Ok(Roll {
+            nodes: names.len(),
+            wall,
+            counts: proxy.counts(),
+            totals: stdout.lines().last().unwrap_or_default().to_string(),
+        })
     }
 }
 
@@ -367,24 +552,29 @@ fn rebase(base: &Uri, uri: &Uri) -> anyhow::Result<Uri> {
 }
 
 /// `VERB resource[/name][/subresource]`, the name elided: `GET jobs/NAME`, `WATCH jobs`,
-/// `LIST pods`, `GET pods/NAME/log`, `DELETE jobs/NAME`.
+/// `LIST pods`, `GET pods/NAME/log`, `DELETE jobs/NAME`, `PATCH nodes/NAME`, for namespaced
+/// (`.../namespaces/NS/RESOURCE/...`) and cluster-scoped (`/api/v1/RESOURCE/...`,
+/// `/apis/GROUP/VERSION/RESOURCE/...`) paths alike.
 fn kind(request: &Request<Incoming>) -> String {
     let watch = request
         .uri()
         .query()
         .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true"));
-    let parts: Vec<&str> = request.uri().path().split('/').collect();
-    // .../namespaces/NS/RESOURCE[/NAME[/SUB]]
-    let at = parts.iter().position(|p| *p == "namespaces").map(|i| i + 2);
-    let rest: Vec<&str> = at
-        .map(|i| parts[i.min(parts.len())..].to_vec())
-        .unwrap_or_default();
+    let parts: Vec<&str> = request.uri().path().trim_matches('/').split('/').collect();
+    let at = match parts.as_slice() {
+        ["api", _version, "namespaces", _ns, _, ..] => 4,
+        ["apis", _group, _version, "namespaces", _ns, _, ..] => 5,
+        ["api", _version, ..] => 2,
+        ["apis", _group, _version, ..] => 3,
+        _ => parts.len(),
+    };
+    let rest = &parts[at.min(parts.len())..];
     let verb = match (request.method().as_str(), rest.len(), watch) {
         (_, _, true) => "WATCH",
         ("GET", 1, false) => "LIST",
         (m, _, false) => m,
     };
-    match rest.as_slice() {
+    match rest {
         [resource] => format!("{verb} {resource}"),
         [resource, _] => format!("{verb} {resource}/NAME"),
         [resource, _, sub, ..] => format!("{verb} {resource}/NAME/{sub}"),

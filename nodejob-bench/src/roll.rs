@@ -2,8 +2,10 @@
 //! time, API requests and peak memory.
 //!
 //! The cluster ([`FakeCluster`], seed 1, default timing): 3 control-plane nodes and the rest of
-//! the nodes as workers in 4 zones, a Deployment `web` of 100 replicas on the workers behind a
-//! budget allowing one disruption. The plan: every node to `v1.38.0`, `max_unavailable` 10%.
+//! the nodes as workers in 4 zones, a Deployment `web` of one replica per 10 workers behind a
+//! budget allowing a tenth of them down. The plan: every node to `v1.38.0`, `max_unavailable`
+//! 10%. The workload and the budget grow with the cluster, as the batches do, so a node costs
+//! the same at every size: what a linear roll should show.
 //!
 //! Peak memory is the process's (`VmHWM`), so each size runs in a process of its own.
 
@@ -19,7 +21,8 @@ use upgrade_driver::{MaxUnavailable, Outcome, Plan, PlanSpec, VersionSource, qui
 const TARGET: &str = "v1.38.0";
 const ZONES: [&str; 4] = ["zone-a", "zone-b", "zone-c", "zone-d"];
 const CONTROL_PLANE: usize = 3;
-const REPLICAS: i32 = 100;
+/// Workers per replica of the Deployment.
+const WORKERS_PER_REPLICA: usize = 10;
 const WORKER: (&str, &str) = ("role", "worker");
 
 /// What one roll measured.
@@ -166,8 +169,14 @@ fn cluster(fake: &FakeCluster, nodes: usize) -> anyhow::Result<Vec<String>> {
         names.push(name);
     }
     let label = (WORKER.0.to_string(), WORKER.1.to_string());
-    fake.create_deployment_now(&deployment("default", "web", REPLICAS, &label))?;
-    fake.create_budget_now(&budget("default", "web", "web", REPLICAS - 1))?;
+    let replicas = ((nodes - CONTROL_PLANE) / WORKERS_PER_REPLICA).max(1);
+    let disruptions = (replicas / 10).max(1);
+    let (replicas, min_available) = (
+        i32::try_from(replicas)?,
+        i32::try_from(replicas - disruptions)?,
+    );
+    fake.create_deployment_now(&deployment("default", "web", replicas, &label))?;
+    fake.create_budget_now(&budget("default", "web", "web", min_available))?;
     Ok(names)
 }
 
