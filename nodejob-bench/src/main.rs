@@ -273,18 +273,20 @@ fn real(args: &[String]) -> anyhow::Result<()> {
     let held = arg(2, runs, "HELD")?.max(runs);
     let rt = runtime(false)?;
     let cluster = rt.block_on(Cluster::set_up())?;
-    let result = rt.block_on(real_table(&cluster, runs, counted, held));
+    let result = rt.block_on(real_table(&cluster, runs, counted, held)).and_then(|()| {
+        // The same scenario on the fake, for comparison.
+        let fake =
+            runtime(true)?.block_on(count(Waiter::Watch, Call::ExitCodeLogs, Duration::ZERO))?;
+        println!(
+            "  on the fake, the same run: {} calls ({}); each wait_job call there is one change \
+             of the Job, read on one open watch here",
+            total(&fake),
+            describe(&fake)
+        );
+        rt.block_on(roll_on(&cluster))
+    });
     rt.block_on(cluster.tear_down())?;
-    result?;
-    // The same scenario on the fake, for comparison.
-    let fake = runtime(true)?.block_on(count(Waiter::Watch, Call::ExitCodeLogs, Duration::ZERO))?;
-    println!(
-        "  on the fake, the same run: {} calls ({}); each wait_job call there is one change of \
-         the Job, read on one open watch here",
-        total(&fake),
-        describe(&fake)
-    );
-    Ok(())
+    result
 }
 
 async fn real_table(
@@ -363,8 +365,11 @@ async fn real_table(
         total as f64 / counted as f64
     );
     println!("  {}", by_kind.join(", "));
+    Ok(())
+}
 
-    // The `nodejob` command rolling three nodes: NODEJOB_BENCH_CLI, set by e2e/bench.
+/// The `nodejob` command rolling three nodes: `NODEJOB_BENCH_CLI`, set by e2e/bench.
+async fn roll_on(cluster: &Cluster) -> anyhow::Result<()> {
     let Some(cli) = std::env::var_os("NODEJOB_BENCH_CLI") else {
         println!();
         println!("(no NODEJOB_BENCH_CLI: the 3-node `nodejob upgrade` is left out)");

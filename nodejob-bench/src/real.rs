@@ -326,7 +326,7 @@ impl Cluster {
     }
 
     /// Rolls three nodes of their own (one control-plane, two zones, quick `stratum` hosts),
-    /// running a Deployment behind a budget that allows one disruption, to [`TARGET`] with
+    /// running a Deployment behind a budget that allows one disruption, to `v1.97.0` with
     /// the `nodejob` binary `cli`, through a [`CountingProxy`]: the command's wall time and
     /// requests.
     ///
