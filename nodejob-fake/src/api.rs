@@ -19,7 +19,7 @@ use crate::record::Call;
 use crate::registry;
 use crate::selector::Selector;
 use crate::store::Key;
-use crate::watch::{History, Since};
+use crate::watch::{History, Since, Watched};
 use crate::{FakeCluster, Verb};
 
 impl FakeCluster {
@@ -50,6 +50,7 @@ impl FakeCluster {
     /// A watch on one name: the first event after `since`, waiting up to `timeout`.
     async fn wait_on<K: Clone + Serialize + DeserializeOwned>(
         &self,
+        kind: Watched,
         key: Key,
         since: Option<&str>,
         timeout: Duration,
@@ -57,7 +58,7 @@ impl FakeCluster {
     ) -> ApiResult<Change<K>> {
         let deadline = Instant::now() + timeout;
         // Subscribe before the first look, so no write between the look and the wait is lost.
-        let mut rv = self.subscribe();
+        let mut changed = self.subscribe((kind, key.clone()));
         let since = self.with_state(|st| Since::parse(since, st.store.rv()))?;
         let since = match since {
             Since::After(rv) => rv,
@@ -74,7 +75,7 @@ impl FakeCluster {
             if let Some(change) = self.with_state(|st| history(st).0.first_after(&key, since)) {
                 return Ok(change);
             }
-            match tokio::time::timeout_at(deadline, rv.changed()).await {
+            match tokio::time::timeout_at(deadline, changed.changed()).await {
                 Ok(Ok(())) => {}
                 Ok(Err(_)) | Err(_) => return Ok(Change::TimedOut),
             }
@@ -193,7 +194,7 @@ impl JobApi for FakeCluster {
     ) -> ApiResult<Change<Job>> {
         let key = (namespace.to_string(), name.to_string());
         self.serve(Verb::WaitJob, namespace, name, None, async {
-            self.wait_on(key.clone(), since, timeout, |st| {
+            self.wait_on(Watched::Job, key.clone(), since, timeout, |st| {
                 (&st.store.job_history, st.store.jobs.get(&key))
             })
             .await
@@ -240,7 +241,7 @@ impl NodeApi for FakeCluster {
     ) -> ApiResult<Change<Node>> {
         let key = (String::new(), name.to_string());
         self.serve(Verb::WaitNode, "", name, None, async {
-            self.wait_on(key.clone(), since, timeout, |st| {
+            self.wait_on(Watched::Node, key.clone(), since, timeout, |st| {
                 (&st.store.node_history, st.store.nodes.get(name))
             })
             .await
@@ -289,7 +290,7 @@ impl PodApi for FakeCluster {
     ) -> ApiResult<Change<Pod>> {
         let key = (namespace.to_string(), name.to_string());
         self.serve(Verb::WaitPod, namespace, name, None, async {
-            self.wait_on(key.clone(), since, timeout, |st| {
+            self.wait_on(Watched::Pod, key.clone(), since, timeout, |st| {
                 (&st.store.pod_history, st.store.pods.get(&key))
             })
             .await

@@ -8,6 +8,8 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use nodejob_core::{ApiError, ApiResult, ErrorKind};
 use tokio::sync::{Notify, watch};
+
+use crate::watch::{WaitKey, Waiters, Watched};
 use tokio::time::Instant;
 
 use crate::faults::Times;
@@ -43,8 +45,9 @@ struct Shared {
     /// Virtual time zero.
     start: Instant,
     seed: u64,
-    /// The latest resourceVersion, for waiters.
-    rv: watch::Sender<u64>,
+    /// The waits in progress, woken by the writes of the objects they watch (a lock of its
+    /// own, taken after the state's is released).
+    waiters: Mutex<Waiters>,
     /// Wakes the driver when the timer queue changed or the cluster is dropped.
     wake: Arc<Notify>,
 }
@@ -111,7 +114,7 @@ impl FakeCluster {
             hooks: Mutex::new(Hooks::default()),
             start: Instant::now(),
             seed: config.seed,
-            rv: watch::Sender::new(0),
+            waiters: Mutex::new(Waiters::default()),
             wake: Arc::clone(&wake),
         });
         tokio::spawn(drive(Arc::downgrade(&shared), wake));
@@ -148,29 +151,60 @@ impl FakeCluster {
     /// controllers react to any write, wakes waiters and the driver.
     pub(crate) fn with_state<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
         let now = self.elapsed();
-        let (result, rv, wake) = {
+        let (result, touched, wake) = {
             let mut st = self.lock();
             st.now = now;
             let before = st.store.rv();
             let result = f(&mut st);
-            let rv = st.store.rv();
-            if rv != before {
+            let mut touched = Vec::new();
+            if st.store.rv() != before {
                 st.timers.settle(now);
+                let store = &mut st.store;
+                let tag = |kind: Watched| move |key| (kind, key);
+                touched.extend(
+                    store
+                        .job_history
+                        .take_touched()
+                        .into_iter()
+                        .map(tag(Watched::Job)),
+                );
+                touched.extend(
+                    store
+                        .node_history
+                        .take_touched()
+                        .into_iter()
+                        .map(tag(Watched::Node)),
+                );
+                touched.extend(
+                    store
+                        .pod_history
+                        .take_touched()
+                        .into_iter()
+                        .map(tag(Watched::Pod)),
+                );
             }
-            (result, rv, st.timers.take_changed())
+            (result, touched, st.timers.take_changed())
         };
-        self.shared
-            .rv
-            .send_if_modified(|current| std::mem::replace(current, rv) != rv);
+        if !touched.is_empty() {
+            self.waiters().wake(touched);
+        }
         if wake {
             self.shared.wake.notify_one();
         }
         result
     }
 
-    /// A receiver of the latest resourceVersion, marked seen.
-    pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {
-        self.shared.rv.subscribe()
+    /// The waits in progress (never held with the state's lock).
+    fn waiters(&self) -> MutexGuard<'_, Waiters> {
+        self.shared
+            .waiters
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// A receiver that changes on the next write of `key` after this call.
+    pub(crate) fn subscribe(&self, key: WaitKey) -> watch::Receiver<()> {
+        self.waiters().subscribe(key)
     }
 
     // ---- namespaces and nodes ----

@@ -51,6 +51,8 @@ pub(crate) const DELETION_TIMEOUT: Duration = Duration::from_secs(120);
 #[derive(Debug, Default)]
 pub(crate) struct Disruption {
     rechecks: BTreeSet<Duration>,
+    /// The store's resourceVersion when [`Disruption::sync`] last ran.
+    seen: u64,
 }
 
 /// Virtual time of a timestamp written by [`stamp`].
@@ -167,7 +169,19 @@ fn expected_counts(
 impl Disruption {
     /// Syncs every budget's status (a write only when it changes); arms a resync for the
     /// earliest `disruptedPods` entry of each that will expire.
-    pub(crate) fn sync(&mut self, cx: &mut Ctx<'_>) {
+    ///
+    /// Unless `forced` (at a recheck), a pass in which no budget, workload or pod of a
+    /// budget's namespace was written is skipped.
+    pub(crate) fn sync(&mut self, cx: &mut Ctx<'_>, forced: bool) {
+        let marks = &cx.store.index.marks;
+        let seen = self.seen;
+        let stale = marks.budgets > seen
+            || marks.workloads > seen
+            || (cx.store.budgets.keys()).any(|(namespace, _)| marks.pods_in(namespace) > seen);
+        if !forced && !stale {
+            return;
+        }
+        self.seen = cx.store.rv();
         let (store, timers, now) = (&mut *cx.store, &mut *cx.timers, cx.now);
         self.rechecks.retain(|at| *at > now);
         let budgets: Vec<PodDisruptionBudget> = store.budgets.values().cloned().collect();

@@ -155,6 +155,8 @@ pub(crate) struct Kubelets {
     /// its deletion, by UID.
     terminating: BTreeMap<String, i64>,
     nodes_added: u32,
+    /// The store's pod removal count when [`Kubelets::sync`] last forgot removed pods.
+    removals_seen: u64,
 }
 
 impl Kubelets {
@@ -654,15 +656,19 @@ impl Kubelets {
     /// since, it starts the kill again with the shorter one, from now (`pod_workers.go`: a
     /// shortened grace period cancels the running sync). It forgets the pods that are gone.
     pub(crate) fn sync(&mut self, cx: &mut Ctx<'_>) {
-        let live: BTreeSet<&str> = (cx.store.pods.values())
-            .filter_map(|p| p.metadata.uid.as_deref())
-            .collect();
-        self.containers.retain(|uid, _| live.contains(uid.as_str()));
-        self.confirmed.retain(|uid| live.contains(uid.as_str()));
-        self.terminating
-            .retain(|uid, _| live.contains(uid.as_str()));
-        let deleting: Vec<Pod> = (cx.store.pods.values())
-            .filter(|p| p.metadata.deletion_timestamp.is_some())
+        // Only a removal leaves state of a pod that is gone.
+        let removals = cx.store.index.pod_removals;
+        if removals != std::mem::replace(&mut self.removals_seen, removals) {
+            let live: BTreeSet<&str> = (cx.store.pods.values())
+                .filter_map(|p| p.metadata.uid.as_deref())
+                .collect();
+            self.containers.retain(|uid, _| live.contains(uid.as_str()));
+            self.confirmed.retain(|uid| live.contains(uid.as_str()));
+            self.terminating
+                .retain(|uid, _| live.contains(uid.as_str()));
+        }
+        let deleting: Vec<Pod> = (cx.store.index.deleting_pods.iter())
+            .filter_map(|key| cx.store.pods.get(key))
             .cloned()
             .collect();
         for pod in deleting {
@@ -765,8 +771,8 @@ impl Kubelets {
     /// apiserver: a pod with a deletionTimestamp whose removal the kubelet confirmed is removed
     /// once it has no finalizer left.
     pub(crate) fn remove_finished_pods(&mut self, cx: &mut Ctx<'_>) {
-        let done: Vec<(Key, String)> = (cx.store.pods.values())
-            .filter(|p| p.metadata.deletion_timestamp.is_some())
+        let done: Vec<(Key, String)> = (cx.store.index.deleting_pods.iter())
+            .filter_map(|key| cx.store.pods.get(key))
             .filter(|p| p.metadata.finalizers.as_ref().is_none_or(Vec::is_empty))
             .filter_map(|p| Some((key_of(&p.metadata), p.metadata.uid.clone()?)))
             .filter(|(_, uid)| self.confirmed.contains(uid))

@@ -379,6 +379,7 @@ mod disruption;
 mod eviction;
 mod faults;
 mod hooks;
+mod index;
 mod kubelet;
 pub mod labels;
 mod record;

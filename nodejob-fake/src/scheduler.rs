@@ -25,7 +25,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, Pod, PodCondition};
 
 use crate::ctx::Ctx;
-use crate::store::{Key, Store, controller_of, key_of, node_is_ready, pod_is_terminal};
+use crate::store::{Key, Store, controller_of, node_is_ready, pod_is_terminal};
 use crate::timers::{Action, ObjRef};
 use crate::timing::stamp;
 
@@ -58,14 +58,6 @@ fn misfit(node: &Node, pod: &Pod) -> Option<&'static str> {
         return Some("node(s) didn't match Pod's node affinity/selector");
     }
     None
-}
-
-/// Whether the scheduler places `pod`: it is not bound, not ended, not being deleted.
-fn unbound(pod: &Pod) -> bool {
-    let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
-    node.is_none_or(str::is_empty)
-        && !pod_is_terminal(pod)
-        && pod.metadata.deletion_timestamp.is_none()
 }
 
 /// By node: its live (not ended, not being deleted) pods that `controller` controls, and all
@@ -127,10 +119,8 @@ fn fit_error(reasons: &[&str]) -> String {
 pub(crate) fn bind(cx: &mut Ctx<'_>) {
     let (store, timers, now) = (&mut *cx.store, &mut *cx.timers, cx.now);
     let start_after = cx.timing.container_start;
-    let pending: Vec<Key> = (store.pods.values())
-        .filter(|p| unbound(p))
-        .map(|p| key_of(&p.metadata))
-        .collect();
+    // The pods to place ([`crate::index::unbound`]), from the store's index, in key order.
+    let pending: Vec<Key> = store.index.unbound.iter().cloned().collect();
     for key in pending {
         let Some(mut pod) = store.pods.get(&key).cloned() else {
             continue;

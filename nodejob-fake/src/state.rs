@@ -94,7 +94,7 @@ impl State {
     /// Applies one due step.
     pub(crate) fn apply(&mut self, action: Action) {
         if matches!(action, Action::Settle | Action::Resync) {
-            self.settle();
+            self.settle(action == Action::Resync);
             return;
         }
         let (mut cx, controller, kubelets, _, _) = self.parts();
@@ -120,22 +120,28 @@ impl State {
     /// Runs the level-triggered loops until nothing more changes: the Job controller's sync of
     /// every Job, the workload controllers, the scheduler, the disruption controller, the
     /// kubelets' reaction to deletions, the apiserver's removal of pods the kubelet is done
-    /// with, and the garbage collector.
-    pub(crate) fn settle(&mut self) {
+    /// with, and the garbage collector. Each loop looks at what changed (the store's
+    /// [`Index`](crate::index::Index)); those that would look at everything skip a pass in
+    /// which nothing they read was written, unless `forced`: a [`Action::Resync`], at a time a
+    /// controller asked to look again.
+    pub(crate) fn settle(&mut self, forced: bool) {
         for _ in 0..64 {
             let before = self.store.rv();
             let (mut cx, controller, kubelets, workloads, disruption) = self.parts();
             let cx = &mut cx;
             controller.sync_jobs(cx);
-            workloads.sync(cx);
+            workloads.sync(cx, forced);
             scheduler::bind(cx);
-            disruption.sync(cx);
+            disruption.sync(cx, forced);
             kubelets.sync(cx);
             kubelets.remove_finished_pods(cx);
             controller.collect_garbage(cx);
             if self.store.rv() == before {
-                return;
+                break;
             }
+        }
+        if cfg!(debug_assertions) {
+            (self.store.index).check(&self.store.pods, &self.store.jobs);
         }
     }
 

@@ -20,6 +20,7 @@ use nodejob_core::{ApiError, ApiResult, Change};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::SignedDuration;
 
+use crate::index::Index;
 use crate::rng::Rng;
 use crate::selector::Selector;
 use crate::termination::DEFAULT_GRACE_PERIOD;
@@ -75,6 +76,8 @@ pub(crate) struct Store {
     pub(crate) job_history: History<Job>,
     pub(crate) node_history: History<Node>,
     pub(crate) pod_history: History<Pod>,
+    /// What the controllers look up on every pass, kept with each write.
+    pub(crate) index: Index,
     ids: Rng,
     /// UIDs of namespaces and node identities (boot IDs), a stream of their own so that they
     /// do not shift the UIDs and names `ids` draws for the objects a run creates.
@@ -112,6 +115,7 @@ impl Store {
             job_history: History::default(),
             node_history: History::default(),
             pod_history: History::default(),
+            index: Index::default(),
             ids,
             infra,
         };
@@ -157,8 +161,10 @@ impl Store {
     pub(crate) fn add_namespace(&mut self, name: &str, now: Duration) {
         if !self.namespaces.contains_key(name) {
             let mut namespace = self.new_namespace(name, now);
-            namespace.metadata.resource_version = Some(self.bump().to_string());
+            let rv = self.bump();
+            namespace.metadata.resource_version = Some(rv.to_string());
             self.namespaces.insert(name.to_string(), namespace);
+            self.index.marks.namespaces = rv;
         }
     }
 
@@ -183,6 +189,7 @@ impl Store {
         if *labels != before {
             namespace.metadata.resource_version = Some(rv.to_string());
             self.rv = rv;
+            self.index.marks.namespaces = rv;
         }
         Ok(())
     }
@@ -233,6 +240,7 @@ impl Store {
         let key = key_of(&job.metadata);
         self.job_history
             .record(key.clone(), rv, Change::Applied(&job));
+        self.index.job_written(&key, &job, false);
         self.jobs.insert(key, job.clone());
         job
     }
@@ -244,6 +252,7 @@ impl Store {
         job.metadata.resource_version = Some(rv.to_string());
         self.job_history
             .record(key.clone(), rv, Change::Deleted(&job));
+        self.index.job_written(key, &job, true);
         Some(job)
     }
 
@@ -260,7 +269,9 @@ impl Store {
                 .or_default()
                 .insert(key.clone());
         }
-        if let Some(old) = self.pods.insert(key.clone(), pod.clone()) {
+        let old = self.pods.insert(key.clone(), pod.clone());
+        self.index.pod_written(&key, &pod, old.as_ref(), rv);
+        if let Some(old) = old {
             self.unindex(&key, &old, owner_uid_of(&pod));
         }
         pod
@@ -288,6 +299,7 @@ impl Store {
         pod.metadata.resource_version = Some(rv.to_string());
         self.pod_history
             .record(key.clone(), rv, Change::Deleted(&pod));
+        self.index.pod_removed(key, &pod, rv);
         Some(pod)
     }
 
@@ -304,21 +316,25 @@ impl Store {
 
     pub(crate) fn write_budget(&mut self, budget: PodDisruptionBudget) -> PodDisruptionBudget {
         let rv = self.bump();
+        self.index.marks.budgets = rv;
         put(&mut self.budgets, rv, budget)
     }
 
     pub(crate) fn write_deployment(&mut self, deployment: Deployment) -> Deployment {
         let rv = self.bump();
+        self.index.marks.workloads = rv;
         put(&mut self.deployments, rv, deployment)
     }
 
     pub(crate) fn write_replica_set(&mut self, replica_set: ReplicaSet) -> ReplicaSet {
         let rv = self.bump();
+        self.index.marks.workloads = rv;
         put(&mut self.replica_sets, rv, replica_set)
     }
 
     pub(crate) fn write_daemon_set(&mut self, daemon_set: DaemonSet) -> DaemonSet {
         let rv = self.bump();
+        self.index.marks.workloads = rv;
         put(&mut self.daemon_sets, rv, daemon_set)
     }
 
@@ -462,6 +478,7 @@ impl Store {
         let name = node.metadata.name.clone().unwrap_or_default();
         self.node_history
             .record(key("", &name), rv, Change::Applied(&node));
+        self.index.marks.nodes = rv;
         self.nodes.insert(name, node.clone());
         node
     }
@@ -472,6 +489,7 @@ impl Store {
         node.metadata.resource_version = Some(rv.to_string());
         self.node_history
             .record(key("", name), rv, Change::Deleted(&node));
+        self.index.marks.nodes = rv;
         Some(node)
     }
 

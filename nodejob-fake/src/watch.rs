@@ -7,8 +7,10 @@
 //! answers for a resourceVersion older than its watch cache is not modelled (the trait's
 //! backends resume it anyway).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::marker::PhantomData;
+
+use tokio::sync::watch;
 
 use k8s_openapi::serde::Serialize;
 use k8s_openapi::serde::de::DeserializeOwned;
@@ -58,6 +60,8 @@ struct Entry {
 #[derive(Debug)]
 pub(crate) struct History<K> {
     by_name: BTreeMap<(String, String), Events>,
+    /// The names recorded since [`History::take_touched`] last ran: whose waiters to wake.
+    touched: Vec<(String, String)>,
     kind: PhantomData<fn() -> K>,
 }
 
@@ -65,8 +69,19 @@ impl<K> Default for History<K> {
     fn default() -> Self {
         History {
             by_name: BTreeMap::new(),
+            touched: Vec::new(),
             kind: PhantomData,
         }
+    }
+}
+
+impl<K> History<K> {
+    /// The names that changed since the last call, each once.
+    pub(crate) fn take_touched(&mut self) -> Vec<(String, String)> {
+        let mut touched = std::mem::take(&mut self.touched);
+        touched.sort_unstable();
+        touched.dedup();
+        touched
     }
 }
 
@@ -82,6 +97,7 @@ impl<K: Serialize + DeserializeOwned> History<K> {
         let json = serde_json::to_vec(object)
             .expect("a Kubernetes object encodes as JSON")
             .into_boxed_slice();
+        self.touched.push(key.clone());
         self.by_name
             .entry(key)
             .or_default()
@@ -101,6 +117,55 @@ impl<K: Serialize + DeserializeOwned> History<K> {
         } else {
             Change::Applied(object)
         })
+    }
+}
+
+/// The kinds of object a wait can watch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Watched {
+    Job,
+    Node,
+    Pod,
+}
+
+/// What a wait waits on: one object by kind and `(namespace, name)`.
+pub(crate) type WaitKey = (Watched, (String, String));
+
+/// The waits in progress, by the object each watches: a write wakes only the waits on the
+/// objects it changed, as an apiserver's watch on one name (a `metadata.name` field selector)
+/// delivers only that object's events. Waking every wait on every write made a roll of
+/// thousands of nodes quadratic: each write woke the hundreds of waits in flight, each of
+/// which looked at the store again.
+#[derive(Debug, Default)]
+pub(crate) struct Waiters {
+    by_key: HashMap<WaitKey, watch::Sender<()>>,
+    /// Entries kept after the last sweep of those no wait holds any more.
+    swept: usize,
+}
+
+impl Waiters {
+    /// A receiver that changes on the next write of `key` after this call.
+    pub(crate) fn subscribe(&mut self, key: WaitKey) -> watch::Receiver<()> {
+        if self.by_key.len() > 2 * self.swept + 64 {
+            self.by_key.retain(|_, sender| sender.receiver_count() > 0);
+            self.swept = self.by_key.len();
+        }
+        (self.by_key.entry(key))
+            .or_insert_with(|| watch::Sender::new(()))
+            .subscribe()
+    }
+
+    /// Wakes the waits on each of `keys`.
+    pub(crate) fn wake(&mut self, keys: impl IntoIterator<Item = WaitKey>) {
+        for key in keys {
+            if let Some(sender) = self.by_key.get(&key) {
+                if sender.receiver_count() == 0 {
+                    self.by_key.remove(&key);
+                } else {
+                    sender.send_replace(());
+                }
+            }
+        }
     }
 }
 

@@ -48,6 +48,8 @@ pub(crate) struct Workloads {
     due: BTreeMap<String, Duration>,
     /// Refused creations in a row, by workload UID.
     refusals: BTreeMap<String, u32>,
+    /// The store's resourceVersion when [`Workloads::sync`] last ran.
+    seen: u64,
 }
 
 /// The apiserver's `generateName` alphabet, as `rand.SafeEncodeString` uses it.
@@ -133,8 +135,32 @@ struct Wanted {
 }
 
 impl Workloads {
+    /// Whether anything [`Workloads::sync`] reads was written since it last ran.
+    fn stale(&self, store: &Store) -> bool {
+        let marks = &store.index.marks;
+        let seen = self.seen;
+        let keys = (store.deployments.keys())
+            .chain(store.replica_sets.keys())
+            .chain(store.daemon_sets.keys());
+        marks.workloads > seen
+            || marks.namespaces > seen
+            || (!store.daemon_sets.is_empty() && marks.nodes > seen)
+            || keys
+                .into_iter()
+                .any(|(namespace, _)| marks.pods_in(namespace) > seen)
+    }
+
     /// Runs the three controllers once.
-    pub(crate) fn sync(&mut self, cx: &mut Ctx<'_>) {
+    ///
+    /// Unless `forced` (at a time a controller asked to look again), a pass in which nothing
+    /// they read was written (the workloads, the pods and namespaces of their namespaces, the
+    /// nodes when a DaemonSet places pods on them) is skipped: their informers would have
+    /// queued nothing.
+    pub(crate) fn sync(&mut self, cx: &mut Ctx<'_>, forced: bool) {
+        if !forced && !self.stale(cx.store) {
+            return;
+        }
+        self.seen = cx.store.rv();
         let (store, timers, now, timing) = (&mut *cx.store, &mut *cx.timers, cx.now, cx.timing);
         self.sync_deployments(store, now);
         let mut wanted: BTreeMap<String, Vec<Wanted>> = BTreeMap::new();

@@ -1,0 +1,150 @@
+//! [`Index`]: what the controllers look up on every settle pass, kept by the store as it writes,
+//! so that a pass costs what changed rather than what exists.
+//!
+//! A settle pass runs after every locked section that wrote. Scanning every pod and Job on each
+//! pass made a roll of thousands of nodes quadratic: the writes grow with the nodes, and so do
+//! the pods and Jobs in flight each scan walked. These sets and marks let each loop look only
+//! at the objects it acts on (pods to place, pods and Jobs being deleted, Jobs whose inputs
+//! changed) and skip a pass in which nothing it reads was written.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::store::{Key, controller_of, pod_is_terminal};
+
+/// The resourceVersion of the last write of each kind of object a gated loop reads.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Marks {
+    pub(crate) namespaces: u64,
+    pub(crate) nodes: u64,
+    pub(crate) budgets: u64,
+    /// Deployments, ReplicaSets, DaemonSets.
+    pub(crate) workloads: u64,
+    /// Pods, by namespace.
+    pub(crate) pods: BTreeMap<String, u64>,
+}
+
+impl Marks {
+    /// The last write of a pod in `namespace`.
+    pub(crate) fn pods_in(&self, namespace: &str) -> u64 {
+        self.pods.get(namespace).copied().unwrap_or(0)
+    }
+}
+
+/// The store's index: sets of keys by what a loop looks for, and [`Marks`].
+#[derive(Debug, Default)]
+pub(crate) struct Index {
+    /// Pods the scheduler places: no `nodeName`, not ended, not being deleted.
+    pub(crate) unbound: BTreeSet<Key>,
+    /// Pods with a `deletionTimestamp`: what the kubelets and the apiserver finish.
+    pub(crate) deleting_pods: BTreeSet<Key>,
+    /// Jobs with a `deletionTimestamp`: what the garbage collector finishes.
+    pub(crate) deleting_jobs: BTreeSet<Key>,
+    /// The Jobs, by UID with their key, written since the Job controller last took them, or
+    /// whose pods (by their controller ownerReference of kind Job) were: what its informers
+    /// would queue. A UID whose Job is gone names an owner whose pods may be orphans.
+    pub(crate) touched_jobs: BTreeMap<String, Key>,
+    /// Counts the changes that may leave a pod without its owner (an owner removed, a pod
+    /// with an owner stored): the garbage collector looks for orphans only when it moved.
+    pub(crate) owner_changes: u64,
+    /// Counts pod removals: the kubelets forget what they kept of removed pods only when it
+    /// moved.
+    pub(crate) pod_removals: u64,
+    pub(crate) marks: Marks,
+}
+
+/// Whether the scheduler places `pod`: it is not bound, not ended, not being deleted.
+pub(crate) fn unbound(pod: &Pod) -> bool {
+    let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+    node.is_none_or(str::is_empty)
+        && !pod_is_terminal(pod)
+        && pod.metadata.deletion_timestamp.is_none()
+}
+
+/// `set` holds `key` exactly when `member`.
+fn keep(set: &mut BTreeSet<Key>, key: &Key, member: bool) {
+    if member {
+        if !set.contains(key) {
+            set.insert(key.clone());
+        }
+    } else {
+        set.remove(key);
+    }
+}
+
+impl Index {
+    /// `pod` was stored under `key` at `rv`, replacing `old` (`None` when it is new).
+    pub(crate) fn pod_written(&mut self, key: &Key, pod: &Pod, old: Option<&Pod>, rv: u64) {
+        keep(&mut self.unbound, key, unbound(pod));
+        let deleting = pod.metadata.deletion_timestamp.is_some();
+        keep(&mut self.deleting_pods, key, deleting);
+        self.pod_touched(key, pod, rv);
+        let owner = |p: &Pod| controller_of(&p.metadata).map(|o| o.uid.clone());
+        if owner(pod).is_some() && owner(pod) != old.and_then(owner) {
+            self.owner_changes += 1;
+        }
+    }
+
+    /// `pod`, stored under `key`, was removed at `rv`.
+    pub(crate) fn pod_removed(&mut self, key: &Key, pod: &Pod, rv: u64) {
+        self.unbound.remove(key);
+        self.deleting_pods.remove(key);
+        self.pod_touched(key, pod, rv);
+        self.pod_removals += 1;
+    }
+
+    fn pod_touched(&mut self, key: &Key, pod: &Pod, rv: u64) {
+        *self.marks.pods.entry(key.0.clone()).or_default() = rv;
+        if let Some(owner) = controller_of(&pod.metadata).filter(|o| o.kind == "Job") {
+            let job = (key.0.clone(), owner.name.clone());
+            self.touched_jobs.insert(owner.uid.clone(), job);
+        }
+    }
+
+    /// `job` was stored (`removed` false) or removed under `key`.
+    pub(crate) fn job_written(&mut self, key: &Key, job: &Job, removed: bool) {
+        keep(
+            &mut self.deleting_jobs,
+            key,
+            !removed && job.metadata.deletion_timestamp.is_some(),
+        );
+        if let Some(uid) = job.metadata.uid.as_deref() {
+            self.touched_jobs.insert(uid.to_string(), key.clone());
+        }
+        if removed {
+            self.owner_changes += 1;
+        }
+    }
+
+    /// Panics unless the sets hold exactly what a scan of `pods` and `jobs` finds: checked
+    /// after every settle in debug builds, so that every test of the workspace also tests
+    /// the index.
+    pub(crate) fn check(&self, pods: &BTreeMap<Key, Pod>, jobs: &BTreeMap<Key, Job>) {
+        let scan = |keep: fn(&Pod) -> bool| -> BTreeSet<Key> {
+            (pods.iter().filter(|(_, p)| keep(p)))
+                .map(|(k, _)| k.clone())
+                .collect()
+        };
+        assert_eq!(self.unbound, scan(unbound), "the index of unbound pods");
+        assert_eq!(
+            self.deleting_pods,
+            scan(|p| p.metadata.deletion_timestamp.is_some()),
+            "the index of pods being deleted"
+        );
+        let deleting_jobs: BTreeSet<Key> = (jobs.iter())
+            .filter(|(_, j)| j.metadata.deletion_timestamp.is_some())
+            .map(|(k, _)| k.clone())
+            .collect();
+        assert_eq!(
+            self.deleting_jobs, deleting_jobs,
+            "the index of Jobs being deleted"
+        );
+    }
+
+    /// The Jobs written since the last call (see [`Index::touched_jobs`]).
+    pub(crate) fn take_touched_jobs(&mut self) -> BTreeMap<String, Key> {
+        std::mem::take(&mut self.touched_jobs)
+    }
+}
