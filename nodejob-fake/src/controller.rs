@@ -30,7 +30,7 @@ use nodejob_core::ApiResult;
 
 use crate::admission;
 use crate::ctx::Ctx;
-use crate::store::{FOREGROUND_DELETION, Key, Store, key_of, owner_uid_of};
+use crate::store::{FOREGROUND_DELETION, Key, Store, key_of};
 use crate::timers::{Action, ObjRef};
 use crate::timing::stamp;
 
@@ -63,8 +63,6 @@ pub(crate) struct Controller {
     /// not changed since is not synced again, as the real controller syncs only the Jobs its
     /// informers report changed (a Job's own event, or one of its pods').
     synced: BTreeMap<String, Inputs>,
-    /// The store's owner change count when the garbage collector last looked for orphans.
-    owner_changes_seen: u64,
 }
 
 /// What a Job's sync reads, in brief: the highest resourceVersion among the Job and its pods,
@@ -594,17 +592,20 @@ impl Controller {
                 }
             }
         }
-        // Orphans appear only when an owner goes or a pod with an owner comes.
-        let changes = cx.store.index.owner_changes;
-        if changes == std::mem::replace(&mut self.owner_changes_seen, changes) {
+        // Orphans appear only when an owner goes or a pod with an owner comes: the pods of
+        // the owners the index suspects.
+        let suspects = std::mem::take(&mut cx.store.index.orphan_suspects);
+        if suspects.is_empty() {
             return;
         }
         let live = cx.store.owner_uids();
-        let orphans: Vec<Key> = (cx.store.pods.values())
+        let mut orphans: Vec<Key> = (suspects.iter())
+            .filter(|uid| !live.contains(uid.as_str()))
+            .flat_map(|uid| cx.store.owned_by(uid))
             .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .filter(|p| owner_uid_of(p).is_some_and(|u| !live.contains(u)))
             .map(|p| key_of(&p.metadata))
             .collect();
+        orphans.sort();
         for key in orphans {
             cx.store.delete_pod(&key, None, cx.now);
         }

@@ -46,12 +46,11 @@ pub(crate) struct Index {
     /// whose pods (by their controller ownerReference of kind Job) were: what its informers
     /// would queue. A UID whose Job is gone names an owner whose pods may be orphans.
     pub(crate) touched_jobs: BTreeMap<String, Key>,
-    /// Counts the changes that may leave a pod without its owner (an owner removed, a pod
-    /// with an owner stored): the garbage collector looks for orphans only when it moved.
-    pub(crate) owner_changes: u64,
-    /// Counts pod removals: the kubelets forget what they kept of removed pods only when it
-    /// moved.
-    pub(crate) pod_removals: u64,
+    /// The owners (by UID) whose pods may have become orphans since the garbage collector
+    /// last took them: an owner removed, the owner of a pod stored with a new owner.
+    pub(crate) orphan_suspects: BTreeSet<String>,
+    /// The UIDs of the pods removed since the kubelets last took them: what they forget.
+    pub(crate) removed_pods: Vec<String>,
     pub(crate) marks: Marks,
 }
 
@@ -82,8 +81,8 @@ impl Index {
         keep(&mut self.deleting_pods, key, deleting);
         self.pod_touched(key, pod, rv);
         let owner = |p: &Pod| controller_of(&p.metadata).map(|o| o.uid.clone());
-        if owner(pod).is_some() && owner(pod) != old.and_then(owner) {
-            self.owner_changes += 1;
+        if let Some(uid) = owner(pod).filter(|uid| old.and_then(owner).as_ref() != Some(uid)) {
+            self.orphan_suspects.insert(uid);
         }
     }
 
@@ -92,7 +91,7 @@ impl Index {
         self.unbound.remove(key);
         self.deleting_pods.remove(key);
         self.pod_touched(key, pod, rv);
-        self.pod_removals += 1;
+        self.removed_pods.extend(pod.metadata.uid.clone());
     }
 
     fn pod_touched(&mut self, key: &Key, pod: &Pod, rv: u64) {
@@ -113,8 +112,8 @@ impl Index {
         if let Some(uid) = job.metadata.uid.as_deref() {
             self.touched_jobs.insert(uid.to_string(), key.clone());
         }
-        if removed {
-            self.owner_changes += 1;
+        if let Some(uid) = job.metadata.uid.clone().filter(|_| removed) {
+            self.orphan_suspects.insert(uid);
         }
     }
 

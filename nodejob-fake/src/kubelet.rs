@@ -155,8 +155,6 @@ pub(crate) struct Kubelets {
     /// its deletion, by UID.
     terminating: BTreeMap<String, i64>,
     nodes_added: u32,
-    /// The store's pod removal count when [`Kubelets::sync`] last forgot removed pods.
-    removals_seen: u64,
 }
 
 impl Kubelets {
@@ -656,16 +654,11 @@ impl Kubelets {
     /// since, it starts the kill again with the shorter one, from now (`pod_workers.go`: a
     /// shortened grace period cancels the running sync). It forgets the pods that are gone.
     pub(crate) fn sync(&mut self, cx: &mut Ctx<'_>) {
-        // Only a removal leaves state of a pod that is gone.
-        let removals = cx.store.index.pod_removals;
-        if removals != std::mem::replace(&mut self.removals_seen, removals) {
-            let live: BTreeSet<&str> = (cx.store.pods.values())
-                .filter_map(|p| p.metadata.uid.as_deref())
-                .collect();
-            self.containers.retain(|uid, _| live.contains(uid.as_str()));
-            self.confirmed.retain(|uid| live.contains(uid.as_str()));
-            self.terminating
-                .retain(|uid, _| live.contains(uid.as_str()));
+        // What it kept of the pods removed since.
+        for uid in std::mem::take(&mut cx.store.index.removed_pods) {
+            self.containers.remove(&uid);
+            self.confirmed.remove(&uid);
+            self.terminating.remove(&uid);
         }
         let deleting: Vec<Pod> = (cx.store.index.deleting_pods.iter())
             .filter_map(|key| cx.store.pods.get(key))

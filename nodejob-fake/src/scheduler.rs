@@ -22,7 +22,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod, PodCondition};
+use k8s_openapi::api::core::v1::{Node, PodCondition, PodSpec};
 
 use crate::ctx::Ctx;
 use crate::store::{Key, Store, controller_of, node_is_ready, pod_is_terminal};
@@ -33,8 +33,7 @@ use crate::timing::stamp;
 const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
 
 /// Why a node does not fit a pod.
-fn misfit(node: &Node, pod: &Pod) -> Option<&'static str> {
-    let spec = pod.spec.clone().unwrap_or_default();
+fn misfit(node: &Node, spec: &PodSpec) -> Option<&'static str> {
     let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
     let tolerates = |key: &str| {
         (spec.tolerations.iter().flatten()).any(|t| {
@@ -127,10 +126,11 @@ pub(crate) fn bind(cx: &mut Ctx<'_>) {
         };
         let controller = controller_of(&pod.metadata).map(|o| o.uid.clone());
         let loads = loads(store, controller.as_deref());
+        let spec = pod.spec.clone().unwrap_or_default();
         let mut reasons = Vec::new();
         let mut best: Option<((usize, usize), String)> = None;
         for (name, node) in &store.nodes {
-            match misfit(node, &pod) {
+            match misfit(node, &spec) {
                 Some(reason) => reasons.push(reason),
                 None => {
                     let rank = loads.get(name.as_str()).copied().unwrap_or_default();

@@ -78,6 +78,9 @@ pub(crate) struct Store {
     pub(crate) pod_history: History<Pod>,
     /// What the controllers look up on every pass, kept with each write.
     pub(crate) index: Index,
+    /// The keys of `events` by their involved object's UID, kept with `events`: the event
+    /// recorder's correlation looks only at the events about the same object.
+    events_about: BTreeMap<Option<String>, BTreeSet<Key>>,
     ids: Rng,
     /// UIDs of namespaces and node identities (boot IDs), a stream of their own so that they
     /// do not shift the UIDs and names `ids` draws for the objects a run creates.
@@ -116,6 +119,7 @@ impl Store {
             node_history: History::default(),
             pod_history: History::default(),
             index: Index::default(),
+            events_about: BTreeMap::new(),
             ids,
             infra,
         };
@@ -306,7 +310,16 @@ impl Store {
     /// Stores `event` with the next resourceVersion.
     pub(crate) fn write_event(&mut self, event: Event) -> Event {
         let rv = self.bump();
-        put(&mut self.events, rv, event)
+        let event = put(&mut self.events, rv, event);
+        self.index_event(&event);
+        event
+    }
+
+    /// Files `event`, just stored, under its involved object's UID.
+    fn index_event(&mut self, event: &Event) {
+        (self.events_about.entry(event.involved_object.uid.clone()))
+            .or_default()
+            .insert(key_of(&event.metadata));
     }
 
     pub(crate) fn write_lease(&mut self, lease: Lease) -> Lease {
@@ -541,9 +554,9 @@ impl Store {
         now: Duration,
     ) {
         let namespace = involved.namespace.clone().unwrap_or_default();
-        let same = self.events.values().find(|e| {
-            e.involved_object.uid == involved.uid
-                && e.type_.as_deref() == Some(type_)
+        let about = self.events_about.get(&involved.uid).into_iter().flatten();
+        let same = about.filter_map(|key| self.events.get(key)).find(|e| {
+            e.type_.as_deref() == Some(type_)
                 && e.reason.as_deref() == Some(reason)
                 && e.message.as_deref() == Some(message)
         });
@@ -589,6 +602,7 @@ impl Store {
             reporting_instance: Some(String::new()),
             ..Event::default()
         };
+        self.index_event(&event);
         self.events.insert(key_of(&event.metadata), event);
     }
 
