@@ -8,7 +8,14 @@
 //! puts on it), and has every label of the pod's `nodeSelector` (`NodeAffinity`). Among the
 //! feasible nodes it picks the one with the fewest live pods of the pod's controller, then the
 //! fewest live pods, then the first by name: the spreading the default scoring does, made
-//! deterministic. A bound pod gets `PodScheduled` `True` and its kubelet starts it
+//! deterministic.
+//!
+//! As kube-scheduler does in a large cluster (`numFeasibleNodesToFind` and
+//! `nextStartNodeIndex` in `pkg/scheduler/schedule_one.go`), a search stops once it has found
+//! enough feasible nodes: all of them below 100 nodes, else `50 - nodes/125` percent of the
+//! nodes (at least 5%, at least 100); the next search starts (in name order, wrapping) at the
+//! node after the last one this one looked at. A pod that fits nowhere waits, as in the
+//! scheduler's unschedulable queue, until a node or the pod itself is written. A bound pod gets `PodScheduled` `True` and its kubelet starts it
 //! [`Timing::container_start`](crate::Timing::container_start) later. A pod that fits nowhere
 //! stays Pending with `PodScheduled` `False` `Unschedulable` and the scheduler's message
 //! (`FitError.Error` in `pkg/scheduler/framework/types.go`), e.g.
@@ -22,11 +29,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, PodCondition, PodSpec};
+use k8s_openapi::api::core::v1::{Node, Pod, PodCondition, PodSpec};
 
 use crate::ctx::Ctx;
 use crate::store::{Key, Store, controller_of, node_is_ready, pod_is_terminal};
-use crate::timers::{Action, ObjRef};
+use crate::timers::{Action, ObjRef, Timers};
 use crate::timing::stamp;
 
 /// The taint key a cordoned node carries.
@@ -112,49 +119,110 @@ fn fit_error(reasons: &[&str]) -> String {
     )
 }
 
-/// Places every unbound pod (a write per pod bound, or per change of an unschedulable pod's
-/// condition); the kubelet starts a bound pod
-/// [`Timing::container_start`](crate::Timing::container_start) later.
-pub(crate) fn bind(cx: &mut Ctx<'_>) {
-    let (store, timers, now) = (&mut *cx.store, &mut *cx.timers, cx.now);
-    let start_after = cx.timing.container_start;
-    // The pods to place ([`crate::index::unbound`]), from the store's index, in key order.
-    let pending: Vec<Key> = store.index.unbound.iter().cloned().collect();
-    for key in pending {
-        let Some(mut pod) = store.pods.get(&key).cloned() else {
-            continue;
-        };
+/// How many feasible nodes a search finds before it stops (`numFeasibleNodesToFind` with the
+/// default `percentageOfNodesToScore`).
+fn feasible_nodes_to_find(nodes: usize) -> usize {
+    const MIN_NODES: usize = 100;
+    const MIN_PERCENT: usize = 5;
+    if nodes < MIN_NODES {
+        return nodes;
+    }
+    let percent = 50_usize.saturating_sub(nodes / 125).max(MIN_PERCENT);
+    (nodes * percent / 100).max(MIN_NODES)
+}
+
+/// What kube-scheduler remembers between its searches.
+#[derive(Debug, Default)]
+pub(crate) struct Scheduler {
+    /// Where the next search starts (`nextStartNodeIndex`, as the node's name).
+    resume: Option<String>,
+    /// The pods that fit nowhere, with their resourceVersion and the nodes' mark (the last
+    /// Node write) when they were tried: tried again when either moved.
+    unschedulable: BTreeMap<Key, (Option<String>, u64)>,
+}
+
+impl Scheduler {
+    /// Places every unbound pod (a write per pod bound, or per change of an unschedulable
+    /// pod's condition); the kubelet starts a bound pod
+    /// [`Timing::container_start`](crate::Timing::container_start) later.
+    pub(crate) fn bind(&mut self, cx: &mut Ctx<'_>) {
+        let (store, timers, now) = (&mut *cx.store, &mut *cx.timers, cx.now);
+        let start_after = cx.timing.container_start;
+        // The pods to place ([`crate::index::unbound`]), from the store's index, in key order.
+        let pending: Vec<Key> = store.index.unbound.iter().cloned().collect();
+        self.unschedulable
+            .retain(|key, _| store.index.unbound.contains(key));
+        for key in pending {
+            let Some(pod) = store.pods.get(&key) else {
+                continue;
+            };
+            let tried = (
+                pod.metadata.resource_version.clone(),
+                store.index.marks.nodes,
+            );
+            if self.unschedulable.get(&key) == Some(&tried) {
+                continue;
+            }
+            let pod = pod.clone();
+            if let Some(rv) = self.place(store, timers, (now, now + start_after), pod) {
+                self.unschedulable
+                    .insert(key, (rv, store.index.marks.nodes));
+            } else {
+                self.unschedulable.remove(&key);
+            }
+        }
+    }
+
+    /// Searches the nodes for `pod` and binds it at `now` to the best it found, its container
+    /// to start at `start`; or, when none fits, marks it unschedulable and answers its resourceVersion.
+    fn place(
+        &mut self,
+        store: &mut Store,
+        timers: &mut Timers,
+        (now, start): (Duration, Duration),
+        mut pod: Pod,
+    ) -> Option<Option<String>> {
         let controller = controller_of(&pod.metadata).map(|o| o.uid.clone());
         let loads = loads(store, controller.as_deref());
         let spec = pod.spec.clone().unwrap_or_default();
+        let to_find = feasible_nodes_to_find(store.nodes.len());
+        let from = self.resume.clone().unwrap_or_default();
+        let mut nodes = (store.nodes.range(from.clone()..)).chain(store.nodes.range(..from));
         let mut reasons = Vec::new();
-        let mut best: Option<((usize, usize), String)> = None;
-        for (name, node) in &store.nodes {
+        let mut best: Option<((usize, usize), &String)> = None;
+        let mut found = 0;
+        for (name, node) in nodes.by_ref() {
             match misfit(node, &spec) {
                 Some(reason) => reasons.push(reason),
                 None => {
+                    found += 1;
                     let rank = loads.get(name.as_str()).copied().unwrap_or_default();
-                    if best.as_ref().is_none_or(|(r, _)| rank < *r) {
-                        best = Some((rank, name.clone()));
+                    if best.is_none_or(|(r, n)| (rank, name) < (r, n)) {
+                        best = Some((rank, name));
+                    }
+                    if found == to_find {
+                        break;
                     }
                 }
             }
         }
+        if let Some((next, _)) = nodes.next() {
+            self.resume = Some(next.clone());
+        }
+        let best = best.map(|(_, name)| name.clone());
         let status = pod.status.get_or_insert_default();
         let conditions = status.conditions.get_or_insert_default();
         let previous = conditions.iter().position(|c| c.type_ == "PodScheduled");
         match best {
-            Some((_, node)) => {
+            Some(node) => {
                 if let Some(i) = previous {
                     conditions.remove(i);
                 }
                 conditions.push(scheduled(None, now));
                 pod.spec.get_or_insert_default().node_name = Some(node);
                 let pod = store.write_pod(pod);
-                timers.at(
-                    now + start_after,
-                    Action::StartContainer(ObjRef::of(&pod.metadata)),
-                );
+                timers.at(start, Action::StartContainer(ObjRef::of(&pod.metadata)));
+                None
             }
             None => {
                 let message = fit_error(&reasons);
@@ -162,14 +230,14 @@ pub(crate) fn bind(cx: &mut Ctx<'_>) {
                     conditions[i].status == "False"
                         && conditions[i].message.as_deref() == Some(message.as_str())
                 });
-                if same {
-                    continue;
+                if !same {
+                    if let Some(i) = previous {
+                        conditions.remove(i);
+                    }
+                    conditions.push(scheduled(Some(&message), now));
+                    pod = store.write_pod(pod);
                 }
-                if let Some(i) = previous {
-                    conditions.remove(i);
-                }
-                conditions.push(scheduled(Some(&message), now));
-                store.write_pod(pod);
+                Some(pod.metadata.resource_version)
             }
         }
     }
@@ -178,6 +246,27 @@ pub(crate) fn bind(cx: &mut Ctx<'_>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_search_stops_after_the_share_of_nodes_kube_scheduler_scores() {
+        // numFeasibleNodesToFind with percentageOfNodesToScore unset: every node below 100,
+        // then 50 - n/125 percent, never under 5% nor under 100 nodes.
+        let table = [
+            (0, 0),
+            (3, 3),
+            (99, 99),
+            (100, 100),
+            (250, 120),
+            (1000, 420),
+            (3000, 780),
+            (5000, 500),
+            (6000, 300),
+            (10000, 500),
+        ];
+        for (nodes, found) in table {
+            assert_eq!(feasible_nodes_to_find(nodes), found, "{nodes} nodes");
+        }
+    }
 
     #[test]
     fn messages() {

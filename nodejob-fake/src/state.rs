@@ -16,7 +16,7 @@ use crate::faults::Faults;
 use crate::kubelet::{self, Kubelets};
 use crate::record::Call;
 use crate::rng::Rng;
-use crate::scheduler;
+use crate::scheduler::Scheduler;
 use crate::store::{Store, pod_not_found};
 use crate::timers::ObjRef;
 use crate::timers::{Action, Timers};
@@ -40,6 +40,7 @@ pub(crate) struct State {
     pub(crate) controller: Controller,
     pub(crate) workloads: Workloads,
     pub(crate) disruption: Disruption,
+    pub(crate) scheduler: Scheduler,
     pub(crate) kubelets: Kubelets,
     pub(crate) faults: Faults,
     pub(crate) calls: Vec<Call>,
@@ -55,6 +56,7 @@ impl State {
             controller: Controller::default(),
             workloads: Workloads::default(),
             disruption: Disruption::default(),
+            scheduler: Scheduler::default(),
             kubelets: Kubelets::default(),
             faults: Faults::new(Rng::new(seed, FAULTS_STREAM)),
             calls: Vec::new(),
@@ -70,6 +72,7 @@ impl State {
         &mut Kubelets,
         &mut Workloads,
         &mut Disruption,
+        &mut Scheduler,
     ) {
         let State {
             now,
@@ -79,6 +82,7 @@ impl State {
             controller,
             workloads,
             disruption,
+            scheduler,
             kubelets,
             ..
         } = self;
@@ -88,7 +92,7 @@ impl State {
             now: *now,
             timing,
         };
-        (cx, controller, kubelets, workloads, disruption)
+        (cx, controller, kubelets, workloads, disruption, scheduler)
     }
 
     /// Applies one due step.
@@ -97,7 +101,7 @@ impl State {
             self.settle(action == Action::Resync);
             return;
         }
-        let (mut cx, controller, kubelets, _, _) = self.parts();
+        let (mut cx, controller, kubelets, ..) = self.parts();
         let cx = &mut cx;
         match action {
             Action::Settle | Action::Resync => {}
@@ -127,11 +131,11 @@ impl State {
     pub(crate) fn settle(&mut self, forced: bool) {
         for _ in 0..64 {
             let before = self.store.rv();
-            let (mut cx, controller, kubelets, workloads, disruption) = self.parts();
+            let (mut cx, controller, kubelets, workloads, disruption, scheduler) = self.parts();
             let cx = &mut cx;
             controller.sync_jobs(cx);
             workloads.sync(cx, forced);
-            scheduler::bind(cx);
+            scheduler.bind(cx);
             disruption.sync(cx, forced);
             kubelets.sync(cx);
             kubelets.remove_finished_pods(cx);

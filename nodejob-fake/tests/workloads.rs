@@ -158,6 +158,38 @@ async fn the_scheduler_honours_cordons_and_node_selectors() -> TestResult {
 }
 
 #[tokio::test(start_paused = true)]
+async fn in_a_large_cluster_each_search_stops_at_its_share_of_nodes_and_the_next_goes_on()
+-> TestResult {
+    // 200 nodes: a search stops at 100 feasible nodes (kube-scheduler's numFeasibleNodesToFind)
+    // and the next starts after the last node looked at (nextStartNodeIndex). Three bare pods
+    // land on the best of each half in turn: n000, then n100, then n001 (n000 already has a
+    // pod). Scanning every node every time would give n000, n001, n002.
+    let cluster = FakeCluster::new();
+    for i in 0..200 {
+        cluster.add_node(&format!("n{i:03}"))?;
+    }
+    let mut placed = Vec::new();
+    for name in ["p1", "p2", "p3"] {
+        cluster.create_pod_now(&bare_pod(name, "", 5))?;
+        cluster.sleep(secs(0.1)).await;
+        placed.push(node_of(&cluster.pod(NS, name).ok_or(name)?));
+    }
+    assert_eq!(placed, ["n000", "n100", "n001"]);
+
+    // A pod that fits nowhere is tried again when a node changes, and placed then.
+    let mut pinned = bare_pod("pinned", "", 5);
+    pinned.spec.as_mut().unwrap().node_selector =
+        Some([(labels::ZONE.to_string(), "z".to_string())].into());
+    cluster.create_pod_now(&pinned)?;
+    cluster.sleep(secs(1.0)).await;
+    assert_eq!(node_of(&cluster.pod(NS, "pinned").ok_or("pinned")?), "");
+    cluster.label_node("n150", labels::ZONE, "z")?;
+    cluster.sleep(secs(0.1)).await;
+    assert_eq!(node_of(&cluster.pod(NS, "pinned").ok_or("pinned")?), "n150");
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_evicted_replica_is_replaced_on_another_node() -> TestResult {
     let cluster = FakeCluster::new();
     for node in ["n1", "n2"] {
