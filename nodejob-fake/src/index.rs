@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::store::{Key, controller_of, pod_is_terminal};
+use crate::store::{Key, controller_of, pod_is_ready, pod_is_terminal};
 
 /// The resourceVersion of the last write of each kind of object a gated loop reads.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -51,6 +51,9 @@ pub(crate) struct Index {
     pub(crate) orphan_suspects: BTreeSet<String>,
     /// The UIDs of the pods removed since the kubelets last took them: what they forget.
     pub(crate) removed_pods: Vec<String>,
+    /// By the UID of their controller, how many pods are live (not ended, not being deleted)
+    /// and how many of those Ready: what a ReplicaSet counts, without a walk over its pods.
+    live_owned: BTreeMap<String, (usize, usize)>,
     pub(crate) marks: Marks,
 }
 
@@ -60,6 +63,13 @@ pub(crate) fn unbound(pod: &Pod) -> bool {
     node.is_none_or(str::is_empty)
         && !pod_is_terminal(pod)
         && pod.metadata.deletion_timestamp.is_none()
+}
+
+/// The controller of `pod` and whether it is Ready, when `pod` is live.
+fn live(pod: &Pod) -> Option<(&str, bool)> {
+    let owner = controller_of(&pod.metadata)?;
+    let live = !pod_is_terminal(pod) && pod.metadata.deletion_timestamp.is_none();
+    live.then(|| (owner.uid.as_str(), pod_is_ready(pod)))
 }
 
 /// `set` holds `key` exactly when `member`.
@@ -76,6 +86,10 @@ fn keep(set: &mut BTreeSet<Key>, key: &Key, member: bool) {
 impl Index {
     /// `pod` was stored under `key` at `rv`, replacing `old` (`None` when it is new).
     pub(crate) fn pod_written(&mut self, key: &Key, pod: &Pod, old: Option<&Pod>, rv: u64) {
+        if let Some(old) = old {
+            self.count(old, false);
+        }
+        self.count(pod, true);
         keep(&mut self.unbound, key, unbound(pod));
         let deleting = pod.metadata.deletion_timestamp.is_some();
         keep(&mut self.deleting_pods, key, deleting);
@@ -88,10 +102,30 @@ impl Index {
 
     /// `pod`, stored under `key`, was removed at `rv`.
     pub(crate) fn pod_removed(&mut self, key: &Key, pod: &Pod, rv: u64) {
+        self.count(pod, false);
         self.unbound.remove(key);
         self.deleting_pods.remove(key);
         self.pod_touched(key, pod, rv);
         self.removed_pods.extend(pod.metadata.uid.clone());
+    }
+
+    /// Adds `pod` to the live counts of its controller (`add`), or takes it away.
+    fn count(&mut self, pod: &Pod, add: bool) {
+        let Some((owner, ready)) = live(pod) else {
+            return;
+        };
+        let counts = self.live_owned.entry(owner.to_string()).or_default();
+        let step = |n: &mut usize, by: usize| *n = if add { *n + by } else { *n - by };
+        step(&mut counts.0, 1);
+        step(&mut counts.1, usize::from(ready));
+        if *counts == (0, 0) {
+            self.live_owned.remove(owner);
+        }
+    }
+
+    /// How many pods `owner` (a UID) controls that are live, and how many of those are Ready.
+    pub(crate) fn live_owned(&self, owner: &str) -> (usize, usize) {
+        self.live_owned.get(owner).copied().unwrap_or_default()
     }
 
     fn pod_touched(&mut self, key: &Key, pod: &Pod, rv: u64) {
@@ -140,6 +174,13 @@ impl Index {
             self.deleting_jobs, deleting_jobs,
             "the index of Jobs being deleted"
         );
+        let mut live_owned: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+        for (owner, ready) in pods.values().filter_map(live) {
+            let counts = live_owned.entry(owner.to_string()).or_default();
+            counts.0 += 1;
+            counts.1 += usize::from(ready);
+        }
+        assert_eq!(self.live_owned, live_owned, "the live pods by controller");
     }
 
     /// The Jobs written since the last call (see [`Index::touched_jobs`]).

@@ -34,7 +34,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 
 use crate::admission::pod_security;
 use crate::ctx::Ctx;
-use crate::store::{Store, controller_of, pod_is_ready, pod_is_terminal};
+use crate::store::{Store, controller_of, pod_is_terminal};
 use crate::timers::{Action, ObjRef, Timers};
 use crate::timing::{Timing, stamp};
 
@@ -168,7 +168,7 @@ impl Workloads {
             let uid = rs.metadata.uid.clone().unwrap_or_default();
             let spec = rs.spec.clone().unwrap_or_default();
             let replicas = usize::try_from(spec.replicas.unwrap_or(1)).unwrap_or(0);
-            let live = live_pods(store, &uid).len();
+            let (live, _) = store.index.live_owned(&uid);
             let template = spec.template.clone().unwrap_or_default();
             let missing = (live..replicas).map(|_| Wanted {
                 meta: rs.metadata.clone(),
@@ -377,9 +377,8 @@ fn create(
 
 /// `(live, ready)` pods `uid` controls.
 fn counts(store: &Store, uid: &str) -> (i32, i32) {
-    let live = live_pods(store, uid);
-    let ready = live.iter().filter(|p| pod_is_ready(p)).count();
-    (count(live.len()), count(ready))
+    let (live, ready) = store.index.live_owned(uid);
+    (count(live), count(ready))
 }
 
 /// The workloads' status, as their controllers write it (a write only when it changes).
