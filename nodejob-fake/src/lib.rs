@@ -22,6 +22,12 @@
 //!                   controller, kubelets (deletions), pod removal, garbage collector
 //! ```
 //!
+//! A write wakes only the waits on the objects it changed, and each settle looks at what
+//! changed: the store keeps an index with its writes (pods to place, pods and Jobs being
+//! deleted, the Jobs written or whose pods were, each controller's live pods, the last write
+//! of each kind), so a simulation of thousands of nodes costs about the same per node as one
+//! of ten.
+//!
 //! The root ([`FakeCluster`]) owns a state that owns the parts (the store, the timer queue)
 //! and the components, and lends each component the parts it works on; no component names
 //! another, nor the root:
@@ -233,7 +239,8 @@
 //!  t+0       Deployment created; its controller creates ReplicaSet <name>-<pod-template-hash>
 //!  +200ms    the ReplicaSet creates its missing pods <rs>-xxxxx (controller ownerReference
 //!            kind ReplicaSet); the scheduler binds each to the schedulable, Ready node matching
-//!            its nodeSelector with the fewest of its siblings
+//!            its nodeSelector with the fewest of its siblings (among the share of nodes
+//!            kube-scheduler searches in a cluster of 100 nodes or more)
 //!  +1s       kubelet: Running, Ready; the budgets over them are recomputed
 //!  evicted   deletionTimestamp: the ReplicaSet counts it gone and creates a replacement 200ms
 //!            later on another node; the old container ends on SIGTERM; the budget recovers
