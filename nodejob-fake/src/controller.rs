@@ -344,9 +344,7 @@ impl Controller {
         // What the informers queued: the Jobs written, or whose pods were, since the last pass
         // (the index's `touched_jobs`), in key order. Looking at every Job (and every pod for
         // orphans) on every pass made a 5,000-node roll quadratic in the Jobs in flight.
-        let touched: BTreeSet<(Key, String)> = (cx.store.index.take_touched_jobs().into_iter())
-            .map(|(uid, key)| (key, uid))
-            .collect();
+        let touched = cx.store.index.take_touched_jobs();
         let store = &*cx.store;
         let mut orphans = Vec::new();
         let mut due = Vec::new();

@@ -212,10 +212,7 @@ impl Disruption {
         let selector = budget.spec.as_ref().and_then(|s| s.selector.as_ref());
         // A budget without a selector selects nothing; an empty one, every pod. Borrowed: this
         // runs on every settle, over every pod of the budget.
-        let first = (namespace.to_string(), String::new());
-        let pods: Vec<&Pod> = (store.pods.range(first..))
-            .take_while(|((ns, _), _)| ns == namespace)
-            .map(|(_, p)| p)
+        let pods: Vec<&Pod> = (store.pods_in(namespace))
             .filter(|p| selector.is_some_and(|s| s.matches(p.metadata.labels.as_ref())))
             .collect();
         let (expected, desired) = expected_counts(store, budget, &pods)?;

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::store::{Key, controller_of, pod_is_ready, pod_is_terminal};
+use crate::store::{Key, controller_of, pod_is_live, pod_is_ready};
 
 /// The resourceVersion of the last write of each kind of object a gated loop reads.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -42,10 +42,10 @@ pub(crate) struct Index {
     pub(crate) deleting_pods: BTreeSet<Key>,
     /// Jobs with a `deletionTimestamp`: what the garbage collector finishes.
     pub(crate) deleting_jobs: BTreeSet<Key>,
-    /// The Jobs, by UID with their key, written since the Job controller last took them, or
+    /// The Jobs, by key and UID, written since the Job controller last took them, or
     /// whose pods (by their controller ownerReference of kind Job) were: what its informers
     /// would queue. A UID whose Job is gone names an owner whose pods may be orphans.
-    pub(crate) touched_jobs: BTreeMap<String, Key>,
+    pub(crate) touched_jobs: BTreeSet<(Key, String)>,
     /// The owners (by UID) whose pods may have become orphans since the garbage collector
     /// last took them: an owner removed, the owner of a pod stored with a new owner.
     pub(crate) orphan_suspects: BTreeSet<String>,
@@ -60,16 +60,13 @@ pub(crate) struct Index {
 /// Whether the scheduler places `pod`: it is not bound, not ended, not being deleted.
 pub(crate) fn unbound(pod: &Pod) -> bool {
     let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
-    node.is_none_or(str::is_empty)
-        && !pod_is_terminal(pod)
-        && pod.metadata.deletion_timestamp.is_none()
+    node.is_none_or(str::is_empty) && pod_is_live(pod)
 }
 
 /// The controller of `pod` and whether it is Ready, when `pod` is live.
 fn live(pod: &Pod) -> Option<(&str, bool)> {
     let owner = controller_of(&pod.metadata)?;
-    let live = !pod_is_terminal(pod) && pod.metadata.deletion_timestamp.is_none();
-    live.then(|| (owner.uid.as_str(), pod_is_ready(pod)))
+    pod_is_live(pod).then(|| (owner.uid.as_str(), pod_is_ready(pod)))
 }
 
 /// `set` holds `key` exactly when `member`.
@@ -132,7 +129,7 @@ impl Index {
         *self.marks.pods.entry(key.0.clone()).or_default() = rv;
         if let Some(owner) = controller_of(&pod.metadata).filter(|o| o.kind == "Job") {
             let job = (key.0.clone(), owner.name.clone());
-            self.touched_jobs.insert(owner.uid.clone(), job);
+            self.touched_jobs.insert((job, owner.uid.clone()));
         }
     }
 
@@ -144,7 +141,7 @@ impl Index {
             !removed && job.metadata.deletion_timestamp.is_some(),
         );
         if let Some(uid) = job.metadata.uid.as_deref() {
-            self.touched_jobs.insert(uid.to_string(), key.clone());
+            self.touched_jobs.insert((key.clone(), uid.to_string()));
         }
         if let Some(uid) = job.metadata.uid.clone().filter(|_| removed) {
             self.orphan_suspects.insert(uid);
@@ -184,7 +181,7 @@ impl Index {
     }
 
     /// The Jobs written since the last call (see [`Index::touched_jobs`]).
-    pub(crate) fn take_touched_jobs(&mut self) -> BTreeMap<String, Key> {
+    pub(crate) fn take_touched_jobs(&mut self) -> BTreeSet<(Key, String)> {
         std::mem::take(&mut self.touched_jobs)
     }
 }

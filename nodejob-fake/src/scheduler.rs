@@ -8,20 +8,20 @@
 //! puts on it), and has every label of the pod's `nodeSelector` (`NodeAffinity`). Among the
 //! feasible nodes it picks the one with the fewest live pods of the pod's controller, then the
 //! fewest live pods, then the first by name: the spreading the default scoring does, made
-//! deterministic.
-//!
-//! As kube-scheduler does in a large cluster (`numFeasibleNodesToFind` and
-//! `nextStartNodeIndex` in `pkg/scheduler/schedule_one.go`), a search stops once it has found
-//! enough feasible nodes: all of them below 100 nodes, else `50 - nodes/125` percent of the
-//! nodes (at least 5%, at least 100); the next search starts (in name order, wrapping) at the
-//! node after the last one this one looked at. A pod that fits nowhere waits, as in the
-//! scheduler's unschedulable queue, until a node or the pod itself is written. A bound pod gets `PodScheduled` `True` and its kubelet starts it
+//! deterministic. A bound pod gets `PodScheduled` `True` and its kubelet starts it
 //! [`Timing::container_start`](crate::Timing::container_start) later. A pod that fits nowhere
 //! stays Pending with `PodScheduled` `False` `Unschedulable` and the scheduler's message
 //! (`FitError.Error` in `pkg/scheduler/framework/types.go`), e.g.
 //! `0/3 nodes are available: 1 node(s) were unschedulable, 2 node(s) didn't match Pod's node
 //! affinity/selector. preemption: 0/3 nodes are available: 3 Preemption is not helpful for
 //! scheduling.`; it is placed as soon as a node fits.
+//!
+//! As kube-scheduler does in a large cluster (`numFeasibleNodesToFind` and
+//! `nextStartNodeIndex` in `pkg/scheduler/schedule_one.go`), a search stops once it has found
+//! enough feasible nodes: all of them below 100 nodes, else `50 - nodes/125` percent of the
+//! nodes (at least 5%, at least 100); the next search starts (in name order, wrapping) at the
+//! node after the last one this one looked at. A pod that fits nowhere waits, as in the
+//! scheduler's unschedulable queue, until a node or the pod itself is written.
 //!
 //! Not modelled: resources, affinity other than `nodeSelector`, taints other than those two,
 //! topology spread constraints, preemption, scheduler names, the `FailedScheduling` Events.
@@ -32,7 +32,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, Pod, PodCondition, PodSpec};
 
 use crate::ctx::Ctx;
-use crate::store::{Key, Store, controller_of, node_is_ready, pod_is_terminal};
+use crate::store::{Key, Store, controller_of, node_is_ready, pod_is_live};
 use crate::timers::{Action, ObjRef, Timers};
 use crate::timing::stamp;
 
@@ -69,8 +69,7 @@ fn misfit(node: &Node, spec: &PodSpec) -> Option<&'static str> {
 /// By node: its live (not ended, not being deleted) pods that `controller` controls, and all
 /// its live pods. A node without live pods is not listed: `(0, 0)`.
 fn loads<'a>(store: &'a Store, controller: Option<&str>) -> BTreeMap<&'a str, (usize, usize)> {
-    let live = (store.pods.values())
-        .filter(|p| !pod_is_terminal(p) && p.metadata.deletion_timestamp.is_none());
+    let live = store.pods.values().filter(|p| pod_is_live(p));
     let mut loads: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
     for pod in live {
         let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) else {
@@ -152,36 +151,38 @@ impl Scheduler {
         let pending: Vec<Key> = store.index.unbound.iter().cloned().collect();
         self.unschedulable
             .retain(|key, _| store.index.unbound.contains(key));
+        // What an unschedulable pod was tried with: its resourceVersion and the nodes' mark.
+        let tried = |store: &Store, pod: &Pod| {
+            (
+                pod.metadata.resource_version.clone(),
+                store.index.marks.nodes,
+            )
+        };
         for key in pending {
             let Some(pod) = store.pods.get(&key) else {
                 continue;
             };
-            let tried = (
-                pod.metadata.resource_version.clone(),
-                store.index.marks.nodes,
-            );
-            if self.unschedulable.get(&key) == Some(&tried) {
+            if self.unschedulable.get(&key) == Some(&tried(store, pod)) {
                 continue;
             }
             let pod = pod.clone();
-            if let Some(rv) = self.place(store, timers, (now, now + start_after), pod) {
-                self.unschedulable
-                    .insert(key, (rv, store.index.marks.nodes));
-            } else {
+            if self.place(store, timers, (now, now + start_after), pod) {
                 self.unschedulable.remove(&key);
+            } else if let Some(pod) = store.pods.get(&key) {
+                self.unschedulable.insert(key, tried(store, pod));
             }
         }
     }
 
     /// Searches the nodes for `pod` and binds it at `now` to the best it found, its container
-    /// to start at `start`; or, when none fits, marks it unschedulable and answers its resourceVersion.
+    /// to start at `start` (`true`); or, when none fits, marks it unschedulable (`false`).
     fn place(
         &mut self,
         store: &mut Store,
         timers: &mut Timers,
         (now, start): (Duration, Duration),
         mut pod: Pod,
-    ) -> Option<Option<String>> {
+    ) -> bool {
         let controller = controller_of(&pod.metadata).map(|o| o.uid.clone());
         let loads = loads(store, controller.as_deref());
         let spec = pod.spec.clone().unwrap_or_default();
@@ -222,7 +223,7 @@ impl Scheduler {
                 pod.spec.get_or_insert_default().node_name = Some(node);
                 let pod = store.write_pod(pod);
                 timers.at(start, Action::StartContainer(ObjRef::of(&pod.metadata)));
-                None
+                true
             }
             None => {
                 let message = fit_error(&reasons);
@@ -235,9 +236,9 @@ impl Scheduler {
                         conditions.remove(i);
                     }
                     conditions.push(scheduled(Some(&message), now));
-                    pod = store.write_pod(pod);
+                    store.write_pod(pod);
                 }
-                Some(pod.metadata.resource_version)
+                false
             }
         }
     }

@@ -34,7 +34,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 
 use crate::admission::pod_security;
 use crate::ctx::Ctx;
-use crate::store::{Store, controller_of, pod_is_terminal};
+use crate::store::{Store, controller_of, pod_is_live};
 use crate::timers::{Action, ObjRef, Timers};
 use crate::timing::{Timing, stamp};
 
@@ -96,9 +96,7 @@ fn involved(meta: &ObjectMeta, kind: &str) -> ObjectReference {
 /// The pods `uid` controls that are live: not ended, not being deleted
 /// (`controller.FilterActivePods`).
 fn live_pods<'a>(store: &'a Store, uid: &str) -> Vec<&'a Pod> {
-    (store.owned_by(uid))
-        .filter(|p| !pod_is_terminal(p) && p.metadata.deletion_timestamp.is_none())
-        .collect()
+    store.owned_by(uid).filter(|p| pod_is_live(p)).collect()
 }
 
 fn count(n: usize) -> i32 {
