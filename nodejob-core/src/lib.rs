@@ -11,7 +11,9 @@
 //!   intents, and never awaits;
 //! - the [`JobApi`] trait, one method per API verb, and thin async loops over it: [`run`],
 //!   [`run_exit_code`], [`run_exit_code_logs`], [`logs`], [`delete_and_wait`],
-//!   [`delete_exact_and_wait`], [`wait_ready`].
+//!   [`delete_exact_and_wait`], [`wait_ready`];
+//! - label selectors parsed and matched by the apiserver's grammar ([`selector`]), so a plan
+//!   refuses a malformed one before any API call.
 //!
 //! It does **not** talk to a cluster, read a clock or draw randomness: backends
 //! (`nodejob-kube`, `nodejob-fake`) implement [`JobApi`] and [`Clock`].
@@ -31,6 +33,7 @@ mod job;
 pub mod lease;
 mod names;
 pub mod runner;
+pub mod selector;
 mod spec;
 mod status;
 mod wait;

@@ -121,8 +121,10 @@
 //!   resourceVersion: 409 with the apiserver's `Precondition failed: ...` message), then the
 //!   Job gets a `deletionTimestamp` and the `foregroundDeletion` finalizer; the garbage
 //!   collector deletes its pods and removes the Job (a DELETED event) once none is left.
-//! - `list_jobs` and `list_pods` take `k=v`, `k==v`, `k!=v`, `k`, `!k`, comma-separated;
-//!   anything else (set-based selectors included) is a 400. They answer in name order, objects
+//! - `list_jobs`, `list_pods` and `list_nodes` parse the selector with core's parser
+//!   (`nodejob_core::selector`, the apiserver's grammar: `k=v`, `k==v`, `k!=v`, `k`, `!k`,
+//!   `k in (a,b)`, `k notin (a,b)`, `k>n`, `k<n`, comma-joined); one it cannot parse is a 400
+//!   with the reason. `list_jobs` and `list_pods` answer in name order, objects
 //!   being deleted included, and an empty list for a namespace that does not exist.
 //! - `pod_log` (`LogLocation` in `pkg/registry/core/pod/strategy.go`): 404 for a missing pod;
 //!   400 for an invalid container; an empty log (204 No Content) for a pod without `nodeName`;

@@ -1,10 +1,12 @@
-//! Label selectors: the string form `LIST ?labelSelector=` takes (equality-based only), and
-//! the structured `LabelSelector` of workloads and PodDisruptionBudgets.
+//! Label selectors: the string form `LIST ?labelSelector=` takes (core's parser, the
+//! apiserver's grammar), and the structured `LabelSelector` of workloads and
+//! PodDisruptionBudgets.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use nodejob_core::ApiError;
+use nodejob_core::selector::LabelSelector as Parsed;
 
 /// Matching with a structured `LabelSelector` (`metav1.LabelSelectorAsSelector`).
 pub(crate) trait LabelSelectorExt {
@@ -47,70 +49,27 @@ impl LabelSelectorExt for LabelSelector {
     }
 }
 
-/// One requirement of an equality-based selector.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Requirement {
-    /// `k=v` or `k==v`.
-    Equals(String, String),
-    /// `k!=v` (also true when the label is absent, as in Kubernetes).
-    NotEquals(String, String),
-    /// `k`.
-    Exists(String),
-    /// `!k`.
-    NotExists(String),
-}
-
-/// A parsed selector: every requirement must hold.
+/// A `LIST ?labelSelector=` selector: core's parser ([`nodejob_core::selector`]), the
+/// apiserver's grammar, so the fake accepts and matches exactly what a plan accepts and what
+/// the apiserver serves.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Selector(Vec<Requirement>);
+pub(crate) struct Selector(Parsed);
 
 impl Selector {
-    /// Parses `k=v`, `k==v`, `k!=v`, `k`, `!k`, comma-separated; the empty selector matches
-    /// everything. Set-based requirements (`k in (a,b)`, `k notin (a)`) are valid in
-    /// Kubernetes but not modelled here: they answer 400 like a malformed selector.
+    /// Parses `k`, `!k`, `k=v`, `k==v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k>n`, `k<n`,
+    /// comma-joined; the empty selector matches everything. A selector the apiserver cannot
+    /// parse answers 400 BadRequest with its reason (`labels.Parse` fails in the list's
+    /// conversion of its options).
     pub(crate) fn parse(selector: &str) -> Result<Selector, ApiError> {
-        let mut reqs = Vec::new();
-        for term in selector.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-            let req = if let Some((k, v)) = term.split_once("!=") {
-                Requirement::NotEquals(k.trim().into(), v.trim().into())
-            } else if let Some((k, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
-                Requirement::Equals(k.trim().into(), v.trim().into())
-            } else if let Some(k) = term.strip_prefix('!') {
-                Requirement::NotExists(k.trim().into())
-            } else {
-                Requirement::Exists(term.into())
-            };
-            let (key, value) = match &req {
-                Requirement::Equals(k, v) | Requirement::NotEquals(k, v) => (k, Some(v)),
-                Requirement::Exists(k) | Requirement::NotExists(k) => (k, None),
-            };
-            if !valid_token(key) || value.is_some_and(|v| !v.is_empty() && !valid_token(v)) {
-                // apiserver: labels.Parse fails and the list answers 400 BadRequest.
-                return Err(ApiError::bad_request(format!(
-                    "unable to parse requirement: found '{term}', expected: ',', '=', '==', '!=' or end of string"
-                )));
-            }
-            reqs.push(req);
-        }
-        Ok(Selector(reqs))
+        Parsed::parse(selector)
+            .map(Selector)
+            .map_err(|e| ApiError::bad_request(e.to_string()))
     }
 
     /// Whether `labels` satisfy every requirement.
     pub(crate) fn matches(&self, labels: Option<&BTreeMap<String, String>>) -> bool {
-        let get = |k: &str| labels.and_then(|l| l.get(k));
-        self.0.iter().all(|req| match req {
-            Requirement::Equals(k, v) => get(k) == Some(v),
-            Requirement::NotEquals(k, v) => get(k) != Some(v),
-            Requirement::Exists(k) => get(k).is_some(),
-            Requirement::NotExists(k) => get(k).is_none(),
-        })
+        self.0.matches(labels)
     }
-}
-
-fn valid_token(s: &str) -> bool {
-    !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
 }
 
 #[cfg(test)]
@@ -125,13 +84,17 @@ mod tests {
     }
 
     #[test]
-    fn equality() -> Result<(), ApiError> {
+    fn equality_and_sets() -> Result<(), ApiError> {
         let l = labels(&[("a", "1"), ("b", "2")]);
         assert!(Selector::parse("")?.matches(Some(&l)));
         assert!(Selector::parse("a=1,b==2")?.matches(Some(&l)));
         assert!(!Selector::parse("a=1,b=3")?.matches(Some(&l)));
         assert!(Selector::parse("a!=2,c!=1,a,!c")?.matches(Some(&l)));
         assert!(!Selector::parse("a")?.matches(None));
+        // Set-based requirements, as a real apiserver serves them.
+        assert!(Selector::parse("a in (1,2),b notin (1)")?.matches(Some(&l)));
+        assert!(!Selector::parse("a in (2,3)")?.matches(Some(&l)));
+        assert!(Selector::parse("c notin (1)")?.matches(Some(&l)));
         Ok(())
     }
 
@@ -179,8 +142,8 @@ mod tests {
     }
 
     #[test]
-    fn refuses_set_based_and_garbage() {
-        for bad in ["a in (1,2)", "a notin (1)", "a=1=2", "=1", "a=b c"] {
+    fn refuses_what_the_apiserver_cannot_parse_with_400() {
+        for bad in ["a in 1", "a notin (1", "a=1=2", "=1", "a=b c", "!", "a=(x)"] {
             let err = Selector::parse(bad).unwrap_err();
             assert!(
                 err.kind == nodejob_core::ErrorKind::BadRequest,
