@@ -64,6 +64,10 @@ pub struct Crashing<A, O = ()> {
     observer: O,
     /// The write to stop at (0-based), and whether after it was served.
     at: Option<(usize, bool)>,
+    /// Or the `n`-th (0-based) write of a verb to stop at, and whether after it was served.
+    at_verb: Option<(Verb, usize, bool)>,
+    /// Writes of each verb begun so far.
+    by_verb: std::sync::Mutex<std::collections::BTreeMap<Verb, usize>>,
     crashed: tokio::sync::Notify,
     writes: AtomicUsize,
 }
@@ -75,6 +79,8 @@ impl<A, O: Observe> Crashing<A, O> {
             inner,
             observer,
             at: None,
+            at_verb: None,
+            by_verb: std::sync::Mutex::default(),
             crashed: tokio::sync::Notify::new(),
             writes: AtomicUsize::new(0),
         }
@@ -84,6 +90,15 @@ impl<A, O: Observe> Crashing<A, O> {
     /// after it was served and before its answer is returned.
     pub fn crashing_at(mut self, write: usize, after: bool) -> Self {
         self.at = Some((write, after));
+        self
+    }
+
+    /// Stops the caller forever at its `nth` (0-based) write of `verb`: before it is sent, or
+    /// (`after`) after it was served and before its answer is returned. E.g. a driver that
+    /// crashes right before it creates its first Job: `crashing_at_verb(Verb::CreateJob,
+    /// 0, false)`, whatever writes came before.
+    pub fn crashing_at_verb(mut self, verb: Verb, nth: usize, after: bool) -> Self {
+        self.at_verb = Some((verb, nth, after));
         self
     }
 
@@ -121,16 +136,22 @@ impl<A, O: Observe> Crashing<A, O> {
             target,
             body,
         };
+        let nth = {
+            let mut by_verb = self.by_verb.lock().unwrap();
+            let n = by_verb.entry(verb).or_default();
+            *n += 1;
+            *n - 1
+        };
         self.observer.before(&write);
-        self.stop_if(write.index, false).await;
+        self.stop_if(write.index, verb, nth, false).await;
         let answer = served.await;
         self.observer.after(&write);
-        self.stop_if(write.index, true).await;
+        self.stop_if(write.index, verb, nth, true).await;
         answer
     }
 
-    async fn stop_if(&self, index: usize, after: bool) {
-        if self.at == Some((index, after)) {
+    async fn stop_if(&self, index: usize, verb: Verb, nth: usize, after: bool) {
+        if self.at == Some((index, after)) || self.at_verb == Some((verb, nth, after)) {
             // notify_one keeps a permit when nobody waits yet, so `crashed` still sees it.
             self.crashed.notify_one();
             std::future::pending::<()>().await;

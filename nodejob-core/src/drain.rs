@@ -236,6 +236,24 @@ pub async fn drain<A: PodApi + ?Sized>(
     options: &DrainOptions,
     notes: &dyn Sink,
 ) -> Result<Drained> {
+    let mut drained = Drained::default();
+    drain_into(api, node, options, notes, &mut drained).await?;
+    Ok(drained)
+}
+
+/// [`drain`], writing what it did into `drained` as it goes, so that a caller whose drain
+/// failed (a timeout after some evictions, a Pod refused halfway) still knows which Pods it
+/// evicted.
+///
+/// # Errors
+/// As [`drain`].
+pub async fn drain_into<A: PodApi + ?Sized>(
+    api: &A,
+    node: &str,
+    options: &DrainOptions,
+    notes: &dyn Sink,
+    drained: &mut Drained,
+) -> Result<()> {
     let deadline = api.now().saturating_add(options.timeout);
     let left = |api: &A| deadline.saturating_sub(api.now());
     let pods = retrying(api, left(api), || api.list_node_pods(node))
@@ -246,7 +264,6 @@ pub async fn drain<A: PodApi + ?Sized>(
         })?;
 
     let now = api.wall_time();
-    let mut drained = Drained::default();
     let mut refused = Vec::new();
     let mut pending = Vec::new();
     for pod in pods {
@@ -320,8 +337,14 @@ pub async fn drain<A: PodApi + ?Sized>(
         // The last retry comes just before the deadline, not a whole backoff early: a budget
         // that releases in that last stretch is still met.
         if left(api) <= LAST_TRY {
+            // Only what is still there: the Pods not evicted, and those evicted that have not
+            // gone yet (still terminating, by UID).
             let mut pods_left: Vec<String> = pending.iter().map(pod_name).collect();
-            pods_left.extend(evicted.iter().map(pod_name));
+            for pod in &evicted {
+                if still_there(api, pod).await {
+                    pods_left.push(pod_name(pod));
+                }
+            }
             return Err(Error::DrainTimeout {
                 node: node.to_string(),
                 waited: options.timeout,
@@ -345,7 +368,7 @@ pub async fn drain<A: PodApi + ?Sized>(
     }
 
     if options.dry_run == DryRun::All {
-        return Ok(drained);
+        return Ok(());
     }
     let mut pods_left = Vec::new();
     for pod in &evicted {
@@ -361,7 +384,17 @@ pub async fn drain<A: PodApi + ?Sized>(
             pods_left,
         });
     }
-    Ok(drained)
+    Ok(())
+}
+
+/// Whether `pod` (by UID) is still there, one read; one that cannot be read counts as there.
+async fn still_there<A: PodApi + ?Sized>(api: &A, pod: &Pod) -> bool {
+    let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    match api.get_pod(namespace, name).await {
+        Ok(now) => now.metadata.uid == pod.metadata.uid,
+        Err(e) => !e.is_not_found(),
+    }
 }
 
 /// What one eviction came to.

@@ -6,6 +6,7 @@ use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetStatus, Deployment, Replica
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use nodejob_core::{ApiResult, NodeChange};
 use nodejob_host::stratum::{StratumHost, StratumState};
 
@@ -126,9 +127,10 @@ impl FakeCluster {
     }
 
     /// The state of node `name`'s host (version, boot, CA trust and issuer, executions per
-    /// operation), if the node exists.
+    /// operation); for a node deleted since, its host's last state (its execution counts
+    /// outlive the Node object, as the machine outlives its registration).
     pub fn host_state(&self, name: &str) -> Option<StratumState> {
-        self.host(name).map(|h| h.state)
+        self.with_state(|st| st.kubelets.host_or_retired(name).map(|h| h.state.clone()))
     }
 
     // ---- pods ----
@@ -273,5 +275,22 @@ impl FakeCluster {
     /// The Lease `namespace/name`, if it exists.
     pub fn lease(&self, namespace: &str, name: &str) -> Option<Lease> {
         self.with_state(|st| registry::get_lease(&st.store, namespace, name).ok())
+    }
+
+    /// Another holder takes the Lease `namespace/name` as a client-go leader elector does
+    /// once it saw the Lease expire (or as a person with `kubectl edit`): `holderIdentity`
+    /// `holder`, `leaseTransitions` + 1, `acquireTime` and `renewTime` now, whatever the
+    /// current holder thinks. Answers the Lease as written. NotFound if there is none.
+    pub fn steal_lease(&self, namespace: &str, name: &str, holder: &str) -> ApiResult<Lease> {
+        self.with_state(|st| {
+            let mut lease = registry::get_lease(&st.store, namespace, name)?;
+            let now = MicroTime(crate::timing::stamp(st.now).0);
+            let spec = lease.spec.get_or_insert_default();
+            spec.holder_identity = Some(holder.to_string());
+            spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+            spec.acquire_time = Some(now.clone());
+            spec.renew_time = Some(now);
+            Ok(st.store.write_lease(lease))
+        })
     }
 }

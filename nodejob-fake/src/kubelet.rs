@@ -146,6 +146,9 @@ pub(crate) struct Kubelets {
     scripts: BTreeMap<String, NodeScript>,
     /// Each node's host model, by node.
     hosts: BTreeMap<String, StratumHost>,
+    /// The host model of each node deleted since, by name (the last one of that name): its
+    /// execution counts outlive the Node object, as a machine outlives its registration.
+    retired: BTreeMap<String, StratumHost>,
     /// Steps waiting for their node to be Ready, by node.
     parked: BTreeMap<String, Vec<Action>>,
     containers: BTreeMap<String, Container>,
@@ -170,6 +173,11 @@ impl Kubelets {
     /// The host model of `node`, if it is known.
     pub(crate) fn host(&self, node: &str) -> Option<&StratumHost> {
         self.hosts.get(node)
+    }
+
+    /// The host model of `node`, or of the last node of that name deleted.
+    pub(crate) fn host_or_retired(&self, node: &str) -> Option<&StratumHost> {
+        self.hosts.get(node).or_else(|| self.retired.get(node))
     }
 
     /// The host model of `node`, made from the Node's `nodeInfo` if it has none yet.
@@ -365,7 +373,9 @@ impl Kubelets {
 
     /// Forgets the host model of a deleted node.
     pub(crate) fn forget_host(&mut self, node: &str) {
-        self.hosts.remove(node);
+        if let Some(host) = self.hosts.remove(node) {
+            self.retired.insert(node.to_string(), host);
+        }
     }
 
     /// A step of a host model's aftermath on Node `node` (if it is still that node): `Ready`

@@ -1,7 +1,8 @@
 //! An in-memory **model of Kubernetes** that implements nodejob's API traits ([`JobApi`],
 //! [`NodeApi`], [`PodApi`], [`LeaseApi`]) and [`Clock`]: an apiserver store with
 //! resourceVersions, UIDs, preconditions, watches, PodSecurity admission and the eviction
-//! subresource; a Job controller; a garbage collector; Deployment, ReplicaSet and DaemonSet
+//! subresource; a Job controller; a garbage collector; the pod garbage collector's collection
+//! of a deleted node's pods (`gcOrphaned`: Failed and force-deleted after a 40 s quarantine); Deployment, ReplicaSet and DaemonSet
 //! controllers; a scheduler; the disruption controller; and a scriptable kubelet and a host
 //! model (what the on-host `stratum` does: upgrades that reboot the node, CA rotations) per
 //! node, all running in tokio's virtual time. It is not a mock of expected calls: tests drive it through
@@ -391,6 +392,7 @@ mod hooks;
 mod index;
 mod kubelet;
 pub mod labels;
+mod podgc;
 mod record;
 mod registry;
 mod rng;

@@ -118,6 +118,7 @@ impl State {
             Action::Stop { pod, exit_code } => kubelets.stop(cx, pod, exit_code),
             Action::Kill(pod) => kubelets.kill(cx, pod),
             Action::HostStep { node, step } => kubelets.host_step(cx, &node, step),
+            Action::OrphanedPods { node } => crate::podgc::collect_orphans(cx, &node),
         }
     }
 
@@ -169,10 +170,14 @@ impl State {
         kubelets.set_node_ready(&mut cx, name, ready)
     }
 
-    /// Deletes the Node object (and forgets its host).
+    /// Deletes the Node object (and retires its host); the pod garbage collector looks at the
+    /// pods bound to it a quarantine later.
     pub(crate) fn remove_node(&mut self, name: &str) -> ApiResult<()> {
         kubelet::remove_node(&mut self.store, name)?;
         self.kubelets.forget_host(name);
+        let node = name.to_string();
+        let at = self.now + crate::podgc::QUARANTINE;
+        self.timers.at(at, Action::OrphanedPods { node });
         Ok(())
     }
 

@@ -60,6 +60,10 @@ pub(crate) enum Action {
     /// A step of the aftermath a host model gave a program's exit (NotReady, a new boot,
     /// Ready), on this node (by name and UID).
     HostStep { node: ObjRef, step: NodeStep },
+    /// The pod garbage collector's look at the pods bound to a Node deleted a quarantine ago
+    /// (`gcOrphaned` in `pkg/controller/podgc/gc_controller.go`): if no Node of that name
+    /// exists, each is marked Failed with a `DisruptionTarget` condition and force-deleted.
+    OrphanedPods { node: String },
 }
 
 /// A due entry: a modelled step, or a test's closure (kept by the root, by this ticket).

@@ -400,3 +400,54 @@ async fn a_container_ended_by_sigterm_has_no_fallback_message() -> TestResult {
     );
     Ok(())
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_pods_of_a_deleted_node_are_failed_and_deleted_by_the_pod_gc_40s_later() -> TestResult {
+    // `gcOrphaned` (pkg/controller/podgc): quarantined 40 s, then marked Failed with a
+    // DisruptionTarget condition and deleted with a grace period of 0; the Job fails.
+    let cluster = FakeCluster::new();
+    cluster.add_node("n1")?;
+    let created = cluster
+        .create_job(&job("a", "n1", &[host::run(secs(3600.0))]))
+        .await?;
+    cluster.sleep(secs(5.0)).await;
+    assert_eq!(phase(&cluster.pods(NS)[0]), "Running");
+    let removed_at = cluster.now();
+    cluster.remove_node("n1")?;
+
+    cluster.sleep(secs(39.0)).await;
+    let pod = cluster.pods(NS).remove(0);
+    assert_eq!(phase(&pod), "Running", "quarantined until 40 s");
+
+    let mut watch = JobWatch::after(&created);
+    let failed = loop {
+        let job = watch.applied(&cluster).await?;
+        if conditions(&job).iter().any(|c| c == "Failed") {
+            break job;
+        }
+    };
+    assert!(
+        cluster.now() - removed_at < secs(45.0),
+        "{:?}",
+        cluster.now()
+    );
+    assert!(cluster.pods(NS).is_empty(), "force-deleted");
+    assert_eq!(failed.status.and_then(|s| s.failed), Some(1));
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_added_again_before_the_quarantine_keeps_its_pods() -> TestResult {
+    let cluster = FakeCluster::new();
+    cluster.add_node("n1")?;
+    cluster
+        .create_job(&job("a", "n1", &[host::run(secs(3600.0))]))
+        .await?;
+    cluster.sleep(secs(5.0)).await;
+    cluster.remove_node("n1")?;
+    cluster.sleep(secs(10.0)).await;
+    cluster.add_node("n1")?;
+    cluster.sleep(secs(60.0)).await;
+    assert_eq!(phase(&cluster.pods(NS)[0]), "Running");
+    Ok(())
+}

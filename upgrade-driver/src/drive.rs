@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::Node;
-use nodejob_core::drain::drain;
+use nodejob_core::drain::{Drained, drain_into};
 pub(crate) use nodejob_core::drive::retry;
 use nodejob_core::drive::{
     DriverEvent, Fence, NoteSink, Outcome, delete_job_of, fence_events, millis, patch_node_again,
@@ -19,7 +19,9 @@ use nodejob_core::runner::{Mode, Policy, run_with};
 use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{ApiError, EventType, JobApi, LeaseApi, NodeApi, PodApi, ready, run_exit_code};
 
-use crate::machine::{Intent, Mark, NodeMachine, NodeResult, Observation, UpgradeStep};
+use crate::machine::{
+    DrainFailed, Intent, Mark, NodeMachine, NodeResult, Observation, UpgradeStep,
+};
 use crate::order::{Group, groups, is_control_plane};
 use crate::plan::Plan;
 use crate::progress::{NodeReport, Progress, ProgressSink, Report, Totals};
@@ -40,6 +42,9 @@ struct Run<'a, A: ?Sized> {
     report: Mutex<Report>,
     /// Each node's place in `report.nodes`.
     slots: BTreeMap<String, usize>,
+    /// The nodes in flight, with the step each is at: what the report says of them when the
+    /// roll is cut short (the Lease lost while a host Job runs).
+    in_flight: Mutex<BTreeMap<String, UpgradeStep>>,
 }
 
 /// Selects the plan's nodes: the selector's, narrowed to `nodes` when named. A named node that
@@ -129,11 +134,23 @@ where
         fence,
         report: Mutex::new(report),
         slots,
+        in_flight: Mutex::new(BTreeMap::new()),
     };
     // Renewed while anything waits (a host Job included): the renewer runs beside the roll.
     let outcome = match run.fence.renewing(api, run.roll(&order, width)).await {
         Ok(outcome) => outcome,
-        Err(why) => Outcome::Stopped { why },
+        Err(why) => {
+            // The roll was cut short where it stood: each node in flight is interrupted at its
+            // step (a host Job goes on on the cluster; a rerun adopts it).
+            let in_flight = std::mem::take(&mut *run.in_flight.lock().unwrap());
+            for (name, step) in in_flight {
+                let why = format!("the Lease was lost: {why}");
+                run.finish_node(&name, NodeResult::Interrupted { step, why }, None);
+            }
+            Outcome::Stopped {
+                why: format!("the Lease was lost: {why}"),
+            }
+        }
     };
     let mut report = run.report.into_inner().unwrap();
     report.lease = run.fence.release(api).await;
@@ -324,7 +341,7 @@ where
             From::Read,
             || api.get_node(name),
             |since, t| async move { api.wait_node(name, since.as_deref(), t).await },
-            |seen| seen.is_some_and(ready),
+            |seen| seen.is_none_or(ready),
         )
         .await;
     }
@@ -424,10 +441,12 @@ where
         let mut last: Option<Node> = None;
         let mut step_started = api.now();
         loop {
+            (self.in_flight.lock().unwrap()).insert(name.to_string(), machine.current_step());
             // The fence first: once the Lease is lost, not even an Event is written.
             let fenced = matches!(
                 step.intent,
                 Intent::Patch { .. }
+                    | Intent::Launch { .. }
                     | Intent::Drain
                     | Intent::Host { adopt: None }
                     | Intent::DeleteJob { .. }
@@ -509,11 +528,28 @@ where
                 },
                 Intent::Drain => {
                     let notes = NoteSink::to(name, &self.progress);
-                    Observation::Drained(
-                        drain(api, name, &self.plan.spec().drain, &notes)
-                            .await
-                            .map_err(|e| e.to_string()),
-                    )
+                    let mut drained = Drained::default();
+                    let options = &self.plan.spec().drain;
+                    match drain_into(api, name, options, &notes, &mut drained).await {
+                        Ok(()) => Observation::Drained(Ok(drained)),
+                        Err(e) => Observation::Drained(Err(DrainFailed {
+                            evicted: drained.evicted,
+                            message: e.to_string(),
+                        })),
+                    }
+                }
+                Intent::Launch { rv, changes } => {
+                    match retry(api, || api.patch_node(name, &rv, &changes)).await {
+                        Ok(node) => {
+                            last = Some(node.clone());
+                            Observation::Node(Box::new(node))
+                        }
+                        Err(e) if e.is_conflict() => match get_node(api, name).await {
+                            Ok(node) => Observation::Changed(Box::new(node)),
+                            Err(e) => Observation::Failed(format!("reading node {name}: {e}")),
+                        },
+                        Err(e) => Observation::Failed(format!("patching node {name}: {e}")),
+                    }
                 }
                 Intent::FindJob => {
                     let ns = &self.plan.spec().namespace;
@@ -547,10 +583,15 @@ where
                         From::Read,
                         || api.get_node(name),
                         |since, t| async move { api.wait_node(name, since.as_deref(), t).await },
-                        |seen| seen.is_some_and(|n| boot_id(n) != before && ready(n)),
+                        // Deleted ends the wait at once: the watch says so when it happens.
+                        |seen| seen.is_none_or(|n| boot_id(n) != before && ready(n)),
                     )
                     .await;
                     match until {
+                        Ok(Until::Met(None)) => Observation::Rebooted {
+                            node: None,
+                            met: false,
+                        },
                         Ok(Until::Met(node)) => {
                             last = node.clone();
                             Observation::Rebooted {
@@ -587,6 +628,7 @@ where
         started: Duration,
     ) -> NodeResult {
         let took = self.api.now().saturating_sub(started);
+        self.in_flight.lock().unwrap().remove(name);
         self.finish_node(name, result.clone(), node);
         self.node_report(name, |n| n.took_ms = millis(took));
         self.progress.event(&Progress::NodeFinished {

@@ -25,10 +25,13 @@
 //!    unavailable (NotReady, or cordoned by us) at once.
 //! 3. Per node ([`NodeMachine`]): skip it when it reports the target or carries the done record
 //!    for it. Record that we started it (target, `bootID`, Lease epoch) and cordon it only if
-//!    it is schedulable, saying so, in one write. Drain it. Run the host upgrade Job
+//!    it is schedulable, saying so, in one write. Drain it. Right before the host Job, write
+//!    our record again with the `bootID` read now, under the resourceVersion of the node as
+//!    drained (Launch): a node that changed since (uncordoned by a person, rebooted) is cordoned
+//!    again if need be and drained again first. Run the host upgrade Job
 //!    ([`Plan::host_spec`], critical: the node is drained) and record its result on the node
-//!    before deleting it. Wait until the node rebooted (a new `bootID`) and is Ready, and check
-//!    that it reports the target. Run the health check, if any. Uncordon it only if we
+//!    before deleting it. Wait until the node rebooted (a `bootID` other than the one read at
+//!    Launch) and is Ready, and check that it reports the target. Run the health check, if any. Uncordon it only if we
 //!    cordoned it, record it done and remove our records, in one write. Each step is an Event
 //!    on the Node (reason `NodejobUpgrade<Step>`), so `kubectl describe node` shows the
 //!    history.
@@ -41,8 +44,23 @@
 //! - **Exactly once.** A crash of the driver at any instant, the host Job running included,
 //!   never runs the upgrade twice on a node for one target: the host Job is kept after it
 //!   succeeded until its result is recorded on the node; a resumed run adopts the Job it
-//!   started ([`nodejob_core::runner::Policy::adopt`]) and takes its result; a node that
-//!   rebooted since we started it has run its upgrade.
+//!   started ([`nodejob_core::runner::Policy::adopt`]) and takes its result. The evidence that
+//!   the host operation ran is our Launch record (written before the Job is created) plus the
+//!   Job or its recorded result, never a `bootID` change alone: a node that reboots by itself
+//!   during the drain, with or without a crash of the driver, is drained and upgraded as any
+//!   other, never failed as "the upgrade did not take".
+//! - **The host operation starts only on a cordoned, drained node.** The Launch write carries
+//!   the resourceVersion of the node as last read, cordoned and drained; a Conflict means it
+//!   changed: a node someone uncordoned meanwhile is cordoned again (and, since we cordoned it
+//!   then, uncordoned at the end) and drained again, as is a node that changed otherwise,
+//!   before the next Launch; after [`DRAIN_ROUNDS`] such rounds the node fails at `Drain`,
+//!   naming the field manager that last wrote it when its `managedFields` tell, with no host
+//!   Job. (Re-cordoning, not failing at once: the person's uncordon was most likely aimed at a
+//!   node they did not know was mid-upgrade, and a failed node stays cordoned anyway.) A node
+//!   uncordoned after its host Job started is not drained again: its host operation runs.
+//! - **A deleted node ends its step at once**: the reboot wait ends on the Node watch's
+//!   deletion; a host Job whose node was deleted ends when the pod garbage collector fails its
+//!   Pod (about 40 s later on a real cluster, and in the fake).
 //! - **One host operation at a time, cluster-wide**: every write is fenced by the Lease
 //!   ([`nodejob_core::lease::Held::check`]); a run that loses it stops before its next write;
 //!   a holder that stopped renewing is taken over after expiry, and the report says from whom.
@@ -67,7 +85,8 @@
 //! [`Error`]: the plan refused ([`Error::Plan`], before any API call); another holder has the
 //! Lease ([`nodejob_core::Error::LeaseHeld`] inside [`Error::Core`]); a named node does not
 //! exist; the nodes could not be listed. Everything after the Lease is acquired is in the
-//! [`Report`]: node failures, a closed window, a stop request, the Lease lost.
+//! [`Report`]: node failures, a closed window, a stop request, the Lease lost (each node in
+//! flight then reported interrupted at its step).
 
 mod drive;
 mod machine;
@@ -82,7 +101,10 @@ use std::sync::Arc;
 use nodejob_core::{ApiError, JobApi, LeaseApi, NodeApi, PodApi};
 
 pub use drive::COMPONENT;
-pub use machine::{Failure, Intent, Mark, NodeMachine, NodeResult, Observation, Step, UpgradeStep};
+pub use machine::{
+    DRAIN_ROUNDS, DrainFailed, Failure, Intent, Mark, NodeMachine, NodeResult, Observation, Step,
+    UpgradeStep,
+};
 pub use nodejob_core::drive::{
     EventSink, FenceEvent, Outcome, Placement, PlanError, Selecting, Stop,
 };

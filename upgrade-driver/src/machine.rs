@@ -9,17 +9,27 @@
 //!  Resume ─host recorded exit 0─▶ Delete its Job ─▶ Reboot ─▶ Health? ─▶ Finish ─▶ Upgraded
 //!     ▼
 //!  Find the host Job ─ours, running or ended─▶ Host (adopt: its result is the answer)
-//!     │ none, rebooted since we started ─────▶ Reboot
-//!     │ none / a failed one we recorded ─────▶ Drain ─▶ Host (create / replace it)
-//!     ▼
-//!  Host ─▶ record its result ─▶ exit 0: Delete its Job ─▶ Reboot ─▶ …
+//!     │ none, launched, now at the target on another boot ─▶ Reboot
+//!     │ none / a failed one we recorded ─────▶ Drain ─▶ Launch ─▶ Host (create / replace it)
+//!     ▼                                          ▲        │ the node changed since: drain again
+//!  Host ─▶ record its result ─▶ exit 0: …        └────────┘ (cordon again if uncordoned)
 //!                             └ else: Failed (left cordoned, Job left)
 //! ```
 //!
+//! Launch is the write right before the host Job is created: our record with the `bootID` read
+//! now, under the resourceVersion of the node as last read (cordoned, drained). A Conflict is
+//! not written again: the node is read again and, since a person may have uncordoned it and
+//! Pods landed meanwhile, cordoned again if it is schedulable and drained again, before the
+//! next Launch. So the host Job is only ever created on a node that was cordoned, drained and
+//! unchanged since, at most [`DRAIN_ROUNDS`] times over.
+//!
 //! Exactly once: the host Job is kept after it succeeded until its result is recorded on the
-//! node ([`HOST_JOB`]); a resumed run finding our Job adopts it and takes its result; a node
-//! that rebooted since we started has run its upgrade. So a crash at any instant never runs the
-//! upgrade twice.
+//! node ([`HOST_JOB`]); a resumed run finding our Job adopts it and takes its result. The
+//! evidence that the host operation ran is our Launch record plus the Job or its recorded
+//! result, never a `bootID` change alone: a node that rebooted by itself during the drain is
+//! drained and upgraded as any other, and the reboot awaited is the end of the boot read at
+//! Launch. So a crash at any instant never runs the upgrade twice, and a spurious reboot never
+//! makes a false failure.
 
 use std::fmt;
 
@@ -92,6 +102,15 @@ pub enum Intent {
     },
     /// Drain the node (core's drain), fenced.
     Drain,
+    /// The write right before the host Job: `patch_node(node, rv, changes)` once, fenced. A
+    /// Conflict is not written again: the node is read again and answered as
+    /// [`Observation::Changed`].
+    Launch {
+        /// The resourceVersion of the node as last read, drained.
+        rv: String,
+        /// Our record with the `bootID` read now.
+        changes: Vec<NodeChange>,
+    },
     /// `get_job` of the host Job's name.
     FindJob,
     /// Run the host Job (keep it on success), adopting the Job of this UID if set; fenced
@@ -123,7 +142,9 @@ pub enum Observation {
     /// The node as read (first) or as a patch left it.
     Node(Box<Node>),
     /// The drain's result.
-    Drained(Result<Drained, String>),
+    Drained(Result<Drained, DrainFailed>),
+    /// A [`Intent::Launch`] met a Conflict: the node as read again.
+    Changed(Box<Node>),
     /// The Job of the host Job's name, if any.
     Job(Option<Box<Job>>),
     /// The host Job's report, or why it gave none.
@@ -141,6 +162,24 @@ pub enum Observation {
     Health(Result<i32, String>),
     /// The last intent failed (an API error, or the Lease lost), with why.
     Failed(String),
+}
+
+/// A drain that failed, with the Pods it had evicted by then.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DrainFailed {
+    /// The Pods evicted before it failed, `namespace/name`.
+    pub evicted: Vec<String>,
+    /// Why it failed.
+    pub message: String,
+}
+
+impl From<&str> for DrainFailed {
+    fn from(message: &str) -> Self {
+        DrainFailed {
+            evicted: Vec::new(),
+            message: message.to_string(),
+        }
+    }
 }
 
 /// How a node ended.
@@ -206,6 +245,7 @@ enum At {
     Inspect,
     Marking,
     Draining,
+    Launching,
     Finding,
     Hosting,
     Recording(HostJob),
@@ -218,6 +258,10 @@ enum At {
 
 /// The last lines of a log kept in a failure.
 const LOG_TAIL_LINES: usize = 20;
+
+/// How many times a node may be drained again because it changed (was uncordoned, or
+/// rebooted) between a drain and the host Job, before it fails.
+pub const DRAIN_ROUNDS: u32 = 3;
 
 /// One node's upgrade. See the module docs.
 #[derive(Clone, Debug)]
@@ -237,6 +281,8 @@ pub struct NodeMachine {
     now: String,
     /// A failed host Job, reported once its result is recorded.
     pending_failure: Option<Failure>,
+    /// Drains begun again because the node changed before the host Job.
+    redrains: u32,
 }
 
 impl NodeMachine {
@@ -253,6 +299,7 @@ impl NodeMachine {
             host: None,
             now: String::new(),
             pending_failure: None,
+            redrains: 0,
         }
     }
 
@@ -300,13 +347,25 @@ impl NodeMachine {
                 let marks = vec![
                     Mark::Evicted(drained.evicted),
                     Mark::Finished(UpgradeStep::Drain, message),
-                    Mark::Started(UpgradeStep::Upgrade),
                 ];
-                self.go(At::Hosting, marks, Intent::Host { adopt: None })
+                self.launch(marks)
             }
-            (At::Draining, Observation::Drained(Err(why))) => {
-                self.fail(UpgradeStep::Drain, why, None, None)
+            (At::Draining, Observation::Drained(Err(failed))) => {
+                let mut step = self.fail(UpgradeStep::Drain, failed.message, None, None);
+                if !failed.evicted.is_empty() {
+                    step.marks.push(Mark::Evicted(failed.evicted));
+                }
+                step
             }
+            (At::Launching, Observation::Node(node)) => {
+                self.node = Some(node);
+                self.go(
+                    At::Hosting,
+                    vec![Mark::Started(UpgradeStep::Upgrade)],
+                    Intent::Host { adopt: None },
+                )
+            }
+            (At::Launching, Observation::Changed(node)) => self.changed(node),
             (At::Finding, Observation::Job(job)) => self.found(job),
             (At::Hosting, Observation::Host(Ok(report))) => {
                 let record = HostJob {
@@ -449,6 +508,7 @@ impl NodeMachine {
                 let record = InProgress {
                     target: self.target.clone(),
                     boot_id: boot_id(&node).to_string(),
+                    host_boot_id: None,
                     epoch: self.epoch,
                     cordoned: cordon,
                 };
@@ -479,6 +539,7 @@ impl NodeMachine {
                 if record.target != self.target {
                     record.target = self.target.clone();
                     record.boot_id = boot_id(&node).to_string();
+                    record.host_boot_id = None;
                     changes.push(NodeChange::remove_annotation(HOST_JOB));
                     self.host = None;
                 }
@@ -523,12 +584,113 @@ impl NodeMachine {
         }
     }
 
-    /// Whether the node rebooted since we started it.
-    fn has_rebooted(&self) -> bool {
-        match (self.node.as_deref(), &self.progress) {
-            (Some(n), Some(p)) => !p.boot_id.is_empty() && boot_id(n) != p.boot_id,
-            _ => false,
+    /// Whether the host upgrade ran though its Job is gone: we launched it (our record holds
+    /// the boot it started on) and the node now reports the target on another boot. A reboot
+    /// alone is no evidence: a node reboots by itself too.
+    fn ran_without_job(&self) -> bool {
+        let (Some(n), Some(p)) = (self.node.as_deref(), &self.progress) else {
+            return false;
+        };
+        let at_target = version(n, &self.source).is_some_and(|v| same_version(v, &self.target));
+        p.host_boot_id
+            .as_deref()
+            .is_some_and(|launched| !launched.is_empty() && boot_id(n) != launched && at_target)
+    }
+
+    /// Right before the host Job: write our record with the `bootID` read now, under the
+    /// resourceVersion of the node as last read. A node seen schedulable is cordoned and
+    /// drained first.
+    fn launch(&mut self, mut marks: Vec<Mark>) -> Step {
+        let Some(node) = self.node.clone() else {
+            return self.fail(
+                UpgradeStep::Drain,
+                "internal: no node read before the host job".into(),
+                None,
+                None,
+            );
+        };
+        if unschedulable(&node) {
+            let Some(record) = self.progress.as_mut() else {
+                return self.fail(
+                    UpgradeStep::Drain,
+                    "internal: no record before the host job".into(),
+                    None,
+                    None,
+                );
+            };
+            record.host_boot_id = Some(boot_id(&node).to_string());
+            let changes = vec![NodeChange::set_annotation(
+                IN_PROGRESS,
+                records::value(&*record),
+            )];
+            let rv = records::rv(&node);
+            return self.go(At::Launching, marks, Intent::Launch { rv, changes });
         }
+        marks.push(Mark::Note(format!(
+            "it was uncordoned{} while drained: cordoning it again and draining it again",
+            uncordoned_by(&node)
+        )));
+        self.recordon(node, marks)
+    }
+
+    /// The node changed between the drain and the host Job (a Conflict at Launch): drain it
+    /// again (cordoned again first if someone uncordoned it), at most [`DRAIN_ROUNDS`] times.
+    fn changed(&mut self, node: Box<Node>) -> Step {
+        self.redrains += 1;
+        if self.redrains > DRAIN_ROUNDS {
+            let why = if unschedulable(&node) {
+                "it kept changing".to_string()
+            } else {
+                format!("it kept being uncordoned{}", uncordoned_by(&node))
+            };
+            self.node = Some(node);
+            return self.fail(
+                UpgradeStep::Drain,
+                format!(
+                    "{why} between the drain and the host job ({DRAIN_ROUNDS} drains again); \
+                     the host upgrade was not started"
+                ),
+                None,
+                None,
+            );
+        }
+        if !unschedulable(&node) {
+            let marks = vec![Mark::Note(format!(
+                "it was uncordoned{} after the drain: cordoning it again and draining it again \
+                 before the host job",
+                uncordoned_by(&node)
+            ))];
+            return self.recordon(node, marks);
+        }
+        let marks = vec![Mark::Note(
+            "it changed after the drain (a reboot, a write): draining it again before the host \
+             job"
+            .into(),
+        )];
+        self.node = Some(node);
+        self.drain(marks)
+    }
+
+    /// Cordons `node` again (we cordoned it now, so we uncordon it at the end), then drains it.
+    fn recordon(&mut self, node: Box<Node>, mut marks: Vec<Mark>) -> Step {
+        let Some(record) = self.progress.as_mut() else {
+            return self.fail(
+                UpgradeStep::Drain,
+                "internal: no record before the host job".into(),
+                None,
+                None,
+            );
+        };
+        record.cordoned = true;
+        record.epoch = self.epoch;
+        let changes = vec![
+            NodeChange::set_annotation(IN_PROGRESS, records::value(&*record)),
+            NodeChange::Cordon,
+        ];
+        let rv = records::rv(&node);
+        self.node = Some(node);
+        marks.push(Mark::Started(UpgradeStep::Cordon));
+        self.go(At::Marking, marks, Intent::Patch { rv, changes })
     }
 
     /// Drain, then the host Job, created (replacing a failed one we recorded).
@@ -540,10 +702,12 @@ impl NodeMachine {
     /// The Job of the host Job's name, if any: adopt it; or drain, then replace or create it.
     fn found(&mut self, job: Option<Box<Job>>) -> Step {
         let Some(job) = job else {
-            if self.has_rebooted() {
+            if self.ran_without_job() {
                 // The host step ran (its Job is gone, deleted by someone): wait for the node.
                 let marks = vec![Mark::Note(
-                    "rebooted since the upgrade started; not running it again".into(),
+                    "the host upgrade we launched ran (at the target on another boot, its job \
+                     gone); not running it again"
+                        .into(),
                 )];
                 let mut step = self.await_reboot();
                 step.marks.splice(0..0, marks);
@@ -577,12 +741,16 @@ impl NodeMachine {
         self.go(At::Hosting, marks, Intent::Host { adopt: Some(uid) })
     }
 
-    fn await_reboot(&mut self) -> Step {
-        let boot_id = self
-            .progress
+    /// The boot the host upgrade started on: read at Launch (an older record: when we started).
+    fn launched_boot(&self) -> &str {
+        self.progress
             .as_ref()
-            .map(|p| p.boot_id.clone())
-            .unwrap_or_default();
+            .map(|p| p.host_boot_id.as_deref().unwrap_or(&p.boot_id))
+            .unwrap_or_default()
+    }
+
+    fn await_reboot(&mut self) -> Step {
+        let boot_id = self.launched_boot().to_string();
         self.go(
             At::Rebooting,
             vec![Mark::Started(UpgradeStep::Reboot)],
@@ -600,13 +768,17 @@ impl NodeMachine {
         if let Some(n) = node {
             self.node = Some(n);
         }
+        if gone {
+            return self.fail(
+                UpgradeStep::Reboot,
+                "the node was deleted from the cluster while it rebooted".into(),
+                None,
+                None,
+            );
+        }
         if !met {
-            let before = self
-                .progress
-                .as_ref()
-                .map(|p| p.boot_id.as_str())
-                .unwrap_or_default();
-            let why = match self.node.as_deref().filter(|_| !gone) {
+            let before = self.launched_boot();
+            let why = match self.node.as_deref() {
                 None => "the node no longer exists".to_string(),
                 Some(n) if boot_id(n) == before && !ready(n) => {
                     format!("it went NotReady and did not come back (bootID {before} unchanged)")
@@ -701,11 +873,18 @@ impl NodeMachine {
     fn step_of(&self, at: &At) -> UpgradeStep {
         match at {
             At::Inspect | At::Marking => UpgradeStep::Cordon,
-            At::Draining => UpgradeStep::Drain,
+            At::Draining | At::Launching => UpgradeStep::Drain,
             At::Finding | At::Hosting | At::Recording(_) | At::Deleting => UpgradeStep::Upgrade,
             At::Rebooting => UpgradeStep::Reboot,
             At::Checking => UpgradeStep::Health,
             At::Finishing | At::Over => UpgradeStep::Uncordon,
         }
     }
+}
+
+/// ` (by <manager>)` when the Node's `managedFields` name who wrote it last, else nothing.
+fn uncordoned_by(node: &Node) -> String {
+    records::last_manager(node)
+        .map(|m| format!(" (the node's last writer, by its managedFields: {m})"))
+        .unwrap_or_default()
 }

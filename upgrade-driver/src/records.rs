@@ -3,7 +3,7 @@
 //!
 //! | annotation | written | says |
 //! |---|---|---|
-//! | [`IN_PROGRESS`] | with the cordon, in one write | we started this node: toward which target, at which `bootID`, under which Lease epoch, and whether *we* cordoned it |
+//! | [`IN_PROGRESS`] | with the cordon, in one write; again right before the host Job is created, under the node's resourceVersion, with the `bootID` read then | we started this node: toward which target, at which `bootID`, under which Lease epoch, whether *we* cordoned it, and the boot the host Job starts on |
 //! | [`HOST_JOB`] | once the host Job's result is read, before the Job is deleted | the host Job's UID and exit code: a succeeded host step is never run again; a failed one is retried by replacing exactly that Job |
 //! | [`DONE`] | with the uncordon, in one write that also removes the two above | the node is at the target, since when |
 //!
@@ -28,9 +28,19 @@ pub const DONE: &str = "stratum.ciq.com/upgrade-done";
 pub struct InProgress {
     /// The target version.
     pub target: String,
-    /// The node's `bootID` when we started: a different one means it rebooted since.
+    /// The node's `bootID` when we started.
     #[serde(rename = "bootID")]
     pub boot_id: String,
+    /// The node's `bootID` read right before the host Job was created, written (under the
+    /// node's resourceVersion) before it is: the boot the upgrade's reboot ends. A reboot
+    /// before it (a node that rebooted by itself during the drain) says nothing about the
+    /// upgrade. Absent until the host Job is about to be created.
+    #[serde(
+        rename = "hostBootID",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub host_boot_id: Option<String>,
     /// The Lease epoch under which we started.
     pub epoch: i32,
     /// Whether we cordoned it (so only then do we uncordon it).
@@ -112,6 +122,18 @@ pub fn unschedulable(node: &Node) -> bool {
         .as_ref()
         .and_then(|s| s.unschedulable)
         .unwrap_or(false)
+}
+
+/// The field manager that wrote `node` last, by its `managedFields` (the entry with the latest
+/// time), if the apiserver recorded any: who most likely uncordoned it.
+pub fn last_manager(node: &Node) -> Option<&str> {
+    node.metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|f| f.manager.is_some())
+        .max_by_key(|f| f.time.as_ref().map(|t| t.0))
+        .and_then(|f| f.manager.as_deref())
 }
 
 /// The node's name.

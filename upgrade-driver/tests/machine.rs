@@ -62,6 +62,7 @@ fn ours(cordoned: bool) -> (&'static str, String) {
     let record = InProgress {
         target: TARGET.into(),
         boot_id: "boot-1".into(),
+        host_boot_id: None,
         epoch: 3,
         cordoned,
     };
@@ -119,11 +120,20 @@ fn marked(health: bool) -> NodeMachine {
     m
 }
 
+/// Drained, `m` launches (our record with the boot read now, under the node's rv), and the
+/// launch write is answered: the host Job is next.
+fn launched(m: &mut NodeMachine) {
+    let step = m.step(Obs::Drained(Ok(Drained::default())));
+    assert!(matches!(step.intent, Intent::Launch { .. }), "{step:?}");
+    let step = m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
+    assert_eq!(step.intent, Intent::Host { adopt: None });
+}
+
 /// A machine whose host Job (uid `j`) succeeded, recorded and deleted: awaiting the reboot.
 fn rebooting(health: bool) -> NodeMachine {
     let mut m = marked(health);
     m.step(Obs::Job(None));
-    m.step(Obs::Drained(Ok(Drained::default())));
+    launched(&mut m);
     m.step(Obs::Host(Ok(report("j", 0, "upgraded\n"))));
     m.step(Obs::Node(node(
         "v1.37.2",
@@ -170,6 +180,7 @@ fn a_schedulable_node_is_marked_ours_and_cordoned_in_one_write() {
     let record = InProgress {
         target: TARGET.into(),
         boot_id: "boot-1".into(),
+        host_boot_id: None,
         epoch: EPOCH,
         cordoned: true,
     };
@@ -225,6 +236,7 @@ fn a_node_of_ours_toward_another_target_starts_again_from_this_boot() {
     let old = InProgress {
         target: "v1.37.9".into(),
         boot_id: "boot-0".into(),
+        host_boot_id: None,
         epoch: 1,
         cordoned: true,
     };
@@ -276,11 +288,13 @@ fn no_host_job_drains_then_creates_one() {
         ..Drained::default()
     };
     let step = m.step(Obs::Drained(Ok(drained)));
-    assert_eq!(step.intent, Intent::Host { adopt: None });
+    assert!(matches!(step.intent, Intent::Launch { .. }), "{step:?}");
     assert!(
         step.marks
             .contains(&Mark::Evicted(vec!["default/web-1".into()]))
     );
+    let step = m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
+    assert_eq!(step.intent, Intent::Host { adopt: None });
 }
 
 #[test]
@@ -314,29 +328,132 @@ fn a_failed_host_job_we_recorded_is_replaced_after_a_drain() {
         m.step(Obs::Job(Some(job("j", Some("Failed"))))).intent,
         Intent::Drain
     );
+    launched(&mut m);
+}
+
+/// Our record as Launch wrote it: the host Job was about to start on `host_boot`.
+fn launched_record(host_boot: &str) -> (&'static str, String) {
+    let record = InProgress {
+        target: TARGET.into(),
+        boot_id: "boot-1".into(),
+        host_boot_id: Some(host_boot.into()),
+        epoch: 3,
+        cordoned: true,
+    };
+    (IN_PROGRESS, value(&record))
+}
+
+#[test]
+fn no_host_job_on_a_launched_node_at_the_target_on_another_boot_waits_for_it_instead() {
+    let mut m = NodeMachine::new(&plan(false), EPOCH);
+    m.start(node(
+        "v1.38.0",
+        "boot-3",
+        true,
+        &[launched_record("boot-2")],
+    ));
     assert_eq!(
-        m.step(Obs::Drained(Ok(Drained::default()))).intent,
-        Intent::Host { adopt: None }
+        m.step(Obs::Job(None)).intent,
+        Intent::WaitReboot {
+            boot_id: "boot-2".into()
+        }
     );
 }
 
 #[test]
-fn no_host_job_on_a_node_that_rebooted_since_we_started_waits_for_it_instead() {
+fn a_node_that_rebooted_by_itself_is_no_evidence_the_upgrade_ran() {
+    // Rebooted since we started it (boot-1 -> boot-2), no host Job, never launched: a reboot
+    // alone says nothing; it is drained and upgraded, and the reboot awaited is boot-2's end.
     let mut m = NodeMachine::new(&plan(false), EPOCH);
     m.start(node("v1.37.2", "boot-2", true, &[ours(true)]));
+    assert_eq!(m.step(Obs::Job(None)).intent, Intent::Drain);
+    let step = m.step(Obs::Drained(Ok(Drained::default())));
+    let Intent::Launch { changes, .. } = step.intent else {
+        panic!("{step:?}")
+    };
+    assert!(
+        matches!(&changes[0], NodeChange::SetAnnotation { value, .. } if value.contains(r#""hostBootID":"boot-2""#)),
+        "{changes:?}"
+    );
+    let step = m.step(Obs::Node(node("v1.37.2", "boot-2", true, &[ours(true)])));
+    assert_eq!(step.intent, Intent::Host { adopt: None });
+    m.step(Obs::Host(Ok(report("j", 0, ""))));
+    m.step(Obs::Node(node("v1.37.2", "boot-2", true, &[])));
     assert_eq!(
-        m.step(Obs::Job(None)).intent,
+        m.step(Obs::Deleted).intent,
         Intent::WaitReboot {
-            boot_id: "boot-1".into()
+            boot_id: "boot-2".into()
         }
     );
+    // Launched on boot-2 but still at the old version on boot-3: not evidence either.
+    let mut m = NodeMachine::new(&plan(false), EPOCH);
+    m.start(node(
+        "v1.37.2",
+        "boot-3",
+        true,
+        &[launched_record("boot-2")],
+    ));
+    assert_eq!(m.step(Obs::Job(None)).intent, Intent::Drain);
+}
+
+#[test]
+fn a_node_uncordoned_after_the_drain_is_cordoned_and_drained_again_before_the_host_job() {
+    let mut m = marked(false);
+    m.step(Obs::Job(None));
+    let step = m.step(Obs::Drained(Ok(Drained::default())));
+    assert!(matches!(step.intent, Intent::Launch { .. }));
+    // The launch write conflicts: someone uncordoned the node meanwhile.
+    let step = m.step(Obs::Changed(node(
+        "v1.37.2",
+        "boot-1",
+        false,
+        &[ours(true)],
+    )));
+    let Intent::Patch { changes, .. } = step.intent else {
+        panic!("{step:?}")
+    };
+    assert!(changes.contains(&NodeChange::Cordon), "{changes:?}");
+    assert!(
+        step.marks
+            .iter()
+            .any(|m| matches!(m, Mark::Note(n) if n.contains("uncordoned")))
+    );
+    assert_eq!(
+        m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])))
+            .intent,
+        Intent::FindJob
+    );
+    assert_eq!(m.step(Obs::Job(None)).intent, Intent::Drain);
+    launched(&mut m);
+}
+
+#[test]
+fn a_node_changed_after_the_drain_is_drained_again_and_fails_after_the_rounds() {
+    let mut m = marked(false);
+    m.step(Obs::Job(None));
+    m.step(Obs::Drained(Ok(Drained::default())));
+    for _ in 0..upgrade_driver::DRAIN_ROUNDS {
+        let step = m.step(Obs::Changed(node("v1.37.2", "boot-1", true, &[ours(true)])));
+        assert_eq!(step.intent, Intent::Drain, "{step:?}");
+        let step = m.step(Obs::Drained(Ok(Drained::default())));
+        assert!(matches!(step.intent, Intent::Launch { .. }), "{step:?}");
+    }
+    let (step, message, _) = failed_at(m.step(Obs::Changed(node(
+        "v1.37.2",
+        "boot-1",
+        false,
+        &[ours(true)],
+    ))));
+    assert_eq!(step, UpgradeStep::Drain);
+    assert!(message.contains("uncordoned"), "{message}");
+    assert!(message.contains("not started"), "{message}");
 }
 
 #[test]
 fn a_host_result_is_recorded_before_its_job_is_deleted() {
     let mut m = marked(false);
     m.step(Obs::Job(None));
-    m.step(Obs::Drained(Ok(Drained::default())));
+    launched(&mut m);
     let step = m.step(Obs::Host(Ok(report("j", 0, "ok\n"))));
     assert_eq!(
         step.intent,
@@ -360,7 +477,7 @@ fn a_host_result_is_recorded_before_its_job_is_deleted() {
 fn a_failed_host_step_is_recorded_then_fails_the_node_with_its_exit_code_and_log_tail() {
     let mut m = marked(false);
     m.step(Obs::Job(None));
-    m.step(Obs::Drained(Ok(Drained::default())));
+    launched(&mut m);
     let log: String = (1..=30).map(|i| format!("line {i}\n")).collect();
     let step = m.step(Obs::Host(Ok(report("j", 3, &log))));
     assert!(matches!(step.intent, Intent::Patch { ref changes, .. } if changes.len() == 1));
@@ -388,7 +505,7 @@ fn a_drain_or_host_error_fails_the_node_at_that_step() {
 
     let mut m = marked(false);
     m.step(Obs::Job(None));
-    m.step(Obs::Drained(Ok(Drained::default())));
+    launched(&mut m);
     let (step, _, code) = failed_at(m.step(Obs::Host(Err("timed out".into()))));
     assert_eq!((step, code), (UpgradeStep::Upgrade, None));
 }
@@ -428,7 +545,7 @@ fn a_node_we_did_not_cordon_is_not_uncordoned() {
     m.start(node("v1.37.2", "boot-1", true, &[]));
     m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[])));
     m.step(Obs::Job(None));
-    m.step(Obs::Drained(Ok(Drained::default())));
+    launched(&mut m);
     m.step(Obs::Host(Ok(report("j", 0, ""))));
     m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[])));
     m.step(Obs::Deleted);
@@ -464,7 +581,7 @@ fn back_at_the_old_version_or_not_back_at_all_fails_at_reboot() {
         node: None,
         met: false,
     }));
-    assert!(message.contains("no longer exists"), "{message}");
+    assert!(message.contains("deleted from the cluster"), "{message}");
 }
 
 #[test]

@@ -1,0 +1,385 @@
+//! The upgrade under hostile actors, one by one: a person or a machine changes the cluster
+//! while a roll is in flight, through the fake's public actor API, and each documented promise
+//! still holds. Each test is named after what the actor does and what the driver must do (the
+//! numbered items of the hostile-actors issue); the seeded actor soak (`tests/actors.rs`) draws
+//! them together.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nodejob_conformance::workloads::{budget, deployment};
+use nodejob_core::{Clock, NodeChange, Verb};
+use nodejob_fake::FakeCluster;
+use support::*;
+use upgrade_driver::records::{self, IN_PROGRESS, InProgress};
+use upgrade_driver::{NodeResult, Outcome, PlanSpec, Progress, Report, UpgradeStep, run};
+
+/// The Pods on `node` a drain would evict: not ended, not being deleted, not a DaemonSet's,
+/// not a Job's (the host Job itself).
+fn evictable_on(fake: &FakeCluster, node: &str) -> Vec<String> {
+    fake.pods_on(node)
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| {
+            let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+            !matches!(phase, Some("Succeeded" | "Failed"))
+        })
+        .filter(|p| {
+            !p.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.kind == "DaemonSet" || o.kind == "Job")
+        })
+        .map(|p| {
+            let ns = p.metadata.namespace.unwrap_or_default();
+            format!("{ns}/{}", p.metadata.name.unwrap_or_default())
+        })
+        .collect()
+}
+
+/// What the cluster looked like right before the first host Job was created on `node`:
+/// whether the node was cordoned, and the evictable Pods on it.
+type AtHostJob = Arc<Mutex<Option<(bool, Vec<String>)>>>;
+
+fn check_at_host_job(fake: &FakeCluster, node: &'static str) -> AtHostJob {
+    let seen: AtHostJob = Arc::default();
+    let out = seen.clone();
+    fake.before(Verb::CreateJob, move |c| {
+        let cordoned = c.node(node).is_some_and(|n| records::unschedulable(&n));
+        *out.lock().unwrap() = Some((cordoned, evictable_on(c, node)));
+    });
+    seen
+}
+
+fn only(nodes: &[&str]) -> PlanSpec {
+    let mut spec = plan_spec();
+    spec.nodes = nodes.iter().map(|n| n.to_string()).collect();
+    spec
+}
+
+fn node_result(report: &Report, node: &str) -> NodeResult {
+    (report.node(node).and_then(|n| n.result.clone()))
+        .unwrap_or_else(|| panic!("{node} has no result: {report:#?}"))
+}
+
+fn notes(events: &Events) -> Vec<String> {
+    (events.all().into_iter())
+        .filter_map(|e| match e {
+            Progress::Note { message, .. } => Some(message),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Two workers `z-0` and `z-1` (no control plane), `z-1` cordoned by someone else, and one
+/// `web` replica: on `z-0`, and with nowhere else to go, so a replacement lands on `z-0`
+/// whenever it is schedulable.
+async fn one_place(seed: u64) -> (Arc<FakeCluster>, Vec<String>) {
+    let (fake, names) = cluster(seed, 0, &[("z", 2)], 0);
+    fake.patch_node_now("z-1", &[NodeChange::Cordon]).unwrap();
+    let label = (WORKER.0.to_string(), WORKER.1.to_string());
+    fake.create_deployment_now(&deployment("default", "web", 1, &label))
+        .unwrap();
+    fake.sleep(Duration::from_secs(30)).await;
+    assert_eq!(evictable_on(&fake, "z-0").len(), 1);
+    (fake, names)
+}
+
+// --- 1. a person uncordons the node while it is drained -------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn an_uncordon_during_the_drain_is_cordoned_and_drained_again_before_the_host_job() {
+    let (fake, names) = one_place(101).await;
+    // The person uncordons z-0 right before the drain's first eviction: the evicted Pod's
+    // replacement lands on it again.
+    fake.before(Verb::EvictPod, |c| {
+        c.patch_node_now("z-0", &[NodeChange::Uncordon]).unwrap();
+    });
+    let seen = check_at_host_job(&fake, "z-0");
+    let events = Arc::new(Events::default());
+    let api = harness(fake.clone(), names, 1);
+    let report = run(&api, &plan(only(&["z-0"])), events.clone())
+        .await
+        .unwrap();
+
+    assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
+    let (cordoned, evictable) = seen.lock().unwrap().clone().expect("a host job");
+    assert!(cordoned, "the host job was created on a schedulable node");
+    assert!(
+        evictable.is_empty(),
+        "evictable pods at the host job: {evictable:?}"
+    );
+    // The replacement was evicted by the second drain.
+    let evicted = &report.node("z-0").unwrap().pods_evicted;
+    assert_eq!(evicted.len(), 2, "{evicted:?}");
+    assert!(
+        notes(&events).iter().any(|n| n.contains("uncordoned")),
+        "{:?}",
+        notes(&events)
+    );
+    assert_eq!(api.upgrades("z-0"), 1);
+    assert!(api.violations().is_empty(), "{:?}", api.violations());
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_uncordon_after_the_drain_is_cordoned_and_drained_again_before_the_host_job() {
+    let (fake, names) = one_place(102).await;
+    // The first node patch is the cordon; the second, right after the drain, is the write
+    // before the host Job. The person uncordons z-0 just before it: the Pending replacement
+    // lands on z-0.
+    fake.before(Verb::PatchNode, |_| {});
+    fake.before(Verb::PatchNode, |c| {
+        c.patch_node_now("z-0", &[NodeChange::Uncordon]).unwrap();
+    });
+    let seen = check_at_host_job(&fake, "z-0");
+    let events = Arc::new(Events::default());
+    let api = harness(fake.clone(), names, 1);
+    let report = run(&api, &plan(only(&["z-0"])), events.clone())
+        .await
+        .unwrap();
+
+    assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
+    let (cordoned, evictable) = seen.lock().unwrap().clone().expect("a host job");
+    assert!(cordoned, "the host job was created on a schedulable node");
+    assert!(
+        evictable.is_empty(),
+        "evictable pods at the host job: {evictable:?}"
+    );
+    assert!(
+        notes(&events).iter().any(|n| n.contains("uncordoned")),
+        "{:?}",
+        notes(&events)
+    );
+    assert_eq!(api.upgrades("z-0"), 1);
+    // We cordoned it again, so we uncordon it at the end.
+    assert!(!records::unschedulable(&fake.node("z-0").unwrap()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_uncordoned_after_every_drain_fails_at_drain_without_a_host_job() {
+    let (fake, names) = one_place(103).await;
+    // Uncordoned right before every write that would precede the host Job.
+    fake.before(Verb::PatchNode, |_| {});
+    for _ in 0..=upgrade_driver::DRAIN_ROUNDS {
+        fake.before(Verb::PatchNode, |c| {
+            c.patch_node_now("z-0", &[NodeChange::Uncordon]).unwrap();
+        });
+        // Its re-cordon passes.
+        fake.before(Verb::PatchNode, |_| {});
+    }
+    let api = harness(fake.clone(), names, 1);
+    let report = run(&api, &plan(only(&["z-0"])), upgrade_driver::quiet())
+        .await
+        .unwrap();
+    let NodeResult::Failed(failure) = node_result(&report, "z-0") else {
+        panic!("{report:#?}")
+    };
+    assert_eq!(failure.step, UpgradeStep::Drain);
+    assert!(
+        failure.message.contains("uncordoned"),
+        "{}",
+        failure.message
+    );
+    assert_eq!(api.upgrades("z-0"), 0, "no host upgrade started");
+    assert!(
+        fake.job(NS, &plan(only(&["z-0"])).job_name("z-0"))
+            .is_none()
+    );
+}
+
+// --- 2. a node reboots by itself during the drain ----------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn a_node_rebooting_by_itself_during_the_drain_is_upgraded_without_a_false_failure() {
+    let (fake, names) = one_place(104).await;
+    fake.before(Verb::EvictPod, |c| {
+        c.reboot_node("z-0").unwrap();
+    });
+    let api = harness(fake.clone(), names, 1);
+    let report = run(&api, &plan(only(&["z-0"])), upgrade_driver::quiet())
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
+    assert_eq!(node_result(&report, "z-0"), NodeResult::Upgraded);
+    assert_eq!(api.upgrades("z-0"), 1);
+    assert_eq!(kubelet_version(&fake.node("z-0").unwrap()), TARGET);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_rebooting_during_the_drain_then_a_crash_before_the_host_job_is_upgraded_by_the_rerun()
+ {
+    let (fake, names) = one_place(105).await;
+    fake.before(Verb::EvictPod, |c| {
+        c.reboot_node("z-0").unwrap();
+    });
+    let plan = plan(only(&["z-0"]));
+    let first = harness(fake.clone(), names.clone(), 1).crashing_at_verb(Verb::CreateJob, 0, false);
+    tokio::select! {
+        report = run(&first, &plan, upgrade_driver::quiet()) => {
+            panic!("the run ended before it created its host job: {report:#?}")
+        }
+        _ = first.crashed() => {}
+    }
+    // The Lease the crashed driver held expires; a rerun takes it over.
+    let second = harness(fake.clone(), names, 1);
+    for rerun in 0..2 {
+        let report = run(&second, &plan, upgrade_driver::quiet()).await.unwrap();
+        assert_eq!(report.outcome, Outcome::Done, "rerun {rerun}: {report:#?}");
+        assert_eq!(second.upgrades("z-0"), 1, "rerun {rerun}");
+    }
+    assert_eq!(kubelet_version(&fake.node("z-0").unwrap()), TARGET);
+    let node = fake.node("z-0").unwrap();
+    assert!(
+        records::read::<InProgress>(&node, IN_PROGRESS)
+            .unwrap()
+            .is_none()
+    );
+}
+
+// --- 3. the Lease lost while a host Job runs ---------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn a_lease_lost_while_the_host_job_runs_reports_the_node_interrupted_at_its_step() {
+    let (fake, names) = cluster(106, 0, &[("z", 3)], 0);
+    // Taken by another holder right as the first host Job is created.
+    fake.before(Verb::CreateJob, |c| {
+        c.steal_lease(NS, "nodejob", "another-driver").unwrap();
+    });
+    let api = harness(fake.clone(), names, 1);
+    let report = run(&api, &plan(plan_spec()), upgrade_driver::quiet())
+        .await
+        .unwrap();
+    let Outcome::Stopped { why } = &report.outcome else {
+        panic!("{report:#?}")
+    };
+    assert!(why.contains("another-driver"), "{why}");
+    let NodeResult::Interrupted { step, why } = node_result(&report, "z-0") else {
+        panic!("{report:#?}")
+    };
+    assert_eq!(step, UpgradeStep::Upgrade);
+    assert!(why.contains("Lease"), "{why}");
+    assert_eq!(
+        (report.totals.interrupted, report.totals.not_started),
+        (1, 2),
+        "{:?}",
+        report.totals
+    );
+}
+
+// --- 4. a drain that times out after evictions ---------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn a_drain_timing_out_after_evictions_reports_what_it_evicted_and_only_what_is_left() {
+    let (fake, names) = cluster(107, 0, &[("z", 2)], 0);
+    fake.patch_node_now("z-1", &[NodeChange::Cordon]).unwrap();
+    let label = (WORKER.0.to_string(), WORKER.1.to_string());
+    // Two `web` Pods free to go, one `db` Pod its budget never lets go.
+    fake.create_deployment_now(&deployment("default", "web", 2, &label))
+        .unwrap();
+    fake.create_deployment_now(&deployment("default", "db", 1, &label))
+        .unwrap();
+    fake.create_budget_now(&budget("default", "db", "db", 1))
+        .unwrap();
+    fake.sleep(Duration::from_secs(30)).await;
+    fake.patch_node_now("z-1", &[NodeChange::Uncordon]).unwrap();
+    let on_node = evictable_on(&fake, "z-0");
+    assert_eq!(on_node.len(), 3, "{on_node:?}");
+
+    let api = harness(fake.clone(), names, 2);
+    let report = run(&api, &plan(only(&["z-0"])), upgrade_driver::quiet())
+        .await
+        .unwrap();
+    let NodeResult::Failed(failure) = node_result(&report, "z-0") else {
+        panic!("{report:#?}")
+    };
+    assert_eq!(failure.step, UpgradeStep::Drain);
+    let evicted = &report.node("z-0").unwrap().pods_evicted;
+    assert_eq!(evicted.len(), 2, "{evicted:?}");
+    assert!(
+        evicted.iter().all(|p| p.starts_with("default/web-")),
+        "{evicted:?}"
+    );
+    let (_, left) = failure
+        .message
+        .split_once("pods left: ")
+        .unwrap_or_else(|| panic!("{}", failure.message));
+    assert!(
+        left.starts_with("default/db-") && !left.contains(','),
+        "{left}"
+    );
+    assert_eq!(report.totals.pods_evicted, 2);
+}
+
+// --- 5. a node deleted from the cluster ------------------------------------------------------------
+
+/// Arms the removal of `node` `after` the next call of `verb`, and answers when it happened.
+fn remove_after(
+    fake: &FakeCluster,
+    verb: Verb,
+    node: &'static str,
+    after: Duration,
+) -> Arc<Mutex<Option<Duration>>> {
+    let at: Arc<Mutex<Option<Duration>>> = Arc::default();
+    let out = at.clone();
+    fake.before(verb, move |c| {
+        let when = c.now() + after;
+        c.schedule(when, move |c| {
+            c.remove_node(node).unwrap();
+            *out.lock().unwrap() = Some(c.now());
+        });
+    });
+    at
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_deleted_while_it_reboots_ends_its_step_within_seconds() {
+    let (fake, names) = cluster(108, 0, &[("z", 2)], 0);
+    let mut host = fake.host("z-0").unwrap();
+    host.timing.reboot_time = Duration::from_secs(240);
+    fake.set_host("z-0", host).unwrap();
+    // The host Job is deleted once its result is recorded; the reboot wait follows.
+    let removed = remove_after(&fake, Verb::DeleteJob, "z-0", Duration::from_secs(10));
+    let api = harness(fake.clone(), names, 1);
+    let report = run(&api, &plan(only(&["z-0"])), upgrade_driver::quiet())
+        .await
+        .unwrap();
+    let NodeResult::Failed(failure) = node_result(&report, "z-0") else {
+        panic!("{report:#?}")
+    };
+    assert_eq!(failure.step, UpgradeStep::Reboot);
+    assert!(failure.message.contains("deleted"), "{}", failure.message);
+    let removed = removed.lock().unwrap().expect("removed");
+    let ended = fake.now();
+    assert!(
+        ended < removed + Duration::from_secs(5),
+        "ended at {ended:?}, the node removed at {removed:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_deleted_while_its_host_job_runs_ends_its_step_when_the_pod_gc_fails_the_pod() {
+    let (fake, names) = cluster(109, 0, &[("z", 2)], 0);
+    let mut host = fake.host("z-0").unwrap();
+    host.timing.upgrade_time = Duration::from_secs(600);
+    fake.set_host("z-0", host).unwrap();
+    let removed = remove_after(&fake, Verb::CreateJob, "z-0", Duration::from_secs(10));
+    let api = harness(fake.clone(), names, 1);
+    let report = run(&api, &plan(only(&["z-0"])), upgrade_driver::quiet())
+        .await
+        .unwrap();
+    let NodeResult::Failed(failure) = node_result(&report, "z-0") else {
+        panic!("{report:#?}")
+    };
+    assert_eq!(failure.step, UpgradeStep::Upgrade, "{failure:?}");
+    let removed = removed.lock().unwrap().expect("removed");
+    let ended = fake.now();
+    // The pod garbage collector's quarantine (40 s), then the Job controller: not the Job's
+    // deadline (600 s) nor the upgrade's time.
+    assert!(
+        ended < removed + Duration::from_secs(60),
+        "ended at {ended:?}, the node removed at {removed:?}"
+    );
+}
