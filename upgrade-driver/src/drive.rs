@@ -90,7 +90,26 @@ where
     A: JobApi + NodeApi + PodApi + LeaseApi + ?Sized,
 {
     let started = api.now();
-    let nodes = select_nodes(api, plan).await?;
+    let mut nodes = select_nodes(api, plan).await?;
+    // Nodes an earlier run started and left in flight (cordoned, drained, maybe mid-upgrade)
+    // are carried on whatever the selection says now: a node relabelled out of it, or a plan
+    // that names other nodes, must not leave one cordoned by us and unnamed.
+    let selected: BTreeSet<String> = nodes.iter().map(|n| records::name(n).to_string()).collect();
+    let all = retry(api, || api.list_nodes(""))
+        .await
+        .map_err(|cause| Error::Reading {
+            what: "the nodes (for those an earlier run left in flight)".into(),
+            cause,
+        })?;
+    let carried: Vec<Node> = all
+        .into_iter()
+        .filter(|n| !selected.contains(records::name(n)) && ours_in_flight(n))
+        .collect();
+    let carried_names: Vec<String> = carried
+        .iter()
+        .map(|n| records::name(n).to_string())
+        .collect();
+    nodes.extend(carried);
     let spec = plan.spec();
     let config = spec.placement().lease_config();
     let claim = Claim {
@@ -126,6 +145,14 @@ where
     let slots = (report.nodes.iter().enumerate())
         .map(|(i, n)| (n.name.clone(), i))
         .collect();
+    for name in &carried_names {
+        progress.event(&Progress::note(
+            name,
+            "carried on: an earlier run left it in flight, though the plan does not select it \
+             now"
+            .to_string(),
+        ));
+    }
     let run = Run {
         api,
         plan,
@@ -199,23 +226,31 @@ where
                     return self.stopping(why, failed);
                 }
                 // The nodes as they are now: skip those at the target, count the unavailable.
-                let nodes = match select_nodes(self.api, self.plan).await {
+                let (nodes, selected) = match self.current(&plan_names).await {
                     Ok(nodes) => nodes,
-                    Err(e) => return self.stopping(e.to_string(), failed),
+                    Err(e) => return self.stopping(e, failed),
                 };
                 let by_name: BTreeMap<&str, &Node> =
                     nodes.iter().map(|n| (records::name(n), n)).collect();
                 queue.retain(|name| {
                     let Some(&node) = by_name.get(name.as_str()) else {
-                        self.finish_node(
-                            name,
-                            NodeResult::Skipped {
-                                why: "no longer selected (deleted or relabelled)".into(),
-                            },
-                            None,
-                        );
+                        let why = "deleted from the cluster".to_string();
+                        self.progress.event(&Progress::NodeSkipped {
+                            node: name.clone(),
+                            why: why.clone(),
+                        });
+                        self.finish_node(name, NodeResult::Skipped { why }, None);
                         return false;
                     };
+                    if !selected.contains(name) && !ours_in_flight(node) {
+                        let why = "no longer selected (relabelled)".to_string();
+                        self.progress.event(&Progress::NodeSkipped {
+                            node: name.clone(),
+                            why: why.clone(),
+                        });
+                        self.finish_node(name, NodeResult::Skipped { why }, Some(node));
+                        return false;
+                    }
                     match at_target(self.plan, node) {
                         Some(why) => {
                             self.progress.event(&Progress::NodeSkipped {
@@ -329,6 +364,28 @@ where
             return self.failed_outcome();
         }
         Outcome::Done
+    }
+
+    /// The plan's nodes as they are now: those the plan selects, and those of `plan_names` it
+    /// no longer selects that still exist (relabelled; each read by name: ours in flight are
+    /// carried on, and all count toward the unavailable). Also answers the names selected.
+    async fn current(
+        &self,
+        plan_names: &BTreeSet<String>,
+    ) -> Result<(Vec<Node>, BTreeSet<String>), String> {
+        let mut nodes = select_nodes(self.api, self.plan)
+            .await
+            .map_err(|e| e.to_string())?;
+        let selected: BTreeSet<String> =
+            nodes.iter().map(|n| records::name(n).to_string()).collect();
+        for name in plan_names.difference(&selected) {
+            match get_node(self.api, name).await {
+                Ok(node) => nodes.push(node),
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(format!("reading node {name}: {e}")),
+            }
+        }
+        Ok((nodes, selected))
     }
 
     /// Waits until `name` is Ready, at most the reboot timeout; whatever the answer, the caller
@@ -446,7 +503,7 @@ where
             let fenced = matches!(
                 step.intent,
                 Intent::Patch { .. }
-                    | Intent::Launch { .. }
+                    | Intent::Guarded { .. }
                     | Intent::Drain
                     | Intent::Host { adopt: None }
                     | Intent::DeleteJob { .. }
@@ -538,10 +595,11 @@ where
                         })),
                     }
                 }
-                Intent::Launch { rv, changes } => {
+                Intent::Guarded { rv, changes } => {
                     match retry(api, || api.patch_node(name, &rv, &changes)).await {
                         Ok(node) => {
                             last = Some(node.clone());
+                            machine.set_now(api.wall_time().to_string());
                             Observation::Node(Box::new(node))
                         }
                         Err(e) if e.is_conflict() => match get_node(api, name).await {
@@ -673,6 +731,14 @@ where
             );
         }
     }
+}
+
+/// Whether an upgrade run started `node` and has not finished it (our in-progress record).
+pub(crate) fn ours_in_flight(node: &Node) -> bool {
+    node.metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(IN_PROGRESS))
 }
 
 /// Whether we cordoned `node` (our in-progress record says so and it is cordoned).

@@ -102,13 +102,15 @@ pub enum Intent {
     },
     /// Drain the node (core's drain), fenced.
     Drain,
-    /// The write right before the host Job: `patch_node(node, rv, changes)` once, fenced. A
-    /// Conflict is not written again: the node is read again and answered as
-    /// [`Observation::Changed`].
-    Launch {
-        /// The resourceVersion of the node as last read, drained.
+    /// A write that holds only for the node as read: `patch_node(node, rv, changes)` once,
+    /// fenced. A Conflict is not written again: the node is read again and answered as
+    /// [`Observation::Changed`], for the machine to decide again. The write right before the
+    /// host Job (Launch: our record with the `bootID` read now, on the node as drained), and the
+    /// done record (on the node as read at the target).
+    Guarded {
+        /// The resourceVersion of the node the write was decided on.
         rv: String,
-        /// Our record with the `bootID` read now.
+        /// What to change, in one write.
         changes: Vec<NodeChange>,
     },
     /// `get_job` of the host Job's name.
@@ -143,7 +145,7 @@ pub enum Observation {
     Node(Box<Node>),
     /// The drain's result.
     Drained(Result<Drained, DrainFailed>),
-    /// A [`Intent::Launch`] met a Conflict: the node as read again.
+    /// An [`Intent::Guarded`] met a Conflict: the node as read again.
     Changed(Box<Node>),
     /// The Job of the host Job's name, if any.
     Job(Option<Box<Job>>),
@@ -283,6 +285,8 @@ pub struct NodeMachine {
     pending_failure: Option<Failure>,
     /// Drains begun again because the node changed before the host Job.
     redrains: u32,
+    /// Done records decided again because the node changed before they were written.
+    refinishes: u32,
 }
 
 impl NodeMachine {
@@ -300,6 +304,7 @@ impl NodeMachine {
             now: String::new(),
             pending_failure: None,
             redrains: 0,
+            refinishes: 0,
         }
     }
 
@@ -448,6 +453,7 @@ impl NodeMachine {
             (At::Checking, Observation::Health(Err(why))) => {
                 self.fail(UpgradeStep::Health, why, None, None)
             }
+            (At::Finishing, Observation::Changed(node)) => self.finish_again(node),
             (At::Finishing, Observation::Node(node)) => {
                 self.node = Some(node);
                 let message = if self.progress.as_ref().is_some_and(|p| p.cordoned) {
@@ -624,7 +630,7 @@ impl NodeMachine {
                 records::value(&*record),
             )];
             let rv = records::rv(&node);
-            return self.go(At::Launching, marks, Intent::Launch { rv, changes });
+            return self.go(At::Launching, marks, Intent::Guarded { rv, changes });
         }
         marks.push(Mark::Note(format!(
             "it was uncordoned{} while drained: cordoning it again and draining it again",
@@ -834,7 +840,39 @@ impl NodeMachine {
         changes.push(NodeChange::remove_annotation(HOST_JOB));
         marks.push(Mark::Started(UpgradeStep::Uncordon));
         let rv = self.rv();
-        self.go(At::Finishing, marks, Intent::Patch { rv, changes })
+        self.go(At::Finishing, marks, Intent::Guarded { rv, changes })
+    }
+
+    /// The node changed between the read that showed it at the target and the done record:
+    /// recorded done only if it still shows it (rebooted, Ready, at the target).
+    fn finish_again(&mut self, node: Box<Node>) -> Step {
+        self.refinishes += 1;
+        let reported = version(&node, &self.source).map(str::to_string);
+        let launched = self.launched_boot().to_string();
+        let still = reported
+            .as_deref()
+            .is_some_and(|v| same_version(v, &self.target))
+            && ready(&node)
+            && boot_id(&node) != launched;
+        self.node = Some(node);
+        if !still || self.refinishes > DRAIN_ROUNDS {
+            let why = if still {
+                "it kept changing".to_string()
+            } else {
+                format!(
+                    "it no longer shows {} rebooted and Ready (reports {})",
+                    self.target,
+                    reported.as_deref().unwrap_or("nothing")
+                )
+            };
+            return self.fail(
+                UpgradeStep::Uncordon,
+                format!("{why} when it was to be recorded done; the node stays cordoned"),
+                None,
+                None,
+            );
+        }
+        self.finish(Vec::new())
     }
 
     fn fail(

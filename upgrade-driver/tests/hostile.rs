@@ -383,3 +383,49 @@ async fn a_node_deleted_while_its_host_job_runs_ends_its_step_when_the_pod_gc_fa
         "ended at {ended:?}, the node removed at {removed:?}"
     );
 }
+
+// --- the selection changes under a node in flight -------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn a_node_relabelled_out_of_the_selection_while_in_flight_is_carried_on_by_the_next_run() {
+    let (fake, names) = cluster(110, 0, &[("z", 2)], 0);
+    let mut spec = plan_spec();
+    spec.selector = Some(format!("{}={}", WORKER.0, WORKER.1));
+    let plan = plan(spec);
+    // The driver crashes once its first host Job is created; then a person relabels that
+    // node out of the plan's selection.
+    let first = harness(fake.clone(), names.clone(), 1).crashing_at_verb(Verb::CreateJob, 0, true);
+    tokio::select! {
+        report = run(&first, &plan, upgrade_driver::quiet()) => panic!("no crash: {report:#?}"),
+        _ = first.crashed() => {}
+    }
+    let started: Vec<String> = names
+        .iter()
+        .filter(|n| {
+            fake.node(n).is_some_and(|n| {
+                records::read::<InProgress>(&n, IN_PROGRESS)
+                    .unwrap()
+                    .is_some()
+            })
+        })
+        .cloned()
+        .collect();
+    assert_eq!(started.len(), 1, "{started:?}");
+    let moved = started[0].clone();
+    fake.unlabel_node(&moved, WORKER.0).unwrap();
+
+    let events = Arc::new(Events::default());
+    let second = harness(fake.clone(), names.clone(), 1);
+    let report = run(&second, &plan, events.clone()).await.unwrap();
+    assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
+    assert_eq!(node_result(&report, &moved), NodeResult::Upgraded);
+    assert!(notes(&events).iter().any(|n| n.contains("carried on")));
+    let node = fake.node(&moved).unwrap();
+    assert!(!records::unschedulable(&node), "left cordoned");
+    assert!(
+        records::read::<InProgress>(&node, IN_PROGRESS)
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(second.upgrades(&moved), 1);
+}

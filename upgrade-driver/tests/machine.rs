@@ -124,7 +124,7 @@ fn marked(health: bool) -> NodeMachine {
 /// launch write is answered: the host Job is next.
 fn launched(m: &mut NodeMachine) {
     let step = m.step(Obs::Drained(Ok(Drained::default())));
-    assert!(matches!(step.intent, Intent::Launch { .. }), "{step:?}");
+    assert!(matches!(step.intent, Intent::Guarded { .. }), "{step:?}");
     let step = m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
     assert_eq!(step.intent, Intent::Host { adopt: None });
 }
@@ -288,7 +288,7 @@ fn no_host_job_drains_then_creates_one() {
         ..Drained::default()
     };
     let step = m.step(Obs::Drained(Ok(drained)));
-    assert!(matches!(step.intent, Intent::Launch { .. }), "{step:?}");
+    assert!(matches!(step.intent, Intent::Guarded { .. }), "{step:?}");
     assert!(
         step.marks
             .contains(&Mark::Evicted(vec!["default/web-1".into()]))
@@ -368,7 +368,7 @@ fn a_node_that_rebooted_by_itself_is_no_evidence_the_upgrade_ran() {
     m.start(node("v1.37.2", "boot-2", true, &[ours(true)]));
     assert_eq!(m.step(Obs::Job(None)).intent, Intent::Drain);
     let step = m.step(Obs::Drained(Ok(Drained::default())));
-    let Intent::Launch { changes, .. } = step.intent else {
+    let Intent::Guarded { changes, .. } = step.intent else {
         panic!("{step:?}")
     };
     assert!(
@@ -401,7 +401,7 @@ fn a_node_uncordoned_after_the_drain_is_cordoned_and_drained_again_before_the_ho
     let mut m = marked(false);
     m.step(Obs::Job(None));
     let step = m.step(Obs::Drained(Ok(Drained::default())));
-    assert!(matches!(step.intent, Intent::Launch { .. }));
+    assert!(matches!(step.intent, Intent::Guarded { .. }));
     // The launch write conflicts: someone uncordoned the node meanwhile.
     let step = m.step(Obs::Changed(node(
         "v1.37.2",
@@ -436,7 +436,7 @@ fn a_node_changed_after_the_drain_is_drained_again_and_fails_after_the_rounds() 
         let step = m.step(Obs::Changed(node("v1.37.2", "boot-1", true, &[ours(true)])));
         assert_eq!(step.intent, Intent::Drain, "{step:?}");
         let step = m.step(Obs::Drained(Ok(Drained::default())));
-        assert!(matches!(step.intent, Intent::Launch { .. }), "{step:?}");
+        assert!(matches!(step.intent, Intent::Guarded { .. }), "{step:?}");
     }
     let (step, message, _) = failed_at(m.step(Obs::Changed(node(
         "v1.37.2",
@@ -520,7 +520,7 @@ fn back_at_the_target_finishes_with_uncordon_done_and_our_records_removed_in_one
         node: Some(node("v1.38.0", "boot-2", true, &[])),
         met: true,
     });
-    let Intent::Patch { changes, .. } = step.intent else {
+    let Intent::Guarded { changes, .. } = step.intent else {
         panic!("{step:?}")
     };
     assert_eq!(
@@ -553,7 +553,7 @@ fn a_node_we_did_not_cordon_is_not_uncordoned() {
         node: Some(node("v1.38.0", "boot-2", true, &[])),
         met: true,
     });
-    let Intent::Patch { changes, .. } = step.intent else {
+    let Intent::Guarded { changes, .. } = step.intent else {
         panic!("{step:?}")
     };
     assert!(!changes.contains(&NodeChange::Uncordon));
@@ -596,7 +596,7 @@ fn the_health_check_gates_the_finish() {
     assert_eq!((step, code), (UpgradeStep::Health, Some(1)));
     assert!(matches!(
         m.step(Obs::Health(Ok(0))).intent,
-        Intent::Patch { .. }
+        Intent::Guarded { .. }
     ));
 }
 
@@ -630,4 +630,23 @@ fn job_names_are_pinned_per_node_and_target() {
     let a = Plan::build(PlanSpec::new("v1.38.0-k3s1")).unwrap();
     let b = Plan::build(PlanSpec::new("v1.38.0+k3s1")).unwrap();
     assert_ne!(a.job_name("n"), b.job_name("n"));
+}
+
+#[test]
+fn a_node_that_changed_version_before_the_done_record_is_not_recorded_done() {
+    let mut m = rebooting(false);
+    let step = m.step(Obs::Rebooted {
+        node: Some(node("v1.38.0", "boot-2", true, &[])),
+        met: true,
+    });
+    assert!(matches!(step.intent, Intent::Guarded { .. }), "{step:?}");
+    // Still at the target, rebooted and Ready: decided again on the new version.
+    let step = m
+        .clone()
+        .step(Obs::Changed(node("v1.38.0", "boot-2", true, &[])));
+    assert!(matches!(step.intent, Intent::Guarded { .. }), "{step:?}");
+    // Reporting another version now: not recorded done.
+    let (step, message, _) = failed_at(m.step(Obs::Changed(node("v1.37.2", "boot-2", true, &[]))));
+    assert_eq!(step, UpgradeStep::Uncordon);
+    assert!(message.contains("no longer shows"), "{message}");
 }
