@@ -496,12 +496,15 @@ impl NoteSink {
 }
 
 impl Sink for NoteSink {
+    /// Passes the note on, bounded as a quotation of host output ([`quote`]): the runner
+    /// quotes what a host or another actor wrote into its notes (a node's NotReady message),
+    /// and a progress event stays that size whatever they wrote.
     fn note(&self, note: &Note) {
         let message = match note.level {
             Level::Warn => format!("warning: {}", note.message),
             _ => note.message.clone(),
         };
-        (self.to)(&self.node, message);
+        (self.to)(&self.node, quote(&message));
     }
 }
 
@@ -680,10 +683,37 @@ pub async fn delete_job_of<A: JobApi + ?Sized>(
     ))
 }
 
-/// The last `lines` lines of `log`, as a report quotes a failed host step's log.
+/// The most characters of host output (a log, a status line, a field of it) that any message,
+/// report, progress event or Event quotes: [`quote`] and [`log_tail`] cut to it.
+pub const QUOTE_LIMIT: usize = 500;
+
+/// `text` as a message quotes host output: whole when it has at most [`QUOTE_LIMIT`]
+/// characters, else its first [`QUOTE_LIMIT`] and how many more were cut. Every quotation of
+/// what a host printed goes through this (or [`log_tail`]), so a host that prints a megabyte
+/// never makes a megabyte message, report or Event.
+pub fn quote(text: &str) -> String {
+    let mut chars = text.char_indices();
+    match chars.nth(QUOTE_LIMIT) {
+        None => text.to_string(),
+        Some((cut, _)) => {
+            let more = text[cut..].chars().count();
+            format!("{}… ({more} more characters)", &text[..cut])
+        }
+    }
+}
+
+/// The last `lines` lines of `log`, as a report quotes a failed host step's log, at most the
+/// last [`QUOTE_LIMIT`] characters of them (the end of a log says why it failed).
 pub fn log_tail(log: &str, lines: usize) -> String {
     let all: Vec<&str> = log.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
+    let tail = all[all.len().saturating_sub(lines)..].join("\n");
+    let count = tail.chars().count();
+    if count <= QUOTE_LIMIT {
+        return tail;
+    }
+    let skip = count - QUOTE_LIMIT;
+    let start = tail.char_indices().nth(skip).map_or(0, |(i, _)| i);
+    format!("({skip} characters before) …{}", &tail[start..])
 }
 
 /// `d` in whole milliseconds, as reports count durations.

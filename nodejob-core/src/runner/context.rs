@@ -14,6 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Preconditions;
 
 use super::protocol::{Intent, Mode, Observation, Policy, Report};
 use crate::api::ApiResult;
+use crate::drive::quote;
 use crate::error::{Action, ApiError, Error, ErrorKind, JobRef, ObjectKind, Operation, Result};
 use crate::spec::{Level, Note};
 use crate::status::not_ready_because;
@@ -145,8 +146,9 @@ impl Run {
     pub(super) fn node_state(&self, node: Option<&ApiResult<Box<Node>>>) -> String {
         let name = &self.job.node;
         match node {
+            // The Ready condition's message is the node's (its kubelet's): quoted.
             Some(Ok(node)) => not_ready_because(node)
-                .map(|why| format!("; node {name} is NotReady ({why})"))
+                .map(|why| format!("; node {name} is NotReady ({})", quote(&why)))
                 .unwrap_or_default(),
             Some(Err(e)) if e.is_not_found() => format!("; node {name} does not exist"),
             Some(Err(_)) | None => String::new(),

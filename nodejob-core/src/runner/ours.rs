@@ -24,6 +24,7 @@ use super::context::{Next, Retries, Run, rv_of, uid_of};
 use super::protocol::{Intent, Observation};
 use crate::POLL_INTERVAL;
 use crate::api::{ApiResult, Change};
+use crate::drive::quote;
 use crate::error::{Action, Error, ObjectKind};
 use crate::job::same_work;
 use crate::spec::{Level, Note};
@@ -342,9 +343,11 @@ impl Waiting {
                     Some(why) => vec![run.note(
                         Level::Warn,
                         format!(
-                            "the pod of {} is no longer ready: node {} is NotReady ({why}); \
+                            "the pod of {} is no longer ready: node {} is NotReady ({}); \
                              waiting for it until the bound",
-                            run.job, run.job.node
+                            run.job,
+                            run.job.node,
+                            quote(&why)
                         ),
                     )],
                     None => Vec::new(),
@@ -416,7 +419,7 @@ fn failed_create<'e>(events: &'e [Event], uid: &str) -> Option<&'e Event> {
 }
 
 fn pod_create_refused(run: &Run, event: &Event) -> Error {
-    let message = event.message.clone().unwrap_or_default();
+    let message = event.message.as_deref().unwrap_or_default();
     let hint = if message.contains("PodSecurity") {
         format!(
             "; the namespace's PodSecurity level refuses privileged pods: label it with \
@@ -429,7 +432,8 @@ fn pod_create_refused(run: &Run, event: &Event) -> Error {
     Error::PodCreateRefused {
         job: run.job.clone(),
         reason: "FailedCreate".to_string(),
-        message,
+        // Another actor's text (an admission plugin's, through the Job controller): quoted.
+        message: quote(message),
         hint,
     }
 }

@@ -18,6 +18,7 @@ use k8s_openapi::api::core::v1::Pod;
 use super::context::{Next, Retries, Run, exact, rv_of, uid_of};
 use super::protocol::{Intent, Mode, Observation, Report};
 use crate::LOG_LIMIT_BYTES;
+use crate::drive::quote;
 use crate::error::{Action, Error, ObjectKind};
 use crate::spec::Level;
 use crate::status::{
@@ -138,10 +139,15 @@ impl Reading {
             return Next::fail(run.internal("finished neither succeeded nor failed"));
         }
         let cond = failure_condition(&self.job);
+        // What another actor wrote (the Job controller, or whoever wrote the condition) is
+        // quoted as host output is: bounded, whatever its size.
         let reason = cond
-            .and_then(|c| c.reason.clone())
-            .unwrap_or_else(|| "Failed".to_string());
-        let message = cond.and_then(|c| c.message.clone()).unwrap_or_default();
+            .and_then(|c| c.reason.as_deref())
+            .map_or_else(|| "Failed".to_string(), quote);
+        let message = cond
+            .and_then(|c| c.message.as_deref())
+            .map(quote)
+            .unwrap_or_default();
 
         if JobConditionReason::parse(&reason) == Some(JobConditionReason::DeadlineExceeded) {
             // The Job controller deletes a Pod still running at the deadline: whatever its
@@ -164,7 +170,9 @@ impl Reading {
         let no_answer = match (answering, terminated) {
             (Some(pod), _) if disruption(pod).is_some() => NoAnswer::PodDeleted {
                 pod: pod_name.unwrap_or_default(),
-                cause: disruption(pod).map(|d| d.to_string()).unwrap_or_default(),
+                cause: disruption(pod)
+                    .map(|d| quote(&d.to_string()))
+                    .unwrap_or_default(),
             },
             // The Job said its Pod was being deleted while it ran: whatever it exited with,
             // and whether or not it is still there to read, is the kill's.
