@@ -10,8 +10,8 @@ use futures::future::join_all;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Node;
 use nodejob_core::drive::{
-    DriverEvent, Fence, NoteSink, Outcome, Stop, delete_job_of, fence_events, is_control_plane,
-    log_tail, millis, patch_node_again, retry, write_node_event,
+    DriverEvent, Fence, NoteSink, Outcome, Selecting, Stop, delete_job_of, fence_events,
+    is_control_plane, log_tail, millis, patch_node_again, retry, write_node_event,
 };
 use nodejob_core::lease::Claim;
 use nodejob_core::runner::{Mode, Policy, run_with};
@@ -235,15 +235,18 @@ where
         if let Err(outcome) = self.gate(Gate::Start, &statuses).await {
             return outcome;
         }
+        let mut finalizing = false;
         for phase in CaStep::PHASES {
             let gate = match phase {
                 CaStep::Issue => Some(Gate::BeforeIssue),
                 CaStep::Finalize => Some(Gate::BeforeFinalize),
                 _ => None,
             };
+            let pending = !self.pending(phase, order, &statuses).is_empty();
+            finalizing |= phase == CaStep::Finalize && pending;
             if gate.is_some()
                 && self.plan.spec().cluster_wide
-                && !self.pending(phase, order, &statuses).is_empty()
+                && pending
                 && let Err(outcome) = self.covers_cluster(order, phase).await
             {
                 return outcome;
@@ -263,6 +266,11 @@ where
             }
         }
         if let Err(outcome) = self.gate(Gate::AfterFinalize, &statuses).await {
+            return outcome;
+        }
+        // Nodes join a shared cluster at any time: one that joined while finalize ran has
+        // been through none of it, and the run is not done while it is there.
+        if finalizing && let Err(outcome) = self.none_joined(order).await {
             return outcome;
         }
         self.finish_all(NodeResult::Rotated);
@@ -343,6 +351,61 @@ where
             "run the rotation with every node of the cluster in its plan (no selector and no \
              nodes): it resumes from what the nodes report (stage may run on a subset: the \
              plan's nodes keep it)",
+        ))
+    }
+
+    /// After finalize, the last read of the run: the nodes it selected are still all the
+    /// selection has. The selection is listed again as the gates before issue and finalize
+    /// list it (every node of the cluster for a cluster-wide plan; else the plan's selector;
+    /// a plan that names its nodes and is not cluster-wide selects no other): a node in it that
+    /// the run did not select joined while the run went on, did not go through the rotation
+    /// (it may trust the old CA alone, which no node trusts any more), and is named, with a
+    /// Warning Event on it. A rerun takes it through every phase from what it reports.
+    async fn none_joined(&self, order: &Order) -> Result<(), Outcome> {
+        let spec = self.plan.spec();
+        let (listed, within) = match (spec.cluster_wide, &spec.selector) {
+            (true, _) => (every_node(self.api).await, "the cluster".to_string()),
+            (false, _) if !spec.nodes.is_empty() => return Ok(()),
+            (false, selector) => {
+                let selector = selector.as_deref().unwrap_or_default();
+                let listed = retry(self.api, || self.api.list_nodes(selector))
+                    .await
+                    .map_err(|cause| {
+                        Error::Selecting(Selecting::Listing {
+                            selector: selector.to_string(),
+                            cause,
+                        })
+                    });
+                (listed, format!("the plan's selection ({selector:?})"))
+            }
+        };
+        let listed = match listed {
+            Ok(nodes) => nodes,
+            Err(e) => {
+                return Err(self.cannot_go_on(
+                    format!("the nodes could not be listed after finalize: {e}"),
+                    "run the same rotation again: it resumes from what the nodes report",
+                ));
+            }
+        };
+        let joined = outside(&listed, &order.all());
+        if joined.is_empty() {
+            return Ok(());
+        }
+        let why = format!(
+            "{} joined {within} while the rotation ran and did not go through it (it may trust \
+             the old CA alone): the rotation is not done until every node trusts the new CA \
+             alone",
+            joined.join(", ")
+        );
+        for node in &joined {
+            self.event(node, EventType::Warning, CaStep::Finalize, &why)
+                .await;
+        }
+        Err(self.cannot_go_on(
+            why,
+            "run the same rotation again: it takes the nodes that joined through every phase \
+             from what they report, and runs no phase again on a node that passed it",
         ))
     }
 
@@ -865,7 +928,10 @@ where
     }
 
     /// After `issue`: the node goes NotReady (within the restart grace; a node that stays
-    /// Ready through it is taken as restarted), then Ready within the ready timeout.
+    /// Ready through it is taken as restarted), then Ready within the ready timeout. A node
+    /// deleted meanwhile ends the wait as the Node watch reports it (a `DELETED` event), not at
+    /// the bound: a deleted Node is not coming back Ready (a node that registers again under
+    /// the name is a new object, whose host the next run reads afresh).
     async fn wait_restart(&self, name: &str) -> Result<(), Failure> {
         let api = self.api;
         let spec = self.plan.spec();
@@ -873,27 +939,35 @@ where
         let wait = |since: Option<String>, t| async move {
             api.wait_node(name, since.as_deref(), t).await
         };
+        let deleted = || Failure {
+            step: CaStep::Issue,
+            message: format!(
+                "node {name} was deleted from the cluster while waiting for it to be Ready again                  after `carotate issue` restarted its components; its issue job is kept as the                  mark that issue began there"
+            ),
+            exit_code: None,
+            log_tail: None,
+        };
         if !spec.restart_grace.is_zero() {
-            let _ = watch_until(api, spec.restart_grace, From::Read, get, wait, |n| {
-                n.is_some_and(|n| !ready(n))
+            let restarted = watch_until(api, spec.restart_grace, From::Read, get, wait, |n| {
+                n.is_none_or(|n| !ready(n))
             })
             .await;
+            if let Ok(Until::Met(None)) = restarted {
+                return Err(deleted());
+            }
         }
         match watch_until(api, spec.ready_timeout, From::Read, get, wait, |n| {
-            n.is_some_and(ready)
+            n.is_none_or(ready)
         })
         .await
         {
-            Ok(Until::Met(_)) => Ok(()),
-            Ok(Until::TimedOut(node)) => Err(Failure {
+            Ok(Until::Met(Some(_))) => Ok(()),
+            Ok(Until::Met(None)) => Err(deleted()),
+            Ok(Until::TimedOut(_)) => Err(Failure {
                 step: CaStep::Issue,
                 message: format!(
-                    "node {name} {} within {}s of `carotate issue` restarting its components",
-                    if node.is_some() {
-                        "did not come back Ready"
-                    } else {
-                        "is gone"
-                    },
+                    "node {name} did not come back Ready within {}s of `carotate issue` \
+                     restarting its components",
                     spec.ready_timeout.as_secs()
                 ),
                 exit_code: None,
@@ -1007,22 +1081,26 @@ where
         }
     }
 
+    /// The run stops: the nodes that failed or disagree, each named with where. What each
+    /// says (which may quote its host) is in its result, not repeated here: the outcome stays
+    /// the size of the list, whatever a host printed.
     fn failed_outcome(&self) -> Outcome {
         let report = self.report.lock().unwrap();
         let named: Vec<String> = report
             .nodes
             .iter()
             .filter_map(|n| match &n.result {
-                Some(NodeResult::Failed(f)) => {
-                    Some(format!("{} ({}: {})", n.name, f.step, f.message))
-                }
-                Some(NodeResult::Disagrees { gate, what }) => {
-                    Some(format!("{} (gate {gate}: {what})", n.name))
+                Some(NodeResult::Failed(f)) => Some(format!("{} (failed at {})", n.name, f.step)),
+                Some(NodeResult::Disagrees { gate, .. }) => {
+                    Some(format!("{} (disagrees at the gate {gate})", n.name))
                 }
                 _ => None,
             })
             .collect();
-        let why = format!("stopped before the next phase: {}", named.join("; "));
+        let why = format!(
+            "stopped before the next phase: {}; each node's report says why",
+            named.join(", ")
+        );
         self.progress
             .event(&Progress::Stopping { why: why.clone() });
         Outcome::Failed {

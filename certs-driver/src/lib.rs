@@ -46,7 +46,8 @@
 //! 4. Before `issue` runs anywhere, list every node of the cluster (no selector): a node the
 //!    plan leaves out stops the run there (see *Guarantees*). `issue` (`carotate issue --ca
 //!    <new>`) on every node whose leaves the new CA does not issue, in the same order; after
-//!    each, the node restarts its components and must be Ready again within `ready_timeout`,
+//!    each, the node restarts its components and must be Ready again within `ready_timeout`
+//!    (a node deleted meanwhile fails its step as the Node watch reports it, named as deleted),
 //!    then its status is read and recorded on it ([`LAST_STATUS`]) before its issue Job is
 //!    deleted. Read every status again. Gate: every node's leaves chain to the new CA, and
 //!    `carotate verify --expect <new> --expect <old>…` (read with
@@ -55,7 +56,10 @@
 //! 5. Before `finalize` runs anywhere, the cluster is listed again, as before `issue`.
 //!    `finalize` (`carotate finalize --keep <new>`) on every node that trusts more than the
 //!    new CA. Read every status again. Gate: every node trusts exactly one CA, the new one,
-//!    which issues its leaves.
+//!    which issues its leaves. When finalize ran, the selection is listed once more (every
+//!    node of the cluster; for a plan not `cluster_wide`, its selector's): a node that joined
+//!    while the run went on has been through none of it, so the run fails naming it (a
+//!    Warning Event on it), never Done; a rerun takes it through every phase.
 //! 6. Each step is an Event on the Node (reason `NodejobCa<Step>`), a failure or a
 //!    disagreement a Warning. Release the Lease. The [`Report`] has every node's steps with
 //!    their durations, every gate with the fingerprints of every node side by side, and how

@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
+use nodejob_core::drive::quote;
 use serde::{Deserialize, Serialize};
 
 use crate::plan::Fingerprint;
@@ -102,9 +103,11 @@ impl CaStatus {
 pub struct StatusError {
     /// The node.
     pub node: String,
-    /// What it printed (the whole log, at most 500 characters of it).
+    /// What it printed: the whole log, as [`quote`] quotes host output (at most
+    /// [`QUOTE_LIMIT`](nodejob_core::drive::QUOTE_LIMIT) characters of it).
     pub line: String,
-    /// What is wrong with it.
+    /// What is wrong with it. It names a field rather than quoting it again (the line holds
+    /// it); what the JSON reader says of it is quoted as host output too.
     pub why: String,
 }
 
@@ -118,30 +121,39 @@ struct Wire {
 
 /// Reads what `carotate status` printed on `node`: exactly one line (a final newline aside)
 /// holding exactly the three fields, each fingerprint `sha256:` and 64 lowercase hex digits,
-/// no fingerprint trusted twice. Anything else is a [`StatusError`] quoting it.
+/// no fingerprint trusted twice. Anything else is a [`StatusError`] quoting it, once: a host
+/// that prints a megabyte makes a message of the quotation's size, not a megabyte.
 pub fn parse_status(node: &str, log: &str) -> Result<CaStatus, StatusError> {
     let fail = |why: String| StatusError {
         node: node.to_string(),
-        line: log.chars().take(500).collect(),
+        line: quote(log),
         why,
     };
     let line = log.strip_suffix('\n').unwrap_or(log);
     if line.contains('\n') {
         return Err(fail(format!("{} lines", line.lines().count())));
     }
-    let wire: Wire = serde_json::from_str(line).map_err(|e| fail(e.to_string()))?;
-    let fingerprint = |s: &str| {
-        Fingerprint::parse(s).ok_or_else(|| fail(format!("{s:?} is not a sha256: fingerprint")))
+    // serde_json's message may hold a value of the line (`unknown variant ...`): host output.
+    let wire: Wire = serde_json::from_str(line).map_err(|e| fail(quote(&e.to_string())))?;
+    // A field is named, not quoted again: the line quotes it (as much of it as is quoted).
+    let fingerprint = |field: &str, s: &str| {
+        Fingerprint::parse(s).ok_or_else(|| {
+            fail(format!(
+                "{field} is not a sha256: fingerprint ({} characters)",
+                s.chars().count()
+            ))
+        })
     };
     let mut trusted = BTreeSet::new();
-    for t in &wire.trusted {
-        if !trusted.insert(fingerprint(t)?) {
+    for (i, t) in wire.trusted.iter().enumerate() {
+        let fp = fingerprint(&format!("trusted[{i}]"), t)?;
+        if !trusted.insert(fp) {
             return Err(fail(format!("{t} is trusted twice")));
         }
     }
     Ok(CaStatus {
         phase: wire.phase,
         trusted,
-        issuer: fingerprint(&wire.issuer)?,
+        issuer: fingerprint("issuer", &wire.issuer)?,
     })
 }

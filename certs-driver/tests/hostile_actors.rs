@@ -1,0 +1,252 @@
+//! The rotation under other actors of a shared cluster, on the fake in paused time: a host
+//! that prints a megabyte, a node that joins while `finalize` runs, a node deleted while the
+//! driver waits for it.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use certs_driver::{CaStep, NodeResult, Outcome, PlanSpec, Progress, ProgressSink, quiet, run};
+use nodejob_core::Clock;
+use nodejob_core::drive::QUOTE_LIMIT;
+use nodejob_fake::FakeCluster;
+use nodejob_fake::stratum::Fault;
+use support::*;
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+/// A mebibyte: what a host prints in these tests.
+const MIB: usize = 1 << 20;
+
+/// The most bytes of any one text that quotes host output: one quotation (at most
+/// [`QUOTE_LIMIT`] characters, ASCII here, so as many bytes; with the escapes of the status
+/// line's quotes in `{:?}` and JSON, and its "… (N more characters)") and the sentence around
+/// it fit; a text that quotes twice, or the whole line, does not.
+const BOUND: usize = 2 * QUOTE_LIMIT;
+
+/// `text`'s size when it is within [`BOUND`], else why not.
+fn within(what: &str, text: &str) -> Result<(), String> {
+    if text.len() <= BOUND {
+        return Ok(());
+    }
+    let start: String = text.chars().take(200).collect();
+    Err(format!("{what}: {} bytes: {start}…", text.len()))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_one_mebibyte_host_field_is_quoted_within_the_limit() -> TestResult {
+    let ca = new_ca();
+    let (fake, _) = cluster(41, 1, 3);
+    // w-0's leaves chain to a "CA" of a mebibyte; w-1 trusts one. Both are what
+    // `carotate status` prints as it reads them, one JSON line.
+    let mut host = fake.host("w-0").ok_or("no w-0")?;
+    host.state.issuer = "x".repeat(MIB);
+    fake.set_host("w-0", host)?;
+    let mut host = fake.host("w-1").ok_or("no w-1")?;
+    host.state.trusted.insert("y".repeat(MIB));
+    fake.set_host("w-1", host)?;
+
+    let events = Arc::new(Events::default());
+    let report = run(
+        &harness(fake.clone()),
+        &plan(plan_spec(&ca)),
+        events.clone(),
+    )
+    .await?;
+
+    let Outcome::Failed { retry } = &report.outcome else {
+        return Err(format!("ended {:?}", report.outcome).into());
+    };
+    within("the retry text", retry)?;
+    assert!(retry.contains("w-0") && retry.contains("w-1"), "{retry}");
+    for (name, field) in [("w-0", "issuer"), ("w-1", "trusted[")] {
+        let node = report.node(name).ok_or("not in the report")?;
+        let failure = node.failure().ok_or(format!("{name} did not fail"))?;
+        assert_eq!(failure.step, CaStep::Status, "{name}");
+        assert!(failure.message.contains(&format!("node {name}")));
+        assert!(
+            failure.message.contains(field) && failure.message.contains("more characters"),
+            "{name}: the field is not named, or the line not quoted as cut: {}",
+            failure.message
+        );
+        within(&format!("{name}'s failure"), &failure.message)?;
+        within(
+            &format!("{name}'s log tail"),
+            failure.log_tail.as_deref().unwrap_or(""),
+        )?;
+    }
+    for event in events.all() {
+        within("a progress event", &serde_json::to_string(&event)?)?;
+    }
+    let written = fake.events(NS);
+    assert!(
+        written
+            .iter()
+            .any(|e| e.message.as_deref().is_some_and(|m| m.contains("w-0"))),
+        "no Event names w-0"
+    );
+    for event in written {
+        within("an Event", event.message.as_deref().unwrap_or(""))?;
+    }
+    Ok(())
+}
+
+/// A sink that adds node `name` to the cluster (labelled `label`, when given) as `finalize`
+/// starts, once.
+fn join_at_finalize(
+    fake: &Arc<FakeCluster>,
+    name: &'static str,
+    label: Option<(&'static str, &'static str)>,
+) -> Arc<dyn ProgressSink> {
+    let fake = fake.clone();
+    let joined = AtomicBool::new(false);
+    Arc::new(move |e: &Progress| {
+        let finalize = matches!(
+            e,
+            Progress::PhaseStarted {
+                phase: CaStep::Finalize,
+                ..
+            }
+        );
+        if finalize && !joined.swap(true, Ordering::SeqCst) {
+            fake.add_node(name).unwrap();
+            if let Some((key, value)) = label {
+                fake.label_node(name, key, value).unwrap();
+            }
+        }
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_joining_while_finalize_runs_is_named_and_the_rotation_is_not_done() -> TestResult {
+    let ca = new_ca();
+    let (fake, names) = cluster(42, 1, 2);
+    let sink = join_at_finalize(&fake, "w-9", None);
+    let report = run(&harness(fake.clone()), &plan(plan_spec(&ca)), sink).await?;
+    let Outcome::Failed { retry } = &report.outcome else {
+        return Err(format!("ended {:?} with w-9 on the old CA", report.outcome).into());
+    };
+    assert!(retry.contains("w-9"), "{retry}");
+    assert!(retry.contains("joined"), "{retry}");
+    let joined = fake.host_state("w-9").ok_or("no w-9")?;
+    assert!(!on_new_ca(&joined, &ca.fingerprint), "{joined:?}");
+    // The plan's nodes went through the rotation; none is blamed.
+    for name in &names {
+        let state = fake.host_state(name).ok_or("node gone")?;
+        assert!(on_new_ca(&state, &ca.fingerprint), "{name}: {state:?}");
+        let node = report.node(name).ok_or("not in the report")?;
+        assert!(
+            !matches!(
+                node.result,
+                Some(NodeResult::Failed(_) | NodeResult::Disagrees { .. })
+            ),
+            "{name} blamed: {:?}",
+            node.result
+        );
+    }
+    // The node that joined is told, on itself.
+    assert!(
+        fake.events(NS).iter().any(|e| {
+            e.involved_object.name.as_deref() == Some("w-9")
+                && e.type_.as_deref() == Some("Warning")
+        }),
+        "no Warning Event on w-9"
+    );
+
+    // Run again: the rotation takes the new node through every phase, and no other node again.
+    let again = run(&harness(fake.clone()), &plan(plan_spec(&ca)), quiet()).await?;
+    assert_eq!(again.outcome, Outcome::Done, "{again:#?}");
+    let joined = fake.host_state("w-9").ok_or("no w-9")?;
+    assert!(on_new_ca(&joined, &ca.fingerprint), "{joined:?}");
+    assert_eq!(phase_runs(&fake, "w-9"), [1, 1, 1, 0]);
+    for name in &names {
+        assert_eq!(phase_runs(&fake, name), [1, 1, 1, 0], "{name}");
+    }
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_joining_the_selection_while_finalize_runs_is_named() -> TestResult {
+    let ca = new_ca();
+    let (fake, _) = cluster(43, 1, 2);
+    // The plan's nodes are those labelled `trust=a` (a trust domain of their own), and a node
+    // of that label joins while finalize runs.
+    for name in ["cp-0", "w-0"] {
+        fake.label_node(name, "trust", "a")?;
+    }
+    let mut spec: PlanSpec = plan_spec(&ca);
+    spec.selector = Some("trust=a".into());
+    spec.cluster_wide = false;
+    let sink = join_at_finalize(&fake, "w-9", Some(("trust", "a")));
+    let report = run(&harness(fake.clone()), &plan(spec), sink).await?;
+    let Outcome::Failed { retry } = &report.outcome else {
+        return Err(format!("ended {:?} with w-9 on the old CA", report.outcome).into());
+    };
+    assert!(retry.contains("w-9"), "{retry}");
+    assert!(
+        !retry.contains("w-1"),
+        "w-1 is outside the selection: {retry}"
+    );
+    assert_eq!(phase_runs(&fake, "w-1"), [0; 4]);
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_deleted_while_awaited_ready_after_issue_fails_at_once_naming_the_deletion()
+-> TestResult {
+    let ca = new_ca();
+    let (fake, _) = cluster(44, 1, 2);
+    // w-1 stays NotReady after issue restarts its components; then it is deleted, while the
+    // driver waits (up to `ready_timeout`) for it to be Ready again.
+    fault(&fake, "w-1", Fault::DownAfterIssue);
+    let deleted_at = Arc::new(std::sync::Mutex::new(None));
+    let sink: Arc<dyn ProgressSink> = {
+        let (fake, deleted_at) = (fake.clone(), deleted_at.clone());
+        Arc::new(move |e: &Progress| {
+            if let Progress::StepStarted {
+                node,
+                step: CaStep::Issue,
+            } = e
+                && node == "w-1"
+            {
+                let at = fake.now() + Duration::from_secs(60);
+                *deleted_at.lock().unwrap() = Some(at);
+                fake.schedule(at, |c| c.remove_node("w-1").unwrap());
+            }
+        })
+    };
+    let spec = plan_spec(&ca);
+    let ready_timeout = spec.ready_timeout;
+    let report = run(&harness(fake.clone()), &plan(spec), sink).await?;
+    let ended = fake.now();
+    let deleted_at = deleted_at
+        .lock()
+        .unwrap()
+        .ok_or("issue never started on w-1")?;
+
+    assert!(
+        matches!(report.outcome, Outcome::Failed { .. }),
+        "{:?}",
+        report.outcome
+    );
+    let failure = report
+        .node("w-1")
+        .and_then(|n| n.failure())
+        .ok_or("w-1 did not fail")?;
+    assert_eq!(failure.step, CaStep::Issue);
+    assert!(
+        failure
+            .message
+            .contains("node w-1 was deleted from the cluster"),
+        "{}",
+        failure.message
+    );
+    let after = ended.saturating_sub(deleted_at);
+    assert!(
+        after < Duration::from_secs(10),
+        "the run ended {after:?} after the deletion (ready timeout {ready_timeout:?})"
+    );
+    Ok(())
+}
