@@ -3,6 +3,7 @@
 //! `concurrency` at a time), fences every write with the Lease (renewed while anything
 //! waits), and keeps the report.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -102,6 +103,9 @@ struct Rotation<'a, A: ?Sized> {
     /// The Lease: every write is fenced by it; once lost, nothing more is written.
     fence: Fence,
     report: Mutex<Report>,
+    /// Each node with a host Job (or a read) under way, and its step: what the report says
+    /// of it when the Lease is lost and the run is cut short there.
+    in_flight: Mutex<BTreeMap<String, CaStep>>,
 }
 
 /// Rotates the plan's nodes to the new CA.
@@ -118,7 +122,7 @@ where
     let (order, rotation) = Rotation::start(api, plan, progress, stop).await?;
     let outcome = match rotation.fence.renewing(api, rotation.forward(&order)).await {
         Ok(outcome) => outcome,
-        Err(why) => rotation.stopping(format!("the Lease was lost: {why}")),
+        Err(why) => rotation.lost(&why),
     };
     Ok(rotation.finish(outcome, started).await)
 }
@@ -149,7 +153,7 @@ where
             Err(refused)
         }
         Err(why) => {
-            let outcome = rotation.stopping(format!("the Lease was lost: {why}"));
+            let outcome = rotation.lost(&why);
             Ok(rotation.finish(outcome, started).await)
         }
     }
@@ -200,6 +204,7 @@ where
             stop,
             fence,
             report: Mutex::new(report),
+            in_flight: Mutex::new(BTreeMap::new()),
         };
         Ok((order, rotation))
     }
@@ -455,6 +460,12 @@ where
     /// end, never killing it; then deletes it if it succeeded (a failed one is left for
     /// inspection). Its result is a note: the status read after says where the node stands.
     async fn wait_out(&self, name: &str, step: CaStep, uid: &str) -> Result<(), NodeResult> {
+        self.flying(name, step, self.wait_out_job(name, step, uid))
+            .await
+    }
+
+    /// [`Rotation::wait_out`], under way.
+    async fn wait_out_job(&self, name: &str, step: CaStep, uid: &str) -> Result<(), NodeResult> {
         let job_name = self.plan.job_name(step, name);
         let command = format!("`carotate {}`", step.subcommand());
         self.note(
@@ -650,6 +661,12 @@ where
 
     /// `carotate verify --expect <new> --expect <also>…` on `name`.
     async fn verify(&self, name: &str, also: &[crate::plan::Fingerprint]) -> Verified {
+        self.flying(name, CaStep::Verify, self.verify_job(name, also))
+            .await
+    }
+
+    /// [`Rotation::verify`], under way.
+    async fn verify_job(&self, name: &str, also: &[crate::plan::Fingerprint]) -> Verified {
         if let Err(why) = self.fence.check(self.api).await {
             return Verified::Error(format!("the Lease was lost: {why}"));
         }
@@ -703,6 +720,12 @@ where
 
     /// `carotate status` on `name`, read strictly, then recorded on the node for a preview.
     async fn read_status(&self, name: &str) -> Result<CaStatus, NodeResult> {
+        self.flying(name, CaStep::Status, self.read_status_job(name))
+            .await
+    }
+
+    /// [`Rotation::read_status`], under way.
+    async fn read_status_job(&self, name: &str) -> Result<CaStatus, NodeResult> {
         self.fenced(CaStep::Status).await?;
         let mut spec = self.plan.host_spec(CaStep::Status, name, &[]);
         spec.output = Some(Arc::new(NoteSink::to(name, &self.progress)));
@@ -845,6 +868,17 @@ where
     /// The host Job of `step` on `name` (adopting `adopt`), kept until it is done with: exit
     /// 0, then (after `issue`) the node restarted and Ready, then the Job deleted exactly.
     async fn host(
+        &self,
+        name: &str,
+        step: CaStep,
+        adopt: Option<String>,
+    ) -> Result<(), NodeResult> {
+        self.flying(name, step, self.host_job(name, step, adopt))
+            .await
+    }
+
+    /// [`Rotation::host`], under way.
+    async fn host_job(
         &self,
         name: &str,
         step: CaStep,
@@ -1063,6 +1097,37 @@ where
         for name in names {
             self.finish_node(&name, result.clone());
         }
+    }
+
+    /// `work`, `step` of `name`, kept in flight while it runs: a run cut short by the loss of
+    /// the Lease drops `work` where it waits, and the entry stays for [`Rotation::lost`]. A
+    /// step within a step (the status read after `issue`) gives the node back its outer step.
+    async fn flying<T>(&self, name: &str, step: CaStep, work: impl Future<Output = T>) -> T {
+        let outer = self
+            .in_flight
+            .lock()
+            .unwrap()
+            .insert(name.to_string(), step);
+        let done = work.await;
+        let mut in_flight = self.in_flight.lock().unwrap();
+        match outer {
+            Some(outer) => in_flight.insert(name.to_string(), outer),
+            None => in_flight.remove(name),
+        };
+        done
+    }
+
+    /// The Lease was lost (`why`) and the run cut short where it stood: each node in flight
+    /// is interrupted at its step (a host Job goes on in the cluster, never killed; a rerun
+    /// adopts it), not left as if never started.
+    fn lost(&self, why: &str) -> Outcome {
+        let why = format!("the Lease was lost: {why}");
+        let in_flight = std::mem::take(&mut *self.in_flight.lock().unwrap());
+        for (name, step) in in_flight {
+            let why = why.clone();
+            self.finish_node(&name, NodeResult::Interrupted { step, why });
+        }
+        self.stopping(why)
     }
 
     fn stopping(&self, why: String) -> Outcome {

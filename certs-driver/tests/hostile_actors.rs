@@ -250,3 +250,46 @@ async fn a_node_deleted_while_awaited_ready_after_issue_fails_at_once_naming_the
     );
     Ok(())
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_lease_lost_while_a_host_job_runs_interrupts_its_node_at_that_phase() -> TestResult {
+    let ca = new_ca();
+    let (fake, _) = cluster(45, 1, 2);
+    // w-0's `carotate stage` runs five minutes; the Lease is taken as its Job is created.
+    let mut host = fake.host("w-0").ok_or("no w-0")?;
+    host.timing.op_time = Duration::from_secs(5 * 60);
+    fake.set_host("w-0", host)?;
+    let spec = plan_spec(&ca);
+    let lease = spec.lease_duration;
+    let stage_w0 = format!("{NS}/{}", plan(spec.clone()).job_name(CaStep::Stage, "w-0"));
+    let taken_at = Arc::new(std::sync::Mutex::new(None));
+    let (thief, at) = (fake.clone(), taken_at.clone());
+    let api = acting_before(fake.clone(), move |w| {
+        if w.verb == nodejob_fake::Verb::CreateJob && w.target == stage_w0 {
+            take_the_lease(&thief);
+            *at.lock().unwrap() = Some(thief.now());
+        }
+    });
+    let report = run(&api, &plan(spec), quiet()).await?;
+    let ended = fake.now();
+    let taken_at = taken_at.lock().unwrap().ok_or("stage never ran on w-0")?;
+
+    let Outcome::Stopped { why } = &report.outcome else {
+        return Err(format!("not stopped: {:?}", report.outcome).into());
+    };
+    assert!(why.contains("the Lease was lost"), "{why}");
+    let node = report.node("w-0").ok_or("not in the report")?;
+    assert!(
+        matches!(
+            &node.result,
+            Some(NodeResult::Interrupted { step: CaStep::Stage, why }) if why.contains("the Lease was lost")
+        ),
+        "w-0: {:?}",
+        node.result
+    );
+    assert_eq!(report.totals.interrupted, 1, "{:?}", report.totals);
+    // The run stops at the renewer's next check, not when the host Job ends.
+    let after = ended.saturating_sub(taken_at);
+    assert!(after <= lease / 3 + Duration::from_secs(5), "{after:?}");
+    Ok(())
+}
