@@ -6,8 +6,8 @@ use std::fmt;
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use nodejob_core::drive::{Placement, PlanError, identity};
-use nodejob_core::{Spec, is_dns1123_subdomain, trunc_name};
+use nodejob_core::drive::{Placement, PlanError, check_selection, identity};
+use nodejob_core::{Spec, trunc_name};
 use sha2::{Digest, Sha256};
 
 use crate::phase::CaStep;
@@ -239,22 +239,8 @@ impl Plan {
                 ),
             );
         }
-        if let Some(sel) = &spec.selector
-            && (sel.trim().is_empty() || sel.contains(char::is_whitespace))
-        {
-            return bad(
-                "selector",
-                format!("{sel:?} must be a label selector such as `role=worker,zone`"),
-            );
-        }
-        for node in &spec.nodes {
-            if !is_dns1123_subdomain(node) {
-                return bad(
-                    "nodes",
-                    format!("{node:?} is not a node name (a lowercase DNS-1123 subdomain)"),
-                );
-            }
-        }
+        // The selector by the apiserver's grammar, the node names, none twice: core's rules.
+        check_selection(spec.selector.as_deref(), &spec.nodes)?;
         if spec.concurrency == 0 {
             return bad("concurrency", "must be at least 1".into());
         }

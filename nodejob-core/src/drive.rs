@@ -1,10 +1,11 @@
 //! What both drivers need around their per-node steps, so the rolling upgrade and the CA
 //! rotation cannot drift: the Lease as a [`Fence`] (acquire, check before every write, renew
 //! while anything waits, release, and the history a report shows) and its [`FenceEvent`]s, a
-//! driver's default Lease [`identity`], the plan's [`Placement`] (namespace, image, Lease) and
-//! its [`PlanError`], a [`Stop`] request, [`retry`] for single calls, the [`NoteSink`] adapter
-//! from core's notes to a driver's progress, [`write_node_event`], [`lease_holder`],
-//! [`select_nodes`], [`is_control_plane`] and the run's [`Outcome`].
+//! driver's default Lease [`identity`], the plan's [`Placement`] (namespace, image, Lease),
+//! its [`PlanError`] and its [`check_selection`] (selector and node names), a [`Stop`]
+//! request, [`retry`] for single calls, the [`NoteSink`] adapter from core's notes to a
+//! driver's progress, [`write_node_event`], [`lease_holder`], [`select_nodes`] (no node
+//! selected is an error), [`is_control_plane`] and the run's [`Outcome`].
 //!
 //! It holds no driver's steps, progress events or per-node reports: those stay in each
 //! driver, which carries the [`FenceEvent`]s in its progress as they are.
@@ -29,6 +30,7 @@ use crate::error::{ApiError, Error, Result};
 use crate::event::{EventType, node_event};
 use crate::lease::{Acquired, Claim, Held, Holder, LeaseConfig, acquire, holder};
 use crate::names::is_dns1123_subdomain;
+use crate::selector::LabelSelector;
 use crate::spec::{Level, Note, Sink};
 use crate::wait::delete_exact_and_wait;
 
@@ -88,6 +90,9 @@ pub const DEFAULT_LEASE_NAME: &str = "nodejob";
 /// The shortest Lease duration a plan accepts.
 pub const MIN_LEASE_DURATION: Duration = Duration::from_secs(15);
 
+/// The longest Lease duration a plan accepts: what `leaseDurationSeconds`, an int32, holds.
+pub const MAX_LEASE_DURATION: Duration = Duration::from_secs(i32::MAX as u64);
+
 /// Where a driver's host Jobs run and which Lease fences them: the part of a plan both drivers
 /// share, with its defaults ([`Placement::new`]) and its rules ([`Placement::validate`]). A
 /// driver's `PlanSpec` keeps these as fields of its own and reads them back as one
@@ -120,8 +125,9 @@ impl Placement {
     }
 
     /// Refuses a namespace other than `kube-system` or `default`, an empty identity, a Lease
-    /// shorter than [`MIN_LEASE_DURATION`] and a Lease name that is not a DNS-1123 subdomain,
-    /// in that order. The image is checked with the Jobs ([`PlanError::job`]).
+    /// shorter than [`MIN_LEASE_DURATION`] (zero included) or longer than
+    /// [`MAX_LEASE_DURATION`], and a Lease name that is not a DNS-1123 subdomain, in that
+    /// order. The image is checked with the Jobs ([`PlanError::job`]).
     pub fn validate(&self) -> std::result::Result<(), PlanError> {
         // The step Events are about Nodes: the apiserver takes those only in these two
         // namespaces (`legacyValidateEvent`, see crate::event).
@@ -139,7 +145,22 @@ impl Placement {
             return Err(PlanError::new("identity", "must not be empty"));
         }
         if self.lease_duration < MIN_LEASE_DURATION {
-            return Err(PlanError::new("lease_duration", "must be at least 15s"));
+            return Err(PlanError::new(
+                "lease_duration",
+                format!("{:?} must be at least 15s", self.lease_duration),
+            ));
+        }
+        // Written as `leaseDurationSeconds`, an int32 (coordination/v1 LeaseSpec): a longer
+        // duration would be cut to what it holds, not the duration asked for.
+        if self.lease_duration > MAX_LEASE_DURATION {
+            return Err(PlanError::new(
+                "lease_duration",
+                format!(
+                    "{:?} must be at most {}s: leaseDurationSeconds is an int32",
+                    self.lease_duration,
+                    MAX_LEASE_DURATION.as_secs()
+                ),
+            ));
         }
         if !is_dns1123_subdomain(&self.lease_name) {
             return Err(PlanError::new(
@@ -568,6 +589,16 @@ pub async fn write_node_event<A: JobApi + ?Sized>(
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Selecting {
+    /// The plan selects no node at all: a selector that matches none (a typo, most often), or
+    /// none of the named nodes there. Said before the Lease, so it never looks like a roll
+    /// that finished.
+    #[error("the plan selects no node: {}", none_selected(selector.as_deref(), nodes))]
+    NoneSelected {
+        /// The selector, if any.
+        selector: Option<String>,
+        /// The nodes named, if any.
+        nodes: Vec<String>,
+    },
     /// A named node does not exist (or does not match the selector).
     #[error("node {node} does not exist{}; check the plan's nodes", match selector {
         Some(s) => format!(" or does not match the selector {s:?}"),
@@ -589,8 +620,29 @@ pub enum Selecting {
     },
 }
 
+fn none_selected(selector: Option<&str>, nodes: &[String]) -> String {
+    match (selector, nodes) {
+        (None, []) => "the cluster has no node".into(),
+        (Some(s), []) => format!("the selector {s:?} matches no node; check the plan's selector"),
+        (None, names) => format!(
+            "none of the nodes {} exists; check the plan's nodes",
+            names.join(", ")
+        ),
+        (Some(s), names) => format!(
+            "none of the nodes {} exists and matches the selector {s:?}; check the plan's \
+             nodes and selector",
+            names.join(", ")
+        ),
+    }
+}
+
 /// The nodes a plan names: those `selector` matches (every node when `None`), narrowed to
-/// `names`, in that order, when some are named. A named node that is not there is an error.
+/// `names`, in that order, when some are named.
+///
+/// # Errors
+/// [`Selecting::NoneSelected`] when that is no node at all; [`Selecting::NotFound`] when some
+/// named node is there and another is not; [`Selecting::Listing`] when the nodes cannot be
+/// listed.
 pub async fn select_nodes<A: NodeApi + ?Sized>(
     api: &A,
     selector: Option<&str>,
@@ -603,10 +655,23 @@ pub async fn select_nodes<A: NodeApi + ?Sized>(
             selector: label_selector.to_string(),
             cause,
         })?;
-    if names.is_empty() {
-        return Ok(listed);
-    }
     let name_of = |n: &Node| n.metadata.name.clone().unwrap_or_default();
+    let none_selected = || Selecting::NoneSelected {
+        selector: selector.map(str::to_string),
+        nodes: names.to_vec(),
+    };
+    if names.is_empty() {
+        return match listed.is_empty() {
+            true => Err(none_selected()),
+            false => Ok(listed),
+        };
+    }
+    if !names
+        .iter()
+        .any(|want| listed.iter().any(|n| &name_of(n) == want))
+    {
+        return Err(none_selected());
+    }
     names
         .iter()
         .map(|want| {
@@ -620,6 +685,58 @@ pub async fn select_nodes<A: NodeApi + ?Sized>(
                 })
         })
         .collect()
+}
+
+/// Checks a plan's `selector` and `nodes`, before any API call: the selector, when given,
+/// parses by the apiserver's grammar ([`crate::selector`]) and is not blank (leave it unset to
+/// select every node); each node name is a DNS-1123 subdomain, and none is named twice.
+///
+/// # Errors
+/// A [`PlanError`] on `selector` or `nodes`, naming the value and the rule.
+pub fn check_selection(
+    selector: Option<&str>,
+    nodes: &[String],
+) -> std::result::Result<(), PlanError> {
+    if let Some(sel) = selector {
+        if sel.trim().is_empty() {
+            return Err(PlanError::new(
+                "selector",
+                format!(
+                    "{sel:?} is blank: give a label selector such as `role=worker,zone`, or \
+                     none to select every node"
+                ),
+            ));
+        }
+        if let Err(e) = LabelSelector::parse(sel) {
+            return Err(PlanError::new(
+                "selector",
+                format!(
+                    "{sel:?} is not a label selector (such as `role=worker,zone in (a,b)`): {e}"
+                ),
+            ));
+        }
+    }
+    for node in nodes {
+        if !is_dns1123_subdomain(node) {
+            return Err(PlanError::new(
+                "nodes",
+                format!("{node:?} is not a node name (a lowercase DNS-1123 subdomain)"),
+            ));
+        }
+    }
+    let mut twice: Vec<&str> = Vec::new();
+    for (i, node) in nodes.iter().enumerate() {
+        if nodes[..i].contains(node) && !twice.contains(&node.as_str()) {
+            twice.push(node);
+        }
+    }
+    if !twice.is_empty() {
+        return Err(PlanError::new(
+            "nodes",
+            format!("{} named more than once", twice.join(", ")),
+        ));
+    }
+    Ok(())
 }
 
 /// How many times [`delete_job_of`] and [`patch_node_again`] read their object again after a

@@ -15,9 +15,10 @@
 //! | `preview.rs` | [`preview`] |
 //!
 //! # Expected flow
-//! 1. Select the nodes (label selector and/or names). Acquire the fenced Lease (operation
-//!    `upgrade`, the target), shared with the CA rotation, so the two never overlap. It is
-//!    renewed every third of its duration for the whole run, a 30-minute host Job included.
+//! 1. Select the nodes (label selector and/or names); none selected is an error. Acquire the
+//!    fenced Lease (operation `upgrade`, the target), shared with the CA rotation, so the two
+//!    never overlap. It is renewed every third of its duration for the whole run, a 30-minute
+//!    host Job included.
 //! 2. Order them: control-plane nodes (`node-role.kubernetes.io/control-plane`) first, one at a
 //!    time; then workers by zone (`topology.kubernetes.io/zone`), one zone at a time, zones
 //!    and nodes in name order. Before each batch the nodes are read again: those at the target
@@ -83,8 +84,10 @@
 //!
 //! # Errors
 //! [`Error`]: the plan refused ([`Error::Plan`], before any API call); another holder has the
-//! Lease ([`nodejob_core::Error::LeaseHeld`] inside [`Error::Core`]); a named node does not
-//! exist; the nodes could not be listed. Everything after the Lease is acquired is in the
+//! Lease ([`nodejob_core::Error::LeaseHeld`] inside [`Error::Core`]); the plan selects no node
+//! (a selector that matches none, or none of the named nodes there: [`Selecting::NoneSelected`],
+//! before the Lease, naming the selector and the nodes); a named node does not exist; the
+//! nodes could not be listed. Everything after the Lease is acquired is in the
 //! [`Report`]: node failures, a closed window, a stop request, the Lease lost (each node in
 //! flight then reported interrupted at its step).
 
@@ -120,8 +123,8 @@ pub enum Error {
     /// A field of the plan is refused.
     #[error(transparent)]
     Plan(#[from] PlanError),
-    /// The plan's nodes could not be selected: a node named in the plan does not exist (or
-    /// does not match the selector), or the nodes could not be listed.
+    /// The plan's nodes could not be selected: it selects none, a node named in the plan
+    /// does not exist (or does not match the selector), or the nodes could not be listed.
     #[error(transparent)]
     Selecting(#[from] Selecting),
     /// Something could not be read.

@@ -8,8 +8,8 @@ use jiff::civil::{Time, Weekday};
 use jiff::tz::TimeZone;
 use jiff::{Timestamp, ToSpan};
 use nodejob_core::drain::DrainOptions;
-use nodejob_core::drive::{Placement, PlanError, identity};
-use nodejob_core::{Spec, is_dns1123_subdomain, trunc_name};
+use nodejob_core::drive::{Placement, PlanError, check_selection, identity};
+use nodejob_core::{Spec, trunc_name};
 
 /// The annotation and label prefix of this driver's records.
 pub(crate) const PREFIX: &str = "stratum.ciq.com/";
@@ -244,22 +244,8 @@ impl Plan {
                 format!("label key {key:?} is not a label key"),
             );
         }
-        if let Some(sel) = &spec.selector
-            && (sel.trim().is_empty() || sel.contains(char::is_whitespace))
-        {
-            return bad(
-                "selector",
-                format!("{sel:?} must be a label selector such as `role=worker,zone`"),
-            );
-        }
-        for node in &spec.nodes {
-            if !is_dns1123_subdomain(node) {
-                return bad(
-                    "nodes",
-                    format!("{node:?} is not a node name (a lowercase DNS-1123 subdomain)"),
-                );
-            }
-        }
+        // The selector by the apiserver's grammar, the node names, none twice: core's rules.
+        check_selection(spec.selector.as_deref(), &spec.nodes)?;
         match spec.max_unavailable {
             MaxUnavailable::Count(0) => {
                 return bad("max_unavailable", "must be at least 1".into());

@@ -1,9 +1,19 @@
-//! The plan refuses every bad field before any API call, naming it.
+//! The plan refuses every bad field before any API call, naming it; a plan that selects no
+//! node is refused before the Lease.
+
+mod support;
 
 use std::time::Duration;
 
 use jiff::civil::{Time, Weekday};
-use upgrade_driver::{MaxUnavailable, Plan, PlanSpec, VersionSource, Window};
+use nodejob_core::Verb;
+use upgrade_driver::{
+    Error, MaxUnavailable, Plan, PlanSpec, Selecting, VersionSource, Window, preview, quiet, run,
+};
+
+use support::{cluster, plan, plan_spec};
+
+type TestResult = Result<(), Box<dyn std::error::Error>>;
 
 /// One change to a valid plan.
 type Edit = Box<dyn FnOnce(&mut PlanSpec)>;
@@ -224,4 +234,151 @@ fn the_default_identity_is_unique_to_the_process() {
     );
     // The same for the life of the process: a plan built twice holds the Lease as one holder.
     assert_eq!(PlanSpec::new("v1.39.0").identity, identity);
+}
+
+/// The Lease verbs: none of them may be called by a run refused before the Lease.
+const LEASE_VERBS: [Verb; 3] = [Verb::GetLease, Verb::CreateLease, Verb::ReplaceLease];
+
+#[tokio::test(start_paused = true)]
+async fn a_selector_matching_no_node_is_an_error_before_the_lease() -> TestResult {
+    let (fake, _) = cluster(1, 1, &[("a", 2)], 0);
+    let cases: [(Option<&str>, Vec<String>, &[&str]); 4] = [
+        // A typo: `wrker`.
+        (
+            Some("role=wrker"),
+            vec![],
+            &["selector", "\"role=wrker\"", "matches no node"],
+        ),
+        (
+            Some("role=worker"),
+            vec!["cp-0".into()],
+            &["selector", "\"role=worker\"", "nodes", "cp-0"],
+        ),
+        (
+            None,
+            vec!["a-7".into(), "a-8".into()],
+            &["nodes", "a-7, a-8"],
+        ),
+        (
+            Some("role in (infra)"),
+            vec!["a-0".into(), "a-1".into()],
+            &["selector", "\"role in (infra)\"", "a-0, a-1"],
+        ),
+    ];
+    for (selector, nodes, says) in cases {
+        let mut spec = plan_spec();
+        spec.selector = selector.map(str::to_string);
+        spec.nodes = nodes.clone();
+        let plan = plan(spec);
+        let refused = run(&*fake, &plan, quiet())
+            .await
+            .expect_err("no node selected");
+        assert!(
+            matches!(&refused, Error::Selecting(Selecting::NoneSelected { .. })),
+            "{refused:?}"
+        );
+        let message = refused.to_string();
+        assert!(message.contains("selects no node"), "{message}");
+        for said in says {
+            assert!(message.contains(said), "{selector:?} {nodes:?}: {message}");
+        }
+        // The preview says the same, and neither read nor wrote the Lease.
+        let previewed = preview(&*fake, &plan).await.expect_err("no node selected");
+        assert_eq!(previewed.to_string(), message);
+    }
+    for verb in LEASE_VERBS {
+        assert_eq!(fake.count(verb), 0, "{verb:?}");
+    }
+    // A node named with one that exists is still the named node's error.
+    let mut spec = plan_spec();
+    spec.nodes = vec!["cp-0".into(), "a-9".into()];
+    let refused = run(&*fake, &plan(spec), quiet())
+        .await
+        .expect_err("a-9 absent");
+    assert!(
+        matches!(&refused, Error::Selecting(Selecting::NotFound { node, .. }) if node == "a-9"),
+        "{refused:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_set_based_selector_is_accepted_and_served_by_the_fake() -> TestResult {
+    let (fake, _) = cluster(2, 1, &[("a", 2), ("b", 1), ("c", 1)], 0);
+    let mut spec = plan_spec();
+    spec.selector =
+        Some("role in (worker),topology.kubernetes.io/zone notin (a),!node-role.kubernetes.io/control-plane".into());
+    let preview = preview(&*fake, &plan(spec)).await?;
+    let names: Vec<&str> = preview.nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["b-0", "c-0"]);
+    Ok(())
+}
+
+#[test]
+fn a_lease_duration_beyond_int32_is_refused() {
+    let most = Duration::from_secs(i32::MAX as u64);
+    for too_long in [most + Duration::from_secs(1), Duration::MAX] {
+        let (field, message) = refused(|s| s.lease_duration = too_long);
+        assert_eq!(field, "lease_duration", "{message}");
+        assert!(message.contains("int32"), "{message}");
+    }
+    for too_short in [Duration::ZERO, Duration::from_secs(14)] {
+        let (field, message) = refused(|s| s.lease_duration = too_short);
+        assert_eq!(field, "lease_duration", "{message}");
+        assert!(message.contains("at least 15s"), "{message}");
+    }
+    for fits in [most, Duration::from_secs(15)] {
+        let spec = PlanSpec {
+            lease_duration: fits,
+            ..PlanSpec::new("v1.38.0")
+        };
+        assert!(Plan::build(spec).is_ok(), "{fits:?}");
+    }
+}
+
+#[test]
+fn a_node_named_twice_is_refused() {
+    let (field, message) = refused(|s| {
+        s.nodes = ["cp-0", "w-0", "w-1", "cp-0", "w-0"]
+            .map(String::from)
+            .to_vec()
+    });
+    assert_eq!(field, "nodes", "{message}");
+    assert!(
+        message.contains("cp-0, w-0 named more than once"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_malformed_selector_is_refused_before_any_call() {
+    // Each refused by the apiserver's `labels.Parse` (a 400 on the first list): the plan, which
+    // takes no API, refuses it with the same rule.
+    for bad in [
+        "=worker",
+        "role=a=b",
+        "role=(x)",
+        "!",
+        "role in (a",
+        "Role/x",
+        "",
+    ] {
+        let (field, message) = refused(|s| s.selector = Some(bad.into()));
+        assert_eq!(field, "selector", "{bad:?}: {message}");
+        assert!(message.contains(&format!("{bad:?}")), "{bad:?}: {message}");
+    }
+    // What the apiserver accepts, the plan accepts.
+    for good in [
+        "role=worker",
+        "role==worker,zone",
+        "!node-role.kubernetes.io/control-plane",
+        "topology.kubernetes.io/zone in (a, b),role notin (infra)",
+        "rank>3",
+    ] {
+        let spec = PlanSpec {
+            selector: Some(good.into()),
+            ..PlanSpec::new("v1.38.0")
+        };
+        assert!(Plan::build(spec).is_ok(), "{good:?}");
+    }
 }
