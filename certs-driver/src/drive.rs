@@ -118,6 +118,9 @@ pub(crate) async fn run<A>(
 where
     A: JobApi + NodeApi + LeaseApi + ?Sized,
 {
+    // The new CA valid by the cluster's clock, before the Lease (an abort, which removes it,
+    // does not ask).
+    plan.check_ca_valid_at(api.wall_time())?;
     let started = api.now();
     let (order, rotation) = Rotation::start(api, plan, progress, stop).await?;
     let outcome = match rotation.fence.renewing(api, rotation.forward(&order)).await {

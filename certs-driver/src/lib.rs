@@ -28,7 +28,8 @@
 //! ```
 //!
 //! # Expected flow
-//! 1. Select the nodes (label selector and/or names). Acquire the fenced Lease (operation
+//! 1. Check that the new CA is valid by the cluster's clock. Select the nodes (label selector
+//!    and/or names); none selected is an error. Acquire the fenced Lease (operation
 //!    `rotate-ca`, the new CA's fingerprint), the one the upgrade driver holds. It is renewed
 //!    every third of its duration for the whole run. Settle the host Jobs of ours an earlier
 //!    run or abort left on the nodes, before anything is read or decided there: one of
@@ -93,7 +94,8 @@
 //!   a rerun finding it (running, or succeeded) adopts it
 //!   ([`nodejob_core::runner::Policy::adopt`]) and takes its result instead of running it
 //!   again.
-//! - **No private key anywhere**: the plan holds the new CA's public certificate, checked
+//! - **No private key anywhere**: the plan holds the new CA's public certificate, read as
+//!   exactly one X.509 CA certificate (nothing after it, `basicConstraints` CA:TRUE), checked
 //!   against its fingerprint and refused if it carries key material; hosts get the
 //!   fingerprint only. No argv, Job, annotation, Event or log the driver writes holds a key.
 //! - **Abort restores the old trust, or is refused**: until the first node of the cluster has
@@ -118,10 +120,12 @@
 //!
 //! # Errors
 //! [`Error`]: the plan refused ([`Error::Plan`], before any API call); another holder has the
-//! Lease ([`nodejob_core::Error::LeaseHeld`] inside [`Error::Core`]); a named node does not
-//! exist; the nodes could not be listed; an abort refused ([`Error::AbortRefused`], issue
-//! begun anywhere in the cluster), or unable to tell (the cluster's nodes or our issue Jobs
-//! unreadable: [`Error::Selecting`], [`Error::Reading`]).
+//! Lease ([`nodejob_core::Error::LeaseHeld`] inside [`Error::Core`]); the new CA not valid by
+//! the cluster's clock ([`Error::Plan`], when a run or a preview starts); the plan selects no
+//! node ([`Selecting::NoneSelected`], before the Lease, naming the selector and the nodes); a
+//! named node does not exist; the nodes could not be listed; an abort refused
+//! ([`Error::AbortRefused`], issue begun anywhere in the cluster), or unable to tell (the
+//! cluster's nodes or our issue Jobs unreadable: [`Error::Selecting`], [`Error::Reading`]).
 //! Everything else after the Lease is acquired is in the [`Report`]: a status that is not the
 //! one JSON line (quoted, with the node), a host Job that failed, a node not Ready again, a
 //! gate's disagreements ([`Outcome::Failed`]); issue or finalize refused on a plan that leaves
@@ -162,8 +166,8 @@ pub enum Error {
     /// A field of the plan is refused.
     #[error(transparent)]
     Plan(#[from] PlanError),
-    /// The plan's nodes could not be selected: a node named in the plan does not exist (or
-    /// does not match the selector), or the nodes could not be listed.
+    /// The plan's nodes could not be selected: it selects none, a node named in the plan
+    /// does not exist (or does not match the selector), or the nodes could not be listed.
     #[error(transparent)]
     Selecting(#[from] Selecting),
     /// Something could not be read.

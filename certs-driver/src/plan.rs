@@ -1,11 +1,15 @@
 //! [`Plan`]: what a CA rotation does, validated when built ([`Plan::build`]) so that bad input
 //! is refused before any API call, with an error naming the field and the rule. The new CA is
-//! named by its certificate (PEM) and its [`Fingerprint`], and the two must agree.
+//! named by its certificate (PEM) and its [`Fingerprint`], and the two must agree. The
+//! certificate is read as X.509 (`x509-parser`): exactly one certificate, nothing after it,
+//! a CA (`basicConstraints` CA:TRUE). Whether it is valid *now* needs the cluster's clock, so
+//! the run and the preview check it first ([`Plan::check_ca_valid_at`]), before the Lease.
 
 use std::fmt;
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use k8s_openapi::jiff::Timestamp;
 use nodejob_core::drive::{Placement, PlanError, check_selection, identity};
 use nodejob_core::{Spec, trunc_name};
 use sha2::{Digest, Sha256};
@@ -46,13 +50,13 @@ impl Fingerprint {
     }
 
     /// The fingerprint of the certificate in `pem`, read by the rules [`Plan::build`] applies
-    /// to [`PlanSpec::ca_certificate`] (exactly one `CERTIFICATE` block holding a DER
-    /// certificate, nothing else, no key material), so a caller holding only the certificate
-    /// file fills [`PlanSpec::fingerprint`] from it. A refusal is a [`PlanError`] on
-    /// `ca_certificate` whose rule never quotes the text.
+    /// to [`PlanSpec::ca_certificate`] (exactly one `CERTIFICATE` block holding exactly one
+    /// X.509 CA certificate, nothing else, no key material), so a caller holding only the
+    /// certificate file fills [`PlanSpec::fingerprint`] from it. A refusal is a [`PlanError`]
+    /// on `ca_certificate` whose rule never quotes the text.
     pub fn of_pem(pem: &str) -> Result<Fingerprint, PlanError> {
-        certificate_der(pem)
-            .map(|der| Fingerprint::of_der(&der))
+        CaCertificate::read(pem)
+            .map(|ca| Fingerprint::of_der(&ca.der))
             .map_err(|rule| PlanError::new("ca_certificate", rule))
     }
 
@@ -76,8 +80,10 @@ impl fmt::Display for Fingerprint {
 /// The fields of a [`Plan`], every one with a default but the new CA.
 #[derive(Clone, PartialEq)]
 pub struct PlanSpec {
-    /// The new CA's certificate, PEM: one `CERTIFICATE` block and nothing secret. The driver
-    /// checks it against `fingerprint` and passes the hosts the fingerprint only.
+    /// The new CA's certificate, PEM: one `CERTIFICATE` block holding one X.509 certificate
+    /// with `basicConstraints` CA:TRUE, and nothing secret. The driver checks it against
+    /// `fingerprint`, and that it is valid by the cluster's clock when a run or a preview
+    /// starts; it passes the hosts the fingerprint only.
     pub ca_certificate: String,
     /// The new CA's fingerprint, `sha256:` and 64 lowercase hex digits.
     pub fingerprint: String,
@@ -208,6 +214,8 @@ fn process_identity() -> String {
 pub struct Plan {
     spec: PlanSpec,
     fingerprint: Fingerprint,
+    /// The new CA's `notBefore` and `notAfter`.
+    validity: (Timestamp, Timestamp),
 }
 
 /// The longest host Job deadline accepted: a day.
@@ -226,11 +234,11 @@ impl Plan {
                 ),
             );
         };
-        let der = match certificate_der(&spec.ca_certificate) {
-            Ok(der) => der,
+        let ca = match CaCertificate::read(&spec.ca_certificate) {
+            Ok(ca) => ca,
             Err(rule) => return bad("ca_certificate", rule),
         };
-        let of_certificate = Fingerprint::of_der(&der);
+        let of_certificate = Fingerprint::of_der(&ca.der);
         if of_certificate != fingerprint {
             return bad(
                 "fingerprint",
@@ -263,7 +271,11 @@ impl Plan {
             return bad("prefix", "must have no empty element".into());
         }
         spec.placement().validate()?;
-        let plan = Plan { spec, fingerprint };
+        let plan = Plan {
+            spec,
+            fingerprint,
+            validity: (ca.not_before, ca.not_after),
+        };
         // The Jobs themselves: core's own rules (namespace, image pin, argv) on a sample node.
         (plan.host_spec(CaStep::Stage, "node", &[]).validate())
             .map_err(|e| PlanError::job(&e, "prefix"))?;
@@ -278,6 +290,37 @@ impl Plan {
     /// The new CA's fingerprint.
     pub fn fingerprint(&self) -> &Fingerprint {
         &self.fingerprint
+    }
+
+    /// The new CA's validity: its `notBefore` and `notAfter`.
+    pub fn ca_validity(&self) -> (Timestamp, Timestamp) {
+        self.validity
+    }
+
+    /// Refuses a new CA that is not valid at `now`, which must come from the cluster's clock
+    /// (the backend's [`nodejob_core::Clock::wall_time`]): [`run`](crate::run) and
+    /// [`preview`](crate::preview) check it first, before the Lease. Valid means `notBefore
+    /// <= now <= notAfter` (RFC 5280, 4.1.2.5): a rotation to a CA that expired, or is not
+    /// valid yet, would leave every node with leaves nothing verifies.
+    ///
+    /// # Errors
+    /// A [`PlanError`] on `ca_certificate` naming the bound and `now`.
+    pub fn check_ca_valid_at(&self, now: Timestamp) -> Result<(), PlanError> {
+        let (not_before, not_after) = self.validity;
+        let rule = if now < not_before {
+            format!(
+                "the certificate is not valid yet: its notBefore, {not_before}, is after now \
+                 ({now} by the cluster's clock)"
+            )
+        } else if now > not_after {
+            format!(
+                "the certificate expired: its notAfter, {not_after}, is before now ({now} by \
+                 the cluster's clock)"
+            )
+        } else {
+            return Ok(());
+        };
+        Err(PlanError::new("ca_certificate", rule))
     }
 
     /// The argv of `carotate <step>` on a host: the prefix, the binary, `carotate`, the
@@ -339,6 +382,62 @@ impl Plan {
     }
 }
 
+/// The new CA's certificate, as [`Plan::build`] reads it.
+struct CaCertificate {
+    /// Its DER encoding: what the fingerprint hashes.
+    der: Vec<u8>,
+    not_before: Timestamp,
+    not_after: Timestamp,
+}
+
+impl CaCertificate {
+    /// The one certificate of `pem`, or the rule it breaks: the PEM block
+    /// ([`certificate_der`]), then its DER as exactly one X.509 certificate with nothing
+    /// after it, then `basicConstraints` CA:TRUE. No rule quotes the text or the DER.
+    fn read(pem: &str) -> Result<CaCertificate, String> {
+        let der = certificate_der(pem)?;
+        let (after, certificate) = x509_parser::parse_x509_certificate(&der).map_err(|_| {
+            "the CERTIFICATE block does not hold an X.509 certificate (DER); give the CA's \
+             certificate, never a key"
+                .to_string()
+        })?;
+        if !after.is_empty() {
+            return Err(format!(
+                "the CERTIFICATE block holds {} more bytes after the certificate: it must hold \
+                 exactly one X.509 certificate",
+                after.len()
+            ));
+        }
+        match certificate.basic_constraints() {
+            Ok(Some(constraints)) if constraints.value.ca => {}
+            Ok(Some(_)) => {
+                return Err(
+                    "the certificate is not a CA's: its basicConstraints say CA:FALSE".into(),
+                );
+            }
+            Ok(None) => {
+                return Err("the certificate is not a CA's: it has no basicConstraints \
+                            extension with CA:TRUE"
+                    .into());
+            }
+            Err(e) => {
+                return Err(format!(
+                    "the certificate's basicConstraints are unreadable: {e}"
+                ));
+            }
+        }
+        let at = |seconds: i64, otherwise: Timestamp| {
+            Timestamp::from_second(seconds).unwrap_or(otherwise)
+        };
+        let validity = certificate.validity();
+        Ok(CaCertificate {
+            not_before: at(validity.not_before.timestamp(), Timestamp::MAX),
+            not_after: at(validity.not_after.timestamp(), Timestamp::MIN),
+            der,
+        })
+    }
+}
+
 /// The DER of the one `CERTIFICATE` block of `pem`, or the rule it breaks. Anything that
 /// looks like a private key is refused without being quoted.
 fn certificate_der(pem: &str) -> Result<Vec<u8>, String> {
@@ -364,12 +463,7 @@ fn certificate_der(pem: &str) -> Result<Vec<u8>, String> {
     if !before.trim().is_empty() || !after.trim().is_empty() {
         return Err("must hold the CERTIFICATE block and nothing else".into());
     }
-    let der = base64(body).ok_or("the CERTIFICATE block is not base64")?;
-    // A certificate is a DER SEQUENCE.
-    if der.first() != Some(&0x30) || der.len() < 16 {
-        return Err("the CERTIFICATE block does not hold a DER certificate".into());
-    }
-    Ok(der)
+    base64(body).ok_or_else(|| "the CERTIFICATE block is not base64".into())
 }
 
 /// Decodes standard base64 (whitespace ignored, `=` padding at the end only).

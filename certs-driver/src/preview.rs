@@ -109,6 +109,9 @@ pub(crate) async fn preview<A>(api: &A, plan: &Plan) -> Result<Preview, Error>
 where
     A: JobApi + NodeApi + LeaseApi + ?Sized,
 {
+    // As a run would refuse it, before anything is read: the new CA valid by the cluster's
+    // clock.
+    plan.check_ca_valid_at(api.wall_time())?;
     let nodes = select(api, plan).await?;
     let order = Order::of(&nodes);
     let cluster = every_node(api).await?;

@@ -215,7 +215,7 @@ fn driver_error(e: certs_driver::Error) -> Exit {
     }
 }
 
-/// `sha256:68dc09d6efd2…`: enough of a fingerprint to tell CAs apart in a table.
+/// `sha256:d4501ab39bde…`: enough of a fingerprint to tell CAs apart in a table.
 fn short(fingerprint: &str) -> String {
     match fingerprint.get(..19) {
         Some(head) if fingerprint.len() > 19 => format!("{head}…"),

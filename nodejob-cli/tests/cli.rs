@@ -370,11 +370,13 @@ sys.exit(p.wait())
     );
 }
 
-/// The built-in CA of `rotate-ca --simulate` (nodejob-cli/src/simulated-ca.pem).
+/// The built-in CA of `rotate-ca --simulate` (nodejob-cli/src/simulated-ca.pem), valid from
+/// 2025-01-01, before the simulated cluster's clock starts (2026-01-01), to 2125.
 const SIMULATED_CA: &str =
-    "sha256:68dc09d6efd28e22b3c73f413b028fc734e4d9be8909df957e7c50ca8e06700c";
-/// tests/fixtures/new-ca.pem: a public CA certificate (its key was never kept).
-const FIXTURE_CA: &str = "sha256:79b30278b60954602a8412d2858ff0ba0c7bb2c101857bf41d467cbf44b92598";
+    "sha256:d4501ab39bde6004e557e7837a0b062fc75b30fe766c7165e43c3aed251ede27";
+/// tests/fixtures/new-ca.pem: a public CA certificate (its key was never kept), valid from
+/// 2025-01-01, before the simulated cluster's clock starts (2026-01-01), to 2125.
+const FIXTURE_CA: &str = "sha256:29c67ddf75cc9ebaa8f6150a871f1f79a477f683189ee35c0ffb7d61a342a46a";
 const FIVE: [&str; 5] = ["cp-0", "cp-1", "cp-2", "worker-a-0", "worker-b-0"];
 
 fn fixture(name: &str) -> String {
@@ -724,7 +726,7 @@ fn jobs_on_a_simulated_cluster_lists_the_jobs_its_history_left() {
     // container's exit code; the probe still running, no exit code yet.
     let upgrade = find("upgrade-worker-b-0-v1-38-0-");
     assert_eq!(upgrade[1..4], ["worker-b-0", "Failed", "1"], "{stdout}");
-    let issue = find("ca-issue-worker-b-0-68dc09d6");
+    let issue = find("ca-issue-worker-b-0-d4501ab3");
     assert_eq!(issue[1..4], ["worker-b-0", "Failed", "1"], "{stdout}");
     let probe = find("nodejob-run-cp-0");
     assert_eq!(probe[1..4], ["cp-0", "Running", "-"], "{stdout}");
@@ -809,7 +811,7 @@ fn status_shows_the_lease_operation_and_each_nodes_ca_phase_and_upgrade() {
     );
     let first = stdout.lines().next().unwrap();
     assert!(
-        first.starts_with("lease kube-system/nodejob: free (last: rotate-ca sha256:68dc09d6")
+        first.starts_with("lease kube-system/nodejob: free (last: rotate-ca sha256:d4501ab3")
             && first.contains("epoch 1"),
         "{first}"
     );
