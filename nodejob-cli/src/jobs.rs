@@ -13,6 +13,7 @@
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
+use nodejob_core::selector::LabelSelector;
 use nodejob_core::{
     CONTROLLER_UID_LABEL, ErrorKind, JobApi, NODE_ANNOTATION, container_exit_code, disruption,
     failed, is_pod_of_job, job_node, succeeded,
@@ -98,8 +99,9 @@ pub(crate) struct Listed {
 /// Why [`gather`] found no list.
 #[derive(Debug)]
 pub(crate) enum Unlisted {
-    /// The API refused the label selector: bad input.
-    Selector(nodejob_core::ApiError),
+    /// The label selector does not parse (by the apiserver's grammar, before any call), or
+    /// the API refused it: bad input.
+    Selector(String),
     /// Listing failed: `listing jobs in NAMESPACE: …`.
     Failed(String),
 }
@@ -149,9 +151,11 @@ pub(crate) async fn gather<A>(api: &A, namespace: &str, selector: &str) -> Resul
 where
     A: JobApi + ?Sized,
 {
+    // Refused here as the apiserver would refuse it (`labels.Parse`), before any call.
+    LabelSelector::parse(selector).map_err(|e| Unlisted::Selector(e.to_string()))?;
     let jobs = api.list_jobs(namespace, selector).await.map_err(|e| {
         if e.kind == ErrorKind::BadRequest {
-            Unlisted::Selector(e)
+            Unlisted::Selector(e.to_string())
         } else {
             Unlisted::Failed(format!("listing jobs in {namespace}: {e}"))
         }

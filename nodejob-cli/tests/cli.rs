@@ -789,13 +789,47 @@ fn jobs_json_is_one_parseable_job_per_line() {
         (&"cp-0".into(), &"Running".into(), &serde_json::Value::Null)
     );
 
-    // A selector the apiserver cannot parse is bad input.
+    // A selector the apiserver cannot parse is bad input, refused by its grammar.
     let out = nodejob(&["jobs", "--simulate", "3", "-l", "a=b=c"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(
-        text(&out.stderr).contains("--selector"),
-        "{}",
-        text(&out.stderr)
+    assert_eq!(
+        text(&out.stderr),
+        "--selector \"a=b=c\": found '=', expected: ',' or 'end of string'\n"
+    );
+}
+
+#[test]
+fn a_selector_matching_no_node_exits_1_naming_it() {
+    // A typo in the selector is no finished roll: the plan selects no node, said before the
+    // Lease, and the operation fails (exit 1: it took a list of the nodes to know).
+    let said = "the plan selects no node: the selector \"role=wrker\" matches no node; check \
+                the plan's selector\n";
+    for command in [&["upgrade", "--to", "v1.38.0"][..], &["rotate-ca"]] {
+        let mut args = command.to_vec();
+        args.extend(["--simulate", "3", "--selector", "role=wrker"]);
+        let out = nodejob(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert_eq!(text(&out.stderr), said, "{args:?}");
+        assert_eq!(text(&out.stdout), "", "{args:?}");
+    }
+    // With names too, the message names them.
+    let out = nodejob(&[
+        "upgrade",
+        "--simulate",
+        "3",
+        "--to",
+        "v1.38.0",
+        "--selector",
+        "!node-role.kubernetes.io/control-plane",
+        "--nodes",
+        "cp-0,cp-1",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        "the plan selects no node: none of the nodes cp-0, cp-1 exists and matches the \
+         selector \"!node-role.kubernetes.io/control-plane\"; check the plan's nodes and \
+         selector\n"
     );
 }
 
