@@ -376,8 +376,30 @@ fn another_jobs_pod_never_answers_for_ours() {
     m.step(secs(9), Obs::Changed(Change::Applied(failed("ours", 6))));
     let s = m.step(secs(9), Obs::Pods(vec![impostor]));
     assert_eq!(s.intent, Intent::GetJob);
-    let e = err(m.step(secs(9), Obs::Job(failed("ours", 6))).intent);
+    let s = m.step(secs(9), Obs::Job(failed("ours", 6)));
+    assert_eq!(s.intent, Intent::GetNode, "is its node still there?");
+    let e = err(m.step(secs(9), Obs::Node(Box::default())).intent);
     assert!(matches!(e, Error::PodDeleted { .. }), "{e}");
+}
+
+#[test]
+fn a_failed_job_whose_pod_went_with_its_deleted_node_names_the_node() {
+    // The pod garbage collector deletes the Pods of a deleted node (`gcOrphaned`): no Pod of
+    // ours remains, ours stands, its node is gone.
+    let mut m = machine_failed(Mode::ExitCode);
+    assert_eq!(m.step(secs(9), Obs::Pods(vec![])).intent, Intent::GetJob);
+    let s = m.step(secs(9), Obs::Job(failed("ours", 6)));
+    assert_eq!(s.intent, Intent::GetNode);
+    let e = err(m
+        .step(
+            secs(9),
+            Obs::Failed(ApiError::not_found("nodes \"node-a\" not found")),
+        )
+        .intent);
+    assert!(
+        matches!(&e, Error::NodeDeleted { node, .. } if node == "node-a"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -765,7 +787,9 @@ fn our_finished_job_deleted_by_another_actor_before_its_pod_was_read_says_so() {
     // quoted.
     let mut m = machine_failed(Mode::ExitCode);
     m.step(secs(9), Obs::Pods(vec![]));
-    let e = err(m.step(secs(9), Obs::Job(failed("ours", 6))).intent);
+    let s = m.step(secs(9), Obs::Job(failed("ours", 6)));
+    assert_eq!(s.intent, Intent::GetNode);
+    let e = err(m.step(secs(9), Obs::Node(Box::default())).intent);
     assert!(matches!(e, Error::PodDeleted { .. }), "{e}");
     assert!(e.to_string().contains("BackoffLimitExceeded"), "{e}");
     assert!(e.to_string().contains("another actor deleted it"), "{e}");
@@ -890,7 +914,11 @@ fn a_pod_the_job_reported_terminating_while_it_ran_gives_no_exit_code() {
         m.step(secs(9), Obs::Changed(Change::Applied(terminating.clone())));
         m.step(secs(10), Obs::Changed(Change::Applied(failed("ours", 8))));
         assert_eq!(m.step(secs(10), Obs::Pods(pods)).intent, Intent::GetJob);
-        let e = err(m.step(secs(10), Obs::Job(failed("ours", 8))).intent);
+        let s = m.step(secs(10), Obs::Job(failed("ours", 8)));
+        let e = match s.intent {
+            Intent::GetNode => err(m.step(secs(10), Obs::Node(Box::default())).intent),
+            other => err(other),
+        };
         assert!(matches!(e, Error::PodDeleted { .. }), "{e}");
         assert!(!e.to_string().contains("code 143"), "{e}");
     }

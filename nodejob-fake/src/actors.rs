@@ -7,6 +7,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use nodejob_core::{ApiResult, NodeChange};
 use nodejob_host::stratum::{StratumHost, StratumState};
 
@@ -241,6 +242,43 @@ impl FakeCluster {
             )?;
             b.status = Some(PodDisruptionBudgetStatus::default());
             Ok(st.store.write_budget(b))
+        })
+    }
+
+    /// Changes the `minAvailable` of PodDisruptionBudget `namespace/name` as `kubectl edit`
+    /// would: a new `generation`, so that evictions it covers answer 429 until the disruption
+    /// controller has synced it (at once). Answers it as written. NotFound if there is none.
+    pub fn set_budget_min_available_now(
+        &self,
+        namespace: &str,
+        name: &str,
+        min_available: i32,
+    ) -> ApiResult<PodDisruptionBudget> {
+        let key = (namespace.to_string(), name.to_string());
+        self.with_state(|st| {
+            let mut budget = st.store.budgets.get(&key).cloned().ok_or_else(|| {
+                nodejob_core::ApiError::not_found(format!(
+                    "poddisruptionbudgets.policy \"{name}\" not found"
+                ))
+            })?;
+            let spec = budget.spec.get_or_insert_default();
+            spec.min_available = Some(IntOrString::Int(min_available));
+            spec.max_unavailable = None;
+            budget.metadata.generation = Some(budget.metadata.generation.unwrap_or(1) + 1);
+            Ok(st.store.write_budget(budget))
+        })
+    }
+
+    /// Deletes PodDisruptionBudget `namespace/name` (`kubectl delete pdb`). NotFound if there
+    /// is none.
+    pub fn delete_budget_now(&self, namespace: &str, name: &str) -> ApiResult<()> {
+        let key = (namespace.to_string(), name.to_string());
+        self.with_state(|st| {
+            st.store.remove_budget(&key).map(drop).ok_or_else(|| {
+                nodejob_core::ApiError::not_found(format!(
+                    "poddisruptionbudgets.policy \"{name}\" not found"
+                ))
+            })
         })
     }
 

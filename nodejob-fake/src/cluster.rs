@@ -340,6 +340,11 @@ impl FakeCluster {
         self.with_state(|st| st.store.get_node(name).ok())
     }
 
+    /// The names of the Nodes that exist, in name order.
+    pub fn node_names(&self) -> Vec<String> {
+        self.with_state(|st| st.store.nodes.keys().cloned().collect())
+    }
+
     /// The latest resourceVersion of the cluster (decimal).
     pub fn resource_version(&self) -> String {
         self.with_state(|st| st.store.rv().to_string())

@@ -396,6 +396,7 @@ mod podgc;
 mod record;
 mod registry;
 mod rng;
+pub mod schedule;
 mod scheduler;
 mod selector;
 mod state;

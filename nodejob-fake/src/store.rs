@@ -333,6 +333,14 @@ impl Store {
         put(&mut self.budgets, rv, budget)
     }
 
+    /// Removes a PodDisruptionBudget.
+    pub(crate) fn remove_budget(&mut self, key: &Key) -> Option<PodDisruptionBudget> {
+        let budget = self.budgets.remove(key)?;
+        let rv = self.bump();
+        self.index.marks.budgets = rv;
+        Some(budget)
+    }
+
     pub(crate) fn write_deployment(&mut self, deployment: Deployment) -> Deployment {
         let rv = self.bump();
         self.index.marks.workloads = rv;

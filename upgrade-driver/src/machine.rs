@@ -287,6 +287,9 @@ pub struct NodeMachine {
     redrains: u32,
     /// Done records decided again because the node changed before they were written.
     refinishes: u32,
+    /// An earlier run recorded the host upgrade's success: a node at the target that did not
+    /// reboot within the whole reboot timeout since is taken as one that needed no reboot.
+    earlier_success: bool,
 }
 
 impl NodeMachine {
@@ -305,6 +308,7 @@ impl NodeMachine {
             pending_failure: None,
             redrains: 0,
             refinishes: 0,
+            earlier_success: false,
         }
     }
 
@@ -580,6 +584,7 @@ impl NodeMachine {
         match &self.host {
             Some(h) if h.exit_code == 0 => {
                 let uid = h.uid.clone();
+                self.earlier_success = true;
                 let marks = vec![Mark::Note(format!(
                     "the host upgrade already succeeded (job uid {uid}); not running it again"
                 ))];
@@ -588,6 +593,24 @@ impl NodeMachine {
             // Our host Job first: one that exists is adopted, never drained away nor replaced.
             _ => self.go(At::Finding, Vec::new(), Intent::FindJob),
         }
+    }
+
+    /// The version the node reports, as last read.
+    fn reported(&self) -> Option<String> {
+        (self.node.as_deref())
+            .and_then(|n| version(n, &self.source))
+            .map(str::to_string)
+    }
+
+    /// Whether the node reports the target, Ready, though we never launched our host upgrade
+    /// (no Launch record, no host result).
+    fn at_target_without_us(&self) -> bool {
+        let launched = self
+            .progress
+            .as_ref()
+            .is_some_and(|p| p.host_boot_id.is_some());
+        let at_target = (self.reported()).is_some_and(|v| same_version(&v, &self.target));
+        !launched && self.host.is_none() && at_target && self.node.as_deref().is_some_and(ready)
     }
 
     /// Whether the host upgrade ran though its Job is gone: we launched it (our record holds
@@ -708,6 +731,16 @@ impl NodeMachine {
     /// The Job of the host Job's name, if any: adopt it; or drain, then replace or create it.
     fn found(&mut self, job: Option<Box<Job>>) -> Step {
         let Some(job) = job else {
+            if self.at_target_without_us() {
+                // Upgraded out of band (by a person, another tool) before we launched ours:
+                // nothing to run; finish what we started (uncordon if we cordoned it).
+                let reported = self.reported().unwrap_or_default();
+                let marks = vec![Mark::Note(format!(
+                    "it reports {reported} already, reached without our host upgrade (never \
+                     launched): finishing without running it"
+                ))];
+                return self.check_then_finish(marks);
+            }
             if self.ran_without_job() {
                 // The host step ran (its Job is gone, deleted by someone): wait for the node.
                 let marks = vec![Mark::Note(
@@ -782,6 +815,20 @@ impl NodeMachine {
                 None,
             );
         }
+        let at_target = self
+            .node
+            .as_deref()
+            .is_some_and(|n| ready(n) && same_version(&reported, &self.target));
+        if !met && self.earlier_success && at_target {
+            // An earlier run saw the host upgrade exit 0; a whole reboot timeout later the node
+            // is Ready at the target on the same boot: the upgrade needed no reboot (the host
+            // was at the target already). Never taken on a first wait: a reboot may be pending.
+            let marks = vec![Mark::Note(format!(
+                "Ready at {reported} without a reboot a whole reboot timeout after its host \
+                 upgrade exited 0: taken as needing none"
+            ))];
+            return self.check_then_finish(marks);
+        }
         if !met {
             let before = self.launched_boot();
             let why = match self.node.as_deref() {
@@ -814,10 +861,15 @@ impl NodeMachine {
                 None,
             );
         }
-        let mut marks = vec![Mark::Finished(
+        let marks = vec![Mark::Finished(
             UpgradeStep::Reboot,
             format!("rebooted, Ready at {reported}"),
         )];
+        self.check_then_finish(marks)
+    }
+
+    /// At the target: the health check, if any, then the finish.
+    fn check_then_finish(&mut self, mut marks: Vec<Mark>) -> Step {
         if self.has_health {
             marks.push(Mark::Started(UpgradeStep::Health));
             return self.go(At::Checking, marks, Intent::Health);

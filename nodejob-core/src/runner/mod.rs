@@ -29,8 +29,10 @@
 //! in trouble: when a wait on the Job times out (the loop reads the node then, so a run that
 //! times out says whether its node is NotReady or gone), and when the Job reports its Pod no
 //! longer ready while it runs (what the node lifecycle controller does to the Pods of a node
-//! gone NotReady). A node that no longer exists ends the run at once with
-//! [`Error::NodeDeleted`]. A run whose Job finishes within its wait reads no node: it costs the
+//! gone NotReady), and when a failed Job of ours has no Pod left (the pod garbage collector
+//! deletes the Pods of a deleted node after a 40 s quarantine, `gcOrphaned`). A node that no
+//! longer exists ends the run with [`Error::NodeDeleted`]. A run whose Job finishes within its
+//! wait with its Pod there reads no node: it costs the
 //! same requests as without this, and a long Job no more than a short one (a watch on the node
 //! would be woken by every status update of the node).
 //!

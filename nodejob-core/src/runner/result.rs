@@ -55,6 +55,9 @@ enum At {
     /// No exit answers (no Pod remains, or its Pod was deleted): re-reading ours, to tell
     /// whether another actor deleted it, before saying so.
     Recheck(NoAnswer),
+    /// Ours stands and no Pod of it remains: reading its node, since the pod garbage collector
+    /// deletes the Pods of a deleted node (then the deletion is the answer).
+    NodeCheck(NoAnswer),
     /// Reading its log; the exit code is known.
     Log { exit_code: i32 },
     /// Deleting ours (succeeded) exactly.
@@ -70,6 +73,23 @@ enum NoAnswer {
     NoExit { reason: String, message: String },
     /// Our Pod was deleted or disrupted: whatever it exited with was the kill's.
     PodDeleted { pod: String, cause: String },
+    /// The pod garbage collector failed our Pod because its Node was deleted.
+    NodeDeleted,
+}
+
+/// How a missing Pod is named.
+const GONE: &str = "(gone)";
+
+/// The reason of the `DisruptionTarget` condition the pod garbage collector gives the Pods of
+/// a deleted Node before it deletes them (`gcOrphaned` in `pkg/controller/podgc`).
+const DELETION_BY_POD_GC: &str = "DeletionByPodGC";
+
+/// Whether `pod` was failed by the pod garbage collector (its Node is gone).
+fn collected_as_orphan(pod: &Pod) -> bool {
+    pod.status
+        .iter()
+        .flat_map(|s| s.conditions.iter().flatten())
+        .any(|c| c.type_ == "DisruptionTarget" && c.reason.as_deref() == Some(DELETION_BY_POD_GC))
 }
 
 impl Reading {
@@ -96,6 +116,16 @@ impl Reading {
         match std::mem::replace(&mut self.at, At::Pods) {
             At::Pods => self.on_pods(run, obs),
             At::Recheck(no_answer) => self.on_recheck(run, no_answer, obs),
+            At::NodeCheck(no_answer) => match obs {
+                Observation::Failed(e) if e.is_not_found() => {
+                    Next::fail(self.no_answer(run, NoAnswer::NodeDeleted))
+                }
+                // The node stands (or cannot be read): the missing Pod is another actor's doing.
+                Observation::Node(_) | Observation::Failed(_) => {
+                    Next::fail(self.no_answer(run, no_answer))
+                }
+                other => run.unexpected(other, Action::Reading, ObjectKind::Node),
+            },
             At::Log { exit_code } => self.on_log(run, exit_code, obs),
             At::Deleting { report, conflicts } => self.on_delete(run, report, conflicts, obs),
             At::Rereading { report, conflicts } => self.on_reread(run, report, conflicts, obs),
@@ -168,6 +198,7 @@ impl Reading {
         }
 
         let no_answer = match (answering, terminated) {
+            (Some(pod), _) if collected_as_orphan(pod) => NoAnswer::NodeDeleted,
             (Some(pod), _) if disruption(pod).is_some() => NoAnswer::PodDeleted {
                 pod: pod_name.unwrap_or_default(),
                 cause: disruption(pod)
@@ -177,14 +208,14 @@ impl Reading {
             // The Job said its Pod was being deleted while it ran: whatever it exited with,
             // and whether or not it is still there to read, is the kill's.
             (pod, _) if self.pod_deleted => NoAnswer::PodDeleted {
-                pod: pod.and(pod_name).unwrap_or_else(|| "(gone)".to_string()),
+                pod: pod.and(pod_name).unwrap_or_else(|| GONE.to_string()),
                 cause: "the job reported it terminating while the host operation ran".to_string(),
             },
             (_, Some((_, code))) => return self.exit(run, code, pod_name),
             // The Job controller never deletes the Pod of a Job that failed but by its
             // deadline: none left means another actor deleted it, and its exit status with it.
             (None, None) => NoAnswer::PodDeleted {
-                pod: "(gone)".to_string(),
+                pod: GONE.to_string(),
                 cause: format!(
                     "no pod of the job remains, so another actor deleted it; the job failed with \
                      {reason}: {message}"
@@ -216,6 +247,11 @@ impl Reading {
             }
             Observation::Failed(e) if e.is_not_found() => {
                 Next::fail(run.vanished(&self.uid, deleted.to_string()))
+            }
+            // Ours stands and none of its Pods remains: was its node deleted (the pod garbage
+            // collector then deleted the Pod)? One read tells.
+            Observation::Job(_) if matches!(&no_answer, NoAnswer::PodDeleted { pod, .. } if pod == GONE) => {
+                self.go(At::NodeCheck(no_answer), Intent::GetNode)
             }
             // Ours stands (or cannot be read): the Pod alone explains the missing answer.
             Observation::Job(_) | Observation::Failed(_) => {
@@ -348,6 +384,11 @@ impl Reading {
                 job: run.job.clone(),
                 pod,
                 cause,
+            },
+            NoAnswer::NodeDeleted => Error::NodeDeleted {
+                job: run.job.clone(),
+                node: run.job.node.clone(),
+                what: "to finish".to_string(),
             },
         }
     }

@@ -4,6 +4,8 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod soak;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

@@ -1,0 +1,614 @@
+//! The seeded **actor soak**: a roll runs while people, nodes and other controllers change the
+//! cluster under it ([`nodejob_fake::schedule`]: cordons and uncordons, labels moving nodes in
+//! and out of the selection, nodes deleted, added, rebooting by themselves, flapping, reporting
+//! another version; budgets created, changed, deleted; Deployments created; Pods deleted; the
+//! Lease taken by another holder; API faults), and the driver itself crashes before a drawn
+//! call of a drawn verb and is resumed under another identity. Every write is checked against
+//! the invariants below as it is made; each run's report against the cluster; the last run
+//! must finish the roll once the actors are done and an operator removed the budgets they
+//! left.
+//!
+//! # Invariants, checked at every write of the driver ([`Watch`])
+//! 1. A host upgrade Job is created only on a cordoned node with no evictable Pod on it, and
+//!    with no other host Pod live on it.
+//! 2. At most `max_unavailable` nodes carry our in-progress record (started and not finished),
+//!    and at most one control-plane node.
+//! 3. An uncordon is only of a node our record says we cordoned.
+//! 4. The done record is written only on a node that reports the target.
+//! 5. No write of any kind once the driver has read the Lease as another holder's (a Lease
+//!    call after the theft), until it holds the Lease again.
+//!
+//! # At the end of each run and of the seed
+//! 6. The run ends within its bound.
+//! 7. The report agrees with the cluster: a node reported upgraded has no in-progress record
+//!    and carries the done record (if it still exists); a node failed or interrupted after it
+//!    was marked keeps our record (if it still exists); a `Done` run leaves no record anywhere.
+//! 8. The host upgrade ran at most once per node (deleted nodes included, by their retired
+//!    host models), and exactly once on every node the last run reports upgraded.
+//!
+//! # Running
+//! - `cargo test -p upgrade-driver --test actors`: seeds 0 to 63.
+//! - The soak, in `.ci/run`: `NODEJOB_SOAK_SEEDS=1000 cargo test --release -p upgrade-driver
+//!   --test actors -- --nocapture` prints the tally and each failing seed with its schedule.
+//! - One seed, its schedule and each run's report: `NODEJOB_SEED=17 cargo test -p
+//!   upgrade-driver --test actors -- --nocapture`.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Node;
+use nodejob_conformance::workloads::{budget, deployment};
+use nodejob_conformance::{Crashing, Observe, Write};
+use nodejob_core::{ApiError, Clock, Verb};
+use nodejob_fake::FakeCluster;
+use nodejob_fake::schedule::{Act, ActorSchedule, Cast, Draw, LEASE};
+use nodejob_fake::stratum::{Operation, StratumTiming};
+use support::soak::{run_seeds, seeds};
+use support::*;
+use upgrade_driver::records::{self, DONE, IN_PROGRESS, InProgress};
+use upgrade_driver::{MaxUnavailable, NodeResult, Outcome, Plan, Report, UpgradeStep, run};
+
+/// Seeds run by `cargo test`.
+const SEEDS: u64 = 64;
+/// Runs at most per seed.
+const RUNS: usize = 5;
+/// A run that has not ended after this much virtual time hangs.
+const RUN_BOUND: Duration = Duration::from_secs(4 * 3600);
+/// The label that puts a node into the plan's selection, when the plan selects by label.
+const SELECTED: (&str, &str) = ("upgrade", "yes");
+
+/// A driver crash: before (or after) its `nth` call of `verb`.
+#[derive(Clone, Debug)]
+struct Crash {
+    verb: Verb,
+    nth: usize,
+    after: bool,
+}
+
+/// Everything a seed decides.
+#[derive(Clone, Debug)]
+struct Draws {
+    zones: Vec<(&'static str, usize)>,
+    replicas: i32,
+    max_unavailable: u32,
+    by_label: bool,
+    health_check: bool,
+    crash: Option<Crash>,
+    actors: ActorSchedule,
+}
+
+const CRASH_VERBS: &[Verb] = &[
+    Verb::PatchNode,
+    Verb::CreateJob,
+    Verb::DeleteJob,
+    Verb::EvictPod,
+    Verb::CreateEvent,
+];
+
+fn node_names(zones: &[(&str, usize)]) -> Vec<String> {
+    let control = (0..2).map(|i| format!("cp-{i}"));
+    let workers = zones
+        .iter()
+        .flat_map(|(zone, count)| (0..*count).map(move |i| format!("{zone}-{i}")));
+    control.chain(workers).collect()
+}
+
+impl Draws {
+    fn draw(seed: u64) -> Self {
+        let mut rng = Draw::new(seed);
+        let zones = if rng.chance(0.5) {
+            vec![("zone-a", 3), ("zone-b", 3)]
+        } else {
+            vec![("zone-a", 4), ("zone-b", 2), ("zone-c", 2)]
+        };
+        let by_label = rng.chance(0.5);
+        let crash = rng.chance(0.4).then(|| Crash {
+            verb: *rng.pick(CRASH_VERBS),
+            nth: rng.range(0, 6) as usize,
+            after: rng.chance(0.5),
+        });
+        let mut cast = Cast::new(node_names(&zones));
+        if by_label {
+            cast.selection = Some((SELECTED.0.into(), SELECTED.1.into()));
+        }
+        let count = rng.range(4, 16) as usize;
+        let span = rng.millis(60_000, 20 * 60_000);
+        Draws {
+            zones,
+            replicas: rng.range(2, 5) as i32,
+            max_unavailable: rng.range(1, 3) as u32,
+            by_label,
+            health_check: rng.chance(0.3),
+            crash,
+            actors: ActorSchedule::draw(seed, &cast, span, count),
+        }
+    }
+}
+
+/// Quicker than the host model's defaults, to keep the seeds cheap.
+fn host_timing() -> StratumTiming {
+    StratumTiming {
+        upgrade_time: Duration::from_secs(10),
+        reboot_delay: Duration::from_secs(2),
+        reboot_time: Duration::from_secs(15),
+        ..StratumTiming::default()
+    }
+}
+
+fn build(seed: u64, draws: &Draws) -> Result<(Arc<FakeCluster>, Vec<String>), String> {
+    let fake = FakeCluster::with_seed(seed);
+    let names = node_names(&draws.zones);
+    let err = |e: ApiError| e.to_string();
+    for name in &names {
+        fake.add_node(name).map_err(err)?;
+        if name.starts_with("cp-") {
+            fake.label_node(name, CONTROL_PLANE, "").map_err(err)?;
+        } else {
+            let zone = &name[..name.rfind('-').unwrap_or(name.len())];
+            fake.label_node(name, ZONE, zone).map_err(err)?;
+            fake.label_node(name, WORKER.0, WORKER.1).map_err(err)?;
+        }
+        if draws.by_label {
+            fake.label_node(name, SELECTED.0, SELECTED.1).map_err(err)?;
+        }
+        let mut host = fake.host(name).ok_or(format!("no host on {name}"))?;
+        host.timing = host_timing();
+        fake.set_host(name, host).map_err(err)?;
+    }
+    let label = (WORKER.0.to_string(), WORKER.1.to_string());
+    fake.create_deployment_now(&deployment("default", "web", draws.replicas, &label))
+        .map_err(err)?;
+    fake.create_budget_now(&budget("default", "web", "web", draws.replicas - 1))
+        .map_err(err)?;
+    Ok((Arc::new(fake), names))
+}
+
+fn plan_for(draws: &Draws, identity: &str) -> Plan {
+    let mut spec = plan_spec();
+    spec.identity = identity.into();
+    spec.max_unavailable = MaxUnavailable::Count(draws.max_unavailable);
+    if draws.by_label {
+        spec.selector = Some(format!("{}={}", SELECTED.0, SELECTED.1));
+    }
+    if draws.health_check {
+        spec.health_check = Some(vec![spec.binary.clone(), "health".into()]);
+    }
+    plan(spec)
+}
+
+// ---- the invariants at every write ----
+
+/// Checks every write of the driver against the invariants of the module docs.
+struct Watch {
+    fake: Arc<FakeCluster>,
+    width: usize,
+    /// The identities the driver runs under.
+    ours: BTreeSet<String>,
+    /// Lease calls served when the Lease was last seen as another's at a write: a later one
+    /// means the driver has read it since.
+    lease_calls_at_loss: Mutex<Option<usize>>,
+    violations: Mutex<Vec<String>>,
+}
+
+fn lease_calls(fake: &FakeCluster) -> usize {
+    fake.count(Verb::GetLease) + fake.count(Verb::ReplaceLease)
+}
+
+fn our_record(node: &Node) -> Option<InProgress> {
+    records::read::<InProgress>(node, IN_PROGRESS)
+        .ok()
+        .flatten()
+}
+
+/// The Pods on `node` a drain would evict.
+fn evictable_on(fake: &FakeCluster, node: &str) -> Vec<String> {
+    fake.pods_on(node)
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| {
+            let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+            !matches!(phase, Some("Succeeded" | "Failed"))
+        })
+        .filter(|p| {
+            !(p.metadata.owner_references.iter().flatten())
+                .any(|o| o.kind == "DaemonSet" || o.kind == "Job")
+        })
+        .map(|p| p.metadata.name.unwrap_or_default())
+        .collect()
+}
+
+impl Watch {
+    fn node_of_job(write: &Write) -> Option<String> {
+        let job: k8s_openapi::api::batch::v1::Job = serde_json::from_str(&write.body).ok()?;
+        job.spec?.template.spec?.node_name
+    }
+
+    fn before_write(&self, write: &Write) -> Vec<String> {
+        let mut v = Vec::new();
+        // 5. Nothing written once the driver knows the Lease is another's.
+        let holder = (self.fake.lease(LEASE.0, LEASE.1))
+            .and_then(|l| l.spec?.holder_identity)
+            .unwrap_or_default();
+        let mut at_loss = self.lease_calls_at_loss.lock().unwrap();
+        if self.ours.contains(&holder) || holder.is_empty() {
+            *at_loss = None;
+        } else {
+            let now = lease_calls(&self.fake);
+            match *at_loss {
+                Some(then) if now > then => v.push(format!(
+                    "{write}: written after the driver read the Lease held by {holder}"
+                )),
+                Some(_) => {}
+                None => *at_loss = Some(now),
+            }
+        }
+        drop(at_loss);
+        match write.verb {
+            // 1. The host Job: on a cordoned node, drained, with no other host Pod.
+            Verb::CreateJob if write.target.contains("/upgrade-") => {
+                let Some(node) = Self::node_of_job(write) else {
+                    return v;
+                };
+                match self.fake.node(&node) {
+                    Some(n) if !records::unschedulable(&n) => {
+                        v.push(format!("{write}: host job on schedulable node {node}"));
+                    }
+                    _ => {}
+                }
+                let evictable = evictable_on(&self.fake, &node);
+                if !evictable.is_empty() {
+                    v.push(format!(
+                        "{write}: host job on {node} with evictable pods {evictable:?}"
+                    ));
+                }
+                let live_hosts = (self.fake.pods_on(&node).into_iter())
+                    .filter(|p| {
+                        p.metadata
+                            .name
+                            .as_deref()
+                            .is_some_and(|n| n.starts_with("upgrade-"))
+                    })
+                    .filter(|p| {
+                        let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+                        matches!(phase, Some("Pending" | "Running") | None)
+                    })
+                    .count();
+                if live_hosts > 0 {
+                    v.push(format!(
+                        "{write}: host job on {node} while a host pod runs there"
+                    ));
+                }
+            }
+            Verb::PatchNode => {
+                let node = self.fake.node(&write.target);
+                // 3. Only what we cordoned is uncordoned.
+                if write.body.contains("Uncordon") {
+                    let cordoned = node
+                        .as_ref()
+                        .and_then(our_record)
+                        .is_some_and(|r| r.cordoned);
+                    if !cordoned {
+                        v.push(format!("{write}: uncordons a node we did not cordon"));
+                    }
+                }
+                // 4. Done only on a node at the target.
+                if write
+                    .body
+                    .contains(&format!("SetAnnotation {{ key: {DONE:?}"))
+                {
+                    let at = node.as_ref().map(kubelet_version).unwrap_or_default();
+                    if at != TARGET {
+                        v.push(format!("{write}: recorded done while at {at:?}"));
+                    }
+                }
+            }
+            _ => {}
+        }
+        v
+    }
+
+    fn after_write(&self, write: &Write) -> Vec<String> {
+        // 2. At most `width` nodes in flight, control plane one at a time.
+        let mut v = Vec::new();
+        let in_flight: Vec<String> = (self.fake.node_names().into_iter())
+            .filter(|n| self.fake.node(n).as_ref().and_then(our_record).is_some())
+            .collect();
+        if in_flight.len() > self.width {
+            v.push(format!(
+                "after {write}: in flight {in_flight:?} > {}",
+                self.width
+            ));
+        }
+        let control: Vec<&String> = in_flight.iter().filter(|n| n.starts_with("cp-")).collect();
+        if control.len() > 1 {
+            v.push(format!(
+                "after {write}: control-plane nodes in flight together: {control:?}"
+            ));
+        }
+        v
+    }
+}
+
+impl Observe for Watch {
+    fn before(&self, write: &Write) {
+        let v = self.before_write(write);
+        self.violations.lock().unwrap().extend(v);
+    }
+    fn after(&self, write: &Write) {
+        let v = self.after_write(write);
+        self.violations.lock().unwrap().extend(v);
+    }
+}
+
+// ---- one seed ----
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Summary {
+    runs: Vec<String>,
+    calls: usize,
+    took: Duration,
+}
+
+fn short(result: &Result<Report, upgrade_driver::Error>) -> String {
+    match result {
+        Err(e) => format!("error: {e}"),
+        Ok(r) => match &r.outcome {
+            Outcome::Done => "done".into(),
+            Outcome::Stopped { why } => format!("stopped: {why}"),
+            Outcome::Failed { .. } => {
+                let failures: Vec<String> = (r.nodes.iter())
+                    .filter_map(|n| {
+                        let f = n.failure()?;
+                        Some(format!("{} {}: {}", n.name, f.step, f.message))
+                    })
+                    .collect();
+                format!("failed: {}", failures.join("; "))
+            }
+        },
+    }
+}
+
+/// 7. The report agrees with the cluster.
+fn check_report(fake: &FakeCluster, report: &Report) -> Result<(), String> {
+    for n in &report.nodes {
+        let Some(node) = fake.node(&n.name) else {
+            continue;
+        };
+        let record = our_record(&node);
+        match &n.result {
+            Some(NodeResult::Upgraded) => {
+                let done =
+                    (node.metadata.annotations.as_ref()).is_some_and(|a| a.contains_key(DONE));
+                if record.is_some() || !done {
+                    return Err(format!(
+                        "{} reported upgraded, but its in-progress record is {record:?} and done \
+                         record present: {done}",
+                        n.name
+                    ));
+                }
+            }
+            Some(NodeResult::Failed(f)) if f.step > UpgradeStep::Cordon && record.is_none() => {
+                return Err(format!(
+                    "{} failed at {}, but carries no in-progress record",
+                    n.name, f.step
+                ));
+            }
+            Some(NodeResult::Interrupted { step, .. })
+                if *step > UpgradeStep::Cordon && record.is_none() =>
+            {
+                return Err(format!(
+                    "{} interrupted at {step}, but carries no in-progress record",
+                    n.name
+                ));
+            }
+            _ => {}
+        }
+    }
+    if report.outcome == Outcome::Done {
+        let left: Vec<String> = (fake.node_names().into_iter())
+            .filter(|n| fake.node(n).as_ref().and_then(our_record).is_some())
+            .collect();
+        if !left.is_empty() {
+            return Err(format!(
+                "done, but nodes keep our in-progress record: {left:?}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+async fn scenario(seed: u64, verbose: bool) -> Result<Summary, String> {
+    let draws = Draws::draw(seed);
+    if verbose {
+        println!("seed {seed}: {draws:#?}\nschedule:\n{}", draws.actors);
+    }
+    let (fake, names) = build(seed, &draws)?;
+    fake.sleep(Duration::from_secs(30)).await;
+    // Drawn times are from the roll's start.
+    let start = fake.now();
+    let shifted = ActorSchedule {
+        acts: (draws.actors.acts.iter())
+            .map(|(at, act)| (start + *at, act.clone()))
+            .collect(),
+    };
+    shifted.arm(&fake);
+    let identities = ["driver-a", "driver-b", "driver-c"];
+    let watch = |fake: &Arc<FakeCluster>| Watch {
+        fake: fake.clone(),
+        width: draws.max_unavailable as usize,
+        ours: identities.iter().map(|s| s.to_string()).collect(),
+        lease_calls_at_loss: Mutex::new(None),
+        violations: Mutex::new(Vec::new()),
+    };
+    // Nodes an actor set to another version than the target: one our upgrade reached may be
+    // rolled back under it, and then must be failed and named, never upgraded twice.
+    let rolled_back: BTreeSet<String> = (draws.actors.acts.iter())
+        .filter_map(|(_, act)| match act {
+            Act::ReportVersion { node, version } if version != TARGET => Some(node.clone()),
+            _ => None,
+        })
+        .collect();
+    let mut runs = Vec::new();
+    let mut violations = Vec::new();
+    let mut done = false;
+    for attempt in 0..RUNS {
+        let identity = identities[attempt.min(identities.len() - 1)];
+        let plan = plan_for(&draws, identity);
+        if attempt > 0 {
+            // A rerun under another identity: the previous holder's Lease expires first.
+            fake.sleep(plan.spec().lease_duration + Duration::from_secs(5))
+                .await;
+        }
+        if attempt >= 2 {
+            // The operator waits for the actors to be done, then removes the budgets they
+            // left (one may block a drain for ever) before trying again.
+            let over = start + shifted.over();
+            fake.sleep(over.saturating_sub(fake.now())).await;
+            fake.clear_faults();
+            for (_, act) in &shifted.acts {
+                if let Act::CreateBudget { name, .. } = act {
+                    let _ = fake.delete_budget_now("default", name);
+                }
+            }
+        }
+        let mut api = Crashing::new(fake.clone(), watch(&fake));
+        let crash = draws.crash.clone().filter(|_| attempt == 0);
+        if let Some(c) = &crash {
+            api = api.crashing_at_verb(c.verb, c.nth, c.after);
+        }
+        let result = tokio::select! {
+            result = tokio::time::timeout(RUN_BOUND, run(&api, &plan, upgrade_driver::quiet())) => {
+                match result {
+                    Ok(result) => Some(result),
+                    Err(_) => return Err(format!("run {attempt} did not end within {RUN_BOUND:?}; runs {runs:#?}")),
+                }
+            }
+            _ = api.crashed() => None,
+        };
+        violations.extend(api.observer().violations.lock().unwrap().clone());
+        let Some(result) = result else {
+            runs.push(format!("crashed at {:?}", crash));
+            continue;
+        };
+        runs.push(short(&result));
+        if verbose {
+            println!("run {attempt} at {:?}: {result:#?}", fake.now());
+        }
+        if let Ok(report) = &result {
+            check_report(&fake, report)
+                .map_err(|e| format!("run {attempt}: {e}; runs {runs:#?}"))?;
+            if report.outcome == Outcome::Done && attempt >= 2 {
+                done = true;
+                break;
+            }
+            let failed: Vec<&str> = (report.nodes.iter())
+                .filter(|n| n.failure().is_some())
+                .map(|n| n.name.as_str())
+                .collect();
+            let named_rollbacks = matches!(report.outcome, Outcome::Failed { .. })
+                && failed.iter().all(|n| rolled_back.contains(*n));
+            if named_rollbacks && attempt >= 2 {
+                // Rolled back out of band after our upgrade: failed and named, as it must be.
+                done = true;
+                break;
+            }
+        }
+    }
+    let fail = |what: String| Err(format!("{what}; runs: {runs:#?}"));
+    if !violations.is_empty() {
+        return fail(format!("invariants broken: {violations:#?}"));
+    }
+    if !done {
+        return fail(format!("not done after {RUNS} runs"));
+    }
+    // 8. At most once per node, deleted ones included.
+    let mut all: BTreeSet<String> = names.iter().cloned().collect();
+    all.extend(fake.node_names());
+    for name in &all {
+        let executions = fake
+            .host_state(name)
+            .map(|s| s.executions(Operation::Upgrade))
+            .unwrap_or(0);
+        if executions > 1 {
+            return fail(format!("{name}: {executions} upgrade executions"));
+        }
+    }
+    Ok(Summary {
+        runs,
+        calls: fake.calls().len(),
+        took: fake.now(),
+    })
+}
+
+fn kind(run: &str) -> String {
+    let mut words = run.split_whitespace();
+    match words.next() {
+        Some("failed:") => {
+            let step = words.nth(1).unwrap_or_default().trim_end_matches(':');
+            format!("failed at {step}")
+        }
+        Some(w) => w.trim_end_matches(':').to_string(),
+        None => String::new(),
+    }
+}
+
+#[test]
+fn seeded_actor_schedules_keep_every_invariant_and_every_roll_finishes() {
+    let (seeds, verbose) = seeds(SEEDS);
+    let started = Instant::now();
+    let results = run_seeds(seeds.clone(), |seed| scenario(seed, verbose));
+    let wall = started.elapsed();
+    let mut tally: BTreeMap<String, usize> = BTreeMap::new();
+    let mut failures = Vec::new();
+    let (mut calls, mut took) = (0, Duration::ZERO);
+    for (seed, result) in &results {
+        match result {
+            Ok(summary) => {
+                calls += summary.calls;
+                took += summary.took;
+                for run in &summary.runs {
+                    *tally.entry(kind(run)).or_default() += 1;
+                }
+            }
+            Err(why) => failures.push(format!(
+                "seed {seed}: {why}\nschedule:\n{}",
+                Draws::draw(*seed).actors
+            )),
+        }
+    }
+    let passed = (results.len() - failures.len()).max(1);
+    println!(
+        "actor soak: {} seed(s) from {} in {wall:.1?}: {} failed; runs by outcome {tally:?}; per \
+         passing seed {} API calls and {:.0?} of virtual time on average",
+        results.len(),
+        seeds.start,
+        failures.len(),
+        calls / passed,
+        took / passed as u32,
+    );
+    for failure in &failures {
+        println!("FAILED {failure}");
+    }
+    assert_eq!(
+        results.len() as u64,
+        seeds.end - seeds.start,
+        "every seed ran"
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of {} seed(s) failed (replay one with NODEJOB_SEED=<seed>):\n{}",
+        failures.len(),
+        results.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn an_actor_seed_replays_exactly() {
+    let first = support::soak::run_seed(5, &|seed| scenario(seed, false));
+    let second = support::soak::run_seed(5, &|seed| scenario(seed, false));
+    assert_eq!(first, second);
+}
