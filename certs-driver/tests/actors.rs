@@ -1,0 +1,969 @@
+//! The seeded **actor soak** of the CA rotation: a rotation runs while people, nodes and other
+//! controllers change the cluster under it ([`nodejob_fake::schedule`]: cordons and
+//! uncordons, labels moving nodes in and out of the selection, nodes deleted, added, rebooting
+//! by themselves, flapping; budgets and Deployments; Pods deleted, our host Pods included; the
+//! Lease taken by another holder; API faults), and the driver itself crashes before (or after)
+//! a drawn call of a drawn verb and is resumed under another identity, with the same plan or,
+//! drawn, with an abort (refused once `issue` has begun: then the rotation goes on). Every
+//! write is checked against the invariants below as it is made, each run's report against the
+//! cluster, and the runs after the actors are over must end the rotation (or the abort).
+//!
+//! # Invariants, checked at every write of the driver ([`Watch`])
+//! 1. No phase twice on a host: a phase's Job (`stage`, `issue`, `finalize`, `abort`) is
+//!    created only on a node whose host never ran that phase.
+//! 2. `issue` starts on a node only when every node it must cover trusts the new CA: every
+//!    node of the cluster (a cluster-wide plan; a node that joined after the driver last
+//!    listed the cluster aside) or of the run's selection.
+//! 3. `finalize` starts only when every such node is issued by the new CA, done with its
+//!    issue (no issue Job of ours left, failed ones aside: the driver deletes it once the node
+//!    is Ready again), and Ready (unless an actor's flap has it down right now).
+//! 4. `abort` never starts once a node of the cluster has begun `issue` (by its host model).
+//! 5. At most `concurrency` host Pods of ours live at once (phases, status reads, verifies),
+//!    and phase Pods on at most one control-plane node.
+//! 6. No write of any kind once the driver has read the Lease as another holder's (a Lease
+//!    call after the theft), until it holds the Lease again.
+//!
+//! # At the end of each run and of the seed
+//! 7. The run ends within its bound.
+//! 8. The report agrees with the cluster: a node reported rotated is on the new CA alone, one
+//!    reported restored does not trust it; a step the report says ended well left its host
+//!    past that step (it ran there); a `Done` rotation's last statuses are the hosts'.
+//! 9. A `Done` rotation leaves every node of the selection (as listed at its end: joined
+//!    nodes included, a node that joined during the run and that it never saw aside) on the
+//!    new CA alone; a `Done` abort leaves no node it covers trusting the new CA.
+//! 10. An abort refused names only nodes where `issue` began (by the host or our issue Job).
+//! 11. Per node, deleted ones included, each phase ran at most once for the seed's CA.
+//!
+//! # What the soak accepts instead of the end
+//! A plan selecting by label that must cover the cluster cannot issue once an actor took the
+//! label off a node: the last run must fail naming exactly the nodes of the cluster without
+//! the label. A label plan whose label an actor took off every node: the run is refused as
+//! selecting no node, and none carries it.
+//!
+//! # Running
+//! - `cargo test -p certs-driver --test actors`: seeds 0 to 63.
+//! - The soak: `NODEJOB_SOAK_SEEDS=1000 cargo test --release -p certs-driver --test actors --
+//!   --nocapture` prints the tally and each failing seed with its schedule.
+//! - One seed, its schedule and each run's report: `NODEJOB_SEED=17 cargo test -p
+//!   certs-driver --test actors -- --nocapture`.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use certs_driver::{
+    CaStep, Error, Gate, NodeResult, Outcome, Plan, Progress, ProgressSink, Report, Selecting,
+};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use nodejob_conformance::workloads::{budget, deployment};
+use nodejob_conformance::{Crashing, Observe, Write};
+use nodejob_core::{ApiError, Clock, Verb, ready};
+use nodejob_fake::FakeCluster;
+use nodejob_fake::schedule::{Act, ActorSchedule, Cast, Draw, LEASE, WORKER};
+use nodejob_fake::stratum::{CaPhase, Operation, StratumState};
+use support::soak::{run_seed, run_seeds, seeds};
+use support::{CONTROL_PLANE, NS, NewCa, new_ca, plan, plan_spec};
+
+/// Seeds run by `cargo test`.
+const SEEDS: u64 = 64;
+/// Runs at most per seed.
+const RUNS: usize = 6;
+/// A run that has not ended after this much virtual time hangs.
+const RUN_BOUND: Duration = Duration::from_secs(4 * 3600);
+/// The label that puts a node into the plan's selection, when the plan selects by one.
+const SELECTED: (&str, &str) = ("ca", "yes");
+
+/// The new CA of every seed (one per process: a seed replays with the same fingerprint).
+fn ca() -> &'static NewCa {
+    static CA: OnceLock<NewCa> = OnceLock::new();
+    CA.get_or_init(new_ca)
+}
+
+/// What the plan selects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Scope {
+    /// No selector: every node of the cluster.
+    Cluster,
+    /// The nodes labelled [`SELECTED`] (all of them at first), which must be every node of the
+    /// cluster (`cluster_wide`).
+    LabelCoveringCluster,
+    /// The nodes labelled [`SELECTED`], a trust domain of their own (not `cluster_wide`).
+    LabelDomain,
+}
+
+impl Scope {
+    fn cluster_wide(self) -> bool {
+        self != Scope::LabelDomain
+    }
+}
+
+/// A driver crash: before (or after) its `nth` call of `verb`.
+#[derive(Clone, Debug)]
+struct Crash {
+    verb: Verb,
+    nth: usize,
+    after: bool,
+}
+
+/// Everything a seed decides.
+#[derive(Clone, Debug)]
+struct Draws {
+    control: usize,
+    workers: usize,
+    replicas: i32,
+    concurrency: u32,
+    scope: Scope,
+    /// The nodes labelled [`SELECTED`] at first.
+    labelled: Vec<String>,
+    crash: Option<Crash>,
+    /// The run after the first is an abort.
+    abort: bool,
+    actors: ActorSchedule,
+}
+
+const CRASH_VERBS: &[Verb] = &[
+    Verb::CreateJob,
+    Verb::DeleteJob,
+    Verb::PatchNode,
+    Verb::CreateEvent,
+    Verb::ReplaceLease,
+];
+
+fn node_names(control: usize, workers: usize) -> Vec<String> {
+    let control = (0..control).map(|i| format!("cp-{i}"));
+    control
+        .chain((0..workers).map(|i| format!("w-{i}")))
+        .collect()
+}
+
+impl Draws {
+    fn draw(seed: u64) -> Self {
+        let mut rng = Draw::new(seed);
+        let control = rng.range(1, 3) as usize;
+        let workers = rng.range(2, 6) as usize;
+        let names = node_names(control, workers);
+        let scope = *rng.pick(&[
+            Scope::Cluster,
+            Scope::Cluster,
+            Scope::LabelCoveringCluster,
+            Scope::LabelDomain,
+        ]);
+        let labelled = match scope {
+            Scope::Cluster => Vec::new(),
+            Scope::LabelCoveringCluster => names.clone(),
+            Scope::LabelDomain => (names.iter())
+                .filter(|n| n.starts_with("cp-") || rng.chance(0.7))
+                .cloned()
+                .collect(),
+        };
+        let crash = rng.chance(0.5).then(|| {
+            let verb = *rng.pick(CRASH_VERBS);
+            let most = if verb == Verb::CreateJob { 16 } else { 6 };
+            Crash {
+                verb,
+                nth: rng.range(0, most) as usize,
+                after: rng.chance(0.5),
+            }
+        });
+        let abort = rng.chance(0.3);
+        let mut cast = Cast::new(names);
+        if scope != Scope::Cluster {
+            cast.selection = Some((SELECTED.0.into(), SELECTED.1.into()));
+        }
+        let count = rng.range(4, 16) as usize;
+        let span = rng.millis(30_000, 10 * 60_000);
+        Draws {
+            control,
+            workers,
+            replicas: rng.range(2, 4) as i32,
+            concurrency: rng.range(1, 3) as u32,
+            scope,
+            labelled,
+            crash,
+            abort,
+            actors: ActorSchedule::draw(seed, &cast, span, count),
+        }
+    }
+}
+
+fn build(seed: u64, draws: &Draws) -> Result<(Arc<FakeCluster>, Vec<String>), String> {
+    let fake = FakeCluster::with_seed(seed);
+    let names = node_names(draws.control, draws.workers);
+    let err = |e: ApiError| e.to_string();
+    for name in &names {
+        fake.add_node(name).map_err(err)?;
+        if name.starts_with("cp-") {
+            fake.label_node(name, CONTROL_PLANE, "").map_err(err)?;
+        } else {
+            fake.label_node(name, WORKER.0, WORKER.1).map_err(err)?;
+        }
+        if draws.labelled.contains(name) {
+            fake.label_node(name, SELECTED.0, SELECTED.1).map_err(err)?;
+        }
+    }
+    let label = (WORKER.0.to_string(), WORKER.1.to_string());
+    fake.create_deployment_now(&deployment("default", "web", draws.replicas, &label))
+        .map_err(err)?;
+    fake.create_budget_now(&budget("default", "web", "web", draws.replicas - 1))
+        .map_err(err)?;
+    Ok((Arc::new(fake), names))
+}
+
+fn plan_for(draws: &Draws, identity: &str) -> Plan {
+    let mut spec = plan_spec(ca());
+    spec.identity = identity.into();
+    spec.concurrency = draws.concurrency;
+    if draws.scope != Scope::Cluster {
+        spec.selector = Some(format!("{}={}", SELECTED.0, SELECTED.1));
+    }
+    spec.cluster_wide = draws.scope.cluster_wide();
+    plan(spec)
+}
+
+// ---- what the hosts say ----
+
+/// Whether `host` trusts `new` alone, which issues its leaves.
+fn on_new_alone(host: &StratumState, new: &str) -> bool {
+    host.trusted.len() == 1 && host.trusted.contains(new) && host.issuer == new
+}
+
+/// Whether `issue` toward `new` has begun on `host`, by its model.
+fn issue_begun(host: &StratumState, new: &str) -> bool {
+    host.issuer == new
+        || (matches!(host.phase, CaPhase::Issued | CaPhase::Finalized)
+            && host.trusted.contains(new))
+}
+
+/// The host operation of a phase.
+fn operation(step: CaStep) -> Option<Operation> {
+    match step {
+        CaStep::Stage => Some(Operation::CaStage),
+        CaStep::Issue => Some(Operation::CaIssue),
+        CaStep::Finalize => Some(Operation::CaFinalize),
+        CaStep::Abort => Some(Operation::CaAbort),
+        _ => None,
+    }
+}
+
+/// Whether `host` is past `step` toward (or, an abort, away from) `new`.
+fn host_passed(step: CaStep, host: &StratumState, new: &str) -> bool {
+    match step {
+        CaStep::Stage => host.trusted.contains(new),
+        CaStep::Issue => host.issuer == new,
+        CaStep::Finalize => host.trusted.len() == 1 && host.trusted.contains(new),
+        CaStep::Abort => !host.trusted.contains(new) && host.issuer != new,
+        _ => true,
+    }
+}
+
+/// The phase of one of our Job names (`ca-<phase>-<node>-<hex>`).
+fn phase_of(job: &str) -> Option<CaStep> {
+    CaStep::PHASES
+        .into_iter()
+        .chain([CaStep::Abort])
+        .find(|s| job.starts_with(&format!("ca-{}-", s.subcommand())))
+}
+
+/// The node a Pod runs on, and the Job that owns it (if one does).
+fn pod_job(pod: &Pod) -> Option<(String, String)> {
+    let node = pod.spec.as_ref()?.node_name.clone()?;
+    let job = (pod.metadata.owner_references.iter().flatten()).find(|o| o.kind == "Job")?;
+    Some((node, job.name.clone()))
+}
+
+fn live(pod: &Pod) -> bool {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    matches!(phase, Some("Pending" | "Running") | None)
+}
+
+/// The nodes any act ever adds.
+fn added_by(schedule: &ActorSchedule) -> BTreeSet<String> {
+    (schedule.acts.iter())
+        .filter_map(|(_, act)| match act {
+            Act::AddNode { name, .. } => Some(name.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether an act added `node` (or, `label`, labelled it into the selection) within
+/// `from..=to`.
+fn entered(
+    schedule: &ActorSchedule,
+    node: &str,
+    from: Duration,
+    to: Duration,
+    label: bool,
+) -> bool {
+    (schedule.acts.iter()).any(|(at, act)| {
+        let which = match act {
+            Act::AddNode { name, .. } => name == node,
+            Act::Label { node: n, key, .. } => label && n == node && key == SELECTED.0,
+            _ => false,
+        };
+        which && *at >= from && *at <= to
+    })
+}
+
+/// Whether an actor's flap has `node` down at `now`.
+fn flapped(schedule: &ActorSchedule, node: &str, now: Duration) -> bool {
+    (schedule.acts.iter()).any(|(at, act)| {
+        matches!(act, Act::Flap { node: n, down_for } if n == node && *at <= now && now <= *at + *down_for)
+    })
+}
+
+// ---- the invariants at every write ----
+
+/// Checks every write of the driver against the invariants of the module docs.
+struct Watch {
+    fake: Arc<FakeCluster>,
+    plan: Plan,
+    new: String,
+    cluster_wide: bool,
+    width: usize,
+    /// The identities the driver runs under.
+    ours: BTreeSet<String>,
+    /// The actors' schedule, at the cluster's times.
+    schedule: Arc<ActorSchedule>,
+    /// The run's nodes, as its start gate read them.
+    run_nodes: Arc<Mutex<Option<Vec<String>>>>,
+    /// Lease calls served when the Lease was last seen as another's at a write: a later one
+    /// means the driver has read it since.
+    lease_calls_at_loss: Mutex<Option<usize>>,
+    violations: Mutex<Vec<String>>,
+}
+
+fn lease_calls(fake: &FakeCluster) -> usize {
+    fake.count(Verb::GetLease) + fake.count(Verb::ReplaceLease) + fake.count(Verb::CreateLease)
+}
+
+impl Watch {
+    fn node_of_job(write: &Write) -> Option<String> {
+        let job: Job = serde_json::from_str(&write.body).ok()?;
+        job.spec?.template.spec?.node_name
+    }
+
+    /// The nodes a phase about to start must find ready for it: every node of the cluster
+    /// but those that joined after the driver last listed it (a cluster-wide plan), or the
+    /// run's nodes still there.
+    fn covered(&self, write: &Write, v: &mut Vec<String>) -> Vec<String> {
+        let now = self.fake.node_names();
+        if self.cluster_wide {
+            let listed = (self.fake.calls().into_iter())
+                .rev()
+                .find(|c| c.verb == Verb::ListNodes && c.name.is_empty() && c.error.is_none())
+                .map(|c| c.at)
+                .unwrap_or_default();
+            let upto = self.fake.now();
+            return (now.into_iter())
+                .filter(|n| !entered(&self.schedule, n, listed, upto, false))
+                .collect();
+        }
+        match self.run_nodes.lock().unwrap().clone() {
+            Some(nodes) => nodes.into_iter().filter(|n| now.contains(n)).collect(),
+            None => {
+                v.push(format!("{write}: a phase job before the run's start gate"));
+                Vec::new()
+            }
+        }
+    }
+
+    fn lease(&self, write: &Write, v: &mut Vec<String>) {
+        let holder = (self.fake.lease(LEASE.0, LEASE.1))
+            .and_then(|l| l.spec?.holder_identity)
+            .unwrap_or_default();
+        let mut at_loss = self.lease_calls_at_loss.lock().unwrap();
+        if self.ours.contains(&holder) || holder.is_empty() {
+            *at_loss = None;
+        } else {
+            let now = lease_calls(&self.fake);
+            match *at_loss {
+                Some(then) if now > then => v.push(format!(
+                    "{write}: written after the driver read the Lease held by {holder}"
+                )),
+                Some(_) => {}
+                None => *at_loss = Some(now),
+            }
+        }
+    }
+
+    fn before_write(&self, write: &Write) -> Vec<String> {
+        let mut v = Vec::new();
+        // 6. Nothing written once the driver knows the Lease is another's.
+        self.lease(write, &mut v);
+        let job_name = write.target.split_once('/').map(|(_, n)| n).unwrap_or("");
+        let step = match (write.verb, phase_of(job_name)) {
+            (Verb::CreateJob, Some(step)) => step,
+            _ => return v,
+        };
+        let Some(node) = Self::node_of_job(write) else {
+            v.push(format!("{write}: a phase job pinned to no node"));
+            return v;
+        };
+        // 1. Never a phase twice on a host.
+        let host = self.fake.host_state(&node);
+        let ran = (host.as_ref().zip(operation(step)))
+            .map(|(h, op)| h.executions(op))
+            .unwrap_or(0);
+        if ran > 0 {
+            v.push(format!(
+                "{write}: {step} on {node}, whose host ran it {ran} time(s) already"
+            ));
+        }
+        let new = self.new.as_str();
+        match step {
+            // 2. Issue only once every node trusts the new CA.
+            CaStep::Issue => {
+                for n in self.covered(write, &mut v) {
+                    let trusts = self
+                        .fake
+                        .host_state(&n)
+                        .is_some_and(|h| h.trusted.contains(new));
+                    if !trusts {
+                        v.push(format!(
+                            "{write}: issue on {node} while {n} does not trust the new CA"
+                        ));
+                    }
+                }
+            }
+            // 3. Finalize only once every node is issued, done with it, and Ready.
+            CaStep::Finalize => {
+                let now = self.fake.now();
+                for n in self.covered(write, &mut v) {
+                    let issued = self.fake.host_state(&n).is_some_and(|h| h.issuer == new);
+                    if !issued {
+                        v.push(format!(
+                            "{write}: finalize on {node} while {n} is not issued by the new CA"
+                        ));
+                    }
+                    let issue_job = self.fake.job(NS, &self.plan.job_name(CaStep::Issue, &n));
+                    if issue_job.is_some_and(|j| !nodejob_core::failed(&j)) {
+                        v.push(format!(
+                            "{write}: finalize on {node} while the issue job of {n} is not done \
+                             with"
+                        ));
+                    }
+                    let up = self.fake.node(&n).is_some_and(|n| ready(&n));
+                    if !up && !flapped(&self.schedule, &n, now) {
+                        v.push(format!(
+                            "{write}: finalize on {node} while {n} is not Ready"
+                        ));
+                    }
+                }
+            }
+            // 4. Abort never once issue began anywhere.
+            CaStep::Abort => {
+                for n in self.fake.node_names() {
+                    if self
+                        .fake
+                        .host_state(&n)
+                        .is_some_and(|h| issue_begun(&h, new))
+                    {
+                        v.push(format!(
+                            "{write}: abort on {node} while issue has begun on {n}"
+                        ));
+                    }
+                }
+            }
+            _ => {}
+        }
+        v
+    }
+
+    fn after_write(&self, write: &Write) -> Vec<String> {
+        // 5. At most `width` host pods live, phases on one control-plane node at a time.
+        let mut v = Vec::new();
+        let nodes: BTreeSet<String> = self.fake.node_names().into_iter().collect();
+        let mut hosts = Vec::new();
+        let mut control = BTreeSet::new();
+        for pod in self.fake.pods(NS).iter().filter(|p| live(p)) {
+            let Some((node, job)) = pod_job(pod) else {
+                continue;
+            };
+            if !job.starts_with("ca-") || !nodes.contains(&node) {
+                continue;
+            }
+            if phase_of(&job).is_some() && node.starts_with("cp-") {
+                control.insert(node.clone());
+            }
+            hosts.push(format!("{job} on {node}"));
+        }
+        if hosts.len() > self.width {
+            v.push(format!(
+                "after {write}: {} host pods live > {}: {hosts:?}",
+                hosts.len(),
+                self.width
+            ));
+        }
+        if control.len() > 1 {
+            v.push(format!(
+                "after {write}: phases on control-plane nodes together: {control:?}"
+            ));
+        }
+        v
+    }
+}
+
+impl Observe for Watch {
+    fn before(&self, write: &Write) {
+        let v = self.before_write(write);
+        self.violations.lock().unwrap().extend(v);
+    }
+    fn after(&self, write: &Write) {
+        let v = self.after_write(write);
+        self.violations.lock().unwrap().extend(v);
+    }
+}
+
+// ---- one seed ----
+
+/// What a run is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Rotate,
+    Abort,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Summary {
+    /// Each run's outcome, short.
+    runs: Vec<String>,
+    calls: usize,
+    took: Duration,
+}
+
+/// The outcome of a run in a few words, for the tally: the kind, then `: ` and the detail.
+fn short(mode: Mode, result: &Result<Report, Error>) -> String {
+    let prefix = if mode == Mode::Abort { "abort " } else { "" };
+    let what = match result {
+        Err(Error::AbortRefused { nodes }) => {
+            let named: Vec<&str> = nodes.iter().map(|(n, _)| n.as_str()).collect();
+            format!("refused: issue begun on {named:?}")
+        }
+        Err(Error::Selecting(Selecting::NoneSelected { .. })) => "none selected:".into(),
+        Err(Error::Core(nodejob_core::Error::LeaseHeld { .. })) => "lease held:".into(),
+        Err(e) => format!("error: {e}"),
+        Ok(r) => match &r.outcome {
+            Outcome::Done => "done:".into(),
+            Outcome::Stopped { why } => format!("stopped: {why}"),
+            Outcome::Failed { retry } => {
+                let named: Vec<String> = (r.nodes.iter())
+                    .filter_map(|n| match &n.result {
+                        Some(NodeResult::Failed(f)) => {
+                            Some(format!("{} at {}: {}", n.name, f.step, f.message))
+                        }
+                        Some(NodeResult::Disagrees { gate, what }) => {
+                            Some(format!("{} at the gate {gate}: {what}", n.name))
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                if named.is_empty() {
+                    let why = if retry.contains("outside the plan") {
+                        "nodes outside the plan"
+                    } else if retry.contains("joined") {
+                        "a node joined"
+                    } else {
+                        "cannot go on"
+                    };
+                    format!("failed, {why}: {retry}")
+                } else {
+                    format!("failed: {}", named.join("; "))
+                }
+            }
+        },
+    };
+    format!("{prefix}{what}")
+}
+
+/// The kind of a run's outcome: `failed: n at Issue: …` is `failed at Issue`.
+fn kind(run: &str) -> String {
+    let (head, rest) = run.split_once(':').unwrap_or((run, ""));
+    if head.ends_with("failed") {
+        let step = rest.split(" at ").nth(1).unwrap_or_default();
+        let step = step.split(':').next().unwrap_or_default();
+        return format!("{head} at {step}");
+    }
+    head.to_string()
+}
+
+/// 8. The report agrees with the cluster.
+fn check_report(fake: &FakeCluster, mode: Mode, report: &Report, new: &str) -> Result<(), String> {
+    for n in &report.nodes {
+        if fake.node(&n.name).is_none() {
+            continue;
+        }
+        let Some(host) = fake.host_state(&n.name) else {
+            continue;
+        };
+        match &n.result {
+            Some(NodeResult::Rotated) if !on_new_alone(&host, new) => {
+                return Err(format!(
+                    "{} reported rotated, but its host is {host:?}",
+                    n.name
+                ));
+            }
+            Some(NodeResult::Restored) if !host_passed(CaStep::Abort, &host, new) => {
+                return Err(format!(
+                    "{} reported restored, but its host is {host:?}",
+                    n.name
+                ));
+            }
+            _ => {}
+        }
+        for (step, _) in &n.steps {
+            let ran = operation(*step).map_or(1, |op| host.executions(op));
+            if !host_passed(*step, &host, new) || ran == 0 {
+                return Err(format!(
+                    "{} reported {step} done, but its host ran it {ran} time(s) and is {host:?}",
+                    n.name
+                ));
+            }
+        }
+        if mode == Mode::Rotate && report.outcome == Outcome::Done {
+            let read = n.after.as_ref().map(|s| {
+                (
+                    s.phase.as_str().to_string(),
+                    (s.trusted.iter())
+                        .map(|f| f.as_str().to_string())
+                        .collect::<BTreeSet<_>>(),
+                    s.issuer.as_str().to_string(),
+                )
+            });
+            let is = (
+                host.phase.as_str().to_string(),
+                host.trusted.clone(),
+                host.issuer.clone(),
+            );
+            if read.as_ref() != Some(&is) {
+                return Err(format!(
+                    "{} last reported {read:?}, but its host is {is:?}",
+                    n.name
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The nodes the plan selects now: every node, or those labelled.
+fn selection(fake: &FakeCluster, scope: Scope) -> Vec<String> {
+    (fake.node_names().into_iter())
+        .filter(|n| {
+            scope == Scope::Cluster
+                || fake.node(n).is_some_and(|node| {
+                    (node.metadata.labels.as_ref())
+                        .and_then(|l| l.get(SELECTED.0))
+                        .is_some_and(|v| v == SELECTED.1)
+                })
+        })
+        .collect()
+}
+
+/// What a `Done` run leaves (9): a rotation, every node of its selection on the new CA
+/// alone (one that entered during the run unseen by it aside); an abort, none of its nodes
+/// (every node, cluster-wide) trusting it.
+fn check_done(
+    fake: &FakeCluster,
+    draws: &Draws,
+    mode: Mode,
+    report: &Report,
+    schedule: &ActorSchedule,
+    started: Duration,
+) -> Result<(), String> {
+    let new = ca().fingerprint.as_str();
+    let ended = fake.now();
+    let seen = |n: &String| report.node(n).is_some();
+    let listed = if draws.scope.cluster_wide() {
+        fake.node_names()
+    } else {
+        selection(fake, draws.scope)
+    };
+    for name in listed {
+        let host = fake.host_state(&name).ok_or(format!("{name}: no host"))?;
+        let fine = match mode {
+            Mode::Rotate => on_new_alone(&host, new),
+            Mode::Abort => host_passed(CaStep::Abort, &host, new),
+        };
+        let unseen = !seen(&name) && entered(schedule, &name, started, ended, true);
+        let outside = mode == Mode::Abort && !seen(&name) && !draws.scope.cluster_wide();
+        if !fine && !unseen && !outside {
+            return Err(format!(
+                "{mode:?} done, but {name} (in the report: {}) is {host:?}",
+                seen(&name)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// 10. Each node an abort was refused for had begun issue: by its host, or our issue Job.
+fn check_refusal(
+    fake: &FakeCluster,
+    plan: &Plan,
+    nodes: &[(String, String)],
+) -> Result<(), String> {
+    let new = ca().fingerprint.as_str();
+    if nodes.is_empty() {
+        return Err("abort refused naming no node".into());
+    }
+    for (name, why) in nodes {
+        let host = fake.host_state(name).is_some_and(|h| issue_begun(&h, new));
+        let job = fake
+            .job(NS, &plan.job_name(CaStep::Issue, name))
+            .is_some_and(|j| !nodejob_core::failed(&j));
+        if !host && !job {
+            return Err(format!(
+                "abort refused for {name} ({why}), where issue has not begun"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What the soak accepts of a seed that could not end: see the module docs.
+fn impossible(fake: &FakeCluster, draws: &Draws, last: &Result<Report, Error>) -> Option<String> {
+    if draws.scope == Scope::Cluster {
+        return None;
+    }
+    let unlabelled: Vec<String> = {
+        let selected = selection(fake, draws.scope);
+        (fake.node_names().into_iter())
+            .filter(|n| !selected.contains(n))
+            .collect()
+    };
+    match last {
+        Err(Error::Selecting(Selecting::NoneSelected { .. }))
+            if selection(fake, draws.scope).is_empty() =>
+        {
+            Some("no node carries the label".into())
+        }
+        Ok(Report {
+            outcome: Outcome::Failed { retry },
+            ..
+        }) if draws.scope == Scope::LabelCoveringCluster && !unlabelled.is_empty() => {
+            let named = retry
+                .split("outside the plan: ")
+                .nth(1)
+                .and_then(|r| r.split(". Then").next())?;
+            let named: Vec<String> = named.split(", ").map(str::to_string).collect();
+            let mut expected = unlabelled.clone();
+            expected.sort();
+            let mut got = named.clone();
+            got.sort();
+            (got == expected).then(|| format!("nodes outside the plan: {named:?}"))
+        }
+        _ => None,
+    }
+}
+
+async fn scenario(seed: u64, verbose: bool) -> Result<Summary, String> {
+    let draws = Draws::draw(seed);
+    if verbose {
+        println!("seed {seed}: {draws:#?}\nschedule:\n{}", draws.actors);
+    }
+    let (fake, names) = build(seed, &draws)?;
+    fake.sleep(Duration::from_secs(30)).await;
+    // Drawn times are from the rotation's start.
+    let start = fake.now();
+    let shifted = Arc::new(ActorSchedule {
+        acts: (draws.actors.acts.iter())
+            .map(|(at, act)| (start + *at, act.clone()))
+            .collect(),
+    });
+    shifted.arm(&fake);
+    let new = ca().fingerprint.clone();
+    let identities = ["driver-a", "driver-b", "driver-c"];
+    let mut runs = Vec::new();
+    let mut violations = Vec::new();
+    let mut mode = Mode::Rotate;
+    let mut ended = None;
+    let mut last = None;
+    for attempt in 0..RUNS {
+        let identity = identities[attempt.min(identities.len() - 1)];
+        let plan = plan_for(&draws, identity);
+        if attempt >= 2 {
+            // The operator waits for the actors to be done before trying again.
+            let over = start + shifted.over();
+            fake.sleep(over.saturating_sub(fake.now())).await;
+            fake.clear_faults();
+        }
+        if attempt > 0 {
+            // A rerun under another identity: the previous holder's Lease expires first.
+            fake.sleep(plan.spec().lease_duration + Duration::from_secs(5))
+                .await;
+        }
+        if attempt == 1 && draws.abort {
+            mode = Mode::Abort;
+        }
+        let run_nodes = Arc::new(Mutex::new(None));
+        let watch = Watch {
+            fake: fake.clone(),
+            plan: plan.clone(),
+            new: new.clone(),
+            cluster_wide: draws.scope.cluster_wide(),
+            width: draws.concurrency as usize,
+            ours: identities.iter().map(|s| s.to_string()).collect(),
+            schedule: shifted.clone(),
+            run_nodes: run_nodes.clone(),
+            lease_calls_at_loss: Mutex::new(None),
+            violations: Mutex::new(Vec::new()),
+        };
+        let sink: Arc<dyn ProgressSink> = Arc::new(move |e: &Progress| {
+            if let Progress::Gate(g) = e
+                && g.gate == Gate::Start
+            {
+                let nodes = g.nodes.iter().map(|r| r.node.clone()).collect();
+                *run_nodes.lock().unwrap() = Some(nodes);
+            }
+        });
+        let mut api = Crashing::new(fake.clone(), watch);
+        let crash = draws.crash.clone().filter(|_| attempt == 0);
+        if let Some(c) = &crash {
+            api = api.crashing_at_verb(c.verb, c.nth, c.after);
+        }
+        let started = fake.now();
+        let go = async {
+            match mode {
+                Mode::Rotate => certs_driver::run(&api, &plan, sink).await,
+                Mode::Abort => certs_driver::abort(&api, &plan, sink).await,
+            }
+        };
+        let result = tokio::select! {
+            result = tokio::time::timeout(RUN_BOUND, go) => match result {
+                Ok(result) => Some(result),
+                Err(_) => return Err(format!(
+                    "run {attempt} did not end within {RUN_BOUND:?}; runs {runs:#?}"
+                )),
+            },
+            _ = api.crashed() => None,
+        };
+        violations.extend(api.observer().violations.lock().unwrap().clone());
+        let Some(result) = result else {
+            runs.push(format!("crashed: at {crash:?}"));
+            continue;
+        };
+        runs.push(short(mode, &result));
+        if verbose {
+            println!("run {attempt} ({mode:?}) at {:?}: {result:#?}", fake.now());
+        }
+        let fail = |what: String| format!("run {attempt}: {what}; runs {runs:#?}");
+        match &result {
+            Ok(report) => {
+                check_report(&fake, mode, report, &new).map_err(fail)?;
+                if report.outcome == Outcome::Done {
+                    check_done(&fake, &draws, mode, report, &shifted, started).map_err(fail)?;
+                    if attempt >= 2 {
+                        ended = Some(mode);
+                        break;
+                    }
+                }
+            }
+            Err(Error::AbortRefused { nodes }) => {
+                check_refusal(&fake, &plan, nodes).map_err(fail)?;
+                mode = Mode::Rotate;
+            }
+            Err(_) => {}
+        }
+        last = Some(result);
+    }
+    let accepted = (ended.is_none())
+        .then(|| last.as_ref().and_then(|l| impossible(&fake, &draws, l)))
+        .flatten();
+    if let Some(why) = &accepted {
+        runs.push(format!("accepted: {why}"));
+    }
+    let fail = |what: String| Err(format!("{what}; runs: {runs:#?}"));
+    if !violations.is_empty() {
+        return fail(format!("invariants broken: {violations:#?}"));
+    }
+    if ended.is_none() && accepted.is_none() {
+        return fail(format!("not done after {RUNS} runs"));
+    }
+    // 11. Each phase at most once per node, deleted ones included.
+    let mut all: BTreeSet<String> = names.iter().cloned().collect();
+    all.extend(added_by(&shifted));
+    all.extend(fake.node_names());
+    for name in &all {
+        let Some(host) = fake.host_state(name) else {
+            continue;
+        };
+        for op in [
+            Operation::CaStage,
+            Operation::CaIssue,
+            Operation::CaFinalize,
+            Operation::CaAbort,
+        ] {
+            let ran = host.executions(op);
+            if ran > 1 {
+                return fail(format!("{name}: {op} ran {ran} times"));
+            }
+        }
+    }
+    Ok(Summary {
+        runs,
+        calls: fake.calls().len(),
+        took: fake.now(),
+    })
+}
+
+#[test]
+fn seeded_actor_schedules_keep_every_invariant_and_every_rotation_ends() {
+    let (seeds, verbose) = seeds(SEEDS);
+    let started = Instant::now();
+    let results = run_seeds(seeds.clone(), |seed| scenario(seed, verbose));
+    let wall = started.elapsed();
+    let mut tally: BTreeMap<String, usize> = BTreeMap::new();
+    let mut failures = Vec::new();
+    let (mut calls, mut took) = (0, Duration::ZERO);
+    for (seed, result) in &results {
+        match result {
+            Ok(summary) => {
+                calls += summary.calls;
+                took += summary.took;
+                for run in &summary.runs {
+                    *tally.entry(kind(run)).or_default() += 1;
+                }
+            }
+            Err(why) => failures.push(format!(
+                "seed {seed}: {why}\nschedule:\n{}",
+                Draws::draw(*seed).actors
+            )),
+        }
+    }
+    let passed = (results.len() - failures.len()).max(1);
+    println!(
+        "actor soak (CA rotation): {} seed(s) from {} in {wall:.1?}: {} failed; runs by outcome \
+         {tally:?}; per passing seed {} API calls and {:.0?} of virtual time on average",
+        results.len(),
+        seeds.start,
+        failures.len(),
+        calls / passed,
+        took / passed as u32,
+    );
+    for failure in &failures {
+        println!("FAILED {failure}");
+    }
+    assert_eq!(
+        results.len() as u64,
+        seeds.end - seeds.start,
+        "every seed ran"
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of {} seed(s) failed (replay one with NODEJOB_SEED=<seed>):\n{}",
+        failures.len(),
+        results.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn an_actor_seed_replays_exactly() {
+    let first = run_seed(5, &|seed| scenario(seed, false));
+    let second = run_seed(5, &|seed| scenario(seed, false));
+    assert_eq!(first, second);
+}

@@ -1,0 +1,82 @@
+//! Running seeded scenarios: each seed in a fresh paused current-thread runtime (so it replays
+//! alone as it ran in the loop), seeds spread over the machine's cores, a panic counted as a
+//! failure; and the seeds a test runs, from the environment.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Runs `scenario(seed)` in a fresh paused runtime; a panic is a failure too.
+pub fn run_seed<S, F, Fut>(seed: u64, scenario: &F) -> Result<S, String>
+where
+    F: Fn(u64) -> Fut,
+    Fut: Future<Output = Result<S, String>>,
+{
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .map_err(|e| format!("building a runtime: {e}"))?;
+    std::panic::catch_unwind(AssertUnwindSafe(|| runtime.block_on(scenario(seed)))).unwrap_or_else(
+        |panic| {
+            let what = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            Err(format!("panicked: {what}"))
+        },
+    )
+}
+
+/// Runs `seeds` over the machine's cores: each seed's result, in seed order.
+pub fn run_seeds<S, F, Fut>(
+    seeds: std::ops::Range<u64>,
+    scenario: F,
+) -> Vec<(u64, Result<S, String>)>
+where
+    S: Send,
+    F: Fn(u64) -> Fut + Sync,
+    Fut: Future<Output = Result<S, String>>,
+{
+    let next = AtomicU64::new(seeds.start);
+    let results = Mutex::new(Vec::new());
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                loop {
+                    let seed = next.fetch_add(1, Ordering::SeqCst);
+                    if seed >= seeds.end {
+                        return;
+                    }
+                    let result = run_seed(seed, &scenario);
+                    results.lock().unwrap().push((seed, result));
+                }
+            });
+        }
+    });
+    let mut results = results.into_inner().unwrap();
+    results.sort_by_key(|(seed, _)| *seed);
+    results
+}
+
+/// The number in environment variable `key`, if set.
+pub fn env_u64(key: &str) -> Option<u64> {
+    let value = std::env::var(key).ok()?;
+    Some(
+        value
+            .parse()
+            .unwrap_or_else(|e| panic!("{key}={value:?} is not a number: {e}")),
+    )
+}
+
+/// The seeds to run and whether to tell each one's story: `NODEJOB_SEED=N` runs seed N alone,
+/// verbosely; else `NODEJOB_SOAK_SEEDS` seeds from 0 (`default` when unset).
+pub fn seeds(default: u64) -> (std::ops::Range<u64>, bool) {
+    match env_u64("NODEJOB_SEED") {
+        Some(seed) => (seed..seed + 1, true),
+        None => (0..env_u64("NODEJOB_SOAK_SEEDS").unwrap_or(default), false),
+    }
+}
