@@ -303,6 +303,10 @@ pub struct Fence {
     how: String,
     duration: Duration,
     lost: Mutex<Option<String>>,
+    /// Told when the loss is first seen, by whichever check saw it: [`Fence::renewing`] then
+    /// drops its work at once, so no other step in flight writes on after the driver knows.
+    lost_tx: Mutex<Option<futures::channel::oneshot::Sender<()>>>,
+    lost_rx: Mutex<Option<futures::channel::oneshot::Receiver<()>>>,
     history: Mutex<Vec<String>>,
     events: FenceEvents,
 }
@@ -342,7 +346,10 @@ impl Fence {
             epoch,
             how: how.clone(),
         });
+        let (lost_tx, lost_rx) = futures::channel::oneshot::channel();
         Ok(Fence {
+            lost_tx: Mutex::new(Some(lost_tx)),
+            lost_rx: Mutex::new(Some(lost_rx)),
             history: Mutex::new(vec![format!("acquired {name} at epoch {epoch} ({how})")]),
             held: AsyncMutex::new(held),
             name,
@@ -400,24 +407,40 @@ impl Fence {
                 (self.events)(&FenceEvent::Lost {
                     message: why.clone(),
                 });
+                if let Some(tx) = self.lost_tx.lock().unwrap().take() {
+                    let _ = tx.send(());
+                }
                 Err(why)
             }
         }
     }
 
     /// Runs `work` while a renewer checks the Lease every third of its duration. The answer
-    /// is `work`'s, or why the Lease was lost (then `work` is dropped where it waits: each of
-    /// its writes was fenced, so it wrote nothing after the loss).
+    /// is `work`'s, or why the Lease was lost: as soon as any check sees the loss (the
+    /// renewer's, or a fenced write's), `work` is dropped where it waits, so a step in flight
+    /// elsewhere (a drain between two evictions) writes nothing more once the driver knows.
     pub async fn renewing<A, F>(&self, api: &A, work: F) -> std::result::Result<F::Output, String>
     where
         A: LeaseApi + ?Sized,
         F: Future,
     {
+        let lost = self.lost_rx.lock().unwrap().take();
+        let seen = async {
+            // Sent when lost; a dropped sender (the Fence going away) never wakes it.
+            if let Some(rx) = lost
+                && rx.await.is_ok()
+            {
+                return self.lost().unwrap_or_default();
+            }
+            std::future::pending().await
+        };
         let work = std::pin::pin!(work);
         let renew = std::pin::pin!(self.renew(api));
-        match select(work, renew).await {
+        let seen = std::pin::pin!(seen);
+        let watch = select(renew, seen);
+        match select(work, watch).await {
             Either::Left((done, _)) => Ok(done),
-            Either::Right((why, _)) => Err(why),
+            Either::Right((Either::Left((why, _)) | Either::Right((why, _)), _)) => Err(why),
         }
     }
 

@@ -19,6 +19,7 @@ use nodejob_core::runner::{Mode, Policy, run_with};
 use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{ApiError, EventType, JobApi, LeaseApi, NodeApi, PodApi, ready, run_exit_code};
 
+use crate::fenced::FencedPods;
 use crate::machine::{
     DrainFailed, Intent, Mark, NodeMachine, NodeResult, Observation, UpgradeStep,
 };
@@ -564,6 +565,17 @@ where
                 return self.end_node(name, result, last.as_ref(), started);
             }
             let obs = match step.intent {
+                // A step that failed once the Lease was lost may have failed of the loss (a
+                // drain refused its next eviction): the node is interrupted, not failed.
+                Intent::Done(NodeResult::Failed(f)) if self.fence.lost().is_some() => {
+                    let why = format!(
+                        "the Lease was lost: {}; the step then: {}",
+                        self.fence.lost().unwrap_or_default(),
+                        f.message
+                    );
+                    let result = NodeResult::Interrupted { step: f.step, why };
+                    return self.end_node(name, result, last.as_ref(), started);
+                }
                 Intent::Done(result) => {
                     if let NodeResult::Failed(f) = &result {
                         let message = match f.exit_code {
@@ -587,7 +599,11 @@ where
                     let notes = NoteSink::to(name, &self.progress);
                     let mut drained = Drained::default();
                     let options = &self.plan.spec().drain;
-                    match drain_into(api, name, options, &notes, &mut drained).await {
+                    let pods = FencedPods {
+                        api,
+                        fence: &self.fence,
+                    };
+                    match drain_into(&pods, name, options, &notes, &mut drained).await {
                         Ok(()) => Observation::Drained(Ok(drained)),
                         Err(e) => Observation::Drained(Err(DrainFailed {
                             evicted: drained.evicted,

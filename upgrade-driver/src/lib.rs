@@ -92,6 +92,7 @@
 //! flight then reported interrupted at its step).
 
 mod drive;
+mod fenced;
 mod machine;
 mod order;
 mod plan;

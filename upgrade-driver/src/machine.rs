@@ -250,6 +250,8 @@ enum At {
     Launching,
     Finding,
     Hosting,
+    /// The host step gave no exit code: reading its Job, to record a failed one.
+    Inquest(String),
     Recording(HostJob),
     Deleting,
     Rebooting,
@@ -329,6 +331,11 @@ impl NodeMachine {
 
     /// Takes the answer to the last intent.
     pub fn step(&mut self, obs: Observation) -> Step {
+        if let (At::Inquest(why), Observation::Failed(_)) = (&self.at, &obs) {
+            // The host step's own failure is the news, not the read after it.
+            let why = why.clone();
+            return self.fail(UpgradeStep::Upgrade, why, None, None);
+        }
         if let Observation::Failed(why) = obs {
             let step = self.current_step();
             return self.fail(step, why, None, None);
@@ -380,7 +387,7 @@ impl NodeMachine {
                 let record = HostJob {
                     target: self.target.clone(),
                     uid: report.uid.clone(),
-                    exit_code: report.exit_code,
+                    exit_code: Some(report.exit_code),
                 };
                 let log_tail = report.log.as_deref().map(|l| log_tail(l, LOG_TAIL_LINES));
                 let changes = vec![NodeChange::set_annotation(
@@ -414,7 +421,39 @@ impl NodeMachine {
                     Intent::Patch { rv, changes },
                 )
             }
+            // No exit code: if our Job failed (its Pod deleted, its deadline), record that,
+            // so that a rerun retries it by replacing exactly that Job instead of adopting the
+            // same failure for ever; if it runs or is gone, a rerun finds it as it is.
             (At::Hosting, Observation::Host(Err(why))) => {
+                self.go(At::Inquest(why), Vec::new(), Intent::FindJob)
+            }
+            (At::Inquest(why), Observation::Job(Some(job))) if nodejob_core::failed(&job) => {
+                let record = HostJob {
+                    target: self.target.clone(),
+                    uid: job.metadata.uid.clone().unwrap_or_default(),
+                    exit_code: None,
+                };
+                self.pending_failure = Some(Failure {
+                    step: UpgradeStep::Upgrade,
+                    message: format!(
+                        "{why}; a rerun retries it, replacing that failed job (uid {})",
+                        record.uid
+                    ),
+                    exit_code: None,
+                    log_tail: None,
+                });
+                let changes = vec![NodeChange::set_annotation(
+                    HOST_JOB,
+                    records::value(&record),
+                )];
+                let rv = self.rv();
+                self.go(
+                    At::Recording(record),
+                    Vec::new(),
+                    Intent::Patch { rv, changes },
+                )
+            }
+            (At::Inquest(why), Observation::Job(_)) => {
                 self.fail(UpgradeStep::Upgrade, why, None, None)
             }
             (At::Recording(record), Observation::Node(node)) => {
@@ -582,7 +621,7 @@ impl NodeMachine {
     /// Marked ours: where to go on, from what the node and our records say.
     fn resume(&mut self) -> Step {
         match &self.host {
-            Some(h) if h.exit_code == 0 => {
+            Some(h) if h.exit_code == Some(0) => {
                 let uid = h.uid.clone();
                 self.earlier_success = true;
                 let marks = vec![Mark::Note(format!(
@@ -762,7 +801,7 @@ impl NodeMachine {
         let recorded_failure = self
             .host
             .as_ref()
-            .is_some_and(|h| h.uid == uid && h.exit_code != 0);
+            .is_some_and(|h| h.uid == uid && h.exit_code != Some(0));
         if recorded_failure && nodejob_core::failed(&job) {
             let marks = vec![Mark::Note(format!(
                 "retrying: replacing the failed host job (uid {uid}) reported earlier"
@@ -964,7 +1003,9 @@ impl NodeMachine {
         match at {
             At::Inspect | At::Marking => UpgradeStep::Cordon,
             At::Draining | At::Launching => UpgradeStep::Drain,
-            At::Finding | At::Hosting | At::Recording(_) | At::Deleting => UpgradeStep::Upgrade,
+            At::Finding | At::Hosting | At::Inquest(_) | At::Recording(_) | At::Deleting => {
+                UpgradeStep::Upgrade
+            }
             At::Rebooting => UpgradeStep::Reboot,
             At::Checking => UpgradeStep::Health,
             At::Finishing | At::Over => UpgradeStep::Uncordon,

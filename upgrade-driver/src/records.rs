@@ -55,9 +55,10 @@ pub struct HostJob {
     pub target: String,
     /// The Job's UID.
     pub uid: String,
-    /// The container's exit code.
+    /// The container's exit code; `null` for a Job that failed without one (its Pod deleted
+    /// or disrupted, its deadline passed): a rerun retries it as any failed one.
     #[serde(rename = "exitCode")]
-    pub exit_code: i32,
+    pub exit_code: Option<i32>,
 }
 
 /// [`DONE`].

@@ -48,7 +48,7 @@ use nodejob_fake::schedule::{Act, ActorSchedule, Cast, Draw, LEASE};
 use nodejob_fake::stratum::{Operation, StratumTiming};
 use support::soak::{run_seeds, seeds};
 use support::*;
-use upgrade_driver::records::{self, DONE, IN_PROGRESS, InProgress};
+use upgrade_driver::records::{self, DONE, HOST_JOB, IN_PROGRESS, InProgress};
 use upgrade_driver::{MaxUnavailable, NodeResult, Outcome, Plan, Report, UpgradeStep, run};
 
 /// Seeds run by `cargo test`.
@@ -190,6 +190,10 @@ struct Watch {
     /// Lease calls served when the Lease was last seen as another's at a write: a later one
     /// means the driver has read it since.
     lease_calls_at_loss: Mutex<Option<usize>>,
+    /// Nodes an actor made report another version (their host's version is not ours to judge).
+    versioned: BTreeSet<String>,
+    /// Host Jobs recorded failed without an exit code (killed), by node: each may be retried.
+    killed: Mutex<BTreeMap<String, u32>>,
     violations: Mutex<Vec<String>>,
 }
 
@@ -281,6 +285,17 @@ impl Watch {
                         "{write}: host job on {node} while a host pod runs there"
                     ));
                 }
+                // Never again once an upgrade took effect on the host.
+                let host = self
+                    .fake
+                    .host_state(&node)
+                    .map(|h| h.version)
+                    .unwrap_or_default();
+                if host == TARGET && !self.versioned.contains(&node) {
+                    v.push(format!(
+                        "{write}: host job on {node}, whose host is at {TARGET} already"
+                    ));
+                }
             }
             Verb::PatchNode => {
                 let node = self.fake.node(&write.target);
@@ -293,6 +308,18 @@ impl Watch {
                     if !cordoned {
                         v.push(format!("{write}: uncordons a node we did not cordon"));
                     }
+                }
+                if write
+                    .body
+                    .contains(&format!("SetAnnotation {{ key: {HOST_JOB:?}"))
+                    && write.body.contains(r#"exitCode\":null"#)
+                {
+                    *self
+                        .killed
+                        .lock()
+                        .unwrap()
+                        .entry(write.target.clone())
+                        .or_default() += 1;
                 }
                 // 4. Done only on a node at the target.
                 if write
@@ -436,11 +463,20 @@ async fn scenario(seed: u64, verbose: bool) -> Result<Summary, String> {
     };
     shifted.arm(&fake);
     let identities = ["driver-a", "driver-b", "driver-c"];
+    let versioned: BTreeSet<String> = (draws.actors.acts.iter())
+        .filter_map(|(_, act)| match act {
+            Act::ReportVersion { node, .. } => Some(node.clone()),
+            _ => None,
+        })
+        .collect();
+    let mut killed: BTreeMap<String, u32> = BTreeMap::new();
     let watch = |fake: &Arc<FakeCluster>| Watch {
         fake: fake.clone(),
         width: draws.max_unavailable as usize,
         ours: identities.iter().map(|s| s.to_string()).collect(),
         lease_calls_at_loss: Mutex::new(None),
+        versioned: versioned.clone(),
+        killed: Mutex::new(BTreeMap::new()),
         violations: Mutex::new(Vec::new()),
     };
     // Nodes an actor set to another version than the target: one our upgrade reached may be
@@ -489,6 +525,9 @@ async fn scenario(seed: u64, verbose: bool) -> Result<Summary, String> {
             _ = api.crashed() => None,
         };
         violations.extend(api.observer().violations.lock().unwrap().clone());
+        for (node, n) in api.observer().killed.lock().unwrap().iter() {
+            *killed.entry(node.clone()).or_default() += n;
+        }
         let Some(result) = result else {
             runs.push(format!("crashed at {:?}", crash));
             continue;
@@ -524,7 +563,8 @@ async fn scenario(seed: u64, verbose: bool) -> Result<Summary, String> {
     if !done {
         return fail(format!("not done after {RUNS} runs"));
     }
-    // 8. At most once per node, deleted ones included.
+    // 8. At most once per node, deleted ones included, but for the retries of host Jobs
+    // recorded killed (their Pod deleted before the host operation ended).
     let mut all: BTreeSet<String> = names.iter().cloned().collect();
     all.extend(fake.node_names());
     for name in &all {
@@ -532,8 +572,11 @@ async fn scenario(seed: u64, verbose: bool) -> Result<Summary, String> {
             .host_state(name)
             .map(|s| s.executions(Operation::Upgrade))
             .unwrap_or(0);
-        if executions > 1 {
-            return fail(format!("{name}: {executions} upgrade executions"));
+        let retries = killed.get(name).copied().unwrap_or(0);
+        if executions > 1 + retries {
+            return fail(format!(
+                "{name}: {executions} upgrade executions, {retries} of them after a killed one"
+            ));
         }
     }
     Ok(Summary {

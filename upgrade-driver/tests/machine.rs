@@ -73,7 +73,7 @@ fn host_record(uid: &str, exit_code: i32) -> (&'static str, String) {
     let record = HostJob {
         target: TARGET.into(),
         uid: uid.into(),
-        exit_code,
+        exit_code: Some(exit_code),
     };
     (HOST_JOB, value(&record))
 }
@@ -464,7 +464,7 @@ fn a_host_result_is_recorded_before_its_job_is_deleted() {
                 value(&HostJob {
                     target: TARGET.into(),
                     uid: "j".into(),
-                    exit_code: 0
+                    exit_code: Some(0)
                 })
             )],
         }
@@ -506,8 +506,54 @@ fn a_drain_or_host_error_fails_the_node_at_that_step() {
     let mut m = marked(false);
     m.step(Obs::Job(None));
     launched(&mut m);
-    let (step, _, code) = failed_at(m.step(Obs::Host(Err("timed out".into()))));
+    assert_eq!(
+        m.step(Obs::Host(Err("timed out".into()))).intent,
+        Intent::FindJob
+    );
+    let (step, message, code) = failed_at(m.step(Obs::Job(Some(job("j", None)))));
     assert_eq!((step, code), (UpgradeStep::Upgrade, None));
+    assert_eq!(message, "timed out");
+}
+
+#[test]
+fn a_host_job_failed_without_exit_code_is_recorded_and_retried_by_a_rerun() {
+    let mut m = marked(false);
+    m.step(Obs::Job(None));
+    launched(&mut m);
+    let step = m.step(Obs::Host(Err(
+        "pod deleted before the host operation ended".into(),
+    )));
+    assert_eq!(step.intent, Intent::FindJob);
+    let step = m.step(Obs::Job(Some(job("j", Some("Failed")))));
+    let record = HostJob {
+        target: TARGET.into(),
+        uid: "j".into(),
+        exit_code: None,
+    };
+    assert_eq!(
+        step.intent,
+        Intent::Patch {
+            rv: "10".into(),
+            changes: vec![NodeChange::set_annotation(HOST_JOB, value(&record))],
+        }
+    );
+    assert!(value(&record).contains(r#""exitCode":null"#));
+    let (step, message, _) = failed_at(m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[]))));
+    assert_eq!(step, UpgradeStep::Upgrade);
+    assert!(message.contains("a rerun retries it"), "{message}");
+
+    // The rerun replaces exactly that Job, after a drain, instead of adopting its failure.
+    let mut m = NodeMachine::new(&plan(false), EPOCH);
+    let recorded = (HOST_JOB, value(&record));
+    assert_eq!(
+        m.start(node("v1.37.2", "boot-1", true, &[ours(true), recorded]))
+            .intent,
+        Intent::FindJob
+    );
+    assert_eq!(
+        m.step(Obs::Job(Some(job("j", Some("Failed"))))).intent,
+        Intent::Drain
+    );
 }
 
 // --- the reboot, the health check, the finish -------------------------------------------------------
