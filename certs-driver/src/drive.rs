@@ -898,7 +898,15 @@ where
         let mut spec = self.plan.host_spec(step, name, &[]);
         spec.output = Some(Arc::new(NoteSink::to(name, &self.progress)));
         let policy = Policy { adopt, keep: true };
-        let ran = run_with(self.api, &spec, Mode::ExitCodeLogs, policy).await;
+        let ran = match run_with(self.api, &spec, Mode::ExitCodeLogs, policy).await {
+            // Exit 0 is the step's answer, and its log only ever explains a failure: a Job that
+            // succeeded and whose Pod is gone since (deleted by someone, collected) is taken as
+            // succeeded, not failed by every run that adopts it.
+            Err(unread @ nodejob_core::Error::LogUnread { exit_code: 0, .. }) => {
+                self.succeeded_unread(name, step, &spec, unread).await
+            }
+            ran => ran,
+        };
         let report = match ran {
             Ok(report) => report,
             Err(e) => {
@@ -962,6 +970,34 @@ where
         });
         self.event(name, EventType::Normal, step, &message).await;
         Ok(())
+    }
+
+    /// Our Job of `step` on `name` succeeded but its log could not be read (`unread`): its
+    /// answer, adopted by its UID and read without the log. Never a new Job: one gone
+    /// meanwhile (or not succeeded) answers `unread`.
+    async fn succeeded_unread(
+        &self,
+        name: &str,
+        step: CaStep,
+        spec: &nodejob_core::Spec,
+        unread: nodejob_core::Error,
+    ) -> nodejob_core::Result<nodejob_core::runner::Report> {
+        let job = self.find_job(name, step).await.ok().flatten();
+        let Some(uid) = job
+            .filter(nodejob_core::succeeded)
+            .and_then(|j| j.metadata.uid)
+        else {
+            return Err(unread);
+        };
+        self.note(
+            name,
+            format!("{unread}; the job (uid {uid}) succeeded: exit 0 is the answer"),
+        );
+        let policy = Policy {
+            adopt: Some(uid),
+            keep: true,
+        };
+        run_with(self.api, spec, Mode::ExitCode, policy).await
     }
 
     /// After `issue`: the node goes NotReady (within the restart grace; a node that stays

@@ -29,8 +29,8 @@
 //!    reported restored does not trust it; a step the report says ended well left its host
 //!    past that step (it ran there); a `Done` rotation's last statuses are the hosts'.
 //! 9. A `Done` rotation leaves every node of the selection (as listed at its end: joined
-//!    nodes included, a node that joined during the run and that it never saw aside) on the
-//!    new CA alone; a `Done` abort leaves no node it covers trusting the new CA.
+//!    nodes included, one that entered after the run last listed the selection aside) on
+//!    the new CA alone; a `Done` abort leaves no node of its plan trusting the new CA.
 //! 10. An abort refused names only nodes where `issue` began (by the host or our issue Job).
 //! 11. Per node, deleted ones included, each phase ran at most once for the seed's CA.
 //!
@@ -58,6 +58,7 @@ use certs_driver::{
 };
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::SignedDuration;
 use nodejob_conformance::workloads::{budget, deployment};
 use nodejob_conformance::{Crashing, Observe, Write};
 use nodejob_core::{ApiError, Clock, Verb, ready};
@@ -372,11 +373,20 @@ impl Watch {
     }
 
     fn lease(&self, write: &Write, v: &mut Vec<String>) {
-        let holder = (self.fake.lease(LEASE.0, LEASE.1))
-            .and_then(|l| l.spec?.holder_identity)
+        let spec = (self.fake.lease(LEASE.0, LEASE.1)).and_then(|l| l.spec);
+        let holder = (spec.as_ref())
+            .and_then(|s| s.holder_identity.clone())
             .unwrap_or_default();
+        // An expired Lease is anyone's to take: another's only while it is live.
+        let live = (spec.as_ref())
+            .and_then(|s| Some((s.renew_time.clone()?, s.lease_duration_seconds?)))
+            .and_then(|(at, secs)| {
+                at.0.checked_add(SignedDuration::from_secs(secs.into()))
+                    .ok()
+            })
+            .is_some_and(|until| until > self.fake.wall_time());
         let mut at_loss = self.lease_calls_at_loss.lock().unwrap();
-        if self.ours.contains(&holder) || holder.is_empty() {
+        if self.ours.contains(&holder) || holder.is_empty() || !live {
             *at_loss = None;
         } else {
             let now = lease_calls(&self.fake);
@@ -664,8 +674,8 @@ fn selection(fake: &FakeCluster, scope: Scope) -> Vec<String> {
 }
 
 /// What a `Done` run leaves (9): a rotation, every node of its selection on the new CA
-/// alone (one that entered during the run unseen by it aside); an abort, none of its nodes
-/// (every node, cluster-wide) trusting it.
+/// alone (one that entered after the run last listed the selection aside); an abort, none of
+/// its plan's nodes trusting it.
 fn check_done(
     fake: &FakeCluster,
     draws: &Draws,
@@ -677,7 +687,20 @@ fn check_done(
     let new = ca().fingerprint.as_str();
     let ended = fake.now();
     let seen = |n: &String| report.node(n).is_some();
-    let listed = if draws.scope.cluster_wide() {
+    // The driver's last listing of the selection in this run: a node that entered after it
+    // is one the run could not see.
+    let selector = format!("{}={}", SELECTED.0, SELECTED.1);
+    let last_listed = (fake.calls().into_iter().rev())
+        .find(|c| {
+            c.verb == Verb::ListNodes
+                && c.error.is_none()
+                && c.at >= started
+                && (c.name.is_empty() || c.name == selector)
+        })
+        .map_or(started, |c| c.at);
+    // A rotation's selection is the cluster when it must cover it; an abort's is its plan's
+    // nodes (it removes the staged CA from those only).
+    let listed = if draws.scope.cluster_wide() && mode == Mode::Rotate {
         fake.node_names()
     } else {
         selection(fake, draws.scope)
@@ -688,9 +711,8 @@ fn check_done(
             Mode::Rotate => on_new_alone(&host, new),
             Mode::Abort => host_passed(CaStep::Abort, &host, new),
         };
-        let unseen = !seen(&name) && entered(schedule, &name, started, ended, true);
-        let outside = mode == Mode::Abort && !seen(&name) && !draws.scope.cluster_wide();
-        if !fine && !unseen && !outside {
+        let unseen = !seen(&name) && entered(schedule, &name, last_listed, ended, true);
+        if !fine && !unseen {
             return Err(format!(
                 "{mode:?} done, but {name} (in the report: {}) is {host:?}",
                 seen(&name)

@@ -1,6 +1,6 @@
 //! The rotation under other actors of a shared cluster, on the fake in paused time: a host
 //! that prints a megabyte, a node that joins while `finalize` runs, a node deleted while the
-//! driver waits for it.
+//! driver waits for it, a host Job's Pod deleted after it succeeded.
 
 mod support;
 
@@ -291,5 +291,46 @@ async fn a_lease_lost_while_a_host_job_runs_interrupts_its_node_at_that_phase() 
     // The run stops at the renewer's next check, not when the host Job ends.
     let after = ended.saturating_sub(taken_at);
     assert!(after <= lease / 3 + Duration::from_secs(5), "{after:?}");
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_succeeded_host_job_whose_pod_was_deleted_is_taken_as_succeeded() -> TestResult {
+    let ca = new_ca();
+    let (fake, names) = cluster(46, 1, 2);
+    let plan = plan(plan_spec(&ca));
+    let stage = plan.job_name(CaStep::Stage, "cp-0");
+    // The driver dies right after it created cp-0's stage Job (its fourth Job, after the three
+    // status reads).
+    let first = harness(fake.clone()).crashing_at_verb(nodejob_fake::Verb::CreateJob, 3, true);
+    tokio::select! {
+        report = run(&first, &plan, quiet()) => {
+            return Err(format!("ended before the crash: {report:?}").into());
+        }
+        _ = first.crashed() => {}
+    }
+    // The Job succeeds; then someone deletes its Pod (`kubectl delete pod`): the Job stays,
+    // succeeded, with no Pod and no log.
+    fake.sleep(Duration::from_secs(30)).await;
+    let job = fake.job(NS, &stage).ok_or("no stage job on cp-0")?;
+    assert!(nodejob_core::succeeded(&job), "{:?}", job.status);
+    let owned = |p: &k8s_openapi::api::core::v1::Pod| {
+        (p.metadata.owner_references.iter().flatten()).any(|o| o.name == stage)
+    };
+    for pod in fake.pods(NS).into_iter().filter(|p| owned(p)) {
+        fake.delete_pod_now(NS, pod.metadata.name.as_deref().unwrap_or_default())?;
+    }
+    fake.sleep(Duration::from_secs(5)).await;
+    assert!(!fake.pods(NS).iter().any(owned), "the pod is still there");
+
+    // The rerun adopts the Job, takes its exit 0 as the step's answer, and ends the rotation.
+    let report = run(&harness(fake.clone()), &plan, quiet()).await?;
+    assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
+    for name in &names {
+        let state = fake.host_state(name).ok_or("node gone")?;
+        assert!(on_new_ca(&state, &ca.fingerprint), "{name}: {state:?}");
+        assert_eq!(phase_runs(&fake, name), [1, 1, 1, 0], "{name}");
+    }
+    assert!(fake.job(NS, &stage).is_none(), "the stage job is left");
     Ok(())
 }
