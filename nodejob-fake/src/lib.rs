@@ -105,6 +105,13 @@
 //! exactly `t` may look before it. Wait for the change (`wait_job`, `wait_node`, `wait_pod`)
 //! or sleep past `t`. Every step happens under one lock, and waiters are woken after each write.
 //!
+//! # Actors
+//! [`schedule::ActorSchedule`] draws from a seed what people, nodes and other controllers do to
+//! a shared cluster while a driver runs (cordons, labels, nodes deleted, added, rebooting,
+//! flapping, reporting another version; budgets; Deployments; Pods deleted; the Lease stolen;
+//! API fault windows) and arms it on the cluster's timers, so a drivers' soak replays a seed
+//! exactly. Each act goes through the actor methods below.
+//!
 //! # Apiserver
 //! - Namespaces `default` and `kube-system` exist; [`FakeCluster::add_namespace`] adds one
 //!   (with the `kubernetes.io/metadata.name` label), [`FakeCluster::label_namespace`] labels

@@ -63,18 +63,30 @@
 //!   deletion; a host Job whose node was deleted ends when the pod garbage collector fails its
 //!   Pod (about 40 s later on a real cluster, and in the fake).
 //! - **One host operation at a time, cluster-wide**: every write is fenced by the Lease
-//!   ([`nodejob_core::lease::Held::check`]); a run that loses it stops before its next write;
-//!   a holder that stopped renewing is taken over after expiry, and the report says from whom.
+//!   ([`nodejob_core::lease::Held::check`]); once any step of the run has seen it lost, the
+//!   whole run stops where it waits and writes nothing more (a drain in flight elsewhere
+//!   evicts no further Pod), and each node in flight is reported interrupted at its step; a
+//!   holder that stopped renewing is taken over after expiry, and the report says from whom.
 //! - **Only what we cordoned is uncordoned**: a node someone else cordoned stays cordoned.
 //! - **Never more than `max_unavailable`** nodes of the plan cordoned by us or NotReady, and
-//!   control-plane nodes one at a time.
+//!   control-plane nodes one at a time; at most `max_unavailable` nodes carry our in-progress
+//!   record at once.
+//! - **Done only on a read at the target**: the done record is a guarded write on the node as
+//!   read at the target; a node that changed since is recorded done only if it still shows it.
 //! - **A drain never outlasts its timeout**, and honours every PodDisruptionBudget (evictions,
 //!   never deletes).
 //! - **A node is upgraded only when it comes back**: a new boot, Ready, at the target; one that
 //!   comes back at the old version is a failure.
 //! - **Resumable**: the state lives in the cluster (annotations, what the nodes report, the
-//!   Lease), never in a local file. A rerun skips finished nodes, carries on a node we
-//!   cordoned, retries a failed node (replacing exactly its failed Job).
+//!   Lease), never in a local file. A rerun skips finished nodes, carries on every node an
+//!   earlier run left in flight (whether or not the selection still names it), retries a
+//!   failed node (replacing exactly its failed Job; a host Job whose Pod was deleted before
+//!   the host operation ended is recorded failed without an exit code, so it is retried too,
+//!   not adopted again). A node upgraded out of band to the target before we launched ours is
+//!   finished without a host run.
+//!
+//! These hold while people and controllers change the cluster mid-run: the seeded actor soak
+//! (`tests/actors.rs`, 1,000 seeds in CI) checks them at every write.
 //!
 //! # Assumptions
 //! - The host operation reboots the node, and the node's `bootID` changes with a reboot.
