@@ -20,7 +20,7 @@ use tokio::task::JoinHandle;
 
 use crate::addresses::Addresses;
 use crate::apiserver::Apiserver;
-use crate::host::{NodeHost, TIMING_ANNOTATION, timing};
+use crate::host::{NodeHost, REBOOT_ANNOTATION, TIMING_ANNOTATION, play, timing};
 use crate::logbook::LogBook;
 use crate::node::{NodeState, NodeWorker};
 use crate::pod::PodWorker;
@@ -43,6 +43,8 @@ struct AdoptedNode {
     ip: Ipv4Addr,
     /// The node's [`TIMING_ANNOTATION`] as last applied to its host.
     timing: Option<String>,
+    /// The node's [`REBOOT_ANNOTATION`] as last seen: a new value reboots the host.
+    reboot: Option<String>,
     tx: watch::Sender<Node>,
     _task: Task,
 }
@@ -131,10 +133,23 @@ fn node_of(pod: &Pod) -> Option<&str> {
         .filter(|n| !n.is_empty())
 }
 
-fn timing_annotation(node: &Node) -> Option<String> {
+fn annotation(node: &Node, key: &str) -> Option<String> {
     (node.metadata.annotations.as_ref())
-        .and_then(|a| a.get(TIMING_ANNOTATION))
+        .and_then(|a| a.get(key))
         .cloned()
+}
+
+fn timing_annotation(node: &Node) -> Option<String> {
+    annotation(node, TIMING_ANNOTATION)
+}
+
+/// Reboots node `name`'s host by itself ([`NodeHost::reboot`]), as its [`REBOOT_ANNOTATION`]
+/// `value` (new) asks.
+fn reboot(name: &str, host: &watch::Sender<NodeHost>, value: &str) {
+    say!("node {name}: host: rebooting by itself ({REBOOT_ANNOTATION}={value:?})");
+    let effects = host.borrow().reboot();
+    let now = tokio::time::Instant::now();
+    tokio::spawn(play(host.clone(), name.to_string(), now, effects));
 }
 
 /// Gives node `name`'s host the timing its [`TIMING_ANNOTATION`] `value` asks for, for the
@@ -199,6 +214,13 @@ impl Agent {
                 }
                 adopted.timing = wanted;
             }
+            let reboot_wanted = annotation(&node, REBOOT_ANNOTATION);
+            if adopted.reboot != reboot_wanted {
+                if let (Some(value), Some(host)) = (&reboot_wanted, self.hosts.get(&name)) {
+                    reboot(&name, host, value);
+                }
+                adopted.reboot = reboot_wanted;
+            }
             adopted.tx.send_replace(node);
             return;
         }
@@ -232,6 +254,8 @@ impl Agent {
         if let Some(host) = self.hosts.get(&name) {
             set_timing(&name, host, wanted.as_deref());
         }
+        // Adopted is booted: the value it has now asks for no reboot.
+        let reboot = annotation(&node, REBOOT_ANNOTATION);
         let (tx, rx) = watch::channel(node);
         let worker = NodeWorker {
             api: self.api.clone(),
@@ -250,6 +274,7 @@ impl Agent {
                 uid,
                 ip,
                 timing: wanted,
+                reboot,
                 tx,
                 _task: task,
             },

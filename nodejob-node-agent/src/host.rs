@@ -4,6 +4,8 @@
 //! aftermath of a program's exit ([`play`]); the node worker reports the host through the
 //! apiserver: `Ready` `False` while it is down, its `kubeletVersion` and `bootID`. The model's
 //! timing is the default unless the node's [`TIMING_ANNOTATION`] says otherwise ([`timing`]).
+//! A host also reboots by itself when the node's [`REBOOT_ANNOTATION`] takes a new value
+//! ([`NodeHost::reboot`]), and tells what it is, executions included ([`NodeHost::report`]).
 
 use std::time::Duration;
 
@@ -39,6 +41,46 @@ impl NodeHost {
         let version = self.model.state.version.clone();
         self.model.booted(&version, &boot_id(node));
         self.up = true;
+    }
+
+    /// A reboot of the host by itself (a watchdog, a kernel panic, a person at the console),
+    /// not by `stratum`: down at once, the model's `reboot_time` later a new boot at the version
+    /// it runs now, and Ready. The fake's `FakeCluster::reboot_node`, played out over time.
+    pub(crate) fn reboot(&self) -> Vec<Effect> {
+        let back = self.model.timing.reboot_time;
+        let kubelet_version = self.model.state.version.clone();
+        vec![
+            Effect {
+                after: Duration::ZERO,
+                step: NodeStep::NotReady,
+            },
+            Effect {
+                after: back,
+                step: NodeStep::Boot { kubelet_version },
+            },
+            Effect {
+                after: back,
+                step: NodeStep::Ready,
+            },
+        ]
+    }
+
+    /// What the host is, as one JSON object: `{"version": "v1.37.2", "bootID": "…", "up":
+    /// true, "executions": {"upgrade": 1, "carotate status": 2}}` (each operation that ran, by
+    /// its command: [`Operation::as_str`](nodejob_host::stratum::Operation::as_str)). The
+    /// node's log server answers it at `GET /stratum`: how a test counts what ran on a host.
+    pub(crate) fn report(&self) -> String {
+        let state = &self.model.state;
+        let executions: serde_json::Map<String, serde_json::Value> = (state.executions.iter())
+            .map(|(operation, n)| (operation.as_str().to_string(), (*n).into()))
+            .collect();
+        serde_json::json!({
+            "version": state.version,
+            "bootID": state.boot_id,
+            "up": self.up,
+            "executions": executions,
+        })
+        .to_string()
     }
 
     /// Applies `step` of a program's aftermath to node `node`'s host: a new boot draws a new
@@ -96,6 +138,11 @@ pub(crate) fn timing(value: Option<&str>) -> Result<StratumTiming, String> {
     }
     Ok(timing)
 }
+
+/// Node annotation: each new value (any string; set it to a fresh one per reboot) makes the
+/// node's host reboot by itself ([`NodeHost::reboot`]); the value the node has when the agent
+/// adopts it reboots nothing (adoption is a boot already). Removing it reboots nothing.
+pub(crate) const REBOOT_ANNOTATION: &str = "nodejob.test/reboot";
 
 /// Plays `effects`, the aftermath of a program that exited at `exited` on node `node`: each
 /// step at its time, on `host` (which the node worker reports). Runs to its end even when
@@ -180,6 +227,44 @@ mod tests {
         host.rebooted("n1");
         assert_ne!(host.model.state.boot_id, boot);
         assert_eq!(host.model.state.version, "v1.38.0");
+    }
+
+    #[test]
+    fn a_reboot_by_itself_goes_down_at_once_and_comes_back_at_the_same_version() {
+        let mut host = NodeHost::new("n1", "v1.37.2");
+        host.model.timing.reboot_time = Duration::from_secs(3);
+        let steps: Vec<(Duration, NodeStep)> = (host.reboot().into_iter())
+            .map(|e| (e.after, e.step))
+            .collect();
+        let boot = NodeStep::Boot {
+            kubelet_version: "v1.37.2".into(),
+        };
+        let back = Duration::from_secs(3);
+        assert_eq!(
+            steps,
+            [
+                (Duration::ZERO, NodeStep::NotReady),
+                (back, boot),
+                (back, NodeStep::Ready)
+            ]
+        );
+    }
+
+    #[test]
+    fn the_report_names_version_boot_and_executions() {
+        let mut host = NodeHost::new("n1", "v1.37.2");
+        let argv = |line: &str| line.split(' ').map(String::from).collect::<Vec<_>>();
+        host.model.exec(&argv("stratum upgrade --to v1.38.0"));
+        host.model.exec(&argv("stratum carotate status"));
+        host.model.exec(&argv("stratum carotate status"));
+        let report: serde_json::Value = serde_json::from_str(&host.report()).unwrap();
+        assert_eq!(report["version"], "v1.37.2");
+        assert_eq!(report["bootID"], host.model.state.boot_id.as_str());
+        assert_eq!(report["up"], true);
+        assert_eq!(
+            report["executions"],
+            serde_json::json!({"upgrade": 1, "carotate status": 2})
+        );
     }
 
     #[test]

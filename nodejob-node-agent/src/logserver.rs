@@ -1,5 +1,6 @@
 //! The kubelet's log endpoint of one node: HTTPS on `<node address>:<port>`, serving
-//! `GET /containerLogs/{namespace}/{pod}/{container}` out of the [`LogBook`].
+//! `GET /containerLogs/{namespace}/{pod}/{container}` out of the [`LogBook`], and (no
+//! kubelet's, for the tests) `GET /stratum`: the node's host as [`NodeHost::report`] tells it.
 //!
 //! The apiserver's `pods/log` dials `https://<address>:<port>/containerLogs/…` (pod strategy
 //! `LogLocation`), presents its kubelet client certificate (ignored here: no client
@@ -21,9 +22,11 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_rustls::TlsAcceptor;
 
+use crate::host::NodeHost;
 use crate::logbook::{Answer, LogBook, LogOptions};
 
 /// A node's serving certificate and key.
@@ -77,11 +80,12 @@ pub(crate) struct LogServer {
 }
 
 impl LogServer {
-    /// Listens on `addr` for the kubelet of `node`.
+    /// Listens on `addr` for the kubelet of `node`, whose host is `host`.
     pub(crate) async fn bind(
         addr: SocketAddr,
         node: &str,
         book: LogBook,
+        host: watch::Receiver<NodeHost>,
         identity: &Identity,
     ) -> anyhow::Result<LogServer> {
         let acceptor = identity.acceptor()?;
@@ -91,7 +95,7 @@ impl LogServer {
         let addr = listener
             .local_addr()
             .context("reading the listening address")?;
-        let task = tokio::spawn(serve(listener, acceptor, Arc::from(node), book));
+        let task = tokio::spawn(serve(listener, acceptor, Arc::from(node), book, host));
         Ok(LogServer { addr, task })
     }
 
@@ -113,14 +117,21 @@ impl Drop for LogServer {
     }
 }
 
-async fn serve(listener: TcpListener, acceptor: TlsAcceptor, node: Arc<str>, book: LogBook) {
+async fn serve(
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    node: Arc<str>,
+    book: LogBook,
+    host: watch::Receiver<NodeHost>,
+) {
     // Owned here: aborting the server drops the set, which aborts every connection.
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((tcp, _)) => {
-                    connections.spawn(connection(tcp, acceptor.clone(), node.clone(), book.clone()));
+                    let (node, book, host) = (node.clone(), book.clone(), host.clone());
+                    connections.spawn(connection(tcp, acceptor.clone(), node, book, host));
                 }
                 Err(e) => say!("node {node}: log server: accepting a connection: {e}"),
             },
@@ -129,7 +140,13 @@ async fn serve(listener: TcpListener, acceptor: TlsAcceptor, node: Arc<str>, boo
     }
 }
 
-async fn connection(tcp: TcpStream, acceptor: TlsAcceptor, node: Arc<str>, book: LogBook) {
+async fn connection(
+    tcp: TcpStream,
+    acceptor: TlsAcceptor,
+    node: Arc<str>,
+    book: LogBook,
+    host: watch::Receiver<NodeHost>,
+) {
     let tls = match acceptor.accept(tcp).await {
         Ok(tls) => tls,
         Err(e) => {
@@ -138,7 +155,7 @@ async fn connection(tcp: TcpStream, acceptor: TlsAcceptor, node: Arc<str>, book:
         }
     };
     let service = service_fn(move |request: Request<Incoming>| {
-        let (status, body) = handle(&request, &node, &book);
+        let (status, body) = handle(&request, &node, &book, &host.borrow());
         say!(
             "node {node}: {} {} -> {} ({} bytes)",
             request.method(),
@@ -159,10 +176,22 @@ async fn connection(tcp: TcpStream, acceptor: TlsAcceptor, node: Arc<str>, book:
         .await;
 }
 
-/// The kubelet's answer to one request; anything but `GET /containerLogs/{ns}/{pod}/{c}` is
-/// Go's `404 page not found` (or 405).
-fn handle<B>(request: &Request<B>, node: &str, book: &LogBook) -> Answer {
+/// The kubelet's answer to one request; anything but `GET /containerLogs/{ns}/{pod}/{c}` and
+/// `GET /stratum` (`host`'s [report](NodeHost::report)) is Go's `404 page not found` (or 405).
+fn handle<B>(request: &Request<B>, node: &str, book: &LogBook, host: &NodeHost) -> Answer {
     let not_found = || (StatusCode::NOT_FOUND, b"404 page not found\n".to_vec());
+    let not_allowed = || {
+        (
+            StatusCode::METHOD_NOT_ALLOWED,
+            b"405: Method Not Allowed".to_vec(),
+        )
+    };
+    if request.uri().path() == "/stratum" {
+        if request.method() != Method::GET {
+            return not_allowed();
+        }
+        return (StatusCode::OK, host.report().into_bytes());
+    }
     let Some(rest) = request.uri().path().strip_prefix("/containerLogs/") else {
         return not_found();
     };
@@ -171,10 +200,7 @@ fn handle<B>(request: &Request<B>, node: &str, book: &LogBook) -> Answer {
         return not_found();
     };
     if request.method() != Method::GET {
-        return (
-            StatusCode::METHOD_NOT_ALLOWED,
-            b"405: Method Not Allowed".to_vec(),
-        );
+        return not_allowed();
     }
     if [namespace, pod, container].iter().any(|s| s.is_empty()) {
         return not_found();
@@ -238,7 +264,8 @@ mod tests {
         };
         book.open(&pod, "n1", vec!["host".into()]);
         book.set(&pod, Output::Exited("one\ntwo\nthree\n".into()));
-        let server = LogServer::bind(SocketAddr::new(ip, 0), "n1", book, &identity).await?;
+        let (_host, rx) = watch::channel(NodeHost::new("n1", "v1.37.2"));
+        let server = LogServer::bind(SocketAddr::new(ip, 0), "n1", book, rx, &identity).await?;
         let addr = server.local_addr();
 
         let response = get(addr, &identity, "/containerLogs/ns/p/host").await?;
@@ -262,6 +289,14 @@ mod tests {
                 "container \"other\" not found in pod \"p\""
             )
         );
+        let response = get(addr, &identity, "/stratum").await?;
+        let (status, body) = status_and_body(&response);
+        assert_eq!(status, "HTTP/1.1 200 OK");
+        let report: serde_json::Value = serde_json::from_str(body)?;
+        assert_eq!(
+            (&report["version"], &report["up"]),
+            (&"v1.37.2".into(), &true.into())
+        );
         let response = get(addr, &identity, "/healthz").await?;
         assert_eq!(status_and_body(&response).0, "HTTP/1.1 404 Not Found");
 
@@ -274,10 +309,17 @@ mod tests {
     #[test]
     fn routes() {
         let book = LogBook::default();
+        let host = NodeHost::new("n1", "v1.37.2");
         let request = |method: Method, uri: &str| {
             let r = Request::builder().method(method).uri(uri).body(()).unwrap();
-            handle(&r, "n1", &book).0
+            handle(&r, "n1", &book, &host).0
         };
+        assert_eq!(request(Method::GET, "/stratum"), StatusCode::OK);
+        assert_eq!(
+            request(Method::POST, "/stratum"),
+            StatusCode::METHOD_NOT_ALLOWED
+        );
+        assert_eq!(request(Method::GET, "/stratum/x"), StatusCode::NOT_FOUND);
         assert_eq!(
             request(Method::GET, "/containerLogs/ns/p/c"),
             StatusCode::NOT_FOUND

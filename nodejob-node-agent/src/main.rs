@@ -36,7 +36,12 @@
 //! `nodejob.test/kubelet: "unreachable"` (the log server stops listening: `pods/log` answers
 //! 500), `nodejob.test/sigterm: "ignore"` (containers started from then on ignore SIGTERM) and
 //! `nodejob.test/stratum-timing: "upgrade=2s,reboot-delay=1s,reboot=3s"` (the host model's
-//! timing for the programs started from then on; fields left out keep the default).
+//! timing for the programs started from then on; fields left out keep the default) and
+//! `nodejob.test/reboot: "<any new value>"` (the host reboots by itself: NotReady at once, the
+//! model's reboot time later a new `bootID` at the same version, Ready). It reads a host
+//! through the node's log server: `GET /stratum` at the node's address answers its version,
+//! boot, whether it is up and how many times each `stratum` operation ran there, as one JSON
+//! object (not through the apiserver: its node proxy refuses loopback addresses).
 //!
 //! ```text
 //! nodejob-node-agent --kubeconfig /tmp/run/kubeconfig --port 10250

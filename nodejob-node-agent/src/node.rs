@@ -179,7 +179,8 @@ impl NodeWorker {
             match (wish.reachable, server.take()) {
                 (true, None) => {
                     let addr = SocketAddr::new(IpAddr::V4(self.ip), self.port);
-                    match LogServer::bind(addr, &name, self.logs.clone(), &identity).await {
+                    let (logs, host) = (self.logs.clone(), self.host.clone());
+                    match LogServer::bind(addr, &name, logs, host, &identity).await {
                         Ok(s) => {
                             say!("node {name}: log server listening on https://{addr}");
                             server = Some(s);
