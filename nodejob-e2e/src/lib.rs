@@ -54,8 +54,14 @@ pub const STRATUM_TIMING_ANNOTATION: &str = "nodejob.test/stratum-timing";
 /// for 2s (1s, 5s). Host Jobs still take the time their pods take to start and end.
 pub const QUICK_STRATUM: &str =
     "upgrade=2s,reboot-delay=1s,reboot=3s,op=200ms,restart-delay=500ms,restart=2s";
+/// Node annotation: each new value makes the agent reboot the node's host by itself (down at
+/// once, a new `bootID` at the same version and Ready after the host model's reboot time), as
+/// a watchdog or a person at the console would. See [`reboot_by_itself`].
+pub const REBOOT_ANNOTATION: &str = "nodejob.test/reboot";
 /// How long the node agent may take to act on an annotation.
 const SETTLE: Duration = Duration::from_secs(20);
+/// The taint a Node has while it is not Ready (the agent puts it back and lifts it).
+const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
 
 /// The label on the nodes of one scenario, with the scenario's name, for workloads' node
 /// selectors.
@@ -495,6 +501,106 @@ pub async fn annotate_node(
         .await
         .map(drop)
         .map_err(fail("annotating node"))
+}
+
+/// A node's host as the node agent's `stratum` model reports it (`GET /stratum` on the node's
+/// kubelet address): what ran there, independently of what any driver says.
+#[derive(Clone, Debug, serde::Deserialize)]
+pub struct HostReport {
+    /// The kubelet version the host runs.
+    pub version: String,
+    /// Its boot.
+    #[serde(rename = "bootID")]
+    pub boot_id: String,
+    /// Whether it is up (not rebooting).
+    pub up: bool,
+    /// How many times each `stratum` operation ran on it, by command (`upgrade`, `carotate
+    /// status`, ...).
+    pub executions: std::collections::BTreeMap<String, u32>,
+}
+
+impl HostReport {
+    /// How many times `command` (`"upgrade"`, `"carotate issue"`, ...) ran on the host.
+    pub fn executions(&self, command: &str) -> u32 {
+        self.executions.get(command).copied().unwrap_or(0)
+    }
+}
+
+/// What node `node`'s host model reports: `GET /stratum` at the address the apiserver dials
+/// for its kubelet (its InternalIP and kubelet port, read as an administrator), over TLS
+/// without verifying the agent's self-signed certificate, as the apiserver does. Not through
+/// the apiserver's node proxy: it refuses loopback addresses ("address not allowed"), which
+/// the agent's nodes have.
+pub async fn host_report(admin: &Client, node: &str) -> Result<HostReport, Failure> {
+    let asking = |e: &dyn std::fmt::Display| Failure(format!("asking node {node}'s host: {e}"));
+    let read = KubeApi::new(admin.clone()).get_node(node).await?;
+    let address = kubelet_address(&read)
+        .ok_or_else(|| Failure(format!("node {node} has no InternalIP or kubelet port")))?;
+    let url: http::Uri = format!("https://{address}")
+        .parse()
+        .map_err(|e| asking(&e))?;
+    let mut config = Config::new(url);
+    config.accept_invalid_certs = true;
+    let kubelet = Client::try_from(config).map_err(|e| asking(&e))?;
+    let request = http::Request::get("/stratum")
+        .body(Vec::new())
+        .map_err(|e| asking(&e))?;
+    let text = kubelet
+        .request_text(request)
+        .await
+        .map_err(|e| asking(&e))?;
+    serde_json::from_str(&text)
+        .map_err(|e| Failure(format!("node {node}'s host answered {text:?}: {e}")))
+}
+
+/// The `bootID` a Node reports.
+pub fn boot_id(node: &Node) -> &str {
+    (node.status.as_ref())
+        .and_then(|s| s.node_info.as_ref())
+        .map(|i| i.boot_id.as_str())
+        .unwrap_or_default()
+}
+
+/// Node `node`'s host reboots by itself ([`REBOOT_ANNOTATION`], a fresh value); returns once the
+/// node reports a new `bootID`, Ready and without the not-ready taint (at most `limit`, the
+/// reboot's time included), with the Node as then read.
+pub async fn reboot_by_itself(
+    admin: &Client,
+    node: &str,
+    limit: Duration,
+) -> Result<Node, Failure> {
+    let nodes = Api::<Node>::all(admin.clone());
+    let before = nodes
+        .get(node)
+        .await
+        .map_err(|e| Failure(format!("reading node {node}: {e}")))?;
+    let old = boot_id(&before).to_string();
+    annotate_node(admin, node, REBOOT_ANNOTATION, Some(&unique("reboot"))).await?;
+    wait_for(nodes, node, "a new boot, Ready", limit, move |n: &Node| {
+        let tainted = (n.spec.as_ref().and_then(|s| s.taints.as_ref()))
+            .is_some_and(|t| t.iter().any(|t| t.key == NOT_READY_TAINT));
+        boot_id(n) != old && nodejob_core::ready(n) && !tainted
+    })
+    .await
+}
+
+/// Cordons node `node` (`spec.unschedulable: true`) or, with `false`, uncordons it, as a person
+/// with `kubectl cordon` would.
+pub async fn set_unschedulable(
+    admin: &Client,
+    node: &str,
+    unschedulable: bool,
+) -> Result<(), Failure> {
+    let patch = json!({"spec": {"unschedulable": unschedulable}});
+    Api::<Node>::all(admin.clone())
+        .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(drop)
+        .map_err(|e| {
+            Failure(format!(
+                "setting node {node} unschedulable={unschedulable}: {e}"
+            ))
+        })
 }
 
 /// The conformance backend on the real cluster: the runner's API acts as a ServiceAccount bound
