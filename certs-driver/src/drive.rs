@@ -23,6 +23,7 @@ use nodejob_core::{
 
 use crate::Error;
 use crate::cluster::{every_node, issue_begun, outside};
+use crate::fenced::Fenced;
 use crate::gate::{Gate, Verified, check, expected, old_trust};
 use crate::phase::{CaStep, Decision, decide};
 use crate::plan::Plan;
@@ -484,7 +485,7 @@ where
             adopt: Some(uid.to_string()),
             keep: true,
         };
-        let ended = match run_with(self.api, &spec, Mode::ExitCode, policy).await {
+        let ended = match run_with(&self.writer(), &spec, Mode::ExitCode, policy).await {
             Ok(report) => format!("exited {}", report.exit_code),
             Err(e) => e.to_string(),
         };
@@ -675,7 +676,7 @@ where
         }
         let mut spec = self.plan.host_spec(CaStep::Verify, name, also);
         spec.output = Some(Arc::new(NoteSink::to(name, &self.progress)));
-        match run_exit_code(self.api, &spec).await {
+        match run_exit_code(&self.writer(), &spec).await {
             Ok(code) => Verified::Exit(code),
             Err(e) => Verified::Error(e.to_string()),
         }
@@ -732,7 +733,7 @@ where
         self.fenced(CaStep::Status).await?;
         let mut spec = self.plan.host_spec(CaStep::Status, name, &[]);
         spec.output = Some(Arc::new(NoteSink::to(name, &self.progress)));
-        let read = match run_exit_code_logs(self.api, &spec).await {
+        let read = match run_exit_code_logs(&self.writer(), &spec).await {
             Ok((0, log)) => parse_status(name, &log)
                 .map_err(|e| failure(CaStep::Status, e.to_string(), Some(0), None)),
             Ok((code, log)) => Err(failure(
@@ -782,7 +783,7 @@ where
         let written = match retry(self.api, || self.api.get_node(name)).await {
             Ok(node) => {
                 let rv = node.metadata.resource_version.unwrap_or_default();
-                patch_node_again(self.api, name, &rv, &changes)
+                patch_node_again(&self.writer(), name, &rv, &changes)
                     .await
                     .map(drop)
             }
@@ -898,7 +899,7 @@ where
         let mut spec = self.plan.host_spec(step, name, &[]);
         spec.output = Some(Arc::new(NoteSink::to(name, &self.progress)));
         let policy = Policy { adopt, keep: true };
-        let ran = match run_with(self.api, &spec, Mode::ExitCodeLogs, policy).await {
+        let ran = match run_with(&self.writer(), &spec, Mode::ExitCodeLogs, policy).await {
             // Exit 0 is the step's answer, and its log only ever explains a failure: a Job that
             // succeeded and whose Pod is gone since (deleted by someone, collected) is taken as
             // succeeded, not failed by every run that adopts it.
@@ -997,7 +998,7 @@ where
             adopt: Some(uid),
             keep: true,
         };
-        run_with(self.api, spec, Mode::ExitCode, policy).await
+        run_with(&self.writer(), spec, Mode::ExitCode, policy).await
     }
 
     /// After `issue`: the node goes NotReady (within the restart grace; a node that stays
@@ -1059,9 +1060,18 @@ where
     /// already (or replaced) is done.
     async fn delete_job(&self, name: &str, step: CaStep, uid: &str) -> Result<(), Failure> {
         let ns = &self.plan.spec().namespace;
-        delete_job_of(self.api, ns, &self.plan.job_name(step, name), uid)
+        delete_job_of(&self.writer(), ns, &self.plan.job_name(step, name), uid)
             .await
             .map_err(|message| failure(step, message, None, None))
+    }
+
+    /// The API as the steps write through it: every write refused once the Lease is known
+    /// lost, so a step in flight on another node writes nothing more ([`Fenced`]).
+    fn writer(&self) -> Fenced<'_, A> {
+        Fenced {
+            api: self.api,
+            fence: &self.fence,
+        }
     }
 
     /// Fences a write: the Lease still ours.
@@ -1077,6 +1087,13 @@ where
 
     /// A failure of `name`: a Warning Event on it; the result to record.
     async fn fail(&self, name: &str, f: Failure) -> NodeResult {
+        // A step cut short by the loss of the Lease (a write of it refused) blames no node.
+        if let Some(why) = self.fence.lost() {
+            return NodeResult::Interrupted {
+                step: f.step,
+                why: format!("the Lease was lost: {why}"),
+            };
+        }
         let message = match f.exit_code {
             Some(code) => format!("{} (exit code {code})", f.message),
             None => f.message.clone(),
@@ -1094,7 +1111,7 @@ where
         let ns = &self.plan.spec().namespace;
         let reason = step.reason();
         if let Err(e) =
-            write_node_event(self.api, ns, node, kind, &reason, message, COMPONENT).await
+            write_node_event(&self.writer(), ns, node, kind, &reason, message, COMPONENT).await
         {
             self.note(
                 node,

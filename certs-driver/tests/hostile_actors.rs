@@ -1,6 +1,7 @@
 //! The rotation under other actors of a shared cluster, on the fake in paused time: a host
 //! that prints a megabyte, a node that joins while `finalize` runs, a node deleted while the
-//! driver waits for it, a host Job's Pod deleted after it succeeded.
+//! driver waits for it, a host Job's Pod deleted after it succeeded, the Lease taken while
+//! nodes take a step together.
 
 mod support;
 
@@ -332,5 +333,64 @@ async fn a_succeeded_host_job_whose_pod_was_deleted_is_taken_as_succeeded() -> T
         assert_eq!(phase_runs(&fake, name), [1, 1, 1, 0], "{name}");
     }
     assert!(fake.job(NS, &stage).is_none(), "the stage job is left");
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn once_one_node_sees_the_lease_lost_no_node_writes_again() -> TestResult {
+    let ca = new_ca();
+    let (fake, _) = cluster(47, 1, 2);
+    let plan = plan(plan_spec(&ca));
+    // The workers take `issue` together (two at a time); after it each one's status is read,
+    // both at the same instants. The Lease is taken as w-1's read is created (its third: after
+    // the first reads and those after `stage`): w-0's step, ending first, reads the Lease lost
+    // as it records its status, while w-1's read ends in the same instant.
+    let status_w1 = format!("{NS}/{}", plan.job_name(CaStep::Status, "w-1"));
+    let lease_calls = |f: &FakeCluster| {
+        f.count(nodejob_fake::Verb::GetLease) + f.count(nodejob_fake::Verb::ReplaceLease)
+    };
+    let reads = Arc::new(std::sync::Mutex::new(0));
+    let taken = Arc::new(std::sync::Mutex::new(None::<usize>));
+    let after_known = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (thief, at, late) = (fake.clone(), taken.clone(), after_known.clone());
+    let api = acting_before(fake.clone(), move |w| {
+        let mut at = at.lock().unwrap();
+        match *at {
+            None if w.verb == nodejob_fake::Verb::CreateJob && w.target == status_w1 => {
+                let mut reads = reads.lock().unwrap();
+                *reads += 1;
+                if *reads == 3 {
+                    take_the_lease(&thief);
+                    *at = Some(lease_calls(&thief));
+                }
+            }
+            // A Lease read since the theft: the driver knows, and writes nothing more.
+            Some(then) if lease_calls(&thief) > then => late.lock().unwrap().push(w.to_string()),
+            _ => {}
+        }
+    });
+    let report = run(&api, &plan, quiet()).await?;
+    assert!(
+        taken.lock().unwrap().is_some(),
+        "w-1's status was never read after issue"
+    );
+    let late = after_known.lock().unwrap().clone();
+    assert!(
+        late.is_empty(),
+        "written after the Lease was read lost: {late:?}"
+    );
+    let Outcome::Stopped { why } = &report.outcome else {
+        return Err(format!("not stopped: {:?}", report.outcome).into());
+    };
+    assert!(why.contains("the Lease was lost"), "{why}");
+    // No node is blamed for the loss.
+    for node in &report.nodes {
+        assert!(
+            !matches!(node.result, Some(NodeResult::Failed(_))),
+            "{} blamed: {:?}",
+            node.name,
+            node.result
+        );
+    }
     Ok(())
 }
