@@ -291,10 +291,15 @@ where
                     // The unavailable, the batch and this node: how many would be down.
                     let adds = usize::from(!unavailable.contains(name));
                     let would = unavailable.len() + taken_down + adds;
-                    let other_control_down = control.contains(name.as_str())
-                        && unavailable
-                            .iter()
-                            .any(|u| u != name && control.contains(u.as_str()));
+                    // A control-plane node that is not down already (ours, carried on) starts
+                    // only while no other one is down, and never beside another in a batch.
+                    let is_control = control.contains(name.as_str());
+                    let other_control_down = is_control
+                        && (batch.iter().any(|b| control.contains(b.as_str()))
+                            || (!unavailable.contains(name)
+                                && unavailable
+                                    .iter()
+                                    .any(|u| u != name && control.contains(u.as_str()))));
                     // A node down that is not ours in flight cannot run a host Job: not now.
                     let startable = by_name.get(name.as_str()).is_some_and(|n| {
                         ready(n)
@@ -625,9 +630,12 @@ where
                         Err(e) => Observation::Failed(format!("patching node {name}: {e}")),
                     }
                 }
-                Intent::FindJob => {
+                Intent::FindJob | Intent::FindPrevious { .. } => {
                     let ns = &self.plan.spec().namespace;
-                    let job_name = self.plan.job_name(name);
+                    let job_name = match &step.intent {
+                        Intent::FindPrevious { target } => self.plan.job_name_toward(name, target),
+                        _ => self.plan.job_name(name),
+                    };
                     match retry(api, || api.get_job(ns, &job_name)).await {
                         Ok(job) => Observation::Job(Some(Box::new(job))),
                         Err(e) if e.is_not_found() => Observation::Job(None),

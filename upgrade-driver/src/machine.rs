@@ -115,6 +115,11 @@ pub enum Intent {
     },
     /// `get_job` of the host Job's name.
     FindJob,
+    /// `get_job` of the host Job's name toward `target` (an earlier run's, toward another).
+    FindPrevious {
+        /// That run's target.
+        target: String,
+    },
     /// Run the host Job (keep it on success), adopting the Job of this UID if set; fenced
     /// unless adopting.
     Host {
@@ -245,6 +250,8 @@ pub struct Step {
 #[derive(Clone, Debug, PartialEq)]
 enum At {
     Inspect,
+    /// Reading the host Job an earlier run started toward another target.
+    Previous,
     Marking,
     Draining,
     Launching,
@@ -342,6 +349,7 @@ impl NodeMachine {
         }
         match (std::mem::replace(&mut self.at, At::Over), obs) {
             (At::Inspect, Observation::Node(node)) => self.inspect(node),
+            (At::Previous, Observation::Job(job)) => self.previous(job),
             (At::Marking, Observation::Node(node)) => {
                 self.node = Some(node);
                 let message = if self.progress.as_ref().is_some_and(|p| p.cordoned) {
@@ -577,45 +585,87 @@ impl NodeMachine {
                     Intent::Patch { rv, changes },
                 )
             }
-            Some(mut record) => {
-                // Ours from an earlier run: carry on. Toward another target, start again from
-                // this boot; re-cordon if someone uncordoned it meanwhile.
-                let mut changes = Vec::new();
-                let mut marks = vec![Mark::Note(format!(
-                    "resuming: started under Lease epoch {} toward {}",
-                    record.epoch, record.target
-                ))];
-                if record.target != self.target {
-                    record.target = self.target.clone();
-                    record.boot_id = boot_id(&node).to_string();
-                    record.host_boot_id = None;
-                    changes.push(NodeChange::remove_annotation(HOST_JOB));
-                    self.host = None;
-                }
-                if !unschedulable(&node) {
-                    record.cordoned = true;
-                    changes.push(NodeChange::Cordon);
-                    marks.push(Mark::Note("cordoning again: it was uncordoned".into()));
-                }
-                let rv = records::rv(&node);
+            // Ours from an earlier run toward another target: its host Job first, which must
+            // have ended before one toward ours starts.
+            Some(record) if record.target != self.target => {
+                let target = record.target.clone();
                 self.node = Some(node);
-                if changes.is_empty() {
-                    self.progress = Some(record);
-                    let mut step = self.resume();
-                    marks.append(&mut step.marks);
-                    step.marks = marks;
-                    return step;
-                }
-                record.epoch = self.epoch;
-                changes.insert(
-                    0,
-                    NodeChange::set_annotation(IN_PROGRESS, records::value(&record)),
-                );
                 self.progress = Some(record);
-                marks.push(Mark::Started(UpgradeStep::Cordon));
-                self.go(At::Marking, marks, Intent::Patch { rv, changes })
+                self.go(At::Previous, Vec::new(), Intent::FindPrevious { target })
             }
+            Some(record) => self.carry_on(record, node),
         }
+    }
+
+    /// The host Job an earlier run started toward another target, if any: one still running
+    /// (or being deleted) fails the node, since two host operations never overlap on a node;
+    /// one that ended is left for inspection, and the node starts again toward our target.
+    fn previous(&mut self, job: Option<Box<Job>>) -> Step {
+        let (Some(record), Some(node)) = (self.progress.take(), self.node.take()) else {
+            return self.fail(
+                UpgradeStep::Cordon,
+                "internal: no record before the previous host job".into(),
+                None,
+                None,
+            );
+        };
+        if let Some(job) = job
+            && (!nodejob_core::finished(&job) || job.metadata.deletion_timestamp.is_some())
+        {
+            let name = job.metadata.name.clone().unwrap_or_default();
+            let uid = job.metadata.uid.clone().unwrap_or_default();
+            self.node = Some(node);
+            return self.fail(
+                UpgradeStep::Cordon,
+                format!(
+                    "a host upgrade toward {} (job {name}, uid {uid}) an earlier run started is \
+                     still running on it: one toward {} starts only once it ended; rerun then",
+                    record.target, self.target
+                ),
+                None,
+                None,
+            );
+        }
+        self.carry_on(record, node)
+    }
+
+    /// Ours from an earlier run: carry on. Toward another target, start again from this boot;
+    /// re-cordon if someone uncordoned it meanwhile.
+    fn carry_on(&mut self, mut record: InProgress, node: Box<Node>) -> Step {
+        let mut changes = Vec::new();
+        let mut marks = vec![Mark::Note(format!(
+            "resuming: started under Lease epoch {} toward {}",
+            record.epoch, record.target
+        ))];
+        if record.target != self.target {
+            record.target = self.target.clone();
+            record.boot_id = boot_id(&node).to_string();
+            record.host_boot_id = None;
+            changes.push(NodeChange::remove_annotation(HOST_JOB));
+            self.host = None;
+        }
+        if !unschedulable(&node) {
+            record.cordoned = true;
+            changes.push(NodeChange::Cordon);
+            marks.push(Mark::Note("cordoning again: it was uncordoned".into()));
+        }
+        let rv = records::rv(&node);
+        self.node = Some(node);
+        if changes.is_empty() {
+            self.progress = Some(record);
+            let mut step = self.resume();
+            marks.append(&mut step.marks);
+            step.marks = marks;
+            return step;
+        }
+        record.epoch = self.epoch;
+        changes.insert(
+            0,
+            NodeChange::set_annotation(IN_PROGRESS, records::value(&record)),
+        );
+        self.progress = Some(record);
+        marks.push(Mark::Started(UpgradeStep::Cordon));
+        self.go(At::Marking, marks, Intent::Patch { rv, changes })
     }
 
     /// Marked ours: where to go on, from what the node and our records say.
@@ -1001,7 +1051,7 @@ impl NodeMachine {
 
     fn step_of(&self, at: &At) -> UpgradeStep {
         match at {
-            At::Inspect | At::Marking => UpgradeStep::Cordon,
+            At::Inspect | At::Previous | At::Marking => UpgradeStep::Cordon,
             At::Draining | At::Launching => UpgradeStep::Drain,
             At::Finding | At::Hosting | At::Inquest(_) | At::Recording(_) | At::Deleting => {
                 UpgradeStep::Upgrade

@@ -1,10 +1,11 @@
-//! The order of a roll: control-plane nodes first, one at a time; then workers grouped by zone,
-//! one zone at a time, zones and nodes in name order. Deterministic: the same nodes give the
-//! same order.
+//! The order of a roll: the nodes an earlier run left in flight first (carried on, so that
+//! what it took down comes back before anything else goes down); then control-plane nodes, one
+//! at a time; then workers grouped by zone, one zone at a time, zones and nodes in name order.
+//! Deterministic: the same nodes give the same order.
 
 use k8s_openapi::api::core::v1::Node;
 
-use crate::records::{CONTROL_PLANE, ZONE, label, name};
+use crate::records::{CONTROL_PLANE, IN_PROGRESS, ZONE, label, name};
 
 /// A group of nodes rolled together before the next group starts.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -22,8 +23,19 @@ pub fn is_control_plane(node: &Node) -> bool {
     label(node, CONTROL_PLANE).is_some()
 }
 
+/// Whether an earlier run started `node` and did not finish it (our in-progress record).
+fn in_flight(node: &Node) -> bool {
+    (node.metadata.annotations.as_ref()).is_some_and(|a| a.contains_key(IN_PROGRESS))
+}
+
 /// The groups of `nodes`, in order, workers `width` at a time.
 pub fn groups(nodes: &[&Node], width: usize) -> Vec<Group> {
+    let mut carried: Vec<String> = (nodes.iter())
+        .filter(|n| in_flight(n))
+        .map(|n| name(n).to_string())
+        .collect();
+    carried.sort();
+    let nodes: Vec<&Node> = nodes.iter().copied().filter(|n| !in_flight(n)).collect();
     let mut control: Vec<String> = nodes
         .iter()
         .filter(|n| is_control_plane(n))
@@ -40,6 +52,14 @@ pub fn groups(nodes: &[&Node], width: usize) -> Vec<Group> {
             .push(name(n).to_string());
     }
     let mut out = Vec::new();
+    if !carried.is_empty() {
+        // Control-plane nodes among them still go one at a time (the batch rule).
+        out.push(Group {
+            name: "carried on".into(),
+            width: width.max(1),
+            nodes: carried,
+        });
+    }
     if !control.is_empty() {
         out.push(Group {
             name: "control-plane".into(),

@@ -364,7 +364,13 @@ impl Plan {
     /// so at most 63 characters and, as a target has dots, suffixed with a hash of the whole:
     /// unique per node and target.
     pub fn job_name(&self, node: &str) -> String {
-        trunc_name(&format!("upgrade-{node}-{}", self.spec.target))
+        self.job_name_toward(node, &self.spec.target)
+    }
+
+    /// The name of the host Job for `node` toward `target`: an earlier run's toward another
+    /// target is found by it.
+    pub fn job_name_toward(&self, node: &str, target: &str) -> String {
+        trunc_name(&format!("upgrade-{node}-{target}"))
     }
 
     /// The name of the health-check Job for `node`: `health-<node>-<target>`, likewise.

@@ -11,19 +11,24 @@
 //! # Invariants, checked at every write of the driver ([`Watch`])
 //! 1. A host upgrade Job is created only on a cordoned node with no evictable Pod on it, and
 //!    with no other host Pod live on it.
-//! 2. At most `max_unavailable` nodes carry our in-progress record (started and not finished),
-//!    and at most one control-plane node.
+//! 2. At most `max_unavailable` nodes taken down (cordoned by us, or NotReady), and at most
+//!    one control-plane node, over the nodes no actor touched (cordoned, uncordoned, flapped,
+//!    rebooted, re-versioned, deleted or added: their state is not the driver's doing alone).
 //! 3. An uncordon is only of a node our record says we cordoned.
 //! 4. The done record is written only on a node that reports the target.
-//! 5. No write of any kind once the driver has read the Lease as another holder's (a Lease
+//! 5. At the start of every batch (its `BatchStarted` event, sent with no await after the
+//!    driver's read of the nodes), over every node of the plan, touched or not: the nodes
+//!    unavailable then and the batch are at most `max_unavailable`, and a control-plane node
+//!    starts only while no other one is down.
+//! 6. No write of any kind once the driver has read the Lease as another holder's (a Lease
 //!    call after the theft), until it holds the Lease again.
 //!
 //! # At the end of each run and of the seed
-//! 6. The run ends within its bound.
-//! 7. The report agrees with the cluster: a node reported upgraded has no in-progress record
+//! 7. The run ends within its bound.
+//! 8. The report agrees with the cluster: a node reported upgraded has no in-progress record
 //!    and carries the done record (if it still exists); a node failed or interrupted after it
 //!    was marked keeps our record (if it still exists); a `Done` run leaves no record anywhere.
-//! 8. The host upgrade ran at most once per node (deleted nodes included, by their retired
+//! 9. The host upgrade ran at most once per node (deleted nodes included, by their retired
 //!    host models), and exactly once on every node the last run reports upgraded.
 //!
 //! # Running
@@ -76,6 +81,8 @@ struct Draws {
     max_unavailable: u32,
     by_label: bool,
     health_check: bool,
+    /// Whether the reruns go toward another target than the first run's.
+    retarget: bool,
     crash: Option<Crash>,
     actors: ActorSchedule,
 }
@@ -122,6 +129,7 @@ impl Draws {
             max_unavailable: rng.range(1, 3) as u32,
             by_label,
             health_check: rng.chance(0.3),
+            retarget: rng.chance(0.2),
             crash,
             actors: ActorSchedule::draw(seed, &cast, span, count),
         }
@@ -166,8 +174,12 @@ fn build(seed: u64, draws: &Draws) -> Result<(Arc<FakeCluster>, Vec<String>), St
     Ok((Arc::new(fake), names))
 }
 
-fn plan_for(draws: &Draws, identity: &str) -> Plan {
+/// The target of the reruns that go elsewhere.
+const OTHER_TARGET: &str = "v1.38.1";
+
+fn plan_for(draws: &Draws, identity: &str, target: &str) -> Plan {
     let mut spec = plan_spec();
+    spec.target = target.into();
     spec.identity = identity.into();
     spec.max_unavailable = MaxUnavailable::Count(draws.max_unavailable);
     if draws.by_label {
@@ -184,6 +196,8 @@ fn plan_for(draws: &Draws, identity: &str) -> Plan {
 /// Checks every write of the driver against the invariants of the module docs.
 struct Watch {
     fake: Arc<FakeCluster>,
+    /// The run's target.
+    target: String,
     width: usize,
     /// The identities the driver runs under.
     ours: BTreeSet<String>,
@@ -192,6 +206,8 @@ struct Watch {
     lease_calls_at_loss: Mutex<Option<usize>>,
     /// Nodes an actor made report another version (their host's version is not ours to judge).
     versioned: BTreeSet<String>,
+    /// Nodes an actor made unavailable or changed by itself.
+    touched: BTreeSet<String>,
     /// Host Jobs recorded failed without an exit code (killed), by node: each may be retried.
     killed: Mutex<BTreeMap<String, u32>>,
     violations: Mutex<Vec<String>>,
@@ -291,9 +307,10 @@ impl Watch {
                     .host_state(&node)
                     .map(|h| h.version)
                     .unwrap_or_default();
-                if host == TARGET && !self.versioned.contains(&node) {
+                if host == self.target && !self.versioned.contains(&node) {
                     v.push(format!(
-                        "{write}: host job on {node}, whose host is at {TARGET} already"
+                        "{write}: host job on {node}, whose host is at {} already",
+                        self.target
                     ));
                 }
             }
@@ -327,7 +344,7 @@ impl Watch {
                     .contains(&format!("SetAnnotation {{ key: {DONE:?}"))
                 {
                     let at = node.as_ref().map(kubelet_version).unwrap_or_default();
-                    if at != TARGET {
+                    if at != self.target {
                         v.push(format!("{write}: recorded done while at {at:?}"));
                     }
                 }
@@ -338,21 +355,29 @@ impl Watch {
     }
 
     fn after_write(&self, write: &Write) -> Vec<String> {
-        // 2. At most `width` nodes in flight, control plane one at a time.
+        // 2. At most `width` nodes taken down (cordoned by us, or NotReady), control plane one
+        // at a time; over the nodes no actor cordoned, uncordoned, flapped, rebooted or
+        // re-versioned, whose state is then the driver's doing alone.
         let mut v = Vec::new();
-        let in_flight: Vec<String> = (self.fake.node_names().into_iter())
-            .filter(|n| self.fake.node(n).as_ref().and_then(our_record).is_some())
+        let down: Vec<String> = (self.fake.node_names().into_iter())
+            .filter(|n| !self.touched.contains(n))
+            .filter(|n| {
+                self.fake.node(n).is_some_and(|node| {
+                    let ours = our_record(&node).is_some_and(|r| r.cordoned);
+                    (ours && records::unschedulable(&node)) || !nodejob_core::ready(&node)
+                })
+            })
             .collect();
-        if in_flight.len() > self.width {
+        if down.len() > self.width {
             v.push(format!(
-                "after {write}: in flight {in_flight:?} > {}",
+                "after {write}: taken down {down:?} > {}",
                 self.width
             ));
         }
-        let control: Vec<&String> = in_flight.iter().filter(|n| n.starts_with("cp-")).collect();
+        let control: Vec<&String> = down.iter().filter(|n| n.starts_with("cp-")).collect();
         if control.len() > 1 {
             v.push(format!(
-                "after {write}: control-plane nodes in flight together: {control:?}"
+                "after {write}: control-plane nodes down together: {control:?}"
             ));
         }
         v
@@ -470,12 +495,14 @@ async fn scenario(seed: u64, verbose: bool) -> Result<Summary, String> {
         })
         .collect();
     let mut killed: BTreeMap<String, u32> = BTreeMap::new();
-    let watch = |fake: &Arc<FakeCluster>| Watch {
+    let watch = |fake: &Arc<FakeCluster>, target: &str| Watch {
         fake: fake.clone(),
+        target: target.to_string(),
         width: draws.max_unavailable as usize,
         ours: identities.iter().map(|s| s.to_string()).collect(),
         lease_calls_at_loss: Mutex::new(None),
         versioned: versioned.clone(),
+        touched: draws.actors.touched(),
         killed: Mutex::new(BTreeMap::new()),
         violations: Mutex::new(Vec::new()),
     };
@@ -483,7 +510,9 @@ async fn scenario(seed: u64, verbose: bool) -> Result<Summary, String> {
     // rolled back under it, and then must be failed and named, never upgraded twice.
     let rolled_back: BTreeSet<String> = (draws.actors.acts.iter())
         .filter_map(|(_, act)| match act {
-            Act::ReportVersion { node, version } if version != TARGET => Some(node.clone()),
+            Act::ReportVersion { node, version } if version != TARGET || draws.retarget => {
+                Some(node.clone())
+            }
             _ => None,
         })
         .collect();
@@ -492,7 +521,12 @@ async fn scenario(seed: u64, verbose: bool) -> Result<Summary, String> {
     let mut done = false;
     for attempt in 0..RUNS {
         let identity = identities[attempt.min(identities.len() - 1)];
-        let plan = plan_for(&draws, identity);
+        let target = if draws.retarget && attempt > 0 {
+            OTHER_TARGET
+        } else {
+            TARGET
+        };
+        let plan = plan_for(&draws, identity, target);
         if attempt > 0 {
             // A rerun under another identity: the previous holder's Lease expires first.
             fake.sleep(plan.spec().lease_duration + Duration::from_secs(5))
@@ -510,13 +544,30 @@ async fn scenario(seed: u64, verbose: bool) -> Result<Summary, String> {
                 }
             }
         }
-        let mut api = Crashing::new(fake.clone(), watch(&fake));
+        let mut api = Crashing::new(fake.clone(), watch(&fake, target));
+        // The plan's nodes as the run will select them (and those it carries on), for the
+        // check at the start of every batch: over every one of them, touched or not.
+        let plan_nodes: Vec<String> = (fake.node_names().into_iter())
+            .filter(|n| {
+                fake.node(n).is_some_and(|node| {
+                    let selected =
+                        !draws.by_label || records::label(&node, SELECTED.0) == Some(SELECTED.1);
+                    selected || our_record(&node).is_some()
+                })
+            })
+            .collect();
+        let batches = Arc::new(BatchCheck {
+            fake: fake.clone(),
+            nodes: plan_nodes,
+            width: draws.max_unavailable as usize,
+            violations: Mutex::new(Vec::new()),
+        });
         let crash = draws.crash.clone().filter(|_| attempt == 0);
         if let Some(c) = &crash {
             api = api.crashing_at_verb(c.verb, c.nth, c.after);
         }
         let result = tokio::select! {
-            result = tokio::time::timeout(RUN_BOUND, run(&api, &plan, upgrade_driver::quiet())) => {
+            result = tokio::time::timeout(RUN_BOUND, run(&api, &plan, batches.clone())) => {
                 match result {
                     Ok(result) => Some(result),
                     Err(_) => return Err(format!("run {attempt} did not end within {RUN_BOUND:?}; runs {runs:#?}")),
@@ -525,6 +576,7 @@ async fn scenario(seed: u64, verbose: bool) -> Result<Summary, String> {
             _ = api.crashed() => None,
         };
         violations.extend(api.observer().violations.lock().unwrap().clone());
+        violations.extend(batches.violations.lock().unwrap().clone());
         for (node, n) in api.observer().killed.lock().unwrap().iter() {
             *killed.entry(node.clone()).or_default() += n;
         }
@@ -572,7 +624,7 @@ async fn scenario(seed: u64, verbose: bool) -> Result<Summary, String> {
             .host_state(name)
             .map(|s| s.executions(Operation::Upgrade))
             .unwrap_or(0);
-        let retries = killed.get(name).copied().unwrap_or(0);
+        let retries = killed.get(name).copied().unwrap_or(0) + u32::from(draws.retarget);
         if executions > 1 + retries {
             return fail(format!(
                 "{name}: {executions} upgrade executions, {retries} of them after a killed one"

@@ -57,19 +57,19 @@
 mod support;
 
 use std::collections::BTreeSet;
-use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
 use nodejob_conformance::workloads::{budget, deployment};
-use nodejob_core::{ApiError, Change, Clock, NodeApi, ready};
+use nodejob_core::{ApiError, Change, Clock, NodeApi};
+use nodejob_fake::schedule::Draw;
 use nodejob_fake::stratum::StratumTiming;
 use nodejob_fake::{Config, FakeCluster, Timing, Verb, Verbs};
+use support::soak::{run_seed, run_seeds, seeds};
 use support::*;
 use upgrade_driver::records::{self, IN_PROGRESS};
-use upgrade_driver::{EventSink, MaxUnavailable, NodeResult, Outcome, Plan, Progress, Report, run};
+use upgrade_driver::{MaxUnavailable, NodeResult, Outcome, Plan, Report, run};
 
 /// Seeds run by `cargo test`.
 const SEEDS: u64 = 64;
@@ -84,37 +84,6 @@ const RUN_BOUND: Duration = Duration::from_secs(6 * 3600);
 const REBOOT_TIMEOUT: Duration = Duration::from_secs(300);
 
 // ---- the seed's draws ----
-
-/// splitmix64: small, deterministic, good enough to draw a schedule.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `lo..=hi`.
-    fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next() % (hi - lo + 1)
-    }
-
-    /// True with probability `p`.
-    fn chance(&mut self, p: f64) -> bool {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64 <= p && p > 0.0
-    }
-
-    fn millis(&mut self, lo: u64, hi: u64) -> Duration {
-        Duration::from_millis(self.range(lo, hi))
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.range(0, items.len() as u64 - 1) as usize]
-    }
-}
 
 /// A node NotReady from `at` for `down_for`, then Ready again.
 #[derive(Clone, Debug)]
@@ -161,7 +130,7 @@ const VERBS: &[Verb] = &[
     Verb::ReplaceLease,
 ];
 
-fn transient(rng: &mut SplitMix64) -> ApiError {
+fn transient(rng: &mut Draw) -> ApiError {
     let errors = [
         (500, "etcdserver: request timed out"),
         (503, "the server is currently unable to handle the request"),
@@ -180,7 +149,7 @@ fn transient(rng: &mut SplitMix64) -> ApiError {
 
 impl Schedule {
     fn draw(seed: u64) -> Self {
-        let mut rng = SplitMix64(seed);
+        let mut rng = Draw::new(seed);
         let zones = if rng.chance(0.5) {
             vec![("zone-a", 6), ("zone-b", 6), ("zone-c", 5)]
         } else {
@@ -338,60 +307,6 @@ fn plan_for(schedule: &Schedule) -> Plan {
         spec.health_check = Some(vec![spec.binary.clone(), "health".into()]);
     }
     plan(spec)
-}
-
-// ---- the invariant at the start of every batch ----
-
-/// Checks each batch as it starts, over every node of the plan.
-struct BatchCheck {
-    fake: Arc<FakeCluster>,
-    nodes: Vec<String>,
-    width: usize,
-    violations: Mutex<Vec<String>>,
-}
-
-impl EventSink<Progress> for BatchCheck {
-    fn event(&self, event: &Progress) {
-        let Progress::BatchStarted { nodes: batch, .. } = event else {
-            return;
-        };
-        let unavailable: BTreeSet<String> = self
-            .nodes
-            .iter()
-            .filter_map(|n| self.fake.node(n))
-            .filter(|n| !ready(n) || cordoned_by_us(n))
-            .map(|n| records::name(&n).to_string())
-            .collect();
-        let mut v = Vec::new();
-        let mut would = unavailable.clone();
-        would.extend(batch.iter().cloned());
-        if would.len() > self.width {
-            v.push(format!(
-                "batch {batch:?} started while {unavailable:?} were unavailable: more than {}",
-                self.width
-            ));
-        }
-        // A node of the batch unavailable already (ours from an earlier run, carried on) takes
-        // nothing more down; a control-plane node that is not may start only alone.
-        let control = |n: &&String| n.starts_with("cp-");
-        let starting: Vec<&String> = batch
-            .iter()
-            .filter(control)
-            .filter(|n| !unavailable.contains(*n))
-            .collect();
-        let down: Vec<&String> = would
-            .iter()
-            .filter(control)
-            .filter(|n| !starting.contains(n))
-            .collect();
-        if !starting.is_empty() && (starting.len() > 1 || !down.is_empty()) {
-            v.push(format!(
-                "control-plane batch {batch:?} started while {unavailable:?} were unavailable: \
-                 control-plane nodes {starting:?} and {down:?} down together"
-            ));
-        }
-        self.violations.lock().unwrap().extend(v);
-    }
 }
 
 // ---- one seed ----
@@ -647,59 +562,6 @@ async fn scenario(seed: u64, verbose: bool) -> Result<Summary, String> {
     })
 }
 
-/// Runs `seed` in a fresh paused runtime; a panic is a failure too.
-fn run_seed(seed: u64, verbose: bool) -> Result<Summary, String> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .map_err(|e| format!("building a runtime: {e}"))?;
-    std::panic::catch_unwind(AssertUnwindSafe(|| {
-        runtime.block_on(scenario(seed, verbose))
-    }))
-    .unwrap_or_else(|panic| {
-        let what = panic
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_default();
-        Err(format!("panicked: {what}"))
-    })
-}
-
-/// Runs `seeds` over the machine's cores: each seed's result, in seed order.
-fn run_seeds(seeds: std::ops::Range<u64>, verbose: bool) -> Vec<(u64, Result<Summary, String>)> {
-    let next = AtomicU64::new(seeds.start);
-    let results = Mutex::new(Vec::new());
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| {
-                loop {
-                    let seed = next.fetch_add(1, Ordering::SeqCst);
-                    if seed >= seeds.end {
-                        return;
-                    }
-                    let result = run_seed(seed, verbose);
-                    results.lock().unwrap().push((seed, result));
-                }
-            });
-        }
-    });
-    let mut results = results.into_inner().unwrap();
-    results.sort_by_key(|(seed, _)| *seed);
-    results
-}
-
-fn env_u64(key: &str) -> Option<u64> {
-    let value = std::env::var(key).ok()?;
-    Some(
-        value
-            .parse()
-            .unwrap_or_else(|e| panic!("{key}={value:?} is not a number: {e}")),
-    )
-}
-
 /// The first word of a run's outcome, and for a failure its step: a soak's tally.
 fn kind(run: &str) -> String {
     let mut words = run.split_whitespace();
@@ -715,12 +577,9 @@ fn kind(run: &str) -> String {
 
 #[test]
 fn seeded_fault_schedules_keep_the_invariants_and_every_roll_ends_at_the_target() {
-    let (seeds, verbose) = match env_u64("NODEJOB_SEED") {
-        Some(seed) => (seed..seed + 1, true),
-        None => (0..env_u64("NODEJOB_SOAK_SEEDS").unwrap_or(SEEDS), false),
-    };
+    let (seeds, verbose) = seeds(SEEDS);
     let started = Instant::now();
-    let results = run_seeds(seeds.clone(), verbose);
+    let results = run_seeds(seeds.clone(), |seed| scenario(seed, verbose));
     let wall = started.elapsed();
 
     let mut tally: std::collections::BTreeMap<String, usize> = Default::default();
@@ -769,8 +628,8 @@ fn seeded_fault_schedules_keep_the_invariants_and_every_roll_ends_at_the_target(
 
 #[test]
 fn a_seed_replays_exactly() {
-    let first = run_seed(3, false);
-    let second = run_seed(3, false);
+    let first = run_seed(3, &|seed| scenario(seed, false));
+    let second = run_seed(3, &|seed| scenario(seed, false));
     assert_eq!(first, second);
     let summary = first.unwrap_or_else(|e| panic!("seed 3 failed: {e}"));
     assert!(summary.calls > 0 && !summary.runs.is_empty(), "{summary:?}");

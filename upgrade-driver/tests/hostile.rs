@@ -429,3 +429,46 @@ async fn a_node_relabelled_out_of_the_selection_while_in_flight_is_carried_on_by
     );
     assert_eq!(second.upgrades(&moved), 1);
 }
+
+// --- resumed toward another target ----------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn a_run_toward_another_target_never_starts_a_host_job_beside_a_running_one() {
+    let (fake, names) = cluster(111, 0, &[("z", 1)], 0);
+    let mut host = fake.host("z-0").unwrap();
+    host.timing.upgrade_time = Duration::from_secs(120);
+    fake.set_host("z-0", host).unwrap();
+    // The first driver crashes once its host Job toward v1.38.0 is created.
+    let first = harness(fake.clone(), names.clone(), 1).crashing_at_verb(Verb::CreateJob, 0, true);
+    let toward_first = plan(only(&["z-0"]));
+    tokio::select! {
+        report = run(&first, &toward_first, upgrade_driver::quiet()) => {
+            panic!("no crash: {report:#?}")
+        }
+        _ = first.crashed() => {}
+    }
+    // Another run, toward v1.38.1, while that one runs: the node fails, naming it.
+    let mut spec = only(&["z-0"]);
+    spec.target = "v1.38.1".into();
+    let other = plan(spec);
+    let second = harness(fake.clone(), names.clone(), 1);
+    let report = run(&second, &other, upgrade_driver::quiet()).await.unwrap();
+    let NodeResult::Failed(failure) = node_result(&report, "z-0") else {
+        panic!("{report:#?}")
+    };
+    assert!(
+        failure.message.contains("still running"),
+        "{}",
+        failure.message
+    );
+    assert!(
+        fake.job(NS, &other.job_name("z-0")).is_none(),
+        "a second host job"
+    );
+    assert!(second.violations().is_empty(), "{:?}", second.violations());
+    // Once it ended (upgraded to v1.38.0 and rebooted), the run toward v1.38.1 goes on.
+    fake.sleep(Duration::from_secs(300)).await;
+    let report = run(&second, &other, upgrade_driver::quiet()).await.unwrap();
+    assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
+    assert_eq!(kubelet_version(&fake.node("z-0").unwrap()), "v1.38.1");
+}

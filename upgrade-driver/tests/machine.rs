@@ -247,6 +247,14 @@ fn a_node_of_ours_toward_another_target_starts_again_from_this_boot() {
         true,
         &[(IN_PROGRESS, value(&old)), host_record("x", 0)],
     ));
+    // The earlier run's host Job toward its target first: ended, it is left as it is.
+    assert_eq!(
+        step.intent,
+        Intent::FindPrevious {
+            target: "v1.37.9".into()
+        }
+    );
+    let step = m.step(Obs::Job(Some(job("x", Some("Complete")))));
     let Intent::Patch { changes, .. } = step.intent else {
         panic!("{step:?}")
     };
@@ -695,4 +703,33 @@ fn a_node_that_changed_version_before_the_done_record_is_not_recorded_done() {
     let (step, message, _) = failed_at(m.step(Obs::Changed(node("v1.37.2", "boot-2", true, &[]))));
     assert_eq!(step, UpgradeStep::Uncordon);
     assert!(message.contains("no longer shows"), "{message}");
+}
+
+#[test]
+fn a_host_job_toward_another_target_still_running_fails_the_node_without_a_second() {
+    let old = InProgress {
+        target: "v1.37.9".into(),
+        boot_id: "boot-0".into(),
+        host_boot_id: Some("boot-0".into()),
+        epoch: 1,
+        cordoned: true,
+    };
+    for running in [job("x", None), {
+        let mut j = job("x", Some("Complete"));
+        j.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+        ));
+        j
+    }] {
+        let mut m = NodeMachine::new(&plan(false), EPOCH);
+        m.start(node(
+            "v1.37.2",
+            "boot-0",
+            true,
+            &[(IN_PROGRESS, value(&old))],
+        ));
+        let (step, message, _) = failed_at(m.step(Obs::Job(Some(running))));
+        assert_eq!(step, UpgradeStep::Cordon);
+        assert!(message.contains("still running"), "{message}");
+    }
 }

@@ -6,6 +6,7 @@
 
 pub mod soak;
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -221,4 +222,58 @@ pub fn kubelet_version(node: &Node) -> String {
         .and_then(|s| s.node_info.as_ref())
         .map(|i| i.kubelet_version.clone())
         .unwrap_or_default()
+}
+
+// ---- the invariant at the start of every batch ----
+
+/// Checks each batch as it starts, over every node of the plan.
+pub struct BatchCheck {
+    pub fake: Arc<FakeCluster>,
+    pub nodes: Vec<String>,
+    pub width: usize,
+    pub violations: Mutex<Vec<String>>,
+}
+
+impl EventSink<Progress> for BatchCheck {
+    fn event(&self, event: &Progress) {
+        let Progress::BatchStarted { nodes: batch, .. } = event else {
+            return;
+        };
+        let unavailable: BTreeSet<String> = self
+            .nodes
+            .iter()
+            .filter_map(|n| self.fake.node(n))
+            .filter(|n| !ready(n) || cordoned_by_us(n))
+            .map(|n| records::name(&n).to_string())
+            .collect();
+        let mut v = Vec::new();
+        let mut would = unavailable.clone();
+        would.extend(batch.iter().cloned());
+        if would.len() > self.width {
+            v.push(format!(
+                "batch {batch:?} started while {unavailable:?} were unavailable: more than {}",
+                self.width
+            ));
+        }
+        // A node of the batch unavailable already (ours from an earlier run, carried on) takes
+        // nothing more down; a control-plane node that is not may start only alone.
+        let control = |n: &&String| n.starts_with("cp-");
+        let starting: Vec<&String> = batch
+            .iter()
+            .filter(control)
+            .filter(|n| !unavailable.contains(*n))
+            .collect();
+        let down: Vec<&String> = would
+            .iter()
+            .filter(control)
+            .filter(|n| !starting.contains(n))
+            .collect();
+        if !starting.is_empty() && (starting.len() > 1 || !down.is_empty()) {
+            v.push(format!(
+                "control-plane batch {batch:?} started while {unavailable:?} were unavailable: \
+                 control-plane nodes {starting:?} and {down:?} down together"
+            ));
+        }
+        self.violations.lock().unwrap().extend(v);
+    }
 }
