@@ -343,6 +343,23 @@ impl NodeMachine {
             let why = why.clone();
             return self.fail(UpgradeStep::Upgrade, why, None, None);
         }
+        if let (At::Recording(_), Some(failure), Observation::Failed(why)) =
+            (&self.at, &self.pending_failure, &obs)
+        {
+            // Recording a failed host step failed too (the node deleted, say): the host step's
+            // failure is the news.
+            let mut failure = failure.clone();
+            failure.message = format!(
+                "{}; its result could not be recorded on the node: {why}",
+                failure.message
+            );
+            return self.fail(
+                failure.step,
+                failure.message,
+                failure.exit_code,
+                failure.log_tail,
+            );
+        }
         if let Observation::Failed(why) = obs {
             let step = self.current_step();
             return self.fail(step, why, None, None);

@@ -733,3 +733,19 @@ fn a_host_job_toward_another_target_still_running_fails_the_node_without_a_secon
         assert!(message.contains("still running"), "{message}");
     }
 }
+
+#[test]
+fn a_failed_host_step_whose_record_cannot_be_written_names_the_host_failure() {
+    let mut m = marked(false);
+    m.step(Obs::Job(None));
+    launched(&mut m);
+    m.step(Obs::Host(Err(
+        "pod deleted before the host operation ended".into(),
+    )));
+    m.step(Obs::Job(Some(job("j", Some("Failed")))));
+    let (step, message, _) =
+        failed_at(m.step(Obs::Failed("patching node n1: not found (404)".into())));
+    assert_eq!(step, UpgradeStep::Upgrade);
+    assert!(message.starts_with("pod deleted before"), "{message}");
+    assert!(message.contains("could not be recorded"), "{message}");
+}
