@@ -331,14 +331,7 @@ struct Watch {
     schedule: Arc<ActorSchedule>,
     /// The run's nodes, as its start gate read them.
     run_nodes: Arc<Mutex<Option<Vec<String>>>>,
-    /// Lease calls served when the Lease was last seen as another's at a write: a later one
-    /// means the driver has read it since.
-    lease_calls_at_loss: Mutex<Option<usize>>,
     violations: Mutex<Vec<String>>,
-}
-
-fn lease_calls(fake: &FakeCluster) -> usize {
-    fake.count(Verb::GetLease) + fake.count(Verb::ReplaceLease) + fake.count(Verb::CreateLease)
 }
 
 impl Watch {
@@ -385,18 +378,32 @@ impl Watch {
                     .ok()
             })
             .is_some_and(|until| until > self.fake.wall_time());
-        let mut at_loss = self.lease_calls_at_loss.lock().unwrap();
         if self.ours.contains(&holder) || holder.is_empty() || !live {
-            *at_loss = None;
-        } else {
-            let now = lease_calls(&self.fake);
-            match *at_loss {
-                Some(then) if now > then => v.push(format!(
-                    "{write}: written after the driver read the Lease held by {holder}"
-                )),
-                Some(_) => {}
-                None => *at_loss = Some(now),
-            }
+            return;
+        }
+        // When it was taken (the last theft by this holder), and whether the driver has read
+        // the Lease since (a call answered after that instant).
+        let now = self.fake.now();
+        let Some(taken) = (self.schedule.acts.iter().rev())
+            .find(|(at, act)| *at <= now && matches!(act, Act::StealLease(h) if *h == holder))
+            .map(|(at, _)| *at)
+        else {
+            v.push(format!(
+                "{write}: the Lease is held by {holder}, who never took it"
+            ));
+            return;
+        };
+        let read = (self.fake.calls().iter()).any(|c| {
+            matches!(
+                c.verb,
+                Verb::GetLease | Verb::ReplaceLease | Verb::CreateLease
+            ) && c.error.is_none()
+                && c.at > taken
+        });
+        if read {
+            v.push(format!(
+                "{write}: written after the driver read the Lease held by {holder}"
+            ));
         }
     }
 
@@ -831,7 +838,6 @@ async fn scenario(seed: u64, verbose: bool) -> Result<Summary, String> {
             ours: identities.iter().map(|s| s.to_string()).collect(),
             schedule: shifted.clone(),
             run_nodes: run_nodes.clone(),
-            lease_calls_at_loss: Mutex::new(None),
             violations: Mutex::new(Vec::new()),
         };
         let sink: Arc<dyn ProgressSink> = Arc::new(move |e: &Progress| {
