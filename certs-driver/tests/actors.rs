@@ -58,14 +58,13 @@ use certs_driver::{
 };
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::jiff::SignedDuration;
+use nodejob_conformance::soak::{lease_known_lost, run_seed, run_seeds, seeds};
 use nodejob_conformance::workloads::{budget, deployment};
 use nodejob_conformance::{Crashing, Observe, Write};
 use nodejob_core::{ApiError, Clock, Verb, ready};
 use nodejob_fake::FakeCluster;
-use nodejob_fake::schedule::{Act, ActorSchedule, Cast, Draw, LEASE, WORKER};
+use nodejob_fake::schedule::{Act, ActorSchedule, Cast, Draw, WORKER};
 use nodejob_fake::stratum::{CaPhase, Operation, StratumState};
-use support::soak::{run_seed, run_seeds, seeds};
 use support::{CONTROL_PLANE, NS, NewCa, new_ca, plan, plan_spec};
 
 /// Seeds run by `cargo test`.
@@ -366,44 +365,8 @@ impl Watch {
     }
 
     fn lease(&self, write: &Write, v: &mut Vec<String>) {
-        let spec = (self.fake.lease(LEASE.0, LEASE.1)).and_then(|l| l.spec);
-        let holder = (spec.as_ref())
-            .and_then(|s| s.holder_identity.clone())
-            .unwrap_or_default();
-        // An expired Lease is anyone's to take: another's only while it is live.
-        let live = (spec.as_ref())
-            .and_then(|s| Some((s.renew_time.clone()?, s.lease_duration_seconds?)))
-            .and_then(|(at, secs)| {
-                at.0.checked_add(SignedDuration::from_secs(secs.into()))
-                    .ok()
-            })
-            .is_some_and(|until| until > self.fake.wall_time());
-        if self.ours.contains(&holder) || holder.is_empty() || !live {
-            return;
-        }
-        // When it was taken (the last theft by this holder), and whether the driver has read
-        // the Lease since (a call answered after that instant).
-        let now = self.fake.now();
-        let Some(taken) = (self.schedule.acts.iter().rev())
-            .find(|(at, act)| *at <= now && matches!(act, Act::StealLease(h) if *h == holder))
-            .map(|(at, _)| *at)
-        else {
-            v.push(format!(
-                "{write}: the Lease is held by {holder}, who never took it"
-            ));
-            return;
-        };
-        let read = (self.fake.calls().iter()).any(|c| {
-            matches!(
-                c.verb,
-                Verb::GetLease | Verb::ReplaceLease | Verb::CreateLease
-            ) && c.error.is_none()
-                && c.at > taken
-        });
-        if read {
-            v.push(format!(
-                "{write}: written after the driver read the Lease held by {holder}"
-            ));
+        if let Err(why) = lease_known_lost(&self.fake, &self.schedule, &self.ours) {
+            v.push(format!("{write}: {why}"));
         }
     }
 

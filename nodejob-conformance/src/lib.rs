@@ -18,6 +18,7 @@ mod fake;
 mod interpose;
 pub mod nodes;
 pub mod scenarios;
+pub mod soak;
 pub mod workloads;
 
 use std::fmt;

@@ -478,6 +478,18 @@ impl NodeMachine {
                     Intent::Patch { rv, changes },
                 )
             }
+            // It succeeded though no exit code was read (its Pod deleted after it ended, its
+            // log unreadable): the Job controller's Complete is the exit 0. Recorded and
+            // carried on as any success: never run again.
+            (At::Inquest(_), Observation::Job(Some(job))) if nodejob_core::succeeded(&job) => {
+                let report = Report {
+                    uid: job.metadata.uid.clone().unwrap_or_default(),
+                    exit_code: 0,
+                    log: None,
+                };
+                self.at = At::Hosting;
+                self.step(Observation::Host(Ok(report)))
+            }
             (At::Inquest(why), Observation::Job(_)) => {
                 self.fail(UpgradeStep::Upgrade, why, None, None)
             }

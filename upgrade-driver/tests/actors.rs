@@ -45,13 +45,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
+use nodejob_conformance::soak::{lease_known_lost, run_seeds, seeds};
 use nodejob_conformance::workloads::{budget, deployment};
 use nodejob_conformance::{Crashing, Observe, Write};
 use nodejob_core::{ApiError, Clock, Verb};
 use nodejob_fake::FakeCluster;
-use nodejob_fake::schedule::{Act, ActorSchedule, Cast, Draw, LEASE};
+use nodejob_fake::schedule::{Act, ActorSchedule, Cast, Draw};
 use nodejob_fake::stratum::{Operation, StratumTiming};
-use support::soak::{run_seeds, seeds};
 use support::*;
 use upgrade_driver::records::{self, DONE, HOST_JOB, IN_PROGRESS, InProgress};
 use upgrade_driver::{MaxUnavailable, NodeResult, Outcome, Plan, Report, UpgradeStep, run};
@@ -201,9 +201,8 @@ struct Watch {
     width: usize,
     /// The identities the driver runs under.
     ours: BTreeSet<String>,
-    /// Lease calls served when the Lease was last seen as another's at a write: a later one
-    /// means the driver has read it since.
-    lease_calls_at_loss: Mutex<Option<usize>>,
+    /// The actors' schedule (when the Lease was taken), as armed.
+    schedule: ActorSchedule,
     /// Nodes an actor made report another version (their host's version is not ours to judge).
     versioned: BTreeSet<String>,
     /// Nodes an actor made unavailable or changed by itself.
@@ -211,10 +210,6 @@ struct Watch {
     /// Host Jobs recorded failed without an exit code (killed), by node: each may be retried.
     killed: Mutex<BTreeMap<String, u32>>,
     violations: Mutex<Vec<String>>,
-}
-
-fn lease_calls(fake: &FakeCluster) -> usize {
-    fake.count(Verb::GetLease) + fake.count(Verb::ReplaceLease)
 }
 
 fn our_record(node: &Node) -> Option<InProgress> {
@@ -248,24 +243,10 @@ impl Watch {
 
     fn before_write(&self, write: &Write) -> Vec<String> {
         let mut v = Vec::new();
-        // 5. Nothing written once the driver knows the Lease is another's.
-        let holder = (self.fake.lease(LEASE.0, LEASE.1))
-            .and_then(|l| l.spec?.holder_identity)
-            .unwrap_or_default();
-        let mut at_loss = self.lease_calls_at_loss.lock().unwrap();
-        if self.ours.contains(&holder) || holder.is_empty() {
-            *at_loss = None;
-        } else {
-            let now = lease_calls(&self.fake);
-            match *at_loss {
-                Some(then) if now > then => v.push(format!(
-                    "{write}: written after the driver read the Lease held by {holder}"
-                )),
-                Some(_) => {}
-                None => *at_loss = Some(now),
-            }
+        // 6. Nothing written once the driver knows the Lease is another's.
+        if let Err(why) = lease_known_lost(&self.fake, &self.schedule, &self.ours) {
+            v.push(format!("{write}: {why}"));
         }
-        drop(at_loss);
         match write.verb {
             // 1. The host Job: on a cordoned node, drained, with no other host Pod.
             Verb::CreateJob if write.target.contains("/upgrade-") => {
@@ -500,7 +481,7 @@ async fn scenario(seed: u64, verbose: bool) -> Result<Summary, String> {
         target: target.to_string(),
         width: draws.max_unavailable as usize,
         ours: identities.iter().map(|s| s.to_string()).collect(),
-        lease_calls_at_loss: Mutex::new(None),
+        schedule: shifted.clone(),
         versioned: versioned.clone(),
         touched: draws.actors.touched(),
         killed: Mutex::new(BTreeMap::new()),
@@ -703,7 +684,7 @@ fn seeded_actor_schedules_keep_every_invariant_and_every_roll_finishes() {
 
 #[test]
 fn an_actor_seed_replays_exactly() {
-    let first = support::soak::run_seed(5, &|seed| scenario(seed, false));
-    let second = support::soak::run_seed(5, &|seed| scenario(seed, false));
+    let first = nodejob_conformance::soak::run_seed(5, &|seed| scenario(seed, false));
+    let second = nodejob_conformance::soak::run_seed(5, &|seed| scenario(seed, false));
     assert_eq!(first, second);
 }

@@ -61,12 +61,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
+use nodejob_conformance::soak::{run_seed, run_seeds, seeds};
 use nodejob_conformance::workloads::{budget, deployment};
 use nodejob_core::{ApiError, Change, Clock, NodeApi};
 use nodejob_fake::schedule::Draw;
 use nodejob_fake::stratum::StratumTiming;
 use nodejob_fake::{Config, FakeCluster, Timing, Verb, Verbs};
-use support::soak::{run_seed, run_seeds, seeds};
 use support::*;
 use upgrade_driver::records::{self, IN_PROGRESS};
 use upgrade_driver::{MaxUnavailable, NodeResult, Outcome, Plan, Report, run};

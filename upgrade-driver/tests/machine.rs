@@ -749,3 +749,23 @@ fn a_failed_host_step_whose_record_cannot_be_written_names_the_host_failure() {
     assert!(message.starts_with("pod deleted before"), "{message}");
     assert!(message.contains("could not be recorded"), "{message}");
 }
+
+#[test]
+fn a_host_job_that_succeeded_without_a_readable_exit_is_taken_as_exit_0() {
+    let mut m = marked(false);
+    m.step(Obs::Job(None));
+    launched(&mut m);
+    m.step(Obs::Host(Err(
+        "exited with code 0 but its log could not be read".into(),
+    )));
+    let step = m.step(Obs::Job(Some(job("j", Some("Complete")))));
+    let Intent::Patch { changes, .. } = step.intent else {
+        panic!("{step:?}")
+    };
+    assert!(
+        matches!(&changes[0], NodeChange::SetAnnotation { value, .. } if value.contains(r#""exitCode":0"#)),
+        "{changes:?}"
+    );
+    let step = m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[])));
+    assert_eq!(step.intent, Intent::DeleteJob { uid: "j".into() });
+}

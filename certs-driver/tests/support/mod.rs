@@ -5,8 +5,6 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-pub mod soak;
-
 use std::sync::{Arc, Mutex};
 
 use certs_driver::{

@@ -4,8 +4,6 @@
 
 #![allow(dead_code, unreachable_pub)]
 
-pub mod soak;
-
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

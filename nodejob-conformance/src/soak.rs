@@ -1,11 +1,18 @@
-//! Running seeded scenarios: each seed in a fresh paused current-thread runtime (so it replays
-//! alone as it ran in the loop), seeds spread over the machine's cores, a panic counted as a
-//! failure; and the seeds a test runs, from the environment.
+//! What the drivers' seeded soaks share: running each seed in a fresh paused current-thread
+//! runtime (so it replays alone as it ran in the loop), seeds spread over the machine's cores,
+//! a panic counted as a failure; the seeds a test runs, from the environment; and the check
+//! that nothing is written once the driver has read the Lease another holder took.
 
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use k8s_openapi::jiff::SignedDuration;
+use nodejob_core::{Clock, Verb};
+use nodejob_fake::FakeCluster;
+use nodejob_fake::schedule::{Act, ActorSchedule, LEASE};
 
 /// Runs `scenario(seed)` in a fresh paused runtime; a panic is a failure too.
 pub fn run_seed<S, F, Fut>(seed: u64, scenario: &F) -> Result<S, String>
@@ -79,4 +86,51 @@ pub fn seeds(default: u64) -> (std::ops::Range<u64>, bool) {
         Some(seed) => (seed..seed + 1, true),
         None => (0..env_u64("NODEJOB_SOAK_SEEDS").unwrap_or(default), false),
     }
+}
+
+/// Whether a write made now follows the driver's reading of the Lease as another's: the
+/// Lease is live and held by none of `ours`, and a Lease call of the driver's was answered
+/// after the instant the schedule's actor took it. `Err` says why the write should not be.
+/// An expired Lease is anyone's to take, so one held by another but expired is no loss.
+pub fn lease_known_lost(
+    fake: &FakeCluster,
+    schedule: &ActorSchedule,
+    ours: &BTreeSet<String>,
+) -> Result<(), String> {
+    let spec = (fake.lease(LEASE.0, LEASE.1)).and_then(|l| l.spec);
+    let holder = (spec.as_ref())
+        .and_then(|s| s.holder_identity.clone())
+        .unwrap_or_default();
+    let live = (spec.as_ref())
+        .and_then(|s| Some((s.renew_time.clone()?, s.lease_duration_seconds?)))
+        .and_then(|(at, secs)| {
+            at.0.checked_add(SignedDuration::from_secs(secs.into()))
+                .ok()
+        })
+        .is_some_and(|until| until > fake.wall_time());
+    if ours.contains(&holder) || holder.is_empty() || !live {
+        return Ok(());
+    }
+    // When it was taken (the last theft by this holder), and whether the driver has read the
+    // Lease since (a call answered after that instant).
+    let now = fake.now();
+    let Some(taken) = (schedule.acts.iter().rev())
+        .find(|(at, act)| *at <= now && matches!(act, Act::StealLease(h) if *h == holder))
+        .map(|(at, _)| *at)
+    else {
+        return Err(format!("the Lease is held by {holder}, who never took it"));
+    };
+    let read = (fake.calls().iter()).any(|c| {
+        matches!(
+            c.verb,
+            Verb::GetLease | Verb::ReplaceLease | Verb::CreateLease
+        ) && c.error.is_none()
+            && c.at > taken
+    });
+    if read {
+        return Err(format!(
+            "written after the driver read the Lease held by {holder}"
+        ));
+    }
+    Ok(())
 }
