@@ -49,7 +49,7 @@
 
 mod support;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -58,7 +58,7 @@ use certs_driver::{
 };
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use nodejob_conformance::soak::{lease_known_lost, run_seed, run_seeds, seeds};
+use nodejob_conformance::soak::{Summary, conclude, lease_known_lost, run_seed, run_seeds, seeds};
 use nodejob_conformance::workloads::{budget, deployment};
 use nodejob_conformance::{Crashing, Observe, Write};
 use nodejob_core::{ApiError, Clock, Verb, ready};
@@ -507,14 +507,6 @@ enum Mode {
     Abort,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Summary {
-    /// Each run's outcome, short.
-    runs: Vec<String>,
-    calls: usize,
-    took: Duration,
-}
-
 /// The outcome of a run in a few words, for the tally: the kind, then `: ` and the detail.
 fn short(mode: Mode, result: &Result<Report, Error>) -> String {
     let prefix = if mode == Mode::Abort { "abort " } else { "" };
@@ -907,48 +899,13 @@ fn seeded_actor_schedules_keep_every_invariant_and_every_rotation_ends() {
     let started = Instant::now();
     let results = run_seeds(seeds.clone(), |seed| scenario(seed, verbose));
     let wall = started.elapsed();
-    let mut tally: BTreeMap<String, usize> = BTreeMap::new();
-    let mut failures = Vec::new();
-    let (mut calls, mut took) = (0, Duration::ZERO);
-    for (seed, result) in &results {
-        match result {
-            Ok(summary) => {
-                calls += summary.calls;
-                took += summary.took;
-                for run in &summary.runs {
-                    *tally.entry(kind(run)).or_default() += 1;
-                }
-            }
-            Err(why) => failures.push(format!(
-                "seed {seed}: {why}\nschedule:\n{}",
-                Draws::draw(*seed).actors
-            )),
-        }
-    }
-    let passed = (results.len() - failures.len()).max(1);
-    println!(
-        "actor soak (CA rotation): {} seed(s) from {} in {wall:.1?}: {} failed; runs by outcome \
-         {tally:?}; per passing seed {} API calls and {:.0?} of virtual time on average",
-        results.len(),
-        seeds.start,
-        failures.len(),
-        calls / passed,
-        took / passed as u32,
-    );
-    for failure in &failures {
-        println!("FAILED {failure}");
-    }
-    assert_eq!(
-        results.len() as u64,
-        seeds.end - seeds.start,
-        "every seed ran"
-    );
-    assert!(
-        failures.is_empty(),
-        "{} of {} seed(s) failed (replay one with NODEJOB_SEED=<seed>):\n{}",
-        failures.len(),
-        results.len(),
-        failures.join("\n")
+    conclude(
+        "actor soak (CA rotation)",
+        seeds,
+        wall,
+        &results,
+        kind,
+        |seed| format!("schedule:\n{}", Draws::draw(seed).actors),
     );
 }
 

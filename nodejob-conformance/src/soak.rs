@@ -134,3 +134,69 @@ pub fn lease_known_lost(
     }
     Ok(())
 }
+
+/// What one passing seed did: each run's outcome in short, the API calls made, the virtual
+/// time at the end.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Summary {
+    /// Each run's outcome, in short.
+    pub runs: Vec<String>,
+    /// API calls made.
+    pub calls: usize,
+    /// Virtual time at the end.
+    pub took: std::time::Duration,
+}
+
+/// Ends a soak: tallies the runs of the passing seeds by `kind` of their outcome, prints the
+/// figures under `title` (seeds, wall time, failures, outcomes, calls and virtual time per
+/// seed) and each failing seed with `context(seed)` (its schedule), and fails the test naming
+/// every failing seed.
+pub fn conclude(
+    title: &str,
+    seeds: std::ops::Range<u64>,
+    wall: std::time::Duration,
+    results: &[(u64, Result<Summary, String>)],
+    kind: impl Fn(&str) -> String,
+    context: impl Fn(u64) -> String,
+) {
+    let mut tally: std::collections::BTreeMap<String, usize> = Default::default();
+    let mut failures = Vec::new();
+    let (mut calls, mut took) = (0, std::time::Duration::ZERO);
+    for (seed, result) in results {
+        match result {
+            Ok(summary) => {
+                calls += summary.calls;
+                took += summary.took;
+                for run in &summary.runs {
+                    *tally.entry(kind(run)).or_default() += 1;
+                }
+            }
+            Err(why) => failures.push(format!("seed {seed}: {why}\n{}", context(*seed))),
+        }
+    }
+    let passed = (results.len() - failures.len()).max(1);
+    println!(
+        "{title}: {} seed(s) from {} in {wall:.1?}: {} failed; runs by outcome {tally:?}; per \
+         passing seed {} API calls and {:.0?} of virtual time on average",
+        results.len(),
+        seeds.start,
+        failures.len(),
+        calls / passed,
+        took / u32::try_from(passed).unwrap_or(u32::MAX),
+    );
+    for failure in &failures {
+        println!("FAILED {failure}");
+    }
+    assert_eq!(
+        results.len() as u64,
+        seeds.end - seeds.start,
+        "every seed ran"
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of {} seed(s) failed (replay one with NODEJOB_SEED=<seed>):\n{}",
+        failures.len(),
+        results.len(),
+        failures.join("\n")
+    );
+}

@@ -45,7 +45,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
-use nodejob_conformance::soak::{lease_known_lost, run_seeds, seeds};
+use nodejob_conformance::soak::{Summary, conclude, lease_known_lost, run_seeds, seeds};
 use nodejob_conformance::workloads::{budget, deployment};
 use nodejob_conformance::{Crashing, Observe, Write};
 use nodejob_core::{ApiError, Clock, Verb};
@@ -378,13 +378,6 @@ impl Observe for Watch {
 
 // ---- one seed ----
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Summary {
-    runs: Vec<String>,
-    calls: usize,
-    took: Duration,
-}
-
 fn short(result: &Result<Report, upgrade_driver::Error>) -> String {
     match result {
         Err(e) => format!("error: {e}"),
@@ -619,67 +612,15 @@ async fn scenario(seed: u64, verbose: bool) -> Result<Summary, String> {
     })
 }
 
-fn kind(run: &str) -> String {
-    let mut words = run.split_whitespace();
-    match words.next() {
-        Some("failed:") => {
-            let step = words.nth(1).unwrap_or_default().trim_end_matches(':');
-            format!("failed at {step}")
-        }
-        Some(w) => w.trim_end_matches(':').to_string(),
-        None => String::new(),
-    }
-}
-
 #[test]
 fn seeded_actor_schedules_keep_every_invariant_and_every_roll_finishes() {
     let (seeds, verbose) = seeds(SEEDS);
     let started = Instant::now();
     let results = run_seeds(seeds.clone(), |seed| scenario(seed, verbose));
     let wall = started.elapsed();
-    let mut tally: BTreeMap<String, usize> = BTreeMap::new();
-    let mut failures = Vec::new();
-    let (mut calls, mut took) = (0, Duration::ZERO);
-    for (seed, result) in &results {
-        match result {
-            Ok(summary) => {
-                calls += summary.calls;
-                took += summary.took;
-                for run in &summary.runs {
-                    *tally.entry(kind(run)).or_default() += 1;
-                }
-            }
-            Err(why) => failures.push(format!(
-                "seed {seed}: {why}\nschedule:\n{}",
-                Draws::draw(*seed).actors
-            )),
-        }
-    }
-    let passed = (results.len() - failures.len()).max(1);
-    println!(
-        "actor soak: {} seed(s) from {} in {wall:.1?}: {} failed; runs by outcome {tally:?}; per \
-         passing seed {} API calls and {:.0?} of virtual time on average",
-        results.len(),
-        seeds.start,
-        failures.len(),
-        calls / passed,
-        took / passed as u32,
-    );
-    for failure in &failures {
-        println!("FAILED {failure}");
-    }
-    assert_eq!(
-        results.len() as u64,
-        seeds.end - seeds.start,
-        "every seed ran"
-    );
-    assert!(
-        failures.is_empty(),
-        "{} of {} seed(s) failed (replay one with NODEJOB_SEED=<seed>):\n{}",
-        failures.len(),
-        results.len(),
-        failures.join("\n")
-    );
+    conclude("actor soak", seeds, wall, &results, kind, |seed| {
+        format!("schedule:\n{}", Draws::draw(seed).actors)
+    });
 }
 
 #[test]

@@ -61,7 +61,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
-use nodejob_conformance::soak::{run_seed, run_seeds, seeds};
+use nodejob_conformance::soak::{Summary, conclude, run_seed, run_seeds, seeds};
 use nodejob_conformance::workloads::{budget, deployment};
 use nodejob_core::{ApiError, Change, Clock, NodeApi};
 use nodejob_fake::schedule::Draw;
@@ -311,17 +311,6 @@ fn plan_for(schedule: &Schedule) -> Plan {
 
 // ---- one seed ----
 
-/// What a seed did, to compare two replays and to tally a soak.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Summary {
-    /// Each run's outcome, in short.
-    runs: Vec<String>,
-    /// API calls made.
-    calls: usize,
-    /// Virtual time at the end.
-    took: Duration,
-}
-
 /// A run's outcome in short: `done`, `failed: <node> <step>: <message>`, `stopped: <why>`,
 /// `error: <error>`.
 fn short(result: &Result<Report, upgrade_driver::Error>) -> String {
@@ -562,19 +551,6 @@ async fn scenario(seed: u64, verbose: bool) -> Result<Summary, String> {
     })
 }
 
-/// The first word of a run's outcome, and for a failure its step: a soak's tally.
-fn kind(run: &str) -> String {
-    let mut words = run.split_whitespace();
-    match words.next() {
-        Some("failed:") => {
-            let step = words.nth(1).unwrap_or_default().trim_end_matches(':');
-            format!("failed at {step}")
-        }
-        Some(w) => w.trim_end_matches(':').to_string(),
-        None => String::new(),
-    }
-}
-
 #[test]
 fn seeded_fault_schedules_keep_the_invariants_and_every_roll_ends_at_the_target() {
     let (seeds, verbose) = seeds(SEEDS);
@@ -582,48 +558,9 @@ fn seeded_fault_schedules_keep_the_invariants_and_every_roll_ends_at_the_target(
     let results = run_seeds(seeds.clone(), |seed| scenario(seed, verbose));
     let wall = started.elapsed();
 
-    let mut tally: std::collections::BTreeMap<String, usize> = Default::default();
-    let mut reruns: std::collections::BTreeMap<usize, usize> = Default::default();
-    let mut failures = Vec::new();
-    let (mut calls, mut took) = (0, Duration::ZERO);
-    for (seed, result) in &results {
-        match result {
-            Ok(summary) => {
-                calls += summary.calls;
-                took += summary.took;
-                for run in &summary.runs {
-                    *tally.entry(kind(run)).or_default() += 1;
-                }
-                *reruns.entry(summary.runs.len() - 1).or_default() += 1;
-            }
-            Err(why) => failures.push(format!("seed {seed}: {why}")),
-        }
-    }
-    let passed = (results.len() - failures.len()).max(1) as u32;
-    println!(
-        "{} seed(s) from {} in {wall:.1?}: {} failed; runs by outcome {tally:?}; seeds by reruns \
-         {reruns:?}; per passing seed {} API calls and {:.0?} of virtual time on average",
-        results.len(),
-        seeds.start,
-        failures.len(),
-        calls / passed as usize,
-        took / passed,
-    );
-    for failure in &failures {
-        println!("FAILED {failure}");
-    }
-    assert_eq!(
-        results.len() as u64,
-        seeds.end - seeds.start,
-        "every seed ran"
-    );
-    assert!(
-        failures.is_empty(),
-        "{} of {} seed(s) failed (replay one with NODEJOB_SEED=<seed>):\n{}",
-        failures.len(),
-        results.len(),
-        failures.join("\n")
-    );
+    conclude("fault soak", seeds, wall, &results, kind, |seed| {
+        format!("schedule: {:#?}", Schedule::draw(seed))
+    });
 }
 
 #[test]

@@ -275,3 +275,16 @@ impl EventSink<Progress> for BatchCheck {
         self.violations.lock().unwrap().extend(v);
     }
 }
+
+/// The first word of a run's outcome, and for a failure its step: a soak's tally.
+pub fn kind(run: &str) -> String {
+    let mut words = run.split_whitespace();
+    match words.next() {
+        Some("failed:") => {
+            let step = words.nth(1).unwrap_or_default().trim_end_matches(':');
+            format!("failed at {step}")
+        }
+        Some(w) => w.trim_end_matches(':').to_string(),
+        None => String::new(),
+    }
+}
