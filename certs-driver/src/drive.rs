@@ -23,12 +23,12 @@ use nodejob_core::{
 
 use crate::Error;
 use crate::cluster::{every_node, issue_begun, outside};
-use crate::fenced::Fenced;
 use crate::gate::{Gate, Verified, check, expected, old_trust};
 use crate::phase::{CaStep, Decision, decide};
 use crate::plan::Plan;
 use crate::progress::{Failure, NodeReport, NodeResult, Progress, ProgressSink, Report};
 use crate::status::{CaStatus, LAST_STATUS, parse_status};
+use nodejob_core::fenced::Fenced;
 
 /// The component named in the Events the driver writes.
 pub const COMPONENT: &str = "nodejob-carotate";
@@ -1068,10 +1068,7 @@ where
     /// The API as the steps write through it: every write refused once the Lease is known
     /// lost, so a step in flight on another node writes nothing more ([`Fenced`]).
     fn writer(&self) -> Fenced<'_, A> {
-        Fenced {
-            api: self.api,
-            fence: &self.fence,
-        }
+        Fenced::new(self.api, &self.fence)
     }
 
     /// Fences a write: the Lease still ours.

@@ -15,7 +15,6 @@
 //! | `gate.rs` | the gates between phases ([`check`]): nodes side by side, who disagrees |
 //! | `cluster.rs` | beyond the plan: every node of the cluster, our Jobs on a node, where `issue` began |
 //! | `drive.rs` | the thin loop: reads, gates, phases, the Lease, Jobs, Events, the report |
-//! | `fenced.rs` | the API the steps write through: nothing written once the Lease is known lost |
 //! | `progress.rs` | [`Progress`] events, [`Report`] |
 //! | `preview.rs` | [`preview`] |
 //!
@@ -136,7 +135,6 @@
 
 mod cluster;
 mod drive;
-mod fenced;
 mod gate;
 mod phase;
 mod plan;

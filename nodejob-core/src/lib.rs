@@ -29,6 +29,7 @@ pub mod drain;
 pub mod drive;
 mod error;
 pub mod event;
+pub mod fenced;
 mod job;
 pub mod lease;
 mod names;

@@ -19,7 +19,6 @@ use nodejob_core::runner::{Mode, Policy, run_with};
 use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{ApiError, EventType, JobApi, LeaseApi, NodeApi, PodApi, ready, run_exit_code};
 
-use crate::fenced::FencedPods;
 use crate::machine::{
     DrainFailed, Intent, Mark, NodeMachine, NodeResult, Observation, UpgradeStep,
 };
@@ -28,6 +27,7 @@ use crate::plan::Plan;
 use crate::progress::{NodeReport, Progress, ProgressSink, Report, Totals};
 use crate::records::{self, IN_PROGRESS, InProgress, boot_id, same_version, version};
 use crate::{Error, Stop};
+use nodejob_core::fenced::Fenced;
 
 /// The component named in the Events the driver writes.
 pub const COMPONENT: &str = "nodejob-upgrade";
@@ -604,10 +604,7 @@ where
                     let notes = NoteSink::to(name, &self.progress);
                     let mut drained = Drained::default();
                     let options = &self.plan.spec().drain;
-                    let pods = FencedPods {
-                        api,
-                        fence: &self.fence,
-                    };
+                    let pods = Fenced::new(api, &self.fence);
                     match drain_into(&pods, name, options, &notes, &mut drained).await {
                         Ok(()) => Observation::Drained(Ok(drained)),
                         Err(e) => Observation::Drained(Err(DrainFailed {

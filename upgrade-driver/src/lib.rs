@@ -104,7 +104,6 @@
 //! flight then reported interrupted at its step).
 
 mod drive;
-mod fenced;
 mod machine;
 mod order;
 mod plan;

@@ -1,8 +1,9 @@
-//! [`Fenced`]: the Job and Node verbs a rotation's steps use, each write fenced by the Lease
-//! without a request: once any step of the run has seen the Lease lost, a step in flight on
-//! another node (a host Job's runner deleting its finished Job, replacing a stale one) writes
-//! nothing more (its write answers an error naming the loss), so no write of the run follows
-//! the driver's knowledge of the loss, even within the instant it learns it.
+//! [`Fenced`]: the Job, Node and Pod verbs a driver's steps use, each write fenced by the
+//! Lease without a request: once any step of the run has seen the Lease lost
+//! ([`Fence::lost`]), a step in flight on another node (a drain between two evictions, a host
+//! Job's runner deleting its finished Job) writes nothing more (its write answers an error
+//! naming the loss), so no write of the run follows the driver's knowledge of the loss, even
+//! within the instant it learns it. Both drivers write through it.
 
 use std::time::Duration;
 
@@ -11,13 +12,22 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Preconditions;
 use k8s_openapi::jiff::Timestamp;
-use nodejob_core::drive::Fence;
-use nodejob_core::{ApiError, ApiResult, Change, Clock, ErrorKind, JobApi, NodeApi, NodeChange};
 
-/// `api`'s Job and Node verbs, writes refused once `fence` knows the Lease lost.
-pub(crate) struct Fenced<'a, A: ?Sized> {
-    pub(crate) api: &'a A,
-    pub(crate) fence: &'a Fence,
+use crate::api::{ApiResult, Change, Clock, DryRun, Eviction, JobApi, NodeApi, NodeChange, PodApi};
+use crate::drive::Fence;
+use crate::error::{ApiError, ErrorKind};
+
+/// `api`'s Job, Node and Pod verbs, writes refused once `fence` knows the Lease lost.
+pub struct Fenced<'a, A: ?Sized> {
+    api: &'a A,
+    fence: &'a Fence,
+}
+
+impl<'a, A: ?Sized> Fenced<'a, A> {
+    /// `api`, its writes fenced by `fence`.
+    pub fn new(api: &'a A, fence: &'a Fence) -> Self {
+        Fenced { api, fence }
+    }
 }
 
 impl<A: ?Sized> Fenced<'_, A> {
@@ -125,5 +135,37 @@ impl<A: NodeApi + ?Sized> NodeApi for Fenced<'_, A> {
     ) -> ApiResult<Node> {
         self.refused("patching a node")?;
         self.api.patch_node(name, resource_version, changes).await
+    }
+}
+
+#[async_trait]
+impl<A: PodApi + ?Sized> PodApi for Fenced<'_, A> {
+    async fn list_node_pods(&self, node: &str) -> ApiResult<Vec<Pod>> {
+        self.api.list_node_pods(node).await
+    }
+    async fn get_pod(&self, namespace: &str, name: &str) -> ApiResult<Pod> {
+        self.api.get_pod(namespace, name).await
+    }
+    async fn wait_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        since: Option<&str>,
+        timeout: Duration,
+    ) -> ApiResult<Change<Pod>> {
+        self.api.wait_pod(namespace, name, since, timeout).await
+    }
+    async fn evict_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        grace_period: Option<Duration>,
+        dry_run: DryRun,
+    ) -> ApiResult<Eviction> {
+        self.refused("evicting a pod")?;
+        (self.api)
+            .evict_pod(namespace, name, uid, grace_period, dry_run)
+            .await
     }
 }
