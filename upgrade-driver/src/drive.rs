@@ -60,12 +60,7 @@ pub(crate) async fn select_nodes<A: NodeApi + ?Sized>(
 
 /// Whether `node` needs nothing: at the target (or recorded done), and not ours in flight.
 pub(crate) fn at_target(plan: &Plan, node: &Node) -> Option<String> {
-    let ours = node
-        .metadata
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.contains_key(IN_PROGRESS));
-    if ours {
+    if records::in_flight(node) {
         return None;
     }
     let target = plan.target();
@@ -104,7 +99,7 @@ where
         })?;
     let carried: Vec<Node> = all
         .into_iter()
-        .filter(|n| !selected.contains(records::name(n)) && ours_in_flight(n))
+        .filter(|n| !selected.contains(records::name(n)) && records::in_flight(n))
         .collect();
     let carried_names: Vec<String> = carried
         .iter()
@@ -243,7 +238,7 @@ where
                         self.finish_node(name, NodeResult::Skipped { why }, None);
                         return false;
                     };
-                    if !selected.contains(name) && !ours_in_flight(node) {
+                    if !selected.contains(name) && !records::in_flight(node) {
                         let why = "no longer selected (relabelled)".to_string();
                         self.progress.event(&Progress::NodeSkipped {
                             node: name.clone(),
@@ -752,14 +747,6 @@ where
             );
         }
     }
-}
-
-/// Whether an upgrade run started `node` and has not finished it (our in-progress record).
-pub(crate) fn ours_in_flight(node: &Node) -> bool {
-    node.metadata
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.contains_key(IN_PROGRESS))
 }
 
 /// Whether we cordoned `node` (our in-progress record says so and it is cordoned).

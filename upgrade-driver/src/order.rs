@@ -5,7 +5,7 @@
 
 use k8s_openapi::api::core::v1::Node;
 
-use crate::records::{CONTROL_PLANE, IN_PROGRESS, ZONE, label, name};
+use crate::records::{CONTROL_PLANE, ZONE, in_flight, label, name};
 
 /// A group of nodes rolled together before the next group starts.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -21,11 +21,6 @@ pub struct Group {
 /// Whether `node` is a control-plane node.
 pub fn is_control_plane(node: &Node) -> bool {
     label(node, CONTROL_PLANE).is_some()
-}
-
-/// Whether an earlier run started `node` and did not finish it (our in-progress record).
-fn in_flight(node: &Node) -> bool {
-    (node.metadata.annotations.as_ref()).is_some_and(|a| a.contains_key(IN_PROGRESS))
 }
 
 /// The groups of `nodes`, in order, workers `width` at a time.

@@ -137,6 +137,12 @@ pub fn last_manager(node: &Node) -> Option<&str> {
         .and_then(|f| f.manager.as_deref())
 }
 
+/// Whether an upgrade run started `node` and has not finished it (our [`IN_PROGRESS`] record
+/// is on it), whatever the selection says now.
+pub fn in_flight(node: &Node) -> bool {
+    (node.metadata.annotations.as_ref()).is_some_and(|a| a.contains_key(IN_PROGRESS))
+}
+
 /// The node's name.
 pub fn name(node: &Node) -> &str {
     node.metadata.name.as_deref().unwrap_or_default()
