@@ -218,23 +218,6 @@ fn our_record(node: &Node) -> Option<InProgress> {
         .flatten()
 }
 
-/// The Pods on `node` a drain would evict.
-fn evictable_on(fake: &FakeCluster, node: &str) -> Vec<String> {
-    fake.pods_on(node)
-        .into_iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter(|p| {
-            let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
-            !matches!(phase, Some("Succeeded" | "Failed"))
-        })
-        .filter(|p| {
-            !(p.metadata.owner_references.iter().flatten())
-                .any(|o| o.kind == "DaemonSet" || o.kind == "Job")
-        })
-        .map(|p| p.metadata.name.unwrap_or_default())
-        .collect()
-}
-
 impl Watch {
     fn node_of_job(write: &Write) -> Option<String> {
         let job: k8s_openapi::api::batch::v1::Job = serde_json::from_str(&write.body).ok()?;

@@ -16,30 +16,6 @@ use support::*;
 use upgrade_driver::records::{self, IN_PROGRESS, InProgress};
 use upgrade_driver::{NodeResult, Outcome, PlanSpec, Progress, Report, UpgradeStep, run};
 
-/// The Pods on `node` a drain would evict: not ended, not being deleted, not a DaemonSet's,
-/// not a Job's (the host Job itself).
-fn evictable_on(fake: &FakeCluster, node: &str) -> Vec<String> {
-    fake.pods_on(node)
-        .into_iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter(|p| {
-            let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
-            !matches!(phase, Some("Succeeded" | "Failed"))
-        })
-        .filter(|p| {
-            !p.metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .any(|o| o.kind == "DaemonSet" || o.kind == "Job")
-        })
-        .map(|p| {
-            let ns = p.metadata.namespace.unwrap_or_default();
-            format!("{ns}/{}", p.metadata.name.unwrap_or_default())
-        })
-        .collect()
-}
-
 /// What the cluster looked like right before the first host Job was created on `node`:
 /// whether the node was cordoned, and the evictable Pods on it.
 type AtHostJob = Arc<Mutex<Option<(bool, Vec<String>)>>>;
@@ -90,6 +66,33 @@ async fn one_place(seed: u64) -> (Arc<FakeCluster>, Vec<String>) {
 
 // --- 1. a person uncordons the node while it is drained -------------------------------------
 
+/// Rolls `z-0`, whose uncordon by a person is armed, and checks what both uncordon tests ask:
+/// done, the host Job created only on a cordoned node with no evictable Pod, the uncordon
+/// said, one upgrade, no invariant broken.
+async fn roll_uncordoned(fake: &Arc<FakeCluster>, names: Vec<String>) -> Report {
+    let seen = check_at_host_job(fake, "z-0");
+    let events = Arc::new(Events::default());
+    let api = harness(fake.clone(), names, 1);
+    let report = run(&api, &plan(only(&["z-0"])), events.clone())
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
+    let (cordoned, evictable) = seen.lock().unwrap().clone().expect("a host job");
+    assert!(cordoned, "the host job was created on a schedulable node");
+    assert!(
+        evictable.is_empty(),
+        "evictable pods at the host job: {evictable:?}"
+    );
+    assert!(
+        notes(&events).iter().any(|n| n.contains("uncordoned")),
+        "{:?}",
+        notes(&events)
+    );
+    assert_eq!(api.upgrades("z-0"), 1);
+    assert!(api.violations().is_empty(), "{:?}", api.violations());
+    report
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_uncordon_during_the_drain_is_cordoned_and_drained_again_before_the_host_job() {
     let (fake, names) = one_place(101).await;
@@ -98,30 +101,10 @@ async fn an_uncordon_during_the_drain_is_cordoned_and_drained_again_before_the_h
     fake.before(Verb::EvictPod, |c| {
         c.patch_node_now("z-0", &[NodeChange::Uncordon]).unwrap();
     });
-    let seen = check_at_host_job(&fake, "z-0");
-    let events = Arc::new(Events::default());
-    let api = harness(fake.clone(), names, 1);
-    let report = run(&api, &plan(only(&["z-0"])), events.clone())
-        .await
-        .unwrap();
-
-    assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
-    let (cordoned, evictable) = seen.lock().unwrap().clone().expect("a host job");
-    assert!(cordoned, "the host job was created on a schedulable node");
-    assert!(
-        evictable.is_empty(),
-        "evictable pods at the host job: {evictable:?}"
-    );
+    let report = roll_uncordoned(&fake, names).await;
     // The replacement was evicted by the second drain.
     let evicted = &report.node("z-0").unwrap().pods_evicted;
     assert_eq!(evicted.len(), 2, "{evicted:?}");
-    assert!(
-        notes(&events).iter().any(|n| n.contains("uncordoned")),
-        "{:?}",
-        notes(&events)
-    );
-    assert_eq!(api.upgrades("z-0"), 1);
-    assert!(api.violations().is_empty(), "{:?}", api.violations());
 }
 
 #[tokio::test(start_paused = true)]
@@ -134,26 +117,7 @@ async fn an_uncordon_after_the_drain_is_cordoned_and_drained_again_before_the_ho
     fake.before(Verb::PatchNode, |c| {
         c.patch_node_now("z-0", &[NodeChange::Uncordon]).unwrap();
     });
-    let seen = check_at_host_job(&fake, "z-0");
-    let events = Arc::new(Events::default());
-    let api = harness(fake.clone(), names, 1);
-    let report = run(&api, &plan(only(&["z-0"])), events.clone())
-        .await
-        .unwrap();
-
-    assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
-    let (cordoned, evictable) = seen.lock().unwrap().clone().expect("a host job");
-    assert!(cordoned, "the host job was created on a schedulable node");
-    assert!(
-        evictable.is_empty(),
-        "evictable pods at the host job: {evictable:?}"
-    );
-    assert!(
-        notes(&events).iter().any(|n| n.contains("uncordoned")),
-        "{:?}",
-        notes(&events)
-    );
-    assert_eq!(api.upgrades("z-0"), 1);
+    roll_uncordoned(&fake, names).await;
     // We cordoned it again, so we uncordon it at the end.
     assert!(!records::unschedulable(&fake.node("z-0").unwrap()));
 }

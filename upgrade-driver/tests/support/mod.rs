@@ -288,3 +288,27 @@ pub fn kind(run: &str) -> String {
         None => String::new(),
     }
 }
+
+/// The Pods on `node` a drain would evict: not ended, not being deleted, not a DaemonSet's,
+/// not a Job's (the host Job itself).
+pub fn evictable_on(fake: &FakeCluster, node: &str) -> Vec<String> {
+    fake.pods_on(node)
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| {
+            let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+            !matches!(phase, Some("Succeeded" | "Failed"))
+        })
+        .filter(|p| {
+            !p.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.kind == "DaemonSet" || o.kind == "Job")
+        })
+        .map(|p| {
+            let ns = p.metadata.namespace.unwrap_or_default();
+            format!("{ns}/{}", p.metadata.name.unwrap_or_default())
+        })
+        .collect()
+}
