@@ -174,7 +174,24 @@ pub fn conclude(
             Err(why) => failures.push(format!("seed {seed}: {why}\n{}", context(*seed))),
         }
     }
+    // Every seed's outcomes, in seed order: what a restructuring must leave as it was. The
+    // digest is printed; NODEJOB_SOAK_OUTCOMES=<file> writes them a line a seed, to compare.
+    let outcomes: String = results
+        .iter()
+        .map(|(seed, result)| match result {
+            Ok(summary) => format!("{seed} {}\n", summary.runs.join(" | ")),
+            Err(_) => format!("{seed} FAILED\n"),
+        })
+        .collect();
+    if let Some(path) = std::env::var_os("NODEJOB_SOAK_OUTCOMES") {
+        std::fs::write(&path, &outcomes).expect("writing NODEJOB_SOAK_OUTCOMES");
+    }
     let passed = (results.len() - failures.len()).max(1);
+    println!(
+        "{title}: outcomes digest {:016x} (NODEJOB_SOAK_OUTCOMES=<file> writes them a line a \
+         seed)",
+        fnv1a(outcomes.as_bytes())
+    );
     println!(
         "{title}: {} seed(s) from {} in {wall:.1?}: {} failed; runs by outcome {tally:?}; per \
          passing seed {} API calls and {:.0?} of virtual time on average",
@@ -199,4 +216,12 @@ pub fn conclude(
         results.len(),
         failures.join("\n")
     );
+}
+
+/// FNV-1a, 64 bits: a digest of the outcomes that needs no dependency and is stable across
+/// runs and platforms.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
+        (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
