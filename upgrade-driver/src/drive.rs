@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::future::join_all;
+use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Node;
 use nodejob_core::drain::{Drained, drain_into};
 pub(crate) use nodejob_core::drive::retry;
@@ -18,11 +18,12 @@ use nodejob_core::lease::Claim;
 use nodejob_core::runner::{Mode, Policy, run_with};
 use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{ApiError, EventType, JobApi, LeaseApi, NodeApi, PodApi, ready, run_exit_code};
+use nodejob_roll::{End, Engine, Fleet, Group, MaxUnavailable, Tally};
 
 use crate::machine::{
     DrainFailed, Intent, Mark, NodeMachine, NodeResult, Observation, UpgradeStep,
 };
-use crate::order::{Group, groups, is_control_plane};
+use crate::order::groups;
 use crate::plan::Plan;
 use crate::progress::{NodeReport, Progress, ProgressSink, Report, Totals};
 use crate::records::{self, IN_PROGRESS, InProgress, boot_id, same_version, version};
@@ -209,233 +210,29 @@ where
         self.fence.check(self.api).await
     }
 
-    /// Rolls the groups in order; returns how it ended.
+    /// Rolls the groups in order: one pass of the engine, `max_unavailable` read again before
+    /// each batch; returns how it ended.
     async fn roll(&self, order: &[Group], width: usize) -> Outcome {
-        let mut failed = 0u32;
-        let mut batch_index = 0;
-        let plan_names: BTreeSet<String> = order.iter().flat_map(|g| g.nodes.clone()).collect();
-        for group in order {
-            let mut queue: Vec<String> = group.nodes.clone();
-            let mut waited = false;
-            while !queue.is_empty() {
-                if let Some(why) = self.stop_reason(failed) {
-                    return self.stopping(why, failed);
-                }
-                // The nodes as they are now: skip those at the target, count the unavailable.
-                let (nodes, selected) = match self.current(&plan_names).await {
-                    Ok(nodes) => nodes,
-                    Err(e) => return self.stopping(e, failed),
-                };
-                let by_name: BTreeMap<&str, &Node> =
-                    nodes.iter().map(|n| (records::name(n), n)).collect();
-                queue.retain(|name| {
-                    let Some(&node) = by_name.get(name.as_str()) else {
-                        let why = "deleted from the cluster".to_string();
-                        self.progress.event(&Progress::NodeSkipped {
-                            node: name.clone(),
-                            why: why.clone(),
-                        });
-                        self.finish_node(name, NodeResult::Skipped { why }, None);
-                        return false;
-                    };
-                    if !selected.contains(name) && !records::in_flight(node) {
-                        let why = "no longer selected (relabelled)".to_string();
-                        self.progress.event(&Progress::NodeSkipped {
-                            node: name.clone(),
-                            why: why.clone(),
-                        });
-                        self.finish_node(name, NodeResult::Skipped { why }, Some(node));
-                        return false;
-                    }
-                    match at_target(self.plan, node) {
-                        Some(why) => {
-                            self.progress.event(&Progress::NodeSkipped {
-                                node: name.clone(),
-                                why: why.clone(),
-                            });
-                            self.finish_node(name, NodeResult::Skipped { why }, Some(node));
-                            false
-                        }
-                        None => true,
-                    }
-                });
-                if queue.is_empty() {
-                    break;
-                }
-                let unavailable: BTreeSet<String> = nodes
-                    .iter()
-                    .filter(|n| plan_names.contains(records::name(n)))
-                    .filter(|n| !ready(n) || cordoned_by_us(n))
-                    .map(|n| records::name(n).to_string())
-                    .collect();
-                // Never more than max_unavailable of the plan unavailable at once: those
-                // unavailable now (NotReady, or cordoned by us and not finished) and the batch.
-                // A control-plane node never starts while another one is unavailable.
-                let control: BTreeSet<&str> = nodes
-                    .iter()
-                    .filter(|n| is_control_plane(n))
-                    .map(records::name)
-                    .collect();
-                let mut batch: Vec<String> = Vec::new();
-                // Nodes of the batch not unavailable already: each takes one more down.
-                let mut taken_down = 0;
-                for name in &queue {
-                    if batch.len() >= group.width {
-                        break;
-                    }
-                    // The unavailable, the batch and this node: how many would be down.
-                    let adds = usize::from(!unavailable.contains(name));
-                    let would = unavailable.len() + taken_down + adds;
-                    // A control-plane node that is not down already (ours, carried on) starts
-                    // only while no other one is down, and never beside another in a batch.
-                    let is_control = control.contains(name.as_str());
-                    let other_control_down = is_control
-                        && (batch.iter().any(|b| control.contains(b.as_str()))
-                            || (!unavailable.contains(name)
-                                && unavailable
-                                    .iter()
-                                    .any(|u| u != name && control.contains(u.as_str()))));
-                    // A node down that is not ours in flight cannot run a host Job: not now.
-                    let startable = by_name.get(name.as_str()).is_some_and(|n| {
-                        ready(n)
-                            || records::read::<InProgress>(n, IN_PROGRESS)
-                                .ok()
-                                .flatten()
-                                .is_some()
-                    });
-                    if would <= width && !other_control_down && startable {
-                        batch.push(name.clone());
-                        taken_down += adds;
-                    }
-                }
-                if batch.is_empty() && !waited {
-                    // Nodes down that we did not take down (a flap, a kubelet restart): give
-                    // them the reboot timeout to come back before giving up.
-                    let down: Vec<&Node> = nodes
-                        .iter()
-                        .filter(|n| unavailable.contains(records::name(n)) && !cordoned_by_us(n))
-                        .collect();
-                    if !down.is_empty() {
-                        waited = true;
-                        let names: Vec<String> =
-                            down.iter().map(|n| records::name(n).to_string()).collect();
-                        self.progress.event(&Progress::Note {
-                            node: None,
-                            message: format!(
-                                "waiting for {} to be Ready before starting another node",
-                                names.join(", ")
-                            ),
-                        });
-                        join_all(names.iter().map(|n| self.wait_ready(n))).await;
-                        continue;
-                    }
-                }
-                if batch.is_empty() {
-                    let names: Vec<_> = unavailable.into_iter().collect();
-                    let why = format!(
-                        "{} node(s) of the plan are unavailable ({}): starting another would \
-                         exceed max_unavailable {width}, or take a second control-plane node \
-                         down, or needs a node that is down",
-                        names.len(),
-                        names.join(", ")
-                    );
-                    return self.stopping(why, failed);
-                }
-                queue.retain(|n| !batch.contains(n));
-                self.progress.event(&Progress::BatchStarted {
-                    index: batch_index,
-                    group: group.name.clone(),
-                    nodes: batch.clone(),
-                });
-                batch_index += 1;
-                waited = false;
-                let results = join_all(batch.iter().map(|name| self.node(name))).await;
-                failed += results
-                    .iter()
-                    .filter(|r| matches!(r, NodeResult::Failed(_)))
-                    .count() as u32;
-                if let Some(why) = self.fence.lost() {
-                    return Outcome::Stopped {
-                        why: format!("the Lease was lost: {why}"),
-                    };
-                }
-            }
+        let limits = self.plan.limits(self.stop);
+        let engine = Engine {
+            api: self.api,
+            fence: &self.fence,
+            limits: &limits,
+            progress: self.progress.clone(),
+        };
+        let mut admission = MaxUnavailable::new(self, width, order, self.progress.clone());
+        let mut tally = Tally::default();
+        let end = engine
+            .pass(&mut tally, order, &mut admission, |name| async move {
+                self.node(&name).await
+            })
+            .await;
+        match end {
+            End::LeaseLost(why) => Outcome::Stopped { why },
+            _ if tally.failed > 0 => self.failed_outcome(),
+            End::Stopping(why) => Outcome::Stopped { why },
+            End::Done => Outcome::Done,
         }
-        if failed > 0 {
-            return self.failed_outcome();
-        }
-        Outcome::Done
-    }
-
-    /// The plan's nodes as they are now: those the plan selects, and those of `plan_names` it
-    /// no longer selects that still exist (relabelled; each read by name: ours in flight are
-    /// carried on, and all count toward the unavailable). Also answers the names selected.
-    async fn current(
-        &self,
-        plan_names: &BTreeSet<String>,
-    ) -> Result<(Vec<Node>, BTreeSet<String>), String> {
-        let mut nodes = select_nodes(self.api, self.plan)
-            .await
-            .map_err(|e| e.to_string())?;
-        let selected: BTreeSet<String> =
-            nodes.iter().map(|n| records::name(n).to_string()).collect();
-        for name in plan_names.difference(&selected) {
-            match get_node(self.api, name).await {
-                Ok(node) => nodes.push(node),
-                Err(e) if e.is_not_found() => {}
-                Err(e) => return Err(format!("reading node {name}: {e}")),
-            }
-        }
-        Ok((nodes, selected))
-    }
-
-    /// Waits until `name` is Ready, at most the reboot timeout; whatever the answer, the caller
-    /// reads the nodes again.
-    async fn wait_ready(&self, name: &str) {
-        let api = self.api;
-        let _ = watch_until(
-            api,
-            self.plan.spec().reboot_timeout,
-            From::Read,
-            || api.get_node(name),
-            |since, t| async move { api.wait_node(name, since.as_deref(), t).await },
-            |seen| seen.is_none_or(ready),
-        )
-        .await;
-    }
-
-    /// Why no further node may start, if so.
-    fn stop_reason(&self, failed: u32) -> Option<String> {
-        let spec = self.plan.spec();
-        if failed >= spec.failure_budget {
-            return Some(format!(
-                "{failed} node(s) failed: the failure budget ({}) is spent",
-                spec.failure_budget
-            ));
-        }
-        if self.stop.requested() {
-            return Some("stopped on request; nodes in flight finished their step".into());
-        }
-        if let (Some(window), Some(tz)) = (&spec.window, self.plan.time_zone()) {
-            let now = self.api.wall_time();
-            if !window.is_open(tz, now) {
-                let next = window
-                    .next_open(tz, now)
-                    .map(|t| format!("; it next opens at {}", t.to_zoned(tz.clone())))
-                    .unwrap_or_default();
-                return Some(format!("outside the maintenance window{next}"));
-            }
-        }
-        None
-    }
-
-    fn stopping(&self, why: String, failed: u32) -> Outcome {
-        self.progress
-            .event(&Progress::Stopping { why: why.clone() });
-        if failed > 0 {
-            return self.failed_outcome();
-        }
-        Outcome::Stopped { why }
     }
 
     fn failed_outcome(&self) -> Outcome {
@@ -746,6 +543,83 @@ where
                 format!("could not record event {reason} on node {node}: {e}"),
             );
         }
+    }
+}
+
+/// What the engine's `max_unavailable` admission asks of this driver's nodes.
+#[async_trait]
+impl<A> Fleet for Run<'_, A>
+where
+    A: JobApi + NodeApi + PodApi + LeaseApi + ?Sized,
+{
+    /// The plan's nodes as they are now: those the plan selects, and those of `plan` it
+    /// no longer selects that still exist (relabelled; each read by name: ours in flight are
+    /// carried on, and all count toward the unavailable). Also answers the names selected.
+    async fn current(
+        &self,
+        plan: &BTreeSet<String>,
+    ) -> Result<(Vec<Node>, BTreeSet<String>), String> {
+        let mut nodes = select_nodes(self.api, self.plan)
+            .await
+            .map_err(|e| e.to_string())?;
+        let selected: BTreeSet<String> =
+            nodes.iter().map(|n| records::name(n).to_string()).collect();
+        for name in plan.difference(&selected) {
+            match get_node(self.api, name).await {
+                Ok(node) => nodes.push(node),
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(format!("reading node {name}: {e}")),
+            }
+        }
+        Ok((nodes, selected))
+    }
+
+    /// Waits until `name` is Ready (or gone), at most the reboot timeout; whatever the answer,
+    /// the engine reads the nodes again.
+    async fn wait_ready(&self, name: &str) {
+        let api = self.api;
+        let _ = watch_until(
+            api,
+            self.plan.spec().reboot_timeout,
+            From::Read,
+            || api.get_node(name),
+            |since, t| async move { api.wait_node(name, since.as_deref(), t).await },
+            |seen| seen.is_none_or(ready),
+        )
+        .await;
+    }
+
+    /// A node gone, no longer selected (and not ours in flight) or at the target leaves the
+    /// queue, reported skipped.
+    fn keep(&self, name: &str, node: Option<&Node>, selected: bool) -> bool {
+        let why = match node {
+            None => Some("deleted from the cluster".to_string()),
+            Some(node) if !selected && !records::in_flight(node) => {
+                Some("no longer selected (relabelled)".to_string())
+            }
+            Some(node) => at_target(self.plan, node),
+        };
+        let Some(why) = why else {
+            return true;
+        };
+        self.progress.event(&Progress::NodeSkipped {
+            node: name.to_string(),
+            why: why.clone(),
+        });
+        self.finish_node(name, NodeResult::Skipped { why }, node);
+        false
+    }
+
+    fn held(&self, node: &Node) -> bool {
+        cordoned_by_us(node)
+    }
+
+    /// Ours in flight (an in-progress record): it may be down because of us.
+    fn resumable(&self, node: &Node) -> bool {
+        records::read::<InProgress>(node, IN_PROGRESS)
+            .ok()
+            .flatten()
+            .is_some()
     }
 }
 

@@ -123,8 +123,10 @@ pub use machine::{
 pub use nodejob_core::drive::{
     EventSink, FenceEvent, Outcome, Placement, PlanError, Selecting, Stop,
 };
-pub use order::{Group, batches, groups, is_control_plane};
-pub use plan::{MaxUnavailable, NSENTER, Plan, PlanSpec, VersionSource, Window};
+pub use nodejob_roll::Window;
+pub use nodejob_roll::{Group, batches};
+pub use order::{groups, is_control_plane};
+pub use plan::{MaxUnavailable, NSENTER, Plan, PlanSpec, VersionSource};
 pub use preview::{NodePreview, PodPlan, Preview};
 pub use progress::{NodeReport, Progress, ProgressSink, Report, Totals, quiet};
 

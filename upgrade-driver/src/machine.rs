@@ -211,6 +211,12 @@ pub enum NodeResult {
     },
 }
 
+impl nodejob_roll::NodeEnd for NodeResult {
+    fn failed(&self) -> bool {
+        matches!(self, NodeResult::Failed(_))
+    }
+}
+
 /// A node's failure, as the report names it.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Failure {

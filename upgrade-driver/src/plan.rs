@@ -4,12 +4,10 @@
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use jiff::civil::{Time, Weekday};
 use jiff::tz::TimeZone;
-use jiff::{Timestamp, ToSpan};
 use nodejob_core::drain::DrainOptions;
-use nodejob_core::drive::{Placement, PlanError, check_selection, identity};
 use nodejob_core::{Spec, trunc_name};
+use nodejob_roll::{Limits, Placement, PlanError, Stop, Window, check_selection, identity};
 
 /// The annotation and label prefix of this driver's records.
 pub(crate) const PREFIX: &str = "stratum.ciq.com/";
@@ -62,50 +60,6 @@ impl std::str::FromStr for MaxUnavailable {
             Some(p) => p.parse().map(MaxUnavailable::Percent).map_err(|_| bad()),
             None => s.parse().map(MaxUnavailable::Count).map_err(|_| bad()),
         }
-    }
-}
-
-/// A maintenance window: no node starts outside it; a node in flight finishes.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Window {
-    /// The days it opens on (the day of its start).
-    pub days: Vec<Weekday>,
-    /// When it opens, local time.
-    pub start: Time,
-    /// When it closes, local time; before `start` means the next day.
-    pub end: Time,
-    /// The time zone of `start` and `end` (an IANA name, `UTC`, or a fixed offset `+02:00`).
-    pub time_zone: String,
-}
-
-impl Window {
-    /// Whether the window is open at `now`.
-    pub fn is_open(&self, tz: &TimeZone, now: Timestamp) -> bool {
-        let local = now.to_zoned(tz.clone());
-        let time = local.time();
-        let today = local.date().weekday();
-        let yesterday = local
-            .date()
-            .yesterday()
-            .map(|d| d.weekday())
-            .unwrap_or(today);
-        if self.start <= self.end {
-            self.days.contains(&today) && time >= self.start && time < self.end
-        } else {
-            // Past midnight: open from start today, or until end on the day after a start day.
-            (self.days.contains(&today) && time >= self.start)
-                || (self.days.contains(&yesterday) && time < self.end)
-        }
-    }
-
-    /// The next time it opens at or after `now` (within a week).
-    pub fn next_open(&self, tz: &TimeZone, now: Timestamp) -> Option<Timestamp> {
-        let local = now.to_zoned(tz.clone());
-        (0..8).find_map(|days| {
-            let date = local.date().checked_add(days.days()).ok()?;
-            let at = date.to_datetime(self.start).to_zoned(tz.clone()).ok()?;
-            (self.days.contains(&date.weekday()) && at.timestamp() >= now).then(|| at.timestamp())
-        })
     }
 }
 
@@ -289,30 +243,7 @@ impl Plan {
                 );
             }
         }
-        let time_zone = match &spec.window {
-            None => None,
-            Some(w) => {
-                if w.days.is_empty() {
-                    return bad("window.days", "must name at least one day".into());
-                }
-                if w.start == w.end {
-                    return bad("window.end", "must differ from window.start".into());
-                }
-                match time_zone(&w.time_zone) {
-                    Some(tz) => Some(tz),
-                    None => {
-                        return bad(
-                            "window.time_zone",
-                            format!(
-                                "{:?} is neither an IANA time zone, UTC, nor an offset such as \
-                                 +02:00",
-                                w.time_zone
-                            ),
-                        );
-                    }
-                }
-            }
-        };
+        let time_zone = spec.window.as_ref().map(Window::validate).transpose()?;
         if spec.failure_budget == 0 {
             return bad("failure_budget", "must be at least 1".into());
         }
@@ -341,6 +272,15 @@ impl Plan {
     /// The window's time zone, when there is a window.
     pub fn time_zone(&self) -> Option<&TimeZone> {
         self.time_zone.as_ref()
+    }
+
+    /// What keeps the next batch from starting: `stop`, the failure budget, the window.
+    pub fn limits(&self, stop: &Stop) -> Limits {
+        Limits {
+            stop: stop.clone(),
+            failure_budget: self.spec.failure_budget,
+            window: (self.spec.window.clone()).zip(self.time_zone.clone()),
+        }
     }
 
     /// The upgrade's argv.
@@ -428,28 +368,4 @@ fn is_version(s: &str) -> bool {
         && s.starts_with(|c: char| c.is_ascii_alphanumeric())
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "._-+".contains(c))
-}
-
-/// `UTC`, a fixed offset (`+02:00`, `-0530`) or an IANA name from the system's database.
-fn time_zone(name: &str) -> Option<TimeZone> {
-    if name.eq_ignore_ascii_case("utc") {
-        return Some(TimeZone::UTC);
-    }
-    if name.starts_with(['+', '-']) {
-        let (sign, rest) = name.split_at(1);
-        let digits: String = rest.chars().filter(|c| c.is_ascii_digit()).collect();
-        if digits.len() != 4 {
-            return None;
-        }
-        let hours: i8 = digits[..2].parse().ok()?;
-        let minutes: i32 = digits[2..].parse().ok()?;
-        if hours > 14 || minutes > 59 {
-            return None;
-        }
-        let seconds = (hours as i32 * 3600 + minutes * 60) * if sign == "-" { -1 } else { 1 };
-        return jiff::tz::Offset::from_seconds(seconds)
-            .ok()
-            .map(TimeZone::fixed);
-    }
-    TimeZone::get(name).ok()
 }

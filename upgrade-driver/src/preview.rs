@@ -9,7 +9,8 @@ use serde::Serialize;
 
 use crate::Error;
 use crate::drive::{at_target, cordoned_by_us, retry, select_nodes};
-use crate::order::{batches, groups};
+use crate::order::groups;
+use nodejob_roll::batches;
 use crate::plan::Plan;
 use crate::records::{self, unschedulable, version};
 

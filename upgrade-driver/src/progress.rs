@@ -94,6 +94,27 @@ impl DriverEvent for Progress {
     }
 }
 
+impl nodejob_roll::RollEvent for Progress {
+    fn batch_started(index: usize, group: &str, nodes: &[String]) -> Option<Self> {
+        Some(Progress::BatchStarted {
+            index,
+            group: group.to_string(),
+            nodes: nodes.to_vec(),
+        })
+    }
+
+    fn stopping(why: String) -> Self {
+        Progress::Stopping { why }
+    }
+
+    fn notice(message: String) -> Self {
+        Progress::Note {
+            node: None,
+            message,
+        }
+    }
+}
+
 /// Where a run's [`Progress`] goes: any [`EventSink`] of it (a closure `Fn(&Progress)` is
 /// one).
 pub trait ProgressSink: EventSink<Progress> {}
