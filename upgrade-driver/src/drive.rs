@@ -9,15 +9,15 @@ use std::time::Duration;
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Node;
 use nodejob_core::drain::{Drained, drain_into};
-pub(crate) use nodejob_core::drive::retry;
-use nodejob_core::drive::{
-    DriverEvent, Fence, NoteSink, Outcome, delete_job_of, fence_events, millis, patch_node_again,
-    write_node_event,
-};
 use nodejob_core::lease::Claim;
 use nodejob_core::runner::{Mode, Policy, run_with};
 use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{ApiError, EventType, JobApi, LeaseApi, NodeApi, PodApi, ready, run_exit_code};
+pub(crate) use nodejob_roll::retry;
+use nodejob_roll::{
+    DriverEvent, Fence, NoteSink, Outcome, delete_job_of, fence_events, millis, patch_node_again,
+    write_node_event,
+};
 use nodejob_roll::{End, Engine, Fleet, Group, MaxUnavailable, Tally};
 
 use crate::machine::{
@@ -56,7 +56,7 @@ pub(crate) async fn select_nodes<A: NodeApi + ?Sized>(
     plan: &Plan,
 ) -> Result<Vec<Node>, Error> {
     let spec = plan.spec();
-    Ok(nodejob_core::drive::select_nodes(api, spec.selector.as_deref(), &spec.nodes).await?)
+    Ok(nodejob_roll::select_nodes(api, spec.selector.as_deref(), &spec.nodes).await?)
 }
 
 /// Whether `node` needs nothing: at the target (or recorded done), and not ours in flight.

@@ -120,10 +120,8 @@ pub use machine::{
     DRAIN_ROUNDS, DrainFailed, Failure, Intent, Mark, NodeMachine, NodeResult, Observation, Step,
     UpgradeStep,
 };
-pub use nodejob_core::drive::{
-    EventSink, FenceEvent, Outcome, Placement, PlanError, Selecting, Stop,
-};
 pub use nodejob_roll::Window;
+pub use nodejob_roll::{EventSink, FenceEvent, Outcome, Placement, PlanError, Selecting, Stop};
 pub use nodejob_roll::{Group, batches};
 pub use order::{groups, is_control_plane};
 pub use plan::{MaxUnavailable, NSENTER, Plan, PlanSpec, VersionSource};

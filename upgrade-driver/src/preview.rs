@@ -3,16 +3,16 @@
 
 use k8s_openapi::api::core::v1::Pod;
 use nodejob_core::drain::{Verdict, verdict};
-use nodejob_core::drive::lease_holder;
 use nodejob_core::{DryRun, Eviction, LeaseApi, NodeApi, PodApi};
+use nodejob_roll::lease_holder;
 use serde::Serialize;
 
 use crate::Error;
 use crate::drive::{at_target, cordoned_by_us, retry, select_nodes};
 use crate::order::groups;
-use nodejob_roll::batches;
 use crate::plan::Plan;
 use crate::records::{self, unschedulable, version};
+use nodejob_roll::batches;
 
 /// What would happen to one Pod of a node.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

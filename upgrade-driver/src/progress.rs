@@ -1,7 +1,7 @@
 //! [`Progress`]: the typed events of a run, as a terminal draws bars from them and a server
 //! streams them; [`ProgressSink`] receives them; [`Report`] is what a run ends with.
 
-use nodejob_core::drive::{DriverEvent, EventSink, FenceEvent, Outcome};
+use nodejob_roll::{DriverEvent, EventSink, FenceEvent, Outcome};
 use serde::Serialize;
 
 use crate::machine::{Failure, NodeResult, UpgradeStep};
@@ -74,7 +74,7 @@ pub enum Progress {
         why: String,
     },
     /// The Lease acquired, renewed, or lost (the run stops before its next write), as the
-    /// [`Fence`](nodejob_core::drive::Fence) tells it; serialised as the event itself:
+    /// [`Fence`](nodejob_roll::Fence) tells it; serialised as the event itself:
     /// `lease_acquired`, `lease_renewed`, `lease_lost`.
     // Untagged, so last: serde wants untagged variants at the end.
     #[serde(untagged)]
