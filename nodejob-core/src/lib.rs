@@ -30,6 +30,7 @@ pub mod drive;
 mod error;
 pub mod event;
 pub mod fenced;
+pub mod forward;
 mod job;
 pub mod lease;
 mod names;
@@ -49,6 +50,7 @@ pub use error::{
     Action, ApiError, Error, ErrorKind, JobRef, ObjectKind, Operation, Result, Target,
 };
 pub use event::{EventType, node_event};
+pub use forward::{Answer, Layer, Request};
 pub use job::{CONTROLLER_UID_LABEL, IMAGE, NODE_ANNOTATION, build};
 pub use names::{is_dns1123_subdomain, node_label_value, trunc_name};
 pub use runner::{

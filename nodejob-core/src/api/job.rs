@@ -1,6 +1,5 @@
 //! [`JobApi`]: Jobs, their Pods' logs and Events.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -81,57 +80,3 @@ pub trait JobApi: Clock {
         timeout: Duration,
     ) -> ApiResult<Change<Job>>;
 }
-
-macro_rules! forward {
-    ($($ptr:ty),*) => {$(
-        #[async_trait]
-        impl<T: JobApi + ?Sized> JobApi for $ptr {
-            async fn create_job(&self, job: &Job) -> ApiResult<Job> {
-                (**self).create_job(job).await
-            }
-            async fn get_job(&self, namespace: &str, name: &str) -> ApiResult<Job> {
-                (**self).get_job(namespace, name).await
-            }
-            async fn list_jobs(&self, namespace: &str, label_selector: &str) -> ApiResult<Vec<Job>> {
-                (**self).list_jobs(namespace, label_selector).await
-            }
-            async fn delete_job(
-                &self,
-                namespace: &str,
-                name: &str,
-                preconditions: Option<&Preconditions>,
-            ) -> ApiResult<()> {
-                (**self).delete_job(namespace, name, preconditions).await
-            }
-            async fn list_pods(&self, namespace: &str, label_selector: &str) -> ApiResult<Vec<Pod>> {
-                (**self).list_pods(namespace, label_selector).await
-            }
-            async fn pod_log(
-                &self,
-                namespace: &str,
-                pod: &str,
-                container: &str,
-                limit_bytes: u64,
-            ) -> ApiResult<String> {
-                (**self).pod_log(namespace, pod, container, limit_bytes).await
-            }
-            async fn list_events(&self, namespace: &str, involved_uid: &str) -> ApiResult<Vec<Event>> {
-                (**self).list_events(namespace, involved_uid).await
-            }
-            async fn create_event(&self, event: &Event) -> ApiResult<Event> {
-                (**self).create_event(event).await
-            }
-            async fn wait_job(
-                &self,
-                namespace: &str,
-                name: &str,
-                since: Option<&str>,
-                timeout: Duration,
-            ) -> ApiResult<Change<Job>> {
-                (**self).wait_job(namespace, name, since, timeout).await
-            }
-        }
-    )*};
-}
-
-forward!(&T, Arc<T>, Box<T>);

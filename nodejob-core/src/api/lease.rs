@@ -1,7 +1,5 @@
 //! [`LeaseApi`]: `coordination.k8s.io/v1` Leases, the cluster-wide lock of the drivers.
 
-use std::sync::Arc;
-
 use async_trait::async_trait;
 use k8s_openapi::api::coordination::v1::Lease;
 
@@ -25,22 +23,3 @@ pub trait LeaseApi: Clock {
     /// writes.
     async fn replace_lease(&self, lease: &Lease) -> ApiResult<Lease>;
 }
-
-macro_rules! forward {
-    ($($ptr:ty),*) => {$(
-        #[async_trait]
-        impl<T: LeaseApi + ?Sized> LeaseApi for $ptr {
-            async fn get_lease(&self, namespace: &str, name: &str) -> ApiResult<Lease> {
-                (**self).get_lease(namespace, name).await
-            }
-            async fn create_lease(&self, lease: &Lease) -> ApiResult<Lease> {
-                (**self).create_lease(lease).await
-            }
-            async fn replace_lease(&self, lease: &Lease) -> ApiResult<Lease> {
-                (**self).replace_lease(lease).await
-            }
-        }
-    )*};
-}
-
-forward!(&T, Arc<T>, Box<T>);

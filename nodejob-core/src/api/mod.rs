@@ -19,7 +19,6 @@ mod node;
 mod pod;
 mod verb;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -59,22 +58,3 @@ pub enum Change<K> {
     /// Nothing changed before the timeout.
     TimedOut,
 }
-
-macro_rules! forward_clock {
-    ($($ptr:ty),*) => {$(
-        #[async_trait]
-        impl<T: Clock + ?Sized> Clock for $ptr {
-            fn now(&self) -> Duration {
-                (**self).now()
-            }
-            async fn sleep(&self, duration: Duration) {
-                (**self).sleep(duration).await
-            }
-            fn wall_time(&self) -> Timestamp {
-                (**self).wall_time()
-            }
-        }
-    )*};
-}
-
-forward_clock!(&T, Arc<T>, Box<T>);

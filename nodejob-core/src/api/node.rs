@@ -1,6 +1,5 @@
 //! [`NodeApi`]: Nodes, read, watched and patched under a resourceVersion precondition.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -108,35 +107,3 @@ pub trait NodeApi: Clock {
         changes: &[NodeChange],
     ) -> ApiResult<Node>;
 }
-
-macro_rules! forward {
-    ($($ptr:ty),*) => {$(
-        #[async_trait]
-        impl<T: NodeApi + ?Sized> NodeApi for $ptr {
-            async fn get_node(&self, name: &str) -> ApiResult<Node> {
-                (**self).get_node(name).await
-            }
-            async fn list_nodes(&self, label_selector: &str) -> ApiResult<Vec<Node>> {
-                (**self).list_nodes(label_selector).await
-            }
-            async fn wait_node(
-                &self,
-                name: &str,
-                since: Option<&str>,
-                timeout: Duration,
-            ) -> ApiResult<Change<Node>> {
-                (**self).wait_node(name, since, timeout).await
-            }
-            async fn patch_node(
-                &self,
-                name: &str,
-                resource_version: &str,
-                changes: &[NodeChange],
-            ) -> ApiResult<Node> {
-                (**self).patch_node(name, resource_version, changes).await
-            }
-        }
-    )*};
-}
-
-forward!(&T, Arc<T>, Box<T>);

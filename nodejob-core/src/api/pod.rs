@@ -1,6 +1,5 @@
 //! [`PodApi`]: the Pods bound to a node, and their eviction.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -78,38 +77,3 @@ pub trait PodApi: Clock {
         dry_run: DryRun,
     ) -> ApiResult<Eviction>;
 }
-
-macro_rules! forward {
-    ($($ptr:ty),*) => {$(
-        #[async_trait]
-        impl<T: PodApi + ?Sized> PodApi for $ptr {
-            async fn list_node_pods(&self, node: &str) -> ApiResult<Vec<Pod>> {
-                (**self).list_node_pods(node).await
-            }
-            async fn get_pod(&self, namespace: &str, name: &str) -> ApiResult<Pod> {
-                (**self).get_pod(namespace, name).await
-            }
-            async fn wait_pod(
-                &self,
-                namespace: &str,
-                name: &str,
-                since: Option<&str>,
-                timeout: Duration,
-            ) -> ApiResult<Change<Pod>> {
-                (**self).wait_pod(namespace, name, since, timeout).await
-            }
-            async fn evict_pod(
-                &self,
-                namespace: &str,
-                name: &str,
-                uid: &str,
-                grace_period: Option<Duration>,
-                dry_run: DryRun,
-            ) -> ApiResult<Eviction> {
-                (**self).evict_pod(namespace, name, uid, grace_period, dry_run).await
-            }
-        }
-    )*};
-}
-
-forward!(&T, Arc<T>, Box<T>);

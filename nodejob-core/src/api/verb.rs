@@ -67,6 +67,23 @@ verbs! {
     }
 }
 
+impl Verb {
+    /// Whether the verb changes the cluster (creates, deletes, patches, evicts, replaces),
+    /// a dry run aside.
+    pub fn writes(self) -> bool {
+        matches!(
+            self,
+            Verb::CreateJob
+                | Verb::DeleteJob
+                | Verb::CreateEvent
+                | Verb::PatchNode
+                | Verb::EvictPod
+                | Verb::CreateLease
+                | Verb::ReplaceLease
+        )
+    }
+}
+
 impl std::fmt::Display for Verb {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         std::fmt::Debug::fmt(self, f)
