@@ -19,11 +19,13 @@
 //! host-Job, Event and node-patch helpers) is re-exported here from `nodejob-core`'s `drive`
 //! module, whence it moves into this crate.
 
+pub mod context;
 pub mod engine;
 pub mod limits;
 pub mod order;
 pub mod window;
 
+pub use context::{Closed, Context, Ledger};
 pub use engine::{
     Admission, Admit, End, Engine, FixedWidth, Fleet, MaxUnavailable, NodeEnd, RollEvent, Tally,
 };

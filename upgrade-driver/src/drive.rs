@@ -3,7 +3,7 @@
 //! report.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -14,11 +14,10 @@ use nodejob_core::runner::{Mode, Policy, run_with};
 use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{ApiError, EventType, JobApi, LeaseApi, NodeApi, PodApi, ready, run_exit_code};
 pub(crate) use nodejob_roll::retry;
+use nodejob_roll::{Context, End, Fleet, Group, Ledger, MaxUnavailable, Tally};
 use nodejob_roll::{
-    DriverEvent, Fence, NoteSink, Outcome, delete_job_of, fence_events, millis, patch_node_again,
-    write_node_event,
+    DriverEvent, NoteSink, Outcome, delete_job_of, millis, patch_node_again, write_node_event,
 };
-use nodejob_roll::{End, Engine, Fleet, Group, MaxUnavailable, Tally};
 
 use crate::machine::{
     DrainFailed, Intent, Mark, NodeMachine, NodeResult, Observation, UpgradeStep,
@@ -35,18 +34,15 @@ pub const COMPONENT: &str = "nodejob-upgrade";
 
 /// The whole of one run: what every node future shares.
 struct Run<'a, A: ?Sized> {
+    /// The API, the Lease (every write fenced by it), the limits, the progress, and the nodes
+    /// in flight with the step each is at (what the report says of them when the roll is cut
+    /// short by the Lease lost while a host Job runs).
+    ctx: Context<'a, A, Progress, UpgradeStep>,
     api: &'a A,
     plan: &'a Plan,
-    progress: Arc<dyn ProgressSink>,
     stop: &'a Stop,
-    /// The Lease: every write is fenced by it; once lost, nothing more is written.
-    fence: Fence,
-    report: Mutex<Report>,
-    /// Each node's place in `report.nodes`.
-    slots: BTreeMap<String, usize>,
-    /// The nodes in flight, with the step each is at: what the report says of them when the
-    /// roll is cut short (the Lease lost while a host Job runs).
-    in_flight: Mutex<BTreeMap<String, UpgradeStep>>,
+    /// The report's node entries.
+    ledger: Ledger<NodeReport>,
 }
 
 /// Selects the plan's nodes: the selector's, narrowed to `nodes` when named. A named node that
@@ -108,22 +104,19 @@ where
         .collect();
     nodes.extend(carried);
     let spec = plan.spec();
-    let config = spec.placement().lease_config();
     let claim = Claim {
         operation: "upgrade".into(),
         target: plan.target().to_string(),
     };
-    let fence = Fence::acquire(api, &config, &claim, fence_events(&progress)).await?;
+    let limits = plan.limits(stop);
+    let ctx = Context::begin(api, &spec.placement(), &claim, limits, progress, started).await?;
     let refs: Vec<&Node> = nodes.iter().collect();
     let width = spec.max_unavailable.of(nodes.len());
     let order = groups(&refs, width);
     let by_name: BTreeMap<&str, &Node> = nodes.iter().map(|n| (records::name(n), n)).collect();
-    let report = Report {
-        target: plan.target().to_string(),
-        nodes: order
-            .iter()
-            .flat_map(|g| &g.nodes)
-            .map(|name| NodeReport {
+    let entries = (order.iter().flat_map(|g| &g.nodes))
+        .map(|name| {
+            let entry = NodeReport {
                 name: name.clone(),
                 from: (by_name.get(name.as_str()))
                     .and_then(|n| version(n, &spec.version_source))
@@ -133,17 +126,12 @@ where
                 steps: Vec::new(),
                 pods_evicted: Vec::new(),
                 took_ms: 0,
-            })
-            .collect(),
-        outcome: Outcome::Done,
-        totals: Totals::default(),
-        lease: Vec::new(),
-    };
-    let slots = (report.nodes.iter().enumerate())
-        .map(|(i, n)| (n.name.clone(), i))
+            };
+            (name.clone(), entry)
+        })
         .collect();
     for name in &carried_names {
-        progress.event(&Progress::note(
+        ctx.progress.event(&Progress::note(
             name,
             "carried on: an earlier run left it in flight, though the plan does not select it \
              now"
@@ -151,23 +139,19 @@ where
         ));
     }
     let run = Run {
+        ctx,
         api,
         plan,
-        progress,
         stop,
-        fence,
-        report: Mutex::new(report),
-        slots,
-        in_flight: Mutex::new(BTreeMap::new()),
+        ledger: Ledger::new(entries),
     };
     // Renewed while anything waits (a host Job included): the renewer runs beside the roll.
-    let outcome = match run.fence.renewing(api, run.roll(&order, width)).await {
+    let outcome = match run.ctx.renewing(run.roll(&order, width)).await {
         Ok(outcome) => outcome,
         Err(why) => {
             // The roll was cut short where it stood: each node in flight is interrupted at its
             // step (a host Job goes on on the cluster; a rerun adopts it).
-            let in_flight = std::mem::take(&mut *run.in_flight.lock().unwrap());
-            for (name, step) in in_flight {
+            for (name, step) in run.ctx.cut_short() {
                 let why = format!("the Lease was lost: {why}");
                 run.finish_node(&name, NodeResult::Interrupted { step, why }, None);
             }
@@ -176,19 +160,24 @@ where
             }
         }
     };
-    let mut report = run.report.into_inner().unwrap();
-    report.lease = run.fence.release(api).await;
-    report.outcome = outcome;
-    report.totals = totals(&report, millis(api.now().saturating_sub(started)));
-    Ok(report)
+    let closed = run.ctx.end().await;
+    let nodes = run.ledger.into_inner();
+    let totals = totals(&nodes, closed.took_ms);
+    Ok(Report {
+        target: plan.target().to_string(),
+        nodes,
+        outcome,
+        totals,
+        lease: closed.lease,
+    })
 }
 
-fn totals(report: &Report, took_ms: u64) -> Totals {
+fn totals(nodes: &[NodeReport], took_ms: u64) -> Totals {
     let mut t = Totals {
         took_ms,
         ..Totals::default()
     };
-    for n in &report.nodes {
+    for n in nodes {
         match &n.result {
             None => t.not_started += 1,
             Some(NodeResult::Upgraded) => t.upgraded += 1,
@@ -207,20 +196,14 @@ where
 {
     /// Fences a write: the Lease still ours (renewed when due). Once lost, always lost.
     async fn check(&self) -> Result<(), String> {
-        self.fence.check(self.api).await
+        self.ctx.fence.check(self.api).await
     }
 
     /// Rolls the groups in order: one pass of the engine, `max_unavailable` read again before
     /// each batch; returns how it ended.
     async fn roll(&self, order: &[Group], width: usize) -> Outcome {
-        let limits = self.plan.limits(self.stop);
-        let engine = Engine {
-            api: self.api,
-            fence: &self.fence,
-            limits: &limits,
-            progress: self.progress.clone(),
-        };
-        let mut admission = MaxUnavailable::new(self, width, order, self.progress.clone());
+        let engine = self.ctx.engine();
+        let mut admission = MaxUnavailable::new(self, width, order, self.ctx.progress.clone());
         let mut tally = Tally::default();
         let end = engine
             .pass(&mut tally, order, &mut admission, |name| async move {
@@ -236,13 +219,12 @@ where
     }
 
     fn failed_outcome(&self) -> Outcome {
-        let report = self.report.lock().unwrap();
-        let nodes: Vec<&str> = report
-            .nodes
-            .iter()
-            .filter(|n| n.failure().is_some())
-            .map(|n| n.name.as_str())
-            .collect();
+        let nodes: Vec<String> = self.ledger.read(|nodes| {
+            (nodes.iter())
+                .filter(|n| n.failure().is_some())
+                .map(|n| n.name.clone())
+                .collect()
+        });
         Outcome::Failed {
             retry: format!(
                 "nodejob upgrade --to {} --nodes {}  (or the same command as before: a rerun \
@@ -264,14 +246,11 @@ where
 
     /// Updates the report of node `name` (a node of the plan).
     fn node_report(&self, name: &str, update: impl FnOnce(&mut NodeReport)) {
-        let mut report = self.report.lock().unwrap();
-        if let Some(n) = (self.slots.get(name)).and_then(|&i| report.nodes.get_mut(i)) {
-            update(n);
-        }
+        self.ledger.update(name, update);
     }
 
     fn note(&self, node: &str, message: String) {
-        self.progress.event(&Progress::note(node, message));
+        self.ctx.progress.event(&Progress::note(node, message));
     }
 
     /// One node, start to end.
@@ -290,13 +269,13 @@ where
                 return self.end_node(name, result, None, started);
             }
         };
-        let epoch = self.fence.epoch();
+        let epoch = self.ctx.fence.epoch();
         let mut machine = NodeMachine::new(self.plan, epoch);
         let mut step = machine.start(Box::new(first));
         let mut last: Option<Node> = None;
         let mut step_started = api.now();
         loop {
-            (self.in_flight.lock().unwrap()).insert(name.to_string(), machine.current_step());
+            self.ctx.flying(name, machine.current_step());
             // The fence first: once the Lease is lost, not even an Event is written.
             let fenced = matches!(
                 step.intent,
@@ -327,7 +306,7 @@ where
                     Mark::Started(_) if stop_here => {}
                     Mark::Started(s) => {
                         step_started = api.now();
-                        self.progress.event(&Progress::StepStarted {
+                        self.ctx.progress.event(&Progress::StepStarted {
                             node: name.to_string(),
                             step: s,
                         });
@@ -335,7 +314,7 @@ where
                     Mark::Finished(s, message) => {
                         let took = api.now().saturating_sub(step_started);
                         self.node_report(name, |n| n.steps.push((s, millis(took))));
-                        self.progress.event(&Progress::StepFinished {
+                        self.ctx.progress.event(&Progress::StepFinished {
                             node: name.to_string(),
                             step: s,
                             took_ms: millis(took),
@@ -346,7 +325,7 @@ where
                     }
                     Mark::Evicted(pods) => {
                         self.node_report(name, |n| n.pods_evicted.extend(pods.iter().cloned()));
-                        self.progress.event(&Progress::PodsEvicted {
+                        self.ctx.progress.event(&Progress::PodsEvicted {
                             node: name.to_string(),
                             pods,
                         });
@@ -364,10 +343,10 @@ where
             let obs = match step.intent {
                 // A step that failed once the Lease was lost may have failed of the loss (a
                 // drain refused its next eviction): the node is interrupted, not failed.
-                Intent::Done(NodeResult::Failed(f)) if self.fence.lost().is_some() => {
+                Intent::Done(NodeResult::Failed(f)) if self.ctx.fence.lost().is_some() => {
                     let why = format!(
                         "the Lease was lost: {}; the step then: {}",
-                        self.fence.lost().unwrap_or_default(),
+                        self.ctx.fence.lost().unwrap_or_default(),
                         f.message
                     );
                     let result = NodeResult::Interrupted { step: f.step, why };
@@ -393,10 +372,10 @@ where
                     Err(e) => Observation::Failed(e),
                 },
                 Intent::Drain => {
-                    let notes = NoteSink::to(name, &self.progress);
+                    let notes = NoteSink::to(name, &self.ctx.progress);
                     let mut drained = Drained::default();
                     let options = &self.plan.spec().drain;
-                    let pods = Fenced::new(api, &self.fence);
+                    let pods = Fenced::new(api, &self.ctx.fence);
                     match drain_into(&pods, name, options, &notes, &mut drained).await {
                         Ok(()) => Observation::Drained(Ok(drained)),
                         Err(e) => Observation::Drained(Err(DrainFailed {
@@ -433,7 +412,7 @@ where
                 }
                 Intent::Host { adopt } => {
                     let mut spec = self.plan.host_spec(name);
-                    spec.output = Some(Arc::new(NoteSink::to(name, &self.progress)));
+                    spec.output = Some(Arc::new(NoteSink::to(name, &self.ctx.progress)));
                     let policy = Policy { adopt, keep: true };
                     // Renewed while the host Job runs: the renewer runs beside the roll.
                     Observation::Host(
@@ -483,7 +462,7 @@ where
                     let Some(mut spec) = self.plan.health_spec(name) else {
                         return self.end_node(name, NodeResult::Upgraded, last.as_ref(), started);
                     };
-                    spec.output = Some(Arc::new(NoteSink::to(name, &self.progress)));
+                    spec.output = Some(Arc::new(NoteSink::to(name, &self.ctx.progress)));
                     Observation::Health(run_exit_code(api, &spec).await.map_err(|e| e.to_string()))
                 }
             };
@@ -499,10 +478,10 @@ where
         started: Duration,
     ) -> NodeResult {
         let took = self.api.now().saturating_sub(started);
-        self.in_flight.lock().unwrap().remove(name);
+        self.ctx.landed(name);
         self.finish_node(name, result.clone(), node);
         self.node_report(name, |n| n.took_ms = millis(took));
-        self.progress.event(&Progress::NodeFinished {
+        self.ctx.progress.event(&Progress::NodeFinished {
             node: name.to_string(),
             result: result.clone(),
             took_ms: millis(took),
@@ -532,7 +511,7 @@ where
     /// Records an Event on the node; a failure to is a note, never the node's failure. Nothing
     /// is written once the Lease is lost.
     async fn event(&self, node: &str, kind: EventType, reason: &str, message: &str) {
-        if self.fence.lost().is_some() {
+        if self.ctx.fence.lost().is_some() {
             return;
         }
         let ns = &self.plan.spec().namespace;
@@ -602,7 +581,7 @@ where
         let Some(why) = why else {
             return true;
         };
-        self.progress.event(&Progress::NodeSkipped {
+        self.ctx.progress.event(&Progress::NodeSkipped {
             node: name.to_string(),
             why: why.clone(),
         });

@@ -13,7 +13,7 @@ use nodejob_roll::{Limits, Placement, PlanError, Stop, Window, check_selection, 
 pub(crate) const PREFIX: &str = "stratum.ciq.com/";
 
 /// Where a node reports its version.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub enum VersionSource {
     /// `status.nodeInfo.kubeletVersion` (an upgrade that moves the kubelet).
     #[default]
@@ -25,7 +25,7 @@ pub enum VersionSource {
 }
 
 /// How many nodes of the plan may be unavailable at once (cordoned by us, or NotReady).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub enum MaxUnavailable {
     /// At most this many.
     Count(u32),
@@ -63,8 +63,9 @@ impl std::str::FromStr for MaxUnavailable {
     }
 }
 
-/// The fields of a [`Plan`], every one with a default but the target.
-#[derive(Clone, Debug, PartialEq)]
+/// The fields of a [`Plan`], every one with a default but the target. Serialised whole (a
+/// preview token hashes it), so a new field must serialise.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct PlanSpec {
     /// The version every node is moved to, e.g. `v1.38.0`.
     pub target: String,
@@ -77,6 +78,7 @@ pub struct PlanSpec {
     /// How many nodes of the plan may be unavailable at once.
     pub max_unavailable: MaxUnavailable,
     /// How each node is drained.
+    #[serde(serialize_with = "debug_form")]
     pub drain: DrainOptions,
     /// The host Job's `activeDeadlineSeconds`.
     pub deadline: Duration,
@@ -91,6 +93,7 @@ pub struct PlanSpec {
     /// uncordoned; every `{version}` becomes the target. `None`: no check.
     pub health_check: Option<Vec<String>>,
     /// When nodes may start.
+    #[serde(serialize_with = "debug_form")]
     pub window: Option<Window>,
     /// Stop starting nodes once this many failed.
     pub failure_budget: u32,
@@ -107,6 +110,15 @@ pub struct PlanSpec {
     pub identity: String,
     /// `leaseDurationSeconds`: renewed every third of it.
     pub lease_duration: Duration,
+}
+
+/// Serialises a field whose type, of another crate, is not `Serialize`, as its derived `Debug`
+/// text, which shows every field.
+fn debug_form<T: std::fmt::Debug, S: serde::Serializer>(
+    value: &T,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_str(&format_args!("{value:?}"))
 }
 
 impl PlanSpec {

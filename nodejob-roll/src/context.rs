@@ -1,0 +1,171 @@
+//! [`Context`]: what one run of a driver shares with every node future: the API, the Lease
+//! as a [`Fence`], the [`Limits`], the progress, the nodes in flight with the step each is at;
+//! and [`Ledger`], the per-node entries of the run's report. The start (acquire the Lease)
+//! and the finish (release it, the history, how long it took) are written here once.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nodejob_core::LeaseApi;
+use nodejob_core::drive::{EventSink, Fence, Placement, fence_events, millis};
+use nodejob_core::lease::Claim;
+
+use crate::engine::{Engine, RollEvent};
+use crate::limits::Limits;
+
+/// One run of a driver: begun with the Lease acquired ([`Context::begin`]), ended with it
+/// released ([`Context::end`]). `S` is the driver's step: what the report says of a node in
+/// flight when the run is cut short.
+pub struct Context<'a, A: ?Sized, E, S> {
+    /// The backend.
+    pub api: &'a A,
+    /// The Lease: every write is fenced by it; once lost, nothing more is written.
+    pub fence: Fence,
+    /// What keeps the next batch from starting.
+    pub limits: Limits,
+    /// Where the run's events go.
+    pub progress: Arc<dyn EventSink<E>>,
+    started: Duration,
+    in_flight: Mutex<BTreeMap<String, S>>,
+}
+
+/// What [`Context::end`] answers for the report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Closed {
+    /// The Lease's history in this run: acquired (how), renewals, released or lost.
+    pub lease: Vec<String>,
+    /// From [`Context::begin`] to the Lease released, milliseconds of the backend's clock.
+    pub took_ms: u64,
+}
+
+impl<'a, A, E, S> Context<'a, A, E, S>
+where
+    A: LeaseApi + ?Sized,
+    E: RollEvent + 'static,
+    S: Clone,
+{
+    /// Acquires the Lease of `placement` for `claim` (its events told to `progress`); the
+    /// run's time counts from `started` (on the backend's clock, before the nodes were read).
+    ///
+    /// # Errors
+    /// The Lease is held by another, or could not be read or written.
+    pub async fn begin(
+        api: &'a A,
+        placement: &Placement,
+        claim: &Claim,
+        limits: Limits,
+        progress: Arc<dyn EventSink<E>>,
+        started: Duration,
+    ) -> Result<Self, nodejob_core::Error> {
+        let fence = Fence::acquire(
+            api,
+            &placement.lease_config(),
+            claim,
+            fence_events(&progress),
+        )
+        .await?;
+        Ok(Context {
+            api,
+            fence,
+            limits,
+            progress,
+            started,
+            in_flight: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    /// The engine over this run's Lease, limits and progress.
+    pub fn engine(&self) -> Engine<'_, A, E> {
+        Engine {
+            api: self.api,
+            fence: &self.fence,
+            limits: &self.limits,
+            progress: self.progress.clone(),
+        }
+    }
+
+    /// Runs `work` with the Lease renewed while it waits; `Err(why)`: the Lease was lost and
+    /// `work` was dropped where it stood (the nodes in flight are [`Context::cut_short`]).
+    pub async fn renewing<F: Future>(&self, work: F) -> Result<F::Output, String> {
+        self.fence.renewing(self.api, work).await
+    }
+
+    /// Tells one event.
+    pub fn tell(&self, event: &E) {
+        self.progress.event(event);
+    }
+
+    /// `node` is in flight at `step`.
+    pub fn flying(&self, node: &str, step: S) {
+        self.in_flight_map().insert(node.to_string(), step);
+    }
+
+    /// `node` is no longer in flight.
+    pub fn landed(&self, node: &str) {
+        self.in_flight_map().remove(node);
+    }
+
+    /// The nodes in flight when the run was cut short, each with its step; none after.
+    pub fn cut_short(&self) -> BTreeMap<String, S> {
+        std::mem::take(&mut *self.in_flight_map())
+    }
+
+    fn in_flight_map(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, S>> {
+        self.in_flight.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Milliseconds of the backend's clock since `since`.
+    pub fn since(&self, since: Duration) -> u64 {
+        millis(self.api.now().saturating_sub(since))
+    }
+
+    /// Releases the Lease (a lost one is not written to); answers its history and the run's
+    /// duration.
+    pub async fn end(self) -> Closed {
+        let lease = self.fence.release(self.api).await;
+        Closed {
+            lease,
+            took_ms: millis(self.api.now().saturating_sub(self.started)),
+        }
+    }
+}
+
+/// The per-node entries of a run's report, in the order of the roll, each found by name.
+#[derive(Debug)]
+pub struct Ledger<N> {
+    nodes: Mutex<Vec<N>>,
+    slots: BTreeMap<String, usize>,
+}
+
+impl<N> Ledger<N> {
+    /// The entries `nodes`, each under its name.
+    pub fn new(nodes: Vec<(String, N)>) -> Self {
+        let slots = (nodes.iter().enumerate())
+            .map(|(i, (name, _))| (name.clone(), i))
+            .collect();
+        Ledger {
+            nodes: Mutex::new(nodes.into_iter().map(|(_, n)| n).collect()),
+            slots,
+        }
+    }
+
+    /// Updates the entry of `name`; a name not in the ledger is ignored.
+    pub fn update(&self, name: &str, update: impl FnOnce(&mut N)) {
+        let mut nodes = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = self.slots.get(name).and_then(|&i| nodes.get_mut(i)) {
+            update(n);
+        }
+    }
+
+    /// Reads the entries.
+    pub fn read<T>(&self, read: impl FnOnce(&[N]) -> T) -> T {
+        read(&self.nodes.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// The entries, in order.
+    pub fn into_inner(self) -> Vec<N> {
+        self.nodes.into_inner().unwrap_or_else(|e| e.into_inner())
+    }
+}
