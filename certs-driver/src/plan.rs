@@ -77,8 +77,9 @@ impl fmt::Display for Fingerprint {
     }
 }
 
-/// The fields of a [`Plan`], every one with a default but the new CA.
-#[derive(Clone, PartialEq)]
+/// The fields of a [`Plan`], every one with a default but the new CA. Serialised whole (a
+/// preview token hashes it), so a new field must serialise.
+#[derive(Clone, PartialEq, serde::Serialize)]
 pub struct PlanSpec {
     /// The new CA's certificate, PEM: one `CERTIFICATE` block holding one X.509 certificate
     /// with `basicConstraints` CA:TRUE, and nothing secret. The driver checks it against

@@ -1,4 +1,5 @@
-//! The command line (clap derive).
+//! The command line: clap's types, and nothing else (what the flags mean for a plan is
+//! [`crate::settings`]'s).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -6,7 +7,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use upgrade_driver::MaxUnavailable;
 
-use crate::output::Format;
+use crate::parse;
 
 /// Run privileged, node-pinned Kubernetes Jobs: rolling node upgrades, cluster CA rotations and
 /// one-off host commands.
@@ -31,7 +32,7 @@ pub(crate) struct Cli {
 }
 
 /// Flags every subcommand takes.
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 pub(crate) struct Global {
     /// The kubeconfig file (as kubectl's `--kubeconfig`).
     #[arg(long, global = true, env = "KUBECONFIG", hide_env_values = true)]
@@ -49,6 +50,15 @@ pub(crate) struct Global {
     /// `text` for people; `json`: one event per line, for automation.
     #[arg(short, long, global = true, value_enum, default_value = "text")]
     pub(crate) output: Format,
+}
+
+/// `--output`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Format {
+    /// For people: bars on a terminal, timestamped lines otherwise.
+    Text,
+    /// For automation: one JSON object per line.
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -114,10 +124,10 @@ pub(crate) struct Upgrade {
     #[arg(long, value_delimiter = ',')]
     pub(crate) nodes: Vec<String>,
     /// How many nodes may be unavailable at once: a count or a percentage (25%).
-    #[arg(long, default_value = "1", value_parser = parse_max_unavailable)]
+    #[arg(long, default_value = "1", value_parser = parse::max_unavailable)]
     pub(crate) max_unavailable: MaxUnavailable,
     /// The drain's bound per node (90s, 10m, 1h).
-    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    #[arg(long, default_value = "10m", value_parser = parse::duration)]
     pub(crate) drain_timeout: Duration,
     /// Evict Pods with emptyDir volumes (their data is lost).
     #[arg(long)]
@@ -126,10 +136,10 @@ pub(crate) struct Upgrade {
     #[arg(long)]
     pub(crate) force: bool,
     /// The host upgrade Job's deadline.
-    #[arg(long, default_value = "30m", value_parser = parse_duration)]
+    #[arg(long, default_value = "30m", value_parser = parse::duration)]
     pub(crate) deadline: Duration,
     /// How long a node has to reboot and come back Ready at the target.
-    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    #[arg(long, default_value = "10m", value_parser = parse::duration)]
     pub(crate) reboot_timeout: Duration,
     /// The on-host binary.
     #[arg(long, default_value = "/usr/local/bin/stratum")]
@@ -175,10 +185,10 @@ pub(crate) struct RotateCa {
     #[arg(long, default_value = "1")]
     pub(crate) concurrency: u32,
     /// Each host Job's deadline.
-    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    #[arg(long, default_value = "10m", value_parser = parse::duration)]
     pub(crate) deadline: Duration,
     /// After `issue`, how long a node has to restart its components and be Ready again.
-    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    #[arg(long, default_value = "10m", value_parser = parse::duration)]
     pub(crate) ready_timeout: Duration,
     /// The on-host binary.
     #[arg(long, default_value = "/usr/local/bin/stratum")]
@@ -219,7 +229,7 @@ pub(crate) struct JobArgs {
     #[arg(long)]
     pub(crate) critical: bool,
     /// The Job's deadline.
-    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    #[arg(long, default_value = "10m", value_parser = parse::duration)]
     pub(crate) deadline: Duration,
     /// The Job's name (default: `nodejob-run-<node>`).
     #[arg(long)]
@@ -264,43 +274,4 @@ pub(crate) struct Mcp {
 pub(crate) struct Status {
     #[command(flatten)]
     pub(crate) sim: SimulateHistory,
-}
-
-pub(crate) fn parse_max_unavailable(s: &str) -> Result<MaxUnavailable, String> {
-    let m: MaxUnavailable = s.parse()?;
-    match m {
-        MaxUnavailable::Count(0) => Err("must be at least 1".into()),
-        MaxUnavailable::Percent(p) if p == 0 || p > 100 => {
-            Err(format!("{p}% must be between 1% and 100%"))
-        }
-        m => Ok(m),
-    }
-}
-
-/// `90s`, `10m`, `1h30m`, `2h`; a bare number is seconds. Zero is refused.
-pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
-    let bad = || format!("{s:?} is not a duration such as 90s, 10m or 1h30m");
-    let mut total = 0u64;
-    let mut number = String::new();
-    for c in s.trim().chars() {
-        if c.is_ascii_digit() {
-            number.push(c);
-            continue;
-        }
-        let n: u64 = number.parse().map_err(|_| bad())?;
-        number.clear();
-        total += n * match c {
-            'h' => 3600,
-            'm' => 60,
-            's' => 1,
-            _ => return Err(bad()),
-        };
-    }
-    if !number.is_empty() {
-        total += number.parse::<u64>().map_err(|_| bad())?;
-    }
-    if total == 0 {
-        return Err(format!("{s:?}: must be more than zero"));
-    }
-    Ok(Duration::from_secs(total))
 }

@@ -2,98 +2,54 @@
 //! cluster (kubeconfig as kubectl loads it) or, with `--simulate N`, an in-memory cluster of N
 //! nodes.
 //!
-//! The only crate where a backend (`nodejob-kube`, `nodejob-fake`) meets a driver.
+//! The only crate where a backend (`nodejob-kube`, `nodejob-fake`) meets a driver. Laid out as
+//! uv's: [`args`] holds clap's types, [`settings`] turns flags and MCP arguments into each
+//! driver's plan, [`backend`] is the one place that tells a simulated cluster from a real one,
+//! [`present`] makes every text a person reads, `commands/` holds one file per command and
+//! `mcp/` the MCP server. This file is the only one that names every command.
+//!
+//! ```text
+//!  main ─▶ commands::<cmd> ─┬▶ settings ─▶ parse        mcp ─▶ mcp::{ops, tools, params,
+//!                           ├▶ backend ─▶ sim                  stream, token} ─▶ (the same)
+//!                           ├▶ present ─▶ inspect
+//!                           └▶ render ─▶ present
+//! ```
 
-/// `println!` for what the command prints on stdout, through [`stdout_write`]: a reader that
-/// went away ends the process quietly instead of a panic.
-macro_rules! outln {
-    () => { $crate::stdout_write(format_args!("\n")) };
-    ($($t:tt)*) => { $crate::stdout_write(format_args!("{}\n", format_args!($($t)*))) };
-}
-
-/// `print!` through [`stdout_write`].
-macro_rules! out {
-    ($($t:tt)*) => { $crate::stdout_write(format_args!($($t)*)) };
-}
+#[macro_use]
+mod stdout;
 
 mod args;
+mod backend;
 mod commands;
-mod jobs;
+mod exit;
+mod inspect;
+mod interrupt;
 mod mcp;
-mod output;
-mod rotate;
+mod parse;
+mod present;
+mod render;
+mod settings;
 mod sim;
-mod status;
 
-use std::io::Write as _;
 use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::args::Cli;
+use crate::args::{Cli, Command};
+use crate::exit::Exit;
 
-/// How the command ends, as scripts read it.
-#[derive(Debug)]
-pub(crate) struct Exit {
-    /// The process exit code.
-    pub(crate) code: u8,
-    /// What to print on stderr (nothing when empty).
-    pub(crate) message: String,
-}
-
-/// Exit codes.
-pub(crate) mod code {
-    /// Done.
-    pub(crate) const OK: u8 = 0;
-    /// The operation failed.
-    pub(crate) const FAILED: u8 = 1;
-    /// Bad usage or invalid input, before any API call.
-    pub(crate) const USAGE: u8 = 2;
-    /// Another holder has the Lease: try later.
-    pub(crate) const LEASE_HELD: u8 = 3;
-}
-
-impl Exit {
-    /// Ends with `code` and `message`.
-    pub(crate) fn with(code: u8, message: impl Into<String>) -> Self {
-        Exit {
-            code,
-            message: message.into(),
-        }
-    }
-
-    /// Bad usage or invalid input.
-    pub(crate) fn usage(message: impl Into<String>) -> Self {
-        Exit::with(code::USAGE, message)
-    }
-
-    /// The operation failed.
-    pub(crate) fn failed(message: impl Into<String>) -> Self {
-        Exit::with(code::FAILED, message)
-    }
-}
-
-impl From<anyhow::Error> for Exit {
-    fn from(e: anyhow::Error) -> Self {
-        Exit::failed(format!("{e:#}"))
-    }
-}
-
-/// The exit status a shell reports for a process ended by SIGPIPE (128 + 13).
-const BROKEN_PIPE: i32 = 141;
-
-/// Writes to stdout. When the reader has gone (`nodejob jobs | head`), the process ends at
-/// once with [`BROKEN_PIPE`], as a Unix tool killed by SIGPIPE does (Rust ignores the signal
-/// and `println!` would panic); a run in flight is then resumable as after Ctrl-C twice. Any
-/// other write error ends it with a message.
-pub(crate) fn stdout_write(args: std::fmt::Arguments<'_>) {
-    let mut out = std::io::stdout().lock();
-    if let Err(e) = out.write_fmt(args).and_then(|()| out.flush()) {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            std::process::exit(BROKEN_PIPE);
-        }
-        eprintln!("writing to stdout: {e}");
-        std::process::exit(i32::from(code::FAILED));
+/// Runs the command line.
+fn dispatch(cli: Cli) -> Result<Exit, Exit> {
+    let global = cli.global;
+    match cli.command {
+        Command::Upgrade(args) => commands::upgrade::upgrade(&global, args),
+        Command::RotateCa(args) => commands::rotate_ca::rotate_ca(&global, args),
+        Command::Run(args) => commands::run::run(&global, args),
+        Command::Render(args) => commands::render::render(&global, args),
+        Command::Jobs(args) => commands::jobs::jobs(&global, args),
+        Command::Status(args) => commands::status::status(&global, args),
+        Command::Mcp(args) => mcp::serve(&global, args),
+        Command::Completions { shell } => commands::completions::completions(shell),
     }
 }
 
@@ -111,7 +67,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter)),
         )
         .try_init();
-    let exit = commands::dispatch(cli).unwrap_or_else(|e| e);
+    let exit = dispatch(cli).unwrap_or_else(|e| e);
     if !exit.message.is_empty() {
         eprintln!("{}", exit.message);
     }

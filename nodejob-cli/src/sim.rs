@@ -19,7 +19,8 @@ use nodejob_core::{Clock, JobApi, build};
 use nodejob_fake::stratum::Fault;
 use nodejob_fake::{FakeCluster, Verb, host};
 
-use crate::Exit;
+use crate::exit::Exit;
+use crate::settings::{RUN_LABEL_KEY, SIMULATED_CA};
 
 /// The label of the simulated workers (the Deployment's node selector).
 const WORKER: (&str, &str) = ("node-role.kubernetes.io/worker", "");
@@ -28,11 +29,6 @@ const ZONE: &str = "topology.kubernetes.io/zone";
 
 /// Virtual seconds shown per real second.
 pub(crate) const SPEED: u32 = 100;
-
-/// The CA `rotate-ca --simulate` rotates to when no `--new-ca` is given: a public certificate
-/// made for the simulation alone (its key was discarded when it was signed), so a simulated
-/// rotation needs no file and shows the same fingerprint every time.
-pub(crate) const SIMULATED_CA: &str = include_str!("simulated-ca.pem");
 
 /// The version the simulated history upgrades to.
 const HISTORY_VERSION: &str = "v1.38.0";
@@ -139,7 +135,7 @@ pub(crate) async fn history(fake: &FakeCluster, n: usize, namespace: &str) -> Re
             namespace: namespace.to_string(),
             name: nodejob_core::trunc_name(&format!("nodejob-run-{first}")),
             node: first.clone(),
-            label_key: crate::commands::RUN_LABEL_KEY.into(),
+            label_key: RUN_LABEL_KEY.into(),
             container: "run".into(),
             argv: vec![
                 "/usr/local/bin/probe".into(),

@@ -21,15 +21,14 @@
 //!   and the server exits once the operation has stopped.
 //! - Nothing but the protocol is written to stdout: every runner's notes go to the stream.
 
-mod backend;
 mod ops;
 mod params;
 mod stream;
 mod token;
 mod tools;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
@@ -37,28 +36,21 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
-use upgrade_driver::Stop;
 
-use self::backend::Backend;
-use self::stream::LevelFilter;
+use self::ops::Session;
 use self::tools::Name;
 use crate::args::{Global, Mcp};
-use crate::commands::real_runtime;
-use crate::{Exit, code};
+use crate::backend::{Backend, Prepare, real_runtime};
+use crate::exit::Exit;
 
 /// Serves MCP on stdin/stdout until the client closes it, then waits for an operation still
 /// running to stop (after its step in flight).
 pub(crate) fn serve(global: &Global, args: Mcp) -> Result<Exit, Exit> {
-    let backend = Backend::new(global, args.sim.simulate)?;
+    let backend = Backend::new(global, args.sim.simulate)
+        .prepared(Prepare::Settle)
+        .session()?;
     let runtime = real_runtime()?;
-    let server = Server(Arc::new(Session {
-        backend,
-        global: copy(global),
-        level: Arc::new(LevelFilter::default()),
-        busy: Arc::new(tokio::sync::Mutex::new(())),
-        running: Mutex::new(None),
-        gone: AtomicBool::new(false),
-    }));
+    let server = Server(Arc::new(Session::new(backend, global.namespace.clone())));
     let exit = runtime.block_on(async {
         let (stdin, stdout) = rmcp::transport::stdio();
         let gone = server.clone();
@@ -70,43 +62,16 @@ pub(crate) fn serve(global: &Global, args: Mcp) -> Result<Exit, Exit> {
             .map_err(|e| Exit::failed(format!("starting the MCP session: {e}")))?;
         let _ = service.waiting().await;
         server.wind_down().await;
-        Ok(Exit::with(code::OK, ""))
+        Ok(Exit::ok())
     });
     // stdin is at its end: nothing is left to wait for.
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     exit
 }
 
-/// The global flags, again (clap's struct is not `Clone`).
-pub(crate) fn copy(global: &Global) -> Global {
-    Global {
-        kubeconfig: global.kubeconfig.clone(),
-        context: global.context.clone(),
-        namespace: global.namespace.clone(),
-        verbose: global.verbose,
-        output: global.output,
-    }
-}
-
 /// The server of one session.
 #[derive(Clone)]
 pub(crate) struct Server(Arc<Session>);
-
-/// What a session keeps.
-pub(crate) struct Session {
-    /// Where the API calls go.
-    backend: Backend,
-    /// The global flags (`--namespace` above all).
-    global: Global,
-    /// The least severity the client wants logged.
-    level: Arc<LevelFilter>,
-    /// Held by the mutating operation in flight.
-    busy: Arc<tokio::sync::Mutex<()>>,
-    /// The operation in flight: what it is, and how to stop it (an abort cannot be).
-    running: Mutex<Option<(String, Option<Stop>)>>,
-    /// Whether the client went away.
-    gone: AtomicBool,
-}
 
 impl Server {
     /// The client closed stdin: the operation in flight, if any, stops starting nodes (as

@@ -3,7 +3,8 @@
 //! its preview token matches the cluster as it is — run the driver, streaming its events.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
 
 use rmcp::RoleServer;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
@@ -13,17 +14,46 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 use upgrade_driver::Stop;
 
-use super::Session;
-use super::backend::Target;
-use super::params::{JobArguments, JobsArgs, RotateCaArgs, StatusArgs, UpgradeArgs, parse};
-use super::stream::{self, Line, Notifier, Severity, events};
+use super::params::{
+    JobArguments, JobsArgs, RotateCaArgs, StatusArgs, UpgradeArgs, driver_error, parse,
+};
+use super::stream::{self, LevelFilter, Line, Notifier, events};
 use super::token::{self, Operation};
 use super::tools::Name;
-use crate::commands::preview_text;
-use crate::jobs::{self as node_jobs, Unlisted};
-use crate::output::{seconds, summary};
-use crate::sim::Pacer;
-use crate::status::{self as cluster_status, Simulated, lease_name};
+use crate::backend::{self, Target};
+use crate::inspect::jobs::{self as node_jobs, Unlisted};
+use crate::inspect::status::{self as cluster_status, Simulated, lease_name};
+use crate::present::{self, Severity};
+
+/// What a session keeps.
+pub(crate) struct Session {
+    /// Where the API calls go.
+    pub(super) backend: backend::Session,
+    /// The namespace of the Jobs, the Lease and the Events (the server's `--namespace`).
+    pub(super) namespace: String,
+    /// The least severity the client wants logged.
+    pub(super) level: Arc<LevelFilter>,
+    /// Held by the mutating operation in flight.
+    pub(super) busy: Arc<tokio::sync::Mutex<()>>,
+    /// The operation in flight: what it is, and how to stop it (an abort cannot be).
+    pub(super) running: Mutex<Option<(String, Option<Stop>)>>,
+    /// Whether the client went away.
+    pub(super) gone: AtomicBool,
+}
+
+impl Session {
+    /// A session on `backend`, in `namespace`.
+    pub(super) fn new(backend: backend::Session, namespace: String) -> Self {
+        Session {
+            backend,
+            namespace,
+            level: Arc::new(LevelFilter::default()),
+            busy: Arc::new(tokio::sync::Mutex::new(())),
+            running: Mutex::new(None),
+            gone: AtomicBool::new(false),
+        }
+    }
+}
 
 /// Runs the tool `name` with `arguments`: its result, or why it was refused (a tool error).
 pub(crate) async fn call(
@@ -96,7 +126,7 @@ fn to_value<T: Serialize>(t: &T) -> Value {
 // ---- read-only ----------------------------------------------------------------------------------
 
 async fn status(s: &Session) -> Result<CallToolResult, String> {
-    let namespace = s.global.namespace.clone();
+    let namespace = s.namespace.clone();
     let nodes = s.backend.simulated_nodes().map(|n| n.len());
     let status = s
         .backend
@@ -109,14 +139,14 @@ async fn status(s: &Session) -> Result<CallToolResult, String> {
         })
         .await??;
     Ok(answer(
-        cluster_status::text(&status),
+        present::status::text(&status),
         to_value(&status),
         false,
     ))
 }
 
 async fn jobs(s: &Session, args: JobsArgs) -> Result<CallToolResult, String> {
-    let namespace = s.global.namespace.clone();
+    let namespace = s.namespace.clone();
     let selector = args.selector.unwrap_or_default();
     let listed = s
         .backend
@@ -137,15 +167,15 @@ async fn jobs(s: &Session, args: JobsArgs) -> Result<CallToolResult, String> {
     if let Some(why) = listed.pods_unread {
         return Err(why);
     }
-    let text = node_jobs::text(&listed.rows, &namespace);
+    let text = present::jobs::text(&listed.rows, &namespace);
     Ok(answer(text, json!({ "jobs": listed.rows }), false))
 }
 
 async fn render(s: &Session, args: JobArguments) -> Result<CallToolResult, String> {
-    let spec = args.spec(&s.global)?;
+    let spec = args.spec(&s.namespace)?;
     let job = nodejob_core::build(&spec);
     let yaml = serde_saphyr::to_string(&job).map_err(|e| format!("rendering the job: {e}"))?;
-    let plan = to_value(&job).to_string();
+    let plan = job.clone();
     let namespace = spec.namespace.clone();
     let name = spec.name.clone();
     // The token needs the cluster; the Job is shown even when it cannot be reached.
@@ -157,7 +187,7 @@ async fn render(s: &Session, args: JobArguments) -> Result<CallToolResult, Strin
             .await
             .and_then(|seen| seen);
     let (preview_token, token_error) = match seen {
-        Ok(seen) => (Some(token::token(Operation::Run, &plan, &seen)), None),
+        Ok(seen) => (Some(token::token(Operation::Run, &plan, &seen)?), None),
         Err(why) => (None, Some(format!("no preview_token: {why}"))),
     };
     let mut text = yaml.clone();
@@ -181,8 +211,7 @@ async fn render(s: &Session, args: JobArguments) -> Result<CallToolResult, Strin
 }
 
 async fn upgrade_preview(s: &Session, args: UpgradeArgs) -> Result<CallToolResult, String> {
-    let plan = args.plan(&s.global.namespace)?;
-    let plan_text = format!("{:?}", plan.spec());
+    let plan = args.plan(&s.namespace)?;
     let (preview, preview_token) = s
         .backend
         .run(move |t| async move {
@@ -190,14 +219,14 @@ async fn upgrade_preview(s: &Session, args: UpgradeArgs) -> Result<CallToolResul
             let seen = token::seen(&*t.api, &spec.namespace, &spec.lease_name, None).await?;
             let preview = upgrade_driver::preview(&*t.api, &plan)
                 .await
-                .map_err(upgrade_error)?;
-            Ok::<_, String>((preview, token::token(Operation::Upgrade, &plan_text, &seen)))
+                .map_err(|e| driver_error(present::upgrade::error(&e)))?;
+            Ok::<_, String>((preview, token::token(Operation::Upgrade, spec, &seen)?))
         })
         .await??;
     let text = format!(
         "{}preview_token: {preview_token}\n(for `upgrade` with the same arguments, once a \
          person approved this preview)\n",
-        preview_text(&preview)
+        present::upgrade::preview(&preview)
     );
     Ok(answer(
         text,
@@ -212,8 +241,7 @@ async fn rotate_ca_preview(
     operation: Operation,
 ) -> Result<CallToolResult, String> {
     let simulated = s.backend.simulated_nodes().is_some();
-    let plan = args.plan(&s.global.namespace, simulated)?;
-    let plan_text = format!("{:?}", plan.spec());
+    let plan = args.plan(&s.namespace, simulated)?;
     let (preview, preview_token) = s
         .backend
         .run(move |t| async move {
@@ -221,8 +249,8 @@ async fn rotate_ca_preview(
             let seen = token::seen(&*t.api, &spec.namespace, &spec.lease_name, None).await?;
             let preview = certs_driver::preview(&*t.api, &plan)
                 .await
-                .map_err(rotation_error)?;
-            Ok::<_, String>((preview, token::token(operation, &plan_text, &seen)))
+                .map_err(|e| driver_error(present::rotation::error(&e)))?;
+            Ok::<_, String>((preview, token::token(operation, spec, &seen)?))
         })
         .await??;
     let tool = match operation {
@@ -230,9 +258,9 @@ async fn rotate_ca_preview(
         _ => "rotate_ca",
     };
     let text = format!(
-        "{}\npreview_token: {preview_token}\n(for `{tool}` with the same arguments, once a \
+        "{}preview_token: {preview_token}\n(for `{tool}` with the same arguments, once a \
          person approved this preview)\n",
-        rotation_preview_text(&preview)
+        present::rotation::preview(&preview)
     );
     Ok(answer(
         text,
@@ -243,48 +271,6 @@ async fn rotate_ca_preview(
         }),
         false,
     ))
-}
-
-fn rotation_preview_text(preview: &certs_driver::Preview) -> String {
-    use certs_driver::Next;
-    let mut lines = vec![format!(
-        "rotate-ca to {}: preview (nothing changed)",
-        preview.target
-    )];
-    lines.push(match &preview.lease {
-        Some(holder) => format!("lease: held by {holder}"),
-        None => "lease: free".into(),
-    });
-    for node in &preview.nodes {
-        let role = if node.control_plane {
-            " (control plane)"
-        } else {
-            ""
-        };
-        lines.push(match (&node.reported, &node.unreadable) {
-            (Some(status), _) => format!(
-                "{}{role}: {} (reported at {})",
-                node.name,
-                status.describe(),
-                node.at.as_deref().unwrap_or("?")
-            ),
-            (None, Some(why)) => format!("{}{role}: record unreadable: {why}", node.name),
-            (None, None) => format!("{}{role}: never reported to a rotation", node.name),
-        });
-    }
-    lines.push(match &preview.next {
-        Next::Unknown { unreported } => format!(
-            "next: a run first reads every node's `carotate status`, then decides (never \
-             reported: {})",
-            unreported.join(", ")
-        ),
-        Next::Phase { phase, nodes } => format!("next: {phase} on {}", nodes.join(", ")),
-        Next::Nothing => "next: nothing; every node reports the new CA alone".into(),
-    });
-    for d in &preview.disagreements {
-        lines.push(format!("DISAGREES {}: {}", d.node, d.what));
-    }
-    lines.join("\n")
 }
 
 // ---- mutating -----------------------------------------------------------------------------------
@@ -382,33 +368,26 @@ async fn upgrade(
     presented: String,
     context: &RequestContext<RoleServer>,
 ) -> Result<CallToolResult, String> {
-    let plan = args.plan(&s.global.namespace)?;
+    let plan = args.plan(&s.namespace)?;
     let stop = Stop::new();
     let _busy = Busy::take(
         s,
         format!("upgrade to {}", plan.spec().target),
         Some(stop.clone()),
     )?;
-    let plan_text = format!("{:?}", plan.spec());
     let (sender, receiver) = events();
     let driver_stop = stop.clone();
     let work = move |t: Target| async move {
         let spec = plan.spec();
         let seen = token::seen(&*t.api, &spec.namespace, &spec.lease_name, None).await?;
-        let current = token::token(Operation::Upgrade, &plan_text, &seen);
+        let current = token::token(Operation::Upgrade, spec, &seen)?;
         if let Some(why) = token::refusal(Operation::Upgrade, &presented, &current) {
             return Err(why);
         }
-        let pacer = t.fake.clone().map(Pacer::new);
-        let sink = Arc::new(move |event: &upgrade_driver::Progress| {
-            if let Some(pacer) = &pacer {
-                pacer.pace();
-            }
-            let _ = sender.send(stream::upgrade_line(event));
-        });
+        let sink = Arc::new(stream::Sink::new(sender, t.pacer()));
         upgrade_driver::run_until(&*t.api, &plan, sink, &driver_stop)
             .await
-            .map_err(upgrade_error)
+            .map_err(|e| driver_error(present::upgrade::error(&e)))
     };
     let task = async { s.backend.run(work).await.and_then(|r| r) };
     let (notifier, result) = follow(s, context, Name::Upgrade, receiver, Some(&stop), task).await;
@@ -419,27 +398,8 @@ async fn upgrade(
             return Err(why);
         }
     };
-    let failed = matches!(report.outcome, upgrade_driver::Outcome::Failed { .. });
-    let mut text = summary(&report);
-    for n in &report.nodes {
-        if let Some(f) = n.failure() {
-            text.push_str(&format!(
-                "node {} failed at {}{}: {}\n",
-                n.name,
-                f.step,
-                f.exit_code
-                    .map(|c| format!(" with exit code {c}"))
-                    .unwrap_or_default(),
-                f.message
-            ));
-        }
-    }
-    match &report.outcome {
-        upgrade_driver::Outcome::Failed { retry } => text.push_str(&format!("retry: {retry}\n")),
-        upgrade_driver::Outcome::Stopped { .. } => text
-            .push_str("the cluster keeps the run's state: preview and upgrade again to resume\n"),
-        _ => {}
-    }
+    let failed = present::upgrade::failed(&report);
+    let text = present::upgrade::answer(&report);
     let structured = to_value(&report);
     let severity = if failed {
         Severity::Error
@@ -458,7 +418,7 @@ async fn rotate_ca(
     context: &RequestContext<RoleServer>,
 ) -> Result<CallToolResult, String> {
     let simulated = s.backend.simulated_nodes().is_some();
-    let plan = args.plan(&s.global.namespace, simulated)?;
+    let plan = args.plan(&s.namespace, simulated)?;
     let abort = operation == Operation::RotateCaAbort;
     let tool = if abort {
         Name::RotateCaAbort
@@ -477,29 +437,22 @@ async fn rotate_ca(
         plan.spec().fingerprint
     );
     let _busy = Busy::take(s, what, stop.clone())?;
-    let plan_text = format!("{:?}", plan.spec());
     let (sender, receiver) = events();
     let driver_stop = stop.clone().unwrap_or_else(Stop::new);
     let work = move |t: Target| async move {
         let spec = plan.spec();
         let seen = token::seen(&*t.api, &spec.namespace, &spec.lease_name, None).await?;
-        let current = token::token(operation, &plan_text, &seen);
+        let current = token::token(operation, spec, &seen)?;
         if let Some(why) = token::refusal(operation, &presented, &current) {
             return Err(why);
         }
-        let pacer = t.fake.clone().map(Pacer::new);
-        let sink = Arc::new(move |event: &certs_driver::Progress| {
-            if let Some(pacer) = &pacer {
-                pacer.pace();
-            }
-            let _ = sender.send(stream::rotation_line(event));
-        });
+        let sink = Arc::new(stream::Sink::new(sender, t.pacer()));
         let report = if abort {
             certs_driver::abort(&*t.api, &plan, sink).await
         } else {
             certs_driver::run_until(&*t.api, &plan, sink, &driver_stop).await
         };
-        report.map_err(rotation_error)
+        report.map_err(|e| driver_error(present::rotation::error(&e)))
     };
     let task = async { s.backend.run(work).await.and_then(|r| r) };
     let (notifier, result) = follow(s, context, tool, receiver, stop.as_ref(), task).await;
@@ -510,8 +463,8 @@ async fn rotate_ca(
             return Err(why);
         }
     };
-    let failed = matches!(report.outcome, certs_driver::Outcome::Failed { .. });
-    let text = rotation_text(&report, abort);
+    let failed = present::rotation::failed(&report);
+    let text = present::rotation::answer(&report, abort);
     let structured = to_value(&report);
     let severity = if failed {
         Severity::Error
@@ -522,75 +475,21 @@ async fn rotate_ca(
     Ok(answer(text, structured, failed))
 }
 
-fn rotation_text(report: &certs_driver::Report, abort: bool) -> String {
-    use certs_driver::{NodeResult, Outcome};
-    let mut lines = Vec::new();
-    for n in &report.nodes {
-        let result = match &n.result {
-            None => "not finished".to_string(),
-            Some(NodeResult::Rotated) => "rotated".into(),
-            Some(NodeResult::Restored) => "restored".into(),
-            Some(NodeResult::Failed(f)) => format!(
-                "FAILED at {}{}: {}",
-                f.step,
-                f.exit_code
-                    .map(|c| format!(" (exit {c})"))
-                    .unwrap_or_default(),
-                f.message
-            ),
-            Some(NodeResult::Disagrees { gate, what }) => {
-                format!("DISAGREES at the gate {gate}: {what}")
-            }
-            Some(NodeResult::Interrupted { step, why }) => format!("stopped before {step}: {why}"),
-        };
-        let steps: Vec<String> = n.steps.iter().map(|(s, _)| s.to_string()).collect();
-        lines.push(format!(
-            "{}: {result}{}",
-            n.name,
-            if steps.is_empty() {
-                String::new()
-            } else {
-                format!(" (steps: {})", steps.join(", "))
-            }
-        ));
-    }
-    let t = &report.totals;
-    lines.push(format!(
-        "{} {}, {} failed, {} disagreed, {} stopped, {} not finished; {} steps in {}; {} {}; {}",
-        if abort { t.restored } else { t.rotated },
-        if abort { "restored" } else { "rotated" },
-        t.failed,
-        t.disagreed,
-        t.interrupted,
-        t.unfinished,
-        t.steps,
-        seconds(t.took_ms),
-        if abort { "removed" } else { "to" },
-        report.target,
-        match &report.outcome {
-            Outcome::Done => "done".to_string(),
-            Outcome::Failed { retry } => format!("FAILED; retry: {retry}"),
-            Outcome::Stopped { why } => format!("stopped: {why}"),
-        }
-    ));
-    lines.join("\n") + "\n"
-}
-
 async fn run(
     s: &Session,
     args: JobArguments,
     presented: String,
     context: &RequestContext<RoleServer>,
 ) -> Result<CallToolResult, String> {
-    let mut spec = args.spec(&s.global)?;
-    let plan = to_value(&nodejob_core::build(&spec)).to_string();
+    let mut spec = args.spec(&s.namespace)?;
+    let plan = nodejob_core::build(&spec);
     let _busy = Busy::take(s, format!("run on node {}", spec.node), None)?;
     let (sender, receiver) = events();
     spec.output = Some(Arc::new(stream::NoteSink(sender)));
     let (node, name) = (spec.node.clone(), spec.name.clone());
     let work = move |t: Target| async move {
         let seen = token::seen(&*t.api, &spec.namespace, &lease_name(), Some(&spec.name)).await?;
-        let current = token::token(Operation::Run, &plan, &seen);
+        let current = token::token(Operation::Run, &plan, &seen)?;
         if let Some(why) = token::refusal(Operation::Run, &presented, &current) {
             return Err(why);
         }
@@ -616,30 +515,4 @@ async fn run(
     };
     notifier.finish(severity, &text, structured.clone()).await;
     Ok(answer(text, structured, exit_code != 0))
-}
-
-fn upgrade_error(e: upgrade_driver::Error) -> String {
-    match &e {
-        upgrade_driver::Error::Core(nodejob_core::Error::LeaseHeld { .. }) => {
-            format!("{e}; try again later")
-        }
-        upgrade_driver::Error::Selecting(upgrade_driver::Selecting::NotFound { .. }) => {
-            format!("nodes: {e}")
-        }
-        upgrade_driver::Error::Plan(p) => format!("{}: {}", p.field, p.rule),
-        _ => e.to_string(),
-    }
-}
-
-fn rotation_error(e: certs_driver::Error) -> String {
-    match &e {
-        certs_driver::Error::Core(nodejob_core::Error::LeaseHeld { .. }) => {
-            format!("{e}; try again later")
-        }
-        certs_driver::Error::Selecting(certs_driver::Selecting::NotFound { .. }) => {
-            format!("nodes: {e}")
-        }
-        certs_driver::Error::Plan(p) => format!("{}: {}", p.field, p.rule),
-        _ => e.to_string(),
-    }
 }

@@ -1,7 +1,7 @@
 //! The tools' arguments: the JSON Schema each tool publishes, derived from the types here; the
 //! arguments read strictly against it (an unknown field, a missing one, a wrong type: refused,
-//! naming the field); and what they build — the drivers' plans and the node Job — with the
-//! rules the CLI applies to its flags. All of it before any API call.
+//! naming the field); and the settings they say (`crate::settings`, which the flags fill too),
+//! refusals named as the tools' arguments. All of it before any API call.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -16,9 +16,11 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use crate::args::{Global, JobArgs, parse_duration, parse_max_unavailable};
-use crate::commands::{identity, parse_window, spec_of};
-use crate::sim;
+use crate::parse;
+use crate::present::{DriverError, ErrorKind};
+use crate::settings::{
+    JobSettings, NewCa, RUN_DEADLINE, Refused, RotationSettings, UpgradeSettings,
+};
 
 /// The field a mutating tool takes its preview's token in.
 pub(crate) const PREVIEW_TOKEN: &str = "preview_token";
@@ -288,116 +290,104 @@ pub(crate) fn parse<T: DeserializeOwned>(
 
 fn duration(field: &str, value: Option<&String>) -> Result<Option<Duration>, String> {
     value
-        .map(|v| parse_duration(v).map_err(|e| format!("{field}: {e}")))
+        .map(|v| parse::duration(v).map_err(|e| format!("{field}: {e}")))
         .transpose()
 }
 
+/// Settings refused, as the tools say it: naming the argument.
+fn refused(refusal: Refused) -> String {
+    match refusal {
+        Refused::Value { field, why } => format!("{}: {why}", field.argument()),
+        Refused::Unreadable { path, why } => {
+            format!("new_ca: reading {}: {why}", path.display())
+        }
+        Refused::NoCa => "new_ca: required (the new CA's PEM file)".into(),
+        Refused::Plan { field, rule, .. } => format!("{}: {rule}", field.argument()),
+    }
+}
+
+/// A driver's error, as the tools say it.
+pub(crate) fn driver_error(e: DriverError) -> String {
+    match e.kind {
+        ErrorKind::LeaseHeld => format!("{}; try again later", e.text),
+        ErrorKind::NoSuchNode => format!("nodes: {}", e.text),
+        ErrorKind::Plan { field, rule } => format!("{field}: {rule}"),
+        ErrorKind::Failed => e.text,
+    }
+}
+
 impl UpgradeArgs {
-    /// The upgrade's plan: the driver's defaults, each given field over it; refused naming
-    /// the field.
-    pub(crate) fn plan(&self, namespace: &str) -> Result<upgrade_driver::Plan, String> {
-        let mut spec = upgrade_driver::PlanSpec::new(self.to.clone());
-        spec.selector = self.selector.clone();
-        spec.nodes = self.nodes.clone();
-        if let Some(m) = &self.max_unavailable {
-            let text = match m {
-                CountOrPercent::Count(n) => n.to_string(),
-                CountOrPercent::Text(t) => t.clone(),
-            };
-            spec.max_unavailable =
-                parse_max_unavailable(&text).map_err(|e| format!("max_unavailable: {e}"))?;
-        }
-        if let Some(d) = duration("drain_timeout", self.drain_timeout.as_ref())? {
-            spec.drain.timeout = d;
-        }
-        if self.delete_emptydir_data {
-            spec.drain.empty_dir = EmptyDir::Delete;
-        }
-        if self.force {
-            spec.drain.unreplicated = Unreplicated::Force;
-        }
-        if let Some(d) = duration("deadline", self.deadline.as_ref())? {
-            spec.deadline = d;
-        }
-        if let Some(d) = duration("reboot_timeout", self.reboot_timeout.as_ref())? {
-            spec.reboot_timeout = d;
-        }
-        if let Some(binary) = &self.binary {
-            spec.binary = binary.clone();
-        }
-        if let Some(window) = &self.window {
-            spec.window = Some(parse_window(window).map_err(|e| format!("window: {e}"))?);
-        }
-        if let Some(budget) = self.failure_budget {
-            spec.failure_budget = budget;
-        }
-        spec.health_check = self.health_check.clone();
-        spec.namespace = namespace.to_string();
-        spec.identity = identity();
-        upgrade_driver::Plan::build(spec).map_err(|e| {
-            let field = match e.field {
-                "target" => "to",
-                "drain.timeout" => "drain_timeout",
-                f if f.starts_with("window") => "window",
-                "namespace" => "namespace (the server's --namespace)",
-                f => f,
-            };
-            format!("{field}: {}", e.rule)
+    /// The settings these arguments say.
+    fn settings(&self) -> Result<UpgradeSettings, String> {
+        let max_unavailable = match &self.max_unavailable {
+            None => None,
+            Some(m) => {
+                let text = match m {
+                    CountOrPercent::Count(n) => n.to_string(),
+                    CountOrPercent::Text(t) => t.clone(),
+                };
+                Some(parse::max_unavailable(&text).map_err(|e| format!("max_unavailable: {e}"))?)
+            }
+        };
+        Ok(UpgradeSettings {
+            to: self.to.clone(),
+            selector: self.selector.clone(),
+            nodes: self.nodes.clone(),
+            max_unavailable,
+            drain_timeout: duration("drain_timeout", self.drain_timeout.as_ref())?,
+            empty_dir: if self.delete_emptydir_data {
+                EmptyDir::Delete
+            } else {
+                EmptyDir::default()
+            },
+            unreplicated: if self.force {
+                Unreplicated::Force
+            } else {
+                Unreplicated::default()
+            },
+            deadline: duration("deadline", self.deadline.as_ref())?,
+            reboot_timeout: duration("reboot_timeout", self.reboot_timeout.as_ref())?,
+            binary: self.binary.clone(),
+            window: self.window.clone(),
+            failure_budget: self.failure_budget,
+            health_check: self.health_check.clone(),
         })
+    }
+
+    /// The upgrade's plan in `namespace`; refused naming the argument.
+    pub(crate) fn plan(&self, namespace: &str) -> Result<upgrade_driver::Plan, String> {
+        self.settings()?.plan(namespace).map_err(refused)
     }
 }
 
 impl RotateCaArgs {
-    /// The rotation's plan: the driver's defaults, each given field over it; refused naming
-    /// the field. Without `new_ca`, on a simulated cluster, the simulation's built-in CA.
+    /// The rotation's plan in `namespace`; refused naming the argument. Without `new_ca`, on a
+    /// simulated cluster, the simulation's built-in CA.
     pub(crate) fn plan(
         &self,
         namespace: &str,
         simulated: bool,
     ) -> Result<certs_driver::Plan, String> {
-        let pem = match (&self.new_ca, simulated) {
-            (Some(path), _) => std::fs::read_to_string(path)
-                .map_err(|e| format!("new_ca: reading {}: {e}", path.display()))?,
-            (None, true) => sim::SIMULATED_CA.to_string(),
-            (None, false) => return Err("new_ca: required (the new CA's PEM file)".into()),
+        let settings = RotationSettings {
+            new_ca: match &self.new_ca {
+                Some(path) => NewCa::File(path.clone()),
+                None => NewCa::Unset { simulated },
+            },
+            selector: self.selector.clone(),
+            nodes: self.nodes.clone(),
+            concurrency: self.concurrency,
+            deadline: duration("deadline", self.deadline.as_ref())?,
+            ready_timeout: duration("ready_timeout", self.ready_timeout.as_ref())?,
+            binary: self.binary.clone(),
         };
-        let refused = |e: certs_driver::PlanError| {
-            let field = match e.field {
-                "ca_certificate" | "fingerprint" => "new_ca",
-                "namespace" => "namespace (the server's --namespace)",
-                f => f,
-            };
-            format!("{field}: {}", e.rule)
-        };
-        let fingerprint = certs_driver::Fingerprint::of_pem(&pem).map_err(refused)?;
-        let mut spec = certs_driver::PlanSpec::new(pem, fingerprint.as_str());
-        spec.selector = self.selector.clone();
-        spec.nodes = self.nodes.clone();
-        if let Some(c) = self.concurrency {
-            spec.concurrency = c;
-        }
-        if let Some(d) = duration("deadline", self.deadline.as_ref())? {
-            spec.deadline = d;
-        }
-        if let Some(d) = duration("ready_timeout", self.ready_timeout.as_ref())? {
-            spec.ready_timeout = d;
-        }
-        if let Some(binary) = &self.binary {
-            spec.binary = binary.clone();
-        }
-        spec.namespace = namespace.to_string();
-        spec.identity = identity();
-        certs_driver::Plan::build(spec).map_err(refused)
+        settings.plan(namespace).map_err(refused)
     }
 }
 
-/// `nodejob run`'s default deadline.
-const RUN_DEADLINE: Duration = Duration::from_secs(10 * 60);
-
 impl JobArguments {
-    /// The node Job's spec, as `nodejob run` builds it from the same flags.
-    pub(crate) fn spec(&self, global: &Global) -> Result<Spec, String> {
-        let job = JobArgs {
+    /// The node Job's spec in `namespace`, as `nodejob run` builds it from the same flags.
+    pub(crate) fn spec(&self, namespace: &str) -> Result<Spec, String> {
+        let settings = JobSettings {
             node: self.node.clone(),
             critical: self.critical,
             deadline: duration("deadline", self.deadline.as_ref())?.unwrap_or(RUN_DEADLINE),
@@ -405,10 +395,10 @@ impl JobArguments {
             image: self.image.clone(),
             argv: self.argv.clone(),
         };
-        if job.argv.is_empty() {
+        if settings.argv.is_empty() {
             return Err("argv: must name a command (at least one element)".into());
         }
-        spec_of(global, &job).map_err(|e| e.message)
+        settings.spec(namespace)
     }
 }
 

@@ -10,29 +10,14 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use nodejob_core::drive::FenceEvent;
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::{Peer, RoleServer};
-use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
+use upgrade_driver::EventSink;
 
-use crate::output::{describe_lease, seconds};
-
-/// How much an event matters, as MCP's logging levels say it (the subset used).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Severity {
-    /// Routine: a Lease renewal.
-    Debug,
-    /// Progress: a step, a node, a batch.
-    Info,
-    /// The end of a run, a stop requested.
-    Notice,
-    /// Something to look at: a run stopping, a gate failed.
-    Warning,
-    /// A node failed, the Lease was lost.
-    Error,
-}
+use crate::present::{Event, Severity};
+use crate::sim::Pacer;
 
 /// The least severity the client wants logged (`logging/setLevel`); `Info` until it says.
 #[derive(Debug)]
@@ -68,13 +53,35 @@ pub(crate) struct Line {
 }
 
 impl Line {
-    /// An event of a driver.
-    pub(crate) fn of<E: Serialize>(severity: Severity, text: String, event: &E) -> Line {
+    /// An event of a driver: its line and severity as `crate::present` says them.
+    pub(crate) fn of<E: Event>(event: &E) -> Line {
         Line {
-            severity,
-            text,
+            severity: event.severity(),
+            text: event.line(),
             event: serde_json::to_value(event).unwrap_or(Value::Null),
         }
+    }
+}
+
+/// A driver's sink: queues each event's [`Line`], paced when simulated.
+pub(crate) struct Sink {
+    events: Events,
+    pacer: Option<Pacer>,
+}
+
+impl Sink {
+    /// Queues to `events`; `pacer`: the simulation's, if any.
+    pub(crate) fn new(events: Events, pacer: Option<Pacer>) -> Self {
+        Sink { events, pacer }
+    }
+}
+
+impl<E: Event> EventSink<E> for Sink {
+    fn event(&self, event: &E) {
+        if let Some(pacer) = &self.pacer {
+            pacer.pace();
+        }
+        let _ = self.events.send(Line::of(event));
     }
 }
 
@@ -201,108 +208,6 @@ pub(crate) fn severity_of(level: rmcp::model::LoggingLevel) -> Severity {
         LoggingLevel::Warning => Severity::Warning,
         _ => Severity::Error,
     }
-}
-
-/// How much a Lease event, of either driver, matters: a renewal is routine, a loss an error.
-fn lease_severity(event: &FenceEvent) -> Severity {
-    match event {
-        FenceEvent::Renewed { .. } => Severity::Debug,
-        FenceEvent::Lost { .. } => Severity::Error,
-        _ => Severity::Info,
-    }
-}
-
-/// An upgrade event as a [`Line`].
-pub(crate) fn upgrade_line(event: &upgrade_driver::Progress) -> Line {
-    use upgrade_driver::{NodeResult, Progress};
-    let severity = match event {
-        Progress::Lease(lease) => lease_severity(lease),
-        Progress::NodeFinished {
-            result: NodeResult::Failed(_),
-            ..
-        } => Severity::Error,
-        Progress::Stopping { .. } => Severity::Warning,
-        _ => Severity::Info,
-    };
-    Line::of(severity, crate::output::describe(event), event)
-}
-
-/// A CA rotation event as a [`Line`].
-pub(crate) fn rotation_line(event: &certs_driver::Progress) -> Line {
-    use certs_driver::{NodeResult, Progress};
-    let (severity, text) = match event {
-        Progress::Lease(lease) => (lease_severity(lease), describe_lease(lease)),
-        Progress::PhaseStarted { phase, nodes } => (
-            Severity::Info,
-            if nodes.is_empty() {
-                format!("phase {phase}: every node passed it already")
-            } else {
-                format!("phase {phase}: {}", nodes.join(", "))
-            },
-        ),
-        Progress::NodeSkipped { node, step, why } => {
-            (Severity::Info, format!("{node}: {step} skipped, {why}"))
-        }
-        Progress::StepStarted { node, step } => (Severity::Info, format!("{node}: {step}...")),
-        Progress::StepFinished {
-            node,
-            step,
-            took_ms,
-            message,
-        } => (
-            Severity::Info,
-            format!("{node}: {step} done in {} ({message})", seconds(*took_ms)),
-        ),
-        Progress::Gate(gate) if gate.passed() => (
-            Severity::Info,
-            format!("gate {}: passed by {} node(s)", gate.gate, gate.nodes.len()),
-        ),
-        Progress::Gate(gate) => (
-            Severity::Warning,
-            format!(
-                "gate {}: FAILED: {}",
-                gate.gate,
-                (gate.disagreements.iter())
-                    .map(|d| format!("{} ({})", d.node, d.what))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            ),
-        ),
-        Progress::Note {
-            node: Some(node),
-            message,
-        } => (Severity::Info, format!("{node}: {message}")),
-        Progress::Note {
-            node: None,
-            message,
-        } => (Severity::Info, message.clone()),
-        Progress::NodeFinished { node, result } => match result {
-            NodeResult::Failed(f) => (
-                Severity::Error,
-                format!(
-                    "{node}: FAILED at {}{}: {}",
-                    f.step,
-                    f.exit_code
-                        .map(|c| format!(" (exit {c})"))
-                        .unwrap_or_default(),
-                    f.message
-                ),
-            ),
-            NodeResult::Disagrees { gate, what } => (
-                Severity::Error,
-                format!("{node}: DISAGREES at the gate {gate}: {what}"),
-            ),
-            NodeResult::Rotated => (Severity::Info, format!("{node}: rotated")),
-            NodeResult::Restored => (Severity::Info, format!("{node}: restored")),
-            NodeResult::Interrupted { step, why } => (
-                Severity::Info,
-                format!("{node}: stopped before {step}: {why}"),
-            ),
-        },
-        Progress::Stopping { why } => (Severity::Warning, format!("no further node starts: {why}")),
-        other => (Severity::Info, format!("{other:?}")),
-    };
-    Line::of(severity, text, event)
 }
 
 /// A runner's note (`run`) as a [`Line`].

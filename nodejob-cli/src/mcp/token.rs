@@ -2,7 +2,8 @@
 //! the plan a preview showed, on the cluster as the preview saw it.
 //!
 //! It is the sha256 of the operation, its plan (every field, defaults included, and the server's
-//! Lease identity, so a token is good for this session only) and the state of the cluster the
+//! Lease identity, so a token is good for this session only; serialised with serde, so a field
+//! added to a plan is covered or the plan does not compile) and the state of the cluster the
 //! operation decides from: every node's name and resourceVersion, and the Lease's holder and
 //! resourceVersion (and, for `run`, the Job of that name). Any change to any of them (a node
 //! cordoned, upgraded, relabelled, added; the Lease taken) makes the token stale: preview again.
@@ -104,8 +105,17 @@ fn absent_ok<T>(result: Result<T, ApiError>) -> Result<Option<T>, ApiError> {
     }
 }
 
-/// The token of `operation` with `plan` (its `Debug` form: every field) on `seen`.
-pub(crate) fn token(operation: Operation, plan: &str, seen: &Seen) -> String {
+/// The token of `operation` with `plan` (a driver's `PlanSpec`, or the node Job: every field,
+/// as serde serialises it) on `seen`.
+///
+/// # Errors
+/// The plan does not serialise (a map with keys that are not strings).
+pub(crate) fn token<P: Serialize + ?Sized>(
+    operation: Operation,
+    plan: &P,
+    seen: &Seen,
+) -> Result<String, String> {
+    let plan = serde_json::to_value(plan).map_err(|e| format!("serialising the plan: {e}"))?;
     let body = serde_json::json!({
         "operation": operation,
         "plan": plan,
@@ -113,7 +123,7 @@ pub(crate) fn token(operation: Operation, plan: &str, seen: &Seen) -> String {
     });
     let digest = Sha256::digest(body.to_string().as_bytes());
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
+    Ok(format!("sha256:{hex}"))
 }
 
 /// Why a presented token is refused (`None`: it matches).
@@ -147,15 +157,39 @@ mod tests {
     }
 
     #[test]
-    fn a_token_binds_the_operation_the_plan_and_the_state() {
-        let t = token(Operation::Upgrade, "plan", &seen("1"));
+    fn a_token_binds_the_operation_the_plan_and_the_state() -> Result<(), String> {
+        let t = token(Operation::Upgrade, "plan", &seen("1"))?;
         assert!(t.starts_with("sha256:") && t.len() == 7 + 64, "{t}");
-        assert_eq!(t, token(Operation::Upgrade, "plan", &seen("1")));
-        assert_ne!(t, token(Operation::RotateCa, "plan", &seen("1")));
-        assert_ne!(t, token(Operation::Upgrade, "plan2", &seen("1")));
-        assert_ne!(t, token(Operation::Upgrade, "plan", &seen("2")));
+        assert_eq!(t, token(Operation::Upgrade, "plan", &seen("1"))?);
+        assert_ne!(t, token(Operation::RotateCa, "plan", &seen("1"))?);
+        assert_ne!(t, token(Operation::Upgrade, "plan2", &seen("1"))?);
+        assert_ne!(t, token(Operation::Upgrade, "plan", &seen("2"))?);
         assert!(refusal(Operation::Upgrade, &t, &t).is_none());
         let why = refusal(Operation::Upgrade, "sha256:00", &t).unwrap_or_default();
         assert!(why.contains("upgrade_preview again"), "{why}");
+        Ok(())
+    }
+
+    /// A field the rotation's hand-written `Debug` leaves out, or shows by its size only,
+    /// still changes the token: the token hashes the serialised plan, not its `Debug` text.
+    #[test]
+    fn every_field_of_a_plan_binds_the_token() -> Result<(), String> {
+        let plan = certs_driver::PlanSpec::new("PEM A", "sha256:aa");
+        let base = token(Operation::RotateCa, &plan, &seen("1"))?;
+        let mut other_ca = plan.clone();
+        other_ca.ca_certificate = "PEM B".into();
+        assert_eq!(format!("{plan:?}"), format!("{other_ca:?}"));
+        assert_ne!(base, token(Operation::RotateCa, &other_ca, &seen("1"))?);
+        let mut grace = plan.clone();
+        grace.restart_grace += std::time::Duration::from_secs(1);
+        assert_ne!(base, token(Operation::RotateCa, &grace, &seen("1"))?);
+        let upgrade = upgrade_driver::PlanSpec::new("v1");
+        let mut windowed = upgrade.clone();
+        windowed.window = Some(crate::parse::window("sat 01:00-05:00")?);
+        assert_ne!(
+            token(Operation::Upgrade, &upgrade, &seen("1"))?,
+            token(Operation::Upgrade, &windowed, &seen("1"))?
+        );
+        Ok(())
     }
 }

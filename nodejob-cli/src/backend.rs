@@ -1,0 +1,403 @@
+//! Where the API calls go: an in-memory cluster of N nodes (`--simulate N`, `nodejob-fake`, in
+//! virtual time) or the kubeconfig's cluster (`nodejob-kube`). The one place that tells the two
+//! apart: a command gets a [`Target`] from [`Backend::block_on`], the MCP server from
+//! [`Session::run`], and neither knows which it has, but for what only a simulation has (its
+//! pace, its call counters).
+//!
+//! ```text
+//!  --simulate N ─▶ Backend::Simulated ─ block_on ─▶ paused one-thread runtime, FakeCluster ─┐
+//!  (none)       ─▶ Backend::Cluster   ─ block_on ─▶ multi-thread runtime, connect (kube) ───┴▶ Target
+//!                                     ─ session  ─▶ Session: the fake on a thread of its own,
+//!                                                   or the cluster connected on first use
+//! ```
+
+use std::future::Future;
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use nodejob_core::{Clock, JobApi, LeaseApi, NodeApi, PodApi};
+use nodejob_fake::FakeCluster;
+use nodejob_fake::stratum::Fault;
+use nodejob_kube::KubeApi;
+use tokio::runtime::Handle;
+use tokio::sync::OnceCell;
+
+use crate::args::Global;
+use crate::exit::Exit;
+use crate::sim::{self, Pacer};
+
+/// Every API the commands use, as one object.
+pub(crate) trait Api: JobApi + NodeApi + PodApi + LeaseApi {}
+
+impl<T: JobApi + NodeApi + PodApi + LeaseApi + ?Sized> Api for T {}
+
+/// The clock lines are stamped with: the cluster's (virtual when simulated).
+pub(crate) type WallClock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
+
+/// What a command's work gets: the API, and the simulated cluster itself when there is one.
+#[derive(Clone)]
+pub(crate) struct Target {
+    /// The API.
+    pub(crate) api: Arc<dyn Api>,
+    /// The simulated cluster, under `--simulate`: to pace what is shown, to count its calls.
+    pub(crate) fake: Option<Arc<FakeCluster>>,
+}
+
+impl Target {
+    /// The cluster's wall clock: the simulation's virtual one, or the machine's.
+    pub(crate) fn clock(&self) -> WallClock {
+        match &self.fake {
+            Some(fake) => {
+                let fake = fake.clone();
+                Arc::new(move || fake.wall_time())
+            }
+            None => Arc::new(Timestamp::now),
+        }
+    }
+
+    /// Under `--simulate`, a pacer that shows the virtual time at [`sim::SPEED`]x.
+    pub(crate) fn pacer(&self) -> Option<Pacer> {
+        self.fake.clone().map(Pacer::new)
+    }
+
+    /// Under `--simulate`, the API calls the cluster has seen so far.
+    pub(crate) fn calls(&self) -> Option<usize> {
+        self.fake.as_ref().map(|f| f.calls().len())
+    }
+
+    /// Under `--simulate`, the writes among the calls from the `since`-th on.
+    pub(crate) fn writes_since(&self, since: usize) -> Vec<String> {
+        (self.fake.as_ref())
+            .map(|f| sim::writes_since(f, since))
+            .unwrap_or_default()
+    }
+}
+
+/// What a simulated cluster goes through before the command looks at it.
+pub(crate) enum Prepare {
+    /// Nothing: the cluster as built.
+    Nothing,
+    /// Its workloads started ([`sim::settle`]).
+    Settle,
+    /// Settled, then a rotation to this plan's CA stopped as `issue` begins ([`sim::stage`]).
+    Stage(certs_driver::Plan),
+    /// The simulated history in this namespace ([`sim::history`]), its faults armed.
+    History(String),
+}
+
+/// The cluster the flags chose.
+pub(crate) enum Backend {
+    /// `--simulate N`.
+    Simulated {
+        /// N.
+        nodes: usize,
+        /// Faults armed on the nodes' hosts.
+        faults: Vec<(String, Fault)>,
+        /// What it goes through first.
+        prepare: Prepare,
+    },
+    /// The kubeconfig's cluster (`--kubeconfig`, `--context`).
+    Cluster(Global),
+}
+
+impl Backend {
+    /// `--simulate N` (a simulated cluster, as built) or the kubeconfig's cluster.
+    pub(crate) fn new(global: &Global, simulate: Option<u16>) -> Backend {
+        match simulate {
+            Some(n) => Backend::Simulated {
+                nodes: usize::from(n),
+                faults: Vec::new(),
+                prepare: Prepare::Nothing,
+            },
+            None => Backend::Cluster(global.clone()),
+        }
+    }
+
+    /// A simulated cluster goes through `prepare` first.
+    pub(crate) fn prepared(mut self, then: Prepare) -> Backend {
+        if let Backend::Simulated { prepare, .. } = &mut self {
+            *prepare = then;
+        }
+        self
+    }
+
+    /// A simulated cluster's `node` (when given: `--simulate-fail NODE`) fails with `fault`;
+    /// refused naming the flag when there is no such simulated node.
+    pub(crate) fn failing(mut self, node: Option<&str>, fault: Fault) -> Result<Backend, Exit> {
+        if let Some(node) = node {
+            self.has_node("--simulate-fail", node)?;
+            if let Backend::Simulated { faults, .. } = &mut self {
+                faults.push((node.to_string(), fault));
+            }
+        }
+        Ok(self)
+    }
+
+    /// Refused, naming `flag`, when the cluster is simulated and has no node `node`.
+    pub(crate) fn has_node(&self, flag: &str, node: &str) -> Result<(), Exit> {
+        match self {
+            Backend::Simulated { nodes, .. } => {
+                let names = sim::node_names(*nodes);
+                if names.iter().any(|n| n == node) {
+                    Ok(())
+                } else {
+                    Err(Exit::usage(format!(
+                        "{flag} {node}: no such node in the simulated cluster ({})",
+                        names.join(", ")
+                    )))
+                }
+            }
+            Backend::Cluster(_) => Ok(()),
+        }
+    }
+
+    /// Runs `work` against the cluster to its end, on a runtime of its own: the simulation's
+    /// (one thread, tokio's paused virtual time), or a multi-threaded one for a real cluster.
+    pub(crate) fn block_on<W, F, R>(self, work: W) -> Result<R, Exit>
+    where
+        W: FnOnce(Target) -> F,
+        F: Future<Output = Result<R, Exit>>,
+    {
+        match self {
+            Backend::Simulated {
+                nodes,
+                faults,
+                prepare,
+            } => simulated_runtime()?.block_on(async {
+                let fake = simulate(nodes, &faults, &prepare).await?;
+                work(Target {
+                    api: fake.clone(),
+                    fake: Some(fake),
+                })
+                .await
+            }),
+            Backend::Cluster(global) => real_runtime()?.block_on(async {
+                let api = connect(&global).await?;
+                work(Target {
+                    api: Arc::new(api),
+                    fake: None,
+                })
+                .await
+            }),
+        }
+    }
+
+    /// The backend of an MCP session: the simulated cluster built now on a thread of its own
+    /// and kept until the process ends, or the kubeconfig's cluster, connected on first use.
+    pub(crate) fn session(self) -> Result<Session, Exit> {
+        Ok(match self {
+            Backend::Simulated {
+                nodes,
+                faults,
+                prepare,
+            } => Session::Simulated(Simulation::start(nodes, faults, prepare)?),
+            Backend::Cluster(global) => Session::Cluster {
+                global,
+                api: OnceCell::new(),
+            },
+        })
+    }
+}
+
+/// Builds a simulated cluster of `nodes` nodes with `faults` armed, and takes it through
+/// `prepare`.
+async fn simulate(
+    nodes: usize,
+    faults: &[(String, Fault)],
+    prepare: &Prepare,
+) -> Result<Arc<FakeCluster>, Exit> {
+    let mut armed: Vec<(&str, Fault)> = faults.iter().map(|(n, f)| (n.as_str(), *f)).collect();
+    let names = sim::node_names(nodes);
+    if let Prepare::History(_) = prepare {
+        armed.extend(sim::history_faults(&names));
+    }
+    let fake = sim::cluster(nodes, &armed)?;
+    match prepare {
+        Prepare::Nothing => {}
+        Prepare::Settle => sim::settle(&fake).await,
+        Prepare::Stage(plan) => {
+            sim::settle(&fake).await;
+            sim::stage(&fake, plan).await?;
+        }
+        Prepare::History(namespace) => sim::history(&fake, nodes, namespace).await?,
+    }
+    Ok(fake)
+}
+
+/// The backend of an MCP session.
+pub(crate) enum Session {
+    /// `--simulate N`: one cluster for the session.
+    Simulated(Simulation),
+    /// The kubeconfig's cluster, connected on first use (a tool call before it is reachable
+    /// says why, and the next call tries again).
+    Cluster {
+        /// The global flags: `--kubeconfig`, `--context`.
+        global: Global,
+        /// The connection, once made.
+        api: OnceCell<Arc<KubeApi>>,
+    },
+}
+
+/// A simulated cluster and the runtime it runs on.
+///
+/// It lives on a thread of its own, in a runtime whose clock is tokio's paused virtual time.
+/// The server's runtime reads stdin on blocking threads, and a paused clock does not move while
+/// a blocking task is in flight, so the two cannot share a runtime. Every future that touches
+/// the fake is spawned on the simulation's runtime and awaited from the server's; such a
+/// future never awaits anything from outside that runtime, so the virtual clock only moves
+/// when the cluster is idle.
+pub(crate) struct Simulation {
+    handle: Handle,
+    fake: Arc<FakeCluster>,
+    nodes: usize,
+}
+
+impl Simulation {
+    /// Builds the cluster on a thread of its own and keeps it until the process ends.
+    fn start(
+        nodes: usize,
+        faults: Vec<(String, Fault)>,
+        prepare: Prepare,
+    ) -> Result<Simulation, Exit> {
+        let (ready, started) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("nodejob-simulation".into())
+            .spawn(move || {
+                let runtime = match simulated_runtime() {
+                    Ok(runtime) => runtime,
+                    Err(e) => {
+                        let _ = ready.send(Err(e));
+                        return;
+                    }
+                };
+                runtime.block_on(async {
+                    match simulate(nodes, &faults, &prepare).await {
+                        Ok(fake) => {
+                            let _ = ready.send(Ok((Handle::current(), fake)));
+                            // Serve the futures spawned here for the life of the process.
+                            std::future::pending::<()>().await;
+                        }
+                        Err(e) => {
+                            let _ = ready.send(Err(Exit::failed(format!(
+                                "building the simulated cluster: {}",
+                                e.message
+                            ))));
+                        }
+                    }
+                });
+            })
+            .map_err(|e| Exit::failed(format!("starting the simulation: {e}")))?;
+        let (handle, fake) = started
+            .recv()
+            .map_err(|_| Exit::failed("the simulation ended before it started"))??;
+        Ok(Simulation {
+            handle,
+            fake,
+            nodes,
+        })
+    }
+}
+
+impl Session {
+    /// The names of the simulated nodes, under `--simulate`.
+    pub(crate) fn simulated_nodes(&self) -> Option<Vec<String>> {
+        match self {
+            Session::Simulated(s) => Some(sim::node_names(s.nodes)),
+            Session::Cluster { .. } => None,
+        }
+    }
+
+    /// Runs `work` against the cluster: on the simulation's runtime, or as a task of the
+    /// caller's. It runs to its end even if the caller stops waiting for it.
+    ///
+    /// # Errors
+    /// The cluster could not be reached (the kubeconfig's message), or `work` panicked.
+    pub(crate) async fn run<W, F, R>(&self, work: W) -> Result<R, String>
+    where
+        W: FnOnce(Target) -> F,
+        F: Future<Output = R> + Send + 'static,
+        R: Send + 'static,
+    {
+        let task = match self {
+            Session::Simulated(s) => {
+                let target = Target {
+                    api: s.fake.clone(),
+                    fake: Some(s.fake.clone()),
+                };
+                s.handle.spawn(work(target))
+            }
+            Session::Cluster { global, api } => {
+                let api = api
+                    .get_or_try_init(|| async { connect(global).await.map(Arc::new) })
+                    .await
+                    .map_err(|e| e.message)?
+                    .clone();
+                tokio::spawn(work(Target { api, fake: None }))
+            }
+        };
+        task.await
+            .map_err(|e| format!("the operation ended abnormally: {e}"))
+    }
+}
+
+/// A runtime for a simulated cluster: one thread, paused virtual time.
+fn simulated_runtime() -> Result<tokio::runtime::Runtime, Exit> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .map_err(|e| Exit::failed(format!("starting the runtime: {e}")))
+}
+
+/// A runtime for a real cluster, and for the MCP server.
+pub(crate) fn real_runtime() -> Result<tokio::runtime::Runtime, Exit> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Exit::failed(format!("starting the runtime: {e}")))
+}
+
+/// Connects as kubectl would: `--kubeconfig` (or `KUBECONFIG`), `--context`.
+async fn connect(global: &Global) -> Result<KubeApi, Exit> {
+    use kube::config::{KubeConfigOptions, Kubeconfig};
+    let options = KubeConfigOptions {
+        context: global.context.clone(),
+        ..KubeConfigOptions::default()
+    };
+    let config = match &global.kubeconfig {
+        Some(path) => {
+            // KUBECONFIG may be a list: kubectl merges the files in order.
+            let mut merged: Option<Kubeconfig> = None;
+            for file in std::env::split_paths(path) {
+                let kc = Kubeconfig::read_from(&file).map_err(|e| {
+                    Exit::usage(format!("--kubeconfig: reading {}: {e}", file.display()))
+                })?;
+                merged = Some(match merged {
+                    None => kc,
+                    Some(m) => m
+                        .merge(kc)
+                        .map_err(|e| Exit::usage(format!("--kubeconfig: {e}")))?,
+                });
+            }
+            let kc = merged.ok_or_else(|| Exit::usage("--kubeconfig: no file given"))?;
+            kube::Config::from_custom_kubeconfig(kc, &options)
+                .await
+                .map_err(|e| context_error(global, e.to_string()))?
+        }
+        None => nodejob_kube::load_config(global.context.as_deref())
+            .await
+            .map_err(|e| context_error(global, format!("{e:#}")))?,
+    };
+    KubeApi::from_config(config).map_err(|e| Exit::failed(format!("connecting: {e:#}")))
+}
+
+fn context_error(global: &Global, e: String) -> Exit {
+    match &global.context {
+        Some(context) => Exit::usage(format!(
+            "--context {context}: {e}; `kubectl config get-contexts` lists the contexts"
+        )),
+        None => Exit::usage(format!(
+            "loading the kubeconfig: {e}; pass --kubeconfig or set KUBECONFIG, or try --simulate 5"
+        )),
+    }
+}

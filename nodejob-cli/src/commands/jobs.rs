@@ -1,0 +1,35 @@
+//! `nodejob jobs`: the node Jobs in the namespace (node, status, exit code, age), as a table
+//! or one JSON object per line.
+
+use crate::args::{Format, Global, Jobs};
+use crate::backend::{Backend, Prepare};
+use crate::exit::Exit;
+use crate::inspect::jobs::{Unlisted, gather};
+use crate::present::jobs::text;
+
+/// Runs `nodejob jobs`.
+pub(crate) fn jobs(global: &Global, args: Jobs) -> Result<Exit, Exit> {
+    let selector = args.selector.unwrap_or_default();
+    let ns = &global.namespace;
+    let backend = Backend::new(global, args.sim.simulate).prepared(Prepare::History(ns.clone()));
+    backend.block_on(|t| async move {
+        let listed = gather(&*t.api, ns, &selector).await.map_err(|e| match e {
+            Unlisted::Selector(e) => Exit::usage(format!("--selector {selector:?}: {e}")),
+            Unlisted::Failed(why) => Exit::failed(why),
+        })?;
+        if let Some(why) = &listed.pods_unread {
+            eprintln!("{why}; exit codes unknown");
+        }
+        let rows = &listed.rows;
+        if global.output == Format::Json {
+            for row in rows {
+                outln!("{}", serde_json::to_string(row).unwrap_or_default());
+            }
+        } else if rows.is_empty() {
+            eprint!("{}", text(rows, ns));
+        } else {
+            out!("{}", text(rows, ns));
+        }
+        Ok(Exit::ok())
+    })
+}

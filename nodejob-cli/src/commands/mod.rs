@@ -1,0 +1,38 @@
+//! The subcommands, one file each. Each reads its flags into `crate::settings` (a refusal
+//! exits 2 before any API call), runs on the `crate::backend` the flags chose, and prints what
+//! `crate::present` makes of the result.
+
+pub(crate) mod completions;
+pub(crate) mod jobs;
+pub(crate) mod render;
+pub(crate) mod rotate_ca;
+pub(crate) mod run;
+pub(crate) mod status;
+pub(crate) mod upgrade;
+
+use crate::exit::{Exit, code};
+use crate::present::{DriverError, ErrorKind};
+use crate::settings::Refused;
+
+/// Settings refused, as the command line says it: naming the flag.
+fn refused(refusal: Refused) -> Exit {
+    Exit::usage(match refusal {
+        Refused::Value { field, why } => format!("{}: {why}", field.flag()),
+        Refused::Unreadable { path, why } => {
+            format!("--new-ca {}: reading it: {why}", path.display())
+        }
+        Refused::NoCa => "--new-ca: required (the new CA's PEM file)".into(),
+        Refused::Plan { field, error, .. } => format!("{}: {error}", field.flag()),
+    })
+}
+
+/// How a driver's error ends the command: bad input exits 2, a held Lease 3, the rest 1.
+fn driver_exit(e: DriverError) -> Exit {
+    match e.kind {
+        ErrorKind::Plan { .. } | ErrorKind::NoSuchNode => Exit::usage(e.text),
+        ErrorKind::LeaseHeld => {
+            Exit::with(code::LEASE_HELD, format!("{}; try again later", e.text))
+        }
+        ErrorKind::Failed => Exit::failed(e.text),
+    }
+}

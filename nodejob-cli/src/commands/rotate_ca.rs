@@ -1,0 +1,106 @@
+//! `nodejob rotate-ca`: the cluster CA rotation of `certs-driver`, shown as the upgrade is
+//! (bars, timestamped lines or JSON events, then a summary table), with the same exit codes.
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+
+use certs_driver::Stop;
+use nodejob_fake::stratum::Fault;
+
+use super::{driver_exit, refused};
+use crate::args::{Format, Global, RotateCa};
+use crate::backend::{Backend, Prepare};
+use crate::exit::Exit;
+use crate::interrupt::on_interrupt;
+use crate::present::rotation as present;
+use crate::render::Renderer;
+use crate::settings::{NewCa, RotationSettings};
+
+/// The settings the flags say.
+fn settings(args: &RotateCa) -> RotationSettings {
+    RotationSettings {
+        new_ca: match &args.new_ca {
+            Some(path) => NewCa::File(path.clone()),
+            // clap requires --new-ca without --simulate.
+            None => NewCa::Unset {
+                simulated: args.sim.simulate.is_some(),
+            },
+        },
+        selector: args.selector.clone(),
+        nodes: args.nodes.clone(),
+        concurrency: Some(args.concurrency),
+        deadline: Some(args.deadline),
+        ready_timeout: Some(args.ready_timeout),
+        binary: Some(args.binary.clone()),
+    }
+}
+
+/// Runs `nodejob rotate-ca`.
+pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
+    let plan = settings(&args).plan(&global.namespace).map_err(refused)?;
+    let stop = Stop::new();
+    on_interrupt((!args.abort).then(|| stop.clone()));
+    let backend = Backend::new(global, args.sim.simulate)
+        .failing(args.simulate_fail.as_deref(), Fault::IssueFails)?
+        .prepared(if args.abort {
+            // Something to undo: the CA staged on every node.
+            Prepare::Stage(plan.clone())
+        } else {
+            Prepare::Settle
+        });
+    backend.block_on(|t| async move {
+        if args.preview {
+            let since = t.calls();
+            let preview = certs_driver::preview(&*t.api, &plan)
+                .await
+                .map_err(|e| driver_exit(present::error(&e)));
+            if let Ok(preview) = &preview {
+                match global.output {
+                    Format::Json => {
+                        outln!("{}", serde_json::to_string(preview).unwrap_or_default())
+                    }
+                    Format::Text => out!("{}", present::preview(preview)),
+                }
+            }
+            if let (Some(since), Some(now)) = (since, t.calls()) {
+                let writes = t.writes_since(since);
+                if !writes.is_empty() {
+                    return Err(Exit::failed(format!(
+                        "the preview wrote to the simulated cluster: {}",
+                        writes.join(", ")
+                    )));
+                }
+                eprintln!(
+                    "simulated cluster: the preview made {} API calls, none of them a write",
+                    now - since
+                );
+            }
+            return preview.map(|_| Exit::ok());
+        }
+        let pacer = t.pacer().filter(|_| global.output == Format::Text);
+        let renderer = Arc::new(Renderer::new(
+            global.output,
+            std::io::stdout().is_terminal(),
+            t.clock(),
+            pacer,
+            present::steps(args.abort),
+        ));
+        let report = if args.abort {
+            certs_driver::abort(&*t.api, &plan, renderer.clone()).await
+        } else {
+            certs_driver::run_until(&*t.api, &plan, renderer.clone(), &stop).await
+        };
+        renderer.finish();
+        let report = report.map_err(|e| driver_exit(present::error(&e)))?;
+        match global.output {
+            Format::Json => {
+                renderer.json(&serde_json::json!({"event": "report", "report": report}))
+            }
+            Format::Text => out!("{}", present::summary(&report, args.abort)),
+        }
+        Ok(match present::ended(&report, &plan) {
+            None => Exit::ok(),
+            Some(why) => Exit::failed(why),
+        })
+    })
+}

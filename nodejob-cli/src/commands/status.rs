@@ -1,0 +1,22 @@
+//! `nodejob status`: who holds the Lease, and each node's state from the drivers' records.
+
+use crate::args::{Format, Global, Status};
+use crate::backend::{Backend, Prepare};
+use crate::exit::Exit;
+use crate::inspect::status::gather;
+use crate::present::status::text;
+
+/// Runs `nodejob status`.
+pub(crate) fn status(global: &Global, args: Status) -> Result<Exit, Exit> {
+    let ns = &global.namespace;
+    let backend = Backend::new(global, args.sim.simulate).prepared(Prepare::History(ns.clone()));
+    backend.block_on(|t| async move {
+        let status = gather(&*t.api, ns).await.map_err(Exit::failed)?;
+        match global.output {
+            // Through a `Value`: its keys sorted, as `status -o json` has always printed them.
+            Format::Json => outln!("{}", serde_json::to_value(&status).unwrap_or_default()),
+            Format::Text => out!("{}", text(&status)),
+        }
+        Ok(Exit::ok())
+    })
+}

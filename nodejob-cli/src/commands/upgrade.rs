@@ -1,0 +1,88 @@
+//! `nodejob upgrade`: the rolling node upgrade of `upgrade-driver`.
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+
+use nodejob_core::drain::{EmptyDir, Unreplicated};
+use nodejob_fake::stratum::Fault;
+use upgrade_driver::Stop;
+
+use super::{driver_exit, refused};
+use crate::args::{Format, Global, Upgrade};
+use crate::backend::{Backend, Prepare};
+use crate::exit::Exit;
+use crate::interrupt::on_interrupt;
+use crate::present::upgrade as present;
+use crate::render::Renderer;
+use crate::settings::UpgradeSettings;
+
+/// The settings the flags say.
+fn settings(args: &Upgrade) -> UpgradeSettings {
+    UpgradeSettings {
+        to: args.to.clone(),
+        selector: args.selector.clone(),
+        nodes: args.nodes.clone(),
+        max_unavailable: Some(args.max_unavailable),
+        drain_timeout: Some(args.drain_timeout),
+        empty_dir: if args.delete_emptydir_data {
+            EmptyDir::Delete
+        } else {
+            EmptyDir::default()
+        },
+        unreplicated: if args.force {
+            Unreplicated::Force
+        } else {
+            Unreplicated::default()
+        },
+        deadline: Some(args.deadline),
+        reboot_timeout: Some(args.reboot_timeout),
+        binary: Some(args.binary.clone()),
+        window: args.window.clone(),
+        failure_budget: Some(args.failure_budget),
+        health_check: args.health_check.then(|| args.health_argv.clone()),
+    }
+}
+
+/// Runs `nodejob upgrade`.
+pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
+    let plan = settings(&args).plan(&global.namespace).map_err(refused)?;
+    let stop = Stop::new();
+    on_interrupt(Some(stop.clone()));
+    let backend = Backend::new(global, args.sim.simulate)
+        .failing(args.simulate_fail.as_deref(), Fault::UpgradeFails)?
+        .prepared(Prepare::Settle);
+    backend.block_on(|t| async move {
+        if args.preview {
+            let preview = upgrade_driver::preview(&*t.api, &plan)
+                .await
+                .map_err(|e| driver_exit(present::error(&e)))?;
+            match global.output {
+                Format::Json => outln!("{}", serde_json::to_string(&preview).unwrap_or_default()),
+                Format::Text => out!("{}", present::preview(&preview)),
+            }
+            return Ok(Exit::ok());
+        }
+        let pacer = t.pacer().filter(|_| global.output == Format::Text);
+        let renderer = Arc::new(Renderer::new(
+            global.output,
+            std::io::stdout().is_terminal(),
+            t.clock(),
+            pacer,
+            present::STEPS,
+        ));
+        let report = upgrade_driver::run_until(&*t.api, &plan, renderer.clone(), &stop)
+            .await
+            .map_err(|e| driver_exit(present::error(&e)))?;
+        renderer.finish();
+        match global.output {
+            Format::Json => {
+                renderer.json(&serde_json::json!({"event": "report", "report": report}))
+            }
+            Format::Text => out!("{}", present::summary(&report)),
+        }
+        Ok(match present::ended(&report, &plan) {
+            None => Exit::ok(),
+            Some(why) => Exit::failed(why),
+        })
+    })
+}

@@ -1,0 +1,215 @@
+//! What `status` reads: who holds the Lease the drivers share (the operation, its target, the
+//! epoch, the last renewal), and each node's state from the drivers' records on it: version,
+//! cordoned, the upgrade's record, the CA phase the rotation last read.
+//!
+//! [`gather`] reads it into a [`Status`]; `crate::present::status` shows it to people, and `-o
+//! json` is the [`Status`] itself. The command `status` and the MCP tool `status` use both.
+
+use std::collections::BTreeSet;
+
+use certs_driver::{CaPhase, Fingerprint};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::jiff::Timestamp;
+use nodejob_core::lease::{OPERATION_ANNOTATION, TARGET_ANNOTATION, holder};
+use nodejob_core::{LeaseApi, NodeApi};
+use nodejob_fake::FakeCluster;
+use serde::Serialize;
+use upgrade_driver::records::{self, DONE, IN_PROGRESS};
+
+use crate::sim;
+
+/// The Lease both drivers share: their plans' default `lease_name`.
+pub(crate) fn lease_name() -> String {
+    upgrade_driver::PlanSpec::new(String::new()).lease_name
+}
+
+/// What `status` shows.
+#[derive(Debug, Serialize)]
+pub(crate) struct Status {
+    /// `namespace/name` of the Lease, also when it was never taken.
+    #[serde(skip)]
+    pub(crate) lease_name: String,
+    /// The Lease; `None` when it was never taken.
+    pub(crate) lease: Option<LeaseState>,
+    /// Every node, in the API's order.
+    pub(crate) nodes: Vec<NodeState>,
+    /// The simulated cluster's counters, when the caller adds them (the MCP tool does).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) simulated: Option<Simulated>,
+}
+
+/// The Lease as `status` tells it.
+#[derive(Debug, Serialize)]
+pub(crate) struct LeaseState {
+    /// `namespace/name`.
+    pub(crate) name: String,
+    /// Its holder's identity, while held.
+    pub(crate) holder: Option<String>,
+    /// Whether the holder's term ran out (it has not released it, nor renewed it in time).
+    pub(crate) expired: Option<bool>,
+    /// The operation it was last taken for (`upgrade`, `rotate-ca`).
+    pub(crate) operation: Option<String>,
+    /// That operation's target (a version, a CA fingerprint).
+    pub(crate) target: Option<String>,
+    /// Its `leaseTransitions`.
+    pub(crate) epoch: i32,
+    /// Its last `renewTime` (on release: when it was released).
+    pub(crate) renewed: Option<String>,
+    /// When the holder's term ends.
+    pub(crate) expires: Option<String>,
+}
+
+/// One node as `status` tells it.
+#[derive(Debug, Serialize)]
+pub(crate) struct NodeState {
+    pub(crate) node: String,
+    /// The kubelet's version.
+    pub(crate) version: Option<String>,
+    pub(crate) ready: bool,
+    pub(crate) cordoned: bool,
+    /// The upgrade's in-progress record, as the annotation holds it.
+    pub(crate) in_progress: Option<String>,
+    /// The upgrade's done record, as the annotation holds it.
+    pub(crate) done: Option<String>,
+    /// The CA phase the rotation last read; `None` when it never reported.
+    pub(crate) ca: Option<Ca>,
+    /// The upgrade's records, read (an unreadable one as absent).
+    #[serde(skip)]
+    pub(crate) upgrade: Option<UpgradeRecord>,
+}
+
+/// A node's trust as the rotation last read it.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub(crate) enum Ca {
+    /// What `carotate status` reported, and when.
+    Reported {
+        phase: CaPhase,
+        trusted: BTreeSet<Fingerprint>,
+        issuer: Fingerprint,
+        at: String,
+    },
+    /// The record is not the driver's.
+    Unreadable { unreadable: String },
+}
+
+/// A node's upgrade record.
+#[derive(Debug)]
+pub(crate) enum UpgradeRecord {
+    /// An upgrade of ours is under way on it.
+    InProgress(records::InProgress),
+    /// The last upgrade of ours finished.
+    Done(records::Done),
+}
+
+/// The simulated cluster's counters: its API calls so far (every tool call's), how many were
+/// writes (creates, deletes, patches, evictions (a preview's dry-run ones included), Events,
+/// the Lease), and the store's resourceVersion, which any write moves.
+#[derive(Debug, Serialize)]
+pub(crate) struct Simulated {
+    pub(crate) nodes: usize,
+    pub(crate) api_calls: usize,
+    pub(crate) writes: usize,
+    pub(crate) resource_version: String,
+}
+
+impl Simulated {
+    /// The counters of `fake`, a cluster of `nodes` nodes.
+    pub(crate) fn of(fake: &FakeCluster, nodes: usize) -> Self {
+        Simulated {
+            nodes,
+            api_calls: fake.calls().len(),
+            writes: sim::writes_since(fake, 0).len(),
+            resource_version: fake.resource_version(),
+        }
+    }
+}
+
+/// Reads the Lease of `namespace` and every node.
+pub(crate) async fn gather<A>(api: &A, namespace: &str) -> Result<Status, String>
+where
+    A: NodeApi + LeaseApi + ?Sized,
+{
+    let name = lease_name();
+    let lease = match api.get_lease(namespace, &name).await {
+        Ok(lease) => Some(lease),
+        Err(e) if e.is_not_found() => None,
+        Err(e) => return Err(format!("reading lease {namespace}/{name}: {e}")),
+    };
+    let now = api.wall_time();
+    let nodes = api
+        .list_nodes("")
+        .await
+        .map_err(|e| format!("listing nodes: {e}"))?;
+    let lease_name = format!("{namespace}/{name}");
+    Ok(Status {
+        lease: lease.map(|l| LeaseState::of(&l, lease_name.clone(), now)),
+        lease_name,
+        nodes: nodes.iter().map(NodeState::of).collect(),
+        simulated: None,
+    })
+}
+
+impl LeaseState {
+    fn of(lease: &Lease, name: String, now: Timestamp) -> Self {
+        let annotation = |k: &str| {
+            (lease.metadata.annotations.as_ref())
+                .and_then(|a| a.get(k))
+                .cloned()
+        };
+        let spec = lease.spec.clone().unwrap_or_default();
+        let held = holder(lease);
+        let expires = held.as_ref().and_then(|h| h.expires);
+        LeaseState {
+            name,
+            holder: held.map(|h| h.identity),
+            expired: expires.map(|t| t < now),
+            operation: annotation(OPERATION_ANNOTATION),
+            target: annotation(TARGET_ANNOTATION),
+            epoch: spec.lease_transitions.unwrap_or(0),
+            renewed: spec.renew_time.map(|t| t.0.to_string()),
+            expires: expires.map(|t| t.to_string()),
+        }
+    }
+}
+
+impl NodeState {
+    fn of(node: &Node) -> Self {
+        let annotation = |k: &str| {
+            (node.metadata.annotations.as_ref())
+                .and_then(|a| a.get(k))
+                .cloned()
+        };
+        let name = records::name(node);
+        let ca = match certs_driver::last_reported(node, name) {
+            Ok(Some((status, at))) => Some(Ca::Reported {
+                phase: status.phase,
+                trusted: status.trusted,
+                issuer: status.issuer,
+                at,
+            }),
+            Ok(None) => None,
+            Err(unreadable) => Some(Ca::Unreadable { unreadable }),
+        };
+        let upgrade = match (
+            records::read(node, IN_PROGRESS).ok().flatten(),
+            records::read(node, DONE).ok().flatten(),
+        ) {
+            (Some(p), _) => Some(UpgradeRecord::InProgress(p)),
+            (None, Some(d)) => Some(UpgradeRecord::Done(d)),
+            (None, None) => None,
+        };
+        NodeState {
+            node: name.to_string(),
+            version: records::version(node, &upgrade_driver::VersionSource::KubeletVersion)
+                .map(str::to_string),
+            ready: nodejob_core::ready(node),
+            cordoned: records::unschedulable(node),
+            in_progress: annotation(IN_PROGRESS),
+            done: annotation(DONE),
+            ca,
+            upgrade,
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! `jobs` for people: a table of the node Jobs, or a line saying there is none.
+
+use crate::inspect::jobs::Row;
+use crate::present::table;
+
+/// `jobs` for people: a table, or a line saying there is no node Job in `namespace`.
+pub(crate) fn text(rows: &[Row], namespace: &str) -> String {
+    if rows.is_empty() {
+        return format!("no node jobs in namespace {namespace}\n");
+    }
+    let mut lines = vec![["NAME", "NODE", "STATUS", "EXIT", "AGE"].map(String::from)];
+    for r in rows {
+        lines.push([
+            r.name.clone(),
+            r.node.clone(),
+            r.status.as_str().to_string(),
+            match (r.exit_code, r.disrupted) {
+                (Some(c), false) => c.to_string(),
+                (Some(c), true) => format!("{c} (killed)"),
+                (None, _) => "-".into(),
+            },
+            r.age_seconds.map_or_else(|| "?".into(), age),
+        ]);
+    }
+    table(&lines)
+}
+
+/// An age as kubectl shows one: `45s`, `3m20s`, `47m`, `5h12m`, `2d3h`, `12d`.
+fn age(seconds: i64) -> String {
+    let (m, h, d) = (seconds / 60, seconds / 3600, seconds / 86_400);
+    match seconds {
+        s if s < 120 => format!("{s}s"),
+        s if m < 10 => match s % 60 {
+            0 => format!("{m}m"),
+            rest => format!("{m}m{rest}s"),
+        },
+        _ if h < 3 => format!("{m}m"),
+        _ if h < 8 => match m % 60 {
+            0 => format!("{h}h"),
+            rest => format!("{h}h{rest}m"),
+        },
+        _ if h < 48 => format!("{h}h"),
+        _ if h < 24 * 8 => match h % 24 {
+            0 => format!("{d}d"),
+            rest => format!("{d}d{rest}h"),
+        },
+        _ => format!("{d}d"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::age;
+
+    #[test]
+    fn ages_read_as_kubectl_shows_them() {
+        let table = [
+            (0, "0s"),
+            (119, "119s"),
+            (120, "2m"),
+            (200, "3m20s"),
+            (600, "10m"),
+            (3 * 3600 - 1, "179m"),
+            (3 * 3600, "3h"),
+            (5 * 3600 + 12 * 60, "5h12m"),
+            (47 * 3600, "47h"),
+            (2 * 86_400 + 3 * 3600, "2d3h"),
+            (12 * 86_400, "12d"),
+        ];
+        for (seconds, want) in table {
+            assert_eq!(age(seconds), want, "{seconds}s");
+        }
+    }
+}

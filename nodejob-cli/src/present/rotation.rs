@@ -1,0 +1,368 @@
+//! The CA rotation (and its abort) for people: its progress lines, preview, summary and
+//! failure texts.
+
+use certs_driver::{
+    CaStep, FenceEvent, GateReport, Next, NodeResult, Outcome, Preview, Progress, Report,
+};
+
+use super::{
+    DriverError, ErrorKind, Event, OnBars, Position, Severity, exit_in_parentheses, lease_line,
+    lease_severity, log_tail, seconds, table, with_exit_code,
+};
+
+/// The steps a node's bar counts: stage, issue, finalize; an abort's one.
+pub(crate) fn steps(abort: bool) -> u64 {
+    if abort { 1 } else { 3 }
+}
+
+fn step_index(step: CaStep) -> u64 {
+    match step {
+        CaStep::Stage | CaStep::Abort => 1,
+        CaStep::Issue => 2,
+        _ => 3,
+    }
+}
+
+/// `sha256:d4501ab39bde…`: enough of a fingerprint to tell CAs apart in a table.
+fn short(fingerprint: &str) -> String {
+    match fingerprint.get(..19) {
+        Some(head) if fingerprint.len() > 19 => format!("{head}…"),
+        _ => fingerprint.to_string(),
+    }
+}
+
+impl Event for Progress {
+    fn line(&self) -> String {
+        match self {
+            Progress::Lease(lease) => lease_line(lease),
+            Progress::PhaseStarted { phase, nodes } if nodes.is_empty() => {
+                format!("phase {phase}: every node passed it already")
+            }
+            Progress::PhaseStarted { phase, nodes } => {
+                format!("phase {phase}: {}", nodes.join(", "))
+            }
+            Progress::NodeSkipped { node, step, why } => {
+                format!("{node}: {step} skipped, {why}")
+            }
+            Progress::StepStarted { node, step } => format!("{node}: {step}..."),
+            Progress::StepFinished {
+                node,
+                step,
+                took_ms,
+                message,
+            } => format!("{node}: {step} done in {} ({message})", seconds(*took_ms)),
+            Progress::Gate(gate) => gate_line(gate),
+            Progress::Note {
+                node: Some(node),
+                message,
+            } => format!("{node}: {message}"),
+            Progress::Note {
+                node: None,
+                message,
+            } => message.clone(),
+            Progress::NodeFinished { node, result } => format!("{node}: {}", result_text(result)),
+            Progress::Stopping { why } => format!("no further node starts: {why}"),
+            other => format!("{other:?}"),
+        }
+    }
+
+    fn severity(&self) -> Severity {
+        match self {
+            Progress::Lease(lease) => lease_severity(lease),
+            Progress::Gate(gate) if !gate.passed() => Severity::Warning,
+            Progress::NodeFinished {
+                result: NodeResult::Failed(_) | NodeResult::Disagrees { .. },
+                ..
+            } => Severity::Error,
+            Progress::Stopping { .. } => Severity::Warning,
+            _ => Severity::Info,
+        }
+    }
+
+    fn on_bars(&self) -> OnBars {
+        let bar = |node: &String, position, message, finish| OnBars::Bar {
+            node: node.clone(),
+            position,
+            message,
+            finish,
+        };
+        match self {
+            Progress::StepStarted { node, step } => bar(
+                node,
+                Position::At(step_index(*step) - 1),
+                Some(format!("{step}...")),
+                false,
+            ),
+            Progress::StepFinished { node, step, .. } => bar(
+                node,
+                Position::At(step_index(*step)),
+                Some(format!("{step} done")),
+                false,
+            ),
+            Progress::NodeSkipped { node, step, .. } => {
+                bar(node, Position::At(step_index(*step)), None, false)
+            }
+            Progress::NodeFinished { node, result } => bar(
+                node,
+                if matches!(result, NodeResult::Rotated | NodeResult::Restored) {
+                    Position::Full
+                } else {
+                    Position::Keep
+                },
+                Some(match result {
+                    NodeResult::Rotated => "rotated".to_string(),
+                    NodeResult::Restored => "restored".into(),
+                    NodeResult::Failed(f) => format!("FAILED at {}", f.step),
+                    NodeResult::Disagrees { gate, .. } => format!("DISAGREES at {gate}"),
+                    NodeResult::Interrupted { step, .. } => format!("stopped before {step}"),
+                }),
+                true,
+            ),
+            Progress::Lease(FenceEvent::Renewed { .. }) => OnBars::Nothing,
+            _ => OnBars::Line,
+        }
+    }
+}
+
+fn gate_line(gate: &GateReport) -> String {
+    if gate.passed() {
+        let issuers: std::collections::BTreeSet<&str> =
+            gate.nodes.iter().map(|n| n.issuer.as_str()).collect();
+        let issuers: Vec<String> = issuers.into_iter().map(short).collect();
+        format!(
+            "gate {}: passed, {} node(s) agree (issued by {})",
+            gate.gate,
+            gate.nodes.len(),
+            issuers.join(", ")
+        )
+    } else {
+        let who: Vec<String> = (gate.disagreements.iter())
+            .map(|d| format!("{} ({})", d.node, d.what))
+            .collect();
+        format!("gate {}: FAILED: {}", gate.gate, who.join("; "))
+    }
+}
+
+fn result_text(result: &NodeResult) -> String {
+    match result {
+        NodeResult::Rotated => "rotated: trusts the new CA alone, which issues its leaves".into(),
+        NodeResult::Restored => "restored: the new CA is not trusted".into(),
+        NodeResult::Failed(f) => format!(
+            "FAILED at {}{}: {}",
+            f.step,
+            exit_in_parentheses(f.exit_code),
+            f.message
+        ),
+        NodeResult::Disagrees { gate, what } => format!("DISAGREES at the gate {gate}: {what}"),
+        NodeResult::Interrupted { step, why } => format!("stopped before {step}: {why}"),
+    }
+}
+
+/// A rotation's preview, a line each: the Lease, what each node last reported, the next phase
+/// and where, who disagrees. `rotate-ca --preview` prints it; the MCP tool `rotate_ca_preview`
+/// answers it.
+pub(crate) fn preview(preview: &Preview) -> String {
+    let mut lines = vec![format!(
+        "rotate-ca to {}: preview (nothing changed)",
+        preview.target
+    )];
+    lines.push(match &preview.lease {
+        Some(holder) => format!("lease: held by {holder}"),
+        None => "lease: free".into(),
+    });
+    for node in &preview.nodes {
+        let role = if node.control_plane {
+            " (control plane)"
+        } else {
+            ""
+        };
+        lines.push(match (&node.reported, &node.unreadable) {
+            (Some(status), _) => format!(
+                "{}{role}: {} (reported at {})",
+                node.name,
+                status.describe(),
+                node.at.as_deref().unwrap_or("?")
+            ),
+            (None, Some(why)) => format!("{}{role}: record unreadable: {why}", node.name),
+            (None, None) => format!("{}{role}: never reported to a rotation", node.name),
+        });
+    }
+    lines.push(match &preview.next {
+        Next::Unknown { unreported } => format!(
+            "next: a run first reads every node's `carotate status`, then decides (never \
+             reported: {})",
+            unreported.join(", ")
+        ),
+        Next::Phase { phase, nodes } => format!("next: {phase} on {}", nodes.join(", ")),
+        Next::Nothing => {
+            "next: nothing; every node reports the new CA alone (a run checks the last gate)".into()
+        }
+    });
+    for d in &preview.disagreements {
+        lines.push(format!("DISAGREES {}: {}", d.node, d.what));
+    }
+    lines.join("\n") + "\n"
+}
+
+/// The summary table: node, its phase when the run began and when the run last read it, how
+/// it ended, the steps run on it, their duration; then the totals.
+pub(crate) fn summary(report: &Report, abort: bool) -> String {
+    let mut rows =
+        vec![["NODE", "BEFORE", "LAST READ", "RESULT", "STEPS", "DURATION"].map(String::from)];
+    for n in &report.nodes {
+        let phase = |s: &Option<certs_driver::CaStatus>| {
+            s.as_ref()
+                .map_or_else(|| "-".to_string(), |s| s.phase.to_string())
+        };
+        let result = match &n.result {
+            None => "not finished".to_string(),
+            Some(NodeResult::Rotated) => "rotated".into(),
+            Some(NodeResult::Restored) => "restored".into(),
+            Some(NodeResult::Failed(f)) => format!("failed at {}", f.step),
+            Some(NodeResult::Disagrees { gate, .. }) => format!("disagrees at {gate}"),
+            Some(NodeResult::Interrupted { step, .. }) => format!("stopped before {step}"),
+        };
+        let steps: Vec<&str> = n.steps.iter().map(|(s, _)| s.as_str()).collect();
+        rows.push([
+            n.name.clone(),
+            phase(&n.before),
+            phase(&n.after),
+            result,
+            if steps.is_empty() {
+                "-".into()
+            } else {
+                steps.join(", ")
+            },
+            match n.took_ms() {
+                0 => "-".into(),
+                ms => seconds(ms),
+            },
+        ]);
+    }
+    let mut out = table(&rows);
+    let t = &report.totals;
+    let done = if abort { "restored" } else { "rotated" };
+    let done_count = if abort { t.restored } else { t.rotated };
+    out.push_str(&format!(
+        "{done_count} {done}, {} failed, {} disagreed, {} stopped, {} not finished; {} steps in {}; \
+         {} {}; {}\n",
+        t.failed,
+        t.disagreed,
+        t.interrupted,
+        t.unfinished,
+        t.steps,
+        seconds(t.took_ms),
+        if abort { "removed" } else { "to" },
+        report.target,
+        match &report.outcome {
+            Outcome::Done => "done".to_string(),
+            Outcome::Failed { .. } => "FAILED".into(),
+            Outcome::Stopped { why } => format!("stopped: {why}"),
+        }
+    ));
+    out
+}
+
+/// Each node that failed or disagreed, a line each; with where to look when `plan` is given.
+fn failures(report: &Report, plan: Option<&certs_driver::Plan>) -> Vec<String> {
+    let mut lines = Vec::new();
+    for n in &report.nodes {
+        match &n.result {
+            Some(NodeResult::Failed(f)) => {
+                lines.push(format!(
+                    "node {} failed at {}{}: {}",
+                    n.name,
+                    f.step,
+                    with_exit_code(f.exit_code),
+                    f.message
+                ));
+                if let Some(plan) = plan {
+                    if let Some(tail) = f.log_tail.as_deref().filter(|t| !t.is_empty()) {
+                        lines.push(log_tail(tail));
+                    }
+                    lines.push(format!(
+                        "  look at: kubectl -n {} logs job/{}; kubectl describe node {}",
+                        plan.spec().namespace,
+                        plan.job_name(f.step, &n.name),
+                        n.name
+                    ));
+                }
+            }
+            Some(NodeResult::Disagrees { gate, what }) => {
+                lines.push(format!(
+                    "node {} disagrees at the gate {gate}: {what}",
+                    n.name
+                ));
+                if plan.is_some() {
+                    lines.push(format!(
+                        "  look at: kubectl describe node {} (its {} annotation and its \
+                         NodejobCa Events)",
+                        n.name,
+                        certs_driver::LAST_STATUS
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    lines
+}
+
+/// Why the command failed, when the run did not end done: for a failure, each node that
+/// failed or disagreed (and where to look) and how to retry; for a stop, why and how to
+/// resume. `None` when done.
+pub(crate) fn ended(report: &Report, plan: &certs_driver::Plan) -> Option<String> {
+    match &report.outcome {
+        Outcome::Done => None,
+        Outcome::Failed { retry } => {
+            let mut lines = failures(report, Some(plan));
+            lines.push(format!("retry: {retry}"));
+            Some(lines.join("\n"))
+        }
+        Outcome::Stopped { why } => Some(format!(
+            "stopped: {why}\nthe nodes keep the rotation's state: run the same command again to \
+             resume"
+        )),
+    }
+}
+
+/// The MCP tools `rotate_ca` and `rotate_ca_abort`'s answer: the summary, each node that
+/// failed or disagreed, and how to retry or resume.
+pub(crate) fn answer(report: &Report, abort: bool) -> String {
+    let mut text = summary(report, abort);
+    for line in failures(report, None) {
+        text.push_str(&line);
+        text.push('\n');
+    }
+    match &report.outcome {
+        Outcome::Failed { retry } => text.push_str(&format!("retry: {retry}\n")),
+        Outcome::Stopped { .. } => text
+            .push_str("the nodes keep the rotation's state: preview and run it again to resume\n"),
+        Outcome::Done => {}
+    }
+    text
+}
+
+/// Whether the run failed.
+pub(crate) fn failed(report: &Report) -> bool {
+    matches!(report.outcome, Outcome::Failed { .. })
+}
+
+/// How a driver error ends the operation.
+pub(crate) fn error(e: &certs_driver::Error) -> DriverError {
+    let kind = match e {
+        certs_driver::Error::Plan(p) => ErrorKind::Plan {
+            field: p.field,
+            rule: p.rule.clone(),
+        },
+        certs_driver::Error::Core(nodejob_core::Error::LeaseHeld { .. }) => ErrorKind::LeaseHeld,
+        certs_driver::Error::Selecting(certs_driver::Selecting::NotFound { .. }) => {
+            ErrorKind::NoSuchNode
+        }
+        _ => ErrorKind::Failed,
+    };
+    DriverError {
+        kind,
+        text: e.to_string(),
+    }
+}

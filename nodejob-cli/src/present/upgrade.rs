@@ -1,0 +1,311 @@
+//! The rolling upgrade for people: its progress lines, preview, summary and failure texts.
+
+use upgrade_driver::{
+    FenceEvent, NodeResult, Outcome, PodPlan, Preview, Progress, Report, UpgradeStep,
+};
+
+use super::{
+    DriverError, ErrorKind, Event, OnBars, Position, Severity, exit_in_parentheses, lease_line,
+    lease_severity, log_tail, seconds, table, with_exit_code,
+};
+
+/// The steps of an upgrade a node's bar counts.
+pub(crate) const STEPS: u64 = 6;
+
+fn step_index(step: UpgradeStep) -> u64 {
+    match step {
+        UpgradeStep::Cordon => 1,
+        UpgradeStep::Drain => 2,
+        UpgradeStep::Upgrade => 3,
+        UpgradeStep::Reboot => 4,
+        UpgradeStep::Health => 5,
+        UpgradeStep::Uncordon => 6,
+    }
+}
+
+impl Event for Progress {
+    fn line(&self) -> String {
+        match self {
+            Progress::Lease(lease) => lease_line(lease),
+            Progress::BatchStarted {
+                index,
+                group,
+                nodes,
+            } => format!("batch {} ({group}): {}", index + 1, nodes.join(", ")),
+            Progress::NodeSkipped { node, why } => format!("{node}: skipped, {why}"),
+            Progress::StepStarted { node, step } => format!("{node}: {step}..."),
+            Progress::StepFinished {
+                node,
+                step,
+                took_ms,
+                message,
+            } => format!("{node}: {step} done in {} ({message})", seconds(*took_ms)),
+            Progress::PodsEvicted { node, pods } if pods.is_empty() => {
+                format!("{node}: no pod to evict")
+            }
+            Progress::PodsEvicted { node, pods } => {
+                format!("{node}: evicted {}", pods.join(", "))
+            }
+            Progress::Note {
+                node: Some(node),
+                message,
+            } => format!("{node}: {message}"),
+            Progress::Note {
+                node: None,
+                message,
+            } => message.clone(),
+            Progress::NodeFinished {
+                node,
+                result,
+                took_ms,
+            } => format!(
+                "{node}: {} after {}",
+                result_text(result),
+                seconds(*took_ms)
+            ),
+            Progress::Stopping { why } => format!("no further node starts: {why}"),
+            _ => format!("{self:?}"),
+        }
+    }
+
+    fn severity(&self) -> Severity {
+        match self {
+            Progress::Lease(lease) => lease_severity(lease),
+            Progress::NodeFinished {
+                result: NodeResult::Failed(_),
+                ..
+            } => Severity::Error,
+            Progress::Stopping { .. } => Severity::Warning,
+            _ => Severity::Info,
+        }
+    }
+
+    fn on_bars(&self) -> OnBars {
+        let bar = |node: &String, position, message, finish| OnBars::Bar {
+            node: node.clone(),
+            position,
+            message,
+            finish,
+        };
+        match self {
+            Progress::StepStarted { node, step } => bar(
+                node,
+                Position::At(step_index(*step) - 1),
+                Some(format!("{step}...")),
+                false,
+            ),
+            Progress::StepFinished { node, step, .. } => {
+                bar(node, Position::At(step_index(*step)), None, false)
+            }
+            Progress::NodeFinished { node, result, .. } => bar(
+                node,
+                if matches!(result, NodeResult::Upgraded) {
+                    Position::Full
+                } else {
+                    Position::Keep
+                },
+                Some(result_text(result)),
+                true,
+            ),
+            Progress::NodeSkipped { node, why } => {
+                bar(node, Position::Full, Some(format!("skipped: {why}")), true)
+            }
+            Progress::Lease(FenceEvent::Renewed { .. }) | Progress::PodsEvicted { .. } => {
+                OnBars::Nothing
+            }
+            _ => OnBars::Line,
+        }
+    }
+}
+
+fn result_text(result: &NodeResult) -> String {
+    match result {
+        NodeResult::Upgraded => "upgraded".into(),
+        NodeResult::Skipped { why } => format!("skipped ({why})"),
+        NodeResult::Failed(f) => format!(
+            "FAILED at {}{}: {}",
+            f.step,
+            exit_in_parentheses(f.exit_code),
+            f.message
+        ),
+        NodeResult::Interrupted { step, why } => format!("stopped before {step}: {why}"),
+    }
+}
+
+/// An upgrade's preview, a line each: the Lease, the nodes skipped, the batches, then every
+/// node and what the drain would do with its Pods. `upgrade --preview` prints it; the MCP tool
+/// `upgrade_preview` answers it.
+pub(crate) fn preview(preview: &Preview) -> String {
+    let mut lines = vec![format!(
+        "upgrade to {}: preview (nothing changed)",
+        preview.target
+    )];
+    lines.push(match &preview.lease {
+        Some(holder) => format!("lease: held by {holder}"),
+        None => "lease: free".into(),
+    });
+    for (node, why) in &preview.skipped {
+        lines.push(format!("skip {node}: {why}"));
+    }
+    for (i, (group, nodes)) in preview.batches.iter().enumerate() {
+        lines.push(format!("batch {} ({group}): {}", i + 1, nodes.join(", ")));
+    }
+    for node in &preview.nodes {
+        lines.push(format!(
+            "{} at {}{}{}",
+            node.name,
+            node.version.as_deref().unwrap_or("?"),
+            if node.cordoned { ", cordoned" } else { "" },
+            if node.in_progress {
+                ", an earlier run of ours in flight"
+            } else {
+                ""
+            }
+        ));
+        for pod in &node.pods {
+            lines.push(match pod {
+                PodPlan::Evict { pod } => format!("  evict {pod}"),
+                PodPlan::Leave { pod, why } => format!("  leave {pod}: {why}"),
+                PodPlan::Refuse { pod, why } => format!("  REFUSE {pod}: {why}"),
+                PodPlan::Blocked { pod, message } => format!("  blocked now {pod}: {message}"),
+            });
+        }
+    }
+    lines.join("\n") + "\n"
+}
+
+/// The summary table: node, from, to, result, duration, pods evicted; then the totals.
+pub(crate) fn summary(report: &Report) -> String {
+    let mut rows = vec![[
+        "NODE".to_string(),
+        "FROM".into(),
+        "TO".into(),
+        "RESULT".into(),
+        "DURATION".into(),
+        "PODS EVICTED".into(),
+    ]];
+    for n in &report.nodes {
+        let result = match &n.result {
+            None => "not started".to_string(),
+            Some(NodeResult::Upgraded) => "upgraded".into(),
+            Some(NodeResult::Skipped { .. }) => "skipped".into(),
+            Some(NodeResult::Failed(f)) => format!("failed at {}", f.step),
+            Some(NodeResult::Interrupted { step, .. }) => format!("stopped before {step}"),
+        };
+        rows.push([
+            n.name.clone(),
+            n.from.clone().unwrap_or_else(|| "-".into()),
+            n.to.clone().unwrap_or_else(|| "-".into()),
+            result,
+            if n.took_ms == 0 {
+                "-".into()
+            } else {
+                seconds(n.took_ms)
+            },
+            n.pods_evicted.len().to_string(),
+        ]);
+    }
+    let mut out = table(&rows);
+    let t = &report.totals;
+    out.push_str(&format!(
+        "{} upgraded, {} skipped, {} failed, {} stopped, {} not started; {} pods evicted; {}\n",
+        t.upgraded,
+        t.skipped,
+        t.failed,
+        t.interrupted,
+        t.not_started,
+        t.pods_evicted,
+        match &report.outcome {
+            Outcome::Done => "done".to_string(),
+            Outcome::Failed { .. } => "FAILED".into(),
+            Outcome::Stopped { why } => format!("stopped: {why}"),
+        }
+    ));
+    out
+}
+
+/// `node N failed at STEP with exit code C: MESSAGE`, for each node that failed, with where
+/// to look when `namespace` (the Job's) and `job_name` say it.
+fn failures(report: &Report, look: Option<(&str, &dyn Fn(&str) -> String)>) -> Vec<String> {
+    let mut lines = Vec::new();
+    for n in &report.nodes {
+        if let Some(f) = n.failure() {
+            lines.push(format!(
+                "node {} failed at {}{}: {}",
+                n.name,
+                f.step,
+                with_exit_code(f.exit_code),
+                f.message
+            ));
+            if let Some((namespace, job_name)) = &look {
+                if let Some(tail) = &f.log_tail {
+                    lines.push(log_tail(tail));
+                }
+                lines.push(format!(
+                    "  look at: kubectl -n {namespace} logs job/{}; kubectl describe node {}",
+                    job_name(&n.name),
+                    n.name
+                ));
+            }
+        }
+    }
+    lines
+}
+
+/// Why the command failed, when the run did not end done: for a failure, each failed node
+/// (the step, the exit code, the message, the log's tail, where to look) and how to retry;
+/// for a stop, why and how to resume. `None` when done.
+pub(crate) fn ended(report: &Report, plan: &upgrade_driver::Plan) -> Option<String> {
+    match &report.outcome {
+        Outcome::Done => None,
+        Outcome::Failed { retry } => {
+            let job_name = |node: &str| plan.job_name(node);
+            let mut lines = failures(report, Some((&plan.spec().namespace, &job_name)));
+            lines.push(format!("retry: {retry}"));
+            Some(lines.join("\n"))
+        }
+        Outcome::Stopped { why } => Some(format!(
+            "stopped: {why}\nthe cluster keeps the run's state: run the same command again to resume"
+        )),
+    }
+}
+
+/// The MCP tool `upgrade`'s answer: the summary, each failed node, and how to retry or resume.
+pub(crate) fn answer(report: &Report) -> String {
+    let mut text = summary(report);
+    for line in failures(report, None) {
+        text.push_str(&line);
+        text.push('\n');
+    }
+    match &report.outcome {
+        Outcome::Failed { retry } => text.push_str(&format!("retry: {retry}\n")),
+        Outcome::Stopped { .. } => text
+            .push_str("the cluster keeps the run's state: preview and upgrade again to resume\n"),
+        Outcome::Done => {}
+    }
+    text
+}
+
+/// Whether the run failed.
+pub(crate) fn failed(report: &Report) -> bool {
+    matches!(report.outcome, Outcome::Failed { .. })
+}
+
+/// How a driver error ends the operation.
+pub(crate) fn error(e: &upgrade_driver::Error) -> DriverError {
+    let kind = match e {
+        upgrade_driver::Error::Plan(p) => ErrorKind::Plan {
+            field: p.field,
+            rule: p.rule.clone(),
+        },
+        upgrade_driver::Error::Core(nodejob_core::Error::LeaseHeld { .. }) => ErrorKind::LeaseHeld,
+        upgrade_driver::Error::Selecting(upgrade_driver::Selecting::NotFound { .. }) => {
+            ErrorKind::NoSuchNode
+        }
+        _ => ErrorKind::Failed,
+    };
+    DriverError {
+        kind,
+        text: e.to_string(),
+    }
+}

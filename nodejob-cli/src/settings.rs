@@ -1,0 +1,369 @@
+//! What the flags and the MCP tools' arguments mean for each operation: one settings type per
+//! operation, filled by [`crate::commands`] from the flags and by [`crate::mcp`] from the tool's
+//! arguments, and turned here, once, into the driver's plan (or the node Job's spec).
+//!
+//! A field left `None` takes the driver's default. A refusal ([`Refused`]) names the setting as
+//! [`Field`]; each front end says it its own way ([`Field::flag`], [`Field::argument`]).
+//!
+//! ```text
+//!  flags ──commands::<cmd>──▶ UpgradeSettings ──plan──▶ upgrade_driver::Plan
+//!  MCP arguments ──mcp::params──▶ RotationSettings ──plan──▶ certs_driver::Plan
+//!                                 JobSettings ──spec──▶ nodejob_core::Spec
+//! ```
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use nodejob_core::drain::{EmptyDir, Unreplicated};
+use nodejob_core::{Spec, trunc_name};
+use upgrade_driver::MaxUnavailable;
+
+use crate::parse;
+
+/// The label key of `nodejob run`'s Jobs (its value: the node, as core hashes it).
+pub(crate) const RUN_LABEL_KEY: &str = "stratum.ciq.com/run";
+
+/// The CA `rotate-ca --simulate` rotates to when no `--new-ca` is given: a public certificate
+/// made for the simulation alone (its key was discarded when it was signed), so a simulated
+/// rotation needs no file and shows the same fingerprint every time.
+pub(crate) const SIMULATED_CA: &str = include_str!("simulated-ca.pem");
+
+/// `nodejob run`'s (and the `run` tool's) default deadline.
+pub(crate) const RUN_DEADLINE: Duration = Duration::from_secs(10 * 60);
+
+/// A setting, as the flags and the tools' arguments both have it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Field {
+    /// The upgrade's target version.
+    To,
+    /// The label selector.
+    Selector,
+    /// The nodes by name.
+    Nodes,
+    /// How many nodes may be unavailable at once.
+    MaxUnavailable,
+    /// The drain's bound.
+    DrainTimeout,
+    /// A host Job's deadline.
+    Deadline,
+    /// The upgrade's reboot bound.
+    RebootTimeout,
+    /// The rotation's bound for a node to be Ready again.
+    ReadyTimeout,
+    /// The on-host binary.
+    Binary,
+    /// The maintenance window.
+    Window,
+    /// The rotation's concurrency.
+    Concurrency,
+    /// The new CA, from `source` (a path, or the simulation's built-in one).
+    NewCa {
+        /// Where the certificate came from, as a person reads it.
+        source: String,
+    },
+    /// The namespace (a global flag; the MCP server's).
+    Namespace,
+    /// A field of the driver's plan that no setting names.
+    Other(&'static str),
+}
+
+impl Field {
+    /// The field of a driver's plan as the setting that fills it.
+    fn of_plan(field: &'static str, new_ca: &str) -> Field {
+        match field {
+            "target" => Field::To,
+            "selector" => Field::Selector,
+            "nodes" => Field::Nodes,
+            "max_unavailable" => Field::MaxUnavailable,
+            "drain.timeout" => Field::DrainTimeout,
+            "deadline" => Field::Deadline,
+            "reboot_timeout" => Field::RebootTimeout,
+            "ready_timeout" => Field::ReadyTimeout,
+            "binary" => Field::Binary,
+            "concurrency" => Field::Concurrency,
+            "ca_certificate" | "fingerprint" => Field::NewCa {
+                source: new_ca.to_string(),
+            },
+            "namespace" => Field::Namespace,
+            f if f.starts_with("window") => Field::Window,
+            f => Field::Other(f),
+        }
+    }
+
+    /// As the command line names it: `--new-ca FILE`, `--selector`.
+    pub(crate) fn flag(&self) -> String {
+        let flag = match self {
+            Field::To => "--to",
+            Field::Selector => "--selector",
+            Field::Nodes => "--nodes",
+            Field::MaxUnavailable => "--max-unavailable",
+            Field::DrainTimeout => "--drain-timeout",
+            Field::Deadline => "--deadline",
+            Field::RebootTimeout => "--reboot-timeout",
+            Field::ReadyTimeout => "--ready-timeout",
+            Field::Binary => "--binary",
+            Field::Window => "--window",
+            Field::Concurrency => "--concurrency",
+            Field::NewCa { source } => return format!("--new-ca {source}"),
+            Field::Namespace => "--namespace",
+            Field::Other(f) => f,
+        };
+        flag.to_string()
+    }
+
+    /// As the MCP tools' arguments name it: `new_ca`, `drain_timeout`.
+    pub(crate) fn argument(&self) -> &'static str {
+        match self {
+            Field::To => "to",
+            Field::Selector => "selector",
+            Field::Nodes => "nodes",
+            Field::MaxUnavailable => "max_unavailable",
+            Field::DrainTimeout => "drain_timeout",
+            Field::Deadline => "deadline",
+            Field::RebootTimeout => "reboot_timeout",
+            Field::ReadyTimeout => "ready_timeout",
+            Field::Binary => "binary",
+            Field::Window => "window",
+            Field::Concurrency => "concurrency",
+            Field::NewCa { .. } => "new_ca",
+            Field::Namespace => "namespace (the server's --namespace)",
+            Field::Other(f) => f,
+        }
+    }
+}
+
+/// Why settings make no plan.
+#[derive(Debug)]
+pub(crate) enum Refused {
+    /// A value does not read (a window that is not `DAYS START-END [TZ]`).
+    Value {
+        /// The setting.
+        field: Field,
+        /// Why.
+        why: String,
+    },
+    /// The new CA's file could not be read.
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        why: std::io::Error,
+    },
+    /// No new CA was given, and there is no simulation to lend its own.
+    NoCa,
+    /// The driver refused the plan.
+    Plan {
+        /// The setting behind the plan's field.
+        field: Field,
+        /// The rule the field breaks.
+        rule: String,
+        /// The driver's refusal, whole (`invalid plan: FIELD: RULE`).
+        error: String,
+    },
+}
+
+/// An upgrade as asked for.
+#[derive(Clone, Debug)]
+pub(crate) struct UpgradeSettings {
+    /// The target version.
+    pub(crate) to: String,
+    /// Only nodes matching this label selector.
+    pub(crate) selector: Option<String>,
+    /// Only these nodes.
+    pub(crate) nodes: Vec<String>,
+    /// How many nodes may be unavailable at once.
+    pub(crate) max_unavailable: Option<MaxUnavailable>,
+    /// The drain's bound per node.
+    pub(crate) drain_timeout: Option<Duration>,
+    /// What the drain does with Pods with emptyDir volumes.
+    pub(crate) empty_dir: EmptyDir,
+    /// What the drain does with Pods no controller manages.
+    pub(crate) unreplicated: Unreplicated,
+    /// The host upgrade Job's deadline.
+    pub(crate) deadline: Option<Duration>,
+    /// How long a node has to come back Ready at the target.
+    pub(crate) reboot_timeout: Option<Duration>,
+    /// The on-host binary.
+    pub(crate) binary: Option<String>,
+    /// The maintenance window, as typed (`DAYS START-END [TZ]`).
+    pub(crate) window: Option<String>,
+    /// Stop starting nodes after this many failed.
+    pub(crate) failure_budget: Option<u32>,
+    /// The health check's argv.
+    pub(crate) health_check: Option<Vec<String>>,
+}
+
+impl UpgradeSettings {
+    /// The upgrade's plan in `namespace`, this process holding the Lease.
+    pub(crate) fn plan(&self, namespace: &str) -> Result<upgrade_driver::Plan, Refused> {
+        let mut spec = upgrade_driver::PlanSpec::new(self.to.clone());
+        spec.selector = self.selector.clone();
+        spec.nodes = self.nodes.clone();
+        if let Some(m) = self.max_unavailable {
+            spec.max_unavailable = m;
+        }
+        if let Some(d) = self.drain_timeout {
+            spec.drain.timeout = d;
+        }
+        spec.drain.empty_dir = self.empty_dir;
+        spec.drain.unreplicated = self.unreplicated;
+        if let Some(d) = self.deadline {
+            spec.deadline = d;
+        }
+        if let Some(d) = self.reboot_timeout {
+            spec.reboot_timeout = d;
+        }
+        if let Some(binary) = &self.binary {
+            spec.binary = binary.clone();
+        }
+        if let Some(budget) = self.failure_budget {
+            spec.failure_budget = budget;
+        }
+        spec.namespace = namespace.to_string();
+        spec.identity = identity();
+        spec.health_check = self.health_check.clone();
+        if let Some(window) = &self.window {
+            spec.window = Some(parse::window(window).map_err(|why| Refused::Value {
+                field: Field::Window,
+                why,
+            })?);
+        }
+        upgrade_driver::Plan::build(spec).map_err(|e| Refused::Plan {
+            field: Field::of_plan(e.field, ""),
+            rule: e.rule.clone(),
+            error: e.to_string(),
+        })
+    }
+}
+
+/// Where the new CA comes from.
+#[derive(Clone, Debug)]
+pub(crate) enum NewCa {
+    /// A PEM file.
+    File(PathBuf),
+    /// None given: the simulation's built-in CA ([`SIMULATED_CA`]) on a simulated cluster.
+    Unset {
+        /// Whether the cluster is simulated.
+        simulated: bool,
+    },
+}
+
+/// A CA rotation (or its abort) as asked for.
+#[derive(Clone, Debug)]
+pub(crate) struct RotationSettings {
+    /// The new CA.
+    pub(crate) new_ca: NewCa,
+    /// Only nodes matching this label selector.
+    pub(crate) selector: Option<String>,
+    /// Only these nodes.
+    pub(crate) nodes: Vec<String>,
+    /// How many workers run a phase at once.
+    pub(crate) concurrency: Option<u32>,
+    /// Each host Job's deadline.
+    pub(crate) deadline: Option<Duration>,
+    /// After `issue`, how long a node has to be Ready again.
+    pub(crate) ready_timeout: Option<Duration>,
+    /// The on-host binary.
+    pub(crate) binary: Option<String>,
+}
+
+impl RotationSettings {
+    /// The rotation's plan in `namespace`, this process holding the Lease.
+    pub(crate) fn plan(&self, namespace: &str) -> Result<certs_driver::Plan, Refused> {
+        let (pem, source) = match &self.new_ca {
+            NewCa::File(path) => {
+                let pem = std::fs::read_to_string(path).map_err(|why| Refused::Unreadable {
+                    path: path.clone(),
+                    why,
+                })?;
+                (pem, path.display().to_string())
+            }
+            NewCa::Unset { simulated: true } => (
+                SIMULATED_CA.to_string(),
+                "(the simulation's built-in CA)".to_string(),
+            ),
+            NewCa::Unset { simulated: false } => return Err(Refused::NoCa),
+        };
+        let refused = |e: certs_driver::PlanError| Refused::Plan {
+            field: Field::of_plan(e.field, &source),
+            rule: e.rule.clone(),
+            error: e.to_string(),
+        };
+        let fingerprint = certs_driver::Fingerprint::of_pem(&pem).map_err(refused)?;
+        let mut spec = certs_driver::PlanSpec::new(pem, fingerprint.as_str());
+        spec.selector = self.selector.clone();
+        spec.nodes = self.nodes.clone();
+        if let Some(c) = self.concurrency {
+            spec.concurrency = c;
+        }
+        if let Some(d) = self.deadline {
+            spec.deadline = d;
+        }
+        if let Some(d) = self.ready_timeout {
+            spec.ready_timeout = d;
+        }
+        if let Some(binary) = &self.binary {
+            spec.binary = binary.clone();
+        }
+        spec.namespace = namespace.to_string();
+        spec.identity = identity();
+        certs_driver::Plan::build(spec).map_err(refused)
+    }
+}
+
+/// One privileged Job on a node, as asked for (`run`, `render`).
+#[derive(Clone, Debug)]
+pub(crate) struct JobSettings {
+    /// The node.
+    pub(crate) node: String,
+    /// Admit the pod as system-node-critical.
+    pub(crate) critical: bool,
+    /// The Job's deadline.
+    pub(crate) deadline: Duration,
+    /// The Job's name; default `nodejob-run-<node>`.
+    pub(crate) name: Option<String>,
+    /// The image; default core's pinned one.
+    pub(crate) image: Option<String>,
+    /// The command.
+    pub(crate) argv: Vec<String>,
+}
+
+impl JobSettings {
+    /// The node Job's spec in `namespace`; its runner's notes go to stderr until the caller
+    /// sends them elsewhere.
+    pub(crate) fn spec(&self, namespace: &str) -> Result<Spec, String> {
+        let spec = Spec {
+            namespace: namespace.to_string(),
+            name: self
+                .name
+                .clone()
+                .unwrap_or_else(|| trunc_name(&format!("nodejob-run-{}", self.node))),
+            node: self.node.clone(),
+            label_key: RUN_LABEL_KEY.into(),
+            container: "run".into(),
+            argv: self.argv.clone(),
+            active_deadline: self.deadline,
+            poll_attempts: u32::try_from(
+                (self.deadline.as_secs() + 60).div_ceil(nodejob_core::POLL_INTERVAL.as_secs()),
+            )
+            .unwrap_or(u32::MAX),
+            kind: "node".into(),
+            critical: self.critical,
+            image: self.image.clone(),
+            output: Some(Arc::new(|note: &nodejob_core::Note| {
+                eprintln!("{}", note.message)
+            })),
+        };
+        spec.validate().map_err(|e| e.to_string())?;
+        Ok(spec)
+    }
+}
+
+/// `nodejob-<host>-<pid>`: who holds the Lease, unique per process, stable for its life.
+pub(crate) fn identity() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "nodejob".into());
+    format!("nodejob-{host}-{}", std::process::id())
+}
