@@ -21,9 +21,6 @@ pub const NODE_ANNOTATION: &str = "stratum.ciq.com/node";
 /// The label the Job controller puts on a Job's pods, with the Job's UID as value.
 pub const CONTROLLER_UID_LABEL: &str = "batch.kubernetes.io/controller-uid";
 
-/// The default image: contains `nsenter`, pinned by digest.
-pub const IMAGE: &str = "docker.io/library/alpine:3.22@sha256:14358309a308569c32bdc37e2e0e9694be33a9d99e68afb0f5ff33cc1f695dce";
-
 /// Renders the Job object for `spec`. Pure, so the pod spec is testable without a cluster.
 ///
 /// The Job runs one privileged pod on `spec.node` that executes `spec.argv` once:
@@ -109,23 +106,6 @@ pub fn build(spec: &Spec) -> Job {
         }),
         status: None,
     }
-}
-
-/// Whether `image` is pinned by digest: `<reference>@sha256:<64 lowercase hex digits>`, so the
-/// privileged pod runs exactly the bytes that were reviewed, whatever a tag points at now.
-pub(crate) fn is_digest_pinned(image: &str) -> bool {
-    let Some((reference, digest)) = image.rsplit_once('@') else {
-        return false;
-    };
-    let Some(hex) = digest.strip_prefix("sha256:") else {
-        return false;
-    };
-    !reference.is_empty()
-        && !reference.contains(char::is_whitespace)
-        && hex.len() == 64
-        && hex
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// `deadline` in whole seconds, rounded up, saturating at `i64::MAX`.

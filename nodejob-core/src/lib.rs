@@ -31,6 +31,7 @@ mod error;
 pub mod event;
 pub mod fenced;
 pub mod forward;
+mod image;
 mod job;
 pub mod lease;
 mod names;
@@ -51,7 +52,8 @@ pub use error::{
 };
 pub use event::{EventType, node_event};
 pub use forward::{Answer, Layer, Request};
-pub use job::{CONTROLLER_UID_LABEL, IMAGE, NODE_ANNOTATION, build};
+pub use image::IMAGE;
+pub use job::{CONTROLLER_UID_LABEL, NODE_ANNOTATION, build};
 pub use names::{is_dns1123_subdomain, node_label_value, trunc_name};
 pub use runner::{
     Mode, Policy, Report, log_text, logs, run, run_exit_code, run_exit_code_logs, run_with,

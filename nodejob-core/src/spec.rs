@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::job::is_digest_pinned;
+use crate::image::is_digest_pinned;
 use crate::names::{is_dns1123_label, is_dns1123_subdomain, is_qualified_name};
 
 /// How much a [`Note`] matters.
