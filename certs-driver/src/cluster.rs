@@ -1,4 +1,4 @@
-//! What the cluster holds beyond what the plan's nodes report: every node of it (a CA is
+//! What the cluster holds beyond what the plan's nodes report: the plan's nodes and every node of it (a CA is
 //! cluster-wide, so `issue` and `finalize` run only on a plan that covers them all), the host
 //! Jobs of ours on a node, and where `issue` has begun, as [`crate::abort`] refuses on it and
 //! [`crate::preview`] shows it. Reads only.
@@ -8,11 +8,11 @@ use k8s_openapi::api::core::v1::Node;
 use nodejob_core::drive::{Selecting, retry};
 use nodejob_core::{JobApi, NodeApi};
 
-use crate::Error;
-use crate::drive::Order;
+use crate::error::Error;
+use crate::order::Order;
 use crate::phase::{CaStep, Decision, decide};
 use crate::plan::Plan;
-use crate::preview::last_reported;
+use crate::records::last_reported;
 
 /// The steps whose host Jobs a run or an abort leaves behind when it stops in flight.
 pub(crate) const STEPS: [CaStep; 4] = [
@@ -21,6 +21,12 @@ pub(crate) const STEPS: [CaStep; 4] = [
     CaStep::Finalize,
     CaStep::Abort,
 ];
+
+/// Selects the plan's nodes: the selector's, narrowed to `nodes` when named.
+pub(crate) async fn select<A: NodeApi + ?Sized>(api: &A, plan: &Plan) -> Result<Vec<Node>, Error> {
+    let spec = plan.spec();
+    Ok(nodejob_core::drive::select_nodes(api, spec.selector.as_deref(), &spec.nodes).await?)
+}
 
 /// Every node of the cluster, whatever the plan selects.
 pub(crate) async fn every_node<A: NodeApi + ?Sized>(api: &A) -> Result<Vec<Node>, Error> {

@@ -9,25 +9,26 @@ use std::time::Duration;
 
 use futures::future::join_all;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Node;
 use nodejob_core::drive::{
-    DriverEvent, Fence, NoteSink, Outcome, Selecting, Stop, delete_job_of, fence_events,
-    is_control_plane, log_tail, millis, patch_node_again, retry, write_node_event,
+    DriverEvent, Fence, NoteSink, Outcome, Selecting, Stop, delete_job_of, fence_events, log_tail,
+    millis, patch_node_again, retry, write_node_event,
 };
 use nodejob_core::lease::Claim;
 use nodejob_core::runner::{Mode, Policy, run_with};
 use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{
-    EventType, JobApi, LeaseApi, NodeApi, NodeChange, ready, run_exit_code, run_exit_code_logs,
+    EventType, JobApi, LeaseApi, NodeApi, ready, run_exit_code, run_exit_code_logs,
 };
 
-use crate::Error;
-use crate::cluster::{every_node, issue_begun, outside};
+use crate::cluster::{every_node, issue_begun, outside, select};
+use crate::error::Error;
 use crate::gate::{Gate, Verified, check, expected, old_trust};
+use crate::order::Order;
 use crate::phase::{CaStep, Decision, decide};
 use crate::plan::Plan;
 use crate::progress::{Failure, NodeReport, NodeResult, Progress, ProgressSink, Report};
-use crate::status::{CaStatus, LAST_STATUS, parse_status};
+use crate::records;
+use crate::status::{CaStatus, parse_status};
 use nodejob_core::fenced::Fenced;
 
 /// The component named in the Events the driver writes.
@@ -39,44 +40,6 @@ pub const OPERATION: &str = "rotate-ca";
 /// The last lines of a log kept in a failure.
 const LOG_TAIL_LINES: usize = 20;
 
-/// The plan's nodes in the rotation's order: control-plane nodes (one at a time), then
-/// workers (`concurrency` at a time), each in name order.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Order {
-    pub(crate) control: Vec<String>,
-    pub(crate) workers: Vec<String>,
-}
-
-impl Order {
-    pub(crate) fn of(nodes: &[Node]) -> Order {
-        let name = |n: &Node| n.metadata.name.clone().unwrap_or_default();
-        let mut control: Vec<String> = nodes
-            .iter()
-            .filter(|n| is_control_plane(n))
-            .map(name)
-            .collect();
-        let mut workers: Vec<String> = nodes
-            .iter()
-            .filter(|n| !is_control_plane(n))
-            .map(name)
-            .collect();
-        control.sort();
-        workers.sort();
-        Order { control, workers }
-    }
-
-    pub(crate) fn all(&self) -> Vec<String> {
-        self.control.iter().chain(&self.workers).cloned().collect()
-    }
-
-    /// The batches of a phase: each control-plane node alone, then workers `width` at a time.
-    fn batches(&self, width: usize) -> Vec<Vec<String>> {
-        let control = self.control.iter().map(|n| vec![n.clone()]);
-        let workers = self.workers.chunks(width.max(1)).map(<[String]>::to_vec);
-        control.chain(workers).collect()
-    }
-}
-
 /// How a run takes a host Job of ours that an earlier run or abort left on a node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Leftover {
@@ -87,12 +50,6 @@ enum Leftover {
     /// for and deleted; its result is a note, and the status read after says where the node
     /// stands.
     WaitOut,
-}
-
-/// Selects the plan's nodes: the selector's, narrowed to `nodes` when named.
-pub(crate) async fn select<A: NodeApi + ?Sized>(api: &A, plan: &Plan) -> Result<Vec<Node>, Error> {
-    let spec = plan.spec();
-    Ok(nodejob_core::drive::select_nodes(api, spec.selector.as_deref(), &spec.nodes).await?)
 }
 
 /// The whole of one run: what every node future shares.
@@ -664,13 +621,13 @@ where
     }
 
     /// `carotate verify --expect <new> --expect <also>…` on `name`.
-    async fn verify(&self, name: &str, also: &[crate::plan::Fingerprint]) -> Verified {
+    async fn verify(&self, name: &str, also: &[crate::fingerprint::Fingerprint]) -> Verified {
         self.flying(name, CaStep::Verify, self.verify_job(name, also))
             .await
     }
 
     /// [`Rotation::verify`], under way.
-    async fn verify_job(&self, name: &str, also: &[crate::plan::Fingerprint]) -> Verified {
+    async fn verify_job(&self, name: &str, also: &[crate::fingerprint::Fingerprint]) -> Verified {
         if let Err(why) = self.fence.check(self.api).await {
             return Verified::Error(format!("the Lease was lost: {why}"));
         }
@@ -766,7 +723,7 @@ where
         }
     }
 
-    /// Records `status` on the node ([`LAST_STATUS`]): what a preview shows, and where an
+    /// Records `status` on the node ([`records::LAST_STATUS`]): what a preview shows, and where an
     /// abort of any plan finds that `issue` began there. The error says why it could not.
     async fn record(&self, name: &str, status: &CaStatus) -> Result<(), String> {
         if let Err(why) = self.fence.check(self.api).await {
@@ -774,12 +731,10 @@ where
                 "could not record the status on node {name}: the Lease was lost: {why}"
             ));
         }
-        let value = serde_json::json!({
-            "status": status,
-            "at": self.api.wall_time().to_string(),
-        })
-        .to_string();
-        let changes = [NodeChange::set_annotation(LAST_STATUS, value)];
+        let changes = [records::last_status(
+            status,
+            self.api.wall_time().to_string(),
+        )];
         let written = match retry(self.api, || self.api.get_node(name)).await {
             Ok(node) => {
                 let rv = node.metadata.resource_version.unwrap_or_default();
@@ -935,7 +890,7 @@ where
             }
             message.push_str("; its components restarted and it is Ready");
             // The issue Job is the cluster's mark that issue began here until the node's own
-            // report says so on it (LAST_STATUS): an abort of any plan finds one or the other.
+            // report says so on it (records::LAST_STATUS): an abort of any plan finds one or the other.
             let status = self.read_status(name).await?;
             self.reported(name, &status, false);
             if let Err(e) = self.record(name, &status).await {

@@ -7,8 +7,8 @@ use std::fmt;
 
 use serde::Serialize;
 
+use crate::fingerprint::Fingerprint;
 use crate::phase::CaStep;
-use crate::plan::Fingerprint;
 use crate::status::{CaPhase, CaStatus};
 
 /// A gate of the rotation.

@@ -135,64 +135,36 @@
 
 mod cluster;
 mod drive;
+mod error;
+mod fingerprint;
 mod gate;
+mod order;
 mod phase;
 mod plan;
 mod preview;
 mod progress;
+mod records;
 mod status;
 
 use std::sync::Arc;
 
-use nodejob_core::{ApiError, JobApi, LeaseApi, NodeApi};
+use nodejob_core::{JobApi, LeaseApi, NodeApi};
 
 pub use drive::{COMPONENT, OPERATION};
+pub use error::Error;
+pub use fingerprint::Fingerprint;
 pub use gate::{Disagreement, Gate, GateReport, Reported, Verified, check, expected, old_trust};
 pub use nodejob_core::drive::{
     EventSink, FenceEvent, Outcome, Placement, PlanError, Selecting, Stop,
 };
 pub use phase::{CaStep, Decision, decide};
-pub use plan::{Fingerprint, NSENTER, Plan, PlanSpec};
-pub use preview::{Next, NodePreview, Preview, last_reported};
+pub use plan::{NSENTER, Plan, PlanSpec};
+pub use preview::{Next, NodePreview, Preview};
 pub use progress::{
     Failure, NodeReport, NodeResult, Progress, ProgressSink, Report, Totals, quiet,
 };
-pub use status::{CaPhase, CaStatus, LAST_STATUS, StatusError, parse_status};
-
-/// Why a run could not start (or an abort was refused).
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum Error {
-    /// A field of the plan is refused.
-    #[error(transparent)]
-    Plan(#[from] PlanError),
-    /// The plan's nodes could not be selected: it selects none, a node named in the plan
-    /// does not exist (or does not match the selector), or the nodes could not be listed.
-    #[error(transparent)]
-    Selecting(#[from] Selecting),
-    /// Something could not be read.
-    #[error("reading {what}: {cause}")]
-    Reading {
-        /// What.
-        what: String,
-        /// Why.
-        cause: ApiError,
-    },
-    /// The abort is refused: `issue` has begun on these nodes (each with what shows it).
-    #[error(
-        "abort refused: `carotate issue` has begun on {}: leaves issued by the new CA cannot be \
-         taken back, so only forward is safe; run the rotation to its end",
-        nodes.iter().map(|(n, why)| format!("{n} ({why})")).collect::<Vec<_>>().join(", ")
-    )]
-    AbortRefused {
-        /// Each node, and what shows that `issue` began there.
-        nodes: Vec<(String, String)>,
-    },
-    /// Core's error: the Lease held by another ([`nodejob_core::Error::LeaseHeld`]), an API
-    /// error with its operation.
-    #[error(transparent)]
-    Core(#[from] nodejob_core::Error),
-}
+pub use records::{LAST_STATUS, last_reported};
+pub use status::{CaPhase, CaStatus, StatusError, parse_status};
 
 /// Rotates the plan's nodes to its new CA, as the crate docs say. Progress goes to `progress`.
 ///

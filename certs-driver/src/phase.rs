@@ -14,7 +14,7 @@ use std::fmt;
 use k8s_openapi::api::batch::v1::Job;
 use nodejob_core::finished;
 
-use crate::plan::Fingerprint;
+use crate::fingerprint::Fingerprint;
 use crate::status::CaStatus;
 
 /// A step of the rotation on one node, as progress, the report and the Events

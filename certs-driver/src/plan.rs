@@ -12,8 +12,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use k8s_openapi::jiff::Timestamp;
 use nodejob_core::drive::{Placement, PlanError, check_selection, identity};
 use nodejob_core::{Spec, trunc_name};
-use sha2::{Digest, Sha256};
 
+use crate::fingerprint::Fingerprint;
 use crate::phase::CaStep;
 
 /// The label key of the driver's host Jobs (its value: the node, as core hashes it).
@@ -24,58 +24,6 @@ pub(crate) const LABEL_KEY: &str = "stratum.ciq.com/carotate";
 pub const NSENTER: [&str; 9] = [
     "nsenter", "--target", "1", "--mount", "--uts", "--ipc", "--net", "--pid", "--",
 ];
-
-/// A CA certificate's fingerprint: `sha256:` and the 64 lowercase hex digits of the SHA-256 of
-/// its DER encoding, as `stratum carotate` names CAs.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-#[serde(transparent)]
-pub struct Fingerprint(String);
-
-impl Fingerprint {
-    /// Reads `s`: `sha256:` and exactly 64 lowercase hex digits; `None` for anything else.
-    pub fn parse(s: &str) -> Option<Fingerprint> {
-        let hex = s.strip_prefix("sha256:")?;
-        let ok = hex.len() == 64
-            && hex
-                .chars()
-                .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c));
-        ok.then(|| Fingerprint(s.to_string()))
-    }
-
-    /// The fingerprint of a certificate's DER encoding.
-    pub fn of_der(der: &[u8]) -> Fingerprint {
-        let digest = Sha256::digest(der);
-        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-        Fingerprint(format!("sha256:{hex}"))
-    }
-
-    /// The fingerprint of the certificate in `pem`, read by the rules [`Plan::build`] applies
-    /// to [`PlanSpec::ca_certificate`] (exactly one `CERTIFICATE` block holding exactly one
-    /// X.509 CA certificate, nothing else, no key material), so a caller holding only the
-    /// certificate file fills [`PlanSpec::fingerprint`] from it. A refusal is a [`PlanError`]
-    /// on `ca_certificate` whose rule never quotes the text.
-    pub fn of_pem(pem: &str) -> Result<Fingerprint, PlanError> {
-        CaCertificate::read(pem)
-            .map(|ca| Fingerprint::of_der(&ca.der))
-            .map_err(|rule| PlanError::new("ca_certificate", rule))
-    }
-
-    /// As written: `sha256:…`.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    /// The hex digits alone.
-    pub fn hex(&self) -> &str {
-        self.0.strip_prefix("sha256:").unwrap_or(&self.0)
-    }
-}
-
-impl fmt::Display for Fingerprint {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
 
 /// The fields of a [`Plan`], every one with a default but the new CA. Serialised whole (a
 /// preview token hashes it), so a new field must serialise.
@@ -380,6 +328,19 @@ impl Plan {
             image: self.spec.image.clone(),
             output: None,
         }
+    }
+}
+
+impl Fingerprint {
+    /// The fingerprint of the certificate in `pem`, read by the rules [`Plan::build`] applies
+    /// to [`PlanSpec::ca_certificate`] (exactly one `CERTIFICATE` block holding exactly one
+    /// X.509 CA certificate, nothing else, no key material), so a caller holding only the
+    /// certificate file fills [`PlanSpec::fingerprint`] from it. A refusal is a [`PlanError`]
+    /// on `ca_certificate` whose rule never quotes the text.
+    pub fn of_pem(pem: &str) -> Result<Fingerprint, PlanError> {
+        CaCertificate::read(pem)
+            .map(|ca| Fingerprint::of_der(&ca.der))
+            .map_err(|rule| PlanError::new("ca_certificate", rule))
     }
 }
 

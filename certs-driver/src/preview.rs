@@ -1,21 +1,21 @@
 //! [`preview`]: what a rotation would do, with no write of any kind. Reading `carotate status`
 //! takes a host Job (a write), so a preview shows what each node reported when a run last read
-//! it ([`LAST_STATUS`], recorded on the node), and says when a node never reported. It reads
+//! it ([`LAST_STATUS`](crate::LAST_STATUS), recorded on the node), and says when a node never reported. It reads
 //! our host Jobs too (`get_job`), so a step in flight shows, and where `issue` has begun in the
 //! whole cluster, and which nodes the plan leaves out.
 
-use k8s_openapi::api::core::v1::Node;
 use nodejob_core::drive::lease_holder;
 use nodejob_core::{JobApi, LeaseApi, NodeApi};
 use serde::Serialize;
 
-use crate::Error;
-use crate::cluster::{every_node, in_flight, issue_begun, outside};
-use crate::drive::{Order, select};
+use crate::cluster::{every_node, in_flight, issue_begun, outside, select};
+use crate::error::Error;
 use crate::gate::{Disagreement, Gate, check};
+use crate::order::Order;
 use crate::phase::CaStep;
 use crate::plan::Plan;
-use crate::status::{CaStatus, LAST_STATUS, parse_status};
+use crate::records::last_reported;
+use crate::status::CaStatus;
 
 /// One node in a [`Preview`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -78,31 +78,6 @@ pub struct Preview {
     /// The nodes of the cluster the plan leaves out: a run stages the plan's nodes, but runs
     /// issue and finalize only on a plan that leaves none out.
     pub outside_plan: Vec<String>,
-}
-
-#[derive(serde::Deserialize)]
-struct Record {
-    status: serde_json::Value,
-    at: String,
-}
-
-/// What `node` (named `name`) last reported to a run, with when (RFC 3339), from its
-/// [`LAST_STATUS`] annotation: `None` when no run ever read it; the reason when the annotation
-/// is not the driver's record. Nothing is decided from it: it is what [`crate::preview`] and
-/// `nodejob status` show.
-pub fn last_reported(node: &Node, name: &str) -> Result<Option<(CaStatus, String)>, String> {
-    let Some(value) = node
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(LAST_STATUS))
-    else {
-        return Ok(None);
-    };
-    let record: Record = serde_json::from_str(value)
-        .map_err(|e| format!("annotation {LAST_STATUS} is not the driver's record: {e}"))?;
-    let status = parse_status(name, &record.status.to_string()).map_err(|e| e.to_string())?;
-    Ok(Some((status, record.at)))
 }
 
 pub(crate) async fn preview<A>(api: &A, plan: &Plan) -> Result<Preview, Error>

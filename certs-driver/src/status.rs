@@ -8,12 +8,7 @@ use std::fmt;
 use nodejob_core::drive::quote;
 use serde::{Deserialize, Serialize};
 
-use crate::plan::Fingerprint;
-
-/// The annotation on a Node holding the status the driver last read from it, with when
-/// (`{"status": {…}, "at": "RFC 3339"}`): what [`crate::preview`] shows without a write. The
-/// driver never decides from it.
-pub const LAST_STATUS: &str = "stratum.ciq.com/ca-status";
+use crate::fingerprint::Fingerprint;
 
 /// Where a node stands in a rotation, as it reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
