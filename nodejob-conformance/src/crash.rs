@@ -1,6 +1,6 @@
-//! [`Crashing`]: a wrapper of every API trait over any backend that stops its caller at its
-//! Nth write, as a driver that crashed there would stop, and shows every write to an
-//! [`Observe`]r as it is made. It is how the drivers' tests prove that a rerun after a crash
+//! [`Crashing`]: a [`Layer`] over any backend, so a wrapper of every API trait, that stops its
+//! caller at its Nth write, as a driver that crashed there would stop, and shows every write to
+//! an [`Observe`]r as it is made. It is how the drivers' tests prove that a rerun after a crash
 //! at any step resumes, and check their invariants after every write.
 //!
 //! A write is a call that changes the cluster: create or delete a Job, create an Event, patch
@@ -10,17 +10,8 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
-use async_trait::async_trait;
-use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Node, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Preconditions;
-use k8s_openapi::jiff::Timestamp;
-use nodejob_core::{
-    ApiResult, Change, Clock, DryRun, Eviction, JobApi, LeaseApi, NodeApi, NodeChange, PodApi, Verb,
-};
+use nodejob_core::{Answer, ApiResult, Layer, Request, Verb};
 
 /// One write of a [`Crashing`] API, as its [`Observe`]r sees it.
 #[derive(Clone, Debug)]
@@ -123,18 +114,20 @@ impl<A, O: Observe> Crashing<A, O> {
     }
 
     /// Serves one write: observed before and after, and stopped at the crash point.
-    async fn write<T>(
+    async fn write(
         &self,
-        verb: Verb,
-        target: String,
-        body: String,
-        served: impl Future<Output = ApiResult<T>>,
-    ) -> ApiResult<T> {
+        request: Request<'_>,
+        served: impl Future<Output = ApiResult<Answer>>,
+    ) -> ApiResult<Answer> {
+        let verb = request.verb();
         let write = Write {
             index: self.writes.fetch_add(1, Ordering::SeqCst),
             verb,
-            target,
-            body,
+            target: match request.namespace() {
+                Some(namespace) => format!("{namespace}/{}", request.subject()),
+                None => request.subject().to_string(),
+            },
+            body: body(&request),
         };
         let nth = {
             let mut by_verb = self.by_verb.lock().unwrap();
@@ -159,189 +152,41 @@ impl<A, O: Observe> Crashing<A, O> {
     }
 }
 
-/// `object` as JSON, for an observer.
+/// What a write sends, for an observer: the object as JSON, a node patch's changes; empty for
+/// a delete or an eviction.
+fn body(request: &Request<'_>) -> String {
+    match *request {
+        Request::CreateJob { job } => json(job),
+        Request::CreateEvent { event } => json(event),
+        Request::CreateLease { lease } | Request::ReplaceLease { lease } => json(lease),
+        Request::PatchNode { changes, .. } => format!("{changes:?}"),
+        _ => String::new(),
+    }
+}
+
+/// `object` as JSON.
 fn json<T: serde::Serialize>(object: &T) -> String {
     serde_json::to_string(object).unwrap_or_else(|e| format!("<not JSON: {e}>"))
 }
 
-/// `namespace/name` of an object.
-fn target(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
-    let namespace = meta.namespace.as_deref().unwrap_or_default();
-    let name = meta
-        .name
-        .as_deref()
-        .or(meta.generate_name.as_deref())
-        .unwrap_or_default();
-    format!("{namespace}/{name}")
-}
+impl<A: Send + Sync, O: Observe> Layer for Crashing<A, O> {
+    type Below = A;
 
-#[async_trait]
-impl<A: Clock, O: Observe> Clock for Crashing<A, O> {
-    fn now(&self) -> Duration {
-        self.inner.now()
+    fn below(&self) -> &A {
+        &self.inner
     }
-    async fn sleep(&self, duration: Duration) {
-        self.inner.sleep(duration).await
-    }
-    fn wall_time(&self) -> Timestamp {
-        self.inner.wall_time()
-    }
-}
 
-#[async_trait]
-impl<A: JobApi, O: Observe> JobApi for Crashing<A, O> {
-    async fn create_job(&self, job: &Job) -> ApiResult<Job> {
-        let served = self.inner.create_job(job);
-        self.write(Verb::CreateJob, target(&job.metadata), json(job), served)
-            .await
-    }
-    async fn get_job(&self, namespace: &str, name: &str) -> ApiResult<Job> {
-        self.inner.get_job(namespace, name).await
-    }
-    async fn list_jobs(&self, namespace: &str, label_selector: &str) -> ApiResult<Vec<Job>> {
-        self.inner.list_jobs(namespace, label_selector).await
-    }
-    async fn delete_job(
-        &self,
-        namespace: &str,
-        name: &str,
-        preconditions: Option<&Preconditions>,
-    ) -> ApiResult<()> {
-        let served = self.inner.delete_job(namespace, name, preconditions);
-        let target = format!("{namespace}/{name}");
-        self.write(Verb::DeleteJob, target, String::new(), served)
-            .await
-    }
-    async fn list_pods(&self, namespace: &str, label_selector: &str) -> ApiResult<Vec<Pod>> {
-        self.inner.list_pods(namespace, label_selector).await
-    }
-    async fn pod_log(
-        &self,
-        namespace: &str,
-        pod: &str,
-        container: &str,
-        limit_bytes: u64,
-    ) -> ApiResult<String> {
-        self.inner
-            .pod_log(namespace, pod, container, limit_bytes)
-            .await
-    }
-    async fn list_events(&self, namespace: &str, involved_uid: &str) -> ApiResult<Vec<Event>> {
-        self.inner.list_events(namespace, involved_uid).await
-    }
-    async fn create_event(&self, event: &Event) -> ApiResult<Event> {
-        let served = self.inner.create_event(event);
-        self.write(
-            Verb::CreateEvent,
-            target(&event.metadata),
-            json(event),
-            served,
-        )
-        .await
-    }
-    async fn wait_job(
-        &self,
-        namespace: &str,
-        name: &str,
-        since: Option<&str>,
-        timeout: Duration,
-    ) -> ApiResult<Change<Job>> {
-        self.inner.wait_job(namespace, name, since, timeout).await
-    }
-}
-
-#[async_trait]
-impl<A: NodeApi, O: Observe> NodeApi for Crashing<A, O> {
-    async fn get_node(&self, name: &str) -> ApiResult<Node> {
-        self.inner.get_node(name).await
-    }
-    async fn list_nodes(&self, label_selector: &str) -> ApiResult<Vec<Node>> {
-        self.inner.list_nodes(label_selector).await
-    }
-    async fn wait_node(
-        &self,
-        name: &str,
-        since: Option<&str>,
-        timeout: Duration,
-    ) -> ApiResult<Change<Node>> {
-        self.inner.wait_node(name, since, timeout).await
-    }
-    async fn patch_node(
-        &self,
-        name: &str,
-        resource_version: &str,
-        changes: &[NodeChange],
-    ) -> ApiResult<Node> {
-        let served = self.inner.patch_node(name, resource_version, changes);
-        let body = format!("{changes:?}");
-        self.write(Verb::PatchNode, name.to_string(), body, served)
-            .await
-    }
-}
-
-#[async_trait]
-impl<A: PodApi, O: Observe> PodApi for Crashing<A, O> {
-    async fn list_node_pods(&self, node: &str) -> ApiResult<Vec<Pod>> {
-        self.inner.list_node_pods(node).await
-    }
-    async fn get_pod(&self, namespace: &str, name: &str) -> ApiResult<Pod> {
-        self.inner.get_pod(namespace, name).await
-    }
-    async fn wait_pod(
-        &self,
-        namespace: &str,
-        name: &str,
-        since: Option<&str>,
-        timeout: Duration,
-    ) -> ApiResult<Change<Pod>> {
-        self.inner.wait_pod(namespace, name, since, timeout).await
-    }
-    async fn evict_pod(
-        &self,
-        namespace: &str,
-        name: &str,
-        uid: &str,
-        grace_period: Option<Duration>,
-        dry_run: DryRun,
-    ) -> ApiResult<Eviction> {
-        let served = self
-            .inner
-            .evict_pod(namespace, name, uid, grace_period, dry_run);
-        match dry_run {
-            // A server-side dry run changes nothing: not a write.
-            DryRun::All => served.await,
-            DryRun::No => {
-                let target = format!("{namespace}/{name}");
-                self.write(Verb::EvictPod, target, String::new(), served)
-                    .await
-            }
+    /// A write ([`Request::writes`]: a dry run is not one) is observed and may stop the caller;
+    /// anything else passes.
+    async fn around<'a>(
+        &'a self,
+        request: Request<'a>,
+        serve: impl Future<Output = ApiResult<Answer>> + Send + 'a,
+    ) -> ApiResult<Answer> {
+        if request.writes() {
+            self.write(request, serve).await
+        } else {
+            serve.await
         }
-    }
-}
-
-#[async_trait]
-impl<A: LeaseApi, O: Observe> LeaseApi for Crashing<A, O> {
-    async fn get_lease(&self, namespace: &str, name: &str) -> ApiResult<Lease> {
-        self.inner.get_lease(namespace, name).await
-    }
-    async fn create_lease(&self, lease: &Lease) -> ApiResult<Lease> {
-        let served = self.inner.create_lease(lease);
-        self.write(
-            Verb::CreateLease,
-            target(&lease.metadata),
-            json(lease),
-            served,
-        )
-        .await
-    }
-    async fn replace_lease(&self, lease: &Lease) -> ApiResult<Lease> {
-        let served = self.inner.replace_lease(lease);
-        self.write(
-            Verb::ReplaceLease,
-            target(&lease.metadata),
-            json(lease),
-            served,
-        )
-        .await
     }
 }
