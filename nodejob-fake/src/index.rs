@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::store::{Key, controller_of, pod_is_live, pod_is_ready};
+use crate::object::{Key, controller_of, pod_is_live, pod_is_ready};
 
 /// The resourceVersion of the last write of each kind of object a gated loop reads.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -399,6 +399,7 @@ mod hooks;
 mod index;
 mod kubelet;
 pub mod labels;
+mod object;
 mod podgc;
 mod record;
 mod registry;

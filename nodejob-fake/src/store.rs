@@ -12,24 +12,22 @@ use k8s_openapi::api::batch::v1::{Job, JobStatus};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, EventSource, Namespace, Node, ObjectReference, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
-    LabelSelector, ObjectMeta, OwnerReference, Preconditions,
-};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Preconditions};
 use nodejob_core::{ApiError, ApiResult, Change};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::SignedDuration;
 
 use crate::index::Index;
+pub(crate) use crate::object::{
+    Key, controller_of, key_of, node_is_ready, pod_is_live, pod_is_ready, pod_is_terminal,
+};
 use crate::rng::Rng;
 use crate::selector::Selector;
 use crate::termination::DEFAULT_GRACE_PERIOD;
 use crate::timing::{EPOCH_SECONDS, stamp};
 use crate::validation::{invalid_message, label_errors, name_errors};
 use crate::watch::History;
-
-/// `(namespace, name)`; Nodes use an empty namespace.
-pub(crate) type Key = (String, String);
 
 /// The label the apiserver puts on a Job's pod template (and selector) with the Job's UID.
 pub(crate) const CONTROLLER_UID: &str = "batch.kubernetes.io/controller-uid";
@@ -40,14 +38,6 @@ pub(crate) const LEGACY_CONTROLLER_UID: &str = "controller-uid";
 pub(crate) const LEGACY_JOB_NAME: &str = "job-name";
 /// The finalizer a foreground deletion adds.
 pub(crate) const FOREGROUND_DELETION: &str = "foregroundDeletion";
-
-/// The key of an object's metadata.
-pub(crate) fn key_of(meta: &ObjectMeta) -> Key {
-    (
-        meta.namespace.clone().unwrap_or_default(),
-        meta.name.clone().unwrap_or_default(),
-    )
-}
 
 fn key(namespace: &str, name: &str) -> Key {
     (namespace.to_string(), name.to_string())
@@ -845,13 +835,8 @@ impl Store {
 }
 
 /// The UID of a pod's controller ownerReference.
-pub(crate) fn owner_uid_of(pod: &Pod) -> Option<&str> {
-    pod.metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|o| o.controller == Some(true))
-        .map(|o| o.uid.as_str())
+fn owner_uid_of(pod: &Pod) -> Option<&str> {
+    controller_of(&pod.metadata).map(|o| o.uid.as_str())
 }
 
 pub(crate) fn job_not_found(name: &str) -> ApiError {
@@ -876,41 +861,4 @@ pub(crate) fn modified_conflict(resource: &str, name: &str) -> ApiError {
     ApiError::conflict(format!(
         "Operation cannot be fulfilled on {resource} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
     ))
-}
-
-/// The controller ownerReference of `meta`, if any.
-pub(crate) fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
-    meta.owner_references
-        .iter()
-        .flatten()
-        .find(|o| o.controller == Some(true))
-}
-
-/// Whether `pod` has phase `Succeeded` or `Failed`.
-pub(crate) fn pod_is_terminal(pod: &Pod) -> bool {
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-    matches!(phase, Some("Succeeded" | "Failed"))
-}
-
-/// Whether `pod` is live: not ended, not being deleted (`controller.FilterActivePods`).
-pub(crate) fn pod_is_live(pod: &Pod) -> bool {
-    !pod_is_terminal(pod) && pod.metadata.deletion_timestamp.is_none()
-}
-
-/// Whether `pod`'s `Ready` condition is `"True"` (`podutil.IsPodReady`).
-pub(crate) fn pod_is_ready(pod: &Pod) -> bool {
-    let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
-    conditions
-        .into_iter()
-        .flatten()
-        .any(|c| c.type_ == "Ready" && c.status == "True")
-}
-
-/// Whether `node`'s Ready condition is `"True"`.
-pub(crate) fn node_is_ready(node: &Node) -> bool {
-    let conditions = node.status.as_ref().and_then(|s| s.conditions.as_ref());
-    conditions
-        .into_iter()
-        .flatten()
-        .any(|c| c.type_ == "Ready" && c.status == "True")
 }
