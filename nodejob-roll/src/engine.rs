@@ -7,7 +7,7 @@
 //!
 //! ```text
 //!   for each group, until its queue is empty:
-//!     limits.why_not(failed, now)?  -> Stopping(why)
+//!     limits.why_not(failed, now)?  -> Stopping(why)  (told by the driver)
 //!     admission.admit(group, queue) -> Batch | Drained | Again | Refused(why)
 //!     join_all(step(node) for node in batch); failed += failures
 //!     fence lost?                   -> LeaseLost(why)
@@ -32,8 +32,6 @@ pub trait RollEvent: DriverEvent + Sized {
     /// A batch starts (`index` from 0 over the whole run); `None`: the driver does not tell
     /// batches.
     fn batch_started(index: usize, group: &str, nodes: &[String]) -> Option<Self>;
-    /// No further batch starts; why.
-    fn stopping(why: String) -> Self;
     /// A note about the roll, not one node.
     fn notice(message: String) -> Self;
 }
@@ -227,8 +225,8 @@ impl<F: Fleet + ?Sized, E: RollEvent + 'static> Admission for MaxUnavailable<'_,
 pub enum End {
     /// Every group's queue emptied.
     Done,
-    /// No further batch started (the limits, or the admission): why. Told as a
-    /// [`RollEvent::stopping`].
+    /// No further batch started (the limits, or the admission): why. Not told: the driver
+    /// tells it as its outcome needs (a failed run names its failed nodes).
     Stopping(String),
     /// The Lease was lost during a batch: `the Lease was lost: <why>`. Not told: the fence
     /// told it.
@@ -277,13 +275,13 @@ impl<A: Clock + ?Sized, E: RollEvent> Engine<'_, A, E> {
             let mut queue = group.nodes.clone();
             while !queue.is_empty() {
                 if let Some(why) = self.limits.why_not(tally.failed, self.api.wall_time()) {
-                    return self.stopping(why);
+                    return End::Stopping(why);
                 }
                 let batch = match admission.admit(group, &mut queue).await {
                     Admit::Batch(batch) => batch,
                     Admit::Drained => break,
                     Admit::Again => continue,
-                    Admit::Refused(why) => return self.stopping(why),
+                    Admit::Refused(why) => return End::Stopping(why),
                 };
                 queue.retain(|n| !batch.contains(n));
                 if let Some(event) = E::batch_started(tally.batches, &group.name, &batch) {
@@ -298,10 +296,5 @@ impl<A: Clock + ?Sized, E: RollEvent> Engine<'_, A, E> {
             }
         }
         End::Done
-    }
-
-    fn stopping(&self, why: String) -> End {
-        self.progress.event(&E::stopping(why.clone()));
-        End::Stopping(why)
     }
 }

@@ -22,7 +22,6 @@ type TestResult = Result<(), Box<dyn std::error::Error>>;
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Event {
     Batch(usize, String, Vec<String>),
-    Stopping(String),
     Notice(String),
     Note(String, String),
     Lease,
@@ -40,9 +39,6 @@ impl DriverEvent for Event {
 impl RollEvent for Event {
     fn batch_started(index: usize, group: &str, nodes: &[String]) -> Option<Self> {
         Some(Event::Batch(index, group.into(), nodes.to_vec()))
-    }
-    fn stopping(why: String) -> Self {
-        Event::Stopping(why)
     }
     fn notice(message: String) -> Self {
         Event::Notice(message)
@@ -303,7 +299,6 @@ async fn a_fixed_width_pass_stops_once_the_failure_budget_is_spent_and_carries_i
         vec![
             Event::Batch(0, "control-plane".into(), vec!["cp1".into()]),
             Event::Batch(1, "workers".into(), vec!["w1".into(), "w2".into()]),
-            Event::Stopping(why.clone()),
         ]
     );
     // A later pass of the same run (a rotation's next phase) starts nothing.

@@ -210,6 +210,9 @@ where
                 self.node(&name).await
             })
             .await;
+        if let End::Stopping(why) = &end {
+            self.ctx.tell(&Progress::Stopping { why: why.clone() });
+        }
         match end {
             End::LeaseLost(why) => Outcome::Stopped { why },
             _ if tally.failed > 0 => self.failed_outcome(),

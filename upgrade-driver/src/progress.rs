@@ -103,10 +103,6 @@ impl nodejob_roll::RollEvent for Progress {
         })
     }
 
-    fn stopping(why: String) -> Self {
-        Progress::Stopping { why }
-    }
-
     fn notice(message: String) -> Self {
         Progress::Note {
             node: None,
