@@ -22,7 +22,8 @@ use crate::addresses::Addresses;
 use crate::apiserver::Apiserver;
 use crate::host::{NodeHost, REBOOT_ANNOTATION, TIMING_ANNOTATION, play, timing};
 use crate::logbook::LogBook;
-use crate::node::{NodeState, NodeWorker};
+use crate::node::NodeWorker;
+use crate::node_state::NodeState;
 use crate::pod::PodWorker;
 use crate::status::internal_ip;
 

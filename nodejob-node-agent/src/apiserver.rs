@@ -6,7 +6,7 @@ use kube::{Api, Client};
 use serde_json::{Value, json};
 
 use crate::logbook::PodKey;
-use crate::pod::{PodWriter, WriteError};
+use crate::writer::{PodWriter, WriteError};
 
 /// A client for the agent's writes.
 #[derive(Clone)]

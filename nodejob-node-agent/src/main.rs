@@ -68,8 +68,10 @@ mod host;
 mod logbook;
 mod logserver;
 mod node;
+mod node_state;
 mod pod;
 mod status;
+mod writer;
 
 use std::process::ExitCode;
 

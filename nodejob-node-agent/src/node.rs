@@ -19,10 +19,11 @@ use crate::apiserver::Apiserver;
 use crate::host::NodeHost;
 use crate::logbook::LogBook;
 use crate::logserver::{Identity, LogServer};
-use crate::pod::WriteError;
+use crate::node_state::NodeState;
 use crate::status::{
     HOST_DOWN_MESSAGE, NOT_READY_MESSAGE, NodeReport, condition_taints, node_patch,
 };
+use crate::writer::WriteError;
 
 /// `"false"`: the node is NotReady; absent or `"true"`: Ready.
 pub(crate) const READY_ANNOTATION: &str = "nodejob.test/ready";
@@ -43,16 +44,6 @@ pub(crate) struct Wish {
     /// The log server listens (`nodejob.test/kubelet` not `"unreachable"`).
     pub(crate) reachable: bool,
     /// What a container started now does on SIGTERM (`nodejob.test/sigterm`).
-    pub(crate) on_sigterm: OnSigterm,
-}
-
-/// What the pod workers of a node need to know of it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct NodeState {
-    /// Whether the node is Ready (as its annotations ask, and its host up): the kubelet acts
-    /// (starts, reports, confirms deletions) only then. `false` too once the node is gone.
-    pub(crate) ready: bool,
-    /// What a container that starts now does on SIGTERM.
     pub(crate) on_sigterm: OnSigterm,
 }
 

@@ -25,7 +25,6 @@
 //! the fake parks its kubelet's steps the same way. Only a pod already terminated is deleted
 //! at once, as the apiserver itself does (grace 0 for a terminal pod).
 
-use std::future::Future;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
@@ -39,8 +38,9 @@ use tokio::time::{Instant, sleep, sleep_until};
 
 use crate::host::{NodeHost, play};
 use crate::logbook::{LogBook, Output, PodKey};
-use crate::node::NodeState;
+use crate::node_state::NodeState;
 use crate::status::{Exit, PodFacts, failed_unstarted, keep_conditions};
+use crate::writer::{PodWriter, WriteError};
 
 /// From a pod's arrival to its container's start (node Ready).
 pub(crate) const START_DELAY: Duration = Duration::from_millis(500);
@@ -55,31 +55,6 @@ fn stop(grace: Duration, on_sigterm: OnSigterm) -> (Duration, i32) {
 /// The first pause between two tries of a failed write; it doubles up to [`RETRY_MAX`].
 const RETRY_FIRST: Duration = Duration::from_millis(200);
 const RETRY_MAX: Duration = Duration::from_secs(5);
-
-/// Why a write did not happen.
-#[derive(Debug)]
-pub(crate) enum WriteError {
-    /// The pod is gone (404), or is another pod now (409 on the uid precondition).
-    Gone,
-    /// The apiserver refused the write for good (422, 403, ...): retrying will not help.
-    Refused(String),
-    /// Anything else (connection, timeout, 5xx): worth retrying.
-    Failed(String),
-}
-
-/// The two writes a kubelet makes to a pod. Implemented over kube for the apiserver, and by a
-/// recorder in tests.
-pub(crate) trait PodWriter: Send + Sync + 'static {
-    /// `PATCH pods/{name}/status` with a JSON merge patch.
-    fn patch_status(
-        &self,
-        pod: &PodKey,
-        patch: &Value,
-    ) -> impl Future<Output = Result<(), WriteError>> + Send;
-
-    /// `DELETE pods/{name}` with `gracePeriodSeconds: 0` and the pod's uid as precondition.
-    fn delete_now(&self, pod: &PodKey) -> impl Future<Output = Result<(), WriteError>> + Send;
-}
 
 /// The pod is gone from the apiserver (or the agent stops): the worker ends.
 #[derive(Debug)]
