@@ -22,6 +22,7 @@
 pub mod context;
 pub mod engine;
 pub mod limits;
+pub mod ops;
 pub mod order;
 pub mod window;
 
@@ -36,5 +37,6 @@ pub use nodejob_core::drive::{
     identity, is_control_plane, lease_holder, log_tail, millis, patch_node_again, quote, retry,
     select_nodes, write_node_event,
 };
+pub use ops::{OpError, WRITE_ROUNDS, delete_job, patch_node};
 pub use order::{Group, Order, ZONE_LABEL, batches};
 pub use window::{Window, time_zone};

@@ -10,14 +10,12 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Node;
 use nodejob_core::drain::{Drained, drain_into};
 use nodejob_core::lease::Claim;
-use nodejob_core::runner::{Mode, Policy, run_with};
+use nodejob_core::runner::{Mode, Policy};
 use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{ApiError, EventType, JobApi, LeaseApi, NodeApi, PodApi, ready, run_exit_code};
 pub(crate) use nodejob_roll::retry;
 use nodejob_roll::{Context, End, Fleet, Group, Ledger, MaxUnavailable, Tally};
-use nodejob_roll::{
-    DriverEvent, NoteSink, Outcome, delete_job_of, millis, patch_node_again, write_node_event,
-};
+use nodejob_roll::{DriverEvent, NoteSink, OpError, Outcome, delete_job, millis, patch_node};
 
 use crate::machine::{
     DrainFailed, Intent, Mark, NodeMachine, NodeResult, Observation, UpgradeStep,
@@ -366,13 +364,13 @@ where
                     }
                     return self.end_node(name, result, last.as_ref(), started);
                 }
-                Intent::Patch { rv, changes } => match self.patch(name, rv, &changes).await {
+                Intent::Patch { rv, changes } => match patch_node(api, name, &rv, &changes).await {
                     Ok(node) => {
                         last = Some(node.clone());
                         machine.set_now(api.wall_time().to_string());
                         Observation::Node(Box::new(node))
                     }
-                    Err(e) => Observation::Failed(e),
+                    Err(e) => Observation::Failed(e.to_string()),
                 },
                 Intent::Drain => {
                     let notes = NoteSink::to(name, &self.ctx.progress);
@@ -414,19 +412,17 @@ where
                     }
                 }
                 Intent::Host { adopt } => {
-                    let mut spec = self.plan.host_spec(name);
-                    spec.output = Some(Arc::new(NoteSink::to(name, &self.ctx.progress)));
+                    let spec = self.plan.host_spec(name);
                     let policy = Policy { adopt, keep: true };
                     // Renewed while the host Job runs: the renewer runs beside the roll.
-                    Observation::Host(
-                        run_with(api, &spec, Mode::ExitCodeLogs, policy)
-                            .await
-                            .map_err(|e| e.to_string()),
-                    )
+                    let ran = (self.ctx)
+                        .host_job(api, name, spec, Mode::ExitCodeLogs, policy)
+                        .await;
+                    Observation::Host(ran.map_err(|e| e.to_string()))
                 }
                 Intent::DeleteJob { uid } => match self.delete_job(name, &uid).await {
                     Ok(()) => Observation::Deleted,
-                    Err(e) => Observation::Failed(e),
+                    Err(e) => Observation::Failed(e.to_string()),
                 },
                 Intent::WaitReboot { boot_id: before } => {
                     let timeout = self.plan.spec().reboot_timeout;
@@ -492,39 +488,18 @@ where
         result
     }
 
-    /// Patches the node with `changes` under `rv`; a Conflict reads it again and applies the
-    /// same (idempotent) changes to the version read.
-    async fn patch(
-        &self,
-        name: &str,
-        rv: String,
-        changes: &[nodejob_core::NodeChange],
-    ) -> Result<Node, String> {
-        patch_node_again(self.api, name, &rv, changes).await
-    }
-
     /// Deletes the host Job of `uid` exactly and waits until it is gone; gone already is done.
-    /// A Conflict (the Job controller wrote to it since it was read) reads it again: still
-    /// `uid`, the delete is retried with the new resourceVersion.
-    async fn delete_job(&self, name: &str, uid: &str) -> Result<(), String> {
+    async fn delete_job(&self, name: &str, uid: &str) -> Result<(), OpError> {
         let ns = &self.plan.spec().namespace;
-        delete_job_of(self.api, ns, &self.plan.job_name(name), uid).await
+        delete_job(self.api, ns, &self.plan.job_name(name), uid).await
     }
 
-    /// Records an Event on the node; a failure to is a note, never the node's failure. Nothing
-    /// is written once the Lease is lost.
+    /// Records an Event on the node (none once the Lease is lost; a failure is a note).
     async fn event(&self, node: &str, kind: EventType, reason: &str, message: &str) {
-        if self.ctx.fence.lost().is_some() {
-            return;
-        }
         let ns = &self.plan.spec().namespace;
-        if let Err(e) = write_node_event(self.api, ns, node, kind, reason, message, COMPONENT).await
-        {
-            self.note(
-                node,
-                format!("could not record event {reason} on node {node}: {e}"),
-            );
-        }
+        (self.ctx)
+            .event(ns, COMPONENT, node, kind, reason, message)
+            .await;
     }
 }
 

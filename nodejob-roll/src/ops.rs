@@ -1,0 +1,194 @@
+//! The operations both drivers take on a node of a run, each with a typed error naming the
+//! operation and the object: a node patched under its resourceVersion again after a
+//! conflict, a host Job deleted exactly, a host Job run with its notes in the run's progress,
+//! an Event recorded on a node while the Lease is held.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Node;
+use nodejob_core::drive::{NoteSink, retry, write_node_event};
+use nodejob_core::runner::{Mode, Policy, Report, run_with};
+use nodejob_core::{ApiError, EventType, JobApi, LeaseApi, NodeApi, NodeChange, Spec};
+
+use crate::context::Context;
+use crate::engine::RollEvent;
+
+/// How many times [`patch_node`] and [`delete_job`] read their object again after a conflict
+/// before giving up.
+pub const WRITE_ROUNDS: u32 = 5;
+
+/// Why an operation on a node of a run did not happen.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpError {
+    /// The node could not be read.
+    #[error("reading node {node}: {cause}")]
+    ReadingNode {
+        /// The node.
+        node: String,
+        /// The API's answer.
+        cause: ApiError,
+    },
+    /// The node could not be patched.
+    #[error("patching node {node}: {cause}")]
+    PatchingNode {
+        /// The node.
+        node: String,
+        /// The API's answer.
+        cause: ApiError,
+    },
+    /// Every patch met a conflict: others kept writing the node.
+    #[error(
+        "patching node {node}: it kept changing under other writers ({WRITE_ROUNDS} conflicts)"
+    )]
+    NodeKeptChanging {
+        /// The node.
+        node: String,
+    },
+    /// The host Job could not be read.
+    #[error("reading the host job {namespace}/{name}: {cause}")]
+    ReadingJob {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// The API's answer.
+        cause: ApiError,
+    },
+    /// The host Job could not be deleted (core's error names the Job).
+    #[error(transparent)]
+    DeletingJob(nodejob_core::Error),
+    /// Every delete met a conflict: the Job controller kept writing the Job.
+    #[error(
+        "deleting the host job {namespace}/{name}: it kept changing ({WRITE_ROUNDS} conflicts)"
+    )]
+    JobKeptChanging {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+}
+
+/// Patches node `name` with `changes` under `resource_version`; a conflict (someone wrote the
+/// node since) reads it again and applies the same changes, which must be idempotent (set or
+/// remove an annotation, cordon, uncordon), to the version read, at most [`WRITE_ROUNDS`]
+/// times. Transient errors are retried ([`retry`]).
+///
+/// # Errors
+/// The node could not be read or patched, or kept changing.
+pub async fn patch_node<A: NodeApi + ?Sized>(
+    api: &A,
+    name: &str,
+    resource_version: &str,
+    changes: &[NodeChange],
+) -> Result<Node, OpError> {
+    let mut rv = resource_version.to_string();
+    for _ in 0..WRITE_ROUNDS {
+        match retry(api, || api.patch_node(name, &rv, changes)).await {
+            Ok(node) => return Ok(node),
+            Err(e) if e.is_conflict() => {
+                let node = retry(api, || api.get_node(name)).await.map_err(|cause| {
+                    OpError::ReadingNode {
+                        node: name.into(),
+                        cause,
+                    }
+                })?;
+                rv = node.metadata.resource_version.unwrap_or_default();
+            }
+            Err(cause) => {
+                return Err(OpError::PatchingNode {
+                    node: name.into(),
+                    cause,
+                });
+            }
+        }
+    }
+    Err(OpError::NodeKeptChanging { node: name.into() })
+}
+
+/// Deletes the host Job `namespace/name` of `uid` exactly (UID and resourceVersion as
+/// preconditions) and waits until it is gone; gone already, or replaced by another Job of the
+/// name, is done. A conflict (the Job controller wrote to it since it was read) reads it
+/// again: still `uid`, the delete is tried again with the new resourceVersion.
+///
+/// # Errors
+/// The Job could not be read or deleted, or kept changing.
+pub async fn delete_job<A: JobApi + ?Sized>(
+    api: &A,
+    namespace: &str,
+    name: &str,
+    uid: &str,
+) -> Result<(), OpError> {
+    for _ in 0..WRITE_ROUNDS {
+        let job = match retry(api, || api.get_job(namespace, name)).await {
+            Ok(job) if job.metadata.uid.as_deref() == Some(uid) => job,
+            Ok(_) => return Ok(()),
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(cause) => {
+                return Err(OpError::ReadingJob {
+                    namespace: namespace.into(),
+                    name: name.into(),
+                    cause,
+                });
+            }
+        };
+        match nodejob_core::delete_exact_and_wait(api, &job).await {
+            Ok(()) => return Ok(()),
+            Err(nodejob_core::Error::Api { cause, .. }) if cause.is_conflict() => continue,
+            Err(e) => return Err(OpError::DeletingJob(e)),
+        }
+    }
+    Err(OpError::JobKeptChanging {
+        namespace: namespace.into(),
+        name: name.into(),
+    })
+}
+
+impl<A, E, S> Context<'_, A, E, S>
+where
+    A: JobApi + NodeApi + LeaseApi + ?Sized,
+    E: RollEvent + 'static,
+    S: Clone,
+{
+    /// Runs the host Job of `spec` for `node` through `api` (the run's backend, or a fenced
+    /// writer over it), its notes (the runner's warnings, an adopted Job) told as the node's.
+    ///
+    /// # Errors
+    /// Core's: the Job could not be created, was replaced, timed out, or its result read.
+    pub async fn host_job<W: JobApi + NodeApi + ?Sized>(
+        &self,
+        api: &W,
+        node: &str,
+        mut spec: Spec,
+        mode: Mode,
+        policy: Policy,
+    ) -> Result<Report, nodejob_core::Error> {
+        spec.output = Some(Arc::new(NoteSink::to(node, &self.progress)));
+        run_with(api, &spec, mode, policy).await
+    }
+
+    /// Records an Event on `node` from `component` in `namespace`; a failure to is told as a
+    /// note about the node, never its failure. Nothing is written once the Lease is lost.
+    pub async fn event(
+        &self,
+        namespace: &str,
+        component: &str,
+        node: &str,
+        kind: EventType,
+        reason: &str,
+        message: &str,
+    ) {
+        if self.fence.lost().is_some() {
+            return;
+        }
+        let written =
+            write_node_event(self.api, namespace, node, kind, reason, message, component).await;
+        if let Err(e) = written {
+            self.tell(&E::note(
+                node,
+                format!("could not record event {reason} on node {node}: {e}"),
+            ));
+        }
+    }
+}
