@@ -1,0 +1,96 @@
+//! [`ThreeNodes`]: the drivers' and the `nodejob` command's three-node scenario.
+
+use std::time::Duration;
+
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::Client;
+use kube::api::Api;
+use nodejob_conformance::{Backend, Failure, Object, Workloads};
+
+use crate::admin::{admin, annotate_node, label_node};
+use crate::backend::KubeBackend;
+use crate::conventions::{QUICK_STRATUM, STRATUM_TIMING_ANNOTATION, ZONE_LABEL};
+use crate::waits::{deployment_available, wait_for};
+
+/// Where the two workers of [`ThreeNodes`] stand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workers {
+    /// No zone label.
+    Unzoned,
+    /// The first in zone `zone-a`, the second in `zone-b` ([`ZONE_LABEL`]).
+    InTwoZones,
+}
+
+/// The drivers' and the `nodejob` command's scenario: three nodes of the scenario's own (a
+/// [`KubeBackend::for_workloads`]), the first labelled control-plane, the other two workers
+/// placed as [`Workers`] says, every host made quick with [`QUICK_STRATUM`].
+pub struct ThreeNodes {
+    /// The backend acting as the ServiceAccount of `deploy/rbac.yaml`.
+    pub backend: KubeBackend,
+    /// An admin client.
+    pub admin: Client,
+    /// The nodes: the control-plane node, then the two workers.
+    pub names: Vec<String>,
+    /// The scenario's namespace.
+    pub namespace: String,
+    /// The label every node of the scenario carries ([`SCENARIO_LABEL`](crate::SCENARIO_LABEL)).
+    pub label: (String, String),
+}
+
+impl ThreeNodes {
+    /// Creates the nodes (each Ready), labels them and makes their hosts quick.
+    pub async fn new(workers: Workers) -> Result<Self, Failure> {
+        let backend = KubeBackend::for_workloads().await?;
+        let admin = admin().await?;
+        let names = backend.nodes();
+        let control = &names[0];
+        label_node(
+            &admin,
+            control,
+            nodejob_core::drive::CONTROL_PLANE_LABEL,
+            "",
+        )
+        .await?;
+        if workers == Workers::InTwoZones {
+            label_node(&admin, &names[1], ZONE_LABEL, "zone-a").await?;
+            label_node(&admin, &names[2], ZONE_LABEL, "zone-b").await?;
+        }
+        for name in &names {
+            annotate_node(&admin, name, STRATUM_TIMING_ANNOTATION, Some(QUICK_STRATUM)).await?;
+        }
+        Ok(ThreeNodes {
+            namespace: backend.namespace(),
+            label: backend.node_label(),
+            backend,
+            admin,
+            names,
+        })
+    }
+
+    /// Runs Deployment `app` of `replicas` on the nodes, behind a budget allowing one
+    /// disruption; returns once every replica is available and the budget allows that
+    /// disruption (before the roll the scenarios start next), waiting for each at most `limit`.
+    pub async fn deployment_behind_budget(
+        &self,
+        app: &str,
+        replicas: i32,
+        limit: Duration,
+    ) -> Result<(), Failure> {
+        let ns = self.namespace.as_str();
+        let web = nodejob_conformance::workloads::deployment(ns, app, replicas, &self.label);
+        self.backend
+            .create(Object::Deployment(Box::new(web)))
+            .await?;
+        let pdb = nodejob_conformance::workloads::budget(ns, app, app, replicas - 1);
+        self.backend.create(Object::Budget(Box::new(pdb))).await?;
+        deployment_available(&self.admin, ns, app, replicas, limit, "before the roll").await?;
+        let budgets = Api::<PodDisruptionBudget>::namespaced(self.admin.clone(), ns);
+        wait_for(budgets, app, "one disruption allowed", limit, |b| {
+            b.status.as_ref().is_some_and(|s| {
+                s.observed_generation >= b.metadata.generation && s.disruptions_allowed == 1
+            })
+        })
+        .await
+        .map(drop)
+    }
+}
