@@ -8,11 +8,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::join_all;
-use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Node;
 use nodejob_core::drive::{
-    DriverEvent, Fence, NoteSink, Outcome, Selecting, Stop, delete_job_of, fence_events, log_tail,
-    millis, patch_node_again, retry, write_node_event,
+    DriverEvent, Fence, NoteSink, Outcome, Selecting, Stop, delete_job_of, fence_events, millis,
+    patch_node_again, retry, write_node_event,
 };
+use nodejob_core::fenced::Fenced;
 use nodejob_core::lease::Claim;
 use nodejob_core::runner::{Mode, Policy, run_with};
 use nodejob_core::watch::{From, Until, watch_until};
@@ -20,37 +21,23 @@ use nodejob_core::{
     EventType, JobApi, LeaseApi, NodeApi, ready, run_exit_code, run_exit_code_logs,
 };
 
-use crate::cluster::{every_node, issue_begun, outside, select};
+use crate::cluster::{every_node, issue_begun, job_of, outside, select};
 use crate::error::Error;
+use crate::fingerprint::Fingerprint;
 use crate::gate::{Gate, Verified, check, expected, old_trust};
+use crate::machine::{Answer, Intent, Leftover, Mark, NodeMachine, Observation, Task, Watched};
 use crate::order::Order;
-use crate::phase::{CaStep, Decision, decide};
+use crate::phase::CaStep;
 use crate::plan::Plan;
 use crate::progress::{Failure, NodeReport, NodeResult, Progress, ProgressSink, Report};
 use crate::records;
-use crate::status::{CaStatus, parse_status};
-use nodejob_core::fenced::Fenced;
+use crate::status::CaStatus;
 
 /// The component named in the Events the driver writes.
 pub const COMPONENT: &str = "nodejob-carotate";
 
 /// The operation the Lease names while a rotation (or its abort) holds it.
 pub const OPERATION: &str = "rotate-ca";
-
-/// The last lines of a log kept in a failure.
-const LOG_TAIL_LINES: usize = 20;
-
-/// How a run takes a host Job of ours that an earlier run or abort left on a node.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Leftover {
-    /// A step of this run's own direction: its result is the step's, as its phase would take
-    /// it (a failure fails the node).
-    Adopt,
-    /// A step of the other direction (an abort's, for a run; a run's, for an abort): waited
-    /// for and deleted; its result is a note, and the status read after says where the node
-    /// stands.
-    WaitOut,
-}
 
 /// The whole of one run: what every node future shares.
 struct Rotation<'a, A: ?Sized> {
@@ -381,101 +368,12 @@ where
     /// A failed one is left for inspection: it changes nothing more.
     async fn settle(&self, order: &Order, steps: &[(CaStep, Leftover)]) -> Result<bool, Outcome> {
         self.batches(order, |name| async move {
-            let mut acted = false;
-            for &(step, how) in steps {
-                acted |= self.leftover(&name, step, how).await?;
-            }
-            Ok(acted)
+            let task = Task::Settle(steps.to_vec());
+            self.node(&name, task)
+                .await
+                .map(|a| a == Answer::Acted(true))
         })
         .await
-    }
-
-    /// Our Job of `step` an earlier run or abort left on `name`, settled as `how` says.
-    async fn leftover(&self, name: &str, step: CaStep, how: Leftover) -> Result<bool, NodeResult> {
-        let Some(job) = self.find_job(name, step).await? else {
-            return Ok(false);
-        };
-        match (decide(Some(&job), true), how) {
-            (Decision::Adopt(uid), Leftover::Adopt) => {
-                self.adopting(name, step, &uid);
-                self.host(name, step, Some(uid)).await.map(|()| true)
-            }
-            (Decision::Adopt(uid), Leftover::WaitOut) => {
-                self.wait_out(name, step, &uid).await.map(|()| true)
-            }
-            // Being deleted, its pod may still run: waited out until it is gone. (One of the
-            // rotation's own steps is waited out by the runner before it is replaced.)
-            _ if how == Leftover::WaitOut && job.metadata.deletion_timestamp.is_some() => {
-                let uid = job.metadata.uid.clone().unwrap_or_default();
-                self.fenced(step).await?;
-                match self.delete_job(name, step, &uid).await {
-                    Ok(()) => Ok(true),
-                    Err(f) => Err(self.fail(name, f).await),
-                }
-            }
-            _ => Ok(false),
-        }
-    }
-
-    /// Waits for our Job of `step` (uid `uid`) on `name`, left by a run going the other way, to
-    /// end, never killing it; then deletes it if it succeeded (a failed one is left for
-    /// inspection). Its result is a note: the status read after says where the node stands.
-    async fn wait_out(&self, name: &str, step: CaStep, uid: &str) -> Result<(), NodeResult> {
-        self.flying(name, step, self.wait_out_job(name, step, uid))
-            .await
-    }
-
-    /// [`Rotation::wait_out`], under way.
-    async fn wait_out_job(&self, name: &str, step: CaStep, uid: &str) -> Result<(), NodeResult> {
-        let job_name = self.plan.job_name(step, name);
-        let command = format!("`carotate {}`", step.subcommand());
-        self.note(
-            name,
-            format!(
-                "waiting for the {command} job {job_name} (uid {uid}) an earlier run left on \
-                 node {name}: nothing is read or decided there before it ended"
-            ),
-        );
-        let mut spec = self.plan.host_spec(step, name, &[]);
-        spec.output = Some(Arc::new(NoteSink::to(name, &self.progress)));
-        let policy = Policy {
-            adopt: Some(uid.to_string()),
-            keep: true,
-        };
-        let ended = match run_with(&self.writer(), &spec, Mode::ExitCode, policy).await {
-            Ok(report) => format!("exited {}", report.exit_code),
-            Err(e) => e.to_string(),
-        };
-        let job = self
-            .find_job(name, step)
-            .await?
-            .filter(|j| j.metadata.uid.as_deref() == Some(uid));
-        match job {
-            Some(job) if !nodejob_core::finished(&job) => {
-                let message = format!(
-                    "the {command} job {job_name} (uid {uid}) an earlier run left on node \
-                     {name} has not ended ({ended}); nothing is done there before it has"
-                );
-                Err(self.fail(name, failure(step, message, None, None)).await)
-            }
-            Some(job) if nodejob_core::failed(&job) => {
-                self.note(
-                    name,
-                    format!(
-                        "the {command} job {job_name} ended: {ended}; it is left for inspection"
-                    ),
-                );
-                Ok(())
-            }
-            _ => {
-                self.note(name, format!("the {command} job {job_name} ended: {ended}"));
-                self.fenced(step).await?;
-                match self.delete_job(name, step, uid).await {
-                    Ok(()) => Ok(()),
-                    Err(f) => Err(self.fail(name, f).await),
-                }
-            }
-        }
     }
 
     /// Runs `each` on the nodes of `order`, in its batches: no batch starts after a node
@@ -552,7 +450,14 @@ where
         });
         self.batches(order, |name| async move {
             let status = statuses.iter().find(|(n, _)| *n == name).map(|(_, s)| s);
-            self.node_step(&name, phase, status).await
+            let task = Task::Phase {
+                step: phase,
+                status: status.cloned(),
+                took: self.took(&name, phase),
+            };
+            self.node(&name, task)
+                .await
+                .map(|a| a == Answer::Acted(true))
         })
         .await
     }
@@ -580,7 +485,7 @@ where
                         if &status.issuer != new || !status.chain_trusted() {
                             return None;
                         }
-                        Some(self.verify(name, &also).await)
+                        Some(self.verify(name, also).await)
                     }
                 }))
                 .await;
@@ -621,21 +526,10 @@ where
     }
 
     /// `carotate verify --expect <new> --expect <also>…` on `name`.
-    async fn verify(&self, name: &str, also: &[crate::fingerprint::Fingerprint]) -> Verified {
-        self.flying(name, CaStep::Verify, self.verify_job(name, also))
-            .await
-    }
-
-    /// [`Rotation::verify`], under way.
-    async fn verify_job(&self, name: &str, also: &[crate::fingerprint::Fingerprint]) -> Verified {
-        if let Err(why) = self.fence.check(self.api).await {
-            return Verified::Error(format!("the Lease was lost: {why}"));
-        }
-        let mut spec = self.plan.host_spec(CaStep::Verify, name, also);
-        spec.output = Some(Arc::new(NoteSink::to(name, &self.progress)));
-        match run_exit_code(&self.writer(), &spec).await {
-            Ok(code) => Verified::Exit(code),
-            Err(e) => Verified::Error(e.to_string()),
+    async fn verify(&self, name: &str, also: Vec<Fingerprint>) -> Verified {
+        match self.node(name, Task::Verify { also }).await {
+            Ok(Answer::Verified(verified)) => verified,
+            other => Verified::Error(format!("internal: verify answered {other:?}")),
         }
     }
 
@@ -679,36 +573,16 @@ where
         Ok(out)
     }
 
-    /// `carotate status` on `name`, read strictly, then recorded on the node for a preview.
+    /// `carotate status` on `name`, read strictly.
     async fn read_status(&self, name: &str) -> Result<CaStatus, NodeResult> {
-        self.flying(name, CaStep::Status, self.read_status_job(name))
-            .await
-    }
-
-    /// [`Rotation::read_status`], under way.
-    async fn read_status_job(&self, name: &str) -> Result<CaStatus, NodeResult> {
-        self.fenced(CaStep::Status).await?;
-        let mut spec = self.plan.host_spec(CaStep::Status, name, &[]);
-        spec.output = Some(Arc::new(NoteSink::to(name, &self.progress)));
-        let read = match run_exit_code_logs(&self.writer(), &spec).await {
-            Ok((0, log)) => parse_status(name, &log)
-                .map_err(|e| failure(CaStep::Status, e.to_string(), Some(0), None)),
-            Ok((code, log)) => Err(failure(
-                CaStep::Status,
-                format!("`carotate status` exited {code} on node {name}"),
-                Some(code),
-                Some(log_tail(&log, LOG_TAIL_LINES)),
-            )),
-            Err(e) => Err(failure(
-                CaStep::Status,
-                format!("reading `carotate status` on node {name}: {e}"),
-                None,
-                None,
-            )),
-        };
-        match read {
-            Ok(status) => Ok(status),
-            Err(f) => Err(self.fail(name, f).await),
+        match self.node(name, Task::Read).await? {
+            Answer::Status(status) => Ok(status),
+            other => Err(NodeResult::Failed(Failure {
+                step: CaStep::Status,
+                message: format!("internal: a status read answered {other:?}"),
+                exit_code: None,
+                log_tail: None,
+            })),
         }
     }
 
@@ -747,73 +621,6 @@ where
         written.map_err(|e| format!("could not record the status on node {name}: {e}"))
     }
 
-    /// Our Job of `step` on `name`, if any.
-    async fn find_job(&self, name: &str, step: CaStep) -> Result<Option<Job>, NodeResult> {
-        let ns = &self.plan.spec().namespace;
-        let job_name = self.plan.job_name(step, name);
-        match retry(self.api, || self.api.get_job(ns, &job_name)).await {
-            Ok(job) => Ok(Some(job)),
-            Err(e) if e.is_not_found() => Ok(None),
-            Err(e) => Err(NodeResult::Failed(failure(
-                step,
-                format!("reading job {ns}/{job_name}: {e}"),
-                None,
-                None,
-            ))),
-        }
-    }
-
-    /// `step` on `name`, which reported `status`: nothing (it passed the step: skipped, unless
-    /// this run took the step there already), adopt our Job, or run it. `Ok(true)` when a host
-    /// Job ran or was adopted.
-    async fn node_step(
-        &self,
-        name: &str,
-        step: CaStep,
-        status: Option<&CaStatus>,
-    ) -> Result<bool, NodeResult> {
-        let passed = status.filter(|s| step.passed(s, self.plan.fingerprint()));
-        let job = self.find_job(name, step).await?;
-        match decide(job.as_ref(), passed.is_some()) {
-            Decision::Nothing => {
-                if job.is_some() {
-                    let job_name = self.plan.job_name(step, name);
-                    self.note(
-                        name,
-                        format!("passed {step} already; its failed job {job_name} is left for inspection"),
-                    );
-                }
-                if let Some(status) = passed
-                    && !self.took(name, step)
-                {
-                    self.progress.event(&Progress::NodeSkipped {
-                        node: name.to_string(),
-                        step,
-                        why: format!("passed already: it reports {}", status.describe()),
-                    });
-                }
-                Ok(false)
-            }
-            Decision::Adopt(uid) => {
-                self.adopting(name, step, &uid);
-                self.host(name, step, Some(uid)).await.map(|()| true)
-            }
-            Decision::Run => self.host(name, step, None).await.map(|()| true),
-        }
-    }
-
-    /// Notes that the result of our Job `uid` of `step` on `name` is taken as the step's.
-    fn adopting(&self, name: &str, step: CaStep, uid: &str) {
-        self.note(
-            name,
-            format!(
-                "adopting the `carotate {}` job (uid {uid}) an earlier run started: its result \
-                 is the answer",
-                step.subcommand()
-            ),
-        );
-    }
-
     /// Whether this run took `step` on `name` (ran or adopted its Job).
     fn took(&self, name: &str, step: CaStep) -> bool {
         self.report
@@ -824,217 +631,17 @@ where
             .any(|n| n.name == name && n.steps.iter().any(|(s, _)| *s == step))
     }
 
-    /// The host Job of `step` on `name` (adopting `adopt`), kept until it is done with: exit
-    /// 0, then (after `issue`) the node restarted and Ready, then the Job deleted exactly.
-    async fn host(
-        &self,
-        name: &str,
-        step: CaStep,
-        adopt: Option<String>,
-    ) -> Result<(), NodeResult> {
-        self.flying(name, step, self.host_job(name, step, adopt))
-            .await
-    }
-
-    /// [`Rotation::host`], under way.
-    async fn host_job(
-        &self,
-        name: &str,
-        step: CaStep,
-        adopt: Option<String>,
-    ) -> Result<(), NodeResult> {
-        if adopt.is_none() {
-            self.fenced(step).await?;
-        }
-        let started = self.api.now();
-        self.progress.event(&Progress::StepStarted {
-            node: name.to_string(),
-            step,
-        });
-        let mut spec = self.plan.host_spec(step, name, &[]);
-        spec.output = Some(Arc::new(NoteSink::to(name, &self.progress)));
-        let policy = Policy { adopt, keep: true };
-        let ran = match run_with(&self.writer(), &spec, Mode::ExitCodeLogs, policy).await {
-            // Exit 0 is the step's answer, and its log only ever explains a failure: a Job that
-            // succeeded and whose Pod is gone since (deleted by someone, collected) is taken as
-            // succeeded, not failed by every run that adopts it.
-            Err(unread @ nodejob_core::Error::LogUnread { exit_code: 0, .. }) => {
-                self.succeeded_unread(name, step, &spec, unread).await
-            }
-            ran => ran,
-        };
-        let report = match ran {
-            Ok(report) => report,
-            Err(e) => {
-                return Err(self
-                    .fail(name, failure(step, e.to_string(), None, None))
-                    .await);
-            }
-        };
-        if report.exit_code != 0 {
-            let message = format!(
-                "`carotate {}` exited {} on node {name}; job {} (uid {}) is left for inspection",
-                step.subcommand(),
-                report.exit_code,
-                spec.name,
-                report.uid
-            );
-            let log_tail = report.log.as_deref().map(|l| log_tail(l, LOG_TAIL_LINES));
-            let f = failure(step, message, Some(report.exit_code), log_tail);
-            return Err(self.fail(name, f).await);
-        }
-        let mut message = format!("`carotate {}` exited 0", step.subcommand());
-        if step == CaStep::Issue {
-            if let Err(f) = self.wait_restart(name).await {
-                return Err(self.fail(name, f).await);
-            }
-            message.push_str("; its components restarted and it is Ready");
-            // The issue Job is the cluster's mark that issue began here until the node's own
-            // report says so on it (records::LAST_STATUS): an abort of any plan finds one or the other.
-            let status = self.read_status(name).await?;
-            self.reported(name, &status, false);
-            if let Err(e) = self.record(name, &status).await {
-                // A lost Lease interrupts the run: no node is blamed for it.
-                self.fenced(step).await?;
-                let message = format!(
-                    "{e}; the issue job {} is kept as the mark that issue began on node {name}",
-                    spec.name
-                );
-                return Err(self.fail(name, failure(step, message, None, None)).await);
-            }
-        }
-        self.fenced(step).await?;
-        if let Err(f) = self.delete_job(name, step, &report.uid).await {
-            return Err(self.fail(name, f).await);
-        }
-        let took = millis(self.api.now().saturating_sub(started));
-        if let Some(n) = self
-            .report
-            .lock()
-            .unwrap()
-            .nodes
-            .iter_mut()
-            .find(|n| n.name == name)
-        {
-            n.steps.push((step, took));
-        }
-        self.progress.event(&Progress::StepFinished {
-            node: name.to_string(),
-            step,
-            took_ms: took,
-            message: message.clone(),
-        });
-        self.event(name, EventType::Normal, step, &message).await;
-        Ok(())
-    }
-
-    /// Our Job of `step` on `name` succeeded but its log could not be read (`unread`): its
-    /// answer, adopted by its UID and read without the log. Never a new Job: one gone
-    /// meanwhile (or not succeeded) answers `unread`.
-    async fn succeeded_unread(
-        &self,
-        name: &str,
-        step: CaStep,
-        spec: &nodejob_core::Spec,
-        unread: nodejob_core::Error,
-    ) -> nodejob_core::Result<nodejob_core::runner::Report> {
-        let job = self.find_job(name, step).await.ok().flatten();
-        let Some(uid) = job
-            .filter(nodejob_core::succeeded)
-            .and_then(|j| j.metadata.uid)
-        else {
-            return Err(unread);
-        };
-        self.note(
-            name,
-            format!("{unread}; the job (uid {uid}) succeeded: exit 0 is the answer"),
-        );
-        let policy = Policy {
-            adopt: Some(uid),
-            keep: true,
-        };
-        run_with(&self.writer(), spec, Mode::ExitCode, policy).await
-    }
-
-    /// After `issue`: the node goes NotReady (within the restart grace; a node that stays
-    /// Ready through it is taken as restarted), then Ready within the ready timeout. A node
-    /// deleted meanwhile ends the wait as the Node watch reports it (a `DELETED` event), not at
-    /// the bound: a deleted Node is not coming back Ready (a node that registers again under
-    /// the name is a new object, whose host the next run reads afresh).
-    async fn wait_restart(&self, name: &str) -> Result<(), Failure> {
-        let api = self.api;
-        let spec = self.plan.spec();
-        let get = || api.get_node(name);
-        let wait = |since: Option<String>, t| async move {
-            api.wait_node(name, since.as_deref(), t).await
-        };
-        let deleted = || Failure {
-            step: CaStep::Issue,
-            message: format!(
-                "node {name} was deleted from the cluster while waiting for it to be Ready again                  after `carotate issue` restarted its components; its issue job is kept as the                  mark that issue began there"
-            ),
-            exit_code: None,
-            log_tail: None,
-        };
-        if !spec.restart_grace.is_zero() {
-            let restarted = watch_until(api, spec.restart_grace, From::Read, get, wait, |n| {
-                n.is_none_or(|n| !ready(n))
-            })
-            .await;
-            if let Ok(Until::Met(None)) = restarted {
-                return Err(deleted());
-            }
-        }
-        match watch_until(api, spec.ready_timeout, From::Read, get, wait, |n| {
-            n.is_none_or(ready)
-        })
-        .await
-        {
-            Ok(Until::Met(Some(_))) => Ok(()),
-            Ok(Until::Met(None)) => Err(deleted()),
-            Ok(Until::TimedOut(_)) => Err(Failure {
-                step: CaStep::Issue,
-                message: format!(
-                    "node {name} did not come back Ready within {}s of `carotate issue` \
-                     restarting its components",
-                    spec.ready_timeout.as_secs()
-                ),
-                exit_code: None,
-                log_tail: None,
-            }),
-            Err((_, cause)) => Err(failure(
-                CaStep::Issue,
-                format!("watching node {name}: {cause}"),
-                None,
-                None,
-            )),
-        }
-    }
-
     /// Deletes our Job of `step` on `name` of `uid` exactly and waits until it is gone; gone
     /// already (or replaced) is done.
-    async fn delete_job(&self, name: &str, step: CaStep, uid: &str) -> Result<(), Failure> {
+    async fn delete_job(&self, name: &str, step: CaStep, uid: &str) -> Result<(), String> {
         let ns = &self.plan.spec().namespace;
-        delete_job_of(&self.writer(), ns, &self.plan.job_name(step, name), uid)
-            .await
-            .map_err(|message| failure(step, message, None, None))
+        delete_job_of(&self.writer(), ns, &self.plan.job_name(step, name), uid).await
     }
 
     /// The API as the steps write through it: every write refused once the Lease is known
     /// lost, so a step in flight on another node writes nothing more ([`Fenced`]).
     fn writer(&self) -> Fenced<'_, A> {
         Fenced::new(self.api, &self.fence)
-    }
-
-    /// Fences a write: the Lease still ours.
-    async fn fenced(&self, step: CaStep) -> Result<(), NodeResult> {
-        self.fence
-            .check(self.api)
-            .await
-            .map_err(|why| NodeResult::Interrupted {
-                step,
-                why: format!("the Lease was lost: {why}"),
-            })
     }
 
     /// A failure of `name`: a Warning Event on it; the result to record.
@@ -1107,24 +714,6 @@ where
         }
     }
 
-    /// `work`, `step` of `name`, kept in flight while it runs: a run cut short by the loss of
-    /// the Lease drops `work` where it waits, and the entry stays for [`Rotation::lost`]. A
-    /// step within a step (the status read after `issue`) gives the node back its outer step.
-    async fn flying<T>(&self, name: &str, step: CaStep, work: impl Future<Output = T>) -> T {
-        let outer = self
-            .in_flight
-            .lock()
-            .unwrap()
-            .insert(name.to_string(), step);
-        let done = work.await;
-        let mut in_flight = self.in_flight.lock().unwrap();
-        match outer {
-            Some(outer) => in_flight.insert(name.to_string(), outer),
-            None => in_flight.remove(name),
-        };
-        done
-    }
-
     /// The Lease was lost (`why`) and the run cut short where it stood: each node in flight
     /// is interrupted at its step (a host Job goes on in the cluster, never killed; a rerun
     /// adopts it), not left as if never started.
@@ -1187,16 +776,159 @@ where
     }
 }
 
-fn failure(
-    step: CaStep,
-    message: String,
-    exit_code: Option<i32>,
-    log_tail: Option<String>,
-) -> Failure {
-    Failure {
-        step,
-        message,
-        exit_code,
-        log_tail,
+/// The executor of the per-node machine: one node through one [`Task`], each [`Intent`]
+/// done through the API traits, each [`Mark`] into progress, the report and the node's Events.
+impl<A> Rotation<'_, A>
+where
+    A: JobApi + NodeApi + LeaseApi + ?Sized,
+{
+    /// Runs `task` on `name` to its end: the answer, or how the node ended (a failure already
+    /// named in a Warning Event). While a step is under way the node is in flight at it: a run
+    /// cut short there reports it interrupted ([`Rotation::lost`]).
+    async fn node(&self, name: &str, task: Task) -> Result<Answer, NodeResult> {
+        let mut machine = NodeMachine::new(self.plan, name, task);
+        let mut step = machine.start();
+        let mut started = self.api.now();
+        loop {
+            // Marks belong to where the node was: a step's end is reported while it is
+            // still in flight.
+            for mark in std::mem::take(&mut step.marks) {
+                self.mark(name, mark, &mut started).await;
+            }
+            self.fly(name, machine.in_flight());
+            let obs = match step.intent {
+                Intent::Done(end) => {
+                    self.fly(name, None);
+                    return end;
+                }
+                Intent::Fail(f) => {
+                    let result = self.fail(name, f).await;
+                    self.fly(name, None);
+                    return Err(result);
+                }
+                Intent::FindJob { step } => match job_of(self.api, self.plan, step, name).await {
+                    Ok(job) => Observation::Job(job.map(Box::new)),
+                    Err(e) => Observation::Failed(e.to_string()),
+                },
+                Intent::CheckLease => match self.fence.check(self.api).await {
+                    Ok(()) => Observation::LeaseHeld,
+                    Err(why) => Observation::LeaseLost(why),
+                },
+                Intent::Host { step, adopt } => {
+                    let policy = Policy { adopt, keep: true };
+                    let spec = self.host_spec(name, step, &[]);
+                    match run_with(&self.writer(), &spec, Mode::ExitCodeLogs, policy).await {
+                        Ok(report) => Observation::Host(Ok(report)),
+                        Err(e @ nodejob_core::Error::LogUnread { exit_code: 0, .. }) => {
+                            Observation::Unread(e.to_string())
+                        }
+                        Err(e) => Observation::Host(Err(e.to_string())),
+                    }
+                }
+                Intent::WaitJob { step, uid } => {
+                    let policy = Policy {
+                        adopt: Some(uid),
+                        keep: true,
+                    };
+                    let spec = self.host_spec(name, step, &[]);
+                    let ran = run_with(&self.writer(), &spec, Mode::ExitCode, policy).await;
+                    Observation::Host(ran.map_err(|e| e.to_string()))
+                }
+                Intent::DeleteJob { step, uid } => match self.delete_job(name, step, &uid).await {
+                    Ok(()) => Observation::Written,
+                    Err(why) => Observation::Failed(why),
+                },
+                Intent::WaitNotReady => {
+                    let grace = self.plan.spec().restart_grace;
+                    Observation::Watched(self.watch(name, grace, |n| !ready(n)).await)
+                }
+                Intent::WaitReady => {
+                    let timeout = self.plan.spec().ready_timeout;
+                    Observation::Watched(self.watch(name, timeout, ready).await)
+                }
+                Intent::ReadStatus => {
+                    let spec = self.host_spec(name, CaStep::Status, &[]);
+                    let read = run_exit_code_logs(&self.writer(), &spec).await;
+                    Observation::Status(read.map_err(|e| e.to_string()))
+                }
+                Intent::Record(status) => match self.record(name, &status).await {
+                    Ok(()) => Observation::Written,
+                    Err(why) => Observation::Failed(why),
+                },
+                Intent::Verify { also } => {
+                    let spec = self.host_spec(name, CaStep::Verify, &also);
+                    let exit = run_exit_code(&self.writer(), &spec).await;
+                    Observation::Exit(exit.map_err(|e| e.to_string()))
+                }
+            };
+            step = machine.step(obs);
+        }
+    }
+
+    /// One mark of `name`'s machine; `started`: when its step at hand started.
+    async fn mark(&self, name: &str, mark: Mark, started: &mut Duration) {
+        match mark {
+            Mark::Note(message) => self.note(name, message),
+            Mark::Started(step) => {
+                *started = self.api.now();
+                self.progress.event(&Progress::StepStarted {
+                    node: name.to_string(),
+                    step,
+                });
+            }
+            Mark::Finished(step, message) => {
+                let took = millis(self.api.now().saturating_sub(*started));
+                if let Some(n) =
+                    (self.report.lock().unwrap().nodes.iter_mut()).find(|n| n.name == name)
+                {
+                    n.steps.push((step, took));
+                }
+                self.progress.event(&Progress::StepFinished {
+                    node: name.to_string(),
+                    step,
+                    took_ms: took,
+                    message: message.clone(),
+                });
+                self.event(name, EventType::Normal, step, &message).await;
+            }
+            Mark::Skipped(step, why) => self.progress.event(&Progress::NodeSkipped {
+                node: name.to_string(),
+                step,
+                why,
+            }),
+            Mark::Reported(status) => self.reported(name, &status, false),
+        }
+    }
+
+    /// Keeps `name` in flight at `step` (`None`: no longer).
+    fn fly(&self, name: &str, step: Option<CaStep>) {
+        let mut in_flight = self.in_flight.lock().unwrap();
+        match step {
+            Some(step) => in_flight.insert(name.to_string(), step),
+            None => in_flight.remove(name),
+        };
+    }
+
+    /// The host Job of `step` on `name`, its output notes of the node.
+    fn host_spec(&self, name: &str, step: CaStep, also: &[Fingerprint]) -> nodejob_core::Spec {
+        let mut spec = self.plan.host_spec(step, name, also);
+        spec.output = Some(Arc::new(NoteSink::to(name, &self.progress)));
+        spec
+    }
+
+    /// Watches node `name` for at most `within` until it is `until` (a deleted node ends the
+    /// wait as the Node watch reports it, not at the bound).
+    async fn watch(&self, name: &str, within: Duration, until: fn(&Node) -> bool) -> Watched {
+        let api = self.api;
+        let get = || api.get_node(name);
+        let wait = |since: Option<String>, t| async move {
+            api.wait_node(name, since.as_deref(), t).await
+        };
+        match watch_until(api, within, From::Read, get, wait, |n| n.is_none_or(until)).await {
+            Ok(Until::Met(Some(_))) => Watched::Met,
+            Ok(Until::Met(None)) => Watched::Deleted,
+            Ok(Until::TimedOut(_)) => Watched::TimedOut,
+            Err((_, cause)) => Watched::Failed(format!("watching node {name}: {cause}")),
+        }
     }
 }

@@ -138,6 +138,7 @@ mod drive;
 mod error;
 mod fingerprint;
 mod gate;
+mod machine;
 mod order;
 mod phase;
 mod plan;
@@ -154,6 +155,7 @@ pub use drive::{COMPONENT, OPERATION};
 pub use error::Error;
 pub use fingerprint::Fingerprint;
 pub use gate::{Disagreement, Gate, GateReport, Reported, Verified, check, expected, old_trust};
+pub use machine::{Answer, Intent, Leftover, Mark, NodeMachine, Observation, Step, Task, Watched};
 pub use nodejob_core::drive::{
     EventSink, FenceEvent, Outcome, Placement, PlanError, Selecting, Stop,
 };
