@@ -13,9 +13,9 @@
 //! - The Pod's answer: a third watcher, on the run's Pod, notes when its container is first
 //!   seen terminated, which the kubelet writes before the Job controller marks the Job: how
 //!   much sooner a runner answering from the Pod would return ([`Latency::pod_lead`]).
-//! - A rolling upgrade: the `nodejob` command rolls three nodes of their own (one
-//!   control-plane, two zones, quick hosts) under a budget, through the counting proxy
-//!   ([`Cluster::roll`]).
+//! - A rolling upgrade: the `nodejob` command rolls three nodes of their own (the end-to-end
+//!   suite's [`ThreeNodes`]: one control-plane, two zones, quick hosts) under a budget, through
+//!   the counting proxy ([`Cluster::roll`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -36,19 +36,15 @@ use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::Client;
 use kube::api::{Api, DeleteParams, PostParams, WatchEvent, WatchParams};
 use kube::client::ConfigExt;
-use nodejob_conformance::workloads::{budget, deployment};
 use nodejob_core::{Change, JobApi, finished};
-use nodejob_e2e::{AGENT_LABEL, QUICK_STRATUM, STRATUM_TIMING_ANNOTATION, deployment_available};
+use nodejob_e2e::{AGENT_LABEL, ThreeNodes, Workers};
 use nodejob_fake::host;
 use nodejob_kube::KubeApi;
 use serde_json::json;
-use upgrade_driver::records;
 
 use crate::probe::Probe;
 use crate::scenario::{Call, Waiter, spec};
 
-/// The label the roll's nodes and its Deployment's node selector carry.
-const ROLL_LABEL: &str = "nodejob.bench/roll";
 /// The Deployment (and budget) the roll drains.
 const APP: &str = "web";
 /// Its replicas: one per node of the roll, the budget allowing one down.
@@ -306,78 +302,33 @@ impl Cluster {
         Api::<Namespace>::all(self.admin.clone())
             .delete(&self.namespace, &dp)
             .await?;
-        let nodes = Api::<Node>::all(self.admin.clone());
-        nodes.delete(&self.node, &dp).await?;
-        for name in self.roll_nodes() {
-            match nodes.delete(&name, &dp).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
+        Api::<Node>::all(self.admin.clone())
+            .delete(&self.node, &dp)
+            .await?;
         Ok(())
     }
 
-    /// The nodes [`Cluster::roll`] makes.
-    fn roll_nodes(&self) -> Vec<String> {
-        (0..REPLICAS)
-            .map(|i| format!("{}-r{i}", self.node))
-            .collect()
-    }
-
-    /// Rolls three nodes of their own (one control-plane, two zones, quick `stratum` hosts),
-    /// running a Deployment behind a budget that allows one disruption, to `v1.97.0` with
-    /// the `nodejob` binary `cli`, through a [`CountingProxy`]: the command's wall time and
-    /// requests.
+    /// Rolls three nodes of their own (the end-to-end suite's [`ThreeNodes`]: one
+    /// control-plane, two zones, quick `stratum` hosts), running a Deployment behind a budget
+    /// that allows one disruption, to `v1.97.0` with the `nodejob` binary `cli`, through a
+    /// [`CountingProxy`]: the command's wall time and requests. The nodes and their namespace
+    /// are deleted after, whatever the outcome.
     ///
     /// # Errors
     /// When the nodes or the workload do not settle, or the command does not exit 0.
     pub async fn roll(&self, cli: &Path) -> anyhow::Result<Roll> {
-        let nodes = Api::<Node>::all(self.admin.clone());
-        let names = self.roll_nodes();
-        for (i, name) in names.iter().enumerate() {
-            let mut labels = json!({AGENT_LABEL: "true", ROLL_LABEL: self.node});
-            if i == 0 {
-                labels[records::CONTROL_PLANE] = json!("");
-            } else {
-                labels[records::ZONE] = json!(format!("zone-{i}"));
-            }
-            let node: Node = serde_json::from_value(json!({
-                "metadata": {"name": name, "labels": labels,
-                             "annotations": {STRATUM_TIMING_ANNOTATION: QUICK_STRATUM}}
-            }))?;
-            nodes
-                .create(&PostParams::default(), &node)
-                .await
-                .with_context(|| format!("creating node {name}"))?;
-        }
-        let api = KubeApi::from_config(self.config.clone())?;
-        for name in &names {
-            nodejob_core::wait_ready(&api, name, 12)
-                .await
-                .with_context(|| format!("waiting for the node agent to adopt {name}"))?;
-        }
-        let selector = (ROLL_LABEL.to_string(), self.node.clone());
-        let workload = deployment(&self.namespace, APP, REPLICAS, &selector);
-        Api::namespaced(self.admin.clone(), &self.namespace)
-            .create(&PostParams::default(), &workload)
-            .await
-            .context("creating the Deployment")?;
-        let pdb = budget(&self.namespace, APP, APP, REPLICAS - 1);
-        Api::namespaced(self.admin.clone(), &self.namespace)
-            .create(&PostParams::default(), &pdb)
-            .await
-            .context("creating the budget")?;
+        let trio = ThreeNodes::on(self.config.clone(), Workers::InTwoZones).await?;
+        let rolled = self.roll_on(&trio, cli).await;
+        let removed = trio.remove().await;
+        let roll = rolled?;
+        removed?;
+        Ok(roll)
+    }
+
+    async fn roll_on(&self, trio: &ThreeNodes, cli: &Path) -> anyhow::Result<Roll> {
         let settle = Duration::from_secs(120);
-        deployment_available(
-            &self.admin,
-            &self.namespace,
-            APP,
-            REPLICAS,
-            settle,
-            "before",
-        )
-        .await?;
+        trio.deployment_behind_budget(APP, REPLICAS, settle).await?;
+        let names = &trio.names;
 
         let proxy = CountingProxy::start(&self.config).await?;
         let kubeconfig = std::env::temp_dir().join(format!("{}-kubeconfig", self.node));

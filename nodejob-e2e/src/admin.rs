@@ -42,7 +42,12 @@ pub async fn config(impersonate: Option<&str>) -> Result<Config, Failure> {
 
 /// An admin client.
 pub async fn admin() -> Result<Client, Failure> {
-    Client::try_from(config(None).await?).map_err(fail("admin client"))
+    client(config(None).await?)
+}
+
+/// A client acting as `config` says.
+pub(crate) fn client(config: Config) -> Result<Client, Failure> {
+    Client::try_from(config).map_err(fail("admin client"))
 }
 
 /// A name unique to this process and call: `nj-<pid>-<n>`.

@@ -7,13 +7,13 @@ use async_trait::async_trait;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::Client;
 use kube::api::{Api, DeleteParams, PostParams};
+use kube::{Client, Config};
 use nodejob_conformance::{Backend, Failure, Object, Workloads};
 use nodejob_core::{Clock, NodeApi};
 use nodejob_kube::KubeApi;
 
-use crate::admin::{admin, annotate_node, config, fail, labelled_node, namespace, unique};
+use crate::admin::{annotate_node, client, config, fail, labelled_node, namespace, unique};
 use crate::conventions::{
     KUBELET_ANNOTATION, READY_ANNOTATION, SA_NAME, SA_NAMESPACE, SCENARIO_LABEL, SETTLE,
 };
@@ -42,17 +42,28 @@ impl KubeBackend {
 
     /// A backend acting as ServiceAccount `sa`, bound by `rbac`.
     pub async fn with_rbac(rbac: Rbac, sa: &str) -> Result<Self, Failure> {
-        Self::with_nodes(rbac, sa, 1).await
+        Self::with_nodes(config(None).await?, rbac, sa, 1).await
     }
 
     /// A backend for the [`Workloads`] scenarios: three nodes of the scenario's own, labelled
     /// [`SCENARIO_LABEL`], acting as the ServiceAccount of `deploy/rbac.yaml`.
     pub async fn for_workloads() -> Result<Self, Failure> {
-        Self::with_nodes(Rbac::committed(), SA_NAME, 3).await
+        Self::for_workloads_on(config(None).await?).await
     }
 
-    async fn with_nodes(rbac: Rbac, sa: &str, count: usize) -> Result<Self, Failure> {
-        let admin = admin().await?;
+    /// [`KubeBackend::for_workloads`] on the cluster that `admin`, an administrator's
+    /// [`Config`], reaches (not necessarily the admin kubeconfig of `NODEJOB_E2E_KUBECONFIG`).
+    pub async fn for_workloads_on(admin: Config) -> Result<Self, Failure> {
+        Self::with_nodes(admin, Rbac::committed(), SA_NAME, 3).await
+    }
+
+    async fn with_nodes(
+        admin_config: Config,
+        rbac: Rbac,
+        sa: &str,
+        count: usize,
+    ) -> Result<Self, Failure> {
+        let admin = client(admin_config.clone())?;
         let name = unique("nj");
         namespace(&admin, &name, "privileged").await?;
         // The Role in the scenario's namespace, and where deploy/rbac.yaml puts it, the
@@ -72,8 +83,10 @@ impl KubeBackend {
             labelled_node(&admin, node, Some(&label)).await?;
         }
         let user = format!("system:serviceaccount:{SA_NAMESPACE}:{sa}");
-        let api = KubeApi::from_config(config(Some(&user)).await?)
-            .map_err(|e| Failure(format!("client as {user}: {e}")))?;
+        let mut as_sa = admin_config;
+        as_sa.auth_info.impersonate = Some(user.clone());
+        let api =
+            KubeApi::from_config(as_sa).map_err(|e| Failure(format!("client as {user}: {e}")))?;
         Ok(KubeBackend {
             admin,
             api: Arc::new(api),

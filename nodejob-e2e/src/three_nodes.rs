@@ -2,12 +2,13 @@
 
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::{Namespace, Node};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::Client;
-use kube::api::Api;
+use kube::api::{Api, DeleteParams};
+use kube::{Client, Config};
 use nodejob_conformance::{Backend, Failure, Object, Workloads};
 
-use crate::admin::{admin, annotate_node, label_node};
+use crate::admin::{annotate_node, client, config, label_node};
 use crate::backend::KubeBackend;
 use crate::conventions::{QUICK_STRATUM, STRATUM_TIMING_ANNOTATION, ZONE_LABEL};
 use crate::waits::{deployment_available, wait_for};
@@ -40,8 +41,15 @@ pub struct ThreeNodes {
 impl ThreeNodes {
     /// Creates the nodes (each Ready), labels them and makes their hosts quick.
     pub async fn new(workers: Workers) -> Result<Self, Failure> {
-        let backend = KubeBackend::for_workloads().await?;
-        let admin = admin().await?;
+        Self::on(config(None).await?, workers).await
+    }
+
+    /// [`ThreeNodes::new`] on the cluster that `admin`, an administrator's [`Config`], reaches
+    /// (not necessarily the admin kubeconfig of `NODEJOB_E2E_KUBECONFIG`): what the bench's
+    /// real roll runs on.
+    pub async fn on(admin: Config, workers: Workers) -> Result<Self, Failure> {
+        let backend = KubeBackend::for_workloads_on(admin.clone()).await?;
+        let admin = client(admin)?;
         let names = backend.nodes();
         let control = &names[0];
         label_node(
@@ -92,5 +100,31 @@ impl ThreeNodes {
         })
         .await
         .map(drop)
+    }
+
+    /// Deletes the nodes and the scenario's namespace (with what runs in it), for a caller
+    /// that shares its cluster with later work (the bench); the suite's scenarios leave theirs
+    /// to `e2e/run`, which throws the cluster away. One already gone is not an error.
+    pub async fn remove(self) -> Result<(), Failure> {
+        let params = DeleteParams::default();
+        let nodes = Api::<Node>::all(self.admin.clone());
+        for name in &self.names {
+            gone_or(
+                nodes.delete(name, &params).await,
+                &format!("deleting node {name}"),
+            )?;
+        }
+        let namespaces = Api::<Namespace>::all(self.admin.clone());
+        let what = format!("deleting namespace {}", self.namespace);
+        gone_or(namespaces.delete(&self.namespace, &params).await, &what)
+    }
+}
+
+/// `Ok` for a deletion done or of an object already gone (404).
+fn gone_or<T>(deleted: Result<T, kube::Error>, what: &str) -> Result<(), Failure> {
+    match deleted {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(Failure(format!("{what}: {e}"))),
     }
 }
