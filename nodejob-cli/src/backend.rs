@@ -80,7 +80,7 @@ pub(crate) enum Prepare {
     /// Its workloads started ([`sim::settle`]).
     Settle,
     /// Settled, then a rotation to this plan's CA stopped as `issue` begins ([`sim::stage`]).
-    Stage(certs_driver::Plan),
+    Stage(Box<certs_driver::Plan>),
     /// The simulated history in this namespace ([`sim::history`]), its faults armed.
     History(String),
 }

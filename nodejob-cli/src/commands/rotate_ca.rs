@@ -44,7 +44,7 @@ pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
         .failing(args.simulate_fail.as_deref(), Fault::IssueFails)?
         .prepared(if args.abort {
             // Something to undo: the CA staged on every node.
-            Prepare::Stage(plan.clone())
+            Prepare::Stage(Box::new(plan.clone()))
         } else {
             Prepare::Settle
         });

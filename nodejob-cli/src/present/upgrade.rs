@@ -224,9 +224,9 @@ pub(crate) fn summary(report: &Report) -> String {
     out
 }
 
-/// `node N failed at STEP with exit code C: MESSAGE`, for each node that failed, with where
-/// to look when `namespace` (the Job's) and `job_name` say it.
-fn failures(report: &Report, look: Option<(&str, &dyn Fn(&str) -> String)>) -> Vec<String> {
+/// `node N failed at STEP with exit code C: MESSAGE`, for each node that failed; with the log's
+/// tail and where to look when `plan` is given.
+fn failures(report: &Report, plan: Option<&upgrade_driver::Plan>) -> Vec<String> {
     let mut lines = Vec::new();
     for n in &report.nodes {
         if let Some(f) = n.failure() {
@@ -237,13 +237,14 @@ fn failures(report: &Report, look: Option<(&str, &dyn Fn(&str) -> String)>) -> V
                 with_exit_code(f.exit_code),
                 f.message
             ));
-            if let Some((namespace, job_name)) = &look {
+            if let Some(plan) = plan {
                 if let Some(tail) = &f.log_tail {
                     lines.push(log_tail(tail));
                 }
                 lines.push(format!(
-                    "  look at: kubectl -n {namespace} logs job/{}; kubectl describe node {}",
-                    job_name(&n.name),
+                    "  look at: kubectl -n {} logs job/{}; kubectl describe node {}",
+                    plan.spec().namespace,
+                    plan.job_name(&n.name),
                     n.name
                 ));
             }
@@ -259,8 +260,7 @@ pub(crate) fn ended(report: &Report, plan: &upgrade_driver::Plan) -> Option<Stri
     match &report.outcome {
         Outcome::Done => None,
         Outcome::Failed { retry } => {
-            let job_name = |node: &str| plan.job_name(node);
-            let mut lines = failures(report, Some((&plan.spec().namespace, &job_name)));
+            let mut lines = failures(report, Some(plan));
             lines.push(format!("retry: {retry}"));
             Some(lines.join("\n"))
         }

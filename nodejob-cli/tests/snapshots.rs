@@ -1,0 +1,267 @@
+//! What a person reads and what a script parses, pinned (uv's `uv_snapshot!` over insta): the
+//! help texts, the simulated runs' progress lines and summaries, the previews, the JSON event
+//! streams, the failure and refusal messages, `jobs` and `status`. Every run is `--simulate`,
+//! so every line is the same each time (virtual time, a seeded cluster); the paths of this
+//! checkout are filtered. A reviewed snapshot diff is the review of a change to what is shown.
+
+use assert_cmd::Command;
+
+/// Runs `nodejob ARGS` and says what it did as uv's snapshots do: the arguments, the exit
+/// code, stdout, stderr.
+fn nodejob(args: &[&str]) -> String {
+    let out = Command::cargo_bin("nodejob")
+        .unwrap_or_else(|e| panic!("the nodejob binary: {e}"))
+        .env_remove("KUBECONFIG")
+        .env("RUST_LOG", "error")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running nodejob {args:?}: {e}"));
+    format!(
+        "args: {}\nexit_code: {}\n----- stdout -----\n{}\n----- stderr -----\n{}",
+        args.join(" "),
+        out.status.code().map_or("none".into(), |c| c.to_string()),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    )
+}
+
+/// The paths of this checkout, as a placeholder.
+fn filters() -> Vec<(String, &'static str)> {
+    vec![(regex_escape(env!("CARGO_MANIFEST_DIR")), "[CRATE]")]
+}
+
+fn regex_escape(s: &str) -> String {
+    s.chars()
+        .flat_map(|c| {
+            let special = "\\.+*?()|[]{}^$#&-~".contains(c);
+            special.then_some('\\').into_iter().chain([c])
+        })
+        .collect()
+}
+
+/// Pins `nodejob ARGS` as the snapshot `NAME`.
+macro_rules! nodejob_snapshot {
+    ($name:expr, $args:expr) => {{
+        let filters = filters();
+        let filters: Vec<(&str, &str)> = filters.iter().map(|(r, p)| (r.as_str(), *p)).collect();
+        insta::with_settings!({ filters => filters, prepend_module_to_snapshot => false }, {
+            insta::assert_snapshot!($name, nodejob($args));
+        });
+    }};
+}
+
+#[test]
+fn help_texts() {
+    nodejob_snapshot!("help", &["--help"]);
+    for command in [
+        "upgrade",
+        "rotate-ca",
+        "run",
+        "render",
+        "jobs",
+        "status",
+        "mcp",
+        "completions",
+    ] {
+        nodejob_snapshot!(format!("help_{command}"), &[command, "--help"]);
+    }
+}
+
+#[test]
+fn upgrade_progress_and_summary() {
+    nodejob_snapshot!(
+        "upgrade",
+        &["upgrade", "--simulate", "5", "--to", "v1.38.0"]
+    );
+}
+
+#[test]
+fn upgrade_json_events() {
+    nodejob_snapshot!(
+        "upgrade_json",
+        &[
+            "upgrade",
+            "--simulate",
+            "5",
+            "--to",
+            "v1.38.0",
+            "-o",
+            "json"
+        ]
+    );
+}
+
+#[test]
+fn upgrade_failure() {
+    nodejob_snapshot!(
+        "upgrade_failure",
+        &[
+            "upgrade",
+            "--simulate",
+            "5",
+            "--to",
+            "v1.38.0",
+            "--simulate-fail",
+            "worker-b-0",
+        ]
+    );
+}
+
+#[test]
+fn upgrade_previews() {
+    nodejob_snapshot!(
+        "upgrade_preview",
+        &["upgrade", "--simulate", "5", "--to", "v1.38.0", "--preview"]
+    );
+    nodejob_snapshot!(
+        "upgrade_preview_json",
+        &[
+            "upgrade",
+            "--simulate",
+            "5",
+            "--to",
+            "v1.38.0",
+            "--preview",
+            "-o",
+            "json",
+        ]
+    );
+}
+
+#[test]
+fn upgrade_refusals() {
+    nodejob_snapshot!(
+        "upgrade_refused_window",
+        &[
+            "upgrade",
+            "--simulate",
+            "5",
+            "--to",
+            "v1.38.0",
+            "--window",
+            "someday",
+        ]
+    );
+    nodejob_snapshot!(
+        "upgrade_refused_target",
+        &["upgrade", "--simulate", "5", "--to", "v 2"]
+    );
+    nodejob_snapshot!(
+        "upgrade_no_such_node",
+        &[
+            "upgrade",
+            "--simulate",
+            "5",
+            "--to",
+            "v1.38.0",
+            "--nodes",
+            "nope"
+        ]
+    );
+}
+
+#[test]
+fn rotation_progress_and_summary() {
+    nodejob_snapshot!("rotate_ca", &["rotate-ca", "--simulate", "5"]);
+}
+
+#[test]
+fn rotation_json_events() {
+    nodejob_snapshot!(
+        "rotate_ca_json",
+        &["rotate-ca", "--simulate", "5", "-o", "json"]
+    );
+}
+
+#[test]
+fn rotation_failure() {
+    nodejob_snapshot!(
+        "rotate_ca_failure",
+        &[
+            "rotate-ca",
+            "--simulate",
+            "5",
+            "--simulate-fail",
+            "worker-b-0"
+        ]
+    );
+}
+
+#[test]
+fn rotation_previews_and_abort() {
+    nodejob_snapshot!(
+        "rotate_ca_preview",
+        &["rotate-ca", "--simulate", "5", "--preview"]
+    );
+    nodejob_snapshot!(
+        "rotate_ca_preview_json",
+        &["rotate-ca", "--simulate", "5", "--preview", "-o", "json"]
+    );
+    nodejob_snapshot!(
+        "rotate_ca_abort",
+        &["rotate-ca", "--simulate", "5", "--abort"]
+    );
+}
+
+#[test]
+fn rotation_refusals() {
+    nodejob_snapshot!(
+        "rotate_ca_refused_file",
+        &[
+            "rotate-ca",
+            "--simulate",
+            "5",
+            "--new-ca",
+            "tests/fixtures/none.pem"
+        ]
+    );
+    nodejob_snapshot!(
+        "rotate_ca_refused_concurrency",
+        &[
+            "rotate-ca",
+            "--simulate",
+            "5",
+            "--new-ca",
+            "tests/fixtures/new-ca.pem",
+            "--concurrency",
+            "0",
+        ]
+    );
+}
+
+#[test]
+fn jobs_and_status_after_the_simulated_history() {
+    nodejob_snapshot!("jobs", &["jobs", "--simulate", "5"]);
+    nodejob_snapshot!("jobs_json", &["jobs", "--simulate", "5", "-o", "json"]);
+    nodejob_snapshot!("status", &["status", "--simulate", "5"]);
+    nodejob_snapshot!("status_json", &["status", "--simulate", "5", "-o", "json"]);
+}
+
+#[test]
+fn render_and_run() {
+    nodejob_snapshot!(
+        "render",
+        &[
+            "render",
+            "--node",
+            "cp-0",
+            "--",
+            "/usr/local/bin/stratum",
+            "health"
+        ]
+    );
+    nodejob_snapshot!(
+        "run",
+        &[
+            "run",
+            "--simulate",
+            "3",
+            "--node",
+            "cp-0",
+            "--",
+            "/usr/local/bin/stratum",
+            "health",
+        ]
+    );
+}
