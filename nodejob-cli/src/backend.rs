@@ -24,6 +24,7 @@ use tokio::sync::OnceCell;
 
 use crate::args::Global;
 use crate::exit::Exit;
+use crate::present;
 use crate::sim::{self, Pacer};
 
 /// Every API the commands use, as one object.
@@ -217,7 +218,7 @@ async fn simulate(
         Prepare::Settle => sim::settle(&fake).await,
         Prepare::Stage(plan) => {
             sim::settle(&fake).await;
-            sim::stage(&fake, plan).await?;
+            sim::stage(&fake, plan, present::rotation::issue_begins).await?;
         }
         Prepare::History(namespace) => sim::history(&fake, nodes, namespace).await?,
     }

@@ -3,13 +3,14 @@
 //! shows of an event is `crate::present`'s ([`Event`]).
 
 use std::collections::BTreeMap;
+use std::io::IsTerminal;
 use std::sync::Mutex;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use upgrade_driver::EventSink;
 
 use crate::args::Format;
-use crate::backend::WallClock;
+use crate::backend::{Target, WallClock};
 use crate::present::{Event, OnBars, Position};
 use crate::sim::Pacer;
 
@@ -31,7 +32,7 @@ struct Bars {
 impl Renderer {
     /// A renderer in `format`; bars of `steps` steps when `terminal` (stdout is one) and the
     /// format is text; paced by `pacer` when simulated.
-    pub(crate) fn new(
+    fn new(
         format: Format,
         terminal: bool,
         clock: WallClock,
@@ -49,6 +50,19 @@ impl Renderer {
             bars,
             steps,
         }
+    }
+
+    /// The renderer of a run on `target` in `format`: bars when stdout is a terminal, paced
+    /// when the cluster is simulated and people watch.
+    pub(crate) fn of(format: Format, target: &Target, steps: u64) -> Self {
+        let pacer = target.pacer().filter(|_| format == Format::Text);
+        Renderer::new(
+            format,
+            std::io::stdout().is_terminal(),
+            target.clock(),
+            pacer,
+            steps,
+        )
     }
 
     /// Writes one JSON line.

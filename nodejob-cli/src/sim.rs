@@ -157,17 +157,18 @@ pub(crate) async fn history(fake: &FakeCluster, n: usize, namespace: &str) -> Re
     Ok(())
 }
 
-/// Stages `plan`'s CA on every node: a rotation stopped as its `issue` phase begins, so that
-/// `rotate-ca --abort --simulate` has a staged CA to remove.
-pub(crate) async fn stage(fake: &FakeCluster, plan: &certs_driver::Plan) -> Result<(), Exit> {
+/// Stages `plan`'s CA on every node: a rotation stopped as its `issue` phase begins (the
+/// event `issue_begins` tells), so that `rotate-ca --abort --simulate` has a staged CA to
+/// remove.
+pub(crate) async fn stage(
+    fake: &FakeCluster,
+    plan: &certs_driver::Plan,
+    issue_begins: fn(&certs_driver::Progress) -> bool,
+) -> Result<(), Exit> {
     let stop = certs_driver::Stop::new();
     let at_issue = stop.clone();
     let sink = Arc::new(move |event: &certs_driver::Progress| {
-        if let certs_driver::Progress::PhaseStarted {
-            phase: certs_driver::CaStep::Issue,
-            ..
-        } = event
-        {
+        if issue_begins(event) {
             at_issue.request();
         }
     });

@@ -1,7 +1,6 @@
 //! `nodejob rotate-ca`: the cluster CA rotation of `certs-driver`, shown as the upgrade is
 //! (bars, timestamped lines or JSON events, then a summary table), with the same exit codes.
 
-use std::io::IsTerminal;
 use std::sync::Arc;
 
 use certs_driver::Stop;
@@ -77,14 +76,7 @@ pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
             }
             return preview.map(|_| Exit::ok());
         }
-        let pacer = t.pacer().filter(|_| global.output == Format::Text);
-        let renderer = Arc::new(Renderer::new(
-            global.output,
-            std::io::stdout().is_terminal(),
-            t.clock(),
-            pacer,
-            present::steps(args.abort),
-        ));
+        let renderer = Arc::new(Renderer::of(global.output, &t, present::steps(args.abort)));
         let report = if args.abort {
             certs_driver::abort(&*t.api, &plan, renderer.clone()).await
         } else {

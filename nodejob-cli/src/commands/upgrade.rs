@@ -1,6 +1,5 @@
 //! `nodejob upgrade`: the rolling node upgrade of `upgrade-driver`.
 
-use std::io::IsTerminal;
 use std::sync::Arc;
 
 use nodejob_core::drain::{EmptyDir, Unreplicated};
@@ -62,14 +61,7 @@ pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
             }
             return Ok(Exit::ok());
         }
-        let pacer = t.pacer().filter(|_| global.output == Format::Text);
-        let renderer = Arc::new(Renderer::new(
-            global.output,
-            std::io::stdout().is_terminal(),
-            t.clock(),
-            pacer,
-            present::STEPS,
-        ));
+        let renderer = Arc::new(Renderer::of(global.output, &t, present::STEPS));
         let report = upgrade_driver::run_until(&*t.api, &plan, renderer.clone(), &stop)
             .await
             .map_err(|e| driver_exit(present::error(&e)))?;

@@ -118,6 +118,26 @@ fn lease_severity(event: &FenceEvent) -> Severity {
     }
 }
 
+/// `FAILED at STEP (exit 3): MESSAGE`: a node's failure in a progress line.
+fn failed_at(step: impl std::fmt::Display, exit_code: Option<i32>, message: &str) -> String {
+    format!(
+        "FAILED at {step}{}: {message}",
+        exit_in_parentheses(exit_code)
+    )
+}
+
+/// The first lines of a preview: `OPERATION to TARGET: preview (nothing changed)`, and who
+/// holds the Lease.
+fn preview_head(operation: &str, target: &str, lease: Option<&str>) -> Vec<String> {
+    vec![
+        format!("{operation} to {target}: preview (nothing changed)"),
+        match lease {
+            Some(holder) => format!("lease: held by {holder}"),
+            None => "lease: free".into(),
+        },
+    ]
+}
+
 /// ` with exit code 3`, or nothing.
 fn with_exit_code(exit_code: Option<i32>) -> String {
     exit_code

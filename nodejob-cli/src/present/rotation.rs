@@ -6,8 +6,8 @@ use certs_driver::{
 };
 
 use super::{
-    DriverError, ErrorKind, Event, OnBars, Position, Severity, exit_in_parentheses, lease_line,
-    lease_severity, log_tail, seconds, table, with_exit_code,
+    DriverError, ErrorKind, Event, OnBars, Position, Severity, failed_at, lease_line,
+    lease_severity, log_tail, preview_head, seconds, table, with_exit_code,
 };
 
 /// The steps a node's bar counts: stage, issue, finalize; an abort's one.
@@ -147,12 +147,7 @@ fn result_text(result: &NodeResult) -> String {
     match result {
         NodeResult::Rotated => "rotated: trusts the new CA alone, which issues its leaves".into(),
         NodeResult::Restored => "restored: the new CA is not trusted".into(),
-        NodeResult::Failed(f) => format!(
-            "FAILED at {}{}: {}",
-            f.step,
-            exit_in_parentheses(f.exit_code),
-            f.message
-        ),
+        NodeResult::Failed(f) => failed_at(f.step, f.exit_code, &f.message),
         NodeResult::Disagrees { gate, what } => format!("DISAGREES at the gate {gate}: {what}"),
         NodeResult::Interrupted { step, why } => format!("stopped before {step}: {why}"),
     }
@@ -162,14 +157,7 @@ fn result_text(result: &NodeResult) -> String {
 /// and where, who disagrees. `rotate-ca --preview` prints it; the MCP tool `rotate_ca_preview`
 /// answers it.
 pub(crate) fn preview(preview: &Preview) -> String {
-    let mut lines = vec![format!(
-        "rotate-ca to {}: preview (nothing changed)",
-        preview.target
-    )];
-    lines.push(match &preview.lease {
-        Some(holder) => format!("lease: held by {holder}"),
-        None => "lease: free".into(),
-    });
+    let mut lines = preview_head("rotate-ca", &preview.target, preview.lease.as_deref());
     for node in &preview.nodes {
         let role = if node.control_plane {
             " (control plane)"
@@ -341,6 +329,18 @@ pub(crate) fn answer(report: &Report, abort: bool) -> String {
         Outcome::Done => {}
     }
     text
+}
+
+/// Whether `event` is the start of the `issue` phase (where a simulated rotation stops to
+/// leave a CA staged for `--abort`).
+pub(crate) fn issue_begins(event: &Progress) -> bool {
+    matches!(
+        event,
+        Progress::PhaseStarted {
+            phase: CaStep::Issue,
+            ..
+        }
+    )
 }
 
 /// Whether the run failed.

@@ -5,8 +5,8 @@ use upgrade_driver::{
 };
 
 use super::{
-    DriverError, ErrorKind, Event, OnBars, Position, Severity, exit_in_parentheses, lease_line,
-    lease_severity, log_tail, seconds, table, with_exit_code,
+    DriverError, ErrorKind, Event, OnBars, Position, Severity, failed_at, lease_line,
+    lease_severity, log_tail, preview_head, seconds, table, with_exit_code,
 };
 
 /// The steps of an upgrade a node's bar counts.
@@ -122,12 +122,7 @@ fn result_text(result: &NodeResult) -> String {
     match result {
         NodeResult::Upgraded => "upgraded".into(),
         NodeResult::Skipped { why } => format!("skipped ({why})"),
-        NodeResult::Failed(f) => format!(
-            "FAILED at {}{}: {}",
-            f.step,
-            exit_in_parentheses(f.exit_code),
-            f.message
-        ),
+        NodeResult::Failed(f) => failed_at(f.step, f.exit_code, &f.message),
         NodeResult::Interrupted { step, why } => format!("stopped before {step}: {why}"),
     }
 }
@@ -136,14 +131,7 @@ fn result_text(result: &NodeResult) -> String {
 /// node and what the drain would do with its Pods. `upgrade --preview` prints it; the MCP tool
 /// `upgrade_preview` answers it.
 pub(crate) fn preview(preview: &Preview) -> String {
-    let mut lines = vec![format!(
-        "upgrade to {}: preview (nothing changed)",
-        preview.target
-    )];
-    lines.push(match &preview.lease {
-        Some(holder) => format!("lease: held by {holder}"),
-        None => "lease: free".into(),
-    });
+    let mut lines = preview_head("upgrade", &preview.target, preview.lease.as_deref());
     for (node, why) in &preview.skipped {
         lines.push(format!("skip {node}: {why}"));
     }
