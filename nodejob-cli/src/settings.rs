@@ -176,10 +176,10 @@ pub(crate) struct UpgradeSettings {
     pub(crate) max_unavailable: Option<MaxUnavailable>,
     /// The drain's bound per node.
     pub(crate) drain_timeout: Option<Duration>,
-    /// What the drain does with Pods with emptyDir volumes.
-    pub(crate) empty_dir: EmptyDir,
-    /// What the drain does with Pods no controller manages.
-    pub(crate) unreplicated: Unreplicated,
+    /// Evict Pods with emptyDir volumes (`--delete-emptydir-data`, as kubectl drain's).
+    pub(crate) delete_emptydir_data: bool,
+    /// Evict Pods no controller manages (`--force`, as kubectl drain's).
+    pub(crate) force: bool,
     /// The host upgrade Job's deadline.
     pub(crate) deadline: Option<Duration>,
     /// How long a node has to come back Ready at the target.
@@ -206,8 +206,12 @@ impl UpgradeSettings {
         if let Some(d) = self.drain_timeout {
             spec.drain.timeout = d;
         }
-        spec.drain.empty_dir = self.empty_dir;
-        spec.drain.unreplicated = self.unreplicated;
+        if self.delete_emptydir_data {
+            spec.drain.empty_dir = EmptyDir::Delete;
+        }
+        if self.force {
+            spec.drain.unreplicated = Unreplicated::Force;
+        }
         if let Some(d) = self.deadline {
             spec.deadline = d;
         }

@@ -16,7 +16,7 @@ use crate::render::Renderer;
 use crate::settings::{NewCa, RotationSettings};
 
 /// The settings the flags say.
-fn settings(args: &RotateCa) -> RotationSettings {
+pub(crate) fn settings(args: &RotateCa) -> RotationSettings {
     RotationSettings {
         new_ca: match &args.new_ca {
             Some(path) => NewCa::File(path.clone()),

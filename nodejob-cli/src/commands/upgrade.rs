@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 
-use nodejob_core::drain::{EmptyDir, Unreplicated};
 use nodejob_fake::stratum::Fault;
 use upgrade_driver::Stop;
 
@@ -16,23 +15,15 @@ use crate::render::Renderer;
 use crate::settings::UpgradeSettings;
 
 /// The settings the flags say.
-fn settings(args: &Upgrade) -> UpgradeSettings {
+pub(crate) fn settings(args: &Upgrade) -> UpgradeSettings {
     UpgradeSettings {
         to: args.to.clone(),
         selector: args.selector.clone(),
         nodes: args.nodes.clone(),
         max_unavailable: Some(args.max_unavailable),
         drain_timeout: Some(args.drain_timeout),
-        empty_dir: if args.delete_emptydir_data {
-            EmptyDir::Delete
-        } else {
-            EmptyDir::default()
-        },
-        unreplicated: if args.force {
-            Unreplicated::Force
-        } else {
-            Unreplicated::default()
-        },
+        delete_emptydir_data: args.delete_emptydir_data,
+        force: args.force,
         deadline: Some(args.deadline),
         reboot_timeout: Some(args.reboot_timeout),
         binary: Some(args.binary.clone()),

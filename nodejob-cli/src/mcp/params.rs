@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nodejob_core::Spec;
-use nodejob_core::drain::{EmptyDir, Unreplicated};
 use rmcp::handler::server::tool::schema_for_input;
 use rmcp::model::JsonObject;
 use schemars::JsonSchema;
@@ -335,16 +334,8 @@ impl UpgradeArgs {
             nodes: self.nodes.clone(),
             max_unavailable,
             drain_timeout: duration("drain_timeout", self.drain_timeout.as_ref())?,
-            empty_dir: if self.delete_emptydir_data {
-                EmptyDir::Delete
-            } else {
-                EmptyDir::default()
-            },
-            unreplicated: if self.force {
-                Unreplicated::Force
-            } else {
-                Unreplicated::default()
-            },
+            delete_emptydir_data: self.delete_emptydir_data,
+            force: self.force,
             deadline: duration("deadline", self.deadline.as_ref())?,
             reboot_timeout: duration("reboot_timeout", self.reboot_timeout.as_ref())?,
             binary: self.binary.clone(),
@@ -404,6 +395,7 @@ impl JobArguments {
 
 #[cfg(test)]
 mod tests {
+    use super::parse as parse_args;
     use super::*;
 
     fn object(v: Value) -> Option<JsonObject> {
@@ -496,5 +488,39 @@ mod tests {
                 .plan("kube-system")
                 .is_ok()
         );
+    }
+
+    /// The flags' defaults and the tools' (a field left out) make the same plan: the command
+    /// line and MCP share one settings layer, and clap's defaults are the drivers'.
+    #[test]
+    fn the_flags_defaults_and_the_tools_defaults_make_the_same_plans() -> Result<(), String> {
+        use clap::Parser;
+
+        use crate::args::{Cli, Command};
+        let parse = |args: &[&str]| Cli::try_parse_from(args).map_err(|e| e.to_string());
+        let Command::Upgrade(flags) = parse(&["nodejob", "upgrade", "--to", "v1"])?.command else {
+            return Err("not an upgrade".into());
+        };
+        let from_flags = crate::commands::upgrade::settings(&flags).plan("kube-system");
+        let (from_tool, _) =
+            parse_args::<UpgradeArgs>(&schema::<UpgradeArgs>(&[]), object(json!({"to": "v1"})))?;
+        let (a, b) = (
+            from_flags.map_err(|e| format!("{e:?}"))?,
+            from_tool.plan("kube-system")?,
+        );
+        assert_eq!(a.spec(), b.spec());
+        let Command::RotateCa(flags) = parse(&["nodejob", "rotate-ca", "--simulate", "3"])?.command
+        else {
+            return Err("not a rotation".into());
+        };
+        let from_flags = crate::commands::rotate_ca::settings(&flags).plan("kube-system");
+        let (from_tool, _) =
+            parse_args::<RotateCaArgs>(&schema::<RotateCaArgs>(&[]), object(json!({})))?;
+        let (a, b) = (
+            from_flags.map_err(|e| format!("{e:?}"))?,
+            from_tool.plan("kube-system", true)?,
+        );
+        assert!(a.spec() == b.spec(), "{:?} != {:?}", a.spec(), b.spec());
+        Ok(())
     }
 }
