@@ -5,10 +5,10 @@
 //! of the run follows the driver's knowledge of the loss, even within the instant it learns it.
 //! Both drivers write through it. A [`Layer`]: reads pass through untouched.
 
-use crate::api::{ApiResult, Verb};
+use crate::api::ApiResult;
 use crate::drive::Fence;
 use crate::error::{ApiError, ErrorKind};
-use crate::forward::{Answer, Layer, Request};
+use crate::forward::{Answer, Layer, Request, Verb};
 
 /// `api`'s verbs, writes refused once `fence` knows the Lease lost.
 pub struct Fenced<'a, A: ?Sized> {

@@ -1,22 +1,25 @@
-//! [`Layer`]: one forwarding wrapper for the four API traits, written once.
+//! The verbs of the four API traits, listed once, and [`Layer`]: one forwarding wrapper for
+//! all of them, written once.
 //!
-//! A type that implements [`Layer`] names the backend below it ([`Layer::below`]) and may wrap
-//! each call in [`Layer::around`]; it then implements [`Clock`], [`JobApi`], [`NodeApi`],
-//! [`PodApi`] and [`LeaseApi`] wherever its backend does, every verb forwarded through its
-//! `around` as a [`Request`] (the verb and its arguments) answered by an [`Answer`]. So a
-//! wrapper is its hook only: the drivers' [`Fenced`](crate::fenced::Fenced) writer refuses
+//! Each verb is named by a [`Verb`], called as a [`Request`] (the verb and its arguments) and
+//! answered by an [`Answer`]. A type that implements [`Layer`] names the backend below it
+//! ([`Layer::below`]) and may wrap each request in [`Layer::around`]; it then implements
+//! [`Clock`], [`JobApi`], [`NodeApi`], [`PodApi`] and [`LeaseApi`] wherever its backend does.
+//! So a wrapper is its hook only: the drivers' [`Fenced`](crate::fenced::Fenced) writer refuses
 //! writes, the conformance crate's `Interposed` records and injects, its `Crashing` stops at a
 //! write, the bench's probe looks at answers and its polling baseline answers `wait_job`
-//! itself. A new verb is added here once, not in each of them.
-//!
-//! As in tower's `Service`, the request goes down and the answer comes up; `&T`, `Arc<T>` and
-//! `Box<T>` are layers that pass both.
+//! itself. As in tower's `Service`, the request goes down and the answer comes up; `&T`,
+//! `Arc<T>` and `Box<T>` are layers that pass both.
 //!
 //! ```text
 //!   caller ──verb(args)──▶ around(Request, serve) ──serve──▶ below: kube, fake or a layer
 //!      ▲                      │ refuse, record, stop, answer itself          │
 //!      └──── typed answer ◀───┴───────────────── Answer ◀────────────────────┘
 //! ```
+//!
+//! A new verb is its method in its trait (`api/`), its line in the `verbs!` list, its
+//! [`Request`] variant and its forwarding here (an [`Answer`] variant if it returns a new
+//! type), and its two backends (`nodejob-kube`, `nodejob-fake`); no wrapper changes.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,9 +32,99 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Preconditions};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::api::{
-    ApiResult, Change, Clock, DryRun, Eviction, JobApi, LeaseApi, NodeApi, NodeChange, PodApi, Verb,
+    ApiResult, Change, Clock, DryRun, Eviction, JobApi, LeaseApi, NodeApi, NodeChange, PodApi,
 };
 use crate::error::{ApiError, ErrorKind};
+
+/// Declares [`Verb`] and everything derived from its one list.
+macro_rules! verbs {
+    ($($trait:ident { $($verb:ident => $method:ident,)* })*) => {
+        /// One API method of the traits in this crate (`JobApi`, `NodeApi`, `PodApi`,
+        /// `LeaseApi`), as fakes, faults, hooks and call records name it.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        #[non_exhaustive]
+        pub enum Verb {
+            $($(
+                #[doc = concat!("[`", stringify!($trait), "::", stringify!($method), "`](crate::",
+                    stringify!($trait), "::", stringify!($method), ").")]
+                $verb,
+            )*)*
+        }
+
+        impl Verb {
+            /// Every verb, in declaration order.
+            pub const ALL: &'static [Verb] = &[$($(Verb::$verb,)*)*];
+
+            /// The trait method's name, e.g. `create_job`.
+            pub fn method(self) -> &'static str {
+                match self {
+                    $($(Verb::$verb => stringify!($method),)*)*
+                }
+            }
+
+            /// The trait the method belongs to, e.g. `JobApi`.
+            pub fn api(self) -> &'static str {
+                match self {
+                    $($(Verb::$verb => stringify!($trait),)*)*
+                }
+            }
+        }
+    };
+}
+
+verbs! {
+    JobApi {
+        CreateJob => create_job,
+        GetJob => get_job,
+        ListJobs => list_jobs,
+        DeleteJob => delete_job,
+        ListPods => list_pods,
+        PodLog => pod_log,
+        ListEvents => list_events,
+        CreateEvent => create_event,
+        WaitJob => wait_job,
+    }
+    NodeApi {
+        GetNode => get_node,
+        ListNodes => list_nodes,
+        WaitNode => wait_node,
+        PatchNode => patch_node,
+    }
+    PodApi {
+        ListNodePods => list_node_pods,
+        GetPod => get_pod,
+        WaitPod => wait_pod,
+        EvictPod => evict_pod,
+    }
+    LeaseApi {
+        GetLease => get_lease,
+        CreateLease => create_lease,
+        ReplaceLease => replace_lease,
+    }
+}
+
+impl Verb {
+    /// Whether the verb changes the cluster (creates, deletes, patches, evicts, replaces),
+    /// a dry run aside.
+    pub fn writes(self) -> bool {
+        matches!(
+            self,
+            Verb::CreateJob
+                | Verb::DeleteJob
+                | Verb::CreateEvent
+                | Verb::PatchNode
+                | Verb::EvictPod
+                | Verb::CreateLease
+                | Verb::ReplaceLease
+        )
+    }
+}
+
+impl std::fmt::Display for Verb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
+    }
+}
 
 /// A wrapper of the API traits: it implements each of them its backend implements, every verb
 /// passed through [`Layer::around`]. See the module docs.

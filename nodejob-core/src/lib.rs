@@ -45,13 +45,13 @@ pub mod watch;
 use std::time::Duration;
 
 pub use api::{
-    ApiResult, Change, Clock, DryRun, Eviction, JobApi, LeaseApi, NodeApi, NodeChange, PodApi, Verb,
+    ApiResult, Change, Clock, DryRun, Eviction, JobApi, LeaseApi, NodeApi, NodeChange, PodApi,
 };
 pub use error::{
     Action, ApiError, Error, ErrorKind, JobRef, ObjectKind, Operation, Result, Target,
 };
 pub use event::{EventType, node_event};
-pub use forward::{Answer, Layer, Request};
+pub use forward::{Answer, Layer, Request, Verb};
 pub use image::IMAGE;
 pub use job::{CONTROLLER_UID_LABEL, NODE_ANNOTATION, build};
 pub use names::{is_dns1123_subdomain, node_label_value, trunc_name};

@@ -17,7 +17,6 @@ mod job;
 mod lease;
 mod node;
 mod pod;
-mod verb;
 
 use std::time::Duration;
 
@@ -28,7 +27,6 @@ pub use job::JobApi;
 pub use lease::LeaseApi;
 pub use node::{NodeApi, NodeChange};
 pub use pod::{DryRun, Eviction, PodApi};
-pub use verb::Verb;
 
 use crate::error::ApiError;
 
