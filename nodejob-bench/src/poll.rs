@@ -68,24 +68,21 @@ impl<A: JobApi + ?Sized> Layer for Polling<'_, A> {
                 name,
                 since,
                 timeout,
-            } => self
-                .poll(namespace, name, since, timeout)
-                .await
-                .map(Answer::JobChange),
-            Request::GetJob { .. } | Request::CreateJob { .. } => serve.await,
-            _ => return serve.await,
+            } => (self.poll(namespace, name, since, timeout).await).map(Answer::JobChange),
+            _ => serve.await,
         };
+        // The Job as the runner last saw it: read, created, or changed (only a Job's verbs
+        // answer a Job).
         let key = || {
             let namespace = request.namespace().unwrap_or_default();
             (namespace.to_string(), request.subject().to_string())
         };
-        let mut last = self.last.lock().unwrap();
         match &answer {
             Ok(Answer::Job(job) | Answer::JobChange(Change::Applied(job))) => {
-                last.insert(key(), job.clone());
+                self.last.lock().unwrap().insert(key(), job.clone());
             }
             Ok(Answer::JobChange(Change::Deleted(_))) => {
-                last.remove(&key());
+                self.last.lock().unwrap().remove(&key());
             }
             _ => {}
         }
