@@ -1,17 +1,17 @@
-//! What the command prints on stdout: [`write`], and the `outln!` and `out!` macros over it.
+//! What the command prints on stdout: [`write()`], and the `outln!` and `out!` macros over it.
 
 use std::io::Write as _;
 
 use crate::exit::code;
 
-/// `println!` for what the command prints on stdout, through [`write`]: a reader that went
+/// `println!` for what the command prints on stdout, through [`write()`]: a reader that went
 /// away ends the process quietly instead of a panic.
 macro_rules! outln {
     () => { $crate::stdout::write(format_args!("\n")) };
     ($($t:tt)*) => { $crate::stdout::write(format_args!("{}\n", format_args!($($t)*))) };
 }
 
-/// `print!` through [`write`].
+/// `print!` through [`write()`].
 macro_rules! out {
     ($($t:tt)*) => { $crate::stdout::write(format_args!($($t)*)) };
 }

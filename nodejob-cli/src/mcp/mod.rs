@@ -2,12 +2,12 @@
 //! with `rmcp`, for assistants and automation.
 //!
 //! ```text
-//!  client ──tools/call──▶ Server ──parse against the tool's schema (refusal names the field)
-//!                           │     ──plan, as the CLI builds it from its flags
-//!                           │     ──Backend::run ─▶ [simulation thread | kube] ─▶ token check
-//!                           │                                                  ─▶ the driver
-//!  client ◀─progress, logging notifications── Notifier ◀── Events ◀── the driver's sink
-//!  client ◀─result: the report (structured) and its summary (text)
+//!  client ──tools/call──▶ Server ──params: parse against the tool's schema (refusal names
+//!                           │       the field), into crate::settings, the CLI's plan builder
+//!                           │     ──ops ─▶ backend::Session::run ─▶ [simulation thread | kube]
+//!                           │                                  ─▶ token check ─▶ the driver
+//!  client ◀─progress, logging notifications── Notifier ◀── Events ◀── stream::Sink
+//!  client ◀─result: the report (structured) and crate::present's text for it
 //! ```
 //!
 //! - Read-only tools: `status`, `jobs`, `render`, `upgrade_preview`, `rotate_ca_preview`.
@@ -20,6 +20,10 @@
 //!   logging notification carrying the report. A client that goes away cancels the same way,
 //!   and the server exits once the operation has stopped.
 //! - Nothing but the protocol is written to stdout: every runner's notes go to the stream.
+//!
+//! The files: this one the server (the session's start and end, the protocol's handlers);
+//! [`tools`] the tool list; [`params`] the arguments; [`ops`] what each tool does; [`stream`]
+//! the notifications; [`token`] the preview token.
 
 mod ops;
 mod params;
