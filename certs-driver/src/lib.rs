@@ -9,14 +9,23 @@
 //!
 //! | file | what it holds |
 //! |---|---|
-//! | `plan.rs` | [`Plan`], validated when built ([`Plan::build`]); [`Fingerprint`] |
+//! | `plan.rs` | [`Plan`], validated when built ([`Plan::build`]) |
+//! | `fingerprint.rs` | [`Fingerprint`]: how `carotate` names a CA (a leaf) |
 //! | `status.rs` | what a node reports ([`CaStatus`]), read strictly ([`parse_status`]) |
+//! | `records.rs` | every annotation the driver writes on a Node ([`LAST_STATUS`]), read and written there only |
 //! | `phase.rs` | [`CaStep`]: when a node passed a step; [`decide`] what to do with our Job |
+//! | `machine.rs` | [`NodeMachine`]: one node through one [`Task`] (leftovers, a phase's step, a status read, a verify), sans-IO: [`Observation`]s in, [`Intent`]s out |
 //! | `gate.rs` | the gates between phases ([`check`]): nodes side by side, who disagrees |
-//! | `cluster.rs` | beyond the plan: every node of the cluster, our Jobs on a node, where `issue` began |
-//! | `drive.rs` | the thin loop: reads, gates, phases, the Lease, Jobs, Events, the report |
+//! | `order.rs` | the rotation's order: control-plane nodes first (a leaf) |
+//! | `cluster.rs` | beyond the report of a node: the plan's nodes, every node of the cluster, our Jobs on a node, where `issue` began |
+//! | `drive.rs` | the thin loop: phases and gates in sequence, the Lease, the report |
+//! | `drive/node.rs` | the executor of the machine's intents: one node through one task (`Rotation::node`) |
 //! | `progress.rs` | [`Progress`] events, [`Report`] |
 //! | `preview.rs` | [`preview`] |
+//! | `error.rs` | [`Error`] (a leaf) |
+//!
+//! No module imports one that imports it back: the leaves ([`Fingerprint`], the order, the
+//! error) are named by many, and `drive.rs` and `preview.rs` by none.
 //!
 //! ```text
 //!  our leftover Jobs settled ─▶ status ─▶ gate start ─▶ stage ─▶ status

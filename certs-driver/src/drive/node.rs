@@ -1,0 +1,213 @@
+//! The executor of the per-node machine: [`Rotation::node`] runs one node through one
+//! [`Task`], doing each [`Intent`] through the API traits (every write through the fenced
+//! writer) and turning each [`Mark`] into progress, the report and the node's Events. It
+//! decides nothing: the machine does. What the phases and the gates do with its answers is
+//! the parent module's.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use nodejob_core::drive::{NoteSink, delete_job_of, millis, patch_node_again, retry};
+use nodejob_core::runner::{Mode, Policy, run_with};
+use nodejob_core::watch::{From, Until, watch_until};
+use nodejob_core::{
+    EventType, JobApi, LeaseApi, NodeApi, ready, run_exit_code, run_exit_code_logs,
+};
+
+use super::Rotation;
+use crate::cluster::job_of;
+use crate::fingerprint::Fingerprint;
+use crate::machine::{Answer, Intent, Mark, NodeMachine, Observation, Task, Watched};
+use crate::phase::CaStep;
+use crate::progress::{NodeResult, Progress};
+use crate::records;
+use crate::status::CaStatus;
+
+/// The executor of the per-node machine: one node through one [`Task`], each [`Intent`]
+/// done through the API traits, each [`Mark`] into progress, the report and the node's Events.
+impl<A> Rotation<'_, A>
+where
+    A: JobApi + NodeApi + LeaseApi + ?Sized,
+{
+    /// Runs `task` on `name` to its end: the answer, or how the node ended (a failure already
+    /// named in a Warning Event). While a step is under way the node is in flight at it: a run
+    /// cut short there reports it interrupted ([`Rotation::lost`]).
+    pub(super) async fn node(&self, name: &str, task: Task) -> Result<Answer, NodeResult> {
+        let mut machine = NodeMachine::new(self.plan, name, task);
+        let mut step = machine.start();
+        let mut started = self.api.now();
+        loop {
+            // Marks belong to where the node was: a step's end is reported while it is
+            // still in flight.
+            for mark in std::mem::take(&mut step.marks) {
+                self.mark(name, mark, &mut started).await;
+            }
+            self.fly(name, machine.in_flight());
+            let obs = match step.intent {
+                Intent::Done(end) => {
+                    self.fly(name, None);
+                    return end;
+                }
+                Intent::Fail(f) => {
+                    let result = self.fail(name, f).await;
+                    self.fly(name, None);
+                    return Err(result);
+                }
+                Intent::FindJob { step } => match job_of(self.api, self.plan, step, name).await {
+                    Ok(job) => Observation::Job(job.map(Box::new)),
+                    Err(e) => Observation::Failed(e.to_string()),
+                },
+                Intent::CheckLease => match self.fence.check(self.api).await {
+                    Ok(()) => Observation::LeaseHeld,
+                    Err(why) => Observation::LeaseLost(why),
+                },
+                Intent::Host { step, adopt } => {
+                    let policy = Policy { adopt, keep: true };
+                    let spec = self.host_spec(name, step, &[]);
+                    match run_with(&self.writer(), &spec, Mode::ExitCodeLogs, policy).await {
+                        Ok(report) => Observation::Host(Ok(report)),
+                        Err(e @ nodejob_core::Error::LogUnread { exit_code: 0, .. }) => {
+                            Observation::Unread(e.to_string())
+                        }
+                        Err(e) => Observation::Host(Err(e.to_string())),
+                    }
+                }
+                Intent::WaitJob { step, uid } => {
+                    let policy = Policy {
+                        adopt: Some(uid),
+                        keep: true,
+                    };
+                    let spec = self.host_spec(name, step, &[]);
+                    let ran = run_with(&self.writer(), &spec, Mode::ExitCode, policy).await;
+                    Observation::Host(ran.map_err(|e| e.to_string()))
+                }
+                Intent::DeleteJob { step, uid } => match self.delete_job(name, step, &uid).await {
+                    Ok(()) => Observation::Written,
+                    Err(why) => Observation::Failed(why),
+                },
+                Intent::WaitNotReady => {
+                    let grace = self.plan.spec().restart_grace;
+                    Observation::Watched(self.watch(name, grace, |n| !ready(n)).await)
+                }
+                Intent::WaitReady => {
+                    let timeout = self.plan.spec().ready_timeout;
+                    Observation::Watched(self.watch(name, timeout, ready).await)
+                }
+                Intent::ReadStatus => {
+                    let spec = self.host_spec(name, CaStep::Status, &[]);
+                    let read = run_exit_code_logs(&self.writer(), &spec).await;
+                    Observation::Status(read.map_err(|e| e.to_string()))
+                }
+                Intent::Record(status) => match self.record(name, &status).await {
+                    Ok(()) => Observation::Written,
+                    Err(why) => Observation::Failed(why),
+                },
+                Intent::Verify { also } => {
+                    let spec = self.host_spec(name, CaStep::Verify, &also);
+                    let exit = run_exit_code(&self.writer(), &spec).await;
+                    Observation::Exit(exit.map_err(|e| e.to_string()))
+                }
+            };
+            step = machine.step(obs);
+        }
+    }
+
+    /// One mark of `name`'s machine; `started`: when its step at hand started.
+    async fn mark(&self, name: &str, mark: Mark, started: &mut Duration) {
+        match mark {
+            Mark::Note(message) => self.note(name, message),
+            Mark::Started(step) => {
+                *started = self.api.now();
+                self.progress.event(&Progress::StepStarted {
+                    node: name.to_string(),
+                    step,
+                });
+            }
+            Mark::Finished(step, message) => {
+                let took = millis(self.api.now().saturating_sub(*started));
+                if let Some(n) =
+                    (self.report.lock().unwrap().nodes.iter_mut()).find(|n| n.name == name)
+                {
+                    n.steps.push((step, took));
+                }
+                self.progress.event(&Progress::StepFinished {
+                    node: name.to_string(),
+                    step,
+                    took_ms: took,
+                    message: message.clone(),
+                });
+                self.event(name, EventType::Normal, step, &message).await;
+            }
+            Mark::Skipped(step, why) => self.progress.event(&Progress::NodeSkipped {
+                node: name.to_string(),
+                step,
+                why,
+            }),
+            Mark::Reported(status) => self.reported(name, &status, false),
+        }
+    }
+
+    /// Keeps `name` in flight at `step` (`None`: no longer).
+    fn fly(&self, name: &str, step: Option<CaStep>) {
+        let mut in_flight = self.in_flight.lock().unwrap();
+        match step {
+            Some(step) => in_flight.insert(name.to_string(), step),
+            None => in_flight.remove(name),
+        };
+    }
+
+    /// The host Job of `step` on `name`, its output notes of the node.
+    fn host_spec(&self, name: &str, step: CaStep, also: &[Fingerprint]) -> nodejob_core::Spec {
+        let mut spec = self.plan.host_spec(step, name, also);
+        spec.output = Some(Arc::new(NoteSink::to(name, &self.progress)));
+        spec
+    }
+
+    /// Watches node `name` for at most `within` until it is `until` (a deleted node ends the
+    /// wait as the Node watch reports it, not at the bound).
+    async fn watch(&self, name: &str, within: Duration, until: fn(&Node) -> bool) -> Watched {
+        let api = self.api;
+        let get = || api.get_node(name);
+        let wait = |since: Option<String>, t| async move {
+            api.wait_node(name, since.as_deref(), t).await
+        };
+        match watch_until(api, within, From::Read, get, wait, |n| n.is_none_or(until)).await {
+            Ok(Until::Met(Some(_))) => Watched::Met,
+            Ok(Until::Met(None)) => Watched::Deleted,
+            Ok(Until::TimedOut(_)) => Watched::TimedOut,
+            Err((_, cause)) => Watched::Failed(format!("watching node {name}: {cause}")),
+        }
+    }
+
+    /// Records `status` on the node ([`records::LAST_STATUS`]): what a preview shows, and where an
+    /// abort of any plan finds that `issue` began there. The error says why it could not.
+    pub(super) async fn record(&self, name: &str, status: &CaStatus) -> Result<(), String> {
+        if let Err(why) = self.fence.check(self.api).await {
+            return Err(format!(
+                "could not record the status on node {name}: the Lease was lost: {why}"
+            ));
+        }
+        let changes = [records::last_status(
+            status,
+            self.api.wall_time().to_string(),
+        )];
+        let written = match retry(self.api, || self.api.get_node(name)).await {
+            Ok(node) => {
+                let rv = node.metadata.resource_version.unwrap_or_default();
+                patch_node_again(&self.writer(), name, &rv, &changes)
+                    .await
+                    .map(drop)
+            }
+            Err(e) => Err(format!("reading node {name}: {e}")),
+        };
+        written.map_err(|e| format!("could not record the status on node {name}: {e}"))
+    }
+
+    /// Deletes our Job of `step` on `name` of `uid` exactly and waits until it is gone; gone
+    /// already (or replaced) is done.
+    async fn delete_job(&self, name: &str, step: CaStep, uid: &str) -> Result<(), String> {
+        let ns = &self.plan.spec().namespace;
+        delete_job_of(&self.writer(), ns, &self.plan.job_name(step, name), uid).await
+    }
+}
