@@ -11,6 +11,7 @@
 mod node;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,6 +22,7 @@ use nodejob_core::drive::{
 use nodejob_core::fenced::Fenced;
 use nodejob_core::lease::Claim;
 use nodejob_core::{EventType, JobApi, LeaseApi, NodeApi};
+use nodejob_roll::{End, Engine, FixedWidth, Limits, NodeEnd, Tally};
 
 use crate::cluster::{every_node, issue_begun, outside, select};
 use crate::error::Error;
@@ -33,6 +35,15 @@ use crate::plan::Plan;
 use crate::progress::{Failure, NodeReport, NodeResult, Progress, ProgressSink, Report};
 use crate::status::CaStatus;
 
+/// How one node of a batch ended, as the engine counts it: whether it failed.
+struct Settled(bool);
+
+impl NodeEnd for Settled {
+    fn failed(&self) -> bool {
+        self.0
+    }
+}
+
 /// The component named in the Events the driver writes.
 pub const COMPONENT: &str = "nodejob-carotate";
 
@@ -44,7 +55,10 @@ struct Rotation<'a, A: ?Sized> {
     api: &'a A,
     plan: &'a Plan,
     progress: Arc<dyn ProgressSink>,
-    stop: &'a Stop,
+    /// What keeps the next batch from starting: a stop, the failure budget, the window.
+    limits: Limits,
+    /// The failures so far, counted toward the budget across the phases.
+    tally: Mutex<Tally>,
     /// The Lease: every write is fenced by it; once lost, nothing more is written.
     fence: Fence,
     report: Mutex<Report>,
@@ -148,8 +162,9 @@ where
         let rotation = Rotation {
             api,
             plan,
+            limits: plan.limits(stop),
+            tally: Mutex::new(Tally::default()),
             progress,
-            stop,
             fence,
             report: Mutex::new(report),
             in_flight: Mutex::new(BTreeMap::new()),
@@ -376,45 +391,60 @@ where
         .await
     }
 
-    /// Runs `each` on the nodes of `order`, in its batches: no batch starts after a node
-    /// failed (the batch in flight finishes). `Ok(true)` when any node did something.
+    /// Runs `each` on the nodes of `order`, one pass of the engine in batches of a fixed
+    /// width (control-plane nodes alone, then workers `concurrency` at a time): no batch
+    /// starts once the failure budget is spent, a stop is requested, or the window is closed
+    /// (the batch in flight finishes); the failures count toward the budget across the
+    /// passes of the run. `Ok(true)` when any node did something.
     async fn batches<F, Fut>(&self, order: &Order, each: F) -> Result<bool, Outcome>
     where
         F: Fn(String) -> Fut,
         Fut: std::future::Future<Output = Result<bool, NodeResult>>,
     {
         let width = self.plan.spec().concurrency as usize;
-        let mut acted = false;
-        for batch in order.batches(width) {
-            if self.stop.requested() {
-                return Err(
-                    self.stopping("stopped on request; nodes in flight finished their step".into())
-                );
-            }
-            let results = join_all(batch.iter().map(|n| each(n.clone()))).await;
-            let mut failed = false;
-            let mut interrupted = None;
-            for (name, result) in batch.iter().zip(results) {
-                match result {
-                    Ok(did) => acted |= did,
-                    Err(result) => {
-                        if let NodeResult::Interrupted { why, .. } = &result {
-                            interrupted = Some(why.clone());
-                        } else {
-                            failed = true;
+        let groups = order.groups(width);
+        let acted = AtomicBool::new(false);
+        let interrupted: Mutex<Option<String>> = Mutex::new(None);
+        let mut tally = *self.tally.lock().unwrap();
+        let failed_before = tally.failed;
+        let engine = Engine {
+            api: self.api,
+            fence: &self.fence,
+            limits: &self.limits,
+            progress: self.progress.clone(),
+        };
+        let end = engine
+            .pass(&mut tally, &groups, &mut FixedWidth, |name| {
+                let (acted, interrupted, each) = (&acted, &interrupted, &each);
+                async move {
+                    match each(name.clone()).await {
+                        Ok(did) => {
+                            acted.fetch_or(did, Ordering::Relaxed);
+                            Settled(false)
                         }
-                        self.finish_node(name, result);
+                        Err(result) => {
+                            let failed = !matches!(result, NodeResult::Interrupted { .. });
+                            if let NodeResult::Interrupted { why, .. } = &result {
+                                *interrupted.lock().unwrap() = Some(why.clone());
+                            }
+                            self.finish_node(&name, result);
+                            Settled(failed)
+                        }
                     }
                 }
-            }
-            if failed {
-                return Err(self.failed_outcome());
-            }
-            if let Some(why) = interrupted {
-                return Err(self.stopping(why));
-            }
+            })
+            .await;
+        *self.tally.lock().unwrap() = tally;
+        if tally.failed > failed_before {
+            return Err(self.failed_outcome());
         }
-        Ok(acted)
+        if let Some(why) = interrupted.into_inner().unwrap() {
+            return Err(self.stopping(why));
+        }
+        match end {
+            End::Done => Ok(acted.into_inner()),
+            End::Stopping(why) | End::LeaseLost(why) => Err(self.stopping(why)),
+        }
     }
 
     /// The nodes of `order` that have not passed `phase`, as `statuses` say.

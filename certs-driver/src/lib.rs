@@ -168,6 +168,7 @@ pub use machine::{Answer, Intent, Leftover, Mark, NodeMachine, Observation, Step
 pub use nodejob_core::drive::{
     EventSink, FenceEvent, Outcome, Placement, PlanError, Selecting, Stop,
 };
+pub use nodejob_roll::Window;
 pub use phase::{CaStep, Decision, decide};
 pub use plan::{NSENTER, Plan, PlanSpec};
 pub use preview::{Next, NodePreview, Preview};

@@ -2,7 +2,7 @@
 //! preview and the reads of the cluster all list nodes in it.
 
 use k8s_openapi::api::core::v1::Node;
-use nodejob_core::drive::is_control_plane;
+use nodejob_roll::{Group, is_control_plane};
 
 /// Nodes in the rotation's order: control-plane nodes (one at a time), then workers
 /// (`concurrency` at a time), each in name order.
@@ -34,10 +34,19 @@ impl Order {
         self.control.iter().chain(&self.workers).cloned().collect()
     }
 
-    /// The batches of a phase: each control-plane node alone, then workers `width` at a time.
-    pub(crate) fn batches(&self, width: usize) -> Vec<Vec<String>> {
-        let control = self.control.iter().map(|n| vec![n.clone()]);
-        let workers = self.workers.chunks(width.max(1)).map(<[String]>::to_vec);
-        control.chain(workers).collect()
+    /// The groups of a phase: each control-plane node alone, then workers `width` at a time.
+    pub(crate) fn groups(&self, width: usize) -> [Group; 2] {
+        [
+            Group {
+                name: "control-plane".into(),
+                width: 1,
+                nodes: self.control.clone(),
+            },
+            Group {
+                name: "workers".into(),
+                width: width.max(1),
+                nodes: self.workers.clone(),
+            },
+        ]
     }
 }

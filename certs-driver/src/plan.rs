@@ -10,8 +10,9 @@ use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::jiff::Timestamp;
-use nodejob_core::drive::{Placement, PlanError, check_selection, identity};
+use k8s_openapi::jiff::tz::TimeZone;
 use nodejob_core::{Spec, trunc_name};
+use nodejob_roll::{Limits, Placement, PlanError, Stop, Window, check_selection, identity};
 
 use crate::fingerprint::Fingerprint;
 use crate::phase::CaStep;
@@ -72,6 +73,12 @@ pub struct PlanSpec {
     pub identity: String,
     /// `leaseDurationSeconds`: renewed every third of it.
     pub lease_duration: Duration,
+    /// When a batch may start (a node in flight finishes); `None`: any time. A phase that
+    /// meets a closed window stops there; a rerun inside the window resumes.
+    pub window: Option<Window>,
+    /// How many failed nodes stop the rotation within a phase (default 1: the first). A phase
+    /// goes on over the other nodes while fewer have failed; no phase starts after a failure.
+    pub failure_budget: u32,
 }
 
 impl fmt::Debug for PlanSpec {
@@ -97,6 +104,8 @@ impl fmt::Debug for PlanSpec {
             .field("lease_name", &self.lease_name)
             .field("identity", &self.identity)
             .field("lease_duration", &self.lease_duration)
+            .field("window", &self.window)
+            .field("failure_budget", &self.failure_budget)
             .finish()
     }
 }
@@ -129,6 +138,8 @@ impl PlanSpec {
             lease_name,
             identity,
             lease_duration,
+            window: None,
+            failure_budget: 1,
         }
     }
 
@@ -163,6 +174,8 @@ fn process_identity() -> String {
 pub struct Plan {
     spec: PlanSpec,
     fingerprint: Fingerprint,
+    /// The window's time zone, when there is a window.
+    time_zone: Option<TimeZone>,
     /// The new CA's `notBefore` and `notAfter`.
     validity: (Timestamp, Timestamp),
 }
@@ -219,10 +232,15 @@ impl Plan {
         if spec.prefix.iter().any(String::is_empty) {
             return bad("prefix", "must have no empty element".into());
         }
+        let time_zone = spec.window.as_ref().map(Window::validate).transpose()?;
+        if spec.failure_budget == 0 {
+            return bad("failure_budget", "must be at least 1".into());
+        }
         spec.placement().validate()?;
         let plan = Plan {
             spec,
             fingerprint,
+            time_zone,
             validity: (ca.not_before, ca.not_after),
         };
         // The Jobs themselves: core's own rules (namespace, image pin, argv) on a sample node.
@@ -234,6 +252,15 @@ impl Plan {
     /// The validated fields.
     pub fn spec(&self) -> &PlanSpec {
         &self.spec
+    }
+
+    /// What keeps the next batch from starting: `stop`, the failure budget, the window.
+    pub fn limits(&self, stop: &Stop) -> Limits {
+        Limits {
+            stop: stop.clone(),
+            failure_budget: self.spec.failure_budget,
+            window: (self.spec.window.clone()).zip(self.time_zone.clone()),
+        }
     }
 
     /// The new CA's fingerprint.

@@ -92,6 +92,20 @@ impl DriverEvent for Progress {
     }
 }
 
+impl nodejob_roll::RollEvent for Progress {
+    /// A rotation tells its phases, not its batches.
+    fn batch_started(_: usize, _: &str, _: &[String]) -> Option<Self> {
+        None
+    }
+
+    fn notice(message: String) -> Self {
+        Progress::Note {
+            node: None,
+            message,
+        }
+    }
+}
+
 /// Where a run's [`Progress`] goes: any [`EventSink`] of it (a closure `Fn(&Progress)` is
 /// one).
 pub trait ProgressSink: EventSink<Progress> {}

@@ -193,6 +193,14 @@ pub(crate) struct RotateCa {
     /// The on-host binary.
     #[arg(long, default_value = "/usr/local/bin/stratum")]
     pub(crate) binary: String,
+    /// A maintenance window: `DAYS START-END [TZ]`, e.g. `sat,sun 01:00-05:00 Europe/Berlin`.
+    /// No batch starts outside it; a node in flight finishes; a rerun resumes.
+    #[arg(long)]
+    pub(crate) window: Option<String>,
+    /// Stop a phase after this many nodes failed (the phase goes on over the others until
+    /// then); no phase starts after a failure.
+    #[arg(long, default_value = "1")]
+    pub(crate) failure_budget: u32,
     /// Print what a run would do (what each node last reported, the next phase and where,
     /// who disagrees, the Lease), change nothing.
     #[arg(long, conflicts_with = "abort")]

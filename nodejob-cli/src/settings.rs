@@ -270,6 +270,10 @@ pub(crate) struct RotationSettings {
     pub(crate) ready_timeout: Option<Duration>,
     /// The on-host binary.
     pub(crate) binary: Option<String>,
+    /// The maintenance window, as typed (`DAYS START-END [TZ]`).
+    pub(crate) window: Option<String>,
+    /// Stop a phase after this many failed.
+    pub(crate) failure_budget: Option<u32>,
 }
 
 impl RotationSettings {
@@ -309,6 +313,15 @@ impl RotationSettings {
         }
         if let Some(binary) = &self.binary {
             spec.binary = binary.clone();
+        }
+        if let Some(budget) = self.failure_budget {
+            spec.failure_budget = budget;
+        }
+        if let Some(window) = &self.window {
+            spec.window = Some(parse::window(window).map_err(|why| Refused::Value {
+                field: Field::Window,
+                why,
+            })?);
         }
         spec.namespace = namespace.to_string();
         spec.identity = identity();

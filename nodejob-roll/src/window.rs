@@ -7,9 +7,10 @@ use jiff::{Timestamp, ToSpan};
 use nodejob_core::drive::PlanError;
 
 /// A maintenance window: no node starts outside it; a node in flight finishes.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct Window {
     /// The days it opens on (the day of its start).
+    #[serde(serialize_with = "weekdays")]
     pub days: Vec<Weekday>,
     /// When it opens, local time.
     pub start: Time,
@@ -17,6 +18,11 @@ pub struct Window {
     pub end: Time,
     /// The time zone of `start` and `end` (an IANA name, `UTC`, or a fixed offset `+02:00`).
     pub time_zone: String,
+}
+
+/// The days by name (`Monday`): jiff's `Weekday` does not serialise.
+fn weekdays<S: serde::Serializer>(days: &[Weekday], to: S) -> Result<S::Ok, S::Error> {
+    to.collect_seq(days.iter().map(|d| format!("{d:?}")))
 }
 
 impl Window {

@@ -93,7 +93,6 @@ pub struct PlanSpec {
     /// uncordoned; every `{version}` becomes the target. `None`: no check.
     pub health_check: Option<Vec<String>>,
     /// When nodes may start.
-    #[serde(serialize_with = "debug_form")]
     pub window: Option<Window>,
     /// Stop starting nodes once this many failed.
     pub failure_budget: u32,

@@ -31,6 +31,8 @@ pub(crate) fn settings(args: &RotateCa) -> RotationSettings {
         deadline: Some(args.deadline),
         ready_timeout: Some(args.ready_timeout),
         binary: Some(args.binary.clone()),
+        window: args.window.clone(),
+        failure_budget: Some(args.failure_budget),
     }
 }
 

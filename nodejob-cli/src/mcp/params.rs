@@ -130,6 +130,13 @@ pub(crate) struct RotateCaArgs {
     /// The on-host binary, an absolute path. Default `/usr/local/bin/stratum`.
     #[serde(default)]
     pub(crate) binary: Option<String>,
+    /// A maintenance window, `DAYS START-END [TZ]`, e.g. `sat,sun 01:00-05:00 Europe/Berlin`:
+    /// no batch starts outside it; a node in flight finishes.
+    #[serde(default)]
+    pub(crate) window: Option<String>,
+    /// Stop a phase after this many nodes failed (no phase starts after a failure). Default 1.
+    #[serde(default)]
+    pub(crate) failure_budget: Option<u32>,
 }
 
 /// `render` and `run`: one privileged Job on a node, as `nodejob run`'s flags say it.
@@ -370,6 +377,8 @@ impl RotateCaArgs {
             deadline: duration("deadline", self.deadline.as_ref())?,
             ready_timeout: duration("ready_timeout", self.ready_timeout.as_ref())?,
             binary: self.binary.clone(),
+            window: self.window.clone(),
+            failure_budget: self.failure_budget,
         };
         settings.plan(namespace).map_err(refused)
     }
