@@ -5,8 +5,8 @@
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Node;
-use nodejob_core::drive::{Selecting, retry};
 use nodejob_core::{JobApi, NodeApi};
+use nodejob_roll::{Selecting, retry};
 
 use crate::error::Error;
 use crate::order::Order;
@@ -25,7 +25,7 @@ pub(crate) const STEPS: [CaStep; 4] = [
 /// Selects the plan's nodes: the selector's, narrowed to `nodes` when named.
 pub(crate) async fn select<A: NodeApi + ?Sized>(api: &A, plan: &Plan) -> Result<Vec<Node>, Error> {
     let spec = plan.spec();
-    Ok(nodejob_core::drive::select_nodes(api, spec.selector.as_deref(), &spec.nodes).await?)
+    Ok(nodejob_roll::select_nodes(api, spec.selector.as_deref(), &spec.nodes).await?)
 }
 
 /// Every node of the cluster, whatever the plan selects.

@@ -16,12 +16,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::join_all;
-use nodejob_core::drive::{
-    DriverEvent, Fence, Outcome, Selecting, Stop, fence_events, millis, retry, write_node_event,
-};
-use nodejob_core::fenced::Fenced;
 use nodejob_core::lease::Claim;
 use nodejob_core::{EventType, JobApi, LeaseApi, NodeApi};
+use nodejob_roll::Fenced;
+use nodejob_roll::{
+    DriverEvent, Fence, Outcome, Selecting, Stop, fence_events, millis, retry, write_node_event,
+};
 use nodejob_roll::{End, Engine, FixedWidth, Limits, NodeEnd, Tally};
 
 use crate::cluster::{every_node, issue_begun, outside, select};

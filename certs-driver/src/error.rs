@@ -2,7 +2,7 @@
 //! module can name it without importing the crate root.
 
 use nodejob_core::ApiError;
-use nodejob_core::drive::{PlanError, Selecting};
+use nodejob_roll::{PlanError, Selecting};
 
 /// Why a run could not start (or an abort was refused).
 #[derive(Debug, thiserror::Error)]

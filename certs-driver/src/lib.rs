@@ -1,10 +1,12 @@
 //! A cluster CA rotation, node by node, that a crash cannot make run a phase twice and that a
 //! node disagreeing stops.
 //!
-//! Built on `nodejob-core` only: its API traits, its runner (a privileged, node-pinned Job that
-//! `nsenter`s the host and runs `stratum carotate <phase> …`), and the fenced Lease and drive
-//! pieces ([`nodejob_core::drive`]) it shares with the rolling upgrade, so a rotation and an
-//! upgrade never overlap. [`preview`] says what a run would do without writing anything;
+//! Built on `nodejob-core` (its API traits, its runner: a privileged, node-pinned Job that
+//! `nsenter`s the host and runs `stratum carotate <phase> …`) and on the roll engine
+//! ([`nodejob_roll`]): each phase is one pass of the engine (control-plane nodes one at a
+//! time, then workers `concurrency` at a time, under the window and the failure budget), and
+//! the fenced Lease it shares with the rolling upgrade keeps a rotation and an upgrade from
+//! overlapping. [`preview`] says what a run would do without writing anything;
 //! [`run`] does it; [`abort`] undoes a rotation that has not begun `issue`.
 //!
 //! | file | what it holds |
@@ -113,7 +115,7 @@
 //!   forward is safe, whatever the abort's plan selects. At every instant after `issue` began
 //!   on a node, its issue Job or the status recorded on it shows it.
 //! - **One host-mutating operation at a time, cluster-wide**: every write is fenced by the
-//!   Lease the upgrade driver shares ([`nodejob_core::drive::Fence`]); a run that loses it
+//!   Lease the upgrade driver shares ([`nodejob_roll::Fence`]); a run that loses it
 //!   stops before its next write.
 //!
 //! # Assumptions
@@ -165,10 +167,8 @@ pub use error::Error;
 pub use fingerprint::Fingerprint;
 pub use gate::{Disagreement, Gate, GateReport, Reported, Verified, check, expected, old_trust};
 pub use machine::{Answer, Intent, Leftover, Mark, NodeMachine, Observation, Step, Task, Watched};
-pub use nodejob_core::drive::{
-    EventSink, FenceEvent, Outcome, Placement, PlanError, Selecting, Stop,
-};
 pub use nodejob_roll::Window;
+pub use nodejob_roll::{EventSink, FenceEvent, Outcome, Placement, PlanError, Selecting, Stop};
 pub use phase::{CaStep, Decision, decide};
 pub use plan::{NSENTER, Plan, PlanSpec};
 pub use preview::{Next, NodePreview, Preview};

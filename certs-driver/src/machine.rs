@@ -30,7 +30,7 @@
 //! which step the node has under way, for the report of a run cut short where it stood.
 
 use k8s_openapi::api::batch::v1::Job;
-use nodejob_core::drive::log_tail;
+use nodejob_core::log_tail;
 use nodejob_core::runner::Report;
 
 use crate::fingerprint::Fingerprint;

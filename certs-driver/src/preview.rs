@@ -4,8 +4,8 @@
 //! our host Jobs too (`get_job`), so a step in flight shows, and where `issue` has begun in the
 //! whole cluster, and which nodes the plan leaves out.
 
-use nodejob_core::drive::lease_holder;
 use nodejob_core::{JobApi, LeaseApi, NodeApi};
+use nodejob_roll::lease_holder;
 use serde::Serialize;
 
 use crate::cluster::{every_node, in_flight, issue_begun, outside, select};

@@ -4,7 +4,7 @@
 //! retries, stopped with why), and the Lease's history; a rotation adds its gates, every
 //! node's fingerprints side by side.
 
-use nodejob_core::drive::{DriverEvent, EventSink, FenceEvent, Outcome};
+use nodejob_roll::{DriverEvent, EventSink, FenceEvent, Outcome};
 use serde::Serialize;
 
 use crate::gate::{Gate, GateReport};
@@ -72,7 +72,7 @@ pub enum Progress {
         why: String,
     },
     /// The Lease acquired, renewed, or lost (the run stops before its next write), as the
-    /// [`Fence`](nodejob_core::drive::Fence) tells it; serialised as the event itself:
+    /// [`Fence`](nodejob_roll::Fence) tells it; serialised as the event itself:
     /// `lease_acquired`, `lease_renewed`, `lease_lost`.
     // Untagged, so last: serde wants untagged variants at the end.
     #[serde(untagged)]

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use nodejob_core::drive::quote;
+use nodejob_core::quote;
 use serde::{Deserialize, Serialize};
 
 use crate::fingerprint::Fingerprint;
@@ -99,7 +99,7 @@ pub struct StatusError {
     /// The node.
     pub node: String,
     /// What it printed: the whole log, as [`quote`] quotes host output (at most
-    /// [`QUOTE_LIMIT`](nodejob_core::drive::QUOTE_LIMIT) characters of it).
+    /// [`QUOTE_LIMIT`](nodejob_core::QUOTE_LIMIT) characters of it).
     pub line: String,
     /// What is wrong with it. It names a field rather than quoting it again (the line holds
     /// it); what the JSON reader says of it is quoted as host output too.

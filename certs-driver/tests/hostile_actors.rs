@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use certs_driver::{CaStep, NodeResult, Outcome, PlanSpec, Progress, ProgressSink, quiet, run};
 use nodejob_core::Clock;
-use nodejob_core::drive::QUOTE_LIMIT;
+use nodejob_core::QUOTE_LIMIT;
 use nodejob_fake::FakeCluster;
 use nodejob_fake::stratum::Fault;
 use support::*;

@@ -219,7 +219,7 @@ fn status_is_read_strictly_and_garbage_is_quoted_with_the_node() {
         let message = e.to_string();
         assert!(message.starts_with("node node-7: "), "{message}");
         // Quoted as all host output is: whole, up to 500 characters.
-        let quoted = nodejob_core::drive::quote(&log);
+        let quoted = nodejob_core::quote(&log);
         assert!(
             message.contains(&format!("{quoted:?}")),
             "not quoted: {message}"

@@ -5,7 +5,7 @@
 //! answered by an [`Answer`]. A type that implements [`Layer`] names the backend below it
 //! ([`Layer::below`]) and may wrap each request in [`Layer::around`]; it then implements
 //! [`Clock`], [`JobApi`], [`NodeApi`], [`PodApi`] and [`LeaseApi`] wherever its backend does.
-//! So a wrapper is its hook only: the drivers' [`Fenced`](crate::fenced::Fenced) writer refuses
+//! So a wrapper is its hook only: the drivers' `Fenced` writer (in `nodejob-roll`) refuses
 //! writes, the conformance crate's `Interposed` records and injects, its `Crashing` stops at a
 //! write, the bench's probe looks at answers and its polling baseline answers `wait_job`
 //! itself. As in tower's `Service`, the request goes down and the answer comes up; `&T`,

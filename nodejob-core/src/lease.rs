@@ -144,6 +144,17 @@ pub enum Acquired {
     },
 }
 
+impl std::fmt::Display for Acquired {
+    /// `free`, `taken over from <holder>`, `resumed from <holder>`: as a report says it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Acquired::Free => write!(f, "free"),
+            Acquired::TakenOver { previous } => write!(f, "taken over from {previous}"),
+            Acquired::Resumed { previous } => write!(f, "resumed from {previous}"),
+        }
+    }
+}
+
 /// A Lease we hold: the epoch we acquired and the Lease as we last wrote it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Held {

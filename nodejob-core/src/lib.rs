@@ -26,15 +26,14 @@
 
 mod api;
 pub mod drain;
-pub mod drive;
 mod error;
 pub mod event;
-pub mod fenced;
 pub mod forward;
 mod image;
 mod job;
 pub mod lease;
 mod names;
+mod quote;
 pub mod runner;
 pub mod selector;
 mod spec;
@@ -55,6 +54,7 @@ pub use forward::{Answer, Layer, Request, Verb};
 pub use image::IMAGE;
 pub use job::{CONTROLLER_UID_LABEL, NODE_ANNOTATION, build};
 pub use names::{is_dns1123_subdomain, node_label_value, trunc_name};
+pub use quote::{QUOTE_LIMIT, log_tail, quote};
 pub use runner::{
     Mode, Policy, Report, log_text, logs, run, run_exit_code, run_exit_code_logs, run_with,
 };

@@ -1,7 +1,7 @@
 //! [`quote`] and [`log_tail`]: every quotation of host output is bounded by [`QUOTE_LIMIT`]
 //! characters, cut on a character boundary, and says what it left out.
 
-use nodejob_core::drive::{QUOTE_LIMIT, log_tail, quote};
+use nodejob_core::{QUOTE_LIMIT, log_tail, quote};
 use proptest::prelude::*;
 
 /// The most characters a quotation adds to what it keeps: "… (N more characters)" or

@@ -52,13 +52,7 @@ impl ThreeNodes {
         let admin = client(admin)?;
         let names = backend.nodes();
         let control = &names[0];
-        label_node(
-            &admin,
-            control,
-            nodejob_core::drive::CONTROL_PLANE_LABEL,
-            "",
-        )
-        .await?;
+        label_node(&admin, control, nodejob_roll::CONTROL_PLANE_LABEL, "").await?;
         if workers == Workers::InTwoZones {
             label_node(&admin, &names[1], ZONE_LABEL, "zone-a").await?;
             label_node(&admin, &names[2], ZONE_LABEL, "zone-b").await?;

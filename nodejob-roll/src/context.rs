@@ -1,19 +1,25 @@
 //! [`Context`]: what one run of a driver shares with every node future: the API, the Lease
 //! as a [`Fence`], the [`Limits`], the progress, the nodes in flight with the step each is at;
 //! and [`Ledger`], the per-node entries of the run's report. The start (acquire the Lease)
-//! and the finish (release it, the history, how long it took) are written here once.
+//! and the finish (release it, the history, how long it took) are written here once, and the
+//! operations that tell the run's progress: a host Job with its notes, an Event on a node.
 
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use nodejob_core::LeaseApi;
-use nodejob_core::drive::{EventSink, Fence, Placement, fence_events, millis};
 use nodejob_core::lease::Claim;
+use nodejob_core::runner::{Mode, Policy, Report, run_with};
+use nodejob_core::{EventType, JobApi, LeaseApi, NodeApi, Spec};
 
+use crate::call::millis;
 use crate::engine::{Engine, RollEvent};
+use crate::events::{EventSink, NoteSink, fence_events};
+use crate::fence::Fence;
 use crate::limits::Limits;
+use crate::ops::write_node_event;
+use crate::placement::Placement;
 
 /// One run of a driver: begun with the Lease acquired ([`Context::begin`]), ended with it
 /// released ([`Context::end`]). `S` is the driver's step: what the report says of a node in
@@ -167,5 +173,53 @@ impl<N> Ledger<N> {
     /// The entries, in order.
     pub fn into_inner(self) -> Vec<N> {
         self.nodes.into_inner().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl<A, E, S> Context<'_, A, E, S>
+where
+    A: JobApi + NodeApi + LeaseApi + ?Sized,
+    E: RollEvent + 'static,
+    S: Clone,
+{
+    /// Runs the host Job of `spec` for `node` through `api` (the run's backend, or a fenced
+    /// writer over it), its notes (the runner's warnings, an adopted Job) told as the node's.
+    ///
+    /// # Errors
+    /// Core's: the Job could not be created, was replaced, timed out, or its result read.
+    pub async fn host_job<W: JobApi + NodeApi + ?Sized>(
+        &self,
+        api: &W,
+        node: &str,
+        mut spec: Spec,
+        mode: Mode,
+        policy: Policy,
+    ) -> Result<Report, nodejob_core::Error> {
+        spec.output = Some(Arc::new(NoteSink::to(node, &self.progress)));
+        run_with(api, &spec, mode, policy).await
+    }
+
+    /// Records an Event on `node` from `component` in `namespace`; a failure to is told as a
+    /// note about the node, never its failure. Nothing is written once the Lease is lost.
+    pub async fn event(
+        &self,
+        namespace: &str,
+        component: &str,
+        node: &str,
+        kind: EventType,
+        reason: &str,
+        message: &str,
+    ) {
+        if self.fence.lost().is_some() {
+            return;
+        }
+        let written =
+            write_node_event(self.api, namespace, node, kind, reason, message, component).await;
+        if let Err(e) = written {
+            self.tell(&E::note(
+                node,
+                format!("could not record event {reason} on node {node}: {e}"),
+            ));
+        }
     }
 }

@@ -17,10 +17,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::Arc;
 
+use crate::{DriverEvent, EventSink, Fence, is_control_plane};
 use async_trait::async_trait;
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::Node;
-use nodejob_core::drive::{DriverEvent, EventSink, Fence, is_control_plane};
 use nodejob_core::{Clock, ready};
 
 use crate::limits::Limits;

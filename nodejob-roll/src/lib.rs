@@ -15,28 +15,40 @@
 //!             -> Fence::release -> report
 //! ```
 //!
-//! The run context the drivers share (the fence, placement, plan errors, node selection, the
-//! host-Job, Event and node-patch helpers) is re-exported here from `nodejob-core`'s `drive`
-//! module, whence it moves into this crate.
+//! The run context the drivers share is here too: the Lease as a [`Fence`] (and the [`Fenced`]
+//! writer), the plan's [`Placement`] and [`PlanError`], node selection, the [`Stop`], the
+//! host-Job, Event and node-patch operations with typed errors ([`OpError`]), the progress
+//! plumbing ([`EventSink`], [`NoteSink`]) and the run's [`Outcome`].
 
+pub mod call;
 pub mod context;
 pub mod engine;
+pub mod events;
+pub mod fence;
+pub mod fenced;
 pub mod limits;
 pub mod ops;
 pub mod order;
+pub mod placement;
+pub mod select;
+pub mod stop;
 pub mod window;
 
+pub use call::{CALL_BOUND, millis, retry};
 pub use context::{Closed, Context, Ledger};
 pub use engine::{
     Admission, Admit, End, Engine, FixedWidth, Fleet, MaxUnavailable, NodeEnd, RollEvent, Tally,
 };
+pub use events::{DriverEvent, EventSink, NoteSink, NoteTo, Outcome, fence_events};
+pub use fence::{Fence, FenceEvent, FenceEvents, lease_holder};
+pub use fenced::Fenced;
 pub use limits::{Limits, Slept};
-pub use nodejob_core::drive::{
-    CONTROL_PLANE_LABEL, DriverEvent, EventSink, Fence, FenceEvent, FenceEvents, NoteSink, NoteTo,
-    Outcome, Placement, PlanError, Selecting, Stop, check_selection, delete_job_of, fence_events,
-    identity, is_control_plane, lease_holder, log_tail, millis, patch_node_again, quote, retry,
-    select_nodes, write_node_event,
-};
-pub use ops::{OpError, WRITE_ROUNDS, delete_job, patch_node};
+pub use ops::{OpError, WRITE_ROUNDS, delete_job, patch_node, write_node_event};
 pub use order::{Group, Order, ZONE_LABEL, batches};
+pub use placement::{
+    CONTROL_PLANE_LABEL, DEFAULT_LEASE_NAME, DEFAULT_NAMESPACE, MAX_LEASE_DURATION,
+    MIN_LEASE_DURATION, Placement, PlanError, identity, is_control_plane,
+};
+pub use select::{Selecting, check_selection, select_nodes};
+pub use stop::{Asked, Stop};
 pub use window::{Window, time_zone};

@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
+use crate::Stop;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use nodejob_core::Clock;
-use nodejob_core::drive::Stop;
 
 use crate::window::Window;
 

@@ -1,17 +1,13 @@
 //! The operations both drivers take on a node of a run, each with a typed error naming the
 //! operation and the object: a node patched under its resourceVersion again after a
-//! conflict, a host Job deleted exactly, a host Job run with its notes in the run's progress,
-//! an Event recorded on a node while the Lease is held.
-
-use std::sync::Arc;
+//! conflict, a host Job deleted exactly, an Event written on a node. (A host Job run with its
+//! notes in the run's progress, and an Event only while the Lease is held, are
+//! [`Context`](crate::Context)'s.)
 
 use k8s_openapi::api::core::v1::Node;
-use nodejob_core::drive::{NoteSink, retry, write_node_event};
-use nodejob_core::runner::{Mode, Policy, Report, run_with};
-use nodejob_core::{ApiError, EventType, JobApi, LeaseApi, NodeApi, NodeChange, Spec};
+use nodejob_core::{ApiError, EventType, JobApi, NodeApi, NodeChange, node_event};
 
-use crate::context::Context;
-use crate::engine::RollEvent;
+use crate::call::retry;
 
 /// How many times [`patch_node`] and [`delete_job`] read their object again after a conflict
 /// before giving up.
@@ -145,50 +141,26 @@ pub async fn delete_job<A: JobApi + ?Sized>(
     })
 }
 
-impl<A, E, S> Context<'_, A, E, S>
-where
-    A: JobApi + NodeApi + LeaseApi + ?Sized,
-    E: RollEvent + 'static,
-    S: Clone,
-{
-    /// Runs the host Job of `spec` for `node` through `api` (the run's backend, or a fenced
-    /// writer over it), its notes (the runner's warnings, an adopted Job) told as the node's.
-    ///
-    /// # Errors
-    /// Core's: the Job could not be created, was replaced, timed out, or its result read.
-    pub async fn host_job<W: JobApi + NodeApi + ?Sized>(
-        &self,
-        api: &W,
-        node: &str,
-        mut spec: Spec,
-        mode: Mode,
-        policy: Policy,
-    ) -> Result<Report, nodejob_core::Error> {
-        spec.output = Some(Arc::new(NoteSink::to(node, &self.progress)));
-        run_with(api, &spec, mode, policy).await
-    }
-
-    /// Records an Event on `node` from `component` in `namespace`; a failure to is told as a
-    /// note about the node, never its failure. Nothing is written once the Lease is lost.
-    pub async fn event(
-        &self,
-        namespace: &str,
-        component: &str,
-        node: &str,
-        kind: EventType,
-        reason: &str,
-        message: &str,
-    ) {
-        if self.fence.lost().is_some() {
-            return;
-        }
-        let written =
-            write_node_event(self.api, namespace, node, kind, reason, message, component).await;
-        if let Err(e) = written {
-            self.tell(&E::note(
-                node,
-                format!("could not record event {reason} on node {node}: {e}"),
-            ));
-        }
-    }
+/// Writes a [`node_event`] about `node` in `namespace` from `component`, retried on transient
+/// errors. The caller decides what a failure means (for the drivers: a note, never a node's
+/// failure) and fences it (no Event once the Lease is lost).
+pub async fn write_node_event<A: JobApi + ?Sized>(
+    api: &A,
+    namespace: &str,
+    node: &str,
+    kind: EventType,
+    reason: &str,
+    message: &str,
+    component: &str,
+) -> std::result::Result<(), ApiError> {
+    let event = node_event(
+        namespace,
+        node,
+        kind,
+        reason,
+        message,
+        component,
+        api.wall_time(),
+    );
+    retry(api, || api.create_event(&event)).await.map(|_| ())
 }

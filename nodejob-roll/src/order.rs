@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::is_control_plane;
 use k8s_openapi::api::core::v1::Node;
-use nodejob_core::drive::is_control_plane;
 
 /// The label that names a node's zone.
 pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";

@@ -1,10 +1,10 @@
 //! [`Window`]: when nodes may start. A node in flight finishes whatever the clock says; the
 //! window only decides whether the next batch starts.
 
+use crate::PlanError;
 use jiff::civil::{Time, Weekday};
 use jiff::tz::TimeZone;
 use jiff::{Timestamp, ToSpan};
-use nodejob_core::drive::PlanError;
 
 /// A maintenance window: no node starts outside it; a node in flight finishes.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]

@@ -25,7 +25,7 @@ use crate::plan::Plan;
 use crate::progress::{NodeReport, Progress, ProgressSink, Report, Totals};
 use crate::records::{self, IN_PROGRESS, InProgress, boot_id, same_version, version};
 use crate::{Error, Stop};
-use nodejob_core::fenced::Fenced;
+use nodejob_roll::Fenced;
 
 /// The component named in the Events the driver writes.
 pub const COMPONENT: &str = "nodejob-upgrade";

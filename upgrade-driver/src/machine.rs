@@ -36,9 +36,9 @@ use std::fmt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Node;
 use nodejob_core::drain::Drained;
+use nodejob_core::log_tail;
 use nodejob_core::runner::Report;
 use nodejob_core::{NodeChange, ready};
-use nodejob_roll::log_tail;
 
 use crate::plan::Plan;
 use crate::records::{

@@ -8,12 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
-use nodejob_core::drive::{NoteSink, delete_job_of, millis, patch_node_again, retry};
 use nodejob_core::runner::{Mode, Policy, run_with};
 use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{
     EventType, JobApi, LeaseApi, NodeApi, ready, run_exit_code, run_exit_code_logs,
 };
+use nodejob_roll::{NoteSink, delete_job, millis, patch_node, retry};
 
 use super::Rotation;
 use crate::cluster::job_of;
@@ -195,9 +195,10 @@ where
         let written = match retry(self.api, || self.api.get_node(name)).await {
             Ok(node) => {
                 let rv = node.metadata.resource_version.unwrap_or_default();
-                patch_node_again(&self.writer(), name, &rv, &changes)
+                patch_node(&self.writer(), name, &rv, &changes)
                     .await
                     .map(drop)
+                    .map_err(|e| e.to_string())
             }
             Err(e) => Err(format!("reading node {name}: {e}")),
         };
@@ -208,6 +209,8 @@ where
     /// already (or replaced) is done.
     async fn delete_job(&self, name: &str, step: CaStep, uid: &str) -> Result<(), String> {
         let ns = &self.plan.spec().namespace;
-        delete_job_of(&self.writer(), ns, &self.plan.job_name(step, name), uid).await
+        delete_job(&self.writer(), ns, &self.plan.job_name(step, name), uid)
+            .await
+            .map_err(|e| e.to_string())
     }
 }

@@ -14,8 +14,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Preconditions;
 
 use super::protocol::{Intent, Mode, Observation, Policy, Report};
 use crate::api::ApiResult;
-use crate::drive::quote;
 use crate::error::{Action, ApiError, Error, ErrorKind, JobRef, ObjectKind, Operation, Result};
+use crate::quote::quote;
 use crate::spec::{Level, Note};
 use crate::status::not_ready_because;
 

@@ -24,9 +24,9 @@ use super::context::{Next, Retries, Run, rv_of, uid_of};
 use super::protocol::{Intent, Observation};
 use crate::POLL_INTERVAL;
 use crate::api::{ApiResult, Change};
-use crate::drive::quote;
 use crate::error::{Action, Error, ObjectKind};
 use crate::job::same_work;
+use crate::quote::quote;
 use crate::spec::{Level, Note};
 use crate::status::{
     active_and_ready, finished, has_had_pod, not_ready_because, pod_terminating_by_another,

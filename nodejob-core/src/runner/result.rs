@@ -18,8 +18,8 @@ use k8s_openapi::api::core::v1::Pod;
 use super::context::{Next, Retries, Run, exact, rv_of, uid_of};
 use super::protocol::{Intent, Mode, Observation, Report};
 use crate::LOG_LIMIT_BYTES;
-use crate::drive::quote;
 use crate::error::{Action, Error, ObjectKind};
+use crate::quote::quote;
 use crate::spec::Level;
 use crate::status::{
     JobConditionReason, container_exit_code, disruption, failed, failure_condition, is_pod_of_job,

@@ -5,10 +5,9 @@
 //! of the run follows the driver's knowledge of the loss, even within the instant it learns it.
 //! Both drivers write through it. A [`Layer`]: reads pass through untouched.
 
-use crate::api::ApiResult;
-use crate::drive::Fence;
-use crate::error::{ApiError, ErrorKind};
-use crate::forward::{Answer, Layer, Request, Verb};
+use nodejob_core::{Answer, ApiError, ApiResult, ErrorKind, Layer, Request, Verb};
+
+use crate::fence::Fence;
 
 /// `api`'s verbs, writes refused once `fence` knows the Lease lost.
 pub struct Fenced<'a, A: ?Sized> {

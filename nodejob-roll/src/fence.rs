@@ -1,0 +1,255 @@
+//! The Lease as a [`Fence`]: acquired, checked before every write, renewed while anything
+//! waits, released; its [`FenceEvent`]s and the history a report shows.
+//!
+//! ```text
+//!   Fence::acquire ──▶ Fence::renewing(work) ──▶ Fence::release ──▶ history lines
+//!                           │   ▲
+//!        work: check() before every write; the renewer checks every third of the duration
+//! ```
+
+use std::future::Future;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use futures::future::{Either, select};
+use futures::lock::Mutex as AsyncMutex;
+use nodejob_core::lease::{Claim, Held, Holder, LeaseConfig, acquire, holder};
+use nodejob_core::{ApiError, LeaseApi, Result};
+
+use crate::call::retry;
+use crate::placement::Placement;
+
+/// Who holds the Lease of `placement`, as [`holder`] reads it: `None` when it is free or does
+/// not exist. Transient errors are retried ([`retry`]).
+pub async fn lease_holder<A: LeaseApi + ?Sized>(
+    api: &A,
+    placement: &Placement,
+) -> std::result::Result<Option<Holder>, ApiError> {
+    let (namespace, name) = (&placement.namespace, &placement.lease_name);
+    match retry(api, || api.get_lease(namespace, name)).await {
+        Ok(lease) => Ok(holder(&lease)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// What a [`Fence`] tells its driver as it happens, for the driver's progress.
+///
+/// Serialised as the drivers' progress events are, tagged by `event`: `{"event":
+/// "lease_acquired", "lease": …, "epoch": …, "how": …}`, `{"event": "lease_renewed", "epoch":
+/// …}`, `{"event": "lease_lost", "message": …}`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "event")]
+#[non_exhaustive]
+pub enum FenceEvent {
+    /// The Lease is ours.
+    #[serde(rename = "lease_acquired")]
+    Acquired {
+        /// `namespace/name`.
+        lease: String,
+        /// The epoch we hold.
+        epoch: i32,
+        /// `free`, `taken over from <holder>`, or `resumed from <holder>`.
+        how: String,
+    },
+    /// The Lease was renewed at this epoch.
+    #[serde(rename = "lease_renewed")]
+    Renewed {
+        /// The epoch held.
+        epoch: i32,
+    },
+    /// The Lease is no longer ours: nothing more is written.
+    #[serde(rename = "lease_lost")]
+    Lost {
+        /// Who holds it now, as the Lease says.
+        message: String,
+    },
+}
+
+/// Receives a [`Fence`]'s events.
+pub type FenceEvents = Box<dyn Fn(&FenceEvent) + Send + Sync>;
+
+/// A held Lease as a driver uses it: every write is fenced by [`Fence::check`]; the Lease is
+/// renewed every third of its duration for as long as the work of [`Fence::renewing`] runs
+/// (a 30-minute host Job included); once lost, it stays lost and nothing more is written.
+///
+/// The history (acquired how, renewals, released or lost) is what a driver's report shows.
+pub struct Fence {
+    held: AsyncMutex<Held>,
+    name: String,
+    epoch: i32,
+    how: String,
+    duration: Duration,
+    lost: Mutex<Option<String>>,
+    /// Told when the loss is first seen, by whichever check saw it: [`Fence::renewing`] then
+    /// drops its work at once, so no other step in flight writes on after the driver knows.
+    lost_tx: Mutex<Option<futures::channel::oneshot::Sender<()>>>,
+    lost_rx: Mutex<Option<futures::channel::oneshot::Receiver<()>>>,
+    history: Mutex<Vec<String>>,
+    events: FenceEvents,
+}
+
+impl std::fmt::Debug for Fence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fence")
+            .field("name", &self.name)
+            .field("epoch", &self.epoch)
+            .field("how", &self.how)
+            .field("lost", &self.lost)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Fence {
+    /// Acquires the Lease of `config` for `claim` ([`acquire`]); `events` hears of it
+    /// ([`FenceEvent::Acquired`]), then of renewals and of the loss.
+    ///
+    /// # Errors
+    /// As [`acquire`]: [`nodejob_core::Error::LeaseHeld`] when another holder's Lease is live.
+    pub async fn acquire<A: LeaseApi + ?Sized>(
+        api: &A,
+        config: &LeaseConfig,
+        claim: &Claim,
+        events: FenceEvents,
+    ) -> Result<Fence> {
+        let (held, how) = acquire(api, config, claim).await?;
+        let how = how.to_string();
+        let (name, epoch) = (held.name(), held.epoch());
+        events(&FenceEvent::Acquired {
+            lease: name.clone(),
+            epoch,
+            how: how.clone(),
+        });
+        let (lost_tx, lost_rx) = futures::channel::oneshot::channel();
+        Ok(Fence {
+            lost_tx: Mutex::new(Some(lost_tx)),
+            lost_rx: Mutex::new(Some(lost_rx)),
+            history: Mutex::new(vec![format!("acquired {name} at epoch {epoch} ({how})")]),
+            held: AsyncMutex::new(held),
+            name,
+            epoch,
+            how,
+            duration: config.duration,
+            lost: Mutex::new(None),
+            events,
+        })
+    }
+
+    /// The Lease's `namespace/name`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The epoch acquired.
+    pub fn epoch(&self) -> i32 {
+        self.epoch
+    }
+
+    /// How it was acquired: `free`, `taken over from <holder>`, `resumed from <holder>`.
+    pub fn how(&self) -> &str {
+        &self.how
+    }
+
+    /// Why the Lease was lost, once it was.
+    pub fn lost(&self) -> Option<String> {
+        self.lost.lock().unwrap().clone()
+    }
+
+    /// Fences a write: the Lease still ours (renewed when due, [`Held::check`]). Once lost,
+    /// always lost: the answer is why.
+    pub async fn check<A: LeaseApi + ?Sized>(&self, api: &A) -> std::result::Result<(), String> {
+        if let Some(why) = self.lost() {
+            return Err(why);
+        }
+        let mut held = self.held.lock().await;
+        let before = renewed(&held);
+        match held.check(api).await {
+            Ok(()) => {
+                if renewed(&held) != before {
+                    let epoch = held.epoch();
+                    (self.events)(&FenceEvent::Renewed { epoch });
+                    self.history
+                        .lock()
+                        .unwrap()
+                        .push(format!("renewed at epoch {epoch}"));
+                }
+                Ok(())
+            }
+            Err(e) => {
+                let why = e.to_string();
+                *self.lost.lock().unwrap() = Some(why.clone());
+                (self.events)(&FenceEvent::Lost {
+                    message: why.clone(),
+                });
+                if let Some(tx) = self.lost_tx.lock().unwrap().take() {
+                    let _ = tx.send(());
+                }
+                Err(why)
+            }
+        }
+    }
+
+    /// Runs `work` while a renewer checks the Lease every third of its duration. The answer
+    /// is `work`'s, or why the Lease was lost: as soon as any check sees the loss (the
+    /// renewer's, or a fenced write's), `work` is dropped where it waits, so a step in flight
+    /// elsewhere (a drain between two evictions) writes nothing more once the driver knows.
+    pub async fn renewing<A, F>(&self, api: &A, work: F) -> std::result::Result<F::Output, String>
+    where
+        A: LeaseApi + ?Sized,
+        F: Future,
+    {
+        let lost = self.lost_rx.lock().unwrap().take();
+        let seen = async {
+            // Sent when lost; a dropped sender (the Fence going away) never wakes it.
+            if let Some(rx) = lost
+                && rx.await.is_ok()
+            {
+                return self.lost().unwrap_or_default();
+            }
+            std::future::pending().await
+        };
+        let work = std::pin::pin!(work);
+        let renew = std::pin::pin!(self.renew(api));
+        let seen = std::pin::pin!(seen);
+        let watch = select(renew, seen);
+        match select(work, watch).await {
+            Either::Left((done, _)) => Ok(done),
+            Either::Right((Either::Left((why, _)) | Either::Right((why, _)), _)) => Err(why),
+        }
+    }
+
+    /// Checks the Lease every third of its duration; returns only when it is lost.
+    async fn renew<A: LeaseApi + ?Sized>(&self, api: &A) -> String {
+        let every = self.duration / 3;
+        loop {
+            api.sleep(every).await;
+            if let Err(why) = self.check(api).await {
+                return why;
+            }
+        }
+    }
+
+    /// Releases the Lease, unless it was lost, and answers the history: `acquired <lease> at
+    /// epoch N (how)`, `renewed at epoch N`…, then `released`, `not released: <why>` or
+    /// `lost: <why>`.
+    pub async fn release<A: LeaseApi + ?Sized>(self, api: &A) -> Vec<String> {
+        let lost = self.lost();
+        let mut history = self.history.into_inner().unwrap();
+        match lost {
+            Some(why) => history.push(format!("lost: {why}")),
+            None => match self.held.into_inner().release(api).await {
+                Ok(()) => history.push("released".into()),
+                Err(e) => history.push(format!("not released: {e}")),
+            },
+        }
+        history
+    }
+}
+
+fn renewed(held: &Held) -> Option<String> {
+    held.lease()
+        .spec
+        .as_ref()
+        .and_then(|s| s.renew_time.as_ref())
+        .map(|t| t.0.to_string())
+}

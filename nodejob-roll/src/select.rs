@@ -1,0 +1,163 @@
+//! Which nodes a plan selects: [`select_nodes`] (no node selected is an error, said before the
+//! Lease) and [`check_selection`], the plan's rules for a selector and node names.
+
+use k8s_openapi::api::core::v1::Node;
+use nodejob_core::selector::LabelSelector;
+use nodejob_core::{ApiError, NodeApi, is_dns1123_subdomain};
+
+use crate::call::retry;
+use crate::placement::PlanError;
+
+/// Why [`select_nodes`] found no answer.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Selecting {
+    /// The plan selects no node at all: a selector that matches none (a typo, most often), or
+    /// none of the named nodes there. Said before the Lease, so it never looks like a roll
+    /// that finished.
+    #[error("the plan selects no node: {}", none_selected(selector.as_deref(), nodes))]
+    NoneSelected {
+        /// The selector, if any.
+        selector: Option<String>,
+        /// The nodes named, if any.
+        nodes: Vec<String>,
+    },
+    /// A named node does not exist (or does not match the selector).
+    #[error("node {node} does not exist{}; check the plan's nodes", match selector {
+        Some(s) => format!(" or does not match the selector {s:?}"),
+        None => String::new(),
+    })]
+    NotFound {
+        /// The node.
+        node: String,
+        /// The selector, if any.
+        selector: Option<String>,
+    },
+    /// The nodes could not be listed.
+    #[error("listing nodes (selector {selector:?}): {cause}")]
+    Listing {
+        /// The selector.
+        selector: String,
+        /// Why.
+        cause: ApiError,
+    },
+}
+
+fn none_selected(selector: Option<&str>, nodes: &[String]) -> String {
+    match (selector, nodes) {
+        (None, []) => "the cluster has no node".into(),
+        (Some(s), []) => format!("the selector {s:?} matches no node; check the plan's selector"),
+        (None, names) => format!(
+            "none of the nodes {} exists; check the plan's nodes",
+            names.join(", ")
+        ),
+        (Some(s), names) => format!(
+            "none of the nodes {} exists and matches the selector {s:?}; check the plan's \
+             nodes and selector",
+            names.join(", ")
+        ),
+    }
+}
+
+/// The nodes a plan names: those `selector` matches (every node when `None`), narrowed to
+/// `names`, in that order, when some are named.
+///
+/// # Errors
+/// [`Selecting::NoneSelected`] when that is no node at all; [`Selecting::NotFound`] when some
+/// named node is there and another is not; [`Selecting::Listing`] when the nodes cannot be
+/// listed.
+pub async fn select_nodes<A: NodeApi + ?Sized>(
+    api: &A,
+    selector: Option<&str>,
+    names: &[String],
+) -> std::result::Result<Vec<Node>, Selecting> {
+    let label_selector = selector.unwrap_or_default();
+    let listed = retry(api, || api.list_nodes(label_selector))
+        .await
+        .map_err(|cause| Selecting::Listing {
+            selector: label_selector.to_string(),
+            cause,
+        })?;
+    let name_of = |n: &Node| n.metadata.name.clone().unwrap_or_default();
+    let none_selected = || Selecting::NoneSelected {
+        selector: selector.map(str::to_string),
+        nodes: names.to_vec(),
+    };
+    if names.is_empty() {
+        return match listed.is_empty() {
+            true => Err(none_selected()),
+            false => Ok(listed),
+        };
+    }
+    if !names
+        .iter()
+        .any(|want| listed.iter().any(|n| &name_of(n) == want))
+    {
+        return Err(none_selected());
+    }
+    names
+        .iter()
+        .map(|want| {
+            listed
+                .iter()
+                .find(|n| &name_of(n) == want)
+                .cloned()
+                .ok_or_else(|| Selecting::NotFound {
+                    node: want.clone(),
+                    selector: selector.map(str::to_string),
+                })
+        })
+        .collect()
+}
+
+/// Checks a plan's `selector` and `nodes`, before any API call: the selector, when given,
+/// parses by the apiserver's grammar ([`nodejob_core::selector`]) and is not blank (leave it unset to
+/// select every node); each node name is a DNS-1123 subdomain, and none is named twice.
+///
+/// # Errors
+/// A [`PlanError`] on `selector` or `nodes`, naming the value and the rule.
+pub fn check_selection(
+    selector: Option<&str>,
+    nodes: &[String],
+) -> std::result::Result<(), PlanError> {
+    if let Some(sel) = selector {
+        if sel.trim().is_empty() {
+            return Err(PlanError::new(
+                "selector",
+                format!(
+                    "{sel:?} is blank: give a label selector such as `role=worker,zone`, or \
+                     none to select every node"
+                ),
+            ));
+        }
+        if let Err(e) = LabelSelector::parse(sel) {
+            return Err(PlanError::new(
+                "selector",
+                format!(
+                    "{sel:?} is not a label selector (such as `role=worker,zone in (a,b)`): {e}"
+                ),
+            ));
+        }
+    }
+    for node in nodes {
+        if !is_dns1123_subdomain(node) {
+            return Err(PlanError::new(
+                "nodes",
+                format!("{node:?} is not a node name (a lowercase DNS-1123 subdomain)"),
+            ));
+        }
+    }
+    let mut twice: Vec<&str> = Vec::new();
+    for (i, node) in nodes.iter().enumerate() {
+        if nodes[..i].contains(node) && !twice.contains(&node.as_str()) {
+            twice.push(node);
+        }
+    }
+    if !twice.is_empty() {
+        return Err(PlanError::new(
+            "nodes",
+            format!("{} named more than once", twice.join(", ")),
+        ));
+    }
+    Ok(())
+}
