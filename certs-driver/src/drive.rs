@@ -738,6 +738,7 @@ where
         self.progress
             .event(&Progress::Stopping { why: why.clone() });
         Outcome::Failed {
+            nodes: Vec::new(),
             retry: format!("{why}. Then {then}"),
         }
     }
@@ -747,6 +748,15 @@ where
     /// the size of the list, whatever a host printed.
     fn failed_outcome(&self) -> Outcome {
         let report = self.report.lock().unwrap();
+        let nodes: Vec<String> = (report.nodes.iter())
+            .filter(|n| {
+                matches!(
+                    n.result,
+                    Some(NodeResult::Failed(_) | NodeResult::Disagrees { .. })
+                )
+            })
+            .map(|n| n.name.clone())
+            .collect();
         let named: Vec<String> = report
             .nodes
             .iter()
@@ -765,6 +775,7 @@ where
         self.progress
             .event(&Progress::Stopping { why: why.clone() });
         Outcome::Failed {
+            nodes,
             retry: format!(
                 "{why}. Fix the node(s), then run the same rotation again (same certificate \
                  and fingerprint {}): it resumes from what the nodes report and never runs a \

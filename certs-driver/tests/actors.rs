@@ -521,7 +521,7 @@ fn short(mode: Mode, result: &Result<Report, Error>) -> String {
         Ok(r) => match &r.outcome {
             Outcome::Done => "done:".into(),
             Outcome::Stopped { why } => format!("stopped: {why}"),
-            Outcome::Failed { retry } => {
+            Outcome::Failed { retry, .. } => {
                 let named: Vec<String> = (r.nodes.iter())
                     .filter_map(|n| match &n.result {
                         Some(NodeResult::Failed(f)) => {
@@ -726,7 +726,7 @@ fn impossible(fake: &FakeCluster, draws: &Draws, last: &Result<Report, Error>) -
             Some("no node carries the label".into())
         }
         Ok(Report {
-            outcome: Outcome::Failed { retry },
+            outcome: Outcome::Failed { retry, .. },
             ..
         }) if draws.scope == Scope::LabelCoveringCluster && !unlabelled.is_empty() => {
             let named = retry

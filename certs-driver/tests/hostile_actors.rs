@@ -57,7 +57,7 @@ async fn a_one_mebibyte_host_field_is_quoted_within_the_limit() -> TestResult {
     )
     .await?;
 
-    let Outcome::Failed { retry } = &report.outcome else {
+    let Outcome::Failed { retry, .. } = &report.outcome else {
         return Err(format!("ended {:?}", report.outcome).into());
     };
     within("the retry text", retry)?;
@@ -126,7 +126,7 @@ async fn a_node_joining_while_finalize_runs_is_named_and_the_rotation_is_not_don
     let (fake, names) = cluster(42, 1, 2);
     let sink = join_at_finalize(&fake, "w-9", None);
     let report = run(&harness(fake.clone()), &plan(plan_spec(&ca)), sink).await?;
-    let Outcome::Failed { retry } = &report.outcome else {
+    let Outcome::Failed { retry, .. } = &report.outcome else {
         return Err(format!("ended {:?} with w-9 on the old CA", report.outcome).into());
     };
     assert!(retry.contains("w-9"), "{retry}");
@@ -182,7 +182,7 @@ async fn a_node_joining_the_selection_while_finalize_runs_is_named() -> TestResu
     spec.cluster_wide = false;
     let sink = join_at_finalize(&fake, "w-9", Some(("trust", "a")));
     let report = run(&harness(fake.clone()), &plan(spec), sink).await?;
-    let Outcome::Failed { retry } = &report.outcome else {
+    let Outcome::Failed { retry, .. } = &report.outcome else {
         return Err(format!("ended {:?} with w-9 on the old CA", report.outcome).into());
     };
     assert!(retry.contains("w-9"), "{retry}");

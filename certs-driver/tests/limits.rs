@@ -21,7 +21,7 @@ async fn a_failure_budget_of_two_lets_the_phase_finish_on_the_other_nodes_then_s
     spec.concurrency = 1;
     spec.failure_budget = 2;
     let report = run(&harness(fake.clone()), &plan(spec), quiet()).await?;
-    let Outcome::Failed { retry } = &report.outcome else {
+    let Outcome::Failed { retry, .. } = &report.outcome else {
         return Err(format!("ended {:?}", report.outcome).into());
     };
     assert!(retry.contains("w-0"), "{retry}");

@@ -135,7 +135,7 @@ async fn a_phase_failing_on_one_node_stops_everything_before_the_next_phase() ->
     let (fake, names) = cluster(2, 3, 3);
     fault(&fake, "w-1", Fault::IssueFails);
     let report = run(&harness(fake.clone()), &plan(plan_spec(&ca)), quiet()).await?;
-    let Outcome::Failed { retry } = &report.outcome else {
+    let Outcome::Failed { retry, .. } = &report.outcome else {
         return Err(format!("ended {:?}", report.outcome).into());
     };
     assert!(retry.contains("w-1"), "{retry}");
@@ -328,7 +328,7 @@ async fn issue_and_finalize_refuse_a_plan_that_leaves_out_nodes_of_the_cluster()
     let mut spec = plan_spec(&ca);
     spec.nodes = vec!["cp-0".into()];
     let report = run(&harness(fake.clone()), &plan(spec), quiet()).await?;
-    let Outcome::Failed { retry } = &report.outcome else {
+    let Outcome::Failed { retry, .. } = &report.outcome else {
         return Err(format!("not refused: {:?}", report.outcome).into());
     };
     assert!(retry.contains("Issue"), "{retry}");
@@ -357,7 +357,7 @@ async fn issue_and_finalize_refuse_a_plan_that_leaves_out_nodes_of_the_cluster()
     let mut spec = plan_spec(&ca);
     spec.nodes = vec!["w-0".into(), "w-1".into()];
     let report = run(&harness(fake.clone()), &plan(spec), quiet()).await?;
-    let Outcome::Failed { retry } = &report.outcome else {
+    let Outcome::Failed { retry, .. } = &report.outcome else {
         return Err(format!("not refused: {:?}", report.outcome).into());
     };
     assert!(retry.contains("Finalize"), "{retry}");
@@ -394,7 +394,7 @@ async fn a_node_not_ready_again_after_issue_fails_the_rotation_there() -> TestRe
     let (fake, _) = cluster(22, 3, 2);
     fault(&fake, "cp-1", Fault::DownAfterIssue);
     let report = run(&harness(fake.clone()), &plan(plan_spec(&ca)), quiet()).await?;
-    let Outcome::Failed { retry } = &report.outcome else {
+    let Outcome::Failed { retry, .. } = &report.outcome else {
         return Err(format!("ended {:?}", report.outcome).into());
     };
     assert!(retry.contains("cp-1"), "{retry}");

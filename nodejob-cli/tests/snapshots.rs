@@ -109,6 +109,38 @@ fn upgrade_failure() {
 }
 
 #[test]
+fn upgrade_failure_json_names_the_nodes_to_retry() {
+    nodejob_snapshot!(
+        "upgrade_failure_json",
+        &[
+            "upgrade",
+            "--simulate",
+            "5",
+            "--to",
+            "v1.38.0",
+            "--simulate-fail",
+            "worker-b-0",
+            "-o",
+            "json"
+        ]
+    );
+}
+
+#[test]
+fn rotation_in_a_closed_window_starts_nothing() {
+    nodejob_snapshot!(
+        "rotate_ca_closed_window",
+        &[
+            "rotate-ca",
+            "--simulate",
+            "3",
+            "--window",
+            "sun 01:00-02:00 UTC"
+        ]
+    );
+}
+
+#[test]
 fn upgrade_previews() {
     nodejob_snapshot!(
         "upgrade_preview",

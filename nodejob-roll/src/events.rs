@@ -17,7 +17,10 @@ pub enum Outcome {
     /// Nodes failed (or, for a rotation, a gate found nodes disagreeing); nothing further was
     /// started.
     Failed {
-        /// What to do, and the command that retries (a rerun resumes).
+        /// The nodes that failed (or disagree), in the order of the roll: what a retry names.
+        nodes: Vec<String>,
+        /// What to do, in words (a rerun resumes). No command-line syntax: the command that
+        /// runs the driver formats its own retry command from `nodes`.
         retry: String,
     },
     /// Stopped before the end without a node failing: why (a closed window, a stop request,

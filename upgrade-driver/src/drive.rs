@@ -227,12 +227,8 @@ where
                 .collect()
         });
         Outcome::Failed {
-            retry: format!(
-                "nodejob upgrade --to {} --nodes {}  (or the same command as before: a rerun \
-                 skips finished nodes and retries the failed one)",
-                self.plan.target(),
-                nodes.join(",")
-            ),
+            nodes,
+            retry: "a rerun skips finished nodes and retries the failed one".into(),
         }
     }
 

@@ -383,7 +383,7 @@ fn check_run(
             }
             Ok(true)
         }
-        Outcome::Failed { retry } => {
+        Outcome::Failed { nodes, .. } => {
             let failed: Vec<_> = report
                 .nodes
                 .iter()
@@ -394,10 +394,10 @@ fn check_run(
             }
             for n in failed {
                 let message = &n.failure().map(|f| f.message.clone()).unwrap_or_default();
-                if message.is_empty() || !retry.contains(&n.name) {
+                if message.is_empty() || !nodes.contains(&n.name) {
                     return Err(format!(
-                        "failed node {} without a message ({message:?}) or not in the retry \
-                         command ({retry:?})",
+                        "failed node {} without a message ({message:?}) or not among the \
+                         nodes to retry ({nodes:?})",
                         n.name
                     ));
                 }

@@ -302,7 +302,7 @@ fn failures(report: &Report, plan: Option<&certs_driver::Plan>) -> Vec<String> {
 pub(crate) fn ended(report: &Report, plan: &certs_driver::Plan) -> Option<String> {
     match &report.outcome {
         Outcome::Done => None,
-        Outcome::Failed { retry } => {
+        Outcome::Failed { retry, .. } => {
             let mut lines = failures(report, Some(plan));
             lines.push(format!("retry: {retry}"));
             Some(lines.join("\n"))
@@ -323,7 +323,7 @@ pub(crate) fn answer(report: &Report, abort: bool) -> String {
         text.push('\n');
     }
     match &report.outcome {
-        Outcome::Failed { retry } => text.push_str(&format!("retry: {retry}\n")),
+        Outcome::Failed { retry, .. } => text.push_str(&format!("retry: {retry}\n")),
         Outcome::Stopped { .. } => text
             .push_str("the nodes keep the rotation's state: preview and run it again to resume\n"),
         Outcome::Done => {}

@@ -247,15 +247,24 @@ fn failures(report: &Report, plan: Option<&upgrade_driver::Plan>) -> Vec<String>
 pub(crate) fn ended(report: &Report, plan: &upgrade_driver::Plan) -> Option<String> {
     match &report.outcome {
         Outcome::Done => None,
-        Outcome::Failed { retry } => {
+        Outcome::Failed { nodes, retry } => {
             let mut lines = failures(report, Some(plan));
-            lines.push(format!("retry: {retry}"));
+            lines.push(format!("retry: {}", retry_command(report, nodes, retry)));
             Some(lines.join("\n"))
         }
         Outcome::Stopped { why } => Some(format!(
             "stopped: {why}\nthe cluster keeps the run's state: run the same command again to resume"
         )),
     }
+}
+
+/// The command that retries the failed `nodes` of `report`, and the driver's `retry` advice.
+fn retry_command(report: &Report, nodes: &[String], retry: &str) -> String {
+    format!(
+        "nodejob upgrade --to {} --nodes {}  (or the same command as before: {retry})",
+        report.target,
+        nodes.join(",")
+    )
 }
 
 /// The MCP tool `upgrade`'s answer: the summary, each failed node, and how to retry or resume.
@@ -266,7 +275,9 @@ pub(crate) fn answer(report: &Report) -> String {
         text.push('\n');
     }
     match &report.outcome {
-        Outcome::Failed { retry } => text.push_str(&format!("retry: {retry}\n")),
+        Outcome::Failed { nodes, retry } => {
+            text.push_str(&format!("retry: {}\n", retry_command(report, nodes, retry)));
+        }
         Outcome::Stopped { .. } => text
             .push_str("the cluster keeps the run's state: preview and upgrade again to resume\n"),
         Outcome::Done => {}
