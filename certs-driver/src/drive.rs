@@ -32,7 +32,9 @@ use crate::machine::{Answer, Leftover, Task};
 use crate::order::Order;
 use crate::phase::CaStep;
 use crate::plan::Plan;
-use crate::progress::{Failure, NodeReport, NodeResult, Progress, ProgressSink, Report};
+use crate::progress::{
+    CaEvent, Failure, Gates, NodeReport, NodeResult, Progress, ProgressSink, Report,
+};
 use crate::status::CaStatus;
 
 /// How one node of a batch ended, as the engine counts it: whether it failed.
@@ -141,9 +143,9 @@ where
             target: plan.fingerprint().to_string(),
         };
         let fence = Fence::acquire(api, &config, &claim, fence_events(&progress)).await?;
-        let report = Report {
-            target: plan.fingerprint().to_string(),
-            nodes: order
+        let report = Report::new(
+            plan.fingerprint().to_string(),
+            order
                 .all()
                 .into_iter()
                 .map(|name| NodeReport {
@@ -154,11 +156,8 @@ where
                     steps: Vec::new(),
                 })
                 .collect(),
-            gates: Vec::new(),
-            outcome: Outcome::Done,
-            totals: Default::default(),
-            lease: Vec::new(),
-        };
+            Gates::default(),
+        );
         let rotation = Rotation {
             api,
             plan,
@@ -175,9 +174,12 @@ where
     /// Releases the Lease and closes the report.
     async fn finish(self, outcome: Outcome, started: Duration) -> Report {
         let mut report = self.report.into_inner().unwrap();
-        report.lease = self.fence.release(self.api).await;
-        report.outcome = outcome;
-        report.total(millis(self.api.now().saturating_sub(started)));
+        let lease = self.fence.release(self.api).await;
+        report.close(
+            outcome,
+            lease,
+            millis(self.api.now().saturating_sub(started)),
+        );
         report
     }
 
@@ -474,10 +476,11 @@ where
         order: &Order,
         statuses: &[(String, CaStatus)],
     ) -> Result<bool, Outcome> {
-        self.progress.event(&Progress::PhaseStarted {
-            phase,
-            nodes: self.pending(phase, order, statuses),
-        });
+        self.progress
+            .event(&Progress::Driver(CaEvent::PhaseStarted {
+                phase,
+                nodes: self.pending(phase, order, statuses),
+            }));
         self.batches(order, |name| async move {
             let status = statuses.iter().find(|(n, _)| *n == name).map(|(_, s)| s);
             let task = Task::Phase {
@@ -529,8 +532,9 @@ where
             return Err(self.stopping(format!("the Lease was lost: {why}")));
         }
         let checked = check(gate, new, statuses, &answers);
-        self.progress.event(&Progress::Gate(checked.clone()));
-        self.report.lock().unwrap().gates.push(checked.clone());
+        self.progress
+            .event(&Progress::Driver(CaEvent::Gate(checked.clone())));
+        self.report.lock().unwrap().own.gates.push(checked.clone());
         if checked.passed() {
             return Ok(());
         }
@@ -683,6 +687,7 @@ where
     }
 
     fn finish_node(&self, name: &str, result: NodeResult) {
+        let mut took_ms = 0;
         if let Some(n) = self
             .report
             .lock()
@@ -692,10 +697,12 @@ where
             .find(|n| n.name == name)
         {
             n.result = Some(result.clone());
+            took_ms = n.took_ms();
         }
         self.progress.event(&Progress::NodeFinished {
             node: name.to_string(),
             result,
+            took_ms,
         });
     }
 

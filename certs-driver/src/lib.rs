@@ -167,13 +167,14 @@ pub use error::Error;
 pub use fingerprint::Fingerprint;
 pub use gate::{Disagreement, Gate, GateReport, Reported, Verified, check, expected, old_trust};
 pub use machine::{Answer, Intent, Leftover, Mark, NodeMachine, Observation, Step, Task, Watched};
+pub use nodejob_roll::NSENTER;
 pub use nodejob_roll::Window;
 pub use nodejob_roll::{EventSink, FenceEvent, Outcome, Placement, PlanError, Selecting, Stop};
 pub use phase::{CaStep, Decision, decide};
-pub use plan::{NSENTER, Plan, PlanSpec};
+pub use plan::{Plan, PlanSpec};
 pub use preview::{Next, NodePreview, Preview};
 pub use progress::{
-    Failure, NodeReport, NodeResult, Progress, ProgressSink, Report, Totals, quiet,
+    CaEvent, Failure, Gates, NodeReport, NodeResult, Progress, ProgressSink, Report, Totals, quiet,
 };
 pub use records::{LAST_STATUS, last_reported};
 pub use status::{CaPhase, CaStatus, StatusError, parse_status};

@@ -12,19 +12,15 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use k8s_openapi::jiff::Timestamp;
 use k8s_openapi::jiff::tz::TimeZone;
 use nodejob_core::{Spec, trunc_name};
-use nodejob_roll::{Limits, Placement, PlanError, Stop, Window, check_selection, identity};
+use nodejob_roll::{
+    Limits, NSENTER, Placement, PlanError, Stop, Window, check_selection, identity,
+};
 
 use crate::fingerprint::Fingerprint;
 use crate::phase::CaStep;
 
 /// The label key of the driver's host Jobs (its value: the node, as core hashes it).
 pub(crate) const LABEL_KEY: &str = "stratum.ciq.com/carotate";
-
-/// The entry into the host's namespaces, as the seed's Jobs do it: the default argv before
-/// the binary.
-pub const NSENTER: [&str; 9] = [
-    "nsenter", "--target", "1", "--mount", "--uts", "--ipc", "--net", "--pid", "--",
-];
 
 /// The fields of a [`Plan`], every one with a default but the new CA. Serialised whole (a
 /// preview token hashes it), so a new field must serialise.

@@ -4,18 +4,22 @@
 //! retries, stopped with why), and the Lease's history; a rotation adds its gates, every
 //! node's fingerprints side by side.
 
-use nodejob_roll::{DriverEvent, EventSink, FenceEvent, Outcome};
+use nodejob_roll::{EventSink, NodeLine, OwnEvents};
 use serde::Serialize;
 
 use crate::gate::{Gate, GateReport};
 use crate::phase::CaStep;
 use crate::status::CaStatus;
 
-/// One event of a rotation.
+/// One event of a rotation: the engine's events over the rotation's steps and results, and
+/// its own ([`CaEvent`]).
+pub type Progress = nodejob_roll::Progress<CaStep, NodeResult, CaEvent>;
+
+/// The events only a rotation tells, serialised as the others are (tagged by `event`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 #[non_exhaustive]
-pub enum Progress {
+pub enum CaEvent {
     /// A phase starts on the nodes that have not passed it.
     PhaseStarted {
         /// The phase.
@@ -32,78 +36,13 @@ pub enum Progress {
         /// Why.
         why: String,
     },
-    /// A node's step starts.
-    StepStarted {
-        /// The node.
-        node: String,
-        /// The step.
-        step: CaStep,
-    },
-    /// A node's step ended well.
-    StepFinished {
-        /// The node.
-        node: String,
-        /// The step.
-        step: CaStep,
-        /// How long it took, in milliseconds of the backend's clock.
-        took_ms: u64,
-        /// What it did.
-        message: String,
-    },
     /// A gate was checked: every node side by side.
     Gate(GateReport),
-    /// A note: an adopted Job, a runner's warning.
-    Note {
-        /// The node it is about, if any.
-        node: Option<String>,
-        /// The text.
-        message: String,
-    },
-    /// A node ended in this run.
-    NodeFinished {
-        /// The node.
-        node: String,
-        /// How.
-        result: NodeResult,
-    },
-    /// No further node starts; the reason.
-    Stopping {
-        /// Why.
-        why: String,
-    },
-    /// The Lease acquired, renewed, or lost (the run stops before its next write), as the
-    /// [`Fence`](nodejob_roll::Fence) tells it; serialised as the event itself:
-    /// `lease_acquired`, `lease_renewed`, `lease_lost`.
-    // Untagged, so last: serde wants untagged variants at the end.
-    #[serde(untagged)]
-    Lease(FenceEvent),
 }
 
-impl DriverEvent for Progress {
-    fn note(node: &str, message: String) -> Self {
-        Progress::Note {
-            node: Some(node.to_string()),
-            message,
-        }
-    }
-
-    fn lease(event: &FenceEvent) -> Self {
-        Progress::Lease(event.clone())
-    }
-}
-
-impl nodejob_roll::RollEvent for Progress {
-    /// A rotation tells its phases, not its batches.
-    fn batch_started(_: usize, _: &str, _: &[String]) -> Option<Self> {
-        None
-    }
-
-    fn notice(message: String) -> Self {
-        Progress::Note {
-            node: None,
-            message,
-        }
-    }
+/// A rotation tells its phases, not its batches.
+impl OwnEvents for CaEvent {
+    const TELLS_BATCHES: bool = false;
 }
 
 /// Where a run's [`Progress`] goes: any [`EventSink`] of it (a closure `Fn(&Progress)` is
@@ -145,17 +84,7 @@ pub enum NodeResult {
 }
 
 /// A node's failure, as the report names it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Failure {
-    /// The step.
-    pub step: CaStep,
-    /// What happened.
-    pub message: String,
-    /// The host Job's exit code, when it gave one.
-    pub exit_code: Option<i32>,
-    /// The end of its log, when read.
-    pub log_tail: Option<String>,
-}
+pub type Failure = nodejob_roll::Failure<CaStep>;
 
 /// One node in the [`Report`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -210,36 +139,31 @@ pub struct Totals {
     pub took_ms: u64,
 }
 
-/// What a rotation (or an abort) did.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Report {
-    /// The new CA's fingerprint.
-    pub target: String,
-    /// Every node of the plan, in the rotation's order.
-    pub nodes: Vec<NodeReport>,
+/// What a rotation adds to its [`Report`]: its gates.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Gates {
     /// Each gate checked, in order, with every node's fingerprints side by side.
     pub gates: Vec<GateReport>,
-    /// How it ended.
-    pub outcome: Outcome,
-    /// The totals.
-    pub totals: Totals,
-    /// The Lease's history in this run, in order: acquired (how), renewals, released or lost.
-    pub lease: Vec<String>,
 }
 
-impl Report {
-    /// The node named `name`.
-    pub fn node(&self, name: &str) -> Option<&NodeReport> {
-        self.nodes.iter().find(|n| n.name == name)
-    }
+/// What a rotation (or an abort) did: every node of the plan in the rotation's order, how it
+/// ended, the gates (`own.gates`, serialised inline as `gates`), the totals and the Lease's
+/// history. Its `target` is the new CA's fingerprint.
+pub type Report = nodejob_roll::Report<NodeReport, Totals, Gates>;
 
-    /// The totals of the nodes as they stand, and `took_ms`.
-    pub(crate) fn total(&mut self, took_ms: u64) {
+impl NodeLine for NodeReport {
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl nodejob_roll::Totals<NodeReport> for Totals {
+    fn count(nodes: &[NodeReport], took_ms: u64) -> Self {
         let mut t = Totals {
             took_ms,
             ..Totals::default()
         };
-        for n in &self.nodes {
+        for n in nodes {
             match &n.result {
                 None => t.unfinished += 1,
                 Some(NodeResult::Rotated) => t.rotated += 1,
@@ -250,40 +174,6 @@ impl Report {
             }
             t.steps += n.steps.len();
         }
-        self.totals = t;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lease_events_serialise_as_events_of_their_own() {
-        let json = |e: FenceEvent| serde_json::to_string(&Progress::Lease(e)).unwrap();
-        let acquired = FenceEvent::Acquired {
-            lease: "kube-system/nodejob".into(),
-            epoch: 1,
-            how: "taken over from a (epoch 0)".into(),
-        };
-        assert_eq!(
-            json(acquired),
-            r#"{"event":"lease_acquired","lease":"kube-system/nodejob","epoch":1,"how":"taken over from a (epoch 0)"}"#
-        );
-        assert_eq!(
-            json(FenceEvent::Renewed { epoch: 1 }),
-            r#"{"event":"lease_renewed","epoch":1}"#
-        );
-        assert_eq!(
-            json(FenceEvent::Lost {
-                message: "held by b".into()
-            }),
-            r#"{"event":"lease_lost","message":"held by b"}"#
-        );
-        let stopping = Progress::Stopping { why: "w".into() };
-        assert_eq!(
-            serde_json::to_string(&stopping).unwrap(),
-            r#"{"event":"stopping","why":"w"}"#
-        );
+        t
     }
 }

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use certs_driver::{
-    CaPhase, CaStep, Error, Next, NodeResult, Outcome, Progress, ProgressSink, abort, preview,
-    quiet, run,
+    CaEvent, CaPhase, CaStep, Error, Next, NodeResult, Outcome, Progress, ProgressSink, abort,
+    preview, quiet, run,
 };
 use nodejob_fake::stratum::{CaPhase as HostPhase, FOREIGN_CA, INITIAL_CA};
 use nodejob_fake::{ContainerStart, FakeCluster, NodeScript, Verb};
@@ -19,10 +19,10 @@ type TestResult = Result<(), Box<dyn std::error::Error>>;
 fn issue_starts(e: &Progress) -> bool {
     matches!(
         e,
-        Progress::PhaseStarted {
+        Progress::Driver(CaEvent::PhaseStarted {
             phase: CaStep::Issue,
             ..
-        }
+        })
     )
 }
 
@@ -173,7 +173,10 @@ async fn preview_makes_no_write_and_says_what_would_run_next_and_where() -> Test
     host.state.trusted.remove(&ca.fingerprint);
     host.state.phase = HostPhase::Idle;
     fake.set_host("w-1", host)?;
-    run_stopping_at(&fake, &ca, |e| matches!(e, Progress::PhaseStarted { .. })).await?;
+    run_stopping_at(&fake, &ca, |e| {
+        matches!(e, Progress::Driver(CaEvent::PhaseStarted { .. }))
+    })
+    .await?;
     let mixed = preview(&*fake, &plan).await?;
     assert_eq!(
         mixed.next,

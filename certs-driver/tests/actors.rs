@@ -54,7 +54,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use certs_driver::{
-    CaStep, Error, Gate, NodeResult, Outcome, Plan, Progress, ProgressSink, Report, Selecting,
+    CaEvent, CaStep, Error, Gate, NodeResult, Outcome, Plan, Progress, ProgressSink, Report,
+    Selecting,
 };
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
@@ -796,7 +797,7 @@ async fn scenario(seed: u64, verbose: bool) -> Result<Summary, String> {
             violations: Mutex::new(Vec::new()),
         };
         let sink: Arc<dyn ProgressSink> = Arc::new(move |e: &Progress| {
-            if let Progress::Gate(g) = e
+            if let Progress::Driver(CaEvent::Gate(g)) = e
                 && g.gate == Gate::Start
             {
                 let nodes = g.nodes.iter().map(|r| r.node.clone()).collect();

@@ -11,7 +11,7 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use certs_driver::{CaStep, Outcome, Plan, Progress, quiet, run};
+use certs_driver::{CaEvent, CaStep, Outcome, Plan, Progress, quiet, run};
 use nodejob_fake::FakeCluster;
 use proptest::prelude::*;
 use support::*;
@@ -40,7 +40,7 @@ async fn resume_and_check(
     // Each step of a node is skipped or started (its job adopted), never both.
     let all = events.all();
     for e in &all {
-        if let Progress::NodeSkipped { node, step, .. } = e {
+        if let Progress::Driver(CaEvent::NodeSkipped { node, step, .. }) = e {
             let started = all.iter().any(
                 |s| matches!(s, Progress::StepStarted { node: n, step: t } if n == node && t == step),
             );

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use certs_driver::{CaStep, NodeResult, Outcome, PlanSpec, Progress, ProgressSink, quiet, run};
+use certs_driver::{
+    CaEvent, CaStep, NodeResult, Outcome, PlanSpec, Progress, ProgressSink, quiet, run,
+};
 use nodejob_core::Clock;
 use nodejob_core::QUOTE_LIMIT;
 use nodejob_fake::FakeCluster;
@@ -106,10 +108,10 @@ fn join_at_finalize(
     Arc::new(move |e: &Progress| {
         let finalize = matches!(
             e,
-            Progress::PhaseStarted {
+            Progress::Driver(CaEvent::PhaseStarted {
                 phase: CaStep::Finalize,
                 ..
-            }
+            })
         );
         if finalize && !joined.swap(true, Ordering::SeqCst) {
             fake.add_node(name).unwrap();

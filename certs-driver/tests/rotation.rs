@@ -5,7 +5,7 @@ mod support;
 
 use std::sync::Arc;
 
-use certs_driver::{CaStep, Error, Gate, NodeResult, Outcome, Progress, quiet, run};
+use certs_driver::{CaEvent, CaStep, Error, Gate, NodeResult, Outcome, Progress, quiet, run};
 use nodejob_core::lease::{Claim, LeaseConfig, acquire};
 use nodejob_fake::Verb;
 use nodejob_fake::stratum::{FOREIGN_CA, Fault, INITIAL_CA};
@@ -37,7 +37,7 @@ async fn a_full_rotation_on_three_control_plane_and_three_workers_ends_on_the_ne
         let before = node.before.as_ref().ok_or("no status before")?;
         assert_eq!(before.issuer.as_str(), INITIAL_CA);
     }
-    let gates: Vec<Gate> = report.gates.iter().map(|g| g.gate).collect();
+    let gates: Vec<Gate> = report.own.gates.iter().map(|g| g.gate).collect();
     assert_eq!(
         gates,
         [
@@ -49,11 +49,12 @@ async fn a_full_rotation_on_three_control_plane_and_three_workers_ends_on_the_ne
     );
     assert!(
         report
+            .own
             .gates
             .iter()
             .all(|g| g.passed() && g.nodes.len() == 6)
     );
-    let verified: Vec<Option<i32>> = report.gates[2].nodes.iter().map(|n| n.verify).collect();
+    let verified: Vec<Option<i32>> = report.own.gates[2].nodes.iter().map(|n| n.verify).collect();
     assert_eq!(verified, vec![Some(0); 6]);
     assert_eq!(report.totals.rotated, 6);
     assert_eq!(report.totals.steps, 18);
@@ -171,7 +172,7 @@ async fn a_node_reporting_a_foreign_ca_is_caught_by_the_gate_and_named() -> Test
         "{:?}",
         report.outcome
     );
-    let gate = report.gates.last().ok_or("no gate")?;
+    let gate = report.own.gates.last().ok_or("no gate")?;
     assert_eq!(gate.gate, Gate::BeforeFinalize);
     let named: Vec<&str> = gate.disagreements.iter().map(|d| d.node.as_str()).collect();
     assert_eq!(named, ["w-2"]);
@@ -334,7 +335,7 @@ async fn issue_and_finalize_refuse_a_plan_that_leaves_out_nodes_of_the_cluster()
     assert!(retry.contains("Issue"), "{retry}");
     assert!(retry.contains("every node of the cluster"), "{retry}");
     assert!(retry.contains("cp-1, w-0, w-1"), "{retry}");
-    let gates: Vec<Gate> = report.gates.iter().map(|g| g.gate).collect();
+    let gates: Vec<Gate> = report.own.gates.iter().map(|g| g.gate).collect();
     assert_eq!(gates, [Gate::Start]);
     assert_eq!(phase_runs(&fake, "cp-0"), [1, 0, 0, 0]);
     for name in &names[1..] {
@@ -346,10 +347,10 @@ async fn issue_and_finalize_refuse_a_plan_that_leaves_out_nodes_of_the_cluster()
     let outcome = run_stopping_at(&fake, &ca, |e| {
         matches!(
             e,
-            Progress::PhaseStarted {
+            Progress::Driver(CaEvent::PhaseStarted {
                 phase: CaStep::Finalize,
                 ..
-            }
+            })
         )
     })
     .await?;
@@ -454,9 +455,9 @@ async fn losing_the_lease_while_verifying_stops_the_run_and_blames_no_node() -> 
         assert_eq!(phase_runs(&fake, name)[2], 0, "{name} was finalized");
     }
     assert!(
-        report.gates.iter().all(|g| g.passed()),
+        report.own.gates.iter().all(|g| g.passed()),
         "{:#?}",
-        report.gates
+        report.own.gates
     );
     assert!(
         report.lease.last().is_some_and(|l| l.starts_with("lost")),
@@ -488,7 +489,7 @@ async fn a_verify_exit_other_than_0_or_3_is_a_disagreement_naming_the_node() -> 
         "{:?}",
         report.outcome
     );
-    let gate = report.gates.last().ok_or("no gate")?;
+    let gate = report.own.gates.last().ok_or("no gate")?;
     assert_eq!(gate.gate, Gate::BeforeFinalize);
     let named: Vec<(&str, &str)> = gate
         .disagreements

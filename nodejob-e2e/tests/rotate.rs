@@ -268,7 +268,7 @@ async fn three_nodes_rotate_to_a_new_ca_control_plane_first() -> Result<(), Fail
         "{:?}",
         report.totals
     );
-    let gates: Vec<Gate> = report.gates.iter().map(|g| g.gate).collect();
+    let gates: Vec<Gate> = report.own.gates.iter().map(|g| g.gate).collect();
     ensure!(
         gates
             == [
@@ -277,9 +277,9 @@ async fn three_nodes_rotate_to_a_new_ca_control_plane_first() -> Result<(), Fail
                 Gate::BeforeFinalize,
                 Gate::AfterFinalize
             ]
-            && report.gates.iter().all(|g| g.passed()),
+            && report.own.gates.iter().all(|g| g.passed()),
         "{:#?}",
-        report.gates
+        report.own.gates
     );
     for n in &report.nodes {
         ensure!(

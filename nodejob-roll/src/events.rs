@@ -1,5 +1,5 @@
 //! How a run speaks: a driver's progress events go to an [`EventSink`]; core's notes reach
-//! it through a [`NoteSink`]; the [`Fence`](crate::Fence)(crate::Fence)'s events through [`fence_events`];
+//! it through a [`NoteSink`]; the [`Fence`](crate::Fence)'s events through [`fence_events`];
 //! and a run ends with an [`Outcome`].
 
 use std::sync::Arc;

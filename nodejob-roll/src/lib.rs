@@ -18,7 +18,8 @@
 //! The run context the drivers share is here too: the Lease as a [`Fence`] (and the [`Fenced`]
 //! writer), the plan's [`Placement`] and [`PlanError`], node selection, the [`Stop`], the
 //! host-Job, Event and node-patch operations with typed errors ([`OpError`]), the progress
-//! plumbing ([`EventSink`], [`NoteSink`]) and the run's [`Outcome`].
+//! plumbing ([`EventSink`], [`NoteSink`]), the run's [`Outcome`], and the events and report
+//! generic over a driver's step and result ([`Progress`], [`Report`]).
 
 pub mod call;
 pub mod context;
@@ -30,6 +31,8 @@ pub mod limits;
 pub mod ops;
 pub mod order;
 pub mod placement;
+pub mod progress;
+pub mod report;
 pub mod select;
 pub mod stop;
 pub mod window;
@@ -47,8 +50,10 @@ pub use ops::{OpError, WRITE_ROUNDS, delete_job, patch_node, write_node_event};
 pub use order::{Group, Order, ZONE_LABEL, batches};
 pub use placement::{
     CONTROL_PLANE_LABEL, DEFAULT_LEASE_NAME, DEFAULT_NAMESPACE, MAX_LEASE_DURATION,
-    MIN_LEASE_DURATION, Placement, PlanError, identity, is_control_plane,
+    MIN_LEASE_DURATION, NSENTER, Placement, PlanError, identity, is_control_plane,
 };
+pub use progress::{Failure, OwnEvents, Progress, quiet};
+pub use report::{NodeLine, Nothing, Report, Totals};
 pub use select::{Selecting, check_selection, select_nodes};
 pub use stop::{Asked, Stop};
 pub use window::{Window, time_zone};

@@ -20,6 +20,12 @@ pub fn is_control_plane(node: &Node) -> bool {
         .is_some_and(|l| l.contains_key(CONTROL_PLANE_LABEL))
 }
 
+/// The entry into the host's namespaces, as the seed's Jobs do it: the argv before a host
+/// binary, so that it runs in PID 1's mount, UTS, IPC, network and PID namespaces.
+pub const NSENTER: [&str; 9] = [
+    "nsenter", "--target", "1", "--mount", "--uts", "--ipc", "--net", "--pid", "--",
+];
+
 /// A driver's default Lease identity: `<prefix>-<pid>-<hex nanoseconds since the epoch>`, for
 /// the process `pid` started at `since_epoch`: unique per process (a reused pid comes with
 /// another time). The driver reads its pid and the time once, and keeps the answer for the

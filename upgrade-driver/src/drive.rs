@@ -14,7 +14,7 @@ use nodejob_core::runner::{Mode, Policy};
 use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{ApiError, EventType, JobApi, LeaseApi, NodeApi, PodApi, ready, run_exit_code};
 pub(crate) use nodejob_roll::retry;
-use nodejob_roll::{Context, End, Fleet, Group, Ledger, MaxUnavailable, Tally};
+use nodejob_roll::{Context, End, Fleet, Group, Ledger, MaxUnavailable, Nothing, Tally};
 use nodejob_roll::{DriverEvent, NoteSink, OpError, Outcome, delete_job, millis, patch_node};
 
 use crate::machine::{
@@ -22,7 +22,7 @@ use crate::machine::{
 };
 use crate::order::groups;
 use crate::plan::Plan;
-use crate::progress::{NodeReport, Progress, ProgressSink, Report, Totals};
+use crate::progress::{NodeReport, Progress, ProgressSink, Report, UpgradeEvent};
 use crate::records::{self, IN_PROGRESS, InProgress, boot_id, same_version, version};
 use crate::{Error, Stop};
 use nodejob_roll::Fenced;
@@ -159,33 +159,13 @@ where
         }
     };
     let closed = run.ctx.end().await;
-    let nodes = run.ledger.into_inner();
-    let totals = totals(&nodes, closed.took_ms);
-    Ok(Report {
-        target: plan.target().to_string(),
-        nodes,
-        outcome,
-        totals,
-        lease: closed.lease,
-    })
-}
-
-fn totals(nodes: &[NodeReport], took_ms: u64) -> Totals {
-    let mut t = Totals {
-        took_ms,
-        ..Totals::default()
-    };
-    for n in nodes {
-        match &n.result {
-            None => t.not_started += 1,
-            Some(NodeResult::Upgraded) => t.upgraded += 1,
-            Some(NodeResult::Skipped { .. }) => t.skipped += 1,
-            Some(NodeResult::Failed(_)) => t.failed += 1,
-            Some(NodeResult::Interrupted { .. }) => t.interrupted += 1,
-        }
-        t.pods_evicted += n.pods_evicted.len();
-    }
-    t
+    let mut report = Report::new(
+        plan.target().to_string(),
+        run.ledger.into_inner(),
+        Nothing {},
+    );
+    report.close(outcome, closed.lease, closed.took_ms);
+    Ok(report)
 }
 
 impl<A> Run<'_, A>
@@ -322,10 +302,12 @@ where
                     }
                     Mark::Evicted(pods) => {
                         self.node_report(name, |n| n.pods_evicted.extend(pods.iter().cloned()));
-                        self.ctx.progress.event(&Progress::PodsEvicted {
-                            node: name.to_string(),
-                            pods,
-                        });
+                        self.ctx
+                            .progress
+                            .event(&Progress::Driver(UpgradeEvent::PodsEvicted {
+                                node: name.to_string(),
+                                pods,
+                            }));
                     }
                     Mark::Note(message) => self.note(name, message),
                 }
@@ -555,10 +537,12 @@ where
         let Some(why) = why else {
             return true;
         };
-        self.ctx.progress.event(&Progress::NodeSkipped {
-            node: name.to_string(),
-            why: why.clone(),
-        });
+        self.ctx
+            .progress
+            .event(&Progress::Driver(UpgradeEvent::NodeSkipped {
+                node: name.to_string(),
+                why: why.clone(),
+            }));
         self.finish_node(name, NodeResult::Skipped { why }, node);
         false
     }

@@ -120,13 +120,14 @@ pub use machine::{
     DRAIN_ROUNDS, DrainFailed, Failure, Intent, Mark, NodeMachine, NodeResult, Observation, Step,
     UpgradeStep,
 };
+pub use nodejob_roll::NSENTER;
 pub use nodejob_roll::Window;
 pub use nodejob_roll::{EventSink, FenceEvent, Outcome, Placement, PlanError, Selecting, Stop};
 pub use nodejob_roll::{Group, batches};
 pub use order::{groups, is_control_plane};
-pub use plan::{MaxUnavailable, NSENTER, Plan, PlanSpec, VersionSource};
+pub use plan::{MaxUnavailable, Plan, PlanSpec, VersionSource};
 pub use preview::{NodePreview, PodPlan, Preview};
-pub use progress::{NodeReport, Progress, ProgressSink, Report, Totals, quiet};
+pub use progress::{NodeReport, Progress, ProgressSink, Report, Totals, UpgradeEvent, quiet};
 
 /// Why a run could not start, or stopped before its Lease was acquired.
 #[derive(Debug, thiserror::Error)]

@@ -218,17 +218,7 @@ impl nodejob_roll::NodeEnd for NodeResult {
 }
 
 /// A node's failure, as the report names it.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct Failure {
-    /// The step.
-    pub step: UpgradeStep,
-    /// What happened.
-    pub message: String,
-    /// The host Job's (or the health check's) exit code, when it gave one.
-    pub exit_code: Option<i32>,
-    /// The end of its log, when read.
-    pub log_tail: Option<String>,
-}
+pub type Failure = nodejob_roll::Failure<UpgradeStep>;
 
 /// Something for progress and the node's Events.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -7,7 +7,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use jiff::tz::TimeZone;
 use nodejob_core::drain::DrainOptions;
 use nodejob_core::{Spec, trunc_name};
-use nodejob_roll::{Limits, Placement, PlanError, Stop, Window, check_selection, identity};
+use nodejob_roll::{
+    Limits, NSENTER, Placement, PlanError, Stop, Window, check_selection, identity,
+};
 
 /// The annotation and label prefix of this driver's records.
 pub(crate) const PREFIX: &str = "stratum.ciq.com/";
@@ -367,11 +369,6 @@ impl Plan {
         }
     }
 }
-
-/// The entry into the host's namespaces, as the seed's Jobs do it.
-pub const NSENTER: [&str; 9] = [
-    "nsenter", "--target", "1", "--mount", "--uts", "--ipc", "--net", "--pid", "--",
-];
 
 fn is_version(s: &str) -> bool {
     !s.is_empty()

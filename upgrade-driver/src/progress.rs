@@ -1,49 +1,26 @@
 //! [`Progress`]: the typed events of a run, as a terminal draws bars from them and a server
 //! streams them; [`ProgressSink`] receives them; [`Report`] is what a run ends with.
 
-use nodejob_roll::{DriverEvent, EventSink, FenceEvent, Outcome};
+use nodejob_roll::{EventSink, NodeLine, OwnEvents};
 use serde::Serialize;
 
 use crate::machine::{Failure, NodeResult, UpgradeStep};
 
-/// One event of a run.
+/// One event of a run: the engine's events over this driver's steps and results, and its own
+/// ([`UpgradeEvent`]).
+pub type Progress = nodejob_roll::Progress<UpgradeStep, NodeResult, UpgradeEvent>;
+
+/// The events only the upgrade tells, serialised as the others are (tagged by `event`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 #[non_exhaustive]
-pub enum Progress {
-    /// A batch of nodes starts.
-    BatchStarted {
-        /// Its index, from 0.
-        index: usize,
-        /// `control-plane`, or `zone <name>`.
-        group: String,
-        /// Its nodes, in order.
-        nodes: Vec<String>,
-    },
+pub enum UpgradeEvent {
     /// A node needs nothing.
     NodeSkipped {
         /// The node.
         node: String,
         /// Why.
         why: String,
-    },
-    /// A node's step starts.
-    StepStarted {
-        /// The node.
-        node: String,
-        /// The step.
-        step: UpgradeStep,
-    },
-    /// A node's step ended well.
-    StepFinished {
-        /// The node.
-        node: String,
-        /// The step.
-        step: UpgradeStep,
-        /// How long it took, in milliseconds of the backend's clock.
-        took_ms: u64,
-        /// What it did.
-        message: String,
     },
     /// A drain evicted these Pods.
     PodsEvicted {
@@ -52,62 +29,15 @@ pub enum Progress {
         /// `namespace/name` of each.
         pods: Vec<String>,
     },
-    /// A note: a resumed node, an adopted Job, a runner's warning.
-    Note {
-        /// The node it is about, if any.
-        node: Option<String>,
-        /// The text.
-        message: String,
-    },
-    /// A node ended.
-    NodeFinished {
-        /// The node.
-        node: String,
-        /// How.
-        result: NodeResult,
-        /// How long its steps took, in milliseconds.
-        took_ms: u64,
-    },
-    /// No further node starts; the reason.
-    Stopping {
-        /// Why.
-        why: String,
-    },
-    /// The Lease acquired, renewed, or lost (the run stops before its next write), as the
-    /// [`Fence`](nodejob_roll::Fence) tells it; serialised as the event itself:
-    /// `lease_acquired`, `lease_renewed`, `lease_lost`.
-    // Untagged, so last: serde wants untagged variants at the end.
-    #[serde(untagged)]
-    Lease(FenceEvent),
 }
 
-impl DriverEvent for Progress {
-    fn note(node: &str, message: String) -> Self {
-        Progress::Note {
-            node: Some(node.to_string()),
-            message,
-        }
-    }
-
-    fn lease(event: &FenceEvent) -> Self {
-        Progress::Lease(event.clone())
-    }
+impl OwnEvents for UpgradeEvent {
+    const TELLS_BATCHES: bool = true;
 }
 
-impl nodejob_roll::RollEvent for Progress {
-    fn batch_started(index: usize, group: &str, nodes: &[String]) -> Option<Self> {
-        Some(Progress::BatchStarted {
-            index,
-            group: group.to_string(),
-            nodes: nodes.to_vec(),
-        })
-    }
-
-    fn notice(message: String) -> Self {
-        Progress::Note {
-            node: None,
-            message,
-        }
+impl From<UpgradeEvent> for Progress {
+    fn from(event: UpgradeEvent) -> Self {
+        Progress::Driver(event)
     }
 }
 
@@ -170,58 +100,32 @@ pub struct Totals {
     pub took_ms: u64,
 }
 
-/// What a run did.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Report {
-    /// The target version.
-    pub target: String,
-    /// Every node of the plan, in the order of the roll.
-    pub nodes: Vec<NodeReport>,
-    /// How it ended.
-    pub outcome: Outcome,
-    /// The totals.
-    pub totals: Totals,
-    /// The Lease's history in this run, in order: acquired (how), renewals, released or lost.
-    pub lease: Vec<String>,
-}
+/// What a run did: every node of the plan in the order of the roll, how it ended, the totals
+/// and the Lease's history.
+pub type Report = nodejob_roll::Report<NodeReport, Totals>;
 
-impl Report {
-    /// The node named `name`.
-    pub fn node(&self, name: &str) -> Option<&NodeReport> {
-        self.nodes.iter().find(|n| n.name == name)
+impl NodeLine for NodeReport {
+    fn name(&self) -> &str {
+        &self.name
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lease_events_serialise_as_events_of_their_own() {
-        let json = |e: FenceEvent| serde_json::to_string(&Progress::Lease(e)).unwrap();
-        let acquired = FenceEvent::Acquired {
-            lease: "kube-system/nodejob".into(),
-            epoch: 1,
-            how: "taken over from a (epoch 0)".into(),
+impl nodejob_roll::Totals<NodeReport> for Totals {
+    fn count(nodes: &[NodeReport], took_ms: u64) -> Self {
+        let mut t = Totals {
+            took_ms,
+            ..Totals::default()
         };
-        assert_eq!(
-            json(acquired),
-            r#"{"event":"lease_acquired","lease":"kube-system/nodejob","epoch":1,"how":"taken over from a (epoch 0)"}"#
-        );
-        assert_eq!(
-            json(FenceEvent::Renewed { epoch: 1 }),
-            r#"{"event":"lease_renewed","epoch":1}"#
-        );
-        assert_eq!(
-            json(FenceEvent::Lost {
-                message: "held by b".into()
-            }),
-            r#"{"event":"lease_lost","message":"held by b"}"#
-        );
-        let stopping = Progress::Stopping { why: "w".into() };
-        assert_eq!(
-            serde_json::to_string(&stopping).unwrap(),
-            r#"{"event":"stopping","why":"w"}"#
-        );
+        for n in nodes {
+            match &n.result {
+                None => t.not_started += 1,
+                Some(NodeResult::Upgraded) => t.upgraded += 1,
+                Some(NodeResult::Skipped { .. }) => t.skipped += 1,
+                Some(NodeResult::Failed(_)) => t.failed += 1,
+                Some(NodeResult::Interrupted { .. }) => t.interrupted += 1,
+            }
+            t.pods_evicted += n.pods_evicted.len();
+        }
+        t
     }
 }

@@ -20,7 +20,7 @@ use crate::cluster::job_of;
 use crate::fingerprint::Fingerprint;
 use crate::machine::{Answer, Intent, Mark, NodeMachine, Observation, Task, Watched};
 use crate::phase::CaStep;
-use crate::progress::{NodeResult, Progress};
+use crate::progress::{CaEvent, NodeResult, Progress};
 use crate::records;
 use crate::status::CaStatus;
 
@@ -139,11 +139,13 @@ where
                 });
                 self.event(name, EventType::Normal, step, &message).await;
             }
-            Mark::Skipped(step, why) => self.progress.event(&Progress::NodeSkipped {
-                node: name.to_string(),
-                step,
-                why,
-            }),
+            Mark::Skipped(step, why) => {
+                self.progress.event(&Progress::Driver(CaEvent::NodeSkipped {
+                    node: name.to_string(),
+                    step,
+                    why,
+                }))
+            }
             Mark::Reported(status) => self.reported(name, &status, false),
         }
     }

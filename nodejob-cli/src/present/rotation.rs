@@ -2,7 +2,7 @@
 //! failure texts.
 
 use certs_driver::{
-    CaStep, FenceEvent, GateReport, Next, NodeResult, Outcome, Preview, Progress, Report,
+    CaEvent, CaStep, FenceEvent, GateReport, Next, NodeResult, Outcome, Preview, Progress, Report,
 };
 
 use super::{
@@ -35,13 +35,13 @@ impl Event for Progress {
     fn line(&self) -> String {
         match self {
             Progress::Lease(lease) => lease_line(lease),
-            Progress::PhaseStarted { phase, nodes } if nodes.is_empty() => {
+            Progress::Driver(CaEvent::PhaseStarted { phase, nodes }) if nodes.is_empty() => {
                 format!("phase {phase}: every node passed it already")
             }
-            Progress::PhaseStarted { phase, nodes } => {
+            Progress::Driver(CaEvent::PhaseStarted { phase, nodes }) => {
                 format!("phase {phase}: {}", nodes.join(", "))
             }
-            Progress::NodeSkipped { node, step, why } => {
+            Progress::Driver(CaEvent::NodeSkipped { node, step, why }) => {
                 format!("{node}: {step} skipped, {why}")
             }
             Progress::StepStarted { node, step } => format!("{node}: {step}..."),
@@ -51,7 +51,7 @@ impl Event for Progress {
                 took_ms,
                 message,
             } => format!("{node}: {step} done in {} ({message})", seconds(*took_ms)),
-            Progress::Gate(gate) => gate_line(gate),
+            Progress::Driver(CaEvent::Gate(gate)) => gate_line(gate),
             Progress::Note {
                 node: Some(node),
                 message,
@@ -60,7 +60,9 @@ impl Event for Progress {
                 node: None,
                 message,
             } => message.clone(),
-            Progress::NodeFinished { node, result } => format!("{node}: {}", result_text(result)),
+            Progress::NodeFinished { node, result, .. } => {
+                format!("{node}: {}", result_text(result))
+            }
             Progress::Stopping { why } => format!("no further node starts: {why}"),
             other => format!("{other:?}"),
         }
@@ -69,7 +71,7 @@ impl Event for Progress {
     fn severity(&self) -> Severity {
         match self {
             Progress::Lease(lease) => lease_severity(lease),
-            Progress::Gate(gate) if !gate.passed() => Severity::Warning,
+            Progress::Driver(CaEvent::Gate(gate)) if !gate.passed() => Severity::Warning,
             Progress::NodeFinished {
                 result: NodeResult::Failed(_) | NodeResult::Disagrees { .. },
                 ..
@@ -99,10 +101,10 @@ impl Event for Progress {
                 Some(format!("{step} done")),
                 false,
             ),
-            Progress::NodeSkipped { node, step, .. } => {
+            Progress::Driver(CaEvent::NodeSkipped { node, step, .. }) => {
                 bar(node, Position::At(step_index(*step)), None, false)
             }
-            Progress::NodeFinished { node, result } => bar(
+            Progress::NodeFinished { node, result, .. } => bar(
                 node,
                 if matches!(result, NodeResult::Rotated | NodeResult::Restored) {
                     Position::Full
@@ -336,10 +338,10 @@ pub(crate) fn answer(report: &Report, abort: bool) -> String {
 pub(crate) fn issue_begins(event: &Progress) -> bool {
     matches!(
         event,
-        Progress::PhaseStarted {
+        Progress::Driver(CaEvent::PhaseStarted {
             phase: CaStep::Issue,
             ..
-        }
+        })
     )
 }
 

@@ -1,7 +1,7 @@
 //! The rolling upgrade for people: its progress lines, preview, summary and failure texts.
 
 use upgrade_driver::{
-    FenceEvent, NodeResult, Outcome, PodPlan, Preview, Progress, Report, UpgradeStep,
+    FenceEvent, NodeResult, Outcome, PodPlan, Preview, Progress, Report, UpgradeEvent, UpgradeStep,
 };
 
 use super::{
@@ -32,7 +32,9 @@ impl Event for Progress {
                 group,
                 nodes,
             } => format!("batch {} ({group}): {}", index + 1, nodes.join(", ")),
-            Progress::NodeSkipped { node, why } => format!("{node}: skipped, {why}"),
+            Progress::Driver(UpgradeEvent::NodeSkipped { node, why }) => {
+                format!("{node}: skipped, {why}")
+            }
             Progress::StepStarted { node, step } => format!("{node}: {step}..."),
             Progress::StepFinished {
                 node,
@@ -40,10 +42,10 @@ impl Event for Progress {
                 took_ms,
                 message,
             } => format!("{node}: {step} done in {} ({message})", seconds(*took_ms)),
-            Progress::PodsEvicted { node, pods } if pods.is_empty() => {
+            Progress::Driver(UpgradeEvent::PodsEvicted { node, pods }) if pods.is_empty() => {
                 format!("{node}: no pod to evict")
             }
-            Progress::PodsEvicted { node, pods } => {
+            Progress::Driver(UpgradeEvent::PodsEvicted { node, pods }) => {
                 format!("{node}: evicted {}", pods.join(", "))
             }
             Progress::Note {
@@ -107,12 +109,11 @@ impl Event for Progress {
                 Some(result_text(result)),
                 true,
             ),
-            Progress::NodeSkipped { node, why } => {
+            Progress::Driver(UpgradeEvent::NodeSkipped { node, why }) => {
                 bar(node, Position::Full, Some(format!("skipped: {why}")), true)
             }
-            Progress::Lease(FenceEvent::Renewed { .. }) | Progress::PodsEvicted { .. } => {
-                OnBars::Nothing
-            }
+            Progress::Lease(FenceEvent::Renewed { .. })
+            | Progress::Driver(UpgradeEvent::PodsEvicted { .. }) => OnBars::Nothing,
             _ => OnBars::Line,
         }
     }
