@@ -134,9 +134,9 @@ fn the_limits_name_the_budget_then_a_stop_then_the_window() -> TestResult {
     };
     let tz = window.validate()?;
     let limits = Limits {
-        stop: stop.clone(),
         failure_budget: 2,
         window: Some((window, tz)),
+        ..Limits::new(stop.clone())
     };
     // Monday 2026-11-30 03:00 UTC: inside; 05:00: outside.
     let inside: jiff::Timestamp = "2026-11-30T03:00:00Z".parse()?;

@@ -290,9 +290,9 @@ impl Plan {
     /// What keeps the next batch from starting: `stop`, the failure budget, the window.
     pub fn limits(&self, stop: &Stop) -> Limits {
         Limits {
-            stop: stop.clone(),
             failure_budget: self.spec.failure_budget,
             window: (self.spec.window.clone()).zip(self.time_zone.clone()),
+            ..Limits::new(stop.clone())
         }
     }
 
