@@ -91,6 +91,39 @@ pub(crate) enum Command {
     },
 }
 
+/// `--dry-run[=client|server]`, as kubectl users type it: `--preview` by another name.
+#[derive(Debug, Args, Clone)]
+pub(crate) struct DryRunArg {
+    /// As kubectl's: `--dry-run`, `--dry-run=client` and `--dry-run=server` all mean
+    /// --preview (which reads the cluster and writes nothing).
+    #[arg(
+        long,
+        value_name = "WHERE",
+        value_enum,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "client"
+    )]
+    pub(crate) dry_run: Option<DryRun>,
+}
+
+impl DryRunArg {
+    /// Whether `--dry-run` was given, in any of its forms.
+    pub(crate) fn given(&self) -> bool {
+        self.dry_run.is_some()
+    }
+}
+
+/// `--dry-run`'s values, as kubectl's (both mean the preview here: it reads the cluster and
+/// writes nothing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum DryRun {
+    // kubectl: nothing sent to the server.
+    Client,
+    // kubectl: sent with `dryRun=All`.
+    Server,
+}
+
 /// `--simulate N` and its companions.
 #[derive(Debug, Args, Clone)]
 pub(crate) struct Simulate {
@@ -161,6 +194,8 @@ pub(crate) struct Upgrade {
     #[arg(long)]
     pub(crate) preview: bool,
     #[command(flatten)]
+    pub(crate) dry_run: DryRunArg,
+    #[command(flatten)]
     pub(crate) sim: Simulate,
     /// With --simulate: this node's host upgrade fails, to show the failure path.
     #[arg(long, value_name = "NODE", requires = "simulate")]
@@ -205,6 +240,8 @@ pub(crate) struct RotateCa {
     /// who disagrees, the Lease), change nothing.
     #[arg(long, conflicts_with = "abort")]
     pub(crate) preview: bool,
+    #[command(flatten)]
+    pub(crate) dry_run: DryRunArg,
     /// Undo a rotation that has not begun `issue`: remove the staged new CA from every node.
     /// Refused once any node has begun `issue` (only forward is safe then). With --simulate,
     /// the simulated cluster is first staged (a rotation stopped before `issue`), so that

@@ -921,3 +921,66 @@ fn a_reader_that_stops_early_ends_the_command_quietly_as_sigpipe_would() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(!stderr.contains("Broken pipe"), "{stderr}");
 }
+
+#[test]
+fn an_argv_after_dashdash_is_refused_by_every_command_that_takes_none() {
+    let upgrade = ["upgrade", "--simulate", "3", "--to", "v1.38.0"];
+    let commands: [&[&str]; 7] = [
+        &upgrade,
+        &["rotate-ca", "--simulate", "3"],
+        &["jobs", "--simulate", "3"],
+        &["status", "--simulate", "3"],
+        &["mcp", "--simulate", "3"],
+        &["completions", "bash"],
+        &["upgrade", "--simulate", "3", "--to", "v1.38.0", "--preview"],
+    ];
+    for command in commands {
+        let args: Vec<&str> = command.iter().copied().chain(["--", "--dry-run"]).collect();
+        let out = nodejob(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            out.stdout.is_empty(),
+            "{args:?} printed {}",
+            text(&out.stdout)
+        );
+        assert!(
+            text(&out.stderr).contains("--dry-run"),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+    let refused = text(&nodejob(&[&upgrade[..], &["--", "--dry-run"]].concat()).stderr);
+    assert!(refused.contains("--health-check"), "{refused}");
+}
+
+#[test]
+fn dry_run_in_each_of_kubectls_forms_is_the_preview() {
+    let upgrade = ["upgrade", "--simulate", "3", "--to", "v1.38.0"];
+    let rotate = ["rotate-ca", "--simulate", "3"];
+    for command in [&upgrade[..], &rotate[..]] {
+        let preview = nodejob(&[command, &["--preview"]].concat());
+        assert_eq!(preview.status.code(), Some(0));
+        for form in ["--dry-run", "--dry-run=client", "--dry-run=server"] {
+            let dry = nodejob(&[command, &[form]].concat());
+            assert_eq!(dry.status.code(), Some(0), "{command:?} {form}");
+            assert_eq!(
+                text(&dry.stdout),
+                text(&preview.stdout),
+                "{command:?} {form}"
+            );
+            assert_eq!(
+                text(&dry.stderr),
+                text(&preview.stderr),
+                "{command:?} {form}"
+            );
+        }
+    }
+    // kubectl's `--dry-run=none` (a real run) is not offered: a dry run here never runs.
+    let none = nodejob(&[&upgrade[..], &["--dry-run=none"]].concat());
+    assert_eq!(none.status.code(), Some(2));
+}

@@ -194,6 +194,28 @@ fn upgrade_refusals() {
 }
 
 #[test]
+fn an_argv_nothing_takes_is_refused_and_dry_run_is_the_preview() {
+    // As the parser's tip for `--dry-run` once led a kubectl user to type it: refused, exit 2,
+    // nothing run.
+    nodejob_snapshot!(
+        "upgrade_refused_argv",
+        &[
+            "upgrade",
+            "--simulate",
+            "3",
+            "--to",
+            "v1.38.0",
+            "--",
+            "--dry-run"
+        ]
+    );
+    nodejob_snapshot!(
+        "upgrade_dry_run",
+        &["upgrade", "--simulate", "3", "--to", "v1.38.0", "--dry-run"]
+    );
+}
+
+#[test]
 fn rotation_progress_and_summary() {
     nodejob_snapshot!("rotate_ca", &["rotate-ca", "--simulate", "5"]);
 }

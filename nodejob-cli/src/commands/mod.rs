@@ -14,6 +14,33 @@ use crate::exit::{Exit, code};
 use crate::present::{DriverError, ErrorKind};
 use crate::settings::Refused;
 
+/// Refuses an argv after `--` that nothing in `command` takes (`takes`: what would, and how),
+/// rather than ignoring it: `upgrade -- --dry-run` must not run the upgrade.
+fn no_argv(command: &str, argv: &[String], takes: &str) -> Result<(), Exit> {
+    if argv.is_empty() {
+        return Ok(());
+    }
+    let given: Vec<String> = argv.iter().map(|a| shell_word(a)).collect();
+    Err(Exit::usage(format!(
+        "`-- {}`: nothing in `nodejob {command}` takes a command after `--` here, and it is \
+         refused rather than ignored; {takes}",
+        given.join(" ")
+    )))
+}
+
+/// `word` as a shell would need it typed: as is when plain, else in single quotes.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_=./:,@%+".contains(c));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
 /// Settings refused, as the command line says it: naming the flag.
 fn refused(refusal: Refused) -> Exit {
     Exit::usage(match refusal {

@@ -39,6 +39,7 @@ pub(crate) fn settings(args: &RotateCa) -> RotationSettings {
 /// Runs `nodejob rotate-ca`.
 pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
     let plan = settings(&args).plan(&global.namespace).map_err(refused)?;
+    let preview = args.preview || args.dry_run.given();
     let stop = Stop::new();
     on_interrupt((!args.abort).then(|| stop.clone()));
     let backend = Backend::new(global, args.sim.simulate)
@@ -50,7 +51,7 @@ pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
             Prepare::Settle
         });
     backend.block_on(|t| async move {
-        if args.preview {
+        if preview {
             let since = t.calls();
             let preview = certs_driver::preview(&*t.api, &plan)
                 .await

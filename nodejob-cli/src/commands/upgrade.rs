@@ -5,7 +5,7 @@ use std::sync::Arc;
 use nodejob_fake::stratum::Fault;
 use upgrade_driver::Stop;
 
-use super::{driver_exit, refused};
+use super::{driver_exit, no_argv, refused};
 use crate::args::{Format, Global, Upgrade};
 use crate::backend::{Backend, Prepare};
 use crate::exit::Exit;
@@ -35,6 +35,15 @@ pub(crate) fn settings(args: &Upgrade) -> UpgradeSettings {
 
 /// Runs `nodejob upgrade`.
 pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
+    if !args.health_check {
+        no_argv(
+            "upgrade",
+            &args.health_argv,
+            "only --health-check does (`--health-check -- CMD ARGS...`, run on each upgraded \
+             node); for a preview, --dry-run or --preview",
+        )?;
+    }
+    let preview = args.preview || args.dry_run.given();
     let plan = settings(&args).plan(&global.namespace).map_err(refused)?;
     let stop = Stop::new();
     on_interrupt(Some(stop.clone()));
@@ -42,7 +51,7 @@ pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
         .failing(args.simulate_fail.as_deref(), Fault::UpgradeFails)?
         .prepared(Prepare::Settle);
     backend.block_on(|t| async move {
-        if args.preview {
+        if preview {
             let preview = upgrade_driver::preview(&*t.api, &plan)
                 .await
                 .map_err(|e| driver_exit(present::error(&e)))?;
