@@ -13,6 +13,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use jiff::Timestamp;
 use nodejob_core::{Clock, JobApi, LeaseApi, NodeApi, PodApi};
@@ -23,7 +24,7 @@ use tokio::runtime::Handle;
 use tokio::sync::OnceCell;
 
 use crate::args::Global;
-use crate::exit::Exit;
+use crate::exit::{Exit, code};
 use crate::present;
 use crate::sim::{self, Pacer};
 
@@ -358,38 +359,125 @@ pub(crate) fn real_runtime() -> Result<tokio::runtime::Runtime, Exit> {
         .map_err(|e| Exit::failed(format!("starting the runtime: {e}")))
 }
 
-/// Connects as kubectl would: `--kubeconfig` (or `KUBECONFIG`), `--context`.
+/// How many times the apiserver is tried before the command gives up on it, and the pause
+/// before each retry: an unreachable cluster is said within seconds, a blip is ridden out.
+const REACH_PAUSES: [Duration; 2] = [Duration::from_secs(1), Duration::from_secs(2)];
+
+/// The bound of one attempt to reach the apiserver (its connect and its answer).
+const REACH_WITHIN: Duration = Duration::from_secs(3);
+
+/// Connects as kubectl would: `--kubeconfig` (or `KUBECONFIG`), `--context`; then makes sure
+/// the apiserver answers ([`reach`]) before any work starts.
 async fn connect(global: &Global) -> Result<KubeApi, Exit> {
     use kube::config::{KubeConfigOptions, Kubeconfig};
     let options = KubeConfigOptions {
         context: global.context.clone(),
         ..KubeConfigOptions::default()
     };
-    let config = match &global.kubeconfig {
+    let (config, current) = match &global.kubeconfig {
         Some(path) => {
-            // KUBECONFIG may be a list: kubectl merges the files in order.
-            let mut merged: Option<Kubeconfig> = None;
-            for file in std::env::split_paths(path) {
-                let kc = Kubeconfig::read_from(&file).map_err(|e| {
-                    Exit::usage(format!("--kubeconfig: reading {}: {e}", file.display()))
-                })?;
-                merged = Some(match merged {
-                    None => kc,
-                    Some(m) => m
-                        .merge(kc)
-                        .map_err(|e| Exit::usage(format!("--kubeconfig: {e}")))?,
-                });
-            }
-            let kc = merged.ok_or_else(|| Exit::usage("--kubeconfig: no file given"))?;
-            kube::Config::from_custom_kubeconfig(kc, &options)
+            let kc = read_kubeconfig(path)?;
+            let current = kc.current_context.clone();
+            let config = kube::Config::from_custom_kubeconfig(kc, &options)
                 .await
-                .map_err(|e| context_error(global, e.to_string()))?
+                .map_err(|e| context_error(global, e.to_string()))?;
+            (config, current)
         }
-        None => nodejob_kube::load_config(global.context.as_deref())
-            .await
-            .map_err(|e| context_error(global, format!("{e:#}")))?,
+        None => {
+            let config = nodejob_kube::load_config(global.context.as_deref())
+                .await
+                .map_err(|e| context_error(global, format!("{e:#}")))?;
+            let current = Kubeconfig::read().ok().and_then(|kc| kc.current_context);
+            (config, current)
+        }
     };
-    KubeApi::from_config(config).map_err(|e| Exit::failed(format!("connecting: {e:#}")))
+    let context = match (&global.context, current) {
+        (Some(context), _) => format!("context {context}"),
+        (None, Some(current)) => format!("context {current}"),
+        (None, None) => "the in-cluster service account".to_string(),
+    };
+    let server = config
+        .cluster_url
+        .to_string()
+        .trim_end_matches('/')
+        .to_string();
+    let api = KubeApi::from_config(config)
+        .map_err(|e| Exit::failed(format!("connecting to {server}: {e:#}")))?;
+    reach(&api, &server, &context).await?;
+    Ok(api)
+}
+
+/// The kubeconfig files of `path` (a `:`-separated list, as `KUBECONFIG`), merged in order as
+/// kubectl merges them. In a list, a file that does not exist is skipped, as kubectl skips it;
+/// a single file must exist.
+fn read_kubeconfig(path: &std::path::Path) -> Result<kube::config::Kubeconfig, Exit> {
+    use kube::config::Kubeconfig;
+    let files: Vec<_> = std::env::split_paths(path)
+        .filter(|f| !f.as_os_str().is_empty())
+        .collect();
+    let listed = files.len() > 1;
+    let mut merged: Option<Kubeconfig> = None;
+    for file in &files {
+        if listed && !file.exists() {
+            tracing::debug!("kubeconfig {}: no such file, skipped", file.display());
+            continue;
+        }
+        let kc = Kubeconfig::read_from(file)
+            .map_err(|e| Exit::usage(format!("--kubeconfig: reading {}: {e}", file.display())))?;
+        merged = Some(match merged {
+            None => kc,
+            Some(m) => m
+                .merge(kc)
+                .map_err(|e| Exit::usage(format!("--kubeconfig: {e}")))?,
+        });
+    }
+    merged.ok_or_else(|| {
+        Exit::usage(format!(
+            "--kubeconfig {}: none of its files exists",
+            path.display()
+        ))
+    })
+}
+
+/// Tries the apiserver at `server` (of `context`) until it answers, at most
+/// `REACH_PAUSES.len() + 1` times, each bounded by [`REACH_WITHIN`], saying each retry on
+/// stderr; then gives up, naming the server and the context, with [`code::UNREACHABLE`].
+async fn reach(api: &KubeApi, server: &str, context: &str) -> Result<(), Exit> {
+    let attempts = REACH_PAUSES.len() + 1;
+    let mut pauses = REACH_PAUSES.iter();
+    loop {
+        let why = match api.reach(REACH_WITHIN).await {
+            Ok(()) => return Ok(()),
+            Err(e) => cause(&e.message),
+        };
+        let Some(pause) = pauses.next() else {
+            return Err(Exit::with(
+                code::UNREACHABLE,
+                format!(
+                    "cannot reach the apiserver {server} ({context} of the kubeconfig) after \
+                     {attempts} attempts: {why}; is the cluster up and this machine allowed to \
+                     reach it? (`kubectl get --raw /version` tries the same)"
+                ),
+            ));
+        };
+        let next = attempts - pauses.len();
+        eprintln!(
+            "cannot reach {server} ({why}); retrying {next}/{attempts} in {}s",
+            pause.as_secs()
+        );
+        tokio::time::sleep(*pause).await;
+    }
+}
+
+/// The innermost cause of a transport error's `: `-separated chain, which says what failed
+/// (`tcp connect error: Connection refused (os error 111)`), without the layers above it.
+fn cause(message: &str) -> String {
+    let parts: Vec<&str> = message.split(": ").collect();
+    match parts.as_slice() {
+        [.., outer, inner] if outer.ends_with("error") => format!("{outer}: {inner}"),
+        [.., inner] => inner.to_string(),
+        [] => message.to_string(),
+    }
 }
 
 fn context_error(global: &Global, e: String) -> Exit {

@@ -19,6 +19,8 @@ pub(crate) mod code {
     pub(crate) const USAGE: u8 = 2;
     /// Another holder has the Lease: try later.
     pub(crate) const LEASE_HELD: u8 = 3;
+    /// The cluster's apiserver could not be reached (after a few attempts, within seconds).
+    pub(crate) const UNREACHABLE: u8 = 5;
 }
 
 impl Exit {

@@ -984,3 +984,103 @@ fn dry_run_in_each_of_kubectls_forms_is_the_preview() {
     let none = nodejob(&[&upgrade[..], &["--dry-run=none"]].concat());
     assert_eq!(none.status.code(), Some(2));
 }
+
+/// A kubeconfig whose current context `dead` points at `server`, written for `test`.
+fn kubeconfig_at(test: &str, server: &str) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!(
+        "nodejob-cli-{test}-{}.kubeconfig",
+        std::process::id()
+    ));
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: dead\n  cluster:\n    server: \
+         {server}\n    insecure-skip-tls-verify: true\ncontexts:\n- name: dead\n  context:\n    \
+         cluster: dead\n    user: operator\ncurrent-context: dead\nusers:\n- name: operator\n  \
+         user:\n    token: not-a-real-token\n"
+    );
+    std::fs::write(&path, kubeconfig).unwrap();
+    path
+}
+
+#[test]
+fn an_unreachable_cluster_fails_promptly_naming_the_server_and_context_with_exit_5() {
+    // A port that was bound and let go: connections to it are refused.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let server = format!("https://127.0.0.1:{port}");
+    let path = kubeconfig_at("unreachable", &server);
+    let kubeconfig = path.to_str().unwrap();
+    let ca = fixture("new-ca.pem");
+    let commands: [&[&str]; 5] = [
+        &["upgrade", "--to", "v1.38.0", "--preview"],
+        &["upgrade", "--to", "v1.38.0"],
+        &["rotate-ca", "--new-ca", &ca, "--preview"],
+        &["run", "--node", "worker-0", "--", "true"],
+        &["jobs"],
+    ];
+    let runs: Vec<_> = commands
+        .iter()
+        .map(|command| {
+            let args: Vec<String> = ["--kubeconfig", kubeconfig]
+                .iter()
+                .chain(command.iter())
+                .map(|a| a.to_string())
+                .collect();
+            std::thread::spawn(move || {
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                (args.join(" "), nodejob(&args))
+            })
+        })
+        .collect();
+    for run in runs {
+        let (args, out) = run.join().unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(5), "{args}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args}: {}", text(&out.stdout));
+        for said in [
+            format!("cannot reach {server} ("),
+            "retrying 2/3".to_string(),
+            "retrying 3/3".to_string(),
+            format!("cannot reach the apiserver {server} (context dead of the kubeconfig)"),
+            "Connection refused".to_string(),
+        ] {
+            assert!(stderr.contains(&said), "{args}: {said:?} not in {stderr}");
+        }
+    }
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn a_server_that_hangs_up_and_a_kubeconfig_list_with_a_missing_file_fail_as_unreachable() {
+    // Accepts every connection and closes it at once: the TLS handshake finds no one.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let server = format!("https://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            drop(stream);
+        }
+    });
+    let path = kubeconfig_at("hangs-up", &server);
+    // KUBECONFIG as a list with a file that does not exist: skipped, as kubectl skips it.
+    let list = format!("{}:/nonexistent/nodejob.kubeconfig", path.display());
+    let out = Command::cargo_bin("nodejob")
+        .unwrap()
+        .env("KUBECONFIG", &list)
+        .args(["status"])
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "cannot reach the apiserver {server} (context dead"
+        )),
+        "{stderr}"
+    );
+    // Alone, a missing kubeconfig is an error of its own, as kubectl's --kubeconfig.
+    let out = nodejob(&["--kubeconfig", "/nonexistent/nodejob.kubeconfig", "status"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let _ = std::fs::remove_file(&path);
+}

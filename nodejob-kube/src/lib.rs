@@ -22,6 +22,7 @@
 //!
 //! | verb | request |
 //! |---|---|
+//! | `reach` | `GET /version`, bounded by the caller's `within`: any HTTP answer is reached |
 //! | `create_job` | `POST /apis/batch/v1/namespaces/{ns}/jobs` |
 //! | `get_job` | `GET .../jobs/{name}` |
 //! | `delete_job` | `DELETE .../jobs/{name}`, body `{propagationPolicy: Foreground, preconditions}` |

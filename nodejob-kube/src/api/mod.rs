@@ -19,7 +19,7 @@ use nodejob_core::{ApiResult, Change, Clock};
 use tokio::time::Instant;
 
 use crate::config::{ConnectError, load_config};
-use crate::transport::{Built, call_json};
+use crate::transport::{Built, call_json, exchange};
 use crate::watch::{Key, Settled, Tracker, Watched};
 
 /// Core's [`JobApi`](nodejob_core::JobApi), [`NodeApi`](nodejob_core::NodeApi),
@@ -84,6 +84,29 @@ impl KubeApi {
     /// [`KubeApi::connect`] to the current context (or in-cluster).
     pub async fn try_default() -> Result<Self, ConnectError> {
         Self::connect(None).await
+    }
+
+    /// Whether the apiserver answers at all: one `GET /version` (readable without credentials
+    /// in a default cluster), bounded by `within` whatever the connect timeout. Any HTTP answer
+    /// counts, a 401 or 403 too (the verbs then fail at once, saying why); only no answer is an
+    /// error: a refused or reset connection, a TLS failure, nothing within `within`. Made once
+    /// before any work, so that an unreachable cluster is said in seconds rather than after
+    /// the callers' retries of transient errors, bounded in minutes.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Transient`](nodejob_core::ErrorKind::Transient) naming the innermost cause
+    /// (`tcp connect error: Connection refused (os error 111)`), or `no answer within ...`.
+    pub async fn reach(&self, within: Duration) -> ApiResult<()> {
+        let request = http::Request::get("/version")
+            .body(Vec::new())
+            .map_err(kube::core::request::Error::BuildRequest);
+        match tokio::time::timeout(within, exchange(&self.client, request)).await {
+            Ok(answer) => answer.map(|_| ()),
+            Err(_elapsed) => Err(nodejob_core::ApiError::transient(
+                0,
+                format!("no answer within {}s", within.as_secs_f64()),
+            )),
+        }
     }
 
     /// The client underneath.
