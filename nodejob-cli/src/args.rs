@@ -21,7 +21,9 @@ use crate::parse;
 ///
 /// Exit codes: 0 done; 1 the operation failed (the message names the node, the step, the exit
 /// code and where to look); 2 bad usage or invalid input, before any API call; 3 another holder
-/// has the Lease (try later); `run`: the container's exit code.
+/// has the Lease (try later); 4 stopped with nothing failed, not now (outside the maintenance
+/// window, the Lease lost, too many nodes unavailable: run again to resume); 5 the cluster's
+/// apiserver cannot be reached; 130 interrupted (Ctrl-C); `run`: the container's exit code.
 #[derive(Debug, Parser)]
 #[command(name = "nodejob", version, propagate_version = true)]
 pub(crate) struct Cli {
@@ -30,6 +32,32 @@ pub(crate) struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,
 }
+
+/// The exit codes of `upgrade` and `rotate-ca`, in their `--help`.
+const EXIT_ROLL: &str = "Exit codes: 0 done; 1 a node failed (named, with the step, the exit \
+    code, where to look and the command to retry); 2 bad usage or invalid input, before any API \
+    call; 3 another holder has the Lease (try later); 4 stopped with nothing failed, not now \
+    (outside the maintenance window, the Lease lost, too many nodes unavailable): run the same \
+    command again to resume; 5 the cluster's apiserver cannot be reached; 130 interrupted \
+    (Ctrl-C): run the same command again to resume.";
+
+/// The exit codes of `run`, in its `--help`.
+const EXIT_RUN: &str = "Exit codes: the container's exit code (0 when it succeeded); 1 the Job \
+    could not run or its end could not be read; 2 bad usage or invalid input, before any API \
+    call; 5 the cluster's apiserver cannot be reached; 130 interrupted (Ctrl-C; the Job goes on \
+    in the cluster).";
+
+/// The exit codes of `jobs` and `status`, in their `--help`.
+const EXIT_READ: &str = "Exit codes: 0 done; 1 the cluster answered with an error (named); 2 bad \
+    usage or invalid input, before any API call; 5 the cluster's apiserver cannot be reached.";
+
+/// The exit codes of the commands that touch no cluster, in their `--help`.
+const EXIT_LOCAL: &str = "Exit codes: 0 done; 2 bad usage or invalid input.";
+
+/// The exit codes of `mcp`, in its `--help`.
+const EXIT_MCP: &str = "Exit codes: 0 the client closed stdin; 1 the server could not start; 2 \
+    bad usage. A tool's failure, an unreachable cluster included, is the tool's answer, not an \
+    exit.";
 
 /// Flags every subcommand takes.
 #[derive(Clone, Debug, Args)]
@@ -65,26 +93,34 @@ pub(crate) enum Format {
 pub(crate) enum Command {
     /// Roll nodes to a new version: cordon, drain, the host upgrade, reboot, health, uncordon,
     /// node by node (control-plane nodes first, one at a time; then zone by zone).
+    #[command(after_help = EXIT_ROLL)]
     Upgrade(Upgrade),
     /// Rotate the cluster CA node by node: stage the new CA beside the old one, reissue every
     /// node's leaves from it, then finalize (drop the old CA), each phase gated on what every
     /// node reports.
+    #[command(after_help = EXIT_ROLL)]
     RotateCa(RotateCa),
     /// Run one privileged Job on a node and exit with its container's exit code.
+    #[command(after_help = EXIT_RUN)]
     Run(Run),
     /// Print the Job `run` would create, without touching a cluster.
+    #[command(after_help = EXIT_LOCAL)]
     Render(Render),
     /// The node Jobs in the namespace: node, status, exit code, age.
+    #[command(after_help = EXIT_READ)]
     Jobs(Jobs),
     /// Who holds the Lease (operation, target, epoch, last renewal), and each node's state
     /// from the drivers' records (version, cordoned by us, upgrade, CA phase).
+    #[command(after_help = EXIT_READ)]
     Status(Status),
     /// Serve these operations as Model Context Protocol tools over stdio, for assistants and
     /// automation: read-only `status`, `jobs`, `render`, `upgrade_preview`,
     /// `rotate_ca_preview`; `upgrade`, `rotate_ca`, `rotate_ca_abort` and `run` only with the
     /// `preview_token` their preview returned, while the cluster is as previewed.
+    #[command(after_help = EXIT_MCP)]
     Mcp(Mcp),
     /// Shell completions: `nodejob completions bash > /etc/bash_completion.d/nodejob`.
+    #[command(after_help = EXIT_LOCAL)]
     Completions {
         /// The shell.
         shell: clap_complete::Shell,

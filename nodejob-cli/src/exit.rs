@@ -19,8 +19,13 @@ pub(crate) mod code {
     pub(crate) const USAGE: u8 = 2;
     /// Another holder has the Lease: try later.
     pub(crate) const LEASE_HELD: u8 = 3;
+    /// Stopped before the end with nothing failed: not now (outside the maintenance window,
+    /// the Lease lost to another holder, too many nodes unavailable). A rerun resumes.
+    pub(crate) const NOT_NOW: u8 = 4;
     /// The cluster's apiserver could not be reached (after a few attempts, within seconds).
     pub(crate) const UNREACHABLE: u8 = 5;
+    /// Interrupted (Ctrl-C), as the shell reports a process SIGINT ended: 128 + 2.
+    pub(crate) const INTERRUPTED: u8 = 130;
 }
 
 impl Exit {

@@ -127,6 +127,22 @@ fn upgrade_failure_json_names_the_nodes_to_retry() {
 }
 
 #[test]
+fn upgrade_in_a_closed_window_starts_nothing_and_exits_4() {
+    nodejob_snapshot!(
+        "upgrade_closed_window",
+        &[
+            "upgrade",
+            "--simulate",
+            "3",
+            "--to",
+            "v1.38.0",
+            "--window",
+            "sat 01:00-02:00 UTC"
+        ]
+    );
+}
+
+#[test]
 fn rotation_in_a_closed_window_starts_nothing() {
     nodejob_snapshot!(
         "rotate_ca_closed_window",

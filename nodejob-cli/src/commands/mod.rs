@@ -10,6 +10,8 @@ pub(crate) mod run;
 pub(crate) mod status;
 pub(crate) mod upgrade;
 
+use upgrade_driver::Outcome;
+
 use crate::exit::{Exit, code};
 use crate::present::{DriverError, ErrorKind};
 use crate::settings::Refused;
@@ -61,5 +63,48 @@ fn driver_exit(e: DriverError) -> Exit {
             Exit::with(code::LEASE_HELD, format!("{}; try again later", e.text))
         }
         ErrorKind::Failed => Exit::failed(e.text),
+    }
+}
+
+/// How a run that came to a report ends, `message` its words for stderr: done 0; a failure 1;
+/// stopped with nothing failed, 130 when Ctrl-C asked for it (`interrupted`), else 4 (not now:
+/// a closed window, the Lease lost, too many nodes unavailable).
+fn ended(outcome: &Outcome, interrupted: bool, message: Option<String>) -> Exit {
+    let message = message.unwrap_or_default();
+    match outcome {
+        Outcome::Done => Exit::with(code::OK, message),
+        Outcome::Failed { .. } => Exit::failed(message),
+        Outcome::Stopped { .. } if interrupted => Exit::with(code::INTERRUPTED, message),
+        Outcome::Stopped { .. } => Exit::with(code::NOT_NOW, message),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stop_without_failure_is_not_a_failure_and_an_interrupt_is_130() {
+        let failed = Outcome::Failed {
+            nodes: vec!["worker-a-0".into()],
+            retry: "rerun".into(),
+        };
+        let stopped = Outcome::Stopped {
+            why: "outside the maintenance window".into(),
+        };
+        let table = [
+            (Outcome::Done, false, code::OK),
+            (Outcome::Done, true, code::OK),
+            (failed.clone(), false, code::FAILED),
+            // Ctrl-C asked for a stop, and a node failed before it: the failure decides.
+            (failed, true, code::FAILED),
+            (stopped.clone(), false, code::NOT_NOW),
+            (stopped, true, code::INTERRUPTED),
+        ];
+        for (outcome, interrupted, want) in table {
+            let exit = ended(&outcome, interrupted, Some("why".into()));
+            assert_eq!(exit.code, want, "{outcome:?} interrupted={interrupted}");
+        }
+        assert_eq!((code::NOT_NOW, code::INTERRUPTED), (4, 130));
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use certs_driver::Stop;
 use nodejob_fake::stratum::Fault;
 
-use super::{driver_exit, refused};
+use super::{driver_exit, ended, refused};
 use crate::args::{Format, Global, RotateCa};
 use crate::backend::{Backend, Prepare};
 use crate::exit::Exit;
@@ -93,9 +93,10 @@ pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
             }
             Format::Text => out!("{}", present::summary(&report, args.abort)),
         }
-        Ok(match present::ended(&report, &plan) {
-            None => Exit::ok(),
-            Some(why) => Exit::failed(why),
-        })
+        Ok(ended(
+            &report.outcome,
+            stop.requested(),
+            present::ended(&report, &plan),
+        ))
     })
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use nodejob_fake::stratum::Fault;
 use upgrade_driver::Stop;
 
-use super::{driver_exit, no_argv, refused};
+use super::{driver_exit, ended, no_argv, refused};
 use crate::args::{Format, Global, Upgrade};
 use crate::backend::{Backend, Prepare};
 use crate::exit::Exit;
@@ -72,9 +72,10 @@ pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
             }
             Format::Text => out!("{}", present::summary(&report)),
         }
-        Ok(match present::ended(&report, &plan) {
-            None => Exit::ok(),
-            Some(why) => Exit::failed(why),
-        })
+        Ok(ended(
+            &report.outcome,
+            stop.requested(),
+            present::ended(&report, &plan),
+        ))
     })
 }
