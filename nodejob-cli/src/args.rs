@@ -220,6 +220,11 @@ pub(crate) struct Upgrade {
     /// Stop starting nodes after this many failed.
     #[arg(long, default_value = "1")]
     pub(crate) failure_budget: u32,
+    /// Move nodes to a version older than the one they run. Without it, a --to older than any
+    /// selected node's version is refused, naming the nodes and their versions, before any
+    /// write.
+    #[arg(long)]
+    pub(crate) allow_downgrade: bool,
     /// Check each upgraded node with the command after `--` (exit 0 passes) before the next.
     #[arg(long, requires = "health_argv")]
     pub(crate) health_check: bool,

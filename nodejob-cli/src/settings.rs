@@ -64,13 +64,15 @@ pub(crate) enum Field {
     },
     /// The namespace (a global flag; the MCP server's).
     Namespace,
+    /// Whether a downgrade is allowed.
+    AllowDowngrade,
     /// A field of the driver's plan that no setting names.
     Other(&'static str),
 }
 
 impl Field {
     /// The field of a driver's plan as the setting that fills it.
-    fn of_plan(field: &'static str, new_ca: &str) -> Field {
+    pub(crate) fn of_plan(field: &'static str, new_ca: &str) -> Field {
         match field {
             "target" => Field::To,
             "selector" => Field::Selector,
@@ -86,6 +88,7 @@ impl Field {
                 source: new_ca.to_string(),
             },
             "namespace" => Field::Namespace,
+            "downgrade" => Field::AllowDowngrade,
             f if f.starts_with("window") => Field::Window,
             f => Field::Other(f),
         }
@@ -107,6 +110,7 @@ impl Field {
             Field::Concurrency => "--concurrency",
             Field::NewCa { source } => return format!("--new-ca {source}"),
             Field::Namespace => "--namespace",
+            Field::AllowDowngrade => "--allow-downgrade",
             Field::Other(f) => f,
         };
         flag.to_string()
@@ -128,6 +132,7 @@ impl Field {
             Field::Concurrency => "concurrency",
             Field::NewCa { .. } => "new_ca",
             Field::Namespace => "namespace (the server's --namespace)",
+            Field::AllowDowngrade => "allow_downgrade",
             Field::Other(f) => f,
         }
     }
@@ -192,6 +197,8 @@ pub(crate) struct UpgradeSettings {
     pub(crate) failure_budget: Option<u32>,
     /// The health check's argv.
     pub(crate) health_check: Option<Vec<String>>,
+    /// Move nodes to an older version too (refused by default).
+    pub(crate) allow_downgrade: bool,
 }
 
 impl UpgradeSettings {
@@ -227,6 +234,9 @@ impl UpgradeSettings {
         spec.namespace = namespace.to_string();
         spec.identity = identity();
         spec.health_check = self.health_check.clone();
+        if self.allow_downgrade {
+            spec.downgrade = upgrade_driver::Downgrade::Allow;
+        }
         if let Some(window) = &self.window {
             spec.window = Some(parse::window(window).map_err(|why| Refused::Value {
                 field: Field::Window,

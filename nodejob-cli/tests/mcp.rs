@@ -787,3 +787,21 @@ async fn render_then_run_and_a_ca_rotation_each_with_its_token() -> Result<()> {
     }
     session.close().await
 }
+
+#[tokio::test]
+async fn a_downgrade_is_refused_naming_allow_downgrade_unless_it_is_given() -> Result<()> {
+    let session = Session::start().await?;
+    let refused = session
+        .call("upgrade_preview", json!({"to": "v1.36.0"}))
+        .await?;
+    let said = text(&refused);
+    assert_eq!(refused.is_error, Some(true), "{said}");
+    for part in ["allow_downgrade: ", "v1.36.0", "cp-0 at v1.37.2"] {
+        assert!(said.contains(part), "{part:?} not in {said}");
+    }
+    let (preview, _token) = session
+        .preview(json!({"to": "v1.36.0", "allow_downgrade": true}))
+        .await?;
+    assert!(preview.to_string().contains("v1.36.0"), "{preview}");
+    session.close().await.map_err(|e| anyhow!("{e}"))
+}

@@ -196,6 +196,10 @@ fn upgrade_refusals() {
         &["upgrade", "--simulate", "5", "--to", "v 2"]
     );
     nodejob_snapshot!(
+        "upgrade_refused_downgrade",
+        &["upgrade", "--simulate", "3", "--to", "v1.36.0"]
+    );
+    nodejob_snapshot!(
         "upgrade_no_such_node",
         &[
             "upgrade",

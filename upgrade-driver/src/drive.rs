@@ -21,10 +21,10 @@ use crate::machine::{
     DrainFailed, Intent, Mark, NodeMachine, NodeResult, Observation, UpgradeStep,
 };
 use crate::order::groups;
-use crate::plan::Plan;
+use crate::plan::{Downgrade, Plan, version_numbers};
 use crate::progress::{NodeReport, Progress, ProgressSink, Report, UpgradeEvent};
 use crate::records::{self, IN_PROGRESS, InProgress, boot_id, same_version, version};
-use crate::{Error, Stop};
+use crate::{Error, PlanError, Stop};
 use nodejob_roll::Fenced;
 
 /// The component named in the Events the driver writes.
@@ -51,6 +51,39 @@ pub(crate) async fn select_nodes<A: NodeApi + ?Sized>(
 ) -> Result<Vec<Node>, Error> {
     let spec = plan.spec();
     Ok(nodejob_roll::select_nodes(api, spec.selector.as_deref(), &spec.nodes).await?)
+}
+
+/// Refuses, before any write, a plan whose target is older than the version a selected node
+/// runs, unless it allows a downgrade: names each such node and its version. A version that
+/// does not read as `major.minor.patch` (an OS image name) is not compared.
+pub(crate) fn refuse_downgrade(plan: &Plan, nodes: &[Node]) -> Result<(), Error> {
+    let spec = plan.spec();
+    let Some(target) = version_numbers(&spec.target) else {
+        return Ok(());
+    };
+    if spec.downgrade == Downgrade::Allow {
+        return Ok(());
+    }
+    let newer: Vec<String> = nodes
+        .iter()
+        .filter_map(|n| {
+            let v = version(n, &spec.version_source)?;
+            (version_numbers(v)? > target).then(|| format!("{} at {v}", records::name(n)))
+        })
+        .collect();
+    if newer.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Plan(PlanError::new(
+        "downgrade",
+        format!(
+            "{} is older than what {} node(s) run ({}): a downgrade, refused unless the plan \
+             allows it",
+            spec.target,
+            newer.len(),
+            newer.join(", ")
+        ),
+    )))
 }
 
 /// Whether `node` needs nothing: at the target (or recorded done), and not ours in flight.
@@ -82,6 +115,7 @@ where
 {
     let started = api.now();
     let mut nodes = select_nodes(api, plan).await?;
+    refuse_downgrade(plan, &nodes)?;
     // Nodes an earlier run started and left in flight (cordoned, drained, maybe mid-upgrade)
     // are carried on whatever the selection says now: a node relabelled out of it, or a plan
     // that names other nodes, must not leave one cordoned by us and unnamed.

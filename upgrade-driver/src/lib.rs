@@ -125,7 +125,7 @@ pub use nodejob_roll::Window;
 pub use nodejob_roll::{EventSink, FenceEvent, Outcome, Placement, PlanError, Selecting, Stop};
 pub use nodejob_roll::{Group, batches};
 pub use order::{groups, is_control_plane};
-pub use plan::{MaxUnavailable, Plan, PlanSpec, VersionSource};
+pub use plan::{Downgrade, MaxUnavailable, Plan, PlanSpec, VersionSource};
 pub use preview::{NodePreview, PodPlan, Preview};
 pub use progress::{NodeReport, Progress, ProgressSink, Report, Totals, UpgradeEvent, quiet};
 

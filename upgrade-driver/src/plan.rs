@@ -98,6 +98,9 @@ pub struct PlanSpec {
     pub window: Option<Window>,
     /// Stop starting nodes once this many failed.
     pub failure_budget: u32,
+    /// Whether a target older than what a selected node runs is refused (the default) or
+    /// allowed.
+    pub downgrade: Downgrade,
     /// The namespace of the host Jobs, the Lease and the step Events.
     pub namespace: String,
     /// The image of the host Jobs; `None`: core's pinned image.
@@ -111,6 +114,29 @@ pub struct PlanSpec {
     pub identity: String,
     /// `leaseDurationSeconds`: renewed every third of it.
     pub lease_duration: Duration,
+}
+
+/// Whether a plan may move a node to a version older than the one it runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Downgrade {
+    /// Refused, naming the nodes and their versions, before any write (the default).
+    #[default]
+    Refuse,
+    /// Allowed: asked for.
+    Allow,
+}
+
+/// A version as `major.minor.patch` numbers, a leading `v` optional and anything after the
+/// patch (`+k3s1`, `-eks-1`) ignored; `None` when it does not start so (an OS image name).
+pub(crate) fn version_numbers(version: &str) -> Option<(u64, u64, u64)> {
+    let v = version.trim().trim_start_matches('v');
+    let mut parts = v.splitn(3, '.');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    let rest = parts.next()?;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    Some((major, minor, digits.parse().ok()?))
 }
 
 /// Serialises a field whose type, of another crate, is not `Serialize`, as its derived `Debug`
@@ -146,6 +172,7 @@ impl PlanSpec {
             health_check: None,
             window: None,
             failure_budget: 1,
+            downgrade: Downgrade::Refuse,
             namespace,
             image,
             lease_name,

@@ -8,7 +8,7 @@ use nodejob_roll::lease_holder;
 use serde::Serialize;
 
 use crate::Error;
-use crate::drive::{at_target, cordoned_by_us, retry, select_nodes};
+use crate::drive::{at_target, cordoned_by_us, refuse_downgrade, retry, select_nodes};
 use crate::order::groups;
 use crate::plan::Plan;
 use crate::records::{self, unschedulable, version};
@@ -99,6 +99,7 @@ where
     A: NodeApi + PodApi + LeaseApi + ?Sized,
 {
     let nodes = select_nodes(api, plan).await?;
+    refuse_downgrade(plan, &nodes)?;
     let mut skipped = Vec::new();
     let mut todo = Vec::new();
     for node in &nodes {

@@ -382,3 +382,51 @@ fn a_malformed_selector_is_refused_before_any_call() {
         assert!(Plan::build(spec).is_ok(), "{good:?}");
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_target_older_than_a_node_is_refused_before_any_write_unless_allowed() -> TestResult {
+    use upgrade_driver::Downgrade;
+    let (fake, _) = cluster(3, 1, &[("a", 2)], 0);
+    for older in ["v1.36.0", "v1.37.1", "1.37.0"] {
+        let mut spec = plan_spec();
+        spec.target = older.into();
+        let plan = plan(spec);
+        let refused = run(&*fake, &plan, quiet()).await.expect_err("a downgrade");
+        let Error::Plan(e) = &refused else {
+            panic!("{refused:?}");
+        };
+        assert_eq!(e.field, "downgrade", "{refused}");
+        for said in [
+            older,
+            "3 node(s)",
+            "cp-0 at v1.37.2",
+            "a-0 at v1.37.2",
+            "a-1",
+        ] {
+            assert!(e.rule.contains(said), "{said:?} not in {refused}");
+        }
+        let previewed = preview(&*fake, &plan).await.expect_err("a downgrade");
+        assert_eq!(previewed.to_string(), refused.to_string());
+    }
+    // Refused before the Lease: nothing read of it, nothing written.
+    for verb in LEASE_VERBS.into_iter().chain([
+        Verb::CreateJob,
+        Verb::PatchNode,
+        Verb::EvictPod,
+        Verb::CreateEvent,
+    ]) {
+        assert_eq!(fake.count(verb), 0, "{verb:?}");
+    }
+    // The same version, a later patch (compared as numbers), or a downgrade asked for.
+    for (target, downgrade) in [
+        ("v1.37.2", Downgrade::Refuse),
+        ("v1.37.10", Downgrade::Refuse),
+        ("v1.36.0", Downgrade::Allow),
+    ] {
+        let mut spec = plan_spec();
+        spec.target = target.into();
+        spec.downgrade = downgrade;
+        preview(&*fake, &plan(spec)).await?;
+    }
+    Ok(())
+}

@@ -14,7 +14,7 @@ use upgrade_driver::Outcome;
 
 use crate::exit::{Exit, code};
 use crate::present::{DriverError, ErrorKind};
-use crate::settings::Refused;
+use crate::settings::{Field, Refused};
 
 /// Refuses an argv after `--` that nothing in `command` takes (`takes`: what would, and how),
 /// rather than ignoring it: `upgrade -- --dry-run` must not run the upgrade.
@@ -58,7 +58,11 @@ fn refused(refusal: Refused) -> Exit {
 /// How a driver's error ends the command: bad input exits 2, a held Lease 3, the rest 1.
 fn driver_exit(e: DriverError) -> Exit {
     match e.kind {
-        ErrorKind::Plan { .. } | ErrorKind::NoSuchNode => Exit::usage(e.text),
+        // Named as the flag that sets the field (`--allow-downgrade`), not the plan's name.
+        ErrorKind::Plan { field, rule } => {
+            Exit::usage(format!("{}: {rule}", Field::of_plan(field, "").flag()))
+        }
+        ErrorKind::NoSuchNode => Exit::usage(e.text),
         ErrorKind::LeaseHeld => {
             Exit::with(code::LEASE_HELD, format!("{}; try again later", e.text))
         }

@@ -30,6 +30,7 @@ pub(crate) fn settings(args: &Upgrade) -> UpgradeSettings {
         window: args.window.clone(),
         failure_budget: Some(args.failure_budget),
         health_check: args.health_check.then(|| args.health_argv.clone()),
+        allow_downgrade: args.allow_downgrade,
     }
 }
 

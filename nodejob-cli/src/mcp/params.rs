@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use crate::parse;
 use crate::present::{DriverError, ErrorKind};
 use crate::settings::{
-    JobSettings, NewCa, RUN_DEADLINE, Refused, RotationSettings, UpgradeSettings,
+    Field, JobSettings, NewCa, RUN_DEADLINE, Refused, RotationSettings, UpgradeSettings,
 };
 
 /// The field a mutating tool takes its preview's token in.
@@ -97,6 +97,10 @@ pub(crate) struct UpgradeArgs {
     /// every `{version}` becomes the target).
     #[serde(default)]
     pub(crate) health_check: Option<Vec<String>>,
+    /// Move nodes to a version older than the one they run. Default false: a target older
+    /// than any selected node's version is refused, naming the nodes and their versions.
+    #[serde(default)]
+    pub(crate) allow_downgrade: bool,
 }
 
 /// `rotate_ca`, `rotate_ca_abort`: the CA rotation's plan, as `nodejob rotate-ca`'s flags say
@@ -317,7 +321,9 @@ pub(crate) fn driver_error(e: DriverError) -> String {
     match e.kind {
         ErrorKind::LeaseHeld => format!("{}; try again later", e.text),
         ErrorKind::NoSuchNode => format!("nodes: {}", e.text),
-        ErrorKind::Plan { field, rule } => format!("{field}: {rule}"),
+        ErrorKind::Plan { field, rule } => {
+            format!("{}: {rule}", Field::of_plan(field, "").argument())
+        }
         ErrorKind::Failed => e.text,
     }
 }
@@ -349,6 +355,7 @@ impl UpgradeArgs {
             window: self.window.clone(),
             failure_budget: self.failure_budget,
             health_check: self.health_check.clone(),
+            allow_downgrade: self.allow_downgrade,
         })
     }
 
