@@ -75,7 +75,8 @@ pub(crate) struct Global {
     /// More logging on stderr: -v, -vv.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub(crate) verbose: u8,
-    /// `text` for people; `json`: one event per line, for automation.
+    /// `text` for people; `json` for automation (`upgrade`, `rotate-ca`: one event per line;
+    /// `run`: one object, its exit code and log); `yaml`: `render` and `status` only.
     #[arg(short, long, global = true, value_enum, default_value = "text")]
     pub(crate) output: Format,
 }
@@ -83,10 +84,25 @@ pub(crate) struct Global {
 /// `--output`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum Format {
-    /// For people: bars on a terminal, timestamped lines otherwise.
+    /// For people: bars on a terminal, timestamped lines otherwise (`render`: YAML).
     Text,
-    /// For automation: one JSON object per line.
+    /// For automation: JSON.
     Json,
+    /// YAML, as kubectl's `-o yaml` (`render`, `status`).
+    Yaml,
+}
+
+impl Format {
+    /// Refuses `-o yaml` for `command`, which prints text or JSON only.
+    pub(crate) fn text_or_json(self, command: &str) -> Result<Format, crate::exit::Exit> {
+        match self {
+            Format::Yaml => Err(crate::exit::Exit::usage(format!(
+                "-o yaml: `nodejob {command}` prints text or json (-o json); yaml is for \
+                 `render` and `status`"
+            ))),
+            format => Ok(format),
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -343,9 +359,9 @@ pub(crate) struct Run {
 pub(crate) struct Render {
     #[command(flatten)]
     pub(crate) job: JobArgs,
-    /// yaml or json.
-    #[arg(short = 'f', long = "format", default_value = "yaml", value_parser = ["yaml", "json"])]
-    pub(crate) format: String,
+    /// Deprecated: -o yaml|json (`-f` is gone: kubectl's `-f` is `--filename`).
+    #[arg(long = "format", hide = true, value_parser = ["yaml", "json"])]
+    pub(crate) format: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -86,7 +86,7 @@ fn every_subcommand_explains_itself() {
 
 #[test]
 fn render_prints_the_job_that_build_promises_and_deploy_keeps_it() {
-    let mut args = vec!["render", "--node", "node-a", "-f", "json", "--"];
+    let mut args = vec!["render", "--node", "node-a", "-o", "json", "--"];
     args.extend(STRATUM_HEALTH);
     let out = nodejob(&args);
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -863,9 +863,9 @@ fn status_shows_the_lease_operation_and_each_nodes_ca_phase_and_upgrade() {
         "{stdout}"
     );
     assert!(
-        troubled
-            .join(" ")
-            .ends_with("upgrading to v1.38.0 (epoch 0, cordoned by us)"),
+        troubled.join(" ").ends_with(
+            "FAILED upgrading to v1.38.0 (host upgrade failed; epoch 0, cordoned by us)"
+        ),
         "{stdout}"
     );
     assert!(
@@ -1083,4 +1083,46 @@ fn a_server_that_hangs_up_and_a_kubeconfig_list_with_a_missing_file_fail_as_unre
     let out = nodejob(&["--kubeconfig", "/nonexistent/nodejob.kubeconfig", "status"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn render_honours_o_json_and_yaml_and_the_old_format_flag_hidden_without_f() {
+    let argv = ["--node", "cp-0", "--", "true"];
+    let render = |extra: &[&str]| {
+        let out = nodejob(&[&["render"], extra, &argv[..]].concat());
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{extra:?}: {}",
+            text(&out.stderr)
+        );
+        text(&out.stdout)
+    };
+    let json = render(&["-o", "json"]);
+    let job: Job = serde_json::from_str(&json).expect("-o json is JSON");
+    assert_eq!(job.metadata.name.as_deref(), Some("nodejob-run-cp-0"));
+    let yaml = render(&["-o", "yaml"]);
+    assert!(yaml.starts_with("apiVersion: batch/v1"), "{yaml}");
+    assert_eq!(render(&[]), yaml);
+    assert_eq!(render(&["--format", "json"]), json);
+    // kubectl's `-f` is `--filename`: not taken here.
+    let f = nodejob(&[&["render", "-f", "json"], &argv[..]].concat());
+    assert_eq!(f.status.code(), Some(2));
+    let help = text(&nodejob(&["render", "--help"]).stdout);
+    assert!(!help.contains("--format"), "{help}");
+}
+
+#[test]
+fn status_json_nests_the_records_and_says_a_failed_upgrade_failed() {
+    let out = nodejob(&["status", "--simulate", "5", "-o", "json"]);
+    assert_eq!(out.status.code(), Some(0));
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let nodes = status["nodes"].as_array().unwrap();
+    let failed = nodes.iter().find(|n| n["node"] == "worker-b-0").unwrap();
+    assert_eq!(failed["upgrade_state"], "failed", "{failed}");
+    assert_eq!(failed["in_progress"]["target"], "v1.38.0", "{failed}");
+    assert_eq!(failed["host_job"]["exitCode"], 1, "{failed}");
+    let done = nodes.iter().find(|n| n["node"] == "cp-0").unwrap();
+    assert_eq!(done["upgrade_state"], "upgraded", "{done}");
+    assert_eq!(done["done"]["version"], "v1.38.0", "{done}");
 }

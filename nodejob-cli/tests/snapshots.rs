@@ -310,6 +310,51 @@ fn jobs_and_status_after_the_simulated_history() {
     nodejob_snapshot!("jobs_json", &["jobs", "--simulate", "5", "-o", "json"]);
     nodejob_snapshot!("status", &["status", "--simulate", "5"]);
     nodejob_snapshot!("status_json", &["status", "--simulate", "5", "-o", "json"]);
+    nodejob_snapshot!("status_yaml", &["status", "--simulate", "5", "-o", "yaml"]);
+}
+
+#[test]
+fn output_json_for_render_and_run_and_yaml_refused_where_there_is_none() {
+    nodejob_snapshot!(
+        "render_json",
+        &[
+            "render",
+            "--node",
+            "cp-0",
+            "-o",
+            "json",
+            "--",
+            "/usr/local/bin/stratum",
+            "health"
+        ]
+    );
+    nodejob_snapshot!(
+        "run_json",
+        &[
+            "run",
+            "--simulate",
+            "3",
+            "--node",
+            "cp-0",
+            "-o",
+            "json",
+            "--",
+            "/usr/local/bin/stratum",
+            "health"
+        ]
+    );
+    nodejob_snapshot!(
+        "upgrade_refused_yaml",
+        &[
+            "upgrade",
+            "--simulate",
+            "3",
+            "--to",
+            "v1.38.0",
+            "-o",
+            "yaml"
+        ]
+    );
 }
 
 #[test]

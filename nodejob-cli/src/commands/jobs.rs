@@ -9,6 +9,7 @@ use crate::present::jobs::text;
 
 /// Runs `nodejob jobs`.
 pub(crate) fn jobs(global: &Global, args: Jobs) -> Result<Exit, Exit> {
+    let output = global.output.text_or_json("jobs")?;
     let selector = args.selector.unwrap_or_default();
     let ns = &global.namespace;
     let backend = Backend::new(global, args.sim.simulate).prepared(Prepare::History(ns.clone()));
@@ -21,7 +22,7 @@ pub(crate) fn jobs(global: &Global, args: Jobs) -> Result<Exit, Exit> {
             eprintln!("{why}; exit codes unknown");
         }
         let rows = &listed.rows;
-        if global.output == Format::Json {
+        if output == Format::Json {
             for row in rows {
                 outln!("{}", serde_json::to_string(row).unwrap_or_default());
             }

@@ -3,7 +3,7 @@
 use nodejob_core::build;
 
 use super::run::settings;
-use crate::args::{Global, Render};
+use crate::args::{Format, Global, Render};
 use crate::exit::Exit;
 
 /// Runs `nodejob render`.
@@ -12,7 +12,12 @@ pub(crate) fn render(global: &Global, args: Render) -> Result<Exit, Exit> {
         .spec(&global.namespace)
         .map_err(Exit::usage)?;
     let job = build(&spec);
-    let text = if args.format == "json" {
+    // `-o json|yaml` (text is YAML, as the Job's manifest); the hidden `--format` of old wins.
+    let json = match args.format.as_deref() {
+        Some(format) => format == "json",
+        None => global.output == Format::Json,
+    };
+    let text = if json {
         serde_json::to_string_pretty(&job).map_err(|e| Exit::failed(e.to_string()))? + "\n"
     } else {
         serde_saphyr::to_string(&job).map_err(|e| Exit::failed(e.to_string()))?

@@ -38,6 +38,7 @@ pub(crate) fn settings(args: &RotateCa) -> RotationSettings {
 
 /// Runs `nodejob rotate-ca`.
 pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
+    let output = global.output.text_or_json("rotate-ca")?;
     let plan = settings(&args).plan(&global.namespace).map_err(refused)?;
     let preview = args.preview || args.dry_run.given();
     let stop = Stop::new();
@@ -57,11 +58,11 @@ pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
                 .await
                 .map_err(|e| driver_exit(present::error(&e)));
             if let Ok(preview) = &preview {
-                match global.output {
+                match output {
                     Format::Json => {
                         outln!("{}", serde_json::to_string(preview).unwrap_or_default())
                     }
-                    Format::Text => out!("{}", present::preview(preview)),
+                    Format::Text | Format::Yaml => out!("{}", present::preview(preview)),
                 }
             }
             if let (Some(since), Some(now)) = (since, t.calls()) {
@@ -79,7 +80,7 @@ pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
             }
             return preview.map(|_| Exit::ok());
         }
-        let renderer = Arc::new(Renderer::of(global.output, &t, present::steps(args.abort)));
+        let renderer = Arc::new(Renderer::of(output, &t, present::steps(args.abort)));
         let report = if args.abort {
             certs_driver::abort(&*t.api, &plan, renderer.clone()).await
         } else {
@@ -87,11 +88,11 @@ pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
         };
         renderer.finish();
         let report = report.map_err(|e| driver_exit(present::error(&e)))?;
-        match global.output {
+        match output {
             Format::Json => {
                 renderer.json(&serde_json::json!({"event": "report", "report": report}))
             }
-            Format::Text => out!("{}", present::summary(&report, args.abort)),
+            Format::Text | Format::Yaml => out!("{}", present::summary(&report, args.abort)),
         }
         Ok(ended(
             &report.outcome,

@@ -3,7 +3,7 @@
 
 use nodejob_core::{run_exit_code, run_exit_code_logs};
 
-use crate::args::{Global, JobArgs, Run};
+use crate::args::{Format, Global, JobArgs, Run};
 use crate::backend::Backend;
 use crate::exit::{Exit, code};
 use crate::settings::JobSettings;
@@ -22,6 +22,7 @@ pub(crate) fn settings(job: &JobArgs) -> JobSettings {
 
 /// Runs `nodejob run`.
 pub(crate) fn run(global: &Global, args: Run) -> Result<Exit, Exit> {
+    let output = global.output.text_or_json("run")?;
     let spec = settings(&args.job)
         .spec(&global.namespace)
         .map_err(Exit::usage)?;
@@ -38,8 +39,13 @@ pub(crate) fn run(global: &Global, args: Run) -> Result<Exit, Exit> {
     })?;
     match outcome {
         Ok((exit, log)) => {
-            if let Some(log) = log {
-                out!("{log}");
+            match (output, log) {
+                // One object: the exit code and the log (null with --exit-code-only).
+                (Format::Json, log) => {
+                    outln!("{}", serde_json::json!({"exit_code": exit, "log": log}))
+                }
+                (_, Some(log)) => out!("{log}"),
+                (_, None) => {}
             }
             Ok(Exit::with(u8::try_from(exit).unwrap_or(code::FAILED), ""))
         }

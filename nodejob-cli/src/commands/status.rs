@@ -15,6 +15,10 @@ pub(crate) fn status(global: &Global, args: Status) -> Result<Exit, Exit> {
         match global.output {
             // Through a `Value`: its keys sorted, as `status -o json` has always printed them.
             Format::Json => outln!("{}", serde_json::to_value(&status).unwrap_or_default()),
+            Format::Yaml => out!(
+                "{}",
+                serde_saphyr::to_string(&status).map_err(|e| Exit::failed(e.to_string()))?
+            ),
             Format::Text => out!("{}", text(&status)),
         }
         Ok(Exit::ok())

@@ -45,6 +45,7 @@ pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
         )?;
     }
     let preview = args.preview || args.dry_run.given();
+    let output = global.output.text_or_json("upgrade")?;
     let plan = settings(&args).plan(&global.namespace).map_err(refused)?;
     let stop = Stop::new();
     on_interrupt(Some(stop.clone()));
@@ -56,22 +57,22 @@ pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
             let preview = upgrade_driver::preview(&*t.api, &plan)
                 .await
                 .map_err(|e| driver_exit(present::error(&e)))?;
-            match global.output {
+            match output {
                 Format::Json => outln!("{}", serde_json::to_string(&preview).unwrap_or_default()),
-                Format::Text => out!("{}", present::preview(&preview)),
+                Format::Text | Format::Yaml => out!("{}", present::preview(&preview)),
             }
             return Ok(Exit::ok());
         }
-        let renderer = Arc::new(Renderer::of(global.output, &t, present::STEPS));
+        let renderer = Arc::new(Renderer::of(output, &t, present::STEPS));
         let report = upgrade_driver::run_until(&*t.api, &plan, renderer.clone(), &stop)
             .await
             .map_err(|e| driver_exit(present::error(&e)))?;
         renderer.finish();
-        match global.output {
+        match output {
             Format::Json => {
                 renderer.json(&serde_json::json!({"event": "report", "report": report}))
             }
-            Format::Text => out!("{}", present::summary(&report)),
+            Format::Text | Format::Yaml => out!("{}", present::summary(&report)),
         }
         Ok(ended(
             &report.outcome,

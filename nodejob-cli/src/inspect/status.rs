@@ -15,7 +15,7 @@ use nodejob_core::lease::{OPERATION_ANNOTATION, TARGET_ANNOTATION, holder};
 use nodejob_core::{LeaseApi, NodeApi};
 use nodejob_fake::FakeCluster;
 use serde::Serialize;
-use upgrade_driver::records::{self, DONE, IN_PROGRESS};
+use upgrade_driver::records::{self, DONE, HOST_JOB, IN_PROGRESS};
 
 use crate::sim;
 
@@ -68,15 +68,35 @@ pub(crate) struct NodeState {
     pub(crate) version: Option<String>,
     pub(crate) ready: bool,
     pub(crate) cordoned: bool,
-    /// The upgrade's in-progress record, as the annotation holds it.
-    pub(crate) in_progress: Option<String>,
-    /// The upgrade's done record, as the annotation holds it.
-    pub(crate) done: Option<String>,
+    /// Where the upgrade stands on it, from its records and the Lease.
+    pub(crate) upgrade_state: Option<UpgradeState>,
+    /// The upgrade's in-progress record, as an object (`{"unreadable": ...}` when it does not
+    /// parse).
+    pub(crate) in_progress: Option<serde_json::Value>,
+    /// The upgrade's host Job record (its UID and exit code), as an object.
+    pub(crate) host_job: Option<serde_json::Value>,
+    /// The upgrade's done record, as an object.
+    pub(crate) done: Option<serde_json::Value>,
     /// The CA phase the rotation last read; `None` when it never reported.
     pub(crate) ca: Option<Ca>,
     /// The upgrade's records, read (an unreadable one as absent).
     #[serde(skip)]
     pub(crate) upgrade: Option<UpgradeRecord>,
+}
+
+/// Where the upgrade stands on a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum UpgradeState {
+    /// An upgrade holds the Lease and this node is in flight.
+    Upgrading,
+    /// Its host upgrade Job failed (the host Job record says so); a rerun retries it.
+    Failed,
+    /// Started, and no upgrade holds the Lease now: stopped or failed at a step other than
+    /// the host Job's; a rerun resumes it.
+    Interrupted,
+    /// Its last upgrade finished.
+    Upgraded,
 }
 
 /// A node's trust as the rotation last read it.
@@ -143,10 +163,11 @@ where
         .await
         .map_err(|e| format!("listing nodes: {e}"))?;
     let lease_name = format!("{namespace}/{name}");
+    let running = upgrade_running(lease.as_ref(), now);
     Ok(Status {
         lease: lease.map(|l| LeaseState::of(&l, lease_name.clone(), now)),
         lease_name,
-        nodes: nodes.iter().map(NodeState::of).collect(),
+        nodes: nodes.iter().map(|n| NodeState::of(n, running)).collect(),
         simulated: None,
     })
 }
@@ -174,12 +195,27 @@ impl LeaseState {
     }
 }
 
+/// Whether an upgrade holds the Lease now (held, not expired, for the operation `upgrade`).
+fn upgrade_running(lease: Option<&Lease>, now: Timestamp) -> bool {
+    let Some(lease) = lease else {
+        return false;
+    };
+    let operation = (lease.metadata.annotations.as_ref())
+        .and_then(|a| a.get(OPERATION_ANNOTATION))
+        .map(String::as_str);
+    let held = holder(lease).is_some_and(|h| h.expires.is_none_or(|t| t >= now));
+    held && operation == Some("upgrade")
+}
+
 impl NodeState {
-    fn of(node: &Node) -> Self {
+    fn of(node: &Node, upgrade_running: bool) -> Self {
         let annotation = |k: &str| {
             (node.metadata.annotations.as_ref())
                 .and_then(|a| a.get(k))
-                .cloned()
+                .map(|v| {
+                    serde_json::from_str::<serde_json::Value>(v)
+                        .unwrap_or_else(|_| serde_json::json!({"unreadable": v}))
+                })
         };
         let name = records::name(node);
         let ca = match certs_driver::last_reported(node, name) {
@@ -200,13 +236,26 @@ impl NodeState {
             (None, Some(d)) => Some(UpgradeRecord::Done(d)),
             (None, None) => None,
         };
+        let host_job = records::read::<records::HostJob>(node, HOST_JOB)
+            .ok()
+            .flatten();
+        let upgrade_state = upgrade.as_ref().map(|u| match u {
+            UpgradeRecord::Done(_) => UpgradeState::Upgraded,
+            UpgradeRecord::InProgress(_) if upgrade_running => UpgradeState::Upgrading,
+            UpgradeRecord::InProgress(p) => match &host_job {
+                Some(h) if h.target == p.target && h.exit_code != Some(0) => UpgradeState::Failed,
+                _ => UpgradeState::Interrupted,
+            },
+        });
         NodeState {
             node: name.to_string(),
             version: records::version(node, &upgrade_driver::VersionSource::KubeletVersion)
                 .map(str::to_string),
             ready: nodejob_core::ready(node),
             cordoned: records::unschedulable(node),
+            upgrade_state,
             in_progress: annotation(IN_PROGRESS),
+            host_job: annotation(HOST_JOB),
             done: annotation(DONE),
             ca,
             upgrade,

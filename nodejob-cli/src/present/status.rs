@@ -1,6 +1,6 @@
 //! `status` for people: the Lease's line, a table of the nodes, the simulated cluster's counters.
 
-use crate::inspect::status::{Ca, LeaseState, Status, UpgradeRecord};
+use crate::inspect::status::{Ca, LeaseState, Status, UpgradeRecord, UpgradeState};
 use crate::present::table;
 
 /// `status` for people: the Lease's line, a table of the nodes, then the simulated cluster's
@@ -35,12 +35,21 @@ pub(crate) fn text(status: &Status) -> String {
                 None => "-".into(),
             },
             match &n.upgrade {
-                Some(UpgradeRecord::InProgress(p)) => format!(
-                    "upgrading to {} (epoch {}{})",
-                    p.target,
-                    p.epoch,
-                    if p.cordoned { ", cordoned by us" } else { "" }
-                ),
+                Some(UpgradeRecord::InProgress(p)) => {
+                    let (head, note) = match n.upgrade_state {
+                        Some(UpgradeState::Failed) => ("FAILED upgrading", "host upgrade failed; "),
+                        Some(UpgradeState::Interrupted) => {
+                            ("stopped upgrading", "no upgrade running; ")
+                        }
+                        _ => ("upgrading", ""),
+                    };
+                    format!(
+                        "{head} to {} ({note}epoch {}{})",
+                        p.target,
+                        p.epoch,
+                        if p.cordoned { ", cordoned by us" } else { "" }
+                    )
+                }
                 Some(UpgradeRecord::Done(d)) => format!("upgraded to {} at {}", d.version, d.at),
                 None => "-".into(),
             },
@@ -136,7 +145,9 @@ mod tests {
                 version: None,
                 ready: true,
                 cordoned: false,
+                upgrade_state: None,
                 in_progress: None,
+                host_job: None,
                 done: None,
                 ca: Some(Ca::Unreadable {
                     unreadable: "not the driver's record".into(),
@@ -154,7 +165,9 @@ mod tests {
                     "version": null,
                     "ready": true,
                     "cordoned": false,
+                    "upgrade_state": null,
                     "in_progress": null,
+                    "host_job": null,
                     "done": null,
                     "ca": {"unreadable": "not the driver's record"},
                 }],
