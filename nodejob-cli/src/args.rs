@@ -211,7 +211,7 @@ pub(crate) struct Upgrade {
     /// How many nodes may be unavailable at once: a count or a percentage (25%).
     #[arg(long, default_value = "1", value_parser = parse::max_unavailable)]
     pub(crate) max_unavailable: MaxUnavailable,
-    /// The drain's bound per node (90s, 10m, 1h).
+    /// The drain's bound per node; a duration: 90s, 10m, 1.5h, 1h30m.
     #[arg(long, default_value = "10m", value_parser = parse::duration)]
     pub(crate) drain_timeout: Duration,
     /// Evict Pods with emptyDir volumes (their data is lost).
@@ -220,10 +220,10 @@ pub(crate) struct Upgrade {
     /// Evict Pods no controller manages (they are not recreated).
     #[arg(long)]
     pub(crate) force: bool,
-    /// The host upgrade Job's deadline.
+    /// The host upgrade Job's deadline; a duration: 90s, 10m, 1.5h, 1h30m.
     #[arg(long, default_value = "30m", value_parser = parse::duration)]
     pub(crate) deadline: Duration,
-    /// How long a node has to reboot and come back Ready at the target.
+    /// How long a node has to reboot and come back Ready at the target; a duration: 90s, 10m, 1.5h, 1h30m.
     #[arg(long, default_value = "10m", value_parser = parse::duration)]
     pub(crate) reboot_timeout: Duration,
     /// The on-host binary.
@@ -276,10 +276,10 @@ pub(crate) struct RotateCa {
     /// How many workers run a phase at once (control-plane nodes: always one at a time).
     #[arg(long, default_value = "1")]
     pub(crate) concurrency: u32,
-    /// Each host Job's deadline.
+    /// Each host Job's deadline; a duration: 90s, 10m, 1.5h, 1h30m.
     #[arg(long, default_value = "10m", value_parser = parse::duration)]
     pub(crate) deadline: Duration,
-    /// After `issue`, how long a node has to restart its components and be Ready again.
+    /// After `issue`, how long a node has to restart its components and be Ready again; a duration: 90s, 10m, 1.5h, 1h30m.
     #[arg(long, default_value = "10m", value_parser = parse::duration)]
     pub(crate) ready_timeout: Duration,
     /// The on-host binary.
@@ -330,7 +330,7 @@ pub(crate) struct JobArgs {
     /// Admit the pod as system-node-critical (only on a drained node: it may evict workloads).
     #[arg(long)]
     pub(crate) critical: bool,
-    /// The Job's deadline.
+    /// The Job's deadline; a duration: 90s, 10m, 1.5h, 1h30m.
     #[arg(long, default_value = "10m", value_parser = parse::duration)]
     pub(crate) deadline: Duration,
     /// The Job's name (default: `nodejob-run-<node>`).

@@ -18,32 +18,78 @@ pub(crate) fn max_unavailable(s: &str) -> Result<MaxUnavailable, String> {
     }
 }
 
-/// `90s`, `10m`, `1h30m`, `2h`; a bare number is seconds. Zero is refused.
+/// A duration as Go's `time.ParseDuration` (and so kubectl) reads it: numbers, each with an
+/// optional decimal fraction and a unit (`ns`, `us`, `µs`, `ms`, `s`, `m`, `h`), summed:
+/// `90s`, `1.5h`, `500ms`, `1h30m`, `2h45m30s`. A bare number alone is seconds (`90`); a
+/// number without a unit after one with (`1h30`: 30 what?) is refused, as is zero.
 pub(crate) fn duration(s: &str) -> Result<Duration, String> {
-    let bad = || format!("{s:?} is not a duration such as 90s, 10m or 1h30m");
-    let mut total = 0u64;
-    let mut number = String::new();
-    for c in s.trim().chars() {
-        if c.is_ascii_digit() {
-            number.push(c);
-            continue;
+    let text = s.trim();
+    let bad =
+        |why: &str| format!("{s:?} is not a duration such as 90s, 500ms, 1.5h or 1h30m: {why}");
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+        let secs: u64 = text.parse().map_err(|_| bad("too large"))?;
+        return positive(s, Duration::from_secs(secs));
+    }
+    let mut nanos: u128 = 0;
+    let mut rest = text;
+    if rest.is_empty() {
+        return Err(bad("empty"));
+    }
+    while !rest.is_empty() {
+        let number_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let (number, after) = rest.split_at(number_len);
+        if number.is_empty() {
+            return Err(bad("a unit without a number"));
         }
-        let n: u64 = number.parse().map_err(|_| bad())?;
-        number.clear();
-        total += n * match c {
-            'h' => 3600,
-            'm' => 60,
-            's' => 1,
-            _ => return Err(bad()),
+        let unit_len = after
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(after.len());
+        let (unit, next) = after.split_at(unit_len);
+        let per: u128 = match unit {
+            "ns" => 1,
+            "us" | "µs" | "μs" => 1_000,
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            "m" => 60 * 1_000_000_000,
+            "h" => 3600 * 1_000_000_000,
+            "" => return Err(bad(&format!("{number} has no unit (h, m, s, ms)"))),
+            other => {
+                return Err(bad(&format!(
+                    "{other:?} is not a unit (h, m, s, ms, us, ns)"
+                )));
+            }
         };
+        let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+        if whole.is_empty() && fraction.is_empty() || fraction.contains('.') {
+            return Err(bad(&format!("{number:?} is not a number")));
+        }
+        let whole: u128 = if whole.is_empty() {
+            0
+        } else {
+            whole.parse().map_err(|_| bad("too large"))?
+        };
+        let mut part = whole.checked_mul(per).ok_or_else(|| bad("too large"))?;
+        let mut scale = per;
+        for digit in fraction.bytes() {
+            scale /= 10;
+            part += u128::from(digit - b'0') * scale;
+        }
+        nanos = nanos.checked_add(part).ok_or_else(|| bad("too large"))?;
+        rest = next;
     }
-    if !number.is_empty() {
-        total += number.parse::<u64>().map_err(|_| bad())?;
-    }
-    if total == 0 {
+    let secs = u64::try_from(nanos / 1_000_000_000).map_err(|_| bad("too large"))?;
+    let sub = u32::try_from(nanos % 1_000_000_000).unwrap_or(0);
+    positive(s, Duration::new(secs, sub))
+}
+
+/// `d`, refused when zero.
+fn positive(s: &str, d: Duration) -> Result<Duration, String> {
+    if d.is_zero() {
         return Err(format!("{s:?}: must be more than zero"));
     }
-    Ok(Duration::from_secs(total))
+    Ok(d)
 }
 
 /// `DAYS START-END [TZ]`: `sat,sun 01:00-05:00 Europe/Berlin`.
@@ -81,4 +127,41 @@ pub(crate) fn window(s: &str) -> Result<Window, String> {
         end: time(end)?,
         time_zone: tz.to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_as_go_reads_them_and_the_ambiguous_is_refused() {
+        let ms = Duration::from_millis;
+        let table = [
+            ("90s", ms(90_000)),
+            ("90", ms(90_000)),
+            ("10m", ms(600_000)),
+            ("1h30m", ms(5_400_000)),
+            ("2h45m30s", ms(9_930_000)),
+            ("1.5h", ms(5_400_000)),
+            ("500ms", ms(500)),
+            (".5s", ms(500)),
+            ("1m0.25s", ms(60_250)),
+            ("1500us", Duration::from_micros(1500)),
+            ("7ns", Duration::from_nanos(7)),
+        ];
+        for (text, want) in table {
+            assert_eq!(duration(text), Ok(want), "{text}");
+        }
+        for bad in [
+            "1h30", "", "h", "1x", "1.2.3s", "0", "0s", "0h0m", "-1s", "1 h", "1d", "s5",
+        ] {
+            assert!(
+                duration(bad).is_err(),
+                "{bad:?} accepted as {:?}",
+                duration(bad)
+            );
+        }
+        let why = duration("1h30").unwrap_err();
+        assert!(why.contains("30 has no unit"), "{why}");
+    }
 }
