@@ -92,6 +92,7 @@ pub(crate) struct UpgradeArgs {
     pub(crate) window: Option<String>,
     /// Stop starting nodes after this many failed. Default 1.
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub(crate) failure_budget: Option<u32>,
     /// A health check run on each upgraded node before the next (its argv; exit 0 passes;
     /// every `{version}` becomes the target).
@@ -123,6 +124,7 @@ pub(crate) struct RotateCaArgs {
     /// How many workers run a phase at once (control-plane nodes: always one at a time).
     /// Default 1.
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub(crate) concurrency: Option<u32>,
     /// Each host Job's deadline. Default `10m`.
     #[serde(default)]
@@ -140,6 +142,7 @@ pub(crate) struct RotateCaArgs {
     pub(crate) window: Option<String>,
     /// Stop a phase after this many nodes failed (no phase starts after a failure). Default 1.
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub(crate) failure_budget: Option<u32>,
 }
 
