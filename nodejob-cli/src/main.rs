@@ -33,8 +33,6 @@ mod sim;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 use crate::args::{Cli, Command};
 use crate::exit::Exit;
 
@@ -53,8 +51,33 @@ fn dispatch(cli: Cli) -> Result<Exit, Exit> {
     }
 }
 
+/// The global flags that mean nothing to `completions` (it talks to no cluster and prints
+/// a script), refused when given rather than ignored.
+const NOT_FOR_COMPLETIONS: [&str; 4] = ["kubeconfig", "context", "namespace", "output"];
+
+/// The command line, parsed; a global flag given to a command that has no use for it refused
+/// as clap refuses a usage error (exit 2).
+fn command_line() -> Cli {
+    use clap::{CommandFactory, FromArgMatches, parser::ValueSource};
+    let mut command = Cli::command();
+    let matches = command.get_matches_mut();
+    if let Some(("completions", sub)) = matches.subcommand() {
+        for id in NOT_FOR_COMPLETIONS {
+            if sub.value_source(id) == Some(ValueSource::CommandLine) {
+                command
+                    .error(
+                        clap::error::ErrorKind::ArgumentConflict,
+                        format!("--{id} means nothing to `completions`: it talks to no cluster"),
+                    )
+                    .exit();
+            }
+        }
+    }
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = command_line();
     let filter = match cli.global.verbose {
         0 => "warn",
         1 => "info,nodejob=debug",

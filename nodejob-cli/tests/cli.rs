@@ -1126,3 +1126,23 @@ fn status_json_nests_the_records_and_says_a_failed_upgrade_failed() {
     assert_eq!(done["upgrade_state"], "upgraded", "{done}");
     assert_eq!(done["done"]["version"], "v1.38.0", "{done}");
 }
+
+#[test]
+fn completions_refuses_the_flags_that_mean_nothing_to_it() {
+    for flag in [
+        &["-o", "json"][..],
+        &["--context", "prod"],
+        &["--kubeconfig", "/dev/null"],
+        &["-n", "default"],
+    ] {
+        let out = nodejob(&[&["completions", "bash"], flag].concat());
+        assert_eq!(out.status.code(), Some(2), "{flag:?}");
+        assert!(out.stdout.is_empty(), "{flag:?}");
+        assert!(
+            text(&out.stderr).contains("means nothing to `completions`"),
+            "{flag:?}: {}",
+            text(&out.stderr)
+        );
+    }
+    assert_eq!(nodejob(&["completions", "bash"]).status.code(), Some(0));
+}
