@@ -1146,3 +1146,27 @@ fn completions_refuses_the_flags_that_mean_nothing_to_it() {
     }
     assert_eq!(nodejob(&["completions", "bash"]).status.code(), Some(0));
 }
+
+#[test]
+fn an_empty_program_and_an_argv_over_the_limit_are_refused_before_anything_is_built() {
+    let empty = nodejob(&["render", "--node", "cp-0", "--", ""]);
+    assert_eq!(empty.status.code(), Some(2));
+    assert!(empty.stdout.is_empty());
+    let said = text(&empty.stderr);
+    assert!(said.contains("argv[0], must not be empty"), "{said}");
+    // 1.6 MB, as the issue tried (16 arguments of 100 kB: exec takes none over 128 KiB):
+    // refused naming the limit.
+    let chunk = "x".repeat(100_000);
+    let mut args = vec!["render", "--node", "cp-0", "--", "echo"];
+    args.extend(std::iter::repeat_n(chunk.as_str(), 16));
+    let out = nodejob(&args);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let said = text(&out.stderr);
+    assert!(said.contains("at most 131072 bytes"), "{said}");
+    assert!(
+        said.len() < 1000,
+        "the refusal quotes the argv: {} bytes",
+        said.len()
+    );
+}

@@ -58,7 +58,7 @@ pub use quote::{QUOTE_LIMIT, log_tail, quote};
 pub use runner::{
     Mode, Policy, Report, log_text, logs, run, run_exit_code, run_exit_code_logs, run_with,
 };
-pub use spec::{Level, Note, Sink, Spec};
+pub use spec::{ARGV_LIMIT, Level, Note, Sink, Spec};
 pub use status::{
     ConditionStatus, Disruption, JobConditionReason, JobConditionType, NodeConditionType,
     PodConditionType, PodPhase, UnknownValue, condition, container_exit_code, disruption, failed,

@@ -41,6 +41,11 @@ impl<F: Fn(&Note) + Send + Sync> Sink for F {
 
 /// One privileged node Job.
 ///
+/// The most an argv may hold, its arguments' bytes and one terminator each: 128 KiB. It is
+/// stored in the Job and again in its Pod (etcd refuses an object over 1.5 MiB), and Linux's
+/// `execve` refuses any one argument over 128 KiB (`MAX_ARG_STRLEN`).
+pub const ARGV_LIMIT: usize = 128 * 1024;
+
 /// `namespace`, `name`, `node`, `label_key`, `container`, `argv` (and `image`, `critical`)
 /// define the pod; `active_deadline` and `poll_attempts` bound it; `kind` names it in error
 /// messages so each caller keeps its own wording.
@@ -181,6 +186,27 @@ impl Spec {
             return Err(invalid(
                 "argv",
                 "must not be empty (it is the container's whole command), got []".to_owned(),
+            ));
+        }
+        if self.argv[0].trim().is_empty() {
+            return Err(invalid(
+                "argv",
+                format!(
+                    "the program, argv[0], must not be empty, got {:?}",
+                    self.argv[0]
+                ),
+            ));
+        }
+        let size: usize = self.argv.iter().map(|a| a.len() + 1).sum();
+        if size > ARGV_LIMIT {
+            return Err(invalid(
+                "argv",
+                format!(
+                    "must be at most {ARGV_LIMIT} bytes in all (it is stored in the Job and its \
+                     Pod, and the kernel's exec takes no single argument over 128 KiB), got \
+                     {size} bytes in {} arguments",
+                    self.argv.len()
+                ),
             ));
         }
         if let Some((i, arg)) = self.argv.iter().enumerate().find(|(_, a)| a.contains('\0')) {

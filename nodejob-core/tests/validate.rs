@@ -328,6 +328,26 @@ fn refused() -> Vec<Refused> {
             "[]".into(),
         ),
         (
+            "argv program empty",
+            Spec {
+                argv: vec![String::new(), "x".into()],
+                ..s.clone()
+            },
+            "argv",
+            "the program, argv[0], must not be empty",
+            quoted(""),
+        ),
+        (
+            "argv over the limit",
+            Spec {
+                argv: vec!["echo".into(), "x".repeat(nodejob_core::ARGV_LIMIT)],
+                ..s.clone()
+            },
+            "argv",
+            "must be at most 131072 bytes in all",
+            format!("{} bytes in 2 arguments", nodejob_core::ARGV_LIMIT + 6),
+        ),
+        (
             "argv NUL",
             Spec {
                 argv: vec!["nsenter".into(), "a\0b".into()],
