@@ -294,8 +294,9 @@ pub(crate) struct RotateCa {
     #[arg(long, default_value = "1")]
     pub(crate) failure_budget: u32,
     /// Print what a run would do (what each node last reported, the next phase and where,
-    /// who disagrees, the Lease), change nothing.
-    #[arg(long, conflicts_with = "abort")]
+    /// who disagrees, the Lease), change nothing. With --abort: what the abort would find
+    /// (each node's staged CA), as the MCP tool `rotate_ca_preview` with `abort`.
+    #[arg(long)]
     pub(crate) preview: bool,
     #[command(flatten)]
     pub(crate) dry_run: DryRunArg,

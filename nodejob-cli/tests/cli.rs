@@ -665,10 +665,6 @@ fn a_bad_new_ca_exits_2_naming_the_field_before_any_api_call() {
             vec!["rotate-ca", "--simulate", "3", "--simulate-fail", "nope"],
             &["--simulate-fail nope"],
         ),
-        (
-            vec!["rotate-ca", "--new-ca", &fixture_ca, "--preview", "--abort"],
-            &["--abort"],
-        ),
     ];
     for (args, names) in cases {
         let out = nodejob(&args);

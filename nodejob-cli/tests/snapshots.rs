@@ -276,6 +276,10 @@ fn rotation_previews_and_abort() {
         "rotate_ca_abort",
         &["rotate-ca", "--simulate", "5", "--abort"]
     );
+    nodejob_snapshot!(
+        "rotate_ca_abort_preview",
+        &["rotate-ca", "--simulate", "5", "--abort", "--preview"]
+    );
 }
 
 #[test]
