@@ -59,25 +59,28 @@ const EXIT_MCP: &str = "Exit codes: 0 the client closed stdin; 1 the server coul
     bad usage. A tool's failure, an unreachable cluster included, is the tool's answer, not an \
     exit.";
 
+/// The heading the global flags are listed under in every `--help`, apart from the command's.
+const GLOBAL: &str = "Global options";
+
 /// Flags every subcommand takes.
 #[derive(Clone, Debug, Args)]
 pub(crate) struct Global {
     /// The kubeconfig file (as kubectl's `--kubeconfig`).
-    #[arg(long, global = true, env = "KUBECONFIG", hide_env_values = true)]
+    #[arg(long, global = true, help_heading = GLOBAL, env = "KUBECONFIG", hide_env_values = true)]
     pub(crate) kubeconfig: Option<PathBuf>,
     /// The kubeconfig context (as kubectl's `--context`).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub(crate) context: Option<String>,
     /// The namespace of the Jobs, the Lease and the Events: `kube-system` as in `deploy/`
     /// (the apiserver takes Events about Nodes only there or in `default`).
-    #[arg(short, long, global = true, default_value = "kube-system")]
+    #[arg(short, long, global = true, help_heading = GLOBAL, default_value = "kube-system")]
     pub(crate) namespace: String,
     /// More logging on stderr: -v, -vv.
-    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    #[arg(short, long, global = true, help_heading = GLOBAL, action = clap::ArgAction::Count)]
     pub(crate) verbose: u8,
     /// `text` for people; `json` for automation (`upgrade`, `rotate-ca`: one event per line;
     /// `run`: one object, its exit code and log); `yaml`: `render` and `status` only.
-    #[arg(short, long, global = true, value_enum, default_value = "text")]
+    #[arg(short, long, global = true, help_heading = GLOBAL, value_enum, default_value = "text")]
     pub(crate) output: Format,
 }
 
