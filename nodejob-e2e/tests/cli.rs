@@ -518,7 +518,8 @@ async fn upgrade_run_jobs_and_status_through_a_kubeconfig_as_the_service_account
                 && n["ready"] == json!(true)
                 && n["cordoned"] == json!(false)
                 && n["in_progress"].is_null()
-                && n["done"].as_str().is_some_and(|d| d.contains(TARGET))
+                && n["upgrade_state"] == json!("upgraded")
+                && n["done"]["version"] == json!(TARGET)
         });
         ensure!(ok, "status -o json: node {name}: {node:?}");
     }
