@@ -30,6 +30,7 @@ mod present;
 mod render;
 mod settings;
 mod sim;
+mod virtual_clock;
 
 use std::process::ExitCode;
 

@@ -11,7 +11,7 @@ use upgrade_driver::EventSink;
 
 use crate::args::Format;
 use crate::backend::{Target, WallClock};
-use crate::present::{Event, OnBars, Position};
+use crate::present::{Event, OnBars, Position, simulated};
 use crate::sim::Pacer;
 
 /// Receives a driver's events and shows them.
@@ -52,17 +52,24 @@ impl Renderer {
         }
     }
 
-    /// The renderer of a run on `target` in `format`: bars when stdout is a terminal, paced
-    /// when the cluster is simulated and people watch.
+    /// The renderer of a run on `target` in `format`: bars when stdout is a terminal. When the
+    /// cluster is simulated, it says so first (the banner, or a `simulated` JSON event) and
+    /// paces the run at `--speed`, by default only when a person watches (text on a terminal).
     pub(crate) fn of(format: Format, target: &Target, steps: u64) -> Self {
-        let pacer = target.pacer().filter(|_| format == Format::Text);
-        Renderer::new(
-            format,
-            std::io::stdout().is_terminal(),
-            target.clock(),
-            pacer,
-            steps,
-        )
+        let terminal = std::io::stdout().is_terminal();
+        let speed = target.speed(format == Format::Text && terminal);
+        let renderer = Renderer::new(format, terminal, target.clock(), target.pacer(speed), steps);
+        if let (Some(setup), Some(speed)) = (&target.simulated, speed) {
+            match format {
+                Format::Json => renderer.json(&simulated::event(setup, speed)),
+                Format::Text => {
+                    for line in simulated::banner(setup, Some(speed)) {
+                        renderer.line(&line);
+                    }
+                }
+            }
+        }
+        renderer
     }
 
     /// Writes one JSON line.

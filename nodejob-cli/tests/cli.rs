@@ -322,7 +322,12 @@ fn json_output_is_one_parseable_event_per_line_ending_with_the_report() {
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
         .collect();
     assert!(lines.iter().all(|l| l["event"].is_string()));
-    assert_eq!(lines[0]["event"], "lease_acquired");
+    // A simulated run says so first, as an event of its own.
+    assert_eq!(lines[0]["event"], "simulated");
+    assert_eq!(lines[0]["nodes"], 3);
+    assert_eq!(lines[0]["clock_start"], "2026-01-01T00:00:00Z");
+    assert_eq!(lines[0]["speed"], "max", "a pipe is not paced");
+    assert_eq!(lines[1]["event"], "lease_acquired");
     assert!(lines.iter().any(|l| l["event"] == "step_finished"));
     let last = lines.last().unwrap();
     assert_eq!(last["event"], "report");
@@ -470,6 +475,11 @@ fn a_rotation_preview_on_a_simulated_cluster_changes_nothing() {
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
     assert!(
+        stdout.starts_with("simulated cluster (--simulate 5)"),
+        "{stdout}"
+    );
+    let stdout = stdout.lines().skip(2).collect::<Vec<_>>().join("\n");
+    assert!(
         stdout.starts_with(&format!(
             "rotate-ca to {SIMULATED_CA}: preview (nothing changed)"
         )),
@@ -547,7 +557,8 @@ fn rotation_json_is_one_event_per_line_ending_with_the_report_for_the_given_ca()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
         .collect();
     assert!(lines.iter().all(|l| l["event"].is_string()));
-    assert_eq!(lines[0]["event"], "lease_acquired");
+    assert_eq!(lines[0]["event"], "simulated");
+    assert_eq!(lines[1]["event"], "lease_acquired");
     for node in ["cp-0", "cp-1", "cp-2"] {
         for step in ["Stage", "Issue", "Finalize"] {
             assert!(
@@ -810,7 +821,13 @@ fn a_selector_matching_no_node_exits_1_naming_it() {
         let out = nodejob(&args);
         assert_eq!(out.status.code(), Some(1), "{args:?}");
         assert_eq!(text(&out.stderr), said, "{args:?}");
-        assert_eq!(text(&out.stdout), "", "{args:?}");
+        // Nothing but the banner that says the cluster is simulated.
+        let stdout = text(&out.stdout);
+        assert_eq!(stdout.lines().count(), 2, "{args:?}: {stdout}");
+        assert!(
+            stdout.starts_with("simulated cluster"),
+            "{args:?}: {stdout}"
+        );
     }
     // With names too, the message names them.
     let out = nodejob(&[
@@ -908,7 +925,7 @@ fn a_reader_that_stops_early_ends_the_command_quietly_as_sigpipe_would() {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut first)
         .unwrap();
-    assert!(first.contains("lease"), "{first}");
+    assert!(first.starts_with("simulated cluster"), "{first}");
     let mut stderr = String::new();
     child
         .stderr

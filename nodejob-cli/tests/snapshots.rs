@@ -297,3 +297,76 @@ fn render_and_run() {
         ]
     );
 }
+
+#[test]
+fn simulated_runs_say_so_and_how_fast_they_are_shown() {
+    // Explicitly paced: a pipe is not paced unless asked.
+    nodejob_snapshot!(
+        "upgrade_speed",
+        &[
+            "upgrade",
+            "--simulate",
+            "3",
+            "--to",
+            "v1.38.0",
+            "--speed",
+            "1000x"
+        ]
+    );
+    nodejob_snapshot!(
+        "simulate_refused_speed",
+        &[
+            "upgrade",
+            "--simulate",
+            "3",
+            "--to",
+            "v1.38.0",
+            "--speed",
+            "0"
+        ]
+    );
+    nodejob_snapshot!(
+        "simulate_refused_start",
+        &[
+            "upgrade",
+            "--simulate",
+            "3",
+            "--to",
+            "v1.38.0",
+            "--simulate-start",
+            "2025-12-31T00:00:00Z"
+        ]
+    );
+}
+
+#[test]
+fn a_window_is_checked_against_the_simulated_clock_which_can_start_later() {
+    // The clock starts on a Thursday: a Friday window is closed...
+    nodejob_snapshot!(
+        "upgrade_window_closed_on_the_default_start",
+        &[
+            "upgrade",
+            "--simulate",
+            "3",
+            "--to",
+            "v1.38.0",
+            "--window",
+            "fri 00:00-23:59"
+        ]
+    );
+    // ... and open when the clock starts on the Friday.
+    nodejob_snapshot!(
+        "upgrade_window_open_on_a_later_start",
+        &[
+            "upgrade",
+            "--simulate",
+            "3",
+            "--to",
+            "v1.38.0",
+            "--window",
+            "fri 00:00-23:59",
+            "--simulate-start",
+            "2026-01-02T00:00:00Z"
+        ]
+    );
+}

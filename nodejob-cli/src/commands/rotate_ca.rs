@@ -6,7 +6,7 @@ use std::sync::Arc;
 use certs_driver::Stop;
 use nodejob_fake::stratum::Fault;
 
-use super::{driver_exit, refused};
+use super::{driver_exit, preview_banner, refused, say_simulated};
 use crate::args::{Format, Global, RotateCa};
 use crate::backend::{Backend, Prepare};
 use crate::exit::Exit;
@@ -42,6 +42,7 @@ pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
     let stop = Stop::new();
     on_interrupt((!args.abort).then(|| stop.clone()));
     let backend = Backend::new(global, args.sim.simulate)
+        .clocked(args.sim.speed, args.sim.simulate_start)
         .failing(args.simulate_fail.as_deref(), Fault::IssueFails)?
         .prepared(if args.abort {
             // Something to undo: the CA staged on every node.
@@ -56,6 +57,7 @@ pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
                 .await
                 .map_err(|e| driver_exit(present::error(&e)));
             if let Ok(preview) = &preview {
+                say_simulated(&t, preview_banner(global.output));
                 match global.output {
                     Format::Json => {
                         outln!("{}", serde_json::to_string(preview).unwrap_or_default())

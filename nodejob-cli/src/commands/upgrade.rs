@@ -5,7 +5,7 @@ use std::sync::Arc;
 use nodejob_fake::stratum::Fault;
 use upgrade_driver::Stop;
 
-use super::{driver_exit, refused};
+use super::{driver_exit, preview_banner, refused, say_simulated};
 use crate::args::{Format, Global, Upgrade};
 use crate::backend::{Backend, Prepare};
 use crate::exit::Exit;
@@ -39,6 +39,7 @@ pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
     let stop = Stop::new();
     on_interrupt(Some(stop.clone()));
     let backend = Backend::new(global, args.sim.simulate)
+        .clocked(args.sim.speed, args.sim.simulate_start)
         .failing(args.simulate_fail.as_deref(), Fault::UpgradeFails)?
         .prepared(Prepare::Settle);
     backend.block_on(|t| async move {
@@ -46,6 +47,7 @@ pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
             let preview = upgrade_driver::preview(&*t.api, &plan)
                 .await
                 .map_err(|e| driver_exit(present::error(&e)))?;
+            say_simulated(&t, preview_banner(global.output));
             match global.output {
                 Format::Json => outln!("{}", serde_json::to_string(&preview).unwrap_or_default()),
                 Format::Text => out!("{}", present::preview(&preview)),

@@ -8,6 +8,7 @@
 
 pub(crate) mod jobs;
 pub(crate) mod rotation;
+pub(crate) mod simulated;
 pub(crate) mod status;
 pub(crate) mod upgrade;
 
