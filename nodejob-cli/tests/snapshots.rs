@@ -370,3 +370,21 @@ fn a_window_is_checked_against_the_simulated_clock_which_can_start_later() {
         ]
     );
 }
+
+#[test]
+fn the_smallest_simulations_succeed() {
+    // One worker: the workload is sized to it (one replica, no budget it could never meet),
+    // and the preview says the evicted Pod has nowhere else to run.
+    nodejob_snapshot!(
+        "upgrade_preview_one_node",
+        &["upgrade", "--simulate", "1", "--to", "v1.38.0", "--preview"]
+    );
+    nodejob_snapshot!(
+        "upgrade_one_node",
+        &["upgrade", "--simulate", "1", "--to", "v1.38.0"]
+    );
+    nodejob_snapshot!(
+        "upgrade_two_nodes",
+        &["upgrade", "--simulate", "2", "--to", "v1.38.0"]
+    );
+}

@@ -153,6 +153,13 @@ pub(crate) fn preview(preview: &Preview) -> String {
         ));
         for pod in &node.pods {
             lines.push(match pod {
+                PodPlan::Evict { pod } if node.stranded.contains(pod) => format!(
+                    "  evict {pod}: no other node can run it now (the others are cordoned, \
+                     not Ready, drained with it, or do not match it): its replacement stays \
+                     Pending until {} is back (a budget that needs it Ready holds the drain to \
+                     its timeout)",
+                    node.name
+                ),
                 PodPlan::Evict { pod } => format!("  evict {pod}"),
                 PodPlan::Leave { pod, why } => format!("  leave {pod}: {why}"),
                 PodPlan::Refuse { pod, why } => format!("  REFUSE {pod}: {why}"),
@@ -230,16 +237,28 @@ fn failures(report: &Report, plan: Option<&upgrade_driver::Plan>) -> Vec<String>
                 if let Some(tail) = &f.log_tail {
                     lines.push(log_tail(tail));
                 }
-                lines.push(format!(
-                    "  look at: kubectl -n {} logs job/{}; kubectl describe node {}",
-                    plan.spec().namespace,
-                    plan.job_name(&n.name),
-                    n.name
-                ));
+                lines.push(look_at(plan, &n.name, f.step));
             }
         }
     }
     lines
+}
+
+/// Where to look after `node` failed at `step`: the host Job's log only where the step ran
+/// one (the host upgrade); the node (and, for a drain, its Pods) always.
+fn look_at(plan: &upgrade_driver::Plan, node: &str, step: UpgradeStep) -> String {
+    let ns = &plan.spec().namespace;
+    match step {
+        UpgradeStep::Upgrade => format!(
+            "  look at: kubectl -n {ns} logs job/{}; kubectl describe node {node}",
+            plan.job_name(node)
+        ),
+        UpgradeStep::Drain => format!(
+            "  look at: kubectl get pods -A --field-selector spec.nodeName={node}; \
+             kubectl get pdb -A; kubectl describe node {node}"
+        ),
+        _ => format!("  look at: kubectl describe node {node}"),
+    }
 }
 
 /// Why the command failed, when the run did not end done: for a failure, each failed node
@@ -307,5 +326,29 @@ pub(crate) fn error(e: &upgrade_driver::Error) -> DriverError {
     DriverError {
         kind,
         text: e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_step_that_ran_a_job_points_at_its_log() {
+        let plan = upgrade_driver::Plan::build(upgrade_driver::PlanSpec::new("v1.38.0")).unwrap();
+        let upgrade = look_at(&plan, "n", UpgradeStep::Upgrade);
+        assert!(upgrade.contains("logs job/upgrade-n-v1-38-0"), "{upgrade}");
+        for step in [
+            UpgradeStep::Cordon,
+            UpgradeStep::Drain,
+            UpgradeStep::Reboot,
+            UpgradeStep::Health,
+            UpgradeStep::Uncordon,
+        ] {
+            let text = look_at(&plan, "n", step);
+            assert!(!text.contains("logs job/"), "{step}: {text}");
+            assert!(text.contains("kubectl describe node n"), "{step}: {text}");
+        }
+        assert!(look_at(&plan, "n", UpgradeStep::Drain).contains("spec.nodeName=n"));
     }
 }
