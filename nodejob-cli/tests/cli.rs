@@ -334,8 +334,9 @@ fn json_output_is_one_parseable_event_per_line_ending_with_the_report() {
     assert_eq!(last["report"]["outcome"]["outcome"], "done");
 }
 
-#[test]
-fn on_a_terminal_the_bars_draw_and_the_summary_ends_the_output() {
+/// Runs `nodejob ARGS` on a pseudo-terminal (stdout, stderr and stdin); its exit code and
+/// every byte it wrote there.
+fn on_a_terminal(args: &[&str]) -> (Option<i32>, String) {
     let bin = assert_cmd::cargo::cargo_bin("nodejob");
     // A pseudo-terminal from Python's standard library: the child sees a tty on stdout.
     let script = r#"
@@ -359,19 +360,44 @@ sys.exit(p.wait())
         .arg("-c")
         .arg(script)
         .arg(bin)
-        .args(["upgrade", "--simulate", "3", "--to", "v1.38.0"])
+        .args(args)
         .output()
         .expect("python3 runs");
-    let screen = text(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{screen}");
-    assert!(
-        screen.contains("[========================] 6/6"),
-        "no finished bar drawn: {screen}"
-    );
+    (out.status.code(), text(&out.stdout))
+}
+
+#[test]
+fn on_a_terminal_the_board_draws_and_the_summary_ends_the_output() {
+    let (code, screen) = on_a_terminal(&["upgrade", "--simulate", "3", "--to", "v1.38.0"]);
+    assert_eq!(code, Some(0), "{screen}");
+    assert!(screen.contains("] 1/6 Drain..."), "no bar drawn: {screen}");
+    assert!(screen.contains(" in flight"), "no counts drawn: {screen}");
     let last = screen.trim_end().lines().last().unwrap();
     assert!(
         last.contains("3 upgraded") && last.contains("done"),
         "{last}"
+    );
+}
+
+#[test]
+fn on_a_terminal_nothing_is_drawn_after_a_failed_rotations_summary() {
+    let (code, screen) = on_a_terminal(&[
+        "rotate-ca",
+        "--simulate",
+        "5",
+        "--simulate-fail",
+        "worker-b-0",
+    ]);
+    assert_eq!(code, Some(1), "{screen}");
+    let summary = screen.find("NODE ").expect("a summary");
+    let after = &screen[summary..];
+    assert!(
+        !after.contains("] 3/3"),
+        "a bar drawn after the summary: {after}"
+    );
+    assert!(
+        !after.contains(" in flight"),
+        "the board drawn after the summary: {after}"
     );
 }
 

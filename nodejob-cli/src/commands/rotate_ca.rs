@@ -40,7 +40,7 @@ pub(crate) fn settings(args: &RotateCa) -> RotationSettings {
 pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
     let plan = settings(&args).plan(&global.namespace).map_err(refused)?;
     let stop = Stop::new();
-    on_interrupt((!args.abort).then(|| stop.clone()));
+    let notice = on_interrupt((!args.abort).then(|| stop.clone()));
     let backend = Backend::new(global, args.sim.simulate)
         .clocked(args.sim.speed, args.sim.simulate_start)
         .failing(args.simulate_fail.as_deref(), Fault::IssueFails)?
@@ -80,13 +80,18 @@ pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
             }
             return preview.map(|_| Exit::ok());
         }
-        let renderer = Arc::new(Renderer::of(global.output, &t, present::steps(args.abort)));
+        let renderer = Arc::new(Renderer::of(
+            global.output,
+            &t,
+            present::steps(args.abort),
+            &notice,
+        ));
         let report = if args.abort {
             certs_driver::abort(&*t.api, &plan, renderer.clone()).await
         } else {
             certs_driver::run_until(&*t.api, &plan, renderer.clone(), &stop).await
         };
-        renderer.finish();
+        renderer.finish(&notice);
         let report = report.map_err(|e| driver_exit(present::error(&e)))?;
         match global.output {
             Format::Json => {

@@ -37,7 +37,7 @@ pub(crate) fn settings(args: &Upgrade) -> UpgradeSettings {
 pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
     let plan = settings(&args).plan(&global.namespace).map_err(refused)?;
     let stop = Stop::new();
-    on_interrupt(Some(stop.clone()));
+    let notice = on_interrupt(Some(stop.clone()));
     let backend = Backend::new(global, args.sim.simulate)
         .clocked(args.sim.speed, args.sim.simulate_start)
         .failing(args.simulate_fail.as_deref(), Fault::UpgradeFails)?
@@ -54,11 +54,10 @@ pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
             }
             return Ok(Exit::ok());
         }
-        let renderer = Arc::new(Renderer::of(global.output, &t, present::STEPS));
-        let report = upgrade_driver::run_until(&*t.api, &plan, renderer.clone(), &stop)
-            .await
-            .map_err(|e| driver_exit(present::error(&e)))?;
-        renderer.finish();
+        let renderer = Arc::new(Renderer::of(global.output, &t, present::STEPS, &notice));
+        let report = upgrade_driver::run_until(&*t.api, &plan, renderer.clone(), &stop).await;
+        renderer.finish(&notice);
+        let report = report.map_err(|e| driver_exit(present::error(&e)))?;
         match global.output {
             Format::Json => {
                 renderer.json(&serde_json::json!({"event": "report", "report": report}))

@@ -6,6 +6,7 @@
 //! Every `match` on a driver's `Progress`, `Report` or error lives here: a change to those
 //! types is adapted in this module alone.
 
+pub(crate) mod board;
 pub(crate) mod jobs;
 pub(crate) mod rotation;
 pub(crate) mod simulated;
@@ -41,6 +42,19 @@ pub(crate) enum Position {
     Full,
 }
 
+/// How a node's part of a run ended, as the terminal counts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum End {
+    /// Done: upgraded, rotated, restored.
+    Done,
+    /// Skipped: nothing to do.
+    Skipped,
+    /// Failed, or disagreed at a gate.
+    Failed,
+    /// Stopped before its next step (a stop request, the Lease lost).
+    Stopped,
+}
+
 /// What a terminal that draws a bar per node shows of an event.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum OnBars {
@@ -52,8 +66,8 @@ pub(crate) enum OnBars {
         position: Position,
         /// Its new message, if it changes.
         message: Option<String>,
-        /// Whether the bar ends (with `message`).
-        finish: bool,
+        /// How the node ended, when it did (with `message`).
+        end: Option<End>,
     },
     /// The event's line ([`Event::line`]), stamped, above the bars.
     Line,

@@ -6,7 +6,7 @@ use certs_driver::{
 };
 
 use super::{
-    DriverError, ErrorKind, Event, OnBars, Position, Severity, failed_at, lease_line,
+    DriverError, End, ErrorKind, Event, OnBars, Position, Severity, failed_at, lease_line,
     lease_severity, log_tail, preview_head, seconds, table, with_exit_code,
 };
 
@@ -82,27 +82,27 @@ impl Event for Progress {
     }
 
     fn on_bars(&self) -> OnBars {
-        let bar = |node: &String, position, message, finish| OnBars::Bar {
+        let bar = |node: &String, position, message, end| OnBars::Bar {
             node: node.clone(),
             position,
             message,
-            finish,
+            end,
         };
         match self {
             Progress::StepStarted { node, step } => bar(
                 node,
                 Position::At(step_index(*step) - 1),
                 Some(format!("{step}...")),
-                false,
+                None,
             ),
             Progress::StepFinished { node, step, .. } => bar(
                 node,
                 Position::At(step_index(*step)),
                 Some(format!("{step} done")),
-                false,
+                None,
             ),
             Progress::Driver(CaEvent::NodeSkipped { node, step, .. }) => {
-                bar(node, Position::At(step_index(*step)), None, false)
+                bar(node, Position::At(step_index(*step)), None, None)
             }
             Progress::NodeFinished { node, result, .. } => bar(
                 node,
@@ -118,7 +118,11 @@ impl Event for Progress {
                     NodeResult::Disagrees { gate, .. } => format!("DISAGREES at {gate}"),
                     NodeResult::Interrupted { step, .. } => format!("stopped before {step}"),
                 }),
-                true,
+                Some(match result {
+                    NodeResult::Rotated | NodeResult::Restored => End::Done,
+                    NodeResult::Failed(_) | NodeResult::Disagrees { .. } => End::Failed,
+                    NodeResult::Interrupted { .. } => End::Stopped,
+                }),
             ),
             Progress::Lease(FenceEvent::Renewed { .. }) => OnBars::Nothing,
             _ => OnBars::Line,

@@ -5,7 +5,7 @@ use upgrade_driver::{
 };
 
 use super::{
-    DriverError, ErrorKind, Event, OnBars, Position, Severity, failed_at, lease_line,
+    DriverError, End, ErrorKind, Event, OnBars, Position, Severity, failed_at, lease_line,
     lease_severity, log_tail, preview_head, seconds, table, with_exit_code,
 };
 
@@ -83,21 +83,21 @@ impl Event for Progress {
     }
 
     fn on_bars(&self) -> OnBars {
-        let bar = |node: &String, position, message, finish| OnBars::Bar {
+        let bar = |node: &String, position, message, end| OnBars::Bar {
             node: node.clone(),
             position,
             message,
-            finish,
+            end,
         };
         match self {
             Progress::StepStarted { node, step } => bar(
                 node,
                 Position::At(step_index(*step) - 1),
                 Some(format!("{step}...")),
-                false,
+                None,
             ),
             Progress::StepFinished { node, step, .. } => {
-                bar(node, Position::At(step_index(*step)), None, false)
+                bar(node, Position::At(step_index(*step)), None, None)
             }
             Progress::NodeFinished { node, result, .. } => bar(
                 node,
@@ -107,11 +107,19 @@ impl Event for Progress {
                     Position::Keep
                 },
                 Some(result_text(result)),
-                true,
+                Some(match result {
+                    NodeResult::Upgraded => End::Done,
+                    NodeResult::Skipped { .. } => End::Skipped,
+                    NodeResult::Failed(_) => End::Failed,
+                    NodeResult::Interrupted { .. } => End::Stopped,
+                }),
             ),
-            Progress::Driver(UpgradeEvent::NodeSkipped { node, why }) => {
-                bar(node, Position::Full, Some(format!("skipped: {why}")), true)
-            }
+            Progress::Driver(UpgradeEvent::NodeSkipped { node, why }) => bar(
+                node,
+                Position::Full,
+                Some(format!("skipped: {why}")),
+                Some(End::Skipped),
+            ),
             Progress::Lease(FenceEvent::Renewed { .. })
             | Progress::Driver(UpgradeEvent::PodsEvicted { .. }) => OnBars::Nothing,
             _ => OnBars::Line,
