@@ -54,6 +54,13 @@ fn dispatch(cli: Cli) -> Result<Exit, Exit> {
     }
 }
 
+/// Whether what goes to stderr may be coloured: only on a terminal, and not when `NO_COLOR`
+/// is set (no-color.org), so a file or a pipe gets no escape codes.
+fn colour() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let filter = match cli.global.verbose {
@@ -63,6 +70,7 @@ fn main() -> ExitCode {
     };
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(colour())
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter)),

@@ -12,7 +12,7 @@ use crate::args::Format;
 use crate::backend::{Target, WallClock};
 use crate::interrupt::Notice;
 use crate::present::board::{Board, Change};
-use crate::present::{Event, simulated};
+use crate::present::{Event, Severity, simulated, stamp};
 use crate::sim::Pacer;
 
 /// Receives a driver's events and shows them.
@@ -21,6 +21,8 @@ pub(crate) struct Renderer {
     clock: WallClock,
     pacer: Option<Pacer>,
     live: Option<Arc<Live>>,
+    /// Whether routine events (a Lease renewed) are shown: `-v`.
+    verbose: bool,
     /// The day of the first stamped line: a line of a later day is stamped with its date.
     first_day: Mutex<Option<jiff::civil::Date>>,
 }
@@ -46,6 +48,7 @@ impl Renderer {
         clock: WallClock,
         pacer: Option<Pacer>,
         steps: u64,
+        verbose: bool,
     ) -> Self {
         let live = (format == Format::Text && terminal).then(|| {
             let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stdout());
@@ -63,6 +66,7 @@ impl Renderer {
             clock,
             pacer,
             live,
+            verbose,
             first_day: Mutex::new(None),
         }
     }
@@ -71,10 +75,24 @@ impl Renderer {
     /// the cluster is simulated, it says so first (the banner, or a `simulated` JSON event)
     /// and paces the run at `--speed`, by default only when a person watches (text on a
     /// terminal). Ctrl-C's acknowledgement (`notice`) goes on the board while there is one.
-    pub(crate) fn of(format: Format, target: &Target, steps: u64, notice: &Notice) -> Self {
+    /// Routine events (a Lease renewed) are shown as text only when `verbose` (`-v`).
+    pub(crate) fn of(
+        format: Format,
+        target: &Target,
+        steps: u64,
+        notice: &Notice,
+        verbose: bool,
+    ) -> Self {
         let terminal = std::io::stdout().is_terminal();
         let speed = target.speed(format == Format::Text && terminal);
-        let renderer = Renderer::new(format, terminal, target.clock(), target.pacer(speed), steps);
+        let renderer = Renderer::new(
+            format,
+            terminal,
+            target.clock(),
+            target.pacer(speed),
+            steps,
+            verbose,
+        );
         if let Some(live) = &renderer.live {
             let live = live.clone();
             notice.route(Arc::new(move |text: &str| {
@@ -121,12 +139,7 @@ impl Renderer {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get_or_insert(day);
-        let at = if day == first {
-            now.strftime("%H:%M:%S").to_string()
-        } else {
-            now.strftime("%Y-%m-%d %H:%M:%S").to_string()
-        };
-        self.line(&format!("{at}  {text}"));
+        self.line(&format!("{}  {text}", stamp(now, first)));
     }
 
     /// Clears the board before the summary: nothing is drawn after it, and a Ctrl-C from now
@@ -146,6 +159,9 @@ impl<E: Event> EventSink<E> for Renderer {
         }
         if self.format == Format::Json {
             self.json(event);
+            return;
+        }
+        if event.severity() == Severity::Debug && !self.verbose {
             return;
         }
         let Some(live) = &self.live else {

@@ -964,3 +964,52 @@ fn a_reader_that_stops_early_ends_the_command_quietly_as_sigpipe_would() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(!stderr.contains("Broken pipe"), "{stderr}");
 }
+
+#[test]
+fn no_colour_codes_go_to_a_pipe() {
+    // A cluster that refuses connections, and -vv: the client's debug logs go to stderr,
+    // which is a pipe here, so they carry no escape codes.
+    let kubeconfig =
+        std::env::temp_dir().join(format!("nodejob-colour-{}.yaml", std::process::id()));
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters:\n- cluster: {server: \"https://127.0.0.1:1\", \
+         insecure-skip-tls-verify: true}\n  name: c\ncontexts:\n- context: {cluster: c, user: u}\n  \
+         name: x\ncurrent-context: x\nusers:\n- name: u\n  user: {token: abc}\n",
+    )
+    .unwrap();
+    let out = Command::cargo_bin("nodejob")
+        .unwrap()
+        .env_remove("NO_COLOR")
+        .env_remove("RUST_LOG")
+        .args(["jobs", "-vv", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&kubeconfig);
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("DEBUG"), "no debug log: {stderr}");
+    assert!(
+        !stderr.contains('\u{1b}'),
+        "an escape code in a pipe: {stderr:?}"
+    );
+}
+
+#[test]
+fn lease_renewals_show_only_with_verbose() {
+    let quiet = nodejob(&["upgrade", "--simulate", "3", "--to", "v1.38.0"]);
+    assert!(!text(&quiet.stdout).contains("lease renewed"));
+    let verbose = nodejob(&["upgrade", "--simulate", "3", "--to", "v1.38.0", "-v"]);
+    assert!(text(&verbose.stdout).contains("lease renewed (epoch 0)"));
+    // JSON keeps every event: a program filters what it wants.
+    let json = nodejob(&[
+        "upgrade",
+        "--simulate",
+        "3",
+        "--to",
+        "v1.38.0",
+        "-o",
+        "json",
+    ]);
+    assert!(text(&json.stdout).contains("\"lease_renewed\""));
+}

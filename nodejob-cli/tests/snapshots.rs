@@ -388,3 +388,35 @@ fn the_smallest_simulations_succeed() {
         &["upgrade", "--simulate", "2", "--to", "v1.38.0"]
     );
 }
+
+#[test]
+fn simulated_host_programs_are_said_to_be_and_directives_script_them() {
+    // `/bin/false` does not run: the banner says host programs are simulated (exit 0)...
+    nodejob_snapshot!(
+        "run_simulated_false",
+        &[
+            "run",
+            "--simulate",
+            "3",
+            "--node",
+            "cp-0",
+            "--",
+            "/bin/false"
+        ]
+    );
+    // ... and the directives documented in --help script them.
+    nodejob_snapshot!(
+        "run_simulated_directives",
+        &[
+            "run",
+            "--simulate",
+            "3",
+            "--node",
+            "cp-0",
+            "--",
+            "check",
+            "nodejob-test:log=unhealthy",
+            "nodejob-test:exit=3"
+        ]
+    );
+}

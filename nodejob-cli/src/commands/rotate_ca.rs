@@ -85,6 +85,7 @@ pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
             &t,
             present::steps(args.abort),
             &notice,
+            global.verbose > 0,
         ));
         let report = if args.abort {
             certs_driver::abort(&*t.api, &plan, renderer.clone()).await

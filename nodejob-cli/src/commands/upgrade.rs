@@ -54,15 +54,27 @@ pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
             }
             return Ok(Exit::ok());
         }
-        let renderer = Arc::new(Renderer::of(global.output, &t, present::STEPS, &notice));
+        let renderer = Arc::new(Renderer::of(
+            global.output,
+            &t,
+            present::STEPS,
+            &notice,
+            global.verbose > 0,
+        ));
+        let clock = t.clock();
+        let began = clock();
         let report = upgrade_driver::run_until(&*t.api, &plan, renderer.clone(), &stop).await;
+        let took = began.duration_until(clock()).unsigned_abs();
         renderer.finish(&notice);
         let report = report.map_err(|e| driver_exit(present::error(&e)))?;
         match global.output {
             Format::Json => {
                 renderer.json(&serde_json::json!({"event": "report", "report": report}))
             }
-            Format::Text => out!("{}", present::summary(&report)),
+            Format::Text => out!(
+                "{}",
+                present::summary(&report, u64::try_from(took.as_millis()).ok())
+            ),
         }
         Ok(match present::ended(&report, &plan) {
             None => Exit::ok(),

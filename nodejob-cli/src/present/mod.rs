@@ -205,3 +205,81 @@ pub(crate) fn table<R: AsRef<[String]>>(rows: &[R]) -> String {
     }
     out
 }
+
+/// `items` in natural order of their names (`worker-a-2` before `worker-a-19`): digits compare
+/// as numbers, the rest as text.
+pub(crate) fn natural<T>(items: &[T], name: impl Fn(&T) -> &str) -> Vec<&T> {
+    let mut sorted: Vec<&T> = items.iter().collect();
+    sorted.sort_by_cached_key(|item| natural_key(name(item)));
+    sorted
+}
+
+/// A name cut into runs of text and numbers, for [`natural`].
+fn natural_key(name: &str) -> Vec<(String, u128)> {
+    let mut key = Vec::new();
+    let mut text = String::new();
+    let mut digits = String::new();
+    for c in name.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+        } else {
+            if !digits.is_empty() {
+                key.push((
+                    std::mem::take(&mut text),
+                    digits.parse().unwrap_or(u128::MAX),
+                ));
+                digits.clear();
+            }
+            text.push(c);
+        }
+    }
+    key.push((text, digits.parse().unwrap_or(0)));
+    key
+}
+
+/// A line's time stamp: `HH:MM:SS` on the day a run began (`first`), with the date after it.
+pub(crate) fn stamp(now: jiff::Timestamp, first: jiff::civil::Date) -> String {
+    if now.to_zoned(jiff::tz::TimeZone::UTC).date() == first {
+        now.strftime("%H:%M:%S").to_string()
+    } else {
+        now.strftime("%Y-%m-%d %H:%M:%S").to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_sort_as_people_count() {
+        let names = [
+            "worker-a-19",
+            "cp-1",
+            "worker-a-2",
+            "worker-b-0",
+            "worker-a-10",
+            "cp-0",
+        ];
+        let sorted: Vec<&str> = natural(&names, |n| n).into_iter().copied().collect();
+        assert_eq!(
+            sorted,
+            [
+                "cp-0",
+                "cp-1",
+                "worker-a-2",
+                "worker-a-10",
+                "worker-a-19",
+                "worker-b-0"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_stamp_past_the_first_day_says_its_date() {
+        let first: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let day = first.to_zoned(jiff::tz::TimeZone::UTC).date();
+        assert_eq!(stamp(first, day), "00:00:00");
+        let later: jiff::Timestamp = "2026-01-02T01:03:10Z".parse().unwrap();
+        assert_eq!(stamp(later, day), "2026-01-02 01:03:10");
+    }
+}

@@ -7,7 +7,7 @@ use certs_driver::{
 
 use super::{
     DriverError, End, ErrorKind, Event, OnBars, Position, Severity, failed_at, lease_line,
-    lease_severity, log_tail, preview_head, seconds, table, with_exit_code,
+    lease_severity, log_tail, natural, preview_head, seconds, table, with_exit_code,
 };
 
 /// The steps a node's bar counts: stage, issue, finalize; an abort's one.
@@ -203,7 +203,7 @@ pub(crate) fn preview(preview: &Preview) -> String {
 pub(crate) fn summary(report: &Report, abort: bool) -> String {
     let mut rows =
         vec![["NODE", "BEFORE", "LAST READ", "RESULT", "STEPS", "DURATION"].map(String::from)];
-    for n in &report.nodes {
+    for n in natural(&report.nodes, |n| n.name.as_str()) {
         let phase = |s: &Option<certs_driver::CaStatus>| {
             s.as_ref()
                 .map_or_else(|| "-".to_string(), |s| s.phase.to_string())

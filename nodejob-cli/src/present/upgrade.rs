@@ -6,7 +6,7 @@ use upgrade_driver::{
 
 use super::{
     DriverError, End, ErrorKind, Event, OnBars, Position, Severity, failed_at, lease_line,
-    lease_severity, log_tail, preview_head, seconds, table, with_exit_code,
+    lease_severity, log_tail, natural, preview_head, seconds, table, with_exit_code,
 };
 
 /// The steps of an upgrade a node's bar counts.
@@ -178,8 +178,10 @@ pub(crate) fn preview(preview: &Preview) -> String {
     lines.join("\n") + "\n"
 }
 
-/// The summary table: node, from, to, result, duration, pods evicted; then the totals.
-pub(crate) fn summary(report: &Report) -> String {
+/// The summary table: node (in natural order), from, to (`-` where the node did not get
+/// there), result, duration, pods evicted; then the totals, and how long the run took when
+/// `took_ms` is known.
+pub(crate) fn summary(report: &Report, took_ms: Option<u64>) -> String {
     let mut rows = vec![[
         "NODE".to_string(),
         "FROM".into(),
@@ -188,7 +190,7 @@ pub(crate) fn summary(report: &Report) -> String {
         "DURATION".into(),
         "PODS EVICTED".into(),
     ]];
-    for n in &report.nodes {
+    for n in natural(&report.nodes, |n| n.name.as_str()) {
         let result = match &n.result {
             None => "not started".to_string(),
             Some(NodeResult::Upgraded) => "upgraded".into(),
@@ -199,7 +201,11 @@ pub(crate) fn summary(report: &Report) -> String {
         rows.push([
             n.name.clone(),
             n.from.clone().unwrap_or_else(|| "-".into()),
-            n.to.clone().unwrap_or_else(|| "-".into()),
+            match &n.result {
+                Some(NodeResult::Upgraded | NodeResult::Skipped { .. }) => n.to.clone(),
+                _ => None,
+            }
+            .unwrap_or_else(|| "-".into()),
             result,
             if n.took_ms == 0 {
                 "-".into()
@@ -212,13 +218,16 @@ pub(crate) fn summary(report: &Report) -> String {
     let mut out = table(&rows);
     let t = &report.totals;
     out.push_str(&format!(
-        "{} upgraded, {} skipped, {} failed, {} stopped, {} not started; {} pods evicted; {}\n",
+        "{} upgraded, {} skipped, {} failed, {} stopped, {} not started; {} pods evicted; {}{}\n",
         t.upgraded,
         t.skipped,
         t.failed,
         t.interrupted,
         t.not_started,
         t.pods_evicted,
+        took_ms
+            .map(|ms| format!("took {}; ", seconds(ms)))
+            .unwrap_or_default(),
         match &report.outcome {
             Outcome::Done => "done".to_string(),
             Outcome::Failed { .. } => "FAILED".into(),
@@ -297,7 +306,7 @@ fn retry_command(report: &Report, nodes: &[String], retry: &str) -> String {
 
 /// The MCP tool `upgrade`'s answer: the summary, each failed node, and how to retry or resume.
 pub(crate) fn answer(report: &Report) -> String {
-    let mut text = summary(report);
+    let mut text = summary(report, None);
     for line in failures(report, None) {
         text.push_str(&line);
         text.push('\n');
