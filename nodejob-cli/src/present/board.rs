@@ -4,7 +4,7 @@
 //! it), so the nodes in flight stay on the screen however many nodes finished. The terminal
 //! renderer (`crate::render`) draws [`Board::live`] below what scrolls.
 
-use super::{End, OnBars, Position};
+use super::{End, Now, OnBars, Position};
 
 /// The most nodes in flight drawn as bars; the others are counted on one line.
 pub(crate) const MAX_BARS: usize = 12;
@@ -67,7 +67,7 @@ impl Board {
                 node,
                 position,
                 message,
-                end,
+                now,
             } => {
                 let index = match self.nodes.iter().position(|r| &r.node == node) {
                     Some(i) => i,
@@ -89,12 +89,14 @@ impl Board {
                     Position::Full => row.position = steps,
                 }
                 if let Some(message) = message {
-                    // A step's start says `Step...`; anything else ends what was in flight.
-                    row.busy = message.ends_with("...");
                     row.message = message.clone();
                 }
-                let Some(end) = end else {
-                    return Some(Change::Board);
+                let end = match now {
+                    Now::Working | Now::Waiting => {
+                        row.busy = *now == Now::Working;
+                        return Some(Change::Board);
+                    }
+                    Now::Ended(end) => end,
                 };
                 self.nodes.remove(index);
                 match end {
@@ -264,16 +266,16 @@ mod tests {
     #[test]
     fn a_rotation_node_between_phases_is_counted_not_drawn() {
         let mut board = Board::new(3);
-        let bar = |message: &str, position| OnBars::Bar {
+        let bar = |message: &str, position, now| OnBars::Bar {
             node: "cp-0".into(),
             position: Position::At(position),
             message: Some(message.into()),
-            end: None,
+            now,
         };
-        board.apply(&bar("Stage...", 0));
-        board.apply(&bar("Stage done", 1));
+        board.apply(&bar("Stage...", 0, Now::Working));
+        board.apply(&bar("Stage done", 1, Now::Waiting));
         assert_eq!(board.live(), ["0 done, 0 in flight, 1 between steps"]);
-        board.apply(&bar("Issue...", 1));
+        board.apply(&bar("Issue...", 1, Now::Working));
         assert_eq!(board.live().len(), 2);
     }
 }

@@ -55,6 +55,17 @@ pub(crate) enum End {
     Stopped,
 }
 
+/// What a node does after an event, as the terminal's board counts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Now {
+    /// A step is in flight (or the next follows at once): drawn as a bar.
+    Working,
+    /// Between two phases of a rotation, waiting for the others: counted, not drawn.
+    Waiting,
+    /// Its part of the run ended.
+    Ended(End),
+}
+
 /// What a terminal that draws a bar per node shows of an event.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum OnBars {
@@ -66,8 +77,8 @@ pub(crate) enum OnBars {
         position: Position,
         /// Its new message, if it changes.
         message: Option<String>,
-        /// How the node ended, when it did (with `message`).
-        end: Option<End>,
+        /// What the node does now.
+        now: Now,
     },
     /// The event's line ([`Event::line`]), stamped, above the bars.
     Line,

@@ -6,7 +6,7 @@ use certs_driver::{
 };
 
 use super::{
-    DriverError, End, ErrorKind, Event, OnBars, Position, Severity, failed_at, lease_line,
+    DriverError, End, ErrorKind, Event, Now, OnBars, Position, Severity, failed_at, lease_line,
     lease_severity, log_tail, natural, preview_head, seconds, table, with_exit_code,
 };
 
@@ -82,27 +82,27 @@ impl Event for Progress {
     }
 
     fn on_bars(&self) -> OnBars {
-        let bar = |node: &String, position, message, end| OnBars::Bar {
+        let bar = |node: &String, position, message, now| OnBars::Bar {
             node: node.clone(),
             position,
             message,
-            end,
+            now,
         };
         match self {
             Progress::StepStarted { node, step } => bar(
                 node,
                 Position::At(step_index(*step) - 1),
                 Some(format!("{step}...")),
-                None,
+                Now::Working,
             ),
             Progress::StepFinished { node, step, .. } => bar(
                 node,
                 Position::At(step_index(*step)),
                 Some(format!("{step} done")),
-                None,
+                Now::Waiting,
             ),
             Progress::Driver(CaEvent::NodeSkipped { node, step, .. }) => {
-                bar(node, Position::At(step_index(*step)), None, None)
+                bar(node, Position::At(step_index(*step)), None, Now::Waiting)
             }
             Progress::NodeFinished { node, result, .. } => bar(
                 node,
@@ -118,7 +118,7 @@ impl Event for Progress {
                     NodeResult::Disagrees { gate, .. } => format!("DISAGREES at {gate}"),
                     NodeResult::Interrupted { step, .. } => format!("stopped before {step}"),
                 }),
-                Some(match result {
+                Now::Ended(match result {
                     NodeResult::Rotated | NodeResult::Restored => End::Done,
                     NodeResult::Failed(_) | NodeResult::Disagrees { .. } => End::Failed,
                     NodeResult::Interrupted { .. } => End::Stopped,

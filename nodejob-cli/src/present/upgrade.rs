@@ -5,7 +5,7 @@ use upgrade_driver::{
 };
 
 use super::{
-    DriverError, End, ErrorKind, Event, OnBars, Position, Severity, failed_at, lease_line,
+    DriverError, End, ErrorKind, Event, Now, OnBars, Position, Severity, failed_at, lease_line,
     lease_severity, log_tail, natural, preview_head, seconds, table, with_exit_code,
 };
 
@@ -83,21 +83,21 @@ impl Event for Progress {
     }
 
     fn on_bars(&self) -> OnBars {
-        let bar = |node: &String, position, message, end| OnBars::Bar {
+        let bar = |node: &String, position, message, now| OnBars::Bar {
             node: node.clone(),
             position,
             message,
-            end,
+            now,
         };
         match self {
             Progress::StepStarted { node, step } => bar(
                 node,
                 Position::At(step_index(*step) - 1),
                 Some(format!("{step}...")),
-                None,
+                Now::Working,
             ),
             Progress::StepFinished { node, step, .. } => {
-                bar(node, Position::At(step_index(*step)), None, None)
+                bar(node, Position::At(step_index(*step)), None, Now::Working)
             }
             Progress::NodeFinished { node, result, .. } => bar(
                 node,
@@ -107,7 +107,7 @@ impl Event for Progress {
                     Position::Keep
                 },
                 Some(result_text(result)),
-                Some(match result {
+                Now::Ended(match result {
                     NodeResult::Upgraded => End::Done,
                     NodeResult::Skipped { .. } => End::Skipped,
                     NodeResult::Failed(_) => End::Failed,
@@ -118,7 +118,7 @@ impl Event for Progress {
                 node,
                 Position::Full,
                 Some(format!("skipped: {why}")),
-                Some(End::Skipped),
+                Now::Ended(End::Skipped),
             ),
             Progress::Lease(FenceEvent::Renewed { .. })
             | Progress::Driver(UpgradeEvent::PodsEvicted { .. }) => OnBars::Nothing,
