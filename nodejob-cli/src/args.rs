@@ -108,7 +108,8 @@ pub(crate) struct Simulate {
     pub(crate) simulate: Option<u16>,
     /// With --simulate: how fast virtual time is shown: `100` (or `100x`) for 100 virtual
     /// seconds a real second, `max` for no pacing. Default: 100 when stdout is a terminal and
-    /// the output is text (a person watches), max otherwise (a file, a pipe, -o json).
+    /// the output is text (a person watches) and under `mcp` (an assistant relays the
+    /// progress), max otherwise (a file, a pipe, -o json).
     #[arg(long, value_name = "SPEED", requires = "simulate", value_parser = parse::speed)]
     pub(crate) speed: Option<Speed>,
     /// With --simulate: when the virtual clock starts, an RFC 3339 instant up to a year after

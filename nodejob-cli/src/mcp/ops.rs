@@ -384,6 +384,7 @@ async fn upgrade(
         if let Some(why) = token::refusal(Operation::Upgrade, &presented, &current) {
             return Err(why);
         }
+        // An assistant relays the progress to a person: paced as if watched, unless --speed.
         let sink = Arc::new(stream::Sink::new(sender, t.pacer(t.speed(true))));
         upgrade_driver::run_until(&*t.api, &plan, sink, &driver_stop)
             .await
@@ -446,6 +447,7 @@ async fn rotate_ca(
         if let Some(why) = token::refusal(operation, &presented, &current) {
             return Err(why);
         }
+        // An assistant relays the progress to a person: paced as if watched, unless --speed.
         let sink = Arc::new(stream::Sink::new(sender, t.pacer(t.speed(true))));
         let report = if abort {
             certs_driver::abort(&*t.api, &plan, sink).await
