@@ -24,7 +24,7 @@ pub(crate) fn banner(setup: &Setup, speed: Option<Speed>) -> Vec<String> {
         ));
     }
     let clock = format!(
-        "virtual clock from {} (--simulate-start)",
+        "virtual clock from {}",
         setup.start.strftime("%a %Y-%m-%d %H:%M UTC")
     );
     vec![
