@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand};
 use upgrade_driver::MaxUnavailable;
 
 use crate::parse;
+use crate::virtual_clock::Speed;
 
 /// Run privileged, node-pinned Kubernetes Jobs: rolling node upgrades, cluster CA rotations and
 /// one-off host commands.
@@ -182,10 +183,28 @@ pub(crate) enum DryRun {
 /// `--simulate N` and its companions.
 #[derive(Debug, Args, Clone)]
 pub(crate) struct Simulate {
-    /// Run against an in-memory cluster of N nodes (3 control-plane when N >= 3, two zones, a
-    /// Deployment behind a budget), in virtual time shown 100x faster.
+    /// Run against an in-memory cluster of N nodes (3 control-plane when N >= 3, the workers in
+    /// two zones, a Deployment `web` with a replica per worker behind a budget), in virtual
+    /// time. The first line of output says so. Its host programs are simulated too: `stratum`
+    /// is modelled (upgrade, reboot, health, the CA steps) and any other command (`/bin/false`
+    /// included) runs 2 s and exits 0, unless directives in its argv script it:
+    /// `nodejob-test:exit=N` (exit status N), `nodejob-test:log=TEXT` (print a line; one per
+    /// directive), `nodejob-test:run=SECONDS` (run that long), `nodejob-test:sigterm=ignore`
+    /// (run on after SIGTERM until the kill), e.g.
+    /// `--health-check -- check nodejob-test:exit=1`.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=5000))]
     pub(crate) simulate: Option<u16>,
+    /// With --simulate: how fast virtual time is shown: `100` (or `100x`) for 100 virtual
+    /// seconds a real second, `max` for no pacing. Default: 100 when stdout is a terminal and
+    /// the output is text (a person watches) and under `mcp` (an assistant relays the
+    /// progress), max otherwise (a file, a pipe, -o json).
+    #[arg(long, value_name = "SPEED", requires = "simulate", value_parser = parse::speed)]
+    pub(crate) speed: Option<Speed>,
+    /// With --simulate: when the virtual clock starts, an RFC 3339 instant up to a year after
+    /// the default, Thu 2026-01-01T00:00:00Z (fixed, so that every simulated run prints the
+    /// same lines). The clock, not the machine's, is what --window is checked against.
+    #[arg(long, value_name = "INSTANT", requires = "simulate", value_parser = parse::simulate_start)]
+    pub(crate) simulate_start: Option<jiff::Timestamp>,
 }
 
 /// `--simulate N` for the commands that look at a cluster rather than change it.
@@ -233,7 +252,9 @@ pub(crate) struct Upgrade {
     #[arg(long, default_value = "/usr/local/bin/stratum")]
     pub(crate) binary: String,
     /// A maintenance window: `DAYS START-END [TZ]`, e.g. `sat,sun 01:00-05:00 Europe/Berlin`.
-    /// No node starts outside it; a node in flight finishes.
+    /// No node starts outside it; a node in flight finishes. It is checked against the
+    /// cluster's clock: under --simulate the virtual one, which starts Thu 2026-01-01 00:00 UTC
+    /// unless --simulate-start says otherwise.
     #[arg(long)]
     pub(crate) window: Option<String>,
     /// Stop starting nodes after this many failed.
@@ -289,7 +310,9 @@ pub(crate) struct RotateCa {
     #[arg(long, default_value = "/usr/local/bin/stratum")]
     pub(crate) binary: String,
     /// A maintenance window: `DAYS START-END [TZ]`, e.g. `sat,sun 01:00-05:00 Europe/Berlin`.
-    /// No batch starts outside it; a node in flight finishes; a rerun resumes.
+    /// No batch starts outside it; a node in flight finishes; a rerun resumes. It is checked
+    /// against the cluster's clock: under --simulate the virtual one, which starts Thu
+    /// 2026-01-01 00:00 UTC unless --simulate-start says otherwise.
     #[arg(long)]
     pub(crate) window: Option<String>,
     /// Stop a phase after this many nodes failed (the phase goes on over the others until

@@ -26,7 +26,7 @@ use tokio::sync::OnceCell;
 use crate::args::Global;
 use crate::exit::{Exit, code};
 use crate::present;
-use crate::sim::{self, Pacer};
+use crate::sim::{self, Pacer, Setup, Speed};
 
 /// Every API the commands use, as one object.
 pub(crate) trait Api: JobApi + NodeApi + PodApi + LeaseApi {}
@@ -43,6 +43,8 @@ pub(crate) struct Target {
     pub(crate) api: Arc<dyn Api>,
     /// The simulated cluster, under `--simulate`: to pace what is shown, to count its calls.
     pub(crate) fake: Option<Arc<FakeCluster>>,
+    /// Under `--simulate`, what the simulation says of itself.
+    pub(crate) simulated: Option<Setup>,
 }
 
 impl Target {
@@ -57,9 +59,16 @@ impl Target {
         }
     }
 
-    /// Under `--simulate`, a pacer that shows the virtual time at [`sim::SPEED`]x.
-    pub(crate) fn pacer(&self) -> Option<Pacer> {
-        self.fake.clone().map(Pacer::new)
+    /// Under `--simulate`, the speed a run is shown at: `--speed`, else as
+    /// [`Speed::resolve`] says for whether a person `watched`.
+    pub(crate) fn speed(&self, watched: bool) -> Option<Speed> {
+        (self.simulated.as_ref()).map(|s| Speed::resolve(s.speed, watched))
+    }
+
+    /// Under `--simulate`, a pacer that shows the virtual time at `speed`; none at
+    /// [`Speed::Max`].
+    pub(crate) fn pacer(&self, speed: Option<Speed>) -> Option<Pacer> {
+        Pacer::new(self.fake.clone()?, speed?)
     }
 
     /// Under `--simulate`, the API calls the cluster has seen so far.
@@ -97,6 +106,10 @@ pub(crate) enum Backend {
         faults: Vec<(String, Fault)>,
         /// What it goes through first.
         prepare: Prepare,
+        /// `--speed`, if given.
+        speed: Option<Speed>,
+        /// `--simulate-start`, if given.
+        start: Option<Timestamp>,
     },
     /// The kubeconfig's cluster (`--kubeconfig`, `--context`).
     Cluster(Global),
@@ -110,6 +123,8 @@ impl Backend {
                 nodes: usize::from(n),
                 faults: Vec::new(),
                 prepare: Prepare::Nothing,
+                speed: None,
+                start: None,
             },
             None => Backend::Cluster(global.clone()),
         }
@@ -119,6 +134,19 @@ impl Backend {
     pub(crate) fn prepared(mut self, then: Prepare) -> Backend {
         if let Backend::Simulated { prepare, .. } = &mut self {
             *prepare = then;
+        }
+        self
+    }
+
+    /// A simulated run is shown at `speed` (`--speed`) and its virtual clock starts at `start`
+    /// (`--simulate-start`), where given.
+    pub(crate) fn clocked(mut self, speed: Option<Speed>, start: Option<Timestamp>) -> Backend {
+        if let Backend::Simulated {
+            speed: s, start: t, ..
+        } = &mut self
+        {
+            *s = speed;
+            *t = start;
         }
         self
     }
@@ -165,11 +193,19 @@ impl Backend {
                 nodes,
                 faults,
                 prepare,
+                speed,
+                start,
             } => simulated_runtime()?.block_on(async {
-                let fake = simulate(nodes, &faults, &prepare).await?;
+                let start = start.unwrap_or(sim::epoch());
+                let fake = simulate(nodes, &faults, &prepare, start).await?;
                 work(Target {
                     api: fake.clone(),
                     fake: Some(fake),
+                    simulated: Some(Setup {
+                        nodes,
+                        start,
+                        speed,
+                    }),
                 })
                 .await
             }),
@@ -178,6 +214,7 @@ impl Backend {
                 work(Target {
                     api: Arc::new(api),
                     fake: None,
+                    simulated: None,
                 })
                 .await
             }),
@@ -192,7 +229,17 @@ impl Backend {
                 nodes,
                 faults,
                 prepare,
-            } => Session::Simulated(Simulation::start(nodes, faults, prepare)?),
+                speed,
+                start,
+            } => Session::Simulated(Simulation::start(
+                Setup {
+                    nodes,
+                    start: start.unwrap_or(sim::epoch()),
+                    speed,
+                },
+                faults,
+                prepare,
+            )?),
             Backend::Cluster(global) => Session::Cluster {
                 global,
                 api: OnceCell::new(),
@@ -201,12 +248,13 @@ impl Backend {
     }
 }
 
-/// Builds a simulated cluster of `nodes` nodes with `faults` armed, and takes it through
-/// `prepare`.
+/// Builds a simulated cluster of `nodes` nodes with `faults` armed, runs its clock to `start`,
+/// and takes it through `prepare`.
 async fn simulate(
     nodes: usize,
     faults: &[(String, Fault)],
     prepare: &Prepare,
+    start: Timestamp,
 ) -> Result<Arc<FakeCluster>, Exit> {
     let mut armed: Vec<(&str, Fault)> = faults.iter().map(|(n, f)| (n.as_str(), *f)).collect();
     let names = sim::node_names(nodes);
@@ -214,6 +262,7 @@ async fn simulate(
         armed.extend(sim::history_faults(&names));
     }
     let fake = sim::cluster(nodes, &armed)?;
+    sim::start_at(&fake, start).await;
     match prepare {
         Prepare::Nothing => {}
         Prepare::Settle => sim::settle(&fake).await,
@@ -251,16 +300,17 @@ pub(crate) enum Session {
 pub(crate) struct Simulation {
     handle: Handle,
     fake: Arc<FakeCluster>,
-    nodes: usize,
+    simulated: Setup,
 }
 
 impl Simulation {
     /// Builds the cluster on a thread of its own and keeps it until the process ends.
     fn start(
-        nodes: usize,
+        simulated: Setup,
         faults: Vec<(String, Fault)>,
         prepare: Prepare,
     ) -> Result<Simulation, Exit> {
+        let (nodes, start) = (simulated.nodes, simulated.start);
         let (ready, started) = std::sync::mpsc::channel();
         std::thread::Builder::new()
             .name("nodejob-simulation".into())
@@ -273,7 +323,7 @@ impl Simulation {
                     }
                 };
                 runtime.block_on(async {
-                    match simulate(nodes, &faults, &prepare).await {
+                    match simulate(nodes, &faults, &prepare, start).await {
                         Ok(fake) => {
                             let _ = ready.send(Ok((Handle::current(), fake)));
                             // Serve the futures spawned here for the life of the process.
@@ -295,7 +345,7 @@ impl Simulation {
         Ok(Simulation {
             handle,
             fake,
-            nodes,
+            simulated,
         })
     }
 }
@@ -304,7 +354,7 @@ impl Session {
     /// The names of the simulated nodes, under `--simulate`.
     pub(crate) fn simulated_nodes(&self) -> Option<Vec<String>> {
         match self {
-            Session::Simulated(s) => Some(sim::node_names(s.nodes)),
+            Session::Simulated(s) => Some(sim::node_names(s.simulated.nodes)),
             Session::Cluster { .. } => None,
         }
     }
@@ -325,6 +375,7 @@ impl Session {
                 let target = Target {
                     api: s.fake.clone(),
                     fake: Some(s.fake.clone()),
+                    simulated: Some(s.simulated.clone()),
                 };
                 s.handle.spawn(work(target))
             }
@@ -334,7 +385,11 @@ impl Session {
                     .await
                     .map_err(|e| e.message)?
                     .clone();
-                tokio::spawn(work(Target { api, fake: None }))
+                tokio::spawn(work(Target {
+                    api,
+                    fake: None,
+                    simulated: None,
+                }))
             }
         };
         task.await

@@ -1,27 +1,62 @@
-//! Ctrl-C during a run: once stops starting nodes, twice exits at once.
+//! Ctrl-C during a run: once stops starting nodes, twice exits at once. The acknowledgement
+//! goes where a person sees it ([`Notice`]): on the terminal's board while one is drawn
+//! (stderr would be drawn over), on stderr otherwise.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
 use upgrade_driver::Stop;
 
+/// Where Ctrl-C's acknowledgement goes.
+pub(crate) type Say = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// Where Ctrl-C's acknowledgement goes: stderr, unless routed elsewhere (the board).
+#[derive(Default)]
+pub(crate) struct Notice {
+    to: Mutex<Option<Say>>,
+}
+
+impl Notice {
+    /// The acknowledgement goes to `say` from now on.
+    pub(crate) fn route(&self, say: Say) {
+        *self.to.lock().unwrap_or_else(|e| e.into_inner()) = Some(say);
+    }
+
+    /// The acknowledgement goes to stderr again.
+    pub(crate) fn unroute(&self) {
+        *self.to.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// Says `text` where it is routed.
+    fn say(&self, text: &str) {
+        let to = self.to.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        match to {
+            Some(say) => say(text),
+            None => eprintln!("\n{text}"),
+        }
+    }
+}
+
 /// Ctrl-C once: stop starting nodes (`stop`; without one, an operation that cannot stop
-/// midway, such as an abort, says so and carries on); twice: exit at once.
-pub(crate) fn on_interrupt(stop: Option<Stop>) {
+/// midway, such as an abort, says so and carries on); twice: exit at once. Returns where the
+/// acknowledgement goes, for the renderer to route it.
+pub(crate) fn on_interrupt(stop: Option<Stop>) -> Arc<Notice> {
+    let notice = Arc::new(Notice::default());
+    let said = notice.clone();
     let presses = Arc::new(AtomicU32::new(0));
     let _ = ctrlc::set_handler(move || {
         if presses.fetch_add(1, Ordering::SeqCst) == 0 {
             match &stop {
                 Some(stop) => {
                     stop.request();
-                    eprintln!(
-                        "\nstopping: no further node starts; the step in flight finishes \
-                         (Ctrl-C again to exit at once)"
+                    said.say(
+                        "stopping: no further node starts; the step in flight finishes \
+                         (Ctrl-C again to exit at once)",
                     );
                 }
-                None => eprintln!(
-                    "\nan abort does not stop midway: it finishes restoring the nodes (Ctrl-C \
-                     again to exit at once; run it again to resume)"
+                None => said.say(
+                    "an abort does not stop midway: it finishes restoring the nodes (Ctrl-C \
+                     again to exit at once; run it again to resume)",
                 ),
             }
         } else {
@@ -32,4 +67,5 @@ pub(crate) fn on_interrupt(stop: Option<Stop>) {
             std::process::exit(130);
         }
     });
+    notice
 }

@@ -30,6 +30,7 @@ mod present;
 mod render;
 mod settings;
 mod sim;
+mod virtual_clock;
 
 use std::process::ExitCode;
 
@@ -76,6 +77,13 @@ fn command_line() -> Cli {
     Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
+/// Whether what goes to stderr may be coloured: only on a terminal, and not when `NO_COLOR`
+/// is set (no-color.org), so a file or a pipe gets no escape codes.
+fn colour() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
 fn main() -> ExitCode {
     let cli = command_line();
     let filter = match cli.global.verbose {
@@ -85,6 +93,7 @@ fn main() -> ExitCode {
     };
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(colour())
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter)),

@@ -3,8 +3,50 @@
 
 use std::time::Duration;
 
+use std::num::NonZeroU32;
+
+use jiff::Timestamp;
 use jiff::civil::{Time, Weekday};
 use upgrade_driver::{MaxUnavailable, Window};
+
+use crate::virtual_clock::{self as sim, Speed};
+
+/// `--speed`: `max` (no pacing), or how many times real time, `100` or `100x` (1 to 1000000).
+pub(crate) fn speed(s: &str) -> Result<Speed, String> {
+    let s = s.trim();
+    if s.eq_ignore_ascii_case("max") {
+        return Ok(Speed::Max);
+    }
+    let times = s.strip_suffix(['x', 'X']).unwrap_or(s);
+    match times.parse::<u32>().ok().and_then(NonZeroU32::new) {
+        Some(t) if t.get() <= 1_000_000 => Ok(Speed::Times(t)),
+        _ => Err(format!(
+            "{s:?} is not a speed: `max` (no pacing) or how many times real time, 1 to 1000000 \
+             (`100` or `100x`)"
+        )),
+    }
+}
+
+/// `--simulate-start`: an RFC 3339 instant (`2026-01-02T00:00:00Z`) from the simulation's
+/// epoch (Thu 2026-01-01 00:00 UTC) to a year after it.
+pub(crate) fn simulate_start(s: &str) -> Result<Timestamp, String> {
+    let t: Timestamp = s
+        .trim()
+        .parse()
+        .map_err(|e| format!("{s:?} is not an instant such as 2026-01-02T00:00:00Z: {e}"))?;
+    let latest = sim::epoch()
+        .checked_add(jiff::SignedDuration::from_hours(
+            24 * sim::LATEST_START_DAYS,
+        ))
+        .unwrap_or(sim::epoch());
+    if t < sim::epoch() || t > latest {
+        return Err(format!(
+            "{s:?}: the simulated clock starts from {} to {latest}",
+            sim::epoch()
+        ));
+    }
+    Ok(t)
+}
 
 /// A count of nodes (at least 1) or a percentage of them (1% to 100%).
 pub(crate) fn max_unavailable(s: &str) -> Result<MaxUnavailable, String> {
@@ -163,5 +205,35 @@ mod tests {
         }
         let why = duration("1h30").unwrap_err();
         assert!(why.contains("30 has no unit"), "{why}");
+    }
+
+    #[test]
+    fn speed_is_max_or_a_positive_multiple_of_real_time() {
+        let times = |t| Ok(Speed::Times(NonZeroU32::new(t).unwrap()));
+        assert_eq!(speed("max"), Ok(Speed::Max));
+        assert_eq!(speed("MAX"), Ok(Speed::Max));
+        assert_eq!(speed("100"), times(100));
+        assert_eq!(speed("100x"), times(100));
+        assert_eq!(speed("1000000"), times(1_000_000));
+        for bad in ["0", "-1", "1.5", "fast", "", "1000001"] {
+            assert!(speed(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_simulated_clock_starts_from_its_epoch_to_a_year_after() {
+        assert_eq!(
+            simulate_start("2026-01-02T00:00:00Z").map(|t| t.to_string()),
+            Ok("2026-01-02T00:00:00Z".into())
+        );
+        assert!(simulate_start("2026-01-01T00:00:00Z").is_ok());
+        for bad in [
+            "2025-12-31T23:59:59Z",
+            "2027-01-03T00:00:00Z",
+            "tomorrow",
+            "2026-01-02",
+        ] {
+            assert!(simulate_start(bad).is_err(), "{bad:?}");
+        }
     }
 }

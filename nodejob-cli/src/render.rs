@@ -2,16 +2,17 @@
 //! one JSON event per line with `--output json`. One [`Renderer`] serves both drivers; what it
 //! shows of an event is `crate::present`'s ([`Event`]).
 
-use std::collections::BTreeMap;
 use std::io::IsTerminal;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use upgrade_driver::EventSink;
 
 use crate::args::Format;
 use crate::backend::{Target, WallClock};
-use crate::present::{Event, OnBars, Position};
+use crate::interrupt::Notice;
+use crate::present::board::{Board, Change};
+use crate::present::{Event, Severity, simulated, stamp};
 use crate::sim::Pacer;
 
 /// Receives a driver's events and shows them.
@@ -19,50 +20,98 @@ pub(crate) struct Renderer {
     format: Format,
     clock: WallClock,
     pacer: Option<Pacer>,
-    bars: Option<Bars>,
-    /// The steps a node's bar counts.
-    steps: u64,
+    live: Option<Arc<Live>>,
+    /// Whether routine events (a Lease renewed) are shown: `-v`.
+    verbose: bool,
+    /// The day of the first stamped line: a line of a later day is stamped with its date.
+    first_day: Mutex<Option<jiff::civil::Date>>,
 }
 
-struct Bars {
-    multi: MultiProgress,
-    nodes: Mutex<BTreeMap<String, ProgressBar>>,
+/// The board of a terminal and what draws it: one bar whose message is the board's lines.
+struct Live {
+    bar: ProgressBar,
+    board: Mutex<Board>,
+}
+
+impl Live {
+    fn draw(&self, board: &Board) {
+        self.bar.set_message(board.live().join("\n"));
+    }
 }
 
 impl Renderer {
-    /// A renderer in `format`; bars of `steps` steps when `terminal` (stdout is one) and the
-    /// format is text; paced by `pacer` when simulated.
+    /// A renderer in `format`; a board of nodes of `steps` steps when `terminal` (stdout is
+    /// one) and the format is text; paced by `pacer` when simulated.
     fn new(
         format: Format,
         terminal: bool,
         clock: WallClock,
         pacer: Option<Pacer>,
         steps: u64,
+        verbose: bool,
     ) -> Self {
-        let bars = (format == Format::Text && terminal).then(|| Bars {
-            multi: MultiProgress::with_draw_target(ProgressDrawTarget::stdout()),
-            nodes: Mutex::new(BTreeMap::new()),
+        let live = (format == Format::Text && terminal).then(|| {
+            let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stdout());
+            bar.set_style(
+                ProgressStyle::with_template("{msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+            );
+            Arc::new(Live {
+                bar,
+                board: Mutex::new(Board::new(steps)),
+            })
         });
         Renderer {
             format,
             clock,
             pacer,
-            bars,
-            steps,
+            live,
+            verbose,
+            first_day: Mutex::new(None),
         }
     }
 
-    /// The renderer of a run on `target` in `format`: bars when stdout is a terminal, paced
-    /// when the cluster is simulated and people watch.
-    pub(crate) fn of(format: Format, target: &Target, steps: u64) -> Self {
-        let pacer = target.pacer().filter(|_| format == Format::Text);
-        Renderer::new(
+    /// The renderer of a run on `target` in `format`: a board when stdout is a terminal. When
+    /// the cluster is simulated, it says so first (the banner, or a `simulated` JSON event)
+    /// and paces the run at `--speed`, by default only when a person watches (text on a
+    /// terminal). Ctrl-C's acknowledgement (`notice`) goes on the board while there is one.
+    /// Routine events (a Lease renewed) are shown as text only when `verbose` (`-v`).
+    pub(crate) fn of(
+        format: Format,
+        target: &Target,
+        steps: u64,
+        notice: &Notice,
+        verbose: bool,
+    ) -> Self {
+        let terminal = std::io::stdout().is_terminal();
+        let speed = target.speed(format == Format::Text && terminal);
+        let renderer = Renderer::new(
             format,
-            std::io::stdout().is_terminal(),
+            terminal,
             target.clock(),
-            pacer,
+            target.pacer(speed),
             steps,
-        )
+            verbose,
+        );
+        if let Some(live) = &renderer.live {
+            let live = live.clone();
+            notice.route(Arc::new(move |text: &str| {
+                let mut board = live.board.lock().unwrap_or_else(|e| e.into_inner());
+                board.stopping(text);
+                live.draw(&board);
+            }));
+        }
+        if let (Some(setup), Some(speed)) = (&target.simulated, speed) {
+            match format {
+                Format::Json => renderer.json(&simulated::event(setup, speed)),
+                Format::Text | Format::Yaml => {
+                    for line in simulated::banner(setup, Some(speed)) {
+                        renderer.line(&line);
+                    }
+                }
+            }
+        }
+        renderer
     }
 
     /// Writes one JSON line.
@@ -70,45 +119,35 @@ impl Renderer {
         outln!("{}", serde_json::to_string(event).unwrap_or_default());
     }
 
-    /// A line for people (above the bars when there are some).
+    /// A line for people (above the board when there is one).
     fn line(&self, text: &str) {
-        match &self.bars {
-            Some(bars) => {
-                let _ = bars.multi.println(text);
-            }
+        match &self.live {
+            Some(live) => live.bar.println(text),
             None => {
                 outln!("{text}");
             }
         }
     }
 
-    /// A line for people, stamped with the cluster's time.
+    /// A line for people, stamped with the cluster's time: `HH:MM:SS`, with the date once the
+    /// run is past the day it began in.
     fn stamped(&self, text: &str) {
-        let at = (self.clock)().strftime("%H:%M:%S");
-        self.line(&format!("{at}  {text}"));
+        let now = (self.clock)();
+        let day = now.to_zoned(jiff::tz::TimeZone::UTC).date();
+        let first = *self
+            .first_day
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert(day);
+        self.line(&format!("{}  {text}", stamp(now, first)));
     }
 
-    /// The bar of `node` (drawn on first use), when bars are drawn.
-    fn bar(&self, node: &str) -> Option<ProgressBar> {
-        let bars = self.bars.as_ref()?;
-        let mut nodes = bars.nodes.lock().unwrap_or_else(|e| e.into_inner());
-        let bar = nodes.entry(node.to_string()).or_insert_with(|| {
-            let bar = bars.multi.add(ProgressBar::new(self.steps));
-            bar.set_style(
-                ProgressStyle::with_template("{prefix:>16} [{bar:24}] {pos}/{len} {msg}")
-                    .unwrap_or_else(|_| ProgressStyle::default_bar())
-                    .progress_chars("=> "),
-            );
-            bar.set_prefix(node.to_string());
-            bar
-        });
-        Some(bar.clone())
-    }
-
-    /// Clears the bars before the summary.
-    pub(crate) fn finish(&self) {
-        if let Some(bars) = &self.bars {
-            let _ = bars.multi.clear();
+    /// Clears the board before the summary: nothing is drawn after it, and a Ctrl-C from now
+    /// on is acknowledged on stderr.
+    pub(crate) fn finish(&self, notice: &Notice) {
+        notice.unroute();
+        if let Some(live) = &self.live {
+            live.bar.finish_and_clear();
         }
     }
 }
@@ -122,32 +161,19 @@ impl<E: Event> EventSink<E> for Renderer {
             self.json(event);
             return;
         }
-        if self.bars.is_none() {
-            self.stamped(&event.line());
+        if event.severity() == Severity::Debug && !self.verbose {
             return;
         }
-        match event.on_bars() {
-            OnBars::Bar {
-                node,
-                position,
-                message,
-                finish,
-            } => {
-                let Some(bar) = self.bar(&node) else { return };
-                match position {
-                    Position::Keep => {}
-                    Position::At(steps) => bar.set_position(steps),
-                    Position::Full => bar.set_position(bar.length().unwrap_or(self.steps)),
-                }
-                match (message, finish) {
-                    (Some(message), true) => bar.finish_with_message(message),
-                    (None, true) => bar.finish(),
-                    (Some(message), false) => bar.set_message(message),
-                    (None, false) => {}
-                }
-            }
-            OnBars::Line => self.stamped(&event.line()),
-            OnBars::Nothing => {}
+        let Some(live) = &self.live else {
+            self.stamped(&event.line());
+            return;
+        };
+        let mut board = live.board.lock().unwrap_or_else(|e| e.into_inner());
+        match board.apply(&event.on_bars()) {
+            None => return,
+            Some(Change::Line) => self.stamped(&event.line()),
+            Some(Change::Board) => {}
         }
+        live.draw(&board);
     }
 }

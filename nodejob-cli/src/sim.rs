@@ -2,11 +2,13 @@
 //! production one: three control-plane nodes when N >= 3, the workers in two zones, and a
 //! Deployment `web` behind a PodDisruptionBudget so the drain has something to do.
 //!
-//! The fake runs in tokio's paused virtual time; [`Pacer`] slows it to a watchable pace by
-//! holding the (single) runtime thread for real time in proportion to the virtual time that
-//! passed between two progress events.
+//! The fake runs in tokio's paused virtual time, from [`epoch`] (Thu 2026-01-01 00:00 UTC) or
+//! a later `--simulate-start`; [`Pacer`] slows it to a watchable pace ([`Speed`]) by holding the
+//! (single) runtime thread for real time in proportion to the virtual time that passed between
+//! two progress events. Nothing is paced unless a person watches or `--speed` asks for it.
 
 use std::collections::BTreeMap;
+use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -21,14 +23,54 @@ use nodejob_fake::{FakeCluster, Verb, host};
 
 use crate::exit::Exit;
 use crate::settings::{RUN_LABEL_KEY, SIMULATED_CA};
+pub(crate) use crate::virtual_clock::{Speed, epoch};
+
+/// What a simulated cluster says of itself (the banner): its size, when its virtual clock
+/// started, and the speed asked for (`--speed`, if given).
+#[derive(Clone, Debug)]
+pub(crate) struct Setup {
+    /// N, of `--simulate N`.
+    pub(crate) nodes: usize,
+    /// When its virtual clock started (`--simulate-start`, else [`epoch`]).
+    pub(crate) start: jiff::Timestamp,
+    /// `--speed`, if given.
+    pub(crate) speed: Option<Speed>,
+}
 
 /// The label of the simulated workers (the Deployment's node selector).
 const WORKER: (&str, &str) = ("node-role.kubernetes.io/worker", "");
 const CONTROL_PLANE: &str = "node-role.kubernetes.io/control-plane";
 const ZONE: &str = "topology.kubernetes.io/zone";
 
-/// Virtual seconds shown per real second.
-pub(crate) const SPEED: u32 = 100;
+/// What a simulated cluster of `n` nodes is made of, as the banner says it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Shape {
+    /// Control-plane nodes.
+    pub(crate) control_plane: usize,
+    /// Workers.
+    pub(crate) workers: usize,
+    /// The workers' zones.
+    pub(crate) zones: Vec<String>,
+}
+
+impl Shape {
+    /// The shape of [`cluster`]`(n, ..)`.
+    pub(crate) fn of(n: usize) -> Shape {
+        let names = node_names(n);
+        let control_plane = names.iter().filter(|n| n.starts_with("cp-")).count();
+        let workers = names.len() - control_plane;
+        let zones = ["zone-a", "zone-b"]
+            .into_iter()
+            .take(workers.min(2))
+            .map(String::from)
+            .collect();
+        Shape {
+            control_plane,
+            workers,
+            zones,
+        }
+    }
+}
 
 /// The version the simulated history upgrades to.
 const HISTORY_VERSION: &str = "v1.38.0";
@@ -78,12 +120,39 @@ pub(crate) fn cluster(n: usize, faults: &[(&str, Fault)]) -> anyhow::Result<Arc<
         fake.set_host(node, host)?;
     }
     let workers = names.iter().filter(|n| n.starts_with("worker")).count();
-    if workers > 0 {
-        let replicas = i32::try_from(workers.max(2)).unwrap_or(2);
+    if let Some((replicas, min_available)) = workload(workers) {
         fake.create_deployment_now(&web(replicas))?;
-        fake.create_budget_now(&budget(replicas - 1))?;
+        if let Some(min_available) = min_available {
+            fake.create_budget_now(&budget(min_available))?;
+        }
     }
     Ok(Arc::new(fake))
+}
+
+/// The simulated workload sized to `workers`: the Deployment `web`'s replicas and, when the
+/// workers can meet one, its budget's `minAvailable`. A replica per worker (at least two), at
+/// most one of them disrupted at once; a single worker gets a single replica and no budget,
+/// since a budget there could never be met (the drained node's replacement Pod has nowhere else
+/// to run) and every drain would wait for its timeout. No worker, no workload.
+pub(crate) fn workload(workers: usize) -> Option<(i32, Option<i32>)> {
+    match workers {
+        0 => None,
+        1 => Some((1, None)),
+        n => {
+            let replicas = i32::try_from(n).unwrap_or(i32::MAX);
+            Some((replicas, Some(replicas - 1)))
+        }
+    }
+}
+
+/// Runs the idle simulated cluster forward so that its virtual clock reads `start`; nothing
+/// when `start` is not after the clock.
+pub(crate) async fn start_at(fake: &FakeCluster, start: jiff::Timestamp) {
+    let now = fake.wall_time();
+    if start > now {
+        let ahead = now.duration_until(start).unsigned_abs();
+        fake.sleep(ahead).await;
+    }
 }
 
 /// The faults of the simulated history (see [`history`]): the last node's host upgrade and
@@ -265,28 +334,33 @@ fn budget(min_available: i32) -> PodDisruptionBudget {
     }
 }
 
-/// Holds real time in proportion to the virtual time since its last call: [`SPEED`] virtual
+/// Holds real time in proportion to the virtual time since its last call: `times` virtual
 /// seconds per real second, at most half a second at once.
 pub(crate) struct Pacer {
     fake: Arc<FakeCluster>,
+    times: NonZeroU32,
     last: Mutex<(Duration, Instant)>,
 }
 
 impl Pacer {
-    /// A pacer for `fake`'s clock.
-    pub(crate) fn new(fake: Arc<FakeCluster>) -> Self {
+    /// A pacer for `fake`'s clock at `speed`; none at [`Speed::Max`].
+    pub(crate) fn new(fake: Arc<FakeCluster>, speed: Speed) -> Option<Self> {
+        let Speed::Times(times) = speed else {
+            return None;
+        };
         let now = fake.now();
-        Pacer {
+        Some(Pacer {
             fake,
+            times,
             last: Mutex::new((now, Instant::now())),
-        }
+        })
     }
 
     /// Called before showing an event: waits until the real time has caught up.
     pub(crate) fn pace(&self) {
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
         let virtual_now = self.fake.now();
-        let due = virtual_now.saturating_sub(last.0) / SPEED;
+        let due = virtual_now.saturating_sub(last.0) / self.times.get();
         let spent = last.1.elapsed();
         if due > spent {
             std::thread::sleep((due - spent).min(Duration::from_millis(500)));

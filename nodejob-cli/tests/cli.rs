@@ -322,15 +322,21 @@ fn json_output_is_one_parseable_event_per_line_ending_with_the_report() {
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
         .collect();
     assert!(lines.iter().all(|l| l["event"].is_string()));
-    assert_eq!(lines[0]["event"], "lease_acquired");
+    // A simulated run says so first, as an event of its own.
+    assert_eq!(lines[0]["event"], "simulated");
+    assert_eq!(lines[0]["nodes"], 3);
+    assert_eq!(lines[0]["clock_start"], "2026-01-01T00:00:00Z");
+    assert_eq!(lines[0]["speed"], "max", "a pipe is not paced");
+    assert_eq!(lines[1]["event"], "lease_acquired");
     assert!(lines.iter().any(|l| l["event"] == "step_finished"));
     let last = lines.last().unwrap();
     assert_eq!(last["event"], "report");
     assert_eq!(last["report"]["outcome"]["outcome"], "done");
 }
 
-#[test]
-fn on_a_terminal_the_bars_draw_and_the_summary_ends_the_output() {
+/// Runs `nodejob ARGS` on a pseudo-terminal (stdout, stderr and stdin); its exit code and
+/// every byte it wrote there.
+fn on_a_terminal(args: &[&str]) -> (Option<i32>, String) {
     let bin = assert_cmd::cargo::cargo_bin("nodejob");
     // A pseudo-terminal from Python's standard library: the child sees a tty on stdout.
     let script = r#"
@@ -354,19 +360,44 @@ sys.exit(p.wait())
         .arg("-c")
         .arg(script)
         .arg(bin)
-        .args(["upgrade", "--simulate", "3", "--to", "v1.38.0"])
+        .args(args)
         .output()
         .expect("python3 runs");
-    let screen = text(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{screen}");
-    assert!(
-        screen.contains("[========================] 6/6"),
-        "no finished bar drawn: {screen}"
-    );
+    (out.status.code(), text(&out.stdout))
+}
+
+#[test]
+fn on_a_terminal_the_board_draws_and_the_summary_ends_the_output() {
+    let (code, screen) = on_a_terminal(&["upgrade", "--simulate", "3", "--to", "v1.38.0"]);
+    assert_eq!(code, Some(0), "{screen}");
+    assert!(screen.contains("] 1/6 Drain..."), "no bar drawn: {screen}");
+    assert!(screen.contains(" in flight"), "no counts drawn: {screen}");
     let last = screen.trim_end().lines().last().unwrap();
     assert!(
         last.contains("3 upgraded") && last.contains("done"),
         "{last}"
+    );
+}
+
+#[test]
+fn on_a_terminal_nothing_is_drawn_after_a_failed_rotations_summary() {
+    let (code, screen) = on_a_terminal(&[
+        "rotate-ca",
+        "--simulate",
+        "5",
+        "--simulate-fail",
+        "worker-b-0",
+    ]);
+    assert_eq!(code, Some(1), "{screen}");
+    let summary = screen.find("NODE ").expect("a summary");
+    let after = &screen[summary..];
+    assert!(
+        !after.contains("] 3/3"),
+        "a bar drawn after the summary: {after}"
+    );
+    assert!(
+        !after.contains(" in flight"),
+        "the board drawn after the summary: {after}"
     );
 }
 
@@ -470,6 +501,11 @@ fn a_rotation_preview_on_a_simulated_cluster_changes_nothing() {
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
     assert!(
+        stdout.starts_with("simulated cluster (--simulate 5)"),
+        "{stdout}"
+    );
+    let stdout = stdout.lines().skip(2).collect::<Vec<_>>().join("\n");
+    assert!(
         stdout.starts_with(&format!(
             "rotate-ca to {SIMULATED_CA}: preview (nothing changed)"
         )),
@@ -547,7 +583,8 @@ fn rotation_json_is_one_event_per_line_ending_with_the_report_for_the_given_ca()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
         .collect();
     assert!(lines.iter().all(|l| l["event"].is_string()));
-    assert_eq!(lines[0]["event"], "lease_acquired");
+    assert_eq!(lines[0]["event"], "simulated");
+    assert_eq!(lines[1]["event"], "lease_acquired");
     for node in ["cp-0", "cp-1", "cp-2"] {
         for step in ["Stage", "Issue", "Finalize"] {
             assert!(
@@ -806,7 +843,13 @@ fn a_selector_matching_no_node_exits_1_naming_it() {
         let out = nodejob(&args);
         assert_eq!(out.status.code(), Some(1), "{args:?}");
         assert_eq!(text(&out.stderr), said, "{args:?}");
-        assert_eq!(text(&out.stdout), "", "{args:?}");
+        // Nothing but the banner that says the cluster is simulated.
+        let stdout = text(&out.stdout);
+        assert_eq!(stdout.lines().count(), 2, "{args:?}: {stdout}");
+        assert!(
+            stdout.starts_with("simulated cluster"),
+            "{args:?}: {stdout}"
+        );
     }
     // With names too, the message names them.
     let out = nodejob(&[
@@ -904,7 +947,7 @@ fn a_reader_that_stops_early_ends_the_command_quietly_as_sigpipe_would() {
     BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut first)
         .unwrap();
-    assert!(first.contains("lease"), "{first}");
+    assert!(first.starts_with("simulated cluster"), "{first}");
     let mut stderr = String::new();
     child
         .stderr
@@ -1165,4 +1208,53 @@ fn an_empty_program_and_an_argv_over_the_limit_are_refused_before_anything_is_bu
         "the refusal quotes the argv: {} bytes",
         said.len()
     );
+}
+
+#[test]
+fn no_colour_codes_go_to_a_pipe() {
+    // A cluster that refuses connections, and -vv: the client's debug logs go to stderr,
+    // which is a pipe here, so they carry no escape codes.
+    let kubeconfig =
+        std::env::temp_dir().join(format!("nodejob-colour-{}.yaml", std::process::id()));
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters:\n- cluster: {server: \"https://127.0.0.1:1\", \
+         insecure-skip-tls-verify: true}\n  name: c\ncontexts:\n- context: {cluster: c, user: u}\n  \
+         name: x\ncurrent-context: x\nusers:\n- name: u\n  user: {token: abc}\n",
+    )
+    .unwrap();
+    let out = Command::cargo_bin("nodejob")
+        .unwrap()
+        .env_remove("NO_COLOR")
+        .env_remove("RUST_LOG")
+        .args(["jobs", "-vv", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&kubeconfig);
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("DEBUG"), "no debug log: {stderr}");
+    assert!(
+        !stderr.contains('\u{1b}'),
+        "an escape code in a pipe: {stderr:?}"
+    );
+}
+
+#[test]
+fn lease_renewals_show_only_with_verbose() {
+    let quiet = nodejob(&["upgrade", "--simulate", "3", "--to", "v1.38.0"]);
+    assert!(!text(&quiet.stdout).contains("lease renewed"));
+    let verbose = nodejob(&["upgrade", "--simulate", "3", "--to", "v1.38.0", "-v"]);
+    assert!(text(&verbose.stdout).contains("lease renewed (epoch 0)"));
+    // JSON keeps every event: a program filters what it wants.
+    let json = nodejob(&[
+        "upgrade",
+        "--simulate",
+        "3",
+        "--to",
+        "v1.38.0",
+        "-o",
+        "json",
+    ]);
+    assert!(text(&json.stdout).contains("\"lease_renewed\""));
 }

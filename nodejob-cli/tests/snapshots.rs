@@ -388,3 +388,126 @@ fn render_and_run() {
         ]
     );
 }
+
+#[test]
+fn simulated_runs_say_so_and_how_fast_they_are_shown() {
+    // Explicitly paced: a pipe is not paced unless asked.
+    nodejob_snapshot!(
+        "upgrade_speed",
+        &[
+            "upgrade",
+            "--simulate",
+            "3",
+            "--to",
+            "v1.38.0",
+            "--speed",
+            "1000x"
+        ]
+    );
+    nodejob_snapshot!(
+        "simulate_refused_speed",
+        &[
+            "upgrade",
+            "--simulate",
+            "3",
+            "--to",
+            "v1.38.0",
+            "--speed",
+            "0"
+        ]
+    );
+    nodejob_snapshot!(
+        "simulate_refused_start",
+        &[
+            "upgrade",
+            "--simulate",
+            "3",
+            "--to",
+            "v1.38.0",
+            "--simulate-start",
+            "2025-12-31T00:00:00Z"
+        ]
+    );
+}
+
+#[test]
+fn a_window_is_checked_against_the_simulated_clock_which_can_start_later() {
+    // The clock starts on a Thursday: a Friday window is closed...
+    nodejob_snapshot!(
+        "upgrade_window_closed_on_the_default_start",
+        &[
+            "upgrade",
+            "--simulate",
+            "3",
+            "--to",
+            "v1.38.0",
+            "--window",
+            "fri 00:00-23:59"
+        ]
+    );
+    // ... and open when the clock starts on the Friday.
+    nodejob_snapshot!(
+        "upgrade_window_open_on_a_later_start",
+        &[
+            "upgrade",
+            "--simulate",
+            "3",
+            "--to",
+            "v1.38.0",
+            "--window",
+            "fri 00:00-23:59",
+            "--simulate-start",
+            "2026-01-02T00:00:00Z"
+        ]
+    );
+}
+
+#[test]
+fn the_smallest_simulations_succeed() {
+    // One worker: the workload is sized to it (one replica, no budget it could never meet),
+    // and the preview says the evicted Pod has nowhere else to run.
+    nodejob_snapshot!(
+        "upgrade_preview_one_node",
+        &["upgrade", "--simulate", "1", "--to", "v1.38.0", "--preview"]
+    );
+    nodejob_snapshot!(
+        "upgrade_one_node",
+        &["upgrade", "--simulate", "1", "--to", "v1.38.0"]
+    );
+    nodejob_snapshot!(
+        "upgrade_two_nodes",
+        &["upgrade", "--simulate", "2", "--to", "v1.38.0"]
+    );
+}
+
+#[test]
+fn simulated_host_programs_are_said_to_be_and_directives_script_them() {
+    // `/bin/false` does not run: the banner says host programs are simulated (exit 0)...
+    nodejob_snapshot!(
+        "run_simulated_false",
+        &[
+            "run",
+            "--simulate",
+            "3",
+            "--node",
+            "cp-0",
+            "--",
+            "/bin/false"
+        ]
+    );
+    // ... and the directives documented in --help script them.
+    nodejob_snapshot!(
+        "run_simulated_directives",
+        &[
+            "run",
+            "--simulate",
+            "3",
+            "--node",
+            "cp-0",
+            "--",
+            "check",
+            "nodejob-test:log=unhealthy",
+            "nodejob-test:exit=3"
+        ]
+    );
+}

@@ -358,8 +358,9 @@ pub async fn drain_into<A: PodApi + ?Sized>(
                 notes,
                 Level::Warn,
                 format!(
-                    "drain of node {node}: {} pod(s) blocked, retrying in {pause:?}: {why}",
-                    pending.len()
+                    "drain of node {node}: {} pod(s) blocked, retrying in {:.1} s: {why}",
+                    pending.len(),
+                    pause.as_secs_f64()
                 ),
             );
         }

@@ -757,7 +757,16 @@ async fn notes_report_each_eviction_and_each_block_with_the_budgets_message() ->
             .map(|n| {
                 let text = n.message.strip_prefix(&prefix).unwrap_or(&n.message);
                 match (text.find(" retrying in "), text.find(": Cannot")) {
-                    (Some(a), Some(b)) => format!("{}@{}", &text[..a + 13], &text[b..]),
+                    (Some(a), Some(b)) => {
+                        // Said for people: seconds to a tenth, `0.9 s`.
+                        let delay = &text[a + 13..b];
+                        let tenths = delay.strip_suffix(" s").and_then(|d| d.split_once('.'));
+                        assert!(
+                            tenths.is_some_and(|(s, t)| s.parse::<u64>().is_ok() && t.len() == 1),
+                            "{delay:?}"
+                        );
+                        format!("{}@{}", &text[..a + 13], &text[b..])
+                    }
                     _ => text.to_string(),
                 }
             })

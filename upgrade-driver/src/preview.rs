@@ -1,7 +1,7 @@
 //! [`preview`]: what a run would do, with no write of any kind (reads, and server-side dry-run
 //! evictions, which change nothing).
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 use nodejob_core::drain::{Verdict, verdict};
 use nodejob_core::{DryRun, Eviction, LeaseApi, NodeApi, PodApi};
 use nodejob_roll::lease_holder;
@@ -60,6 +60,11 @@ pub struct NodePreview {
     pub in_progress: bool,
     /// Its Pods, and what the drain would do with each.
     pub pods: Vec<PodPlan>,
+    /// The Pods it would evict (`namespace/name`) that no other node can run now: every other
+    /// node is cordoned, not Ready, drained in the same batch, does not match the Pod's node
+    /// selector, or has a taint it does not tolerate. Their replacements stay Pending until
+    /// this node is back, and a budget that needs them Ready blocks the drain.
+    pub stranded: Vec<String>,
 }
 
 /// What a run would do.
@@ -110,11 +115,22 @@ where
     }
     let width = plan.spec().max_unavailable.of(nodes.len());
     let order = groups(&todo, width);
+    let batched = batches(&order);
+    let everyone = retry(api, || api.list_nodes(""))
+        .await
+        .map_err(|cause| Error::Reading {
+            what: "the nodes".into(),
+            cause,
+        })?;
     let mut previews = Vec::new();
     for name in order.iter().flat_map(|g| &g.nodes) {
         let Some(node) = todo.iter().find(|n| records::name(n) == name) else {
             continue;
         };
+        let batch: &[String] = (batched.iter())
+            .map(|(_, nodes)| nodes.as_slice())
+            .find(|nodes| nodes.contains(name))
+            .unwrap_or_default();
         let pods = retry(api, || api.list_node_pods(name))
             .await
             .map_err(|cause| Error::Reading {
@@ -122,8 +138,20 @@ where
                 cause,
             })?;
         let mut plans = Vec::new();
+        let mut stranded = Vec::new();
         for pod in &pods {
-            plans.push(pod_plan(api, plan, pod).await?);
+            let pod_plan = pod_plan(api, plan, pod).await?;
+            if let PodPlan::Evict { pod: id } = &pod_plan {
+                let elsewhere = (everyone.iter())
+                    .filter(|n| {
+                        records::name(n) != name && !batch.contains(&records::name(n).to_string())
+                    })
+                    .any(|n| could_run(n, pod));
+                if !elsewhere {
+                    stranded.push(id.clone());
+                }
+            }
+            plans.push(pod_plan);
         }
         previews.push(NodePreview {
             name: name.clone(),
@@ -136,6 +164,7 @@ where
                     .as_ref()
                     .is_some_and(|a| a.contains_key(records::IN_PROGRESS)),
             pods: plans,
+            stranded,
         });
     }
     let placement = plan.spec().placement();
@@ -147,7 +176,7 @@ where
         .map(|h| h.to_string());
     Ok(Preview {
         target: plan.target().to_string(),
-        batches: batches(&order),
+        batches: batched,
         skipped,
         nodes: previews,
         lease,
@@ -181,5 +210,41 @@ async fn pod_plan<A: PodApi + ?Sized>(api: &A, plan: &Plan, pod: &Pod) -> Result
                 }
             }
         }
+    })
+}
+
+/// Whether `node` could run `pod` now, as the scheduler would judge it in the large: Ready,
+/// not cordoned, matching the Pod's node selector, and no `NoSchedule` or `NoExecute` taint
+/// the Pod does not tolerate. (Affinity, resources and ports are not weighed.)
+fn could_run(node: &Node, pod: &Pod) -> bool {
+    let spec = pod.spec.as_ref();
+    let labels = node.metadata.labels.clone().unwrap_or_default();
+    let selected = (spec.and_then(|s| s.node_selector.as_ref()))
+        .is_none_or(|sel| sel.iter().all(|(k, v)| labels.get(k) == Some(v)));
+    let taints = (node.spec.as_ref())
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    let tolerated = taints
+        .iter()
+        .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
+        .all(|t| tolerates(pod, t));
+    nodejob_core::ready(node) && !unschedulable(node) && selected && tolerated
+}
+
+/// Whether one of `pod`'s tolerations matches `taint`.
+fn tolerates(pod: &Pod, taint: &Taint) -> bool {
+    let tolerations = (pod.spec.as_ref()).and_then(|s| s.tolerations.as_ref());
+    tolerations.into_iter().flatten().any(|t| {
+        let key = match t.key.as_deref() {
+            None | Some("") => t.operator.as_deref() == Some("Exists"),
+            Some(key) => key == taint.key,
+        };
+        let effect = t
+            .effect
+            .as_deref()
+            .is_none_or(|e| e.is_empty() || e == taint.effect);
+        let value = t.operator.as_deref() == Some("Exists")
+            || t.value.as_deref().unwrap_or("") == taint.value.as_deref().unwrap_or("");
+        key && effect && value
     })
 }

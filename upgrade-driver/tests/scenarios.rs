@@ -508,6 +508,39 @@ async fn preview_writes_nothing_and_says_what_a_run_would_do() {
     assert_eq!(preview.lease, None);
 }
 
+#[tokio::test(start_paused = true)]
+async fn the_preview_names_the_pods_that_no_other_node_can_run() {
+    let label = (WORKER.0.to_string(), WORKER.1.to_string());
+    // One worker: while it is drained, its Pod's replacement has nowhere to run (the control
+    // plane does not match its node selector).
+    let (fake, _) = small(21, 1);
+    fake.create_deployment_now(&deployment("default", "web", 1, &label))
+        .unwrap();
+    fake.sleep(Duration::from_secs(30)).await;
+    let alone = preview(&*fake, &plan(workers_only())).await.unwrap();
+    assert_eq!(alone.nodes.len(), 1, "{alone:#?}");
+    assert_eq!(alone.nodes[0].stranded.len(), 1, "{alone:#?}");
+    assert!(
+        matches!(&alone.nodes[0].pods[0], PodPlan::Evict { pod } if *pod == alone.nodes[0].stranded[0])
+    );
+
+    // Two workers drained one at a time: each can take the other's Pods.
+    let (fake, _) = small(21, 2);
+    fake.create_deployment_now(&deployment("default", "web", 2, &label))
+        .unwrap();
+    fake.sleep(Duration::from_secs(30)).await;
+    let two = preview(&*fake, &plan(workers_only())).await.unwrap();
+    assert_eq!(two.nodes.len(), 2, "{two:#?}");
+    assert!(two.nodes.iter().all(|n| n.stranded.is_empty()), "{two:#?}");
+
+    // ... unless the other is not Ready.
+    let other = two.nodes[1].name.clone();
+    fake.set_node_ready(&other, false).unwrap();
+    let down = preview(&*fake, &plan(workers_only())).await.unwrap();
+    let first = down.nodes.iter().find(|n| n.name != other).unwrap();
+    assert!(!first.stranded.is_empty(), "{down:#?}");
+}
+
 // --- nodes down that the driver did not take down ------------------------------------------------
 
 #[tokio::test(start_paused = true)]

@@ -1,6 +1,7 @@
 //! `nodejob jobs`: the node Jobs in the namespace (node, status, exit code, age), as a table
 //! or one JSON object per line.
 
+use super::{Banner, say_simulated};
 use crate::args::{Format, Global, Jobs};
 use crate::backend::{Backend, Prepare};
 use crate::exit::Exit;
@@ -18,6 +19,7 @@ pub(crate) fn jobs(global: &Global, args: Jobs) -> Result<Exit, Exit> {
             Unlisted::Selector(e) => Exit::usage(format!("--selector {selector:?}: {e}")),
             Unlisted::Failed(why) => Exit::failed(why),
         })?;
+        say_simulated(&t, Banner::Stderr);
         if let Some(why) = &listed.pods_unread {
             eprintln!("{why}; exit codes unknown");
         }

@@ -12,8 +12,9 @@ pub(crate) mod upgrade;
 
 use upgrade_driver::Outcome;
 
+use crate::backend::Target;
 use crate::exit::{Exit, code};
-use crate::present::{DriverError, ErrorKind};
+use crate::present::{DriverError, ErrorKind, simulated};
 use crate::settings::{Field, Refused};
 
 /// Refuses an argv after `--` that nothing in `command` takes (`takes`: what would, and how),
@@ -67,6 +68,38 @@ fn driver_exit(e: DriverError) -> Exit {
             Exit::with(code::LEASE_HELD, format!("{}; try again later", e.text))
         }
         ErrorKind::Failed => Exit::failed(e.text),
+    }
+}
+
+/// Where a command that shows no run says that the cluster is simulated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Banner {
+    /// On stdout, first: the command's text for people (a preview).
+    Stdout,
+    /// On stderr: stdout is data (a container's log, one JSON object).
+    Stderr,
+}
+
+/// Under `--simulate`, the banner of a command that shows no run (a preview, `run`): the
+/// cluster and its clock, unpaced.
+fn say_simulated(target: &Target, banner: Banner) {
+    let Some(setup) = &target.simulated else {
+        return;
+    };
+    for line in simulated::banner(setup, None) {
+        match banner {
+            Banner::Stdout => outln!("{line}"),
+            Banner::Stderr => eprintln!("{line}"),
+        }
+    }
+}
+
+/// Where a preview in `format` says that the cluster is simulated: first on stdout for text,
+/// on stderr beside one JSON object.
+fn preview_banner(format: crate::args::Format) -> Banner {
+    match format {
+        crate::args::Format::Text | crate::args::Format::Yaml => Banner::Stdout,
+        crate::args::Format::Json => Banner::Stderr,
     }
 }
 

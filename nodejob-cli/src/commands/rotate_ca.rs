@@ -6,7 +6,7 @@ use std::sync::Arc;
 use certs_driver::Stop;
 use nodejob_fake::stratum::Fault;
 
-use super::{driver_exit, ended, refused};
+use super::{driver_exit, ended, preview_banner, refused, say_simulated};
 use crate::args::{Format, Global, RotateCa};
 use crate::backend::{Backend, Prepare};
 use crate::exit::Exit;
@@ -42,8 +42,9 @@ pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
     let plan = settings(&args).plan(&global.namespace).map_err(refused)?;
     let preview = args.preview || args.dry_run.given();
     let stop = Stop::new();
-    on_interrupt((!args.abort).then(|| stop.clone()));
+    let notice = on_interrupt((!args.abort).then(|| stop.clone()));
     let backend = Backend::new(global, args.sim.simulate)
+        .clocked(args.sim.speed, args.sim.simulate_start)
         .failing(args.simulate_fail.as_deref(), Fault::IssueFails)?
         .prepared(if args.abort {
             // Something to undo: the CA staged on every node.
@@ -58,6 +59,7 @@ pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
                 .await
                 .map_err(|e| driver_exit(present::error(&e)));
             if let Ok(preview) = &preview {
+                say_simulated(&t, preview_banner(output));
                 match output {
                     Format::Json => {
                         outln!("{}", serde_json::to_string(preview).unwrap_or_default())
@@ -80,13 +82,19 @@ pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
             }
             return preview.map(|_| Exit::ok());
         }
-        let renderer = Arc::new(Renderer::of(output, &t, present::steps(args.abort)));
+        let renderer = Arc::new(Renderer::of(
+            output,
+            &t,
+            present::steps(args.abort),
+            &notice,
+            global.verbose > 0,
+        ));
         let report = if args.abort {
             certs_driver::abort(&*t.api, &plan, renderer.clone()).await
         } else {
             certs_driver::run_until(&*t.api, &plan, renderer.clone(), &stop).await
         };
-        renderer.finish();
+        renderer.finish(&notice);
         let report = report.map_err(|e| driver_exit(present::error(&e)))?;
         match output {
             Format::Json => {

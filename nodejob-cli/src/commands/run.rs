@@ -3,6 +3,7 @@
 
 use nodejob_core::{run_exit_code, run_exit_code_logs};
 
+use super::{Banner, say_simulated};
 use crate::args::{Format, Global, JobArgs, Run};
 use crate::backend::Backend;
 use crate::exit::{Exit, code};
@@ -26,9 +27,11 @@ pub(crate) fn run(global: &Global, args: Run) -> Result<Exit, Exit> {
     let spec = settings(&args.job)
         .spec(&global.namespace)
         .map_err(Exit::usage)?;
-    let backend = Backend::new(global, args.sim.simulate);
+    let backend =
+        Backend::new(global, args.sim.simulate).clocked(args.sim.speed, args.sim.simulate_start);
     backend.has_node("--node", &spec.node)?;
     let outcome = backend.block_on(|t| async move {
+        say_simulated(&t, Banner::Stderr);
         Ok(if args.exit_code_only {
             run_exit_code(&*t.api, &spec).await.map(|c| (c, None))
         } else {

@@ -1,5 +1,6 @@
 //! `nodejob status`: who holds the Lease, and each node's state from the drivers' records.
 
+use super::{Banner, say_simulated};
 use crate::args::{Format, Global, Status};
 use crate::backend::{Backend, Prepare};
 use crate::exit::Exit;
@@ -12,6 +13,7 @@ pub(crate) fn status(global: &Global, args: Status) -> Result<Exit, Exit> {
     let backend = Backend::new(global, args.sim.simulate).prepared(Prepare::History(ns.clone()));
     backend.block_on(|t| async move {
         let status = gather(&*t.api, ns).await.map_err(Exit::failed)?;
+        say_simulated(&t, Banner::Stderr);
         match global.output {
             // Through a `Value`: its keys sorted, as `status -o json` has always printed them.
             Format::Json => outln!("{}", serde_json::to_value(&status).unwrap_or_default()),

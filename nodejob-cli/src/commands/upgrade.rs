@@ -5,7 +5,7 @@ use std::sync::Arc;
 use nodejob_fake::stratum::Fault;
 use upgrade_driver::Stop;
 
-use super::{driver_exit, ended, no_argv, refused};
+use super::{driver_exit, ended, no_argv, preview_banner, refused, say_simulated};
 use crate::args::{Format, Global, Upgrade};
 use crate::backend::{Backend, Prepare};
 use crate::exit::Exit;
@@ -48,8 +48,9 @@ pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
     let output = global.output.text_or_json("upgrade")?;
     let plan = settings(&args).plan(&global.namespace).map_err(refused)?;
     let stop = Stop::new();
-    on_interrupt(Some(stop.clone()));
+    let notice = on_interrupt(Some(stop.clone()));
     let backend = Backend::new(global, args.sim.simulate)
+        .clocked(args.sim.speed, args.sim.simulate_start)
         .failing(args.simulate_fail.as_deref(), Fault::UpgradeFails)?
         .prepared(Prepare::Settle);
     backend.block_on(|t| async move {
@@ -57,22 +58,34 @@ pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
             let preview = upgrade_driver::preview(&*t.api, &plan)
                 .await
                 .map_err(|e| driver_exit(present::error(&e)))?;
+            say_simulated(&t, preview_banner(output));
             match output {
                 Format::Json => outln!("{}", serde_json::to_string(&preview).unwrap_or_default()),
                 Format::Text | Format::Yaml => out!("{}", present::preview(&preview)),
             }
             return Ok(Exit::ok());
         }
-        let renderer = Arc::new(Renderer::of(output, &t, present::STEPS));
-        let report = upgrade_driver::run_until(&*t.api, &plan, renderer.clone(), &stop)
-            .await
-            .map_err(|e| driver_exit(present::error(&e)))?;
-        renderer.finish();
+        let renderer = Arc::new(Renderer::of(
+            output,
+            &t,
+            present::STEPS,
+            &notice,
+            global.verbose > 0,
+        ));
+        let clock = t.clock();
+        let began = clock();
+        let report = upgrade_driver::run_until(&*t.api, &plan, renderer.clone(), &stop).await;
+        let took = began.duration_until(clock()).unsigned_abs();
+        renderer.finish(&notice);
+        let report = report.map_err(|e| driver_exit(present::error(&e)))?;
         match output {
             Format::Json => {
                 renderer.json(&serde_json::json!({"event": "report", "report": report}))
             }
-            Format::Text | Format::Yaml => out!("{}", present::summary(&report)),
+            Format::Text | Format::Yaml => out!(
+                "{}",
+                present::summary(&report, u64::try_from(took.as_millis()).ok())
+            ),
         }
         Ok(ended(
             &report.outcome,

@@ -51,6 +51,7 @@ use crate::exit::Exit;
 /// running to stop (after its step in flight).
 pub(crate) fn serve(global: &Global, args: Mcp) -> Result<Exit, Exit> {
     let backend = Backend::new(global, args.sim.simulate)
+        .clocked(args.sim.speed, args.sim.simulate_start)
         .prepared(Prepare::Settle)
         .session()?;
     let runtime = real_runtime()?;

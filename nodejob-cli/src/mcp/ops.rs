@@ -384,7 +384,8 @@ async fn upgrade(
         if let Some(why) = token::refusal(Operation::Upgrade, &presented, &current) {
             return Err(why);
         }
-        let sink = Arc::new(stream::Sink::new(sender, t.pacer()));
+        // An assistant relays the progress to a person: paced as if watched, unless --speed.
+        let sink = Arc::new(stream::Sink::new(sender, t.pacer(t.speed(true))));
         upgrade_driver::run_until(&*t.api, &plan, sink, &driver_stop)
             .await
             .map_err(|e| driver_error(present::upgrade::error(&e)))
@@ -446,7 +447,8 @@ async fn rotate_ca(
         if let Some(why) = token::refusal(operation, &presented, &current) {
             return Err(why);
         }
-        let sink = Arc::new(stream::Sink::new(sender, t.pacer()));
+        // An assistant relays the progress to a person: paced as if watched, unless --speed.
+        let sink = Arc::new(stream::Sink::new(sender, t.pacer(t.speed(true))));
         let report = if abort {
             certs_driver::abort(&*t.api, &plan, sink).await
         } else {

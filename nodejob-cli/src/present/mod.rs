@@ -6,8 +6,10 @@
 //! Every `match` on a driver's `Progress`, `Report` or error lives here: a change to those
 //! types is adapted in this module alone.
 
+pub(crate) mod board;
 pub(crate) mod jobs;
 pub(crate) mod rotation;
+pub(crate) mod simulated;
 pub(crate) mod status;
 pub(crate) mod upgrade;
 
@@ -40,6 +42,30 @@ pub(crate) enum Position {
     Full,
 }
 
+/// How a node's part of a run ended, as the terminal counts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum End {
+    /// Done: upgraded, rotated, restored.
+    Done,
+    /// Skipped: nothing to do.
+    Skipped,
+    /// Failed, or disagreed at a gate.
+    Failed,
+    /// Stopped before its next step (a stop request, the Lease lost).
+    Stopped,
+}
+
+/// What a node does after an event, as the terminal's board counts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Now {
+    /// A step is in flight (or the next follows at once): drawn as a bar.
+    Working,
+    /// Between two phases of a rotation, waiting for the others: counted, not drawn.
+    Waiting,
+    /// Its part of the run ended.
+    Ended(End),
+}
+
 /// What a terminal that draws a bar per node shows of an event.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum OnBars {
@@ -51,8 +77,8 @@ pub(crate) enum OnBars {
         position: Position,
         /// Its new message, if it changes.
         message: Option<String>,
-        /// Whether the bar ends (with `message`).
-        finish: bool,
+        /// What the node does now.
+        now: Now,
     },
     /// The event's line ([`Event::line`]), stamped, above the bars.
     Line,
@@ -157,9 +183,16 @@ fn log_tail(tail: &str) -> String {
     format!("  log tail:\n    {}", tail.replace('\n', "\n    "))
 }
 
-/// A duration in milliseconds for people: `4.2s`, `3m07s`.
+/// A duration in milliseconds for people: `4.2s`, `3m07s`, `3h10m50s`.
 pub(crate) fn seconds(ms: u64) -> String {
-    if ms >= 60_000 {
+    if ms >= 3_600_000 {
+        format!(
+            "{}h{:02}m{:02}s",
+            ms / 3_600_000,
+            (ms % 3_600_000) / 60_000,
+            (ms % 60_000) / 1000
+        )
+    } else if ms >= 60_000 {
         format!("{}m{:02}s", ms / 60_000, (ms % 60_000) / 1000)
     } else {
         format!("{:.1}s", ms as f64 / 1000.0)
@@ -189,4 +222,89 @@ pub(crate) fn table<R: AsRef<[String]>>(rows: &[R]) -> String {
         out.push('\n');
     }
     out
+}
+
+/// `items` in natural order of their names (`worker-a-2` before `worker-a-19`): digits compare
+/// as numbers, the rest as text.
+pub(crate) fn natural<T>(items: &[T], name: impl Fn(&T) -> &str) -> Vec<&T> {
+    let mut sorted: Vec<&T> = items.iter().collect();
+    sorted.sort_by_cached_key(|item| natural_key(name(item)));
+    sorted
+}
+
+/// A name cut into runs of text and numbers, for [`natural`].
+fn natural_key(name: &str) -> Vec<(String, u128)> {
+    let mut key = Vec::new();
+    let mut text = String::new();
+    let mut digits = String::new();
+    for c in name.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+        } else {
+            if !digits.is_empty() {
+                key.push((
+                    std::mem::take(&mut text),
+                    digits.parse().unwrap_or(u128::MAX),
+                ));
+                digits.clear();
+            }
+            text.push(c);
+        }
+    }
+    key.push((text, digits.parse().unwrap_or(0)));
+    key
+}
+
+/// A line's time stamp: `HH:MM:SS` on the day a run began (`first`), with the date after it.
+pub(crate) fn stamp(now: jiff::Timestamp, first: jiff::civil::Date) -> String {
+    if now.to_zoned(jiff::tz::TimeZone::UTC).date() == first {
+        now.strftime("%H:%M:%S").to_string()
+    } else {
+        now.strftime("%Y-%m-%d %H:%M:%S").to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_sort_as_people_count() {
+        let names = [
+            "worker-a-19",
+            "cp-1",
+            "worker-a-2",
+            "worker-b-0",
+            "worker-a-10",
+            "cp-0",
+        ];
+        let sorted: Vec<&str> = natural(&names, |n| n).into_iter().copied().collect();
+        assert_eq!(
+            sorted,
+            [
+                "cp-0",
+                "cp-1",
+                "worker-a-2",
+                "worker-a-10",
+                "worker-a-19",
+                "worker-b-0"
+            ]
+        );
+    }
+
+    #[test]
+    fn durations_read_as_people_say_them() {
+        assert_eq!(seconds(4_200), "4.2s");
+        assert_eq!(seconds(187_000), "3m07s");
+        assert_eq!(seconds(11_450_000), "3h10m50s");
+    }
+
+    #[test]
+    fn a_stamp_past_the_first_day_says_its_date() {
+        let first: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        let day = first.to_zoned(jiff::tz::TimeZone::UTC).date();
+        assert_eq!(stamp(first, day), "00:00:00");
+        let later: jiff::Timestamp = "2026-01-02T01:03:10Z".parse().unwrap();
+        assert_eq!(stamp(later, day), "2026-01-02 01:03:10");
+    }
 }

@@ -6,8 +6,8 @@ use certs_driver::{
 };
 
 use super::{
-    DriverError, ErrorKind, Event, OnBars, Position, Severity, failed_at, lease_line,
-    lease_severity, log_tail, preview_head, seconds, table, with_exit_code,
+    DriverError, End, ErrorKind, Event, Now, OnBars, Position, Severity, failed_at, lease_line,
+    lease_severity, log_tail, natural, preview_head, seconds, table, with_exit_code,
 };
 
 /// The steps a node's bar counts: stage, issue, finalize; an abort's one.
@@ -82,27 +82,27 @@ impl Event for Progress {
     }
 
     fn on_bars(&self) -> OnBars {
-        let bar = |node: &String, position, message, finish| OnBars::Bar {
+        let bar = |node: &String, position, message, now| OnBars::Bar {
             node: node.clone(),
             position,
             message,
-            finish,
+            now,
         };
         match self {
             Progress::StepStarted { node, step } => bar(
                 node,
                 Position::At(step_index(*step) - 1),
                 Some(format!("{step}...")),
-                false,
+                Now::Working,
             ),
             Progress::StepFinished { node, step, .. } => bar(
                 node,
                 Position::At(step_index(*step)),
                 Some(format!("{step} done")),
-                false,
+                Now::Waiting,
             ),
             Progress::Driver(CaEvent::NodeSkipped { node, step, .. }) => {
-                bar(node, Position::At(step_index(*step)), None, false)
+                bar(node, Position::At(step_index(*step)), None, Now::Waiting)
             }
             Progress::NodeFinished { node, result, .. } => bar(
                 node,
@@ -118,7 +118,11 @@ impl Event for Progress {
                     NodeResult::Disagrees { gate, .. } => format!("DISAGREES at {gate}"),
                     NodeResult::Interrupted { step, .. } => format!("stopped before {step}"),
                 }),
-                true,
+                Now::Ended(match result {
+                    NodeResult::Rotated | NodeResult::Restored => End::Done,
+                    NodeResult::Failed(_) | NodeResult::Disagrees { .. } => End::Failed,
+                    NodeResult::Interrupted { .. } => End::Stopped,
+                }),
             ),
             Progress::Lease(FenceEvent::Renewed { .. }) => OnBars::Nothing,
             _ => OnBars::Line,
@@ -199,7 +203,7 @@ pub(crate) fn preview(preview: &Preview) -> String {
 pub(crate) fn summary(report: &Report, abort: bool) -> String {
     let mut rows =
         vec![["NODE", "BEFORE", "LAST READ", "RESULT", "STEPS", "DURATION"].map(String::from)];
-    for n in &report.nodes {
+    for n in natural(&report.nodes, |n| n.name.as_str()) {
         let phase = |s: &Option<certs_driver::CaStatus>| {
             s.as_ref()
                 .map_or_else(|| "-".to_string(), |s| s.phase.to_string())

@@ -5,8 +5,8 @@ use upgrade_driver::{
 };
 
 use super::{
-    DriverError, ErrorKind, Event, OnBars, Position, Severity, failed_at, lease_line,
-    lease_severity, log_tail, preview_head, seconds, table, with_exit_code,
+    DriverError, End, ErrorKind, Event, Now, OnBars, Position, Severity, failed_at, lease_line,
+    lease_severity, log_tail, natural, preview_head, seconds, table, with_exit_code,
 };
 
 /// The steps of an upgrade a node's bar counts.
@@ -83,21 +83,21 @@ impl Event for Progress {
     }
 
     fn on_bars(&self) -> OnBars {
-        let bar = |node: &String, position, message, finish| OnBars::Bar {
+        let bar = |node: &String, position, message, now| OnBars::Bar {
             node: node.clone(),
             position,
             message,
-            finish,
+            now,
         };
         match self {
             Progress::StepStarted { node, step } => bar(
                 node,
                 Position::At(step_index(*step) - 1),
                 Some(format!("{step}...")),
-                false,
+                Now::Working,
             ),
             Progress::StepFinished { node, step, .. } => {
-                bar(node, Position::At(step_index(*step)), None, false)
+                bar(node, Position::At(step_index(*step)), None, Now::Working)
             }
             Progress::NodeFinished { node, result, .. } => bar(
                 node,
@@ -107,11 +107,19 @@ impl Event for Progress {
                     Position::Keep
                 },
                 Some(result_text(result)),
-                true,
+                Now::Ended(match result {
+                    NodeResult::Upgraded => End::Done,
+                    NodeResult::Skipped { .. } => End::Skipped,
+                    NodeResult::Failed(_) => End::Failed,
+                    NodeResult::Interrupted { .. } => End::Stopped,
+                }),
             ),
-            Progress::Driver(UpgradeEvent::NodeSkipped { node, why }) => {
-                bar(node, Position::Full, Some(format!("skipped: {why}")), true)
-            }
+            Progress::Driver(UpgradeEvent::NodeSkipped { node, why }) => bar(
+                node,
+                Position::Full,
+                Some(format!("skipped: {why}")),
+                Now::Ended(End::Skipped),
+            ),
             Progress::Lease(FenceEvent::Renewed { .. })
             | Progress::Driver(UpgradeEvent::PodsEvicted { .. }) => OnBars::Nothing,
             _ => OnBars::Line,
@@ -153,6 +161,13 @@ pub(crate) fn preview(preview: &Preview) -> String {
         ));
         for pod in &node.pods {
             lines.push(match pod {
+                PodPlan::Evict { pod } if node.stranded.contains(pod) => format!(
+                    "  evict {pod}: no other node can run it now (the others are cordoned, \
+                     not Ready, drained with it, or do not match it): its replacement stays \
+                     Pending until {} is back (a budget that needs it Ready holds the drain to \
+                     its timeout)",
+                    node.name
+                ),
                 PodPlan::Evict { pod } => format!("  evict {pod}"),
                 PodPlan::Leave { pod, why } => format!("  leave {pod}: {why}"),
                 PodPlan::Refuse { pod, why } => format!("  REFUSE {pod}: {why}"),
@@ -163,8 +178,10 @@ pub(crate) fn preview(preview: &Preview) -> String {
     lines.join("\n") + "\n"
 }
 
-/// The summary table: node, from, to, result, duration, pods evicted; then the totals.
-pub(crate) fn summary(report: &Report) -> String {
+/// The summary table: node (in natural order), from, to (`-` where the node did not get
+/// there), result, duration, pods evicted; then the totals, and how long the run took when
+/// `took_ms` is known.
+pub(crate) fn summary(report: &Report, took_ms: Option<u64>) -> String {
     let mut rows = vec![[
         "NODE".to_string(),
         "FROM".into(),
@@ -173,7 +190,7 @@ pub(crate) fn summary(report: &Report) -> String {
         "DURATION".into(),
         "PODS EVICTED".into(),
     ]];
-    for n in &report.nodes {
+    for n in natural(&report.nodes, |n| n.name.as_str()) {
         let result = match &n.result {
             None => "not started".to_string(),
             Some(NodeResult::Upgraded) => "upgraded".into(),
@@ -184,7 +201,11 @@ pub(crate) fn summary(report: &Report) -> String {
         rows.push([
             n.name.clone(),
             n.from.clone().unwrap_or_else(|| "-".into()),
-            n.to.clone().unwrap_or_else(|| "-".into()),
+            match &n.result {
+                Some(NodeResult::Upgraded | NodeResult::Skipped { .. }) => n.to.clone(),
+                _ => None,
+            }
+            .unwrap_or_else(|| "-".into()),
             result,
             if n.took_ms == 0 {
                 "-".into()
@@ -197,13 +218,16 @@ pub(crate) fn summary(report: &Report) -> String {
     let mut out = table(&rows);
     let t = &report.totals;
     out.push_str(&format!(
-        "{} upgraded, {} skipped, {} failed, {} stopped, {} not started; {} pods evicted; {}\n",
+        "{} upgraded, {} skipped, {} failed, {} stopped, {} not started; {} pods evicted; {}{}\n",
         t.upgraded,
         t.skipped,
         t.failed,
         t.interrupted,
         t.not_started,
         t.pods_evicted,
+        took_ms
+            .map(|ms| format!("took {}; ", seconds(ms)))
+            .unwrap_or_default(),
         match &report.outcome {
             Outcome::Done => "done".to_string(),
             Outcome::Failed { .. } => "FAILED".into(),
@@ -230,16 +254,28 @@ fn failures(report: &Report, plan: Option<&upgrade_driver::Plan>) -> Vec<String>
                 if let Some(tail) = &f.log_tail {
                     lines.push(log_tail(tail));
                 }
-                lines.push(format!(
-                    "  look at: kubectl -n {} logs job/{}; kubectl describe node {}",
-                    plan.spec().namespace,
-                    plan.job_name(&n.name),
-                    n.name
-                ));
+                lines.push(look_at(plan, &n.name, f.step));
             }
         }
     }
     lines
+}
+
+/// Where to look after `node` failed at `step`: the host Job's log only where the step ran
+/// one (the host upgrade); the node (and, for a drain, its Pods) always.
+fn look_at(plan: &upgrade_driver::Plan, node: &str, step: UpgradeStep) -> String {
+    let ns = &plan.spec().namespace;
+    match step {
+        UpgradeStep::Upgrade => format!(
+            "  look at: kubectl -n {ns} logs job/{}; kubectl describe node {node}",
+            plan.job_name(node)
+        ),
+        UpgradeStep::Drain => format!(
+            "  look at: kubectl get pods -A --field-selector spec.nodeName={node}; \
+             kubectl get pdb -A; kubectl describe node {node}"
+        ),
+        _ => format!("  look at: kubectl describe node {node}"),
+    }
 }
 
 /// Why the command failed, when the run did not end done: for a failure, each failed node
@@ -270,7 +306,7 @@ fn retry_command(report: &Report, nodes: &[String], retry: &str) -> String {
 
 /// The MCP tool `upgrade`'s answer: the summary, each failed node, and how to retry or resume.
 pub(crate) fn answer(report: &Report) -> String {
-    let mut text = summary(report);
+    let mut text = summary(report, None);
     for line in failures(report, None) {
         text.push_str(&line);
         text.push('\n');
@@ -307,5 +343,29 @@ pub(crate) fn error(e: &upgrade_driver::Error) -> DriverError {
     DriverError {
         kind,
         text: e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_step_that_ran_a_job_points_at_its_log() {
+        let plan = upgrade_driver::Plan::build(upgrade_driver::PlanSpec::new("v1.38.0")).unwrap();
+        let upgrade = look_at(&plan, "n", UpgradeStep::Upgrade);
+        assert!(upgrade.contains("logs job/upgrade-n-v1-38-0"), "{upgrade}");
+        for step in [
+            UpgradeStep::Cordon,
+            UpgradeStep::Drain,
+            UpgradeStep::Reboot,
+            UpgradeStep::Health,
+            UpgradeStep::Uncordon,
+        ] {
+            let text = look_at(&plan, "n", step);
+            assert!(!text.contains("logs job/"), "{step}: {text}");
+            assert!(text.contains("kubectl describe node n"), "{step}: {text}");
+        }
+        assert!(look_at(&plan, "n", UpgradeStep::Drain).contains("spec.nodeName=n"));
     }
 }

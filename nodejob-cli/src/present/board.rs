@@ -1,0 +1,281 @@
+//! What a terminal shows of a run while it goes, as pure strings: a bar for each node with a
+//! step in flight, and one line of counts for the rest, as `kubectl rollout status` and cargo
+//! show theirs. A finished node leaves the board for a line above it (the scrollback keeps
+//! it), so the nodes in flight stay on the screen however many nodes finished. The terminal
+//! renderer (`crate::render`) draws [`Board::live`] below what scrolls.
+
+use super::{End, Now, OnBars, Position};
+
+/// The most nodes in flight drawn as bars; the others are counted on one line.
+pub(crate) const MAX_BARS: usize = 12;
+
+/// The width of a bar, in characters.
+const BAR_WIDTH: usize = 24;
+
+/// The state of the board: nodes in flight and counts.
+#[derive(Debug)]
+pub(crate) struct Board {
+    steps: u64,
+    /// The nodes seen and not ended, in the order they were first seen.
+    nodes: Vec<Row>,
+    done: usize,
+    skipped: usize,
+    failed: usize,
+    stopped: usize,
+    /// The acknowledgement of a stop request, once asked.
+    stopping: Option<String>,
+}
+
+#[derive(Debug)]
+struct Row {
+    node: String,
+    position: u64,
+    message: String,
+    /// Whether a step of it is in flight (not between two phases of a rotation).
+    busy: bool,
+}
+
+/// What changes on the screen after an event.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Change {
+    /// The board only.
+    Board,
+    /// The event's line goes above the board (it scrolls), then the board.
+    Line,
+}
+
+impl Board {
+    /// An empty board for nodes of `steps` steps.
+    pub(crate) fn new(steps: u64) -> Self {
+        Board {
+            steps,
+            nodes: Vec::new(),
+            done: 0,
+            skipped: 0,
+            failed: 0,
+            stopped: 0,
+            stopping: None,
+        }
+    }
+
+    /// Takes an event as the terminal shows it; says whether its line goes above.
+    pub(crate) fn apply(&mut self, on: &OnBars) -> Option<Change> {
+        match on {
+            OnBars::Nothing => None,
+            OnBars::Line => Some(Change::Line),
+            OnBars::Bar {
+                node,
+                position,
+                message,
+                now,
+            } => {
+                let index = match self.nodes.iter().position(|r| &r.node == node) {
+                    Some(i) => i,
+                    None => {
+                        self.nodes.push(Row {
+                            node: node.clone(),
+                            position: 0,
+                            message: String::new(),
+                            busy: true,
+                        });
+                        self.nodes.len() - 1
+                    }
+                };
+                let steps = self.steps;
+                let row = &mut self.nodes[index];
+                match position {
+                    Position::Keep => {}
+                    Position::At(p) => row.position = (*p).min(steps),
+                    Position::Full => row.position = steps,
+                }
+                if let Some(message) = message {
+                    row.message = message.clone();
+                }
+                let end = match now {
+                    Now::Working | Now::Waiting => {
+                        row.busy = *now == Now::Working;
+                        return Some(Change::Board);
+                    }
+                    Now::Ended(end) => end,
+                };
+                self.nodes.remove(index);
+                match end {
+                    End::Done => self.done += 1,
+                    End::Skipped => self.skipped += 1,
+                    End::Failed => self.failed += 1,
+                    End::Stopped => self.stopped += 1,
+                }
+                Some(Change::Line)
+            }
+        }
+    }
+
+    /// A stop was asked for: `text` says what happens now, on the board until the end.
+    pub(crate) fn stopping(&mut self, text: &str) {
+        self.stopping = Some(text.to_string());
+    }
+
+    /// The board's lines: a bar per node in flight (at most [`MAX_BARS`]), then the counts,
+    /// then the stop's acknowledgement if one was asked for.
+    pub(crate) fn live(&self) -> Vec<String> {
+        let busy: Vec<&Row> = self.nodes.iter().filter(|r| r.busy).collect();
+        let mut lines: Vec<String> = (busy.iter().take(MAX_BARS))
+            .map(|r| {
+                let filled = usize::try_from(r.position * BAR_WIDTH as u64 / self.steps.max(1))
+                    .unwrap_or(BAR_WIDTH)
+                    .min(BAR_WIDTH);
+                let head = if filled < BAR_WIDTH { ">" } else { "" };
+                let bar = format!("{}{head}", "=".repeat(filled));
+                format!(
+                    "{:>16} [{bar:<BAR_WIDTH$}] {}/{} {}",
+                    r.node, r.position, self.steps, r.message
+                )
+            })
+            .collect();
+        let mut counts = vec![format!("{} done", self.done)];
+        for (n, what) in [
+            (self.skipped, "skipped"),
+            (self.failed, "failed"),
+            (self.stopped, "stopped"),
+        ] {
+            if n > 0 {
+                counts.push(format!("{n} {what}"));
+            }
+        }
+        counts.push(if busy.len() > MAX_BARS {
+            format!(
+                "{} in flight ({} not drawn)",
+                busy.len(),
+                busy.len() - MAX_BARS
+            )
+        } else {
+            format!("{} in flight", busy.len())
+        });
+        let waiting = self.nodes.len() - busy.len();
+        if waiting > 0 {
+            counts.push(format!("{waiting} between steps"));
+        }
+        lines.push(counts.join(", "));
+        if let Some(stopping) = &self.stopping {
+            lines.push(stopping.clone());
+        }
+        lines
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use upgrade_driver::{Failure, NodeResult, Progress, UpgradeStep};
+
+    use super::*;
+    use crate::present::Event;
+    use crate::present::upgrade::STEPS;
+
+    /// What a terminal shows of `events`: each line that scrolls, and the board at the marks.
+    fn screen(events: &[Option<Progress>]) -> String {
+        let mut board = Board::new(STEPS);
+        let mut out = String::new();
+        for event in events {
+            let Some(event) = event else {
+                out.push_str("---- board ----\n");
+                for line in board.live() {
+                    out.push_str(&format!("{line}\n"));
+                }
+                out.push_str("---------------\n");
+                continue;
+            };
+            if board.apply(&event.on_bars()) == Some(Change::Line) {
+                out.push_str(&format!("{}\n", event.line()));
+            }
+        }
+        out
+    }
+
+    fn started(node: &str, step: UpgradeStep) -> Option<Progress> {
+        Some(Progress::StepStarted {
+            node: node.into(),
+            step,
+        })
+    }
+
+    fn finished(node: &str, result: NodeResult) -> Option<Progress> {
+        Some(Progress::NodeFinished {
+            node: node.into(),
+            result,
+            took_ms: 56_000,
+        })
+    }
+
+    #[test]
+    fn the_nodes_in_flight_stay_on_the_board_and_the_rest_are_counted() {
+        let nodes: Vec<String> = (0..14).map(|i| format!("worker-a-{i}")).collect();
+        let mut events = vec![Some(Progress::BatchStarted {
+            index: 0,
+            group: "zone zone-a".into(),
+            nodes: nodes.clone(),
+        })];
+        for node in &nodes {
+            events.push(started(node, UpgradeStep::Cordon));
+        }
+        events.push(started(&nodes[0], UpgradeStep::Reboot));
+        events.push(None);
+        events.push(finished(&nodes[0], NodeResult::Upgraded));
+        events.push(finished(
+            &nodes[1],
+            NodeResult::Failed(Failure {
+                step: UpgradeStep::Upgrade,
+                message: "the host upgrade exited 1".into(),
+                exit_code: Some(1),
+                log_tail: None,
+            }),
+        ));
+        events.push(finished(
+            &nodes[2],
+            NodeResult::Skipped {
+                why: "at v1.38.0 already".into(),
+            },
+        ));
+        events.push(None);
+        for node in &nodes[3..] {
+            events.push(finished(node, NodeResult::Upgraded));
+        }
+        events.push(None);
+        insta::with_settings!({
+            snapshot_path => "../../tests/snapshots",
+            prepend_module_to_snapshot => false,
+        }, {
+            insta::assert_snapshot!("board", screen(&events));
+        });
+    }
+
+    #[test]
+    fn a_stop_request_is_acknowledged_on_the_board() {
+        let mut board = Board::new(STEPS);
+        board.apply(&started("cp-0", UpgradeStep::Drain).unwrap().on_bars());
+        board.stopping("stopping: no further node starts");
+        assert_eq!(
+            board.live(),
+            [
+                "            cp-0 [====>                   ] 1/6 Drain...",
+                "0 done, 1 in flight",
+                "stopping: no further node starts",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_rotation_node_between_phases_is_counted_not_drawn() {
+        let mut board = Board::new(3);
+        let bar = |message: &str, position, now| OnBars::Bar {
+            node: "cp-0".into(),
+            position: Position::At(position),
+            message: Some(message.into()),
+            now,
+        };
+        board.apply(&bar("Stage...", 0, Now::Working));
+        board.apply(&bar("Stage done", 1, Now::Waiting));
+        assert_eq!(board.live(), ["0 done, 0 in flight, 1 between steps"]);
+        board.apply(&bar("Issue...", 1, Now::Working));
+        assert_eq!(board.live().len(), 2);
+    }
+}
