@@ -171,7 +171,10 @@ fn a_simulated_failure_exits_1_naming_the_node_the_step_and_where_to_look() {
         "{stderr}"
     );
     assert!(
-        stderr.contains("retry: nodejob upgrade --to v1.38.0"),
+        stderr.contains(
+            "retry: nodejob upgrade --simulate 5 --to v1.38.0 --simulate-fail worker-a-0 --nodes \
+             worker-a-0"
+        ),
         "{stderr}"
     );
     assert!(text(&out.stdout).contains("not started"));

@@ -787,3 +787,46 @@ async fn render_then_run_and_a_ca_rotation_each_with_its_token() -> Result<()> {
     }
     session.close().await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_upgrade_names_its_retry_as_the_tools_arguments_narrowed_to_the_failed_node()
+-> Result<()> {
+    let session = Session::start().await?;
+    // The health check fails on the first node (the simulated host exits 1), which ends the
+    // roll with a failure budget of 1.
+    let arguments = json!({
+        "to": TARGET,
+        "selector": "topology.kubernetes.io/zone=zone-a",
+        "binary": "/opt/stratum",
+        "health_check": ["/bin/check", "nodejob-test:exit=1"],
+    });
+    let (_, token) = session.preview(arguments.clone()).await?;
+    let mut with_token = arguments.clone();
+    with_token["preview_token"] = json!(token);
+    let result = session.call("upgrade", with_token).await?;
+    assert_eq!(result.is_error, Some(true), "{}", text(&result));
+    let narrowed = json!({
+        "to": TARGET,
+        "nodes": ["worker-a-0"],
+        "binary": "/opt/stratum",
+        "health_check": ["/bin/check", "nodejob-test:exit=1"],
+    });
+    let report = result.structured_content.clone().context("no report")?;
+    assert_eq!(
+        report["retry"],
+        json!({"tool": "upgrade_preview", "arguments": narrowed}),
+        "{report}"
+    );
+    let answer = text(&result);
+    assert!(
+        answer.contains(&format!(
+            "retry: call upgrade_preview with {narrowed}, then upgrade"
+        )),
+        "{answer}"
+    );
+    assert!(
+        !answer.contains("nodejob upgrade"),
+        "no command line: {answer}"
+    );
+    session.close().await
+}

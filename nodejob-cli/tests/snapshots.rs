@@ -108,6 +108,32 @@ fn upgrade_failure() {
     );
 }
 
+/// The retry is the command as it was run (global flags, `-n`, `--binary`, `--simulate`),
+/// its selection replaced by the failed node, quoted for a shell.
+#[test]
+fn upgrade_failure_retry_keeps_every_flag() {
+    nodejob_snapshot!(
+        "upgrade_failure_retry",
+        &[
+            "-n",
+            "default",
+            "upgrade",
+            "--simulate",
+            "5",
+            "--to",
+            "v1.38.0",
+            "--binary",
+            "/opt/stratum",
+            "--window",
+            "thu,fri 00:00-23:59 UTC",
+            "-l",
+            "topology.kubernetes.io/zone in (zone-a)",
+            "--simulate-fail",
+            "worker-a-0",
+        ]
+    );
+}
+
 #[test]
 fn upgrade_failure_json_names_the_nodes_to_retry() {
     nodejob_snapshot!(

@@ -11,6 +11,7 @@ use crate::args::{Format, Global, RotateCa};
 use crate::backend::{Backend, Prepare};
 use crate::exit::Exit;
 use crate::interrupt::on_interrupt;
+use crate::present::retry::Invocation;
 use crate::present::rotation as present;
 use crate::render::Renderer;
 use crate::settings::{NewCa, RotationSettings};
@@ -92,9 +93,11 @@ pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
             }
             Format::Text => out!("{}", present::summary(&report, args.abort)),
         }
-        Ok(match present::ended(&report, &plan) {
-            None => Exit::ok(),
-            Some(why) => Exit::failed(why),
-        })
+        Ok(
+            match present::ended(&report, &plan, &Invocation::current()) {
+                None => Exit::ok(),
+                Some(why) => Exit::failed(why),
+            },
+        )
     })
 }

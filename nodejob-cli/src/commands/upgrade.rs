@@ -10,6 +10,7 @@ use crate::args::{Format, Global, Upgrade};
 use crate::backend::{Backend, Prepare};
 use crate::exit::Exit;
 use crate::interrupt::on_interrupt;
+use crate::present::retry::Invocation;
 use crate::present::upgrade as present;
 use crate::render::Renderer;
 use crate::settings::UpgradeSettings;
@@ -63,9 +64,11 @@ pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
             }
             Format::Text => out!("{}", present::summary(&report)),
         }
-        Ok(match present::ended(&report, &plan) {
-            None => Exit::ok(),
-            Some(why) => Exit::failed(why),
-        })
+        Ok(
+            match present::ended(&report, &plan, &Invocation::current()) {
+                None => Exit::ok(),
+                Some(why) => Exit::failed(why),
+            },
+        )
     })
 }

@@ -5,6 +5,7 @@ use certs_driver::{
     CaEvent, CaStep, FenceEvent, GateReport, Next, NodeResult, Outcome, Preview, Progress, Report,
 };
 
+use super::retry::Invocation;
 use super::{
     DriverError, ErrorKind, Event, OnBars, Position, Severity, failed_at, lease_line,
     lease_severity, log_tail, preview_head, seconds, table, with_exit_code,
@@ -301,12 +302,20 @@ fn failures(report: &Report, plan: Option<&certs_driver::Plan>) -> Vec<String> {
 /// Why the command failed, when the run did not end done: for a failure, each node that
 /// failed or disagreed (and where to look) and how to retry; for a stop, why and how to
 /// resume. `None` when done.
-pub(crate) fn ended(report: &Report, plan: &certs_driver::Plan) -> Option<String> {
+///
+/// The retry is the command as it was run (`invocation`), whole: a rotation covers every node
+/// of the cluster, so it is not narrowed to the failed ones.
+pub(crate) fn ended(
+    report: &Report,
+    plan: &certs_driver::Plan,
+    invocation: &Invocation,
+) -> Option<String> {
     match &report.outcome {
         Outcome::Done => None,
         Outcome::Failed { retry, .. } => {
             let mut lines = failures(report, Some(plan));
-            lines.push(format!("retry: {retry}"));
+            lines.push(format!("retry: {}", invocation.as_run()));
+            lines.push(format!("  ({retry})"));
             Some(lines.join("\n"))
         }
         Outcome::Stopped { why } => Some(format!(
@@ -325,7 +334,16 @@ pub(crate) fn answer(report: &Report, abort: bool) -> String {
         text.push('\n');
     }
     match &report.outcome {
-        Outcome::Failed { retry, .. } => text.push_str(&format!("retry: {retry}\n")),
+        Outcome::Failed { retry, .. } => text.push_str(&format!(
+            "retry: call {} with the same arguments, then {} with the preview_token it returns  \
+             ({retry})\n",
+            "rotate_ca_preview",
+            if abort {
+                "rotate_ca_abort"
+            } else {
+                "rotate_ca"
+            },
+        )),
         Outcome::Stopped { .. } => text
             .push_str("the nodes keep the rotation's state: preview and run it again to resume\n"),
         Outcome::Done => {}
