@@ -148,7 +148,9 @@ pub(crate) struct Upgrade {
     /// No node starts outside it; a node in flight finishes.
     #[arg(long)]
     pub(crate) window: Option<String>,
-    /// Stop starting nodes after this many failed.
+    /// Stop starting nodes after this many failed. At most --max-unavailable: a failed node
+    /// stays cordoned and counts as unavailable, so a larger budget is refused (raise
+    /// --max-unavailable with it).
     #[arg(long, default_value = "1")]
     pub(crate) failure_budget: u32,
     /// Check each upgraded node with the command after `--` (exit 0 passes) before the next.

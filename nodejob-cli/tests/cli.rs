@@ -267,7 +267,7 @@ fn bad_input_exits_2_naming_the_field_before_any_api_call() {
             ],
             "max-unavailable",
         ),
-        (vec!["upgrade", "--kubeconfig", kc, "--to", "v 2"], "target"),
+        (vec!["upgrade", "--kubeconfig", kc, "--to", "v 2"], "--to"),
         (
             vec![
                 "upgrade",
@@ -300,6 +300,10 @@ fn bad_input_exits_2_naming_the_field_before_any_api_call() {
         assert!(
             stderr.contains(field),
             "{args:?} should name {field}: {stderr}"
+        );
+        assert!(
+            !stderr.contains("invalid plan"),
+            "{args:?} names the flag, not the plan's field: {stderr}"
         );
         assert!(
             !stderr.contains("127.0.0.1"),
@@ -605,23 +609,23 @@ fn a_bad_new_ca_exits_2_naming_the_field_before_any_api_call() {
     let cases: Vec<(Vec<&str>, &[&str])> = vec![
         (
             vec!["rotate-ca", "--kubeconfig", &kc, "--new-ca", &not_pem],
-            &["--new-ca", "ca_certificate", "CERTIFICATE block"],
+            &["--new-ca", "notes.txt", "CERTIFICATE block"],
         ),
         (
             vec!["rotate-ca", "--kubeconfig", &kc, "--new-ca", &key_only],
-            &["--new-ca", "ca_certificate", "private key"],
+            &["--new-ca", "key.pem", "private key"],
         ),
         (
             vec!["rotate-ca", "--kubeconfig", &kc, "--new-ca", &with_key],
-            &["--new-ca", "ca_certificate", "private key"],
+            &["--new-ca", "bundle.pem", "private key"],
         ),
         (
             vec!["rotate-ca", "--kubeconfig", &kc, "--new-ca", &two],
-            &["--new-ca", "ca_certificate", "exactly one"],
+            &["--new-ca", "two.pem", "exactly one"],
         ),
         (
             vec!["rotate-ca", "--kubeconfig", &kc, "--new-ca", &garbled],
-            &["--new-ca", "ca_certificate", "base64"],
+            &["--new-ca", "garbled.pem", "base64"],
         ),
         (
             vec!["rotate-ca", "--kubeconfig", &kc, "--new-ca", &missing],
@@ -681,6 +685,12 @@ fn a_bad_new_ca_exits_2_naming_the_field_before_any_api_call() {
             assert!(
                 stderr.contains(name),
                 "{args:?} should name {name}: {stderr}"
+            );
+        }
+        for field in ["invalid plan", "ca_certificate", "fingerprint:"] {
+            assert!(
+                !stderr.contains(field),
+                "{args:?} names the flag, not the plan's field: {stderr}"
             );
         }
         assert!(

@@ -588,6 +588,16 @@ async fn bad_arguments_are_refused_naming_the_field_with_no_api_call() -> Result
         ),
         (
             "upgrade_preview",
+            json!({"to": TARGET, "failure_budget": 2}),
+            "failure_budget: 2 is more than max_unavailable (1)",
+        ),
+        (
+            "upgrade_preview",
+            json!({"to": TARGET, "window": "sat 01:00-05:00 Mars/Olympus"}),
+            "window: \"Mars/Olympus\"",
+        ),
+        (
+            "upgrade_preview",
             json!({"to": TARGET, "nodes": "cp-0"}),
             "nodes: invalid type",
         ),

@@ -205,6 +205,47 @@ fn upgrade_refusals() {
         "upgrade_refused_target",
         &["upgrade", "--simulate", "5", "--to", "v 2"]
     );
+    // A plan error names the flag, never the plan's field (`window.time_zone`).
+    nodejob_snapshot!(
+        "upgrade_refused_time_zone",
+        &[
+            "upgrade",
+            "--simulate",
+            "5",
+            "--to",
+            "v1.38.0",
+            "--window",
+            "sat 01:00-05:00 Mars/Olympus",
+        ]
+    );
+    // A failed node stays cordoned: a budget above --max-unavailable could never be spent.
+    nodejob_snapshot!(
+        "upgrade_refused_failure_budget",
+        &[
+            "upgrade",
+            "--simulate",
+            "5",
+            "--to",
+            "v1.38.0",
+            "--failure-budget",
+            "2",
+        ]
+    );
+    // A percentage is a count once the nodes are selected: 20% of 5 is 1.
+    nodejob_snapshot!(
+        "upgrade_refused_failure_budget_percent",
+        &[
+            "upgrade",
+            "--simulate",
+            "5",
+            "--to",
+            "v1.38.0",
+            "--max-unavailable",
+            "20%",
+            "--failure-budget",
+            "2",
+        ]
+    );
     nodejob_snapshot!(
         "upgrade_no_such_node",
         &[

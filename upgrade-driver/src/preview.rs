@@ -107,7 +107,7 @@ where
             None => todo.push(node),
         }
     }
-    let width = plan.spec().max_unavailable.of(nodes.len());
+    let width = plan.width(nodes.len())?;
     let order = groups(&todo, width);
     let mut previews = Vec::new();
     for name in order.iter().flat_map(|g| &g.nodes) {

@@ -12,7 +12,7 @@ pub(crate) mod upgrade;
 
 use crate::exit::{Exit, code};
 use crate::present::{DriverError, ErrorKind};
-use crate::settings::Refused;
+use crate::settings::{Field, Refused, rule_said};
 
 /// Settings refused, as the command line says it: naming the flag.
 fn refused(refusal: Refused) -> Exit {
@@ -22,14 +22,21 @@ fn refused(refusal: Refused) -> Exit {
             format!("--new-ca {}: reading it: {why}", path.display())
         }
         Refused::NoCa => "--new-ca: required (the new CA's PEM file)".into(),
-        Refused::Plan { field, error, .. } => format!("{}: {error}", field.flag()),
+        Refused::Plan { field, rule, .. } => {
+            format!("{}: {}", field.flag(), rule_said(&rule, Field::flag))
+        }
     })
 }
 
 /// How a driver's error ends the command: bad input exits 2, a held Lease 3, the rest 1.
 fn driver_exit(e: DriverError) -> Exit {
     match e.kind {
-        ErrorKind::Plan { .. } | ErrorKind::NoSuchNode => Exit::usage(e.text),
+        ErrorKind::Plan { field, rule } => Exit::usage(format!(
+            "{}: {}",
+            Field::of_plan(field, "").flag(),
+            rule_said(&rule, Field::flag)
+        )),
+        ErrorKind::NoSuchNode => Exit::usage(e.text),
         ErrorKind::LeaseHeld => {
             Exit::with(code::LEASE_HELD, format!("{}; try again later", e.text))
         }

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use crate::parse;
 use crate::present::{DriverError, ErrorKind};
 use crate::settings::{
-    JobSettings, NewCa, RUN_DEADLINE, Refused, RotationSettings, UpgradeSettings,
+    Field, JobSettings, NewCa, RUN_DEADLINE, Refused, RotationSettings, UpgradeSettings, rule_said,
 };
 
 /// The field a mutating tool takes its preview's token in.
@@ -90,7 +90,8 @@ pub(crate) struct UpgradeArgs {
     /// no node starts outside it; a node in flight finishes.
     #[serde(default)]
     pub(crate) window: Option<String>,
-    /// Stop starting nodes after this many failed. Default 1.
+    /// Stop starting nodes after this many failed. Default 1. At most `max_unavailable`: a
+    /// failed node stays cordoned and counts as unavailable, so a larger budget is refused.
     #[serde(default)]
     pub(crate) failure_budget: Option<u32>,
     /// A health check run on each upgraded node before the next (its argv; exit 0 passes;
@@ -308,7 +309,11 @@ fn refused(refusal: Refused) -> String {
             format!("new_ca: reading {}: {why}", path.display())
         }
         Refused::NoCa => "new_ca: required (the new CA's PEM file)".into(),
-        Refused::Plan { field, rule, .. } => format!("{}: {rule}", field.argument()),
+        Refused::Plan { field, rule, .. } => format!(
+            "{}: {}",
+            field.argument(),
+            rule_said(&rule, |f| f.argument().to_string())
+        ),
     }
 }
 
@@ -317,7 +322,11 @@ pub(crate) fn driver_error(e: DriverError) -> String {
     match e.kind {
         ErrorKind::LeaseHeld => format!("{}; try again later", e.text),
         ErrorKind::NoSuchNode => format!("nodes: {}", e.text),
-        ErrorKind::Plan { field, rule } => format!("{field}: {rule}"),
+        ErrorKind::Plan { field, rule } => format!(
+            "{}: {}",
+            Field::of_plan(field, "").argument(),
+            rule_said(&rule, |f| f.argument().to_string())
+        ),
         ErrorKind::Failed => e.text,
     }
 }
