@@ -113,6 +113,7 @@ impl Field {
             Field::Concurrency => "--concurrency",
             Field::FailureBudget => "--failure-budget",
             Field::HealthCheck => "--health-check",
+            Field::NewCa { source } if source.is_empty() => "--new-ca",
             Field::NewCa { source } => return format!("--new-ca {source}"),
             Field::Namespace => "--namespace",
             Field::Other(f) => f,
@@ -284,6 +285,17 @@ impl UpgradeSettings {
     }
 }
 
+impl NewCa {
+    /// Where the certificate comes from, as a person reads it (a path, or the simulation's
+    /// built-in CA).
+    pub(crate) fn source(&self) -> String {
+        match self {
+            NewCa::File(path) => path.display().to_string(),
+            NewCa::Unset { .. } => "(the simulation's built-in CA)".into(),
+        }
+    }
+}
+
 /// Where the new CA comes from.
 #[derive(Clone, Debug)]
 pub(crate) enum NewCa {
@@ -324,16 +336,14 @@ impl RotationSettings {
     pub(crate) fn plan(&self, namespace: &str) -> Result<certs_driver::Plan, Refused> {
         let (pem, source) = match &self.new_ca {
             NewCa::File(path) => {
-                let pem = std::fs::read_to_string(path).map_err(|why| Refused::Unreadable {
+                let bytes = std::fs::read(path).map_err(|why| Refused::Unreadable {
                     path: path.clone(),
                     why,
                 })?;
-                (pem, path.display().to_string())
+                let source = self.new_ca.source();
+                (pem_text(bytes, &source)?, source)
             }
-            NewCa::Unset { simulated: true } => (
-                SIMULATED_CA.to_string(),
-                "(the simulation's built-in CA)".to_string(),
-            ),
+            NewCa::Unset { simulated: true } => (SIMULATED_CA.to_string(), self.new_ca.source()),
             NewCa::Unset { simulated: false } => return Err(Refused::NoCa),
         };
         let refused = |e: certs_driver::PlanError| Refused::Plan {
@@ -368,6 +378,36 @@ impl RotationSettings {
         spec.namespace = namespace.to_string();
         spec.identity = identity();
         certs_driver::Plan::build(spec).map_err(refused)
+    }
+}
+
+/// The text of the new CA's file `source`, refused when it is binary: DER (an X.509
+/// certificate's binary form begins with a SEQUENCE, `0x30`) is named, with how to convert it.
+fn pem_text(bytes: Vec<u8>, source: &str) -> Result<String, Refused> {
+    let field = Field::NewCa {
+        source: source.to_string(),
+    };
+    match String::from_utf8(bytes) {
+        Ok(text) => Ok(text),
+        Err(e) if e.as_bytes().first() == Some(&0x30) => {
+            let stem = [".der", ".cer", ".crt"]
+                .iter()
+                .find_map(|ext| source.strip_suffix(ext))
+                .unwrap_or(source);
+            Err(Refused::Value {
+                field,
+                why: format!(
+                    "the file is DER (binary), not PEM: convert it with `openssl x509 -inform \
+                     der -in {source} -out {stem}.pem` and give {stem}.pem"
+                ),
+            })
+        }
+        Err(_) => Err(Refused::Value {
+            field,
+            why: "the file is binary, not a PEM certificate (text between -----BEGIN \
+                  CERTIFICATE----- and -----END CERTIFICATE-----)"
+                .into(),
+        }),
     }
 }
 

@@ -329,6 +329,50 @@ fn rotation_refusals() {
     );
 }
 
+/// The new CA's file, checked before any write: not a CA (CA:FALSE), expired by the simulated
+/// clock (2026-01-01), DER rather than PEM; and a plan that leaves out nodes of the cluster.
+#[test]
+fn rotation_refuses_a_bad_ca_or_a_partial_plan_before_any_write() {
+    for (name, file) in [
+        ("rotate_ca_refused_not_a_ca", "tests/fixtures/not-a-ca.pem"),
+        ("rotate_ca_refused_expired", "tests/fixtures/expired-ca.pem"),
+        ("rotate_ca_refused_der", "tests/fixtures/new-ca.der"),
+    ] {
+        nodejob_snapshot!(name, &["rotate-ca", "--simulate", "5", "--new-ca", file]);
+    }
+    nodejob_snapshot!(
+        "rotate_ca_refused_partial",
+        &["rotate-ca", "--simulate", "5", "--nodes", "worker-a-0"]
+    );
+    nodejob_snapshot!(
+        "rotate_ca_preview_partial",
+        &[
+            "rotate-ca",
+            "--simulate",
+            "5",
+            "--nodes",
+            "worker-a-0",
+            "--preview"
+        ]
+    );
+}
+
+/// A CA that expires within 90 days of the simulated clock: shown, and warned about.
+#[test]
+fn rotation_preview_warns_of_a_ca_that_expires_soon() {
+    nodejob_snapshot!(
+        "rotate_ca_preview_expiring",
+        &[
+            "rotate-ca",
+            "--simulate",
+            "3",
+            "--new-ca",
+            "tests/fixtures/expiring-ca.pem",
+            "--preview",
+        ]
+    );
+}
+
 #[test]
 fn jobs_and_status_after_the_simulated_history() {
     nodejob_snapshot!("jobs", &["jobs", "--simulate", "5"]);

@@ -30,10 +30,15 @@ fn refused(refusal: Refused) -> Exit {
 
 /// How a driver's error ends the command: bad input exits 2, a held Lease 3, the rest 1.
 fn driver_exit(e: DriverError) -> Exit {
+    driver_exit_naming(e, "")
+}
+
+/// [`driver_exit`], a refused new CA named as `new_ca` (its file).
+fn driver_exit_naming(e: DriverError, new_ca: &str) -> Exit {
     match e.kind {
         ErrorKind::Plan { field, rule } => Exit::usage(format!(
             "{}: {}",
-            Field::of_plan(field, "").flag(),
+            Field::of_plan(field, new_ca).flag(),
             rule_said(&rule, Field::flag)
         )),
         ErrorKind::NoSuchNode => Exit::usage(e.text),

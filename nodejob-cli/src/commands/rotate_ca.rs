@@ -4,9 +4,10 @@
 use std::sync::Arc;
 
 use certs_driver::Stop;
+use nodejob_core::Clock;
 use nodejob_fake::stratum::Fault;
 
-use super::{driver_exit, refused};
+use super::{driver_exit_naming, refused};
 use crate::args::{Format, Global, RotateCa};
 use crate::backend::{Backend, Prepare};
 use crate::exit::Exit;
@@ -39,7 +40,10 @@ pub(crate) fn settings(args: &RotateCa) -> RotationSettings {
 
 /// Runs `nodejob rotate-ca`.
 pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
-    let plan = settings(&args).plan(&global.namespace).map_err(refused)?;
+    let settings = settings(&args);
+    let plan = settings.plan(&global.namespace).map_err(refused)?;
+    let source = settings.new_ca.source();
+    let driver_exit = |e| driver_exit_naming(e, &source);
     let stop = Stop::new();
     on_interrupt((!args.abort).then(|| stop.clone()));
     let backend = Backend::new(global, args.sim.simulate)
@@ -78,6 +82,11 @@ pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
                 );
             }
             return preview.map(|_| Exit::ok());
+        }
+        if !args.abort
+            && let Some(warning) = present::expiry_warning(&plan.ca_summary(t.api.wall_time()))
+        {
+            eprintln!("{warning}");
         }
         let renderer = Arc::new(Renderer::of(global.output, &t, present::steps(args.abort)));
         let report = if args.abort {

@@ -2,7 +2,8 @@
 //! failure texts.
 
 use certs_driver::{
-    CaEvent, CaStep, FenceEvent, GateReport, Next, NodeResult, Outcome, Preview, Progress, Report,
+    CaEvent, CaStep, CaSummary, FenceEvent, GateReport, Next, NodeResult, Outcome, Preview,
+    Progress, Report,
 };
 
 use super::retry::Invocation;
@@ -159,8 +160,42 @@ fn result_text(result: &NodeResult) -> String {
 /// A rotation's preview, a line each: the Lease, what each node last reported, the next phase
 /// and where, who disagrees. `rotate-ca --preview` prints it; the MCP tool `rotate_ca_preview`
 /// answers it.
+/// The new CA's certificate as a person checks it: subject, issuer, validity, fingerprint;
+/// then a warning when it expires soon.
+pub(crate) fn new_ca(ca: &CaSummary) -> Vec<String> {
+    let issuer = if ca.issuer == ca.subject {
+        "self-signed".to_string()
+    } else {
+        format!("issued by {}", ca.issuer)
+    };
+    let mut lines = vec![
+        format!("new CA: {} ({issuer})", ca.subject),
+        format!(
+            "  valid from {} to {} ({} days left by the cluster's clock)",
+            ca.not_before, ca.not_after, ca.days_left
+        ),
+        format!("  fingerprint {}", ca.fingerprint),
+    ];
+    if let Some(warning) = expiry_warning(ca) {
+        lines.push(warning);
+    }
+    lines
+}
+
+/// `warning: ...` when the new CA expires within [`certs_driver::CA_EXPIRY_WARNING`].
+pub(crate) fn expiry_warning(ca: &CaSummary) -> Option<String> {
+    ca.expires_soon.then(|| {
+        format!(
+            "warning: the new CA expires in {} days ({}): the leaves issued from it expire with \
+             it, so the cluster will need another rotation by then; prefer a CA valid for longer",
+            ca.days_left, ca.not_after
+        )
+    })
+}
+
 pub(crate) fn preview(preview: &Preview) -> String {
     let mut lines = preview_head("rotate-ca", &preview.target, preview.lease.as_deref());
+    lines.extend(new_ca(&preview.ca));
     for node in &preview.nodes {
         let role = if node.control_plane {
             " (control plane)"
@@ -191,6 +226,13 @@ pub(crate) fn preview(preview: &Preview) -> String {
     });
     for d in &preview.disagreements {
         lines.push(format!("DISAGREES {}: {}", d.node, d.what));
+    }
+    if !preview.outside_plan.is_empty() {
+        lines.push(format!(
+            "outside the plan: {}: a rotation is refused (a CA is cluster-wide: it must cover \
+             every node of the cluster); an abort is not",
+            preview.outside_plan.join(", ")
+        ));
     }
     lines.join("\n") + "\n"
 }
