@@ -815,8 +815,8 @@ fn jobs_json_is_one_parseable_job_per_line() {
 fn a_selector_matching_no_node_exits_1_naming_it() {
     // A typo in the selector is no finished roll: the plan selects no node, said before the
     // Lease, and the operation fails (exit 1: it took a list of the nodes to know).
-    let said = "the plan selects no node: the selector \"role=wrker\" matches no node; check \
-                the plan's selector\n";
+    let said =
+        "the plan selects no node: the selector \"role=wrker\" matches no node; check --selector\n";
     for command in [&["upgrade", "--to", "v1.38.0"][..], &["rotate-ca"]] {
         let mut args = command.to_vec();
         args.extend(["--simulate", "3", "--selector", "role=wrker"]);
@@ -841,8 +841,7 @@ fn a_selector_matching_no_node_exits_1_naming_it() {
     assert_eq!(
         text(&out.stderr),
         "the plan selects no node: none of the nodes cp-0, cp-1 exists and matches the \
-         selector \"!node-role.kubernetes.io/control-plane\"; check the plan's nodes and \
-         selector\n"
+         selector \"!node-role.kubernetes.io/control-plane\"; check --nodes and --selector\n"
     );
 }
 

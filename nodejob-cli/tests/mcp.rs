@@ -670,6 +670,20 @@ async fn bad_arguments_are_refused_naming_the_field_with_no_api_call() -> Result
     );
     assert_eq!(writes(&third), writes(&first));
 
+    // A selection refused once the nodes are listed names the argument too.
+    let result = session
+        .call(
+            "upgrade_preview",
+            json!({"to": TARGET, "selector": "role=wrker"}),
+        )
+        .await?;
+    let said = text(&result);
+    assert_eq!(result.is_error, Some(true), "{said}");
+    assert!(
+        said.ends_with("matches no node; check selector"),
+        "{said:?}"
+    );
+
     // An unknown tool is a protocol error.
     let unknown = session.call("reboot_everything", json!({})).await;
     assert!(unknown.is_err(), "{unknown:?}");

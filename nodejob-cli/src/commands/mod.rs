@@ -41,10 +41,10 @@ fn driver_exit_naming(e: DriverError, new_ca: &str) -> Exit {
             Field::of_plan(field, new_ca).flag(),
             rule_said(&rule, Field::flag)
         )),
-        ErrorKind::NoSuchNode => Exit::usage(e.text),
+        ErrorKind::NoSuchNode => Exit::usage(rule_said(&e.text, Field::flag)),
         ErrorKind::LeaseHeld => {
             Exit::with(code::LEASE_HELD, format!("{}; try again later", e.text))
         }
-        ErrorKind::Failed => Exit::failed(e.text),
+        ErrorKind::Failed => Exit::failed(rule_said(&e.text, Field::flag)),
     }
 }

@@ -317,17 +317,22 @@ fn refused(refusal: Refused) -> String {
     }
 }
 
+/// A setting as the tools name it.
+fn argument(field: &Field) -> String {
+    field.argument().to_string()
+}
+
 /// A driver's error, as the tools say it.
 pub(crate) fn driver_error(e: DriverError) -> String {
     match e.kind {
         ErrorKind::LeaseHeld => format!("{}; try again later", e.text),
-        ErrorKind::NoSuchNode => format!("nodes: {}", e.text),
+        ErrorKind::NoSuchNode => format!("nodes: {}", rule_said(&e.text, argument)),
         ErrorKind::Plan { field, rule } => format!(
             "{}: {}",
             Field::of_plan(field, "").argument(),
             rule_said(&rule, |f| f.argument().to_string())
         ),
-        ErrorKind::Failed => e.text,
+        ErrorKind::Failed => rule_said(&e.text, argument),
     }
 }
 
