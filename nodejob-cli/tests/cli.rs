@@ -933,3 +933,15 @@ fn a_reader_that_stops_early_ends_the_command_quietly_as_sigpipe_would() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(!stderr.contains("Broken pipe"), "{stderr}");
 }
+
+#[test]
+fn a_rotation_to_a_ca_that_expires_within_90_days_runs_with_a_warning() {
+    let ca = fixture("expiring-ca.pem");
+    let out = nodejob(&["rotate-ca", "--simulate", "3", "--new-ca", &ca]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.starts_with("warning: the new CA expires in 29 days (2026-01-31T00:00:00Z)"),
+        "{stderr}"
+    );
+}
