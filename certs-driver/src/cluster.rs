@@ -121,3 +121,37 @@ pub(crate) async fn issue_begun<A: JobApi + ?Sized>(
     }
     Ok(begun)
 }
+
+/// Refuses, before anything is written, a cluster-wide plan that leaves out nodes of the
+/// cluster: its `issue` would be refused after `stage` had written to the plan's nodes. A
+/// [`PlanError`](nodejob_roll::PlanError) on the field that narrowed the plan (`nodes`, else
+/// `selector`), naming the nodes left out. A plan that is not cluster-wide passes.
+pub(crate) async fn covers_cluster<A: NodeApi + ?Sized>(
+    api: &A,
+    plan: &Plan,
+    selected: &[Node],
+) -> Result<(), Error> {
+    let spec = plan.spec();
+    if !spec.cluster_wide {
+        return Ok(());
+    }
+    let planned = Order::of(selected).all();
+    let left_out = outside(&every_node(api).await?, &planned);
+    if left_out.is_empty() {
+        return Ok(());
+    }
+    let field = if spec.nodes.is_empty() {
+        "selector"
+    } else {
+        "nodes"
+    };
+    Err(Error::Plan(nodejob_roll::PlanError::new(
+        field,
+        format!(
+            "a CA is cluster-wide: a rotation must cover every node of the cluster, and these \
+             nodes are outside the plan: {}; give no `selector` and no `nodes` (nothing was \
+             written)",
+            left_out.join(", ")
+        ),
+    )))
+}

@@ -24,7 +24,7 @@ use nodejob_roll::{
 };
 use nodejob_roll::{End, Engine, FixedWidth, Limits, NodeEnd, Tally};
 
-use crate::cluster::{every_node, issue_begun, outside, select};
+use crate::cluster::{covers_cluster, every_node, issue_begun, outside, select};
 use crate::error::Error;
 use crate::fingerprint::Fingerprint;
 use crate::gate::{Gate, Verified, check, expected, old_trust};
@@ -82,6 +82,9 @@ where
     // The new CA valid by the cluster's clock, before the Lease (an abort, which removes it,
     // does not ask).
     plan.check_ca_valid_at(api.wall_time())?;
+    // A plan that leaves out nodes of the cluster, before the Lease: `stage` would write to
+    // its nodes before `issue` refused it.
+    covers_cluster(api, plan, &select(api, plan).await?).await?;
     let started = api.now();
     let (order, rotation) = Rotation::start(api, plan, progress, stop).await?;
     let outcome = match rotation.fence.renewing(api, rotation.forward(&order)).await {
@@ -319,8 +322,7 @@ where
                 outside.join(", ")
             ),
             "run the rotation with every node of the cluster in its plan (no selector and no \
-             nodes): it resumes from what the nodes report (stage may run on a subset: the \
-             plan's nodes keep it)",
+             nodes): it resumes from what the nodes report",
         ))
     }
 

@@ -88,10 +88,11 @@
 //! # Guarantees
 //! - **No phase starts on any node before the previous phase succeeded on every node**, and
 //!   its gate passed.
-//! - **Issue and finalize cover the whole cluster**: a CA is cluster-wide, so they run only
-//!   when the plan leaves out no node of the cluster (listed with no selector right before
-//!   each); else the run stops there ([`Outcome::Failed`]) naming the nodes left out. `stage`
-//!   is harmless and may run on a subset. A plan may opt out ([`PlanSpec::cluster_wide`]
+//! - **Issue and finalize cover the whole cluster**: a CA is cluster-wide, so a run whose plan
+//!   leaves out nodes of the cluster is refused as it starts, before the Lease and any write
+//!   ([`Error::Plan`] on `nodes` or `selector`, naming them); a node that joins while it runs
+//!   is caught by the same check right before `issue` and `finalize`, and the run stops there
+//!   ([`Outcome::Failed`]) naming it. A plan may opt out ([`PlanSpec::cluster_wide`]
 //!   `false`) only for nodes that do not use this CA; abort looks at every node regardless.
 //! - **Nothing is decided over a host Job in flight**: a Job of ours an earlier run or abort
 //!   left (an abort's included) is waited for before any status is read; an abort waits out
@@ -132,7 +133,8 @@
 //! # Errors
 //! [`Error`]: the plan refused ([`Error::Plan`], before any API call); another holder has the
 //! Lease ([`nodejob_core::Error::LeaseHeld`] inside [`Error::Core`]); the new CA not valid by
-//! the cluster's clock ([`Error::Plan`], when a run or a preview starts); the plan selects no
+//! the cluster's clock ([`Error::Plan`], when a run or a preview starts); a cluster-wide plan
+//! that leaves out nodes of the cluster ([`Error::Plan`], when a run starts); the plan selects no
 //! node ([`Selecting::NoneSelected`], before the Lease, naming the selector and the nodes); a
 //! named node does not exist; the nodes could not be listed; an abort refused
 //! ([`Error::AbortRefused`], issue begun anywhere in the cluster), or unable to tell (the
@@ -171,7 +173,7 @@ pub use nodejob_roll::NSENTER;
 pub use nodejob_roll::Window;
 pub use nodejob_roll::{EventSink, FenceEvent, Outcome, Placement, PlanError, Selecting, Stop};
 pub use phase::{CaStep, Decision, decide};
-pub use plan::{Plan, PlanSpec};
+pub use plan::{CA_EXPIRY_WARNING, CaSummary, Plan, PlanSpec};
 pub use preview::{Next, NodePreview, Preview};
 pub use progress::{
     CaEvent, Failure, Gates, NodeReport, NodeResult, Progress, ProgressSink, Report, Totals, quiet,

@@ -174,6 +174,33 @@ pub struct Plan {
     time_zone: Option<TimeZone>,
     /// The new CA's `notBefore` and `notAfter`.
     validity: (Timestamp, Timestamp),
+    /// The new CA's subject and issuer, as RFC 4514 strings.
+    names: (String, String),
+}
+
+/// How soon before its `notAfter` a new CA is warned about: 90 days. The nodes' leaves issued
+/// from it cannot outlive it, so a rotation to it buys little time.
+pub const CA_EXPIRY_WARNING: Duration = Duration::from_secs(90 * 24 * 3600);
+
+/// The new CA's certificate as a person checks it before a rotation: who it is, who signed
+/// it, when it is valid, its fingerprint, and how long it has left by the cluster's clock.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct CaSummary {
+    /// The subject (RFC 4514, e.g. `CN=cluster CA,O=example`).
+    pub subject: String,
+    /// The issuer (RFC 4514); the subject again for a self-signed root.
+    pub issuer: String,
+    /// Its `notBefore` (RFC 3339).
+    pub not_before: String,
+    /// Its `notAfter` (RFC 3339).
+    pub not_after: String,
+    /// `sha256:` and the hex of its DER.
+    pub fingerprint: String,
+    /// Whole days from the cluster's clock to `notAfter` (negative once expired).
+    pub days_left: i64,
+    /// Whether it expires within [`CA_EXPIRY_WARNING`] of the cluster's clock (not yet
+    /// expired: an expired CA is refused, [`Plan::check_ca_valid_at`]).
+    pub expires_soon: bool,
 }
 
 /// The longest host Job deadline accepted: a day.
@@ -238,6 +265,7 @@ impl Plan {
             fingerprint,
             time_zone,
             validity: (ca.not_before, ca.not_after),
+            names: (ca.subject, ca.issuer),
         };
         // The Jobs themselves: core's own rules (namespace, image pin, argv) on a sample node.
         (plan.host_spec(CaStep::Stage, "node", &[]).validate())
@@ -267,6 +295,21 @@ impl Plan {
     /// The new CA's validity: its `notBefore` and `notAfter`.
     pub fn ca_validity(&self) -> (Timestamp, Timestamp) {
         self.validity
+    }
+
+    /// The new CA's certificate as of `now` (the cluster's clock).
+    pub fn ca_summary(&self, now: Timestamp) -> CaSummary {
+        let (not_before, not_after) = self.validity;
+        let left = not_after.as_second().saturating_sub(now.as_second());
+        CaSummary {
+            subject: self.names.0.clone(),
+            issuer: self.names.1.clone(),
+            not_before: not_before.to_string(),
+            not_after: not_after.to_string(),
+            fingerprint: self.fingerprint.to_string(),
+            days_left: left.div_euclid(24 * 3600),
+            expires_soon: (0..CA_EXPIRY_WARNING.as_secs() as i64).contains(&left),
+        }
     }
 
     /// Refuses a new CA that is not valid at `now`, which must come from the cluster's clock
@@ -373,6 +416,8 @@ struct CaCertificate {
     der: Vec<u8>,
     not_before: Timestamp,
     not_after: Timestamp,
+    subject: String,
+    issuer: String,
 }
 
 impl CaCertificate {
@@ -418,6 +463,8 @@ impl CaCertificate {
         Ok(CaCertificate {
             not_before: at(validity.not_before.timestamp(), Timestamp::MAX),
             not_after: at(validity.not_after.timestamp(), Timestamp::MIN),
+            subject: certificate.subject().to_string(),
+            issuer: certificate.issuer().to_string(),
             der,
         })
     }

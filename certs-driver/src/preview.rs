@@ -13,7 +13,7 @@ use crate::error::Error;
 use crate::gate::{Disagreement, Gate, check};
 use crate::order::Order;
 use crate::phase::CaStep;
-use crate::plan::Plan;
+use crate::plan::{CaSummary, Plan};
 use crate::records::last_reported;
 use crate::status::CaStatus;
 
@@ -62,6 +62,9 @@ pub enum Next {
 pub struct Preview {
     /// The new CA's fingerprint.
     pub target: String,
+    /// The new CA's certificate, by the cluster's clock (subject, issuer, validity, days
+    /// left, whether it expires soon).
+    pub ca: CaSummary,
     /// Every node, in the rotation's order.
     pub nodes: Vec<NodePreview>,
     /// The next phase, and where.
@@ -86,7 +89,8 @@ where
 {
     // As a run would refuse it, before anything is read: the new CA valid by the cluster's
     // clock.
-    plan.check_ca_valid_at(api.wall_time())?;
+    let now = api.wall_time();
+    plan.check_ca_valid_at(now)?;
     let nodes = select(api, plan).await?;
     let order = Order::of(&nodes);
     let cluster = every_node(api).await?;
@@ -169,6 +173,7 @@ where
         .map(|h| h.to_string());
     Ok(Preview {
         target: new.to_string(),
+        ca: plan.ca_summary(now),
         nodes: previews,
         next,
         disagreements,

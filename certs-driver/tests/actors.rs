@@ -741,6 +741,21 @@ fn impossible(fake: &FakeCluster, draws: &Draws, last: &Result<Report, Error>) -
             got.sort();
             (got == expected).then(|| format!("nodes outside the plan: {named:?}"))
         }
+        // Refused before the Lease, as the run starts, for the same reason.
+        Err(Error::Plan(refusal))
+            if draws.scope == Scope::LabelCoveringCluster && !unlabelled.is_empty() =>
+        {
+            let named = refusal
+                .rule
+                .split("outside the plan: ")
+                .nth(1)
+                .and_then(|r| r.split("; give").next())?;
+            let mut got: Vec<String> = named.split(", ").map(str::to_string).collect();
+            got.sort();
+            let mut expected = unlabelled.clone();
+            expected.sort();
+            (got == expected).then(|| format!("nodes outside the plan, refused: {got:?}"))
+        }
         _ => None,
     }
 }

@@ -283,3 +283,38 @@ async fn a_malformed_selector_is_refused_before_any_call() -> TestResult {
     assert_eq!(names, ["cp-0"]);
     Ok(())
 }
+
+/// The preview shows the new CA as a person checks it (subject, issuer, validity, fingerprint,
+/// days left by the cluster's clock), and flags one that expires within 90 days.
+#[tokio::test(start_paused = true)]
+async fn the_preview_shows_the_new_ca_and_flags_one_that_expires_soon() -> TestResult {
+    let (fake, _) = cluster(1, 1, 2);
+    // The fake's clock starts at 2026-01-01T00:00:00Z.
+    let cases = [
+        ((2025, 1, 1), (2026, 3, 31), 89, true),
+        ((2025, 1, 1), (2026, 4, 1), 90, false),
+        ((2025, 1, 1), (2036, 1, 1), 3652, false),
+    ];
+    for (not_before, not_after, days_left, expires_soon) in cases {
+        let made = make(
+            rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained),
+            Some((not_before, not_after)),
+        );
+        let plan = plan(spec(made.pem.clone(), made.fingerprint.clone()));
+        let seen = preview(&*fake, &plan).await?.ca;
+        assert_eq!(seen.subject, "CN=nodejob plan checks");
+        assert_eq!(seen.issuer, "CN=nodejob plan checks");
+        assert_eq!(seen.not_before, "2025-01-01T00:00:00Z");
+        assert_eq!(
+            seen.not_after,
+            format!(
+                "{}-{:02}-{:02}T00:00:00Z",
+                not_after.0, not_after.1, not_after.2
+            )
+        );
+        assert_eq!(seen.fingerprint, made.fingerprint);
+        assert_eq!(seen.days_left, days_left, "{seen:?}");
+        assert_eq!(seen.expires_soon, expires_soon, "{seen:?}");
+    }
+    Ok(())
+}

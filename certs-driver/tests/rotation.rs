@@ -324,21 +324,33 @@ async fn a_competing_holder_of_the_lease_blocks_the_run() -> TestResult {
 async fn issue_and_finalize_refuse_a_plan_that_leaves_out_nodes_of_the_cluster() -> TestResult {
     let ca = new_ca();
     let (fake, names) = cluster(21, 2, 2);
-    // Stage may run on a subset: it is harmless. Issue may not: the other nodes do not trust
-    // the new CA.
+    // Issue may not run on a subset (the other nodes do not trust the new CA), so the plan is
+    // refused before anything is written: not after `stage` wrote to its nodes.
     let mut spec = plan_spec(&ca);
     spec.nodes = vec!["cp-0".into()];
-    let report = run(&harness(fake.clone()), &plan(spec), quiet()).await?;
-    let Outcome::Failed { retry, .. } = &report.outcome else {
-        return Err(format!("not refused: {:?}", report.outcome).into());
+    let refused = run(&harness(fake.clone()), &plan(spec), quiet())
+        .await
+        .expect_err("a plan that leaves out nodes of the cluster");
+    let Error::Plan(refusal) = &refused else {
+        return Err(format!("not a plan error: {refused:?}").into());
     };
-    assert!(retry.contains("Issue"), "{retry}");
-    assert!(retry.contains("every node of the cluster"), "{retry}");
-    assert!(retry.contains("cp-1, w-0, w-1"), "{retry}");
-    let gates: Vec<Gate> = report.own.gates.iter().map(|g| g.gate).collect();
-    assert_eq!(gates, [Gate::Start]);
-    assert_eq!(phase_runs(&fake, "cp-0"), [1, 0, 0, 0]);
-    for name in &names[1..] {
+    assert_eq!(refusal.field, "nodes");
+    assert!(
+        refusal.rule.contains("every node of the cluster"),
+        "{refusal}"
+    );
+    assert!(
+        refusal.rule.contains("outside the plan: cp-1, w-0, w-1"),
+        "{refusal}"
+    );
+    let writes: Vec<_> = (fake.calls().into_iter())
+        .filter(|c| c.verb.writes())
+        .collect();
+    assert!(
+        writes.is_empty(),
+        "nothing written, the Lease included: {writes:?}"
+    );
+    for name in &names {
         assert_eq!(phase_runs(&fake, name), [0; 4], "{name}");
     }
 
@@ -357,12 +369,13 @@ async fn issue_and_finalize_refuse_a_plan_that_leaves_out_nodes_of_the_cluster()
     assert!(matches!(outcome, Outcome::Stopped { .. }), "{outcome:?}");
     let mut spec = plan_spec(&ca);
     spec.nodes = vec!["w-0".into(), "w-1".into()];
-    let report = run(&harness(fake.clone()), &plan(spec), quiet()).await?;
-    let Outcome::Failed { retry, .. } = &report.outcome else {
-        return Err(format!("not refused: {:?}", report.outcome).into());
-    };
-    assert!(retry.contains("Finalize"), "{retry}");
-    assert!(retry.contains("cp-0, cp-1"), "{retry}");
+    let refused = run(&harness(fake.clone()), &plan(spec), quiet())
+        .await
+        .expect_err("a plan that leaves out nodes of the cluster");
+    assert!(
+        refused.to_string().contains("outside the plan: cp-0, cp-1"),
+        "{refused}"
+    );
     for name in &names {
         assert_eq!(phase_runs(&fake, name), [1, 1, 0, 0], "{name}");
     }

@@ -257,7 +257,9 @@ pub(crate) struct Upgrade {
     /// unless --simulate-start says otherwise.
     #[arg(long)]
     pub(crate) window: Option<String>,
-    /// Stop starting nodes after this many failed.
+    /// Stop starting nodes after this many failed. At most --max-unavailable: a failed node
+    /// stays cordoned and counts as unavailable, so a larger budget is refused (raise
+    /// --max-unavailable with it).
     #[arg(long, default_value = "1")]
     pub(crate) failure_budget: u32,
     /// Move nodes to a version older than the one they run. Without it, a --to older than any

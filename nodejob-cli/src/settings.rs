@@ -57,6 +57,10 @@ pub(crate) enum Field {
     Window,
     /// The rotation's concurrency.
     Concurrency,
+    /// How many failed nodes stop a run.
+    FailureBudget,
+    /// The upgrade's health check.
+    HealthCheck,
     /// The new CA, from `source` (a path, or the simulation's built-in one).
     NewCa {
         /// Where the certificate came from, as a person reads it.
@@ -84,6 +88,8 @@ impl Field {
             "ready_timeout" => Field::ReadyTimeout,
             "binary" => Field::Binary,
             "concurrency" => Field::Concurrency,
+            "failure_budget" => Field::FailureBudget,
+            "health_check" => Field::HealthCheck,
             "ca_certificate" | "fingerprint" => Field::NewCa {
                 source: new_ca.to_string(),
             },
@@ -108,6 +114,9 @@ impl Field {
             Field::Binary => "--binary",
             Field::Window => "--window",
             Field::Concurrency => "--concurrency",
+            Field::FailureBudget => "--failure-budget",
+            Field::HealthCheck => "--health-check",
+            Field::NewCa { source } if source.is_empty() => "--new-ca",
             Field::NewCa { source } => return format!("--new-ca {source}"),
             Field::Namespace => "--namespace",
             Field::AllowDowngrade => "--allow-downgrade",
@@ -130,12 +139,49 @@ impl Field {
             Field::Binary => "binary",
             Field::Window => "window",
             Field::Concurrency => "concurrency",
+            Field::FailureBudget => "failure_budget",
+            Field::HealthCheck => "health_check",
             Field::NewCa { .. } => "new_ca",
             Field::Namespace => "namespace (the server's --namespace)",
             Field::AllowDowngrade => "allow_downgrade",
             Field::Other(f) => f,
         }
     }
+}
+
+/// A driver's `rule` as a front end says it: each other field of the plan it names in
+/// backticks (`` `max_unavailable` ``) named by `name` (a flag, an argument); any other
+/// backticked text kept.
+pub(crate) fn rule_said(rule: &str, name: impl Fn(&Field) -> String) -> String {
+    let mut said = String::with_capacity(rule.len());
+    let mut rest = rule;
+    while let Some(open) = rest.find('`') {
+        let Some(len) = rest[open + 1..].find('`') else {
+            break;
+        };
+        let quoted = &rest[open + 1..open + 1 + len];
+        said.push_str(&rest[..open]);
+        match plan_field(quoted).map(|f| Field::of_plan(f, "")) {
+            Some(field) if !matches!(field, Field::Other(_)) => said.push_str(&name(&field)),
+            _ => said.push_str(&rest[open..open + len + 2]),
+        }
+        rest = &rest[open + len + 2..];
+    }
+    said.push_str(rest);
+    said
+}
+
+/// `text` as one of the plan fields a rule may name, if it is one.
+fn plan_field(text: &str) -> Option<&'static str> {
+    const NAMED: [&str; 6] = [
+        "max_unavailable",
+        "failure_budget",
+        "concurrency",
+        "nodes",
+        "selector",
+        "window",
+    ];
+    NAMED.into_iter().find(|f| *f == text)
 }
 
 /// Why settings make no plan.
@@ -161,10 +207,9 @@ pub(crate) enum Refused {
     Plan {
         /// The setting behind the plan's field.
         field: Field,
-        /// The rule the field breaks.
+        /// The rule the field breaks; other fields it names are in backticks
+        /// ([`rule_said`]).
         rule: String,
-        /// The driver's refusal, whole (`invalid plan: FIELD: RULE`).
-        error: String,
     },
 }
 
@@ -246,8 +291,18 @@ impl UpgradeSettings {
         upgrade_driver::Plan::build(spec).map_err(|e| Refused::Plan {
             field: Field::of_plan(e.field, ""),
             rule: e.rule.clone(),
-            error: e.to_string(),
         })
+    }
+}
+
+impl NewCa {
+    /// Where the certificate comes from, as a person reads it (a path, or the simulation's
+    /// built-in CA).
+    pub(crate) fn source(&self) -> String {
+        match self {
+            NewCa::File(path) => path.display().to_string(),
+            NewCa::Unset { .. } => "(the simulation's built-in CA)".into(),
+        }
     }
 }
 
@@ -291,22 +346,19 @@ impl RotationSettings {
     pub(crate) fn plan(&self, namespace: &str) -> Result<certs_driver::Plan, Refused> {
         let (pem, source) = match &self.new_ca {
             NewCa::File(path) => {
-                let pem = std::fs::read_to_string(path).map_err(|why| Refused::Unreadable {
+                let bytes = std::fs::read(path).map_err(|why| Refused::Unreadable {
                     path: path.clone(),
                     why,
                 })?;
-                (pem, path.display().to_string())
+                let source = self.new_ca.source();
+                (pem_text(bytes, &source)?, source)
             }
-            NewCa::Unset { simulated: true } => (
-                SIMULATED_CA.to_string(),
-                "(the simulation's built-in CA)".to_string(),
-            ),
+            NewCa::Unset { simulated: true } => (SIMULATED_CA.to_string(), self.new_ca.source()),
             NewCa::Unset { simulated: false } => return Err(Refused::NoCa),
         };
         let refused = |e: certs_driver::PlanError| Refused::Plan {
             field: Field::of_plan(e.field, &source),
             rule: e.rule.clone(),
-            error: e.to_string(),
         };
         let fingerprint = certs_driver::Fingerprint::of_pem(&pem).map_err(refused)?;
         let mut spec = certs_driver::PlanSpec::new(pem, fingerprint.as_str());
@@ -336,6 +388,36 @@ impl RotationSettings {
         spec.namespace = namespace.to_string();
         spec.identity = identity();
         certs_driver::Plan::build(spec).map_err(refused)
+    }
+}
+
+/// The text of the new CA's file `source`, refused when it is binary: DER (an X.509
+/// certificate's binary form begins with a SEQUENCE, `0x30`) is named, with how to convert it.
+fn pem_text(bytes: Vec<u8>, source: &str) -> Result<String, Refused> {
+    let field = Field::NewCa {
+        source: source.to_string(),
+    };
+    match String::from_utf8(bytes) {
+        Ok(text) => Ok(text),
+        Err(e) if e.as_bytes().first() == Some(&0x30) => {
+            let stem = [".der", ".cer", ".crt"]
+                .iter()
+                .find_map(|ext| source.strip_suffix(ext))
+                .unwrap_or(source);
+            Err(Refused::Value {
+                field,
+                why: format!(
+                    "the file is DER (binary), not PEM: convert it with `openssl x509 -inform \
+                     der -in {source} -out {stem}.pem` and give {stem}.pem"
+                ),
+            })
+        }
+        Err(_) => Err(Refused::Value {
+            field,
+            why: "the file is binary, not a PEM certificate (text between -----BEGIN \
+                  CERTIFICATE----- and -----END CERTIFICATE-----)"
+                .into(),
+        }),
     }
 }
 
@@ -393,4 +475,42 @@ pub(crate) fn identity() -> String {
         .map(|h| h.trim().to_string())
         .unwrap_or_else(|_| "nodejob".into());
     format!("nodejob-{host}-{}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rule_names_the_other_fields_as_the_front_end_does() {
+        let rule = "2 is more than `max_unavailable` (1); lower `failure_budget`, not \
+                    `DAYS START-END`, `unknown` or `";
+        assert_eq!(
+            rule_said(rule, Field::flag),
+            "2 is more than --max-unavailable (1); lower --failure-budget, not `DAYS START-END`, \
+             `unknown` or `"
+        );
+        assert_eq!(
+            rule_said(rule, |f| f.argument().to_string()),
+            "2 is more than max_unavailable (1); lower failure_budget, not `DAYS START-END`, \
+             `unknown` or `"
+        );
+    }
+
+    #[test]
+    fn every_plan_field_a_rule_may_name_has_a_flag() {
+        for field in [
+            "max_unavailable",
+            "failure_budget",
+            "concurrency",
+            "nodes",
+            "selector",
+        ] {
+            assert!(
+                Field::of_plan(field, "").flag().starts_with("--"),
+                "{field}"
+            );
+        }
+        assert_eq!(Field::of_plan("window.time_zone", "").flag(), "--window");
+    }
 }

@@ -171,7 +171,10 @@ fn a_simulated_failure_exits_1_naming_the_node_the_step_and_where_to_look() {
         "{stderr}"
     );
     assert!(
-        stderr.contains("retry: nodejob upgrade --to v1.38.0"),
+        stderr.contains(
+            "retry: nodejob upgrade --simulate 5 --to v1.38.0 --simulate-fail worker-a-0 --nodes \
+             worker-a-0"
+        ),
         "{stderr}"
     );
     assert!(text(&out.stdout).contains("not started"));
@@ -264,7 +267,7 @@ fn bad_input_exits_2_naming_the_field_before_any_api_call() {
             ],
             "max-unavailable",
         ),
-        (vec!["upgrade", "--kubeconfig", kc, "--to", "v 2"], "target"),
+        (vec!["upgrade", "--kubeconfig", kc, "--to", "v 2"], "--to"),
         (
             vec![
                 "upgrade",
@@ -297,6 +300,10 @@ fn bad_input_exits_2_naming_the_field_before_any_api_call() {
         assert!(
             stderr.contains(field),
             "{args:?} should name {field}: {stderr}"
+        );
+        assert!(
+            !stderr.contains("invalid plan"),
+            "{args:?} names the flag, not the plan's field: {stderr}"
         );
         assert!(
             !stderr.contains("127.0.0.1"),
@@ -639,23 +646,23 @@ fn a_bad_new_ca_exits_2_naming_the_field_before_any_api_call() {
     let cases: Vec<(Vec<&str>, &[&str])> = vec![
         (
             vec!["rotate-ca", "--kubeconfig", &kc, "--new-ca", &not_pem],
-            &["--new-ca", "ca_certificate", "CERTIFICATE block"],
+            &["--new-ca", "notes.txt", "CERTIFICATE block"],
         ),
         (
             vec!["rotate-ca", "--kubeconfig", &kc, "--new-ca", &key_only],
-            &["--new-ca", "ca_certificate", "private key"],
+            &["--new-ca", "key.pem", "private key"],
         ),
         (
             vec!["rotate-ca", "--kubeconfig", &kc, "--new-ca", &with_key],
-            &["--new-ca", "ca_certificate", "private key"],
+            &["--new-ca", "bundle.pem", "private key"],
         ),
         (
             vec!["rotate-ca", "--kubeconfig", &kc, "--new-ca", &two],
-            &["--new-ca", "ca_certificate", "exactly one"],
+            &["--new-ca", "two.pem", "exactly one"],
         ),
         (
             vec!["rotate-ca", "--kubeconfig", &kc, "--new-ca", &garbled],
-            &["--new-ca", "ca_certificate", "base64"],
+            &["--new-ca", "garbled.pem", "base64"],
         ),
         (
             vec!["rotate-ca", "--kubeconfig", &kc, "--new-ca", &missing],
@@ -711,6 +718,12 @@ fn a_bad_new_ca_exits_2_naming_the_field_before_any_api_call() {
             assert!(
                 stderr.contains(name),
                 "{args:?} should name {name}: {stderr}"
+            );
+        }
+        for field in ["invalid plan", "ca_certificate", "fingerprint:"] {
+            assert!(
+                !stderr.contains(field),
+                "{args:?} names the flag, not the plan's field: {stderr}"
             );
         }
         assert!(
@@ -835,8 +848,8 @@ fn jobs_json_is_one_parseable_job_per_line() {
 fn a_selector_matching_no_node_exits_1_naming_it() {
     // A typo in the selector is no finished roll: the plan selects no node, said before the
     // Lease, and the operation fails (exit 1: it took a list of the nodes to know).
-    let said = "the plan selects no node: the selector \"role=wrker\" matches no node; check \
-                the plan's selector\n";
+    let said =
+        "the plan selects no node: the selector \"role=wrker\" matches no node; check --selector\n";
     for command in [&["upgrade", "--to", "v1.38.0"][..], &["rotate-ca"]] {
         let mut args = command.to_vec();
         args.extend(["--simulate", "3", "--selector", "role=wrker"]);
@@ -867,8 +880,7 @@ fn a_selector_matching_no_node_exits_1_naming_it() {
     assert_eq!(
         text(&out.stderr),
         "the plan selects no node: none of the nodes cp-0, cp-1 exists and matches the \
-         selector \"!node-role.kubernetes.io/control-plane\"; check the plan's nodes and \
-         selector\n"
+         selector \"!node-role.kubernetes.io/control-plane\"; check --nodes and --selector\n"
     );
 }
 
@@ -1257,4 +1269,16 @@ fn lease_renewals_show_only_with_verbose() {
         "json",
     ]);
     assert!(text(&json.stdout).contains("\"lease_renewed\""));
+}
+
+#[test]
+fn a_rotation_to_a_ca_that_expires_within_90_days_runs_with_a_warning() {
+    let ca = fixture("expiring-ca.pem");
+    let out = nodejob(&["rotate-ca", "--simulate", "3", "--new-ca", &ca]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.starts_with("warning: the new CA expires in 29 days (2026-01-31T00:00:00Z)"),
+        "{stderr}"
+    );
 }

@@ -588,6 +588,16 @@ async fn bad_arguments_are_refused_naming_the_field_with_no_api_call() -> Result
         ),
         (
             "upgrade_preview",
+            json!({"to": TARGET, "failure_budget": 2}),
+            "failure_budget: 2 is more than max_unavailable (1)",
+        ),
+        (
+            "upgrade_preview",
+            json!({"to": TARGET, "window": "sat 01:00-05:00 Mars/Olympus"}),
+            "window: \"Mars/Olympus\"",
+        ),
+        (
+            "upgrade_preview",
             json!({"to": TARGET, "nodes": "cp-0"}),
             "nodes: invalid type",
         ),
@@ -659,6 +669,20 @@ async fn bad_arguments_are_refused_naming_the_field_with_no_api_call() -> Result
         "a refused call made API calls"
     );
     assert_eq!(writes(&third), writes(&first));
+
+    // A selection refused once the nodes are listed names the argument too.
+    let result = session
+        .call(
+            "upgrade_preview",
+            json!({"to": TARGET, "selector": "role=wrker"}),
+        )
+        .await?;
+    let said = text(&result);
+    assert_eq!(result.is_error, Some(true), "{said}");
+    assert!(
+        said.ends_with("matches no node; check selector"),
+        "{said:?}"
+    );
 
     // An unknown tool is a protocol error.
     let unknown = session.call("reboot_everything", json!({})).await;
@@ -804,4 +828,47 @@ async fn a_downgrade_is_refused_naming_allow_downgrade_unless_it_is_given() -> R
         .await?;
     assert!(preview.to_string().contains("v1.36.0"), "{preview}");
     session.close().await.map_err(|e| anyhow!("{e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_upgrade_names_its_retry_as_the_tools_arguments_narrowed_to_the_failed_node()
+-> Result<()> {
+    let session = Session::start().await?;
+    // The health check fails on the first node (the simulated host exits 1), which ends the
+    // roll with a failure budget of 1.
+    let arguments = json!({
+        "to": TARGET,
+        "selector": "topology.kubernetes.io/zone=zone-a",
+        "binary": "/opt/stratum",
+        "health_check": ["/bin/check", "nodejob-test:exit=1"],
+    });
+    let (_, token) = session.preview(arguments.clone()).await?;
+    let mut with_token = arguments.clone();
+    with_token["preview_token"] = json!(token);
+    let result = session.call("upgrade", with_token).await?;
+    assert_eq!(result.is_error, Some(true), "{}", text(&result));
+    let narrowed = json!({
+        "to": TARGET,
+        "nodes": ["worker-a-0"],
+        "binary": "/opt/stratum",
+        "health_check": ["/bin/check", "nodejob-test:exit=1"],
+    });
+    let report = result.structured_content.clone().context("no report")?;
+    assert_eq!(
+        report["retry"],
+        json!({"tool": "upgrade_preview", "arguments": narrowed}),
+        "{report}"
+    );
+    let answer = text(&result);
+    assert!(
+        answer.contains(&format!(
+            "retry: call upgrade_preview with {narrowed}, then upgrade"
+        )),
+        "{answer}"
+    );
+    assert!(
+        !answer.contains("nodejob upgrade"),
+        "no command line: {answer}"
+    );
+    session.close().await
 }

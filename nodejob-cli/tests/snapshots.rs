@@ -108,6 +108,32 @@ fn upgrade_failure() {
     );
 }
 
+/// The retry is the command as it was run (global flags, `-n`, `--binary`, `--simulate`),
+/// its selection replaced by the failed node, quoted for a shell.
+#[test]
+fn upgrade_failure_retry_keeps_every_flag() {
+    nodejob_snapshot!(
+        "upgrade_failure_retry",
+        &[
+            "-n",
+            "default",
+            "upgrade",
+            "--simulate",
+            "5",
+            "--to",
+            "v1.38.0",
+            "--binary",
+            "/opt/stratum",
+            "--window",
+            "thu,fri 00:00-23:59 UTC",
+            "-l",
+            "topology.kubernetes.io/zone in (zone-a)",
+            "--simulate-fail",
+            "worker-a-0",
+        ]
+    );
+}
+
 #[test]
 fn upgrade_failure_json_names_the_nodes_to_retry() {
     nodejob_snapshot!(
@@ -194,6 +220,47 @@ fn upgrade_refusals() {
     nodejob_snapshot!(
         "upgrade_refused_target",
         &["upgrade", "--simulate", "5", "--to", "v 2"]
+    );
+    // A plan error names the flag, never the plan's field (`window.time_zone`).
+    nodejob_snapshot!(
+        "upgrade_refused_time_zone",
+        &[
+            "upgrade",
+            "--simulate",
+            "5",
+            "--to",
+            "v1.38.0",
+            "--window",
+            "sat 01:00-05:00 Mars/Olympus",
+        ]
+    );
+    // A failed node stays cordoned: a budget above --max-unavailable could never be spent.
+    nodejob_snapshot!(
+        "upgrade_refused_failure_budget",
+        &[
+            "upgrade",
+            "--simulate",
+            "5",
+            "--to",
+            "v1.38.0",
+            "--failure-budget",
+            "2",
+        ]
+    );
+    // A percentage is a count once the nodes are selected: 20% of 5 is 1.
+    nodejob_snapshot!(
+        "upgrade_refused_failure_budget_percent",
+        &[
+            "upgrade",
+            "--simulate",
+            "5",
+            "--to",
+            "v1.38.0",
+            "--max-unavailable",
+            "20%",
+            "--failure-budget",
+            "2",
+        ]
     );
     nodejob_snapshot!(
         "upgrade_refused_downgrade",
@@ -304,6 +371,50 @@ fn rotation_refusals() {
             "tests/fixtures/new-ca.pem",
             "--concurrency",
             "0",
+        ]
+    );
+}
+
+/// The new CA's file, checked before any write: not a CA (CA:FALSE), expired by the simulated
+/// clock (2026-01-01), DER rather than PEM; and a plan that leaves out nodes of the cluster.
+#[test]
+fn rotation_refuses_a_bad_ca_or_a_partial_plan_before_any_write() {
+    for (name, file) in [
+        ("rotate_ca_refused_not_a_ca", "tests/fixtures/not-a-ca.pem"),
+        ("rotate_ca_refused_expired", "tests/fixtures/expired-ca.pem"),
+        ("rotate_ca_refused_der", "tests/fixtures/new-ca.der"),
+    ] {
+        nodejob_snapshot!(name, &["rotate-ca", "--simulate", "5", "--new-ca", file]);
+    }
+    nodejob_snapshot!(
+        "rotate_ca_refused_partial",
+        &["rotate-ca", "--simulate", "5", "--nodes", "worker-a-0"]
+    );
+    nodejob_snapshot!(
+        "rotate_ca_preview_partial",
+        &[
+            "rotate-ca",
+            "--simulate",
+            "5",
+            "--nodes",
+            "worker-a-0",
+            "--preview"
+        ]
+    );
+}
+
+/// A CA that expires within 90 days of the simulated clock: shown, and warned about.
+#[test]
+fn rotation_preview_warns_of_a_ca_that_expires_soon() {
+    nodejob_snapshot!(
+        "rotate_ca_preview_expiring",
+        &[
+            "rotate-ca",
+            "--simulate",
+            "3",
+            "--new-ca",
+            "tests/fixtures/expiring-ca.pem",
+            "--preview",
         ]
     );
 }

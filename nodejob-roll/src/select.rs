@@ -8,7 +8,8 @@ use nodejob_core::{ApiError, NodeApi, is_dns1123_subdomain};
 use crate::call::retry;
 use crate::placement::PlanError;
 
-/// Why [`select_nodes`] found no answer.
+/// Why [`select_nodes`] found no answer. The plan's fields it names are in backticks, for a
+/// front end to name them its way (a flag, an argument).
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Selecting {
@@ -23,7 +24,7 @@ pub enum Selecting {
         nodes: Vec<String>,
     },
     /// A named node does not exist (or does not match the selector).
-    #[error("node {node} does not exist{}; check the plan's nodes", match selector {
+    #[error("node {node} does not exist{}; check `nodes`", match selector {
         Some(s) => format!(" or does not match the selector {s:?}"),
         None => String::new(),
     })]
@@ -46,14 +47,14 @@ pub enum Selecting {
 fn none_selected(selector: Option<&str>, nodes: &[String]) -> String {
     match (selector, nodes) {
         (None, []) => "the cluster has no node".into(),
-        (Some(s), []) => format!("the selector {s:?} matches no node; check the plan's selector"),
+        (Some(s), []) => format!("the selector {s:?} matches no node; check `selector`"),
         (None, names) => format!(
-            "none of the nodes {} exists; check the plan's nodes",
+            "none of the nodes {} exists; check `nodes`",
             names.join(", ")
         ),
         (Some(s), names) => format!(
-            "none of the nodes {} exists and matches the selector {s:?}; check the plan's \
-             nodes and selector",
+            "none of the nodes {} exists and matches the selector {s:?}; check `nodes` and \
+             `selector`",
             names.join(", ")
         ),
     }

@@ -140,10 +140,11 @@ where
         operation: "upgrade".into(),
         target: plan.target().to_string(),
     };
+    // Before the Lease (the first write): a percentage that caps the failure budget.
+    let width = plan.width(nodes.len())?;
     let limits = plan.limits(stop);
     let ctx = Context::begin(api, &spec.placement(), &claim, limits, progress, started).await?;
     let refs: Vec<&Node> = nodes.iter().collect();
-    let width = spec.max_unavailable.of(nodes.len());
     let order = groups(&refs, width);
     let by_name: BTreeMap<&str, &Node> = nodes.iter().map(|n| (records::name(n), n)).collect();
     let entries = (order.iter().flat_map(|g| &g.nodes))

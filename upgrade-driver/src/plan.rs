@@ -216,6 +216,25 @@ pub struct Plan {
 /// The longest host Job deadline accepted: a day.
 const MAX_DEADLINE: Duration = Duration::from_secs(24 * 3600);
 
+/// Refuses a failure budget above `width`, the nodes that may be unavailable at once
+/// (`max_unavailable`, as `said`): a failed node stays cordoned, so it counts as unavailable,
+/// and `width` failures stop the roll on `max_unavailable` before the budget is spent. A rule
+/// names the other fields in backticks, for a front end to name them its way.
+fn budget_within(budget: u32, width: usize, said: &str) -> Result<(), PlanError> {
+    if budget as usize <= width {
+        return Ok(());
+    }
+    Err(PlanError::new(
+        "failure_budget",
+        format!(
+            "{budget} is more than `max_unavailable` ({said}): a failed node stays cordoned and \
+             counts as unavailable, so the roll would stop once {width} node(s) failed, before \
+             the budget is spent; raise `max_unavailable` to at least {budget}, or lower \
+             `failure_budget` to at most {width}"
+        ),
+    ))
+}
+
 impl Plan {
     /// Validates `spec`: every bad field is refused with a [`PlanError`] naming it.
     pub fn build(spec: PlanSpec) -> Result<Plan, PlanError> {
@@ -287,6 +306,9 @@ impl Plan {
         if spec.failure_budget == 0 {
             return bad("failure_budget", "must be at least 1".into());
         }
+        if let MaxUnavailable::Count(width) = spec.max_unavailable {
+            budget_within(spec.failure_budget, width as usize, &width.to_string())?;
+        }
         spec.placement().validate()?;
         let plan = Plan { spec, time_zone };
         // The Jobs themselves: core's own rules (namespace, image pin, argv) on a sample node.
@@ -321,6 +343,18 @@ impl Plan {
             window: (self.spec.window.clone()).zip(self.time_zone.clone()),
             ..Limits::new(stop.clone())
         }
+    }
+
+    /// How many of `nodes` nodes may be unavailable at once, refused when that caps the
+    /// failure budget: with a percentage, a [`PlanError`] only the selected nodes can tell (a
+    /// count is checked by [`Plan::build`]).
+    pub fn width(&self, nodes: usize) -> Result<usize, PlanError> {
+        let width = self.spec.max_unavailable.of(nodes);
+        if let MaxUnavailable::Percent(p) = self.spec.max_unavailable {
+            let said = format!("{p}% of {nodes} node(s), that is {width}");
+            budget_within(self.spec.failure_budget, width, &said)?;
+        }
+        Ok(width)
     }
 
     /// The upgrade's argv.

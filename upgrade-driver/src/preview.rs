@@ -113,7 +113,7 @@ where
             None => todo.push(node),
         }
     }
-    let width = plan.spec().max_unavailable.of(nodes.len());
+    let width = plan.width(nodes.len())?;
     let order = groups(&todo, width);
     let batched = batches(&order);
     let everyone = retry(api, || api.list_nodes(""))

@@ -430,3 +430,67 @@ async fn a_target_older_than_a_node_is_refused_before_any_write_unless_allowed()
     }
     Ok(())
 }
+
+/// A failed node stays cordoned and counts against `max_unavailable`: a failure budget above it
+/// could never be spent, the roll stopping on `max_unavailable` first. Refused, naming both.
+#[test]
+fn a_failure_budget_above_max_unavailable_is_refused_naming_both() {
+    let (field, message) = refused(|s| {
+        s.failure_budget = 2;
+        s.max_unavailable = MaxUnavailable::Count(1);
+    });
+    assert_eq!(field, "failure_budget");
+    for said in [
+        "2 is more than `max_unavailable` (1)",
+        "stays cordoned",
+        "raise `max_unavailable` to at least 2",
+        "lower `failure_budget` to at most 1",
+    ] {
+        assert!(message.contains(said), "{said}: {message}");
+    }
+    for (budget, max_unavailable) in [(1, 1), (2, 2), (2, 3)] {
+        let mut spec = PlanSpec::new("v1.38.0");
+        spec.failure_budget = budget;
+        spec.max_unavailable = MaxUnavailable::Count(max_unavailable);
+        assert!(
+            Plan::build(spec).is_ok(),
+            "{budget} within {max_unavailable}"
+        );
+    }
+}
+
+/// A percentage is a count only once the nodes are selected: the run and the preview refuse a
+/// budget above it then, before the Lease (no write).
+#[tokio::test(start_paused = true)]
+async fn a_failure_budget_above_a_percentage_of_the_nodes_is_refused_before_the_lease() -> TestResult
+{
+    let (fake, _) = cluster(1, 1, &[("a", 3)], 0);
+    let mut spec = plan_spec();
+    spec.failure_budget = 2;
+    spec.max_unavailable = MaxUnavailable::Percent(50);
+    // 50% of 4 nodes: 2, the budget.
+    assert!(preview(&*fake, &plan(spec.clone())).await.is_ok());
+    spec.max_unavailable = MaxUnavailable::Percent(25);
+    let plan = plan(spec);
+    let refused = run(&*fake, &plan, quiet()).await.expect_err("1 of 4 < 2");
+    let Error::Plan(refusal) = &refused else {
+        panic!("not a plan error: {refused:?}");
+    };
+    assert_eq!(refusal.field, "failure_budget");
+    assert!(
+        refusal
+            .rule
+            .contains("`max_unavailable` (25% of 4 node(s), that is 1)"),
+        "{refusal}"
+    );
+    let previewed = preview(&*fake, &plan).await.expect_err("the same");
+    assert_eq!(previewed.to_string(), refused.to_string());
+    // The first preview read the Lease; nothing wrote, the Lease included.
+    let writes: Vec<_> = fake
+        .calls()
+        .into_iter()
+        .filter(|c| c.verb.writes())
+        .collect();
+    assert!(writes.is_empty(), "{writes:?}");
+    Ok(())
+}

@@ -15,7 +15,7 @@ use upgrade_driver::Outcome;
 use crate::backend::Target;
 use crate::exit::{Exit, code};
 use crate::present::{DriverError, ErrorKind, simulated};
-use crate::settings::{Field, Refused};
+use crate::settings::{Field, Refused, rule_said};
 
 /// Refuses an argv after `--` that nothing in `command` takes (`takes`: what would, and how),
 /// rather than ignoring it: `upgrade -- --dry-run` must not run the upgrade.
@@ -52,22 +52,30 @@ fn refused(refusal: Refused) -> Exit {
             format!("--new-ca {}: reading it: {why}", path.display())
         }
         Refused::NoCa => "--new-ca: required (the new CA's PEM file)".into(),
-        Refused::Plan { field, error, .. } => format!("{}: {error}", field.flag()),
+        Refused::Plan { field, rule, .. } => {
+            format!("{}: {}", field.flag(), rule_said(&rule, Field::flag))
+        }
     })
 }
 
 /// How a driver's error ends the command: bad input exits 2, a held Lease 3, the rest 1.
 fn driver_exit(e: DriverError) -> Exit {
+    driver_exit_naming(e, "")
+}
+
+/// [`driver_exit`], a refused new CA named as `new_ca` (its file).
+fn driver_exit_naming(e: DriverError, new_ca: &str) -> Exit {
     match e.kind {
-        // Named as the flag that sets the field (`--allow-downgrade`), not the plan's name.
-        ErrorKind::Plan { field, rule } => {
-            Exit::usage(format!("{}: {rule}", Field::of_plan(field, "").flag()))
-        }
-        ErrorKind::NoSuchNode => Exit::usage(e.text),
+        ErrorKind::Plan { field, rule } => Exit::usage(format!(
+            "{}: {}",
+            Field::of_plan(field, new_ca).flag(),
+            rule_said(&rule, Field::flag)
+        )),
+        ErrorKind::NoSuchNode => Exit::usage(rule_said(&e.text, Field::flag)),
         ErrorKind::LeaseHeld => {
             Exit::with(code::LEASE_HELD, format!("{}; try again later", e.text))
         }
-        ErrorKind::Failed => Exit::failed(e.text),
+        ErrorKind::Failed => Exit::failed(rule_said(&e.text, Field::flag)),
     }
 }
 

@@ -4,13 +4,15 @@
 use std::sync::Arc;
 
 use certs_driver::Stop;
+use nodejob_core::Clock;
 use nodejob_fake::stratum::Fault;
 
-use super::{driver_exit, ended, preview_banner, refused, say_simulated};
+use super::{driver_exit_naming, ended, preview_banner, refused, say_simulated};
 use crate::args::{Format, Global, RotateCa};
 use crate::backend::{Backend, Prepare};
 use crate::exit::Exit;
 use crate::interrupt::on_interrupt;
+use crate::present::retry::Invocation;
 use crate::present::rotation as present;
 use crate::render::Renderer;
 use crate::settings::{NewCa, RotationSettings};
@@ -39,8 +41,11 @@ pub(crate) fn settings(args: &RotateCa) -> RotationSettings {
 /// Runs `nodejob rotate-ca`.
 pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
     let output = global.output.text_or_json("rotate-ca")?;
-    let plan = settings(&args).plan(&global.namespace).map_err(refused)?;
+    let settings = settings(&args);
+    let plan = settings.plan(&global.namespace).map_err(refused)?;
     let preview = args.preview || args.dry_run.given();
+    let source = settings.new_ca.source();
+    let driver_exit = |e| driver_exit_naming(e, &source);
     let stop = Stop::new();
     let notice = on_interrupt((!args.abort).then(|| stop.clone()));
     let backend = Backend::new(global, args.sim.simulate)
@@ -82,6 +87,11 @@ pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
             }
             return preview.map(|_| Exit::ok());
         }
+        if !args.abort
+            && let Some(warning) = present::expiry_warning(&plan.ca_summary(t.api.wall_time()))
+        {
+            eprintln!("{warning}");
+        }
         let renderer = Arc::new(Renderer::of(
             output,
             &t,
@@ -105,7 +115,7 @@ pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
         Ok(ended(
             &report.outcome,
             stop.requested(),
-            present::ended(&report, &plan),
+            present::ended(&report, &plan, &Invocation::current()),
         ))
     })
 }

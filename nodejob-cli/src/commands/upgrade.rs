@@ -10,6 +10,7 @@ use crate::args::{Format, Global, Upgrade};
 use crate::backend::{Backend, Prepare};
 use crate::exit::Exit;
 use crate::interrupt::on_interrupt;
+use crate::present::retry::Invocation;
 use crate::present::upgrade as present;
 use crate::render::Renderer;
 use crate::settings::UpgradeSettings;
@@ -90,7 +91,7 @@ pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
         Ok(ended(
             &report.outcome,
             stop.requested(),
-            present::ended(&report, &plan),
+            present::ended(&report, &plan, &Invocation::current()),
         ))
     })
 }

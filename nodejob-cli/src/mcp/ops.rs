@@ -91,8 +91,10 @@ pub(crate) async fn call(
         }
         // `parse` refuses a mutating tool's call without its token.
         Name::Upgrade => {
+            let sent = arguments.clone().unwrap_or_default();
             let (args, extras) = parse(&schema, arguments)?;
-            upgrade(s, args, extras.preview_token.unwrap_or_default(), &context).await
+            let token = extras.preview_token.unwrap_or_default();
+            upgrade(s, args, &sent, token, &context).await
         }
         Name::RotateCa | Name::RotateCaAbort => {
             let (args, extras) = parse(&schema, arguments)?;
@@ -365,6 +367,7 @@ async fn follow<R>(
 async fn upgrade(
     s: &Session,
     args: UpgradeArgs,
+    sent: &JsonObject,
     presented: String,
     context: &RequestContext<RoleServer>,
 ) -> Result<CallToolResult, String> {
@@ -400,8 +403,19 @@ async fn upgrade(
         }
     };
     let failed = present::upgrade::failed(&report);
-    let text = present::upgrade::answer(&report);
-    let structured = to_value(&report);
+    let text = present::upgrade::answer(&report, sent);
+    let mut structured = to_value(&report);
+    if let (upgrade_driver::Outcome::Failed { nodes, .. }, Value::Object(fields)) =
+        (&report.outcome, &mut structured)
+    {
+        fields.insert(
+            "retry".into(),
+            json!({
+                "tool": Name::UpgradePreview.as_str(),
+                "arguments": present::retry::narrowed_arguments(sent, nodes),
+            }),
+        );
+    }
     let severity = if failed {
         Severity::Error
     } else {

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use crate::parse;
 use crate::present::{DriverError, ErrorKind};
 use crate::settings::{
-    Field, JobSettings, NewCa, RUN_DEADLINE, Refused, RotationSettings, UpgradeSettings,
+    Field, JobSettings, NewCa, RUN_DEADLINE, Refused, RotationSettings, UpgradeSettings, rule_said,
 };
 
 /// The field a mutating tool takes its preview's token in.
@@ -90,7 +90,8 @@ pub(crate) struct UpgradeArgs {
     /// no node starts outside it; a node in flight finishes.
     #[serde(default)]
     pub(crate) window: Option<String>,
-    /// Stop starting nodes after this many failed. Default 1.
+    /// Stop starting nodes after this many failed. Default 1. At most `max_unavailable`: a
+    /// failed node stays cordoned and counts as unavailable, so a larger budget is refused.
     #[serde(default)]
     #[schemars(range(min = 1))]
     pub(crate) failure_budget: Option<u32>,
@@ -315,19 +316,30 @@ fn refused(refusal: Refused) -> String {
             format!("new_ca: reading {}: {why}", path.display())
         }
         Refused::NoCa => "new_ca: required (the new CA's PEM file)".into(),
-        Refused::Plan { field, rule, .. } => format!("{}: {rule}", field.argument()),
+        Refused::Plan { field, rule, .. } => format!(
+            "{}: {}",
+            field.argument(),
+            rule_said(&rule, |f| f.argument().to_string())
+        ),
     }
+}
+
+/// A setting as the tools name it.
+fn argument(field: &Field) -> String {
+    field.argument().to_string()
 }
 
 /// A driver's error, as the tools say it.
 pub(crate) fn driver_error(e: DriverError) -> String {
     match e.kind {
         ErrorKind::LeaseHeld => format!("{}; try again later", e.text),
-        ErrorKind::NoSuchNode => format!("nodes: {}", e.text),
-        ErrorKind::Plan { field, rule } => {
-            format!("{}: {rule}", Field::of_plan(field, "").argument())
-        }
-        ErrorKind::Failed => e.text,
+        ErrorKind::NoSuchNode => format!("nodes: {}", rule_said(&e.text, argument)),
+        ErrorKind::Plan { field, rule } => format!(
+            "{}: {}",
+            Field::of_plan(field, "").argument(),
+            rule_said(&rule, |f| f.argument().to_string())
+        ),
+        ErrorKind::Failed => rule_said(&e.text, argument),
     }
 }
 

@@ -2,9 +2,11 @@
 //! failure texts.
 
 use certs_driver::{
-    CaEvent, CaStep, FenceEvent, GateReport, Next, NodeResult, Outcome, Preview, Progress, Report,
+    CaEvent, CaStep, CaSummary, FenceEvent, GateReport, Next, NodeResult, Outcome, Preview,
+    Progress, Report,
 };
 
+use super::retry::Invocation;
 use super::{
     DriverError, End, ErrorKind, Event, Now, OnBars, Position, Severity, failed_at, lease_line,
     lease_severity, log_tail, natural, preview_head, seconds, table, with_exit_code,
@@ -162,8 +164,42 @@ fn result_text(result: &NodeResult) -> String {
 /// A rotation's preview, a line each: the Lease, what each node last reported, the next phase
 /// and where, who disagrees. `rotate-ca --preview` prints it; the MCP tool `rotate_ca_preview`
 /// answers it.
+/// The new CA's certificate as a person checks it: subject, issuer, validity, fingerprint;
+/// then a warning when it expires soon.
+pub(crate) fn new_ca(ca: &CaSummary) -> Vec<String> {
+    let issuer = if ca.issuer == ca.subject {
+        "self-signed".to_string()
+    } else {
+        format!("issued by {}", ca.issuer)
+    };
+    let mut lines = vec![
+        format!("new CA: {} ({issuer})", ca.subject),
+        format!(
+            "  valid from {} to {} ({} days left by the cluster's clock)",
+            ca.not_before, ca.not_after, ca.days_left
+        ),
+        format!("  fingerprint {}", ca.fingerprint),
+    ];
+    if let Some(warning) = expiry_warning(ca) {
+        lines.push(warning);
+    }
+    lines
+}
+
+/// `warning: ...` when the new CA expires within [`certs_driver::CA_EXPIRY_WARNING`].
+pub(crate) fn expiry_warning(ca: &CaSummary) -> Option<String> {
+    ca.expires_soon.then(|| {
+        format!(
+            "warning: the new CA expires in {} days ({}): the leaves issued from it expire with \
+             it, so the cluster will need another rotation by then; prefer a CA valid for longer",
+            ca.days_left, ca.not_after
+        )
+    })
+}
+
 pub(crate) fn preview(preview: &Preview) -> String {
     let mut lines = preview_head("rotate-ca", &preview.target, preview.lease.as_deref());
+    lines.extend(new_ca(&preview.ca));
     for node in &preview.nodes {
         let role = if node.control_plane {
             " (control plane)"
@@ -194,6 +230,13 @@ pub(crate) fn preview(preview: &Preview) -> String {
     });
     for d in &preview.disagreements {
         lines.push(format!("DISAGREES {}: {}", d.node, d.what));
+    }
+    if !preview.outside_plan.is_empty() {
+        lines.push(format!(
+            "outside the plan: {}: a rotation is refused (a CA is cluster-wide: it must cover \
+             every node of the cluster); an abort is not",
+            preview.outside_plan.join(", ")
+        ));
     }
     lines.join("\n") + "\n"
 }
@@ -305,12 +348,20 @@ fn failures(report: &Report, plan: Option<&certs_driver::Plan>) -> Vec<String> {
 /// Why the command failed, when the run did not end done: for a failure, each node that
 /// failed or disagreed (and where to look) and how to retry; for a stop, why and how to
 /// resume. `None` when done.
-pub(crate) fn ended(report: &Report, plan: &certs_driver::Plan) -> Option<String> {
+///
+/// The retry is the command as it was run (`invocation`), whole: a rotation covers every node
+/// of the cluster, so it is not narrowed to the failed ones.
+pub(crate) fn ended(
+    report: &Report,
+    plan: &certs_driver::Plan,
+    invocation: &Invocation,
+) -> Option<String> {
     match &report.outcome {
         Outcome::Done => None,
         Outcome::Failed { retry, .. } => {
             let mut lines = failures(report, Some(plan));
-            lines.push(format!("retry: {retry}"));
+            lines.push(format!("retry: {}", invocation.as_run()));
+            lines.push(format!("  ({retry})"));
             Some(lines.join("\n"))
         }
         Outcome::Stopped { why } => Some(format!(
@@ -329,7 +380,16 @@ pub(crate) fn answer(report: &Report, abort: bool) -> String {
         text.push('\n');
     }
     match &report.outcome {
-        Outcome::Failed { retry, .. } => text.push_str(&format!("retry: {retry}\n")),
+        Outcome::Failed { retry, .. } => text.push_str(&format!(
+            "retry: call {} with the same arguments, then {} with the preview_token it returns  \
+             ({retry})\n",
+            "rotate_ca_preview",
+            if abort {
+                "rotate_ca_abort"
+            } else {
+                "rotate_ca"
+            },
+        )),
         Outcome::Stopped { .. } => text
             .push_str("the nodes keep the rotation's state: preview and run it again to resume\n"),
         Outcome::Done => {}

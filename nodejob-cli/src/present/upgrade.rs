@@ -4,6 +4,7 @@ use upgrade_driver::{
     FenceEvent, NodeResult, Outcome, PodPlan, Preview, Progress, Report, UpgradeEvent, UpgradeStep,
 };
 
+use super::retry::{self, Invocation};
 use super::{
     DriverError, End, ErrorKind, Event, Now, OnBars, Position, Severity, failed_at, lease_line,
     lease_severity, log_tail, natural, preview_head, seconds, table, with_exit_code,
@@ -281,12 +282,21 @@ fn look_at(plan: &upgrade_driver::Plan, node: &str, step: UpgradeStep) -> String
 /// Why the command failed, when the run did not end done: for a failure, each failed node
 /// (the step, the exit code, the message, the log's tail, where to look) and how to retry;
 /// for a stop, why and how to resume. `None` when done.
-pub(crate) fn ended(report: &Report, plan: &upgrade_driver::Plan) -> Option<String> {
+///
+/// The retry is the command as it was run (`invocation`), narrowed to the failed nodes.
+pub(crate) fn ended(
+    report: &Report,
+    plan: &upgrade_driver::Plan,
+    invocation: &Invocation,
+) -> Option<String> {
     match &report.outcome {
         Outcome::Done => None,
         Outcome::Failed { nodes, retry } => {
             let mut lines = failures(report, Some(plan));
-            lines.push(format!("retry: {}", retry_command(report, nodes, retry)));
+            lines.push(format!(
+                "retry: {}  (or the same command as before: {retry})",
+                invocation.narrowed_to(nodes)
+            ));
             Some(lines.join("\n"))
         }
         Outcome::Stopped { why } => Some(format!(
@@ -295,26 +305,23 @@ pub(crate) fn ended(report: &Report, plan: &upgrade_driver::Plan) -> Option<Stri
     }
 }
 
-/// The command that retries the failed `nodes` of `report`, and the driver's `retry` advice.
-fn retry_command(report: &Report, nodes: &[String], retry: &str) -> String {
-    format!(
-        "nodejob upgrade --to {} --nodes {}  (or the same command as before: {retry})",
-        report.target,
-        nodes.join(",")
-    )
-}
-
-/// The MCP tool `upgrade`'s answer: the summary, each failed node, and how to retry or resume.
-pub(crate) fn answer(report: &Report) -> String {
+/// The MCP tool `upgrade`'s answer: the summary, each failed node, and how to retry or resume;
+/// a retry as the tool's `arguments` (as the client sent them) narrowed to the failed nodes.
+pub(crate) fn answer(
+    report: &Report,
+    arguments: &serde_json::Map<String, serde_json::Value>,
+) -> String {
     let mut text = summary(report, None);
     for line in failures(report, None) {
         text.push_str(&line);
         text.push('\n');
     }
     match &report.outcome {
-        Outcome::Failed { nodes, retry } => {
-            text.push_str(&format!("retry: {}\n", retry_command(report, nodes, retry)));
-        }
+        Outcome::Failed { nodes, retry } => text.push_str(&format!(
+            "retry: call upgrade_preview with {}, then upgrade with the same arguments and the \
+             preview_token it returns  (or the same arguments as before: {retry})\n",
+            retry::narrowed_arguments(arguments, nodes)
+        )),
         Outcome::Stopped { .. } => text
             .push_str("the cluster keeps the run's state: preview and upgrade again to resume\n"),
         Outcome::Done => {}
