@@ -21,7 +21,7 @@ use crate::virtual_clock::Speed;
 /// in-memory cluster of N nodes: `nodejob upgrade --simulate 5 --to v1.38.0`.
 ///
 /// Exit codes: 0 done; 1 the operation failed (the message names the node, the step, the exit
-/// code and where to look); 2 bad usage or invalid input, before any API call; 3 another holder
+/// code and where to look); 2 bad usage or invalid input, refused before any change; 3 another holder
 /// has the Lease (try later); 4 stopped with nothing failed, not now (outside the maintenance
 /// window, the Lease lost, too many nodes unavailable: run again to resume); 5 the cluster's
 /// apiserver cannot be reached; 130 interrupted (Ctrl-C); `run`: the container's exit code.
@@ -36,8 +36,8 @@ pub(crate) struct Cli {
 
 /// The exit codes of `upgrade` and `rotate-ca`, in their `--help`.
 const EXIT_ROLL: &str = "Exit codes: 0 done; 1 a node failed (named, with the step, the exit \
-    code, where to look and the command to retry); 2 bad usage or invalid input, before any API \
-    call; 3 another holder has the Lease (try later); 4 stopped with nothing failed, not now \
+    code, where to look and the command to retry); 2 bad usage or invalid input, refused before \
+    any change (a --nodes or --selector that names no node of the cluster included); 3 another holder has the Lease (try later); 4 stopped with nothing failed, not now \
     (outside the maintenance window, the Lease lost, too many nodes unavailable): run the same \
     command again to resume; 5 the cluster's apiserver cannot be reached; 130 interrupted \
     (Ctrl-C): run the same command again to resume.";

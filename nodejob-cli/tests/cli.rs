@@ -845,16 +845,16 @@ fn jobs_json_is_one_parseable_job_per_line() {
 }
 
 #[test]
-fn a_selector_matching_no_node_exits_1_naming_it() {
+fn a_selector_or_names_matching_no_node_exit_2_naming_them() {
     // A typo in the selector is no finished roll: the plan selects no node, said before the
-    // Lease, and the operation fails (exit 1: it took a list of the nodes to know).
+    // Lease and before any change, as bad input (exit 2, as a named node that is not there).
     let said =
         "the plan selects no node: the selector \"role=wrker\" matches no node; check --selector\n";
     for command in [&["upgrade", "--to", "v1.38.0"][..], &["rotate-ca"]] {
         let mut args = command.to_vec();
         args.extend(["--simulate", "3", "--selector", "role=wrker"]);
         let out = nodejob(&args);
-        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert_eq!(text(&out.stderr), said, "{args:?}");
         // Nothing but the banner that says the cluster is simulated.
         let stdout = text(&out.stdout);
@@ -876,12 +876,30 @@ fn a_selector_matching_no_node_exits_1_naming_it() {
         "--nodes",
         "cp-0,cp-1",
     ]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         text(&out.stderr),
         "the plan selects no node: none of the nodes cp-0, cp-1 exists and matches the \
          selector \"!node-role.kubernetes.io/control-plane\"; check --nodes and --selector\n"
     );
+    // A name alone that is not there, as a named node among others that are.
+    for nodes in ["nope", "cp-0,nope"] {
+        let out = nodejob(&[
+            "upgrade",
+            "--simulate",
+            "3",
+            "--to",
+            "v1.38.0",
+            "--nodes",
+            nodes,
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{nodes}");
+        let said = match nodes {
+            "nope" => "the plan selects no node: none of the nodes nope exists; check --nodes\n",
+            _ => "node nope does not exist; check --nodes\n",
+        };
+        assert_eq!(text(&out.stderr), said);
+    }
 }
 
 #[test]
@@ -971,6 +989,30 @@ fn a_reader_that_stops_early_ends_the_command_quietly_as_sigpipe_would() {
     assert_eq!(status.code(), Some(141), "{status:?}, stderr: {stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(!stderr.contains("Broken pipe"), "{stderr}");
+}
+
+#[test]
+fn completions_to_a_reader_already_gone_end_as_sigpipe_would() {
+    use std::process::{Command as Process, Stdio};
+
+    // As `nodejob completions bash | head -0`, made certain: the pipe's read end is closed
+    // before the command starts, so its first write meets a reader that has gone.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Process::new(env!("CARGO_BIN_EXE_nodejob"))
+        .args(["completions", "bash"])
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(141),
+        "{:?}, stderr: {stderr}",
+        out.status
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
 #[test]

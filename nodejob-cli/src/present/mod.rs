@@ -107,7 +107,7 @@ pub(crate) enum ErrorKind {
         /// The rule.
         rule: String,
     },
-    /// A node the plan names does not exist.
+    /// The plan selects no node, or a node it names does not exist: bad input.
     NoSuchNode,
     /// Another holder has the Lease.
     LeaseHeld,

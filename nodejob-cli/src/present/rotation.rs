@@ -422,9 +422,9 @@ pub(crate) fn error(e: &certs_driver::Error) -> DriverError {
             rule: p.rule.clone(),
         },
         certs_driver::Error::Core(nodejob_core::Error::LeaseHeld { .. }) => ErrorKind::LeaseHeld,
-        certs_driver::Error::Selecting(certs_driver::Selecting::NotFound { .. }) => {
-            ErrorKind::NoSuchNode
-        }
+        certs_driver::Error::Selecting(
+            certs_driver::Selecting::NotFound { .. } | certs_driver::Selecting::NoneSelected { .. },
+        ) => ErrorKind::NoSuchNode,
         _ => ErrorKind::Failed,
     };
     DriverError {

@@ -342,9 +342,10 @@ pub(crate) fn error(e: &upgrade_driver::Error) -> DriverError {
             rule: p.rule.clone(),
         },
         upgrade_driver::Error::Core(nodejob_core::Error::LeaseHeld { .. }) => ErrorKind::LeaseHeld,
-        upgrade_driver::Error::Selecting(upgrade_driver::Selecting::NotFound { .. }) => {
-            ErrorKind::NoSuchNode
-        }
+        upgrade_driver::Error::Selecting(
+            upgrade_driver::Selecting::NotFound { .. }
+            | upgrade_driver::Selecting::NoneSelected { .. },
+        ) => ErrorKind::NoSuchNode,
         _ => ErrorKind::Failed,
     };
     DriverError {
