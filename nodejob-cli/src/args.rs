@@ -26,7 +26,12 @@ use crate::virtual_clock::Speed;
 /// window, the Lease lost, too many nodes unavailable: run again to resume); 5 the cluster's
 /// apiserver cannot be reached; 130 interrupted (Ctrl-C); `run`: the container's exit code.
 #[derive(Debug, Parser)]
-#[command(name = "nodejob", version, propagate_version = true)]
+#[command(
+    name = "nodejob",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
 pub(crate) struct Cli {
     #[command(flatten)]
     pub(crate) global: Global,

@@ -34,6 +34,32 @@ fn text(bytes: &[u8]) -> String {
 }
 
 #[test]
+fn help_wraps_to_the_terminals_width_and_at_most_100_columns() {
+    // No terminal here: the width comes from `COLUMNS`, as a shell exports it.
+    let width = |columns: &str| {
+        let out = Command::cargo_bin("nodejob")
+            .unwrap()
+            .env("COLUMNS", columns)
+            .args(["upgrade", "--help"])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let help = text(&out.stdout);
+        help.lines().map(|l| l.chars().count()).max().unwrap()
+    };
+    let narrow = width("60");
+    assert!(
+        (50..=60).contains(&narrow),
+        "widest line at COLUMNS=60: {narrow}"
+    );
+    let wide = width("250");
+    assert!(
+        (90..=100).contains(&wide),
+        "widest line at COLUMNS=250: {wide}"
+    );
+}
+
+#[test]
 fn every_subcommand_explains_itself() {
     let top = nodejob(&["--help"]);
     assert!(top.status.success());
