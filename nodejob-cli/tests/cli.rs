@@ -1350,3 +1350,77 @@ fn a_rotation_to_a_ca_that_expires_within_90_days_runs_with_a_warning() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_real_sigint_stops_starting_nodes_says_so_and_exits_130() {
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::{Command as Process, Stdio};
+
+    // Paced (100x), so the roll is still going when the signal lands: SIGINT as the terminal
+    // sends it on Ctrl-C, to the process, after its first node has started.
+    let mut child = Process::new(env!("CARGO_BIN_EXE_nodejob"))
+        .args([
+            "upgrade",
+            "--simulate",
+            "5",
+            "--to",
+            "v1.38.0",
+            "--speed",
+            "100",
+            "-o",
+            "json",
+        ])
+        .env_remove("KUBECONFIG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut events = Vec::new();
+    loop {
+        let mut line = String::new();
+        assert_ne!(
+            stdout.read_line(&mut line).unwrap(),
+            0,
+            "ended early: {events:?}"
+        );
+        let event: serde_json::Value = serde_json::from_str(&line).unwrap();
+        let started = event["event"] == "step_started";
+        events.push(event);
+        if started {
+            break;
+        }
+    }
+    let kill = Process::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{stderr}\n{rest}");
+    assert!(
+        stderr.contains("stopping: no further node starts"),
+        "{stderr}"
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(rest.lines().last().expect("a report")).unwrap();
+    assert_eq!(report["event"], "report", "{report}");
+    assert_eq!(
+        report["report"]["outcome"]["outcome"], "stopped",
+        "{report}"
+    );
+    // The node in flight finished its step; not every node was upgraded: the stop held.
+    let nodes = report["report"]["nodes"].as_array().unwrap();
+    assert!(!nodes.is_empty(), "{report}");
+    let upgraded = nodes.iter().filter(|n| n["result"] == "Upgraded").count();
+    assert!(upgraded < 5, "{report}");
+}
