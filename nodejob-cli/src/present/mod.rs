@@ -154,8 +154,7 @@ fn failed_at(step: impl std::fmt::Display, exit_code: Option<i32>, message: &str
 }
 
 /// The first lines of a preview: `OPERATION: preview (nothing changed)` (e.g. `upgrade to
-/// v1.38.0`), and who
-/// holds the Lease.
+/// v1.38.0`), and who holds the Lease.
 fn preview_head(operation: &str, lease: Option<&str>) -> Vec<String> {
     vec![
         format!("{operation}: preview (nothing changed)"),
