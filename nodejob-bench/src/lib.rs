@@ -6,7 +6,8 @@
 //! - [`requests`]: API calls per run, counted by the fake's call record, for a short and a long
 //!   host operation, in virtual time;
 //! - [`roll`]: whole rolling upgrades of simulated clusters of growing size, in virtual time:
-//!   wall time, peak memory, requests per node;
+//!   wall time, peak memory, requests and bytes answered per node ([`weigh`]), at
+//!   `max_unavailable` 1 and 10%;
 //! - [`micro`]: core's pure functions and one step of the run machine, with criterion;
 //! - [`real`]: completion latency, requests per run and what a client holds open, on a real
 //!   control plane (`e2e/bench`).
@@ -27,3 +28,4 @@ pub mod requests;
 pub mod roll;
 pub mod scenario;
 pub mod stats;
+pub mod weigh;

@@ -44,7 +44,8 @@ pub mod watch;
 use std::time::Duration;
 
 pub use api::{
-    ApiResult, Change, Clock, DryRun, Eviction, JobApi, LeaseApi, NodeApi, NodeChange, PodApi,
+    ApiResult, Change, Clock, DryRun, Eviction, JobApi, LeaseApi, NodeApi, NodeChange, NodeChanges,
+    NodesAt, PodApi,
 };
 pub use error::{
     Action, ApiError, Error, ErrorKind, JobRef, ObjectKind, Operation, Result, Target,

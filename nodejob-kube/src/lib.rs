@@ -60,6 +60,7 @@ mod api;
 mod classify;
 mod client;
 mod config;
+mod every_node;
 mod transport;
 mod watch;
 

@@ -19,6 +19,7 @@ use nodejob_core::{ApiResult, Change, Clock};
 use tokio::time::Instant;
 
 use crate::config::{ConnectError, load_config};
+use crate::every_node::EveryNode;
 use crate::transport::{Built, call_json, exchange};
 use crate::watch::{Key, Settled, Tracker, Watched};
 
@@ -39,6 +40,8 @@ pub struct KubeApi {
     origin: Instant,
     jobs: Tracker<Job>,
     nodes: Tracker<Node>,
+    /// The watch of every node ([`NodeApi::wait_nodes`](nodejob_core::NodeApi::wait_nodes)).
+    every_node: EveryNode,
     pods: Tracker<Pod>,
 }
 
@@ -59,6 +62,7 @@ impl KubeApi {
             origin: Instant::now(),
             jobs: Tracker::new(),
             nodes: Tracker::new(),
+            every_node: EveryNode::default(),
             pods: Tracker::new(),
         }
     }
