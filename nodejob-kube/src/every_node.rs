@@ -1,59 +1,74 @@
-//! The watch of every Node, kept open across [`NodeApi::wait_nodes`] calls: what a reflector
-//! (client-go's informer, kube-runtime's `watcher`) holds open after its list.
+//! The watch of every Node behind [`NodeApi::wait_nodes`]: a reader task that keeps one watch
+//! open and reads it as events come, as a reflector (client-go's informer, kube-runtime's
+//! `watcher`) does, and a buffer the calls take from.
 //!
 //! ```text
-//!  wait_nodes(since) ── open stream at `since`? ──yes──▶ read on ─┐
-//!                          │ no                                  │
-//!                          ▼                                     ▼
-//!       WATCH /api/v1/nodes?resourceVersion=<since>    ADDED/MODIFIED ─▶ Applied
-//!             &allowWatchBookmarks=true                DELETED ───────▶ Deleted
-//!                                                      BOOKMARK ──────▶ position only
-//!                                                      end of stream ─▶ reopen at position
-//!                                                      410 ───────────▶ Gone: the caller lists
+//!  reader task: WATCH /api/v1/nodes?resourceVersion=<position>&allowWatchBookmarks=true
+//!                 ADDED/MODIFIED/DELETED ─▶ buffered, position moves, callers woken
+//!                 BOOKMARK ───────────────▶ position moves
+//!                 end of stream, transient ▶ reopen at position (paced)
+//!                 410 Gone, other errors ──▶ kept for the next call, reader ends
+//!  wait_nodes(since):  since is where the buffer starts? ─no─▶ restart the reader at since
+//!                      buffered changes ─▶ all of them; none ─▶ wait for one, at most timeout
 //! ```
 //!
-//! A call waits for the first change, then takes every event already received behind it
-//! without waiting, so a burst costs one answer. The stream stays open between calls,
-//! positioned at the resourceVersion last answered: a whole roll costs one watch request (and
-//! one more per `timeoutSeconds`), however many changes its nodes go through.
+//! Reading as events come (not when a call asks) is what makes a zero timeout mean "what has
+//! happened until now, give or take the network's latency": a watch opened by the call itself
+//! could not have answered yet. A whole run costs one watch request (and one more per
+//! `timeoutSeconds`), however many changes its nodes go through.
 //!
 //! [`NodeApi::wait_nodes`]: nodejob_core::NodeApi::wait_nodes
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::{FutureExt, StreamExt};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{WatchEvent, WatchParams};
 use kube::{Client, ResourceExt};
 use nodejob_core::{ApiError, ApiResult, Change, NodeChanges};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::classify::{from_kube, from_status};
 use crate::watch::{Events, WATCH_TIMEOUT_SECS, pace};
 
-/// The open watch of every node, if any, and where it stands.
+/// The reader of every node's watch, and what it read that no call took yet.
 #[derive(Default)]
 pub(crate) struct EveryNode {
-    open: Mutex<Option<Open>>,
+    shared: Arc<Shared>,
+    reader: Mutex<Option<JoinHandle<()>>>,
 }
 
-struct Open {
-    /// The resourceVersion last answered (or the stream's start): a call from it reads on.
+#[derive(Default)]
+struct Shared {
+    state: Mutex<State>,
+    /// Woken when something is buffered or the reader failed.
+    changed: Notify,
+}
+
+#[derive(Default)]
+struct State {
+    /// Where the calls stand: the resourceVersion the buffer starts after. A call from any
+    /// other restarts the reader there.
+    taken: String,
+    /// Changes read and not yet taken, oldest first.
+    buffered: Vec<Change<Node>>,
+    /// Where the reader stands: the last event's or bookmark's resourceVersion.
     position: String,
-    stream: Option<Events<Node>>,
-    opened_at: Instant,
+    /// Why the reader ended (a 410 Gone, an error not worth resuming): the next call's answer.
+    failed: Option<ApiError>,
+    /// Bumped at each restart, so a reader left over from before changes nothing.
+    generation: u64,
 }
 
-/// What one event does to the answer being built.
-#[allow(clippy::large_enum_variant)] // One at a time, moved at once.
-enum Step {
-    /// A change, and the resourceVersion after it.
-    Change(Change<Node>, Option<String>),
-    /// Only the position moves (a bookmark).
-    Position(String),
-    /// The stream ended or broke (transient): reopen from the position.
-    Reopen,
+impl Drop for EveryNode {
+    fn drop(&mut self) {
+        if let Some(reader) = self.lock_reader().take() {
+            reader.abort();
+        }
+    }
 }
 
 impl EveryNode {
@@ -65,134 +80,149 @@ impl EveryNode {
         timeout: Duration,
     ) -> ApiResult<NodeChanges> {
         let deadline = Instant::now() + timeout;
-        let mut open = self
-            .take(since)
-            .unwrap_or_else(|| Open::at(since.to_string()));
-        let mut changes = Vec::new();
-        let answer = loop {
-            let first = changes.is_empty();
-            let stream = match open.stream.as_mut() {
-                Some(stream) => stream,
-                None => {
-                    let opened =
-                        tokio::time::timeout_at(deadline, open_watch(client, &open.position)).await;
-                    match opened {
-                        Err(_elapsed) => break Ok(()),
-                        Ok(Err(e)) => break Err(e),
-                        Ok(Ok(stream)) => {
-                            open.opened_at = Instant::now();
-                            open.stream.insert(stream)
-                        }
-                    }
+        self.from(client, since);
+        loop {
+            // Registered before the look, so a change between the look and the wait wakes it.
+            let changed = self.shared.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            {
+                let mut state = self.shared.lock();
+                if let Some(e) = state.failed.take() {
+                    // The reader has ended: the next call restarts it.
+                    state.taken.clear();
+                    return Err(e);
                 }
-            };
-            // The first change is waited for, until the deadline; those behind it are taken
-            // only when already there.
-            let event = if first {
-                match tokio::time::timeout_at(deadline, stream.next()).await {
-                    Err(_elapsed) => break Ok(()),
-                    Ok(event) => event,
+                if !state.buffered.is_empty() || Instant::now() >= deadline {
+                    let changes = std::mem::take(&mut state.buffered);
+                    state.taken = state.position.clone();
+                    return Ok(NodeChanges {
+                        changes,
+                        resource_version: state.taken.clone(),
+                    });
                 }
-            } else {
-                match stream.next().now_or_never() {
-                    None => break Ok(()),
-                    Some(event) => event,
-                }
-            };
-            match step(event) {
-                Ok(Step::Change(change, rv)) => {
-                    if let Some(rv) = rv {
-                        open.position = rv;
-                    }
-                    changes.push(change);
-                }
-                Ok(Step::Position(rv)) => open.position = rv,
-                Ok(Step::Reopen) => {
-                    open.stream = None;
-                    if !first {
-                        break Ok(());
-                    }
-                    let paced = tokio::time::timeout_at(deadline, pace(open.opened_at)).await;
-                    if paced.is_err() {
-                        break Ok(());
-                    }
-                }
-                // Gone: the caller lists again; the stream is over.
-                Err(e) => {
-                    open.stream = None;
-                    break Err(e);
-                }
+            }
+            let _ = tokio::time::timeout_at(deadline, changed).await;
+        }
+    }
+
+    /// Makes sure a reader runs from `since` on: the one running, if `since` is where the
+    /// calls stand, else a new one.
+    fn from(&self, client: &Client, since: &str) {
+        let mut reader = self.lock_reader();
+        let generation = {
+            let mut state = self.shared.lock();
+            let running = reader.as_ref().is_some_and(|r| !r.is_finished());
+            if running && state.taken == since && state.failed.is_none() {
+                return;
+            }
+            state.generation += 1;
+            state.taken = since.to_string();
+            state.position = since.to_string();
+            state.buffered.clear();
+            state.failed = None;
+            state.generation
+        };
+        if let Some(old) = reader.take() {
+            old.abort();
+        }
+        let shared = self.shared.clone();
+        let client = client.clone();
+        *reader = Some(tokio::spawn(read(shared, client, generation)));
+    }
+
+    fn lock_reader(&self) -> std::sync::MutexGuard<'_, Option<JoinHandle<()>>> {
+        self.reader.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Applies what the reader of `generation` saw; `false` when that reader is outdated.
+    fn record(&self, generation: u64, f: impl FnOnce(&mut State)) -> bool {
+        let mut state = self.lock();
+        if state.generation != generation {
+            return false;
+        }
+        f(&mut state);
+        drop(state);
+        self.changed.notify_waiters();
+        true
+    }
+}
+
+/// The reader: reads the watch from the position on, reopening it as it ends, until an error
+/// it cannot resume from (kept for the calls) or a restart.
+async fn read(shared: Arc<Shared>, client: Client, generation: u64) {
+    let mut opened_at = Instant::now();
+    loop {
+        let position = shared.lock().position.clone();
+        let mut stream = match open_watch(&client, &position).await {
+            Ok(stream) => stream,
+            Err(e) if e.is_retryable() && !e.is_gone() => {
+                pace(opened_at).await;
+                opened_at = Instant::now();
+                continue;
+            }
+            Err(e) => {
+                shared.record(generation, |s| s.failed = Some(e));
+                return;
             }
         };
-        let resource_version = open.position.clone();
-        match answer {
-            // Changes already taken are answered; a failure behind them is met again on the
-            // next call, from the position after them.
-            Err(e) if changes.is_empty() => Err(e),
-            _ => {
-                self.put(open);
-                Ok(NodeChanges {
-                    changes,
-                    resource_version,
-                })
+        opened_at = Instant::now();
+        loop {
+            let outcome = match stream.next().await {
+                Some(Ok(WatchEvent::Added(node) | WatchEvent::Modified(node))) => {
+                    Seen::Change(node.resource_version(), Change::Applied(node))
+                }
+                // The node as it was last, with the resourceVersion of its deletion.
+                Some(Ok(WatchEvent::Deleted(node))) => {
+                    Seen::Change(node.resource_version(), Change::Deleted(node))
+                }
+                // A restart from a bookmark's resourceVersion neither repeats nor misses an
+                // event (api-concepts#watch-bookmarks).
+                Some(Ok(WatchEvent::Bookmark(b))) => Seen::Position(b.metadata.resource_version),
+                // An expired resourceVersion comes as an ERROR event with a 410 `Expired`
+                // Status; the recovery is a new list
+                // (api-concepts#efficient-detection-of-changes): the caller's.
+                Some(Ok(WatchEvent::Error(status))) => Seen::Failed(from_status(&status)),
+                Some(Err(e)) => Seen::Failed(from_kube(e)),
+                // The apiserver ends every watch after `timeoutSeconds`, and may sooner.
+                None => Seen::Ended,
+            };
+            let recorded = match outcome {
+                Seen::Change(rv, change) => shared.record(generation, |s| {
+                    if let Some(rv) = rv {
+                        s.position = rv;
+                    }
+                    s.buffered.push(change);
+                }),
+                Seen::Position(rv) => shared.record(generation, |s| s.position = rv),
+                Seen::Failed(e) if e.is_retryable() && !e.is_gone() => break,
+                Seen::Failed(e) => {
+                    shared.record(generation, |s| s.failed = Some(e));
+                    return;
+                }
+                Seen::Ended => break,
+            };
+            if !recorded {
+                return;
             }
         }
-    }
-
-    fn take(&self, since: &str) -> Option<Open> {
-        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        open.take().filter(|o| o.position == since)
-    }
-
-    fn put(&self, open: Open) {
-        *self.open.lock().unwrap_or_else(|e| e.into_inner()) = Some(open);
+        pace(opened_at).await;
     }
 }
 
-impl Open {
-    fn at(position: String) -> Self {
-        Open {
-            position,
-            stream: None,
-            opened_at: Instant::now(),
-        }
-    }
-}
-
-/// What `event` does: a change, a position, a reopen, or the caller's error (410 Gone, or
-/// anything not worth resuming).
-fn step(event: Option<kube::Result<WatchEvent<Node>>>) -> ApiResult<Step> {
-    match event {
-        Some(Ok(WatchEvent::Added(node) | WatchEvent::Modified(node))) => {
-            let rv = node.resource_version();
-            Ok(Step::Change(Change::Applied(node), rv))
-        }
-        // The node as it was last, with the resourceVersion of its deletion.
-        Some(Ok(WatchEvent::Deleted(node))) => {
-            let rv = node.resource_version();
-            Ok(Step::Change(Change::Deleted(node), rv))
-        }
-        // A restart from a bookmark's resourceVersion neither repeats nor misses an event
-        // (api-concepts#watch-bookmarks).
-        Some(Ok(WatchEvent::Bookmark(bookmark))) => {
-            Ok(Step::Position(bookmark.metadata.resource_version))
-        }
-        // An expired resourceVersion comes as an ERROR event with a 410 `Expired` Status, then
-        // the stream ends; the recovery is a new list (api-concepts#efficient-detection-of-changes).
-        Some(Ok(WatchEvent::Error(status))) => resumable(from_status(&status)),
-        Some(Err(e)) => resumable(from_kube(e)),
-        // The apiserver ends every watch after `timeoutSeconds`, and may sooner.
-        None => Ok(Step::Reopen),
-    }
-}
-
-/// A transient failure is resumed from the position; a 410 and the rest are the caller's.
-fn resumable(e: ApiError) -> ApiResult<Step> {
-    if e.is_retryable() && !e.is_gone() {
-        Ok(Step::Reopen)
-    } else {
-        Err(e)
-    }
+/// What the reader saw.
+#[allow(clippy::large_enum_variant)] // One at a time, moved at once.
+enum Seen {
+    Change(Option<String>, Change<Node>),
+    Position(String),
+    Failed(ApiError),
+    Ended,
 }
 
 /// `GET /api/v1/nodes?watch=true&resourceVersion=<position>&allowWatchBookmarks=true`. An
