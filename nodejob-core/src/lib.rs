@@ -47,7 +47,8 @@ pub use api::{
     ApiResult, Change, Clock, DryRun, Eviction, JobApi, LeaseApi, NodeApi, NodeChange, PodApi,
 };
 pub use error::{
-    Action, ApiError, Error, ErrorKind, JobRef, ObjectKind, Operation, Result, Target,
+    Action, ApiError, Error, ErrorKind, JobRef, ObjectKind, Operation, RETRY_AFTER_CAP, Result,
+    Target,
 };
 pub use event::{EventType, node_event};
 pub use forward::{Answer, Layer, Request, Verb};
