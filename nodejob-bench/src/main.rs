@@ -414,6 +414,14 @@ async fn roll_on(cluster: &Cluster) -> anyhow::Result<()> {
         .map(|(k, n)| format!("{k} {:.1}", per_node(*n)))
         .collect();
     println!("  per node: {}", by_kind.join(", "));
+    println!("  by API Priority and Fairness priority level (the proxy's identity's):");
+    println!(
+        "    {:<32} {:>9} {:>9}",
+        "priority level", "requests", "per node"
+    );
+    for (level, n) in &roll.levels {
+        println!("    {level:<32} {n:>9} {:>9.1}", per_node(*n));
+    }
     println!("  its summary: {}", roll.totals);
     Ok(())
 }

@@ -1424,3 +1424,35 @@ fn a_real_sigint_stops_starting_nodes_says_so_and_exits_130() {
     let upgraded = nodes.iter().filter(|n| n["result"] == "Upgraded").count();
     assert!(upgraded < 5, "{report}");
 }
+
+#[test]
+fn a_rate_limit_of_zero_or_less_or_one_under_simulate_exits_2_naming_the_flag() {
+    let cases: [(&[&str], &str); 5] = [
+        (&["upgrade", "--to", "v1.38.0", "--qps", "0"], "'--qps <N>'"),
+        (
+            &["upgrade", "--to", "v1.38.0", "--qps", "-5"],
+            "'--qps <N>'",
+        ),
+        (&["status", "--burst", "0"], "'--burst <N>'"),
+        (&["--burst", "-1", "jobs"], "'--burst <N>'"),
+        // A simulated cluster takes no HTTP request: the flag is refused, not ignored.
+        (
+            &[
+                "upgrade",
+                "--simulate",
+                "3",
+                "--to",
+                "v1.38.0",
+                "--qps",
+                "50",
+            ],
+            "--qps: limits the requests to a real cluster's apiserver; --simulate sends none",
+        ),
+    ];
+    for (args, said) in cases {
+        let out = nodejob(args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(said), "{args:?}: {stderr}");
+    }
+}

@@ -48,7 +48,8 @@ pub use api::{
     NodesAt, PodApi,
 };
 pub use error::{
-    Action, ApiError, Error, ErrorKind, JobRef, ObjectKind, Operation, Result, Target,
+    Action, ApiError, Error, ErrorKind, JobRef, ObjectKind, Operation, RETRY_AFTER_CAP, Result,
+    Target,
 };
 pub use event::{EventType, node_event};
 pub use forward::{Answer, Layer, Request, Verb};
