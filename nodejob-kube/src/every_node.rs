@@ -25,14 +25,14 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{WatchEvent, WatchParams};
-use kube::{Client, ResourceExt};
+use kube::{Client, Resource, ResourceExt};
 use nodejob_core::{ApiError, ApiResult, Change, NodeChanges};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::classify::{from_kube, from_status};
-use crate::watch::{Events, WATCH_TIMEOUT_SECS, pace};
+use crate::watch::{Events, WATCH_TIMEOUT_SECS, open_events, pace};
 
 /// The reader of every node's watch, and what it read that no call took yet.
 #[derive(Default)]
@@ -162,7 +162,8 @@ async fn read(shared: Arc<Shared>, client: Client, generation: u64) {
         let position = shared.lock().position.clone();
         let mut stream = match open_watch(&client, &position).await {
             Ok(stream) => stream,
-            Err(e) if e.is_retryable() && !e.is_gone() => {
+            // A 410 is not retryable: it is the caller's, who lists again.
+            Err(e) if e.is_retryable() => {
                 pace(opened_at).await;
                 opened_at = Instant::now();
                 continue;
@@ -201,7 +202,7 @@ async fn read(shared: Arc<Shared>, client: Client, generation: u64) {
                     s.buffered.push(change);
                 }),
                 Seen::Position(rv) => shared.record(generation, |s| s.position = rv),
-                Seen::Failed(e) if e.is_retryable() && !e.is_gone() => break,
+                Seen::Failed(e) if e.is_retryable() => break,
                 Seen::Failed(e) => {
                     shared.record(generation, |s| s.failed = Some(e));
                     return;
@@ -230,13 +231,8 @@ enum Seen {
 async fn open_watch(client: &Client, position: &str) -> ApiResult<Events<Node>> {
     let wp = WatchParams::default().timeout(WATCH_TIMEOUT_SECS);
     debug_assert!(wp.bookmarks, "kube asks for bookmarks by default");
-    let mut request = kube::core::Request::new("/api/v1/nodes")
-        .watch(&wp, position)
-        .map_err(|e| from_kube(kube::Error::BuildRequest(e)))?;
-    request.extensions_mut().insert("watch");
-    let events = client
-        .request_events::<Node>(request)
+    let every_node = kube::core::Request::new(Node::url_path(&(), None));
+    open_events(client, &every_node, &wp, position)
         .await
-        .map_err(from_kube)?;
-    Ok(Box::pin(events))
+        .map_err(from_kube)
 }

@@ -377,16 +377,9 @@ where
         }
     }
 
-    /// `GET <collection>?watch=true&...&resourceVersion=<position>`, its event lines read by kube
-    /// (as `Api::watch` does, without needing an `Api<K>`).
+    /// [`open_events`] on this object's collection.
     async fn open(&self, wp: &WatchParams, position: &str) -> kube::Result<Events<K>> {
-        let mut request = self
-            .collection
-            .watch(wp, position)
-            .map_err(kube::Error::BuildRequest)?;
-        request.extensions_mut().insert("watch");
-        let events = self.client.request_events::<K>(request).await?;
-        Ok(Box::pin(events))
+        open_events(self.client, &self.collection, wp, position).await
     }
 
     fn advance(&self, watch: &mut OpenWatch<K>, obj: &K) {
@@ -482,6 +475,26 @@ where
 }
 
 /// Waits until a stream opened at `opened_at`, now closed, may be reopened.
+/// `GET <collection>?watch=true&...&resourceVersion=<position>`, its event lines read by kube
+/// (as `Api::watch` does, without needing an `Api<K>`). Marked as a watch, so the client's rate
+/// limit lets it through (`throttle`).
+pub(crate) async fn open_events<K>(
+    client: &Client,
+    collection: &Request,
+    wp: &WatchParams,
+    position: &str,
+) -> kube::Result<Events<K>>
+where
+    K: Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let mut request = collection
+        .watch(wp, position)
+        .map_err(kube::Error::BuildRequest)?;
+    request.extensions_mut().insert("watch");
+    let events = client.request_events::<K>(request).await?;
+    Ok(Box::pin(events))
+}
+
 pub(crate) async fn pace(opened_at: Instant) {
     tokio::time::sleep_until(opened_at + MIN_WATCH_SPAN).await;
 }

@@ -116,11 +116,6 @@ impl NodeView {
         f(&mut nodes.by_name.values())
     }
 
-    /// The resourceVersion the view stands at.
-    pub fn position(&self) -> String {
-        self.lock().position.clone()
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, Nodes> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
