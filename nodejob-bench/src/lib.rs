@@ -6,7 +6,8 @@
 //! - [`requests`]: API calls per run, counted by the fake's call record, for a short and a long
 //!   host operation, in virtual time;
 //! - [`roll`]: whole rolling upgrades of simulated clusters of growing size, in virtual time:
-//!   wall time, peak memory, requests per node;
+//!   wall time, peak memory, requests and bytes answered per node ([`weigh`]), at
+//!   `max_unavailable` 1 and 10%;
 //! - [`rotation`]: a whole CA rotation of a simulated cluster, in virtual time: host Jobs and
 //!   API calls per node;
 //! - [`micro`]: core's pure functions and one step of the run machine, with criterion;
@@ -30,3 +31,4 @@ pub mod roll;
 pub mod rotation;
 pub mod scenario;
 pub mod stats;
+pub mod weigh;

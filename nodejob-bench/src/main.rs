@@ -24,11 +24,13 @@ use nodejob_bench::roll::{Roll, roll};
 use nodejob_bench::rotation::{CONCURRENCY, Rotation, rotate};
 use nodejob_bench::scenario::{Call, Waiter};
 use nodejob_bench::stats::Summary;
+use upgrade_driver::MaxUnavailable;
 
 const USAGE: &str = "usage: nodejob-bench [--runs N] [--sizes N,N,...] [--no-micro]
        nodejob-bench real [RUNS [COUNTED [HELD]]]   on the cluster of KUBECONFIG (e2e/bench);
                                  with NODEJOB_BENCH_CLI, also a 3-node `nodejob upgrade`
-       nodejob-bench roll NODES      one rolling upgrade, as a line of JSON
+       nodejob-bench roll NODES [MAX_UNAVAILABLE]   one rolling upgrade (default 10%), as a
+                                 line of JSON
        nodejob-bench rotation NODES  one CA rotation: host Jobs and API calls per node
        nodejob-bench micro DIR       the micro benchmarks, criterion's estimates in DIR";
 
@@ -183,18 +185,30 @@ fn requests_table() -> anyhow::Result<()> {
 
 fn roll_table(sizes: &[usize]) -> anyhow::Result<()> {
     println!(
-        "Rolling upgrade (fake, paused time; max_unavailable 10%; a replica per 10 workers behind \
-         a budget of 10%; one process per size)"
+        "Rolling upgrade (fake, paused time; a replica per 10 workers behind a budget of 10%; \
+         one process per size; KB/node: the objects answered, as JSON)"
     );
     println!(
-        "  {:>6} {:>9} {:>9} {:>9} {:>10} {:>13} {:>14}",
-        "nodes", "virtual", "wall", "setup", "peak RSS", "requests/node", "overhead/node"
+        "  {:>6} {:>6} {:>9} {:>9} {:>9} {:>10} {:>13} {:>8} {:>14}",
+        "nodes",
+        "max_u",
+        "virtual",
+        "wall",
+        "setup",
+        "peak RSS",
+        "requests/node",
+        "KB/node",
+        "overhead/node"
     );
     let exe = std::env::current_exe()?;
-    for &nodes in sizes {
+    for (width, &nodes) in ["1", "10%"]
+        .into_iter()
+        .flat_map(|w| sizes.iter().map(move |n| (w, n)))
+    {
         let out = Command::new(&exe)
             .arg("roll")
             .arg(nodes.to_string())
+            .arg(width)
             .output()?;
         anyhow::ensure!(
             out.status.success(),
@@ -204,13 +218,15 @@ fn roll_table(sizes: &[usize]) -> anyhow::Result<()> {
         let r = Roll::from_json(String::from_utf8_lossy(&out.stdout).trim())?;
         let n = r.nodes as f64;
         println!(
-            "  {:>6} {:>9} {:>9} {:>9} {:>7} MB {:>13.1} {:>14}",
+            "  {:>6} {:>6} {:>9} {:>9} {:>9} {:>7} MB {:>13.1} {:>8.1} {:>14}",
             r.nodes,
+            r.max_unavailable,
             format!("{:.0} min", r.virtual_time.as_secs_f64() / 60.0),
             format!("{:.2} s", r.wall.as_secs_f64()),
             format!("{:.2} s", r.setup.as_secs_f64()),
             r.peak_rss_kib / 1024,
             r.total_calls() as f64 / n,
+            r.total_bytes() as f64 / n / 1000.0,
             ms(r.wall.div_f64(n)),
         );
     }
@@ -284,7 +300,13 @@ fn median_ns(dir: &Path, name: &str) -> anyhow::Result<f64> {
 /// The child: one roll, printed as a line of JSON.
 fn one_roll(args: &[String]) -> anyhow::Result<()> {
     let nodes: usize = args.first().context(USAGE)?.parse().context("NODES")?;
-    let r = runtime(true)?.block_on(roll(nodes))?;
+    let width = match args.get(1) {
+        Some(w) => w
+            .parse()
+            .map_err(|e| anyhow::anyhow!("MAX_UNAVAILABLE {w:?}: {e}"))?,
+        None => MaxUnavailable::Percent(10),
+    };
+    let r = runtime(true)?.block_on(roll(nodes, width))?;
     println!("{}", r.to_json());
     Ok(())
 }
@@ -434,6 +456,14 @@ async fn roll_on(cluster: &Cluster) -> anyhow::Result<()> {
         .map(|(k, n)| format!("{k} {:.1}", per_node(*n)))
         .collect();
     println!("  per node: {}", by_kind.join(", "));
+    println!("  by API Priority and Fairness priority level (the proxy's identity's):");
+    println!(
+        "    {:<32} {:>9} {:>9}",
+        "priority level", "requests", "per node"
+    );
+    for (level, n) in &roll.levels {
+        println!("    {level:<32} {n:>9} {:>9.1}", per_node(*n));
+    }
     println!("  its summary: {}", roll.totals);
     Ok(())
 }

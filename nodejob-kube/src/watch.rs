@@ -52,7 +52,7 @@ const MIN_WATCH_SPAN: Duration = Duration::from_secs(1);
 /// Open watches (and last-seen objects) kept at most: the least recently used is dropped beyond.
 const MAX_TRACKED: usize = 32;
 
-type Events<K> = Pin<Box<dyn Stream<Item = kube::Result<WatchEvent<K>>> + Send>>;
+pub(crate) type Events<K> = Pin<Box<dyn Stream<Item = kube::Result<WatchEvent<K>>> + Send>>;
 
 /// An object whose state can end the waiting on it.
 pub(crate) trait Settled {
@@ -482,7 +482,7 @@ where
 }
 
 /// Waits until a stream opened at `opened_at`, now closed, may be reopened.
-async fn pace(opened_at: Instant) {
+pub(crate) async fn pace(opened_at: Instant) {
     tokio::time::sleep_until(opened_at + MIN_WATCH_SPAN).await;
 }
 

@@ -79,6 +79,42 @@ pub async fn select_nodes<A: NodeApi + ?Sized>(
             selector: label_selector.to_string(),
             cause,
         })?;
+    pick(listed, selector, names)
+}
+
+/// [`select_nodes`] over nodes already read (a [`NodeView`](crate::NodeView)'s): those
+/// `selector` matches among `nodes`, narrowed to `names` when some are named.
+///
+/// # Errors
+/// As [`select_nodes`], but for the listing: a selector that does not parse (a plan checked by
+/// [`check_selection`] has none) selects nothing, [`Selecting::NoneSelected`].
+pub fn select_from<'n>(
+    nodes: impl IntoIterator<Item = &'n Node>,
+    selector: Option<&str>,
+    names: &[String],
+) -> std::result::Result<Vec<Node>, Selecting> {
+    let parsed = selector.map(LabelSelector::parse).transpose();
+    let matching: Vec<Node> = match &parsed {
+        Ok(parsed) => nodes
+            .into_iter()
+            .filter(|n| {
+                parsed
+                    .as_ref()
+                    .is_none_or(|s| s.matches(n.metadata.labels.as_ref()))
+            })
+            .cloned()
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    pick(matching, selector, names)
+}
+
+/// The nodes of `listed` (those the selector matched) that a plan naming `names` selects.
+fn pick(
+    listed: Vec<Node>,
+    selector: Option<&str>,
+    names: &[String],
+) -> std::result::Result<Vec<Node>, Selecting> {
     let name_of = |n: &Node| n.metadata.name.clone().unwrap_or_default();
     let none_selected = || Selecting::NoneSelected {
         selector: selector.map(str::to_string),

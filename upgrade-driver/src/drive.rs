@@ -16,6 +16,7 @@ use nodejob_core::{ApiError, EventType, JobApi, LeaseApi, NodeApi, PodApi, ready
 pub(crate) use nodejob_roll::retry;
 use nodejob_roll::{Context, End, Fleet, Group, Ledger, MaxUnavailable, Nothing, Tally};
 use nodejob_roll::{DriverEvent, NoteSink, OpError, Outcome, delete_job, millis, patch_node};
+use nodejob_roll::{NodeView, Selecting, select_from};
 
 use crate::machine::{
     DrainFailed, Intent, Mark, NodeMachine, NodeResult, Observation, UpgradeStep,
@@ -39,6 +40,8 @@ struct Run<'a, A: ?Sized> {
     api: &'a A,
     plan: &'a Plan,
     stop: &'a Stop,
+    /// Every node, kept by a watch: what each batch's admission reads.
+    view: NodeView,
     /// The report's node entries.
     ledger: Ledger<NodeReport>,
 }
@@ -114,28 +117,31 @@ where
     A: JobApi + NodeApi + PodApi + LeaseApi + ?Sized,
 {
     let started = api.now();
-    let mut nodes = select_nodes(api, plan).await?;
+    let spec = plan.spec();
+    // One list of every node, kept up to date by a watch for the whole run (the admission of
+    // each batch reads it): see `nodejob_roll::view`.
+    let view = NodeView::list(api)
+        .await
+        .map_err(|cause| Selecting::Listing {
+            selector: spec.selector.clone().unwrap_or_default(),
+            cause,
+        })?;
+    let mut nodes = view.read(|all| select_from(all, spec.selector.as_deref(), &spec.nodes))?;
     refuse_downgrade(plan, &nodes)?;
     // Nodes an earlier run started and left in flight (cordoned, drained, maybe mid-upgrade)
     // are carried on whatever the selection says now: a node relabelled out of it, or a plan
     // that names other nodes, must not leave one cordoned by us and unnamed.
     let selected: BTreeSet<String> = nodes.iter().map(|n| records::name(n).to_string()).collect();
-    let all = retry(api, || api.list_nodes(""))
-        .await
-        .map_err(|cause| Error::Reading {
-            what: "the nodes (for those an earlier run left in flight)".into(),
-            cause,
-        })?;
-    let carried: Vec<Node> = all
-        .into_iter()
-        .filter(|n| !selected.contains(records::name(n)) && records::in_flight(n))
-        .collect();
+    let carried: Vec<Node> = view.read(|all| {
+        all.filter(|n| !selected.contains(records::name(n)) && records::in_flight(n))
+            .cloned()
+            .collect()
+    });
     let carried_names: Vec<String> = carried
         .iter()
         .map(|n| records::name(n).to_string())
         .collect();
     nodes.extend(carried);
-    let spec = plan.spec();
     let claim = Claim {
         operation: "upgrade".into(),
         target: plan.target().to_string(),
@@ -176,6 +182,7 @@ where
         api,
         plan,
         stop,
+        view,
         ledger: Ledger::new(entries),
     };
     // Renewed while anything waits (a host Job included): the renewer runs beside the roll.
@@ -529,18 +536,17 @@ where
         &self,
         plan: &BTreeSet<String>,
     ) -> Result<(Vec<Node>, BTreeSet<String>), String> {
-        let mut nodes = select_nodes(self.api, self.plan)
-            .await
+        (self.view.refresh(self.api).await).map_err(|e| format!("reading the nodes: {e}"))?;
+        let spec = self.plan.spec();
+        let mut nodes = (self.view)
+            .read(|all| select_from(all, spec.selector.as_deref(), &spec.nodes))
             .map_err(|e| e.to_string())?;
         let selected: BTreeSet<String> =
             nodes.iter().map(|n| records::name(n).to_string()).collect();
-        for name in plan.difference(&selected) {
-            match get_node(self.api, name).await {
-                Ok(node) => nodes.push(node),
-                Err(e) if e.is_not_found() => {}
-                Err(e) => return Err(format!("reading node {name}: {e}")),
-            }
-        }
+        nodes.extend(
+            plan.difference(&selected)
+                .filter_map(|name| self.view.node(name)),
+        );
         Ok((nodes, selected))
     }
 
