@@ -3,6 +3,7 @@
 //! ```text
 //! cargo run --release -p nodejob-bench                  everything (about 4 minutes on 2 cores)
 //! cargo run --release -p nodejob-bench -- --runs 200 --sizes 100,1000 --no-micro
+//! cargo run --release -p nodejob-bench -- rotation 100   one CA rotation: Jobs and calls per node
 //! e2e/bench                                             the real control plane (`real`)
 //! ```
 //!
@@ -20,6 +21,7 @@ use nodejob_bench::micro;
 use nodejob_bench::real::{Cluster, Connector};
 use nodejob_bench::requests::{count, describe, total};
 use nodejob_bench::roll::{Roll, roll};
+use nodejob_bench::rotation::{CONCURRENCY, Rotation, rotate};
 use nodejob_bench::scenario::{Call, Waiter};
 use nodejob_bench::stats::Summary;
 use upgrade_driver::MaxUnavailable;
@@ -29,6 +31,7 @@ const USAGE: &str = "usage: nodejob-bench [--runs N] [--sizes N,N,...] [--no-mic
                                  with NODEJOB_BENCH_CLI, also a 3-node `nodejob upgrade`
        nodejob-bench roll NODES [MAX_UNAVAILABLE]   one rolling upgrade (default 10%), as a
                                  line of JSON
+       nodejob-bench rotation NODES  one CA rotation: host Jobs and API calls per node
        nodejob-bench micro DIR       the micro benchmarks, criterion's estimates in DIR";
 
 /// What the table is made of.
@@ -42,6 +45,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("roll") => one_roll(&args[1..]),
+        Some("rotation") => one_rotation(&args[1..]),
         Some("micro") => one_micro(&args[1..]),
         Some("real") => real(&args[1..]),
         Some("-h" | "--help") => {
@@ -102,6 +106,8 @@ fn table(o: &Options) -> anyhow::Result<()> {
     requests_table()?;
     println!();
     roll_table(&o.sizes)?;
+    println!();
+    rotation_table()?;
     if o.micro {
         println!();
         micro_table()?;
@@ -224,6 +230,42 @@ fn roll_table(sizes: &[usize]) -> anyhow::Result<()> {
             ms(r.wall.div_f64(n)),
         );
     }
+    Ok(())
+}
+
+/// The nodes of the rotation in the table.
+const ROTATION_NODES: usize = 100;
+
+fn rotation_table() -> anyhow::Result<()> {
+    let r = runtime(true)?.block_on(rotate(ROTATION_NODES))?;
+    print_rotation(&r);
+    Ok(())
+}
+
+/// What one rotation cost, per node.
+fn print_rotation(r: &Rotation) {
+    println!(
+        "CA rotation (fake, paused time; 3 control-plane nodes, the rest workers, concurrency \
+         {CONCURRENCY})"
+    );
+    println!(
+        "  {} nodes: {:.0} min virtual, {:.2} s wall; {} host Jobs, {} API calls",
+        r.nodes,
+        r.virtual_time.as_secs_f64() / 60.0,
+        r.wall.as_secs_f64(),
+        r.host_jobs(),
+        r.total_calls()
+    );
+    println!("  {}", r.per_node_line());
+    println!("  calls per node: {}", r.calls_by_verb());
+    println!("  host commands per node: {}", r.commands_by_kind());
+}
+
+/// `rotation NODES`: one CA rotation and its figures.
+fn one_rotation(args: &[String]) -> anyhow::Result<()> {
+    let nodes: usize = args.first().context(USAGE)?.parse().context("NODES")?;
+    let r = runtime(true)?.block_on(rotate(nodes))?;
+    print_rotation(&r);
     Ok(())
 }
 
