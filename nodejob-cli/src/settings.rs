@@ -70,6 +70,8 @@ pub(crate) enum Field {
     Namespace,
     /// Whether a downgrade is allowed.
     AllowDowngrade,
+    /// Whether the version skew policy may be broken.
+    AllowSkew,
     /// A field of the driver's plan that no setting names.
     Other(&'static str),
 }
@@ -95,6 +97,7 @@ impl Field {
             },
             "namespace" => Field::Namespace,
             "downgrade" => Field::AllowDowngrade,
+            "skew" => Field::AllowSkew,
             f if f.starts_with("window") => Field::Window,
             f => Field::Other(f),
         }
@@ -120,6 +123,7 @@ impl Field {
             Field::NewCa { source } => return format!("--new-ca {source}"),
             Field::Namespace => "--namespace",
             Field::AllowDowngrade => "--allow-downgrade",
+            Field::AllowSkew => "--allow-skew",
             Field::Other(f) => f,
         };
         flag.to_string()
@@ -144,6 +148,7 @@ impl Field {
             Field::NewCa { .. } => "new_ca",
             Field::Namespace => "namespace (the server's --namespace)",
             Field::AllowDowngrade => "allow_downgrade",
+            Field::AllowSkew => "allow_skew",
             Field::Other(f) => f,
         }
     }
@@ -173,13 +178,14 @@ pub(crate) fn rule_said(rule: &str, name: impl Fn(&Field) -> String) -> String {
 
 /// `text` as one of the plan fields a rule may name, if it is one.
 fn plan_field(text: &str) -> Option<&'static str> {
-    const NAMED: [&str; 6] = [
+    const NAMED: [&str; 7] = [
         "max_unavailable",
         "failure_budget",
         "concurrency",
         "nodes",
         "selector",
         "window",
+        "skew",
     ];
     NAMED.into_iter().find(|f| *f == text)
 }
@@ -244,6 +250,8 @@ pub(crate) struct UpgradeSettings {
     pub(crate) health_check: Option<Vec<String>>,
     /// Move nodes to an older version too (refused by default).
     pub(crate) allow_downgrade: bool,
+    /// Go past the Kubernetes version skew policy (refused by default).
+    pub(crate) allow_skew: bool,
 }
 
 impl UpgradeSettings {
@@ -281,6 +289,9 @@ impl UpgradeSettings {
         spec.health_check = self.health_check.clone();
         if self.allow_downgrade {
             spec.downgrade = upgrade_driver::Downgrade::Allow;
+        }
+        if self.allow_skew {
+            spec.skew = upgrade_driver::Skew::Allow;
         }
         if let Some(window) = &self.window {
             spec.window = Some(parse::window(window).map_err(|why| Refused::Value {

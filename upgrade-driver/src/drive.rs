@@ -2,6 +2,8 @@
 //! fences every write with the Lease, renews the Lease while anything waits, and keeps the
 //! report.
 
+pub(crate) mod gate;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -142,6 +144,8 @@ where
         .map(|n| records::name(n).to_string())
         .collect();
     nodes.extend(carried);
+    // The version skew policy, before any write (the Lease is the first).
+    let skew = gate::before_any_write(api, plan, &nodes).await?;
     let claim = Claim {
         operation: "upgrade".into(),
         target: plan.target().to_string(),
@@ -165,6 +169,7 @@ where
                 steps: Vec::new(),
                 pods_evicted: Vec::new(),
                 took_ms: 0,
+                skew: Vec::new(),
             };
             (name.clone(), entry)
         })
@@ -185,6 +190,8 @@ where
         view,
         ledger: Ledger::new(entries),
     };
+    run.skew_allowed(&skew.allowed);
+    run.skew_waiting(skew.waiting.as_ref());
     // Renewed while anything waits (a host Job included): the renewer runs beside the roll.
     let outcome = match run.ctx.renewing(run.roll(&order, width)).await {
         Ok(outcome) => outcome,
@@ -223,7 +230,10 @@ where
     /// each batch; returns how it ended.
     async fn roll(&self, order: &[Group], width: usize) -> Outcome {
         let engine = self.ctx.engine();
-        let mut admission = MaxUnavailable::new(self, width, order, self.ctx.progress.clone());
+        let mut admission = gate::Gated {
+            run: self,
+            inner: MaxUnavailable::new(self, width, order, self.ctx.progress.clone()),
+        };
         let mut tally = Tally::default();
         let end = engine
             .pass(&mut tally, order, &mut admission, |name| async move {

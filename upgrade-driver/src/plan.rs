@@ -11,6 +11,8 @@ use nodejob_roll::{
     Limits, NSENTER, Placement, PlanError, Stop, Window, check_selection, identity,
 };
 
+use crate::skew::Skew;
+
 /// The annotation and label prefix of this driver's records.
 pub(crate) const PREFIX: &str = "stratum.ciq.com/";
 
@@ -114,6 +116,10 @@ pub struct PlanSpec {
     pub identity: String,
     /// `leaseDurationSeconds`: renewed every third of it.
     pub lease_duration: Duration,
+    /// Whether a kubelet upgrade keeps the Kubernetes version skew policy (the default:
+    /// refused otherwise, before any write and before each batch) or may go past it
+    /// ([`crate::skew`]).
+    pub skew: Skew,
 }
 
 /// Whether a plan may move a node to a version older than the one it runs.
@@ -178,6 +184,7 @@ impl PlanSpec {
             lease_name,
             identity,
             lease_duration,
+            skew: Skew::Enforce,
         }
     }
 

@@ -80,6 +80,10 @@ pub struct Preview {
     pub nodes: Vec<NodePreview>,
     /// Who holds the Lease now, if anyone.
     pub lease: Option<String>,
+    /// What the version skew policy says of the roll: each breach the plan allows
+    /// (`--allow-skew`), or what the workers wait for (the control plane going first).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skew: Vec<String>,
 }
 
 impl Preview {
@@ -105,6 +109,11 @@ where
 {
     let nodes = select_nodes(api, plan).await?;
     refuse_downgrade(plan, &nodes)?;
+    let gate = crate::drive::gate::before_any_write(api, plan, &nodes).await?;
+    let skew = (gate.allowed.iter())
+        .map(|b| format!("allowed past the version skew policy: {b}"))
+        .chain(gate.waiting)
+        .collect();
     let mut skipped = Vec::new();
     let mut todo = Vec::new();
     for node in &nodes {
@@ -180,6 +189,7 @@ where
         skipped,
         nodes: previews,
         lease,
+        skew,
     })
 }
 

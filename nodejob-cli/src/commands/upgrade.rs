@@ -32,6 +32,7 @@ pub(crate) fn settings(args: &Upgrade) -> UpgradeSettings {
         failure_budget: Some(args.failure_budget),
         health_check: args.health_check.then(|| args.health_argv.clone()),
         allow_downgrade: args.allow_downgrade,
+        allow_skew: args.allow_skew,
     }
 }
 

@@ -103,6 +103,14 @@ pub(crate) struct UpgradeArgs {
     /// than any selected node's version is refused, naming the nodes and their versions.
     #[serde(default)]
     pub(crate) allow_downgrade: bool,
+    /// Go past the Kubernetes version skew policy
+    /// (https://kubernetes.io/releases/version-skew-policy/#kubelet). Default false: a kubelet
+    /// upgrade is refused, naming the rule, the nodes and the versions, when a worker would run
+    /// a kubelet newer than the apiserver, more than three minor versions older, or a minor
+    /// version past the one after its own (before any write, and again before each batch).
+    /// With it, each breach is said in the preview, the progress and the report.
+    #[serde(default)]
+    pub(crate) allow_skew: bool,
 }
 
 /// `rotate_ca`, `rotate_ca_abort`: the CA rotation's plan, as `nodejob rotate-ca`'s flags say
@@ -372,6 +380,7 @@ impl UpgradeArgs {
             failure_budget: self.failure_budget,
             health_check: self.health_check.clone(),
             allow_downgrade: self.allow_downgrade,
+            allow_skew: self.allow_skew,
         })
     }
 
