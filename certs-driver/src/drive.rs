@@ -9,6 +9,7 @@
 //! apart from the sequencing of phases and gates here, so that the batch loop can move onto
 //! the shared roll engine without it.
 
+mod conditions;
 mod node;
 
 use node::Fencing;
@@ -101,6 +102,8 @@ struct Rotation<'a, A: ?Sized> {
     /// Each node as the run last saw it (listed, watched, patched): the resourceVersion a
     /// record is patched under, with no read of its own (a conflict reads it again).
     seen: Mutex<BTreeMap<String, Node>>,
+    /// The run's writer of each node's `NodejobCARotation` condition.
+    conditions: nodejob_roll::Conditions,
 }
 
 /// Rotates the plan's nodes to the new CA.
@@ -206,6 +209,7 @@ where
             in_flight: Mutex::new(BTreeMap::new()),
             ours: Mutex::new(None),
             seen: Mutex::new(BTreeMap::new()),
+            conditions: nodejob_roll::Conditions::new(nodejob_roll::condition::CA_ROTATION),
         };
         rotation.saw(nodes);
         Ok((order, rotation))
@@ -213,6 +217,7 @@ where
 
     /// Releases the Lease and closes the report.
     async fn finish(self, outcome: Outcome, started: Duration) -> Report {
+        self.condition_ends(&outcome).await;
         let mut report = self.report.into_inner().unwrap();
         let lease = self.fence.release(self.api).await;
         report.close(

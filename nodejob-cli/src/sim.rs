@@ -19,7 +19,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use nodejob_core::{Clock, JobApi, build};
 use nodejob_fake::stratum::Fault;
-use nodejob_fake::{FakeCluster, Verb, host};
+use nodejob_fake::{FakeCluster, host};
 
 use crate::exit::Exit;
 use crate::settings::{RUN_LABEL_KEY, SIMULATED_CA};
@@ -252,18 +252,7 @@ pub(crate) fn writes_since(fake: &FakeCluster, since: usize) -> Vec<String> {
     fake.calls()
         .into_iter()
         .skip(since)
-        .filter(|c| {
-            matches!(
-                c.verb,
-                Verb::CreateJob
-                    | Verb::DeleteJob
-                    | Verb::CreateEvent
-                    | Verb::PatchNode
-                    | Verb::EvictPod
-                    | Verb::CreateLease
-                    | Verb::ReplaceLease
-            )
-        })
+        .filter(|c| c.verb.writes())
         .map(|c| format!("{} {}", c.verb.method(), c.name))
         .collect()
 }

@@ -944,12 +944,28 @@ fn status_shows_the_lease_operation_and_each_nodes_ca_phase_and_upgrade() {
             && first.contains("epoch 1"),
         "{first}"
     );
+    // The table, then each node's conditions as `kubectl describe node` shows them.
     let rows: Vec<Vec<&str>> = stdout
         .lines()
         .skip(2)
+        .take_while(|l| !l.starts_with("node "))
         .map(|l| l.split_whitespace().collect())
         .collect();
     assert_eq!(rows.len(), 5, "{stdout}");
+    let failed: Vec<&str> = (stdout.lines())
+        .skip_while(|l| {
+            *l != "node worker-b-0, as `kubectl describe node` shows the drivers' conditions:"
+        })
+        .filter(|l| l.starts_with("  NodejobUpgrade "))
+        .collect();
+    assert!(
+        failed.first().is_some_and(|l| {
+            let cells: Vec<&str> = l.split_whitespace().collect();
+            cells[1] == "True"
+                && l.contains("+0000   Failed   the upgrade to v1.38.0 failed at Upgrade")
+        }),
+        "{stdout}"
+    );
     let troubled = rows.iter().find(|r| r[0] == "worker-b-0").unwrap();
     // NODE VERSION READY CORDONED CA UPGRADE...: its upgrade and its `issue` failed.
     assert_eq!(

@@ -216,6 +216,8 @@ fn the_session_as_a_client_reads_it() -> Result<()> {
             // paused runtime advances when idle), so the instants depend on the test's pace;
             // durations within a call do not.
             (r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z", "[TIME]"),
+            // The same instants as `kubectl describe node` says them (RFC 1123, numeric zone).
+            (r"\w{3}, \d{2} \w{3} \d{4} \d{2}:\d{2}:\d{2} \+0000", "[RFC1123 TIME]  "),
         ],
     }, {
         insta::assert_snapshot!("mcp_session", transcript);

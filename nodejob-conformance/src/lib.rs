@@ -293,7 +293,8 @@ macro_rules! conformance_nodes {
             node_event_is_created_and_found_by_the_node_name,
             node_event_in_another_namespace_is_invalid,
             event_in_a_missing_namespace_is_refused,
-            version_names_the_servers_release
+            version_names_the_servers_release,
+            a_node_condition_merges_by_type_and_outlives_the_kubelets_posts
         );
     };
     (@each #[$test:meta] $make:expr; $($name:ident),* $(,)?) => {

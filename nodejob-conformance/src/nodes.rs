@@ -926,3 +926,138 @@ pub async fn version_names_the_servers_release<B: Backend>(backend: Arc<B>) -> R
     );
     Ok(())
 }
+
+// ---- the drivers' node conditions (issue 22) ----
+
+/// A condition of a type of its own, written through `nodes/status` as a strategic-merge patch
+/// of the conditions: added beside the kubelet's, which stay; kept through the kubelet's own
+/// status posts (on the fake, its kubelet model; on a real cluster, the node agent, as a
+/// kubelet merges its conditions by type); replaced in place by the next write of its type,
+/// alone, under the node's current resourceVersion (an older one: Conflict); NotFound on a
+/// node that does not exist.
+pub async fn a_node_condition_merges_by_type_and_outlives_the_kubelets_posts<B: Backend>(
+    backend: Arc<B>,
+) -> Result<(), Failure> {
+    use k8s_openapi::api::core::v1::NodeCondition;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    const TYPE: &str = "NodejobConformance";
+    let ctx = Ctx::new(backend);
+    let (api, node) = (&ctx.api, ctx.node.clone());
+    let types = |n: &Node| -> Vec<String> {
+        (n.status.as_ref().and_then(|s| s.conditions.as_ref()))
+            .into_iter()
+            .flatten()
+            .map(|c| c.type_.clone())
+            .collect()
+    };
+    let ours = |n: &Node| -> Vec<NodeCondition> {
+        (n.status.as_ref().and_then(|s| s.conditions.as_ref()))
+            .into_iter()
+            .flatten()
+            .filter(|c| c.type_ == TYPE)
+            .cloned()
+            .collect()
+    };
+    // Times as the API keeps them: whole seconds.
+    let now = || {
+        Time(
+            k8s_openapi::jiff::Timestamp::from_second(api.wall_time().as_second())
+                .unwrap_or_default(),
+        )
+    };
+    let before = api.get_node(&node).await?;
+    let kubelets = types(&before);
+    ensure!(
+        kubelets.iter().any(|t| t == "Ready"),
+        "the kubelet posts Ready: {kubelets:?}"
+    );
+    let first = NodeCondition {
+        type_: TYPE.into(),
+        status: "True".into(),
+        reason: Some("Probing".into()),
+        message: Some("a conformance probe".into()),
+        last_heartbeat_time: Some(now()),
+        last_transition_time: Some(now()),
+    };
+    let written = api
+        .patch_node_conditions(&node, None, std::slice::from_ref(&first))
+        .await?;
+    ensure!(
+        ours(&written) == [first.clone()],
+        "as written: {:?}",
+        ours(&written)
+    );
+    // A strategic merge puts an item the list did not have first (`mergeSortedSlice`).
+    let mut want = vec![TYPE.to_string()];
+    want.extend(kubelets.iter().cloned());
+    ensure!(
+        types(&written) == want,
+        "the kubelet's kept, in their order, ours before them: {:?}",
+        types(&written)
+    );
+    // The kubelet posts its status twice (NotReady, then Ready): ours stays as it was.
+    ctx.backend.set_node_ready(&node, false).await?;
+    ctx.backend.set_node_ready(&node, true).await?;
+    let posted = api.get_node(&node).await?;
+    ensure!(
+        ours(&posted) == [first.clone()],
+        "after the kubelet's posts: {:?}",
+        ours(&posted)
+    );
+    ensure!(nodejob_core::ready(&posted), "Ready again");
+    // The next write of its type replaces it in place; every other condition is left alone.
+    // Under a resourceVersion, only the node's current one is taken: an older one (the node
+    // changed since: the kubelet's posts) is a Conflict, and nothing is written.
+    let second = NodeCondition {
+        status: "False".into(),
+        reason: Some("Probed".into()),
+        message: Some("probed".into()),
+        ..first.clone()
+    };
+    let stale = api
+        .patch_node_conditions(&node, Some(&rv(&before)), std::slice::from_ref(&second))
+        .await;
+    ensure!(
+        stale.as_ref().is_err_and(|e| e.is_conflict()),
+        "under the resourceVersion before the kubelet's posts: {stale:?}"
+    );
+    // Other writers (the agent's taints) may move the node on: read, then write under it.
+    let mut rewritten = None;
+    for _ in 0..5 {
+        let current = api.get_node(&node).await?;
+        let at = rv(&current);
+        let sent = std::slice::from_ref(&second);
+        match api.patch_node_conditions(&node, Some(&at), sent).await {
+            Ok(n) => {
+                rewritten = Some((current, n));
+                break;
+            }
+            Err(e) if e.is_conflict() => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let Some((current, rewritten)) = rewritten else {
+        return Err(Failure(
+            "no write under the current resourceVersion in 5 tries".into(),
+        ));
+    };
+    ensure!(
+        ours(&rewritten) == [second],
+        "rewritten: {:?}",
+        ours(&rewritten)
+    );
+    ensure!(
+        types(&rewritten) == types(&current),
+        "the list as it was: {:?} then {:?}",
+        types(&current),
+        types(&rewritten)
+    );
+    let missing = api
+        .patch_node_conditions("nodejob-no-such-node", None, std::slice::from_ref(&first))
+        .await;
+    ensure!(
+        missing.as_ref().is_err_and(|e| e.is_not_found()),
+        "a missing node must be NotFound, got {missing:?}"
+    );
+    Ok(())
+}

@@ -27,7 +27,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use k8s_openapi::api::core::v1::{Event, Node, NodeCondition, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Preconditions};
 use k8s_openapi::apimachinery::pkg::version::Info;
 use k8s_openapi::jiff::Timestamp;
@@ -94,6 +94,7 @@ verbs! {
         WaitNode => wait_node,
         PatchNode => patch_node,
         Version => version,
+        PatchNodeConditions => patch_node_conditions,
     }
     PodApi {
         ListNodePods => list_node_pods,
@@ -118,6 +119,7 @@ impl Verb {
                 | Verb::DeleteJob
                 | Verb::CreateEvent
                 | Verb::PatchNode
+                | Verb::PatchNodeConditions
                 | Verb::EvictPod
                 | Verb::CreateLease
                 | Verb::ReplaceLease
@@ -247,6 +249,12 @@ pub enum Request<'a> {
     },
     /// [`NodeApi::version`].
     Version,
+    /// [`NodeApi::patch_node_conditions`].
+    PatchNodeConditions {
+        name: &'a str,
+        resource_version: Option<&'a str>,
+        conditions: &'a [NodeCondition],
+    },
     /// [`PodApi::list_node_pods`].
     ListNodePods { node: &'a str },
     /// [`PodApi::get_pod`].
@@ -294,6 +302,7 @@ impl<'a> Request<'a> {
             Request::WaitNode { .. } => Verb::WaitNode,
             Request::PatchNode { .. } => Verb::PatchNode,
             Request::Version => Verb::Version,
+            Request::PatchNodeConditions { .. } => Verb::PatchNodeConditions,
             Request::ListNodePods { .. } => Verb::ListNodePods,
             Request::GetPod { .. } => Verb::GetPod,
             Request::WaitPod { .. } => Verb::WaitPod,
@@ -340,6 +349,7 @@ impl<'a> Request<'a> {
             | Request::WaitNode { .. }
             | Request::PatchNode { .. }
             | Request::Version
+            | Request::PatchNodeConditions { .. }
             | Request::ListNodePods { .. } => None,
         }
     }
@@ -361,6 +371,7 @@ impl<'a> Request<'a> {
             | Request::GetNode { name }
             | Request::WaitNode { name, .. }
             | Request::PatchNode { name, .. }
+            | Request::PatchNodeConditions { name, .. }
             | Request::GetPod { name, .. }
             | Request::WaitPod { name, .. }
             | Request::EvictPod { name, .. }
@@ -431,7 +442,7 @@ answers! {
     Events(Vec<Event>): "[`JobApi::list_events`].",
     Event(Event): "[`JobApi::create_event`].",
     JobChange(Change<Job>): "[`JobApi::wait_job`].",
-    Node(Node): "A Node: [`NodeApi::get_node`], [`NodeApi::patch_node`].",
+    Node(Node): "A Node: [`NodeApi::get_node`], [`NodeApi::patch_node`], [`NodeApi::patch_node_conditions`].",
     Nodes(Vec<Node>): "[`NodeApi::list_nodes`].",
     NodeChange(Change<Node>): "[`NodeApi::wait_node`].",
     NodesAt(NodesAt): "[`NodeApi::list_nodes_at`].",
@@ -626,6 +637,20 @@ where
     async fn version(&self) -> ApiResult<Info> {
         let serve = self.below().version();
         through(self, Request::Version, serve).await
+    }
+    async fn patch_node_conditions(
+        &self,
+        name: &str,
+        resource_version: Option<&str>,
+        conditions: &[NodeCondition],
+    ) -> ApiResult<Node> {
+        let serve = (self.below()).patch_node_conditions(name, resource_version, conditions);
+        let request = Request::PatchNodeConditions {
+            name,
+            resource_version,
+            conditions,
+        };
+        through(self, request, serve).await
     }
 }
 

@@ -126,6 +126,14 @@ impl NodeApi for Api {
     async fn version(&self) -> ApiResult<k8s_openapi::apimachinery::pkg::version::Info> {
         unreachable!("a run reads no version")
     }
+    async fn patch_node_conditions(
+        &self,
+        name: &str,
+        _: Option<&str>,
+        _: &[k8s_openapi::api::core::v1::NodeCondition],
+    ) -> ApiResult<Node> {
+        unreachable!("a run sets no condition on node {name}")
+    }
 }
 
 #[tokio::test]

@@ -70,3 +70,131 @@ async fn the_skew_gate_refuses_a_worker_roll_past_the_apiserver_before_any_write
     );
     three.remove().await
 }
+
+/// The upgrade's condition on a node, read back from the real apiserver: each step said as it
+/// starts (`True`, the step as the reason), the end (`False`, `Upgraded`), the transition time
+/// moving only with the status, the kubelet's conditions (the node agent's, posted as a kubelet
+/// posts them, by a strategic-merge patch) kept beside it through the node's reboot; and the
+/// node's conditions as `kubectl describe node` prints them, compared with `kubectl`'s own
+/// output when a `kubectl` is installed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upgrades_condition_reads_back_as_kubectl_describe_shows_it() -> Result<(), Failure> {
+    use k8s_openapi::api::core::v1::Node;
+    use kube::api::Api;
+    use kube::runtime::watcher;
+    use nodejob_e2e::record;
+    use nodejob_roll::condition::{UPGRADE, condition, kubectl_describe};
+    let three = ThreeNodes::new(Workers::InTwoZones).await?;
+    let worker = three.names[1].clone();
+    let nodes: Api<Node> = Api::all(three.admin.clone());
+    let watching = watcher::Config::default().fields(&format!("metadata.name={worker}"));
+    let seen = record(nodes.clone(), watching).await?;
+    // The agent's kubelets go to a release the apiserver is not at: past the skew policy.
+    let plan = plan_for("v1.99.0", std::slice::from_ref(&worker), Skew::Allow)?;
+    let report = upgrade_driver::run(&*three.backend.api(), &plan, upgrade_driver::quiet())
+        .await
+        .map_err(|e| Failure(format!("the upgrade did not start: {e}")))?;
+    ensure!(
+        report.outcome == upgrade_driver::Outcome::Done,
+        "{report:#?}"
+    );
+    let versions = seen.stop();
+    // What the node said, change by change (the watch may merge two quick writes into one
+    // version, never reorder them).
+    let mut said: Vec<(String, String)> = Vec::new();
+    let mut since = Vec::new();
+    for node in &versions {
+        if let Some(c) = condition(node, UPGRADE) {
+            let now = (c.status.clone(), c.reason.clone().unwrap_or_default());
+            if said.last() != Some(&now) {
+                since.push((c.status.clone(), c.last_transition_time.clone()));
+                said.push(now);
+            }
+        }
+    }
+    let order = ["Cordon", "Drain", "Upgrade", "Reboot", "Uncordon"];
+    let steps: Vec<&str> = (said.iter())
+        .filter(|(s, _)| s == "True")
+        .map(|(_, r)| r.as_str())
+        .collect();
+    ensure!(
+        steps.windows(2).all(|w| {
+            let at = |s: &str| order.iter().position(|o| *o == s);
+            at(w[0]) < at(w[1])
+        }) && steps.contains(&"Upgrade"),
+        "the steps said out of order, or the upgrade unsaid: {said:?}"
+    );
+    ensure!(
+        said.last()
+            .is_some_and(|(s, r)| s == "False" && r == "Upgraded"),
+        "the end: {said:?}"
+    );
+    let held: Vec<_> = since
+        .iter()
+        .filter(|(s, _)| s == "True")
+        .map(|(_, t)| t)
+        .collect();
+    ensure!(
+        held.windows(2).all(|w| w[0] == w[1]),
+        "the transition time moved while the status stayed True: {since:?}"
+    );
+    let node = nodes
+        .get(&worker)
+        .await
+        .map_err(|e| Failure(format!("reading node {worker}: {e}")))?;
+    let conditions = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let described = kubectl_describe(&conditions);
+    eprintln!("node {worker}:\n{described}");
+    let line = |t: &str| {
+        described
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{t} ")))
+    };
+    let ours = line(UPGRADE).unwrap_or_default();
+    let reason_and_message: Vec<&str> = (ours.rsplit("+0000").next().unwrap_or_default())
+        .split_whitespace()
+        .collect();
+    ensure!(
+        ours.split_whitespace().nth(1) == Some("False")
+            && reason_and_message == ["Upgraded", "upgraded", "to", "v1.99.0"],
+        "{described}"
+    );
+    ensure!(
+        line("Ready").is_some_and(|l| l.split_whitespace().nth(1) == Some("True")),
+        "the kubelet's Ready kept: {described}"
+    );
+    // `kubectl describe node`'s own Conditions table, when there is a kubectl to ask.
+    let kubectl = tokio::process::Command::new("kubectl")
+        .env("TZ", "UTC")
+        .arg("--kubeconfig")
+        .arg(nodejob_e2e::kubeconfig_path())
+        .args(["describe", "node", &worker])
+        .output()
+        .await;
+    match kubectl {
+        Ok(out) if out.status.success() => {
+            let text = String::from_utf8_lossy(&out.stdout);
+            let table: String = (text.lines())
+                .skip_while(|l| *l != "Conditions:")
+                .take_while(|l| *l == "Conditions:" || l.starts_with("  "))
+                .map(|l| format!("{}\n", l.trim_end()))
+                .collect();
+            ensure!(
+                table == described,
+                "kubectl describe node shows\n{table}\nwe show\n{described}"
+            );
+        }
+        Ok(out) => {
+            return Err(Failure(format!(
+                "kubectl describe node {worker}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            )));
+        }
+        Err(e) => eprintln!("no kubectl to compare with ({e}): our rendering checked alone"),
+    }
+    three.remove().await
+}

@@ -142,6 +142,25 @@ async fn probe(resource: &str, verb: &str) -> Result<(), Failure> {
                     )
                 })
         }
+        // A driver's own condition on a node (issue 22).
+        ("nodes/status", "patch") => {
+            let condition = k8s_openapi::api::core::v1::NodeCondition {
+                type_: "NodejobRbacProbe".into(),
+                status: "True".into(),
+                reason: Some("Probing".into()),
+                ..Default::default()
+            };
+            api.patch_node_conditions(&b.node(), None, &[condition])
+                .await
+                .map(drop)
+                .map_err(|cause| {
+                    api_error(
+                        Operation::named(Action::Patching, ObjectKind::Node, "", b.node())
+                            .with_detail("status"),
+                        cause,
+                    )
+                })
+        }
         ("pods", "get") => api.get_pod(&ns, "probe").await.map(drop).map_err(|cause| {
             api_error(
                 Operation::named(Action::Reading, ObjectKind::Pod, &ns, "probe"),
@@ -209,7 +228,7 @@ async fn probe(resource: &str, verb: &str) -> Result<(), Failure> {
 async fn every_granted_verb_is_needed() {
     let grants = Rbac::committed().grants();
     assert!(
-        grants.len() >= 19,
+        grants.len() >= 20,
         "deploy/rbac.yaml grants only {grants:?}"
     );
     let mut failures = Vec::new();
@@ -223,4 +242,42 @@ async fn every_granted_verb_is_needed() {
         "verbs whose removal went unnoticed:\n{}",
         failures.join("\n")
     );
+}
+
+/// `nodes/status` is granted `patch` and nothing more (issue 22): the drivers' condition is a
+/// patch, and the ServiceAccount may neither read the status subresource nor replace it (an
+/// update would carry the whole status, the kubelet's conditions with it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_status_is_granted_patch_and_nothing_more() {
+    use k8s_openapi::api::core::v1::Node;
+    use kube::api::{Api, PostParams};
+    let b = KubeBackend::new()
+        .await
+        .expect("a backend acting as the ServiceAccount");
+    let api = b.api();
+    let nodes: Api<Node> = Api::all(api.client().clone());
+    let node = api
+        .get_node(&b.node())
+        .await
+        .expect("the node, read by the ServiceAccount");
+    let forbidden = |what: &str, e: Result<Node, kube::Error>| match e {
+        Err(kube::Error::Api(s)) if s.code == 403 => {}
+        other => panic!("{what} of nodes/status must be Forbidden, got {other:?}"),
+    };
+    forbidden("a get", nodes.get_status(&b.node()).await);
+    forbidden(
+        "an update",
+        nodes
+            .replace_status(&b.node(), &PostParams::default(), &node)
+            .await,
+    );
+    let condition = k8s_openapi::api::core::v1::NodeCondition {
+        type_: "NodejobRbacProbe".into(),
+        status: "True".into(),
+        reason: Some("Probing".into()),
+        ..Default::default()
+    };
+    api.patch_node_conditions(&b.node(), None, &[condition])
+        .await
+        .expect("a patch of nodes/status is granted");
 }

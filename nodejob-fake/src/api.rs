@@ -6,7 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use k8s_openapi::api::core::v1::{Event, Node, NodeCondition, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Preconditions;
 use k8s_openapi::apimachinery::pkg::version::Info;
 use k8s_openapi::serde::Serialize;
@@ -315,6 +315,22 @@ impl NodeApi for FakeCluster {
         self.serve(Verb::PatchNode, "", name, Some(&pre), async {
             self.with_state(|st| {
                 registry::patch_node(&mut st.store, name, resource_version, changes)
+            })
+        })
+        .await
+    }
+
+    async fn patch_node_conditions(
+        &self,
+        name: &str,
+        resource_version: Option<&str>,
+        conditions: &[NodeCondition],
+    ) -> ApiResult<Node> {
+        let pre = resource_version.map(version);
+        self.serve(Verb::PatchNodeConditions, "", name, pre.as_ref(), async {
+            self.with_state(|st| {
+                let store = &mut st.store;
+                registry::patch_node_conditions(store, name, resource_version, conditions)
             })
         })
         .await

@@ -422,8 +422,16 @@ impl Kubelets {
             .get_or_insert_default()
             .conditions
             .get_or_insert_default();
-        conditions.retain(|c| c.type_ != "Ready");
-        conditions.push(ready_condition(ready, cx.now));
+        // As the kubelet's `ReadyCondition` setter (`pkg/kubelet/nodestatus/setters.go`): its
+        // own condition updated in place, or appended; every other condition (a driver's, a
+        // node-problem-detector's) kept where it is. Its status then goes out as a
+        // strategic-merge patch, which merges the list by type (`PatchNodeStatus`,
+        // `k8s.io/component-helpers/node/util`).
+        let ready_now = ready_condition(ready, cx.now);
+        match conditions.iter_mut().find(|c| c.type_ == "Ready") {
+            Some(c) => *c = ready_now,
+            None => conditions.push(ready_now),
+        }
         cx.store.write_node(node);
         if ready {
             self.unpark(cx, name);

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use k8s_openapi::Metadata;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Event, Node};
+use k8s_openapi::api::core::v1::{Event, Node, NodeCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use nodejob_core::{ApiError, ApiResult, NodeChange};
 
@@ -138,6 +138,109 @@ pub(crate) fn patch_node(
         return Ok(node);
     }
     Ok(store.write_node(patched))
+}
+
+/// `PATCH nodes/{name}/status` with a strategic-merge patch of `status.conditions`: each
+/// condition merged into the one of its `type` (the list's `patchMergeKey`; the fields the
+/// patch sets replace, the others stay, as a strategic merge of a list item does) or added,
+/// every other condition kept, in the order [`merge_by_type`] says. With `resource_version`, Conflict
+/// unless it is the node's (a patch's `metadata.resourceVersion` is a precondition, as for
+/// [`patch_node`]). A patch that changes nothing writes nothing (no new resourceVersion), as
+/// the apiserver skips a no-op update.
+pub(crate) fn patch_node_conditions(
+    store: &mut Store,
+    name: &str,
+    resource_version: Option<&str>,
+    conditions: &[NodeCondition],
+) -> ApiResult<Node> {
+    let node = store
+        .nodes
+        .get(name)
+        .cloned()
+        .ok_or_else(|| node_not_found(name))?;
+    let current = node
+        .metadata
+        .resource_version
+        .as_deref()
+        .unwrap_or_default();
+    if resource_version.is_some_and(|rv| !rv.is_empty() && rv != current) {
+        return Err(modified_conflict("nodes", name));
+    }
+    let mut patched = node.clone();
+    let status = patched.status.get_or_insert_default();
+    let live = status.conditions.take().unwrap_or_default();
+    status.conditions = Some(merge_by_type(&live, conditions));
+    if patched == node {
+        return Ok(node);
+    }
+    Ok(store.write_node(patched))
+}
+
+/// A strategic merge of `patch` into the `live` conditions, as the apiserver makes it for a list
+/// whose `patchMergeKey` is `type` and whose patch carries no `$setElementOrder`
+/// (`mergeSlice`, then `normalizeElementOrder` and `mergeSortedSlice`, in
+/// `k8s.io/apimachinery/pkg/util/strategicpatch/patch.go`): each patch item merged into the
+/// live one of its type; then the live items the patch does not name are merged, in their live
+/// order, with the patch's items, in the patch's order, an item going first while it stands
+/// before the other in the live list. A patch item of a type the list did not have is in no
+/// live order, so it goes before every live item still to place: a new condition leads the
+/// list, an updated one keeps its place.
+fn merge_by_type(live: &[NodeCondition], patch: &[NodeCondition]) -> Vec<NodeCondition> {
+    let at = |type_: &str| live.iter().position(|c| c.type_ == type_);
+    let patched: Vec<NodeCondition> = (patch.iter())
+        .map(|p| match live.iter().find(|c| c.type_ == p.type_) {
+            Some(c) => {
+                let mut merged = c.clone();
+                merge_condition(&mut merged, p);
+                merged
+            }
+            None => p.clone(),
+        })
+        .collect();
+    let server_only: Vec<&NodeCondition> = (live.iter())
+        .filter(|c| !patch.iter().any(|p| p.type_ == c.type_))
+        .collect();
+    let (mut left, mut right) = (
+        server_only.into_iter().peekable(),
+        patched.into_iter().peekable(),
+    );
+    let mut out = Vec::with_capacity(live.len() + patch.len());
+    loop {
+        match (left.peek(), right.peek()) {
+            (Some(l), Some(r)) => {
+                let first = matches!((at(&l.type_), at(&r.type_)), (Some(a), Some(b)) if a < b);
+                if first {
+                    out.extend(left.next().cloned());
+                } else {
+                    out.extend(right.next());
+                }
+            }
+            (Some(_), None) => out.extend(left.next().cloned()),
+            (None, Some(_)) => out.extend(right.next()),
+            (None, None) => return out,
+        }
+    }
+}
+
+/// `patch` merged into `condition`: its status, and each other field it sets.
+fn merge_condition(condition: &mut NodeCondition, patch: &NodeCondition) {
+    condition.status.clone_from(&patch.status);
+    if patch.reason.is_some() {
+        condition.reason.clone_from(&patch.reason);
+    }
+    if patch.message.is_some() {
+        condition.message.clone_from(&patch.message);
+    }
+    if patch.last_heartbeat_time.is_some() {
+        condition
+            .last_heartbeat_time
+            .clone_from(&patch.last_heartbeat_time);
+    }
+    if patch.last_transition_time.is_some() {
+        condition
+            .last_transition_time
+            .clone_from(&patch.last_transition_time);
+    }
 }
 
 fn lease_not_found(name: &str) -> ApiError {

@@ -238,3 +238,46 @@ impl NowSecs for FakeCluster {
         nodejob_core::Clock::now(self).as_secs()
     }
 }
+
+/// A strategic merge of conditions as the apiserver orders it (`mergeSortedSlice` in
+/// `k8s.io/apimachinery/pkg/util/strategicpatch`): a condition the list did not have goes
+/// first, in the patch's order; one it had is updated in its place; the others keep theirs.
+#[tokio::test(start_paused = true)]
+async fn conditions_merge_by_type_in_the_order_a_strategic_merge_gives() {
+    use k8s_openapi::api::core::v1::NodeCondition;
+    let cluster = FakeCluster::new();
+    cluster.add_node("n1").unwrap();
+    let condition = |t: &str, status: &str| NodeCondition {
+        type_: t.into(),
+        status: status.into(),
+        ..NodeCondition::default()
+    };
+    let types = |n: &Node| -> Vec<(String, String)> {
+        (n.status.as_ref().and_then(|s| s.conditions.clone()))
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| (c.type_, c.status))
+            .collect()
+    };
+    let pair = |t: &str, s: &str| (t.to_string(), s.to_string());
+    let new = [condition("A", "True"), condition("B", "True")];
+    let node = cluster
+        .patch_node_conditions("n1", None, &new)
+        .await
+        .unwrap();
+    assert_eq!(
+        types(&node),
+        [pair("A", "True"), pair("B", "True"), pair("Ready", "True")]
+    );
+    let node = (cluster.patch_node_conditions("n1", None, &[condition("B", "False")]))
+        .await
+        .unwrap();
+    assert_eq!(
+        types(&node),
+        [pair("A", "True"), pair("B", "False"), pair("Ready", "True")]
+    );
+    let stale = cluster
+        .patch_node_conditions("n1", Some("1"), &[condition("A", "False")])
+        .await;
+    assert!(stale.is_err_and(|e| e.is_conflict()));
+}

@@ -178,3 +178,62 @@ async fn the_version_is_one_get_of_slash_version() -> TestResult {
     assert_eq!(server.finish().await, ["GET /version"]);
     Ok(())
 }
+
+#[tokio::test]
+async fn a_condition_is_one_strategic_merge_patch_of_the_status_conditions() -> TestResult {
+    use k8s_openapi::api::core::v1::NodeCondition;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    let at: k8s_openapi::jiff::Timestamp = "2026-01-01T00:00:30Z".parse()?;
+    let condition = NodeCondition {
+        type_: "NodejobUpgrade".into(),
+        status: "True".into(),
+        reason: Some("Drain".into()),
+        message: Some("upgrading to v1.38.0: draining".into()),
+        last_heartbeat_time: Some(Time(at)),
+        last_transition_time: Some(Time(at)),
+    };
+    let mut answered = node("80", true);
+    answered["status"]["conditions"] = json!([
+        {"type": "Ready", "status": "True"},
+        {"type": "NodejobUpgrade", "status": "True", "reason": "Drain"},
+    ]);
+    let (api, server) = serve(vec![
+        strategic_patch(
+            &format!("{NODE_A}/status"),
+            json!({"metadata": {"resourceVersion": "79"}, "status": {"conditions": [{
+                "type": "NodejobUpgrade",
+                "status": "True",
+                "reason": "Drain",
+                "message": "upgrading to v1.38.0: draining",
+                "lastHeartbeatTime": "2026-01-01T00:00:30Z",
+                "lastTransitionTime": "2026-01-01T00:00:30Z",
+            }]}}),
+        )
+        .reply_json(200, &answered),
+        strategic_patch(
+            &format!("{NODE_A}/status"),
+            json!({"status": {"conditions": []}}),
+        )
+        .reply_json(404, &status(404, "NotFound", "nodes \"node-a\" not found")),
+    ]);
+    let written = api
+        .patch_node_conditions("node-a", Some("79"), &[condition])
+        .await?;
+    let types: Vec<String> = (written.status.and_then(|s| s.conditions))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| c.type_)
+        .collect();
+    assert_eq!(types, ["Ready", "NodejobUpgrade"]);
+    let missing = api.patch_node_conditions("node-a", None, &[]).await;
+    assert!(missing.is_err_and(|e| e.is_not_found()));
+    drop(api);
+    assert_eq!(
+        server.finish().await,
+        [
+            format!("PATCH {NODE_A}/status"),
+            format!("PATCH {NODE_A}/status")
+        ]
+    );
+    Ok(())
+}

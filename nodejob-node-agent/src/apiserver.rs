@@ -19,7 +19,13 @@ impl Apiserver {
         Apiserver { client }
     }
 
-    /// `PATCH nodes/{name}/status` with a JSON merge patch; the node as written.
+    /// `PATCH nodes/{name}/status` with a strategic-merge patch, as the kubelet posts its
+    /// status (`PatchNodeStatus` of `k8s.io/component-helpers/node/util`, a
+    /// `StrategicMergePatchType` patch of the `status` subresource): `status.conditions` merges
+    /// by `type`, so the kubelet's own conditions are replaced and every other one (a
+    /// driver's `NodejobUpgrade`, a node-problem-detector's) is kept, as the kubelet's setters
+    /// keep them (`pkg/kubelet/nodestatus/setters.go` updates its conditions in place). A JSON
+    /// merge patch would replace the whole list and drop them. The node as written.
     pub(crate) async fn patch_node_status(
         &self,
         name: &str,
@@ -27,7 +33,7 @@ impl Apiserver {
     ) -> Result<Node, WriteError> {
         let nodes: Api<Node> = Api::all(self.client.clone());
         nodes
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
+            .patch_status(name, &PatchParams::default(), &Patch::Strategic(patch))
             .await
             .map_err(classify)
     }

@@ -138,7 +138,8 @@ pub(crate) fn node_status(r: &NodeReport<'_>) -> NodeStatus {
     }
 }
 
-/// `{"status": …}` for the `nodes/status` merge patch.
+/// `{"status": …}` for the `nodes/status` strategic-merge patch: the kubelet's own conditions,
+/// merged into the node's by type (any other condition kept).
 pub(crate) fn node_patch(r: &NodeReport<'_>) -> Value {
     json!({ "status": node_status(r) })
 }

@@ -54,6 +54,7 @@ fn doing(verb: Verb) -> &'static str {
         Verb::DeleteJob => "deleting a job",
         Verb::CreateEvent => "recording an event",
         Verb::PatchNode => "patching a node",
+        Verb::PatchNodeConditions => "setting a node's condition",
         Verb::EvictPod => "evicting a pod",
         Verb::CreateLease => "creating a lease",
         Verb::ReplaceLease => "replacing a lease",

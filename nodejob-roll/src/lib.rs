@@ -22,6 +22,7 @@
 //! generic over a driver's step and result ([`Progress`], [`Report`]).
 
 pub mod call;
+pub mod condition;
 pub mod context;
 pub mod engine;
 pub mod events;
@@ -39,6 +40,7 @@ pub mod view;
 pub mod window;
 
 pub use call::{CALL_BOUND, millis, retry};
+pub use condition::{Conditions, Held, Standing};
 pub use context::{Closed, Context, Ledger};
 pub use engine::{
     Admission, Admit, End, Engine, FixedWidth, Fleet, MaxUnavailable, NodeEnd, RollEvent, Tally,

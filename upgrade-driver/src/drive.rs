@@ -2,6 +2,7 @@
 //! fences every write with the Lease, renews the Lease while anything waits, and keeps the
 //! report.
 
+mod conditions;
 pub(crate) mod gate;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -16,9 +17,9 @@ use nodejob_core::runner::{Mode, Policy};
 use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{ApiError, EventType, JobApi, LeaseApi, NodeApi, PodApi, ready, run_exit_code};
 pub(crate) use nodejob_roll::retry;
+use nodejob_roll::{Conditions, NodeView, Selecting, select_from};
 use nodejob_roll::{Context, End, Fleet, Group, Ledger, MaxUnavailable, Nothing, Tally};
 use nodejob_roll::{DriverEvent, NoteSink, OpError, Outcome, delete_job, millis, patch_node};
-use nodejob_roll::{NodeView, Selecting, select_from};
 
 use crate::machine::{
     DrainFailed, Intent, Mark, NodeMachine, NodeResult, Observation, UpgradeStep,
@@ -46,6 +47,8 @@ struct Run<'a, A: ?Sized> {
     view: NodeView,
     /// The report's node entries.
     ledger: Ledger<NodeReport>,
+    /// The run's writer of each node's `NodejobUpgrade` condition.
+    conditions: Conditions,
 }
 
 /// Selects the plan's nodes: the selector's, narrowed to `nodes` when named. A named node that
@@ -189,6 +192,7 @@ where
         stop,
         view,
         ledger: Ledger::new(entries),
+        conditions: Conditions::new(nodejob_roll::condition::UPGRADE),
     };
     run.skew_allowed(&skew.allowed);
     run.skew_waiting(skew.waiting.as_ref());
@@ -237,9 +241,12 @@ where
         let mut tally = Tally::default();
         let end = engine
             .pass(&mut tally, order, &mut admission, |name| async move {
-                self.node(&name).await
+                let result = self.node(&name).await;
+                self.condition_end(&name, &result).await;
+                result
             })
             .await;
+        self.settle_conditions().await;
         if let End::Stopping(why) = &end {
             self.ctx.tell(&Progress::Stopping { why: why.clone() });
         }
@@ -300,8 +307,11 @@ where
         };
         let epoch = self.ctx.fence.epoch();
         let mut machine = NodeMachine::new(self.plan, epoch);
+        let first_seen = first.clone();
         let mut step = machine.start(Box::new(first));
         let mut last: Option<Node> = None;
+        let mut versions = conditions::Versions::default();
+        versions.saw(&first_seen);
         let mut step_started = api.now();
         loop {
             self.ctx.flying(name, machine.current_step());
@@ -339,6 +349,7 @@ where
                             node: name.to_string(),
                             step: s,
                         });
+                        self.condition_step(name, s, &mut versions).await;
                     }
                     Mark::Finished(s, message) => {
                         let took = api.now().saturating_sub(step_started);
@@ -394,14 +405,17 @@ where
                     }
                     return self.end_node(name, result, last.as_ref(), started);
                 }
-                Intent::Patch { rv, changes } => match patch_node(api, name, &rv, &changes).await {
-                    Ok(node) => {
-                        last = Some(node.clone());
-                        machine.set_now(api.wall_time().to_string());
-                        Observation::Node(Box::new(node))
+                Intent::Patch { rv, changes } => {
+                    let rv = versions.under(&rv);
+                    match patch_node(api, name, &rv, &changes).await {
+                        Ok(node) => {
+                            last = Some(node.clone());
+                            machine.set_now(api.wall_time().to_string());
+                            Observation::Node(Box::new(node))
+                        }
+                        Err(e) => Observation::Failed(e.to_string()),
                     }
-                    Err(e) => Observation::Failed(e.to_string()),
-                },
+                }
                 Intent::Drain => {
                     let notes = NoteSink::to(name, &self.ctx.progress);
                     let mut drained = Drained::default();
@@ -416,6 +430,7 @@ where
                     }
                 }
                 Intent::Guarded { rv, changes } => {
+                    let rv = versions.under(&rv);
                     match retry(api, || api.patch_node(name, &rv, &changes)).await {
                         Ok(node) => {
                             last = Some(node.clone());
@@ -495,6 +510,11 @@ where
                     Observation::Health(run_exit_code(api, &spec).await.map_err(|e| e.to_string()))
                 }
             };
+            match &obs {
+                Observation::Node(n) | Observation::Changed(n) => versions.saw(n),
+                Observation::Rebooted { node: Some(n), .. } => versions.saw(n),
+                _ => {}
+            }
             step = machine.step(obs);
         }
     }

@@ -154,6 +154,7 @@ where
                     node: name.to_string(),
                     step,
                 });
+                self.condition_step(name, step).await;
             }
             Mark::Finished(step, message) => {
                 let took = millis(self.api.now().saturating_sub(*started));

@@ -9,11 +9,12 @@ use std::collections::BTreeSet;
 
 use certs_driver::{CaPhase, Fingerprint};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use k8s_openapi::jiff::Timestamp;
 use nodejob_core::lease::{OPERATION_ANNOTATION, TARGET_ANNOTATION, holder};
 use nodejob_core::{LeaseApi, NodeApi};
 use nodejob_fake::FakeCluster;
+use nodejob_roll::condition;
 use serde::Serialize;
 use upgrade_driver::records::{self, DONE, HOST_JOB, IN_PROGRESS};
 
@@ -79,6 +80,10 @@ pub(crate) struct NodeState {
     pub(crate) done: Option<serde_json::Value>,
     /// The CA phase the rotation last read; `None` when it never reported.
     pub(crate) ca: Option<Ca>,
+    /// The drivers' own conditions on it (`NodejobUpgrade`, `NodejobCARotation`), as the
+    /// Node's status carries them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) conditions: Vec<NodeCondition>,
     /// The upgrade's records, read (an unreadable one as absent).
     #[serde(skip)]
     pub(crate) upgrade: Option<UpgradeRecord>,
@@ -258,6 +263,10 @@ impl NodeState {
             host_job: annotation(HOST_JOB),
             done: annotation(DONE),
             ca,
+            conditions: [condition::UPGRADE, condition::CA_ROTATION]
+                .into_iter()
+                .filter_map(|t| condition::condition(node, t).cloned())
+                .collect(),
             upgrade,
         }
     }

@@ -56,6 +56,13 @@ pub(crate) fn text(status: &Status) -> String {
         ]);
     }
     out.push_str(&table(&rows));
+    for n in status.nodes.iter().filter(|n| !n.conditions.is_empty()) {
+        out.push_str(&format!(
+            "node {}, as `kubectl describe node` shows the drivers' conditions:\n{}",
+            n.node,
+            nodejob_roll::condition::kubectl_describe(&n.conditions)
+        ));
+    }
     if let Some(sim) = &status.simulated {
         out.push_str(&format!(
             "simulated cluster: {} API calls so far, {} of them writes; resourceVersion {:?}\n",
@@ -152,6 +159,7 @@ mod tests {
                 ca: Some(Ca::Unreadable {
                     unreadable: "not the driver's record".into(),
                 }),
+                conditions: Vec::new(),
                 upgrade: None,
             }],
             simulated: None,

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use k8s_openapi::apimachinery::pkg::version::Info;
 
 use super::{ApiResult, Change, Clock};
@@ -147,4 +147,27 @@ pub trait NodeApi: Clock {
     /// user may read it (the `system:public-info-viewer` ClusterRole, bound to
     /// `system:authenticated` and `system:unauthenticated` by default).
     async fn version(&self) -> ApiResult<Info>;
+
+    /// `PATCH /api/v1/nodes/{name}/status` with a strategic-merge patch of
+    /// `status.conditions` (`{"status": {"conditions": [...]}}`), as node-problem-detector sets
+    /// its own conditions (and `SetNodeCondition` of `k8s.io/kubernetes/pkg/util/node`): the
+    /// list is declared `patchStrategy=merge` with `patchMergeKey=type`
+    /// (`NodeStatus.Conditions` in `k8s.io/api/core/v1/types.go`), so each condition sent
+    /// replaces the one of its type, or is added, and every other condition (the kubelet's
+    /// `Ready`, `MemoryPressure`, ...) is kept. A JSON merge patch (what
+    /// [`NodeApi::patch_node`] sends) would replace the whole list (RFC 7386 replaces arrays)
+    /// and drop them until the kubelet's next post.
+    ///
+    /// With `resource_version`, the patch carries `metadata.resourceVersion` and the apiserver
+    /// refuses with Conflict when the node changed since: a caller that holds the node's
+    /// resourceVersion for a later guarded write uses it, so that the write of its condition is
+    /// the only change between the two and the guard may move on to the version it answers.
+    /// Without, no precondition: a condition type has one writer (the driver that owns it).
+    /// NotFound when there is no such node. Answers the node as written.
+    async fn patch_node_conditions(
+        &self,
+        name: &str,
+        resource_version: Option<&str>,
+        conditions: &[NodeCondition],
+    ) -> ApiResult<Node>;
 }

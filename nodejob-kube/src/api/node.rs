@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use k8s_openapi::apimachinery::pkg::version::Info;
 use kube::api::{GetParams, ListParams, ObjectList, Patch, PatchParams};
 use nodejob_core::{ApiError, ApiResult, Change, NodeApi, NodeChange, NodeChanges, NodesAt};
@@ -84,6 +84,33 @@ impl NodeApi for KubeApi {
         let patch = merge_patch(resource_version, changes)?;
         let request =
             collection::<Node>(None).patch(name, &PatchParams::default(), &Patch::Merge(&patch));
+        let answer = call_json(&self.client, request).await;
+        if let Ok(node) = &answer {
+            self.nodes.saw(&cluster_key(name), node);
+        }
+        answer
+    }
+
+    /// One `PATCH /api/v1/nodes/{name}/status` with `Content-Type:
+    /// application/strategic-merge-patch+json` and `{"status": {"conditions": [...]}}` (and
+    /// `metadata.resourceVersion` when given, the update's precondition as in a merge patch):
+    /// the list merges by `type`, so the kubelet's conditions stay (see the trait's docs).
+    async fn patch_node_conditions(
+        &self,
+        name: &str,
+        resource_version: Option<&str>,
+        conditions: &[NodeCondition],
+    ) -> ApiResult<Node> {
+        let mut patch = json!({ "status": { "conditions": conditions } });
+        if let Some(rv) = resource_version {
+            patch["metadata"] = json!({ "resourceVersion": rv });
+        }
+        let request = collection::<Node>(None).patch_subresource(
+            "status",
+            name,
+            &PatchParams::default(),
+            &Patch::Strategic(&patch),
+        );
         let answer = call_json(&self.client, request).await;
         if let Ok(node) = &answer {
             self.nodes.saw(&cluster_key(name), node);

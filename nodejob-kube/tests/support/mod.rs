@@ -73,6 +73,12 @@ pub fn merge_patch(path: &str, body: Value) -> Exchange {
         .header("content-type", "application/merge-patch+json")
 }
 
+/// A `PATCH` whose `Content-Type` is a strategic-merge patch.
+pub fn strategic_patch(path: &str, body: Value) -> Exchange {
+    Exchange::new(http::Method::PATCH, path, Some(body))
+        .header("content-type", "application/strategic-merge-patch+json")
+}
+
 /// `GET path?watch=true&fieldSelector=metadata.name=<name>&resourceVersion=<rv>` as `KubeApi`
 /// opens its watches.
 pub fn watch(collection: &str, name: &str, rv: &str) -> Exchange {

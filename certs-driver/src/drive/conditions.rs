@@ -1,0 +1,150 @@
+//! The rotation's condition on each node ([`nodejob_roll::condition`], type
+//! `NodejobCARotation`): `True` with the phase as its reason when a phase step starts on the
+//! node (`Stage`, `Issue`, `Finalize`, `Abort`; the reads, `Status` and `Verify`, change
+//! nothing and say nothing), and how the node ended when the run ends (`False`, `Rotated` or
+//! `Restored`; or `True`, `Failed`, `Disagrees` or `Stopped`, for a rerun to carry on). Written
+//! through the run's fenced writer: nothing once the Lease is known lost. A write that fails
+//! is a note, never the node's failure.
+
+use nodejob_core::{JobApi, LeaseApi, NodeApi};
+use nodejob_roll::{Held, Standing, condition};
+
+use super::Rotation;
+use crate::phase::CaStep;
+use crate::progress::NodeResult;
+use nodejob_roll::Outcome;
+
+impl<A> Rotation<'_, A>
+where
+    A: JobApi + NodeApi + LeaseApi + ?Sized,
+{
+    /// Writes `standing` on `name`; a failure is a note.
+    async fn condition(&self, name: &str, standing: Standing) {
+        if self.fence.lost().is_some() {
+            return;
+        }
+        let seen = self.seen.lock().unwrap().get(name).cloned();
+        // No precondition: the rotation's records go under the resourceVersion it last saw and
+        // are written again on a Conflict (they are not guards), so the node as our condition
+        // leaves it is the one to see next.
+        match (self.conditions)
+            .set(&self.writer(), name, seen.as_ref(), &standing, None)
+            .await
+        {
+            Ok(node) => self.saw([node]),
+            Err(e) => self.note(
+                name,
+                format!(
+                    "could not set condition {} on node {name}: {e}",
+                    self.conditions.type_()
+                ),
+            ),
+        }
+    }
+
+    /// `step` starts on `name`: said for the steps that change the node.
+    pub(super) async fn condition_step(&self, name: &str, step: CaStep) {
+        let fingerprint = self.plan.fingerprint();
+        let message = match step {
+            CaStep::Stage => format!("rotating to CA {fingerprint}: staging it beside the old"),
+            CaStep::Issue => {
+                format!("rotating to CA {fingerprint}: reissuing the node's leaves from it")
+            }
+            CaStep::Finalize => format!("rotating to CA {fingerprint}: removing the old CA"),
+            CaStep::Abort => {
+                format!("aborting the rotation to CA {fingerprint}: removing it from the node")
+            }
+            CaStep::Status | CaStep::Verify => return,
+        };
+        let by = &self.plan.spec().identity;
+        let standing = Standing::new(Held::Yes, step.as_str(), format!("{message} (by {by})"));
+        self.condition(name, standing).await;
+    }
+
+    /// As the run ends (`outcome`): each node of the report, said, on a node the condition
+    /// names already (this run wrote it, or an earlier run left it), so a node the run never
+    /// changed gets none: how it ended, or, for a node the run left between two phases, that
+    /// the rotation stopped there.
+    pub(super) async fn condition_ends(&self, outcome: &Outcome) {
+        let ended: Vec<(String, Option<NodeResult>)> = (self.report.lock().unwrap().nodes.iter())
+            .map(|n| (n.name.clone(), n.result.clone()))
+            .collect();
+        let fingerprint = self.plan.fingerprint();
+        let stopped = match outcome {
+            Outcome::Done => None,
+            Outcome::Failed { nodes, .. } if nodes.is_empty() => {
+                Some("the rotation could not go on".to_string())
+            }
+            Outcome::Failed { nodes, .. } => Some(format!(
+                "the rotation stopped at a node that failed or disagrees: {}",
+                nodes.join(", ")
+            )),
+            Outcome::Stopped { why } => Some(format!("the rotation stopped: {why}")),
+        };
+        for (name, result) in ended {
+            let Some(result) = result else {
+                // Left between two phases: said only on a node this run wrote its step on.
+                if let (Some(why), Some(at)) = (&stopped, self.conditions.written(&name)) {
+                    let at = at.reason.unwrap_or_default();
+                    let message = format!(
+                        "{why}, after {at} on this node; a rerun carries it on from what the \
+                         node reports"
+                    );
+                    self.condition(&name, Standing::new(Held::Yes, "Stopped", message))
+                        .await;
+                }
+                continue;
+            };
+            let seen = self.seen.lock().unwrap().get(&name).cloned();
+            let ours = self.conditions.written(&name).is_some()
+                || seen
+                    .is_some_and(|n| condition::condition(&n, self.conditions.type_()).is_some());
+            if !ours {
+                continue;
+            }
+            let standing = match &result {
+                NodeResult::Rotated => Standing::new(
+                    Held::No,
+                    "Rotated",
+                    format!("trusts the new CA {fingerprint} alone, which issues its leaves"),
+                ),
+                NodeResult::Restored => Standing::new(
+                    Held::No,
+                    "Restored",
+                    format!(
+                        "the rotation to CA {fingerprint} was aborted: the node does not trust it"
+                    ),
+                ),
+                NodeResult::Failed(f) => {
+                    let exit = f
+                        .exit_code
+                        .map(|c| format!(" (exit code {c})"))
+                        .unwrap_or_default();
+                    Standing::new(
+                        Held::Yes,
+                        "Failed",
+                        format!(
+                            "the rotation to CA {fingerprint} failed at {}{exit}: {}; a rerun \
+                             resumes from what the node reports",
+                            f.step, f.message
+                        ),
+                    )
+                }
+                NodeResult::Disagrees { gate, what } => Standing::new(
+                    Held::Yes,
+                    "Disagrees",
+                    format!("the rotation to CA {fingerprint} stopped at the gate {gate}: {what}"),
+                ),
+                NodeResult::Interrupted { step, why } => Standing::new(
+                    Held::Yes,
+                    "Stopped",
+                    format!(
+                        "the rotation to CA {fingerprint} stopped before {step}: {why}; a rerun \
+                         carries it on"
+                    ),
+                ),
+            };
+            self.condition(&name, standing).await;
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! The upgrade's condition on each node ([`nodejob_roll::condition`], type `NodejobUpgrade`):
+//! `True` with the step as its reason when a step starts, and how the node ended when it ends
+//! (`False`, `Upgraded`; or `True`, `Failed` or `Stopped`, for a rerun to carry on). Written
+//! through the run's fenced writer: nothing once the Lease is known lost. A write that fails
+//! is a note, never the node's failure.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::core::v1::Node;
+use nodejob_core::{JobApi, LeaseApi, NodeApi, PodApi};
+use nodejob_roll::{Fenced, Held, Standing, condition};
+
+use super::Run;
+use crate::machine::{NodeResult, UpgradeStep};
+
+/// A node's resourceVersions as its loop knows them: the one it last read or wrote, and those
+/// that only the run's own condition writes moved on from, each written under the one before
+/// it. A guarded write the machine decided on one of those goes under the current one: the
+/// node changed since by our condition alone, and the guard stays exact (a change by anyone
+/// else breaks the chain, and the guarded write then meets its Conflict).
+#[derive(Debug, Default)]
+pub(super) struct Versions {
+    current: Option<String>,
+    ours: BTreeSet<String>,
+}
+
+impl Versions {
+    /// The node as an intent read or wrote it.
+    pub(super) fn saw(&mut self, node: &Node) {
+        let rv = node.metadata.resource_version.clone();
+        if rv.is_some() && rv != self.current {
+            self.ours.clear();
+            self.current = rv;
+        }
+    }
+
+    /// The resourceVersion a write decided on `decided` goes under.
+    pub(super) fn under(&self, decided: &str) -> String {
+        match &self.current {
+            Some(current) if self.ours.contains(decided) => current.clone(),
+            _ => decided.to_string(),
+        }
+    }
+}
+
+/// What a node's condition says while `step` is under way, toward `target`.
+fn doing(step: UpgradeStep) -> &'static str {
+    match step {
+        UpgradeStep::Cordon => "marking the node ours and cordoning it",
+        UpgradeStep::Drain => "draining",
+        UpgradeStep::Upgrade => "running the host upgrade",
+        UpgradeStep::Reboot => "waiting for a new boot, Ready at the target",
+        UpgradeStep::Health => "running the health check",
+        UpgradeStep::Uncordon => "uncordoning and recording it done",
+    }
+}
+
+impl<A> Run<'_, A>
+where
+    A: JobApi + NodeApi + PodApi + LeaseApi + ?Sized,
+{
+    /// Writes `standing` on `name`, under the resourceVersion `versions` knows when given (a
+    /// Conflict: someone else changed the node; written then without, and the chain broken);
+    /// a failure is a note.
+    async fn condition(&self, name: &str, standing: Standing, versions: Option<&mut Versions>) {
+        if self.ctx.fence.lost().is_some() {
+            return;
+        }
+        let seen = self.view.node(name);
+        let writer = Fenced::new(self.api, &self.ctx.fence);
+        let set = |under: Option<String>| {
+            let (writer, seen, standing) = (&writer, seen.as_ref(), &standing);
+            async move {
+                (self.conditions)
+                    .set(writer, name, seen, standing, under.as_deref())
+                    .await
+            }
+        };
+        let under = versions.as_ref().and_then(|v| v.current.clone());
+        let written = match set(under.clone()).await {
+            Ok(node) => Ok((node, under)),
+            Err(e) if e.is_conflict() && under.is_some() => set(None).await.map(|n| (n, None)),
+            Err(e) => Err(e),
+        };
+        match (written, versions) {
+            (Ok((node, Some(before))), Some(v)) => {
+                v.current = node.metadata.resource_version.clone();
+                v.ours.insert(before);
+            }
+            (Ok((node, None)), Some(v)) => {
+                v.ours.clear();
+                v.current = node.metadata.resource_version.clone();
+            }
+            (Ok(_), None) => {}
+            (Err(e), _) => self.note(
+                name,
+                format!(
+                    "could not set condition {} on node {name}: {e}",
+                    self.conditions.type_()
+                ),
+            ),
+        }
+    }
+
+    /// `step` starts on `name`, whose resourceVersions are `versions`.
+    pub(super) async fn condition_step(
+        &self,
+        name: &str,
+        step: UpgradeStep,
+        versions: &mut Versions,
+    ) {
+        let message = format!(
+            "upgrading to {}: {} (by {})",
+            self.plan.target(),
+            doing(step),
+            self.plan.spec().identity
+        );
+        let standing = Standing::new(Held::Yes, step.as_str(), message);
+        self.condition(name, standing, Some(versions)).await;
+    }
+
+    /// `name` ended as `result`: said only on a node the condition names already (this run
+    /// wrote it, or an earlier run left it), so a node never started gets none.
+    pub(super) async fn condition_end(&self, name: &str, result: &NodeResult) {
+        let ours = self.conditions.written(name).is_some()
+            || (self.view.node(name))
+                .is_some_and(|n| condition::condition(&n, self.conditions.type_()).is_some());
+        if !ours {
+            return;
+        }
+        let target = self.plan.target();
+        let standing = match result {
+            NodeResult::Upgraded => {
+                Standing::new(Held::No, "Upgraded", format!("upgraded to {target}"))
+            }
+            NodeResult::Failed(f) => {
+                let exit = f
+                    .exit_code
+                    .map(|c| format!(" (exit code {c})"))
+                    .unwrap_or_default();
+                Standing::new(
+                    Held::Yes,
+                    "Failed",
+                    format!(
+                        "the upgrade to {target} failed at {}{exit}: {}; a rerun retries it",
+                        f.step, f.message
+                    ),
+                )
+            }
+            NodeResult::Interrupted { step, why } => Standing::new(
+                Held::Yes,
+                "Stopped",
+                format!(
+                    "the upgrade to {target} stopped before {step}: {why}; a rerun carries it on"
+                ),
+            ),
+            NodeResult::Skipped { .. } => return,
+        };
+        self.condition(name, standing, None).await;
+    }
+
+    /// After the roll: each node of the plan it skipped (at the target) whose condition still
+    /// says the upgrade holds it (a run that ended, or crashed, before saying it was done) is
+    /// let go.
+    pub(super) async fn settle_conditions(&self) {
+        let skipped: Vec<String> = self.ledger.read(|nodes| {
+            (nodes.iter())
+                .filter(|n| matches!(n.result, Some(NodeResult::Skipped { .. })))
+                .map(|n| n.name.clone())
+                .collect()
+        });
+        for name in skipped {
+            let held = (self.view.node(&name)).is_some_and(|n| {
+                condition::condition(&n, self.conditions.type_())
+                    .is_some_and(|c| c.status == Held::Yes.as_str())
+            });
+            if held && self.conditions.written(&name).is_none() {
+                let message = format!("at {}, as a later run found it", self.plan.target());
+                let standing = Standing::new(Held::No, "Upgraded", message);
+                self.condition(&name, standing, None).await;
+            }
+        }
+    }
+}
