@@ -15,8 +15,8 @@ use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{ApiError, EventType, JobApi, LeaseApi, NodeApi, PodApi, ready, run_exit_code};
 pub(crate) use nodejob_roll::retry;
 use nodejob_roll::{Context, End, Fleet, Group, Ledger, MaxUnavailable, Nothing, Tally};
+use nodejob_roll::{Cursor, NodeView, Selecting, Selection, select_from};
 use nodejob_roll::{DriverEvent, NoteSink, OpError, Outcome, delete_job, millis, patch_node};
-use nodejob_roll::{NodeView, Selecting, select_from};
 
 use crate::machine::{
     DrainFailed, Intent, Mark, NodeMachine, NodeResult, Observation, UpgradeStep,
@@ -42,6 +42,8 @@ struct Run<'a, A: ?Sized> {
     stop: &'a Stop,
     /// Every node, kept by a watch: what each batch's admission reads.
     view: NodeView,
+    /// Whether the plan selects a node, asked of the nodes that change.
+    selection: Selection,
     /// The report's node entries.
     ledger: Ledger<NodeReport>,
 }
@@ -183,6 +185,7 @@ where
         plan,
         stop,
         view,
+        selection: Selection::new(spec.selector.as_deref(), &spec.nodes),
         ledger: Ledger::new(entries),
     };
     // Renewed while anything waits (a host Job included): the renewer runs beside the roll.
@@ -529,25 +532,18 @@ impl<A> Fleet for Run<'_, A>
 where
     A: JobApi + NodeApi + PodApi + LeaseApi + ?Sized,
 {
-    /// The plan's nodes as they are now: those the plan selects, and those of `plan` it
-    /// no longer selects that still exist (relabelled; each read by name: ours in flight are
-    /// carried on, and all count toward the unavailable). Also answers the names selected.
-    async fn current(
-        &self,
-        plan: &BTreeSet<String>,
-    ) -> Result<(Vec<Node>, BTreeSet<String>), String> {
+    /// The run's view of every node, read again: the names changed since `since`.
+    async fn changed(&self, since: &mut Cursor) -> Result<Vec<String>, String> {
         (self.view.refresh(self.api).await).map_err(|e| format!("reading the nodes: {e}"))?;
-        let spec = self.plan.spec();
-        let mut nodes = (self.view)
-            .read(|all| select_from(all, spec.selector.as_deref(), &spec.nodes))
-            .map_err(|e| e.to_string())?;
-        let selected: BTreeSet<String> =
-            nodes.iter().map(|n| records::name(n).to_string()).collect();
-        nodes.extend(
-            plan.difference(&selected)
-                .filter_map(|name| self.view.node(name)),
-        );
-        Ok((nodes, selected))
+        Ok(self.view.changed_since(since))
+    }
+
+    fn node(&self, name: &str) -> Option<Node> {
+        self.view.node(name)
+    }
+
+    fn selects(&self, node: &Node) -> bool {
+        self.selection.selects(node)
     }
 
     /// Waits until `name` is Ready (or gone), at most the reboot timeout; whatever the answer,
