@@ -43,8 +43,9 @@ pub(crate) struct Cli {
 const EXIT_ROLL: &str = "Exit codes: 0 done; 1 a node failed (named, with the step, the exit \
     code, where to look and the command to retry); 2 bad usage or invalid input, refused before \
     any change (a --nodes or --selector that names no node of the cluster included); 3 another holder has the Lease (try later); 4 stopped with nothing failed, not now \
-    (outside the maintenance window, the Lease lost, too many nodes unavailable): run the same \
-    command again to resume; 5 the cluster's apiserver cannot be reached; 130 interrupted \
+    (outside the maintenance window, the Lease lost, too many nodes unavailable; for \
+    `upgrade`, nodes left blocked by budgets under --on-undrainable skip or quarantine): run \
+    the same command again to resume; 5 the cluster's apiserver cannot be reached; 130 interrupted \
     (Ctrl-C): run the same command again to resume.";
 
 /// The exit codes of `run`, in its `--help`.
@@ -299,6 +300,57 @@ pub(crate) struct Upgrade {
     /// With --simulate: this node's host upgrade fails, to show the failure path.
     #[arg(long, value_name = "NODE", requires = "simulate")]
     pub(crate) simulate_fail: Option<String>,
+    #[command(flatten)]
+    pub(crate) long_roll: LongRoll,
+}
+
+/// The heading of the options that let a long roll run by itself, in `upgrade --help`.
+const LONG_ROLL: &str = "Long rolls (blocked nodes, soak, rollback)";
+
+/// `upgrade`'s options for a roll that runs by itself, over nights: what a node a budget
+/// blocks comes to. (`rotate-ca` drains nothing: no node of a rotation is blocked by a
+/// budget.)
+#[derive(Debug, Args, Clone)]
+pub(crate) struct LongRoll {
+    /// What a node comes to whose drain PodDisruptionBudgets allowing no disruption hold past
+    /// --drain-timeout. The report and `nodejob status` name each blocked node, the budgets
+    /// that blocked it and the Pods left.
+    #[arg(long, value_name = "POLICY", value_enum, default_value = "fail", help_heading = LONG_ROLL)]
+    pub(crate) on_undrainable: OnUndrainable,
+    /// How many blocked nodes (skipped or quarantined; those an earlier run quarantined
+    /// toward the same version included) the roll goes on past; one more stops it as a
+    /// failure does (exit 1, naming them).
+    #[arg(long, value_name = "N", default_value = "1", help_heading = LONG_ROLL)]
+    pub(crate) max_blocked: u32,
+    /// With --simulate: a Pod pinned to this node behind a budget that never allows a
+    /// disruption, so that its drain is blocked (to show --on-undrainable).
+    #[arg(long, value_name = "NODE", requires = "simulate", help_heading = LONG_ROLL)]
+    pub(crate) simulate_undrainable: Option<String>,
+}
+
+/// `--on-undrainable`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum OnUndrainable {
+    /// The node stays cordoned and fails; the roll stops (as before this option).
+    Fail,
+    /// Uncordoned if we cordoned it, why recorded on it (annotation
+    /// stratum.ciq.com/upgrade-blocked); the roll goes on, and tries every skipped node once
+    /// more at the end; a rerun tries it again.
+    Skip,
+    /// Left cordoned, labelled (stratum.ciq.com/upgrade-quarantined, value drain-blocked),
+    /// why recorded; the roll goes on; no run touches it until the label is removed.
+    Quarantine,
+}
+
+impl OnUndrainable {
+    /// The driver's policy.
+    pub(crate) fn policy(self) -> upgrade_driver::Undrainable {
+        match self {
+            OnUndrainable::Fail => upgrade_driver::Undrainable::Fail,
+            OnUndrainable::Skip => upgrade_driver::Undrainable::Skip,
+            OnUndrainable::Quarantine => upgrade_driver::Undrainable::Quarantine,
+        }
+    }
 }
 
 #[derive(Debug, Args)]

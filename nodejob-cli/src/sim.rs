@@ -268,6 +268,44 @@ pub(crate) fn writes_since(fake: &FakeCluster, since: usize) -> Vec<String> {
         .collect()
 }
 
+/// The Deployment (and its budget) `--simulate-undrainable` pins to a node.
+const UNDRAINABLE: &str = "pinned";
+
+/// `--simulate-undrainable NODE`: one replica of a Deployment `pinned` that only `node` can
+/// run (its node selector names it by `kubernetes.io/hostname`), behind a budget whose
+/// `minAvailable` is 1, so that it never allows a disruption and `node`'s drain is blocked;
+/// then the cluster settles so that it runs.
+pub(crate) async fn undrainable(fake: &FakeCluster, node: &str) -> Result<(), Exit> {
+    let labels = BTreeMap::from([("app".to_string(), UNDRAINABLE.to_string())]);
+    let mut deployment = web(1);
+    deployment.metadata.name = Some(UNDRAINABLE.into());
+    if let Some(spec) = deployment.spec.as_mut() {
+        spec.selector.match_labels = Some(labels.clone());
+        if let Some(meta) = spec.template.metadata.as_mut() {
+            meta.labels = Some(labels.clone());
+        }
+        if let Some(pod) = spec.template.spec.as_mut() {
+            pod.node_selector = Some(BTreeMap::from([(
+                "kubernetes.io/hostname".to_string(),
+                node.to_string(),
+            )]));
+        }
+    }
+    let mut pdb = budget(1);
+    pdb.metadata.name = Some(UNDRAINABLE.into());
+    if let Some(spec) = pdb.spec.as_mut() {
+        spec.selector = Some(LabelSelector {
+            match_labels: Some(labels),
+            ..LabelSelector::default()
+        });
+    }
+    let failed = |e: nodejob_core::ApiError| Exit::failed(format!("--simulate-undrainable: {e}"));
+    fake.create_deployment_now(&deployment).map_err(failed)?;
+    fake.create_budget_now(&pdb).map_err(failed)?;
+    settle(fake).await;
+    Ok(())
+}
+
 /// Lets the simulated workloads start (their pods scheduled and Ready) before a run.
 pub(crate) async fn settle(fake: &FakeCluster) {
     fake.sleep(Duration::from_secs(30)).await;

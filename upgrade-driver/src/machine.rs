@@ -40,7 +40,11 @@ use nodejob_core::log_tail;
 use nodejob_core::runner::Report;
 use nodejob_core::{NodeChange, ready};
 
-use crate::plan::Plan;
+mod blocked;
+
+pub(crate) use blocked::blocked_why;
+
+use crate::plan::{Plan, Undrainable};
 use crate::records::{
     self, DONE, Done, HOST_JOB, HostJob, IN_PROGRESS, InProgress, boot_id, same_version,
     unschedulable, version,
@@ -178,6 +182,21 @@ pub struct DrainFailed {
     pub evicted: Vec<String>,
     /// Why it failed.
     pub message: String,
+    /// When PodDisruptionBudgets held it: budgets allowing no disruption past its timeout
+    /// (they, and the Pods left), or more than one budget covering a Pod, whose eviction the
+    /// apiserver refuses until the budgets change (no budget named, that Pod). `None` for any
+    /// other failure (a refusal of the drain's filters, an API error, evicted Pods that did
+    /// not go in time).
+    pub held: Option<HeldBy>,
+}
+
+/// What held a drain past its timeout.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HeldBy {
+    /// The budgets that refused the evictions, `namespace/name`.
+    pub budgets: Vec<String>,
+    /// The Pods left on the node, `namespace/name`.
+    pub pods: Vec<String>,
 }
 
 impl From<&str> for DrainFailed {
@@ -185,6 +204,7 @@ impl From<&str> for DrainFailed {
         DrainFailed {
             evicted: Vec::new(),
             message: message.to_string(),
+            held: None,
         }
     }
 }
@@ -209,11 +229,29 @@ pub enum NodeResult {
         /// Why.
         why: String,
     },
+    /// Not upgraded: PodDisruptionBudgets allowing no disruption held its drain past the
+    /// timeout, and the plan's `on_undrainable` skips (uncordoned if we cordoned it, tried
+    /// again at the end) or quarantines (left cordoned, labelled) such a node. Recorded on the
+    /// node ([`BLOCKED`](crate::records::BLOCKED)); counted against `max_blocked`.
+    Blocked {
+        /// `skip` or `quarantine`.
+        policy: Undrainable,
+        /// The budgets that refused the evictions, `namespace/name`.
+        budgets: Vec<String>,
+        /// The Pods left on the node, `namespace/name`.
+        pods: Vec<String>,
+        /// What was done, in words.
+        why: String,
+    },
 }
 
 impl nodejob_roll::NodeEnd for NodeResult {
     fn failed(&self) -> bool {
         matches!(self, NodeResult::Failed(_))
+    }
+
+    fn blocked(&self) -> bool {
+        matches!(self, NodeResult::Blocked { .. })
     }
 }
 
@@ -260,6 +298,8 @@ enum At {
     Rebooting,
     Checking,
     Finishing,
+    /// Writing the blocked record (skipped: uncordoned if ours; quarantined: labelled).
+    Blocking(crate::records::Blocked),
     Over,
 }
 
@@ -295,6 +335,10 @@ pub struct NodeMachine {
     /// An earlier run recorded the host upgrade's success: a node at the target that did not
     /// reboot within the whole reboot timeout since is taken as one that needed no reboot.
     earlier_success: bool,
+    /// What the plan does with a node whose drain budgets block.
+    on_undrainable: Undrainable,
+    /// The node's blocked record, as first read (an earlier attempt's).
+    blocked_before: Option<crate::records::Blocked>,
 }
 
 impl NodeMachine {
@@ -314,6 +358,8 @@ impl NodeMachine {
             redrains: 0,
             refinishes: 0,
             earlier_success: false,
+            on_undrainable: plan.spec().on_undrainable,
+            blocked_before: None,
         }
     }
 
@@ -388,6 +434,9 @@ impl NodeMachine {
                 self.launch(marks)
             }
             (At::Draining, Observation::Drained(Err(failed))) => {
+                if let Some(step) = self.undrainable(&failed) {
+                    return step;
+                }
                 let mut step = self.fail(UpgradeStep::Drain, failed.message, None, None);
                 if !failed.evicted.is_empty() {
                     step.marks.push(Mark::Evicted(failed.evicted));
@@ -529,6 +578,7 @@ impl NodeMachine {
             (At::Checking, Observation::Health(Err(why))) => {
                 self.fail(UpgradeStep::Health, why, None, None)
             }
+            (At::Blocking(record), Observation::Node(node)) => self.blocked(record, node),
             (At::Finishing, Observation::Changed(node)) => self.finish_again(node),
             (At::Finishing, Observation::Node(node)) => {
                 self.node = Some(node);
@@ -573,6 +623,13 @@ impl NodeMachine {
             Ok(host) => self.host = host.filter(|h| h.target == self.target),
             Err(why) => return self.fail(UpgradeStep::Cordon, why, None, None),
         }
+        self.blocked_before = records::read(&node, records::BLOCKED).ok().flatten();
+        if progress.is_none()
+            && !(at_target || done)
+            && let Some(step) = self.leave_quarantined(&node)
+        {
+            return step;
+        }
         match progress {
             None if at_target || done => {
                 let why = match version(&node, &self.source) {
@@ -592,7 +649,7 @@ impl NodeMachine {
                     boot_id: boot_id(&node).to_string(),
                     host_boot_id: None,
                     epoch: self.epoch,
-                    cordoned: cordon,
+                    cordoned: cordon || self.cordoned_when_quarantined(&node),
                 };
                 let mut changes = vec![NodeChange::set_annotation(
                     IN_PROGRESS,
@@ -1004,6 +1061,9 @@ impl NodeMachine {
         changes.push(NodeChange::set_annotation(DONE, records::value(&done)));
         changes.push(NodeChange::remove_annotation(IN_PROGRESS));
         changes.push(NodeChange::remove_annotation(HOST_JOB));
+        if self.blocked_before.is_some() {
+            changes.push(NodeChange::remove_annotation(records::BLOCKED));
+        }
         marks.push(Mark::Started(UpgradeStep::Uncordon));
         let rv = self.rv();
         self.go(At::Finishing, marks, Intent::Guarded { rv, changes })
@@ -1077,7 +1137,7 @@ impl NodeMachine {
     fn step_of(&self, at: &At) -> UpgradeStep {
         match at {
             At::Inspect | At::Previous | At::Marking => UpgradeStep::Cordon,
-            At::Draining | At::Launching => UpgradeStep::Drain,
+            At::Draining | At::Launching | At::Blocking(_) => UpgradeStep::Drain,
             At::Finding | At::Hosting | At::Inquest(_) | At::Recording(_) | At::Deleting => {
                 UpgradeStep::Upgrade
             }

@@ -114,6 +114,59 @@ pub struct PlanSpec {
     pub identity: String,
     /// `leaseDurationSeconds`: renewed every third of it.
     pub lease_duration: Duration,
+    /// What a node comes to whose drain budgets allowing no disruption hold past
+    /// `drain.timeout`: it fails the roll (the default), or is skipped, or quarantined.
+    pub on_undrainable: Undrainable,
+    /// How many blocked nodes (skipped or quarantined) the roll goes on past; one more
+    /// stops it as a failure does. Default 1.
+    pub max_blocked: u32,
+}
+
+/// What a roll does with a node whose drain budgets allowing no disruption hold past the
+/// drain's timeout (its Pods left, the budgets that refused them named). AKS's
+/// `undrainableNodeBehavior`, with `max_blocked` as its `maxBlockedNodes`.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Undrainable {
+    /// The node fails (it stays cordoned, counted against the failure budget): no further
+    /// node starts. The default, and what a roll did before this option.
+    #[default]
+    Fail,
+    /// The node is uncordoned if we cordoned it, why is recorded on it (the budgets, the Pods
+    /// left), and the roll goes on; every node skipped is tried once more at the end.
+    Skip,
+    /// The node is left cordoned with the label [`QUARANTINED`](crate::records::QUARANTINED)
+    /// and why recorded on it; the roll goes on. No roll touches it again until a person
+    /// removes the label.
+    Quarantine,
+}
+
+impl Undrainable {
+    /// `fail`, `skip` or `quarantine`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Undrainable::Fail => "fail",
+            Undrainable::Skip => "skip",
+            Undrainable::Quarantine => "quarantine",
+        }
+    }
+}
+
+impl std::fmt::Display for Undrainable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Whether a plan may move a node to a version older than the one it runs.
@@ -178,6 +231,8 @@ impl PlanSpec {
             lease_name,
             identity,
             lease_duration,
+            on_undrainable: Undrainable::Fail,
+            max_blocked: 1,
         }
     }
 
@@ -341,6 +396,7 @@ impl Plan {
         Limits {
             failure_budget: self.spec.failure_budget,
             window: (self.spec.window.clone()).zip(self.time_zone.clone()),
+            max_blocked: self.spec.max_blocked,
             ..Limits::new(stop.clone())
         }
     }

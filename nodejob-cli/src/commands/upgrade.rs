@@ -32,6 +32,8 @@ pub(crate) fn settings(args: &Upgrade) -> UpgradeSettings {
         failure_budget: Some(args.failure_budget),
         health_check: args.health_check.then(|| args.health_argv.clone()),
         allow_downgrade: args.allow_downgrade,
+        on_undrainable: Some(args.long_roll.on_undrainable.policy()),
+        max_blocked: Some(args.long_roll.max_blocked),
     }
 }
 
@@ -50,11 +52,18 @@ pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
     let plan = settings(&args).plan(&global.namespace).map_err(refused)?;
     let stop = Stop::new();
     let notice = on_interrupt(Some(stop.clone()));
+    let undrainable = args.long_roll.simulate_undrainable.clone();
     let backend = Backend::new(global, args.sim.simulate)
         .clocked(args.sim.speed, args.sim.simulate_start)
         .failing(args.simulate_fail.as_deref(), Fault::UpgradeFails)?
         .prepared(Prepare::Settle);
+    if let Some(node) = &undrainable {
+        backend.has_node("--simulate-undrainable", node)?;
+    }
     backend.block_on(|t| async move {
+        if let (Some(fake), Some(node)) = (&t.fake, &undrainable) {
+            crate::sim::undrainable(fake, node).await?;
+        }
         if preview {
             let preview = upgrade_driver::preview(&*t.api, &plan)
                 .await
