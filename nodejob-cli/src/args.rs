@@ -135,6 +135,12 @@ pub(crate) enum Command {
     /// Rotate the cluster CA node by node: stage the new CA beside the old one, reissue every
     /// node's leaves from it, then finalize (drop the old CA), each phase gated on what every
     /// node reports.
+    ///
+    /// The long-roll options of `upgrade` do not apply here: no --on-undrainable or
+    /// --max-blocked (a rotation drains no node, so no budget blocks one), no --soak (its nodes
+    /// neither reboot nor change version, and its gates read every node's own report after
+    /// each phase before the next starts), no --on-failure rollback (--abort undoes a rotation
+    /// until any node has begun `issue`; after that, only forward is safe).
     #[command(after_help = EXIT_ROLL)]
     RotateCa(RotateCa),
     /// Run one privileged Job on a node and exit with its container's exit code.
@@ -308,8 +314,9 @@ pub(crate) struct Upgrade {
 const LONG_ROLL: &str = "Long rolls (blocked nodes, soak, rollback)";
 
 /// `upgrade`'s options for a roll that runs by itself, over nights: what a node a budget
-/// blocks comes to. (`rotate-ca` drains nothing: no node of a rotation is blocked by a
-/// budget.)
+/// blocks comes to, how long each node soaks. (`rotate-ca` takes none: it drains nothing, so
+/// no budget blocks one of its nodes, and its gates already read every node's report between
+/// phases.)
 #[derive(Debug, Args, Clone)]
 pub(crate) struct LongRoll {
     /// What a node comes to whose drain PodDisruptionBudgets allowing no disruption hold past
@@ -326,6 +333,18 @@ pub(crate) struct LongRoll {
     /// disruption, so that its drain is blocked (to show --on-undrainable).
     #[arg(long, value_name = "NODE", requires = "simulate", help_heading = LONG_ROLL)]
     pub(crate) simulate_undrainable: Option<String>,
+    /// How long each upgraded node, back in service, must stay Ready on the same boot (and
+    /// pass the health check again at the end) before the next batch starts; a duration: 90s,
+    /// 10m, 1.5h, 1h30m (at most 24h). A node that breaks its soak (NotReady, rebooted,
+    /// unhealthy) fails, counted against --failure-budget. The time left is shown as it goes;
+    /// the soak's start is recorded on the node (annotation stratum.ciq.com/upgrade-soak), so
+    /// a rerun resumes it. Default: no soak.
+    #[arg(long, value_name = "DURATION", value_parser = parse::duration, help_heading = LONG_ROLL)]
+    pub(crate) soak: Option<Duration>,
+    /// With --simulate: this node reboots by itself some time into its soak (to show --soak
+    /// failing a node).
+    #[arg(long, value_name = "NODE", requires = "simulate", help_heading = LONG_ROLL)]
+    pub(crate) simulate_soak_reboot: Option<String>,
 }
 
 /// `--on-undrainable`.

@@ -74,6 +74,8 @@ pub(crate) enum Field {
     OnUndrainable,
     /// How many blocked nodes a roll goes on past.
     MaxBlocked,
+    /// How long each upgraded node soaks.
+    Soak,
     /// A field of the driver's plan that no setting names.
     Other(&'static str),
 }
@@ -101,6 +103,7 @@ impl Field {
             "downgrade" => Field::AllowDowngrade,
             "on_undrainable" => Field::OnUndrainable,
             "max_blocked" => Field::MaxBlocked,
+            "soak" => Field::Soak,
             f if f.starts_with("window") => Field::Window,
             f => Field::Other(f),
         }
@@ -128,6 +131,7 @@ impl Field {
             Field::AllowDowngrade => "--allow-downgrade",
             Field::OnUndrainable => "--on-undrainable",
             Field::MaxBlocked => "--max-blocked",
+            Field::Soak => "--soak",
             Field::Other(f) => f,
         };
         flag.to_string()
@@ -154,6 +158,7 @@ impl Field {
             Field::AllowDowngrade => "allow_downgrade",
             Field::OnUndrainable => "on_undrainable",
             Field::MaxBlocked => "max_blocked",
+            Field::Soak => "soak",
             Field::Other(f) => f,
         }
     }
@@ -183,7 +188,7 @@ pub(crate) fn rule_said(rule: &str, name: impl Fn(&Field) -> String) -> String {
 
 /// `text` as one of the plan fields a rule may name, if it is one.
 fn plan_field(text: &str) -> Option<&'static str> {
-    const NAMED: [&str; 8] = [
+    const NAMED: [&str; 9] = [
         "max_unavailable",
         "failure_budget",
         "concurrency",
@@ -192,6 +197,7 @@ fn plan_field(text: &str) -> Option<&'static str> {
         "window",
         "on_undrainable",
         "max_blocked",
+        "soak",
     ];
     NAMED.into_iter().find(|f| *f == text)
 }
@@ -260,6 +266,8 @@ pub(crate) struct UpgradeSettings {
     pub(crate) on_undrainable: Option<upgrade_driver::Undrainable>,
     /// How many blocked nodes the roll goes on past.
     pub(crate) max_blocked: Option<u32>,
+    /// How long each upgraded node soaks.
+    pub(crate) soak: Option<Duration>,
 }
 
 impl UpgradeSettings {
@@ -309,6 +317,9 @@ impl UpgradeSettings {
         }
         if let Some(max) = self.max_blocked {
             spec.max_blocked = max;
+        }
+        if let Some(soak) = self.soak {
+            spec.soak = Some(soak);
         }
         upgrade_driver::Plan::build(spec).map_err(|e| Refused::Plan {
             field: Field::of_plan(e.field, ""),

@@ -306,6 +306,49 @@ pub(crate) async fn undrainable(fake: &FakeCluster, node: &str) -> Result<(), Ex
     Ok(())
 }
 
+/// `--simulate-soak-reboot NODE`: the progress of a simulated upgrade passed on to `inner`,
+/// and, once `node` is told soaking, that node's host reboots by itself 90 s later (a new
+/// boot ID, as [`FakeCluster::reboot_node`]), so that its soak fails.
+pub(crate) struct RebootInSoak<S: ?Sized> {
+    fake: Arc<FakeCluster>,
+    node: String,
+    armed: std::sync::atomic::AtomicBool,
+    inner: Arc<S>,
+}
+
+impl<S: ?Sized> RebootInSoak<S> {
+    /// Reboots `node` once into its soak, passing every event on to `inner`.
+    pub(crate) fn new(fake: Arc<FakeCluster>, node: &str, inner: Arc<S>) -> Self {
+        RebootInSoak {
+            fake,
+            node: node.to_string(),
+            armed: std::sync::atomic::AtomicBool::new(true),
+            inner,
+        }
+    }
+}
+
+impl<S> upgrade_driver::EventSink<upgrade_driver::Progress> for RebootInSoak<S>
+where
+    S: upgrade_driver::EventSink<upgrade_driver::Progress> + ?Sized,
+{
+    fn event(&self, event: &upgrade_driver::Progress) {
+        if let upgrade_driver::Progress::Driver(upgrade_driver::UpgradeEvent::Soaking {
+            node, ..
+        }) = event
+            && *node == self.node
+            && self.armed.swap(false, std::sync::atomic::Ordering::SeqCst)
+        {
+            let node = node.clone();
+            let at = self.fake.now() + Duration::from_secs(90);
+            self.fake.schedule(at, move |c| {
+                let _ = c.reboot_node(&node);
+            });
+        }
+        self.inner.event(event);
+    }
+}
+
 /// Lets the simulated workloads start (their pods scheduled and Ready) before a run.
 pub(crate) async fn settle(fake: &FakeCluster) {
     fake.sleep(Duration::from_secs(30)).await;

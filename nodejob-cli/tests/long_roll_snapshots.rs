@@ -118,3 +118,19 @@ fn the_preview_names_the_nodes_a_budget_would_block() {
         ])
     );
 }
+
+#[test]
+fn each_node_soaks_counting_down_before_the_next() {
+    let two = ["upgrade", "--simulate", "2", "--to", "v1.38.0"];
+    let with =
+        |more: &[&'static str]| -> Vec<&'static str> { two.iter().chain(more).copied().collect() };
+    nodejob_snapshot!("upgrade_soak", &with(&["--soak", "3m"]));
+    nodejob_snapshot!(
+        "upgrade_soak_failure",
+        &with(&["--soak", "3m", "--simulate-soak-reboot", "worker-a-0"])
+    );
+    nodejob_snapshot!(
+        "upgrade_preview_soak",
+        &with(&["--soak", "3m", "--preview"])
+    );
+}

@@ -29,6 +29,7 @@ use crate::{Error, PlanError, Stop};
 use nodejob_roll::Fenced;
 
 mod blocked;
+mod soak;
 
 pub(crate) use blocked::HeldBack;
 
@@ -321,6 +322,7 @@ where
         };
         let epoch = self.ctx.fence.epoch();
         let mut machine = NodeMachine::new(self.plan, epoch);
+        machine.set_now(api.wall_time().to_string());
         let mut step = machine.start(Box::new(first));
         let mut last: Option<Node> = None;
         let mut step_started = api.now();
@@ -524,7 +526,21 @@ where
                     spec.output = Some(Arc::new(NoteSink::to(name, &self.ctx.progress)));
                     Observation::Health(run_exit_code(api, &spec).await.map_err(|e| e.to_string()))
                 }
+                Intent::Soak { since, boot_id } => match self.soak(name, &since, &boot_id).await {
+                    Some(obs) => obs,
+                    None => {
+                        let result = NodeResult::Interrupted {
+                            step: UpgradeStep::Soak,
+                            why: "stopped on request during its soak; a rerun resumes it \
+                                      from its recorded start"
+                                .into(),
+                        };
+                        return self.end_node(name, result, last.as_ref(), started);
+                    }
+                },
             };
+            // What the machine writes next (a record's time) is of now.
+            machine.set_now(api.wall_time().to_string());
             step = machine.step(obs);
         }
     }
@@ -632,11 +648,15 @@ where
         cordoned_by_us(node)
     }
 
-    /// Ours in flight (an in-progress record): it may be down because of us.
+    /// Ours in flight (an in-progress record, or soaking): it may be down because of us.
     fn resumable(&self, node: &Node) -> bool {
         records::read::<InProgress>(node, IN_PROGRESS)
             .ok()
             .flatten()
+            .is_some()
+            || (records::read::<records::Soak>(node, records::SOAK)
+                .ok()
+                .flatten())
             .is_some()
     }
 }

@@ -33,7 +33,12 @@
 //!    ([`Plan::host_spec`], critical: the node is drained) and record its result on the node
 //!    before deleting it. Wait until the node rebooted (a `bootID` other than the one read at
 //!    Launch) and is Ready, and check that it reports the target. Run the health check, if any. Uncordon it only if we
-//!    cordoned it, record it done and remove our records, in one write. Each step is an Event
+//!    cordoned it, record it done and remove our records, in one write. When the plan soaks
+//!    (`soak`), that write records the soak's start and boot instead of done
+//!    ([`records::SOAK`]); the node must stay Ready on that boot for the soak (the health
+//!    check passing again at its end) before it is recorded done, and the next batch waits;
+//!    one that breaks it fails at `Soak`, left in service, why recorded (a rerun soaks it
+//!    again); a rerun resumes a soak from its recorded start. Each step is an Event
 //!    on the Node (reason `NodejobUpgrade<Step>`), so `kubectl describe node` shows the
 //!    history.
 //! 4. On a failure: no further node starts; nodes in flight finish; the failed node stays

@@ -41,6 +41,7 @@ use nodejob_core::runner::Report;
 use nodejob_core::{NodeChange, ready};
 
 mod blocked;
+mod soak;
 
 pub(crate) use blocked::blocked_why;
 
@@ -66,6 +67,9 @@ pub enum UpgradeStep {
     Health,
     /// Uncordon (if we cordoned it) and record it done.
     Uncordon,
+    /// Stay Ready on the same boot for the plan's soak, the health check passing again at its
+    /// end, then record it done (only when the plan soaks).
+    Soak,
 }
 
 impl UpgradeStep {
@@ -78,6 +82,7 @@ impl UpgradeStep {
             UpgradeStep::Reboot => "Reboot",
             UpgradeStep::Health => "Health",
             UpgradeStep::Uncordon => "Uncordon",
+            UpgradeStep::Soak => "Soak",
         }
     }
 
@@ -145,6 +150,14 @@ pub enum Intent {
     Health,
     /// The node is finished.
     Done(NodeResult),
+    /// Watch the node until the plan's soak, counted from `since`, has passed: it must stay
+    /// Ready on boot `boot_id` (and exist) all along. Answered [`Observation::Soaked`].
+    Soak {
+        /// When the soak started (RFC 3339).
+        since: String,
+        /// The boot it must stay on.
+        boot_id: String,
+    },
 }
 
 /// The answer to the last intent.
@@ -173,6 +186,14 @@ pub enum Observation {
     Health(Result<i32, String>),
     /// The last intent failed (an API error, or the Lease lost), with why.
     Failed(String),
+    /// The soak's watch ended: `held` when the soak passed with the node Ready on the same
+    /// boot all along; else the node as it broke it (`None`: deleted).
+    Soaked {
+        /// The node as last seen.
+        node: Option<Box<Node>>,
+        /// Whether it held to the end.
+        held: bool,
+    },
 }
 
 /// A drain that failed, with the Pods it had evicted by then.
@@ -300,6 +321,16 @@ enum At {
     Finishing,
     /// Writing the blocked record (skipped: uncordoned if ours; quarantined: labelled).
     Blocking(crate::records::Blocked),
+    /// Soaking: its watch.
+    Soaking,
+    /// The health check again, at the end of the soak.
+    SoakChecking,
+    /// Writing the done record once the soak passed (guarded).
+    SoakDone,
+    /// Writing a soak record afresh (a rerun after a failed soak), guarded.
+    SoakRestart,
+    /// Recording why the soak failed, before failing with it.
+    SoakFailing(Failure),
     Over,
 }
 
@@ -339,6 +370,10 @@ pub struct NodeMachine {
     on_undrainable: Undrainable,
     /// The node's blocked record, as first read (an earlier attempt's).
     blocked_before: Option<crate::records::Blocked>,
+    /// Whether the plan soaks each node.
+    soaks: bool,
+    /// The node's soak record, as first read or as written.
+    soak: Option<crate::records::Soak>,
 }
 
 impl NodeMachine {
@@ -360,6 +395,8 @@ impl NodeMachine {
             earlier_success: false,
             on_undrainable: plan.spec().on_undrainable,
             blocked_before: None,
+            soaks: plan.spec().soak.is_some(),
+            soak: None,
         }
     }
 
@@ -393,6 +430,20 @@ impl NodeMachine {
             let mut failure = failure.clone();
             failure.message = format!(
                 "{}; its result could not be recorded on the node: {why}",
+                failure.message
+            );
+            return self.fail(
+                failure.step,
+                failure.message,
+                failure.exit_code,
+                failure.log_tail,
+            );
+        }
+        if let (At::SoakFailing(failure), Observation::Failed(why)) = (&self.at, &obs) {
+            // Recording a failed soak failed too: the soak's failure is the news.
+            let mut failure = failure.clone();
+            failure.message = format!(
+                "{}; it could not be recorded on the node: {why}",
                 failure.message
             );
             return self.fail(
@@ -579,7 +630,23 @@ impl NodeMachine {
                 self.fail(UpgradeStep::Health, why, None, None)
             }
             (At::Blocking(record), Observation::Node(node)) => self.blocked(record, node),
+            (At::Soaking, Observation::Soaked { node, held }) => self.soaked(node, held),
+            (At::SoakChecking, Observation::Health(result)) => self.soak_checked(result),
+            (At::SoakDone, Observation::Node(node)) => self.soak_done(node),
+            (At::SoakDone, Observation::Changed(node)) => self.soak_done_again(node),
+            (At::SoakRestart, Observation::Node(node)) => self.soak_restarted(node),
+            (At::SoakRestart, Observation::Changed(node)) => self.soak_restart_again(node),
+            (At::SoakFailing(failure), Observation::Node(node)) => {
+                self.node = Some(node);
+                self.fail(
+                    failure.step,
+                    failure.message,
+                    failure.exit_code,
+                    failure.log_tail,
+                )
+            }
             (At::Finishing, Observation::Changed(node)) => self.finish_again(node),
+            (At::Finishing, Observation::Node(node)) if self.soaks => self.soak_started(node),
             (At::Finishing, Observation::Node(node)) => {
                 self.node = Some(node);
                 let message = if self.progress.as_ref().is_some_and(|p| p.cordoned) {
@@ -624,6 +691,12 @@ impl NodeMachine {
             Err(why) => return self.fail(UpgradeStep::Cordon, why, None, None),
         }
         self.blocked_before = records::read(&node, records::BLOCKED).ok().flatten();
+        self.soak = records::read(&node, records::SOAK).ok().flatten();
+        if progress.is_none()
+            && let Some(step) = self.resume_soak(&node)
+        {
+            return step;
+        }
         if progress.is_none()
             && !(at_target || done)
             && let Some(step) = self.leave_quarantined(&node)
@@ -1048,8 +1121,12 @@ impl NodeMachine {
         self.finish(marks)
     }
 
-    /// Uncordon if we cordoned it, record it done, remove our records: one write.
+    /// Uncordon if we cordoned it, record it done, remove our records: one write. When the
+    /// plan soaks, the soak record instead of the done record (done once it passed).
     fn finish(&mut self, mut marks: Vec<Mark>) -> Step {
+        if self.soaks {
+            return self.finish_into_soak(marks);
+        }
         let mut changes = Vec::new();
         if self.progress.as_ref().is_some_and(|p| p.cordoned) {
             changes.push(NodeChange::Uncordon);
@@ -1063,6 +1140,10 @@ impl NodeMachine {
         changes.push(NodeChange::remove_annotation(HOST_JOB));
         if self.blocked_before.is_some() {
             changes.push(NodeChange::remove_annotation(records::BLOCKED));
+        }
+        if self.soak.is_some() {
+            // An earlier soak's record (toward another target): ours no longer.
+            changes.push(NodeChange::remove_annotation(records::SOAK));
         }
         marks.push(Mark::Started(UpgradeStep::Uncordon));
         let rv = self.rv();
@@ -1144,6 +1225,11 @@ impl NodeMachine {
             At::Rebooting => UpgradeStep::Reboot,
             At::Checking => UpgradeStep::Health,
             At::Finishing | At::Over => UpgradeStep::Uncordon,
+            At::Soaking
+            | At::SoakChecking
+            | At::SoakDone
+            | At::SoakRestart
+            | At::SoakFailing(_) => UpgradeStep::Soak,
         }
     }
 }

@@ -120,6 +120,10 @@ pub struct PlanSpec {
     /// How many blocked nodes (skipped or quarantined) the roll goes on past; one more
     /// stops it as a failure does. Default 1.
     pub max_blocked: u32,
+    /// How long each upgraded node must stay Ready on the same boot once back in service,
+    /// the health check (if any) passing again at the end, before the roll goes on: the next
+    /// batch starts only once every node of this one soaked. `None` (the default): no soak.
+    pub soak: Option<Duration>,
 }
 
 /// What a roll does with a node whose drain budgets allowing no disruption hold past the
@@ -233,6 +237,7 @@ impl PlanSpec {
             lease_duration,
             on_undrainable: Undrainable::Fail,
             max_blocked: 1,
+            soak: None,
         }
     }
 
@@ -270,6 +275,9 @@ pub struct Plan {
 
 /// The longest host Job deadline accepted: a day.
 const MAX_DEADLINE: Duration = Duration::from_secs(24 * 3600);
+
+/// The longest soak accepted: a day.
+const MAX_SOAK: Duration = Duration::from_secs(24 * 3600);
 
 /// Refuses a failure budget above `width`, the nodes that may be unavailable at once
 /// (`max_unavailable`, as `said`): a failed node stays cordoned, so it counts as unavailable,
@@ -360,6 +368,16 @@ impl Plan {
         let time_zone = spec.window.as_ref().map(Window::validate).transpose()?;
         if spec.failure_budget == 0 {
             return bad("failure_budget", "must be at least 1".into());
+        }
+        if let Some(soak) = spec.soak
+            && (soak.is_zero() || soak > MAX_SOAK)
+        {
+            return bad(
+                "soak",
+                format!(
+                    "{soak:?} must be more than zero and at most 24h (leave it unset for none)"
+                ),
+            );
         }
         if let MaxUnavailable::Count(width) = spec.max_unavailable {
             budget_within(spec.failure_budget, width as usize, &width.to_string())?;

@@ -93,6 +93,10 @@ pub struct Preview {
     /// when none).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub quarantined: Vec<(String, String)>,
+    /// How long each node soaks once back in service, in milliseconds (left out when the plan
+    /// soaks none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub soak_ms: Option<u64>,
 }
 
 fn is_fail(policy: &Undrainable) -> bool {
@@ -224,6 +228,7 @@ where
         on_undrainable: plan.spec().on_undrainable,
         would_block,
         quarantined: held.quarantined_why(),
+        soak_ms: plan.spec().soak.map(nodejob_roll::millis),
     })
 }
 

@@ -29,6 +29,14 @@ pub enum UpgradeEvent {
         /// `namespace/name` of each.
         pods: Vec<String>,
     },
+    /// A node soaks: how long is left (told as it starts, then every tenth of the soak, at
+    /// least every 30 s of it).
+    Soaking {
+        /// The node.
+        node: String,
+        /// Milliseconds of the soak left, by the backend's clock.
+        left_ms: u64,
+    },
 }
 
 impl OwnEvents for UpgradeEvent {

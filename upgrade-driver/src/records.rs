@@ -7,6 +7,7 @@
 //! | [`HOST_JOB`] | once the host Job's result is read, before the Job is deleted | the host Job's UID and exit code: a succeeded host step is never run again; a failed one is retried by replacing exactly that Job |
 //! | [`DONE`] | with the uncordon, in one write that also removes the two above | the node is at the target, since when |
 //! | [`BLOCKED`] | when budgets allowing no disruption held its drain past the timeout and the plan skips or quarantines such a node, in one write that removes [`IN_PROGRESS`] (and uncordons it, if we cordoned it and skip it) | toward which target, skipped or quarantined, the budgets that blocked and the Pods left, when, and whether we had cordoned it |
+//! | [`SOAK`] | with the uncordon when the plan soaks, in the write that removes [`IN_PROGRESS`] and [`HOST_JOB`]; removed with the done record once the soak passed | the node soaks toward which target, since when, on which boot; a failed soak's why |
 //!
 //! and one label: [`QUARANTINED`], set with the [`BLOCKED`] record of a quarantined node; while
 //! it is there, no run touches the node.
@@ -58,6 +59,25 @@ pub struct Blocked {
 /// Whether `node` carries the [`QUARANTINED`] label.
 pub fn quarantined(node: &Node) -> bool {
     label(node, QUARANTINED).is_some()
+}
+
+/// A node upgraded and back in service, soaking ([`Soak`]).
+pub const SOAK: &str = "stratum.ciq.com/upgrade-soak";
+
+/// [`SOAK`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Soak {
+    /// The target it was upgraded to.
+    pub target: String,
+    /// When its soak started (RFC 3339): a resumed run waits out the rest from there.
+    pub since: String,
+    /// Its boot when the soak started: another means it rebooted, and the soak failed.
+    #[serde(rename = "bootID")]
+    pub boot_id: String,
+    /// Why its soak failed, once it did: a rerun then soaks it again from the start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
 }
 
 /// [`IN_PROGRESS`].
@@ -176,9 +196,10 @@ pub fn last_manager(node: &Node) -> Option<&str> {
 }
 
 /// Whether an upgrade run started `node` and has not finished it (our [`IN_PROGRESS`] record
-/// is on it), whatever the selection says now.
+/// is on it, or it soaks: [`SOAK`]), whatever the selection says now.
 pub fn in_flight(node: &Node) -> bool {
-    (node.metadata.annotations.as_ref()).is_some_and(|a| a.contains_key(IN_PROGRESS))
+    (node.metadata.annotations.as_ref())
+        .is_some_and(|a| a.contains_key(IN_PROGRESS) || a.contains_key(SOAK))
 }
 
 /// The node's name.

@@ -196,6 +196,8 @@ const OTHER_TARGET: &str = "v1.38.1";
 struct Policies {
     /// `on_undrainable` and `max_blocked`, when drawn.
     undrainable: Option<(Undrainable, u32)>,
+    /// `soak`, when drawn.
+    soak: Option<Duration>,
 }
 
 impl Policies {
@@ -203,9 +205,9 @@ impl Policies {
     fn draw(seed: u64) -> Self {
         let mut rng = Draw::new(seed ^ 0x4c4f_4e47_524f_4c4c);
         let policy = *rng.pick(&[Undrainable::Skip, Undrainable::Quarantine]);
-        Policies {
-            undrainable: Some((policy, rng.range(0, 2) as u32)),
-        }
+        let undrainable = Some((policy, rng.range(0, 2) as u32));
+        let soak = rng.chance(0.5).then(|| rng.millis(60_000, 300_000));
+        Policies { undrainable, soak }
     }
 
     fn apply(&self, spec: &mut PlanSpec) {
@@ -213,10 +215,13 @@ impl Policies {
             spec.on_undrainable = policy;
             spec.max_blocked = max;
         }
+        if self.soak.is_some() {
+            spec.soak = self.soak;
+        }
     }
 
     fn drawn(&self) -> bool {
-        self.undrainable.is_some()
+        self.undrainable.is_some() || self.soak.is_some()
     }
 }
 
@@ -254,6 +259,11 @@ struct Watch {
     /// Host Jobs recorded failed without an exit code (killed), by node: each may be retried.
     killed: Mutex<BTreeMap<String, u32>>,
     violations: Mutex<Vec<String>>,
+}
+
+/// Whether `node` carries the soak record.
+fn soaking(node: &Node) -> bool {
+    (node.metadata.annotations.as_ref()).is_some_and(|a| a.contains_key(records::SOAK))
 }
 
 fn our_record(node: &Node) -> Option<InProgress> {
@@ -452,6 +462,26 @@ fn check_report(fake: &FakeCluster, report: &Report) -> Result<(), String> {
                     ));
                 }
             }
+            Some(NodeResult::Failed(f)) if f.step == UpgradeStep::Soak && !soaking(&node) => {
+                return Err(format!(
+                    "{} failed at its soak, but carries no soak record",
+                    n.name
+                ));
+            }
+            Some(NodeResult::Interrupted {
+                step: UpgradeStep::Soak,
+                ..
+            }) if !soaking(&node) => {
+                return Err(format!(
+                    "{} interrupted at its soak, but carries no soak record",
+                    n.name
+                ));
+            }
+            Some(NodeResult::Failed(f)) if f.step == UpgradeStep::Soak => {}
+            Some(NodeResult::Interrupted {
+                step: UpgradeStep::Soak,
+                ..
+            }) => {}
             Some(NodeResult::Failed(f)) if f.step > UpgradeStep::Cordon && record.is_none() => {
                 return Err(format!(
                     "{} failed at {}, but carries no in-progress record",
@@ -484,7 +514,10 @@ fn check_report(fake: &FakeCluster, report: &Report) -> Result<(), String> {
     }
     if report.outcome == Outcome::Done {
         let left: Vec<String> = (fake.node_names().into_iter())
-            .filter(|n| fake.node(n).as_ref().and_then(our_record).is_some())
+            .filter(|n| {
+                fake.node(n)
+                    .is_some_and(|node| our_record(&node).is_some() || soaking(&node))
+            })
             .collect();
         if !left.is_empty() {
             return Err(format!(

@@ -7,7 +7,8 @@ use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Node
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use nodejob_core::NodeChange;
 use upgrade_driver::records::{
-    BLOCKED, Blocked, IN_PROGRESS, InProgress, QUARANTINED, QUARANTINED_VALUE, value,
+    BLOCKED, Blocked, DONE, IN_PROGRESS, InProgress, QUARANTINED, QUARANTINED_VALUE, SOAK, Soak,
+    value,
 };
 use upgrade_driver::{
     DrainFailed, HeldBy, Intent, Mark, NodeMachine, NodeResult, Observation as Obs, Plan, PlanSpec,
@@ -281,4 +282,240 @@ fn a_node_we_quarantined_whose_label_is_gone_is_ours_to_uncordon_when_rolled() {
         matches!(&changes[0], NodeChange::SetAnnotation { value, .. } if value.contains("\"cordoned\":true")),
         "{changes:?}"
     );
+}
+
+// --- soak ----------------------------------------------------------------------------------
+
+/// A machine under `plan` that upgraded the node (its host Job exited 0, recorded, deleted)
+/// and saw it back Ready at the target on boot-2: the step after the reboot.
+fn back_at_target(plan: &Plan) -> (NodeMachine, upgrade_driver::Step) {
+    let mut m = draining(plan, false);
+    let step = m.step(Obs::Drained(Ok(nodejob_core::drain::Drained::default())));
+    assert!(matches!(step.intent, Intent::Guarded { .. }), "{step:?}");
+    let step = m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
+    assert_eq!(step.intent, Intent::Host { adopt: None });
+    let report = nodejob_core::runner::Report {
+        uid: "j".into(),
+        exit_code: 0,
+        log: Some("upgraded\n".into()),
+    };
+    let step = m.step(Obs::Host(Ok(report)));
+    assert!(matches!(step.intent, Intent::Patch { .. }), "{step:?}");
+    let step = m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
+    assert!(matches!(step.intent, Intent::DeleteJob { .. }), "{step:?}");
+    let step = m.step(Obs::Deleted);
+    assert!(matches!(step.intent, Intent::WaitReboot { .. }), "{step:?}");
+    m.set_now("2026-01-01T01:00:00Z".into());
+    let step = m.step(Obs::Rebooted {
+        node: Some(node(TARGET, "boot-2", true, &[ours(true)])),
+        met: true,
+    });
+    (m, step)
+}
+
+fn soaking(health: bool) -> Plan {
+    plan(|s| {
+        s.soak = Some(std::time::Duration::from_secs(600));
+        if health {
+            s.health_check = Some(vec!["/usr/local/bin/stratum".into(), "health".into()]);
+        }
+    })
+}
+
+fn soak_record(changes: &[NodeChange]) -> Soak {
+    let value = changes
+        .iter()
+        .find_map(|c| match c {
+            NodeChange::SetAnnotation { key, value } if key == SOAK => Some(value.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no soak record in {changes:?}"));
+    serde_json::from_str(&value).unwrap()
+}
+
+#[test]
+fn without_a_soak_the_finish_records_done_as_before() {
+    let (_, step) = back_at_target(&plan(|_| {}));
+    let Intent::Guarded { changes, .. } = &step.intent else {
+        panic!("{step:?}")
+    };
+    assert!(
+        changes
+            .iter()
+            .any(|c| matches!(c, NodeChange::SetAnnotation { key, .. } if key == DONE))
+    );
+    assert!(
+        !changes
+            .iter()
+            .any(|c| matches!(c, NodeChange::SetAnnotation { key, .. } if key == SOAK))
+    );
+}
+
+#[test]
+fn with_a_soak_the_finish_uncordons_and_starts_the_soak_in_one_write_and_done_waits_for_it() {
+    let (mut m, step) = back_at_target(&soaking(false));
+    let Intent::Guarded { changes, .. } = &step.intent else {
+        panic!("{step:?}")
+    };
+    assert_eq!(changes[0], NodeChange::Uncordon);
+    assert!(changes.contains(&NodeChange::remove_annotation(IN_PROGRESS)));
+    assert!(
+        !changes
+            .iter()
+            .any(|c| matches!(c, NodeChange::SetAnnotation { key, .. } if key == DONE)),
+        "no done record before the soak: {changes:?}"
+    );
+    let record = soak_record(changes);
+    assert_eq!(
+        (
+            record.since.as_str(),
+            record.boot_id.as_str(),
+            record.failed
+        ),
+        ("2026-01-01T01:00:00Z", "boot-2", None)
+    );
+    let step = m.step(Obs::Node(node(TARGET, "boot-2", false, &[])));
+    assert!(
+        step.marks.contains(&Mark::Started(UpgradeStep::Soak)),
+        "{step:?}"
+    );
+    assert_eq!(
+        step.intent,
+        Intent::Soak {
+            since: "2026-01-01T01:00:00Z".into(),
+            boot_id: "boot-2".into()
+        }
+    );
+    // It held: done, the soak record gone, on the node as read.
+    let step = m.step(Obs::Soaked {
+        node: Some(node(TARGET, "boot-2", false, &[])),
+        held: true,
+    });
+    let Intent::Guarded { changes, .. } = &step.intent else {
+        panic!("{step:?}")
+    };
+    assert!(changes.contains(&NodeChange::remove_annotation(SOAK)));
+    assert!(
+        changes
+            .iter()
+            .any(|c| matches!(c, NodeChange::SetAnnotation { key, .. } if key == DONE))
+    );
+    let step = m.step(Obs::Node(node(TARGET, "boot-2", false, &[])));
+    assert_eq!(step.intent, Intent::Done(NodeResult::Upgraded));
+}
+
+#[test]
+fn a_soak_held_runs_the_health_check_again_and_a_failing_one_fails_the_node_at_soak() {
+    let (mut m, step) = back_at_target(&soaking(true));
+    // The health check after the reboot, first.
+    assert_eq!(step.intent, Intent::Health);
+    let step = m.step(Obs::Health(Ok(0)));
+    assert!(matches!(step.intent, Intent::Guarded { .. }), "{step:?}");
+    m.step(Obs::Node(node(TARGET, "boot-2", false, &[])));
+    let step = m.step(Obs::Soaked {
+        node: Some(node(TARGET, "boot-2", false, &[])),
+        held: true,
+    });
+    assert_eq!(step.intent, Intent::Health, "again, at the end of the soak");
+    let step = m.step(Obs::Health(Ok(3)));
+    let Intent::Patch { changes, .. } = &step.intent else {
+        panic!("{step:?}")
+    };
+    assert!(soak_record(changes).failed.unwrap().contains("exited 3"));
+    let step = m.step(Obs::Node(node(TARGET, "boot-2", false, &[])));
+    let Intent::Done(NodeResult::Failed(f)) = step.intent else {
+        panic!("{step:?}")
+    };
+    assert_eq!((f.step, f.exit_code), (UpgradeStep::Soak, Some(3)));
+}
+
+#[test]
+fn a_node_that_reboots_goes_not_ready_or_is_deleted_during_its_soak_fails_at_soak() {
+    let cases = [
+        (
+            Some(node(TARGET, "boot-3", false, &[])),
+            "rebooted during its soak",
+        ),
+        (
+            Some(not_ready(node(TARGET, "boot-2", false, &[]))),
+            "NotReady",
+        ),
+        (None, "deleted"),
+    ];
+    for (seen, want) in cases {
+        let (mut m, _) = back_at_target(&soaking(false));
+        m.step(Obs::Node(node(TARGET, "boot-2", false, &[])));
+        let gone = seen.is_none();
+        let mut step = m.step(Obs::Soaked {
+            node: seen,
+            held: false,
+        });
+        if !gone {
+            let Intent::Patch { changes, .. } = &step.intent else {
+                panic!("{want}: {step:?}")
+            };
+            assert!(
+                soak_record(changes).failed.unwrap().contains(want),
+                "{changes:?}"
+            );
+            step = m.step(Obs::Node(node(TARGET, "boot-2", false, &[])));
+        }
+        let Intent::Done(NodeResult::Failed(f)) = step.intent else {
+            panic!("{want}: {step:?}")
+        };
+        assert_eq!(f.step, UpgradeStep::Soak);
+        assert!(f.message.contains(want), "{}", f.message);
+    }
+}
+
+fn not_ready(mut n: Box<Node>) -> Box<Node> {
+    if let Some(c) = n.status.as_mut().and_then(|s| s.conditions.as_mut()) {
+        c[0].status = "False".into();
+    }
+    n
+}
+
+#[test]
+fn a_rerun_resumes_a_soak_from_its_recorded_start_or_soaks_again_after_a_failed_one() {
+    let record = Soak {
+        target: TARGET.into(),
+        since: "2026-01-01T01:00:00Z".into(),
+        boot_id: "boot-2".into(),
+        failed: None,
+    };
+    // Resumed where it stood: no write.
+    let mut m = NodeMachine::new(&soaking(false), EPOCH);
+    let step = m.start(node(TARGET, "boot-2", false, &[(SOAK, value(&record))]));
+    assert_eq!(
+        step.intent,
+        Intent::Soak {
+            since: record.since.clone(),
+            boot_id: "boot-2".into()
+        }
+    );
+    // Its last soak failed: soaked again from now, on the boot it is on.
+    let failed = Soak {
+        failed: Some("it rebooted during its soak".into()),
+        ..record.clone()
+    };
+    let mut m = NodeMachine::new(&soaking(false), EPOCH);
+    m.set_now("2026-01-02T00:00:00Z".into());
+    let step = m.start(node(TARGET, "boot-3", false, &[(SOAK, value(&failed))]));
+    let Intent::Guarded { changes, .. } = &step.intent else {
+        panic!("{step:?}")
+    };
+    let fresh = soak_record(changes);
+    assert_eq!(
+        (fresh.since.as_str(), fresh.boot_id.as_str(), fresh.failed),
+        ("2026-01-02T00:00:00Z", "boot-3", None)
+    );
+    let step = m.step(Obs::Node(node(TARGET, "boot-3", false, &[])));
+    assert!(matches!(step.intent, Intent::Soak { .. }), "{step:?}");
+    // A rerun that soaks none records it done.
+    let mut m = NodeMachine::new(&plan(|_| {}), EPOCH);
+    let step = m.start(node(TARGET, "boot-2", false, &[(SOAK, value(&record))]));
+    let Intent::Guarded { changes, .. } = &step.intent else {
+        panic!("{step:?}")
+    };
+    assert!(changes.contains(&NodeChange::remove_annotation(SOAK)));
 }

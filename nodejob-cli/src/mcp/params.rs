@@ -114,6 +114,11 @@ pub(crate) struct UpgradeArgs {
     /// it as a failure does. Default 1.
     #[serde(default)]
     pub(crate) max_blocked: Option<u32>,
+    /// How long each upgraded node, back in service, must stay Ready on the same boot (and
+    /// pass the health check again at the end) before the next batch starts: `10m`, `1h`
+    /// (at most `24h`). A node that breaks its soak fails (failure budget). Default: none.
+    #[serde(default)]
+    pub(crate) soak: Option<String>,
 }
 
 /// `on_undrainable`: what a node comes to whose drain budgets block past its timeout.
@@ -401,6 +406,7 @@ impl UpgradeArgs {
                 OnUndrainable::Quarantine => upgrade_driver::Undrainable::Quarantine,
             }),
             max_blocked: self.max_blocked,
+            soak: duration("soak", self.soak.as_ref())?,
         })
     }
 

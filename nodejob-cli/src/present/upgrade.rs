@@ -22,6 +22,8 @@ fn step_index(step: UpgradeStep) -> u64 {
         UpgradeStep::Reboot => 4,
         UpgradeStep::Health => 5,
         UpgradeStep::Uncordon => 6,
+        // Past the bar's end (it stays full): a soak follows the uncordon, when there is one.
+        UpgradeStep::Soak => 7,
     }
 }
 
@@ -49,6 +51,9 @@ impl Event for Progress {
             }
             Progress::Driver(UpgradeEvent::PodsEvicted { node, pods }) => {
                 format!("{node}: evicted {}", pods.join(", "))
+            }
+            Progress::Driver(UpgradeEvent::Soaking { node, left_ms }) => {
+                format!("{node}: soaking, {} left", seconds(*left_ms))
             }
             Progress::Note {
                 node: Some(node),
@@ -127,6 +132,12 @@ impl Event for Progress {
                 Some(format!("skipped: {why}")),
                 Now::Ended(End::Skipped),
             ),
+            Progress::Driver(UpgradeEvent::Soaking { node, left_ms }) => bar(
+                node,
+                Position::Keep,
+                Some(format!("Soak: {} left", seconds(*left_ms))),
+                Now::Working,
+            ),
             Progress::Lease(FenceEvent::Renewed { .. })
             | Progress::Driver(UpgradeEvent::PodsEvicted { .. }) => OnBars::Nothing,
             _ => OnBars::Line,
@@ -195,6 +206,13 @@ pub(crate) fn preview(preview: &Preview) -> String {
 /// would then do.
 fn undrainable_preview(preview: &Preview) -> Vec<String> {
     let mut lines = Vec::new();
+    if let Some(ms) = preview.soak_ms {
+        lines.push(format!(
+            "soak: each node, back in service, stays Ready on the same boot for {} (the health \
+             check, if any, passing again at its end) before the next batch starts",
+            seconds(ms)
+        ));
+    }
     for (node, why) in &preview.quarantined {
         lines.push(format!("leave {node}: {why}"));
     }
