@@ -8,6 +8,7 @@
 //! ```text
 //!   for each group, until its queue is empty:
 //!     limits.why_not(failed, now)?  -> Stopping(why)  (told by the driver)
+//!     limits.past_blocked(blocked)? -> Stopping(why)
 //!     admission.admit(group, queue) -> Batch | Drained | Again | Refused(why)
 //!     join_all(step(node) for node in batch); failed += failures
 //!     fence lost?                   -> LeaseLost(why)
@@ -41,6 +42,12 @@ pub trait RollEvent: DriverEvent + Sized {
 pub trait NodeEnd {
     /// Whether it counts against the failure budget.
     fn failed(&self) -> bool;
+    /// Whether it was blocked (its drain held past its timeout by budgets allowing no
+    /// disruption, the node skipped or quarantined): it counts against `max_blocked`, not
+    /// the failure budget.
+    fn blocked(&self) -> bool {
+        false
+    }
 }
 
 /// What an [`Admission`] lets start now.
@@ -324,6 +331,8 @@ pub struct Tally {
     pub failed: u32,
     /// Batches started so far.
     pub batches: usize,
+    /// Nodes blocked so far (counted against [`Limits::max_blocked`]).
+    pub blocked: u32,
 }
 
 /// The engine of one run: the API (for its clock), the Lease, the limits, the progress.
@@ -361,6 +370,9 @@ impl<A: Clock + ?Sized, E: RollEvent> Engine<'_, A, E> {
                 if let Some(why) = self.limits.why_not(tally.failed, self.api.wall_time()) {
                     return End::Stopping(why);
                 }
+                if let Some(why) = self.limits.past_blocked(tally.blocked) {
+                    return End::Stopping(why);
+                }
                 let batch = match admission.admit(group, &mut queue).await {
                     Admit::Batch(batch) => batch,
                     Admit::Drained => break,
@@ -374,6 +386,7 @@ impl<A: Clock + ?Sized, E: RollEvent> Engine<'_, A, E> {
                 tally.batches += 1;
                 let ends = join_all(batch.iter().map(|n| step(n.clone()))).await;
                 tally.failed += ends.iter().filter(|r| r.failed()).count() as u32;
+                tally.blocked += ends.iter().filter(|r| r.blocked()).count() as u32;
                 if let Some(why) = self.fence.lost() {
                     return End::LeaseLost(format!("the Lease was lost: {why}"));
                 }

@@ -28,6 +28,11 @@ use crate::records::{self, IN_PROGRESS, InProgress, boot_id, same_version, versi
 use crate::{Error, PlanError, Stop};
 use nodejob_roll::Fenced;
 
+mod blocked;
+mod soak;
+
+pub(crate) use blocked::HeldBack;
+
 /// The component named in the Events the driver writes.
 pub const COMPONENT: &str = "nodejob-upgrade";
 
@@ -152,10 +157,16 @@ where
     let width = plan.width(nodes.len())?;
     let limits = plan.limits(stop);
     let ctx = Context::begin(api, &spec.placement(), &claim, limits, progress, started).await?;
-    let refs: Vec<&Node> = nodes.iter().collect();
+    // Nodes an earlier run blocked: quarantined ones are left as they are, skipped ones come
+    // at the end (none for a cluster no run blocked).
+    let held = blocked::HeldBack::of(plan, &nodes);
+    let refs: Vec<&Node> = (nodes.iter())
+        .filter(|n| !held.holds(records::name(n)))
+        .collect();
     let order = groups(&refs, width);
     let by_name: BTreeMap<&str, &Node> = nodes.iter().map(|n| (records::name(n), n)).collect();
     let entries = (order.iter().flat_map(|g| &g.nodes))
+        .chain(held.names())
         .map(|name| {
             let entry = NodeReport {
                 name: name.clone(),
@@ -188,8 +199,9 @@ where
         selection: Selection::new(spec.selector.as_deref(), &spec.nodes),
         ledger: Ledger::new(entries),
     };
+    run.held_back(&held);
     // Renewed while anything waits (a host Job included): the renewer runs beside the roll.
-    let outcome = match run.ctx.renewing(run.roll(&order, width)).await {
+    let outcome = match run.ctx.renewing(run.roll(&order, width, &held)).await {
         Ok(outcome) => outcome,
         Err(why) => {
             // The roll was cut short where it stood: each node in flight is interrupted at its
@@ -224,37 +236,57 @@ where
 
     /// Rolls the groups in order: one pass of the engine, `max_unavailable` read again before
     /// each batch; returns how it ended.
-    async fn roll(&self, order: &[Group], width: usize) -> Outcome {
+    async fn roll(&self, order: &[Group], width: usize, held: &blocked::HeldBack) -> Outcome {
         let engine = self.ctx.engine();
-        let mut admission = MaxUnavailable::new(self, width, order, self.ctx.progress.clone());
-        let mut tally = Tally::default();
-        let end = engine
-            .pass(&mut tally, order, &mut admission, |name| async move {
-                self.node(&name).await
-            })
-            .await;
+        let admitted = held.admitted(order, width);
+        let mut admission = MaxUnavailable::new(self, width, &admitted, self.ctx.progress.clone());
+        let mut tally = Tally {
+            blocked: held.count(),
+            ..Tally::default()
+        };
+        let step = |name: String| async move { self.node(&name).await };
+        let mut end = engine.pass(&mut tally, order, &mut admission, step).await;
+        if end == End::Done
+            && let Some(again) = self.skipped_once_more(&mut tally, width, held)
+        {
+            end = engine
+                .pass(&mut tally, &[again], &mut admission, step)
+                .await;
+        }
         if let End::Stopping(why) = &end {
             self.ctx.tell(&Progress::Stopping { why: why.clone() });
         }
+        let past_blocked = tally.blocked > self.plan.spec().max_blocked;
         match end {
             End::LeaseLost(why) => Outcome::Stopped { why },
-            _ if tally.failed > 0 => self.failed_outcome(),
+            _ if tally.failed > 0 || past_blocked => self.failed_outcome(past_blocked),
             End::Stopping(why) => Outcome::Stopped { why },
-            End::Done => Outcome::Done,
+            End::Done => self.blocked_outcome().unwrap_or(Outcome::Done),
         }
     }
 
-    fn failed_outcome(&self) -> Outcome {
+    /// The failed nodes (and, `past_blocked`, the blocked ones), to retry.
+    fn failed_outcome(&self, past_blocked: bool) -> Outcome {
         let nodes: Vec<String> = self.ledger.read(|nodes| {
             (nodes.iter())
-                .filter(|n| n.failure().is_some())
+                .filter(|n| {
+                    n.failure().is_some()
+                        || (past_blocked && matches!(n.result, Some(NodeResult::Blocked { .. })))
+                })
                 .map(|n| n.name.clone())
                 .collect()
         });
-        Outcome::Failed {
-            nodes,
-            retry: "a rerun skips finished nodes and retries the failed one".into(),
-        }
+        let retry = if past_blocked {
+            format!(
+                "more nodes were blocked than max_blocked allows: once their budgets allow a \
+                 disruption, a rerun skips finished nodes and retries the failed and skipped \
+                 ones; a quarantined one is rolled once its label {} is removed",
+                records::QUARANTINED
+            )
+        } else {
+            "a rerun skips finished nodes and retries the failed one".into()
+        };
+        Outcome::Failed { nodes, retry }
     }
 
     fn finish_node(&self, name: &str, result: NodeResult, node: Option<&Node>) {
@@ -293,6 +325,7 @@ where
         };
         let epoch = self.ctx.fence.epoch();
         let mut machine = NodeMachine::new(self.plan, epoch);
+        machine.set_now(api.wall_time().to_string());
         let mut step = machine.start(Box::new(first));
         let mut last: Option<Node> = None;
         let mut step_started = api.now();
@@ -385,6 +418,12 @@ where
                         self.event(name, EventType::Warning, &f.step.reason(), &message)
                             .await;
                     }
+                    if let NodeResult::Blocked { why, .. } = &result
+                        && last.is_some()
+                    {
+                        self.event(name, EventType::Warning, blocked::REASON, why)
+                            .await;
+                    }
                     return self.end_node(name, result, last.as_ref(), started);
                 }
                 Intent::Patch { rv, changes } => match patch_node(api, name, &rv, &changes).await {
@@ -400,11 +439,14 @@ where
                     let mut drained = Drained::default();
                     let options = &self.plan.spec().drain;
                     let pods = Fenced::new(api, &self.ctx.fence);
-                    match drain_into(&pods, name, options, &notes, &mut drained).await {
+                    let result = drain_into(&pods, name, options, &notes, &mut drained).await;
+                    machine.set_now(api.wall_time().to_string());
+                    match result {
                         Ok(()) => Observation::Drained(Ok(drained)),
                         Err(e) => Observation::Drained(Err(DrainFailed {
                             evicted: drained.evicted,
                             message: e.to_string(),
+                            held: blocked::held_by(&e),
                         })),
                     }
                 }
@@ -487,7 +529,21 @@ where
                     spec.output = Some(Arc::new(NoteSink::to(name, &self.ctx.progress)));
                     Observation::Health(run_exit_code(api, &spec).await.map_err(|e| e.to_string()))
                 }
+                Intent::Soak { since, boot_id } => match self.soak(name, &since, &boot_id).await {
+                    Some(obs) => obs,
+                    None => {
+                        let result = NodeResult::Interrupted {
+                            step: UpgradeStep::Soak,
+                            why: "stopped on request during its soak; a rerun resumes it \
+                                      from its recorded start"
+                                .into(),
+                        };
+                        return self.end_node(name, result, last.as_ref(), started);
+                    }
+                },
             };
+            // What the machine writes next (a record's time) is of now.
+            machine.set_now(api.wall_time().to_string());
             step = machine.step(obs);
         }
     }
@@ -588,11 +644,15 @@ where
         cordoned_by_us(node)
     }
 
-    /// Ours in flight (an in-progress record): it may be down because of us.
+    /// Ours in flight (an in-progress record, or soaking): it may be down because of us.
     fn resumable(&self, node: &Node) -> bool {
         records::read::<InProgress>(node, IN_PROGRESS)
             .ok()
             .flatten()
+            .is_some()
+            || (records::read::<records::Soak>(node, records::SOAK)
+                .ok()
+                .flatten())
             .is_some()
     }
 }
