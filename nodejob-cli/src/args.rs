@@ -290,6 +290,16 @@ pub(crate) struct Upgrade {
     /// write.
     #[arg(long)]
     pub(crate) allow_downgrade: bool,
+    /// Go past the Kubernetes version skew policy (kubernetes.io/releases/version-skew-policy,
+    /// kubelet). Without it, a kubelet
+    /// upgrade (the default: nodes report their kubelet's version) is refused, naming the rule,
+    /// the nodes and the versions, when a worker would run a kubelet newer than the apiserver,
+    /// more than three minor versions older than it, or a minor version past the one after its
+    /// own: before any write (exit 2) and again before each batch (exit 4). Control-plane nodes
+    /// go first and may carry the apiserver: their workers are judged once they had their turn.
+    /// With it, every breach is said in the preview, the progress and the report.
+    #[arg(long)]
+    pub(crate) allow_skew: bool,
     /// Check each upgraded node with the command after `--` (exit 0 passes) before the next.
     #[arg(long, requires = "health_argv")]
     pub(crate) health_check: bool,

@@ -76,6 +76,8 @@ pub(crate) enum Field {
     MaxBlocked,
     /// How long each upgraded node soaks.
     Soak,
+    /// Whether the version skew policy may be broken.
+    AllowSkew,
     /// A field of the driver's plan that no setting names.
     Other(&'static str),
 }
@@ -104,6 +106,7 @@ impl Field {
             "on_undrainable" => Field::OnUndrainable,
             "max_blocked" => Field::MaxBlocked,
             "soak" => Field::Soak,
+            "skew" => Field::AllowSkew,
             f if f.starts_with("window") => Field::Window,
             f => Field::Other(f),
         }
@@ -132,6 +135,7 @@ impl Field {
             Field::OnUndrainable => "--on-undrainable",
             Field::MaxBlocked => "--max-blocked",
             Field::Soak => "--soak",
+            Field::AllowSkew => "--allow-skew",
             Field::Other(f) => f,
         };
         flag.to_string()
@@ -159,6 +163,7 @@ impl Field {
             Field::OnUndrainable => "on_undrainable",
             Field::MaxBlocked => "max_blocked",
             Field::Soak => "soak",
+            Field::AllowSkew => "allow_skew",
             Field::Other(f) => f,
         }
     }
@@ -188,7 +193,7 @@ pub(crate) fn rule_said(rule: &str, name: impl Fn(&Field) -> String) -> String {
 
 /// `text` as one of the plan fields a rule may name, if it is one.
 fn plan_field(text: &str) -> Option<&'static str> {
-    const NAMED: [&str; 9] = [
+    const NAMED: [&str; 10] = [
         "max_unavailable",
         "failure_budget",
         "concurrency",
@@ -198,6 +203,7 @@ fn plan_field(text: &str) -> Option<&'static str> {
         "on_undrainable",
         "max_blocked",
         "soak",
+        "skew",
     ];
     NAMED.into_iter().find(|f| *f == text)
 }
@@ -268,6 +274,8 @@ pub(crate) struct UpgradeSettings {
     pub(crate) max_blocked: Option<u32>,
     /// How long each upgraded node soaks.
     pub(crate) soak: Option<Duration>,
+    /// Go past the Kubernetes version skew policy (refused by default).
+    pub(crate) allow_skew: bool,
 }
 
 impl UpgradeSettings {
@@ -305,6 +313,9 @@ impl UpgradeSettings {
         spec.health_check = self.health_check.clone();
         if self.allow_downgrade {
             spec.downgrade = upgrade_driver::Downgrade::Allow;
+        }
+        if self.allow_skew {
+            spec.skew = upgrade_driver::Skew::Allow;
         }
         if let Some(window) = &self.window {
             spec.window = Some(parse::window(window).map_err(|why| Refused::Value {

@@ -918,3 +918,35 @@ pub async fn event_in_a_missing_namespace_is_refused<B: Backend>(
     );
     Ok(())
 }
+
+// ---- the apiserver's version (issue 22, the version-skew gate) ----
+
+/// `GET /version` names the apiserver's release: a `gitVersion` of `vMAJOR.MINOR.PATCH` (a
+/// build suffix allowed), and `major` and `minor` that agree with it (a provider's `minor` may
+/// end in `+`, as GKE's `"30+"`). What the version-skew gate judges a kubelet against.
+pub async fn version_names_the_servers_release<B: Backend>(backend: Arc<B>) -> Result<(), Failure> {
+    let ctx = Ctx::new(backend);
+    let info = ctx.api.version().await?;
+    let v = info.git_version.trim_start_matches('v');
+    let mut parts = v.splitn(3, '.');
+    let (major, minor) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let patch: String = (parts.next().unwrap_or("").chars())
+        .take_while(char::is_ascii_digit)
+        .collect();
+    ensure!(
+        info.git_version.starts_with('v')
+            && major.parse::<u64>().is_ok()
+            && minor.parse::<u64>().is_ok()
+            && !patch.is_empty(),
+        "gitVersion {:?} is not vMAJOR.MINOR.PATCH",
+        info.git_version
+    );
+    ensure!(
+        info.major == major && info.minor.trim_end_matches('+') == minor,
+        "major {:?} and minor {:?} disagree with gitVersion {:?}",
+        info.major,
+        info.minor,
+        info.git_version
+    );
+    Ok(())
+}

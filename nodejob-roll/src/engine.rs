@@ -201,6 +201,15 @@ impl<'f, F: Fleet + ?Sized, E: RollEvent> MaxUnavailable<'f, F, E> {
     /// Brings what it knows up to date, and drops from `queue` the nodes the fleet no longer
     /// keeps: every queued node on a group's first batch, then those that changed.
     async fn look(&mut self, queue: &mut Vec<String>) -> Result<(), String> {
+        // The queue in hand is the one kept as a set, or a new one (a group begun through an
+        // admission that wraps this one and did not say so): then judged whole.
+        let same = self
+            .queued
+            .as_ref()
+            .is_some_and(|q| q.len() == queue.len() && queue.first().is_none_or(|n| q.contains(n)));
+        if !same {
+            self.queued = None;
+        }
         let mut changed: Vec<(usize, String)> = (self.fleet.changed(&mut self.since).await?)
             .into_iter()
             .filter_map(|name| self.plan.get(&name).map(|&at| (at, name)))

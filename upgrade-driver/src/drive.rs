@@ -2,6 +2,8 @@
 //! fences every write with the Lease, renews the Lease while anything waits, and keeps the
 //! report.
 
+pub(crate) mod gate;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -149,6 +151,8 @@ where
         .map(|n| records::name(n).to_string())
         .collect();
     nodes.extend(carried);
+    // The version skew policy, before any write (the Lease is the first).
+    let skew = gate::before_any_write(api, plan, &nodes).await?;
     let claim = Claim {
         operation: "upgrade".into(),
         target: plan.target().to_string(),
@@ -178,6 +182,7 @@ where
                 steps: Vec::new(),
                 pods_evicted: Vec::new(),
                 took_ms: 0,
+                skew: Vec::new(),
             };
             (name.clone(), entry)
         })
@@ -200,6 +205,8 @@ where
         ledger: Ledger::new(entries),
     };
     run.held_back(&held);
+    run.skew_allowed(&skew.allowed);
+    run.skew_waiting(skew.waiting.as_ref());
     // Renewed while anything waits (a host Job included): the renewer runs beside the roll.
     let outcome = match run.ctx.renewing(run.roll(&order, width, &held)).await {
         Ok(outcome) => outcome,
@@ -239,7 +246,10 @@ where
     async fn roll(&self, order: &[Group], width: usize, held: &blocked::HeldBack) -> Outcome {
         let engine = self.ctx.engine();
         let admitted = held.admitted(order, width);
-        let mut admission = MaxUnavailable::new(self, width, &admitted, self.ctx.progress.clone());
+        let mut admission = gate::Gated {
+            run: self,
+            inner: MaxUnavailable::new(self, width, &admitted, self.ctx.progress.clone()),
+        };
         let mut tally = Tally {
             blocked: held.count(),
             ..Tally::default()

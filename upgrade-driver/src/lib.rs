@@ -10,6 +10,7 @@
 //! | `machine.rs` | [`NodeMachine`]: one node's steps, sans-IO (observations in, intents out) |
 //! | `drive.rs` | the thin loop: batches, the Lease, each node's intents through the traits |
 //! | `records.rs` | the annotations the driver keeps its state in |
+//! | `skew.rs`, `drive/gate.rs` | the version skew policy's rules, and the gate that reads `/version` before any write and before each batch |
 //! | `order.rs` | the order of the roll |
 //! | `progress.rs` | [`Progress`] events, [`Report`] |
 //! | `preview.rs` | [`preview`] |
@@ -19,11 +20,16 @@
 //!    fenced Lease (operation `upgrade`, the target), shared with the CA rotation, so the two
 //!    never overlap. It is renewed every third of its duration for the whole run, a 30-minute
 //!    host Job included.
+//!    A kubelet upgrade ([`VersionSource::KubeletVersion`]) is judged against the apiserver's
+//!    `GET /version` by the Kubernetes version skew policy ([`skew`]) before the Lease, and
+//!    refused ([`Error::Plan`] on `skew`) unless the plan allows skew.
 //! 2. Order them: control-plane nodes (`node-role.kubernetes.io/control-plane`) first, one at a
 //!    time; then workers by zone (`topology.kubernetes.io/zone`), one zone at a time, zones
 //!    and nodes in name order. Before each batch the nodes are read again: those at the target
 //!    are skipped, and the batch is cut so that at most `max_unavailable` nodes of the plan are
-//!    unavailable (NotReady, or cordoned by us) at once.
+//!    unavailable (NotReady, or cordoned by us) at once; then the version skew policy is judged
+//!    again over the batch's nodes, the apiserver's version read again: a breach stops the roll
+//!    (a worker waits for the control plane that carries the apiserver to go first).
 //! 3. Per node ([`NodeMachine`]): skip it when it reports the target or carries the done record
 //!    for it. Record that we started it (target, `bootID`, Lease epoch) and cordon it only if
 //!    it is schedulable, saying so, in one write. Drain it. Right before the host Job, write
@@ -127,6 +133,7 @@ mod plan;
 mod preview;
 mod progress;
 pub mod records;
+pub mod skew;
 
 use std::sync::Arc;
 
@@ -145,6 +152,7 @@ pub use order::{groups, is_control_plane};
 pub use plan::{Downgrade, MaxUnavailable, Plan, PlanSpec, Undrainable, VersionSource};
 pub use preview::{NodePreview, PodPlan, Preview, WouldBlock};
 pub use progress::{NodeReport, Progress, ProgressSink, Report, Totals, UpgradeEvent, quiet};
+pub use skew::Skew;
 
 /// Why a run could not start, or stopped before its Lease was acquired.
 #[derive(Debug, thiserror::Error)]

@@ -11,6 +11,8 @@ use nodejob_roll::{
     Limits, NSENTER, Placement, PlanError, Stop, Window, check_selection, identity,
 };
 
+use crate::skew::Skew;
+
 /// The annotation and label prefix of this driver's records.
 pub(crate) const PREFIX: &str = "stratum.ciq.com/";
 
@@ -114,6 +116,10 @@ pub struct PlanSpec {
     pub identity: String,
     /// `leaseDurationSeconds`: renewed every third of it.
     pub lease_duration: Duration,
+    /// Whether a kubelet upgrade keeps the Kubernetes version skew policy (the default:
+    /// refused otherwise, before any write and before each batch) or may go past it
+    /// ([`crate::skew`]).
+    pub skew: Skew,
     /// What a node comes to whose drain budgets allowing no disruption hold past
     /// `drain.timeout`: it fails the roll (the default), or is skipped, or quarantined.
     pub on_undrainable: Undrainable,
@@ -238,6 +244,7 @@ impl PlanSpec {
             on_undrainable: Undrainable::Fail,
             max_blocked: 1,
             soak: None,
+            skew: Skew::Enforce,
         }
     }
 

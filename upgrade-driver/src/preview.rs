@@ -81,6 +81,10 @@ pub struct Preview {
     pub nodes: Vec<NodePreview>,
     /// Who holds the Lease now, if anyone.
     pub lease: Option<String>,
+    /// What the version skew policy says of the roll: each breach the plan allows
+    /// (`--allow-skew`), or what the workers wait for (the control plane going first).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skew: Vec<String>,
     /// What the plan does with a node whose drain budgets hold past its timeout (left out
     /// when `fail`, the default).
     #[serde(skip_serializing_if = "is_fail")]
@@ -139,6 +143,11 @@ where
 {
     let nodes = select_nodes(api, plan).await?;
     refuse_downgrade(plan, &nodes)?;
+    let gate = crate::drive::gate::before_any_write(api, plan, &nodes).await?;
+    let skew = (gate.allowed.iter())
+        .map(|b| format!("allowed past the version skew policy: {b}"))
+        .chain(gate.waiting)
+        .collect();
     let mut skipped = Vec::new();
     let mut todo = Vec::new();
     let held = HeldBack::of(plan, &nodes);
@@ -225,6 +234,7 @@ where
         skipped,
         nodes: previews,
         lease,
+        skew,
         on_undrainable: plan.spec().on_undrainable,
         would_block,
         quarantined: held.quarantined_why(),

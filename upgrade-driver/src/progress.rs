@@ -77,6 +77,10 @@ pub struct NodeReport {
     pub pods_evicted: Vec<String>,
     /// From its start to its end, milliseconds of the backend's clock (0: not started).
     pub took_ms: u64,
+    /// What its move broke of the version skew policy, as the plan allowed (`--allow-skew`):
+    /// each rule, with the versions.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skew: Vec<String>,
 }
 
 impl NodeReport {

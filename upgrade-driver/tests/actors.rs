@@ -24,6 +24,10 @@
 //!    call after the theft), until it holds the Lease again.
 //! 7. A node labelled quarantined is never uncordoned by us.
 //!
+//! And at the start of every batch of a run that keeps the version skew policy (until one is
+//! refused by it: the operator then allows skew), 10: its nodes' move breaks no rule of the
+//! policy against the apiserver's version then ([`SkewCheck`]).
+//!
 //! # At the end of each run and of the seed
 //! 7. The run ends within its bound.
 //! 8. The report agrees with the cluster: a node reported upgraded has no in-progress record
@@ -62,11 +66,14 @@ use nodejob_fake::FakeCluster;
 use nodejob_fake::schedule::{Act, ActorSchedule, Cast, Draw};
 use nodejob_fake::stratum::{Operation, StratumTiming};
 use support::*;
+use upgrade_driver::EventSink;
 use upgrade_driver::records::{
     self, BLOCKED, DONE, HOST_JOB, IN_PROGRESS, InProgress, QUARANTINED,
 };
+use upgrade_driver::skew::{self, Kubelet, Workers, judge};
 use upgrade_driver::{
-    MaxUnavailable, NodeResult, Outcome, Plan, PlanSpec, Report, Undrainable, UpgradeStep, run,
+    MaxUnavailable, NodeResult, Outcome, Plan, PlanSpec, Report, Skew, Undrainable, UpgradeStep,
+    run,
 };
 
 /// Seeds run by `cargo test`.
@@ -225,8 +232,9 @@ impl Policies {
     }
 }
 
-fn plan_for(draws: &Draws, policies: &Policies, identity: &str, target: &str) -> Plan {
+fn plan_for(draws: &Draws, policies: &Policies, identity: &str, target: &str, skew: Skew) -> Plan {
     let mut spec = plan_spec();
+    spec.skew = skew;
     spec.target = target.into();
     spec.identity = identity.into();
     spec.max_unavailable = MaxUnavailable::Count(draws.max_unavailable);
@@ -419,6 +427,52 @@ impl Observe for Watch {
     }
 }
 
+// ---- the version skew policy (issue 22) ----
+
+/// Invariant 10: at the start of every batch of a run that keeps the version skew policy (its
+/// `BatchStarted` event, sent with no wait after the driver's reads of the nodes and of the
+/// apiserver's version), moving the batch's nodes to the target, as the cluster has them then,
+/// breaks no rule of the policy against the version the apiserver answers then.
+struct SkewCheck {
+    fake: Arc<FakeCluster>,
+    target: String,
+    skew: Skew,
+    violations: Mutex<Vec<String>>,
+}
+
+impl EventSink<upgrade_driver::Progress> for SkewCheck {
+    fn event(&self, event: &upgrade_driver::Progress) {
+        let upgrade_driver::Progress::BatchStarted { nodes: batch, .. } = event else {
+            return;
+        };
+        if self.skew == Skew::Allow {
+            return;
+        }
+        let server = self.fake.server_version();
+        let kubelets: Vec<Kubelet> = (batch.iter())
+            .filter_map(|n| self.fake.node(n))
+            .map(|n| Kubelet::of(&n))
+            .collect();
+        let breaches = judge(&self.target, &server, &kubelets, Workers::Now);
+        if !breaches.is_empty() {
+            let said: Vec<String> = breaches.iter().map(|b| b.to_string()).collect();
+            self.violations.lock().unwrap().push(format!(
+                "batch {batch:?} started breaking the version skew policy (apiserver at \
+                 {server}): {said:?}"
+            ));
+        }
+    }
+}
+
+/// Whether a run was refused, or stopped, by the version skew policy.
+fn refused_by_the_skew_policy(result: &Result<Report, upgrade_driver::Error>) -> bool {
+    match result {
+        Err(upgrade_driver::Error::Plan(p)) => p.field == "skew",
+        Ok(r) => matches!(&r.outcome, Outcome::Stopped { why } if why.contains(skew::POLICY)),
+        Err(_) => false,
+    }
+}
+
 // ---- one seed ----
 
 fn short(result: &Result<Report, upgrade_driver::Error>) -> String {
@@ -575,6 +629,10 @@ async fn scenario(seed: u64, verbose: bool, policies: &Policies) -> Result<Summa
     let mut runs = Vec::new();
     let mut violations = Vec::new();
     let mut done = false;
+    // The version skew policy is kept until a run is refused by it (an actor made a node, or
+    // the control plane, report a version the target cannot follow): the operator then
+    // allows skew for the runs after.
+    let mut skew = Skew::Enforce;
     for attempt in 0..RUNS {
         let identity = identities[attempt.min(identities.len() - 1)];
         let target = if draws.retarget && attempt > 0 {
@@ -582,7 +640,7 @@ async fn scenario(seed: u64, verbose: bool, policies: &Policies) -> Result<Summa
         } else {
             TARGET
         };
-        let plan = plan_for(&draws, policies, identity, target);
+        let plan = plan_for(&draws, policies, identity, target, skew);
         if attempt > 0 {
             // A rerun under another identity: the previous holder's Lease expires first.
             fake.sleep(plan.spec().lease_duration + Duration::from_secs(5))
@@ -627,12 +685,25 @@ async fn scenario(seed: u64, verbose: bool, policies: &Policies) -> Result<Summa
             width: draws.max_unavailable as usize,
             violations: Mutex::new(Vec::new()),
         });
+        let skews = Arc::new(SkewCheck {
+            fake: fake.clone(),
+            target: target.to_string(),
+            skew,
+            violations: Mutex::new(Vec::new()),
+        });
+        let sinks: Arc<dyn upgrade_driver::ProgressSink> = {
+            let (batches, skews) = (batches.clone(), skews.clone());
+            Arc::new(move |e: &upgrade_driver::Progress| {
+                batches.event(e);
+                skews.event(e);
+            })
+        };
         let crash = draws.crash.clone().filter(|_| attempt == 0);
         if let Some(c) = &crash {
             api = api.crashing_at_verb(c.verb, c.nth, c.after);
         }
         let result = tokio::select! {
-            result = tokio::time::timeout(RUN_BOUND, run(&api, &plan, batches.clone())) => {
+            result = tokio::time::timeout(RUN_BOUND, run(&api, &plan, sinks)) => {
                 match result {
                     Ok(result) => Some(result),
                     Err(_) => return Err(format!("run {attempt} did not end within {RUN_BOUND:?}; runs {runs:#?}")),
@@ -642,6 +713,7 @@ async fn scenario(seed: u64, verbose: bool, policies: &Policies) -> Result<Summa
         };
         violations.extend(api.observer().violations.lock().unwrap().clone());
         violations.extend(batches.violations.lock().unwrap().clone());
+        violations.extend(skews.violations.lock().unwrap().clone());
         for (node, n) in api.observer().killed.lock().unwrap().iter() {
             *killed.entry(node.clone()).or_default() += n;
         }
@@ -650,6 +722,9 @@ async fn scenario(seed: u64, verbose: bool, policies: &Policies) -> Result<Summa
             continue;
         };
         runs.push(short(&result));
+        if refused_by_the_skew_policy(&result) {
+            skew = Skew::Allow;
+        }
         if verbose {
             println!("run {attempt} at {:?}: {result:#?}", fake.now());
         }

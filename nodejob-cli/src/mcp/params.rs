@@ -103,6 +103,14 @@ pub(crate) struct UpgradeArgs {
     /// than any selected node's version is refused, naming the nodes and their versions.
     #[serde(default)]
     pub(crate) allow_downgrade: bool,
+    /// Go past the Kubernetes version skew policy
+    /// (https://kubernetes.io/releases/version-skew-policy/#kubelet). Default false: a kubelet
+    /// upgrade is refused, naming the rule, the nodes and the versions, when a worker would run
+    /// a kubelet newer than the apiserver, more than three minor versions older, or a minor
+    /// version past the one after its own (before any write, and again before each batch).
+    /// With it, each breach is said in the preview, the progress and the report.
+    #[serde(default)]
+    pub(crate) allow_skew: bool,
     /// What a node comes to whose drain PodDisruptionBudgets allowing no disruption hold past
     /// `drain_timeout`: `fail` (default: it stays cordoned, the roll stops), `skip`
     /// (uncordoned if we cordoned it, why recorded on it; the roll goes on and tries it once
@@ -407,6 +415,7 @@ impl UpgradeArgs {
             }),
             max_blocked: self.max_blocked,
             soak: duration("soak", self.soak.as_ref())?,
+            allow_skew: self.allow_skew,
         })
     }
 

@@ -166,6 +166,9 @@ pub(crate) fn preview(preview: &Preview) -> String {
     for (node, why) in &preview.skipped {
         lines.push(format!("skip {node}: {why}"));
     }
+    for said in &preview.skew {
+        lines.push(format!("skew: {said}"));
+    }
     for (i, (group, nodes)) in preview.batches.iter().enumerate() {
         lines.push(format!("batch {} ({group}): {}", i + 1, nodes.join(", ")));
     }
@@ -303,6 +306,14 @@ pub(crate) fn summary(report: &Report, took_ms: Option<u64>) -> String {
         ]);
     }
     let mut out = table(&rows);
+    for n in natural(&report.nodes, |n| n.name.as_str()) {
+        for said in &n.skew {
+            out.push_str(&format!(
+                "{}: allowed past the version skew policy: {said}\n",
+                n.name
+            ));
+        }
+    }
     let t = &report.totals;
     out.push_str(&format!(
         "{} upgraded, {} skipped, {} failed, {} stopped, {} not started{}; {} pods evicted; {}{}\n",

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::version::Info;
 
 use super::{ApiResult, Change, Clock};
 
@@ -179,4 +180,12 @@ pub trait NodeApi: Clock {
         resource_version: &str,
         changes: &[NodeChange],
     ) -> ApiResult<Node>;
+
+    /// `GET /version`: the apiserver's release (`gitVersion`, `major`, `minor`), what the
+    /// Kubernetes version skew policy judges a kubelet against
+    /// (<https://kubernetes.io/releases/version-skew-policy/#kubelet>). Here beside the Nodes
+    /// because that is what it is read for; it needs no grant of its own: every authenticated
+    /// user may read it (the `system:public-info-viewer` ClusterRole, bound to
+    /// `system:authenticated` and `system:unauthenticated` by default).
+    async fn version(&self) -> ApiResult<Info>;
 }

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::version::Info;
 use kube::api::{GetParams, ListParams, ObjectList, Patch, PatchParams};
 use nodejob_core::{ApiError, ApiResult, Change, NodeApi, NodeChange, NodeChanges, NodesAt};
 use serde_json::{Value, json};
@@ -88,6 +89,14 @@ impl NodeApi for KubeApi {
             self.nodes.saw(&cluster_key(name), node);
         }
         answer
+    }
+
+    /// One `GET /version`, as `kubectl version` reads the server's.
+    async fn version(&self) -> ApiResult<Info> {
+        let request = http::Request::get("/version")
+            .body(Vec::new())
+            .map_err(kube::core::request::Error::BuildRequest);
+        call_json(&self.client, request).await
     }
 }
 
