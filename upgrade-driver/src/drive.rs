@@ -26,7 +26,7 @@ use crate::machine::{
 use crate::order::groups;
 use crate::plan::{Downgrade, Plan, version_numbers};
 use crate::progress::{NodeReport, Progress, ProgressSink, Report, UpgradeEvent};
-use crate::records::{self, IN_PROGRESS, InProgress, boot_id, same_version, version};
+use crate::records::{self, IN_PROGRESS, InProgress, boot_id, version};
 use crate::{Error, PlanError, Stop};
 use nodejob_roll::Fenced;
 
@@ -96,24 +96,6 @@ pub(crate) fn refuse_downgrade(plan: &Plan, nodes: &[Node]) -> Result<(), Error>
             newer.join(", ")
         ),
     )))
-}
-
-/// Whether `node` needs nothing: at the target (or recorded done), and not ours in flight.
-pub(crate) fn at_target(plan: &Plan, node: &Node) -> Option<String> {
-    if records::in_flight(node) {
-        return None;
-    }
-    let target = plan.target();
-    if let Some(v) = version(node, &plan.spec().version_source)
-        && same_version(v, target)
-    {
-        return Some(format!("reports {v} already"));
-    }
-    records::read::<records::Done>(node, records::DONE)
-        .ok()
-        .flatten()
-        .filter(|d| same_version(&d.version, target))
-        .map(|_| format!("recorded done at {target}"))
 }
 
 pub(crate) async fn run<A>(
@@ -635,7 +617,7 @@ where
             Some(node) if !selected && !records::in_flight(node) => {
                 Some("no longer selected (relabelled)".to_string())
             }
-            Some(node) => at_target(self.plan, node),
+            Some(node) => records::at_target(self.plan, node),
         };
         let Some(why) = why else {
             return true;

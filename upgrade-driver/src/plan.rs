@@ -11,8 +11,6 @@ use nodejob_roll::{
     Limits, NSENTER, Placement, PlanError, Stop, Window, check_selection, identity,
 };
 
-use crate::skew::Skew;
-
 /// The annotation and label prefix of this driver's records.
 pub(crate) const PREFIX: &str = "stratum.ciq.com/";
 
@@ -518,4 +516,16 @@ fn is_version(s: &str) -> bool {
         && s.starts_with(|c: char| c.is_ascii_alphanumeric())
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "._-+".contains(c))
+}
+
+/// Whether a plan keeps the version skew policy (the default) or may go past it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Skew {
+    /// A roll that breaks the policy is refused, naming the rule, the nodes and the
+    /// versions: before any write, and before each batch.
+    #[default]
+    Enforce,
+    /// Allowed: asked for. The run and the preview say every breach.
+    Allow,
 }

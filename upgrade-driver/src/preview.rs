@@ -9,9 +9,10 @@ use serde::Serialize;
 
 use crate::Error;
 use crate::drive::HeldBack;
-use crate::drive::{at_target, cordoned_by_us, refuse_downgrade, retry, select_nodes};
+use crate::drive::{cordoned_by_us, refuse_downgrade, retry, select_nodes};
 use crate::order::groups;
 use crate::plan::{Plan, Undrainable};
+use crate::records::at_target;
 use crate::records::{self, unschedulable, version};
 use nodejob_roll::batches;
 

@@ -18,7 +18,7 @@
 use k8s_openapi::api::core::v1::Node;
 use serde::{Deserialize, Serialize};
 
-use crate::plan::{Undrainable, VersionSource};
+use crate::plan::{Plan, Undrainable, VersionSource};
 
 /// We started this node (see the module docs).
 pub const IN_PROGRESS: &str = "stratum.ciq.com/upgrade-in-progress";
@@ -224,4 +224,22 @@ pub fn label<'n>(node: &'n Node, key: &str) -> Option<&'n str> {
         .as_ref()
         .and_then(|l| l.get(key))
         .map(String::as_str)
+}
+
+/// Whether `node` needs nothing: at the target (or recorded done), and not ours in flight.
+pub(crate) fn at_target(plan: &Plan, node: &Node) -> Option<String> {
+    if in_flight(node) {
+        return None;
+    }
+    let target = plan.target();
+    if let Some(v) = version(node, &plan.spec().version_source)
+        && same_version(v, target)
+    {
+        return Some(format!("reports {v} already"));
+    }
+    read::<Done>(node, DONE)
+        .ok()
+        .flatten()
+        .filter(|d| same_version(&d.version, target))
+        .map(|_| format!("recorded done at {target}"))
 }

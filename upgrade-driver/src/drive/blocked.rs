@@ -9,10 +9,11 @@ use k8s_openapi::api::core::v1::Node;
 use nodejob_core::{JobApi, LeaseApi, NodeApi, PodApi};
 use nodejob_roll::{Group, Outcome, RollEvent, Tally};
 
-use super::{Run, at_target};
+use super::Run;
 use crate::machine::{HeldBy, NodeResult, blocked_why};
 use crate::plan::{Plan, Undrainable};
 use crate::progress::Progress;
+use crate::records::at_target;
 use crate::records::{self, BLOCKED, Blocked, QUARANTINED};
 
 /// The Event reason of a node skipped or quarantined.
