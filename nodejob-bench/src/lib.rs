@@ -12,7 +12,9 @@
 //!   API calls per node;
 //! - [`micro`]: core's pure functions and one step of the run machine, with criterion;
 //! - [`real`]: completion latency, requests per run and what a client holds open, on a real
-//!   control plane (`e2e/bench`).
+//!   control plane (`e2e/bench`);
+//! - [`hollow`]: a roll of hundreds of hollow nodes (the node agent's) on a real control
+//!   plane, beside the same roll on the fake (`e2e/bench hollow`).
 //!
 //! The baseline ([`poll::run_polling`]) drives core's own run machine and answers its waits by
 //! reading the Job every interval, as the Go original did; everything else is the runner's.
@@ -21,6 +23,7 @@
 //! README's Performance section), never checked by `cargo test`. Request counts are exact, and
 //! `tests/requests.rs` pins them.
 
+pub mod hollow;
 pub mod latency;
 pub mod micro;
 pub mod poll;

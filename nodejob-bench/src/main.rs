@@ -5,6 +5,7 @@
 //! cargo run --release -p nodejob-bench -- --runs 200 --sizes 100,1000 --no-micro
 //! cargo run --release -p nodejob-bench -- rotation 100   one CA rotation: Jobs and calls per node
 //! e2e/bench                                             the real control plane (`real`)
+//! e2e/bench hollow 100 500                              hollow nodes on it (`hollow`)
 //! ```
 //!
 //! Each rolling upgrade and the micro benchmarks run in a child process of this same binary
@@ -16,6 +17,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use criterion::Criterion;
+use nodejob_bench::hollow;
 use nodejob_bench::latency::{Schedule, measure};
 use nodejob_bench::micro;
 use nodejob_bench::real::{Cluster, Connector};
@@ -32,7 +34,12 @@ const USAGE: &str = "usage: nodejob-bench [--runs N] [--sizes N,N,...] [--no-mic
        nodejob-bench roll NODES [MAX_UNAVAILABLE]   one rolling upgrade (default 10%), as a
                                  line of JSON
        nodejob-bench rotation NODES  one CA rotation: host Jobs and API calls per node
-       nodejob-bench micro DIR       the micro benchmarks, criterion's estimates in DIR";
+       nodejob-bench micro DIR       the micro benchmarks, criterion's estimates in DIR
+       nodejob-bench hollow NODES [--json FILE]   on the cluster of KUBECONFIG, whose node
+                                 agent registered NODES nodes (e2e/bench hollow): roll them
+                                 with NODEJOB_BENCH_CLI at max_unavailable 10%, beside the
+                                 fake's roll; FILE: append the figures as a line of JSON
+       nodejob-bench hollow-table FILE  the table of the lines of FILE";
 
 /// What the table is made of.
 struct Options {
@@ -48,6 +55,8 @@ fn main() -> ExitCode {
         Some("rotation") => one_rotation(&args[1..]),
         Some("micro") => one_micro(&args[1..]),
         Some("real") => real(&args[1..]),
+        Some("hollow") => hollow(&args[1..]),
+        Some("hollow-table") => hollow_table(&args[1..]),
         Some("-h" | "--help") => {
             println!("{USAGE}");
             Ok(())
@@ -466,6 +475,43 @@ async fn roll_on(cluster: &Cluster) -> anyhow::Result<()> {
     }
     println!("  its summary: {}", roll.totals);
     Ok(())
+}
+
+/// `hollow NODES [--json FILE]`: the hollow nodes of the cluster of `KUBECONFIG` rolled.
+fn hollow(args: &[String]) -> anyhow::Result<()> {
+    let nodes: usize = args.first().context(USAGE)?.parse().context("NODES")?;
+    let json = match &args[1..] {
+        [] => None,
+        [flag, file] if flag == "--json" => Some(std::path::PathBuf::from(file)),
+        _ => anyhow::bail!("{USAGE}"),
+    };
+    let cli = std::env::var_os("NODEJOB_BENCH_CLI")
+        .context("NODEJOB_BENCH_CLI: the nodejob binary to roll with (e2e/bench sets it)")?;
+    let exe = std::env::current_exe()?;
+    println!("nodejob-bench hollow: {}", machine());
+    let rolled = runtime(false)?.block_on(hollow::roll(nodes, Path::new(&cli), &exe))?;
+    hollow::print(&rolled)?;
+    if let Some(file) = json {
+        hollow::append(&file, &rolled)?;
+    }
+    Ok(())
+}
+
+/// `hollow-table FILE`: a row per line of `FILE` (`hollow NODES --json FILE`'s).
+fn hollow_table(args: &[String]) -> anyhow::Result<()> {
+    let file = args.first().context(USAGE)?;
+    let text = std::fs::read_to_string(file).with_context(|| file.clone())?;
+    let rolls: Vec<hollow::Hollow> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("reading {file}"))?;
+    println!(
+        "Hollow nodes on a real control plane: `nodejob upgrade` (release) at max_unavailable \
+         10%, a replica per 10 workers behind a budget of 10%, beside the same roll on the fake"
+    );
+    hollow::print_table(&rolls)
 }
 
 /// `0.123 ms`, or `1.23 s` from a second on.

@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use futures::StreamExt as _;
 use http::{Request, Response, Uri};
+use http_body_util::BodyExt as _;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -486,11 +487,13 @@ fn established_to(port: u16) -> anyhow::Result<usize> {
 }
 
 /// A plain-HTTP proxy on loopback in front of the apiserver that counts the requests sent
-/// through it, by kind (`GET jobs/NAME`, `WATCH jobs`, `GET pods/log`, ...). It reaches the
+/// through it, by kind (`GET jobs/NAME`, `WATCH jobs`, `GET pods/log`, ...), and the bytes of
+/// their response bodies as they pass (a watch's as its events stream). It reaches the
 /// apiserver with the kubeconfig's TLS identity; its clients send no credentials.
 pub struct CountingProxy {
     addr: SocketAddr,
     counts: Arc<Mutex<BTreeMap<String, usize>>>,
+    bytes: Arc<Mutex<BTreeMap<String, u64>>>,
     levels: Arc<Mutex<BTreeMap<Option<String>, usize>>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -516,25 +519,29 @@ impl CountingProxy {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let counts = Arc::new(Mutex::new(BTreeMap::new()));
+        let bytes = Arc::new(Mutex::new(BTreeMap::new()));
         let levels = Arc::new(Mutex::new(BTreeMap::new()));
         let counted = Arc::clone(&counts);
+        let weighed = Arc::clone(&bytes);
         let leveled = Arc::clone(&levels);
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 let _ = stream.set_nodelay(true);
-                let (upstream, base, counted, leveled) = (
+                let (upstream, base, counted, weighed, leveled) = (
                     upstream.clone(),
                     base.clone(),
                     Arc::clone(&counted),
+                    Arc::clone(&weighed),
                     Arc::clone(&leveled),
                 );
                 tokio::spawn(async move {
                     let service = service_fn(move |mut request: Request<Incoming>| {
                         let (upstream, counted) = (upstream.clone(), Arc::clone(&counted));
-                        let leveled = Arc::clone(&leveled);
+                        let (weighed, leveled) = (Arc::clone(&weighed), Arc::clone(&leveled));
                         let base = base.clone();
                         async move {
-                            *counted.lock().unwrap().entry(kind(&request)).or_insert(0) += 1;
+                            let kind = kind(&request);
+                            *counted.lock().unwrap().entry(kind.clone()).or_insert(0) += 1;
                             *request.uri_mut() = rebase(&base, request.uri())?;
                             let response: Response<Incoming> = upstream.request(request).await?;
                             let level = response
@@ -543,6 +550,18 @@ impl CountingProxy {
                                 .and_then(|v| v.to_str().ok())
                                 .map(str::to_string);
                             *leveled.lock().unwrap().entry(level).or_insert(0) += 1;
+                            let response = response.map(move |body| {
+                                body.map_frame(move |frame| {
+                                    if let Some(data) = frame.data_ref() {
+                                        *weighed
+                                            .lock()
+                                            .unwrap()
+                                            .entry(kind.clone())
+                                            .or_insert(0) += data.len() as u64;
+                                    }
+                                    frame
+                                })
+                            });
                             anyhow::Ok(response)
                         }
                     });
@@ -555,6 +574,7 @@ impl CountingProxy {
         Ok(CountingProxy {
             addr,
             counts,
+            bytes,
             levels,
             task,
         })
@@ -571,6 +591,12 @@ impl CountingProxy {
     /// The requests so far, by kind.
     pub fn counts(&self) -> BTreeMap<String, usize> {
         self.counts.lock().unwrap().clone()
+    }
+
+    /// The bytes of the response bodies so far (as sent: this apiserver compresses none for
+    /// a client that asks for no gzip), by kind.
+    pub fn bytes(&self) -> BTreeMap<String, u64> {
+        self.bytes.lock().unwrap().clone()
     }
 
     /// The requests answered so far, by the UID of the priority level the apiserver's API

@@ -16,7 +16,6 @@ use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client};
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
 use crate::addresses::Addresses;
 use crate::apiserver::Apiserver;
@@ -26,18 +25,10 @@ use crate::node::NodeWorker;
 use crate::node_state::NodeState;
 use crate::pod::PodWorker;
 use crate::status::internal_ip;
+use crate::task::Task;
 
 /// The label that hands a Node to the agent.
 pub(crate) const AGENT_LABEL: &str = "nodejob.test/agent=true";
-
-/// A task that is aborted when its handle is dropped.
-struct Task(JoinHandle<()>);
-
-impl Drop for Task {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
 
 struct AdoptedNode {
     uid: String,

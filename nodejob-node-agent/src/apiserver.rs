@@ -1,11 +1,16 @@
 //! The agent's writes, over kube.
 
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod, Taint};
-use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
+use crate::lease::{self, LeaseWriter};
 use crate::logbook::PodKey;
+use crate::register::{Created, NodeRegistrar};
 use crate::writer::{PodWriter, WriteError};
 
 /// A client for the agent's writes.
@@ -70,6 +75,61 @@ impl Apiserver {
 
     fn pods(&self, pod: &PodKey) -> Api<Pod> {
         Api::namespaced(self.client.clone(), &pod.namespace)
+    }
+
+    fn leases(&self) -> Api<Lease> {
+        Api::namespaced(self.client.clone(), lease::NAMESPACE)
+    }
+}
+
+impl LeaseWriter for Apiserver {
+    async fn get(&self, name: &str) -> Result<Option<Lease>, WriteError> {
+        self.leases().get_opt(name).await.map_err(classify)
+    }
+
+    async fn create(&self, lease: &Lease) -> Result<Lease, WriteError> {
+        self.leases()
+            .create(&PostParams::default(), lease)
+            .await
+            .map_err(classify)
+    }
+
+    async fn update(&self, lease: &Lease) -> Result<Lease, WriteError> {
+        let name = lease.metadata.name.as_deref().unwrap_or_default();
+        self.leases()
+            .replace(name, &PostParams::default(), lease)
+            .await
+            .map_err(classify)
+    }
+}
+
+impl NodeRegistrar for Apiserver {
+    async fn create(&self, node: &Node) -> Result<Created, WriteError> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        match nodes.create(&PostParams::default(), node).await {
+            Ok(_) => Ok(Created::New),
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(Created::Exists),
+            Err(e) => Err(classify(e)),
+        }
+    }
+
+    async fn get(&self, name: &str) -> Result<Node, WriteError> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        nodes.get(name).await.map_err(classify)
+    }
+
+    async fn set_labels(
+        &self,
+        name: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<(), WriteError> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let patch = json!({"metadata": {"labels": labels}});
+        nodes
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(drop)
+            .map_err(classify)
     }
 }
 

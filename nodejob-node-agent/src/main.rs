@@ -1,8 +1,9 @@
 //! `nodejob-node-agent`: plays the kubelet of test Nodes for nodejob's end-to-end suite, on a
 //! machine where no kubelet can run. Not for production: it runs no container.
 //!
-//! It registers nothing itself: it adopts every Node labelled `nodejob.test/agent=true` (made
-//! by the test harness), gives it a loopback address (127.0.0.2, .3, …, or the loopback
+//! It adopts every Node labelled `nodejob.test/agent=true` (made by the test harness, or
+//! registered by the agent itself with `--register N`, as N kubelets would register theirs:
+//! kubemark's hollow nodes, many in one process), gives it a loopback address (127.0.0.2, .3, …, or the loopback
 //! `InternalIP` it already has) and posts its status as a Ready kubelet would, with what
 //! kube-scheduler needs to place pods there (capacity and allocatable, `nodeInfo` with the
 //! kubelet version and a boot ID); it lifts the `node.kubernetes.io/not-ready` taint every new
@@ -19,6 +20,12 @@
 //! over HTTPS at
 //! `<node address>:<port>/containerLogs/{namespace}/{pod}/{container}`, which the apiserver's
 //! `pods/log` reads.
+//!
+//! It keeps each node alive as a kubelet does, at the kubelet's intervals (`heartbeat.rs`):
+//! the node's Lease in `kube-node-lease` renewed every 10 s for 40 s (`lease.rs`; not while its
+//! host is down), its status computed every 10 s and patched when it changed, else every 5
+//! minutes. Two watches serve every node (the labelled Nodes, every Pod), however many it
+//! plays: not one per node, as N kubelets would open.
 //!
 //! Each node has a host, kept in memory for as long as the agent runs (a restarted agent
 //! starts every host afresh): the `stratum` model of `nodejob_host::stratum`, at the
@@ -45,6 +52,8 @@
 //!
 //! ```text
 //! nodejob-node-agent --kubeconfig /tmp/run/kubeconfig --port 10250
+//! nodejob-node-agent --kubeconfig /tmp/run/kubeconfig --port 10250 --register 500 \
+//!     --node-labels role=worker --zones zone-a,zone-b,zone-c,zone-d
 //! ```
 //!
 //! Every action is one line on stderr. SIGTERM or SIGINT stops it.
@@ -64,13 +73,17 @@ mod addresses;
 mod agent;
 mod apiserver;
 mod args;
+mod heartbeat;
 mod host;
+mod lease;
 mod logbook;
 mod logserver;
 mod node;
 mod node_state;
 mod pod;
+mod register;
 mod status;
+mod task;
 mod writer;
 
 use std::process::ExitCode;
@@ -116,6 +129,16 @@ async fn run(args: Args) -> anyhow::Result<()> {
         args.port
     );
     let version = args.kubelet_version.clone().unwrap_or(version);
+    if let Some(registration) = args.register.clone() {
+        say!(
+            "registering {} nodes, {} to {}",
+            registration.count,
+            registration.name(0),
+            registration.name(registration.count - 1)
+        );
+        let api = apiserver::Apiserver::new(client.clone());
+        tokio::spawn(async move { register::register_all(&api, &registration).await });
+    }
     tokio::select! {
         () = agent::run(client, args.port, version) => Ok(()),
         signal = shutdown() => {

@@ -14,15 +14,19 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use nodejob_host::OnSigterm;
 use tokio::sync::watch;
+use tokio::time::{Instant, sleep_until};
 
 use crate::apiserver::Apiserver;
+use crate::heartbeat::{Jitter, StatusSchedule};
 use crate::host::NodeHost;
+use crate::lease::{self, LeaseKeeper, NodeRef};
 use crate::logbook::LogBook;
 use crate::logserver::{Identity, LogServer};
 use crate::node_state::NodeState;
 use crate::status::{
-    HOST_DOWN_MESSAGE, NOT_READY_MESSAGE, NodeReport, condition_taints, node_patch,
+    HOST_DOWN_MESSAGE, NOT_READY_MESSAGE, NodeReport, Reported, condition_taints, node_patch,
 };
+use crate::task::Task;
 use crate::writer::WriteError;
 
 /// `"false"`: the node is NotReady; absent or `"true"`: Ready.
@@ -90,6 +94,13 @@ pub(crate) struct NodeWorker {
 
 impl NodeWorker {
     /// Runs until the node is gone, then says NotReady to its pods and stops listening.
+    ///
+    /// The node's status is posted at once when what the agent makes it report changes (the
+    /// host goes down or comes back, an annotation asks), and otherwise as the kubelet's
+    /// status loop does ([`StatusSchedule`]): computed every 10 s while the host is up,
+    /// patched when the node as last read reports otherwise (another writer's change) or,
+    /// unchanged, every 5 minutes with new heartbeat times. Its Lease is kept by a task of its
+    /// own ([`lease::keep`]), ended with the worker.
     pub(crate) async fn run(mut self) {
         let name = self.name.clone();
         let identity = match Identity::self_signed(&name, IpAddr::V4(self.ip)) {
@@ -99,8 +110,27 @@ impl NodeWorker {
                 return;
             }
         };
+        let uid = (self.node.borrow().metadata.uid.clone()).unwrap_or_default();
+        let keeper = LeaseKeeper::new(
+            self.api.clone(),
+            NodeRef {
+                name: name.clone(),
+                uid,
+            },
+        );
+        let lease = tokio::spawn(lease::keep(
+            keeper,
+            self.host.clone(),
+            Jitter::random(&name),
+        ));
+        // Ends with the worker.
+        let _lease = Task(lease);
         let adopted = Time(Timestamp::now());
+        let mut jitter = Jitter::random(&name);
+        let mut schedule = StatusSchedule::new(Instant::now());
         let mut posted: Option<Posted> = None;
+        // `Ready`'s `lastTransitionTime` as posted.
+        let mut ready_since = adopted.clone();
         let mut server: Option<LogServer> = None;
         loop {
             let mut node = self.node.borrow_and_update().clone();
@@ -115,23 +145,40 @@ impl NodeWorker {
                 kubelet_version: state.version,
                 boot_id: state.boot_id,
             };
+            let now = Instant::now();
+            // What the agent reports changed: posted at once.
+            let ours = posted.as_ref() != Some(&now_posting);
+            // The kubelet's sync, while it runs (its host up).
+            let sync = up && schedule.sync_due(now);
+            let since = match &posted {
+                Some(p) if p.ready == ready => ready_since.clone(),
+                _ => Time(Timestamp::now()),
+            };
+            let report = NodeReport {
+                name: &name,
+                ip: self.ip,
+                port: self.port,
+                ready,
+                not_ready_message: if up {
+                    NOT_READY_MESSAGE
+                } else {
+                    HOST_DOWN_MESSAGE
+                },
+                kubelet_version: &now_posting.kubelet_version,
+                boot_id: &now_posting.boot_id,
+                adopted: adopted.clone(),
+                ready_since: since.clone(),
+                now: Time(Timestamp::now()),
+            };
+            // Another writer's change to what the node reports, seen on the node as read.
+            let theirs = sync
+                && Reported::of_status(node.status.as_ref()) != Some(Reported::of_report(&report));
+            let heartbeat = sync && schedule.should_report(now, theirs);
+            if sync {
+                schedule.synced(now, &mut jitter);
+            }
             let mut retry = false;
-            if posted.as_ref() != Some(&now_posting) {
-                let report = NodeReport {
-                    name: &name,
-                    ip: self.ip,
-                    port: self.port,
-                    ready,
-                    not_ready_message: if up {
-                        NOT_READY_MESSAGE
-                    } else {
-                        HOST_DOWN_MESSAGE
-                    },
-                    kubelet_version: &now_posting.kubelet_version,
-                    boot_id: &now_posting.boot_id,
-                    adopted: adopted.clone(),
-                    now: Time(Timestamp::now()),
-                };
+            if ours || heartbeat {
                 let shown = if ready { "Ready" } else { "NotReady" };
                 match self
                     .api
@@ -139,14 +186,18 @@ impl NodeWorker {
                     .await
                 {
                     Ok(updated) => {
-                        say!(
-                            "node {name}: status {shown} (InternalIP {}, port {}, kubelet {}, boot {})",
-                            self.ip,
-                            self.port,
-                            now_posting.kubelet_version,
-                            now_posting.boot_id,
-                        );
+                        if ours || theirs {
+                            say!(
+                                "node {name}: status {shown} (InternalIP {}, port {}, kubelet {}, boot {})",
+                                self.ip,
+                                self.port,
+                                now_posting.kubelet_version,
+                                now_posting.boot_id,
+                            );
+                        }
+                        schedule.reported(Instant::now(), ours || theirs, &mut jitter);
                         posted = Some(now_posting);
+                        ready_since = since;
                         // Its resourceVersion is the one the taints' write must name.
                         node = updated;
                     }
@@ -194,6 +245,7 @@ impl NodeWorker {
                 // The agent keeps every host's sender: this one does not end.
                 Ok(()) = self.host.changed() => {}
                 () = tokio::time::sleep(RETRY), if retry => {}
+                () = sleep_until(schedule.next_sync()), if up => {}
             }
         }
         self.state.send_modify(|s| s.ready = false);

@@ -44,9 +44,69 @@ pub(crate) struct NodeReport<'a> {
     pub(crate) boot_id: &'a str,
     /// When the agent adopted the node: the pressure conditions' `lastTransitionTime`.
     pub(crate) adopted: Time,
-    /// Now: `Ready`'s `lastHeartbeatTime` and `lastTransitionTime` (the agent writes only
-    /// when `Ready` changes).
+    /// Since when `Ready` has had the status it has: its `lastTransitionTime`.
+    pub(crate) ready_since: Time,
+    /// Now: every condition's `lastHeartbeatTime`.
     pub(crate) now: Time,
+}
+
+/// What a status says of a node that the agent decides, heartbeat times aside: whether the
+/// kubelet's sync finds it changed (`nodeStatusHasChanged` compares the whole status but the
+/// heartbeat times; the agent compares what it writes that a reader acts on).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Reported {
+    /// `Ready`'s status is `True`.
+    pub(crate) ready: bool,
+    /// `Ready`'s message.
+    pub(crate) message: String,
+    /// `nodeInfo.kubeletVersion`.
+    pub(crate) kubelet_version: String,
+    /// `nodeInfo.bootID`.
+    pub(crate) boot_id: String,
+    /// The `InternalIP`.
+    pub(crate) ip: Option<Ipv4Addr>,
+    /// `daemonEndpoints.kubeletEndpoint.Port`.
+    pub(crate) port: Option<i32>,
+}
+
+impl Reported {
+    /// What `r` reports.
+    pub(crate) fn of_report(r: &NodeReport<'_>) -> Reported {
+        Reported {
+            ready: r.ready,
+            message: ready_message(r).to_string(),
+            kubelet_version: r.kubelet_version.to_string(),
+            boot_id: r.boot_id.to_string(),
+            ip: Some(r.ip),
+            port: Some(i32::from(r.port)),
+        }
+    }
+
+    /// What `status` (a node's, as read) reports; `None` without a `Ready` condition.
+    pub(crate) fn of_status(status: Option<&NodeStatus>) -> Option<Reported> {
+        let s = status?;
+        let ready = (s.conditions.as_ref()?.iter()).find(|c| c.type_ == "Ready")?;
+        let info = s.node_info.as_ref();
+        Some(Reported {
+            ready: ready.status == "True",
+            message: ready.message.clone().unwrap_or_default(),
+            kubelet_version: info.map(|i| i.kubelet_version.clone()).unwrap_or_default(),
+            boot_id: info.map(|i| i.boot_id.clone()).unwrap_or_default(),
+            ip: internal_ip(status),
+            port: (s.daemon_endpoints.as_ref())
+                .and_then(|d| d.kubelet_endpoint.as_ref())
+                .map(|e| e.port),
+        })
+    }
+}
+
+/// `Ready`'s message in `r`.
+fn ready_message<'a>(r: &NodeReport<'a>) -> &'a str {
+    if r.ready {
+        nodejob_host::status::READY_MESSAGE
+    } else {
+        r.not_ready_message
+    }
 }
 
 /// The message of `Ready` `False` when the harness asks for it.
@@ -102,7 +162,10 @@ pub(crate) fn node_status(r: &NodeReport<'_>) -> NodeStatus {
                 "KubeletHasSufficientPID",
                 "kubelet has sufficient PID available",
             ),
-            node_ready_condition(r.ready, r.not_ready_message, now),
+            NodeCondition {
+                last_transition_time: Some(r.ready_since.clone()),
+                ..node_ready_condition(r.ready, r.not_ready_message, now)
+            },
         ]),
         addresses: Some(vec![
             NodeAddress {
@@ -376,7 +439,8 @@ mod tests {
             kubelet_version: "v1.37.2",
             boot_id: "b-1",
             adopted: at(0),
-            now: at(5),
+            ready_since: at(5),
+            now: at(7),
         };
         let patch = node_patch(&report);
         assert_eq!(
@@ -422,6 +486,11 @@ mod tests {
         );
         assert_eq!(conditions[0]["lastTransitionTime"], "2026-01-01T00:00:00Z");
         assert_eq!(conditions[3]["lastTransitionTime"], "2026-01-01T00:00:05Z");
+        assert!(
+            conditions
+                .iter()
+                .all(|c| c["lastHeartbeatTime"] == "2026-01-01T00:00:07Z")
+        );
         assert_eq!(conditions[3]["reason"], "KubeletReady");
 
         let status = node_status(&report);
@@ -431,10 +500,11 @@ mod tests {
             Some(Ipv4Addr::new(127, 0, 0, 3))
         );
 
-        let status = node_status(&NodeReport {
+        let not_ready = NodeReport {
             ready: false,
-            ..report
-        });
+            ..report.clone()
+        };
+        let status = node_status(&not_ready);
         assert!(!node_ready(Some(&status)));
         let ready = status.conditions.unwrap().pop().unwrap();
         assert_eq!(
@@ -445,6 +515,58 @@ mod tests {
             ),
             ("False", Some("KubeletNotReady"), Some(NOT_READY_MESSAGE))
         );
+    }
+
+    /// What the node worker compares at each sync: what it would report against what the
+    /// node it read reports, read back the way it was written.
+    #[test]
+    fn what_a_status_reports_reads_back_and_ignores_heartbeats() {
+        let report = NodeReport {
+            name: "n1",
+            ip: Ipv4Addr::new(127, 0, 0, 3),
+            port: 10250,
+            ready: true,
+            not_ready_message: NOT_READY_MESSAGE,
+            kubelet_version: "v1.37.2",
+            boot_id: "b-1",
+            adopted: at(0),
+            ready_since: at(5),
+            now: at(7),
+        };
+        let read_back = |r: &NodeReport<'_>| {
+            let status: NodeStatus =
+                serde_json::from_value(node_patch(r)["status"].clone()).unwrap();
+            Reported::of_status(Some(&status))
+        };
+        let reported = Reported::of_report(&report);
+        assert_eq!(read_back(&report), Some(reported.clone()));
+        assert_eq!(reported.message, nodejob_host::status::READY_MESSAGE);
+        // A later heartbeat reports the same.
+        let later = NodeReport {
+            now: at(300),
+            ..report.clone()
+        };
+        assert_eq!(read_back(&later), Some(reported.clone()));
+        // What differs is seen: readiness and its message, the boot, the address.
+        let down = NodeReport {
+            ready: false,
+            not_ready_message: HOST_DOWN_MESSAGE,
+            ..report.clone()
+        };
+        assert_eq!(read_back(&down).unwrap().message, HOST_DOWN_MESSAGE);
+        assert_ne!(read_back(&down), Some(reported.clone()));
+        let booted = NodeReport {
+            boot_id: "b-2",
+            ..report.clone()
+        };
+        assert_ne!(read_back(&booted), Some(reported.clone()));
+        let moved = NodeReport {
+            ip: Ipv4Addr::new(127, 0, 0, 4),
+            ..report
+        };
+        assert_ne!(read_back(&moved), Some(reported));
+        assert_eq!(Reported::of_status(None), None);
+        assert_eq!(Reported::of_status(Some(&NodeStatus::default())), None);
     }
 
     fn taint(key: &str, effect: &str) -> Taint {

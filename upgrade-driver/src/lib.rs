@@ -39,12 +39,27 @@
 //!    ([`Plan::host_spec`], critical: the node is drained) and record its result on the node
 //!    before deleting it. Wait until the node rebooted (a `bootID` other than the one read at
 //!    Launch) and is Ready, and check that it reports the target. Run the health check, if any. Uncordon it only if we
-//!    cordoned it, record it done and remove our records, in one write. Each step is an Event
+//!    cordoned it, record it done and remove our records, in one write. When the plan soaks
+//!    (`soak`), that write records the soak's start and boot instead of done
+//!    ([`records::SOAK`]); the node must stay Ready on that boot for the soak (the health
+//!    check passing again at its end) before it is recorded done, and the next batch waits;
+//!    one that breaks it fails at `Soak`, left in service, why recorded (a rerun soaks it
+//!    again); a rerun resumes a soak from its recorded start. Each step is an Event
 //!    on the Node (reason `NodejobUpgrade<Step>`), so `kubectl describe node` shows the
 //!    history.
 //! 4. On a failure: no further node starts; nodes in flight finish; the failed node stays
 //!    cordoned with its failed Job left for inspection; the [`Report`] names the node, the
 //!    step, the exit code, the log's tail and the command to retry.
+//!
+//!    A drain that PodDisruptionBudgets hold (allowing no disruption past its timeout, or more
+//!    than one covering a Pod) is such a failure unless the plan's `on_undrainable` says
+//!    otherwise ([`Undrainable`]): `skip` uncordons the node if we cordoned it, records why on
+//!    it ([`records::BLOCKED`]: the budgets, the Pods left) and goes on, trying every skipped
+//!    node once more after the others; `quarantine` leaves it cordoned with the label
+//!    [`records::QUARANTINED`] and goes on. Past `max_blocked` blocked nodes the roll stops as
+//!    a failure does; a roll that ends with blocked nodes ends [`Outcome::Stopped`], naming
+//!    them. A rerun reads the records: it leaves a quarantined node alone, and comes back to a
+//!    skipped one last.
 //! 5. Release the Lease.
 //!
 //! # Guarantees
@@ -73,7 +88,9 @@
 //!   whole run stops where it waits and writes nothing more (a drain in flight elsewhere
 //!   evicts no further Pod), and each node in flight is reported interrupted at its step; a
 //!   holder that stopped renewing is taken over after expiry, and the report says from whom.
-//! - **Only what we cordoned is uncordoned**: a node someone else cordoned stays cordoned.
+//! - **Only what we cordoned is uncordoned**: a node someone else cordoned stays cordoned, and
+//!   a node labelled quarantined ([`records::QUARANTINED`]) is never uncordoned by us while the
+//!   label is there.
 //! - **Never more than `max_unavailable`** nodes of the plan cordoned by us or NotReady, and
 //!   control-plane nodes one at a time; at most `max_unavailable` nodes carry our in-progress
 //!   record at once.
@@ -124,16 +141,16 @@ use nodejob_core::{ApiError, JobApi, LeaseApi, NodeApi, PodApi};
 
 pub use drive::COMPONENT;
 pub use machine::{
-    DRAIN_ROUNDS, DrainFailed, Failure, Intent, Mark, NodeMachine, NodeResult, Observation, Step,
-    UpgradeStep,
+    DRAIN_ROUNDS, DrainFailed, Failure, HeldBy, Intent, Mark, NodeMachine, NodeResult, Observation,
+    Step, UpgradeStep,
 };
 pub use nodejob_roll::NSENTER;
 pub use nodejob_roll::Window;
 pub use nodejob_roll::{EventSink, FenceEvent, Outcome, Placement, PlanError, Selecting, Stop};
 pub use nodejob_roll::{Group, batches};
 pub use order::{groups, is_control_plane};
-pub use plan::{Downgrade, MaxUnavailable, Plan, PlanSpec, VersionSource};
-pub use preview::{NodePreview, PodPlan, Preview};
+pub use plan::{Downgrade, MaxUnavailable, Plan, PlanSpec, Undrainable, VersionSource};
+pub use preview::{NodePreview, PodPlan, Preview, WouldBlock};
 pub use progress::{NodeReport, Progress, ProgressSink, Report, Totals, UpgradeEvent, quiet};
 pub use skew::Skew;
 

@@ -32,17 +32,7 @@ use crate::records::{self, version};
 /// Where the policy is written, as every refusal cites it.
 pub const POLICY: &str = "https://kubernetes.io/releases/version-skew-policy/#kubelet";
 
-/// Whether a plan keeps the version skew policy (the default) or may go past it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Skew {
-    /// A roll that breaks the policy is refused, naming the rule, the nodes and the
-    /// versions: before any write, and before each batch.
-    #[default]
-    Enforce,
-    /// Allowed: asked for. The run and the preview say every breach.
-    Allow,
-}
+pub use crate::plan::Skew;
 
 /// A rule of the policy a node's move would break.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -229,7 +219,7 @@ pub fn refusal(target: &str, breaches: &[Breach]) -> PlanError {
 pub fn moving(plan: &Plan, nodes: &[Node]) -> (Vec<Kubelet>, Workers) {
     let moving: Vec<Kubelet> = nodes
         .iter()
-        .filter(|n| crate::drive::at_target(plan, n).is_none())
+        .filter(|n| records::at_target(plan, n).is_none())
         .map(Kubelet::of)
         .collect();
     let workers = if moving.iter().any(|k| k.control_plane) {

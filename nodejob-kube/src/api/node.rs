@@ -136,6 +136,8 @@ impl NodeApi for KubeApi {
 /// | `Uncordon` | `spec.unschedulable: null` (removed, as `kubectl uncordon` leaves it) |
 /// | `SetAnnotation {key, value}` | `metadata.annotations[key]: value` |
 /// | `RemoveAnnotation {key}` | `metadata.annotations[key]: null` (removed; absent is fine) |
+/// | `SetLabel {key, value}` | `metadata.labels[key]: value` |
+/// | `RemoveLabel {key}` | `metadata.labels[key]: null` (removed; absent is fine) |
 pub(crate) fn merge_patch(resource_version: &str, changes: &[NodeChange]) -> ApiResult<Value> {
     let mut patch = json!({ "metadata": { "resourceVersion": resource_version } });
     for change in changes {
@@ -147,6 +149,12 @@ pub(crate) fn merge_patch(resource_version: &str, changes: &[NodeChange]) -> Api
             }
             NodeChange::RemoveAnnotation { key } => {
                 patch["metadata"]["annotations"][key.as_str()] = Value::Null;
+            }
+            NodeChange::SetLabel { key, value } => {
+                patch["metadata"]["labels"][key.as_str()] = json!(value);
+            }
+            NodeChange::RemoveLabel { key } => {
+                patch["metadata"]["labels"][key.as_str()] = Value::Null;
             }
             other => {
                 return Err(ApiError::bad_request(format!(
@@ -170,6 +178,8 @@ mod tests {
             NodeChange::remove_annotation("stratum.ciq.com/old"),
             NodeChange::set_annotation("stratum.ciq.com/old", "back"),
             NodeChange::Uncordon,
+            NodeChange::set_label("stratum.ciq.com/quarantined", "yes"),
+            NodeChange::remove_label("stratum.ciq.com/gone"),
         ];
         assert_eq!(
             merge_patch("42", &changes)?,
@@ -179,6 +189,10 @@ mod tests {
                     "annotations": {
                         "stratum.ciq.com/upgrade": "cordoned",
                         "stratum.ciq.com/old": "back"
+                    },
+                    "labels": {
+                        "stratum.ciq.com/quarantined": "yes",
+                        "stratum.ciq.com/gone": null
                     }
                 },
                 "spec": { "unschedulable": null }

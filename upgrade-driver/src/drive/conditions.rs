@@ -12,6 +12,7 @@ use nodejob_roll::{Fenced, Held, Standing, condition};
 
 use super::Run;
 use crate::machine::{NodeResult, UpgradeStep};
+use crate::plan::Undrainable;
 
 /// A node's resourceVersions as its loop knows them: the one it last read or wrote, and those
 /// that only the run's own condition writes moved on from, each written under the one before
@@ -52,6 +53,7 @@ fn doing(step: UpgradeStep) -> &'static str {
         UpgradeStep::Reboot => "waiting for a new boot, Ready at the target",
         UpgradeStep::Health => "running the health check",
         UpgradeStep::Uncordon => "uncordoning and recording it done",
+        UpgradeStep::Soak => "soaking: Ready on its new boot, the health check again at the end",
     }
 }
 
@@ -154,6 +156,28 @@ where
                     "the upgrade to {target} stopped before {step}: {why}; a rerun carries it on"
                 ),
             ),
+            NodeResult::Blocked {
+                policy,
+                budgets,
+                why,
+                ..
+            } => {
+                let (reason, after) = match policy {
+                    Undrainable::Quarantine => (
+                        "Quarantined",
+                        "left cordoned and labelled; no roll touches it until the label is removed",
+                    ),
+                    _ => ("Blocked", "the roll comes back to it once at the end"),
+                };
+                Standing::new(
+                    Held::Yes,
+                    reason,
+                    format!(
+                        "the upgrade to {target} could not drain it (budgets {}): {why}; {after}",
+                        budgets.join(", ")
+                    ),
+                )
+            }
             NodeResult::Skipped { .. } => return,
         };
         self.condition(name, standing, None).await;

@@ -7,10 +7,11 @@ use k8s_openapi::api::core::v1::Node;
 use nodejob_core::{JobApi, LeaseApi, NodeApi, PodApi};
 use nodejob_roll::{Admission, Admit, Group, retry};
 
-use super::{Run, at_target};
+use super::Run;
 use crate::Error;
 use crate::plan::Plan;
 use crate::progress::Progress;
+use crate::records::at_target;
 use crate::skew::{Breach, Kubelet, Skew, Workers, applies, judge, moving, refusal};
 
 /// What the gate found before any write, on a plan it lets through.
@@ -82,6 +83,10 @@ where
     A: JobApi + NodeApi + PodApi + LeaseApi + ?Sized,
     I: Admission,
 {
+    fn begin(&mut self, group: &Group) {
+        self.inner.begin(group);
+    }
+
     async fn admit(&mut self, group: &Group, queue: &mut Vec<String>) -> Admit {
         let plan = self.run.plan;
         if !applies(plan) {
