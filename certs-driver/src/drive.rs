@@ -898,7 +898,12 @@ where
     fn stopping(&self, why: String) -> Outcome {
         self.progress
             .event(&Progress::Stopping { why: why.clone() });
-        Outcome::Stopped { why }
+        match self.limits.paused.ended() {
+            Some(p) => Outcome::Paused {
+                why: nodejob_roll::paused_out(&p, self.limits.pause_deadline),
+            },
+            None => Outcome::Stopped { why },
+        }
     }
 
     /// The run stops before the next phase with no node at fault: `why`, and `then` what to

@@ -522,6 +522,7 @@ fn short(mode: Mode, result: &Result<Report, Error>) -> String {
         Ok(r) => match &r.outcome {
             Outcome::Done => "done:".into(),
             Outcome::Stopped { why } => format!("stopped: {why}"),
+            Outcome::Paused { why } => format!("paused: {why}"),
             Outcome::Failed { retry, .. } => {
                 let named: Vec<String> = (r.nodes.iter())
                     .filter_map(|n| match &n.result {

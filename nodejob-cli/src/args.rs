@@ -156,6 +156,18 @@ pub(crate) enum Command {
     /// from the drivers' records (version, cordoned by us, upgrade, CA phase).
     #[command(after_help = EXIT_READ)]
     Status(Status),
+    /// Pause every roll until `nodejob resume`: the step under way finishes, no other starts.
+    ///
+    /// `upgrade` and `rotate-ca`, in flight or to come, finish the step under way on each node
+    /// and start no other until `nodejob resume`. Kept in the cluster as an annotation on the
+    /// shared Lease object (who, when, why), whoever holds the Lease; a paused run says so in
+    /// its progress, goes on when resumed, and ends paused (exit 4) if still paused 12 hours
+    /// after it began to wait. `status` shows it.
+    #[command(after_help = EXIT_READ)]
+    Pause(PauseArgs),
+    /// Lift the pause switch `nodejob pause` set: paused runs go on with their next step.
+    #[command(after_help = EXIT_READ)]
+    Resume(ResumeArgs),
     /// Serve these operations as Model Context Protocol tools over stdio, for assistants and
     /// automation: read-only `status`, `jobs`, `render`, `upgrade_preview`,
     /// `rotate_ca_preview`; `upgrade`, `rotate_ca`, `rotate_ca_abort` and `run` only with the
@@ -355,6 +367,10 @@ pub(crate) struct LongRoll {
     /// failing a node).
     #[arg(long, value_name = "NODE", requires = "simulate", help_heading = LONG_ROLL)]
     pub(crate) simulate_soak_reboot: Option<String>,
+    /// With --simulate: an operator pauses the rolls (`nodejob pause`) as this node's drain
+    /// starts, and resumes them 5 minutes later (to show the pause switch).
+    #[arg(long, value_name = "NODE", requires = "simulate", help_heading = LONG_ROLL)]
+    pub(crate) simulate_pause: Option<String>,
 }
 
 /// `--on-undrainable`.
@@ -496,6 +512,24 @@ pub(crate) struct Mcp {
     /// the whole session, so that a preview and the run after it see the same cluster.
     #[command(flatten)]
     pub(crate) sim: Simulate,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct PauseArgs {
+    /// Why, for whoever finds the rolls paused (`status`, every paused run's progress).
+    #[arg(long, value_name = "TEXT")]
+    pub(crate) reason: Option<String>,
+    /// Who pauses, as said with it. Default: `$USER@host`.
+    #[arg(long, value_name = "WHO")]
+    pub(crate) by: Option<String>,
+    #[command(flatten)]
+    pub(crate) sim: SimulateHistory,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ResumeArgs {
+    #[command(flatten)]
+    pub(crate) sim: SimulateHistory,
 }
 
 #[derive(Debug, Args)]

@@ -47,6 +47,8 @@ fn dispatch(cli: Cli) -> Result<Exit, Exit> {
         Command::Render(args) => commands::render::render(&global, args),
         Command::Jobs(args) => commands::jobs::jobs(&global, args),
         Command::Status(args) => commands::status::status(&global, args),
+        Command::Pause(args) => commands::pause::pause(&global, args),
+        Command::Resume(args) => commands::pause::resume(&global, args),
         Command::Mcp(args) => mcp::serve(&global, args),
         Command::Completions { shell } => commands::completions::completions(shell),
     }

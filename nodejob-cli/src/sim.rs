@@ -338,6 +338,67 @@ where
     }
 }
 
+/// `--simulate-pause NODE`: the progress of a simulated upgrade passed on to `inner`, and,
+/// once `node`'s drain starts, an operator pauses the rolls (`nodejob pause`, on the Lease of
+/// `namespace`) and resumes them 5 minutes later.
+pub(crate) struct PauseAtDrain<S: ?Sized> {
+    fake: Arc<FakeCluster>,
+    namespace: String,
+    lease: String,
+    node: String,
+    armed: std::sync::atomic::AtomicBool,
+    inner: Arc<S>,
+}
+
+impl<S: ?Sized> PauseAtDrain<S> {
+    /// Pauses once, as `node`'s drain starts, passing every event on to `inner`.
+    pub(crate) fn new(
+        fake: Arc<FakeCluster>,
+        (namespace, lease): (&str, &str),
+        node: &str,
+        inner: Arc<S>,
+    ) -> Self {
+        PauseAtDrain {
+            fake,
+            namespace: namespace.to_string(),
+            lease: lease.to_string(),
+            node: node.to_string(),
+            armed: std::sync::atomic::AtomicBool::new(true),
+            inner,
+        }
+    }
+}
+
+impl<S> upgrade_driver::EventSink<upgrade_driver::Progress> for PauseAtDrain<S>
+where
+    S: upgrade_driver::EventSink<upgrade_driver::Progress> + ?Sized,
+{
+    fn event(&self, event: &upgrade_driver::Progress) {
+        self.inner.event(event);
+        if let upgrade_driver::Progress::StepStarted {
+            node,
+            step: upgrade_driver::UpgradeStep::Drain,
+        } = event
+            && *node == self.node
+            && self.armed.swap(false, std::sync::atomic::Ordering::SeqCst)
+        {
+            let (fake, namespace) = (self.fake.clone(), self.namespace.clone());
+            let lease = self.lease.clone();
+            tokio::spawn(async move {
+                use nodejob_core::pause::{Pause, set_pause};
+                let pause = Pause {
+                    by: "operator@console (simulated)".into(),
+                    at: Some(fake.wall_time()),
+                    reason: "the storage team is failing over".into(),
+                };
+                let _ = set_pause(&*fake, &namespace, &lease, Some(&pause)).await;
+                fake.sleep(Duration::from_secs(300)).await;
+                let _ = set_pause(&*fake, &namespace, &lease, None).await;
+            });
+        }
+    }
+}
+
 /// Lets the simulated workloads start (their pods scheduled and Ready) before a run.
 pub(crate) async fn settle(fake: &FakeCluster) {
     fake.sleep(Duration::from_secs(30)).await;

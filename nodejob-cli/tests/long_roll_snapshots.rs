@@ -134,3 +134,30 @@ fn each_node_soaks_counting_down_before_the_next() {
         &with(&["--soak", "3m", "--preview"])
     );
 }
+
+#[test]
+fn a_roll_paused_mid_way_waits_before_its_next_step_and_goes_on_when_resumed() {
+    // An operator pauses as worker-a-0's drain starts and resumes 5 minutes later: the drain
+    // finishes, the upgrade of worker-a-0 waits, saying who paused, when and why, then goes on.
+    nodejob_snapshot!(
+        "upgrade_paused",
+        &upgrade(&["--simulate-pause", "worker-a-0"])
+    );
+}
+
+#[test]
+fn pause_and_resume_say_who_when_why_and_what_they_changed() {
+    nodejob_snapshot!(
+        "pause",
+        &[
+            "pause",
+            "--simulate",
+            "3",
+            "--by",
+            "alice@console",
+            "--reason",
+            "the storage team is failing over",
+        ]
+    );
+    nodejob_snapshot!("resume_not_paused", &["resume", "--simulate", "3"]);
+}

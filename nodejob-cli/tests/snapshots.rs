@@ -65,6 +65,8 @@ fn help_texts() {
         "render",
         "jobs",
         "status",
+        "pause",
+        "resume",
         "mcp",
         "completions",
     ] {

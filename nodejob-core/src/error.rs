@@ -219,6 +219,8 @@ pub enum Action {
     Renewing,
     /// Writing a Lease we hold with no holder.
     Releasing,
+    /// Setting or lifting the pause switch on the Lease (`nodejob pause`, `nodejob resume`).
+    Pausing,
     /// A whole runner function, when it fails for a reason of its own (a bug, not a call).
     Running,
 }
@@ -237,6 +239,7 @@ impl Action {
             Action::Acquiring => "acquiring",
             Action::Renewing => "renewing",
             Action::Releasing => "releasing",
+            Action::Pausing => "setting the pause switch on",
             Action::Running => "running",
         }
     }

@@ -33,6 +33,7 @@ mod image;
 mod job;
 pub mod lease;
 mod names;
+pub mod pause;
 mod quote;
 pub mod runner;
 pub mod selector;

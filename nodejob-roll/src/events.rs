@@ -29,6 +29,12 @@ pub enum Outcome {
         /// Why.
         why: String,
     },
+    /// Still paused (`nodejob pause`) at the run's pause deadline: nodes in flight finished
+    /// their step, none started after. `nodejob resume`, then a rerun resumes.
+    Paused {
+        /// Who paused, when, why, and the deadline.
+        why: String,
+    },
 }
 
 /// Receives a node's notes as `(node, message)`.

@@ -150,6 +150,12 @@ impl Fence {
         &self.how
     }
 
+    /// The pause switch on the Lease as last read ([`nodejob_core::pause`]): every
+    /// [`Fence::check`] reads the Lease, so this is as fresh as the last fenced write.
+    pub async fn paused(&self) -> Option<nodejob_core::pause::Pause> {
+        nodejob_core::pause::paused(self.held.lock().await.lease())
+    }
+
     /// Why the Lease was lost, once it was.
     pub fn lost(&self) -> Option<String> {
         self.lost.lock().unwrap().clone()

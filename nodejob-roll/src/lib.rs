@@ -31,6 +31,7 @@ pub mod fenced;
 pub mod limits;
 pub mod ops;
 pub mod order;
+pub mod pause;
 pub mod placement;
 pub mod progress;
 pub mod report;
@@ -48,9 +49,10 @@ pub use engine::{
 pub use events::{DriverEvent, EventSink, NoteSink, NoteTo, Outcome, fence_events};
 pub use fence::{Fence, FenceEvent, FenceEvents, lease_holder};
 pub use fenced::Fenced;
-pub use limits::{Limits, Slept};
+pub use limits::{Limits, Paused, Slept, paused_out};
 pub use ops::{OpError, WRITE_ROUNDS, delete_job, patch_node, write_node_event};
 pub use order::{Group, Order, ZONE_LABEL, batches};
+pub use pause::{Gate, Waiting, wait_unpaused};
 pub use placement::{
     CONTROL_PLANE_LABEL, DEFAULT_LEASE_NAME, DEFAULT_NAMESPACE, MAX_LEASE_DURATION,
     MIN_LEASE_DURATION, NSENTER, Placement, PlanError, identity, is_control_plane,

@@ -1,8 +1,11 @@
 //! [`Limits`]: what stops a roll from starting its next batch: a stop request, the failure
-//! budget spent, the maintenance window closed. One value carries them all, so an option
+//! budget spent, the maintenance window closed, a pause past its deadline. One value carries them all, so an option
 //! written once (here) holds for every driver, and [`Limits::sleep`] is cut short by a stop.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use nodejob_core::pause::Pause;
 
 use crate::Stop;
 use jiff::Timestamp;
@@ -10,6 +13,9 @@ use jiff::tz::TimeZone;
 use nodejob_core::Clock;
 
 use crate::window::Window;
+
+/// How long a paused run waits, by default, before it ends paused ([`crate::pause`]): a night.
+pub const PAUSE_DEADLINE: Duration = Duration::from_secs(12 * 3600);
 
 /// What may keep the next batch from starting.
 #[derive(Clone, Debug)]
@@ -23,6 +29,31 @@ pub struct Limits {
     /// How many blocked nodes (undrainable: skipped or quarantined) a roll goes on past;
     /// one more stops it as a failure does.
     pub max_blocked: u32,
+    /// How long the run waits while paused ([`crate::pause`]) before it ends paused.
+    pub pause_deadline: Duration,
+    /// The run's pauses, shared by its nodes.
+    pub paused: Arc<Paused>,
+}
+
+/// A run's pauses, shared by its nodes.
+#[derive(Debug, Default)]
+pub struct Paused {
+    /// When the nodes began to wait (on the backend's clock); `None` while not paused.
+    pub since: Mutex<Option<Duration>>,
+    /// The pause still on when the deadline passed: no further node starts.
+    out: Mutex<Option<Pause>>,
+}
+
+impl Paused {
+    /// The pause the run ended on, if it did.
+    pub fn ended(&self) -> Option<Pause> {
+        self.out.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The run ends on `pause`, still on at the deadline.
+    pub fn end(&self, pause: Pause) {
+        *self.out.lock().unwrap_or_else(|e| e.into_inner()) = Some(pause);
+    }
 }
 
 /// How a [`Limits::sleep`] ended.
@@ -42,6 +73,8 @@ impl Limits {
             failure_budget: 1,
             window: None,
             max_blocked: 1,
+            pause_deadline: PAUSE_DEADLINE,
+            paused: Arc::new(Paused::default()),
         }
     }
 
@@ -69,6 +102,9 @@ impl Limits {
         if self.stop.requested() {
             return Some("stopped on request; nodes in flight finished their step".into());
         }
+        if let Some(pause) = self.paused.ended() {
+            return Some(paused_out(&pause, self.pause_deadline));
+        }
         if let Some((window, tz)) = &self.window
             && !window.is_open(tz, now)
         {
@@ -89,4 +125,13 @@ impl Limits {
             futures::future::Either::Right(_) => Slept::Stopped,
         }
     }
+}
+
+/// Why a run ended paused: `pause`, still on after `deadline`.
+pub fn paused_out(pause: &Pause, deadline: Duration) -> String {
+    format!(
+        "{pause}; still paused after {}s, the run's pause deadline: nodes in flight finished \
+         their step; `nodejob resume`, then run again to carry on",
+        deadline.as_secs()
+    )
 }

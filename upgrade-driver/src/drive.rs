@@ -259,9 +259,13 @@ where
             self.ctx.tell(&Progress::Stopping { why: why.clone() });
         }
         let past_blocked = tally.blocked > self.plan.spec().max_blocked;
+        let paused = self.ctx.limits.paused.ended();
         match end {
             End::LeaseLost(why) => Outcome::Stopped { why },
             _ if tally.failed > 0 || past_blocked => self.failed_outcome(past_blocked),
+            _ if let Some(p) = paused => Outcome::Paused {
+                why: nodejob_roll::paused_out(&p, self.ctx.limits.pause_deadline),
+            },
             End::Stopping(why) => Outcome::Stopped { why },
             End::Done => self.blocked_outcome().unwrap_or(Outcome::Done),
         }
@@ -307,6 +311,30 @@ where
 
     fn note(&self, node: &str, message: String) {
         self.ctx.progress.event(&Progress::note(node, message));
+    }
+
+    /// Waits while the rolls are paused, before `step` starts on `name`, saying so in the
+    /// progress; `Some(why)` when the node goes no further (still paused at the run's pause
+    /// deadline, a stop asked, the Lease lost while it waited).
+    async fn paused_before(&self, name: &str, step: UpgradeStep) -> Option<String> {
+        let tell = |w: nodejob_roll::Waiting| {
+            let message = match w {
+                nodejob_roll::Waiting::Paused(p) => format!("{p}; waiting before {step}"),
+                nodejob_roll::Waiting::Resumed { waited } => {
+                    format!("resumed after {}s paused; {step} starts", waited.as_secs())
+                }
+            };
+            self.note(name, message);
+        };
+        let limits = &self.ctx.limits;
+        match nodejob_roll::wait_unpaused(self.api, &self.ctx.fence, limits, tell).await {
+            nodejob_roll::Gate::Go => None,
+            nodejob_roll::Gate::Deadline(p) => {
+                Some(nodejob_roll::paused_out(&p, limits.pause_deadline))
+            }
+            nodejob_roll::Gate::Stopped(p) => Some(format!("stopped on request while {p}")),
+            nodejob_roll::Gate::Lost(why) => Some(format!("the Lease was lost: {why}")),
+        }
     }
 
     /// One node, start to end.
@@ -356,11 +384,20 @@ where
             // A stop request ends a node in flight only where a step would begin: the step in
             // flight finishes (its result recorded, its Job deleted, its end reported). The
             // last step, uncordoning, always runs.
-            let stop_here = self.stop.requested()
-                && step
-                    .marks
-                    .iter()
-                    .any(|m| matches!(m, Mark::Started(s) if *s != UpgradeStep::Uncordon));
+            let starting = step.marks.iter().find_map(|m| match m {
+                Mark::Started(s) if *s != UpgradeStep::Uncordon => Some(*s),
+                _ => None,
+            });
+            // The pause switch, likewise, where a step would begin (the step before it
+            // finished): the Lease as the fence just read it; paused, the node waits there.
+            if let Some(s) = starting
+                && !self.stop.requested()
+                && let Some(why) = self.paused_before(name, s).await
+            {
+                let result = NodeResult::Interrupted { step: s, why };
+                return self.end_node(name, result, last.as_ref(), started);
+            }
+            let stop_here = self.stop.requested() && starting.is_some();
             for mark in std::mem::take(&mut step.marks) {
                 match mark {
                     Mark::Started(_) if stop_here => {}

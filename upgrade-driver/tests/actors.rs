@@ -481,6 +481,7 @@ fn short(result: &Result<Report, upgrade_driver::Error>) -> String {
         Ok(r) => match &r.outcome {
             Outcome::Done => "done".into(),
             Outcome::Stopped { why } => format!("stopped: {why}"),
+            Outcome::Paused { why } => format!("paused: {why}"),
             Outcome::Failed { .. } => {
                 let failures: Vec<String> = (r.nodes.iter())
                     .filter_map(|n| match (&n.result, n.failure()) {

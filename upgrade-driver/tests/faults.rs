@@ -319,6 +319,7 @@ fn short(result: &Result<Report, upgrade_driver::Error>) -> String {
         Ok(r) => match &r.outcome {
             Outcome::Done => "done".into(),
             Outcome::Stopped { why } => format!("stopped: {why}"),
+            Outcome::Paused { why } => format!("paused: {why}"),
             Outcome::Failed { .. } => {
                 let failures: Vec<String> = r
                     .nodes
@@ -406,6 +407,7 @@ fn check_run(
         }
         Outcome::Stopped { why } if why.is_empty() => Err("stopped without a reason".into()),
         Outcome::Stopped { .. } => Ok(false),
+        Outcome::Paused { why } => Err(format!("paused, yet nobody pauses here: {why}")),
     }
 }
 

@@ -80,6 +80,7 @@ where
                 nodes.join(", ")
             )),
             Outcome::Stopped { why } => Some(format!("the rotation stopped: {why}")),
+            Outcome::Paused { why } => Some(format!("the rotation ended paused: {why}")),
         };
         for (name, result) in ended {
             let Some(result) = result else {

@@ -50,6 +50,18 @@ where
         // The node as the last wait on it ended: where a wait that follows at once resumes.
         let mut watched: Option<Node> = None;
         loop {
+            // The pause switch where a host step would begin (its Lease check just read it; an
+            // adopted Job is a step already in flight, and finishes): paused, the node waits.
+            if let Intent::Host {
+                step: s,
+                adopt: None,
+                ..
+            } = &step.intent
+                && let Some(why) = self.paused_before(name, *s).await
+            {
+                self.fly(name, None);
+                return Err(NodeResult::Interrupted { step: *s, why });
+            }
             // Marks belong to where the node was: a step's end is reported while it is
             // still in flight.
             for mark in std::mem::take(&mut step.marks) {
@@ -141,6 +153,30 @@ where
                 }
             };
             step = machine.step(obs);
+        }
+    }
+
+    /// Waits while the rolls are paused, before `step` starts on `name`, saying so in the
+    /// progress; `Some(why)` when the node goes no further (still paused at the run's pause
+    /// deadline, a stop asked, the Lease lost while it waited).
+    async fn paused_before(&self, name: &str, step: CaStep) -> Option<String> {
+        let tell = |w: nodejob_roll::Waiting| {
+            let message = match w {
+                nodejob_roll::Waiting::Paused(p) => format!("{p}; waiting before {step}"),
+                nodejob_roll::Waiting::Resumed { waited } => {
+                    format!("resumed after {}s paused; {step} starts", waited.as_secs())
+                }
+            };
+            self.note(name, message);
+        };
+        let limits = &self.limits;
+        match nodejob_roll::wait_unpaused(self.api, &self.fence, limits, tell).await {
+            nodejob_roll::Gate::Go => None,
+            nodejob_roll::Gate::Deadline(p) => {
+                Some(nodejob_roll::paused_out(&p, limits.pause_deadline))
+            }
+            nodejob_roll::Gate::Stopped(p) => Some(format!("stopped on request while {p}")),
+            nodejob_roll::Gate::Lost(why) => Some(format!("the Lease was lost: {why}")),
         }
     }
 

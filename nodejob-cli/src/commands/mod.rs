@@ -4,6 +4,7 @@
 
 pub(crate) mod completions;
 pub(crate) mod jobs;
+pub(crate) mod pause;
 pub(crate) mod render;
 pub(crate) mod rotate_ca;
 pub(crate) mod run;
@@ -113,14 +114,15 @@ fn preview_banner(format: crate::args::Format) -> Banner {
 
 /// How a run that came to a report ends, `message` its words for stderr: done 0; a failure 1;
 /// stopped with nothing failed, 130 when Ctrl-C asked for it (`interrupted`), else 4 (not now:
-/// a closed window, the Lease lost, too many nodes unavailable).
+/// a closed window, the Lease lost, too many nodes unavailable); still paused at the pause
+/// deadline, 4 (not now: resume, then run again).
 fn ended(outcome: &Outcome, interrupted: bool, message: Option<String>) -> Exit {
     let message = message.unwrap_or_default();
     match outcome {
         Outcome::Done => Exit::with(code::OK, message),
         Outcome::Failed { .. } => Exit::failed(message),
         Outcome::Stopped { .. } if interrupted => Exit::with(code::INTERRUPTED, message),
-        Outcome::Stopped { .. } => Exit::with(code::NOT_NOW, message),
+        Outcome::Stopped { .. } | Outcome::Paused { .. } => Exit::with(code::NOT_NOW, message),
     }
 }
 

@@ -56,6 +56,7 @@ pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
     let notice = on_interrupt(Some(stop.clone()));
     let undrainable = args.long_roll.simulate_undrainable.clone();
     let soak_reboot = args.long_roll.simulate_soak_reboot.clone();
+    let pause_at = args.long_roll.simulate_pause.clone();
     let backend = Backend::new(global, args.sim.simulate)
         .clocked(args.sim.speed, args.sim.simulate_start)
         .failing(args.simulate_fail.as_deref(), Fault::UpgradeFails)?
@@ -65,6 +66,9 @@ pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
     }
     if let Some(node) = &soak_reboot {
         backend.has_node("--simulate-soak-reboot", node)?;
+    }
+    if let Some(node) = &pause_at {
+        backend.has_node("--simulate-pause", node)?;
     }
     backend.block_on(|t| async move {
         if let (Some(fake), Some(node)) = (&t.fake, &undrainable) {
@@ -95,6 +99,15 @@ pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
                 renderer.clone(),
             )),
             _ => renderer.clone(),
+        };
+        let sink: Arc<dyn upgrade_driver::ProgressSink> = match (&t.fake, &pause_at) {
+            (Some(fake), Some(node)) => Arc::new(crate::sim::PauseAtDrain::new(
+                fake.clone(),
+                (&global.namespace, &crate::inspect::status::lease_name()),
+                node,
+                sink,
+            )),
+            _ => sink,
         };
         let clock = t.clock();
         let began = clock();

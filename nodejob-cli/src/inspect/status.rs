@@ -59,6 +59,33 @@ pub(crate) struct LeaseState {
     pub(crate) renewed: Option<String>,
     /// When the holder's term ends.
     pub(crate) expires: Option<String>,
+    /// The pause switch (`nodejob pause`), when it is on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) paused: Option<PauseState>,
+}
+
+/// The pause switch as `status` tells it.
+#[derive(Debug, Serialize)]
+pub(crate) struct PauseState {
+    /// Who paused.
+    pub(crate) by: String,
+    /// When.
+    pub(crate) at: Option<String>,
+    /// Why, when said.
+    pub(crate) reason: Option<String>,
+    /// All of it in words: `paused by X at T: reason`.
+    pub(crate) said: String,
+}
+
+impl PauseState {
+    pub(crate) fn of(p: &nodejob_core::pause::Pause) -> Self {
+        PauseState {
+            by: p.by.clone(),
+            at: p.at.map(|t| t.to_string()),
+            reason: (!p.reason.is_empty()).then(|| p.reason.clone()),
+            said: p.to_string(),
+        }
+    }
 }
 
 /// One node as `status` tells it.
@@ -206,6 +233,9 @@ impl LeaseState {
             epoch: spec.lease_transitions.unwrap_or(0),
             renewed: spec.renew_time.map(|t| t.0.to_string()),
             expires: expires.map(|t| t.to_string()),
+            paused: nodejob_core::pause::paused(lease)
+                .as_ref()
+                .map(PauseState::of),
         }
     }
 }

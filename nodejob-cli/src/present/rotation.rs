@@ -329,6 +329,7 @@ pub(crate) fn summary(report: &Report, abort: bool) -> String {
             Outcome::Done => "done".to_string(),
             Outcome::Failed { .. } => "FAILED".into(),
             Outcome::Stopped { why } => format!("stopped: {why}"),
+            Outcome::Paused { why } => format!("PAUSED: {why}"),
         }
     ));
     out
@@ -402,6 +403,10 @@ pub(crate) fn ended(
             "stopped: {why}\nthe nodes keep the rotation's state: run the same command again to \
              resume"
         )),
+        Outcome::Paused { why } => Some(format!(
+            "paused: {why}\nthe nodes keep the rotation's state: once resumed (`nodejob resume`), \
+             run the same command again to carry on"
+        )),
     }
 }
 
@@ -426,6 +431,10 @@ pub(crate) fn answer(report: &Report, abort: bool) -> String {
         )),
         Outcome::Stopped { .. } => text
             .push_str("the nodes keep the rotation's state: preview and run it again to resume\n"),
+        Outcome::Paused { .. } => text.push_str(
+            "the nodes keep the rotation's state: once resumed (the tool resume), preview and \
+             run it again to carry on\n",
+        ),
         Outcome::Done => {}
     }
     text

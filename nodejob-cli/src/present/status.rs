@@ -11,6 +11,12 @@ pub(crate) fn text(status: &Status) -> String {
         status.lease_name,
         lease_line(status.lease.as_ref())
     );
+    if let Some(p) = status.lease.as_ref().and_then(|l| l.paused.as_ref()) {
+        out.push_str(&format!(
+            "PAUSED: {}; no roll starts a step until `nodejob resume`\n",
+            p.said
+        ));
+    }
     let mut rows = vec![
         [
             "NODE",
@@ -122,6 +128,10 @@ fn lease_line(lease: Option<&LeaseState>) -> String {
     let Some(lease) = lease else {
         return "free (never taken)".into();
     };
+    if lease.holder.is_none() && lease.operation.is_none() && lease.renewed.is_none() {
+        // Created by `nodejob pause` before any run took it.
+        return "free (never taken)".into();
+    }
     let text = |v: &Option<String>| v.clone().unwrap_or_default();
     let what = match (text(&lease.operation), text(&lease.target)) {
         (op, _) if op.is_empty() => "an unnamed operation".to_string(),
@@ -161,6 +171,7 @@ mod tests {
             epoch: 2,
             renewed: Some("T1".into()),
             expires: expired.map(|_| "T2".to_string()),
+            paused: None,
         }
     }
 

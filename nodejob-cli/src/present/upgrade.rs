@@ -334,6 +334,7 @@ pub(crate) fn summary(report: &Report, took_ms: Option<u64>) -> String {
             Outcome::Done => "done".to_string(),
             Outcome::Failed { .. } => "FAILED".into(),
             Outcome::Stopped { why } => format!("stopped: {why}"),
+            Outcome::Paused { why } => format!("PAUSED: {why}"),
         }
     ));
     out
@@ -401,6 +402,10 @@ pub(crate) fn ended(
             ));
             Some(lines.join("\n"))
         }
+        Outcome::Paused { why } => Some(format!(
+            "paused: {why}\nthe cluster keeps the run's state: once resumed (`nodejob resume`), \
+             run the same command again to carry on"
+        )),
         Outcome::Stopped { why } => {
             let mut lines = blocked(report);
             lines.insert(0, format!("stopped: {why}"));
@@ -431,6 +436,10 @@ pub(crate) fn answer(
         )),
         Outcome::Stopped { .. } => text
             .push_str("the cluster keeps the run's state: preview and upgrade again to resume\n"),
+        Outcome::Paused { .. } => text.push_str(
+            "the cluster keeps the run's state: once resumed (the tool resume), preview and \
+             upgrade again to carry on\n",
+        ),
         Outcome::Done => {}
     }
     text

@@ -1,0 +1,72 @@
+//! `nodejob pause` and `nodejob resume`: the pause switch on the shared Lease object
+//! ([`nodejob_core::pause`]), honoured by both drivers before every step starts, by a run in
+//! flight and by any later run.
+
+use nodejob_core::pause::{Pause, set_pause};
+
+use super::{Banner, say_simulated};
+use crate::args::{Global, PauseArgs, ResumeArgs};
+use crate::backend::{Backend, Prepare};
+use crate::exit::Exit;
+use crate::inspect::status::lease_name;
+
+/// Who pauses, when `--by` does not say: `$USER@host`.
+fn who() -> String {
+    let user = std::env::var("USER").unwrap_or_else(|_| "someone".into());
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into());
+    format!("{user}@{host}")
+}
+
+/// Runs `nodejob pause`.
+pub(crate) fn pause(global: &Global, args: PauseArgs) -> Result<Exit, Exit> {
+    let ns = global.namespace.clone();
+    let backend = Backend::new(global, args.sim.simulate).prepared(Prepare::History(ns.clone()));
+    let by = args.by.unwrap_or_else(who);
+    let reason = args.reason.unwrap_or_default();
+    backend.block_on(|t| async move {
+        say_simulated(&t, Banner::Stderr);
+        let pause = Pause {
+            by,
+            at: Some(t.clock()()),
+            reason,
+        };
+        let lease = lease_name();
+        let before = set_pause(&*t.api, &ns, &lease, Some(&pause))
+            .await
+            .map_err(|e| Exit::failed(e.to_string()))?;
+        match before {
+            Some(was) => outln!(
+                "already paused (lease {ns}/{lease}): {was}; left as it was (`nodejob resume` \
+                 lifts it)"
+            ),
+            None => outln!(
+                "{pause} (lease {ns}/{lease}): every roll, in flight or to come, finishes the \
+                 step under way and starts no other until `nodejob resume`"
+            ),
+        }
+        Ok(Exit::ok())
+    })
+}
+
+/// Runs `nodejob resume`.
+pub(crate) fn resume(global: &Global, args: ResumeArgs) -> Result<Exit, Exit> {
+    let ns = global.namespace.clone();
+    let backend = Backend::new(global, args.sim.simulate).prepared(Prepare::History(ns.clone()));
+    backend.block_on(|t| async move {
+        say_simulated(&t, Banner::Stderr);
+        let lease = lease_name();
+        let before = set_pause(&*t.api, &ns, &lease, None)
+            .await
+            .map_err(|e| Exit::failed(e.to_string()))?;
+        match before {
+            Some(was) => outln!(
+                "resumed (lease {ns}/{lease}; it was {was}): paused runs go on with their next \
+                 step"
+            ),
+            None => outln!("not paused (lease {ns}/{lease}): nothing to resume"),
+        }
+        Ok(Exit::ok())
+    })
+}

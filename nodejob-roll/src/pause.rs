@@ -1,0 +1,95 @@
+//! The pause switch as a run honours it ([`nodejob_core::pause`]): before every step starts on
+//! a node, the Lease as last read (every fenced write reads it first, so no call is added while
+//! nothing is paused) is asked whether the rolls are paused. Paused, the node waits where it
+//! stands (the step before it finished), the Lease read again every [`PAUSE_POLL`] (and kept
+//! renewed by that read), until the switch is lifted, a stop is asked, the Lease is lost, or
+//! the run's pause deadline ([`crate::Limits::pause_deadline`]) passes: the run then ends with
+//! an outcome of its own ([`crate::Outcome::Paused`]).
+
+use std::time::Duration;
+
+use futures::future::{Either, select};
+use nodejob_core::LeaseApi;
+use nodejob_core::pause::Pause;
+
+use crate::fence::Fence;
+use crate::limits::Limits;
+
+/// How often a paused run reads the Lease again.
+pub const PAUSE_POLL: Duration = Duration::from_secs(10);
+
+/// What a node's wait on the switch came to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Gate {
+    /// Not paused (or no longer): the step starts.
+    Go,
+    /// Still paused at the deadline: the node stops where it stands, and the run ends paused.
+    Deadline(Pause),
+    /// A stop was asked while paused.
+    Stopped(Pause),
+    /// The Lease was lost while paused: why.
+    Lost(String),
+}
+
+/// What a node's wait tells, for the run's progress.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Waiting {
+    /// Paused (told when the wait begins, and again when who or why changes).
+    Paused(Pause),
+    /// The switch was lifted after `waited`.
+    Resumed {
+        /// How long the node waited.
+        waited: Duration,
+    },
+}
+
+/// Waits while the rolls are paused, before a step starts: at once [`Gate::Go`] when the Lease
+/// as last read carries no switch; else waits as the module says, under `limits` (its stop, its
+/// pause deadline, counted from when the run's nodes began to wait, so that nodes waiting
+/// together end together).
+pub async fn wait_unpaused<A: LeaseApi + ?Sized>(
+    api: &A,
+    fence: &Fence,
+    limits: &Limits,
+    tell: impl Fn(Waiting),
+) -> Gate {
+    let (deadline, since) = (limits.pause_deadline, &limits.paused.since);
+    let Some(mut pause) = fence.paused().await else {
+        return Gate::Go;
+    };
+    let began = api.now();
+    let first = *since
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_or_insert(began);
+    tell(Waiting::Paused(pause.clone()));
+    loop {
+        let waited = api.now().saturating_sub(first);
+        if waited >= deadline {
+            limits.paused.end(pause.clone());
+            return Gate::Deadline(pause);
+        }
+        let nap = PAUSE_POLL.min(deadline - waited);
+        let slept = std::pin::pin!(api.sleep(nap));
+        if let Either::Right(_) = select(slept, limits.stop.asked()).await {
+            return Gate::Stopped(pause);
+        }
+        if let Err(why) = fence.check(api).await {
+            return Gate::Lost(why);
+        }
+        match fence.paused().await {
+            None => {
+                *since.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                tell(Waiting::Resumed {
+                    waited: api.now().saturating_sub(began),
+                });
+                return Gate::Go;
+            }
+            Some(now) if now != pause => {
+                tell(Waiting::Paused(now.clone()));
+                pause = now;
+            }
+            Some(_) => {}
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! The pause switch (issue 22, item 3) on the fake, in paused virtual time: a run in flight
+//! finishes the step under way and starts no other while paused, says so, and goes on when the
+//! switch is lifted; a run begun paused writes nothing until then; a run still paused at its
+//! pause deadline ends paused, with an outcome of its own, having written nothing.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nodejob_core::pause::{Pause, set_pause};
+use nodejob_core::{Answer, ApiResult, Clock, Layer, Request, Verb};
+use nodejob_fake::FakeCluster;
+use support::*;
+use upgrade_driver::{EventSink, NodeResult, Outcome, Progress, UpgradeStep, run};
+
+/// The Lease both drivers share, by default.
+const LEASE: &str = "nodejob";
+
+/// The fake, each write to a node or a Job noted with the virtual time it was made at.
+struct Writes {
+    fake: Arc<FakeCluster>,
+    made: Mutex<Vec<(Duration, Verb, String)>>,
+}
+
+impl Layer for Writes {
+    type Below = FakeCluster;
+
+    fn below(&self) -> &FakeCluster {
+        &self.fake
+    }
+
+    async fn around<'a>(
+        &'a self,
+        request: Request<'a>,
+        serve: impl Future<Output = ApiResult<Answer>> + Send + 'a,
+    ) -> ApiResult<Answer> {
+        let verb = request.verb();
+        if matches!(
+            verb,
+            Verb::PatchNode | Verb::CreateJob | Verb::EvictPod | Verb::PatchNodeConditions
+        ) {
+            let name = request.subject().to_string();
+            self.made
+                .lock()
+                .unwrap()
+                .push((self.fake.now(), verb, name));
+        }
+        serve.await
+    }
+}
+
+fn writes(fake: &Arc<FakeCluster>) -> Writes {
+    Writes {
+        fake: fake.clone(),
+        made: Mutex::new(Vec::new()),
+    }
+}
+
+fn pause() -> Pause {
+    Pause {
+        by: "alice@console".into(),
+        at: None,
+        reason: "the storage team is failing over".into(),
+    }
+}
+
+/// Progress, each event with the virtual time it was told at; when `pause_at_drain` names a
+/// node, the rolls are paused as its drain starts and resumed `resume_after` later.
+struct Timed {
+    fake: Arc<FakeCluster>,
+    events: Mutex<Vec<(Duration, Progress)>>,
+    pause_at_drain: Option<(String, Duration)>,
+}
+
+impl EventSink<Progress> for Timed {
+    fn event(&self, event: &Progress) {
+        self.events
+            .lock()
+            .unwrap()
+            .push((self.fake.now(), event.clone()));
+        if let (Progress::StepStarted { node, step }, Some((at, after))) =
+            (event, &self.pause_at_drain)
+            && *step == UpgradeStep::Drain
+            && node == at
+        {
+            let (fake, after) = (self.fake.clone(), *after);
+            tokio::spawn(async move {
+                set_pause(&*fake, NS, LEASE, Some(&pause())).await.unwrap();
+                fake.sleep(after).await;
+                set_pause(&*fake, NS, LEASE, None).await.unwrap();
+            });
+        }
+    }
+}
+
+fn notes(events: &[(Duration, Progress)], node: &str) -> Vec<(Duration, String)> {
+    (events.iter())
+        .filter_map(|(at, e)| match e {
+            Progress::Note {
+                node: Some(n),
+                message,
+            } if n == node => Some((*at, message.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_in_flight_finishes_its_step_starts_no_other_while_paused_and_goes_on_when_resumed() {
+    let (fake, _) = cluster(1, 0, &[("z", 2)], 2);
+    fake.sleep(Duration::from_secs(30)).await;
+    let mut spec = plan_spec();
+    spec.nodes = vec!["z-0".into(), "z-1".into()];
+    let api = writes(&fake);
+    let sink = Arc::new(Timed {
+        fake: fake.clone(),
+        events: Mutex::new(Vec::new()),
+        pause_at_drain: Some(("z-0".into(), Duration::from_secs(300))),
+    });
+    let report = run(&api, &plan(spec), sink.clone()).await.unwrap();
+    assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
+    let events = sink.events.lock().unwrap().clone();
+    let said = notes(&events, "z-0");
+    let (paused_at, paused) = (said.iter())
+        .find(|(_, m)| m.starts_with("paused by alice@console"))
+        .cloned()
+        .unwrap_or_else(|| panic!("the pause unsaid: {said:?}"));
+    assert_eq!(
+        paused,
+        "paused by alice@console: the storage team is failing over; waiting before Upgrade"
+    );
+    let (resumed_at, resumed) = (said.iter())
+        .find(|(_, m)| m.starts_with("resumed"))
+        .cloned()
+        .unwrap_or_else(|| panic!("the resume unsaid: {said:?}"));
+    assert_eq!(resumed, "resumed after 300s paused; Upgrade starts");
+    assert!(resumed_at >= paused_at + Duration::from_secs(300));
+    // The drain in flight finished before the wait; nothing started during it.
+    let finished_drain = (events.iter()).find_map(|(at, e)| match e {
+        Progress::StepFinished { node, step, .. }
+            if node == "z-0" && *step == UpgradeStep::Drain =>
+        {
+            Some(*at)
+        }
+        _ => None,
+    });
+    assert!(
+        finished_drain.is_some_and(|t| t <= paused_at),
+        "{events:#?}"
+    );
+    let started_while_paused: Vec<_> = (events.iter())
+        .filter(|(at, e)| {
+            matches!(e, Progress::StepStarted { .. }) && *at > paused_at && *at < resumed_at
+        })
+        .collect();
+    assert!(started_while_paused.is_empty(), "{started_while_paused:#?}");
+    let written_while_paused: Vec<_> = (api.made.lock().unwrap().iter())
+        .filter(|(at, ..)| *at > paused_at && *at < resumed_at)
+        .cloned()
+        .collect();
+    assert!(written_while_paused.is_empty(), "{written_while_paused:#?}");
+    // The switch is gone, and the Lease it sat on released as ever.
+    let lease = nodejob_core::LeaseApi::get_lease(&*fake, NS, LEASE)
+        .await
+        .unwrap();
+    assert!(nodejob_core::pause::paused(&lease).is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_begun_paused_writes_nothing_until_resumed() {
+    let (fake, _) = cluster(1, 0, &[("z", 2)], 2);
+    fake.sleep(Duration::from_secs(30)).await;
+    set_pause(&*fake, NS, LEASE, Some(&pause())).await.unwrap();
+    let lifted = fake.now() + Duration::from_secs(3600);
+    {
+        let fake = fake.clone();
+        tokio::spawn(async move {
+            fake.sleep(Duration::from_secs(3600)).await;
+            set_pause(&*fake, NS, LEASE, None).await.unwrap();
+        });
+    }
+    let mut spec = plan_spec();
+    spec.nodes = vec!["z-0".into()];
+    let api = writes(&fake);
+    let report = run(&api, &plan(spec), upgrade_driver::quiet())
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
+    let made = api.made.lock().unwrap().clone();
+    assert!(!made.is_empty());
+    assert!(made.iter().all(|(at, ..)| *at >= lifted), "{made:#?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_still_paused_at_its_deadline_ends_paused_having_written_nothing() {
+    let (fake, _) = cluster(1, 0, &[("z", 2)], 2);
+    fake.sleep(Duration::from_secs(30)).await;
+    set_pause(&*fake, NS, LEASE, Some(&pause())).await.unwrap();
+    let began = fake.now();
+    let mut spec = plan_spec();
+    spec.nodes = vec!["z-0".into(), "z-1".into()];
+    let api = writes(&fake);
+    let report = run(&api, &plan(spec), upgrade_driver::quiet())
+        .await
+        .unwrap();
+    let Outcome::Paused { why } = &report.outcome else {
+        panic!("not paused: {report:#?}");
+    };
+    assert!(
+        why.starts_with(
+            "paused by alice@console: the storage team is failing over; still paused after \
+             43200s, the run's pause deadline"
+        ),
+        "{why}"
+    );
+    let waited = fake.now().saturating_sub(began);
+    assert!(
+        waited >= Duration::from_secs(12 * 3600) && waited < Duration::from_secs(13 * 3600),
+        "{waited:?}"
+    );
+    assert_eq!(*api.made.lock().unwrap(), []);
+    // The node that waited is reported stopped before its first step; the other never began.
+    let z0 = report.nodes.iter().find(|n| n.name == "z-0").unwrap();
+    assert!(
+        matches!(
+            &z0.result,
+            Some(NodeResult::Interrupted {
+                step: UpgradeStep::Cordon,
+                ..
+            })
+        ),
+        "{z0:#?}"
+    );
+    // The switch stays on: nobody lifted it.
+    let lease = nodejob_core::LeaseApi::get_lease(&*fake, NS, LEASE)
+        .await
+        .unwrap();
+    assert_eq!(nodejob_core::pause::paused(&lease), Some(pause()));
+}
