@@ -76,6 +76,8 @@ pub(crate) enum Field {
     MaxBlocked,
     /// How long each upgraded node soaks.
     Soak,
+    /// What a failed node comes to.
+    OnFailure,
     /// A field of the driver's plan that no setting names.
     Other(&'static str),
 }
@@ -104,6 +106,7 @@ impl Field {
             "on_undrainable" => Field::OnUndrainable,
             "max_blocked" => Field::MaxBlocked,
             "soak" => Field::Soak,
+            "on_failure" => Field::OnFailure,
             f if f.starts_with("window") => Field::Window,
             f => Field::Other(f),
         }
@@ -132,6 +135,7 @@ impl Field {
             Field::OnUndrainable => "--on-undrainable",
             Field::MaxBlocked => "--max-blocked",
             Field::Soak => "--soak",
+            Field::OnFailure => "--on-failure",
             Field::Other(f) => f,
         };
         flag.to_string()
@@ -159,6 +163,7 @@ impl Field {
             Field::OnUndrainable => "on_undrainable",
             Field::MaxBlocked => "max_blocked",
             Field::Soak => "soak",
+            Field::OnFailure => "on_failure",
             Field::Other(f) => f,
         }
     }
@@ -188,7 +193,7 @@ pub(crate) fn rule_said(rule: &str, name: impl Fn(&Field) -> String) -> String {
 
 /// `text` as one of the plan fields a rule may name, if it is one.
 fn plan_field(text: &str) -> Option<&'static str> {
-    const NAMED: [&str; 9] = [
+    const NAMED: [&str; 10] = [
         "max_unavailable",
         "failure_budget",
         "concurrency",
@@ -198,6 +203,7 @@ fn plan_field(text: &str) -> Option<&'static str> {
         "on_undrainable",
         "max_blocked",
         "soak",
+        "on_failure",
     ];
     NAMED.into_iter().find(|f| *f == text)
 }
@@ -268,6 +274,8 @@ pub(crate) struct UpgradeSettings {
     pub(crate) max_blocked: Option<u32>,
     /// How long each upgraded node soaks.
     pub(crate) soak: Option<Duration>,
+    /// What a failed node comes to.
+    pub(crate) on_failure: Option<upgrade_driver::OnFailure>,
 }
 
 impl UpgradeSettings {
@@ -320,6 +328,9 @@ impl UpgradeSettings {
         }
         if let Some(soak) = self.soak {
             spec.soak = Some(soak);
+        }
+        if let Some(policy) = self.on_failure {
+            spec.on_failure = policy;
         }
         upgrade_driver::Plan::build(spec).map_err(|e| Refused::Plan {
             field: Field::of_plan(e.field, ""),

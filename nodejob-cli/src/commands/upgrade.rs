@@ -35,6 +35,7 @@ pub(crate) fn settings(args: &Upgrade) -> UpgradeSettings {
         on_undrainable: Some(args.long_roll.on_undrainable.policy()),
         max_blocked: Some(args.long_roll.max_blocked),
         soak: args.long_roll.soak,
+        on_failure: Some(args.long_roll.on_failure.policy()),
     }
 }
 
