@@ -324,7 +324,7 @@ pub(crate) struct Upgrade {
 const LONG_ROLL: &str = "Long rolls (blocked nodes, soak, rollback)";
 
 /// `upgrade`'s options for a roll that runs by itself, over nights: what a node a budget
-/// blocks comes to, how long each node soaks. (`rotate-ca` takes none: it drains nothing, so
+/// blocks comes to, how long each node soaks, what a failed node comes to. (`rotate-ca` takes none: it drains nothing, so
 /// no budget blocks one of its nodes, and its gates already read every node's report between
 /// phases.)
 #[derive(Debug, Args, Clone)]
@@ -355,6 +355,33 @@ pub(crate) struct LongRoll {
     /// failing a node).
     #[arg(long, value_name = "NODE", requires = "simulate", help_heading = LONG_ROLL)]
     pub(crate) simulate_soak_reboot: Option<String>,
+    /// What a node comes to whose host upgrade fails, or that comes back at another version
+    /// than --to, or fails its health check or its soak.
+    #[arg(long, value_name = "POLICY", value_enum, default_value = "stop", help_heading = LONG_ROLL)]
+    pub(crate) on_failure: OnFailure,
+}
+
+/// `--on-failure`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum OnFailure {
+    /// It stays as it is (cordoned, its Job left for inspection) and the roll stops (as before
+    /// this option).
+    Stop,
+    /// The host's rollback (`stratum rollback --to V`, V the version recorded on the node
+    /// before its host upgrade) runs on it once, drained; it must come back at V on a new
+    /// boot; it is then uncordoned if we cordoned it and reported rolled back, still a failure
+    /// for --failure-budget. A node that is not Ready is not rolled back.
+    Rollback,
+}
+
+impl OnFailure {
+    /// The driver's policy.
+    pub(crate) fn policy(self) -> upgrade_driver::OnFailure {
+        match self {
+            OnFailure::Stop => upgrade_driver::OnFailure::Stop,
+            OnFailure::Rollback => upgrade_driver::OnFailure::Rollback,
+        }
+    }
 }
 
 /// `--on-undrainable`.

@@ -268,6 +268,36 @@ mod tests {
     }
 
     #[test]
+    fn a_rollback_boots_the_host_back_into_its_version_before_the_upgrade() {
+        let mut host = NodeHost::new("n1", "v1.37.2");
+        let argv = |line: &str| line.split(' ').map(String::from).collect::<Vec<_>>();
+        let upgrade = host
+            .model
+            .exec(&argv("stratum upgrade --to v1.38.0"))
+            .unwrap();
+        for effect in &upgrade.effects {
+            host.apply("n1", &effect.step);
+        }
+        let upgraded = host.model.state.boot_id.clone();
+        assert_eq!(host.model.state.version, "v1.38.0");
+        let rollback = host
+            .model
+            .exec(&argv("stratum rollback --to v1.37.2"))
+            .unwrap();
+        assert_eq!(rollback.exit_code, 0);
+        for effect in &rollback.effects {
+            host.apply("n1", &effect.step);
+        }
+        assert_eq!(host.model.state.version, "v1.37.2");
+        assert_ne!(host.model.state.boot_id, upgraded, "a new boot");
+        let report: serde_json::Value = serde_json::from_str(&host.report()).unwrap();
+        assert_eq!(
+            report["executions"],
+            serde_json::json!({"upgrade": 1, "rollback": 1})
+        );
+    }
+
+    #[test]
     fn timing_from_the_annotation() {
         assert_eq!(timing(None), Ok(StratumTiming::default()));
         assert_eq!(timing(Some("")), Ok(StratumTiming::default()));

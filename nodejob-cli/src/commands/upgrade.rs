@@ -36,6 +36,7 @@ pub(crate) fn settings(args: &Upgrade) -> UpgradeSettings {
         max_blocked: Some(args.long_roll.max_blocked),
         soak: args.long_roll.soak,
         allow_skew: args.allow_skew,
+        on_failure: Some(args.long_roll.on_failure.policy()),
     }
 }
 

@@ -127,6 +127,22 @@ pub(crate) struct UpgradeArgs {
     /// (at most `24h`). A node that breaks its soak fails (failure budget). Default: none.
     #[serde(default)]
     pub(crate) soak: Option<String>,
+    /// What a node comes to whose host upgrade fails, or that comes back at another version,
+    /// or fails its health check or soak: `stop` (default: left as it is, the roll stops) or
+    /// `rollback` (the host's `stratum rollback` to the version recorded before its upgrade,
+    /// once; back on a new boot, uncordoned; still a failure for the failure budget).
+    #[serde(default)]
+    pub(crate) on_failure: Option<OnFailureArg>,
+}
+
+/// `on_failure`: what a node that fails after its host upgrade comes to.
+#[derive(Clone, Copy, Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum OnFailureArg {
+    /// Left as it is; the roll stops.
+    Stop,
+    /// Rolled back to the version it ran before, once.
+    Rollback,
 }
 
 /// `on_undrainable`: what a node comes to whose drain budgets block past its timeout.
@@ -416,6 +432,10 @@ impl UpgradeArgs {
             max_blocked: self.max_blocked,
             soak: duration("soak", self.soak.as_ref())?,
             allow_skew: self.allow_skew,
+            on_failure: self.on_failure.map(|p| match p {
+                OnFailureArg::Stop => upgrade_driver::OnFailure::Stop,
+                OnFailureArg::Rollback => upgrade_driver::OnFailure::Rollback,
+            }),
         })
     }
 
