@@ -22,13 +22,17 @@
 //! - `recorder`: what a watch and a driver's progress saw while the driver ran;
 //! - `waits`: bounded waits on a watch (an object, a Deployment, a self-reboot, a Lease);
 //! - `backend`: [`KubeBackend`], the conformance suite's backend;
-//! - `three_nodes`: [`ThreeNodes`], the drivers' and the command's three-node scenario.
+//! - `three_nodes`: [`ThreeNodes`], the drivers' and the command's three-node scenario;
+//! - `real_node`: [`RealNode`], a real kubelet, containerd and runc in namespaces of their own
+//!   (`e2e/node/node`), and [`RealNodeBackend`], the conformance backend on one
+//!   (`tests/real_node.rs`).
 
 mod admin;
 mod backend;
 mod conventions;
 mod host;
 mod rbac;
+mod real_node;
 mod recorder;
 mod three_nodes;
 mod waits;
@@ -44,6 +48,7 @@ pub use conventions::{
 };
 pub use host::{HostReport, boot_id, host_report};
 pub use rbac::Rbac;
+pub use real_node::{BOOT_LIMIT, RealNode, RealNodeBackend, job_image};
 pub use recorder::{ProgressLog, Recorder, record};
 pub use three_nodes::{ThreeNodes, Workers};
 pub use waits::{deployment_available, lease_released, reboot_by_itself, wait_for};

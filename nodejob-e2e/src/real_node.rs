@@ -1,0 +1,285 @@
+//! [`RealNode`]: a real node of the run's cluster (a kubelet, containerd and runc in a PID and
+//! mount namespace of its own, `e2e/node/node`), and [`RealNodeBackend`], the conformance
+//! suite's backend on one.
+//!
+//! A node's PID 1 (`e2e/node/init`) is "the host" its privileged Jobs `nsenter`: their
+//! `nsenter --target 1 --mount --uts --ipc --net --pid` reaches it and execs the node's
+//! `/usr/local/bin/stratum` (`src/bin/stratum.rs`). [`RealNode::stop`] (or its drop) ends
+//! every process of the node and removes its cgroups; nothing it mounted outlives its mount
+//! namespace. `e2e/run` sweeps the run's nodes again at the end, for a test killed before its
+//! teardown.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Client;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use nodejob_conformance::{Backend, Failure};
+use nodejob_kube::KubeApi;
+use serde_json::json;
+
+use crate::admin::{client, config, fail, namespace, unique};
+use crate::conventions::{SA_NAME, SA_NAMESPACE};
+use crate::host::boot_id;
+use crate::rbac::Rbac;
+use crate::waits::wait_for;
+
+/// How long a real node may take to boot and post Ready (about 1 s on 2 idle cores).
+pub const BOOT_LIMIT: Duration = Duration::from_secs(90);
+
+/// The image of a node Job on a real node: `e2e/build`'s Job image (a static busybox, whose
+/// `nsenter` the argv runs), by its digest (`NODEJOB_E2E_JOB_IMAGE`, set by `e2e/run`).
+pub fn job_image() -> String {
+    std::env::var("NODEJOB_E2E_JOB_IMAGE").expect(
+        "NODEJOB_E2E_JOB_IMAGE is not set: run the real-node suite with e2e/run, which builds the \
+         node images and sets it",
+    )
+}
+
+fn node_script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../e2e/node/node")
+}
+
+fn run_dir() -> PathBuf {
+    std::env::var_os("NODEJOB_E2E_RUN")
+        .map(PathBuf::from)
+        .expect("NODEJOB_E2E_RUN is not set: run the real-node suite with e2e/run")
+}
+
+/// One real node, booted until [`RealNode::stop`] or drop.
+pub struct RealNode {
+    name: String,
+    dir: PathBuf,
+    boot: Option<Child>,
+    admin: Client,
+}
+
+impl RealNode {
+    /// Prepares and boots node `nj-real-…`, waits until it is registered and Ready, and gives
+    /// it the address the apiserver dials for its kubelet (127.0.0.1: the kubelet refuses a
+    /// loopback `--node-ip` and posts none, `pkg/kubelet/nodestatus/setters.go`
+    /// `validateNodeIP`, so the harness posts it once, as a cloud controller would).
+    pub async fn start(admin: &Client) -> Result<Self, Failure> {
+        let name = unique("nj-real");
+        let dir = run_dir().join("nodes").join(&name);
+        let prepared = tokio::process::Command::new(node_script())
+            .arg("prepare")
+            .arg(&dir)
+            .arg(&name)
+            .output()
+            .await
+            .map_err(|e| Failure(format!("preparing node {name}: {e}")))?;
+        if !prepared.status.success() {
+            return Err(Failure(format!(
+                "preparing node {name}: {}",
+                String::from_utf8_lossy(&prepared.stderr)
+            )));
+        }
+        let log = std::fs::File::create(dir.join("boot.log"))
+            .map_err(|e| Failure(format!("node {name}: boot log: {e}")))?;
+        let boot = Command::new(node_script())
+            .arg("boot")
+            .arg(&dir)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().map_err(|e| Failure(e.to_string()))?)
+            .stderr(log)
+            .spawn()
+            .map_err(|e| Failure(format!("booting node {name}: {e}")))?;
+        let node = RealNode {
+            name,
+            dir,
+            boot: Some(boot),
+            admin: admin.clone(),
+        };
+        node.until_ready(None).await?;
+        let address = json!({"status": {"addresses": [
+            {"type": "InternalIP", "address": "127.0.0.1"},
+            {"type": "Hostname", "address": node.name},
+        ]}});
+        Api::<Node>::all(admin.clone())
+            .patch_status(&node.name, &PatchParams::default(), &Patch::Merge(&address))
+            .await
+            .map_err(fail("posting a real node's address"))?;
+        Ok(node)
+    }
+
+    /// The Node's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Waits until the Node is Ready with a `bootID` other than `old` (any, when `None`).
+    pub async fn until_ready(&self, old: Option<String>) -> Result<Node, Failure> {
+        let what = format!(
+            "node {} Ready after boot (log in {})",
+            self.name,
+            self.dir.display()
+        );
+        wait_for(
+            Api::<Node>::all(self.admin.clone()),
+            &self.name,
+            &what,
+            BOOT_LIMIT,
+            move |n: &Node| {
+                nodejob_core::ready(n)
+                    && !boot_id(n).is_empty()
+                    && old.as_deref().is_none_or(|old| boot_id(n) != old)
+            },
+        )
+        .await
+    }
+
+    /// Reboots the node as a power cut would: its PID 1 is killed (and with it every process
+    /// of the node, its containers included), then it boots again with a new boot ID. Returns
+    /// once the Node reports the new boot, Ready.
+    pub async fn power_cycle(&self) -> Result<Node, Failure> {
+        let nodes = Api::<Node>::all(self.admin.clone());
+        let before = nodes
+            .get(&self.name)
+            .await
+            .map_err(fail("reading a node"))?;
+        let pid = std::fs::read_to_string(self.dir.join("pid1"))
+            .map_err(|e| Failure(format!("node {}: no PID 1: {e}", self.name)))?;
+        signal("-KILL", pid.trim())?;
+        self.until_ready(Some(boot_id(&before).to_string())).await
+    }
+
+    /// Stops the node: every process of it ends and its cgroups are removed. The Node object
+    /// stays (as after a machine is switched off).
+    pub fn stop(mut self) -> Result<(), Failure> {
+        self.halt()
+    }
+
+    fn halt(&mut self) -> Result<(), Failure> {
+        let Some(mut boot) = self.boot.take() else {
+            return Ok(());
+        };
+        // SIGTERM: the boot loop kills the node's PID 1, waits for the namespace to be gone
+        // and removes the cgroups (e2e/node/node).
+        signal("-TERM", &boot.id().to_string())?;
+        let status = boot
+            .wait()
+            .map_err(|e| Failure(format!("stopping node {}: {e}", self.name)))?;
+        if !status.success() {
+            return Err(Failure(format!(
+                "node {}'s boot loop ended {status} (log in {})",
+                self.name,
+                self.dir.display()
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for RealNode {
+    fn drop(&mut self) {
+        if let Err(e) = self.halt() {
+            eprintln!("{e}");
+        }
+    }
+}
+
+fn signal(signal: &str, pid: &str) -> Result<(), Failure> {
+    let status = Command::new("kill")
+        .args([signal, pid])
+        .status()
+        .map_err(|e| Failure(format!("kill {signal} {pid}: {e}")))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(Failure(format!("kill {signal} {pid}: {status}")))
+    }
+}
+
+/// The conformance backend on a [`RealNode`]: the runner's API acts as the ServiceAccount of
+/// `deploy/rbac.yaml` in a namespace of the scenario's own. Only the hooks a real kubelet can
+/// stage are offered: a PodSecurity refusal, a Pod deleted by another actor; the node agent's
+/// annotations (an unreachable kubelet, a Ready condition set by hand) have no real
+/// counterpart and fail the scenario that asks for them.
+pub struct RealNodeBackend {
+    admin: Client,
+    api: Arc<KubeApi>,
+    rbac: Rbac,
+    namespace: String,
+    /// The scenario's node.
+    pub node: RealNode,
+}
+
+impl RealNodeBackend {
+    /// A namespace and a real node of the scenario's own.
+    pub async fn new() -> Result<Self, Failure> {
+        let admin_config = config(None).await?;
+        let admin = client(admin_config.clone())?;
+        let name = unique("nj");
+        namespace(&admin, &name, "privileged").await?;
+        let rbac = Rbac::committed();
+        rbac.apply(&admin, SA_NAME, &[&name, SA_NAMESPACE]).await?;
+        let node = RealNode::start(&admin).await?;
+        let user = format!("system:serviceaccount:{SA_NAMESPACE}:{SA_NAME}");
+        let mut as_sa = admin_config;
+        as_sa.auth_info.impersonate = Some(user.clone());
+        let api =
+            KubeApi::from_config(as_sa).map_err(|e| Failure(format!("client as {user}: {e}")))?;
+        Ok(RealNodeBackend {
+            admin,
+            api: Arc::new(api),
+            rbac,
+            namespace: name,
+            node,
+        })
+    }
+
+    /// An admin client.
+    pub fn admin(&self) -> Client {
+        self.admin.clone()
+    }
+}
+
+#[async_trait]
+impl Backend for RealNodeBackend {
+    type Api = KubeApi;
+
+    fn api(&self) -> Arc<KubeApi> {
+        self.api.clone()
+    }
+    fn namespace(&self) -> String {
+        self.namespace.clone()
+    }
+    fn node(&self) -> String {
+        self.node.name().to_string()
+    }
+    async fn set_kubelet_reachable(&self, node: &str, _reachable: bool) -> Result<(), Failure> {
+        Err(Failure(format!(
+            "node {node} is a real kubelet: its reachability is not scripted"
+        )))
+    }
+    async fn set_node_ready(&self, node: &str, _ready: bool) -> Result<(), Failure> {
+        Err(Failure(format!(
+            "node {node} is a real kubelet: its Ready condition is not scripted"
+        )))
+    }
+    async fn forbid_privileged_pods(&self) -> Result<String, Failure> {
+        let name = format!("{}-baseline", self.namespace);
+        namespace(&self.admin, &name, "baseline").await?;
+        self.rbac.apply(&self.admin, SA_NAME, &[&name]).await?;
+        Ok(name)
+    }
+    async fn delete_pod(&self, namespace: &str, name: &str) -> Result<(), Failure> {
+        Api::<Pod>::namespaced(self.admin.clone(), namespace)
+            .delete(name, &DeleteParams::default())
+            .await
+            .map(drop)
+            .map_err(fail("deleting a pod"))
+    }
+    async fn remove_node(&self, node: &str) -> Result<(), Failure> {
+        Api::<Node>::all(self.admin.clone())
+            .delete(node, &DeleteParams::default())
+            .await
+            .map(drop)
+            .map_err(fail("deleting a node"))
+    }
+}
