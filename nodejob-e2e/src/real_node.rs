@@ -148,6 +148,35 @@ impl RealNode {
         self.until_ready(Some(boot_id(&before).to_string())).await
     }
 
+    /// What the node's processes hold in memory (the sum of their resident sets: kubelet,
+    /// containerd, shims, containers, its PID 1), and how many there are: every process in the
+    /// node's PID namespace, as `/proc` shows it.
+    pub fn memory(&self) -> Result<(u64, usize), Failure> {
+        let read = |e: std::io::Error| Failure(format!("node {}: {e}", self.name));
+        let pid1 = std::fs::read_to_string(self.dir.join("pid1")).map_err(read)?;
+        let ns = std::fs::read_link(format!("/proc/{}/ns/pid", pid1.trim())).map_err(read)?;
+        let (mut bytes, mut count) = (0, 0);
+        for entry in std::fs::read_dir("/proc").map_err(read)?.flatten() {
+            let path = entry.path();
+            // Processes come and go as this reads: one gone is skipped.
+            if std::fs::read_link(path.join("ns/pid")).ok().as_ref() != Some(&ns) {
+                continue;
+            }
+            let Ok(status) = std::fs::read_to_string(path.join("status")) else {
+                continue;
+            };
+            let rss_kib = status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok());
+            if let Some(kib) = rss_kib {
+                bytes += kib * 1024;
+                count += 1;
+            }
+        }
+        Ok((bytes, count))
+    }
+
     /// Stops the node: every process of it ends and its cgroups are removed. The Node object
     /// stays (as after a machine is switched off).
     pub fn stop(mut self) -> Result<(), Failure> {

@@ -307,3 +307,63 @@ async fn a_reboot_fails_the_running_pod() {
         .await,
     )
 }
+
+/// The Job round trip (created to exit code and log returned, `run_exit_code_logs` through
+/// `nodejob-kube`) on a real node beside the node agent's, over `NODEJOB_E2E_ROUND_TRIPS` runs
+/// each (default 10; the README's figures: 50), a host program that answers at once; every run
+/// must answer its exit code and log. Prints p50/p99 of both and the real node's memory:
+///
+/// ```text
+/// NODEJOB_E2E_ROUND_TRIPS=50 e2e/run -- --test real_node round_trip -- --nocapture
+/// ```
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn round_trip_on_a_real_node_beside_the_agent() {
+    check(
+        async {
+            let runs: usize = std::env::var("NODEJOB_E2E_ROUND_TRIPS")
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(10);
+            let real = RealNodeBackend::new().await?;
+            let agent = nodejob_e2e::KubeBackend::new().await?;
+            let answer = ["stratum".to_string(), host::run(Duration::ZERO), host::log("done"), host::exit(7)];
+            let answer: Vec<&str> = answer.iter().map(String::as_str).collect();
+            let mut times = [Vec::new(), Vec::new()];
+            for i in 0..runs {
+                let name = format!("rt-{i}");
+                let on_real = spec(&real, &name, &answer);
+                let mut on_agent = spec(&real, &name, &answer);
+                (on_agent.namespace, on_agent.node) = (agent.namespace(), agent.node());
+                for (k, (api, s)) in [(real.api(), on_real), (agent.api(), on_agent)]
+                    .into_iter()
+                    .enumerate()
+                {
+                    let start = std::time::Instant::now();
+                    let (code, log) = nodejob_core::run_exit_code_logs(&*api, &s).await?;
+                    times[k].push(start.elapsed());
+                    ensure!((code, log.as_str()) == (7, "done\n"), "run {i}: ({code}, {log:?})");
+                }
+            }
+            let (bytes, processes) = real.node.memory()?;
+            for (k, what) in ["real node (kubelet, containerd, runc)", "node agent"].iter().enumerate() {
+                let t = &mut times[k];
+                t.sort();
+                let at = |q: f64| t[((t.len() - 1) as f64 * q).round() as usize];
+                eprintln!(
+                    "round trip on a {what}: p50 {:.2}s, p99 {:.2}s, min {:.2}s, max {:.2}s over {} runs",
+                    at(0.5).as_secs_f64(),
+                    at(0.99).as_secs_f64(),
+                    t[0].as_secs_f64(),
+                    t[t.len() - 1].as_secs_f64(),
+                    t.len()
+                );
+            }
+            eprintln!(
+                "real node memory: {:.0} MiB resident in {processes} processes",
+                bytes as f64 / (1024.0 * 1024.0)
+            );
+            Ok(())
+        }
+        .await,
+    )
+}
