@@ -291,7 +291,7 @@ async fn a_deleted_jobs_program_ends_by_sigterm() {
 
 /// A host program running when its node reboots: the pod ends Failed, its container with
 /// what the kubelet records for a container it finds gone after a reboot (255, `Unknown`), as
-/// `nodejob_host::status` says and the fake follows.
+/// `nodejob_host::status` says (the fake and the agent do not play it yet).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reboot_fails_the_running_pod() {
     check(

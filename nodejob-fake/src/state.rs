@@ -197,8 +197,7 @@ impl State {
 
     /// The node restarts: its kubelet posts a new `bootID`.
     pub(crate) fn reboot_node(&mut self, name: &str) -> ApiResult<Node> {
-        let now = self.now;
-        self.kubelets.reboot(&mut self.store, name, now)
+        self.kubelets.reboot(&mut self.store, name)
     }
 
     /// Gives the node the host model `host`.
