@@ -3,15 +3,18 @@
 //! Jobs of ours on a node, and where `issue` has begun, as [`crate::abort`] refuses on it and
 //! [`crate::preview`] shows it. Reads only.
 
+use std::collections::BTreeSet;
+
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Preconditions;
 use nodejob_core::{JobApi, NodeApi};
-use nodejob_roll::{Selecting, retry};
+use nodejob_roll::{Selecting, WRITE_ROUNDS, retry};
 
 use crate::error::Error;
 use crate::order::Order;
 use crate::phase::{CaStep, Decision, decide};
-use crate::plan::Plan;
+use crate::plan::{LABEL_KEY, Plan};
 use crate::records::last_reported;
 
 /// The steps whose host Jobs a run or an abort leaves behind when it stops in flight.
@@ -45,6 +48,59 @@ pub(crate) fn outside(cluster: &[Node], planned: &[String]) -> Vec<String> {
         .into_iter()
         .filter(|n| !planned.contains(n))
         .collect()
+}
+
+/// The names of every host Job of ours in the plan's namespace (any node, any step), in one
+/// list: a run that finds no Job of a step on a node there need not read it again (it is
+/// created by that step alone). Jobs being deleted are listed too.
+pub(crate) async fn our_jobs<A: JobApi + ?Sized>(
+    api: &A,
+    plan: &Plan,
+) -> Result<BTreeSet<String>, Error> {
+    let ns = &plan.spec().namespace;
+    match retry(api, || api.list_jobs(ns, LABEL_KEY)).await {
+        Ok(jobs) => Ok(jobs.into_iter().filter_map(|j| j.metadata.name).collect()),
+        Err(cause) => Err(Error::Reading {
+            what: format!("jobs {ns}/-l {LABEL_KEY}"),
+            cause,
+        }),
+    }
+}
+
+/// Deletes our Job `namespace/name` of `uid` exactly (its UID and the resourceVersion read
+/// just before), without waiting for it to go: [`nodejob_roll::delete_job`] without its wait,
+/// for a run that waits for all the Jobs it deleted at once, later. Gone already, replaced, or
+/// being deleted already is done; a conflict (the Job controller wrote to it) reads it again.
+pub(crate) async fn delete_exactly<A: JobApi + ?Sized>(
+    api: &A,
+    namespace: &str,
+    name: &str,
+    uid: &str,
+) -> Result<(), String> {
+    for _ in 0..WRITE_ROUNDS {
+        let job = match retry(api, || api.get_job(namespace, name)).await {
+            Ok(job) if job.metadata.uid.as_deref() == Some(uid) => job,
+            Ok(_) => return Ok(()),
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) => return Err(format!("reading job {namespace}/{name}: {e}")),
+        };
+        if job.metadata.deletion_timestamp.is_some() {
+            return Ok(());
+        }
+        let exact = Preconditions {
+            uid: Some(uid.to_string()),
+            resource_version: job.metadata.resource_version,
+        };
+        match retry(api, || api.delete_job(namespace, name, Some(&exact))).await {
+            Ok(()) => return Ok(()),
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) if e.is_conflict() => continue,
+            Err(e) => return Err(format!("deleting job {namespace}/{name} (uid {uid}): {e}")),
+        }
+    }
+    Err(format!(
+        "deleting job {namespace}/{name} (uid {uid}): it kept changing ({WRITE_ROUNDS} conflicts)"
+    ))
 }
 
 /// Our Job of `step` on `node`, if any.

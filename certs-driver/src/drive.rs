@@ -1,7 +1,8 @@
-//! The thin async loop: reads every node's status, checks the gates, runs each phase on the
-//! nodes that have not passed it (control-plane nodes one at a time, then workers
-//! `concurrency` at a time), fences every write with the Lease (renewed while anything
-//! waits), and keeps the report.
+//! The thin async loop: reads every node's status once, checks the gates, runs each phase on
+//! the nodes that have not passed it (control-plane nodes one at a time, then workers
+//! `concurrency` at a time) and takes what each phase's Job says the node reports after it as
+//! the next gate's input, fences every write with the Lease (renewed while anything waits),
+//! and keeps the report.
 //!
 //! What a node does in a phase is decided by its [`NodeMachine`](crate::NodeMachine); the
 //! executor of its intents is one function, `Rotation::node`, in the child module `node.rs`,
@@ -10,13 +11,19 @@
 
 mod node;
 
-use std::collections::BTreeMap;
+use node::Fencing;
+
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::join_all;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Node;
+use nodejob_core::DELETE_TIMEOUT;
 use nodejob_core::lease::Claim;
+use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{EventType, JobApi, LeaseApi, NodeApi};
 use nodejob_roll::Fenced;
 use nodejob_roll::{
@@ -24,18 +31,39 @@ use nodejob_roll::{
 };
 use nodejob_roll::{End, Engine, FixedWidth, Limits, NodeEnd, Tally};
 
-use crate::cluster::{covers_cluster, every_node, issue_begun, outside, select};
+use crate::cluster::{STEPS, covers_cluster, every_node, issue_begun, our_jobs, outside, select};
 use crate::error::Error;
 use crate::fingerprint::Fingerprint;
 use crate::gate::{Gate, Verified, check, expected, old_trust};
-use crate::machine::{Answer, Leftover, Task};
+use crate::machine::{Answer, Leftover, Stepped, Task};
 use crate::order::Order;
 use crate::phase::CaStep;
-use crate::plan::Plan;
+use crate::plan::{LABEL_KEY, Plan};
 use crate::progress::{
     CaEvent, Failure, Gates, NodeReport, NodeResult, Progress, ProgressSink, Report,
 };
 use crate::status::CaStatus;
+
+/// What `carotate verify` answered on a node after its `issue` (in the issue Job's own
+/// output), with the CAs it expected besides the new one.
+type Verifies = BTreeMap<String, (Vec<Fingerprint>, Verified)>;
+
+/// Takes what each node that stepped in a phase reports after it as its status, and what its
+/// verify answered, if it did.
+fn apply(
+    statuses: &mut [(String, CaStatus)],
+    verified: &mut Verifies,
+    stepped: Vec<(String, Stepped)>,
+) {
+    for (name, after) in stepped {
+        if let Some((_, status)) = statuses.iter_mut().find(|(n, _)| *n == name) {
+            *status = after.status;
+        }
+        if let Some(answer) = after.verified {
+            verified.insert(name, answer);
+        }
+    }
+}
 
 /// How one node of a batch ended, as the engine counts it: whether it failed.
 struct Settled(bool);
@@ -67,6 +95,12 @@ struct Rotation<'a, A: ?Sized> {
     /// Each node with a host Job (or a read) under way, and its step: what the report says
     /// of it when the Lease is lost and the run is cut short there.
     in_flight: Mutex<BTreeMap<String, CaStep>>,
+    /// The names of our host Jobs as listed when the run settled them (`None`: not listed):
+    /// a Job of a step not among them is not read before the step.
+    ours: Mutex<Option<BTreeSet<String>>>,
+    /// Each node as the run last saw it (listed, watched, patched): the resourceVersion a
+    /// record is patched under, with no read of its own (a conflict reads it again).
+    seen: Mutex<BTreeMap<String, Node>>,
 }
 
 /// Rotates the plan's nodes to the new CA.
@@ -170,7 +204,10 @@ where
             fence,
             report: Mutex::new(report),
             in_flight: Mutex::new(BTreeMap::new()),
+            ours: Mutex::new(None),
+            seen: Mutex::new(BTreeMap::new()),
         };
+        rotation.saw(nodes);
         Ok((order, rotation))
     }
 
@@ -201,11 +238,13 @@ where
         if let Err(outcome) = self.settle(order, &leftovers).await {
             return outcome;
         }
-        let mut statuses = match self.read_all(order, true).await {
+        let mut statuses = match self.read_all(order).await {
             Ok(s) => s,
             Err(outcome) => return outcome,
         };
-        if let Err(outcome) = self.gate(Gate::Start, &statuses).await {
+        // What `verify` answered on each node in its issue Job, and what it expected.
+        let mut verified = Verifies::new();
+        if let Err(outcome) = self.gate(Gate::Start, &statuses, &verified).await {
             return outcome;
         }
         let mut finalizing = false;
@@ -225,26 +264,39 @@ where
                 return outcome;
             }
             if let Some(gate) = gate
-                && let Err(outcome) = self.gate(gate, &statuses).await
+                && let Err(outcome) = self.gate(gate, &statuses, &verified).await
             {
                 return outcome;
             }
+            // No finalize while a Job of ours is still going: issue Jobs are deleted without
+            // waiting, and waited for here, all at once.
+            if phase == CaStep::Finalize
+                && let Err(why) = self.gone(order).await
+            {
+                return self.cannot_go_on(
+                    format!("finalize did not begin: {why}"),
+                    "run the same rotation again: it resumes from what the nodes report",
+                );
+            }
+            // The next gate reads what each node that stepped printed in its phase Job.
             match self.phase(phase, order, &statuses).await {
-                Ok(false) => {}
-                Ok(true) => match self.read_all(order, false).await {
-                    Ok(s) => statuses = s,
-                    Err(outcome) => return outcome,
-                },
+                Ok(stepped) => apply(&mut statuses, &mut verified, stepped),
                 Err(outcome) => return outcome,
             }
         }
-        if let Err(outcome) = self.gate(Gate::AfterFinalize, &statuses).await {
+        if let Err(outcome) = self.gate(Gate::AfterFinalize, &statuses, &verified).await {
             return outcome;
         }
         // Nodes join a shared cluster at any time: one that joined while finalize ran has
         // been through none of it, and the run is not done while it is there.
         if finalizing && let Err(outcome) = self.none_joined(order).await {
             return outcome;
+        }
+        if let Err(why) = self.gone(order).await {
+            return self.cannot_go_on(
+                format!("every node is on the new CA, but {why}"),
+                "run the same rotation again: it finds every phase passed and waits for them",
+            );
         }
         self.finish_all(NodeResult::Rotated);
         Outcome::Done
@@ -270,7 +322,7 @@ where
         if !begun.is_empty() {
             return Err(Error::AbortRefused { nodes: begun });
         }
-        let statuses = match self.read_all(order, true).await {
+        let statuses = match self.read_all(order).await {
             Ok(s) => s,
             Err(outcome) => return Ok(outcome),
         };
@@ -283,16 +335,20 @@ where
         if !begun.is_empty() {
             return Err(Error::AbortRefused { nodes: begun });
         }
+        let mut statuses = statuses;
+        let mut verified = Verifies::new();
         match self.phase(CaStep::Abort, order, &statuses).await {
-            Ok(_) => {}
+            Ok(stepped) => apply(&mut statuses, &mut verified, stepped),
             Err(outcome) => return Ok(outcome),
         }
-        let statuses = match self.read_all(order, false).await {
-            Ok(s) => s,
-            Err(outcome) => return Ok(outcome),
-        };
-        if let Err(outcome) = self.gate(Gate::AfterAbort, &statuses).await {
+        if let Err(outcome) = self.gate(Gate::AfterAbort, &statuses, &verified).await {
             return Ok(outcome);
+        }
+        if let Err(why) = self.gone(order).await {
+            return Ok(self.cannot_go_on(
+                format!("the new CA is removed from every node, but {why}"),
+                "run the same abort again: it waits for them",
+            ));
         }
         self.finish_all(NodeResult::Restored);
         Ok(Outcome::Done)
@@ -303,7 +359,10 @@ where
     /// present (issue), or would present leaves they no longer trust (finalize).
     async fn covers_cluster(&self, order: &Order, phase: CaStep) -> Result<(), Outcome> {
         let cluster = match every_node(self.api).await {
-            Ok(nodes) => nodes,
+            Ok(nodes) => {
+                self.saw(nodes.clone());
+                nodes
+            }
             Err(e) => {
                 return Err(self.cannot_go_on(
                     format!("{phase} did not begin: {e}"),
@@ -386,7 +445,13 @@ where
     /// waited for, never killed, and then deleted, before anything is read or decided there.
     /// A failed one is left for inspection: it changes nothing more.
     async fn settle(&self, order: &Order, steps: &[(CaStep, Leftover)]) -> Result<bool, Outcome> {
+        // Our Jobs listed once: a node with none of them has nothing to settle. (Unlisted, each
+        // node's are read one by one.)
+        *self.ours.lock().unwrap() = our_jobs(self.api, self.plan).await.ok();
         self.batches(order, |name| async move {
+            if steps.iter().all(|(step, _)| self.absent(*step, &name)) {
+                return Ok(false);
+            }
             let task = Task::Settle(steps.to_vec());
             self.node(&name, task)
                 .await
@@ -451,6 +516,71 @@ where
         }
     }
 
+    /// Waits until the host Jobs of ours on the run's nodes that are being deleted are gone: the
+    /// runner deletes a step's Job once it read its result, the issue Job is deleted once its
+    /// status is recorded, neither waited for, and a Job deleted in the foreground stays until
+    /// its Pod is gone. No finalize begins, and no run is done, while one is still there. One
+    /// list, then a watch on each Job still there (those of the last batch, at most), each
+    /// within [`DELETE_TIMEOUT`]; the error names those that did not go.
+    async fn gone(&self, order: &Order) -> Result<(), String> {
+        let api = self.api;
+        let ns = self.plan.spec().namespace.as_str();
+        let steps = STEPS.into_iter().chain([CaStep::Status, CaStep::Verify]);
+        let steps: Vec<CaStep> = steps.collect();
+        let ours: BTreeSet<String> = (order.all().iter())
+            .flat_map(|node| steps.iter().map(|step| self.plan.job_name(*step, node)))
+            .collect();
+        let listed = retry(api, || api.list_jobs(ns, LABEL_KEY))
+            .await
+            .map_err(|e| format!("our jobs could not be listed to see them gone: {e}"))?;
+        let going = (listed.into_iter()).filter(|j| {
+            j.metadata.deletion_timestamp.is_some()
+                && (j.metadata.name.as_ref()).is_some_and(|n| ours.contains(n))
+        });
+        let waits = going.map(|job| async move {
+            let name = job.metadata.name.clone().unwrap_or_default();
+            let uid = job.metadata.uid.clone();
+            let get = || api.get_job(ns, &name);
+            let wait = |since: Option<String>, t| {
+                let name = &name;
+                async move { api.wait_job(ns, name, since.as_deref(), t).await }
+            };
+            let gone = |j: Option<&Job>| j.is_none_or(|j| j.metadata.uid != uid);
+            let seen = From::Seen(Some(job.clone()));
+            match watch_until(api, DELETE_TIMEOUT, seen, get, wait, gone).await {
+                Ok(Until::Met(_)) => None,
+                Ok(Until::TimedOut(_)) => Some(format!(
+                    "job {ns}/{name} is still being deleted after {}s",
+                    DELETE_TIMEOUT.as_secs()
+                )),
+                Err((_, e)) => Some(format!("job {ns}/{name} could not be watched going: {e}")),
+            }
+        });
+        let stuck: Vec<String> = join_all(waits).await.into_iter().flatten().collect();
+        if stuck.is_empty() {
+            Ok(())
+        } else {
+            Err(stuck.join("; "))
+        }
+    }
+
+    /// Keeps `nodes` as the run last saw them.
+    fn saw(&self, nodes: impl IntoIterator<Item = Node>) {
+        let mut seen = self.seen.lock().unwrap();
+        for node in nodes {
+            if let Some(name) = node.metadata.name.clone() {
+                seen.insert(name, node);
+            }
+        }
+    }
+
+    /// Whether no Job of ours of `step` was on `name` when the run listed them (so none is,
+    /// until the step creates it).
+    fn absent(&self, step: CaStep, name: &str) -> bool {
+        let job = self.plan.job_name(step, name);
+        (self.ours.lock().unwrap().as_ref()).is_some_and(|ours| !ours.contains(&job))
+    }
+
     /// The nodes of `order` that have not passed `phase`, as `statuses` say.
     fn pending(
         &self,
@@ -471,30 +601,48 @@ where
     }
 
     /// One phase on every node that has not passed it (and on every node, to settle a Job of
-    /// ours left there).
+    /// ours left there): each node whose host step ran, with what it reports after it.
     async fn phase(
         &self,
         phase: CaStep,
         order: &Order,
         statuses: &[(String, CaStatus)],
-    ) -> Result<bool, Outcome> {
+    ) -> Result<Vec<(String, Stepped)>, Outcome> {
         self.progress
             .event(&Progress::Driver(CaEvent::PhaseStarted {
                 phase,
                 nodes: self.pending(phase, order, statuses),
             }));
-        self.batches(order, |name| async move {
-            let status = statuses.iter().find(|(n, _)| *n == name).map(|(_, s)| s);
-            let task = Task::Phase {
-                step: phase,
-                status: status.cloned(),
-                took: self.took(&name, phase),
-            };
-            self.node(&name, task)
-                .await
-                .map(|a| a == Answer::Acted(true))
+        let new = self.plan.fingerprint();
+        let old = old_trust(new, statuses);
+        let stepped = Mutex::new(Vec::new());
+        self.batches(order, |name| {
+            let (old, stepped) = (&old, &stepped);
+            async move {
+                let status = statuses.iter().find(|(n, _)| *n == name).map(|(_, s)| s);
+                // `issue` verifies after it what the gate before finalize asks of the node.
+                let also = match (phase, status) {
+                    (CaStep::Issue, Some(status)) => expected(new, status, old.as_ref()),
+                    _ => Vec::new(),
+                };
+                let task = Task::Phase {
+                    step: phase,
+                    status: status.cloned(),
+                    took: self.took(&name, phase),
+                    also,
+                    absent: self.absent(phase, &name),
+                };
+                match self.node(&name, task).await? {
+                    Answer::Stepped(after) => {
+                        stepped.lock().unwrap().push((name, after));
+                        Ok(true)
+                    }
+                    answer => Ok(answer == Answer::Acted(true)),
+                }
+            }
         })
-        .await
+        .await?;
+        Ok(stepped.into_inner().unwrap())
     }
 }
 
@@ -502,30 +650,41 @@ impl<A> Rotation<'_, A>
 where
     A: JobApi + NodeApi + LeaseApi + ?Sized,
 {
-    /// Checks `gate` on `statuses` (running `carotate verify` on every node first, before
-    /// finalize), reports it, and on a disagreement names each node and stops.
-    async fn gate(&self, gate: Gate, statuses: &[(String, CaStatus)]) -> Result<(), Outcome> {
+    /// Checks `gate` on `statuses` (with `carotate verify`'s answer on every node first, before
+    /// finalize: the one its issue Job gave, in `verified`, when it expected what the gate
+    /// expects now; else a `verify` Job's), reports it, and on a disagreement names each node
+    /// and stops.
+    async fn gate(
+        &self,
+        gate: Gate,
+        statuses: &[(String, CaStatus)],
+        verified: &Verifies,
+    ) -> Result<(), Outcome> {
         let new = self.plan.fingerprint();
         let mut answers: Vec<Option<Verified>> = vec![None; statuses.len()];
         if gate == Gate::BeforeFinalize {
             let old = old_trust(new, statuses);
+            let mut ask = Vec::new();
+            for (i, (name, status)) in statuses.iter().enumerate() {
+                // A node whose report disagrees already is named for that.
+                if &status.issuer != new || !status.chain_trusted() {
+                    continue;
+                }
+                let also = expected(new, status, old.as_ref());
+                match verified.get(name) {
+                    Some((asked, answer)) if *asked == also => answers[i] = Some(answer.clone()),
+                    _ => ask.push((i, also)),
+                }
+            }
             let width = self.plan.spec().concurrency.max(1) as usize;
-            let indices: Vec<usize> = (0..statuses.len()).collect();
-            for chunk in indices.chunks(width) {
-                let asked = join_all(chunk.iter().map(|&i| {
-                    let (name, status) = &statuses[i];
-                    let also = expected(new, status, old.as_ref());
-                    async move {
-                        // A node whose report disagrees already is named for that.
-                        if &status.issuer != new || !status.chain_trusted() {
-                            return None;
-                        }
-                        Some(self.verify(name, also).await)
-                    }
+            for chunk in ask.chunks(width) {
+                let asked = join_all(chunk.iter().map(|(i, also)| {
+                    let name = &statuses[*i].0;
+                    self.verify(name, also.clone())
                 }))
                 .await;
-                for (&i, answer) in chunk.iter().zip(asked) {
-                    answers[i] = answer;
+                for ((i, _), answer) in chunk.iter().zip(asked) {
+                    answers[*i] = Some(answer);
                 }
             }
         }
@@ -569,13 +728,9 @@ where
         }
     }
 
-    /// Every node's status, read `concurrency` at a time; `first`: it is what they reported
-    /// when the run began. A node that cannot say fails the run, named.
-    async fn read_all(
-        &self,
-        order: &Order,
-        first: bool,
-    ) -> Result<Vec<(String, CaStatus)>, Outcome> {
+    /// Every node's status as the run begins, read `concurrency` at a time (after it, each
+    /// phase's Job says it). A node that cannot say fails the run, named.
+    async fn read_all(&self, order: &Order) -> Result<Vec<(String, CaStatus)>, Outcome> {
         let all = order.all();
         let width = self.plan.spec().concurrency.max(1) as usize;
         let mut out = Vec::new();
@@ -586,8 +741,8 @@ where
             for (name, result) in chunk.iter().zip(read) {
                 match result {
                     Ok(status) => {
-                        self.reported(name, &status, first);
-                        if let Err(e) = self.record(name, &status).await {
+                        self.reported(name, &status, true);
+                        if let Err(e) = self.record(name, &status, Fencing::Known).await {
                             self.note(name, e);
                         }
                         out.push((name.clone(), status));

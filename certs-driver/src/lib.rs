@@ -30,12 +30,14 @@
 //! error) are named by many, and `drive.rs` and `preview.rs` by none.
 //!
 //! ```text
-//!  our leftover Jobs settled ─▶ status ─▶ gate start ─▶ stage ─▶ status
-//!    ─▶ (whole cluster?) gate before issue ─▶ issue (+ Ready, + status recorded) ─▶ status
-//!    ─▶ (whole cluster?) gate before finalize (+ verify) ─▶ finalize ─▶ status
+//!  our leftover Jobs settled ─▶ status ─▶ gate start ─▶ stage (+ its status)
+//!    ─▶ (whole cluster?) gate before issue ─▶ issue (+ its status and verify, + Ready,
+//!       + status recorded) ─▶ (whole cluster?) gate before finalize (a verify Job only where
+//!       no issue Job of this run answered it) ─▶ finalize (+ its status)
 //!    ─▶ gate after finalize ─▶ done
 //!  each phase: control-plane nodes one at a time, then workers `concurrency` at a time,
-//!  only on the nodes that have not passed it
+//!  only on the nodes that have not passed it; its Job answers the node's status in its own
+//!  output: a rotation is 4 host Jobs a node (status, stage, issue, finalize)
 //! ```
 //!
 //! # Expected flow
@@ -43,7 +45,8 @@
 //!    and/or names); none selected is an error. Acquire the fenced Lease (operation
 //!    `rotate-ca`, the new CA's fingerprint), the one the upgrade driver holds. It is renewed
 //!    every third of its duration for the whole run. Settle the host Jobs of ours an earlier
-//!    run or abort left on the nodes, before anything is read or decided there: one of
+//!    run or abort left on the nodes (listed once; only a node with one is read), before
+//!    anything is read or decided there: one of
 //!    `stage`, `issue` or `finalize` still running or succeeded is adopted (waited for, never
 //!    killed; its result is the step's); one of `abort` is waited out and deleted (its result
 //!    a note). A failed one is left for inspection.
@@ -53,25 +56,34 @@
 //!    ([`LAST_STATUS`], for [`preview`]). Check the start gate: every node's leaves chain to a
 //!    CA it trusts, and the nodes agree on the old trust.
 //! 3. `stage` (`carotate stage --add <new>`) on every node that does not trust the new CA:
-//!    control-plane nodes first, one at a time, then workers `concurrency` at a time. Read
-//!    every status again. Gate: every node trusts the new CA.
+//!    control-plane nodes first, one at a time, then workers `concurrency` at a time. Each
+//!    phase's Job ends its output with the node's status line, as `carotate status` prints it
+//!    (the host protocol: `nodejob_host::stratum`): it is what the node reports after the
+//!    phase, recorded on it, and what the next gate reads of it; a node that passed the phase
+//!    already is taken as it reported before. (An output that does not end so, a host that
+//!    predates the protocol or a log that could not be read, is followed by a `carotate
+//!    status` Job.) Gate: every node trusts the new CA.
 //! 4. Before `issue` runs anywhere, list every node of the cluster (no selector): a node the
 //!    plan leaves out stops the run there (see *Guarantees*). `issue` (`carotate issue --ca
-//!    <new>`) on every node whose leaves the new CA does not issue, in the same order; after
-//!    each, the node restarts its components and must be Ready again within `ready_timeout`
-//!    (a node deleted meanwhile fails its step as the Node watch reports it, named as deleted),
-//!    then its status is read and recorded on it ([`LAST_STATUS`]) before its issue Job is
-//!    deleted. Read every status again. Gate: every node's leaves chain to the new CA, and
-//!    `carotate verify --expect <new> --expect <old>…` (read with
-//!    [`nodejob_core::run_exit_code`]) exits 0 on every node (3, "not yet", is a disagreement
-//!    too: a rerun asks again).
+//!    <new> --expect <new> --expect <old>…`: issue, then verify as below, in the one Job) on
+//!    every node whose leaves the new CA does not issue, in the same order; after each, the
+//!    node restarts its components and must be Ready again within `ready_timeout` (a node
+//!    deleted meanwhile fails its step as the Node watch reports it, named as deleted), then
+//!    the status its Job printed is recorded on it ([`LAST_STATUS`]) before its issue Job is
+//!    deleted. Gate: every node's leaves chain to the new CA, and `carotate verify --expect
+//!    <new> --expect <old>…` exits 0 on every node (3, "not yet", is a disagreement too: a
+//!    rerun asks again): the verdict its issue Job printed, when it expected what the gate
+//!    expects; else (a node issued by an earlier run) a `verify` Job, read with
+//!    [`nodejob_core::run_exit_code`]. No finalize begins while an issue Job is still being
+//!    deleted.
 //! 5. Before `finalize` runs anywhere, the cluster is listed again, as before `issue`.
 //!    `finalize` (`carotate finalize --keep <new>`) on every node that trusts more than the
-//!    new CA. Read every status again. Gate: every node trusts exactly one CA, the new one,
+//!    new CA. Gate: every node trusts exactly one CA, the new one,
 //!    which issues its leaves. When finalize ran, the selection is listed once more (every
 //!    node of the cluster; for a plan not `cluster_wide`, its selector's): a node that joined
 //!    while the run went on has been through none of it, so the run fails naming it (a
-//!    Warning Event on it), never Done; a rerun takes it through every phase.
+//!    Warning Event on it), never Done; a rerun takes it through every phase. A run is not
+//!    done while a Job of ours it deleted is still going.
 //! 6. Each step is an Event on the Node (reason `NodejobCa<Step>`), a failure or a
 //!    disagreement a Warning. Release the Lease. The [`Report`] has every node's steps with
 //!    their durations, every gate with the fingerprints of every node side by side, and how
@@ -129,6 +141,9 @@
 //! - Nobody deletes the driver's host Jobs while it runs (a succeeded Job is kept, not deleted
 //!   by TTL: the runner's Jobs set no `ttlSecondsAfterFinished`).
 //! - The backend's wall clock is the cluster's within the Lease duration.
+//! - Only the rotation's own host Jobs change a host's trust and leaves while it runs (it
+//!   holds the Lease): a gate reads what each node reported last, in the run's first read or
+//!   in the output of its latest phase Job, not a read of its own.
 //!
 //! # Errors
 //! [`Error`]: the plan refused ([`Error::Plan`], before any API call); another holder has the
@@ -168,7 +183,9 @@ pub use drive::{COMPONENT, OPERATION};
 pub use error::Error;
 pub use fingerprint::Fingerprint;
 pub use gate::{Disagreement, Gate, GateReport, Reported, Verified, check, expected, old_trust};
-pub use machine::{Answer, Intent, Leftover, Mark, NodeMachine, Observation, Step, Task, Watched};
+pub use machine::{
+    Answer, Gone, Intent, Leftover, Mark, NodeMachine, Observation, Step, Stepped, Task, Watched,
+};
 pub use nodejob_roll::NSENTER;
 pub use nodejob_roll::Window;
 pub use nodejob_roll::{EventSink, FenceEvent, Outcome, Placement, PlanError, Selecting, Stop};
@@ -179,7 +196,9 @@ pub use progress::{
     CaEvent, Failure, Gates, NodeReport, NodeResult, Progress, ProgressSink, Report, Totals, quiet,
 };
 pub use records::{LAST_STATUS, last_reported};
-pub use status::{CaPhase, CaStatus, StatusError, parse_status};
+pub use status::{
+    CaPhase, CaStatus, PhaseOutput, StatusError, Verdict, parse_phase_output, parse_status,
+};
 
 /// Rotates the plan's nodes to its new CA, as the crate docs say. Progress goes to `progress`.
 ///

@@ -12,20 +12,29 @@
 //!             │                                        └ ended ─▶ Lease? ─▶ delete ─▶ next
 //!             │ being deleted, WaitOut ─▶ Lease? ─▶ delete ──────────────────────────▶ next
 //!             └ otherwise ─▶ next                                  ... ─▶ Done(Acted(any))
-//!  Phase    find our Job ─passed, no live Job─▶ Done(Acted(false)) (skipped)
+//!  Phase    find our Job (not when the run's list of our Jobs had none of the step there)
+//!             │ passed, no live Job ─▶ Done(Acted(false)) (skipped)
 //!             │ running/succeeded ─▶ host (adopting it)
-//!             └ none/failed ─▶ Lease? ─▶ host (creating it)
+//!             └ none/failed ─▶ Lease? ─▶ host (creating it; `issue` with `--expect`)
 //!  host     run ─exit ≠ 0─▶ Fail (Job kept)     (exit 0, log unread: read our Job; succeeded
-//!             │ exit 0                           ─▶ wait for its exit code only; else Fail)
+//!             │ exit 0: its output's status line ─▶ wait for its exit code only; else Fail)
+//!             │ (issue: and verify's verdict)
 //!             │ issue: NotReady? (restart grace) ─▶ Ready (ready timeout)
-//!             │        ─▶ Lease? ─▶ read status ─▶ record it ─failed─▶ Lease? ─▶ Fail
-//!             └ Lease? ─▶ delete our Job exactly ─▶ Finished ─▶ (Settle: next; Phase: Done)
+//!             │ no status line in it ─▶ Lease? ─▶ read status
+//!             │ record the status (issue: Lease-checked, the mark; failed ─▶ Lease? ─▶ Fail)
+//!             │ issue (kept): delete our Job exactly, its going awaited by the run later
+//!             └ Finished ─▶ (Settle: next; Phase: Done(Stepped: the status, the verdict))
+//!             (the runner deletes the Job of any other step once it read its result; settling,
+//!              only an issue's status is recorded)
 //!  Read     Lease? ─▶ `carotate status`, parsed strictly ─▶ Done(Status)
 //!  Verify   Lease? ─▶ `carotate verify` ─▶ Done(Verified)
 //! ```
 //!
 //! `Lease?` is [`Intent::CheckLease`]: every write of a host step is fenced by it (an adopted
-//! Job is waited for without one: it writes nothing until it is deleted). A Lease known lost
+//! Job is waited for without one: it writes nothing until it is deleted; a runner's call is
+//! one fenced write, its Job's create and, once read, its delete; the issue Job's delete
+//! follows the Lease-checked record of its status at once). A record that is not the mark of
+//! issue is written as an Event is: refused once the Lease is known lost. A Lease known lost
 //! interrupts the node at its step, blaming it for nothing. [`NodeMachine::in_flight`] says
 //! which step the node has under way, for the report of a run cut short where it stood.
 
@@ -38,7 +47,7 @@ use crate::gate::Verified;
 use crate::phase::{CaStep, Decision, decide};
 use crate::plan::Plan;
 use crate::progress::{Failure, NodeResult};
-use crate::status::{CaStatus, parse_status};
+use crate::status::{CaStatus, parse_phase_output, parse_status};
 
 /// The last lines of a log kept in a failure.
 const LOG_TAIL_LINES: usize = 20;
@@ -71,6 +80,13 @@ pub enum Task {
         status: Option<CaStatus>,
         /// Whether this run took the step on it already (adopted its Job while settling).
         took: bool,
+        /// `issue`: the CAs the `carotate verify` after it expects besides the new one (what
+        /// the gate before finalize asks, answered by the issue Job itself); the other steps
+        /// take none.
+        also: Vec<Fingerprint>,
+        /// No Job of ours of the step was on the node when the run listed our Jobs, and none
+        /// is created but by this step: it is not read again before the step.
+        absent: bool,
     },
     /// `carotate verify --expect <new> --expect <also>…`.
     Verify {
@@ -82,12 +98,25 @@ pub enum Task {
 /// How a task ended well.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Answer {
-    /// Settled or stepped: whether a host Job of ours ran or was adopted.
+    /// Settled, or a phase with nothing to do: whether a host Job of ours ran or was adopted.
     Acted(bool),
+    /// A phase's host step ran (or was adopted) and exited 0: what the node reports after it.
+    Stepped(Stepped),
     /// What the node reports.
     Status(CaStatus),
     /// `verify`'s answer (the Lease lost is one too: it says nothing about the node).
     Verified(Verified),
+}
+
+/// What a node reports after a phase's host step, read from the step's own output (else from a
+/// `carotate status` after it): what the next gate reads of it, with no status Job of its own.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stepped {
+    /// Where the node stands after the step.
+    pub status: CaStatus,
+    /// After `issue --expect`: the CAs its `carotate verify` expected besides the new one, and
+    /// its answer. `None` when it did not say (the gate then runs `carotate verify`).
+    pub verified: Option<(Vec<Fingerprint>, Verified)>,
 }
 
 /// How the node's wait after `issue` ended.
@@ -120,6 +149,12 @@ pub enum Intent {
         step: CaStep,
         /// The Job to adopt.
         adopt: Option<String>,
+        /// `issue`: `--expect` the new CA and these after it (see [`Task::Phase`]).
+        also: Vec<Fingerprint>,
+        /// Kept once it succeeded, for the machine to delete once done with it (`issue`: the
+        /// mark that issue began, until its status is recorded); else the runner deletes it as
+        /// soon as it has read its result.
+        keep: bool,
     },
     /// Wait for our Job of `step` and UID `uid` to end, and read its exit code only; kept.
     WaitJob {
@@ -128,12 +163,15 @@ pub enum Intent {
         /// Its UID.
         uid: String,
     },
-    /// Delete our Job of `step` and UID `uid` exactly, and wait until it is gone.
+    /// Delete our Job of `step` and UID `uid` exactly (a Job deleted in the foreground stays
+    /// until its Pod is gone).
     DeleteJob {
         /// The step.
         step: CaStep,
         /// Its UID.
         uid: String,
+        /// When it is waited for to be gone.
+        gone: Gone,
     },
     /// After `issue`: wait, at most the restart grace, for the node to go NotReady (or be
     /// deleted).
@@ -142,8 +180,16 @@ pub enum Intent {
     WaitReady,
     /// Run `carotate status` (its exit code and log).
     ReadStatus,
-    /// Record the status on the node ([`crate::LAST_STATUS`]), fenced.
-    Record(CaStatus),
+    /// Record the status on the node ([`crate::LAST_STATUS`]).
+    Record {
+        /// What the node reports.
+        status: CaStatus,
+        /// The record is the cluster's mark that `issue` began there: the Lease is checked
+        /// right before it is written, and a failure fails the node. Otherwise it is what a
+        /// preview shows: written as an Event is (refused once the Lease is known lost), a
+        /// failure a note.
+        mark: bool,
+    },
     /// Run `carotate verify --expect <new> --expect <also>…` (its exit code).
     Verify {
         /// The CAs expected besides the new one.
@@ -155,6 +201,17 @@ pub enum Intent {
     /// The task ends: answered, or with the node's result (failed without an Event: a Job
     /// that could not be read; interrupted).
     Done(Result<Answer, NodeResult>),
+}
+
+/// When a Job the machine deletes is waited for until it is gone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gone {
+    /// Before the machine goes on: a leftover of the other direction, or one being deleted
+    /// already, whose Pod may still run.
+    Awaited,
+    /// Not by the machine: the run waits for every Job of ours being deleted before
+    /// `finalize` begins and before it ends. A step's own Job, finished.
+    Later,
 }
 
 /// The answer to the last intent.
@@ -213,6 +270,13 @@ struct Ran {
     uid: String,
     /// What it did, for its Finished mark.
     message: String,
+    /// What the node reports after it: its output's status line, or `carotate status` read
+    /// after it; `None` until known.
+    status: Option<CaStatus>,
+    /// What its `verify` answered (`issue --expect`), with the CAs expected besides the new one.
+    verified: Option<(Vec<Fingerprint>, Verified)>,
+    /// Its Job is still there, for the machine to delete.
+    kept: bool,
 }
 
 /// What a Lease check clears the way for.
@@ -303,8 +367,18 @@ impl<'p> NodeMachine<'p> {
     pub fn start(&mut self) -> Step {
         match &self.task {
             Task::Settle(_) => self.leftover_at_hand(Vec::new()),
-            Task::Phase { step, .. } => {
+            Task::Phase {
+                step,
+                status,
+                took,
+                absent,
+                ..
+            } => {
                 let step = *step;
+                if *absent {
+                    let (status, took) = (status.clone(), *took);
+                    return self.phase(None, status.as_ref(), took);
+                }
                 self.go(At::Finding, Vec::new(), Intent::FindJob { step })
             }
             Task::Read => self.fence(Vec::new(), Then::ReadStatus(None)),
@@ -360,7 +434,11 @@ impl<'p> NodeMachine<'p> {
             (At::Finding | At::Ended { .. }, Observation::Failed(why)) => {
                 self.done(Err(NodeResult::Failed(failure(step, why, None, None))))
             }
-            (At::Hosting | At::Answering, Observation::Host(Ok(report))) => self.hosted(report),
+            (At::Hosting, Observation::Host(Ok(report))) => {
+                let kept = self.keeps();
+                self.hosted(report, kept)
+            }
+            (At::Answering, Observation::Host(Ok(report))) => self.hosted(report, true),
             (At::Hosting | At::Answering, Observation::Host(Err(why))) => {
                 self.fail(failure(step, why, None, None))
             }
@@ -392,7 +470,7 @@ impl<'p> NodeMachine<'p> {
                 Watched::Met => {
                     ran.message
                         .push_str("; its components restarted and it is Ready");
-                    self.fence(Vec::new(), Then::ReadStatus(Some(ran)))
+                    self.report(ran)
                 }
                 Watched::Deleted => self.fail(self.deleted()),
                 Watched::TimedOut => {
@@ -407,15 +485,10 @@ impl<'p> NodeMachine<'p> {
                 Watched::Failed(why) => self.fail(failure(CaStep::Issue, why, None, None)),
             },
             (At::Reading(ran), Observation::Status(read)) => self.read(ran, read),
-            (At::Recording(ran), Observation::Written) => {
-                let uid = ran.uid.clone();
-                self.fence(
-                    Vec::new(),
-                    Then::Delete {
-                        uid,
-                        ran: Some(ran),
-                    },
-                )
+            (At::Recording(ran), Observation::Written) => self.recorded(ran, Vec::new()),
+            // Recording is for a preview to show; only after `issue` is it the cluster's mark.
+            (At::Recording(ran), Observation::Failed(why)) if step != CaStep::Issue => {
+                self.recorded(ran, vec![Mark::Note(why)])
             }
             (At::Recording(_), Observation::Failed(why)) => {
                 let message = format!(
@@ -427,15 +500,15 @@ impl<'p> NodeMachine<'p> {
             }
             (At::Deleting(ran), Observation::Written) => {
                 let mut marks = Vec::new();
-                if let Some(ran) = ran {
-                    marks.push(Mark::Finished(step, ran.message));
+                if let Some(ran) = &ran {
+                    marks.push(Mark::Finished(step, ran.message.clone()));
                 }
-                self.stepped(marks)
+                self.stepped(marks, ran)
             }
             (At::Deleting(_) | At::Clearing, Observation::Failed(why)) => {
                 self.fail(failure(step, why, None, None))
             }
-            (At::Clearing, Observation::Written) => self.stepped(Vec::new()),
+            (At::Clearing, Observation::Written) => self.stepped(Vec::new(), None),
             (At::WaitingOut(uid), Observation::Host(result)) => {
                 let ended = match result {
                     Ok(report) => format!("exited {}", report.exit_code),
@@ -467,19 +540,34 @@ impl<'p> NodeMachine<'p> {
     fn cleared(&mut self, then: Then) -> Step {
         let step = self.step;
         match then {
-            Then::Host => self.go(
-                At::Hosting,
-                vec![Mark::Started(step)],
-                Intent::Host { step, adopt: None },
-            ),
+            Then::Host => {
+                let (also, keep) = (self.also(), self.keeps());
+                self.go(
+                    At::Hosting,
+                    vec![Mark::Started(step)],
+                    Intent::Host {
+                        step,
+                        adopt: None,
+                        also,
+                        keep,
+                    },
+                )
+            }
             Then::ReadStatus(ran) => self.go(At::Reading(ran), Vec::new(), Intent::ReadStatus),
-            Then::Delete { uid, ran } => self.go(
-                At::Deleting(ran),
-                Vec::new(),
-                Intent::DeleteJob { step, uid },
-            ),
+            Then::Delete { uid, ran } => {
+                // A step's own Job, finished; else a leftover waited out.
+                let gone = if ran.is_some() {
+                    Gone::Later
+                } else {
+                    Gone::Awaited
+                };
+                let intent = Intent::DeleteJob { step, uid, gone };
+                self.go(At::Deleting(ran), Vec::new(), intent)
+            }
             Then::Clear { uid } => {
-                self.go(At::Clearing, Vec::new(), Intent::DeleteJob { step, uid })
+                let gone = Gone::Awaited;
+                let intent = Intent::DeleteJob { step, uid, gone };
+                self.go(At::Clearing, Vec::new(), intent)
             }
             Then::Fail(f) => self.fail(f),
             Then::Verify(also) => self.go(At::Verifying, Vec::new(), Intent::Verify { also }),
@@ -583,12 +671,18 @@ impl<'p> NodeMachine<'p> {
             )),
             Mark::Started(step),
         ];
-        let adopt = Some(uid);
-        self.go(At::Hosting, marks, Intent::Host { step, adopt })
+        let (adopt, also, keep) = (Some(uid), self.also(), self.keeps());
+        let intent = Intent::Host {
+            step,
+            adopt,
+            also,
+            keep,
+        };
+        self.go(At::Hosting, marks, intent)
     }
 
     /// The host Job's report: a failure (its Job kept), or on to done with it.
-    fn hosted(&mut self, report: Report) -> Step {
+    fn hosted(&mut self, report: Report, kept: bool) -> Step {
         let step = self.step;
         if report.exit_code != 0 {
             let message = format!(
@@ -602,19 +696,27 @@ impl<'p> NodeMachine<'p> {
             let log_tail = report.log.as_deref().map(|l| log_tail(l, LOG_TAIL_LINES));
             return self.fail(failure(step, message, Some(report.exit_code), log_tail));
         }
+        // Its output ends with where the node stands now, and after `issue --expect` with
+        // what `verify` said: the gates read them from here.
+        let out = (report.log.as_deref())
+            .map(|log| parse_phase_output(&self.node, log))
+            .unwrap_or_default();
+        let new = self.plan.fingerprint();
+        let verified = out.verdict.and_then(|v| match v.expect.split_first() {
+            Some((first, also)) if first == new => {
+                Some((also.to_vec(), Verified::Exit(v.exit_code)))
+            }
+            _ => None,
+        });
         let ran = Ran {
             uid: report.uid,
             message: format!("`carotate {}` exited 0", step.subcommand()),
+            status: out.status,
+            verified,
+            kept,
         };
         if step != CaStep::Issue {
-            let uid = ran.uid.clone();
-            return self.fence(
-                Vec::new(),
-                Then::Delete {
-                    uid,
-                    ran: Some(ran),
-                },
-            );
+            return self.report(ran);
         }
         // `issue` restarts the node's components: NotReady within the grace (a node that
         // stays Ready through it is taken as restarted), then Ready again.
@@ -650,19 +752,90 @@ impl<'p> NodeMachine<'p> {
         };
         match ran {
             None => self.done(Ok(Answer::Status(status))),
-            Some(ran) => {
-                let marks = vec![Mark::Reported(status.clone())];
-                self.go(At::Recording(ran), marks, Intent::Record(status))
+            Some(mut ran) => {
+                ran.status = Some(status);
+                self.report(ran)
             }
         }
     }
 
+    /// A host step that exited 0 (after `issue`, its node Ready again): what the node reports
+    /// now recorded on it, then its Job deleted if kept. What it reports is the step's output's
+    /// status line; a step whose output did not end with one is followed by a `carotate
+    /// status` read. Settling, only an `issue` is recorded: the run reads every node after.
+    fn report(&mut self, ran: Ran) -> Step {
+        let settling = matches!(self.task, Task::Settle(_));
+        if settling && self.step != CaStep::Issue {
+            return self.recorded(ran, Vec::new());
+        }
+        match ran.status.clone() {
+            Some(status) => {
+                let marks = vec![Mark::Reported(status.clone())];
+                let mark = self.step == CaStep::Issue;
+                self.go(At::Recording(ran), marks, Intent::Record { status, mark })
+            }
+            None => {
+                let note = format!(
+                    "`carotate {}` left no status line to read on node {} (its log unread, or \
+                     a host that does not print one): reading `carotate status`",
+                    self.step.subcommand(),
+                    self.node
+                );
+                self.fence(vec![Mark::Note(note)], Then::ReadStatus(Some(ran)))
+            }
+        }
+    }
+
+    /// The status after a host step recorded (or not needed): its Job deleted if kept (after
+    /// `issue`, at once: the record's own Lease check fences it), else the step is finished.
+    fn recorded(&mut self, ran: Ran, marks: Vec<Mark>) -> Step {
+        if !ran.kept {
+            let finished = Mark::Finished(self.step, ran.message.clone());
+            let marks = marks.into_iter().chain([finished]).collect();
+            return self.stepped(marks, Some(ran));
+        }
+        let uid = ran.uid.clone();
+        let ran = Some(ran);
+        if self.step == CaStep::Issue {
+            let step = self.step;
+            let intent = Intent::DeleteJob {
+                step,
+                uid,
+                gone: Gone::Later,
+            };
+            return self.go(At::Deleting(ran), marks, intent);
+        }
+        self.fence(marks, Then::Delete { uid, ran })
+    }
+
     /// A host step (or a leftover) done with: the next leftover, or the phase's answer.
-    fn stepped(&mut self, marks: Vec<Mark>) -> Step {
+    fn stepped(&mut self, marks: Vec<Mark>, ran: Option<Ran>) -> Step {
         self.acted = true;
-        match self.task {
-            Task::Settle(_) => self.next_leftover(marks),
+        match (&self.task, ran) {
+            (Task::Settle(_), _) => self.next_leftover(marks),
+            (
+                _,
+                Some(Ran {
+                    status: Some(status),
+                    verified,
+                    ..
+                }),
+            ) => self.done_with(marks, Ok(Answer::Stepped(Stepped { status, verified }))),
             _ => self.done_with(marks, Ok(Answer::Acted(true))),
+        }
+    }
+
+    /// Whether the host Job of the step at hand is kept once it succeeded: `issue`'s, the mark
+    /// that issue began until its status is recorded on the node.
+    fn keeps(&self) -> bool {
+        self.step == CaStep::Issue
+    }
+
+    /// What `issue`'s verify expects besides the new CA.
+    fn also(&self) -> Vec<Fingerprint> {
+        match &self.task {
+            Task::Phase { also, .. } if self.step == CaStep::Issue => also.clone(),
+            _ => Vec::new(),
         }
     }
 

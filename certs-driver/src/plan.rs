@@ -339,8 +339,8 @@ impl Plan {
     }
 
     /// The argv of `carotate <step>` on a host: the prefix, the binary, `carotate`, the
-    /// step's subcommand and its arguments (the new CA's fingerprint; for `verify`, `--expect`
-    /// the new CA then each of `also`).
+    /// step's subcommand and its arguments (the new CA's fingerprint; for `verify`, and after
+    /// `issue`'s `--ca`, `--expect` the new CA then each of `also`).
     pub fn command(&self, step: CaStep, also: &[Fingerprint]) -> Vec<String> {
         let fp = self.fingerprint.to_string();
         let mut argv = self.spec.prefix.clone();
@@ -348,7 +348,16 @@ impl Plan {
         let args: Vec<String> = match step {
             CaStep::Status => vec!["status".into()],
             CaStep::Stage => vec!["stage".into(), "--add".into(), fp],
-            CaStep::Issue => vec!["issue".into(), "--ca".into(), fp],
+            // Verified after it, as `verify` below: the gate before finalize reads the answer
+            // from the issue Job's own output.
+            CaStep::Issue => {
+                let mut v = vec!["issue".into(), "--ca".into(), fp.clone()];
+                v.extend(["--expect".into(), fp]);
+                for other in also {
+                    v.extend(["--expect".into(), other.to_string()]);
+                }
+                v
+            }
             CaStep::Finalize => vec!["finalize".into(), "--keep".into(), fp],
             CaStep::Abort => vec!["abort".into(), "--remove".into(), fp],
             CaStep::Verify => {

@@ -5,7 +5,7 @@
 //!
 //! | annotation | written | says |
 //! |---|---|---|
-//! | [`LAST_STATUS`] | after each read of a node's `carotate status` (fenced; failing to is a note), and after `issue`, before its Job is deleted (failing to fails the node, and the Job is kept as the mark) | `{"status": {…}, "at": "RFC 3339"}`: what the node reported, when |
+//! | [`LAST_STATUS`] | after the run's first read of a node's `carotate status`, and after each phase's Job with the status line it printed (refused once the Lease is known lost; failing to is a note), and after `issue`, before its Job is deleted (the Lease checked right before; failing to fails the node, and the Job is kept as the mark) | `{"status": {…}, "at": "RFC 3339"}`: what the node reported, when |
 
 use k8s_openapi::api::core::v1::Node;
 use nodejob_core::NodeChange;

@@ -152,3 +152,57 @@ pub fn parse_status(node: &str, log: &str) -> Result<CaStatus, StatusError> {
         issuer: fingerprint("issuer", &wire.issuer)?,
     })
 }
+
+/// What a phase's host Job (`carotate stage|issue|finalize|abort`, exit 0) printed about the
+/// node after it: its last line is the status line, as `carotate status` prints it; an
+/// `issue` given `--expect` prints its verdict line, `{"verify": N, "expect": ["sha256:…",
+/// …]}`, just before it. Either is `None` when the output does not end so (a host that
+/// predates the protocol, a log that could not be read): the driver then asks `carotate
+/// status` (strictly), or `carotate verify`, as a Job of its own.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PhaseOutput {
+    /// Where the node stands after the phase.
+    pub status: Option<CaStatus>,
+    /// What `carotate verify` said after `issue`.
+    pub verdict: Option<Verdict>,
+}
+
+/// `carotate verify`'s answer as an `issue --expect` printed it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    /// Its exit status: 0 verified, 1 an error, 3 not yet.
+    pub exit_code: i32,
+    /// What it expected: the CA the leaves chain to, then the rest of the trusted set.
+    pub expect: Vec<Fingerprint>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VerdictWire {
+    verify: i32,
+    expect: Vec<String>,
+}
+
+/// Reads the end of a phase's output on `node` (see [`PhaseOutput`]): the last line as
+/// [`parse_status`] reads a status, the one before it as a verdict. Nothing here fails: what
+/// is not there is asked for again.
+pub fn parse_phase_output(node: &str, log: &str) -> PhaseOutput {
+    let mut lines = log.lines().rev();
+    let Some(status) = lines.next().and_then(|l| parse_status(node, l).ok()) else {
+        return PhaseOutput::default();
+    };
+    let verdict = lines.next().and_then(|line| {
+        let wire: VerdictWire = serde_json::from_str(line).ok()?;
+        let expect = (wire.expect.iter())
+            .map(|e| Fingerprint::parse(e))
+            .collect::<Option<Vec<_>>>()?;
+        Some(Verdict {
+            exit_code: wire.verify,
+            expect,
+        })
+    });
+    PhaseOutput {
+        status: Some(status),
+        verdict,
+    }
+}

@@ -355,28 +355,23 @@ async fn once_one_node_sees_the_lease_lost_no_node_writes_again() -> TestResult 
     let ca = new_ca();
     let (fake, _) = cluster(47, 1, 2);
     let plan = plan(plan_spec(&ca));
-    // The workers take `issue` together (two at a time); after it each one's status is read,
-    // both at the same instants. The Lease is taken as w-1's read is created (its third: after
-    // the first reads and those after `stage`): w-0's step, ending first, reads the Lease lost
-    // as it records its status, while w-1's read ends in the same instant.
-    let status_w1 = format!("{NS}/{}", plan.job_name(CaStep::Status, "w-1"));
+    // The workers take `issue` together (two at a time); each one's issue Job ends, and each
+    // node is Ready again, at the same instants, and each then records the status its Job
+    // printed. The Lease is taken as w-1's issue Job is created: w-0's step, ending first,
+    // reads the Lease lost as it records its status, while w-1's ends in the same instant.
+    let issue_w1 = format!("{NS}/{}", plan.job_name(CaStep::Issue, "w-1"));
     let lease_calls = |f: &FakeCluster| {
         f.count(nodejob_fake::Verb::GetLease) + f.count(nodejob_fake::Verb::ReplaceLease)
     };
-    let reads = Arc::new(std::sync::Mutex::new(0));
     let taken = Arc::new(std::sync::Mutex::new(None::<usize>));
     let after_known = Arc::new(std::sync::Mutex::new(Vec::new()));
     let (thief, at, late) = (fake.clone(), taken.clone(), after_known.clone());
     let api = acting_before(fake.clone(), move |w| {
         let mut at = at.lock().unwrap();
         match *at {
-            None if w.verb == nodejob_fake::Verb::CreateJob && w.target == status_w1 => {
-                let mut reads = reads.lock().unwrap();
-                *reads += 1;
-                if *reads == 3 {
-                    take_the_lease(&thief);
-                    *at = Some(lease_calls(&thief));
-                }
+            None if w.verb == nodejob_fake::Verb::CreateJob && w.target == issue_w1 => {
+                take_the_lease(&thief);
+                *at = Some(lease_calls(&thief));
             }
             // A Lease read since the theft: the driver knows, and writes nothing more.
             Some(then) if lease_calls(&thief) > then => late.lock().unwrap().push(w.to_string()),
@@ -384,10 +379,7 @@ async fn once_one_node_sees_the_lease_lost_no_node_writes_again() -> TestResult 
         }
     });
     let report = run(&api, &plan, quiet()).await?;
-    assert!(
-        taken.lock().unwrap().is_some(),
-        "w-1's status was never read after issue"
-    );
+    assert!(taken.lock().unwrap().is_some(), "w-1's issue never began");
     let late = after_known.lock().unwrap().clone();
     assert!(
         late.is_empty(),

@@ -3,8 +3,8 @@
 mod support;
 
 use certs_driver::{
-    Answer, CaPhase, CaStatus, CaStep, Failure, Fingerprint, Intent, Leftover, Mark, NodeMachine,
-    NodeResult, Observation as Obs, Plan, Step, Task, Verified, Watched,
+    Answer, CaPhase, CaStatus, CaStep, Failure, Fingerprint, Gone, Intent, Leftover, Mark,
+    NodeMachine, NodeResult, Observation as Obs, Plan, Step, Stepped, Task, Verified, Watched,
 };
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -83,6 +83,8 @@ fn phase(plan: &Plan, step: CaStep, reported: Option<CaStatus>) -> NodeMachine<'
         step,
         status: reported,
         took: false,
+        also: vec![],
+        absent: false,
     };
     let mut m = NodeMachine::new(plan, NODE, task);
     assert_eq!(m.start().intent, Intent::FindJob { step });
@@ -99,7 +101,14 @@ fn hosting(m: &mut NodeMachine<'_>, step: CaStep) {
     assert_eq!(m.step(Obs::Job(None)).intent, Intent::CheckLease);
     assert_eq!(m.in_flight(), Some(step));
     let next = m.step(Obs::LeaseHeld);
-    assert_eq!(next.intent, Intent::Host { step, adopt: None });
+    let (also, keep) = (vec![], step == CaStep::Issue);
+    let host = Intent::Host {
+        step,
+        adopt: None,
+        also,
+        keep,
+    };
+    assert_eq!(next.intent, host);
     assert_eq!(next.marks, vec![Mark::Started(step)]);
 }
 
@@ -132,6 +141,8 @@ fn a_step_passed_with_no_job_of_ours_writes_nothing_and_is_skipped_once() -> Res
             step: CaStep::Stage,
             status: Some(staged.clone()),
             took,
+            also: vec![],
+            absent: false,
         };
         let mut m = NodeMachine::new(&plan, NODE, task);
         m.start();
@@ -145,6 +156,29 @@ fn a_step_passed_with_no_job_of_ours_writes_nothing_and_is_skipped_once() -> Res
 }
 
 #[test]
+fn a_step_whose_job_the_run_listed_absent_is_not_read_again() {
+    let plan = rotation();
+    let new = plan.fingerprint().clone();
+    let staged = status(CaPhase::Staged, &[&fp(OLD), &new], &fp(OLD));
+    // (what the node reported) -> the first intent: the Lease, or nothing at all (passed).
+    let table = [
+        (idle(), Intent::CheckLease),
+        (staged, Intent::Done(Ok(Answer::Acted(false)))),
+    ];
+    for (i, (reported, want)) in table.into_iter().enumerate() {
+        let task = Task::Phase {
+            step: CaStep::Stage,
+            status: Some(reported),
+            took: false,
+            also: vec![],
+            absent: true,
+        };
+        let mut m = NodeMachine::new(&plan, NODE, task);
+        assert_eq!(m.start().intent, want, "row {i}");
+    }
+}
+
+#[test]
 fn a_job_of_ours_is_adopted_without_a_lease_check_and_a_failed_one_is_run_again_or_kept() {
     let plan = rotation();
     let new = plan.fingerprint().clone();
@@ -152,6 +186,8 @@ fn a_job_of_ours_is_adopted_without_a_lease_check_and_a_failed_one_is_run_again_
     let adopt = Intent::Host {
         step: CaStep::Stage,
         adopt: Some("j".into()),
+        also: vec![],
+        keep: false,
     };
     let kept = Intent::Done(Ok(Answer::Acted(false)));
     // (our Job, what the node reports) -> intent
@@ -234,17 +270,39 @@ fn a_host_job_that_exited_non_zero_fails_the_node_and_keeps_its_job() {
     );
 }
 
+/// The line `carotate status` prints for `status`, as a phase's output ends with it.
+fn status_line(status: &CaStatus) -> String {
+    let trusted: Vec<String> = status.trusted.iter().map(|f| format!("\"{f}\"")).collect();
+    format!(
+        "{{\"phase\": \"{}\", \"trusted\": [{}], \"issuer\": \"{}\"}}\n",
+        status.phase,
+        trusted.join(", "),
+        status.issuer
+    )
+}
+
+/// A node that trusts the new CA beside the old one, still issued by the old one.
+fn staged(plan: &Plan) -> CaStatus {
+    let new = plan.fingerprint().clone();
+    status(CaPhase::Staged, &[&fp(OLD), &new], &fp(OLD))
+}
+
 #[test]
-fn a_step_that_exited_0_deletes_its_job_under_the_lease_then_is_finished() {
+fn a_step_that_exited_0_records_the_status_it_printed_then_is_finished() {
     let plan = rotation();
+    let after = staged(&plan);
     let mut m = phase(&plan, CaStep::Stage, Some(idle()));
+    // Its Job is not kept: the runner deletes it once it read its result.
     hosting(&mut m, CaStep::Stage);
-    assert_eq!(m.step(exited("j", 0, Some(""))).intent, Intent::CheckLease);
-    let delete = Intent::DeleteJob {
-        step: CaStep::Stage,
-        uid: "j".into(),
+    let log = format!("stratum: staged it\n{}", status_line(&after));
+    let record = m.step(exited("j", 0, Some(&log)));
+    let intent = Intent::Record {
+        status: after.clone(),
+        mark: false,
     };
-    assert_eq!(m.step(Obs::LeaseHeld).intent, delete);
+    assert_eq!(record.intent, intent);
+    assert_eq!(record.marks, vec![Mark::Reported(after.clone())]);
+    assert_eq!(m.in_flight(), Some(CaStep::Stage));
     let done = m.step(Obs::Written);
     assert_eq!(
         done.marks,
@@ -253,20 +311,93 @@ fn a_step_that_exited_0_deletes_its_job_under_the_lease_then_is_finished() {
             "`carotate stage` exited 0".into()
         )]
     );
-    assert_eq!(done.intent, Intent::Done(Ok(Answer::Acted(true))));
+    let stepped = Stepped {
+        status: after,
+        verified: None,
+    };
+    assert_eq!(done.intent, Intent::Done(Ok(Answer::Stepped(stepped))));
+}
+
+#[test]
+fn a_step_whose_output_has_no_status_line_reads_carotate_status_under_the_lease() {
+    let plan = rotation();
+    let after = staged(&plan);
+    // (its log: none read, nothing, garbage last, the status line not last)
+    let logs = [
+        None,
+        Some(String::new()),
+        Some(format!("{}{{\"phase\": \"iss", status_line(&after))),
+        Some(format!("{}stratum: staged it\n", status_line(&after))),
+    ];
+    for (i, log) in logs.into_iter().enumerate() {
+        let mut m = phase(&plan, CaStep::Stage, Some(idle()));
+        hosting(&mut m, CaStep::Stage);
+        let fence = m.step(exited("j", 0, log.as_deref()));
+        assert_eq!(fence.intent, Intent::CheckLease, "row {i}");
+        assert!(
+            matches!(&fence.marks[..], [Mark::Note(n)] if n.contains("no status line")),
+            "row {i}: {:?}",
+            fence.marks
+        );
+        assert_eq!(m.in_flight(), Some(CaStep::Status), "row {i}");
+        assert_eq!(m.step(Obs::LeaseHeld).intent, Intent::ReadStatus, "row {i}");
+        let read = m.step(Obs::Status(Ok((0, status_line(&after)))));
+        assert_eq!(
+            read.intent,
+            Intent::Record {
+                status: after.clone(),
+                mark: false
+            },
+            "row {i}"
+        );
+        assert_eq!(m.in_flight(), Some(CaStep::Stage), "row {i}");
+    }
+    // What the read says is read strictly: garbage fails the node at the read.
+    let mut m = phase(&plan, CaStep::Stage, Some(idle()));
+    hosting(&mut m, CaStep::Stage);
+    m.step(exited("j", 0, None));
+    m.step(Obs::LeaseHeld);
+    let f = failed(m.step(Obs::Status(Ok((0, "garbage".into())))));
+    assert_eq!((f.step, f.exit_code), (CaStep::Status, Some(0)));
+}
+
+#[test]
+fn a_status_that_could_not_be_recorded_after_a_step_other_than_issue_is_a_note() {
+    let plan = rotation();
+    let after = staged(&plan);
+    let mut m = phase(&plan, CaStep::Stage, Some(idle()));
+    hosting(&mut m, CaStep::Stage);
+    m.step(exited("j", 0, Some(&status_line(&after))));
+    let done = m.step(Obs::Failed("could not record the status: 500".into()));
+    assert_eq!(
+        done.marks,
+        vec![
+            Mark::Note("could not record the status: 500".into()),
+            Mark::Finished(CaStep::Stage, "`carotate stage` exited 0".into())
+        ]
+    );
+    assert!(
+        matches!(done.intent, Intent::Done(Ok(Answer::Stepped(_)))),
+        "{:?}",
+        done.intent
+    );
 }
 
 #[test]
 fn a_job_that_could_not_be_deleted_fails_the_node() {
     let plan = rotation();
-    let mut m = phase(&plan, CaStep::Finalize, Some(idle()));
-    hosting(&mut m, CaStep::Finalize);
-    m.step(exited("j", 0, None));
-    m.step(Obs::LeaseHeld);
+    let new = plan.fingerprint().clone();
+    let issued = status(CaPhase::Issued, &[&fp(OLD), &new], &new);
+    let mut m = phase(&plan, CaStep::Issue, Some(staged(&plan)));
+    hosting(&mut m, CaStep::Issue);
+    m.step(exited("j", 0, Some(&status_line(&issued))));
+    m.step(Obs::Watched(Watched::Met));
+    m.step(Obs::Watched(Watched::Met));
+    m.step(Obs::Written);
     let f = failed(m.step(Obs::Failed("deleting job x: 500".into())));
     assert_eq!(
         (f.step, f.message.as_str()),
-        (CaStep::Finalize, "deleting job x: 500")
+        (CaStep::Issue, "deleting job x: 500")
     );
 }
 
@@ -316,12 +447,13 @@ fn exit_0_with_its_log_unread_is_taken_from_the_succeeded_job_never_a_new_one() 
         assert_eq!(m.in_flight(), Some(CaStep::Stage), "row {i}");
         assert_eq!(m.step(Obs::Job(ours)).intent, want, "row {i}");
     }
-    // Its exit code alone then answers: 0 goes on to delete it.
+    // Its exit code alone then answers: 0 goes on to read the status it did not print.
     let mut m = phase(&plan, CaStep::Stage, Some(idle()));
     hosting(&mut m, CaStep::Stage);
     m.step(unread);
     m.step(Obs::Job(job("j", Some("Complete"), false)));
     assert_eq!(m.step(exited("j", 0, None)).intent, Intent::CheckLease);
+    assert_eq!(m.step(Obs::LeaseHeld).intent, Intent::ReadStatus);
 }
 
 // --- issue --------------------------------------------------------------------------------------
@@ -358,26 +490,123 @@ fn issue_waits_for_the_restart_reads_and_records_the_status_then_deletes_its_job
     let line = format!(r#"{{"phase":"issued","trusted":["{OLD}","{new}"],"issuer":"{new}"}}"#);
     let reported = status(CaPhase::Issued, &[&fp(OLD), &new], &new);
     let record = m.step(Obs::Status(Ok((0, format!("{line}\n")))));
-    assert_eq!(record.intent, Intent::Record(reported.clone()));
+    assert_eq!(
+        record.intent,
+        Intent::Record {
+            status: reported.clone(),
+            mark: true
+        }
+    );
     assert_eq!(record.marks, vec![Mark::Reported(reported)]);
     assert_eq!(
         m.in_flight(),
         Some(CaStep::Issue),
         "the read is done: issue again"
     );
-    assert_eq!(m.step(Obs::Written).intent, Intent::CheckLease);
+    // The record checked the Lease right before it: the delete follows at once.
     let delete = Intent::DeleteJob {
         step: CaStep::Issue,
         uid: "j".into(),
+        gone: Gone::Later,
     };
-    assert_eq!(m.step(Obs::LeaseHeld).intent, delete);
+    assert_eq!(m.step(Obs::Written).intent, delete);
     let done = m.step(Obs::Written);
     let message = "`carotate issue` exited 0; its components restarted and it is Ready";
     assert_eq!(
         done.marks,
         vec![Mark::Finished(CaStep::Issue, message.into())]
     );
-    assert_eq!(done.intent, Intent::Done(Ok(Answer::Acted(true))));
+    let stepped = Stepped {
+        status: status(CaPhase::Issued, &[&fp(OLD), &new], &new),
+        verified: None,
+    };
+    assert_eq!(done.intent, Intent::Done(Ok(Answer::Stepped(stepped))));
+}
+
+#[test]
+fn issue_verifies_in_its_own_job_and_records_the_status_it_printed_once_ready() {
+    let plan = rotation();
+    let new = plan.fingerprint().clone();
+    let task = Task::Phase {
+        step: CaStep::Issue,
+        status: Some(staged(&plan)),
+        took: false,
+        also: vec![fp(OLD)],
+        absent: false,
+    };
+    let after = status(CaPhase::Issued, &[&fp(OLD), &new], &new);
+    // (the verdict line it printed) -> what the answer says verify said
+    let verdict = |code: i32, expect: &[&str]| {
+        let expect: Vec<String> = expect.iter().map(|e| format!("\"{e}\"")).collect();
+        format!(
+            "{{\"verify\": {code}, \"expect\": [{}]}}\n",
+            expect.join(", ")
+        )
+    };
+    let table = [
+        (
+            verdict(0, &[new.as_str(), OLD]),
+            Some((vec![fp(OLD)], Verified::Exit(0))),
+        ),
+        (
+            verdict(3, &[new.as_str()]),
+            Some((vec![], Verified::Exit(3))),
+        ),
+        // Not a verify of the new CA, or not a verdict at all: not an answer.
+        (verdict(0, &[OLD, new.as_str()]), None),
+        (verdict(0, &["sha256:ab"]), None),
+        ("stratum: ok\n".to_string(), None),
+    ];
+    for (i, (line, verified)) in table.into_iter().enumerate() {
+        let mut m = NodeMachine::new(&plan, NODE, task.clone());
+        m.start();
+        m.step(Obs::Job(None));
+        let host = m.step(Obs::LeaseHeld).intent;
+        let also = vec![fp(OLD)];
+        assert_eq!(
+            host,
+            Intent::Host {
+                step: CaStep::Issue,
+                adopt: None,
+                also,
+                keep: true,
+            },
+            "row {i}"
+        );
+        let log = format!("stratum: leaves now issued\n{line}{}", status_line(&after));
+        assert_eq!(
+            m.step(exited("j", 0, Some(&log))).intent,
+            Intent::WaitNotReady
+        );
+        m.step(Obs::Watched(Watched::Met));
+        // Ready again: the status it printed is recorded, with no `carotate status` Job.
+        let record = m.step(Obs::Watched(Watched::Met));
+        assert_eq!(
+            record.intent,
+            Intent::Record {
+                status: after.clone(),
+                mark: true
+            },
+            "row {i}"
+        );
+        assert_eq!(m.in_flight(), Some(CaStep::Issue), "row {i}");
+        let delete = Intent::DeleteJob {
+            step: CaStep::Issue,
+            uid: "j".into(),
+            gone: Gone::Later,
+        };
+        assert_eq!(m.step(Obs::Written).intent, delete, "row {i}");
+        let done = m.step(Obs::Written);
+        let stepped = Stepped {
+            status: after.clone(),
+            verified,
+        };
+        assert_eq!(
+            done.intent,
+            Intent::Done(Ok(Answer::Stepped(stepped))),
+            "row {i}"
+        );
+    }
 }
 
 #[test]
@@ -553,12 +782,14 @@ fn a_leftover_of_the_run_s_direction_is_adopted_and_then_the_next_step_is_read()
         adopt.intent,
         Intent::Host {
             step: CaStep::Stage,
-            adopt: Some("s".into())
+            adopt: Some("s".into()),
+            also: vec![],
+            keep: false,
         }
     );
-    m.step(exited("s", 0, Some("")));
-    m.step(Obs::LeaseHeld);
-    let next = m.step(Obs::Written);
+    // Deleted by the runner once read: settled, with no status read (the run reads every node
+    // next).
+    let next = m.step(exited("s", 0, Some("")));
     assert_eq!(
         next.marks[0],
         Mark::Finished(CaStep::Stage, "`carotate stage` exited 0".into())
@@ -621,6 +852,7 @@ fn a_leftover_of_the_other_direction_is_waited_out_then_deleted_unless_it_failed
             let delete = Intent::DeleteJob {
                 step: CaStep::Abort,
                 uid: "a".into(),
+                gone: Gone::Awaited,
             };
             assert_eq!(m.step(Obs::LeaseHeld).intent, delete, "row {i}");
             let done = m.step(Obs::Written);
@@ -664,6 +896,7 @@ fn a_leftover_being_deleted_is_cleared_under_the_lease_and_is_not_a_step_in_flig
     let delete = Intent::DeleteJob {
         step: CaStep::Abort,
         uid: "a".into(),
+        gone: Gone::Awaited,
     };
     assert_eq!(m.step(Obs::LeaseHeld).intent, delete);
     assert_eq!(m.in_flight(), None);

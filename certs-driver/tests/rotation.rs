@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use certs_driver::{CaEvent, CaStep, Error, Gate, NodeResult, Outcome, Progress, quiet, run};
 use nodejob_core::lease::{Claim, LeaseConfig, acquire};
+use nodejob_fake::FakeCluster;
 use nodejob_fake::Verb;
-use nodejob_fake::stratum::{FOREIGN_CA, Fault, INITIAL_CA};
+use nodejob_fake::stratum::{FOREIGN_CA, Fault, INITIAL_CA, Operation};
 use support::*;
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -56,6 +57,15 @@ async fn a_full_rotation_on_three_control_plane_and_three_workers_ends_on_the_ne
     );
     let verified: Vec<Option<i32>> = report.own.gates[2].nodes.iter().map(|n| n.verify).collect();
     assert_eq!(verified, vec![Some(0); 6]);
+    // Four host Jobs a node: one status read, then each phase's Job answers the node's status
+    // (and `issue`'s, its verify) in its own output.
+    for name in &names {
+        let state = fake.host_state(name).ok_or("node gone")?;
+        let reads = [Operation::CaStatus, Operation::CaVerify].map(|op| state.executions(op));
+        assert_eq!(reads, [1, 0], "{name}: status reads and verifies");
+    }
+    let created = fake.count(Verb::CreateJob);
+    assert_eq!(created, 4 * names.len(), "host jobs");
     assert_eq!(report.totals.rotated, 6);
     assert_eq!(report.totals.steps, 18);
     assert_eq!(report.lease.last().map(String::as_str), Some("released"));
@@ -437,10 +447,29 @@ async fn a_node_not_ready_again_after_issue_fails_the_rotation_there() -> TestRe
     Ok(())
 }
 
+/// Stages and issues the new CA on every node's host, as an earlier run did (its Jobs gone):
+/// the run finds them issued, skips both phases, and has no answer of `verify` from an issue
+/// Job, so the gate before finalize runs `carotate verify` as a Job of its own.
+fn issued_before(fake: &FakeCluster, names: &[String], ca: &NewCa) -> TestResult {
+    let fp = &ca.fingerprint;
+    for name in names {
+        let mut host = fake.host(name).ok_or("no host")?;
+        for line in [format!("stage --add {fp}"), format!("issue --ca {fp}")] {
+            let mut argv = vec!["stratum".to_string(), "carotate".into()];
+            argv.extend(line.split(' ').map(String::from));
+            let ran = host.exec(&argv).ok_or("not stratum")?;
+            assert_eq!(ran.exit_code, 0, "{line}: {}", ran.log);
+        }
+        fake.set_host(name, host)?;
+    }
+    Ok(())
+}
+
 #[tokio::test(start_paused = true)]
 async fn losing_the_lease_while_verifying_stops_the_run_and_blames_no_node() -> TestResult {
     let ca = new_ca();
     let (fake, names) = cluster(23, 1, 2);
+    issued_before(&fake, &names, &ca)?;
     let taken = std::sync::atomic::AtomicBool::new(false);
     let thief = fake.clone();
     // Two verifies at once: the first one's Job is created, then the Lease is taken; the second
@@ -484,6 +513,7 @@ async fn losing_the_lease_while_verifying_stops_the_run_and_blames_no_node() -> 
 async fn a_verify_exit_other_than_0_or_3_is_a_disagreement_naming_the_node() -> TestResult {
     let ca = new_ca();
     let (fake, names) = cluster(24, 1, 2);
+    issued_before(&fake, &names, &ca)?;
     let changed = std::sync::atomic::AtomicBool::new(false);
     let host = fake.clone();
     // Between its status and its verify, w-1's leaves come to chain to a CA it does not

@@ -163,6 +163,22 @@ fn the_host_argv_defaults_to_nsenter_and_stratum_carotate_with_fingerprints_only
         plan.command(CaStep::Status, &[])[NSENTER.len()..],
         ["/usr/local/bin/stratum", "carotate", "status"]
     );
+    // Issue verifies in the same Job, as the gate before finalize asks.
+    let issue = plan.command(CaStep::Issue, &[fp(INITIAL_CA)]);
+    assert_eq!(
+        issue[NSENTER.len()..],
+        [
+            "/usr/local/bin/stratum",
+            "carotate",
+            "issue",
+            "--ca",
+            &ca.fingerprint,
+            "--expect",
+            &ca.fingerprint,
+            "--expect",
+            INITIAL_CA
+        ]
+    );
     // Configurable: another binary, no nsenter.
     let mut spec = plan_spec(&ca);
     spec.binary = "/opt/bin/stratum".into();

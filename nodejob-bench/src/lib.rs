@@ -6,7 +6,10 @@
 //! - [`requests`]: API calls per run, counted by the fake's call record, for a short and a long
 //!   host operation, in virtual time;
 //! - [`roll`]: whole rolling upgrades of simulated clusters of growing size, in virtual time:
-//!   wall time, peak memory, requests per node;
+//!   wall time, peak memory, requests and bytes answered per node ([`weigh`]), at
+//!   `max_unavailable` 1 and 10%;
+//! - [`rotation`]: a whole CA rotation of a simulated cluster, in virtual time: host Jobs and
+//!   API calls per node;
 //! - [`micro`]: core's pure functions and one step of the run machine, with criterion;
 //! - [`real`]: completion latency, requests per run and what a client holds open, on a real
 //!   control plane (`e2e/bench`).
@@ -25,5 +28,7 @@ mod probe;
 pub mod real;
 pub mod requests;
 pub mod roll;
+pub mod rotation;
 pub mod scenario;
 pub mod stats;
+pub mod weigh;

@@ -3,6 +3,7 @@
 //! ```text
 //! cargo run --release -p nodejob-bench                  everything (about 4 minutes on 2 cores)
 //! cargo run --release -p nodejob-bench -- --runs 200 --sizes 100,1000 --no-micro
+//! cargo run --release -p nodejob-bench -- rotation 100   one CA rotation: Jobs and calls per node
 //! e2e/bench                                             the real control plane (`real`)
 //! ```
 //!
@@ -20,13 +21,17 @@ use nodejob_bench::micro;
 use nodejob_bench::real::{Cluster, Connector};
 use nodejob_bench::requests::{count, describe, total};
 use nodejob_bench::roll::{Roll, roll};
+use nodejob_bench::rotation::{CONCURRENCY, Rotation, rotate};
 use nodejob_bench::scenario::{Call, Waiter};
 use nodejob_bench::stats::Summary;
+use upgrade_driver::MaxUnavailable;
 
 const USAGE: &str = "usage: nodejob-bench [--runs N] [--sizes N,N,...] [--no-micro]
        nodejob-bench real [RUNS [COUNTED [HELD]]]   on the cluster of KUBECONFIG (e2e/bench);
                                  with NODEJOB_BENCH_CLI, also a 3-node `nodejob upgrade`
-       nodejob-bench roll NODES      one rolling upgrade, as a line of JSON
+       nodejob-bench roll NODES [MAX_UNAVAILABLE]   one rolling upgrade (default 10%), as a
+                                 line of JSON
+       nodejob-bench rotation NODES  one CA rotation: host Jobs and API calls per node
        nodejob-bench micro DIR       the micro benchmarks, criterion's estimates in DIR";
 
 /// What the table is made of.
@@ -40,6 +45,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("roll") => one_roll(&args[1..]),
+        Some("rotation") => one_rotation(&args[1..]),
         Some("micro") => one_micro(&args[1..]),
         Some("real") => real(&args[1..]),
         Some("-h" | "--help") => {
@@ -100,6 +106,8 @@ fn table(o: &Options) -> anyhow::Result<()> {
     requests_table()?;
     println!();
     roll_table(&o.sizes)?;
+    println!();
+    rotation_table()?;
     if o.micro {
         println!();
         micro_table()?;
@@ -177,18 +185,30 @@ fn requests_table() -> anyhow::Result<()> {
 
 fn roll_table(sizes: &[usize]) -> anyhow::Result<()> {
     println!(
-        "Rolling upgrade (fake, paused time; max_unavailable 10%; a replica per 10 workers behind \
-         a budget of 10%; one process per size)"
+        "Rolling upgrade (fake, paused time; a replica per 10 workers behind a budget of 10%; \
+         one process per size; KB/node: the objects answered, as JSON)"
     );
     println!(
-        "  {:>6} {:>9} {:>9} {:>9} {:>10} {:>13} {:>14}",
-        "nodes", "virtual", "wall", "setup", "peak RSS", "requests/node", "overhead/node"
+        "  {:>6} {:>6} {:>9} {:>9} {:>9} {:>10} {:>13} {:>8} {:>14}",
+        "nodes",
+        "max_u",
+        "virtual",
+        "wall",
+        "setup",
+        "peak RSS",
+        "requests/node",
+        "KB/node",
+        "overhead/node"
     );
     let exe = std::env::current_exe()?;
-    for &nodes in sizes {
+    for (width, &nodes) in ["1", "10%"]
+        .into_iter()
+        .flat_map(|w| sizes.iter().map(move |n| (w, n)))
+    {
         let out = Command::new(&exe)
             .arg("roll")
             .arg(nodes.to_string())
+            .arg(width)
             .output()?;
         anyhow::ensure!(
             out.status.success(),
@@ -198,16 +218,54 @@ fn roll_table(sizes: &[usize]) -> anyhow::Result<()> {
         let r = Roll::from_json(String::from_utf8_lossy(&out.stdout).trim())?;
         let n = r.nodes as f64;
         println!(
-            "  {:>6} {:>9} {:>9} {:>9} {:>7} MB {:>13.1} {:>14}",
+            "  {:>6} {:>6} {:>9} {:>9} {:>9} {:>7} MB {:>13.1} {:>8.1} {:>14}",
             r.nodes,
+            r.max_unavailable,
             format!("{:.0} min", r.virtual_time.as_secs_f64() / 60.0),
             format!("{:.2} s", r.wall.as_secs_f64()),
             format!("{:.2} s", r.setup.as_secs_f64()),
             r.peak_rss_kib / 1024,
             r.total_calls() as f64 / n,
+            r.total_bytes() as f64 / n / 1000.0,
             ms(r.wall.div_f64(n)),
         );
     }
+    Ok(())
+}
+
+/// The nodes of the rotation in the table.
+const ROTATION_NODES: usize = 100;
+
+fn rotation_table() -> anyhow::Result<()> {
+    let r = runtime(true)?.block_on(rotate(ROTATION_NODES))?;
+    print_rotation(&r);
+    Ok(())
+}
+
+/// What one rotation cost, per node.
+fn print_rotation(r: &Rotation) {
+    println!(
+        "CA rotation (fake, paused time; 3 control-plane nodes, the rest workers, concurrency \
+         {CONCURRENCY})"
+    );
+    println!(
+        "  {} nodes: {:.0} min virtual, {:.2} s wall; {} host Jobs, {} API calls",
+        r.nodes,
+        r.virtual_time.as_secs_f64() / 60.0,
+        r.wall.as_secs_f64(),
+        r.host_jobs(),
+        r.total_calls()
+    );
+    println!("  {}", r.per_node_line());
+    println!("  calls per node: {}", r.calls_by_verb());
+    println!("  host commands per node: {}", r.commands_by_kind());
+}
+
+/// `rotation NODES`: one CA rotation and its figures.
+fn one_rotation(args: &[String]) -> anyhow::Result<()> {
+    let nodes: usize = args.first().context(USAGE)?.parse().context("NODES")?;
+    let r = runtime(true)?.block_on(rotate(nodes))?;
+    print_rotation(&r);
     Ok(())
 }
 
@@ -242,7 +300,13 @@ fn median_ns(dir: &Path, name: &str) -> anyhow::Result<f64> {
 /// The child: one roll, printed as a line of JSON.
 fn one_roll(args: &[String]) -> anyhow::Result<()> {
     let nodes: usize = args.first().context(USAGE)?.parse().context("NODES")?;
-    let r = runtime(true)?.block_on(roll(nodes))?;
+    let width = match args.get(1) {
+        Some(w) => w
+            .parse()
+            .map_err(|e| anyhow::anyhow!("MAX_UNAVAILABLE {w:?}: {e}"))?,
+        None => MaxUnavailable::Percent(10),
+    };
+    let r = runtime(true)?.block_on(roll(nodes, width))?;
     println!("{}", r.to_json());
     Ok(())
 }
@@ -392,6 +456,14 @@ async fn roll_on(cluster: &Cluster) -> anyhow::Result<()> {
         .map(|(k, n)| format!("{k} {:.1}", per_node(*n)))
         .collect();
     println!("  per node: {}", by_kind.join(", "));
+    println!("  by API Priority and Fairness priority level (the proxy's identity's):");
+    println!(
+        "    {:<32} {:>9} {:>9}",
+        "priority level", "requests", "per node"
+    );
+    for (level, n) in &roll.levels {
+        println!("    {level:<32} {n:>9} {:>9.1}", per_node(*n));
+    }
     println!("  its summary: {}", roll.totals);
     Ok(())
 }

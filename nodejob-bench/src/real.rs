@@ -16,6 +16,14 @@
 //! - A rolling upgrade: the `nodejob` command rolls three nodes of their own (the end-to-end
 //!   suite's [`ThreeNodes`]: one control-plane, two zones, quick hosts) under a budget, through
 //!   the counting proxy ([`Cluster::roll`]).
+//! - Priority levels: the proxy also counts the roll's requests by the API Priority and
+//!   Fairness priority level the apiserver put each in (its `X-Kubernetes-PF-PriorityLevel-UID`
+//!   response header, set by the APF filter, `k8s.io/apiserver/pkg/server/filters/
+//!   priority-and-fairness.go`), named by a list of the `flowcontrol.apiserver.k8s.io/v1`
+//!   PriorityLevelConfigurations when the bench may read them, else by UID
+//!   ([`Roll::levels`]). The proxy reaches the apiserver with the kubeconfig's identity (the
+//!   cluster admin under `e2e/bench`, whose requests APF puts in `exempt`): the levels are
+//!   those of that identity, not of the ServiceAccount `deploy/rbac.yaml` grants.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -71,6 +79,9 @@ pub struct Roll {
     pub wall: Duration,
     /// Its requests, by kind, counted by the proxy.
     pub counts: BTreeMap<String, usize>,
+    /// Its requests by API Priority and Fairness priority level: the level's name, its UID
+    /// when it cannot be named, `(no priority level)` for answers without the header.
+    pub levels: BTreeMap<String, usize>,
     /// The command's last line (its totals).
     pub totals: String,
 }
@@ -368,12 +379,53 @@ impl Cluster {
             output.status,
             String::from_utf8_lossy(&output.stderr)
         );
+        let named = self.priority_level_names().await;
+        let mut levels = BTreeMap::new();
+        for (uid, n) in proxy.priority_levels() {
+            let level = match uid {
+                None => "(no priority level)".to_string(),
+                Some(uid) => named.get(&uid).cloned().unwrap_or(uid),
+            };
+            *levels.entry(level).or_insert(0) += n;
+        }
         Ok(Roll {
             nodes: names.len(),
             wall,
             counts: proxy.counts(),
+            levels,
             totals: stdout.lines().last().unwrap_or_default().to_string(),
         })
+    }
+
+    /// The names of the priority levels by UID: one `LIST
+    /// /apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations`. Empty when that is
+    /// refused (RBAC) or fails: the levels are then shown by UID.
+    async fn priority_level_names(&self) -> BTreeMap<String, String> {
+        let listed = async {
+            let request =
+                Request::get("/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations")
+                    .body(Vec::new())?;
+            let text = self.admin.request_text(request).await?;
+            anyhow::Ok(serde_json::from_str::<serde_json::Value>(&text)?)
+        };
+        let list = match listed.await {
+            Ok(list) => list,
+            Err(e) => {
+                eprintln!("priority levels shown by UID: listing them failed: {e:#}");
+                return BTreeMap::new();
+            }
+        };
+        let items = list["items"].as_array().cloned().unwrap_or_default();
+        items
+            .iter()
+            .filter_map(|item| {
+                let meta = &item["metadata"];
+                Some((
+                    meta["uid"].as_str()?.to_string(),
+                    meta["name"].as_str()?.to_string(),
+                ))
+            })
+            .collect()
     }
 }
 
@@ -430,8 +482,14 @@ fn established_to(port: u16) -> anyhow::Result<usize> {
 pub struct CountingProxy {
     addr: SocketAddr,
     counts: Arc<Mutex<BTreeMap<String, usize>>>,
+    levels: Arc<Mutex<BTreeMap<Option<String>, usize>>>,
     task: tokio::task::JoinHandle<()>,
 }
+
+/// The response header naming the API Priority and Fairness priority level a request was
+/// classified into (`X-Kubernetes-PF-PriorityLevel-UID`; its sibling
+/// `X-Kubernetes-PF-FlowSchema-UID` names the FlowSchema).
+const PRIORITY_LEVEL_UID: &str = "x-kubernetes-pf-prioritylevel-uid";
 
 impl CountingProxy {
     /// Starts the proxy on a free loopback port.
@@ -449,20 +507,33 @@ impl CountingProxy {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let counts = Arc::new(Mutex::new(BTreeMap::new()));
+        let levels = Arc::new(Mutex::new(BTreeMap::new()));
         let counted = Arc::clone(&counts);
+        let leveled = Arc::clone(&levels);
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 let _ = stream.set_nodelay(true);
-                let (upstream, base, counted) =
-                    (upstream.clone(), base.clone(), Arc::clone(&counted));
+                let (upstream, base, counted, leveled) = (
+                    upstream.clone(),
+                    base.clone(),
+                    Arc::clone(&counted),
+                    Arc::clone(&leveled),
+                );
                 tokio::spawn(async move {
                     let service = service_fn(move |mut request: Request<Incoming>| {
                         let (upstream, counted) = (upstream.clone(), Arc::clone(&counted));
+                        let leveled = Arc::clone(&leveled);
                         let base = base.clone();
                         async move {
                             *counted.lock().unwrap().entry(kind(&request)).or_insert(0) += 1;
                             *request.uri_mut() = rebase(&base, request.uri())?;
                             let response: Response<Incoming> = upstream.request(request).await?;
+                            let level = response
+                                .headers()
+                                .get(PRIORITY_LEVEL_UID)
+                                .and_then(|v| v.to_str().ok())
+                                .map(str::to_string);
+                            *leveled.lock().unwrap().entry(level).or_insert(0) += 1;
                             anyhow::Ok(response)
                         }
                     });
@@ -472,7 +543,12 @@ impl CountingProxy {
                 });
             }
         });
-        Ok(CountingProxy { addr, counts, task })
+        Ok(CountingProxy {
+            addr,
+            counts,
+            levels,
+            task,
+        })
     }
 
     /// `http://127.0.0.1:PORT`.
@@ -486,6 +562,12 @@ impl CountingProxy {
     /// The requests so far, by kind.
     pub fn counts(&self) -> BTreeMap<String, usize> {
         self.counts.lock().unwrap().clone()
+    }
+
+    /// The requests answered so far, by the UID of the priority level the apiserver's API
+    /// Priority and Fairness put them in (`None`: the answer had no such header).
+    pub fn priority_levels(&self) -> BTreeMap<Option<String>, usize> {
+        self.levels.lock().unwrap().clone()
     }
 }
 

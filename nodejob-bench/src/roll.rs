@@ -3,9 +3,10 @@
 //!
 //! The cluster ([`FakeCluster`], seed 1, default timing): 3 control-plane nodes and the rest of
 //! the nodes as workers in 4 zones, a Deployment `web` of one replica per 10 workers behind a
-//! budget allowing a tenth of them down. The plan: every node to `v1.38.0`, `max_unavailable`
-//! 10%. The workload and the budget grow with the cluster, as the batches do, so a node costs
-//! the same at every size: what a linear roll should show.
+//! budget allowing a tenth of them down. The plan: every node to `v1.38.0`, at a
+//! `max_unavailable` given (1, or 10%). The workload and the budget grow with the cluster, so a
+//! node costs the same at every size: what a linear roll should show, in requests and in the
+//! bytes answered ([`Weighed`]) alike.
 //!
 //! Peak memory is the process's (`VmHWM`), so each size runs in a process of its own.
 
@@ -17,6 +18,8 @@ use nodejob_fake::{Clock, FakeCluster, labels};
 use serde_json::json;
 use upgrade_driver::records;
 use upgrade_driver::{MaxUnavailable, Outcome, Plan, PlanSpec, VersionSource, quiet, run};
+
+use crate::weigh::Weighed;
 
 const TARGET: &str = "v1.38.0";
 const ZONES: [&str; 4] = ["zone-a", "zone-b", "zone-c", "zone-d"];
@@ -30,6 +33,8 @@ const WORKER: (&str, &str) = ("role", "worker");
 pub struct Roll {
     /// Nodes in the cluster, all in the plan.
     pub nodes: usize,
+    /// The plan's `max_unavailable`: `1`, `10%`.
+    pub max_unavailable: String,
     /// Virtual time of the roll.
     pub virtual_time: Duration,
     /// Wall time of the roll (the driver and the fake together).
@@ -38,6 +43,8 @@ pub struct Roll {
     pub setup: Duration,
     /// API calls of the roll, by verb (`get_job`, ...).
     pub calls: BTreeMap<String, usize>,
+    /// Bytes answered to the roll's calls, by verb (see [`Weighed`]).
+    pub bytes: BTreeMap<String, u64>,
     /// Pods evicted.
     pub evicted: usize,
     /// The process's peak resident memory, in KiB, when the roll ended.
@@ -50,14 +57,21 @@ impl Roll {
         self.calls.values().sum()
     }
 
+    /// All bytes answered to the roll.
+    pub fn total_bytes(&self) -> u64 {
+        self.bytes.values().sum()
+    }
+
     /// As one line of JSON, for the parent process.
     pub fn to_json(&self) -> String {
         json!({
             "nodes": self.nodes,
+            "max_unavailable": self.max_unavailable,
             "virtual_ms": self.virtual_time.as_millis() as u64,
             "wall_us": self.wall.as_micros() as u64,
             "setup_us": self.setup.as_micros() as u64,
             "calls": self.calls,
+            "bytes": self.bytes,
             "evicted": self.evicted,
             "peak_rss_kib": self.peak_rss_kib,
         })
@@ -80,23 +94,35 @@ impl Roll {
             .iter()
             .map(|(k, n)| (k.clone(), n.as_u64().unwrap_or_default() as usize))
             .collect();
+        let bytes = v["bytes"]
+            .as_object()
+            .ok_or_else(|| anyhow::anyhow!("no bytes in {line}"))?
+            .iter()
+            .map(|(k, n)| (k.clone(), n.as_u64().unwrap_or_default()))
+            .collect();
         Ok(Roll {
             nodes: num("nodes")? as usize,
+            max_unavailable: v["max_unavailable"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
             virtual_time: Duration::from_millis(num("virtual_ms")?),
             wall: Duration::from_micros(num("wall_us")?),
             setup: Duration::from_micros(num("setup_us")?),
             calls,
+            bytes,
             evicted: num("evicted")? as usize,
             peak_rss_kib: num("peak_rss_kib")?,
         })
     }
 }
 
-/// Rolls a cluster of `nodes` nodes (more than 3). Must run on a runtime whose time is paused.
+/// Rolls a cluster of `nodes` nodes (more than 3) at `max_unavailable`. Must run on a runtime
+/// whose time is paused.
 ///
 /// # Errors
 /// When the roll does not end `Done` with every node at the target.
-pub async fn roll(nodes: usize) -> anyhow::Result<Roll> {
+pub async fn roll(nodes: usize, max_unavailable: MaxUnavailable) -> anyhow::Result<Roll> {
     anyhow::ensure!(
         nodes > CONTROL_PLANE,
         "a roll needs more than {CONTROL_PLANE} nodes"
@@ -110,13 +136,14 @@ pub async fn roll(nodes: usize) -> anyhow::Result<Roll> {
 
     let mut spec = PlanSpec::new(TARGET);
     spec.identity = "nodejob-bench".into();
-    spec.max_unavailable = MaxUnavailable::Percent(10);
+    spec.max_unavailable = max_unavailable;
     let plan = Plan::build(spec)?;
 
     let calls_before = fake.calls().len();
     let started_virtual = fake.now();
     let started = Instant::now();
-    let report = run(&fake, &plan, quiet()).await?;
+    let weighed = Weighed::new(&fake);
+    let report = run(&weighed, &plan, quiet()).await?;
     let wall = started.elapsed();
     let virtual_time = fake.now() - started_virtual;
 
@@ -139,12 +166,20 @@ pub async fn roll(nodes: usize) -> anyhow::Result<Roll> {
     for call in &fake.calls()[calls_before..] {
         *calls.entry(call.verb.method().to_string()).or_default() += 1;
     }
+    let bytes = (weighed.bytes().into_iter())
+        .map(|(verb, n)| (verb.method().to_string(), n))
+        .collect();
     Ok(Roll {
         nodes: names.len(),
+        max_unavailable: match max_unavailable {
+            MaxUnavailable::Count(n) => n.to_string(),
+            MaxUnavailable::Percent(p) => format!("{p}%"),
+        },
         virtual_time,
         wall,
         setup,
         calls,
+        bytes,
         evicted: report.totals.pods_evicted,
         peak_rss_kib: peak_rss_kib().unwrap_or_default(),
     })

@@ -19,7 +19,7 @@ use jiff::Timestamp;
 use nodejob_core::{Clock, JobApi, LeaseApi, NodeApi, PodApi};
 use nodejob_fake::FakeCluster;
 use nodejob_fake::stratum::Fault;
-use nodejob_kube::KubeApi;
+use nodejob_kube::{KubeApi, RateLimit};
 use tokio::runtime::Handle;
 use tokio::sync::OnceCell;
 
@@ -110,6 +110,9 @@ pub(crate) enum Backend {
         speed: Option<Speed>,
         /// `--simulate-start`, if given.
         start: Option<Timestamp>,
+        /// `--qps` or `--burst`, when given: refused, as a simulated cluster takes no HTTP
+        /// request to limit.
+        rate_flag: Option<&'static str>,
     },
     /// The kubeconfig's cluster (`--kubeconfig`, `--context`).
     Cluster(Global),
@@ -125,6 +128,11 @@ impl Backend {
                 prepare: Prepare::Nothing,
                 speed: None,
                 start: None,
+                rate_flag: match (global.qps, global.burst) {
+                    (Some(_), _) => Some("--qps"),
+                    (None, Some(_)) => Some("--burst"),
+                    (None, None) => None,
+                },
             },
             None => Backend::Cluster(global.clone()),
         }
@@ -195,7 +203,9 @@ impl Backend {
                 prepare,
                 speed,
                 start,
+                rate_flag,
             } => simulated_runtime()?.block_on(async {
+                refuse_rate_flag(rate_flag)?;
                 let start = start.unwrap_or(sim::epoch());
                 let fake = simulate(nodes, &faults, &prepare, start).await?;
                 work(Target {
@@ -224,6 +234,9 @@ impl Backend {
     /// The backend of an MCP session: the simulated cluster built now on a thread of its own
     /// and kept until the process ends, or the kubeconfig's cluster, connected on first use.
     pub(crate) fn session(self) -> Result<Session, Exit> {
+        if let Backend::Simulated { rate_flag, .. } = &self {
+            refuse_rate_flag(*rate_flag)?;
+        }
         Ok(match self {
             Backend::Simulated {
                 nodes,
@@ -231,6 +244,7 @@ impl Backend {
                 prepare,
                 speed,
                 start,
+                rate_flag: _,
             } => Session::Simulated(Simulation::start(
                 Setup {
                     nodes,
@@ -246,6 +260,32 @@ impl Backend {
             },
         })
     }
+}
+
+/// `--qps` and `--burst` under `--simulate`: refused (exit 2), naming the flag, rather than
+/// ignored, so nobody believes a simulated run paced by them. The simulated cluster answers in
+/// virtual time and takes no HTTP request to limit.
+fn refuse_rate_flag(flag: Option<&'static str>) -> Result<(), Exit> {
+    match flag {
+        Some(flag) => Err(Exit::usage(format!(
+            "{flag}: limits the requests to a real cluster's apiserver; --simulate sends none"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The client-side rate limit of `--qps` and `--burst`, each defaulting to
+/// [`RateLimit::DEFAULT`]'s.
+fn rate_limit(global: &Global) -> Result<RateLimit, Exit> {
+    let qps = global.qps.unwrap_or(RateLimit::DEFAULT.qps());
+    let burst = global.burst.unwrap_or(RateLimit::DEFAULT.burst());
+    RateLimit::new(qps, burst).map_err(|e| {
+        let flag = match e {
+            nodejob_kube::RateLimitError::Burst => "--burst",
+            _ => "--qps",
+        };
+        Exit::usage(format!("{flag}: {e}"))
+    })
 }
 
 /// Builds a simulated cluster of `nodes` nodes with `faults` armed, runs its clock to `start`,
@@ -456,7 +496,7 @@ async fn connect(global: &Global) -> Result<KubeApi, Exit> {
         .to_string()
         .trim_end_matches('/')
         .to_string();
-    let api = KubeApi::from_config(config)
+    let api = KubeApi::from_config_limited(config, rate_limit(global)?)
         .map_err(|e| Exit::failed(format!("connecting to {server}: {e:#}")))?;
     reach(&api, &server, &context).await?;
     Ok(api)

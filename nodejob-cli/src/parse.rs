@@ -48,6 +48,26 @@ pub(crate) fn simulate_start(s: &str) -> Result<Timestamp, String> {
     Ok(t)
 }
 
+/// `--qps`: requests a second, a number above 0 (`100`, `0.5`).
+pub(crate) fn qps(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(q) if q.is_finite() && q > 0.0 => Ok(q),
+        _ => Err(format!(
+            "{s:?} is not a rate: requests a second, a number above 0 (100, 0.5)"
+        )),
+    }
+}
+
+/// `--burst`: requests at once, a whole number of at least 1.
+pub(crate) fn burst(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<u32>() {
+        Ok(b) if b >= 1 => Ok(b),
+        _ => Err(format!(
+            "{s:?} is not a burst: requests at once, a whole number of at least 1"
+        )),
+    }
+}
+
 /// A count of nodes (at least 1) or a percentage of them (1% to 100%).
 pub(crate) fn max_unavailable(s: &str) -> Result<MaxUnavailable, String> {
     let m: MaxUnavailable = s.parse()?;
@@ -217,6 +237,20 @@ mod tests {
         assert_eq!(speed("1000000"), times(1_000_000));
         for bad in ["0", "-1", "1.5", "fast", "", "1000001"] {
             assert!(speed(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_rate_limit_is_positive() {
+        assert_eq!(qps("100"), Ok(100.0));
+        assert_eq!(qps("0.5"), Ok(0.5));
+        assert_eq!(burst("200"), Ok(200));
+        assert_eq!(burst("1"), Ok(1));
+        for bad in ["0", "-1", "-0.5", "0.0", "NaN", "inf", "fast", ""] {
+            assert!(qps(bad).is_err(), "{bad:?}");
+        }
+        for bad in ["0", "-1", "1.5", "many", ""] {
+            assert!(burst(bad).is_err(), "{bad:?}");
         }
     }
 

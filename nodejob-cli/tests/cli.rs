@@ -34,6 +34,32 @@ fn text(bytes: &[u8]) -> String {
 }
 
 #[test]
+fn help_wraps_to_the_terminals_width_and_at_most_100_columns() {
+    // No terminal here: the width comes from `COLUMNS`, as a shell exports it.
+    let width = |columns: &str| {
+        let out = Command::cargo_bin("nodejob")
+            .unwrap()
+            .env("COLUMNS", columns)
+            .args(["upgrade", "--help"])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let help = text(&out.stdout);
+        help.lines().map(|l| l.chars().count()).max().unwrap()
+    };
+    let narrow = width("60");
+    assert!(
+        (50..=60).contains(&narrow),
+        "widest line at COLUMNS=60: {narrow}"
+    );
+    let wide = width("250");
+    assert!(
+        (90..=100).contains(&wide),
+        "widest line at COLUMNS=250: {wide}"
+    );
+}
+
+#[test]
 fn every_subcommand_explains_itself() {
     let top = nodejob(&["--help"]);
     assert!(top.status.success());
@@ -845,16 +871,16 @@ fn jobs_json_is_one_parseable_job_per_line() {
 }
 
 #[test]
-fn a_selector_matching_no_node_exits_1_naming_it() {
+fn a_selector_or_names_matching_no_node_exit_2_naming_them() {
     // A typo in the selector is no finished roll: the plan selects no node, said before the
-    // Lease, and the operation fails (exit 1: it took a list of the nodes to know).
+    // Lease and before any change, as bad input (exit 2, as a named node that is not there).
     let said =
         "the plan selects no node: the selector \"role=wrker\" matches no node; check --selector\n";
     for command in [&["upgrade", "--to", "v1.38.0"][..], &["rotate-ca"]] {
         let mut args = command.to_vec();
         args.extend(["--simulate", "3", "--selector", "role=wrker"]);
         let out = nodejob(&args);
-        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert_eq!(text(&out.stderr), said, "{args:?}");
         // Nothing but the banner that says the cluster is simulated.
         let stdout = text(&out.stdout);
@@ -876,12 +902,30 @@ fn a_selector_matching_no_node_exits_1_naming_it() {
         "--nodes",
         "cp-0,cp-1",
     ]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         text(&out.stderr),
         "the plan selects no node: none of the nodes cp-0, cp-1 exists and matches the \
          selector \"!node-role.kubernetes.io/control-plane\"; check --nodes and --selector\n"
     );
+    // A name alone that is not there, as a named node among others that are.
+    for nodes in ["nope", "cp-0,nope"] {
+        let out = nodejob(&[
+            "upgrade",
+            "--simulate",
+            "3",
+            "--to",
+            "v1.38.0",
+            "--nodes",
+            nodes,
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{nodes}");
+        let said = match nodes {
+            "nope" => "the plan selects no node: none of the nodes nope exists; check --nodes\n",
+            _ => "node nope does not exist; check --nodes\n",
+        };
+        assert_eq!(text(&out.stderr), said);
+    }
 }
 
 #[test]
@@ -971,6 +1015,30 @@ fn a_reader_that_stops_early_ends_the_command_quietly_as_sigpipe_would() {
     assert_eq!(status.code(), Some(141), "{status:?}, stderr: {stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(!stderr.contains("Broken pipe"), "{stderr}");
+}
+
+#[test]
+fn completions_to_a_reader_already_gone_end_as_sigpipe_would() {
+    use std::process::{Command as Process, Stdio};
+
+    // As `nodejob completions bash | head -0`, made certain: the pipe's read end is closed
+    // before the command starts, so its first write meets a reader that has gone.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Process::new(env!("CARGO_BIN_EXE_nodejob"))
+        .args(["completions", "bash"])
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(141),
+        "{:?}, stderr: {stderr}",
+        out.status
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
 #[test]
@@ -1281,4 +1349,110 @@ fn a_rotation_to_a_ca_that_expires_within_90_days_runs_with_a_warning() {
         stderr.starts_with("warning: the new CA expires in 29 days (2026-01-31T00:00:00Z)"),
         "{stderr}"
     );
+}
+
+#[test]
+fn a_real_sigint_stops_starting_nodes_says_so_and_exits_130() {
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::{Command as Process, Stdio};
+
+    // Paced (100x), so the roll is still going when the signal lands: SIGINT as the terminal
+    // sends it on Ctrl-C, to the process, after its first node has started.
+    let mut child = Process::new(env!("CARGO_BIN_EXE_nodejob"))
+        .args([
+            "upgrade",
+            "--simulate",
+            "5",
+            "--to",
+            "v1.38.0",
+            "--speed",
+            "100",
+            "-o",
+            "json",
+        ])
+        .env_remove("KUBECONFIG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut events = Vec::new();
+    loop {
+        let mut line = String::new();
+        assert_ne!(
+            stdout.read_line(&mut line).unwrap(),
+            0,
+            "ended early: {events:?}"
+        );
+        let event: serde_json::Value = serde_json::from_str(&line).unwrap();
+        let started = event["event"] == "step_started";
+        events.push(event);
+        if started {
+            break;
+        }
+    }
+    let kill = Process::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{stderr}\n{rest}");
+    assert!(
+        stderr.contains("stopping: no further node starts"),
+        "{stderr}"
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(rest.lines().last().expect("a report")).unwrap();
+    assert_eq!(report["event"], "report", "{report}");
+    assert_eq!(
+        report["report"]["outcome"]["outcome"], "stopped",
+        "{report}"
+    );
+    // The node in flight finished its step; not every node was upgraded: the stop held.
+    let nodes = report["report"]["nodes"].as_array().unwrap();
+    assert!(!nodes.is_empty(), "{report}");
+    let upgraded = nodes.iter().filter(|n| n["result"] == "Upgraded").count();
+    assert!(upgraded < 5, "{report}");
+}
+
+#[test]
+fn a_rate_limit_of_zero_or_less_or_one_under_simulate_exits_2_naming_the_flag() {
+    let cases: [(&[&str], &str); 5] = [
+        (&["upgrade", "--to", "v1.38.0", "--qps", "0"], "'--qps <N>'"),
+        (
+            &["upgrade", "--to", "v1.38.0", "--qps", "-5"],
+            "'--qps <N>'",
+        ),
+        (&["status", "--burst", "0"], "'--burst <N>'"),
+        (&["--burst", "-1", "jobs"], "'--burst <N>'"),
+        // A simulated cluster takes no HTTP request: the flag is refused, not ignored.
+        (
+            &[
+                "upgrade",
+                "--simulate",
+                "3",
+                "--to",
+                "v1.38.0",
+                "--qps",
+                "50",
+            ],
+            "--qps: limits the requests to a real cluster's apiserver; --simulate sends none",
+        ),
+    ];
+    for (args, said) in cases {
+        let out = nodejob(args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(said), "{args:?}: {stderr}");
+    }
 }

@@ -872,3 +872,55 @@ async fn a_failed_upgrade_names_its_retry_as_the_tools_arguments_narrowed_to_the
     );
     session.close().await
 }
+
+#[test]
+fn a_line_that_is_not_json_is_answered_with_a_parse_error_and_the_session_goes_on() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Command, Stdio};
+
+    // The raw protocol, as a client that wrote a broken line sees it: JSON-RPC 2.0's parse
+    // error (-32700, id null) at once, then the session answers as before.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nodejob"))
+        .args(["mcp", "--simulate", "3"])
+        .env_remove("KUBECONFIG")
+        .env("RUST_LOG", "error")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut answer = || {
+        let mut line = String::new();
+        stdout.read_line(&mut line).unwrap();
+        serde_json::from_str::<Value>(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+    };
+
+    stdin
+        .write_all(b"{\"jsonrpc\": \"2.0\", \"id\": 1, \n")
+        .unwrap();
+    let parse_error = answer();
+    assert_eq!(parse_error["id"], Value::Null, "{parse_error}");
+    assert_eq!(parse_error["error"]["code"], -32700, "{parse_error}");
+
+    let initialize = json!({
+        "jsonrpc": "2.0", "id": 2, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": { "name": "raw", "version": "0" },
+        },
+    });
+    stdin
+        .write_all(format!("{initialize}\n").as_bytes())
+        .unwrap();
+    let initialized = answer();
+    assert_eq!(initialized["id"], 2, "{initialized}");
+    assert_eq!(
+        initialized["result"]["serverInfo"]["name"], "nodejob",
+        "{initialized}"
+    );
+
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}

@@ -12,6 +12,10 @@ fn nodejob(args: &[&str]) -> String {
     let out = Command::cargo_bin("nodejob")
         .unwrap_or_else(|e| panic!("the nodejob binary: {e}"))
         .env_remove("KUBECONFIG")
+        // `--help` wraps to the terminal's width, else `COLUMNS`, else 100 (at most 100): no
+        // terminal (assert_cmd pipes all three streams) and no `COLUMNS` here, so the
+        // snapshots are the same wherever they run.
+        .env_remove("COLUMNS")
         .env("RUST_LOG", "error")
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .args(args)

@@ -280,6 +280,7 @@ macro_rules! conformance_nodes {
         $crate::conformance_nodes!(@each #[$test] $make;
             cordon_and_uncordon_with_a_concurrent_writer,
             nodes_are_listed_by_label,
+            every_node_is_listed_then_watched_from_the_lists_version,
             drain_waits_out_a_budget_that_releases,
             drain_fails_at_its_timeout_naming_the_budget,
             daemonset_and_mirror_pods_stay,

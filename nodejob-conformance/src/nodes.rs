@@ -265,6 +265,72 @@ pub async fn nodes_are_listed_by_label<B: Workloads>(backend: Arc<B>) -> Result<
     Ok(())
 }
 
+/// Every node is listed with the list's resourceVersion, and a watch of every node from it
+/// delivers each later change once, in order, resuming from the resourceVersion it answers (a
+/// reflector's list-then-watch): an annotation written twice is seen as 1 then 2, never 1
+/// again; a zero timeout answers at once.
+pub async fn every_node_is_listed_then_watched_from_the_lists_version<B: Workloads>(
+    backend: Arc<B>,
+) -> Result<(), Failure> {
+    const KEY: &str = "nodejob.test/watched";
+    let ctx = Ctx::new(backend);
+    let api = &ctx.api;
+    let node = ctx.node.clone();
+    let listed = api.list_nodes_at().await?;
+    let names: Vec<&str> = (listed.nodes.iter())
+        .filter_map(|n| n.metadata.name.as_deref())
+        .collect();
+    ensure!(
+        names.contains(&node.as_str()) && names.is_sorted(),
+        "the list must hold {node}, in name order: {names:?}"
+    );
+    ensure!(
+        !listed.resource_version.is_empty(),
+        "a list answers its resourceVersion"
+    );
+    // Other writers (a kubelet's status) may change nodes too: read on until ours shows.
+    let mut since = listed.resource_version;
+    let mut seen: Vec<String> = Vec::new();
+    for value in ["1", "2"] {
+        patch(&ctx, &node, &[NodeChange::set_annotation(KEY, value)]).await?;
+        let deadline = api.now() + SETTLE;
+        while seen.last().map(String::as_str) != Some(value) {
+            ensure!(
+                api.now() < deadline,
+                "no change with {KEY}={value} on {node} after {SETTLE:?}; seen {seen:?}"
+            );
+            let answer = api.wait_nodes(&since, Duration::from_secs(10)).await?;
+            ensure!(
+                !answer.resource_version.is_empty(),
+                "a watch answers where to resume"
+            );
+            since = answer.resource_version;
+            for change in answer.changes {
+                let nodejob_core::Change::Applied(n) = change else {
+                    continue;
+                };
+                let ours = n.metadata.name.as_deref() == Some(node.as_str());
+                match annotation(&n, KEY) {
+                    // A change of ours, or a later one of the node carrying it along.
+                    Some(v) if ours && seen.last().map(String::as_str) != Some(v) => {
+                        seen.push(v.to_string());
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    ensure!(seen == ["1", "2"], "each change once, in order: {seen:?}");
+    // Caught up: a zero timeout answers at once, from where it was asked or later.
+    let now = api.wait_nodes(&since, Duration::ZERO).await?;
+    ensure!(
+        !now.resource_version.is_empty(),
+        "a zero-timeout watch answers where to resume"
+    );
+    patch(&ctx, &node, &[NodeChange::remove_annotation(KEY)]).await?;
+    Ok(())
+}
+
 /// A drain of a node running a Deployment behind a budget that allows one disruption: the
 /// second eviction is blocked (429) until a replacement is Ready elsewhere, then proceeds;
 /// every Pod ends up off the node.

@@ -861,7 +861,9 @@ pub async fn stratum_upgrade_reboots_the_node_into_the_new_version<B: Backend>(
 }
 
 /// `stratum carotate`: a per-node trust set and issuer changed by the phases, read back with
-/// `status` (one JSON line) and `verify` (its exit status).
+/// `status` (one JSON line) and `verify` (its exit status), and from each phase's own output:
+/// its last line is the status line `status` prints right after it, and an `issue` given
+/// `--expect` prints verify's verdict line (`{"verify": N, "expect": [...]}`) just before it.
 pub async fn stratum_carotate_phases_are_reported<B: Backend>(b: Arc<B>) -> Outcome {
     let cx = Ctx::new(b);
     let new = format!("sha256:{}", "ab".repeat(32));
@@ -880,23 +882,51 @@ pub async fn stratum_carotate_phases_are_reported<B: Backend>(b: Arc<B>) -> Outc
         code == 0 && line.contains("\"phase\": \"idle\"") && !line.contains(&new),
         "before: {code}: {line}"
     );
-    let stage = step("ca-stage", &["carotate", "stage", "--add", &new]);
-    ensure!(run_exit_code(&*cx.api, &stage).await? == 0, "stage");
+    // A phase's output ends with the status line, as `status` prints it right after.
+    let phase = |name: &'static str, args: Vec<String>| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let spec = step(name, &args);
+        let api = cx.api.clone();
+        async move {
+            let (code, log) = run_exit_code_logs(&*api, &spec).await?;
+            ensure!(code == 0, "{name} exits 0, got {code}: {log}");
+            Ok::<_, Failure>(log)
+        }
+    };
+    let ends_with_status = |name: &str, log: &str, line: &str| {
+        ensure!(
+            log.lines().last() == line.lines().last() && log.lines().count() > 1,
+            "{name}'s output does not end with the status line {line:?}: {log:?}"
+        );
+        Ok::<_, Failure>(())
+    };
+    let words = |line: &str| line.split(' ').map(String::from).collect::<Vec<_>>();
+    let staged = phase("ca-stage", words(&format!("carotate stage --add {new}"))).await?;
     let (_, line) = status(&cx).await?;
     ensure!(
         line.contains("\"phase\": \"staged\"") && line.contains(&new),
         "staged: {line}"
     );
+    ends_with_status("stage", &staged, &line)?;
     let verify = step("ca-verify", &["carotate", "verify", "--expect", &new]);
     let code = run_exit_code(&*cx.api, &verify).await?;
     ensure!(
         code == 3,
         "verify before issue is 'not yet' (3), got {code}"
     );
-    let issue = step("ca-issue", &["carotate", "issue", "--ca", &new]);
-    ensure!(run_exit_code(&*cx.api, &issue).await? == 0, "issue");
-    let finalize = step("ca-finalize", &["carotate", "finalize", "--keep", &new]);
-    ensure!(run_exit_code(&*cx.api, &finalize).await? == 0, "finalize");
+    let issue = format!("carotate issue --ca {new} --expect {new}");
+    let issued = phase("ca-issue", words(&issue)).await?;
+    let (_, line) = status(&cx).await?;
+    ensure!(line.contains("\"phase\": \"issued\""), "issued: {line}");
+    ends_with_status("issue", &issued, &line)?;
+    // Issued, it trusts the old CA too: verify expecting the new one alone says not yet.
+    let verdict = format!("{{\"verify\": 3, \"expect\": [\"{new}\"]}}");
+    ensure!(
+        issued.lines().rev().nth(1) == Some(verdict.as_str()),
+        "issue's verdict line is not {verdict:?}: {issued:?}"
+    );
+    let finalize = format!("carotate finalize --keep {new}");
+    let finalized = phase("ca-finalize", words(&finalize)).await?;
     let code = run_exit_code(&*cx.api, &verify).await?;
     ensure!(code == 0, "verify after finalize passes, got {code}");
     let (_, line) = status(&cx).await?;
@@ -906,6 +936,7 @@ pub async fn stratum_carotate_phases_are_reported<B: Backend>(b: Arc<B>) -> Outc
             && line.contains(&format!("\"issuer\": \"{new}\"")),
         "finalized: {line}"
     );
+    ends_with_status("finalize", &finalized, &line)?;
     Ok(())
 }
 

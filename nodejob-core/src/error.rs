@@ -2,6 +2,12 @@
 //! function answers; its [`Error::Api`] names the failed call as a typed [`Operation`].
 
 use std::fmt;
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+/// The longest wait a server's `Retry-After` is taken for: a longer one is cut to this, so one
+/// answer cannot hold a call beyond what a person would wait for a retry.
+pub const RETRY_AFTER_CAP: Duration = Duration::from_secs(60);
 
 /// How the apiserver (or the path to it) answered, whatever backend reported it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -54,6 +60,10 @@ pub struct ApiError {
     pub code: u16,
     /// The apiserver's message, verbatim.
     pub message: String,
+    /// The server's `Retry-After`, in whole seconds as the header says it: see
+    /// [`ApiError::retry_after`]. Four bytes, so that it fits in the padding of the fields
+    /// above and every `Result` carrying an `ApiError` stays as small as it was.
+    retry_after_secs: Option<NonZeroU32>,
 }
 
 impl ApiError {
@@ -63,6 +73,34 @@ impl ApiError {
             kind,
             code,
             message: message.into(),
+            retry_after_secs: None,
+        }
+    }
+
+    /// This error, with the server's `Retry-After` (whole seconds; under a second is none).
+    #[must_use]
+    pub fn with_retry_after(mut self, after: Duration) -> Self {
+        self.retry_after_secs = NonZeroU32::new(u32::try_from(after.as_secs()).unwrap_or(u32::MAX));
+        self
+    }
+
+    /// How long the server asked the client to wait before sending the request again: the
+    /// `Retry-After` header (whole seconds) of a 429 or a 5xx, as client-go reads it
+    /// (`checkWait` in `k8s.io/client-go/rest/request.go`). API Priority and Fairness sends
+    /// one with every request it rejects. `None` when the server said nothing (or `0`).
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after_secs
+            .map(|s| Duration::from_secs(u64::from(s.get())))
+    }
+
+    /// The pause before this failed call is sent again, where the caller's own backoff is
+    /// `backoff`: the server's [`ApiError::retry_after`] (at most [`RETRY_AFTER_CAP`]) when it
+    /// asks for longer, else `backoff`. client-go waits the longer of its backoff and the
+    /// `Retry-After` too (`withRetry.Before`, `k8s.io/client-go/rest/with_retry.go`).
+    pub fn retry_pause(&self, backoff: Duration) -> Duration {
+        match self.retry_after() {
+            Some(after) => backoff.max(after.min(RETRY_AFTER_CAP)),
+            None => backoff,
         }
     }
     /// 404 NotFound.

@@ -32,7 +32,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Preconditions};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::api::{
-    ApiResult, Change, Clock, DryRun, Eviction, JobApi, LeaseApi, NodeApi, NodeChange, PodApi,
+    ApiResult, Change, Clock, DryRun, Eviction, JobApi, LeaseApi, NodeApi, NodeChange, NodeChanges,
+    NodesAt, PodApi,
 };
 use crate::error::{ApiError, ErrorKind};
 
@@ -87,6 +88,8 @@ verbs! {
     NodeApi {
         GetNode => get_node,
         ListNodes => list_nodes,
+        ListNodesAt => list_nodes_at,
+        WaitNodes => wait_nodes,
         WaitNode => wait_node,
         PatchNode => patch_node,
     }
@@ -224,6 +227,10 @@ pub enum Request<'a> {
     GetNode { name: &'a str },
     /// [`NodeApi::list_nodes`].
     ListNodes { label_selector: &'a str },
+    /// [`NodeApi::list_nodes_at`].
+    ListNodesAt,
+    /// [`NodeApi::wait_nodes`].
+    WaitNodes { since: &'a str, timeout: Duration },
     /// [`NodeApi::wait_node`].
     WaitNode {
         name: &'a str,
@@ -278,6 +285,8 @@ impl<'a> Request<'a> {
             Request::WaitJob { .. } => Verb::WaitJob,
             Request::GetNode { .. } => Verb::GetNode,
             Request::ListNodes { .. } => Verb::ListNodes,
+            Request::ListNodesAt => Verb::ListNodesAt,
+            Request::WaitNodes { .. } => Verb::WaitNodes,
             Request::WaitNode { .. } => Verb::WaitNode,
             Request::PatchNode { .. } => Verb::PatchNode,
             Request::ListNodePods { .. } => Verb::ListNodePods,
@@ -321,6 +330,8 @@ impl<'a> Request<'a> {
             | Request::GetLease { namespace, .. } => Some(namespace),
             Request::GetNode { .. }
             | Request::ListNodes { .. }
+            | Request::ListNodesAt
+            | Request::WaitNodes { .. }
             | Request::WaitNode { .. }
             | Request::PatchNode { .. }
             | Request::ListNodePods { .. } => None,
@@ -328,7 +339,8 @@ impl<'a> Request<'a> {
     }
 
     /// What the call names: the object's name (a sent object's `generateName` when it has no
-    /// name, `""` when it has neither); a list's label selector; the involved UID of
+    /// name, `""` when it has neither); a list's label selector (`""` for every node's list
+    /// and watch); the involved UID of
     /// [`Verb::ListEvents`]; the node of [`Verb::ListNodePods`]; the pod of [`Verb::PodLog`].
     pub fn subject(&self) -> &'a str {
         match *self {
@@ -351,6 +363,8 @@ impl<'a> Request<'a> {
             | Request::ListPods { label_selector, .. }
             | Request::ListNodes { label_selector } => label_selector,
             Request::ListEvents { involved_uid, .. } => involved_uid,
+            // Every node: no name, no selector.
+            Request::ListNodesAt | Request::WaitNodes { .. } => "",
             Request::ListNodePods { node } => node,
             Request::PodLog { pod, .. } => pod,
         }
@@ -414,6 +428,8 @@ answers! {
     Node(Node): "A Node: [`NodeApi::get_node`], [`NodeApi::patch_node`].",
     Nodes(Vec<Node>): "[`NodeApi::list_nodes`].",
     NodeChange(Change<Node>): "[`NodeApi::wait_node`].",
+    NodesAt(NodesAt): "[`NodeApi::list_nodes_at`].",
+    NodeChanges(NodeChanges): "[`NodeApi::wait_nodes`].",
     Pod(Pod): "[`PodApi::get_pod`].",
     PodChange(Change<Pod>): "[`PodApi::wait_pod`].",
     Eviction(Eviction): "[`PodApi::evict_pod`].",
@@ -563,6 +579,14 @@ where
     async fn list_nodes(&self, label_selector: &str) -> ApiResult<Vec<Node>> {
         let serve = self.below().list_nodes(label_selector);
         through(self, Request::ListNodes { label_selector }, serve).await
+    }
+    async fn list_nodes_at(&self) -> ApiResult<NodesAt> {
+        let serve = self.below().list_nodes_at();
+        through(self, Request::ListNodesAt, serve).await
+    }
+    async fn wait_nodes(&self, since: &str, timeout: Duration) -> ApiResult<NodeChanges> {
+        let serve = self.below().wait_nodes(since, timeout);
+        through(self, Request::WaitNodes { since, timeout }, serve).await
     }
     async fn wait_node(
         &self,

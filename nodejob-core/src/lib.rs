@@ -44,10 +44,12 @@ pub mod watch;
 use std::time::Duration;
 
 pub use api::{
-    ApiResult, Change, Clock, DryRun, Eviction, JobApi, LeaseApi, NodeApi, NodeChange, PodApi,
+    ApiResult, Change, Clock, DryRun, Eviction, JobApi, LeaseApi, NodeApi, NodeChange, NodeChanges,
+    NodesAt, PodApi,
 };
 pub use error::{
-    Action, ApiError, Error, ErrorKind, JobRef, ObjectKind, Operation, Result, Target,
+    Action, ApiError, Error, ErrorKind, JobRef, ObjectKind, Operation, RETRY_AFTER_CAP, Result,
+    Target,
 };
 pub use event::{EventType, node_event};
 pub use forward::{Answer, Layer, Request, Verb};

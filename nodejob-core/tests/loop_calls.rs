@@ -14,8 +14,8 @@ use mockall::Sequence;
 use mockall::predicate::{always, eq};
 
 use nodejob_core::{
-    ApiError, ApiResult, Change, Clock, JobApi, LOG_LIMIT_BYTES, NodeApi, NodeChange, build,
-    run_exit_code_logs,
+    ApiError, ApiResult, Change, Clock, JobApi, LOG_LIMIT_BYTES, NodeApi, NodeChange, NodeChanges,
+    NodesAt, build, run_exit_code_logs,
 };
 use support::{complete, job, pod, spec};
 
@@ -110,6 +110,12 @@ impl NodeApi for Api {
     }
     async fn list_nodes(&self, selector: &str) -> ApiResult<Vec<Node>> {
         unreachable!("a run lists no nodes: {selector}")
+    }
+    async fn list_nodes_at(&self) -> ApiResult<NodesAt> {
+        unreachable!("a run lists no nodes")
+    }
+    async fn wait_nodes(&self, since: &str, _: Duration) -> ApiResult<NodeChanges> {
+        unreachable!("a run watches no nodes: {since}")
     }
     async fn wait_node(&self, name: &str, _: Option<&str>, _: Duration) -> ApiResult<Change<Node>> {
         unreachable!("a run waits on no node: {name}")

@@ -11,7 +11,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Preconditions;
 use k8s_openapi::serde::Serialize;
 use k8s_openapi::serde::de::DeserializeOwned;
 use nodejob_core::{
-    ApiResult, Change, Clock, DryRun, Eviction, JobApi, LeaseApi, NodeApi, NodeChange, PodApi,
+    ApiResult, Change, Clock, DryRun, Eviction, JobApi, LeaseApi, NodeApi, NodeChange, NodeChanges,
+    NodesAt, PodApi,
 };
 use tokio::time::Instant;
 
@@ -19,7 +20,7 @@ use crate::record::Call;
 use crate::registry;
 use crate::selector::Selector;
 use crate::store::Key;
-use crate::watch::{History, Since, Watched};
+use crate::watch::{History, Since, Watched, every_node};
 use crate::{FakeCluster, Verb};
 
 impl FakeCluster {
@@ -229,6 +230,60 @@ impl NodeApi for FakeCluster {
                     .cloned()
                     .collect()
             }))
+        })
+        .await
+    }
+
+    async fn list_nodes_at(&self) -> ApiResult<NodesAt> {
+        self.serve(Verb::ListNodesAt, "", "", None, async {
+            Ok(self.with_state(|st| NodesAt {
+                nodes: st.store.nodes.values().cloned().collect(),
+                resource_version: st.store.rv().to_string(),
+            }))
+        })
+        .await
+    }
+
+    /// The whole history is kept, so no `since` is too old: never Gone (see `watch`).
+    async fn wait_nodes(&self, since: &str, timeout: Duration) -> ApiResult<NodeChanges> {
+        self.serve(Verb::WaitNodes, "", "", None, async {
+            let deadline = Instant::now() + timeout;
+            // Subscribe before the first look, so no write between the look and the wait is
+            // lost.
+            let mut changed = self.subscribe((Watched::Node, every_node()));
+            let after = match self.with_state(|st| Since::parse(Some(since), st.store.rv()))? {
+                Since::After(rv) => rv,
+                // "" or "0": a watch from any version first lists every node as a synthetic
+                // ADDED, then goes on from the latest resourceVersion.
+                Since::Any => {
+                    return Ok(self.with_state(|st| NodeChanges {
+                        changes: st
+                            .store
+                            .nodes
+                            .values()
+                            .cloned()
+                            .map(Change::Applied)
+                            .collect(),
+                        resource_version: st.store.rv().to_string(),
+                    }));
+                }
+            };
+            loop {
+                let changes = self.with_state(|st| st.store.node_history.all_after(after));
+                if let Some((last, _)) = changes.last() {
+                    return Ok(NodeChanges {
+                        resource_version: last.to_string(),
+                        changes: changes.into_iter().map(|(_, c)| c).collect(),
+                    });
+                }
+                let waited = tokio::time::timeout_at(deadline, changed.changed()).await;
+                if !matches!(waited, Ok(Ok(()))) {
+                    return Ok(NodeChanges {
+                        changes: Vec::new(),
+                        resource_version: since.to_string(),
+                    });
+                }
+            }
         })
         .await
     }

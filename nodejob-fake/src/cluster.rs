@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use nodejob_core::{ApiError, ApiResult, ErrorKind};
 use tokio::sync::{Notify, watch};
 
-use crate::watch::{WaitKey, Waiters, Watched};
+use crate::watch::{WaitKey, Waiters, Watched, every_node};
 use tokio::time::Instant;
 
 use crate::faults::Times;
@@ -168,13 +168,12 @@ impl FakeCluster {
                         .into_iter()
                         .map(tag(Watched::Job)),
                 );
-                touched.extend(
-                    store
-                        .node_history
-                        .take_touched()
-                        .into_iter()
-                        .map(tag(Watched::Node)),
-                );
+                let nodes = store.node_history.take_touched();
+                if !nodes.is_empty() {
+                    // The watches of every node wait on the collection's key.
+                    touched.push((Watched::Node, every_node()));
+                }
+                touched.extend(nodes.into_iter().map(tag(Watched::Node)));
                 touched.extend(
                     store
                         .pod_history

@@ -44,6 +44,11 @@ impl Since {
     }
 }
 
+/// The key the watches of every node wait on: no node has an empty name.
+pub(crate) fn every_node() -> (String, String) {
+    (String::new(), String::new())
+}
+
 /// The events of one object name: each change with its resourceVersion, oldest first.
 type Events = Vec<(u64, Entry)>;
 
@@ -60,6 +65,9 @@ struct Entry {
 #[derive(Debug)]
 pub(crate) struct History<K> {
     by_name: BTreeMap<(String, String), Events>,
+    /// Every change of every name, in resourceVersion order: what a watch of the whole
+    /// collection delivers ([`History::all_after`]).
+    log: Vec<(u64, (String, String))>,
     /// The names recorded since [`History::take_touched`] last ran: whose waiters to wake.
     touched: Vec<(String, String)>,
     kind: PhantomData<fn() -> K>,
@@ -69,6 +77,7 @@ impl<K> Default for History<K> {
     fn default() -> Self {
         History {
             by_name: BTreeMap::new(),
+            log: Vec::new(),
             touched: Vec::new(),
             kind: PhantomData,
         }
@@ -98,10 +107,25 @@ impl<K: Serialize + DeserializeOwned> History<K> {
             .expect("a Kubernetes object encodes as JSON")
             .into_boxed_slice();
         self.touched.push(key.clone());
+        self.log.push((rv, key.clone()));
         self.by_name
             .entry(key)
             .or_default()
             .push((rv, Entry { deleted, json }));
+    }
+
+    /// Every event of every name with a resourceVersion greater than `since`, oldest first,
+    /// with its resourceVersion: what a watch of the collection started at `since` delivers.
+    pub(crate) fn all_after(&self, since: u64) -> Vec<(u64, Change<K>)> {
+        let from = self.log.partition_point(|(rv, _)| *rv <= since);
+        self.log[from..]
+            .iter()
+            .map(|(rv, key)| {
+                let events = &self.by_name[key];
+                let at = events.partition_point(|(r, _)| r < rv);
+                (*rv, decode(&events[at].1))
+            })
+            .collect()
     }
 
     /// The first event of `key` with a resourceVersion greater than `since`: what a watch on
@@ -110,13 +134,17 @@ impl<K: Serialize + DeserializeOwned> History<K> {
     pub(crate) fn first_after(&self, key: &(String, String), since: u64) -> Option<Change<K>> {
         let events = self.by_name.get(key)?;
         let (_, entry) = events.iter().find(|(rv, _)| *rv > since)?;
-        let object: K =
-            serde_json::from_slice(&entry.json).expect("the JSON `record` encoded decodes");
-        Some(if entry.deleted {
-            Change::Deleted(object)
-        } else {
-            Change::Applied(object)
-        })
+        Some(decode(entry))
+    }
+}
+
+/// The change `entry` recorded.
+fn decode<K: DeserializeOwned>(entry: &Entry) -> Change<K> {
+    let object: K = serde_json::from_slice(&entry.json).expect("the JSON `record` encoded decodes");
+    if entry.deleted {
+        Change::Deleted(object)
+    } else {
+        Change::Applied(object)
     }
 }
 

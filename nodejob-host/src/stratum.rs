@@ -20,15 +20,23 @@
 //! | `upgrade --to V` | `upgrade_time` (`op_time` at V already) | at V already (a leading `v` optional on both sides): "already at V", exit 0, nothing else. Else it logs the upgrade, exits 0, and the node reboots: `reboot_delay` after the exit [`NodeStep::NotReady`], `reboot_time` later [`NodeStep::Boot`] at V (a new `bootID`, `kubeletVersion` V with a leading `v`) and [`NodeStep::Ready`]. |
 //! | `health` | `op_time` | exit 0, a line naming the version and boot. |
 //! | `carotate stage --add FP` | `op_time` | FP trusted already: exit 0, nothing changes. While a rotation is issued (not finalized): exit 1. Else FP joins the trusted set; phase `staged`. |
-//! | `carotate issue --ca FP` | `op_time` | FP issues already: exit 0, nothing changes. FP not trusted: exit 1. Else the leaves are issued by FP (`issuer`); phase `issued`; the node's components restart: `restart_delay` after the exit NotReady, `restart_time` later Ready (no new boot). |
+//! | `carotate issue --ca FP [--expect FP]...` | `op_time` | FP issues already: exit 0, nothing changes. FP not trusted: exit 1. Else the leaves are issued by FP (`issuer`); phase `issued`; the node's components restart: `restart_delay` after the exit NotReady, `restart_time` later Ready (no new boot). With `--expect`, once it exits 0 it verifies as `carotate verify` given the same `--expect`s would, and prints that line and the verdict line ([`verdict_line`]): `{"verify": 0, "expect": ["sha256:…", …]}`, verify's exit status and what it expected. |
 //! | `carotate finalize --keep FP` | `op_time` | FP does not issue the leaves: exit 1. Else the trusted set is {FP}; phase `finalized` (from `issued`). |
 //! | `carotate abort --remove FP` | `op_time` | FP issues the leaves, or a rotation is issued: exit 1. FP not trusted: exit 0, nothing changes. Else FP leaves the trusted set; phase `idle`. |
 //! | `carotate status` | `op_time` | prints one JSON line `{"phase": "staged", "trusted": ["sha256:…", …], "issuer": "sha256:…"}` ([`StratumState::status_line`]), exit 0. |
 //! | `carotate verify --expect FP…` | `op_time` | 0 when the leaves chain to the first FP and the trusted set is exactly the FPs given; 1 when the leaves chain to a CA the node does not trust (an error); 3 otherwise (not yet). |
 //! | anything else | `op_time` | a line naming the error and the one-line [`USAGE`], exit 2. |
 //!
+//! **The status line after a phase.** `stage`, `issue`, `finalize` and `abort` that exit 0
+//! end their output with the line `carotate status` would print then (under
+//! [`Fault::GarbledStatus`], its garbage): whoever runs a phase reads where the host stands
+//! from the phase's own output, with no `carotate status` after it. Its last line is the status
+//! line; an `issue` given `--expect` prints its verdict line just before it. A failed phase
+//! (exit 1) prints its error only.
+//!
 //! Every execution is counted by [`Operation`] ([`StratumState::executions`]), whatever its
-//! outcome, usage errors included, so a test can check that no phase ran twice.
+//! outcome, usage errors included, so a test can check that no phase ran twice (the verify
+//! of an `issue --expect` is part of that `issue`, not counted apart).
 //!
 //! # Faults
 //! Per node, in [`StratumHost::faults`]: [`Fault::UpgradeFails`] (exit 1 with a message,
@@ -37,7 +45,7 @@
 //! [`Fault::Unhealthy`] (`health` exits 1), [`Fault::IssueFails`] (exit 1, nothing changes),
 //! [`Fault::ForeignCa`] (`issue` leaves the node's leaves chained to [`FOREIGN_CA`], which it
 //! does not trust), [`Fault::DownAfterIssue`] (after `issue` the node goes NotReady and stays
-//! so), [`Fault::GarbledStatus`] (`status` prints a line that is not JSON).
+//! so), [`Fault::GarbledStatus`] (the status line, of `status` or after a phase, is not JSON).
 //!
 //! ```
 //! use nodejob_host::stratum::{CaPhase, Operation, StratumHost, INITIAL_CA};
@@ -55,12 +63,14 @@
 //! assert_eq!((again.exit_code, again.effects.len()), (0, 0));
 //! assert_eq!(host.state.executions(Operation::Upgrade), 2);
 //!
-//! host.exec(&argv("stratum carotate stage --add sha256:new")).unwrap();
+//! let stage = host.exec(&argv("stratum carotate stage --add sha256:new")).unwrap();
 //! let status = host.exec(&argv("stratum carotate status")).unwrap();
 //! assert_eq!(
 //!     status.log,
 //!     format!("{{\"phase\": \"staged\", \"trusted\": [\"{INITIAL_CA}\", \"sha256:new\"], \"issuer\": \"{INITIAL_CA}\"}}\n"),
 //! );
+//! // A phase ends with the status line: where the host stands after it.
+//! assert!(stage.log.ends_with(&status.log));
 //! assert_eq!(host.state.phase, CaPhase::Staged);
 //! ```
 
@@ -108,6 +118,16 @@ pub enum Operation {
 }
 
 impl Operation {
+    /// Whether it is a phase of a CA rotation (`carotate stage`, `issue`, `finalize`,
+    /// `abort`): one that changes the host's trust and, exiting 0, ends its output with the
+    /// status line.
+    pub fn is_phase(self) -> bool {
+        matches!(
+            self,
+            Operation::CaStage | Operation::CaIssue | Operation::CaFinalize | Operation::CaAbort
+        )
+    }
+
     /// The command as typed: `"upgrade"`, `"carotate issue"`, …; `"usage"` for a usage error.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -181,7 +201,8 @@ pub enum Fault {
     ForeignCa,
     /// After `carotate issue` the node's components restart and it stays NotReady.
     DownAfterIssue,
-    /// `carotate status` prints a line that is not JSON (exit 0).
+    /// `carotate status` prints a line that is not JSON (exit 0), and so does a phase where it
+    /// ends with the status line.
     GarbledStatus,
 }
 
@@ -266,6 +287,18 @@ impl StratumState {
     }
 }
 
+/// What `carotate issue --expect FP…` prints of its verify (without its newline): `{"verify":
+/// 0, "expect": ["…", …]}`, the exit status `carotate verify --expect FP…` would have had and
+/// the fingerprints it was given, in order.
+pub fn verdict_line(exit_code: i32, expect: &[String]) -> String {
+    let quote = |s: &str| serde_json::Value::from(s).to_string();
+    let expect: Vec<String> = expect.iter().map(|e| quote(e)).collect();
+    format!(
+        "{{\"verify\": {exit_code}, \"expect\": [{}]}}",
+        expect.join(", ")
+    )
+}
+
 /// A node's `stratum` model: its state, timing and faults. See the [module docs](self).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StratumHost {
@@ -330,11 +363,12 @@ impl StratumHost {
             .executions
             .entry(command.operation())
             .or_default() += 1;
-        Some(match command {
+        let phase = command.operation().is_phase();
+        let mut run = match command {
             Command::Upgrade { to } => self.upgrade(&to),
             Command::Health => self.health(),
             Command::Stage { add } => self.stage(add),
-            Command::Issue { ca } => self.issue(ca),
+            Command::Issue { ca, expect } => self.issue(ca, &expect),
             Command::Finalize { keep } => self.finalize(keep),
             Command::Abort { remove } => self.abort(&remove),
             Command::Status => self.status(),
@@ -344,7 +378,13 @@ impl StratumHost {
                 2,
                 &[format!("stratum: {error}"), USAGE.to_string()],
             ),
-        })
+        };
+        // A phase that went through ends with where the host stands now: the status line,
+        // so whoever ran it needs no `carotate status` after it.
+        if phase && run.exit_code == 0 {
+            run.log.push_str(&self.status().log);
+        }
+        Some(run)
     }
 
     /// The node booted again as `boot_id`, running `kubelet_version`.
@@ -426,7 +466,18 @@ impl StratumHost {
         ends(op, 0, &[line])
     }
 
-    fn issue(&mut self, ca: String) -> Execution {
+    fn issue(&mut self, ca: String, expect: &[String]) -> Execution {
+        let mut run = self.issue_only(ca);
+        if run.exit_code == 0 && !expect.is_empty() {
+            let verified = self.verify(expect);
+            run.log.push_str(&verified.log);
+            run.log
+                .push_str(&format!("{}\n", verdict_line(verified.exit_code, expect)));
+        }
+        run
+    }
+
+    fn issue_only(&mut self, ca: String) -> Execution {
         let t = &self.timing;
         let (op, faults) = (t.op_time, &self.faults);
         let s = &mut self.state;

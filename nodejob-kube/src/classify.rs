@@ -52,13 +52,23 @@ fn kind_of_reason(reason: &str) -> ErrorKind {
     }
 }
 
-/// A `Status` as the apiserver sent it, e.g. in a watch `ERROR` event.
+/// A `Status` as the apiserver sent it, e.g. in a watch `ERROR` event, or as kube read it from
+/// a refused watch request. Its `details.retryAfterSeconds`, when set, is the wait asked for:
+/// the apiserver writes the `Retry-After` header from it (`responsewriters.ErrorNegotiated`),
+/// and client-go copies the header into it (`newUnstructuredResponseError`,
+/// `k8s.io/client-go/rest/request.go`), so the two say the same.
 pub(crate) fn from_status(status: &Status) -> ApiError {
-    ApiError::new(
+    let error = ApiError::new(
         kind_of(status.code, &status.reason),
         status.code,
         status.message.clone(),
-    )
+    );
+    match status.details.as_ref().map(|d| d.retry_after_seconds) {
+        Some(seconds) if seconds > 0 && (status.code == 429 || status.code >= 500) => {
+            error.with_retry_after(std::time::Duration::from_secs(u64::from(seconds)))
+        }
+        _ => error,
+    }
 }
 
 /// A non-2xx response: HTTP status `code` and its `body`, a JSON `Status` from the apiserver or

@@ -1,5 +1,6 @@
-//! The HTTP client: kube's default stack (TLS, the base URI, authentication, extra headers) over
-//! a TCP connector with `TCP_NODELAY` on.
+//! The HTTP client: the client-side rate limit ([`crate::RateLimitLayer`]) over kube's default
+//! stack (TLS, the base URI, authentication, extra headers) over a TCP connector with
+//! `TCP_NODELAY` on.
 //!
 //! kube's own connector leaves Nagle's algorithm on. A runner's requests are small and each
 //! waits for its answer, and the apiserver delays its ACK: the first request on a new connection
@@ -21,9 +22,12 @@ use kube::Client;
 use kube::client::{Body, ConfigExt};
 use tower::{BoxError, ServiceBuilder};
 
-/// A client for `config` whose connections have `TCP_NODELAY` set; a configuration with a proxy
-/// is built by kube as it is.
-pub(crate) fn client(config: kube::Config) -> kube::Result<Client> {
+use crate::throttle::{RateLimit, RateLimitLayer};
+
+/// A client for `config` whose requests (watches apart) are held to `limit` and whose
+/// connections have `TCP_NODELAY` set; a configuration with a proxy is built by kube as it is
+/// (and refused by it: this workspace enables no proxy feature of kube).
+pub(crate) fn client(config: kube::Config, limit: RateLimit) -> kube::Result<Client> {
     if config.proxy_url.is_some() {
         return Client::try_from(config);
     }
@@ -35,6 +39,7 @@ pub(crate) fn client(config: kube::Config) -> kube::Result<Client> {
     let https = config.rustls_https_connector_with_connector(tcp)?;
     let http: HttpClient<_, Body> = HttpClient::builder(TokioExecutor::new()).build(https);
     let service = ServiceBuilder::new()
+        .layer(RateLimitLayer::new(limit))
         .layer(config.base_uri_layer())
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)

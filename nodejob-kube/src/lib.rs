@@ -9,7 +9,13 @@
 //! the callers' (`nodejob-core`'s runner, drain and Lease). It does not retry either (kube's
 //! retry layer is turned off by [`KubeApi::connect`] and [`KubeApi::from_config`]): every verb
 //! is one request, bounded by [`REQUEST_TIMEOUT`], and failures are classified into core's
-//! [`ApiError`] by HTTP status code and `Status` reason, so the callers' bounds hold.
+//! [`ApiError`] by HTTP status code and `Status` reason, so the callers' bounds hold. A 429 or
+//! 5xx answer's `Retry-After` header is kept in [`ApiError::retry_after`], so that the callers
+//! send the request again only once it has passed, as client-go does.
+//!
+//! Its requests are held to a client-side rate limit ([`RateLimit`], by default
+//! [`RateLimit::DEFAULT`]: 100 a second, bursts of 200), as client-go's `QPS` and `Burst`:
+//! every verb takes a token; a watch takes none (see [`RateLimitLayer`]).
 //!
 //! ```text
 //!   runner, drain, lease ──traits──▶ KubeApi ──one request per verb──────▶ apiserver
@@ -55,14 +61,18 @@
 //! [`LeaseApi`]: nodejob_core::LeaseApi
 //! [`Clock`]: nodejob_core::Clock
 //! [`ApiError`]: nodejob_core::ApiError
+//! [`ApiError::retry_after`]: nodejob_core::ApiError::retry_after
 
 mod api;
 mod classify;
 mod client;
 mod config;
+mod every_node;
+mod throttle;
 mod transport;
 mod watch;
 
 pub use api::KubeApi;
 pub use config::{ConnectError, load_config};
+pub use throttle::{RateLimit, RateLimitError, RateLimitLayer, RateLimited};
 pub use transport::REQUEST_TIMEOUT;

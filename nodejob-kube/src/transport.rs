@@ -30,6 +30,40 @@ pub(crate) struct Answer {
     pub(crate) code: u16,
     /// The body, read whole.
     pub(crate) body: Vec<u8>,
+    /// The wait the server asked for before the request is sent again, on a 429 or a 5xx
+    /// ([`retry_after`]).
+    pub(crate) retry_after: Option<Duration>,
+}
+
+impl Answer {
+    /// A non-2xx answer as an [`ApiError`], classified, with the server's `Retry-After`.
+    pub(crate) fn error(&self) -> ApiError {
+        let error = from_response(self.code, &self.body);
+        match self.retry_after {
+            Some(after) => error.with_retry_after(after),
+            None => error,
+        }
+    }
+}
+
+/// The `Retry-After` of an answer with HTTP status `code`, as client-go's `checkWait` and
+/// `retryAfterSeconds` read it (`k8s.io/client-go/rest/request.go`): only on a 429 or a 5xx,
+/// and only as whole seconds (an HTTP date, or anything else, is no wait). The apiserver sends
+/// it on every 429 of API Priority and Fairness (`tooManyRequests`,
+/// `k8s.io/apiserver/pkg/server/filters`) and wherever a `Status` carries
+/// `details.retryAfterSeconds` (`responsewriters.ErrorNegotiated`).
+pub(crate) fn retry_after(code: u16, headers: &http::HeaderMap) -> Option<Duration> {
+    if code != 429 && code < 500 {
+        return None;
+    }
+    let seconds: u64 = headers
+        .get(http::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(Duration::from_secs(seconds))
 }
 
 /// Sends `request` and reads the whole answer, whatever its status code. Only no answer (a
@@ -43,6 +77,7 @@ pub(crate) async fn exchange(client: &Client, request: Built) -> ApiResult<Answe
             .await
             .map_err(from_kube)?;
         let code = response.status().as_u16();
+        let retry_after = retry_after(code, response.headers());
         let body = response
             .into_body()
             .collect_bytes()
@@ -51,6 +86,7 @@ pub(crate) async fn exchange(client: &Client, request: Built) -> ApiResult<Answe
         Ok(Answer {
             code,
             body: body.to_vec(),
+            retry_after,
         })
     };
     tokio::time::timeout(REQUEST_TIMEOUT, exchange)
@@ -70,7 +106,7 @@ pub(crate) async fn call(client: &Client, request: Built) -> ApiResult<Vec<u8>> 
     if (200..300).contains(&answer.code) {
         Ok(answer.body)
     } else {
-        Err(from_response(answer.code, &answer.body))
+        Err(answer.error())
     }
 }
 

@@ -52,7 +52,7 @@ const MIN_WATCH_SPAN: Duration = Duration::from_secs(1);
 /// Open watches (and last-seen objects) kept at most: the least recently used is dropped beyond.
 const MAX_TRACKED: usize = 32;
 
-type Events<K> = Pin<Box<dyn Stream<Item = kube::Result<WatchEvent<K>>> + Send>>;
+pub(crate) type Events<K> = Pin<Box<dyn Stream<Item = kube::Result<WatchEvent<K>>> + Send>>;
 
 /// An object whose state can end the waiting on it.
 pub(crate) trait Settled {
@@ -377,16 +377,9 @@ where
         }
     }
 
-    /// `GET <collection>?watch=true&...&resourceVersion=<position>`, its event lines read by kube
-    /// (as `Api::watch` does, without needing an `Api<K>`).
+    /// [`open_events`] on this object's collection.
     async fn open(&self, wp: &WatchParams, position: &str) -> kube::Result<Events<K>> {
-        let mut request = self
-            .collection
-            .watch(wp, position)
-            .map_err(kube::Error::BuildRequest)?;
-        request.extensions_mut().insert("watch");
-        let events = self.client.request_events::<K>(request).await?;
-        Ok(Box::pin(events))
+        open_events(self.client, &self.collection, wp, position).await
     }
 
     fn advance(&self, watch: &mut OpenWatch<K>, obj: &K) {
@@ -482,7 +475,27 @@ where
 }
 
 /// Waits until a stream opened at `opened_at`, now closed, may be reopened.
-async fn pace(opened_at: Instant) {
+/// `GET <collection>?watch=true&...&resourceVersion=<position>`, its event lines read by kube
+/// (as `Api::watch` does, without needing an `Api<K>`). Marked as a watch, so the client's rate
+/// limit lets it through (`throttle`).
+pub(crate) async fn open_events<K>(
+    client: &Client,
+    collection: &Request,
+    wp: &WatchParams,
+    position: &str,
+) -> kube::Result<Events<K>>
+where
+    K: Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let mut request = collection
+        .watch(wp, position)
+        .map_err(kube::Error::BuildRequest)?;
+    request.extensions_mut().insert("watch");
+    let events = client.request_events::<K>(request).await?;
+    Ok(Box::pin(events))
+}
+
+pub(crate) async fn pace(opened_at: Instant) {
     tokio::time::sleep_until(opened_at + MIN_WATCH_SPAN).await;
 }
 

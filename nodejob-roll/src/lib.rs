@@ -35,6 +35,7 @@ pub mod progress;
 pub mod report;
 pub mod select;
 pub mod stop;
+pub mod view;
 pub mod window;
 
 pub use call::{CALL_BOUND, millis, retry};
@@ -54,6 +55,7 @@ pub use placement::{
 };
 pub use progress::{Failure, OwnEvents, Progress, quiet};
 pub use report::{NodeLine, Nothing, Report, Totals};
-pub use select::{Selecting, check_selection, select_nodes};
+pub use select::{Selecting, Selection, check_selection, select_from, select_nodes};
 pub use stop::{Asked, Stop};
+pub use view::{Cursor, NodeView};
 pub use window::{Window, time_zone};

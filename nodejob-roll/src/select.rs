@@ -1,6 +1,8 @@
 //! Which nodes a plan selects: [`select_nodes`] (no node selected is an error, said before the
 //! Lease) and [`check_selection`], the plan's rules for a selector and node names.
 
+use std::collections::BTreeSet;
+
 use k8s_openapi::api::core::v1::Node;
 use nodejob_core::selector::LabelSelector;
 use nodejob_core::{ApiError, NodeApi, is_dns1123_subdomain};
@@ -79,6 +81,76 @@ pub async fn select_nodes<A: NodeApi + ?Sized>(
             selector: label_selector.to_string(),
             cause,
         })?;
+    pick(listed, selector, names)
+}
+
+/// [`select_nodes`] over nodes already read (a [`NodeView`](crate::NodeView)'s): those
+/// `selector` matches among `nodes`, narrowed to `names` when some are named.
+///
+/// # Errors
+/// As [`select_nodes`], but for the listing: a selector that does not parse (a plan checked by
+/// [`check_selection`] has none) selects nothing, [`Selecting::NoneSelected`].
+pub fn select_from<'n>(
+    nodes: impl IntoIterator<Item = &'n Node>,
+    selector: Option<&str>,
+    names: &[String],
+) -> std::result::Result<Vec<Node>, Selecting> {
+    let parsed = selector.map(LabelSelector::parse).transpose();
+    let matching: Vec<Node> = match &parsed {
+        Ok(parsed) => nodes
+            .into_iter()
+            .filter(|n| {
+                parsed
+                    .as_ref()
+                    .is_none_or(|s| s.matches(n.metadata.labels.as_ref()))
+            })
+            .cloned()
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    pick(matching, selector, names)
+}
+
+/// A plan's `selector` and `nodes`, the selector parsed once: whether the plan selects a node,
+/// asked of one node at a time (the admission of each batch asks it of the nodes that changed
+/// only).
+#[derive(Clone, Debug)]
+pub struct Selection {
+    /// `None`: every node; `Some(None)`: a selector that does not parse, which selects none
+    /// (a plan checked by [`check_selection`] has none).
+    selector: Option<Option<LabelSelector>>,
+    names: BTreeSet<String>,
+}
+
+impl Selection {
+    /// The nodes `selector` matches (every node when `None`), narrowed to `names` when some
+    /// are named.
+    pub fn new(selector: Option<&str>, names: &[String]) -> Self {
+        Selection {
+            selector: selector.map(|s| LabelSelector::parse(s).ok()),
+            names: names.iter().cloned().collect(),
+        }
+    }
+
+    /// Whether the plan selects `node`.
+    pub fn selects(&self, node: &Node) -> bool {
+        let named = self.names.is_empty()
+            || (node.metadata.name.as_ref()).is_some_and(|n| self.names.contains(n));
+        let matched = match &self.selector {
+            None => true,
+            Some(None) => false,
+            Some(Some(selector)) => selector.matches(node.metadata.labels.as_ref()),
+        };
+        named && matched
+    }
+}
+
+/// The nodes of `listed` (those the selector matched) that a plan naming `names` selects.
+fn pick(
+    listed: Vec<Node>,
+    selector: Option<&str>,
+    names: &[String],
+) -> std::result::Result<Vec<Node>, Selecting> {
     let name_of = |n: &Node| n.metadata.name.clone().unwrap_or_default();
     let none_selected = || Selecting::NoneSelected {
         selector: selector.map(str::to_string),

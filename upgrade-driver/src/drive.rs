@@ -15,6 +15,7 @@ use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{ApiError, EventType, JobApi, LeaseApi, NodeApi, PodApi, ready, run_exit_code};
 pub(crate) use nodejob_roll::retry;
 use nodejob_roll::{Context, End, Fleet, Group, Ledger, MaxUnavailable, Nothing, Tally};
+use nodejob_roll::{Cursor, NodeView, Selecting, Selection, select_from};
 use nodejob_roll::{DriverEvent, NoteSink, OpError, Outcome, delete_job, millis, patch_node};
 
 use crate::machine::{
@@ -39,6 +40,10 @@ struct Run<'a, A: ?Sized> {
     api: &'a A,
     plan: &'a Plan,
     stop: &'a Stop,
+    /// Every node, kept by a watch: what each batch's admission reads.
+    view: NodeView,
+    /// Whether the plan selects a node, asked of the nodes that change.
+    selection: Selection,
     /// The report's node entries.
     ledger: Ledger<NodeReport>,
 }
@@ -114,28 +119,31 @@ where
     A: JobApi + NodeApi + PodApi + LeaseApi + ?Sized,
 {
     let started = api.now();
-    let mut nodes = select_nodes(api, plan).await?;
+    let spec = plan.spec();
+    // One list of every node, kept up to date by a watch for the whole run (the admission of
+    // each batch reads it): see `nodejob_roll::view`.
+    let view = NodeView::list(api)
+        .await
+        .map_err(|cause| Selecting::Listing {
+            selector: spec.selector.clone().unwrap_or_default(),
+            cause,
+        })?;
+    let mut nodes = view.read(|all| select_from(all, spec.selector.as_deref(), &spec.nodes))?;
     refuse_downgrade(plan, &nodes)?;
     // Nodes an earlier run started and left in flight (cordoned, drained, maybe mid-upgrade)
     // are carried on whatever the selection says now: a node relabelled out of it, or a plan
     // that names other nodes, must not leave one cordoned by us and unnamed.
     let selected: BTreeSet<String> = nodes.iter().map(|n| records::name(n).to_string()).collect();
-    let all = retry(api, || api.list_nodes(""))
-        .await
-        .map_err(|cause| Error::Reading {
-            what: "the nodes (for those an earlier run left in flight)".into(),
-            cause,
-        })?;
-    let carried: Vec<Node> = all
-        .into_iter()
-        .filter(|n| !selected.contains(records::name(n)) && records::in_flight(n))
-        .collect();
+    let carried: Vec<Node> = view.read(|all| {
+        all.filter(|n| !selected.contains(records::name(n)) && records::in_flight(n))
+            .cloned()
+            .collect()
+    });
     let carried_names: Vec<String> = carried
         .iter()
         .map(|n| records::name(n).to_string())
         .collect();
     nodes.extend(carried);
-    let spec = plan.spec();
     let claim = Claim {
         operation: "upgrade".into(),
         target: plan.target().to_string(),
@@ -176,6 +184,8 @@ where
         api,
         plan,
         stop,
+        view,
+        selection: Selection::new(spec.selector.as_deref(), &spec.nodes),
         ledger: Ledger::new(entries),
     };
     // Renewed while anything waits (a host Job included): the renewer runs beside the roll.
@@ -522,26 +532,18 @@ impl<A> Fleet for Run<'_, A>
 where
     A: JobApi + NodeApi + PodApi + LeaseApi + ?Sized,
 {
-    /// The plan's nodes as they are now: those the plan selects, and those of `plan` it
-    /// no longer selects that still exist (relabelled; each read by name: ours in flight are
-    /// carried on, and all count toward the unavailable). Also answers the names selected.
-    async fn current(
-        &self,
-        plan: &BTreeSet<String>,
-    ) -> Result<(Vec<Node>, BTreeSet<String>), String> {
-        let mut nodes = select_nodes(self.api, self.plan)
-            .await
-            .map_err(|e| e.to_string())?;
-        let selected: BTreeSet<String> =
-            nodes.iter().map(|n| records::name(n).to_string()).collect();
-        for name in plan.difference(&selected) {
-            match get_node(self.api, name).await {
-                Ok(node) => nodes.push(node),
-                Err(e) if e.is_not_found() => {}
-                Err(e) => return Err(format!("reading node {name}: {e}")),
-            }
-        }
-        Ok((nodes, selected))
+    /// The run's view of every node, read again: the names changed since `since`.
+    async fn changed(&self, since: &mut Cursor) -> Result<Vec<String>, String> {
+        (self.view.refresh(self.api).await).map_err(|e| format!("reading the nodes: {e}"))?;
+        Ok(self.view.changed_since(since))
+    }
+
+    fn node(&self, name: &str) -> Option<Node> {
+        self.view.node(name)
+    }
+
+    fn selects(&self, node: &Node) -> bool {
+        self.selection.selects(node)
     }
 
     /// Waits until `name` is Ready (or gone), at most the reboot timeout; whatever the answer,

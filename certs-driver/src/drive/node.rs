@@ -16,13 +16,23 @@ use nodejob_core::{
 use nodejob_roll::{NoteSink, delete_job, millis, patch_node, retry};
 
 use super::Rotation;
-use crate::cluster::job_of;
+use crate::cluster::{delete_exactly, job_of};
 use crate::fingerprint::Fingerprint;
-use crate::machine::{Answer, Intent, Mark, NodeMachine, Observation, Task, Watched};
+use crate::machine::{Answer, Gone, Intent, Mark, NodeMachine, Observation, Task, Watched};
 use crate::phase::CaStep;
 use crate::progress::{CaEvent, NodeResult, Progress};
 use crate::records;
 use crate::status::CaStatus;
+
+/// How a record on a node is fenced by the Lease.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Fencing {
+    /// Read right before the write (renewed when due): the write of a mark.
+    Checked,
+    /// As every write through the fenced writer, and as an Event: refused once the Lease is
+    /// known lost (a check or the renewer saw it), without a read of its own.
+    Known,
+}
 
 /// The executor of the per-node machine: one node through one [`Task`], each [`Intent`]
 /// done through the API traits, each [`Mark`] into progress, the report and the node's Events.
@@ -37,6 +47,8 @@ where
         let mut machine = NodeMachine::new(self.plan, name, task);
         let mut step = machine.start();
         let mut started = self.api.now();
+        // The node as the last wait on it ended: where a wait that follows at once resumes.
+        let mut watched: Option<Node> = None;
         loop {
             // Marks belong to where the node was: a step's end is reported while it is
             // still in flight.
@@ -62,9 +74,14 @@ where
                     Ok(()) => Observation::LeaseHeld,
                     Err(why) => Observation::LeaseLost(why),
                 },
-                Intent::Host { step, adopt } => {
-                    let policy = Policy { adopt, keep: true };
-                    let spec = self.host_spec(name, step, &[]);
+                Intent::Host {
+                    step,
+                    adopt,
+                    also,
+                    keep,
+                } => {
+                    let policy = Policy { adopt, keep };
+                    let spec = self.host_spec(name, step, &also);
                     match run_with(&self.writer(), &spec, Mode::ExitCodeLogs, policy).await {
                         Ok(report) => Observation::Host(Ok(report)),
                         Err(e @ nodejob_core::Error::LogUnread { exit_code: 0, .. }) => {
@@ -82,27 +99,41 @@ where
                     let ran = run_with(&self.writer(), &spec, Mode::ExitCode, policy).await;
                     Observation::Host(ran.map_err(|e| e.to_string()))
                 }
-                Intent::DeleteJob { step, uid } => match self.delete_job(name, step, &uid).await {
-                    Ok(()) => Observation::Written,
-                    Err(why) => Observation::Failed(why),
-                },
+                Intent::DeleteJob { step, uid, gone } => {
+                    match self.delete_job(name, step, &uid, gone).await {
+                        Ok(()) => Observation::Written,
+                        Err(why) => Observation::Failed(why),
+                    }
+                }
                 Intent::WaitNotReady => {
                     let grace = self.plan.spec().restart_grace;
-                    Observation::Watched(self.watch(name, grace, |n| !ready(n)).await)
+                    let (end, last) = self.watch(name, grace, From::Read, |n| !ready(n)).await;
+                    watched = last;
+                    Observation::Watched(end)
                 }
                 Intent::WaitReady => {
+                    // Right after the wait for NotReady: on from the state it ended on.
+                    let from = watched.take().map_or(From::Read, |n| From::Seen(Some(n)));
                     let timeout = self.plan.spec().ready_timeout;
-                    Observation::Watched(self.watch(name, timeout, ready).await)
+                    let (end, _) = self.watch(name, timeout, from, ready).await;
+                    Observation::Watched(end)
                 }
                 Intent::ReadStatus => {
                     let spec = self.host_spec(name, CaStep::Status, &[]);
                     let read = run_exit_code_logs(&self.writer(), &spec).await;
                     Observation::Status(read.map_err(|e| e.to_string()))
                 }
-                Intent::Record(status) => match self.record(name, &status).await {
-                    Ok(()) => Observation::Written,
-                    Err(why) => Observation::Failed(why),
-                },
+                Intent::Record { status, mark } => {
+                    let fence = if mark {
+                        Fencing::Checked
+                    } else {
+                        Fencing::Known
+                    };
+                    match self.record(name, &status, fence).await {
+                        Ok(()) => Observation::Written,
+                        Err(why) => Observation::Failed(why),
+                    }
+                }
                 Intent::Verify { also } => {
                     let spec = self.host_spec(name, CaStep::Verify, &also);
                     let exit = run_exit_code(&self.writer(), &spec).await;
@@ -166,26 +197,49 @@ where
         spec
     }
 
-    /// Watches node `name` for at most `within` until it is `until` (a deleted node ends the
-    /// wait as the Node watch reports it, not at the bound).
-    async fn watch(&self, name: &str, within: Duration, until: fn(&Node) -> bool) -> Watched {
+    /// Watches node `name` for at most `within`, from `from`, until it is `until` (a deleted
+    /// node ends the wait as the Node watch reports it, not at the bound); with the node as the
+    /// wait ended on it, kept as the run last saw it.
+    async fn watch(
+        &self,
+        name: &str,
+        within: Duration,
+        from: From<Node>,
+        until: fn(&Node) -> bool,
+    ) -> (Watched, Option<Node>) {
         let api = self.api;
         let get = || api.get_node(name);
         let wait = |since: Option<String>, t| async move {
             api.wait_node(name, since.as_deref(), t).await
         };
-        match watch_until(api, within, From::Read, get, wait, |n| n.is_none_or(until)).await {
-            Ok(Until::Met(Some(_))) => Watched::Met,
-            Ok(Until::Met(None)) => Watched::Deleted,
-            Ok(Until::TimedOut(_)) => Watched::TimedOut,
-            Err((_, cause)) => Watched::Failed(format!("watching node {name}: {cause}")),
-        }
+        let ended = watch_until(api, within, from, get, wait, |n| n.is_none_or(until)).await;
+        let (watched, last) = match ended {
+            Ok(Until::Met(Some(n))) => (Watched::Met, Some(n)),
+            Ok(Until::Met(None)) => (Watched::Deleted, None),
+            Ok(Until::TimedOut(n)) => (Watched::TimedOut, n),
+            Err((_, cause)) => (
+                Watched::Failed(format!("watching node {name}: {cause}")),
+                None,
+            ),
+        };
+        self.saw(last.clone());
+        (watched, last)
     }
 
     /// Records `status` on the node ([`records::LAST_STATUS`]): what a preview shows, and where an
-    /// abort of any plan finds that `issue` began there. The error says why it could not.
-    pub(super) async fn record(&self, name: &str, status: &CaStatus) -> Result<(), String> {
-        if let Err(why) = self.fence.check(self.api).await {
+    /// abort of any plan finds that `issue` began there (then `fence` is
+    /// [`Fencing::Checked`]). The error says why it could not.
+    pub(super) async fn record(
+        &self,
+        name: &str,
+        status: &CaStatus,
+        fence: Fencing,
+    ) -> Result<(), String> {
+        let lost = match fence {
+            Fencing::Checked => self.fence.check(self.api).await.err(),
+            Fencing::Known => self.fence.lost(),
+        };
+        if let Some(why) = lost {
             return Err(format!(
                 "could not record the status on node {name}: the Lease was lost: {why}"
             ));
@@ -194,25 +248,45 @@ where
             status,
             self.api.wall_time().to_string(),
         )];
-        let written = match retry(self.api, || self.api.get_node(name)).await {
-            Ok(node) => {
-                let rv = node.metadata.resource_version.unwrap_or_default();
-                patch_node(&self.writer(), name, &rv, &changes)
-                    .await
-                    .map(drop)
-                    .map_err(|e| e.to_string())
-            }
-            Err(e) => Err(format!("reading node {name}: {e}")),
+        // Under the resourceVersion the run last saw (a conflict reads it again), else read.
+        let seen =
+            (self.seen.lock().unwrap().get(name)).and_then(|n| n.metadata.resource_version.clone());
+        let rv = match seen {
+            Some(rv) => Ok(rv),
+            None => retry(self.api, || self.api.get_node(name))
+                .await
+                .map(|node| node.metadata.resource_version.unwrap_or_default())
+                .map_err(|e| format!("reading node {name}: {e}")),
+        };
+        let written = match rv {
+            Ok(rv) => match patch_node(&self.writer(), name, &rv, &changes).await {
+                Ok(node) => {
+                    self.saw([node]);
+                    Ok(())
+                }
+                Err(e) => Err(e.to_string()),
+            },
+            Err(why) => Err(why),
         };
         written.map_err(|e| format!("could not record the status on node {name}: {e}"))
     }
 
-    /// Deletes our Job of `step` on `name` of `uid` exactly and waits until it is gone; gone
-    /// already (or replaced) is done.
-    async fn delete_job(&self, name: &str, step: CaStep, uid: &str) -> Result<(), String> {
+    /// Deletes our Job of `step` on `name` of `uid` exactly, waiting until it is gone when
+    /// `gone` says so; gone already (or replaced) is done.
+    async fn delete_job(
+        &self,
+        name: &str,
+        step: CaStep,
+        uid: &str,
+        gone: Gone,
+    ) -> Result<(), String> {
         let ns = &self.plan.spec().namespace;
-        delete_job(&self.writer(), ns, &self.plan.job_name(step, name), uid)
-            .await
-            .map_err(|e| e.to_string())
+        let job = self.plan.job_name(step, name);
+        match gone {
+            Gone::Awaited => delete_job(&self.writer(), ns, &job, uid)
+                .await
+                .map_err(|e| e.to_string()),
+            Gone::Later => delete_exactly(&self.writer(), ns, &job, uid).await,
+        }
     }
 }

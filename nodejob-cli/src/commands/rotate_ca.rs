@@ -69,7 +69,9 @@ pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
                     Format::Json => {
                         outln!("{}", serde_json::to_string(preview).unwrap_or_default())
                     }
-                    Format::Text | Format::Yaml => out!("{}", present::preview(preview)),
+                    Format::Text | Format::Yaml => {
+                        out!("{}", present::preview(preview, args.abort))
+                    }
                 }
             }
             if let (Some(since), Some(now)) = (since, t.calls()) {

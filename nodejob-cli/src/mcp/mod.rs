@@ -22,9 +22,10 @@
 //! - Nothing but the protocol is written to stdout: every runner's notes go to the stream.
 //!
 //! The files: this one the server (the session's start and end, the protocol's handlers);
-//! [`tools`] the tool list; [`params`] the arguments; [`ops`] what each tool does; [`stream`]
+//! [`lines`] the stdio under it (a line that is not JSON answered -32700); [`tools`] the tool list; [`params`] the arguments; [`ops`] what each tool does; [`stream`]
 //! the notifications; [`token`] the preview token.
 
+mod lines;
 mod ops;
 mod params;
 mod stream;
@@ -57,9 +58,8 @@ pub(crate) fn serve(global: &Global, args: Mcp) -> Result<Exit, Exit> {
     let runtime = real_runtime()?;
     let server = Server(Arc::new(Session::new(backend, global.namespace.clone())));
     let exit = runtime.block_on(async {
-        let (stdin, stdout) = rmcp::transport::stdio();
         let gone = server.clone();
-        let stdin = AtEnd::new(stdin, move || gone.client_gone());
+        let (stdin, stdout, flushed) = lines::stdio(move || gone.client_gone());
         let service = server
             .clone()
             .serve((stdin, stdout))
@@ -67,6 +67,8 @@ pub(crate) fn serve(global: &Global, args: Mcp) -> Result<Exit, Exit> {
             .map_err(|e| Exit::failed(format!("starting the MCP session: {e}")))?;
         let _ = service.waiting().await;
         server.wind_down().await;
+        // The session's transport is gone with it: what it wrote reaches stdout.
+        flushed.await;
         Ok(Exit::ok())
     });
     // stdin is at its end: nothing is left to wait for.
@@ -106,41 +108,6 @@ impl Server {
     async fn wind_down(&self) {
         self.client_gone();
         let _ = self.0.busy.lock().await;
-    }
-}
-
-/// A reader that calls `at_end` once when it reads the end of its input.
-struct AtEnd<R> {
-    inner: R,
-    at_end: Option<Box<dyn FnOnce() + Send>>,
-}
-
-impl<R> AtEnd<R> {
-    fn new(inner: R, at_end: impl FnOnce() + Send + 'static) -> Self {
-        AtEnd {
-            inner,
-            at_end: Some(Box::new(at_end)),
-        }
-    }
-}
-
-impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for AtEnd<R> {
-    fn poll_read(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
-        let at_end =
-            matches!(polled, std::task::Poll::Ready(Ok(()))) && buf.filled().len() == before;
-        if at_end
-            && buf.remaining() > 0
-            && let Some(at_end) = self.at_end.take()
-        {
-            at_end();
-        }
-        polled
     }
 }
 

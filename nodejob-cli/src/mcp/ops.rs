@@ -262,7 +262,7 @@ async fn rotate_ca_preview(
     let text = format!(
         "{}preview_token: {preview_token}\n(for `{tool}` with the same arguments, once a \
          person approved this preview)\n",
-        present::rotation::preview(&preview)
+        present::rotation::preview(&preview, operation == Operation::RotateCaAbort)
     );
     Ok(answer(
         text,

@@ -333,7 +333,8 @@ fn argument(field: &Field) -> String {
 pub(crate) fn driver_error(e: DriverError) -> String {
     match e.kind {
         ErrorKind::LeaseHeld => format!("{}; try again later", e.text),
-        ErrorKind::NoSuchNode => format!("nodes: {}", rule_said(&e.text, argument)),
+        // The text names the arguments to check (`nodes`, `selector`).
+        ErrorKind::NoSuchNode => rule_said(&e.text, argument),
         ErrorKind::Plan { field, rule } => format!(
             "{}: {}",
             Field::of_plan(field, "").argument(),

@@ -107,7 +107,7 @@ pub(crate) enum ErrorKind {
         /// The rule.
         rule: String,
     },
-    /// A node the plan names does not exist.
+    /// The plan selects no node, or a node it names does not exist: bad input.
     NoSuchNode,
     /// Another holder has the Lease.
     LeaseHeld,
@@ -153,11 +153,11 @@ fn failed_at(step: impl std::fmt::Display, exit_code: Option<i32>, message: &str
     )
 }
 
-/// The first lines of a preview: `OPERATION to TARGET: preview (nothing changed)`, and who
-/// holds the Lease.
-fn preview_head(operation: &str, target: &str, lease: Option<&str>) -> Vec<String> {
+/// The first lines of a preview: `OPERATION: preview (nothing changed)` (e.g. `upgrade to
+/// v1.38.0`), and who holds the Lease.
+fn preview_head(operation: &str, lease: Option<&str>) -> Vec<String> {
     vec![
-        format!("{operation} to {target}: preview (nothing changed)"),
+        format!("{operation}: preview (nothing changed)"),
         match lease {
             Some(holder) => format!("lease: held by {holder}"),
             None => "lease: free".into(),

@@ -197,8 +197,16 @@ pub(crate) fn expiry_warning(ca: &CaSummary) -> Option<String> {
     })
 }
 
-pub(crate) fn preview(preview: &Preview) -> String {
-    let mut lines = preview_head("rotate-ca", &preview.target, preview.lease.as_deref());
+///
+/// With `abort`, the preview of `rotate-ca --abort`: the same nodes, then instead of the next
+/// phase what an abort would do: refused while `issue` has begun anywhere in the cluster (each
+/// node with what shows it), else the staged CA removed from the plan's nodes.
+pub(crate) fn preview(preview: &Preview, abort: bool) -> String {
+    let operation = match abort {
+        true => format!("rotate-ca --abort of {}", preview.target),
+        false => format!("rotate-ca to {}", preview.target),
+    };
+    let mut lines = preview_head(&operation, preview.lease.as_deref());
     lines.extend(new_ca(&preview.ca));
     for node in &preview.nodes {
         let role = if node.control_plane {
@@ -216,6 +224,10 @@ pub(crate) fn preview(preview: &Preview) -> String {
             (None, Some(why)) => format!("{}{role}: record unreadable: {why}", node.name),
             (None, None) => format!("{}{role}: never reported to a rotation", node.name),
         });
+    }
+    if abort {
+        lines.push(abort_line(preview));
+        return lines.join("\n") + "\n";
     }
     lines.push(match &preview.next {
         Next::Unknown { unreported } => format!(
@@ -239,6 +251,28 @@ pub(crate) fn preview(preview: &Preview) -> String {
         ));
     }
     lines.join("\n") + "\n"
+}
+
+/// What `rotate-ca --abort` would do, as its preview says it.
+fn abort_line(preview: &Preview) -> String {
+    if preview.issue_begun.is_empty() {
+        let nodes: Vec<&str> = preview.nodes.iter().map(|n| n.name.as_str()).collect();
+        return format!(
+            "abort: would remove the staged CA from {}: `issue` has begun on no node, so they \
+             are then as before the rotation",
+            nodes.join(", ")
+        );
+    }
+    format!(
+        "abort: refused: `carotate issue` has begun on {}: leaves issued by the new CA cannot \
+         be taken back, so only forward is safe; run the rotation to its end",
+        preview
+            .issue_begun
+            .iter()
+            .map(|(node, why)| format!("{node} ({why})"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
 }
 
 /// The summary table: node, its phase when the run began and when the run last read it, how
@@ -422,9 +456,9 @@ pub(crate) fn error(e: &certs_driver::Error) -> DriverError {
             rule: p.rule.clone(),
         },
         certs_driver::Error::Core(nodejob_core::Error::LeaseHeld { .. }) => ErrorKind::LeaseHeld,
-        certs_driver::Error::Selecting(certs_driver::Selecting::NotFound { .. }) => {
-            ErrorKind::NoSuchNode
-        }
+        certs_driver::Error::Selecting(
+            certs_driver::Selecting::NotFound { .. } | certs_driver::Selecting::NoneSelected { .. },
+        ) => ErrorKind::NoSuchNode,
         _ => ErrorKind::Failed,
     };
     DriverError {

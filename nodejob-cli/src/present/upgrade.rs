@@ -141,7 +141,10 @@ fn result_text(result: &NodeResult) -> String {
 /// node and what the drain would do with its Pods. `upgrade --preview` prints it; the MCP tool
 /// `upgrade_preview` answers it.
 pub(crate) fn preview(preview: &Preview) -> String {
-    let mut lines = preview_head("upgrade", &preview.target, preview.lease.as_deref());
+    let mut lines = preview_head(
+        &format!("upgrade to {}", preview.target),
+        preview.lease.as_deref(),
+    );
     for (node, why) in &preview.skipped {
         lines.push(format!("skip {node}: {why}"));
     }
@@ -342,9 +345,10 @@ pub(crate) fn error(e: &upgrade_driver::Error) -> DriverError {
             rule: p.rule.clone(),
         },
         upgrade_driver::Error::Core(nodejob_core::Error::LeaseHeld { .. }) => ErrorKind::LeaseHeld,
-        upgrade_driver::Error::Selecting(upgrade_driver::Selecting::NotFound { .. }) => {
-            ErrorKind::NoSuchNode
-        }
+        upgrade_driver::Error::Selecting(
+            upgrade_driver::Selecting::NotFound { .. }
+            | upgrade_driver::Selecting::NoneSelected { .. },
+        ) => ErrorKind::NoSuchNode,
         _ => ErrorKind::Failed,
     };
     DriverError {

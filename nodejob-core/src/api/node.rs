@@ -75,6 +75,26 @@ impl NodeChange {
     }
 }
 
+/// Every node, and the resourceVersion of the list: [`NodeApi::list_nodes_at`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NodesAt {
+    /// The nodes, in name order.
+    pub nodes: Vec<Node>,
+    /// The list's resourceVersion: a watch from it misses no change after the list.
+    pub resource_version: String,
+}
+
+/// Changes of Nodes after a resourceVersion: [`NodeApi::wait_nodes`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NodeChanges {
+    /// Each change, oldest first: [`Change::Applied`] (added or modified) or
+    /// [`Change::Deleted`] (its last state).
+    pub changes: Vec<Change<Node>>,
+    /// Where the next wait resumes: the last change's resourceVersion (or a later one the
+    /// apiserver marked, a bookmark), or `since` when nothing changed.
+    pub resource_version: String,
+}
+
 /// The Kubernetes API verbs on Nodes (cluster-scoped). Errors are core's
 /// [`ApiError`](crate::ApiError).
 #[async_trait]
@@ -85,6 +105,18 @@ pub trait NodeApi: Clock {
     /// `LIST /api/v1/nodes?labelSelector=...`; an empty selector lists every node. In name
     /// order.
     async fn list_nodes(&self, label_selector: &str) -> ApiResult<Vec<Node>>;
+
+    /// `LIST /api/v1/nodes`, every node in name order, with the list's resourceVersion: where
+    /// a watch of every node starts ([`NodeApi::wait_nodes`]), as a reflector's list does.
+    async fn list_nodes_at(&self) -> ApiResult<NodesAt>;
+
+    /// The changes of any Node after resourceVersion `since`, as a watch of the collection
+    /// delivers them (`WATCH /api/v1/nodes?resourceVersion=since`), oldest first: waits at most
+    /// `timeout` for the first, then answers it with every change already there behind it;
+    /// none when the timeout ran out (a zero timeout: only what is there now). Answers the
+    /// resourceVersion to resume from. Gone (410 Expired) when `since` is older than the
+    /// apiserver keeps: list again.
+    async fn wait_nodes(&self, since: &str, timeout: Duration) -> ApiResult<NodeChanges>;
 
     /// Waits for the next change of the Node `name` after resourceVersion `since` (after now
     /// when `None`), at most `timeout`. A watch that breaks or expires (410 Gone) is resumed by

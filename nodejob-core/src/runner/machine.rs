@@ -12,7 +12,8 @@
 //! ```
 //!
 //! The root itself does only what is the same in every phase: it repeats an intent after a
-//! transient failure, with capped backoff, as the phase in charge allows ([`Retries`]), and
+//! transient failure, with capped backoff (or after the server's `Retry-After`, when it is
+//! longer: [`crate::ApiError::retry_pause`]), as the phase in charge allows ([`Retries`]), and
 //! passes the failure on to it when it does not.
 
 use std::time::Duration;
@@ -101,7 +102,7 @@ impl Machine {
             // Repeat what failed, with a wait timeout recomputed for the time now.
             Observation::Slept => return self.repeat(now),
             Observation::Failed(e) if e.is_retryable() => {
-                if let Some(step) = self.retry(now) {
+                if let Some(step) = self.retry(now, e.retry_pause(backoff(self.retries))) {
                     return step;
                 }
                 // Not retried: the phase takes the failure as its answer.
@@ -177,10 +178,10 @@ impl Machine {
         }
     }
 
-    /// Backs off before repeating the intent that failed transiently, if the phase allows;
-    /// `None` when it does not.
-    fn retry(&mut self, now: Duration) -> Option<Step> {
-        let pause = backoff(self.retries);
+    /// Backs off for `pause` (the backoff, or longer when the server said `Retry-After`)
+    /// before repeating the intent that failed transiently, if the phase allows; `None` when it
+    /// does not.
+    fn retry(&mut self, now: Duration, pause: Duration) -> Option<Step> {
         self.retries += 1;
         let retries = match &mut self.phase {
             Phase::Guard(guard) => guard.retries(),

@@ -44,7 +44,8 @@
 //! - An exit code is the host operation's answer only when its container ended on its own: a
 //!   Pod deleted or disrupted ([`Error::PodDeleted`]), or a Job failed by its deadline, give
 //!   none.
-//! - Transient API errors (429, 5xx, timeouts) are retried with capped backoff inside the bound.
+//! - Transient API errors (429, 5xx, timeouts) are retried with capped backoff inside the bound,
+//!   never sooner than the server's `Retry-After` when it sent one.
 //! - A log is at most [`crate::LOG_LIMIT_BYTES`], cut on a character boundary.
 //!
 //! # Errors
@@ -227,6 +228,12 @@ fn newest_pod_of_job<'p>(
 
 /// Calls `op` until it answers something other than a transient error, backing off between
 /// attempts, for at most `bound` of the backend's time.
+///
+/// A failure whose server said `Retry-After` (API Priority and Fairness' 429, a 503) is sent
+/// again only once that has passed ([`ApiError::retry_pause`], at most
+/// [`crate::RETRY_AFTER_CAP`]), as client-go does (`checkWait`,
+/// `k8s.io/client-go/rest/request.go`); when that would end past `bound`, the failure is the
+/// answer at once, rather than a retry the server said it would refuse.
 pub(crate) async fn retrying<A, T, F, Fut>(
     api: &A,
     bound: Duration,
@@ -240,9 +247,12 @@ where
     let deadline = api.now().saturating_add(bound);
     let mut attempt = 0;
     loop {
-        let pause = machine::backoff(attempt);
         match op().await {
-            Err(e) if e.is_retryable() && api.now().saturating_add(pause) < deadline => {
+            Err(e) if e.is_retryable() => {
+                let pause = e.retry_pause(machine::backoff(attempt));
+                if api.now().saturating_add(pause) >= deadline {
+                    return Err(e);
+                }
                 api.sleep(pause).await;
                 attempt += 1;
             }

@@ -8,6 +8,7 @@ use super::Operation;
 /// The one-line usage of `stratum`, as it prints it after a usage error.
 pub const USAGE: &str = "usage: stratum upgrade --to VERSION | stratum health | stratum carotate \
     {stage --add|issue --ca|finalize --keep|abort --remove} sha256:FINGERPRINT | stratum \
+    carotate issue --ca sha256:FINGERPRINT --expect sha256:FINGERPRINT... | stratum \
     carotate status | stratum carotate verify --expect sha256:FINGERPRINT...";
 
 /// What an argv asks of `stratum`.
@@ -19,8 +20,9 @@ pub(crate) enum Command {
     Health,
     /// `carotate stage --add FP`.
     Stage { add: String },
-    /// `carotate issue --ca FP`.
-    Issue { ca: String },
+    /// `carotate issue --ca FP [--expect FP]...`: with `--expect`, verified after as
+    /// [`Command::Verify`] with the same `expect`.
+    Issue { ca: String, expect: Vec<String> },
     /// `carotate finalize --keep FP`.
     Finalize { keep: String },
     /// `carotate abort --remove FP`.
@@ -68,7 +70,13 @@ impl Command {
                 one("--add", rest, true).map(|add| Command::Stage { add })
             }
             ["carotate", "issue", rest @ ..] => {
-                one("--ca", rest, true).map(|ca| Command::Issue { ca })
+                // `--expect` apart from the rest, each read as its own flag.
+                let (expect, ca): (Vec<_>, Vec<_>) =
+                    pairs(rest).partition(|(flag, _)| flag.starts_with("--expect"));
+                one("--ca", &words(ca), true).and_then(|ca| {
+                    let expect = values("--expect", &words(expect), true)?;
+                    Ok(Command::Issue { ca, expect })
+                })
             }
             ["carotate", "finalize", rest @ ..] => {
                 one("--keep", rest, true).map(|keep| Command::Finalize { keep })
@@ -93,6 +101,32 @@ impl Command {
         };
         parsed.unwrap_or_else(usage)
     }
+}
+
+/// The words of `pairs` again, in order.
+fn words<'a>(pairs: Vec<(&'a str, Option<&'a str>)>) -> Vec<&'a str> {
+    (pairs.into_iter())
+        .flat_map(|(flag, value)| std::iter::once(flag).chain(value))
+        .collect()
+}
+
+/// `args` as flags each with the value that follows it, if it is one (`--ca X` is one pair,
+/// `--ca=X` one pair with no value after), in order, so they can be told apart by flag before
+/// [`values`] reads each kind.
+fn pairs<'a>(args: &[&'a str]) -> impl Iterator<Item = (&'a str, Option<&'a str>)> {
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        let flag = *args.get(i)?;
+        i += 1;
+        let value = (!flag.contains('='))
+            .then(|| args.get(i).copied())
+            .flatten()
+            .filter(|v| !v.starts_with("--"));
+        if value.is_some() {
+            i += 1;
+        }
+        Some((flag, value))
+    })
 }
 
 /// The values of every `flag VALUE` / `flag=VALUE` in `args`, which must hold nothing else;
@@ -197,7 +231,7 @@ mod tests {
     #[test]
     fn parses_commands() {
         let fp = "sha256:ab";
-        let table: [(&[&str], Command); 12] = [
+        let table: [(&[&str], Command); 13] = [
             (
                 &["upgrade", "--to", "v1.38.0"],
                 Command::Upgrade {
@@ -215,7 +249,24 @@ mod tests {
             ),
             (
                 &["carotate", "issue", "--ca", fp],
-                Command::Issue { ca: fp.into() },
+                Command::Issue {
+                    ca: fp.into(),
+                    expect: vec![],
+                },
+            ),
+            (
+                &[
+                    "carotate",
+                    "issue",
+                    "--expect",
+                    fp,
+                    "--ca=sha256:cd",
+                    "--expect=sha256:ef",
+                ],
+                Command::Issue {
+                    ca: "sha256:cd".into(),
+                    expect: vec![fp.into(), "sha256:ef".into()],
+                },
             ),
             (
                 &["carotate", "finalize", "--keep", fp],
@@ -258,7 +309,7 @@ mod tests {
 
     #[test]
     fn usage_errors() {
-        let table: [&[&str]; 12] = [
+        let table: [&[&str]; 16] = [
             &["upgrade", "--to"],
             &["upgrade", "--to", "--to", "v1"],
             &["upgrade", "--to", "v1", "--to", "v2"],
@@ -269,6 +320,24 @@ mod tests {
             &["carotate", "rotate"],
             &["carotate", "stage", "--add", "md5:ab"],
             &["carotate", "issue", "--ca", "sha256:"],
+            &["carotate", "issue", "--ca", "sha256:ab", "--expect"],
+            &["carotate", "issue", "--expect", "sha256:ab"],
+            &[
+                "carotate",
+                "issue",
+                "--ca",
+                "sha256:ab",
+                "--expect",
+                "md5:ab",
+            ],
+            &[
+                "carotate",
+                "issue",
+                "--ca",
+                "sha256:ab",
+                "--ca",
+                "sha256:cd",
+            ],
             &["carotate", "verify"],
             &["carotate", "status", "--json"],
         ];

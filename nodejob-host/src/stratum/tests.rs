@@ -213,7 +213,8 @@ fn a_whole_rotation_and_its_status() {
         (finalize.exit_code, finalize.log.as_str()),
         (
             0,
-            "stratum: finalized: trusting only sha256:2222; dropped 1 CAs\n"
+            "stratum: finalized: trusting only sha256:2222; dropped 1 CAs\n\
+             {\"phase\": \"finalized\", \"trusted\": [\"sha256:2222\"], \"issuer\": \"sha256:2222\"}\n"
         )
     );
     assert_eq!(status(&mut h), ("finalized".into(), s(&[NEW]), NEW.into()));
@@ -246,6 +247,106 @@ fn a_whole_rotation_and_its_status() {
             (Operation::CaVerify, 5),
         ]
     );
+}
+
+#[test]
+fn a_phase_that_exits_0_ends_with_the_status_line_and_a_failed_one_does_not() {
+    let status_after = |h: &mut StratumHost| run(h, "carotate status").log;
+    // (command line, exit status) in order on one host.
+    let table = [
+        (format!("carotate issue --ca {NEW}"), 1),
+        (format!("carotate stage --add {NEW}"), 0),
+        // Again: nothing to do, exit 0, the status all the same.
+        (format!("carotate stage --add {NEW}"), 0),
+        (format!("carotate abort --remove {NEW}"), 0),
+        (format!("carotate stage --add {NEW}"), 0),
+        (format!("carotate issue --ca {NEW}"), 0),
+        (format!("carotate abort --remove {NEW}"), 1),
+        (format!("carotate finalize --keep {INITIAL_CA}"), 1),
+        (format!("carotate finalize --keep {NEW}"), 0),
+    ];
+    let mut h = host();
+    for (line, exit_code) in table {
+        let e = run(&mut h, &line);
+        assert_eq!(e.exit_code, exit_code, "{line}: {}", e.log);
+        let status = status_after(&mut h);
+        if exit_code == 0 {
+            assert!(e.log.ends_with(&status), "{line}: {:?}", e.log);
+            assert!(e.log.len() > status.len(), "{line}: its own line first");
+        } else {
+            assert!(!e.log.contains("\"phase\""), "{line}: {:?}", e.log);
+        }
+    }
+    // Reads and usage errors print no status line after them.
+    for line in [
+        "health",
+        "carotate verify --expect sha256:2222",
+        "carotate rotate",
+    ] {
+        let e = run(&mut h, line);
+        assert!(!e.log.contains("\"phase\""), "{line}: {:?}", e.log);
+    }
+    // Under a garbled status, the line after a phase is the same garbage.
+    let mut h = host().with_fault(Fault::GarbledStatus);
+    let e = run(&mut h, &format!("carotate stage --add {NEW}"));
+    assert!(e.log.ends_with(&status_after(&mut h)), "{:?}", e.log);
+    assert!(e.log.contains("<truncated"), "{:?}", e.log);
+}
+
+#[test]
+fn issue_with_expect_verifies_after_it_and_prints_the_verdict_before_the_status() {
+    // (fault, the --expect list) -> verify's exit status
+    let table: [(Option<Fault>, Vec<&str>, i32); 4] = [
+        (None, vec![NEW, INITIAL_CA], 0),
+        (None, vec![NEW], 3),
+        (None, vec![NEW, INITIAL_CA, OTHER], 3),
+        (Some(Fault::ForeignCa), vec![NEW, INITIAL_CA], 1),
+    ];
+    for (fault, expect, verdict) in table {
+        let mut h = host();
+        if let Some(fault) = fault {
+            h = h.with_fault(fault);
+        }
+        run(&mut h, &format!("carotate stage --add {NEW}"));
+        let flags: Vec<String> = expect.iter().map(|e| format!("--expect {e}")).collect();
+        let e = run(
+            &mut h,
+            &format!("carotate issue --ca {NEW} {}", flags.join(" ")),
+        );
+        assert_eq!(e.exit_code, 0, "{expect:?}: {}", e.log);
+        let lines: Vec<&str> = e.log.lines().collect();
+        assert_eq!(lines.len(), 4, "{expect:?}: {lines:?}");
+        let expect: Vec<String> = expect.iter().map(|e| e.to_string()).collect();
+        assert_eq!(lines[2], verdict_line(verdict, &expect));
+        let v: serde_json::Value = serde_json::from_str(lines[2]).unwrap();
+        assert_eq!(
+            (v["verify"].as_i64(), v["expect"][0].as_str()),
+            (Some(i64::from(verdict)), Some(NEW))
+        );
+        // The same answer as `carotate verify` now, and that line above the verdict.
+        let verify = run(&mut h, &format!("carotate verify {}", flags.join(" ")));
+        assert_eq!(
+            (verify.exit_code, lines[1]),
+            (verdict, verify.log.trim_end())
+        );
+        assert_eq!(
+            format!("{}\n", lines[3]),
+            run(&mut h, "carotate status").log
+        );
+        // The verify is part of the issue, not an execution of its own.
+        assert_eq!(
+            h.state.executions(Operation::CaVerify),
+            1,
+            "the one run here"
+        );
+        assert_eq!(h.state.executions(Operation::CaIssue), 1);
+    }
+    // An issue that fails verifies nothing.
+    let mut h = host().with_fault(Fault::IssueFails);
+    run(&mut h, &format!("carotate stage --add {NEW}"));
+    let e = run(&mut h, &format!("carotate issue --ca {NEW} --expect {NEW}"));
+    assert_eq!(e.exit_code, 1);
+    assert!(!e.log.contains("verify"), "{:?}", e.log);
 }
 
 #[test]

@@ -19,6 +19,8 @@ use nodejob_core::{ApiResult, Change, Clock};
 use tokio::time::Instant;
 
 use crate::config::{ConnectError, load_config};
+use crate::every_node::EveryNode;
+use crate::throttle::RateLimit;
 use crate::transport::{Built, call_json, exchange};
 use crate::watch::{Key, Settled, Tracker, Watched};
 
@@ -39,6 +41,8 @@ pub struct KubeApi {
     origin: Instant,
     jobs: Tracker<Job>,
     nodes: Tracker<Node>,
+    /// The watch of every node ([`NodeApi::wait_nodes`](nodejob_core::NodeApi::wait_nodes)).
+    every_node: EveryNode,
     pods: Tracker<Pod>,
 }
 
@@ -52,26 +56,40 @@ impl fmt::Debug for KubeApi {
 
 impl KubeApi {
     /// Over `client`, as it is: a client built by [`kube::Client::try_default`] keeps kube's
-    /// retry layer; use [`KubeApi::from_config`] or [`KubeApi::connect`] to have it off.
+    /// retry layer and has no client-side rate limit; use [`KubeApi::from_config`] or
+    /// [`KubeApi::connect`] to have the one off and the other on (or put a
+    /// [`crate::RateLimitLayer`] in the client's stack).
     pub fn new(client: Client) -> Self {
         KubeApi {
             client,
             origin: Instant::now(),
             jobs: Tracker::new(),
             nodes: Tracker::new(),
+            every_node: EveryNode::default(),
             pods: Tracker::new(),
         }
     }
 
     /// Over a client built from `config`: kube's stack with `TCP_NODELAY` on its connections,
-    /// and kube's retry layer off (`config.default_retry = false`, whatever it was).
-    pub fn from_config(mut config: kube::Config) -> Result<Self, ConnectError> {
+    /// kube's retry layer off (`config.default_retry = false`, whatever it was), and the
+    /// default client-side rate limit ([`RateLimit::DEFAULT`]).
+    pub fn from_config(config: kube::Config) -> Result<Self, ConnectError> {
+        Self::from_config_limited(config, RateLimit::DEFAULT)
+    }
+
+    /// [`KubeApi::from_config`], its requests held to `limit` (see [`crate::RateLimitLayer`]:
+    /// every verb takes a token, a watch none).
+    pub fn from_config_limited(
+        mut config: kube::Config,
+        limit: RateLimit,
+    ) -> Result<Self, ConnectError> {
         config.default_retry = false;
         let cluster_url = config.cluster_url.to_string();
-        let client = crate::client::client(config).map_err(|source| ConnectError::Client {
-            cluster_url,
-            source,
-        })?;
+        let client =
+            crate::client::client(config, limit).map_err(|source| ConnectError::Client {
+                cluster_url,
+                source,
+            })?;
         Ok(Self::new(client))
     }
 

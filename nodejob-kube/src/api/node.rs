@@ -6,7 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{GetParams, ListParams, ObjectList, Patch, PatchParams};
-use nodejob_core::{ApiError, ApiResult, Change, NodeApi, NodeChange};
+use nodejob_core::{ApiError, ApiResult, Change, NodeApi, NodeChange, NodeChanges, NodesAt};
 use serde_json::{Value, json};
 
 use super::{KubeApi, cluster_key, collection};
@@ -32,6 +32,23 @@ impl NodeApi for KubeApi {
         let mut nodes = list.items;
         nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         Ok(nodes)
+    }
+
+    /// One `GET /api/v1/nodes`, unpaged, with the list's resourceVersion.
+    async fn list_nodes_at(&self) -> ApiResult<NodesAt> {
+        let request = collection::<Node>(None).list(&ListParams::default());
+        let list: ObjectList<Node> = call_json(&self.client, request).await?;
+        let mut nodes = list.items;
+        nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        Ok(NodesAt {
+            nodes,
+            resource_version: list.metadata.resource_version.unwrap_or_default(),
+        })
+    }
+
+    /// The watch of every node, kept open across calls (see `every_node`).
+    async fn wait_nodes(&self, since: &str, timeout: Duration) -> ApiResult<NodeChanges> {
+        self.every_node.wait(&self.client, since, timeout).await
     }
 
     /// As [`JobApi::wait_job`](nodejob_core::JobApi::wait_job), for a Node: one watch kept open

@@ -133,6 +133,13 @@ fn eviction_body(
 
 /// What the apiserver's answer to an eviction means: 2xx evicted, 429 blocked, 404 gone,
 /// anything else an error classified as every other answer is.
+///
+/// A 429 here is a budget's refusal, answered as [`Eviction::Blocked`] whatever its
+/// `Retry-After` (the apiserver sends `Retry-After: 10` when a budget is still being processed,
+/// `createTooManyRequestsError` in `eviction.go`): the drain's own backoff retries blocked
+/// evictions, never the transient-error retry that honours `Retry-After`. A 429 from API
+/// Priority and Fairness is answered as blocked too, with its own message (see
+/// [`blocked_message`]): the drain tries it again after its backoff.
 fn eviction_answer(answer: Answer) -> ApiResult<Eviction> {
     match answer.code {
         200..=299 => Ok(Eviction::Evicted),
@@ -140,7 +147,7 @@ fn eviction_answer(answer: Answer) -> ApiResult<Eviction> {
         429 => Ok(Eviction::Blocked {
             message: blocked_message(&answer.body),
         }),
-        code => Err(from_response(code, &answer.body)),
+        _ => Err(answer.error()),
     }
 }
 
@@ -178,6 +185,7 @@ mod tests {
         Answer {
             code,
             body: body.to_string().into_bytes(),
+            retry_after: None,
         }
     }
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 use http::{Request, Response};
 use kube::client::Body;
 use nodejob_core::{Note, Spec, build};
-use nodejob_kube::KubeApi;
+use nodejob_kube::{KubeApi, RateLimit, RateLimitLayer};
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
@@ -30,6 +30,8 @@ enum Reply {
     Respond {
         status: u16,
         body: String,
+        /// Response headers beyond `content-type`.
+        headers: Vec<(String, String)>,
     },
     /// The connection breaks: no HTTP answer.
     Fail(String),
@@ -100,6 +102,7 @@ impl Exchange {
             reply: Reply::Respond {
                 status: 200,
                 body: String::new(),
+                headers: Vec::new(),
             },
         }
     }
@@ -130,7 +133,16 @@ impl Exchange {
         self.reply = Reply::Respond {
             status,
             body: body.into(),
+            headers: Vec::new(),
         };
+        self
+    }
+
+    /// A header of the answer (after `reply` or `reply_json`), e.g. `Retry-After`.
+    pub fn reply_header(mut self, name: &str, value: &str) -> Self {
+        if let Reply::Respond { headers, .. } = &mut self.reply {
+            headers.push((name.to_string(), value.to_string()));
+        }
         self
     }
 
@@ -264,13 +276,23 @@ fn describe(parts: &http::request::Parts) -> String {
 
 /// The scripted apiserver's task.
 pub struct Server {
-    task: JoinHandle<Result<Vec<String>, String>>,
+    task: JoinHandle<Result<Vec<(String, Duration)>, String>>,
 }
 
 impl Server {
     /// Waits for the client to go away (drop the `KubeApi` first), fails on any mismatch or extra
     /// request, and returns the requests seen.
     pub async fn finish(self) -> Vec<String> {
+        self.finish_timed()
+            .await
+            .into_iter()
+            .map(|(line, _)| line)
+            .collect()
+    }
+
+    /// [`Server::finish`], each request with when it reached the server, on tokio's clock
+    /// (paused in these tests) from when the server was made.
+    pub async fn finish_timed(self) -> Vec<(String, Duration)> {
         match self.task.await {
             Ok(Ok(seen)) => seen,
             Ok(Err(why)) => panic!("scripted apiserver: {why}"),
@@ -281,10 +303,28 @@ impl Server {
 
 /// A `KubeApi` whose client talks to a server that follows `script`.
 pub fn serve(script: Vec<Exchange>) -> (KubeApi, Server) {
-    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let client = kube::Client::new(service, "default");
+    (KubeApi::new(client), script_server(script, handle))
+}
+
+/// [`serve`], the client's requests held to `limit` by the rate limit `KubeApi::from_config`
+/// puts in every client it builds.
+pub fn serve_limited(script: Vec<Exchange>, limit: RateLimit) -> (KubeApi, Server) {
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let service = tower::Layer::layer(&RateLimitLayer::new(limit), service);
+    let client = kube::Client::new(service, "default");
+    (KubeApi::new(client), script_server(script, handle))
+}
+
+/// The server's side of the mock: follows `script`, then expects no more.
+fn script_server(
+    script: Vec<Exchange>,
+    mut handle: tower_test::mock::Handle<Request<Body>, Response<Body>>,
+) -> Server {
+    let started = tokio::time::Instant::now();
     let task = tokio::spawn(async move {
-        let mut seen = Vec::new();
+        let mut seen: Vec<(String, Duration)> = Vec::new();
         let mut hung = Vec::new();
         let total = script.len();
         for (i, expected) in script.into_iter().enumerate() {
@@ -299,7 +339,7 @@ pub fn serve(script: Vec<Exchange>) -> (KubeApi, Server) {
                 .collect_bytes()
                 .await
                 .map_err(|e| format!("reading a request body: {e}"))?;
-            seen.push(describe(&parts));
+            seen.push((describe(&parts), started.elapsed()));
             if let Err(why) = expected.check(&parts, &body) {
                 let answer = Response::builder()
                     .status(418)
@@ -312,10 +352,18 @@ pub fn serve(script: Vec<Exchange>) -> (KubeApi, Server) {
                 ));
             }
             match expected.reply {
-                Reply::Respond { status, body } => {
-                    let answer = Response::builder()
+                Reply::Respond {
+                    status,
+                    body,
+                    headers,
+                } => {
+                    let mut answer = Response::builder()
                         .status(status)
-                        .header("content-type", "application/json")
+                        .header("content-type", "application/json");
+                    for (name, value) in headers {
+                        answer = answer.header(name, value);
+                    }
+                    let answer = answer
                         .body(Body::from(body.into_bytes()))
                         .expect("a response");
                     send.send_response(answer);
@@ -338,7 +386,7 @@ pub fn serve(script: Vec<Exchange>) -> (KubeApi, Server) {
         drop(hung);
         Ok(seen)
     });
-    (KubeApi::new(client), Server { task })
+    Server { task }
 }
 
 // --- Kubernetes JSON -------------------------------------------------------------------------

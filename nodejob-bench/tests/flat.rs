@@ -1,0 +1,43 @@
+//! A roll costs the apiserver the same per node at any size: requests and bytes answered per
+//! node at 100 nodes within a quarter of those at 10, at `max_unavailable` 1 and 10%. A roll
+//! that listed every node before each batch answered, per node, bytes in proportion to the
+//! cluster (ten times as many at 100), and fails here. Counts, not times.
+
+use nodejob_bench::roll::{Roll, roll};
+use upgrade_driver::MaxUnavailable;
+
+fn at(nodes: usize, width: MaxUnavailable) -> Roll {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap()
+        .block_on(roll(nodes, width))
+        .unwrap()
+}
+
+#[test]
+fn requests_and_bytes_per_node_stay_flat_from_10_to_100_nodes() {
+    for width in [MaxUnavailable::Count(1), MaxUnavailable::Percent(10)] {
+        let (small, large) = (at(10, width), at(100, width));
+        let per_node = |r: &Roll| {
+            let n = r.nodes as f64;
+            (r.total_calls() as f64 / n, r.total_bytes() as f64 / n)
+        };
+        let ((calls_s, bytes_s), (calls_l, bytes_l)) = (per_node(&small), per_node(&large));
+        assert!(
+            calls_l <= calls_s * 1.25,
+            "max_unavailable {}: {calls_s:.1} requests per node at 10 nodes, {calls_l:.1} at \
+             100: {:?}",
+            large.max_unavailable,
+            large.calls
+        );
+        assert!(
+            bytes_l <= bytes_s * 1.25,
+            "max_unavailable {}: {bytes_s:.0} bytes per node at 10 nodes, {bytes_l:.0} at 100: \
+             {:?}",
+            large.max_unavailable,
+            large.bytes
+        );
+    }
+}

@@ -1,0 +1,59 @@
+//! What a CA rotation costs the cluster per node is counted exactly, so its bound is pinned:
+//! at most 4 host Jobs and 50 API calls per node for a whole rotation (before: 9 and 121.4).
+//! Counts, never timings: the rotation runs on the fake in paused time.
+
+use nodejob_bench::rotation::rotate;
+use nodejob_fake::Verb;
+
+/// The most a node may cost.
+const HOST_JOBS_PER_NODE: f64 = 4.0;
+const CALLS_PER_NODE: f64 = 50.0;
+
+#[tokio::test(start_paused = true)]
+async fn a_rotation_costs_four_host_jobs_and_at_most_fifty_calls_per_node() -> anyhow::Result<()> {
+    // Sizes where the run's own fixed calls (the Lease, listing the nodes and our Jobs) are
+    // spread thin, as the bench's 100.
+    for nodes in [40, 100] {
+        let r = rotate(nodes).await?;
+        assert_eq!(r.nodes, nodes);
+        // One status read, then stage, issue and finalize, each answering the node's status
+        // (issue, its verify) in its own output: no other `carotate` command ran.
+        let per_node = |command: &str| {
+            f64::from(r.commands.get(command).copied().unwrap_or_default()) / nodes as f64
+        };
+        for command in [
+            "carotate status",
+            "carotate stage",
+            "carotate issue",
+            "carotate finalize",
+        ] {
+            assert_eq!(per_node(command), 1.0, "{command}: {:?}", r.commands);
+        }
+        assert_eq!(r.commands.len(), 4, "{:?}", r.commands);
+        assert_eq!(r.host_jobs(), 4 * nodes, "{}", r.calls_by_verb());
+        assert!(r.host_jobs_per_node() <= HOST_JOBS_PER_NODE);
+        assert!(
+            r.calls_per_node() <= CALLS_PER_NODE,
+            "{nodes} nodes: {} ({})",
+            r.per_node_line(),
+            r.calls_by_verb()
+        );
+        // The verbs a rotation needs, and no other (no eviction, no pod listing by node).
+        let verbs: Vec<Verb> = r.calls.keys().copied().collect();
+        for verb in verbs {
+            assert!(
+                !matches!(verb, Verb::EvictPod | Verb::ListNodePods),
+                "{verb:?}: {}",
+                r.calls_by_verb()
+            );
+        }
+    }
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_figures_are_the_same_at_every_run() -> anyhow::Result<()> {
+    let (a, b) = (rotate(20).await?, rotate(20).await?);
+    assert_eq!((a.calls, a.commands), (b.calls, b.commands));
+    Ok(())
+}
