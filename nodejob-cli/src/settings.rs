@@ -70,6 +70,8 @@ pub(crate) enum Field {
     Namespace,
     /// Whether a downgrade is allowed.
     AllowDowngrade,
+    /// Where a node reports its version.
+    VersionFrom,
     /// A field of the driver's plan that no setting names.
     Other(&'static str),
 }
@@ -95,6 +97,7 @@ impl Field {
             },
             "namespace" => Field::Namespace,
             "downgrade" => Field::AllowDowngrade,
+            "version_source" => Field::VersionFrom,
             f if f.starts_with("window") => Field::Window,
             f => Field::Other(f),
         }
@@ -120,6 +123,7 @@ impl Field {
             Field::NewCa { source } => return format!("--new-ca {source}"),
             Field::Namespace => "--namespace",
             Field::AllowDowngrade => "--allow-downgrade",
+            Field::VersionFrom => "--version-from",
             Field::Other(f) => f,
         };
         flag.to_string()
@@ -144,6 +148,7 @@ impl Field {
             Field::NewCa { .. } => "new_ca",
             Field::Namespace => "namespace (the server's --namespace)",
             Field::AllowDowngrade => "allow_downgrade",
+            Field::VersionFrom => "version_from",
             Field::Other(f) => f,
         }
     }
@@ -236,6 +241,8 @@ pub(crate) struct UpgradeSettings {
     pub(crate) reboot_timeout: Option<Duration>,
     /// The on-host binary.
     pub(crate) binary: Option<String>,
+    /// Where each node reports its version.
+    pub(crate) version_from: Option<upgrade_driver::VersionSource>,
     /// The maintenance window, as typed (`DAYS START-END [TZ]`).
     pub(crate) window: Option<String>,
     /// Stop starting nodes after this many failed.
@@ -272,6 +279,9 @@ impl UpgradeSettings {
         }
         if let Some(binary) = &self.binary {
             spec.binary = binary.clone();
+        }
+        if let Some(source) = &self.version_from {
+            spec.version_source = source.clone();
         }
         if let Some(budget) = self.failure_budget {
             spec.failure_budget = budget;
