@@ -1,15 +1,16 @@
 //! [`RealNode`]: a real node of the run's cluster (a kubelet, containerd and runc in a PID and
-//! mount namespace of its own, `e2e/node/node`), and [`RealNodeBackend`], the conformance
-//! suite's backend on one.
+//! mount namespace of its own, `e2e/node/node`); [`RealNodeBackend`], the conformance
+//! suite's backend on one; [`RealNodes`], the drivers' scenario on several.
 //!
 //! A node's PID 1 (`e2e/node/init`) is "the host" its privileged Jobs `nsenter`: their
 //! `nsenter --target 1 --mount --uts --ipc --net --pid` reaches it and execs the node's
-//! `/usr/local/bin/stratum` (`src/bin/stratum.rs`). [`RealNode::stop`] (or its drop) ends
-//! every process of the node and removes its cgroups; nothing it mounted outlives its mount
-//! namespace. `e2e/run` sweeps the run's nodes again at the end, for a test killed before its
-//! teardown.
+//! `/usr/local/bin/stratum` (`src/bin/stratum.rs`), the `stratum` model of `nodejob-host`
+//! on a state kept in the node's directory ([`RealNode::host_state`]). [`RealNode::stop`] (or
+//! its drop) ends every process of the node and removes its cgroups; nothing it mounted
+//! outlives its mount namespace. `e2e/run` sweeps the run's nodes again at the end, for a test
+//! killed before its teardown.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,13 +20,15 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use nodejob_conformance::{Backend, Failure};
+use nodejob_host::stratum::StratumState;
 use nodejob_kube::KubeApi;
 use serde_json::json;
 
-use crate::admin::{client, config, fail, namespace, unique};
-use crate::conventions::{SA_NAME, SA_NAMESPACE};
+use crate::admin::{client, config, fail, label_node, namespace, unique};
+use crate::conventions::{NOT_READY_TAINT, SA_NAME, SA_NAMESPACE, SCENARIO_LABEL};
 use crate::host::boot_id;
 use crate::rbac::Rbac;
+use crate::three_nodes::deployment_behind_budget;
 use crate::waits::wait_for;
 
 /// How long a real node may take to boot and post Ready (about 1 s on 2 idle cores).
@@ -62,7 +65,10 @@ impl RealNode {
     /// Prepares and boots node `nj-real-…`, waits until it is registered and Ready, and gives
     /// it the address the apiserver dials for its kubelet (127.0.0.1: the kubelet refuses a
     /// loopback `--node-ip` and posts none, `pkg/kubelet/nodestatus/setters.go`
-    /// `validateNodeIP`, so the harness posts it once, as a cloud controller would).
+    /// `validateNodeIP`, so the harness posts it once, as a cloud controller would). Then it
+    /// lifts the `not-ready` taint the apiserver gave the new Node (admission plugin
+    /// TaintNodesByCondition), as the node lifecycle controller would once the node is Ready:
+    /// none runs here, and the scheduler would place no workload there.
     pub async fn start(admin: &Client) -> Result<Self, Failure> {
         let name = unique("nj-real");
         let dir = run_dir().join("nodes").join(&name);
@@ -100,11 +106,78 @@ impl RealNode {
             {"type": "InternalIP", "address": "127.0.0.1"},
             {"type": "Hostname", "address": node.name},
         ]}});
-        Api::<Node>::all(admin.clone())
+        let nodes = Api::<Node>::all(admin.clone());
+        nodes
             .patch_status(&node.name, &PatchParams::default(), &Patch::Merge(&address))
             .await
             .map_err(fail("posting a real node's address"))?;
+        let read = nodes
+            .get(&node.name)
+            .await
+            .map_err(fail("reading a real node"))?;
+        let taints = read.spec.and_then(|s| s.taints).unwrap_or_default();
+        let kept: Vec<_> = taints.iter().filter(|t| t.key != NOT_READY_TAINT).collect();
+        if kept.len() < taints.len() {
+            // Under the resourceVersion read: a taint put there meanwhile is not lost.
+            let patch = json!({
+                "metadata": {"resourceVersion": read.metadata.resource_version},
+                "spec": {"taints": kept},
+            });
+            nodes
+                .patch(&node.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(fail("lifting a real node's not-ready taint"))?;
+        }
         Ok(node)
+    }
+
+    /// Where the node keeps what it is (`e2e/node/node prepare`'s DIR).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// What the node's `stratum` keeps (`DIR/host/state.json`): the model's state as the last
+    /// command left it, every command counted; `None` when none ran yet. Its version and boot
+    /// are those of that command's time.
+    pub fn host_state(&self) -> Result<Option<StratumState>, Failure> {
+        let path = self.dir.join("host/state.json");
+        match std::fs::read_to_string(&path) {
+            Ok(record) => StratumState::from_record(&record)
+                .map(Some)
+                .map_err(|e| Failure(format!("{}: {e}", path.display()))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Failure(format!("{}: {e}", path.display()))),
+        }
+    }
+
+    /// How many times the node's PID 1 started the kubelet (`DIR/log/init.log`): once a boot,
+    /// once more for each restart the host asked for (`carotate issue`).
+    pub fn kubelet_starts(&self) -> Result<usize, Failure> {
+        Ok(self.log_lines("init.log", "kubelet started")?.len())
+    }
+
+    /// How many times the node rebooted because its host asked (`DIR/log/boots.log`: its PID 1
+    /// ended with 100, `stratum upgrade`'s reboot), and how many times for another reason (a
+    /// power cut: [`RealNode::power_cycle`]).
+    pub fn reboots(&self) -> Result<(usize, usize), Failure> {
+        let all = self.log_lines("boots.log", "PID 1 ended")?;
+        let asked = all
+            .iter()
+            .filter(|l| l.contains("PID 1 ended (100)"))
+            .count();
+        Ok((asked, all.len() - asked))
+    }
+
+    fn log_lines(&self, log: &str, containing: &str) -> Result<Vec<String>, Failure> {
+        let path = self.dir.join("log").join(log);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Ok((text.lines())
+                .filter(|l| l.contains(containing))
+                .map(String::from)
+                .collect()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(e) => Err(Failure(format!("{}: {e}", path.display()))),
+        }
     }
 
     /// The Node's name.
@@ -310,5 +383,66 @@ impl Backend for RealNodeBackend {
             .await
             .map(drop)
             .map_err(fail("deleting a node"))
+    }
+}
+
+/// The drivers' scenario on real nodes: nodes of the scenario's own, labelled
+/// [`SCENARIO_LABEL`] with the name of its namespace, where the ServiceAccount of
+/// `deploy/rbac.yaml` is bound (and in the drivers' namespace).
+pub struct RealNodes {
+    /// An admin client.
+    pub admin: Client,
+    /// The scenario's namespace.
+    pub namespace: String,
+    /// The label every node of the scenario carries.
+    pub label: (String, String),
+    /// The nodes.
+    pub nodes: Vec<RealNode>,
+}
+
+impl RealNodes {
+    /// Boots `count` real nodes at once ([`RealNode::start`]), labels them and binds the
+    /// ServiceAccount.
+    pub async fn start(count: usize) -> Result<Self, Failure> {
+        let admin = client(config(None).await?)?;
+        let name = unique("nj-real");
+        namespace(&admin, &name, "privileged").await?;
+        Rbac::committed()
+            .apply(&admin, SA_NAME, &[&name, SA_NAMESPACE])
+            .await?;
+        let nodes =
+            futures::future::try_join_all((0..count).map(|_| RealNode::start(&admin))).await?;
+        let label = (SCENARIO_LABEL.to_string(), name.clone());
+        for node in &nodes {
+            label_node(&admin, node.name(), &label.0, &label.1).await?;
+        }
+        Ok(RealNodes {
+            admin,
+            namespace: name,
+            label,
+            nodes,
+        })
+    }
+
+    /// The nodes' names.
+    pub fn names(&self) -> Vec<String> {
+        self.nodes.iter().map(|n| n.name().to_string()).collect()
+    }
+
+    /// Deployment `app` of `replicas` real Pods (the pause image) on the nodes, behind a
+    /// budget allowing one disruption ([`deployment_behind_budget`]).
+    pub async fn deployment_behind_budget(
+        &self,
+        app: &str,
+        replicas: i32,
+        limit: Duration,
+    ) -> Result<(), Failure> {
+        let ns = &self.namespace;
+        deployment_behind_budget(&self.admin, ns, &self.label, app, replicas, limit).await
+    }
+
+    /// Stops every node ([`RealNode::stop`]).
+    pub fn stop(self) -> Result<(), Failure> {
+        self.nodes.into_iter().try_for_each(RealNode::stop)
     }
 }
