@@ -290,19 +290,40 @@ async fn a_deleted_jobs_program_ends_by_sigterm() {
 }
 
 /// A host program running when its node reboots: the pod ends Failed, its container with
-/// what the kubelet records for a container it finds gone after a reboot (255, `Unknown`), as
-/// `nodejob_host::status` says (the fake and the agent do not play it yet).
+/// what the kubelet records for a container it finds gone after a reboot (containerd's
+/// `unknownExitCode` 255, reason `Unknown`, no message), as `nodejob_host::status` says (the
+/// fake and the agent do not play it: see `REBOOT_EXIT`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reboot_fails_the_running_pod() {
     check(
         async {
             let b = RealNodeBackend::new().await?;
             let run = host::run(Duration::from_secs(600));
-            running(&b, "reboot", &["stratum", &run]).await?;
+            let pod = running(&b, "reboot", &["stratum", &run]).await?;
             b.node.power_cycle().await?;
             let state = terminated(&b, "reboot").await?;
             eprintln!("real kubelet, pod across a reboot: {state:?}");
-            ensure!(state.exit_code != 0, "{state:?}");
+            use nodejob_host::status::{REBOOT_EXIT, REBOOT_REASON};
+            ensure!(
+                (
+                    state.exit_code,
+                    state.reason.as_deref(),
+                    state.message.as_deref()
+                ) == (REBOOT_EXIT, Some(REBOOT_REASON), None),
+                "the real kubelet ended it {state:?}; nodejob_host says {REBOOT_EXIT}, \
+                 {REBOOT_REASON}, no message"
+            );
+            let pods = Api::<Pod>::namespaced(b.admin(), &b.namespace());
+            let phase = |p: &Pod| p.status.as_ref().and_then(|s| s.phase.clone());
+            let ended = wait_for(pods, &pod, "Failed", LIMIT, move |p: &Pod| {
+                phase(p).as_deref() == Some("Failed")
+            })
+            .await?;
+            ensure!(
+                phase(&ended).as_deref() == Some("Failed"),
+                "{:?}",
+                ended.status
+            );
             Ok(())
         }
         .await,
