@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use upgrade_driver::MaxUnavailable;
+use upgrade_driver::{MaxUnavailable, VersionSource};
 
 use crate::parse;
 use crate::virtual_clock::Speed;
@@ -274,6 +274,12 @@ pub(crate) struct Upgrade {
     /// The on-host binary.
     #[arg(long, default_value = "/usr/local/bin/stratum")]
     pub(crate) binary: String,
+    /// Where each node reports the version --to names: `kubelet` (its kubelet's version, for
+    /// an upgrade that moves the kubelet), `os-image` (its osImage, the os-release PRETTY_NAME,
+    /// for an OS upgrade that does not), or `label=KEY` (its label KEY, set by the host after
+    /// a boot).
+    #[arg(long, default_value = "kubelet", value_name = "SOURCE", value_parser = parse::version_source)]
+    pub(crate) version_from: VersionSource,
     /// A maintenance window: `DAYS START-END [TZ]`, e.g. `sat,sun 01:00-05:00 Europe/Berlin`.
     /// No node starts outside it; a node in flight finishes. It is checked against the
     /// cluster's clock: under --simulate the virtual one, which starts Thu 2026-01-01 00:00 UTC

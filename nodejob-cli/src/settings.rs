@@ -80,6 +80,8 @@ pub(crate) enum Field {
     AllowSkew,
     /// What a failed node comes to.
     OnFailure,
+    /// Where a node reports its version.
+    VersionFrom,
     /// A field of the driver's plan that no setting names.
     Other(&'static str),
 }
@@ -110,6 +112,7 @@ impl Field {
             "soak" => Field::Soak,
             "skew" => Field::AllowSkew,
             "on_failure" => Field::OnFailure,
+            "version_source" => Field::VersionFrom,
             f if f.starts_with("window") => Field::Window,
             f => Field::Other(f),
         }
@@ -140,6 +143,7 @@ impl Field {
             Field::Soak => "--soak",
             Field::AllowSkew => "--allow-skew",
             Field::OnFailure => "--on-failure",
+            Field::VersionFrom => "--version-from",
             Field::Other(f) => f,
         };
         flag.to_string()
@@ -169,6 +173,7 @@ impl Field {
             Field::Soak => "soak",
             Field::AllowSkew => "allow_skew",
             Field::OnFailure => "on_failure",
+            Field::VersionFrom => "version_from",
             Field::Other(f) => f,
         }
     }
@@ -266,6 +271,8 @@ pub(crate) struct UpgradeSettings {
     pub(crate) reboot_timeout: Option<Duration>,
     /// The on-host binary.
     pub(crate) binary: Option<String>,
+    /// Where each node reports its version.
+    pub(crate) version_from: Option<upgrade_driver::VersionSource>,
     /// The maintenance window, as typed (`DAYS START-END [TZ]`).
     pub(crate) window: Option<String>,
     /// Stop starting nodes after this many failed.
@@ -312,6 +319,9 @@ impl UpgradeSettings {
         }
         if let Some(binary) = &self.binary {
             spec.binary = binary.clone();
+        }
+        if let Some(source) = &self.version_from {
+            spec.version_source = source.clone();
         }
         if let Some(budget) = self.failure_budget {
             spec.failure_budget = budget;

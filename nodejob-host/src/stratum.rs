@@ -35,6 +35,12 @@
 //! line; an `issue` given `--expect` prints its verdict line just before it. A failed phase
 //! (exit 1) prints its error only.
 //!
+//! # Kept between processes
+//! The model keeps nothing itself: the fake and the node agent hold a [`StratumHost`] in
+//! memory. `stratum` on a real node of the end-to-end suite reads its state before a command
+//! and writes it back after, as the JSON record of [`StratumState::to_record`], and its timing
+//! from a line that [`StratumTiming`]'s `FromStr` reads (`upgrade=2s,reboot-delay=1s`).
+//!
 //! Every execution is counted by [`Operation`] ([`StratumState::executions`]), whatever its
 //! outcome, usage errors included, so a test can check that no phase ran twice (the verify
 //! of an `issue --expect` is part of that `issue`, not counted apart).
@@ -77,6 +83,7 @@
 //! ```
 
 mod command;
+mod record;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;

@@ -86,6 +86,11 @@ pub(crate) struct UpgradeArgs {
     /// The on-host binary, an absolute path. Default `/usr/local/bin/stratum`.
     #[serde(default)]
     pub(crate) binary: Option<String>,
+    /// Where each node reports the version `to` names: `kubelet` (its kubelet's version, for
+    /// an upgrade that moves the kubelet), `os-image` (its osImage, for an OS upgrade that does
+    /// not), or `label=KEY` (its label KEY). Default `kubelet`.
+    #[serde(default)]
+    pub(crate) version_from: Option<String>,
     /// A maintenance window, `DAYS START-END [TZ]`, e.g. `sat,sun 01:00-05:00 Europe/Berlin`:
     /// no node starts outside it; a node in flight finishes.
     #[serde(default)]
@@ -420,6 +425,10 @@ impl UpgradeArgs {
             deadline: duration("deadline", self.deadline.as_ref())?,
             reboot_timeout: duration("reboot_timeout", self.reboot_timeout.as_ref())?,
             binary: self.binary.clone(),
+            version_from: (self.version_from.as_deref())
+                .map(parse::version_source)
+                .transpose()
+                .map_err(|e| format!("version_from: {e}"))?,
             window: self.window.clone(),
             failure_budget: self.failure_budget,
             health_check: self.health_check.clone(),
