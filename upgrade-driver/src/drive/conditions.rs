@@ -53,6 +53,7 @@ fn doing(step: UpgradeStep) -> &'static str {
         UpgradeStep::Reboot => "waiting for a new boot, Ready at the target",
         UpgradeStep::Health => "running the health check",
         UpgradeStep::Uncordon => "uncordoning and recording it done",
+        UpgradeStep::Rollback => "rolling it back to the version it ran before, on a new boot",
         UpgradeStep::Soak => "soaking: Ready on its new boot, the health check again at the end",
     }
 }
@@ -154,6 +155,15 @@ where
                 "Stopped",
                 format!(
                     "the upgrade to {target} stopped before {step}: {why}; a rerun carries it on"
+                ),
+            ),
+            NodeResult::RolledBack { failure, version } => Standing::new(
+                Held::Yes,
+                "RolledBack",
+                format!(
+                    "the upgrade to {target} failed at {}: {}; rolled back to {version} on a new \
+                     boot; a rerun retries it",
+                    failure.step, failure.message
                 ),
             ),
             NodeResult::Blocked {
