@@ -30,6 +30,10 @@
 //!
 //! Invariant 1 holds for the rollback's host Job too.
 //!
+//! And 11: no node starts (its Cordon step) while the rolls are paused: in half the seeds an
+//! operator pauses them ([`nodejob_core::pause`]) and lifts the switch minutes later
+//! ([`pausing_operator`]), across runs, crashes and the Lease's thefts.
+//!
 //! # At the end of each run and of the seed
 //! 7. The run ends within its bound.
 //! 8. The report agrees with the cluster: a node reported upgraded has no in-progress record
@@ -90,6 +94,54 @@ const RUNS: usize = 5;
 const RUN_BOUND: Duration = Duration::from_secs(4 * 3600);
 /// The label that puts a node into the plan's selection, when the plan selects by label.
 const SELECTED: (&str, &str) = ("upgrade", "yes");
+
+/// How long after the switch is set a node may still start: the driver reads it with the
+/// Lease right before the step's first write, and that read may be answered a call's latency
+/// before the switch lands.
+const PAUSE_GRACE: Duration = Duration::from_secs(5);
+
+/// The operator with the pause switch (`nodejob pause`, `nodejob resume`): in half the seeds,
+/// pauses the rolls a drawn time after `start` (0 to 10 minutes) and resumes them 1 to 11
+/// minutes later (retrying through the API faults armed then: the switch is always lifted).
+/// Drawn from the seed apart from the schedule, whose draws stay as they were. Answers when the
+/// switch was set and lifted, once it was.
+fn pausing_operator(
+    fake: &Arc<FakeCluster>,
+    seed: u64,
+    start: Duration,
+) -> Arc<Mutex<(Option<Duration>, Option<Duration>)>> {
+    use nodejob_core::pause::{Pause, set_pause};
+    let window = Arc::new(Mutex::new((None, None)));
+    let mixed = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17);
+    if mixed % 2 == 1 {
+        return window;
+    }
+    let after = Duration::from_secs((mixed >> 8) % 600);
+    let lasting = Duration::from_secs(60 + (mixed >> 20) % 600);
+    let (fake, said) = (fake.clone(), window.clone());
+    tokio::spawn(async move {
+        fake.sleep((start + after).saturating_sub(fake.now())).await;
+        let pause = Pause {
+            by: "operator".into(),
+            at: Some(fake.wall_time()),
+            reason: "the actor soak pulls the cord".into(),
+        };
+        let ns = "kube-system";
+        loop {
+            if set_pause(&*fake, ns, "nodejob", Some(&pause)).await.is_ok() {
+                said.lock().unwrap().0 = Some(fake.now());
+                break;
+            }
+            fake.sleep(Duration::from_secs(1)).await;
+        }
+        fake.sleep(lasting).await;
+        while set_pause(&*fake, ns, "nodejob", None).await.is_err() {
+            fake.sleep(Duration::from_secs(1)).await;
+        }
+        said.lock().unwrap().1 = Some(fake.now());
+    });
+    window
+}
 
 /// A driver crash: before (or after) its `nth` call of `verb`.
 #[derive(Clone, Debug)]
@@ -655,6 +707,7 @@ async fn scenario(seed: u64, verbose: bool, policies: &Policies) -> Result<Summa
             .collect(),
     };
     shifted.arm(&fake);
+    let pauses = pausing_operator(&fake, seed, start);
     let identities = ["driver-a", "driver-b", "driver-c"];
     let versioned: BTreeSet<String> = (draws.actors.acts.iter())
         .filter_map(|(_, act)| match act {
@@ -692,6 +745,8 @@ async fn scenario(seed: u64, verbose: bool, policies: &Policies) -> Result<Summa
     let mut runs = Vec::new();
     let mut violations = Vec::new();
     let mut done = false;
+    // Each node's start (its Cordon step), with when: none may fall while paused.
+    let starts: Arc<Mutex<Vec<(Duration, String)>>> = Arc::new(Mutex::new(Vec::new()));
     // The version skew policy is kept until a run is refused by it (an actor made a node, or
     // the control plane, report a version the target cannot follow): the operator then
     // allows skew for the runs after.
@@ -762,10 +817,18 @@ async fn scenario(seed: u64, verbose: bool, policies: &Policies) -> Result<Summa
             violations: Mutex::new(Vec::new()),
         });
         let sinks: Arc<dyn upgrade_driver::ProgressSink> = {
-            let (batches, skews) = (batches.clone(), skews.clone());
+            let (batches, skews, starts) = (batches.clone(), skews.clone(), starts.clone());
+            let fake = fake.clone();
             Arc::new(move |e: &upgrade_driver::Progress| {
                 batches.event(e);
                 skews.event(e);
+                if let upgrade_driver::Progress::StepStarted {
+                    node,
+                    step: UpgradeStep::Cordon,
+                } = e
+                {
+                    starts.lock().unwrap().push((fake.now(), node.clone()));
+                }
             })
         };
         let crash = draws.crash.clone().filter(|_| attempt == 0);
@@ -815,6 +878,18 @@ async fn scenario(seed: u64, verbose: bool, policies: &Policies) -> Result<Summa
                 // Rolled back out of band after our upgrade: failed and named, as it must be.
                 done = true;
                 break;
+            }
+        }
+    }
+    // 11. No node starts while paused.
+    let paused = *pauses.lock().unwrap();
+    if let (Some(on), off) = paused {
+        let off = off.unwrap_or(Duration::MAX);
+        for (at, node) in starts.lock().unwrap().iter() {
+            if *at > on + PAUSE_GRACE && *at < off {
+                violations.push(format!(
+                    "11: {node} started at {at:?}, while paused from {on:?} to {off:?}"
+                ));
             }
         }
     }
