@@ -84,6 +84,10 @@ pub struct Hollow {
     pub driver_peak_kib: u64,
     /// CPU seconds during the roll, by process.
     pub cpu_secs: BTreeMap<String, f64>,
+    /// Peak resident memory (KiB) by process of the machine's control plane, read after the
+    /// roll (`VmHWM`: since each started).
+    #[serde(default)]
+    pub peak_kib: BTreeMap<String, u64>,
     /// Pods evicted.
     pub evicted: usize,
     /// `/proc/loadavg` before and after.
@@ -147,6 +151,12 @@ impl Processes {
         Processes { pids }
     }
 
+    fn peak_kib(&self) -> BTreeMap<String, u64> {
+        (self.pids.iter())
+            .filter_map(|(name, pid)| Some((name.clone(), vm_hwm_kib(*pid)?)))
+            .collect()
+    }
+
     fn cpu(&self) -> BTreeMap<String, f64> {
         (self.pids.iter())
             .filter_map(|(name, pid)| Some((name.clone(), cpu_secs(*pid)?)))
@@ -195,6 +205,7 @@ pub async fn roll(nodes: usize, cli: &Path, bench: &Path) -> anyhow::Result<Holl
     let _ = std::fs::remove_file(&kubeconfig);
     let driven = driven?;
     let cpu_after = processes.cpu();
+    let peak_kib = processes.peak_kib();
     let load_after = loadavg();
     let after = apiserver_histogram(&admin).await?;
 
@@ -240,6 +251,7 @@ pub async fn roll(nodes: usize, cli: &Path, bench: &Path) -> anyhow::Result<Holl
         apiserver_requests,
         driver_peak_kib: driven.peak_kib,
         cpu_secs,
+        peak_kib,
         evicted,
         load: (load_before, load_after),
         totals: driven.totals,
@@ -776,7 +788,9 @@ pub fn print(h: &Hollow) -> anyhow::Result<()> {
         total_cpu / h.wall_secs
     );
     for (who, secs) in &h.cpu_secs {
-        println!("    {who:<28} {secs:>8.1} s");
+        let peak =
+            (h.peak_kib.get(who)).map_or(String::new(), |k| format!(", peak RSS {} MB", k / 1024));
+        println!("    {who:<28} {secs:>8.1} s{peak}");
     }
     println!("  its totals: {}", h.totals);
     Ok(())
