@@ -662,6 +662,7 @@ pub fn http_kind(method: &str) -> &'static str {
         "get_lease" => "GET leases/NAME",
         "create_lease" => "POST leases",
         "replace_lease" => "PUT leases/NAME",
+        "version" => "GET /version",
         _ => "?",
     }
 }

@@ -357,7 +357,16 @@ impl Cluster {
         let output = tokio::process::Command::new(cli)
             .arg("--kubeconfig")
             .arg(&kubeconfig)
-            .args(["upgrade", "--to", TARGET, "--nodes", &names.join(",")])
+            // The agent's kubelets go to a release the apiserver is not at: past the version
+            // skew policy, as asked.
+            .args([
+                "upgrade",
+                "--to",
+                TARGET,
+                "--allow-skew",
+                "--nodes",
+                &names.join(","),
+            ])
             .args([
                 "--drain-timeout",
                 "60s",

@@ -43,8 +43,9 @@ pub(crate) struct Cli {
 const EXIT_ROLL: &str = "Exit codes: 0 done; 1 a node failed (named, with the step, the exit \
     code, where to look and the command to retry); 2 bad usage or invalid input, refused before \
     any change (a --nodes or --selector that names no node of the cluster included); 3 another holder has the Lease (try later); 4 stopped with nothing failed, not now \
-    (outside the maintenance window, the Lease lost, too many nodes unavailable): run the same \
-    command again to resume; 5 the cluster's apiserver cannot be reached; 130 interrupted \
+    (outside the maintenance window, the Lease lost, too many nodes unavailable; for \
+    `upgrade`, nodes left blocked by budgets under --on-undrainable skip or quarantine): run \
+    the same command again to resume; 5 the cluster's apiserver cannot be reached; 130 interrupted \
     (Ctrl-C): run the same command again to resume.";
 
 /// The exit codes of `run`, in its `--help`.
@@ -134,6 +135,12 @@ pub(crate) enum Command {
     /// Rotate the cluster CA node by node: stage the new CA beside the old one, reissue every
     /// node's leaves from it, then finalize (drop the old CA), each phase gated on what every
     /// node reports.
+    ///
+    /// The long-roll options of `upgrade` do not apply here: no --on-undrainable or
+    /// --max-blocked (a rotation drains no node, so no budget blocks one), no --soak (its nodes
+    /// neither reboot nor change version, and its gates read every node's own report after
+    /// each phase before the next starts), no --on-failure rollback (--abort undoes a rotation
+    /// until any node has begun `issue`; after that, only forward is safe).
     #[command(after_help = EXIT_ROLL)]
     RotateCa(RotateCa),
     /// Run one privileged Job on a node and exit with its container's exit code.
@@ -283,6 +290,16 @@ pub(crate) struct Upgrade {
     /// write.
     #[arg(long)]
     pub(crate) allow_downgrade: bool,
+    /// Go past the Kubernetes version skew policy (kubernetes.io/releases/version-skew-policy,
+    /// kubelet). Without it, a kubelet
+    /// upgrade (the default: nodes report their kubelet's version) is refused, naming the rule,
+    /// the nodes and the versions, when a worker would run a kubelet newer than the apiserver,
+    /// more than three minor versions older than it, or a minor version past the one after its
+    /// own: before any write (exit 2) and again before each batch (exit 4). Control-plane nodes
+    /// go first and may carry the apiserver: their workers are judged once they had their turn.
+    /// With it, every breach is said in the preview, the progress and the report.
+    #[arg(long)]
+    pub(crate) allow_skew: bool,
     /// Check each upgraded node with the command after `--` (exit 0 passes) before the next.
     #[arg(long, requires = "health_argv")]
     pub(crate) health_check: bool,
@@ -299,6 +316,70 @@ pub(crate) struct Upgrade {
     /// With --simulate: this node's host upgrade fails, to show the failure path.
     #[arg(long, value_name = "NODE", requires = "simulate")]
     pub(crate) simulate_fail: Option<String>,
+    #[command(flatten)]
+    pub(crate) long_roll: LongRoll,
+}
+
+/// The heading of the options that let a long roll run by itself, in `upgrade --help`.
+const LONG_ROLL: &str = "Long rolls (blocked nodes, soak, rollback)";
+
+/// `upgrade`'s options for a roll that runs by itself, over nights: what a node a budget
+/// blocks comes to, how long each node soaks. (`rotate-ca` takes none: it drains nothing, so
+/// no budget blocks one of its nodes, and its gates already read every node's report between
+/// phases.)
+#[derive(Debug, Args, Clone)]
+pub(crate) struct LongRoll {
+    /// What a node comes to whose drain PodDisruptionBudgets allowing no disruption hold past
+    /// --drain-timeout. The report and `nodejob status` name each blocked node, the budgets
+    /// that blocked it and the Pods left.
+    #[arg(long, value_name = "POLICY", value_enum, default_value = "fail", help_heading = LONG_ROLL)]
+    pub(crate) on_undrainable: OnUndrainable,
+    /// How many blocked nodes (skipped or quarantined; those an earlier run quarantined
+    /// toward the same version included) the roll goes on past; one more stops it as a
+    /// failure does (exit 1, naming them).
+    #[arg(long, value_name = "N", default_value = "1", help_heading = LONG_ROLL)]
+    pub(crate) max_blocked: u32,
+    /// With --simulate: a Pod pinned to this node behind a budget that never allows a
+    /// disruption, so that its drain is blocked (to show --on-undrainable).
+    #[arg(long, value_name = "NODE", requires = "simulate", help_heading = LONG_ROLL)]
+    pub(crate) simulate_undrainable: Option<String>,
+    /// How long each upgraded node, back in service, must stay Ready on the same boot (and
+    /// pass the health check again at the end) before the next batch starts; a duration: 90s,
+    /// 10m, 1.5h, 1h30m (at most 24h). A node that breaks its soak (NotReady, rebooted,
+    /// unhealthy) fails, counted against --failure-budget. The time left is shown as it goes;
+    /// the soak's start is recorded on the node (annotation stratum.ciq.com/upgrade-soak), so
+    /// a rerun resumes it. Default: no soak.
+    #[arg(long, value_name = "DURATION", value_parser = parse::duration, help_heading = LONG_ROLL)]
+    pub(crate) soak: Option<Duration>,
+    /// With --simulate: this node reboots by itself some time into its soak (to show --soak
+    /// failing a node).
+    #[arg(long, value_name = "NODE", requires = "simulate", help_heading = LONG_ROLL)]
+    pub(crate) simulate_soak_reboot: Option<String>,
+}
+
+/// `--on-undrainable`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum OnUndrainable {
+    /// The node stays cordoned and fails; the roll stops (as before this option).
+    Fail,
+    /// Uncordoned if we cordoned it, why recorded on it (annotation
+    /// stratum.ciq.com/upgrade-blocked); the roll goes on, and tries every skipped node once
+    /// more at the end; a rerun tries it again.
+    Skip,
+    /// Left cordoned, labelled (stratum.ciq.com/upgrade-quarantined, value drain-blocked),
+    /// why recorded; the roll goes on; no run touches it until the label is removed.
+    Quarantine,
+}
+
+impl OnUndrainable {
+    /// The driver's policy.
+    pub(crate) fn policy(self) -> upgrade_driver::Undrainable {
+        match self {
+            OnUndrainable::Fail => upgrade_driver::Undrainable::Fail,
+            OnUndrainable::Skip => upgrade_driver::Undrainable::Skip,
+            OnUndrainable::Quarantine => upgrade_driver::Undrainable::Quarantine,
+        }
+    }
 }
 
 #[derive(Debug, Args)]

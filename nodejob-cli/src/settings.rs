@@ -70,6 +70,14 @@ pub(crate) enum Field {
     Namespace,
     /// Whether a downgrade is allowed.
     AllowDowngrade,
+    /// What a node a budget blocks comes to.
+    OnUndrainable,
+    /// How many blocked nodes a roll goes on past.
+    MaxBlocked,
+    /// How long each upgraded node soaks.
+    Soak,
+    /// Whether the version skew policy may be broken.
+    AllowSkew,
     /// A field of the driver's plan that no setting names.
     Other(&'static str),
 }
@@ -95,6 +103,10 @@ impl Field {
             },
             "namespace" => Field::Namespace,
             "downgrade" => Field::AllowDowngrade,
+            "on_undrainable" => Field::OnUndrainable,
+            "max_blocked" => Field::MaxBlocked,
+            "soak" => Field::Soak,
+            "skew" => Field::AllowSkew,
             f if f.starts_with("window") => Field::Window,
             f => Field::Other(f),
         }
@@ -120,6 +132,10 @@ impl Field {
             Field::NewCa { source } => return format!("--new-ca {source}"),
             Field::Namespace => "--namespace",
             Field::AllowDowngrade => "--allow-downgrade",
+            Field::OnUndrainable => "--on-undrainable",
+            Field::MaxBlocked => "--max-blocked",
+            Field::Soak => "--soak",
+            Field::AllowSkew => "--allow-skew",
             Field::Other(f) => f,
         };
         flag.to_string()
@@ -144,6 +160,10 @@ impl Field {
             Field::NewCa { .. } => "new_ca",
             Field::Namespace => "namespace (the server's --namespace)",
             Field::AllowDowngrade => "allow_downgrade",
+            Field::OnUndrainable => "on_undrainable",
+            Field::MaxBlocked => "max_blocked",
+            Field::Soak => "soak",
+            Field::AllowSkew => "allow_skew",
             Field::Other(f) => f,
         }
     }
@@ -173,13 +193,17 @@ pub(crate) fn rule_said(rule: &str, name: impl Fn(&Field) -> String) -> String {
 
 /// `text` as one of the plan fields a rule may name, if it is one.
 fn plan_field(text: &str) -> Option<&'static str> {
-    const NAMED: [&str; 6] = [
+    const NAMED: [&str; 10] = [
         "max_unavailable",
         "failure_budget",
         "concurrency",
         "nodes",
         "selector",
         "window",
+        "on_undrainable",
+        "max_blocked",
+        "soak",
+        "skew",
     ];
     NAMED.into_iter().find(|f| *f == text)
 }
@@ -244,6 +268,14 @@ pub(crate) struct UpgradeSettings {
     pub(crate) health_check: Option<Vec<String>>,
     /// Move nodes to an older version too (refused by default).
     pub(crate) allow_downgrade: bool,
+    /// What a node a budget blocks comes to.
+    pub(crate) on_undrainable: Option<upgrade_driver::Undrainable>,
+    /// How many blocked nodes the roll goes on past.
+    pub(crate) max_blocked: Option<u32>,
+    /// How long each upgraded node soaks.
+    pub(crate) soak: Option<Duration>,
+    /// Go past the Kubernetes version skew policy (refused by default).
+    pub(crate) allow_skew: bool,
 }
 
 impl UpgradeSettings {
@@ -282,11 +314,23 @@ impl UpgradeSettings {
         if self.allow_downgrade {
             spec.downgrade = upgrade_driver::Downgrade::Allow;
         }
+        if self.allow_skew {
+            spec.skew = upgrade_driver::Skew::Allow;
+        }
         if let Some(window) = &self.window {
             spec.window = Some(parse::window(window).map_err(|why| Refused::Value {
                 field: Field::Window,
                 why,
             })?);
+        }
+        if let Some(policy) = self.on_undrainable {
+            spec.on_undrainable = policy;
+        }
+        if let Some(max) = self.max_blocked {
+            spec.max_blocked = max;
+        }
+        if let Some(soak) = self.soak {
+            spec.soak = Some(soak);
         }
         upgrade_driver::Plan::build(spec).map_err(|e| Refused::Plan {
             field: Field::of_plan(e.field, ""),

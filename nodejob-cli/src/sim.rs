@@ -268,6 +268,87 @@ pub(crate) fn writes_since(fake: &FakeCluster, since: usize) -> Vec<String> {
         .collect()
 }
 
+/// The Deployment (and its budget) `--simulate-undrainable` pins to a node.
+const UNDRAINABLE: &str = "pinned";
+
+/// `--simulate-undrainable NODE`: one replica of a Deployment `pinned` that only `node` can
+/// run (its node selector names it by `kubernetes.io/hostname`), behind a budget whose
+/// `minAvailable` is 1, so that it never allows a disruption and `node`'s drain is blocked;
+/// then the cluster settles so that it runs.
+pub(crate) async fn undrainable(fake: &FakeCluster, node: &str) -> Result<(), Exit> {
+    let labels = BTreeMap::from([("app".to_string(), UNDRAINABLE.to_string())]);
+    let mut deployment = web(1);
+    deployment.metadata.name = Some(UNDRAINABLE.into());
+    if let Some(spec) = deployment.spec.as_mut() {
+        spec.selector.match_labels = Some(labels.clone());
+        if let Some(meta) = spec.template.metadata.as_mut() {
+            meta.labels = Some(labels.clone());
+        }
+        if let Some(pod) = spec.template.spec.as_mut() {
+            pod.node_selector = Some(BTreeMap::from([(
+                "kubernetes.io/hostname".to_string(),
+                node.to_string(),
+            )]));
+        }
+    }
+    let mut pdb = budget(1);
+    pdb.metadata.name = Some(UNDRAINABLE.into());
+    if let Some(spec) = pdb.spec.as_mut() {
+        spec.selector = Some(LabelSelector {
+            match_labels: Some(labels),
+            ..LabelSelector::default()
+        });
+    }
+    let failed = |e: nodejob_core::ApiError| Exit::failed(format!("--simulate-undrainable: {e}"));
+    fake.create_deployment_now(&deployment).map_err(failed)?;
+    fake.create_budget_now(&pdb).map_err(failed)?;
+    settle(fake).await;
+    Ok(())
+}
+
+/// `--simulate-soak-reboot NODE`: the progress of a simulated upgrade passed on to `inner`,
+/// and, once `node` is told soaking, that node's host reboots by itself 90 s later (a new
+/// boot ID, as [`FakeCluster::reboot_node`]), so that its soak fails.
+pub(crate) struct RebootInSoak<S: ?Sized> {
+    fake: Arc<FakeCluster>,
+    node: String,
+    armed: std::sync::atomic::AtomicBool,
+    inner: Arc<S>,
+}
+
+impl<S: ?Sized> RebootInSoak<S> {
+    /// Reboots `node` once into its soak, passing every event on to `inner`.
+    pub(crate) fn new(fake: Arc<FakeCluster>, node: &str, inner: Arc<S>) -> Self {
+        RebootInSoak {
+            fake,
+            node: node.to_string(),
+            armed: std::sync::atomic::AtomicBool::new(true),
+            inner,
+        }
+    }
+}
+
+impl<S> upgrade_driver::EventSink<upgrade_driver::Progress> for RebootInSoak<S>
+where
+    S: upgrade_driver::EventSink<upgrade_driver::Progress> + ?Sized,
+{
+    fn event(&self, event: &upgrade_driver::Progress) {
+        if let upgrade_driver::Progress::Driver(upgrade_driver::UpgradeEvent::Soaking {
+            node, ..
+        }) = event
+            && *node == self.node
+            && self.armed.swap(false, std::sync::atomic::Ordering::SeqCst)
+        {
+            let node = node.clone();
+            let at = self.fake.now() + Duration::from_secs(90);
+            self.fake.schedule(at, move |c| {
+                let _ = c.reboot_node(&node);
+            });
+        }
+        self.inner.event(event);
+    }
+}
+
 /// Lets the simulated workloads start (their pods scheduled and Ready) before a run.
 pub(crate) async fn settle(fake: &FakeCluster) {
     fake.sleep(Duration::from_secs(30)).await;

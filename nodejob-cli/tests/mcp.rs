@@ -836,11 +836,14 @@ async fn a_failed_upgrade_names_its_retry_as_the_tools_arguments_narrowed_to_the
     let session = Session::start().await?;
     // The health check fails on the first node (the simulated host exits 1), which ends the
     // roll with a failure budget of 1.
+    // Workers only, their control plane still at the version they leave: past the version
+    // skew policy, as asked (and kept in the retry).
     let arguments = json!({
         "to": TARGET,
         "selector": "topology.kubernetes.io/zone=zone-a",
         "binary": "/opt/stratum",
         "health_check": ["/bin/check", "nodejob-test:exit=1"],
+        "allow_skew": true,
     });
     let (_, token) = session.preview(arguments.clone()).await?;
     let mut with_token = arguments.clone();
@@ -852,6 +855,7 @@ async fn a_failed_upgrade_names_its_retry_as_the_tools_arguments_narrowed_to_the
         "nodes": ["worker-a-0"],
         "binary": "/opt/stratum",
         "health_check": ["/bin/check", "nodejob-test:exit=1"],
+        "allow_skew": true,
     });
     let report = result.structured_content.clone().context("no report")?;
     assert_eq!(
@@ -923,4 +927,34 @@ fn a_line_that_is_not_json_is_answered_with_a_parse_error_and_the_session_goes_o
 
     drop(stdin);
     assert!(child.wait().unwrap().success());
+}
+
+// ---- issue 22: long rolls ----
+
+#[tokio::test]
+async fn a_roll_past_the_version_skew_policy_is_refused_naming_allow_skew_unless_it_is_given()
+-> Result<()> {
+    let session = Session::start().await?;
+    let workers = json!({"to": TARGET, "nodes": ["worker-a-0", "worker-b-0"]});
+    let refused = session.call("upgrade_preview", workers.clone()).await?;
+    let said = text(&refused);
+    assert_eq!(refused.is_error, Some(true), "{said}");
+    for part in [
+        "allow_skew: ",
+        "version-skew-policy",
+        "worker-a-0, worker-b-0: v1.38.0 would be newer than the apiserver (v1.37.2)",
+        "refused without allow_skew",
+    ] {
+        assert!(said.contains(part), "{part:?} not in {said}");
+    }
+    let mut allowed = workers;
+    allowed["allow_skew"] = json!(true);
+    let (preview, _token) = session.preview(allowed).await?;
+    assert!(
+        preview["preview"]["skew"][0]
+            .as_str()
+            .is_some_and(|s| s.contains("allowed past the version skew policy: worker-a-0")),
+        "{preview}"
+    );
+    session.close().await.map_err(|e| anyhow!("{e}"))
 }

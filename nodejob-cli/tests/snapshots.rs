@@ -132,6 +132,9 @@ fn upgrade_failure_retry_keeps_every_flag() {
             "thu,fri 00:00-23:59 UTC",
             "-l",
             "topology.kubernetes.io/zone in (zone-a)",
+            // Workers only, their control plane still at the version they leave: past the
+            // version skew policy, as asked (and kept in the retry).
+            "--allow-skew",
             "--simulate-fail",
             "worker-a-0",
         ]
@@ -625,4 +628,24 @@ fn simulated_host_programs_are_said_to_be_and_directives_script_them() {
             "nodejob-test:exit=3"
         ]
     );
+}
+
+// ---- issue 22: long rolls ----
+
+/// The version skew policy: a worker roll past the apiserver refused before any write (exit
+/// 2, naming the rule, the nodes, the versions and the flag), a skipped minor likewise, and
+/// `--allow-skew` saying in the preview what it lets through.
+#[test]
+fn upgrade_version_skew() {
+    let workers = ["--nodes", "worker-a-0,worker-b-0"];
+    let mut refused = vec!["upgrade", "--simulate", "5", "--to", "v1.38.0"];
+    refused.extend(workers);
+    nodejob_snapshot!("upgrade_skew_refused", &refused);
+    nodejob_snapshot!(
+        "upgrade_skew_skipped_minor",
+        &["upgrade", "--simulate", "5", "--to", "v1.39.0"]
+    );
+    let mut allowed = refused.clone();
+    allowed.extend(["--allow-skew", "--preview"]);
+    nodejob_snapshot!("upgrade_skew_allowed_preview", &allowed);
 }

@@ -292,7 +292,8 @@ macro_rules! conformance_nodes {
             expired_lease_is_taken_over_and_the_loser_stops,
             node_event_is_created_and_found_by_the_node_name,
             node_event_in_another_namespace_is_invalid,
-            event_in_a_missing_namespace_is_refused
+            event_in_a_missing_namespace_is_refused,
+            version_names_the_servers_release
         );
     };
     (@each #[$test:meta] $make:expr; $($name:ident),* $(,)?) => {

@@ -21,6 +21,8 @@ use crate::{Backend, Ctx, Failure, ensure};
 
 /// The annotation a driver writes with its cordon.
 const CORDONED_BY: &str = "stratum.ciq.com/cordoned-by";
+/// A label set and removed by a patch, beside the annotation.
+const QUARANTINED_BY: &str = "stratum.ciq.com/quarantined-by";
 
 /// How long a scenario waits for workloads to settle.
 const SETTLE: Duration = Duration::from_secs(120);
@@ -203,6 +205,7 @@ pub async fn cordon_and_uncordon_with_a_concurrent_writer<B: Workloads>(
     let ours = [
         NodeChange::Cordon,
         NodeChange::set_annotation(CORDONED_BY, "conformance"),
+        NodeChange::set_label(QUARANTINED_BY, "conformance"),
     ];
     let refused = api.patch_node(&node, &rv(&seen), &ours).await;
     ensure!(
@@ -226,9 +229,18 @@ pub async fn cordon_and_uncordon_with_a_concurrent_writer<B: Workloads>(
         "the patch must set ours and keep the other actor's annotation: {:?}",
         cordoned.metadata.annotations
     );
+    let labels =
+        |n: &k8s_openapi::api::core::v1::Node| n.metadata.labels.clone().unwrap_or_default();
+    ensure!(
+        labels(&cordoned).get(QUARANTINED_BY).map(String::as_str) == Some("conformance")
+            && labels(&cordoned).len() == labels(&after).len() + 1,
+        "the patch must set our label and keep the others: {:?}",
+        cordoned.metadata.labels
+    );
     let undone = [
         NodeChange::Uncordon,
         NodeChange::remove_annotation(CORDONED_BY),
+        NodeChange::remove_label(QUARANTINED_BY),
     ];
     let back = api.patch_node(&node, &rv(&cordoned), &undone).await?;
     ensure!(
@@ -238,6 +250,11 @@ pub async fn cordon_and_uncordon_with_a_concurrent_writer<B: Workloads>(
     ensure!(
         annotation(&back, CORDONED_BY).is_none(),
         "the annotation was not removed"
+    );
+    ensure!(
+        labels(&back) == labels(&after),
+        "the label was not removed, or another went with it: {:?}",
+        back.metadata.labels
     );
     let missing = api
         .patch_node("nodejob-no-such-node", "1", &[NodeChange::Cordon])
@@ -410,7 +427,10 @@ pub async fn drain_fails_at_its_timeout_naming_the_budget<B: Workloads>(
     let result = quiet(&ctx, &node, &options(timeout)).await;
     let gave_up = ctx.api.now();
     let Err(Error::DrainTimeout {
-        blocked, pods_left, ..
+        blocked,
+        pods_left,
+        budgets,
+        ..
     }) = &result
     else {
         return Err(Failure(format!("want a drain timeout, got {result:?}")));
@@ -419,6 +439,10 @@ pub async fn drain_fails_at_its_timeout_naming_the_budget<B: Workloads>(
     ensure!(
         why.contains("strict"),
         "the timeout must name the budget that blocked: {why:?}"
+    );
+    ensure!(
+        budgets.len() == 1 && budgets[0].ends_with("/strict"),
+        "the timeout must list the budget that blocked, by namespace/name: {budgets:?}"
     );
     ensure!(pods_left.len() == 2, "both pods are left: {pods_left:?}");
     // Let the backend's time pass: nothing of the drain goes on behind the error.
@@ -891,6 +915,38 @@ pub async fn event_in_a_missing_namespace_is_refused<B: Backend>(
             .as_ref()
             .is_err_and(|e| e.is_not_found() || e.is_forbidden()),
         "in namespace {missing}: {refused:?}"
+    );
+    Ok(())
+}
+
+// ---- the apiserver's version (issue 22, the version-skew gate) ----
+
+/// `GET /version` names the apiserver's release: a `gitVersion` of `vMAJOR.MINOR.PATCH` (a
+/// build suffix allowed), and `major` and `minor` that agree with it (a provider's `minor` may
+/// end in `+`, as GKE's `"30+"`). What the version-skew gate judges a kubelet against.
+pub async fn version_names_the_servers_release<B: Backend>(backend: Arc<B>) -> Result<(), Failure> {
+    let ctx = Ctx::new(backend);
+    let info = ctx.api.version().await?;
+    let v = info.git_version.trim_start_matches('v');
+    let mut parts = v.splitn(3, '.');
+    let (major, minor) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let patch: String = (parts.next().unwrap_or("").chars())
+        .take_while(char::is_ascii_digit)
+        .collect();
+    ensure!(
+        info.git_version.starts_with('v')
+            && major.parse::<u64>().is_ok()
+            && minor.parse::<u64>().is_ok()
+            && !patch.is_empty(),
+        "gitVersion {:?} is not vMAJOR.MINOR.PATCH",
+        info.git_version
+    );
+    ensure!(
+        info.major == major && info.minor.trim_end_matches('+') == minor,
+        "major {:?} and minor {:?} disagree with gitVersion {:?}",
+        info.major,
+        info.minor,
+        info.git_version
     );
     Ok(())
 }

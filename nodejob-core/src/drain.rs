@@ -39,7 +39,7 @@ use k8s_openapi::jiff::Timestamp;
 use sha2::{Digest, Sha256};
 
 use crate::api::{DryRun, Eviction, PodApi};
-use crate::error::{Action, ApiError, Error, ErrorKind, ObjectKind, Operation, Result};
+use crate::error::{Action, ApiError, Error, ErrorKind, ObjectKind, Operation, Result, Target};
 use crate::runner::retrying;
 use crate::spec::{Level, Note, Sink};
 use crate::wait::wait_pod_gone;
@@ -282,6 +282,8 @@ pub async fn drain_into<A: PodApi + ?Sized>(
 
     let mut evicted: Vec<Pod> = Vec::new();
     let mut blocked: Option<String> = None;
+    // The budget that last refused each Pod, by the Pod's `namespace/name`.
+    let mut refused_by: std::collections::BTreeMap<String, String> = Default::default();
     let mut attempt = 0u32;
     while !pending.is_empty() {
         let mut still = Vec::new();
@@ -314,6 +316,10 @@ pub async fn drain_into<A: PodApi + ?Sized>(
                     drained.blocked.push((pod_name(&pod), message));
                 }
                 Outcome::Blocked(message) => {
+                    if let Some(budget) = budget_named(&message) {
+                        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+                        refused_by.insert(pod_name(&pod), format!("{namespace}/{budget}"));
+                    }
                     blocked = Some(message);
                     still.push(pod);
                 }
@@ -340,6 +346,12 @@ pub async fn drain_into<A: PodApi + ?Sized>(
             // Only what is still there: the Pods not evicted, and those evicted that have not
             // gone yet (still terminating, by UID).
             let mut pods_left: Vec<String> = pending.iter().map(pod_name).collect();
+            let mut budgets: Vec<String> = Vec::new();
+            for budget in pods_left.iter().filter_map(|p| refused_by.get(p)) {
+                if !budgets.contains(budget) {
+                    budgets.push(budget.clone());
+                }
+            }
             for pod in &evicted {
                 if still_there(api, pod).await {
                     pods_left.push(pod_name(pod));
@@ -350,6 +362,7 @@ pub async fn drain_into<A: PodApi + ?Sized>(
                 waited: options.timeout,
                 blocked,
                 pods_left,
+                budgets,
             });
         }
         let pause = blocked_backoff(node, attempt).min(left(api).saturating_sub(LAST_TRY));
@@ -383,9 +396,39 @@ pub async fn drain_into<A: PodApi + ?Sized>(
             waited: options.timeout,
             blocked: None,
             pods_left,
+            budgets: Vec::new(),
         });
     }
     Ok(())
+}
+
+/// The name of the PodDisruptionBudget an eviction's refusal names: the apiserver's
+/// `DisruptionBudget` cause, "The disruption budget NAME needs 2 healthy pods and has 2
+/// currently" or "The disruption budget NAME is still being processed by the server"
+/// (`pkg/registry/core/pod/storage/eviction.go`), as the message carries it; `None` when it
+/// names none.
+pub fn budget_named(message: &str) -> Option<&str> {
+    const CAUSE: &str = "The disruption budget ";
+    let rest = &message[message.find(CAUSE)? + CAUSE.len()..];
+    let name = rest.split_whitespace().next()?;
+    (!name.is_empty()).then_some(name)
+}
+
+/// The Pod, `namespace/name`, at which `error` (a drain's) stopped because more than one
+/// PodDisruptionBudget covers it: the apiserver refuses its eviction with a 500 until the
+/// budgets change (`eviction.go`), so, as for a budget allowing no disruption, the drain
+/// cannot go on until someone changes them. `None` for any other error.
+pub fn covered_twice(error: &Error) -> Option<String> {
+    let Error::Api { op, cause } = error else {
+        return None;
+    };
+    let several = cause.code == 500 && cause.message.contains(SEVERAL_BUDGETS);
+    match (&op.target, op.verb, op.kind) {
+        (Target::Named { namespace, name }, Action::Evicting, ObjectKind::Pod) if several => {
+            Some(format!("{namespace}/{name}"))
+        }
+        _ => None,
+    }
 }
 
 /// Whether `pod` (by UID) is still there, one read; one that cannot be read counts as there.
@@ -509,6 +552,20 @@ fn note(sink: &dyn Sink, level: Level, text: String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_budget_is_read_from_either_cause_the_apiserver_gives() {
+        let needs = "Cannot evict pod as it would violate the pod's disruption budget. The \
+                     disruption budget web needs 2 healthy pods and has 2 currently";
+        let processing = "Cannot evict pod as it would violate the pod's disruption budget. The \
+                          disruption budget web-pdb is still being processed by the server.";
+        assert_eq!(budget_named(needs), Some("web"));
+        assert_eq!(budget_named(processing), Some("web-pdb"));
+        assert_eq!(
+            budget_named("Cannot evict pod as it would violate the pod's disruption budget."),
+            None
+        );
+    }
 
     #[test]
     fn blocked_backoff_doubles_is_capped_and_never_zero() {

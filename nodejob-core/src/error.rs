@@ -572,6 +572,10 @@ pub enum Error {
         blocked: Option<String>,
         /// The pods still on the node, `namespace/name`.
         pods_left: Vec<String>,
+        /// The PodDisruptionBudgets whose refusal kept a Pod still left from being evicted,
+        /// `namespace/name`, in order, each once (empty when none blocked: the Pods evicted
+        /// did not go in time).
+        budgets: Vec<String>,
     },
 
     /// The Job's Pod was deleted or disrupted (evicted, preempted, garbage-collected, stopped by

@@ -29,6 +29,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Preconditions};
+use k8s_openapi::apimachinery::pkg::version::Info;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::api::{
@@ -92,6 +93,7 @@ verbs! {
         WaitNodes => wait_nodes,
         WaitNode => wait_node,
         PatchNode => patch_node,
+        Version => version,
     }
     PodApi {
         ListNodePods => list_node_pods,
@@ -243,6 +245,8 @@ pub enum Request<'a> {
         resource_version: &'a str,
         changes: &'a [NodeChange],
     },
+    /// [`NodeApi::version`].
+    Version,
     /// [`PodApi::list_node_pods`].
     ListNodePods { node: &'a str },
     /// [`PodApi::get_pod`].
@@ -289,6 +293,7 @@ impl<'a> Request<'a> {
             Request::WaitNodes { .. } => Verb::WaitNodes,
             Request::WaitNode { .. } => Verb::WaitNode,
             Request::PatchNode { .. } => Verb::PatchNode,
+            Request::Version => Verb::Version,
             Request::ListNodePods { .. } => Verb::ListNodePods,
             Request::GetPod { .. } => Verb::GetPod,
             Request::WaitPod { .. } => Verb::WaitPod,
@@ -334,6 +339,7 @@ impl<'a> Request<'a> {
             | Request::WaitNodes { .. }
             | Request::WaitNode { .. }
             | Request::PatchNode { .. }
+            | Request::Version
             | Request::ListNodePods { .. } => None,
         }
     }
@@ -363,8 +369,8 @@ impl<'a> Request<'a> {
             | Request::ListPods { label_selector, .. }
             | Request::ListNodes { label_selector } => label_selector,
             Request::ListEvents { involved_uid, .. } => involved_uid,
-            // Every node: no name, no selector.
-            Request::ListNodesAt | Request::WaitNodes { .. } => "",
+            // Every node: no name, no selector; the apiserver's version names nothing.
+            Request::ListNodesAt | Request::WaitNodes { .. } | Request::Version => "",
             Request::ListNodePods { node } => node,
             Request::PodLog { pod, .. } => pod,
         }
@@ -434,6 +440,7 @@ answers! {
     PodChange(Change<Pod>): "[`PodApi::wait_pod`].",
     Eviction(Eviction): "[`PodApi::evict_pod`].",
     Lease(Lease): "A Lease: every [`LeaseApi`] verb.",
+    Version(Info): "[`NodeApi::version`].",
 }
 
 /// A verb's return type, carried up through [`Layer::around`] as an [`Answer`].
@@ -615,6 +622,10 @@ where
             changes,
         };
         through(self, request, serve).await
+    }
+    async fn version(&self) -> ApiResult<Info> {
+        let serve = self.below().version();
+        through(self, Request::Version, serve).await
     }
 }
 

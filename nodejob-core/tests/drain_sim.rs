@@ -552,6 +552,7 @@ async fn simulate(scenario: &Scenario) -> anyhow::Result<Run> {
             waited,
             blocked,
             pods_left,
+            budgets,
         }) => {
             ensure!(
                 scenario.min_available == scenario.replicas,
@@ -570,6 +571,10 @@ async fn simulate(scenario: &Scenario) -> anyhow::Result<Run> {
             ensure!(
                 left == replica_names,
                 "pods left {pods_left:?}, not {replica_names:?}"
+            );
+            ensure!(
+                budgets.as_slice() == ["default/web"],
+                "the timeout names the budgets {budgets:?}, not default/web"
             );
             Ended::BudgetNeverReleased
         }

@@ -81,6 +81,7 @@ async fn a_verb_reaches_the_hook_as_the_request_it_is() -> anyhow::Result<()> {
     let _ = api.create_event(&event).await;
     let _ = api.wait_job("ns", "job", None, Duration::ZERO).await;
     let _ = api.patch_node("n1", "7", &[NodeChange::Cordon]).await;
+    let _ = api.version().await;
     let _ = api.list_node_pods("n1").await;
     let _ = api.evict_pod("ns", "p", "u", None, DryRun::All).await;
     let _ = api.evict_pod("ns", "p", "u", None, DryRun::No).await;
@@ -101,6 +102,7 @@ async fn a_verb_reaches_the_hook_as_the_request_it_is() -> anyhow::Result<()> {
         (Verb::CreateEvent, some("ns"), "job.".into(), true),
         (Verb::WaitJob, some("ns"), "job".into(), false),
         (Verb::PatchNode, None, "n1".into(), true),
+        (Verb::Version, None, String::new(), false),
         (Verb::ListNodePods, None, "n1".into(), false),
         (Verb::EvictPod, some("ns"), "p".into(), false),
         (Verb::EvictPod, some("ns"), "p".into(), true),

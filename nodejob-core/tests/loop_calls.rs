@@ -123,6 +123,9 @@ impl NodeApi for Api {
     async fn patch_node(&self, name: &str, _: &str, _: &[NodeChange]) -> ApiResult<Node> {
         unreachable!("a run patches no node: {name}")
     }
+    async fn version(&self) -> ApiResult<k8s_openapi::apimachinery::pkg::version::Info> {
+        unreachable!("a run reads no version")
+    }
 }
 
 #[tokio::test]

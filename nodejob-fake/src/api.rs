@@ -8,6 +8,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Preconditions;
+use k8s_openapi::apimachinery::pkg::version::Info;
 use k8s_openapi::serde::Serialize;
 use k8s_openapi::serde::de::DeserializeOwned;
 use nodejob_core::{
@@ -315,6 +316,15 @@ impl NodeApi for FakeCluster {
             self.with_state(|st| {
                 registry::patch_node(&mut st.store, name, resource_version, changes)
             })
+        })
+        .await
+    }
+
+    async fn version(&self) -> ApiResult<Info> {
+        self.serve(Verb::Version, "", "", None, async {
+            Ok(self.with_state(|st| {
+                crate::server::info(&st.server.git_version(st.store.nodes.values()))
+            }))
         })
         .await
     }

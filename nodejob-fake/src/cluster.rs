@@ -206,6 +206,19 @@ impl FakeCluster {
         self.waiters().subscribe(key)
     }
 
+    // ---- the apiserver ----
+
+    /// What `GET /version` answers from now on: `version` (`Fixed`), or the control plane's
+    /// (`ControlPlane`, the default): see [`ServerVersion`](crate::ServerVersion).
+    pub fn set_server_version(&self, version: crate::ServerVersion) {
+        self.with_state(|st| st.server = version);
+    }
+
+    /// The `gitVersion` `GET /version` answers now (read without a call).
+    pub fn server_version(&self) -> String {
+        self.with_state(|st| st.server.git_version(st.store.nodes.values()))
+    }
+
     // ---- namespaces and nodes ----
 
     /// Adds a namespace (a no-op if it exists).

@@ -407,6 +407,7 @@ mod rng;
 pub mod schedule;
 mod scheduler;
 mod selector;
+mod server;
 mod state;
 mod store;
 mod timers;
@@ -424,6 +425,7 @@ pub use nodejob_host::directives as host;
 #[doc(inline)]
 pub use nodejob_host::{stratum, termination};
 pub use record::Call;
+pub use server::{DEFAULT_SERVER_VERSION, ServerVersion};
 pub use termination::OnSigterm;
 pub use timing::{EPOCH_SECONDS, Timing};
 pub use verb::{Verb, Verbs};

@@ -137,6 +137,12 @@ pub(crate) fn patch_node(
     if patched == node {
         return Ok(node);
     }
+    // The update's validation (`ValidateNodeUpdate` -> `ValidateObjectMetaUpdate`): the
+    // labels as patched.
+    let errs = label_errors("metadata.labels", patched.metadata.labels.as_ref());
+    if !errs.is_empty() {
+        return Err(ApiError::invalid(invalid_message("Node", name, &errs)));
+    }
     Ok(store.write_node(patched))
 }
 

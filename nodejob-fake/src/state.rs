@@ -17,6 +17,7 @@ use crate::kubelet::{self, Kubelets};
 use crate::record::Call;
 use crate::rng::Rng;
 use crate::scheduler::Scheduler;
+use crate::server::ServerVersion;
 use crate::store::{Store, pod_not_found};
 use crate::timers::ObjRef;
 use crate::timers::{Action, Timers};
@@ -44,6 +45,8 @@ pub(crate) struct State {
     pub(crate) kubelets: Kubelets,
     pub(crate) faults: Faults,
     pub(crate) calls: Vec<Call>,
+    /// What `GET /version` answers.
+    pub(crate) server: ServerVersion,
 }
 
 impl State {
@@ -60,6 +63,7 @@ impl State {
             kubelets: Kubelets::default(),
             faults: Faults::new(Rng::new(seed, FAULTS_STREAM)),
             calls: Vec::new(),
+            server: ServerVersion::default(),
         }
     }
 

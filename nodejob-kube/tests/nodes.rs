@@ -154,3 +154,27 @@ async fn a_patch_of_a_node_changed_since_it_was_read_is_a_conflict() -> TestResu
     assert_eq!(server.finish().await.len(), 2);
     Ok(())
 }
+
+#[tokio::test]
+async fn the_version_is_one_get_of_slash_version() -> TestResult {
+    let answer = json!({
+        "major": "1", "minor": "37", "emulationMajor": "1", "emulationMinor": "37",
+        "minCompatibilityMajor": "1", "minCompatibilityMinor": "36",
+        "gitVersion": "v1.37.2", "gitCommit": "", "gitTreeState": "clean",
+        "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.26.8", "compiler": "gc",
+        "platform": "linux/amd64"
+    });
+    let (api, server) = serve(vec![get("/version").reply_json(200, &answer)]);
+    let info = api.version().await?;
+    assert_eq!(
+        (
+            info.git_version.as_str(),
+            info.major.as_str(),
+            info.minor.as_str()
+        ),
+        ("v1.37.2", "1", "37")
+    );
+    drop(api);
+    assert_eq!(server.finish().await, ["GET /version"]);
+    Ok(())
+}

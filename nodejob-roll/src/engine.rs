@@ -8,12 +8,13 @@
 //! ```text
 //!   for each group, until its queue is empty:
 //!     limits.why_not(failed, now)?  -> Stopping(why)  (told by the driver)
+//!     limits.past_blocked(blocked)? -> Stopping(why)
 //!     admission.admit(group, queue) -> Batch | Drained | Again | Refused(why)
 //!     join_all(step(node) for node in batch); failed += failures
 //!     fence lost?                   -> LeaseLost(why)
 //! ```
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
 
@@ -25,6 +26,7 @@ use nodejob_core::{Clock, ready};
 
 use crate::limits::Limits;
 use crate::order::Group;
+use crate::view::Cursor;
 
 /// The events the engine itself tells, beside the driver's own: a driver's progress type
 /// makes them.
@@ -40,6 +42,12 @@ pub trait RollEvent: DriverEvent + Sized {
 pub trait NodeEnd {
     /// Whether it counts against the failure budget.
     fn failed(&self) -> bool;
+    /// Whether it was blocked (its drain held past its timeout by budgets allowing no
+    /// disruption, the node skipped or quarantined): it counts against `max_blocked`, not
+    /// the failure budget.
+    fn blocked(&self) -> bool {
+        false
+    }
 }
 
 /// What an [`Admission`] lets start now.
@@ -58,6 +66,8 @@ pub enum Admit {
 /// Decides, before each batch, which nodes of a group start.
 #[async_trait]
 pub trait Admission: Send {
+    /// A group's pass begins: its queue is new (nothing of an earlier group's holds for it).
+    fn begin(&mut self, _group: &Group) {}
     /// The next batch of `group` from `queue` (its nodes not started yet, in order). May drop
     /// from `queue` nodes that need nothing now (the driver reports them).
     async fn admit(&mut self, group: &Group, queue: &mut Vec<String>) -> Admit;
@@ -77,16 +87,19 @@ impl Admission for FixedWidth {
     }
 }
 
-/// What a driver tells [`MaxUnavailable`] of its nodes.
+/// What a driver tells [`MaxUnavailable`] of its nodes: its view of them (the changes since
+/// the last look, then one node at a time), and its judgement of one node. Each judgement is
+/// of the node alone (its labels, status and the driver's records on it), so an answer given
+/// stays true until the node changes: the admission asks again only of the nodes that changed.
 #[async_trait]
 pub trait Fleet: Send + Sync {
-    /// The plan's nodes as they are now: those the plan selects now, and those of `plan` (every
-    /// name the roll began with) it no longer selects that still exist. Also answers the names
-    /// selected now.
-    async fn current(
-        &self,
-        plan: &BTreeSet<String>,
-    ) -> Result<(Vec<Node>, BTreeSet<String>), String>;
+    /// Reads the nodes again and answers the names of those that changed (deleted included)
+    /// since `since`, moving it on; a new cursor gets every node.
+    async fn changed(&self, since: &mut Cursor) -> Result<Vec<String>, String>;
+    /// The node named `name` as last read; `None` when it is gone.
+    fn node(&self, name: &str) -> Option<Node>;
+    /// Whether the plan selects `node` now.
+    fn selects(&self, node: &Node) -> bool;
     /// Whether the node named `name` stays in the queue: `node` is `None` when it is gone
     /// from the cluster; `selected` whether the plan selects it now. A node dropped is
     /// reported by the driver, here.
@@ -104,12 +117,34 @@ pub trait Fleet: Send + Sync {
 /// control-plane node never beside another one down, and a node down that is not the
 /// driver's own never started. Nodes down that the driver did not take down (a flap, a
 /// kubelet restart) are waited for once, before the roll gives up.
+///
+/// What it knows of each node of the plan is kept from batch to batch and brought up to date
+/// from the nodes that changed since the last batch ([`Fleet::changed`]): a batch costs what
+/// changed and the nodes it looks at, not a pass over every node, so a roll of `n` nodes one
+/// at a time costs time in proportion to `n`, not `n` squared.
 pub struct MaxUnavailable<'f, F: ?Sized, E> {
     fleet: &'f F,
     width: usize,
-    plan: BTreeSet<String>,
+    /// Every node the roll began with, and its place in the order.
+    plan: HashMap<String, usize>,
     progress: Arc<dyn EventSink<E>>,
     waited: bool,
+    since: Cursor,
+    /// The nodes of the plan that exist, as last read.
+    seen: HashMap<String, Seen>,
+    /// The nodes of the plan unavailable now (NotReady, or held down by the driver).
+    unavailable: BTreeSet<String>,
+    /// The queue of the group in hand, as a set; `None` until its first batch.
+    queued: Option<HashSet<String>>,
+}
+
+/// What the admission keeps of one node of the plan: the fleet's judgements of it.
+#[derive(Clone, Copy, Debug)]
+struct Seen {
+    selected: bool,
+    control: bool,
+    held: bool,
+    startable: bool,
 }
 
 impl<'f, F: Fleet + ?Sized, E: RollEvent> MaxUnavailable<'f, F, E> {
@@ -120,9 +155,9 @@ impl<'f, F: Fleet + ?Sized, E: RollEvent> MaxUnavailable<'f, F, E> {
         groups: &[Group],
         progress: Arc<dyn EventSink<E>>,
     ) -> Self {
-        let plan = groups
-            .iter()
-            .flat_map(|g| g.nodes.iter().cloned())
+        let plan = (groups.iter().flat_map(|g| g.nodes.iter().cloned()))
+            .enumerate()
+            .map(|(i, name)| (name, i))
             .collect();
         MaxUnavailable {
             fleet,
@@ -130,38 +165,101 @@ impl<'f, F: Fleet + ?Sized, E: RollEvent> MaxUnavailable<'f, F, E> {
             plan,
             progress,
             waited: false,
+            since: Cursor::default(),
+            seen: HashMap::new(),
+            unavailable: BTreeSet::new(),
+            queued: None,
         }
     }
-}
 
-fn name(node: &Node) -> &str {
-    node.metadata.name.as_deref().unwrap_or_default()
+    /// Takes in what the fleet says of `name` now; answers whether the plan selects it.
+    fn take_in(&mut self, name: &str, node: Option<&Node>) -> bool {
+        let Some(node) = node else {
+            self.seen.remove(name);
+            self.unavailable.remove(name);
+            return false;
+        };
+        let held = self.fleet.held(node);
+        let seen = Seen {
+            selected: self.fleet.selects(node),
+            control: is_control_plane(node),
+            held,
+            startable: ready(node) || self.fleet.resumable(node),
+        };
+        match !ready(node) || held {
+            true => self.unavailable.insert(name.to_string()),
+            false => self.unavailable.remove(name),
+        };
+        self.seen.insert(name.to_string(), seen);
+        seen.selected
+    }
+
+    fn control(&self, name: &str) -> bool {
+        self.seen.get(name).is_some_and(|s| s.control)
+    }
+
+    /// Brings what it knows up to date, and drops from `queue` the nodes the fleet no longer
+    /// keeps: every queued node on a group's first batch, then those that changed.
+    async fn look(&mut self, queue: &mut Vec<String>) -> Result<(), String> {
+        // The queue in hand is the one kept as a set, or a new one (a group begun through an
+        // admission that wraps this one and did not say so): then judged whole.
+        let same = self
+            .queued
+            .as_ref()
+            .is_some_and(|q| q.len() == queue.len() && queue.first().is_none_or(|n| q.contains(n)));
+        if !same {
+            self.queued = None;
+        }
+        let mut changed: Vec<(usize, String)> = (self.fleet.changed(&mut self.since).await?)
+            .into_iter()
+            .filter_map(|name| self.plan.get(&name).map(|&at| (at, name)))
+            .collect();
+        // In the order of the roll, as the queue is: the drops are reported in that order.
+        changed.sort_unstable();
+        let mut dropped: HashSet<String> = HashSet::new();
+        for (_, name) in changed {
+            let node = self.fleet.node(&name);
+            let selected = self.take_in(&name, node.as_ref());
+            let queued = self.queued.as_ref().is_some_and(|q| q.contains(&name));
+            if queued && !self.fleet.keep(&name, node.as_ref(), selected) {
+                dropped.insert(name);
+            }
+        }
+        if self.queued.is_none() {
+            for name in queue.iter() {
+                let selected = self.seen.get(name).is_some_and(|s| s.selected);
+                if !(self.fleet).keep(name, self.fleet.node(name).as_ref(), selected) {
+                    dropped.insert(name.clone());
+                }
+            }
+            self.queued = Some(queue.iter().cloned().collect());
+        }
+        if !dropped.is_empty() {
+            queue.retain(|n| !dropped.contains(n));
+            let queued = self.queued.get_or_insert_default();
+            queued.retain(|n| !dropped.contains(n));
+        }
+        Ok(())
+    }
 }
 
 #[async_trait]
 impl<F: Fleet + ?Sized, E: RollEvent + 'static> Admission for MaxUnavailable<'_, F, E> {
+    fn begin(&mut self, _group: &Group) {
+        self.queued = None;
+    }
+
     async fn admit(&mut self, group: &Group, queue: &mut Vec<String>) -> Admit {
-        let (nodes, selected) = match self.fleet.current(&self.plan).await {
-            Ok(read) => read,
-            Err(why) => return Admit::Refused(why),
-        };
-        let by_name: BTreeMap<&str, &Node> = nodes.iter().map(|n| (name(n), n)).collect();
-        queue.retain(|n| {
-            (self.fleet).keep(n, by_name.get(n.as_str()).copied(), selected.contains(n))
-        });
+        if let Err(why) = self.look(queue).await {
+            return Admit::Refused(why);
+        }
         if queue.is_empty() {
             return Admit::Drained;
         }
-        let unavailable: BTreeSet<String> = nodes
-            .iter()
-            .filter(|n| self.plan.contains(name(n)))
-            .filter(|n| !ready(n) || self.fleet.held(n))
-            .map(|n| name(n).to_string())
-            .collect();
-        let control: BTreeSet<&str> = nodes
-            .iter()
-            .filter(|n| is_control_plane(n))
-            .map(name)
+        // The control-plane nodes down now (few: at most the width, or the roll stops).
+        let control_down: Vec<&str> = (self.unavailable.iter())
+            .filter(|u| self.control(u))
+            .map(String::as_str)
             .collect();
         let mut batch: Vec<String> = Vec::new();
         // Nodes of the batch not unavailable already: each takes one more down.
@@ -170,19 +268,16 @@ impl<F: Fleet + ?Sized, E: RollEvent + 'static> Admission for MaxUnavailable<'_,
             if batch.len() >= group.width {
                 break;
             }
-            let adds = usize::from(!unavailable.contains(n));
-            let would = unavailable.len() + taken_down + adds;
+            let down = self.unavailable.contains(n);
+            let adds = usize::from(!down);
+            let would = self.unavailable.len() + taken_down + adds;
             // A control-plane node that is not down already (the driver's, carried on) starts
             // only while no other one is down, and never beside another in a batch.
-            let other_control_down = control.contains(n.as_str())
-                && (batch.iter().any(|b| control.contains(b.as_str()))
-                    || (!unavailable.contains(n)
-                        && unavailable
-                            .iter()
-                            .any(|u| u != n && control.contains(u.as_str()))));
+            let other_control_down = self.control(n)
+                && (batch.iter().any(|b| self.control(b))
+                    || (!down && control_down.iter().any(|u| u != n)));
             // A node down that is not the driver's own in flight cannot start: not now.
-            let startable = (by_name.get(n.as_str()))
-                .is_some_and(|node| ready(node) || self.fleet.resumable(node));
+            let startable = self.seen.get(n).is_some_and(|s| s.startable);
             if would <= self.width && !other_control_down && startable {
                 batch.push(n.clone());
                 taken_down += adds;
@@ -190,13 +285,17 @@ impl<F: Fleet + ?Sized, E: RollEvent + 'static> Admission for MaxUnavailable<'_,
         }
         if !batch.is_empty() {
             self.waited = false;
+            if let Some(queued) = self.queued.as_mut() {
+                for n in &batch {
+                    queued.remove(n);
+                }
+            }
             return Admit::Batch(batch);
         }
         if !self.waited {
-            let down: Vec<String> = nodes
-                .iter()
-                .filter(|n| unavailable.contains(name(n)) && !self.fleet.held(n))
-                .map(|n| name(n).to_string())
+            let down: Vec<String> = (self.unavailable.iter())
+                .filter(|n| self.seen.get(*n).is_some_and(|s| !s.held))
+                .cloned()
                 .collect();
             if !down.is_empty() {
                 self.waited = true;
@@ -208,7 +307,7 @@ impl<F: Fleet + ?Sized, E: RollEvent + 'static> Admission for MaxUnavailable<'_,
                 return Admit::Again;
             }
         }
-        let names: Vec<_> = unavailable.into_iter().collect();
+        let names: Vec<_> = self.unavailable.iter().cloned().collect();
         Admit::Refused(format!(
             "{} node(s) of the plan are unavailable ({}): starting another would exceed \
              max_unavailable {}, or take a second control-plane node down, or needs a node that \
@@ -241,6 +340,8 @@ pub struct Tally {
     pub failed: u32,
     /// Batches started so far.
     pub batches: usize,
+    /// Nodes blocked so far (counted against [`Limits::max_blocked`]).
+    pub blocked: u32,
 }
 
 /// The engine of one run: the API (for its clock), the Lease, the limits, the progress.
@@ -273,8 +374,12 @@ impl<A: Clock + ?Sized, E: RollEvent> Engine<'_, A, E> {
     {
         for group in groups {
             let mut queue = group.nodes.clone();
+            admission.begin(group);
             while !queue.is_empty() {
                 if let Some(why) = self.limits.why_not(tally.failed, self.api.wall_time()) {
+                    return End::Stopping(why);
+                }
+                if let Some(why) = self.limits.past_blocked(tally.blocked) {
                     return End::Stopping(why);
                 }
                 let batch = match admission.admit(group, &mut queue).await {
@@ -290,6 +395,7 @@ impl<A: Clock + ?Sized, E: RollEvent> Engine<'_, A, E> {
                 tally.batches += 1;
                 let ends = join_all(batch.iter().map(|n| step(n.clone()))).await;
                 tally.failed += ends.iter().filter(|r| r.failed()).count() as u32;
+                tally.blocked += ends.iter().filter(|r| r.blocked()).count() as u32;
                 if let Some(why) = self.fence.lost() {
                     return End::LeaseLost(format!("the Lease was lost: {why}"));
                 }

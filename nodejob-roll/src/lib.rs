@@ -55,7 +55,7 @@ pub use placement::{
 };
 pub use progress::{Failure, OwnEvents, Progress, quiet};
 pub use report::{NodeLine, Nothing, Report, Totals};
-pub use select::{Selecting, check_selection, select_from, select_nodes};
+pub use select::{Selecting, Selection, check_selection, select_from, select_nodes};
 pub use stop::{Asked, Stop};
-pub use view::NodeView;
+pub use view::{Cursor, NodeView};
 pub use window::{Window, time_zone};

@@ -20,6 +20,9 @@ pub struct Limits {
     pub failure_budget: u32,
     /// When nodes may start, with its time zone (validated by the plan).
     pub window: Option<(Window, TimeZone)>,
+    /// How many blocked nodes (undrainable: skipped or quarantined) a roll goes on past;
+    /// one more stops it as a failure does.
+    pub max_blocked: u32,
 }
 
 /// How a [`Limits::sleep`] ended.
@@ -38,7 +41,20 @@ impl Limits {
             stop,
             failure_budget: 1,
             window: None,
+            max_blocked: 1,
         }
+    }
+
+    /// Why no further batch may start once `blocked` nodes were blocked: more than
+    /// `max_blocked`; `None`: it may.
+    pub fn past_blocked(&self, blocked: u32) -> Option<String> {
+        (blocked > self.max_blocked).then(|| {
+            format!(
+                "{blocked} node(s) blocked by budgets allowing no disruption: more than \
+                 max_blocked ({})",
+                self.max_blocked
+            )
+        })
     }
 
     /// Why no further batch may start, once `failed` nodes failed, at `now`; `None`: it may.

@@ -1,6 +1,8 @@
 //! Which nodes a plan selects: [`select_nodes`] (no node selected is an error, said before the
 //! Lease) and [`check_selection`], the plan's rules for a selector and node names.
 
+use std::collections::BTreeSet;
+
 use k8s_openapi::api::core::v1::Node;
 use nodejob_core::selector::LabelSelector;
 use nodejob_core::{ApiError, NodeApi, is_dns1123_subdomain};
@@ -107,6 +109,40 @@ pub fn select_from<'n>(
         Err(_) => Vec::new(),
     };
     pick(matching, selector, names)
+}
+
+/// A plan's `selector` and `nodes`, the selector parsed once: whether the plan selects a node,
+/// asked of one node at a time (the admission of each batch asks it of the nodes that changed
+/// only).
+#[derive(Clone, Debug)]
+pub struct Selection {
+    /// `None`: every node; `Some(None)`: a selector that does not parse, which selects none
+    /// (a plan checked by [`check_selection`] has none).
+    selector: Option<Option<LabelSelector>>,
+    names: BTreeSet<String>,
+}
+
+impl Selection {
+    /// The nodes `selector` matches (every node when `None`), narrowed to `names` when some
+    /// are named.
+    pub fn new(selector: Option<&str>, names: &[String]) -> Self {
+        Selection {
+            selector: selector.map(|s| LabelSelector::parse(s).ok()),
+            names: names.iter().cloned().collect(),
+        }
+    }
+
+    /// Whether the plan selects `node`.
+    pub fn selects(&self, node: &Node) -> bool {
+        let named = self.names.is_empty()
+            || (node.metadata.name.as_ref()).is_some_and(|n| self.names.contains(n));
+        let matched = match &self.selector {
+            None => true,
+            Some(None) => false,
+            Some(Some(selector)) => selector.matches(node.metadata.labels.as_ref()),
+        };
+        named && matched
+    }
 }
 
 /// The nodes of `listed` (those the selector matched) that a plan naming `names` selects.

@@ -18,7 +18,7 @@
 //! available: until the view has them, it counts the node down, which holds a batch back and
 //! never lets one exceed `max_unavailable`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -34,20 +34,45 @@ pub struct NodeView {
     inner: Mutex<Nodes>,
 }
 
+/// Where a reader of [`NodeView::changed_since`] stands: the changes it has taken in. A new
+/// one stands before every node.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cursor(u64);
+
 #[derive(Debug, Default)]
 struct Nodes {
     by_name: BTreeMap<String, Node>,
     position: String,
+    /// The number of each node's last change, a node deleted included; numbered from 1.
+    changed: HashMap<String, u64>,
+    /// The same, by number: one entry per node, its last change (for the changes since a
+    /// cursor, in the order they came, without a pass over every node).
+    journal: BTreeMap<u64, String>,
+    last: u64,
 }
 
 impl Nodes {
     fn listed(listed: NodesAt) -> Self {
-        Nodes {
-            by_name: (listed.nodes.into_iter())
-                .map(|n| (n.metadata.name.clone().unwrap_or_default(), n))
-                .collect(),
-            position: listed.resource_version,
+        let mut nodes = Nodes::default();
+        nodes.relisted(listed);
+        nodes
+    }
+
+    /// A list replaces what the view held: every node in it, and every node gone from it,
+    /// counts as changed (what happened in between is not known).
+    fn relisted(&mut self, listed: NodesAt) {
+        let by_name: BTreeMap<String, Node> = (listed.nodes.into_iter())
+            .map(|n| (n.metadata.name.clone().unwrap_or_default(), n))
+            .collect();
+        let old = std::mem::replace(&mut self.by_name, by_name);
+        let mut names: Vec<String> = old.into_keys().collect();
+        names.extend(self.by_name.keys().cloned());
+        names.sort();
+        names.dedup();
+        for name in names {
+            self.touch(name);
         }
+        self.position = listed.resource_version;
     }
 
     fn apply(&mut self, answer: NodeChanges) {
@@ -55,16 +80,26 @@ impl Nodes {
             match change {
                 Change::Applied(node) => {
                     let name = node.metadata.name.clone().unwrap_or_default();
-                    self.by_name.insert(name, node);
+                    self.by_name.insert(name.clone(), node);
+                    self.touch(name);
                 }
                 Change::Deleted(node) => {
-                    self.by_name
-                        .remove(node.metadata.name.as_deref().unwrap_or_default());
+                    let name = node.metadata.name.unwrap_or_default();
+                    self.by_name.remove(&name);
+                    self.touch(name);
                 }
                 Change::TimedOut => {}
             }
         }
         self.position = answer.resource_version;
+    }
+
+    fn touch(&mut self, name: String) {
+        self.last += 1;
+        if let Some(before) = self.changed.insert(name.clone(), self.last) {
+            self.journal.remove(&before);
+        }
+        self.journal.insert(self.last, name);
     }
 }
 
@@ -98,7 +133,7 @@ impl NodeView {
             }
             Err(e) if e.is_gone() => {
                 let listed = retry(api, || api.list_nodes_at()).await?;
-                *self.lock() = Nodes::listed(listed);
+                self.lock().relisted(listed);
                 Ok(())
             }
             Err(e) => Err(e),
@@ -108,6 +143,20 @@ impl NodeView {
     /// The node named `name`, as last seen; `None` when it is not in the cluster.
     pub fn node(&self, name: &str) -> Option<Node> {
         self.lock().by_name.get(name).cloned()
+    }
+
+    /// The names of the nodes that changed (added, modified or deleted) since `cursor`, each
+    /// once, in the order of their last change; moves `cursor` past them. A new cursor gets
+    /// every node. Costs the changes, not the nodes: a reader that keeps what it derives from
+    /// each node (the roll's admission) stays up to date in time proportional to what
+    /// changed, as an informer's event handlers do.
+    pub fn changed_since(&self, cursor: &mut Cursor) -> Vec<String> {
+        let nodes = self.lock();
+        let names = (nodes.journal.range(cursor.0 + 1..))
+            .map(|(_, name)| name.clone())
+            .collect();
+        cursor.0 = nodes.last;
+        names
     }
 
     /// What `f` makes of every node, in name order, as last seen.

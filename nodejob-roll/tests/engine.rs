@@ -291,7 +291,8 @@ async fn a_fixed_width_pass_stops_once_the_failure_budget_is_spent_and_carries_i
         tally,
         Tally {
             failed: 2,
-            batches: 2
+            batches: 2,
+            blocked: 0
         }
     );
     assert_eq!(
@@ -366,5 +367,60 @@ async fn a_stop_requested_during_a_batch_starts_no_other() -> TestResult {
         End::Stopping("stopped on request; nodes in flight finished their step".into())
     );
     assert_eq!(tally.batches, 1);
+    Ok(())
+}
+
+/// A node that was blocked (its drain held by budgets), neither failed nor done.
+struct Blocked;
+
+impl NodeEnd for Blocked {
+    fn failed(&self) -> bool {
+        false
+    }
+
+    fn blocked(&self) -> bool {
+        true
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn blocked_nodes_past_max_blocked_stop_the_pass_apart_from_the_failure_budget() -> TestResult
+{
+    let run = run().await?;
+    let limits = Limits {
+        max_blocked: 1,
+        ..Limits::new(Stop::new())
+    };
+    let engine = run.engine(&limits);
+    let groups = [group("workers", 1, &["w1", "w2", "w3", "w4"])];
+    let stepped = Mutex::new(Vec::new());
+    let mut tally = Tally::default();
+    let end = engine
+        .pass(&mut tally, &groups, &mut FixedWidth, |name| {
+            stepped.lock().unwrap().push(name.clone());
+            async { Blocked }
+        })
+        .await;
+    // One blocked node is within max_blocked; the second is past it: no third starts.
+    assert_eq!(
+        end,
+        End::Stopping(
+            "2 node(s) blocked by budgets allowing no disruption: more than max_blocked (1)".into()
+        )
+    );
+    assert_eq!(stepped.into_inner()?, ["w1", "w2"]);
+    assert_eq!((tally.blocked, tally.failed), (2, 0));
+    // A pass that starts past it (blocked nodes an earlier run left) starts nothing.
+    let mut past = Tally {
+        blocked: 2,
+        ..Tally::default()
+    };
+    let end = engine
+        .pass(&mut past, &groups, &mut FixedWidth, |_| async {
+            Ended(false)
+        })
+        .await;
+    assert!(matches!(end, End::Stopping(_)), "{end:?}");
+    assert_eq!(past.batches, 0);
     Ok(())
 }

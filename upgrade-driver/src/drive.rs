@@ -2,6 +2,8 @@
 //! fences every write with the Lease, renews the Lease while anything waits, and keeps the
 //! report.
 
+pub(crate) mod gate;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,8 +17,8 @@ use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{ApiError, EventType, JobApi, LeaseApi, NodeApi, PodApi, ready, run_exit_code};
 pub(crate) use nodejob_roll::retry;
 use nodejob_roll::{Context, End, Fleet, Group, Ledger, MaxUnavailable, Nothing, Tally};
+use nodejob_roll::{Cursor, NodeView, Selecting, Selection, select_from};
 use nodejob_roll::{DriverEvent, NoteSink, OpError, Outcome, delete_job, millis, patch_node};
-use nodejob_roll::{NodeView, Selecting, select_from};
 
 use crate::machine::{
     DrainFailed, Intent, Mark, NodeMachine, NodeResult, Observation, UpgradeStep,
@@ -24,9 +26,14 @@ use crate::machine::{
 use crate::order::groups;
 use crate::plan::{Downgrade, Plan, version_numbers};
 use crate::progress::{NodeReport, Progress, ProgressSink, Report, UpgradeEvent};
-use crate::records::{self, IN_PROGRESS, InProgress, boot_id, same_version, version};
+use crate::records::{self, IN_PROGRESS, InProgress, boot_id, version};
 use crate::{Error, PlanError, Stop};
 use nodejob_roll::Fenced;
+
+mod blocked;
+mod soak;
+
+pub(crate) use blocked::HeldBack;
 
 /// The component named in the Events the driver writes.
 pub const COMPONENT: &str = "nodejob-upgrade";
@@ -42,6 +49,8 @@ struct Run<'a, A: ?Sized> {
     stop: &'a Stop,
     /// Every node, kept by a watch: what each batch's admission reads.
     view: NodeView,
+    /// Whether the plan selects a node, asked of the nodes that change.
+    selection: Selection,
     /// The report's node entries.
     ledger: Ledger<NodeReport>,
 }
@@ -89,24 +98,6 @@ pub(crate) fn refuse_downgrade(plan: &Plan, nodes: &[Node]) -> Result<(), Error>
     )))
 }
 
-/// Whether `node` needs nothing: at the target (or recorded done), and not ours in flight.
-pub(crate) fn at_target(plan: &Plan, node: &Node) -> Option<String> {
-    if records::in_flight(node) {
-        return None;
-    }
-    let target = plan.target();
-    if let Some(v) = version(node, &plan.spec().version_source)
-        && same_version(v, target)
-    {
-        return Some(format!("reports {v} already"));
-    }
-    records::read::<records::Done>(node, records::DONE)
-        .ok()
-        .flatten()
-        .filter(|d| same_version(&d.version, target))
-        .map(|_| format!("recorded done at {target}"))
-}
-
 pub(crate) async fn run<A>(
     api: &A,
     plan: &Plan,
@@ -142,6 +133,8 @@ where
         .map(|n| records::name(n).to_string())
         .collect();
     nodes.extend(carried);
+    // The version skew policy, before any write (the Lease is the first).
+    let skew = gate::before_any_write(api, plan, &nodes).await?;
     let claim = Claim {
         operation: "upgrade".into(),
         target: plan.target().to_string(),
@@ -150,10 +143,16 @@ where
     let width = plan.width(nodes.len())?;
     let limits = plan.limits(stop);
     let ctx = Context::begin(api, &spec.placement(), &claim, limits, progress, started).await?;
-    let refs: Vec<&Node> = nodes.iter().collect();
+    // Nodes an earlier run blocked: quarantined ones are left as they are, skipped ones come
+    // at the end (none for a cluster no run blocked).
+    let held = blocked::HeldBack::of(plan, &nodes);
+    let refs: Vec<&Node> = (nodes.iter())
+        .filter(|n| !held.holds(records::name(n)))
+        .collect();
     let order = groups(&refs, width);
     let by_name: BTreeMap<&str, &Node> = nodes.iter().map(|n| (records::name(n), n)).collect();
     let entries = (order.iter().flat_map(|g| &g.nodes))
+        .chain(held.names())
         .map(|name| {
             let entry = NodeReport {
                 name: name.clone(),
@@ -165,6 +164,7 @@ where
                 steps: Vec::new(),
                 pods_evicted: Vec::new(),
                 took_ms: 0,
+                skew: Vec::new(),
             };
             (name.clone(), entry)
         })
@@ -183,10 +183,14 @@ where
         plan,
         stop,
         view,
+        selection: Selection::new(spec.selector.as_deref(), &spec.nodes),
         ledger: Ledger::new(entries),
     };
+    run.held_back(&held);
+    run.skew_allowed(&skew.allowed);
+    run.skew_waiting(skew.waiting.as_ref());
     // Renewed while anything waits (a host Job included): the renewer runs beside the roll.
-    let outcome = match run.ctx.renewing(run.roll(&order, width)).await {
+    let outcome = match run.ctx.renewing(run.roll(&order, width, &held)).await {
         Ok(outcome) => outcome,
         Err(why) => {
             // The roll was cut short where it stood: each node in flight is interrupted at its
@@ -221,37 +225,60 @@ where
 
     /// Rolls the groups in order: one pass of the engine, `max_unavailable` read again before
     /// each batch; returns how it ended.
-    async fn roll(&self, order: &[Group], width: usize) -> Outcome {
+    async fn roll(&self, order: &[Group], width: usize, held: &blocked::HeldBack) -> Outcome {
         let engine = self.ctx.engine();
-        let mut admission = MaxUnavailable::new(self, width, order, self.ctx.progress.clone());
-        let mut tally = Tally::default();
-        let end = engine
-            .pass(&mut tally, order, &mut admission, |name| async move {
-                self.node(&name).await
-            })
-            .await;
+        let admitted = held.admitted(order, width);
+        let mut admission = gate::Gated {
+            run: self,
+            inner: MaxUnavailable::new(self, width, &admitted, self.ctx.progress.clone()),
+        };
+        let mut tally = Tally {
+            blocked: held.count(),
+            ..Tally::default()
+        };
+        let step = |name: String| async move { self.node(&name).await };
+        let mut end = engine.pass(&mut tally, order, &mut admission, step).await;
+        if end == End::Done
+            && let Some(again) = self.skipped_once_more(&mut tally, width, held)
+        {
+            end = engine
+                .pass(&mut tally, &[again], &mut admission, step)
+                .await;
+        }
         if let End::Stopping(why) = &end {
             self.ctx.tell(&Progress::Stopping { why: why.clone() });
         }
+        let past_blocked = tally.blocked > self.plan.spec().max_blocked;
         match end {
             End::LeaseLost(why) => Outcome::Stopped { why },
-            _ if tally.failed > 0 => self.failed_outcome(),
+            _ if tally.failed > 0 || past_blocked => self.failed_outcome(past_blocked),
             End::Stopping(why) => Outcome::Stopped { why },
-            End::Done => Outcome::Done,
+            End::Done => self.blocked_outcome().unwrap_or(Outcome::Done),
         }
     }
 
-    fn failed_outcome(&self) -> Outcome {
+    /// The failed nodes (and, `past_blocked`, the blocked ones), to retry.
+    fn failed_outcome(&self, past_blocked: bool) -> Outcome {
         let nodes: Vec<String> = self.ledger.read(|nodes| {
             (nodes.iter())
-                .filter(|n| n.failure().is_some())
+                .filter(|n| {
+                    n.failure().is_some()
+                        || (past_blocked && matches!(n.result, Some(NodeResult::Blocked { .. })))
+                })
                 .map(|n| n.name.clone())
                 .collect()
         });
-        Outcome::Failed {
-            nodes,
-            retry: "a rerun skips finished nodes and retries the failed one".into(),
-        }
+        let retry = if past_blocked {
+            format!(
+                "more nodes were blocked than max_blocked allows: once their budgets allow a \
+                 disruption, a rerun skips finished nodes and retries the failed and skipped \
+                 ones; a quarantined one is rolled once its label {} is removed",
+                records::QUARANTINED
+            )
+        } else {
+            "a rerun skips finished nodes and retries the failed one".into()
+        };
+        Outcome::Failed { nodes, retry }
     }
 
     fn finish_node(&self, name: &str, result: NodeResult, node: Option<&Node>) {
@@ -290,6 +317,7 @@ where
         };
         let epoch = self.ctx.fence.epoch();
         let mut machine = NodeMachine::new(self.plan, epoch);
+        machine.set_now(api.wall_time().to_string());
         let mut step = machine.start(Box::new(first));
         let mut last: Option<Node> = None;
         let mut step_started = api.now();
@@ -382,6 +410,12 @@ where
                         self.event(name, EventType::Warning, &f.step.reason(), &message)
                             .await;
                     }
+                    if let NodeResult::Blocked { why, .. } = &result
+                        && last.is_some()
+                    {
+                        self.event(name, EventType::Warning, blocked::REASON, why)
+                            .await;
+                    }
                     return self.end_node(name, result, last.as_ref(), started);
                 }
                 Intent::Patch { rv, changes } => match patch_node(api, name, &rv, &changes).await {
@@ -397,11 +431,14 @@ where
                     let mut drained = Drained::default();
                     let options = &self.plan.spec().drain;
                     let pods = Fenced::new(api, &self.ctx.fence);
-                    match drain_into(&pods, name, options, &notes, &mut drained).await {
+                    let result = drain_into(&pods, name, options, &notes, &mut drained).await;
+                    machine.set_now(api.wall_time().to_string());
+                    match result {
                         Ok(()) => Observation::Drained(Ok(drained)),
                         Err(e) => Observation::Drained(Err(DrainFailed {
                             evicted: drained.evicted,
                             message: e.to_string(),
+                            held: blocked::held_by(&e),
                         })),
                     }
                 }
@@ -484,7 +521,21 @@ where
                     spec.output = Some(Arc::new(NoteSink::to(name, &self.ctx.progress)));
                     Observation::Health(run_exit_code(api, &spec).await.map_err(|e| e.to_string()))
                 }
+                Intent::Soak { since, boot_id } => match self.soak(name, &since, &boot_id).await {
+                    Some(obs) => obs,
+                    None => {
+                        let result = NodeResult::Interrupted {
+                            step: UpgradeStep::Soak,
+                            why: "stopped on request during its soak; a rerun resumes it \
+                                      from its recorded start"
+                                .into(),
+                        };
+                        return self.end_node(name, result, last.as_ref(), started);
+                    }
+                },
             };
+            // What the machine writes next (a record's time) is of now.
+            machine.set_now(api.wall_time().to_string());
             step = machine.step(obs);
         }
     }
@@ -529,25 +580,18 @@ impl<A> Fleet for Run<'_, A>
 where
     A: JobApi + NodeApi + PodApi + LeaseApi + ?Sized,
 {
-    /// The plan's nodes as they are now: those the plan selects, and those of `plan` it
-    /// no longer selects that still exist (relabelled; each read by name: ours in flight are
-    /// carried on, and all count toward the unavailable). Also answers the names selected.
-    async fn current(
-        &self,
-        plan: &BTreeSet<String>,
-    ) -> Result<(Vec<Node>, BTreeSet<String>), String> {
+    /// The run's view of every node, read again: the names changed since `since`.
+    async fn changed(&self, since: &mut Cursor) -> Result<Vec<String>, String> {
         (self.view.refresh(self.api).await).map_err(|e| format!("reading the nodes: {e}"))?;
-        let spec = self.plan.spec();
-        let mut nodes = (self.view)
-            .read(|all| select_from(all, spec.selector.as_deref(), &spec.nodes))
-            .map_err(|e| e.to_string())?;
-        let selected: BTreeSet<String> =
-            nodes.iter().map(|n| records::name(n).to_string()).collect();
-        nodes.extend(
-            plan.difference(&selected)
-                .filter_map(|name| self.view.node(name)),
-        );
-        Ok((nodes, selected))
+        Ok(self.view.changed_since(since))
+    }
+
+    fn node(&self, name: &str) -> Option<Node> {
+        self.view.node(name)
+    }
+
+    fn selects(&self, node: &Node) -> bool {
+        self.selection.selects(node)
     }
 
     /// Waits until `name` is Ready (or gone), at most the reboot timeout; whatever the answer,
@@ -573,7 +617,7 @@ where
             Some(node) if !selected && !records::in_flight(node) => {
                 Some("no longer selected (relabelled)".to_string())
             }
-            Some(node) => at_target(self.plan, node),
+            Some(node) => records::at_target(self.plan, node),
         };
         let Some(why) = why else {
             return true;
@@ -592,11 +636,15 @@ where
         cordoned_by_us(node)
     }
 
-    /// Ours in flight (an in-progress record): it may be down because of us.
+    /// Ours in flight (an in-progress record, or soaking): it may be down because of us.
     fn resumable(&self, node: &Node) -> bool {
         records::read::<InProgress>(node, IN_PROGRESS)
             .ok()
             .flatten()
+            .is_some()
+            || (records::read::<records::Soak>(node, records::SOAK)
+                .ok()
+                .flatten())
             .is_some()
     }
 }

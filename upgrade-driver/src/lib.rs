@@ -10,6 +10,7 @@
 //! | `machine.rs` | [`NodeMachine`]: one node's steps, sans-IO (observations in, intents out) |
 //! | `drive.rs` | the thin loop: batches, the Lease, each node's intents through the traits |
 //! | `records.rs` | the annotations the driver keeps its state in |
+//! | `skew.rs`, `drive/gate.rs` | the version skew policy's rules, and the gate that reads `/version` before any write and before each batch |
 //! | `order.rs` | the order of the roll |
 //! | `progress.rs` | [`Progress`] events, [`Report`] |
 //! | `preview.rs` | [`preview`] |
@@ -19,11 +20,16 @@
 //!    fenced Lease (operation `upgrade`, the target), shared with the CA rotation, so the two
 //!    never overlap. It is renewed every third of its duration for the whole run, a 30-minute
 //!    host Job included.
+//!    A kubelet upgrade ([`VersionSource::KubeletVersion`]) is judged against the apiserver's
+//!    `GET /version` by the Kubernetes version skew policy ([`skew`]) before the Lease, and
+//!    refused ([`Error::Plan`] on `skew`) unless the plan allows skew.
 //! 2. Order them: control-plane nodes (`node-role.kubernetes.io/control-plane`) first, one at a
 //!    time; then workers by zone (`topology.kubernetes.io/zone`), one zone at a time, zones
 //!    and nodes in name order. Before each batch the nodes are read again: those at the target
 //!    are skipped, and the batch is cut so that at most `max_unavailable` nodes of the plan are
-//!    unavailable (NotReady, or cordoned by us) at once.
+//!    unavailable (NotReady, or cordoned by us) at once; then the version skew policy is judged
+//!    again over the batch's nodes, the apiserver's version read again: a breach stops the roll
+//!    (a worker waits for the control plane that carries the apiserver to go first).
 //! 3. Per node ([`NodeMachine`]): skip it when it reports the target or carries the done record
 //!    for it. Record that we started it (target, `bootID`, Lease epoch) and cordon it only if
 //!    it is schedulable, saying so, in one write. Drain it. Right before the host Job, write
@@ -33,12 +39,27 @@
 //!    ([`Plan::host_spec`], critical: the node is drained) and record its result on the node
 //!    before deleting it. Wait until the node rebooted (a `bootID` other than the one read at
 //!    Launch) and is Ready, and check that it reports the target. Run the health check, if any. Uncordon it only if we
-//!    cordoned it, record it done and remove our records, in one write. Each step is an Event
+//!    cordoned it, record it done and remove our records, in one write. When the plan soaks
+//!    (`soak`), that write records the soak's start and boot instead of done
+//!    ([`records::SOAK`]); the node must stay Ready on that boot for the soak (the health
+//!    check passing again at its end) before it is recorded done, and the next batch waits;
+//!    one that breaks it fails at `Soak`, left in service, why recorded (a rerun soaks it
+//!    again); a rerun resumes a soak from its recorded start. Each step is an Event
 //!    on the Node (reason `NodejobUpgrade<Step>`), so `kubectl describe node` shows the
 //!    history.
 //! 4. On a failure: no further node starts; nodes in flight finish; the failed node stays
 //!    cordoned with its failed Job left for inspection; the [`Report`] names the node, the
 //!    step, the exit code, the log's tail and the command to retry.
+//!
+//!    A drain that PodDisruptionBudgets hold (allowing no disruption past its timeout, or more
+//!    than one covering a Pod) is such a failure unless the plan's `on_undrainable` says
+//!    otherwise ([`Undrainable`]): `skip` uncordons the node if we cordoned it, records why on
+//!    it ([`records::BLOCKED`]: the budgets, the Pods left) and goes on, trying every skipped
+//!    node once more after the others; `quarantine` leaves it cordoned with the label
+//!    [`records::QUARANTINED`] and goes on. Past `max_blocked` blocked nodes the roll stops as
+//!    a failure does; a roll that ends with blocked nodes ends [`Outcome::Stopped`], naming
+//!    them. A rerun reads the records: it leaves a quarantined node alone, and comes back to a
+//!    skipped one last.
 //! 5. Release the Lease.
 //!
 //! # Guarantees
@@ -67,7 +88,9 @@
 //!   whole run stops where it waits and writes nothing more (a drain in flight elsewhere
 //!   evicts no further Pod), and each node in flight is reported interrupted at its step; a
 //!   holder that stopped renewing is taken over after expiry, and the report says from whom.
-//! - **Only what we cordoned is uncordoned**: a node someone else cordoned stays cordoned.
+//! - **Only what we cordoned is uncordoned**: a node someone else cordoned stays cordoned, and
+//!   a node labelled quarantined ([`records::QUARANTINED`]) is never uncordoned by us while the
+//!   label is there.
 //! - **Never more than `max_unavailable`** nodes of the plan cordoned by us or NotReady, and
 //!   control-plane nodes one at a time; at most `max_unavailable` nodes carry our in-progress
 //!   record at once.
@@ -110,6 +133,7 @@ mod plan;
 mod preview;
 mod progress;
 pub mod records;
+pub mod skew;
 
 use std::sync::Arc;
 
@@ -117,17 +141,18 @@ use nodejob_core::{ApiError, JobApi, LeaseApi, NodeApi, PodApi};
 
 pub use drive::COMPONENT;
 pub use machine::{
-    DRAIN_ROUNDS, DrainFailed, Failure, Intent, Mark, NodeMachine, NodeResult, Observation, Step,
-    UpgradeStep,
+    DRAIN_ROUNDS, DrainFailed, Failure, HeldBy, Intent, Mark, NodeMachine, NodeResult, Observation,
+    Step, UpgradeStep,
 };
 pub use nodejob_roll::NSENTER;
 pub use nodejob_roll::Window;
 pub use nodejob_roll::{EventSink, FenceEvent, Outcome, Placement, PlanError, Selecting, Stop};
 pub use nodejob_roll::{Group, batches};
 pub use order::{groups, is_control_plane};
-pub use plan::{Downgrade, MaxUnavailable, Plan, PlanSpec, VersionSource};
-pub use preview::{NodePreview, PodPlan, Preview};
+pub use plan::{Downgrade, MaxUnavailable, Plan, PlanSpec, Undrainable, VersionSource};
+pub use preview::{NodePreview, PodPlan, Preview, WouldBlock};
 pub use progress::{NodeReport, Progress, ProgressSink, Report, Totals, UpgradeEvent, quiet};
+pub use skew::Skew;
 
 /// Why a run could not start, or stopped before its Lease was acquired.
 #[derive(Debug, thiserror::Error)]

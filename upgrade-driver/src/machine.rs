@@ -40,7 +40,12 @@ use nodejob_core::log_tail;
 use nodejob_core::runner::Report;
 use nodejob_core::{NodeChange, ready};
 
-use crate::plan::Plan;
+mod blocked;
+mod soak;
+
+pub(crate) use blocked::blocked_why;
+
+use crate::plan::{Plan, Undrainable};
 use crate::records::{
     self, DONE, Done, HOST_JOB, HostJob, IN_PROGRESS, InProgress, boot_id, same_version,
     unschedulable, version,
@@ -62,6 +67,9 @@ pub enum UpgradeStep {
     Health,
     /// Uncordon (if we cordoned it) and record it done.
     Uncordon,
+    /// Stay Ready on the same boot for the plan's soak, the health check passing again at its
+    /// end, then record it done (only when the plan soaks).
+    Soak,
 }
 
 impl UpgradeStep {
@@ -74,6 +82,7 @@ impl UpgradeStep {
             UpgradeStep::Reboot => "Reboot",
             UpgradeStep::Health => "Health",
             UpgradeStep::Uncordon => "Uncordon",
+            UpgradeStep::Soak => "Soak",
         }
     }
 
@@ -141,6 +150,14 @@ pub enum Intent {
     Health,
     /// The node is finished.
     Done(NodeResult),
+    /// Watch the node until the plan's soak, counted from `since`, has passed: it must stay
+    /// Ready on boot `boot_id` (and exist) all along. Answered [`Observation::Soaked`].
+    Soak {
+        /// When the soak started (RFC 3339).
+        since: String,
+        /// The boot it must stay on.
+        boot_id: String,
+    },
 }
 
 /// The answer to the last intent.
@@ -169,6 +186,14 @@ pub enum Observation {
     Health(Result<i32, String>),
     /// The last intent failed (an API error, or the Lease lost), with why.
     Failed(String),
+    /// The soak's watch ended: `held` when the soak passed with the node Ready on the same
+    /// boot all along; else the node as it broke it (`None`: deleted).
+    Soaked {
+        /// The node as last seen.
+        node: Option<Box<Node>>,
+        /// Whether it held to the end.
+        held: bool,
+    },
 }
 
 /// A drain that failed, with the Pods it had evicted by then.
@@ -178,6 +203,21 @@ pub struct DrainFailed {
     pub evicted: Vec<String>,
     /// Why it failed.
     pub message: String,
+    /// When PodDisruptionBudgets held it: budgets allowing no disruption past its timeout
+    /// (they, and the Pods left), or more than one budget covering a Pod, whose eviction the
+    /// apiserver refuses until the budgets change (no budget named, that Pod). `None` for any
+    /// other failure (a refusal of the drain's filters, an API error, evicted Pods that did
+    /// not go in time).
+    pub held: Option<HeldBy>,
+}
+
+/// What held a drain past its timeout.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HeldBy {
+    /// The budgets that refused the evictions, `namespace/name`.
+    pub budgets: Vec<String>,
+    /// The Pods left on the node, `namespace/name`.
+    pub pods: Vec<String>,
 }
 
 impl From<&str> for DrainFailed {
@@ -185,6 +225,7 @@ impl From<&str> for DrainFailed {
         DrainFailed {
             evicted: Vec::new(),
             message: message.to_string(),
+            held: None,
         }
     }
 }
@@ -209,11 +250,29 @@ pub enum NodeResult {
         /// Why.
         why: String,
     },
+    /// Not upgraded: PodDisruptionBudgets allowing no disruption held its drain past the
+    /// timeout, and the plan's `on_undrainable` skips (uncordoned if we cordoned it, tried
+    /// again at the end) or quarantines (left cordoned, labelled) such a node. Recorded on the
+    /// node ([`BLOCKED`](crate::records::BLOCKED)); counted against `max_blocked`.
+    Blocked {
+        /// `skip` or `quarantine`.
+        policy: Undrainable,
+        /// The budgets that refused the evictions, `namespace/name`.
+        budgets: Vec<String>,
+        /// The Pods left on the node, `namespace/name`.
+        pods: Vec<String>,
+        /// What was done, in words.
+        why: String,
+    },
 }
 
 impl nodejob_roll::NodeEnd for NodeResult {
     fn failed(&self) -> bool {
         matches!(self, NodeResult::Failed(_))
+    }
+
+    fn blocked(&self) -> bool {
+        matches!(self, NodeResult::Blocked { .. })
     }
 }
 
@@ -260,6 +319,18 @@ enum At {
     Rebooting,
     Checking,
     Finishing,
+    /// Writing the blocked record (skipped: uncordoned if ours; quarantined: labelled).
+    Blocking(crate::records::Blocked),
+    /// Soaking: its watch.
+    Soaking,
+    /// The health check again, at the end of the soak.
+    SoakChecking,
+    /// Writing the done record once the soak passed (guarded).
+    SoakDone,
+    /// Writing a soak record afresh (a rerun after a failed soak), guarded.
+    SoakRestart,
+    /// Recording why the soak failed, before failing with it.
+    SoakFailing(Failure),
     Over,
 }
 
@@ -295,6 +366,14 @@ pub struct NodeMachine {
     /// An earlier run recorded the host upgrade's success: a node at the target that did not
     /// reboot within the whole reboot timeout since is taken as one that needed no reboot.
     earlier_success: bool,
+    /// What the plan does with a node whose drain budgets block.
+    on_undrainable: Undrainable,
+    /// The node's blocked record, as first read (an earlier attempt's).
+    blocked_before: Option<crate::records::Blocked>,
+    /// Whether the plan soaks each node.
+    soaks: bool,
+    /// The node's soak record, as first read or as written.
+    soak: Option<crate::records::Soak>,
 }
 
 impl NodeMachine {
@@ -314,6 +393,10 @@ impl NodeMachine {
             redrains: 0,
             refinishes: 0,
             earlier_success: false,
+            on_undrainable: plan.spec().on_undrainable,
+            blocked_before: None,
+            soaks: plan.spec().soak.is_some(),
+            soak: None,
         }
     }
 
@@ -356,6 +439,20 @@ impl NodeMachine {
                 failure.log_tail,
             );
         }
+        if let (At::SoakFailing(failure), Observation::Failed(why)) = (&self.at, &obs) {
+            // Recording a failed soak failed too: the soak's failure is the news.
+            let mut failure = failure.clone();
+            failure.message = format!(
+                "{}; it could not be recorded on the node: {why}",
+                failure.message
+            );
+            return self.fail(
+                failure.step,
+                failure.message,
+                failure.exit_code,
+                failure.log_tail,
+            );
+        }
         if let Observation::Failed(why) = obs {
             let step = self.current_step();
             return self.fail(step, why, None, None);
@@ -388,6 +485,9 @@ impl NodeMachine {
                 self.launch(marks)
             }
             (At::Draining, Observation::Drained(Err(failed))) => {
+                if let Some(step) = self.undrainable(&failed) {
+                    return step;
+                }
                 let mut step = self.fail(UpgradeStep::Drain, failed.message, None, None);
                 if !failed.evicted.is_empty() {
                     step.marks.push(Mark::Evicted(failed.evicted));
@@ -529,7 +629,24 @@ impl NodeMachine {
             (At::Checking, Observation::Health(Err(why))) => {
                 self.fail(UpgradeStep::Health, why, None, None)
             }
+            (At::Blocking(record), Observation::Node(node)) => self.blocked(record, node),
+            (At::Soaking, Observation::Soaked { node, held }) => self.soaked(node, held),
+            (At::SoakChecking, Observation::Health(result)) => self.soak_checked(result),
+            (At::SoakDone, Observation::Node(node)) => self.soak_done(node),
+            (At::SoakDone, Observation::Changed(node)) => self.soak_done_again(node),
+            (At::SoakRestart, Observation::Node(node)) => self.soak_restarted(node),
+            (At::SoakRestart, Observation::Changed(node)) => self.soak_restart_again(node),
+            (At::SoakFailing(failure), Observation::Node(node)) => {
+                self.node = Some(node);
+                self.fail(
+                    failure.step,
+                    failure.message,
+                    failure.exit_code,
+                    failure.log_tail,
+                )
+            }
             (At::Finishing, Observation::Changed(node)) => self.finish_again(node),
+            (At::Finishing, Observation::Node(node)) if self.soaks => self.soak_started(node),
             (At::Finishing, Observation::Node(node)) => {
                 self.node = Some(node);
                 let message = if self.progress.as_ref().is_some_and(|p| p.cordoned) {
@@ -573,6 +690,19 @@ impl NodeMachine {
             Ok(host) => self.host = host.filter(|h| h.target == self.target),
             Err(why) => return self.fail(UpgradeStep::Cordon, why, None, None),
         }
+        self.blocked_before = records::read(&node, records::BLOCKED).ok().flatten();
+        self.soak = records::read(&node, records::SOAK).ok().flatten();
+        if progress.is_none()
+            && let Some(step) = self.resume_soak(&node)
+        {
+            return step;
+        }
+        if progress.is_none()
+            && !(at_target || done)
+            && let Some(step) = self.leave_quarantined(&node)
+        {
+            return step;
+        }
         match progress {
             None if at_target || done => {
                 let why = match version(&node, &self.source) {
@@ -592,7 +722,7 @@ impl NodeMachine {
                     boot_id: boot_id(&node).to_string(),
                     host_boot_id: None,
                     epoch: self.epoch,
-                    cordoned: cordon,
+                    cordoned: cordon || self.cordoned_when_quarantined(&node),
                 };
                 let mut changes = vec![NodeChange::set_annotation(
                     IN_PROGRESS,
@@ -991,8 +1121,12 @@ impl NodeMachine {
         self.finish(marks)
     }
 
-    /// Uncordon if we cordoned it, record it done, remove our records: one write.
+    /// Uncordon if we cordoned it, record it done, remove our records: one write. When the
+    /// plan soaks, the soak record instead of the done record (done once it passed).
     fn finish(&mut self, mut marks: Vec<Mark>) -> Step {
+        if self.soaks {
+            return self.finish_into_soak(marks);
+        }
         let mut changes = Vec::new();
         if self.progress.as_ref().is_some_and(|p| p.cordoned) {
             changes.push(NodeChange::Uncordon);
@@ -1004,6 +1138,13 @@ impl NodeMachine {
         changes.push(NodeChange::set_annotation(DONE, records::value(&done)));
         changes.push(NodeChange::remove_annotation(IN_PROGRESS));
         changes.push(NodeChange::remove_annotation(HOST_JOB));
+        if self.blocked_before.is_some() {
+            changes.push(NodeChange::remove_annotation(records::BLOCKED));
+        }
+        if self.soak.is_some() {
+            // An earlier soak's record (toward another target): ours no longer.
+            changes.push(NodeChange::remove_annotation(records::SOAK));
+        }
         marks.push(Mark::Started(UpgradeStep::Uncordon));
         let rv = self.rv();
         self.go(At::Finishing, marks, Intent::Guarded { rv, changes })
@@ -1077,13 +1218,18 @@ impl NodeMachine {
     fn step_of(&self, at: &At) -> UpgradeStep {
         match at {
             At::Inspect | At::Previous | At::Marking => UpgradeStep::Cordon,
-            At::Draining | At::Launching => UpgradeStep::Drain,
+            At::Draining | At::Launching | At::Blocking(_) => UpgradeStep::Drain,
             At::Finding | At::Hosting | At::Inquest(_) | At::Recording(_) | At::Deleting => {
                 UpgradeStep::Upgrade
             }
             At::Rebooting => UpgradeStep::Reboot,
             At::Checking => UpgradeStep::Health,
             At::Finishing | At::Over => UpgradeStep::Uncordon,
+            At::Soaking
+            | At::SoakChecking
+            | At::SoakDone
+            | At::SoakRestart
+            | At::SoakFailing(_) => UpgradeStep::Soak,
         }
     }
 }

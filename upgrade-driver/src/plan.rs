@@ -114,6 +114,67 @@ pub struct PlanSpec {
     pub identity: String,
     /// `leaseDurationSeconds`: renewed every third of it.
     pub lease_duration: Duration,
+    /// Whether a kubelet upgrade keeps the Kubernetes version skew policy (the default:
+    /// refused otherwise, before any write and before each batch) or may go past it
+    /// ([`crate::skew`]).
+    pub skew: Skew,
+    /// What a node comes to whose drain budgets allowing no disruption hold past
+    /// `drain.timeout`: it fails the roll (the default), or is skipped, or quarantined.
+    pub on_undrainable: Undrainable,
+    /// How many blocked nodes (skipped or quarantined) the roll goes on past; one more
+    /// stops it as a failure does. Default 1.
+    pub max_blocked: u32,
+    /// How long each upgraded node must stay Ready on the same boot once back in service,
+    /// the health check (if any) passing again at the end, before the roll goes on: the next
+    /// batch starts only once every node of this one soaked. `None` (the default): no soak.
+    pub soak: Option<Duration>,
+}
+
+/// What a roll does with a node whose drain budgets allowing no disruption hold past the
+/// drain's timeout (its Pods left, the budgets that refused them named). AKS's
+/// `undrainableNodeBehavior`, with `max_blocked` as its `maxBlockedNodes`.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Undrainable {
+    /// The node fails (it stays cordoned, counted against the failure budget): no further
+    /// node starts. The default, and what a roll did before this option.
+    #[default]
+    Fail,
+    /// The node is uncordoned if we cordoned it, why is recorded on it (the budgets, the Pods
+    /// left), and the roll goes on; every node skipped is tried once more at the end.
+    Skip,
+    /// The node is left cordoned with the label [`QUARANTINED`](crate::records::QUARANTINED)
+    /// and why recorded on it; the roll goes on. No roll touches it again until a person
+    /// removes the label.
+    Quarantine,
+}
+
+impl Undrainable {
+    /// `fail`, `skip` or `quarantine`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Undrainable::Fail => "fail",
+            Undrainable::Skip => "skip",
+            Undrainable::Quarantine => "quarantine",
+        }
+    }
+}
+
+impl std::fmt::Display for Undrainable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Whether a plan may move a node to a version older than the one it runs.
@@ -178,6 +239,10 @@ impl PlanSpec {
             lease_name,
             identity,
             lease_duration,
+            on_undrainable: Undrainable::Fail,
+            max_blocked: 1,
+            soak: None,
+            skew: Skew::Enforce,
         }
     }
 
@@ -215,6 +280,9 @@ pub struct Plan {
 
 /// The longest host Job deadline accepted: a day.
 const MAX_DEADLINE: Duration = Duration::from_secs(24 * 3600);
+
+/// The longest soak accepted: a day.
+const MAX_SOAK: Duration = Duration::from_secs(24 * 3600);
 
 /// Refuses a failure budget above `width`, the nodes that may be unavailable at once
 /// (`max_unavailable`, as `said`): a failed node stays cordoned, so it counts as unavailable,
@@ -306,6 +374,16 @@ impl Plan {
         if spec.failure_budget == 0 {
             return bad("failure_budget", "must be at least 1".into());
         }
+        if let Some(soak) = spec.soak
+            && (soak.is_zero() || soak > MAX_SOAK)
+        {
+            return bad(
+                "soak",
+                format!(
+                    "{soak:?} must be more than zero and at most 24h (leave it unset for none)"
+                ),
+            );
+        }
         if let MaxUnavailable::Count(width) = spec.max_unavailable {
             budget_within(spec.failure_budget, width as usize, &width.to_string())?;
         }
@@ -341,6 +419,7 @@ impl Plan {
         Limits {
             failure_budget: self.spec.failure_budget,
             window: (self.spec.window.clone()).zip(self.time_zone.clone()),
+            max_blocked: self.spec.max_blocked,
             ..Limits::new(stop.clone())
         }
     }
@@ -437,4 +516,16 @@ fn is_version(s: &str) -> bool {
         && s.starts_with(|c: char| c.is_ascii_alphanumeric())
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "._-+".contains(c))
+}
+
+/// Whether a plan keeps the version skew policy (the default) or may go past it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Skew {
+    /// A roll that breaks the policy is refused, naming the rule, the nodes and the
+    /// versions: before any write, and before each batch.
+    #[default]
+    Enforce,
+    /// Allowed: asked for. The run and the preview say every breach.
+    Allow,
 }

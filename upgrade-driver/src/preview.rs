@@ -8,9 +8,11 @@ use nodejob_roll::lease_holder;
 use serde::Serialize;
 
 use crate::Error;
-use crate::drive::{at_target, cordoned_by_us, refuse_downgrade, retry, select_nodes};
+use crate::drive::HeldBack;
+use crate::drive::{cordoned_by_us, refuse_downgrade, retry, select_nodes};
 use crate::order::groups;
-use crate::plan::Plan;
+use crate::plan::{Plan, Undrainable};
+use crate::records::at_target;
 use crate::records::{self, unschedulable, version};
 use nodejob_roll::batches;
 
@@ -80,6 +82,43 @@ pub struct Preview {
     pub nodes: Vec<NodePreview>,
     /// Who holds the Lease now, if anyone.
     pub lease: Option<String>,
+    /// What the version skew policy says of the roll: each breach the plan allows
+    /// (`--allow-skew`), or what the workers wait for (the control plane going first).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skew: Vec<String>,
+    /// What the plan does with a node whose drain budgets hold past its timeout (left out
+    /// when `fail`, the default).
+    #[serde(skip_serializing_if = "is_fail")]
+    pub on_undrainable: Undrainable,
+    /// The nodes a budget allowing no disruption now would block, and what the plan would
+    /// then do (left out when none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub would_block: Vec<WouldBlock>,
+    /// Nodes left as they are, quarantined by an earlier run (labelled), with why (left out
+    /// when none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub quarantined: Vec<(String, String)>,
+    /// How long each node soaks once back in service, in milliseconds (left out when the plan
+    /// soaks none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub soak_ms: Option<u64>,
+}
+
+fn is_fail(policy: &Undrainable) -> bool {
+    *policy == Undrainable::Fail
+}
+
+/// A node whose drain budgets allowing no disruption would block if they do not release.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct WouldBlock {
+    /// The node.
+    pub node: String,
+    /// The budgets that refuse an eviction now, `namespace/name`.
+    pub budgets: Vec<String>,
+    /// The Pods they protect, `namespace/name`.
+    pub pods: Vec<String>,
+    /// What the plan would do after the drain's timeout, in words.
+    pub then: String,
 }
 
 impl Preview {
@@ -105,16 +144,28 @@ where
 {
     let nodes = select_nodes(api, plan).await?;
     refuse_downgrade(plan, &nodes)?;
+    let gate = crate::drive::gate::before_any_write(api, plan, &nodes).await?;
+    let skew = (gate.allowed.iter())
+        .map(|b| format!("allowed past the version skew policy: {b}"))
+        .chain(gate.waiting)
+        .collect();
     let mut skipped = Vec::new();
     let mut todo = Vec::new();
+    let held = HeldBack::of(plan, &nodes);
     for node in &nodes {
         match at_target(plan, node) {
             Some(why) => skipped.push((records::name(node).to_string(), why)),
+            None if held.holds(records::name(node)) => {}
             None => todo.push(node),
         }
     }
     let width = plan.width(nodes.len())?;
-    let order = groups(&todo, width);
+    let mut order = groups(&todo, width);
+    order.extend(held.skipped_group(width));
+    let todo: Vec<&Node> = nodes
+        .iter()
+        .filter(|n| at_target(plan, n).is_none() && !held.quarantines(records::name(n)))
+        .collect();
     let batched = batches(&order);
     let everyone = retry(api, || api.list_nodes(""))
         .await
@@ -174,12 +225,62 @@ where
             cause,
         })?
         .map(|h| h.to_string());
+    let would_block = previews
+        .iter()
+        .filter_map(|n| would_block(plan, n))
+        .collect();
     Ok(Preview {
         target: plan.target().to_string(),
         batches: batched,
         skipped,
         nodes: previews,
         lease,
+        skew,
+        on_undrainable: plan.spec().on_undrainable,
+        would_block,
+        quarantined: held.quarantined_why(),
+        soak_ms: plan.spec().soak.map(nodejob_roll::millis),
+    })
+}
+
+/// What a budget allowing no disruption now would do to `node`'s drain, if one does.
+fn would_block(plan: &Plan, node: &NodePreview) -> Option<WouldBlock> {
+    let mut budgets: Vec<String> = Vec::new();
+    let mut pods = Vec::new();
+    for pod_plan in &node.pods {
+        let PodPlan::Blocked { pod, message } = pod_plan else {
+            continue;
+        };
+        pods.push(pod.clone());
+        let namespace = pod.split('/').next().unwrap_or_default();
+        if let Some(budget) = nodejob_core::drain::budget_named(message) {
+            let budget = format!("{namespace}/{budget}");
+            if !budgets.contains(&budget) {
+                budgets.push(budget);
+            }
+        }
+    }
+    if pods.is_empty() {
+        return None;
+    }
+    let timeout = plan.spec().drain.timeout;
+    let after = format!("unless they release within its drain timeout ({timeout:?})");
+    let then = match plan.spec().on_undrainable {
+        Undrainable::Fail => format!("{after}, the node fails and the roll stops"),
+        Undrainable::Skip => format!(
+            "{after}, the node is skipped (uncordoned if we cordoned it) and tried once more \
+             at the end"
+        ),
+        Undrainable::Quarantine => format!(
+            "{after}, the node is quarantined: left cordoned, labelled {}",
+            records::QUARANTINED
+        ),
+    };
+    Some(WouldBlock {
+        node: node.name.clone(),
+        budgets,
+        pods,
+        then,
     })
 }
 

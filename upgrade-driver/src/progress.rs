@@ -29,6 +29,14 @@ pub enum UpgradeEvent {
         /// `namespace/name` of each.
         pods: Vec<String>,
     },
+    /// A node soaks: how long is left (told as it starts, then every tenth of the soak, at
+    /// least every 30 s of it).
+    Soaking {
+        /// The node.
+        node: String,
+        /// Milliseconds of the soak left, by the backend's clock.
+        left_ms: u64,
+    },
 }
 
 impl OwnEvents for UpgradeEvent {
@@ -69,6 +77,10 @@ pub struct NodeReport {
     pub pods_evicted: Vec<String>,
     /// From its start to its end, milliseconds of the backend's clock (0: not started).
     pub took_ms: u64,
+    /// What its move broke of the version skew policy, as the plan allowed (`--allow-skew`):
+    /// each rule, with the versions.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skew: Vec<String>,
 }
 
 impl NodeReport {
@@ -98,6 +110,13 @@ pub struct Totals {
     pub pods_evicted: usize,
     /// The run's duration, milliseconds of the backend's clock.
     pub took_ms: u64,
+    /// Nodes blocked (skipped or quarantined: budgets held their drain). Left out when none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub blocked: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// What a run did: every node of the plan in the order of the roll, how it ended, the totals
@@ -123,6 +142,7 @@ impl nodejob_roll::Totals<NodeReport> for Totals {
                 Some(NodeResult::Skipped { .. }) => t.skipped += 1,
                 Some(NodeResult::Failed(_)) => t.failed += 1,
                 Some(NodeResult::Interrupted { .. }) => t.interrupted += 1,
+                Some(NodeResult::Blocked { .. }) => t.blocked += 1,
             }
             t.pods_evicted += n.pods_evicted.len();
         }

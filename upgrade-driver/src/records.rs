@@ -6,6 +6,11 @@
 //! | [`IN_PROGRESS`] | with the cordon, in one write; again right before the host Job is created, under the node's resourceVersion, with the `bootID` read then | we started this node: toward which target, at which `bootID`, under which Lease epoch, whether *we* cordoned it, and the boot the host Job starts on |
 //! | [`HOST_JOB`] | once the host Job's result is read, before the Job is deleted | the host Job's UID and exit code: a succeeded host step is never run again; a failed one is retried by replacing exactly that Job |
 //! | [`DONE`] | with the uncordon, in one write that also removes the two above | the node is at the target, since when |
+//! | [`BLOCKED`] | when budgets allowing no disruption held its drain past the timeout and the plan skips or quarantines such a node, in one write that removes [`IN_PROGRESS`] (and uncordons it, if we cordoned it and skip it) | toward which target, skipped or quarantined, the budgets that blocked and the Pods left, when, and whether we had cordoned it |
+//! | [`SOAK`] | with the uncordon when the plan soaks, in the write that removes [`IN_PROGRESS`] and [`HOST_JOB`]; removed with the done record once the soak passed | the node soaks toward which target, since when, on which boot; a failed soak's why |
+//!
+//! and one label: [`QUARANTINED`], set with the [`BLOCKED`] record of a quarantined node; while
+//! it is there, no run touches the node.
 //!
 //! Values are one-line JSON objects, so `kubectl get node -o yaml` reads them and a reader
 //! refuses a value it does not understand instead of guessing.
@@ -13,7 +18,7 @@
 use k8s_openapi::api::core::v1::Node;
 use serde::{Deserialize, Serialize};
 
-use crate::plan::VersionSource;
+use crate::plan::{Plan, Undrainable, VersionSource};
 
 /// We started this node (see the module docs).
 pub const IN_PROGRESS: &str = "stratum.ciq.com/upgrade-in-progress";
@@ -21,6 +26,59 @@ pub const IN_PROGRESS: &str = "stratum.ciq.com/upgrade-in-progress";
 pub const HOST_JOB: &str = "stratum.ciq.com/upgrade-host-job";
 /// The node is at a target.
 pub const DONE: &str = "stratum.ciq.com/upgrade-done";
+
+/// A drain held past its timeout by budgets allowing no disruption ([`Blocked`]).
+pub const BLOCKED: &str = "stratum.ciq.com/upgrade-blocked";
+/// Label: the node is quarantined: an upgrade whose drain budgets blocked left it cordoned.
+/// No run touches it while the label is there; remove it (and uncordon the node, or let the
+/// next run do it) to have it rolled.
+pub const QUARANTINED: &str = "stratum.ciq.com/upgrade-quarantined";
+/// The value of [`QUARANTINED`]: why.
+pub const QUARANTINED_VALUE: &str = "drain-blocked";
+
+/// [`BLOCKED`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Blocked {
+    /// The target the roll was going to.
+    pub target: String,
+    /// What the roll did with the node: `skip` (uncordoned if we cordoned it; tried again
+    /// once at the end, and by a rerun) or `quarantine` (left cordoned, labelled).
+    pub policy: Undrainable,
+    /// The PodDisruptionBudgets that refused the evictions, `namespace/name`.
+    pub budgets: Vec<String>,
+    /// The Pods left on the node, `namespace/name`.
+    pub pods: Vec<String>,
+    /// When (RFC 3339).
+    pub at: String,
+    /// Whether we had cordoned it: a quarantined node we cordoned is uncordoned by the run
+    /// that rolls it once the label is gone.
+    pub cordoned: bool,
+}
+
+/// Whether `node` carries the [`QUARANTINED`] label.
+pub fn quarantined(node: &Node) -> bool {
+    label(node, QUARANTINED).is_some()
+}
+
+/// A node upgraded and back in service, soaking ([`Soak`]).
+pub const SOAK: &str = "stratum.ciq.com/upgrade-soak";
+
+/// [`SOAK`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Soak {
+    /// The target it was upgraded to.
+    pub target: String,
+    /// When its soak started (RFC 3339): a resumed run waits out the rest from there.
+    pub since: String,
+    /// Its boot when the soak started: another means it rebooted, and the soak failed.
+    #[serde(rename = "bootID")]
+    pub boot_id: String,
+    /// Why its soak failed, once it did: a rerun then soaks it again from the start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
+}
 
 /// [`IN_PROGRESS`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -138,9 +196,10 @@ pub fn last_manager(node: &Node) -> Option<&str> {
 }
 
 /// Whether an upgrade run started `node` and has not finished it (our [`IN_PROGRESS`] record
-/// is on it), whatever the selection says now.
+/// is on it, or it soaks: [`SOAK`]), whatever the selection says now.
 pub fn in_flight(node: &Node) -> bool {
-    (node.metadata.annotations.as_ref()).is_some_and(|a| a.contains_key(IN_PROGRESS))
+    (node.metadata.annotations.as_ref())
+        .is_some_and(|a| a.contains_key(IN_PROGRESS) || a.contains_key(SOAK))
 }
 
 /// The node's name.
@@ -165,4 +224,22 @@ pub fn label<'n>(node: &'n Node, key: &str) -> Option<&'n str> {
         .as_ref()
         .and_then(|l| l.get(key))
         .map(String::as_str)
+}
+
+/// Whether `node` needs nothing: at the target (or recorded done), and not ours in flight.
+pub(crate) fn at_target(plan: &Plan, node: &Node) -> Option<String> {
+    if in_flight(node) {
+        return None;
+    }
+    let target = plan.target();
+    if let Some(v) = version(node, &plan.spec().version_source)
+        && same_version(v, target)
+    {
+        return Some(format!("reports {v} already"));
+    }
+    read::<Done>(node, DONE)
+        .ok()
+        .flatten()
+        .filter(|d| same_version(&d.version, target))
+        .map(|_| format!("recorded done at {target}"))
 }

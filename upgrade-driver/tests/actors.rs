@@ -22,6 +22,11 @@
 //!    starts only while no other one is down.
 //! 6. No write of any kind once the driver has read the Lease as another holder's (a Lease
 //!    call after the theft), until it holds the Lease again.
+//! 7. A node labelled quarantined is never uncordoned by us.
+//!
+//! And at the start of every batch of a run that keeps the version skew policy (until one is
+//! refused by it: the operator then allows skew), 10: its nodes' move breaks no rule of the
+//! policy against the apiserver's version then ([`SkewCheck`]).
 //!
 //! # At the end of each run and of the seed
 //! 7. The run ends within its bound.
@@ -30,6 +35,14 @@
 //!    was marked keeps our record (if it still exists); a `Done` run leaves no record anywhere.
 //! 9. The host upgrade ran at most once per node (deleted nodes included, by their retired
 //!    host models), and exactly once on every node the last run reports upgraded.
+//!
+//! # Under the long-roll policies
+//! Each seed runs twice: once with the plan's defaults (the digest of that soak changes only
+//! when default behaviour does), and once under long-roll policies drawn for it from a stream
+//! of its own (so the cluster, the actors and the crash are the same): `on_undrainable` skip
+//! or quarantine with `max_blocked` 0 to 2. The operator of the last runs then also removes the
+//! quarantine labels. The report check gains: a node reported blocked carries the blocked
+//! record and not ours; a quarantined one is still cordoned and labelled.
 //!
 //! # Running
 //! - `cargo test -p upgrade-driver --test actors`: seeds 0 to 63.
@@ -53,8 +66,15 @@ use nodejob_fake::FakeCluster;
 use nodejob_fake::schedule::{Act, ActorSchedule, Cast, Draw};
 use nodejob_fake::stratum::{Operation, StratumTiming};
 use support::*;
-use upgrade_driver::records::{self, DONE, HOST_JOB, IN_PROGRESS, InProgress};
-use upgrade_driver::{MaxUnavailable, NodeResult, Outcome, Plan, Report, UpgradeStep, run};
+use upgrade_driver::EventSink;
+use upgrade_driver::records::{
+    self, BLOCKED, DONE, HOST_JOB, IN_PROGRESS, InProgress, QUARANTINED,
+};
+use upgrade_driver::skew::{self, Kubelet, Workers, judge};
+use upgrade_driver::{
+    MaxUnavailable, NodeResult, Outcome, Plan, PlanSpec, Report, Skew, Undrainable, UpgradeStep,
+    run,
+};
 
 /// Seeds run by `cargo test`.
 const SEEDS: u64 = 64;
@@ -177,8 +197,44 @@ fn build(seed: u64, draws: &Draws) -> Result<(Arc<FakeCluster>, Vec<String>), St
 /// The target of the reruns that go elsewhere.
 const OTHER_TARGET: &str = "v1.38.1";
 
-fn plan_for(draws: &Draws, identity: &str, target: &str) -> Plan {
+/// The long-roll policies a seed runs under: the plan's defaults, or drawn for the seed from a
+/// stream of its own ([`Policies::draw`]).
+#[derive(Clone, Debug, Default)]
+struct Policies {
+    /// `on_undrainable` and `max_blocked`, when drawn.
+    undrainable: Option<(Undrainable, u32)>,
+    /// `soak`, when drawn.
+    soak: Option<Duration>,
+}
+
+impl Policies {
+    /// The policies of `seed`, from a stream of draws apart from the schedule's.
+    fn draw(seed: u64) -> Self {
+        let mut rng = Draw::new(seed ^ 0x4c4f_4e47_524f_4c4c);
+        let policy = *rng.pick(&[Undrainable::Skip, Undrainable::Quarantine]);
+        let undrainable = Some((policy, rng.range(0, 2) as u32));
+        let soak = rng.chance(0.5).then(|| rng.millis(60_000, 300_000));
+        Policies { undrainable, soak }
+    }
+
+    fn apply(&self, spec: &mut PlanSpec) {
+        if let Some((policy, max)) = self.undrainable {
+            spec.on_undrainable = policy;
+            spec.max_blocked = max;
+        }
+        if self.soak.is_some() {
+            spec.soak = self.soak;
+        }
+    }
+
+    fn drawn(&self) -> bool {
+        self.undrainable.is_some() || self.soak.is_some()
+    }
+}
+
+fn plan_for(draws: &Draws, policies: &Policies, identity: &str, target: &str, skew: Skew) -> Plan {
     let mut spec = plan_spec();
+    spec.skew = skew;
     spec.target = target.into();
     spec.identity = identity.into();
     spec.max_unavailable = MaxUnavailable::Count(draws.max_unavailable);
@@ -188,6 +244,7 @@ fn plan_for(draws: &Draws, identity: &str, target: &str) -> Plan {
     if draws.health_check {
         spec.health_check = Some(vec![spec.binary.clone(), "health".into()]);
     }
+    policies.apply(&mut spec);
     plan(spec)
 }
 
@@ -210,6 +267,11 @@ struct Watch {
     /// Host Jobs recorded failed without an exit code (killed), by node: each may be retried.
     killed: Mutex<BTreeMap<String, u32>>,
     violations: Mutex<Vec<String>>,
+}
+
+/// Whether `node` carries the soak record.
+fn soaking(node: &Node) -> bool {
+    (node.metadata.annotations.as_ref()).is_some_and(|a| a.contains_key(records::SOAK))
 }
 
 fn our_record(node: &Node) -> Option<InProgress> {
@@ -280,6 +342,12 @@ impl Watch {
             }
             Verb::PatchNode => {
                 let node = self.fake.node(&write.target);
+                // 7. A quarantined node is never uncordoned by us.
+                if write.body.contains("Uncordon")
+                    && node.as_ref().is_some_and(records::quarantined)
+                {
+                    v.push(format!("{write}: uncordons a quarantined node"));
+                }
                 // 3. Only what we cordoned is uncordoned.
                 if write.body.contains("Uncordon") {
                     let cordoned = node
@@ -359,6 +427,52 @@ impl Observe for Watch {
     }
 }
 
+// ---- the version skew policy (issue 22) ----
+
+/// Invariant 10: at the start of every batch of a run that keeps the version skew policy (its
+/// `BatchStarted` event, sent with no wait after the driver's reads of the nodes and of the
+/// apiserver's version), moving the batch's nodes to the target, as the cluster has them then,
+/// breaks no rule of the policy against the version the apiserver answers then.
+struct SkewCheck {
+    fake: Arc<FakeCluster>,
+    target: String,
+    skew: Skew,
+    violations: Mutex<Vec<String>>,
+}
+
+impl EventSink<upgrade_driver::Progress> for SkewCheck {
+    fn event(&self, event: &upgrade_driver::Progress) {
+        let upgrade_driver::Progress::BatchStarted { nodes: batch, .. } = event else {
+            return;
+        };
+        if self.skew == Skew::Allow {
+            return;
+        }
+        let server = self.fake.server_version();
+        let kubelets: Vec<Kubelet> = (batch.iter())
+            .filter_map(|n| self.fake.node(n))
+            .map(|n| Kubelet::of(&n))
+            .collect();
+        let breaches = judge(&self.target, &server, &kubelets, Workers::Now);
+        if !breaches.is_empty() {
+            let said: Vec<String> = breaches.iter().map(|b| b.to_string()).collect();
+            self.violations.lock().unwrap().push(format!(
+                "batch {batch:?} started breaking the version skew policy (apiserver at \
+                 {server}): {said:?}"
+            ));
+        }
+    }
+}
+
+/// Whether a run was refused, or stopped, by the version skew policy.
+fn refused_by_the_skew_policy(result: &Result<Report, upgrade_driver::Error>) -> bool {
+    match result {
+        Err(upgrade_driver::Error::Plan(p)) => p.field == "skew",
+        Ok(r) => matches!(&r.outcome, Outcome::Stopped { why } if why.contains(skew::POLICY)),
+        Err(_) => false,
+    }
+}
+
 // ---- one seed ----
 
 fn short(result: &Result<Report, upgrade_driver::Error>) -> String {
@@ -369,9 +483,12 @@ fn short(result: &Result<Report, upgrade_driver::Error>) -> String {
             Outcome::Stopped { why } => format!("stopped: {why}"),
             Outcome::Failed { .. } => {
                 let failures: Vec<String> = (r.nodes.iter())
-                    .filter_map(|n| {
-                        let f = n.failure()?;
-                        Some(format!("{} {}: {}", n.name, f.step, f.message))
+                    .filter_map(|n| match (&n.result, n.failure()) {
+                        (_, Some(f)) => Some(format!("{} {}: {}", n.name, f.step, f.message)),
+                        (Some(NodeResult::Blocked { policy, .. }), None) => {
+                            Some(format!("{} blocked: {policy}", n.name))
+                        }
+                        _ => None,
                     })
                     .collect();
                 format!("failed: {}", failures.join("; "))
@@ -399,6 +516,26 @@ fn check_report(fake: &FakeCluster, report: &Report) -> Result<(), String> {
                     ));
                 }
             }
+            Some(NodeResult::Failed(f)) if f.step == UpgradeStep::Soak && !soaking(&node) => {
+                return Err(format!(
+                    "{} failed at its soak, but carries no soak record",
+                    n.name
+                ));
+            }
+            Some(NodeResult::Interrupted {
+                step: UpgradeStep::Soak,
+                ..
+            }) if !soaking(&node) => {
+                return Err(format!(
+                    "{} interrupted at its soak, but carries no soak record",
+                    n.name
+                ));
+            }
+            Some(NodeResult::Failed(f)) if f.step == UpgradeStep::Soak => {}
+            Some(NodeResult::Interrupted {
+                step: UpgradeStep::Soak,
+                ..
+            }) => {}
             Some(NodeResult::Failed(f)) if f.step > UpgradeStep::Cordon && record.is_none() => {
                 return Err(format!(
                     "{} failed at {}, but carries no in-progress record",
@@ -413,12 +550,28 @@ fn check_report(fake: &FakeCluster, report: &Report) -> Result<(), String> {
                     n.name
                 ));
             }
+            Some(NodeResult::Blocked { policy, .. }) => {
+                let blocked =
+                    (node.metadata.annotations.as_ref()).is_some_and(|a| a.contains_key(BLOCKED));
+                let labelled = records::quarantined(&node);
+                let quarantined = *policy == Undrainable::Quarantine;
+                if record.is_some() || (!blocked && !labelled) || (quarantined && !labelled) {
+                    return Err(format!(
+                        "{} reported blocked ({policy}), but its in-progress record is \
+                         {record:?}, blocked record present: {blocked}, labelled: {labelled}",
+                        n.name
+                    ));
+                }
+            }
             _ => {}
         }
     }
     if report.outcome == Outcome::Done {
         let left: Vec<String> = (fake.node_names().into_iter())
-            .filter(|n| fake.node(n).as_ref().and_then(our_record).is_some())
+            .filter(|n| {
+                fake.node(n)
+                    .is_some_and(|node| our_record(&node).is_some() || soaking(&node))
+            })
             .collect();
         if !left.is_empty() {
             return Err(format!(
@@ -429,7 +582,7 @@ fn check_report(fake: &FakeCluster, report: &Report) -> Result<(), String> {
     Ok(())
 }
 
-async fn scenario(seed: u64, verbose: bool) -> Result<Summary, String> {
+async fn scenario(seed: u64, verbose: bool, policies: &Policies) -> Result<Summary, String> {
     let draws = Draws::draw(seed);
     if verbose {
         println!("seed {seed}: {draws:#?}\nschedule:\n{}", draws.actors);
@@ -476,6 +629,10 @@ async fn scenario(seed: u64, verbose: bool) -> Result<Summary, String> {
     let mut runs = Vec::new();
     let mut violations = Vec::new();
     let mut done = false;
+    // The version skew policy is kept until a run is refused by it (an actor made a node, or
+    // the control plane, report a version the target cannot follow): the operator then
+    // allows skew for the runs after.
+    let mut skew = Skew::Enforce;
     for attempt in 0..RUNS {
         let identity = identities[attempt.min(identities.len() - 1)];
         let target = if draws.retarget && attempt > 0 {
@@ -483,7 +640,7 @@ async fn scenario(seed: u64, verbose: bool) -> Result<Summary, String> {
         } else {
             TARGET
         };
-        let plan = plan_for(&draws, identity, target);
+        let plan = plan_for(&draws, policies, identity, target, skew);
         if attempt > 0 {
             // A rerun under another identity: the previous holder's Lease expires first.
             fake.sleep(plan.spec().lease_duration + Duration::from_secs(5))
@@ -498,6 +655,15 @@ async fn scenario(seed: u64, verbose: bool) -> Result<Summary, String> {
             for (_, act) in &shifted.acts {
                 if let Act::CreateBudget { name, .. } = act {
                     let _ = fake.delete_budget_now("default", name);
+                }
+            }
+            // And, under the policies, lets the nodes the runs quarantined be rolled.
+            if policies.drawn() {
+                for name in fake.node_names() {
+                    if fake.node(&name).as_ref().is_some_and(records::quarantined) {
+                        let unlabel = [nodejob_core::NodeChange::remove_label(QUARANTINED)];
+                        let _ = fake.patch_node_now(&name, &unlabel);
+                    }
                 }
             }
         }
@@ -519,12 +685,25 @@ async fn scenario(seed: u64, verbose: bool) -> Result<Summary, String> {
             width: draws.max_unavailable as usize,
             violations: Mutex::new(Vec::new()),
         });
+        let skews = Arc::new(SkewCheck {
+            fake: fake.clone(),
+            target: target.to_string(),
+            skew,
+            violations: Mutex::new(Vec::new()),
+        });
+        let sinks: Arc<dyn upgrade_driver::ProgressSink> = {
+            let (batches, skews) = (batches.clone(), skews.clone());
+            Arc::new(move |e: &upgrade_driver::Progress| {
+                batches.event(e);
+                skews.event(e);
+            })
+        };
         let crash = draws.crash.clone().filter(|_| attempt == 0);
         if let Some(c) = &crash {
             api = api.crashing_at_verb(c.verb, c.nth, c.after);
         }
         let result = tokio::select! {
-            result = tokio::time::timeout(RUN_BOUND, run(&api, &plan, batches.clone())) => {
+            result = tokio::time::timeout(RUN_BOUND, run(&api, &plan, sinks)) => {
                 match result {
                     Ok(result) => Some(result),
                     Err(_) => return Err(format!("run {attempt} did not end within {RUN_BOUND:?}; runs {runs:#?}")),
@@ -534,6 +713,7 @@ async fn scenario(seed: u64, verbose: bool) -> Result<Summary, String> {
         };
         violations.extend(api.observer().violations.lock().unwrap().clone());
         violations.extend(batches.violations.lock().unwrap().clone());
+        violations.extend(skews.violations.lock().unwrap().clone());
         for (node, n) in api.observer().killed.lock().unwrap().iter() {
             *killed.entry(node.clone()).or_default() += n;
         }
@@ -542,6 +722,9 @@ async fn scenario(seed: u64, verbose: bool) -> Result<Summary, String> {
             continue;
         };
         runs.push(short(&result));
+        if refused_by_the_skew_policy(&result) {
+            skew = Skew::Allow;
+        }
         if verbose {
             println!("run {attempt} at {:?}: {result:#?}", fake.now());
         }
@@ -599,16 +782,50 @@ async fn scenario(seed: u64, verbose: bool) -> Result<Summary, String> {
 fn seeded_actor_schedules_keep_every_invariant_and_every_roll_finishes() {
     let (seeds, verbose) = seeds(SEEDS);
     let started = Instant::now();
-    let results = run_seeds(seeds.clone(), |seed| scenario(seed, verbose));
+    let defaults = Policies::default();
+    let results = run_seeds(seeds.clone(), |seed| scenario(seed, verbose, &defaults));
     let wall = started.elapsed();
     conclude("actor soak", seeds, wall, &results, kind, |seed| {
         format!("schedule:\n{}", Draws::draw(seed).actors)
     });
 }
 
+/// The same seeds under long-roll policies drawn for each (see the module docs).
+#[test]
+fn seeded_actor_schedules_under_the_long_roll_policies_keep_every_invariant() {
+    let (seeds, verbose) = seeds(SEEDS);
+    let started = Instant::now();
+    let results = run_seeds(seeds.clone(), |seed| {
+        let policies = Policies::draw(seed);
+        async move { scenario(seed, verbose, &policies).await }
+    });
+    let wall = started.elapsed();
+    conclude(
+        "actor soak (long-roll policies)",
+        seeds,
+        wall,
+        &results,
+        kind,
+        |seed| {
+            format!(
+                "policies: {:?}\nschedule:\n{}",
+                Policies::draw(seed),
+                Draws::draw(seed).actors
+            )
+        },
+    );
+}
+
 #[test]
 fn an_actor_seed_replays_exactly() {
-    let first = nodejob_conformance::soak::run_seed(5, &|seed| scenario(seed, false));
-    let second = nodejob_conformance::soak::run_seed(5, &|seed| scenario(seed, false));
-    assert_eq!(first, second);
+    let policies = Policies::draw(5);
+    for policies in [Policies::default(), policies] {
+        let scenario = |seed| {
+            let policies = policies.clone();
+            async move { scenario(seed, false, &policies).await }
+        };
+        let first = nodejob_conformance::soak::run_seed(5, &scenario);
+        let second = nodejob_conformance::soak::run_seed(5, &scenario);
+        assert_eq!(first, second);
+    }
 }

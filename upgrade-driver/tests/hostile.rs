@@ -348,6 +348,29 @@ async fn a_node_deleted_while_its_host_job_runs_ends_its_step_when_the_pod_gc_fa
     );
 }
 
+/// A node the plan names, deleted before its turn, is skipped as a selected one is; the roll
+/// goes on with the others (it was refused as a whole, "node z-1 does not exist").
+#[tokio::test(start_paused = true)]
+async fn a_named_node_deleted_before_its_turn_is_skipped_and_the_roll_goes_on() {
+    let (fake, names) = cluster(111, 0, &[("z", 3)], 0);
+    let _removed = remove_after(&fake, Verb::CreateJob, "z-1", Duration::from_secs(1));
+    let api = harness(fake.clone(), names, 1);
+    let report = run(
+        &api,
+        &plan(only(&["z-0", "z-1", "z-2"])),
+        upgrade_driver::quiet(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
+    assert_eq!(node_result(&report, "z-0"), NodeResult::Upgraded);
+    let NodeResult::Skipped { why } = node_result(&report, "z-1") else {
+        panic!("{report:#?}")
+    };
+    assert_eq!(why, "deleted from the cluster");
+    assert_eq!(node_result(&report, "z-2"), NodeResult::Upgraded);
+}
+
 // --- the selection changes under a node in flight -------------------------------------------------
 
 #[tokio::test(start_paused = true)]

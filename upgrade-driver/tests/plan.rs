@@ -305,6 +305,8 @@ async fn a_selector_matching_no_node_is_an_error_before_the_lease() -> TestResul
 #[tokio::test(start_paused = true)]
 async fn a_set_based_selector_is_accepted_and_served_by_the_fake() -> TestResult {
     let (fake, _) = cluster(2, 1, &[("a", 2), ("b", 1), ("c", 1)], 0);
+    // Workers only: the control plane's apiserver is at the target already.
+    fake.set_server_version(nodejob_fake::ServerVersion::Fixed("v1.38.0".into()));
     let mut spec = plan_spec();
     spec.selector =
         Some("role in (worker),topology.kubernetes.io/zone notin (a),!node-role.kubernetes.io/control-plane".into());

@@ -133,6 +133,12 @@ fn with_web_pods(fake: &FakeCluster) -> Vec<String> {
     nodes
 }
 
+/// The control plane's apiserver is at the target already (its nodes' kubelets are not), as
+/// a worker roll that keeps the version skew policy needs it.
+fn control_plane_at_target(fake: &FakeCluster) {
+    fake.set_server_version(nodejob_fake::ServerVersion::Fixed(TARGET.into()));
+}
+
 fn workers_only() -> PlanSpec {
     let mut spec = plan_spec();
     spec.selector = Some(format!("{}={}", WORKER.0, WORKER.1));
@@ -142,6 +148,7 @@ fn workers_only() -> PlanSpec {
 #[tokio::test(start_paused = true)]
 async fn a_budget_that_blocks_then_releases_delays_the_drain_and_the_roll_finishes() {
     let (fake, _) = guarded(6).await;
+    control_plane_at_target(&fake);
     // A third healthy `web` pod, on a node outside the plan, appears a minute later: the budget
     // then allows one disruption.
     fake.schedule(Duration::from_secs(90), |c| {
@@ -169,6 +176,7 @@ async fn a_budget_that_blocks_then_releases_delays_the_drain_and_the_roll_finish
 #[tokio::test(start_paused = true)]
 async fn a_budget_that_never_releases_fails_the_drain_at_its_timeout_naming_it() {
     let (fake, _) = guarded(7).await;
+    control_plane_at_target(&fake);
     let blocked = with_web_pods(&fake)[0].clone();
     let workers = vec!["z-0".to_string(), "z-1".to_string()];
     let api = harness(fake.clone(), workers, 1);
@@ -465,6 +473,7 @@ async fn preview_writes_nothing_and_says_what_a_run_would_do() {
                 c.verb,
                 Verb::GetNode
                     | Verb::ListNodes
+                    | Verb::Version
                     | Verb::ListNodePods
                     | Verb::GetLease
                     | Verb::EvictPod
@@ -514,6 +523,7 @@ async fn the_preview_names_the_pods_that_no_other_node_can_run() {
     // One worker: while it is drained, its Pod's replacement has nowhere to run (the control
     // plane does not match its node selector).
     let (fake, _) = small(21, 1);
+    control_plane_at_target(&fake);
     fake.create_deployment_now(&deployment("default", "web", 1, &label))
         .unwrap();
     fake.sleep(Duration::from_secs(30)).await;
@@ -526,6 +536,7 @@ async fn the_preview_names_the_pods_that_no_other_node_can_run() {
 
     // Two workers drained one at a time: each can take the other's Pods.
     let (fake, _) = small(21, 2);
+    control_plane_at_target(&fake);
     fake.create_deployment_now(&deployment("default", "web", 2, &label))
         .unwrap();
     fake.sleep(Duration::from_secs(30)).await;

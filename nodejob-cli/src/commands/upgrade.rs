@@ -32,6 +32,10 @@ pub(crate) fn settings(args: &Upgrade) -> UpgradeSettings {
         failure_budget: Some(args.failure_budget),
         health_check: args.health_check.then(|| args.health_argv.clone()),
         allow_downgrade: args.allow_downgrade,
+        on_undrainable: Some(args.long_roll.on_undrainable.policy()),
+        max_blocked: Some(args.long_roll.max_blocked),
+        soak: args.long_roll.soak,
+        allow_skew: args.allow_skew,
     }
 }
 
@@ -50,11 +54,22 @@ pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
     let plan = settings(&args).plan(&global.namespace).map_err(refused)?;
     let stop = Stop::new();
     let notice = on_interrupt(Some(stop.clone()));
+    let undrainable = args.long_roll.simulate_undrainable.clone();
+    let soak_reboot = args.long_roll.simulate_soak_reboot.clone();
     let backend = Backend::new(global, args.sim.simulate)
         .clocked(args.sim.speed, args.sim.simulate_start)
         .failing(args.simulate_fail.as_deref(), Fault::UpgradeFails)?
         .prepared(Prepare::Settle);
+    if let Some(node) = &undrainable {
+        backend.has_node("--simulate-undrainable", node)?;
+    }
+    if let Some(node) = &soak_reboot {
+        backend.has_node("--simulate-soak-reboot", node)?;
+    }
     backend.block_on(|t| async move {
+        if let (Some(fake), Some(node)) = (&t.fake, &undrainable) {
+            crate::sim::undrainable(fake, node).await?;
+        }
         if preview {
             let preview = upgrade_driver::preview(&*t.api, &plan)
                 .await
@@ -73,9 +88,17 @@ pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
             &notice,
             global.verbose > 0,
         ));
+        let sink: Arc<dyn upgrade_driver::ProgressSink> = match (&t.fake, &soak_reboot) {
+            (Some(fake), Some(node)) => Arc::new(crate::sim::RebootInSoak::new(
+                fake.clone(),
+                node,
+                renderer.clone(),
+            )),
+            _ => renderer.clone(),
+        };
         let clock = t.clock();
         let began = clock();
-        let report = upgrade_driver::run_until(&*t.api, &plan, renderer.clone(), &stop).await;
+        let report = upgrade_driver::run_until(&*t.api, &plan, sink, &stop).await;
         let took = began.duration_until(clock()).unsigned_abs();
         renderer.finish(&notice);
         let report = report.map_err(|e| driver_exit(present::error(&e)))?;

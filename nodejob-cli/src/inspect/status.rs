@@ -82,6 +82,16 @@ pub(crate) struct NodeState {
     /// The upgrade's records, read (an unreadable one as absent).
     #[serde(skip)]
     pub(crate) upgrade: Option<UpgradeRecord>,
+    /// The upgrade's blocked record (its drain held by budgets: skipped or quarantined), as
+    /// an object; left out when none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) blocked: Option<serde_json::Value>,
+    /// Whether it carries the upgrade's quarantine label; left out when not.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) quarantined: bool,
+    /// The blocked record, read (an unreadable one as absent).
+    #[serde(skip)]
+    pub(crate) blocked_record: Option<records::Blocked>,
 }
 
 /// Where the upgrade stands on a node.
@@ -259,6 +269,9 @@ impl NodeState {
             done: annotation(DONE),
             ca,
             upgrade,
+            blocked: annotation(records::BLOCKED),
+            quarantined: records::quarantined(node),
+            blocked_record: records::read(node, records::BLOCKED).ok().flatten(),
         }
     }
 }

@@ -103,6 +103,42 @@ pub(crate) struct UpgradeArgs {
     /// than any selected node's version is refused, naming the nodes and their versions.
     #[serde(default)]
     pub(crate) allow_downgrade: bool,
+    /// Go past the Kubernetes version skew policy
+    /// (https://kubernetes.io/releases/version-skew-policy/#kubelet). Default false: a kubelet
+    /// upgrade is refused, naming the rule, the nodes and the versions, when a worker would run
+    /// a kubelet newer than the apiserver, more than three minor versions older, or a minor
+    /// version past the one after its own (before any write, and again before each batch).
+    /// With it, each breach is said in the preview, the progress and the report.
+    #[serde(default)]
+    pub(crate) allow_skew: bool,
+    /// What a node comes to whose drain PodDisruptionBudgets allowing no disruption hold past
+    /// `drain_timeout`: `fail` (default: it stays cordoned, the roll stops), `skip`
+    /// (uncordoned if we cordoned it, why recorded on it; the roll goes on and tries it once
+    /// more at the end), `quarantine` (left cordoned, labelled
+    /// `stratum.ciq.com/upgrade-quarantined`; no run touches it until the label is removed).
+    #[serde(default)]
+    pub(crate) on_undrainable: Option<OnUndrainable>,
+    /// How many blocked nodes (skipped or quarantined) the roll goes on past; one more stops
+    /// it as a failure does. Default 1.
+    #[serde(default)]
+    pub(crate) max_blocked: Option<u32>,
+    /// How long each upgraded node, back in service, must stay Ready on the same boot (and
+    /// pass the health check again at the end) before the next batch starts: `10m`, `1h`
+    /// (at most `24h`). A node that breaks its soak fails (failure budget). Default: none.
+    #[serde(default)]
+    pub(crate) soak: Option<String>,
+}
+
+/// `on_undrainable`: what a node comes to whose drain budgets block past its timeout.
+#[derive(Clone, Copy, Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum OnUndrainable {
+    /// The node fails; the roll stops.
+    Fail,
+    /// Uncordoned, recorded, tried once more at the end.
+    Skip,
+    /// Left cordoned and labelled; never touched again while labelled.
+    Quarantine,
 }
 
 /// `rotate_ca`, `rotate_ca_abort`: the CA rotation's plan, as `nodejob rotate-ca`'s flags say
@@ -372,6 +408,14 @@ impl UpgradeArgs {
             failure_budget: self.failure_budget,
             health_check: self.health_check.clone(),
             allow_downgrade: self.allow_downgrade,
+            on_undrainable: self.on_undrainable.map(|p| match p {
+                OnUndrainable::Fail => upgrade_driver::Undrainable::Fail,
+                OnUndrainable::Skip => upgrade_driver::Undrainable::Skip,
+                OnUndrainable::Quarantine => upgrade_driver::Undrainable::Quarantine,
+            }),
+            max_blocked: self.max_blocked,
+            soak: duration("soak", self.soak.as_ref())?,
+            allow_skew: self.allow_skew,
         })
     }
 

@@ -1,6 +1,6 @@
 //! `status` for people: the Lease's line, a table of the nodes, the simulated cluster's counters.
 
-use crate::inspect::status::{Ca, LeaseState, Status, UpgradeRecord, UpgradeState};
+use crate::inspect::status::{Ca, LeaseState, NodeState, Status, UpgradeRecord, UpgradeState};
 use crate::present::table;
 
 /// `status` for people: the Lease's line, a table of the nodes, then the simulated cluster's
@@ -51,15 +51,59 @@ pub(crate) fn text(status: &Status) -> String {
                     )
                 }
                 Some(UpgradeRecord::Done(d)) => format!("upgraded to {} at {}", d.version, d.at),
-                None => "-".into(),
+                None => blocked_cell(n),
             },
         ]);
     }
     out.push_str(&table(&rows));
+    out.push_str(&blocked_lines(status));
     if let Some(sim) = &status.simulated {
         out.push_str(&format!(
             "simulated cluster: {} API calls so far, {} of them writes; resourceVersion {:?}\n",
             sim.api_calls, sim.writes, sim.resource_version
+        ));
+    }
+    out
+}
+
+/// The UPGRADE cell of a node with no upgrade under way nor done: blocked, if it was.
+fn blocked_cell(n: &NodeState) -> String {
+    match (&n.blocked_record, n.quarantined) {
+        (Some(b), _) if b.policy == upgrade_driver::Undrainable::Quarantine || n.quarantined => {
+            format!("QUARANTINED toward {} (drain blocked)", b.target)
+        }
+        (Some(b), _) => format!("BLOCKED toward {} (drain blocked, skipped)", b.target),
+        (None, true) => "QUARANTINED (labelled)".into(),
+        (None, false) => "-".into(),
+    }
+}
+
+/// After the table, a line per node an upgrade blocked: what was done, when, the budgets and
+/// the Pods left. Nothing when none was.
+fn blocked_lines(status: &Status) -> String {
+    let mut out = String::new();
+    for n in &status.nodes {
+        let Some(b) = &n.blocked_record else {
+            continue;
+        };
+        let what = if n.quarantined {
+            "quarantined (left cordoned, labelled)"
+        } else if b.policy == upgrade_driver::Undrainable::Quarantine {
+            "was quarantined (its label since removed)"
+        } else {
+            "skipped"
+        };
+        let list = |items: &[String]| match items {
+            [] => "-".to_string(),
+            items => items.join(", "),
+        };
+        out.push_str(&format!(
+            "blocked {}: {what} toward {} at {}; budgets: {}; pods left: {}\n",
+            n.node,
+            b.target,
+            b.at,
+            list(&b.budgets),
+            list(&b.pods)
         ));
     }
     out
@@ -98,7 +142,7 @@ fn lease_line(lease: Option<&LeaseState>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inspect::status::{Ca, LeaseState, NodeState};
+    use crate::inspect::status::{Ca, LeaseState};
 
     fn lease(holder: Option<&str>, expired: Option<bool>, operation: Option<&str>) -> LeaseState {
         LeaseState {
@@ -153,6 +197,9 @@ mod tests {
                     unreadable: "not the driver's record".into(),
                 }),
                 upgrade: None,
+                blocked: None,
+                quarantined: false,
+                blocked_record: None,
             }],
             simulated: None,
         };
@@ -179,6 +226,76 @@ mod tests {
              NODE  VERSION  READY  CORDONED  CA (LAST READ)  UPGRADE\n\
              cp-0  ?        yes    no        unreadable      -\n"
         );
+        Ok(())
+    }
+    #[test]
+    fn a_blocked_node_shows_its_budgets_and_pods_in_text_and_json() -> serde_json::Result<()> {
+        let record = upgrade_driver::records::Blocked {
+            target: "v1.38.0".into(),
+            policy: upgrade_driver::Undrainable::Quarantine,
+            budgets: vec!["default/pinned".into()],
+            pods: vec!["default/pinned-abc".into()],
+            at: "2026-01-01T00:40:00Z".into(),
+            cordoned: true,
+        };
+        let node =
+            |name: &str, quarantined: bool, record: Option<upgrade_driver::records::Blocked>| {
+                NodeState {
+                    node: name.into(),
+                    version: Some("v1.37.2".into()),
+                    ready: true,
+                    cordoned: quarantined,
+                    upgrade_state: None,
+                    in_progress: None,
+                    host_job: None,
+                    done: None,
+                    ca: None,
+                    upgrade: None,
+                    blocked: record
+                        .as_ref()
+                        .map(|r| serde_json::to_value(r).unwrap_or_default()),
+                    quarantined,
+                    blocked_record: record,
+                }
+            };
+        let skipped = upgrade_driver::records::Blocked {
+            policy: upgrade_driver::Undrainable::Skip,
+            cordoned: false,
+            ..record.clone()
+        };
+        let status = Status {
+            lease_name: "kube-system/nodejob".into(),
+            lease: None,
+            nodes: vec![
+                node("worker-a-0", true, Some(record)),
+                node("worker-b-0", false, Some(skipped)),
+                node("worker-b-1", false, None),
+            ],
+            simulated: None,
+        };
+        let text = text(&status);
+        assert!(
+            text.contains("QUARANTINED toward v1.38.0 (drain blocked)")
+                && text.contains("BLOCKED toward v1.38.0 (drain blocked, skipped)"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "blocked worker-a-0: quarantined (left cordoned, labelled) toward v1.38.0 at \
+                 2026-01-01T00:40:00Z; budgets: default/pinned; pods left: default/pinned-abc\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("blocked worker-b-0: skipped toward"),
+            "{text}"
+        );
+        assert!(!text.contains("blocked worker-b-1"), "{text}");
+        let json = serde_json::to_value(&status)?;
+        assert_eq!(json["nodes"][0]["quarantined"], true);
+        assert_eq!(json["nodes"][0]["blocked"]["budgets"][0], "default/pinned");
+        let plain = json["nodes"][2].as_object().cloned().unwrap_or_default();
+        assert!(!plain.contains_key("blocked") && !plain.contains_key("quarantined"));
         Ok(())
     }
 }

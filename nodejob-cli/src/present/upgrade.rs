@@ -1,7 +1,8 @@
 //! The rolling upgrade for people: its progress lines, preview, summary and failure texts.
 
 use upgrade_driver::{
-    FenceEvent, NodeResult, Outcome, PodPlan, Preview, Progress, Report, UpgradeEvent, UpgradeStep,
+    FenceEvent, NodeResult, Outcome, PodPlan, Preview, Progress, Report, Undrainable, UpgradeEvent,
+    UpgradeStep,
 };
 
 use super::retry::{self, Invocation};
@@ -21,6 +22,8 @@ fn step_index(step: UpgradeStep) -> u64 {
         UpgradeStep::Reboot => 4,
         UpgradeStep::Health => 5,
         UpgradeStep::Uncordon => 6,
+        // Past the bar's end (it stays full): a soak follows the uncordon, when there is one.
+        UpgradeStep::Soak => 7,
     }
 }
 
@@ -48,6 +51,9 @@ impl Event for Progress {
             }
             Progress::Driver(UpgradeEvent::PodsEvicted { node, pods }) => {
                 format!("{node}: evicted {}", pods.join(", "))
+            }
+            Progress::Driver(UpgradeEvent::Soaking { node, left_ms }) => {
+                format!("{node}: soaking, {} left", seconds(*left_ms))
             }
             Progress::Note {
                 node: Some(node),
@@ -78,6 +84,10 @@ impl Event for Progress {
                 result: NodeResult::Failed(_),
                 ..
             } => Severity::Error,
+            Progress::NodeFinished {
+                result: NodeResult::Blocked { .. },
+                ..
+            } => Severity::Warning,
             Progress::Stopping { .. } => Severity::Warning,
             _ => Severity::Info,
         }
@@ -113,6 +123,7 @@ impl Event for Progress {
                     NodeResult::Skipped { .. } => End::Skipped,
                     NodeResult::Failed(_) => End::Failed,
                     NodeResult::Interrupted { .. } => End::Stopped,
+                    NodeResult::Blocked { .. } => End::Skipped,
                 }),
             ),
             Progress::Driver(UpgradeEvent::NodeSkipped { node, why }) => bar(
@@ -120,6 +131,12 @@ impl Event for Progress {
                 Position::Full,
                 Some(format!("skipped: {why}")),
                 Now::Ended(End::Skipped),
+            ),
+            Progress::Driver(UpgradeEvent::Soaking { node, left_ms }) => bar(
+                node,
+                Position::Keep,
+                Some(format!("Soak: {} left", seconds(*left_ms))),
+                Now::Working,
             ),
             Progress::Lease(FenceEvent::Renewed { .. })
             | Progress::Driver(UpgradeEvent::PodsEvicted { .. }) => OnBars::Nothing,
@@ -134,6 +151,7 @@ fn result_text(result: &NodeResult) -> String {
         NodeResult::Skipped { why } => format!("skipped ({why})"),
         NodeResult::Failed(f) => failed_at(f.step, f.exit_code, &f.message),
         NodeResult::Interrupted { step, why } => format!("stopped before {step}: {why}"),
+        NodeResult::Blocked { why, .. } => format!("blocked: {why}"),
     }
 }
 
@@ -147,6 +165,9 @@ pub(crate) fn preview(preview: &Preview) -> String {
     );
     for (node, why) in &preview.skipped {
         lines.push(format!("skip {node}: {why}"));
+    }
+    for said in &preview.skew {
+        lines.push(format!("skew: {said}"));
     }
     for (i, (group, nodes)) in preview.batches.iter().enumerate() {
         lines.push(format!("batch {} ({group}): {}", i + 1, nodes.join(", ")));
@@ -179,7 +200,68 @@ pub(crate) fn preview(preview: &Preview) -> String {
             });
         }
     }
+    lines.extend(undrainable_preview(preview));
     lines.join("\n") + "\n"
+}
+
+/// The preview's lines on blocked nodes: each node quarantined by an earlier run (left as it
+/// is), and each node a budget allowing no disruption now would block, with what the plan
+/// would then do.
+fn undrainable_preview(preview: &Preview) -> Vec<String> {
+    let mut lines = Vec::new();
+    if let Some(ms) = preview.soak_ms {
+        lines.push(format!(
+            "soak: each node, back in service, stays Ready on the same boot for {} (the health \
+             check, if any, passing again at its end) before the next batch starts",
+            seconds(ms)
+        ));
+    }
+    for (node, why) in &preview.quarantined {
+        lines.push(format!("leave {node}: {why}"));
+    }
+    for block in &preview.would_block {
+        lines.push(format!(
+            "would be blocked (on_undrainable {}): {} by budget(s) {} (pods {}): {}",
+            preview.on_undrainable,
+            block.node,
+            block.budgets.join(", "),
+            block.pods.join(", "),
+            block.then
+        ));
+    }
+    lines
+}
+
+/// A line per blocked node: what was done with it, the budgets and the Pods left, and where
+/// to look.
+fn blocked(report: &Report) -> Vec<String> {
+    let mut lines = Vec::new();
+    for n in &report.nodes {
+        if let Some(NodeResult::Blocked {
+            budgets, pods, why, ..
+        }) = &n.result
+        {
+            lines.push(format!("node {} blocked: {why}", n.name));
+            lines.push(format!(
+                "  budgets: {}; pods left: {}",
+                or_none(budgets),
+                or_none(pods)
+            ));
+            lines.push(format!(
+                "  look at: kubectl get pdb -A; kubectl get pods -A --field-selector \
+                 spec.nodeName={}",
+                n.name
+            ));
+        }
+    }
+    lines
+}
+
+fn or_none(items: &[String]) -> String {
+    match items {
+        [] => "-".into(),
+        items => items.join(", "),
+    }
 }
 
 /// The summary table: node (in natural order), from, to (`-` where the node did not get
@@ -201,6 +283,10 @@ pub(crate) fn summary(report: &Report, took_ms: Option<u64>) -> String {
             Some(NodeResult::Skipped { .. }) => "skipped".into(),
             Some(NodeResult::Failed(f)) => format!("failed at {}", f.step),
             Some(NodeResult::Interrupted { step, .. }) => format!("stopped before {step}"),
+            Some(NodeResult::Blocked { policy, .. }) => match policy {
+                Undrainable::Quarantine => "blocked, quarantined".into(),
+                _ => "blocked, skipped".into(),
+            },
         };
         rows.push([
             n.name.clone(),
@@ -220,14 +306,26 @@ pub(crate) fn summary(report: &Report, took_ms: Option<u64>) -> String {
         ]);
     }
     let mut out = table(&rows);
+    for n in natural(&report.nodes, |n| n.name.as_str()) {
+        for said in &n.skew {
+            out.push_str(&format!(
+                "{}: allowed past the version skew policy: {said}\n",
+                n.name
+            ));
+        }
+    }
     let t = &report.totals;
     out.push_str(&format!(
-        "{} upgraded, {} skipped, {} failed, {} stopped, {} not started; {} pods evicted; {}{}\n",
+        "{} upgraded, {} skipped, {} failed, {} stopped, {} not started{}; {} pods evicted; {}{}\n",
         t.upgraded,
         t.skipped,
         t.failed,
         t.interrupted,
         t.not_started,
+        match t.blocked {
+            0 => String::new(),
+            n => format!(", {n} blocked"),
+        },
         t.pods_evicted,
         took_ms
             .map(|ms| format!("took {}; ", seconds(ms)))
@@ -296,15 +394,21 @@ pub(crate) fn ended(
         Outcome::Done => None,
         Outcome::Failed { nodes, retry } => {
             let mut lines = failures(report, Some(plan));
+            lines.extend(blocked(report));
             lines.push(format!(
                 "retry: {}  (or the same command as before: {retry})",
                 invocation.narrowed_to(nodes)
             ));
             Some(lines.join("\n"))
         }
-        Outcome::Stopped { why } => Some(format!(
-            "stopped: {why}\nthe cluster keeps the run's state: run the same command again to resume"
-        )),
+        Outcome::Stopped { why } => {
+            let mut lines = blocked(report);
+            lines.insert(0, format!("stopped: {why}"));
+            lines.push(
+                "the cluster keeps the run's state: run the same command again to resume".into(),
+            );
+            Some(lines.join("\n"))
+        }
     }
 }
 
@@ -315,7 +419,7 @@ pub(crate) fn answer(
     arguments: &serde_json::Map<String, serde_json::Value>,
 ) -> String {
     let mut text = summary(report, None);
-    for line in failures(report, None) {
+    for line in failures(report, None).into_iter().chain(blocked(report)) {
         text.push_str(&line);
         text.push('\n');
     }

@@ -5,7 +5,7 @@
 //! | trait | resource | RBAC verbs |
 //! |---|---|---|
 //! | [`JobApi`] | `batch/v1` Jobs, their Pods' logs, Events | jobs create/get/list/watch/delete; pods list; pods/log get; events list/create |
-//! | [`NodeApi`] | `v1` Nodes | nodes get/list/watch/patch |
+//! | [`NodeApi`] | `v1` Nodes, the apiserver's `/version` | nodes get/list/watch/patch; `/version` needs no grant |
 //! | [`PodApi`] | `v1` Pods on a node, `policy/v1` Eviction | pods get/list/watch; pods/eviction create |
 //! | [`LeaseApi`] | `coordination.k8s.io/v1` Leases | leases get/create/update |
 //!

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::version::Info;
 
 use super::{ApiResult, Change, Clock};
 
@@ -31,6 +32,20 @@ pub enum NodeChange {
         /// The annotation key.
         key: String,
     },
+    /// Sets `metadata.labels[key] = value` (a label value: at most 63 characters of
+    /// alphanumerics, `-`, `_` and `.`, beginning and ending with an alphanumeric, else the
+    /// apiserver refuses the write as Invalid).
+    SetLabel {
+        /// The label key.
+        key: String,
+        /// Its value.
+        value: String,
+    },
+    /// Removes `metadata.labels[key]` (no error when it is absent).
+    RemoveLabel {
+        /// The label key.
+        key: String,
+    },
 }
 
 impl NodeChange {
@@ -45,6 +60,19 @@ impl NodeChange {
     /// [`NodeChange::RemoveAnnotation`].
     pub fn remove_annotation(key: impl Into<String>) -> Self {
         NodeChange::RemoveAnnotation { key: key.into() }
+    }
+
+    /// [`NodeChange::SetLabel`].
+    pub fn set_label(key: impl Into<String>, value: impl Into<String>) -> Self {
+        NodeChange::SetLabel {
+            key: key.into(),
+            value: value.into(),
+        }
+    }
+
+    /// [`NodeChange::RemoveLabel`].
+    pub fn remove_label(key: impl Into<String>) -> Self {
+        NodeChange::RemoveLabel { key: key.into() }
     }
 
     /// Applies the change to `node` as the apiserver would (used by in-memory backends, and to
@@ -68,6 +96,20 @@ impl NodeChange {
                     annotations.remove(key);
                     if annotations.is_empty() {
                         node.metadata.annotations = None;
+                    }
+                }
+            }
+            NodeChange::SetLabel { key, value } => {
+                node.metadata
+                    .labels
+                    .get_or_insert_default()
+                    .insert(key.clone(), value.clone());
+            }
+            NodeChange::RemoveLabel { key } => {
+                if let Some(labels) = node.metadata.labels.as_mut() {
+                    labels.remove(key);
+                    if labels.is_empty() {
+                        node.metadata.labels = None;
                     }
                 }
             }
@@ -138,4 +180,12 @@ pub trait NodeApi: Clock {
         resource_version: &str,
         changes: &[NodeChange],
     ) -> ApiResult<Node>;
+
+    /// `GET /version`: the apiserver's release (`gitVersion`, `major`, `minor`), what the
+    /// Kubernetes version skew policy judges a kubelet against
+    /// (<https://kubernetes.io/releases/version-skew-policy/#kubelet>). Here beside the Nodes
+    /// because that is what it is read for; it needs no grant of its own: every authenticated
+    /// user may read it (the `system:public-info-viewer` ClusterRole, bound to
+    /// `system:authenticated` and `system:unauthenticated` by default).
+    async fn version(&self) -> ApiResult<Info>;
 }

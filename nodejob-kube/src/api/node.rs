@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::version::Info;
 use kube::api::{GetParams, ListParams, ObjectList, Patch, PatchParams};
 use nodejob_core::{ApiError, ApiResult, Change, NodeApi, NodeChange, NodeChanges, NodesAt};
 use serde_json::{Value, json};
@@ -89,6 +90,14 @@ impl NodeApi for KubeApi {
         }
         answer
     }
+
+    /// One `GET /version`, as `kubectl version` reads the server's.
+    async fn version(&self) -> ApiResult<Info> {
+        let request = http::Request::get("/version")
+            .body(Vec::new())
+            .map_err(kube::core::request::Error::BuildRequest);
+        call_json(&self.client, request).await
+    }
 }
 
 /// The JSON merge patch that applies `changes` in order (a later change to the same field wins)
@@ -100,6 +109,8 @@ impl NodeApi for KubeApi {
 /// | `Uncordon` | `spec.unschedulable: null` (removed, as `kubectl uncordon` leaves it) |
 /// | `SetAnnotation {key, value}` | `metadata.annotations[key]: value` |
 /// | `RemoveAnnotation {key}` | `metadata.annotations[key]: null` (removed; absent is fine) |
+/// | `SetLabel {key, value}` | `metadata.labels[key]: value` |
+/// | `RemoveLabel {key}` | `metadata.labels[key]: null` (removed; absent is fine) |
 pub(crate) fn merge_patch(resource_version: &str, changes: &[NodeChange]) -> ApiResult<Value> {
     let mut patch = json!({ "metadata": { "resourceVersion": resource_version } });
     for change in changes {
@@ -111,6 +122,12 @@ pub(crate) fn merge_patch(resource_version: &str, changes: &[NodeChange]) -> Api
             }
             NodeChange::RemoveAnnotation { key } => {
                 patch["metadata"]["annotations"][key.as_str()] = Value::Null;
+            }
+            NodeChange::SetLabel { key, value } => {
+                patch["metadata"]["labels"][key.as_str()] = json!(value);
+            }
+            NodeChange::RemoveLabel { key } => {
+                patch["metadata"]["labels"][key.as_str()] = Value::Null;
             }
             other => {
                 return Err(ApiError::bad_request(format!(
@@ -134,6 +151,8 @@ mod tests {
             NodeChange::remove_annotation("stratum.ciq.com/old"),
             NodeChange::set_annotation("stratum.ciq.com/old", "back"),
             NodeChange::Uncordon,
+            NodeChange::set_label("stratum.ciq.com/quarantined", "yes"),
+            NodeChange::remove_label("stratum.ciq.com/gone"),
         ];
         assert_eq!(
             merge_patch("42", &changes)?,
@@ -143,6 +162,10 @@ mod tests {
                     "annotations": {
                         "stratum.ciq.com/upgrade": "cordoned",
                         "stratum.ciq.com/old": "back"
+                    },
+                    "labels": {
+                        "stratum.ciq.com/quarantined": "yes",
+                        "stratum.ciq.com/gone": null
                     }
                 },
                 "spec": { "unschedulable": null }

@@ -1,0 +1,161 @@
+//! The version-skew gate at work ([`crate::skew`] judges, this reads): once before any write
+//! ([`before_any_write`], the run's and the preview's), and before each batch ([`Gated`], an
+//! [`Admission`] around the run's own).
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::Node;
+use nodejob_core::{JobApi, LeaseApi, NodeApi, PodApi};
+use nodejob_roll::{Admission, Admit, Group, retry};
+
+use super::Run;
+use crate::Error;
+use crate::plan::Plan;
+use crate::progress::Progress;
+use crate::records::at_target;
+use crate::skew::{Breach, Kubelet, Skew, Workers, applies, judge, moving, refusal};
+
+/// What the gate found before any write, on a plan it lets through.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Before {
+    /// Breaches the plan allows (`Skew::Allow`): each is said.
+    pub(crate) allowed: Vec<Breach>,
+    /// The workers' target is newer than the apiserver now, and the plan's control-plane
+    /// nodes go first: what the workers wait for.
+    pub(crate) waiting: Option<String>,
+}
+
+/// The apiserver's `gitVersion`, read (transient errors retried).
+async fn server<A: NodeApi + ?Sized>(api: &A) -> Result<String, nodejob_core::ApiError> {
+    retry(api, || api.version()).await.map(|i| i.git_version)
+}
+
+/// Judges moving `nodes` (the plan's, those carried on included) to the target against the
+/// apiserver, before any write: a breach is refused ([`Error::Plan`] on `skew`) unless the
+/// plan allows skew. Reads nothing unless the gate applies ([`applies`]).
+pub(crate) async fn before_any_write<A: NodeApi + ?Sized>(
+    api: &A,
+    plan: &Plan,
+    nodes: &[Node],
+) -> Result<Before, Error> {
+    if !applies(plan) {
+        return Ok(Before::default());
+    }
+    let server = server(api).await.map_err(|cause| Error::Reading {
+        what: "the apiserver's version (GET /version)".into(),
+        cause,
+    })?;
+    let (moving, workers) = moving(plan, nodes);
+    let breaches = judge(plan.target(), &server, &moving, workers);
+    if !breaches.is_empty() && plan.spec().skew == Skew::Enforce {
+        return Err(Error::Plan(refusal(plan.target(), &breaches)));
+    }
+    // What the workers wait for: the newer rule, judged once the control plane went first.
+    let later = judge(plan.target(), &server, &moving, Workers::Now);
+    let waiting = (workers == Workers::AfterControlPlane
+        && later
+            .iter()
+            .any(|b| matches!(b.rule, crate::skew::Rule::Newer { .. })))
+    .then(|| {
+        format!(
+            "the apiserver is at {server}: no worker moves to {} before it is at that minor \
+             version or newer (the control-plane nodes go first and carry it; checked before \
+             each batch)",
+            plan.target()
+        )
+    });
+    Ok(Before {
+        allowed: breaches,
+        waiting,
+    })
+}
+
+/// The run's admission, the gate before each batch: the apiserver's version read first, then
+/// the batch admitted as `inner` decides, then judged over its nodes as the run's view has
+/// them now (no wait between the judgement and the batch's start).
+pub(super) struct Gated<'r, 'a, A: ?Sized, I> {
+    pub(super) run: &'r Run<'a, A>,
+    pub(super) inner: I,
+}
+
+#[async_trait]
+impl<A, I> Admission for Gated<'_, '_, A, I>
+where
+    A: JobApi + NodeApi + PodApi + LeaseApi + ?Sized,
+    I: Admission,
+{
+    fn begin(&mut self, group: &Group) {
+        self.inner.begin(group);
+    }
+
+    async fn admit(&mut self, group: &Group, queue: &mut Vec<String>) -> Admit {
+        let plan = self.run.plan;
+        if !applies(plan) {
+            return self.inner.admit(group, queue).await;
+        }
+        let server = match server(self.run.api).await {
+            Ok(server) => server,
+            Err(e) => {
+                return Admit::Refused(format!(
+                    "the apiserver's version, which the version skew policy judges each batch \
+                     against, could not be read: {e}"
+                ));
+            }
+        };
+        let admit = self.inner.admit(group, queue).await;
+        let Admit::Batch(batch) = &admit else {
+            return admit;
+        };
+        let nodes: Vec<Kubelet> = (batch.iter())
+            .filter_map(|name| self.run.view.node(name))
+            .filter(|n| at_target(plan, n).is_none())
+            .map(|n| Kubelet::of(&n))
+            .collect();
+        let breaches = judge(plan.target(), &server, &nodes, Workers::Now);
+        if breaches.is_empty() {
+            return admit;
+        }
+        match plan.spec().skew {
+            Skew::Enforce => Admit::Refused(refusal(plan.target(), &breaches).rule),
+            Skew::Allow => {
+                self.run.skew_allowed(&breaches);
+                admit
+            }
+        }
+    }
+}
+
+impl<A> Run<'_, A>
+where
+    A: JobApi + NodeApi + PodApi + LeaseApi + ?Sized,
+{
+    /// Says each breach the plan allows, once per node and breach: a note, and the node's
+    /// line of the report.
+    pub(super) fn skew_allowed(&self, breaches: &[Breach]) {
+        for breach in breaches {
+            let said = breach.what();
+            let mut new = false;
+            self.ledger.update(&breach.node, |n| {
+                if !n.skew.contains(&said) {
+                    n.skew.push(said.clone());
+                    new = true;
+                }
+            });
+            if new {
+                self.note(
+                    &breach.node,
+                    format!("past the version skew policy, as the plan allows: {said}"),
+                );
+            }
+        }
+    }
+
+    /// Tells what the workers wait for, as the gate found it before any write.
+    pub(super) fn skew_waiting(&self, waiting: Option<&String>) {
+        if let Some(waiting) = waiting {
+            (self.ctx.progress).event(&Progress::Note {
+                node: None,
+                message: waiting.clone(),
+            });
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! A node whose drain budgets block: what the plan's `on_undrainable` makes of it.
+//!
+//! ```text
+//!  Draining ─drain held past its timeout by budgets─▶ fail (the default)
+//!                                                   ├▶ skip: uncordon (if ours) + blocked record - in-progress ─▶ Blocked
+//!                                                   └▶ quarantine: label + blocked record - in-progress ────────▶ Blocked
+//!  Inspect ─labelled quarantined, not ours in flight─▶ Blocked (nothing written)
+//! ```
+//!
+//! One write each: the node is never uncordoned without its record, nor labelled without it.
+//! The in-progress record goes in the same write, so the node is no longer ours in flight: a
+//! rerun does not carry it on, and a quarantined node is never uncordoned by us while it is
+//! labelled.
+
+use k8s_openapi::api::core::v1::Node;
+use nodejob_core::NodeChange;
+
+use super::{At, DrainFailed, Intent, Mark, NodeMachine, NodeResult, Step};
+use crate::plan::Undrainable;
+use crate::records::{self, BLOCKED, Blocked, IN_PROGRESS, QUARANTINED, QUARANTINED_VALUE};
+
+impl NodeMachine {
+    /// The drain failed: when budgets held it past its timeout and the plan skips or
+    /// quarantines such a node, the write that does so; `None`: it fails as any drain.
+    pub(super) fn undrainable(&mut self, failed: &DrainFailed) -> Option<Step> {
+        let held = failed.held.as_ref()?;
+        let policy = self.on_undrainable;
+        if policy == Undrainable::Fail {
+            return None;
+        }
+        let node = self.node.clone()?;
+        let cordoned = self.progress.as_ref().is_some_and(|p| p.cordoned);
+        let record = Blocked {
+            target: self.target.clone(),
+            policy,
+            budgets: held.budgets.clone(),
+            pods: held.pods.clone(),
+            at: self.now.clone(),
+            cordoned,
+        };
+        let mut changes = Vec::new();
+        match policy {
+            Undrainable::Skip if cordoned => changes.push(NodeChange::Uncordon),
+            Undrainable::Quarantine => {
+                changes.push(NodeChange::set_label(QUARANTINED, QUARANTINED_VALUE));
+            }
+            _ => {}
+        }
+        changes.push(NodeChange::set_annotation(BLOCKED, records::value(&record)));
+        changes.push(NodeChange::remove_annotation(IN_PROGRESS));
+        let mut marks = Vec::new();
+        if !failed.evicted.is_empty() {
+            marks.push(Mark::Evicted(failed.evicted.clone()));
+        }
+        marks.push(Mark::Note(format!(
+            "{}; {}",
+            failed.message,
+            match policy {
+                Undrainable::Skip if cordoned => "skipping it: uncordoning it, recording why",
+                Undrainable::Skip => "skipping it: recording why (left cordoned: not ours)",
+                _ => "quarantining it: left cordoned, labelled, recording why",
+            }
+        )));
+        let rv = records::rv(&node);
+        Some(self.go(At::Blocking(record), marks, Intent::Patch { rv, changes }))
+    }
+
+    /// The blocked record written: the node ends blocked.
+    pub(super) fn blocked(&mut self, record: Blocked, node: Box<Node>) -> Step {
+        self.node = Some(node);
+        let why = blocked_why(&record, false);
+        self.go(
+            At::Over,
+            Vec::new(),
+            Intent::Done(NodeResult::Blocked {
+                policy: record.policy,
+                budgets: record.budgets,
+                pods: record.pods,
+                why,
+            }),
+        )
+    }
+
+    /// A node labelled quarantined, not ours in flight: left as it is, reported blocked with
+    /// what its record says; `None` when it is not labelled.
+    pub(super) fn leave_quarantined(&mut self, node: &Node) -> Option<Step> {
+        if !records::quarantined(node) {
+            return None;
+        }
+        let record = self.blocked_before.clone();
+        let (budgets, pods) = record
+            .as_ref()
+            .map(|r| (r.budgets.clone(), r.pods.clone()))
+            .unwrap_or_default();
+        let why = match &record {
+            Some(r) => blocked_why(r, true),
+            None => format!("labelled {QUARANTINED} (by someone): left as it is"),
+        };
+        Some(self.go(
+            At::Over,
+            Vec::new(),
+            Intent::Done(NodeResult::Blocked {
+                policy: Undrainable::Quarantine,
+                budgets,
+                pods,
+                why,
+            }),
+        ))
+    }
+
+    /// Whether `node`, cordoned, is so because we quarantined it earlier (the label now gone):
+    /// then it is ours to uncordon at the end.
+    pub(super) fn cordoned_when_quarantined(&self, node: &Node) -> bool {
+        records::unschedulable(node)
+            && !records::quarantined(node)
+            && (self.blocked_before.as_ref())
+                .is_some_and(|b| b.policy == Undrainable::Quarantine && b.cordoned)
+    }
+}
+
+/// What was done with a blocked node, in words; `earlier`: by an earlier run.
+pub(crate) fn blocked_why(record: &Blocked, earlier: bool) -> String {
+    let by = if record.budgets.is_empty() {
+        // The apiserver refuses the eviction of a Pod more than one budget covers, naming none.
+        "more than one budget covering a Pod (the eviction API refuses it)".to_string()
+    } else {
+        format!("budget(s) {}", record.budgets.join(", "))
+    };
+    let when = if earlier {
+        format!("an earlier run toward {} (at {})", record.target, record.at)
+    } else if record.budgets.is_empty() {
+        "its drain was refused".to_string()
+    } else {
+        "the drain's timeout".to_string()
+    };
+    match record.policy {
+        Undrainable::Quarantine => format!(
+            "quarantined after {when}: {by} kept {} on it; left cordoned with the label \
+             {QUARANTINED}={QUARANTINED_VALUE} (remove it to have the node rolled)",
+            pods_said(&record.pods)
+        ),
+        _ => format!(
+            "skipped after {when}: {by} kept {} on it; {}",
+            pods_said(&record.pods),
+            if record.cordoned {
+                "uncordoned"
+            } else {
+                "left as it was"
+            }
+        ),
+    }
+}
+
+fn pods_said(pods: &[String]) -> String {
+    match pods {
+        [] => "Pods".into(),
+        pods => pods.join(", "),
+    }
+}

@@ -1,0 +1,521 @@
+//! Table tests of the per-node machine under the plan's long-roll policies (`on_undrainable`,
+//! `soak`, `on_failure`): `(state, observation) -> intent`, no I/O at all.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use nodejob_core::NodeChange;
+use upgrade_driver::records::{
+    BLOCKED, Blocked, DONE, IN_PROGRESS, InProgress, QUARANTINED, QUARANTINED_VALUE, SOAK, Soak,
+    value,
+};
+use upgrade_driver::{
+    DrainFailed, HeldBy, Intent, Mark, NodeMachine, NodeResult, Observation as Obs, Plan, PlanSpec,
+    Undrainable, UpgradeStep,
+};
+
+const TARGET: &str = "v1.38.0";
+const EPOCH: i32 = 4;
+
+fn plan(edit: impl FnOnce(&mut PlanSpec)) -> Plan {
+    let mut spec = PlanSpec::new(TARGET);
+    edit(&mut spec);
+    Plan::build(spec).unwrap()
+}
+
+/// A node at `version`, boot `boot`, Ready as `ready` says, with `annotations` and `labels`;
+/// rv "10".
+fn node_with(
+    version: &str,
+    boot: &str,
+    cordoned: bool,
+    annotations: &[(&str, String)],
+    labels: &[(&str, &str)],
+) -> Box<Node> {
+    Box::new(Node {
+        metadata: ObjectMeta {
+            name: Some("n1".into()),
+            resource_version: Some("10".into()),
+            annotations: Some(
+                (annotations.iter())
+                    .map(|(k, v)| (k.to_string(), v.clone()))
+                    .collect::<BTreeMap<_, _>>(),
+            ),
+            labels: Some(
+                (labels.iter())
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect::<BTreeMap<_, _>>(),
+            ),
+            ..ObjectMeta::default()
+        },
+        spec: Some(NodeSpec {
+            unschedulable: cordoned.then_some(true),
+            ..NodeSpec::default()
+        }),
+        status: Some(NodeStatus {
+            conditions: Some(vec![NodeCondition {
+                type_: "Ready".into(),
+                status: "True".into(),
+                ..NodeCondition::default()
+            }]),
+            node_info: Some(NodeSystemInfo {
+                kubelet_version: version.into(),
+                boot_id: boot.into(),
+                ..NodeSystemInfo::default()
+            }),
+            ..NodeStatus::default()
+        }),
+    })
+}
+
+fn node(version: &str, boot: &str, cordoned: bool, annotations: &[(&str, String)]) -> Box<Node> {
+    node_with(version, boot, cordoned, annotations, &[])
+}
+
+fn ours(cordoned: bool) -> (&'static str, String) {
+    let record = InProgress {
+        target: TARGET.into(),
+        boot_id: "boot-1".into(),
+        host_boot_id: None,
+        epoch: 3,
+        cordoned,
+    };
+    (IN_PROGRESS, value(&record))
+}
+
+/// A machine under `plan` that marked a fresh node (`cordoned`: whether someone else had
+/// cordoned it first), found no host Job, and is draining it.
+fn draining(plan: &Plan, cordoned_by_someone: bool) -> NodeMachine {
+    let mut m = NodeMachine::new(plan, EPOCH);
+    m.start(node("v1.37.2", "boot-1", cordoned_by_someone, &[]));
+    let step = m.step(Obs::Node(node(
+        "v1.37.2",
+        "boot-1",
+        true,
+        &[ours(!cordoned_by_someone)],
+    )));
+    assert_eq!(step.intent, Intent::FindJob);
+    let step = m.step(Obs::Job(None));
+    assert_eq!(step.intent, Intent::Drain);
+    m
+}
+
+fn held() -> DrainFailed {
+    DrainFailed {
+        evicted: vec!["default/web-1".into()],
+        message: "drain of node n1 timed out after 120s: pods left: default/db-0".into(),
+        held: Some(HeldBy {
+            budgets: vec!["default/db".into()],
+            pods: vec!["default/db-0".into()],
+        }),
+    }
+}
+
+fn blocked_record(changes: &[NodeChange]) -> Blocked {
+    let value = changes
+        .iter()
+        .find_map(|c| match c {
+            NodeChange::SetAnnotation { key, value } if key == BLOCKED => Some(value.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no blocked record in {changes:?}"));
+    serde_json::from_str(&value).unwrap()
+}
+
+// --- on_undrainable ------------------------------------------------------------------------
+
+#[test]
+fn a_drain_held_by_budgets_fails_the_node_by_default_and_left_cordoned() {
+    let mut m = draining(&plan(|_| {}), false);
+    let step = m.step(Obs::Drained(Err(held())));
+    let Intent::Done(NodeResult::Failed(f)) = step.intent else {
+        panic!("{step:?}")
+    };
+    assert_eq!(f.step, UpgradeStep::Drain);
+}
+
+#[test]
+fn a_drain_failed_otherwise_fails_the_node_whatever_the_policy() {
+    for policy in [Undrainable::Skip, Undrainable::Quarantine] {
+        let mut m = draining(&plan(|s| s.on_undrainable = policy), false);
+        let refused = DrainFailed::from("drain of node n1 refused before any eviction");
+        let step = m.step(Obs::Drained(Err(refused)));
+        assert!(
+            matches!(step.intent, Intent::Done(NodeResult::Failed(_))),
+            "{policy}: {step:?}"
+        );
+    }
+}
+
+#[test]
+fn skip_uncordons_what_we_cordoned_records_why_and_drops_our_record_in_one_write() {
+    let mut m = draining(&plan(|s| s.on_undrainable = Undrainable::Skip), false);
+    let step = m.step(Obs::Drained(Err(held())));
+    assert!(
+        step.marks
+            .contains(&Mark::Evicted(vec!["default/web-1".into()]))
+    );
+    let Intent::Patch { rv, changes } = &step.intent else {
+        panic!("{step:?}")
+    };
+    assert_eq!(rv, "10");
+    assert_eq!(changes[0], NodeChange::Uncordon);
+    assert!(changes.contains(&NodeChange::remove_annotation(IN_PROGRESS)));
+    let record = blocked_record(changes);
+    assert_eq!(
+        (record.policy, record.cordoned, record.target.as_str()),
+        (Undrainable::Skip, true, TARGET)
+    );
+    assert_eq!(
+        (record.budgets, record.pods),
+        (
+            vec!["default/db".to_string()],
+            vec!["default/db-0".to_string()]
+        )
+    );
+    let step = m.step(Obs::Node(node("v1.37.2", "boot-1", false, &[])));
+    let Intent::Done(NodeResult::Blocked {
+        policy, budgets, ..
+    }) = step.intent
+    else {
+        panic!("{step:?}")
+    };
+    assert_eq!(
+        (policy, budgets),
+        (Undrainable::Skip, vec!["default/db".into()])
+    );
+}
+
+#[test]
+fn skip_never_uncordons_a_node_someone_else_cordoned() {
+    let mut m = draining(&plan(|s| s.on_undrainable = Undrainable::Skip), true);
+    let step = m.step(Obs::Drained(Err(held())));
+    let Intent::Patch { changes, .. } = &step.intent else {
+        panic!("{step:?}")
+    };
+    assert!(!changes.contains(&NodeChange::Uncordon), "{changes:?}");
+    assert!(!blocked_record(changes).cordoned);
+}
+
+#[test]
+fn quarantine_labels_the_node_and_leaves_it_cordoned_in_one_write() {
+    let mut m = draining(&plan(|s| s.on_undrainable = Undrainable::Quarantine), false);
+    let step = m.step(Obs::Drained(Err(held())));
+    let Intent::Patch { changes, .. } = &step.intent else {
+        panic!("{step:?}")
+    };
+    assert!(!changes.contains(&NodeChange::Uncordon), "{changes:?}");
+    assert!(changes.contains(&NodeChange::set_label(QUARANTINED, QUARANTINED_VALUE)));
+    assert!(changes.contains(&NodeChange::remove_annotation(IN_PROGRESS)));
+    let record = blocked_record(changes);
+    assert_eq!(
+        (record.policy, record.cordoned),
+        (Undrainable::Quarantine, true)
+    );
+    // The write failing (the node deleted) fails the node at its drain.
+    let step = m.step(Obs::Failed("node n1 not found".into()));
+    let Intent::Done(NodeResult::Failed(f)) = step.intent else {
+        panic!("{step:?}")
+    };
+    assert_eq!(f.step, UpgradeStep::Drain);
+}
+
+#[test]
+fn a_quarantined_node_is_left_as_it_is_with_no_write_whatever_the_policy() {
+    let record = Blocked {
+        target: TARGET.into(),
+        policy: Undrainable::Quarantine,
+        budgets: vec!["default/db".into()],
+        pods: vec!["default/db-0".into()],
+        at: "2026-01-01T00:00:00Z".into(),
+        cordoned: true,
+    };
+    for policy in [
+        Undrainable::Fail,
+        Undrainable::Skip,
+        Undrainable::Quarantine,
+    ] {
+        let mut m = NodeMachine::new(&plan(|s| s.on_undrainable = policy), EPOCH);
+        let step = m.start(node_with(
+            "v1.37.2",
+            "boot-1",
+            true,
+            &[(BLOCKED, value(&record))],
+            &[(QUARANTINED, QUARANTINED_VALUE)],
+        ));
+        let Intent::Done(NodeResult::Blocked {
+            policy: p, budgets, ..
+        }) = step.intent
+        else {
+            panic!("{policy}: {step:?}")
+        };
+        assert_eq!(
+            (p, budgets),
+            (Undrainable::Quarantine, vec!["default/db".into()])
+        );
+    }
+}
+
+#[test]
+fn a_node_we_quarantined_whose_label_is_gone_is_ours_to_uncordon_when_rolled() {
+    let record = Blocked {
+        target: TARGET.into(),
+        policy: Undrainable::Quarantine,
+        budgets: vec![],
+        pods: vec![],
+        at: "2026-01-01T00:00:00Z".into(),
+        cordoned: true,
+    };
+    let mut m = NodeMachine::new(&plan(|_| {}), EPOCH);
+    let step = m.start(node(
+        "v1.37.2",
+        "boot-1",
+        true,
+        &[(BLOCKED, value(&record))],
+    ));
+    let Intent::Patch { changes, .. } = &step.intent else {
+        panic!("{step:?}")
+    };
+    assert!(!changes.contains(&NodeChange::Cordon), "cordoned already");
+    assert!(
+        matches!(&changes[0], NodeChange::SetAnnotation { value, .. } if value.contains("\"cordoned\":true")),
+        "{changes:?}"
+    );
+}
+
+// --- soak ----------------------------------------------------------------------------------
+
+/// A machine under `plan` that upgraded the node (its host Job exited 0, recorded, deleted)
+/// and saw it back Ready at the target on boot-2: the step after the reboot.
+fn back_at_target(plan: &Plan) -> (NodeMachine, upgrade_driver::Step) {
+    let mut m = draining(plan, false);
+    let step = m.step(Obs::Drained(Ok(nodejob_core::drain::Drained::default())));
+    assert!(matches!(step.intent, Intent::Guarded { .. }), "{step:?}");
+    let step = m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
+    assert_eq!(step.intent, Intent::Host { adopt: None });
+    let report = nodejob_core::runner::Report {
+        uid: "j".into(),
+        exit_code: 0,
+        log: Some("upgraded\n".into()),
+    };
+    let step = m.step(Obs::Host(Ok(report)));
+    assert!(matches!(step.intent, Intent::Patch { .. }), "{step:?}");
+    let step = m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
+    assert!(matches!(step.intent, Intent::DeleteJob { .. }), "{step:?}");
+    let step = m.step(Obs::Deleted);
+    assert!(matches!(step.intent, Intent::WaitReboot { .. }), "{step:?}");
+    m.set_now("2026-01-01T01:00:00Z".into());
+    let step = m.step(Obs::Rebooted {
+        node: Some(node(TARGET, "boot-2", true, &[ours(true)])),
+        met: true,
+    });
+    (m, step)
+}
+
+fn soaking(health: bool) -> Plan {
+    plan(|s| {
+        s.soak = Some(std::time::Duration::from_secs(600));
+        if health {
+            s.health_check = Some(vec!["/usr/local/bin/stratum".into(), "health".into()]);
+        }
+    })
+}
+
+fn soak_record(changes: &[NodeChange]) -> Soak {
+    let value = changes
+        .iter()
+        .find_map(|c| match c {
+            NodeChange::SetAnnotation { key, value } if key == SOAK => Some(value.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no soak record in {changes:?}"));
+    serde_json::from_str(&value).unwrap()
+}
+
+#[test]
+fn without_a_soak_the_finish_records_done_as_before() {
+    let (_, step) = back_at_target(&plan(|_| {}));
+    let Intent::Guarded { changes, .. } = &step.intent else {
+        panic!("{step:?}")
+    };
+    assert!(
+        changes
+            .iter()
+            .any(|c| matches!(c, NodeChange::SetAnnotation { key, .. } if key == DONE))
+    );
+    assert!(
+        !changes
+            .iter()
+            .any(|c| matches!(c, NodeChange::SetAnnotation { key, .. } if key == SOAK))
+    );
+}
+
+#[test]
+fn with_a_soak_the_finish_uncordons_and_starts_the_soak_in_one_write_and_done_waits_for_it() {
+    let (mut m, step) = back_at_target(&soaking(false));
+    let Intent::Guarded { changes, .. } = &step.intent else {
+        panic!("{step:?}")
+    };
+    assert_eq!(changes[0], NodeChange::Uncordon);
+    assert!(changes.contains(&NodeChange::remove_annotation(IN_PROGRESS)));
+    assert!(
+        !changes
+            .iter()
+            .any(|c| matches!(c, NodeChange::SetAnnotation { key, .. } if key == DONE)),
+        "no done record before the soak: {changes:?}"
+    );
+    let record = soak_record(changes);
+    assert_eq!(
+        (
+            record.since.as_str(),
+            record.boot_id.as_str(),
+            record.failed
+        ),
+        ("2026-01-01T01:00:00Z", "boot-2", None)
+    );
+    let step = m.step(Obs::Node(node(TARGET, "boot-2", false, &[])));
+    assert!(
+        step.marks.contains(&Mark::Started(UpgradeStep::Soak)),
+        "{step:?}"
+    );
+    assert_eq!(
+        step.intent,
+        Intent::Soak {
+            since: "2026-01-01T01:00:00Z".into(),
+            boot_id: "boot-2".into()
+        }
+    );
+    // It held: done, the soak record gone, on the node as read.
+    let step = m.step(Obs::Soaked {
+        node: Some(node(TARGET, "boot-2", false, &[])),
+        held: true,
+    });
+    let Intent::Guarded { changes, .. } = &step.intent else {
+        panic!("{step:?}")
+    };
+    assert!(changes.contains(&NodeChange::remove_annotation(SOAK)));
+    assert!(
+        changes
+            .iter()
+            .any(|c| matches!(c, NodeChange::SetAnnotation { key, .. } if key == DONE))
+    );
+    let step = m.step(Obs::Node(node(TARGET, "boot-2", false, &[])));
+    assert_eq!(step.intent, Intent::Done(NodeResult::Upgraded));
+}
+
+#[test]
+fn a_soak_held_runs_the_health_check_again_and_a_failing_one_fails_the_node_at_soak() {
+    let (mut m, step) = back_at_target(&soaking(true));
+    // The health check after the reboot, first.
+    assert_eq!(step.intent, Intent::Health);
+    let step = m.step(Obs::Health(Ok(0)));
+    assert!(matches!(step.intent, Intent::Guarded { .. }), "{step:?}");
+    m.step(Obs::Node(node(TARGET, "boot-2", false, &[])));
+    let step = m.step(Obs::Soaked {
+        node: Some(node(TARGET, "boot-2", false, &[])),
+        held: true,
+    });
+    assert_eq!(step.intent, Intent::Health, "again, at the end of the soak");
+    let step = m.step(Obs::Health(Ok(3)));
+    let Intent::Patch { changes, .. } = &step.intent else {
+        panic!("{step:?}")
+    };
+    assert!(soak_record(changes).failed.unwrap().contains("exited 3"));
+    let step = m.step(Obs::Node(node(TARGET, "boot-2", false, &[])));
+    let Intent::Done(NodeResult::Failed(f)) = step.intent else {
+        panic!("{step:?}")
+    };
+    assert_eq!((f.step, f.exit_code), (UpgradeStep::Soak, Some(3)));
+}
+
+#[test]
+fn a_node_that_reboots_goes_not_ready_or_is_deleted_during_its_soak_fails_at_soak() {
+    let cases = [
+        (
+            Some(node(TARGET, "boot-3", false, &[])),
+            "rebooted during its soak",
+        ),
+        (
+            Some(not_ready(node(TARGET, "boot-2", false, &[]))),
+            "NotReady",
+        ),
+        (None, "deleted"),
+    ];
+    for (seen, want) in cases {
+        let (mut m, _) = back_at_target(&soaking(false));
+        m.step(Obs::Node(node(TARGET, "boot-2", false, &[])));
+        let gone = seen.is_none();
+        let mut step = m.step(Obs::Soaked {
+            node: seen,
+            held: false,
+        });
+        if !gone {
+            let Intent::Patch { changes, .. } = &step.intent else {
+                panic!("{want}: {step:?}")
+            };
+            assert!(
+                soak_record(changes).failed.unwrap().contains(want),
+                "{changes:?}"
+            );
+            step = m.step(Obs::Node(node(TARGET, "boot-2", false, &[])));
+        }
+        let Intent::Done(NodeResult::Failed(f)) = step.intent else {
+            panic!("{want}: {step:?}")
+        };
+        assert_eq!(f.step, UpgradeStep::Soak);
+        assert!(f.message.contains(want), "{}", f.message);
+    }
+}
+
+fn not_ready(mut n: Box<Node>) -> Box<Node> {
+    if let Some(c) = n.status.as_mut().and_then(|s| s.conditions.as_mut()) {
+        c[0].status = "False".into();
+    }
+    n
+}
+
+#[test]
+fn a_rerun_resumes_a_soak_from_its_recorded_start_or_soaks_again_after_a_failed_one() {
+    let record = Soak {
+        target: TARGET.into(),
+        since: "2026-01-01T01:00:00Z".into(),
+        boot_id: "boot-2".into(),
+        failed: None,
+    };
+    // Resumed where it stood: no write.
+    let mut m = NodeMachine::new(&soaking(false), EPOCH);
+    let step = m.start(node(TARGET, "boot-2", false, &[(SOAK, value(&record))]));
+    assert_eq!(
+        step.intent,
+        Intent::Soak {
+            since: record.since.clone(),
+            boot_id: "boot-2".into()
+        }
+    );
+    // Its last soak failed: soaked again from now, on the boot it is on.
+    let failed = Soak {
+        failed: Some("it rebooted during its soak".into()),
+        ..record.clone()
+    };
+    let mut m = NodeMachine::new(&soaking(false), EPOCH);
+    m.set_now("2026-01-02T00:00:00Z".into());
+    let step = m.start(node(TARGET, "boot-3", false, &[(SOAK, value(&failed))]));
+    let Intent::Guarded { changes, .. } = &step.intent else {
+        panic!("{step:?}")
+    };
+    let fresh = soak_record(changes);
+    assert_eq!(
+        (fresh.since.as_str(), fresh.boot_id.as_str(), fresh.failed),
+        ("2026-01-02T00:00:00Z", "boot-3", None)
+    );
+    let step = m.step(Obs::Node(node(TARGET, "boot-3", false, &[])));
+    assert!(matches!(step.intent, Intent::Soak { .. }), "{step:?}");
+    // A rerun that soaks none records it done.
+    let mut m = NodeMachine::new(&plan(|_| {}), EPOCH);
+    let step = m.start(node(TARGET, "boot-2", false, &[(SOAK, value(&record))]));
+    let Intent::Guarded { changes, .. } = &step.intent else {
+        panic!("{step:?}")
+    };
+    assert!(changes.contains(&NodeChange::remove_annotation(SOAK)));
+}
