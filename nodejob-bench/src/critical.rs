@@ -9,6 +9,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use serde_json::Value;
+
 /// One batch, its times from the roll's start.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Span {
@@ -93,6 +95,18 @@ pub fn path(
     }
     add(OUTSIDE, wall.saturating_sub(in_batches).as_secs_f64());
     out
+}
+
+/// Each node's steps in a report's JSON (`nodes[].steps`, pairs of name and milliseconds).
+pub fn report_steps(report: &Value) -> BTreeMap<String, Steps> {
+    (report["nodes"].as_array().into_iter().flatten())
+        .filter_map(|n| {
+            let steps = (n["steps"].as_array().into_iter().flatten())
+                .filter_map(|s| Some((s[0].as_str()?.to_string(), s[1].as_u64()?)))
+                .collect();
+            Some((n["name"].as_str()?.to_string(), steps))
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -463,19 +463,11 @@ async fn drive(cli: &Path, kubeconfig: &Path) -> anyhow::Result<Driven> {
 /// The roll's wall time along its critical path ([`critical::path`]), from the driver's
 /// events as they arrived and its report.
 fn critical_path(driven: &Driven) -> BTreeMap<String, f64> {
-    critical::path(&driven.batches, &report_steps(&driven.report), driven.wall)
-}
-
-/// Each node's steps in a report's JSON (`nodes[].steps`, pairs of name and milliseconds).
-pub fn report_steps(report: &Value) -> BTreeMap<String, critical::Steps> {
-    (report["nodes"].as_array().into_iter().flatten())
-        .filter_map(|n| {
-            let steps = (n["steps"].as_array().into_iter().flatten())
-                .filter_map(|s| Some((s[0].as_str()?.to_string(), s[1].as_u64()?)))
-                .collect();
-            Some((n["name"].as_str()?.to_string(), steps))
-        })
-        .collect()
+    critical::path(
+        &driven.batches,
+        &critical::report_steps(&driven.report),
+        driven.wall,
+    )
 }
 
 /// `apiserver_request_duration_seconds` as `/metrics` says it now: cumulative bucket counts by

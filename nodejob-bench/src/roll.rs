@@ -21,7 +21,6 @@ use upgrade_driver::records;
 use upgrade_driver::{MaxUnavailable, Outcome, Plan, PlanSpec, Progress, VersionSource, run};
 
 use crate::critical::{self, Span};
-use crate::hollow::report_steps;
 use crate::weigh::Weighed;
 
 const TARGET: &str = "v1.38.0";
@@ -175,7 +174,7 @@ pub async fn roll(nodes: usize, max_unavailable: MaxUnavailable) -> anyhow::Resu
     let spans = spans.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let critical_secs = critical::path(
         &spans,
-        &report_steps(&serde_json::to_value(&report)?),
+        &critical::report_steps(&serde_json::to_value(&report)?),
         virtual_time,
     );
 
