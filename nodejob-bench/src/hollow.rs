@@ -374,7 +374,17 @@ async fn drive(cli: &Path, kubeconfig: &Path) -> anyhow::Result<Driven> {
     let mut child = tokio::process::Command::new(cli)
         .arg("--kubeconfig")
         .arg(kubeconfig)
-        .args(["upgrade", "--to", TARGET, "--max-unavailable", "10%"])
+        // The agent's kubelets go to a release the apiserver (v1.37.2) is not at: past the
+        // version skew policy, as asked. (The fake's apiserver reports its control plane's
+        // oldest kubelet, so its roll, control plane first, passes the gate without.)
+        .args([
+            "upgrade",
+            "--to",
+            TARGET,
+            "--allow-skew",
+            "--max-unavailable",
+            "10%",
+        ])
         .args(["--selector", &format!("{AGENT_LABEL}=true"), "-o", "json"])
         .env_remove("KUBECONFIG")
         .stdout(std::process::Stdio::piped())
