@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use upgrade_driver::MaxUnavailable;
+use upgrade_driver::{MaxUnavailable, VersionSource};
 
 use crate::parse;
 use crate::virtual_clock::Speed;
@@ -274,6 +274,12 @@ pub(crate) struct Upgrade {
     /// The on-host binary.
     #[arg(long, default_value = "/usr/local/bin/stratum")]
     pub(crate) binary: String,
+    /// Where each node reports the version --to names: `kubelet` (its kubelet's version, for
+    /// an upgrade that moves the kubelet), `os-image` (its osImage, the os-release PRETTY_NAME,
+    /// for an OS upgrade that does not), or `label=KEY` (its label KEY, set by the host after
+    /// a boot).
+    #[arg(long, default_value = "kubelet", value_name = "SOURCE", value_parser = parse::version_source)]
+    pub(crate) version_from: VersionSource,
     /// A maintenance window: `DAYS START-END [TZ]`, e.g. `sat,sun 01:00-05:00 Europe/Berlin`.
     /// No node starts outside it; a node in flight finishes. It is checked against the
     /// cluster's clock: under --simulate the virtual one, which starts Thu 2026-01-01 00:00 UTC
@@ -324,7 +330,7 @@ pub(crate) struct Upgrade {
 const LONG_ROLL: &str = "Long rolls (blocked nodes, soak, rollback)";
 
 /// `upgrade`'s options for a roll that runs by itself, over nights: what a node a budget
-/// blocks comes to, how long each node soaks. (`rotate-ca` takes none: it drains nothing, so
+/// blocks comes to, how long each node soaks, what a failed node comes to. (`rotate-ca` takes none: it drains nothing, so
 /// no budget blocks one of its nodes, and its gates already read every node's report between
 /// phases.)
 #[derive(Debug, Args, Clone)]
@@ -355,6 +361,33 @@ pub(crate) struct LongRoll {
     /// failing a node).
     #[arg(long, value_name = "NODE", requires = "simulate", help_heading = LONG_ROLL)]
     pub(crate) simulate_soak_reboot: Option<String>,
+    /// What a node comes to whose host upgrade fails, or that comes back at another version
+    /// than --to, or fails its health check or its soak.
+    #[arg(long, value_name = "POLICY", value_enum, default_value = "stop", help_heading = LONG_ROLL)]
+    pub(crate) on_failure: OnFailure,
+}
+
+/// `--on-failure`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum OnFailure {
+    /// It stays as it is (cordoned, its Job left for inspection) and the roll stops (as before
+    /// this option).
+    Stop,
+    /// The host's rollback (`stratum rollback --to V`, V the version recorded on the node
+    /// before its host upgrade) runs on it once, drained; it must come back at V on a new
+    /// boot; it is then uncordoned if we cordoned it and reported rolled back, still a failure
+    /// for --failure-budget. A node that is not Ready is not rolled back.
+    Rollback,
+}
+
+impl OnFailure {
+    /// The driver's policy.
+    pub(crate) fn policy(self) -> upgrade_driver::OnFailure {
+        match self {
+            OnFailure::Stop => upgrade_driver::OnFailure::Stop,
+            OnFailure::Rollback => upgrade_driver::OnFailure::Rollback,
+        }
+    }
 }
 
 /// `--on-undrainable`.

@@ -1,5 +1,6 @@
 //! The grammar of the values a person types, shared by the flags (clap's value parsers) and the
-//! MCP tools' arguments: durations, `max_unavailable`, maintenance windows.
+//! MCP tools' arguments: durations, `max_unavailable`, maintenance windows, where a node's
+//! version is read.
 
 use std::time::Duration;
 
@@ -7,7 +8,7 @@ use std::num::NonZeroU32;
 
 use jiff::Timestamp;
 use jiff::civil::{Time, Weekday};
-use upgrade_driver::{MaxUnavailable, Window};
+use upgrade_driver::{MaxUnavailable, VersionSource, Window};
 
 use crate::virtual_clock::{self as sim, Speed};
 
@@ -65,6 +66,22 @@ pub(crate) fn burst(s: &str) -> Result<u32, String> {
         _ => Err(format!(
             "{s:?} is not a burst: requests at once, a whole number of at least 1"
         )),
+    }
+}
+
+/// Where a node reports its version: `kubelet` (`status.nodeInfo.kubeletVersion`),
+/// `os-image` (`status.nodeInfo.osImage`) or `label=KEY` (the node's label KEY).
+pub(crate) fn version_source(s: &str) -> Result<VersionSource, String> {
+    match s.trim() {
+        "kubelet" => Ok(VersionSource::KubeletVersion),
+        "os-image" => Ok(VersionSource::OsImage),
+        other => match other.strip_prefix("label=") {
+            Some(key) if !key.is_empty() => Ok(VersionSource::Label(key.to_string())),
+            _ => Err(format!(
+                "{s:?} is none of kubelet, os-image, label=KEY (where each node reports its \
+                 version)"
+            )),
+        },
     }
 }
 
@@ -225,6 +242,19 @@ mod tests {
         }
         let why = duration("1h30").unwrap_err();
         assert!(why.contains("30 has no unit"), "{why}");
+    }
+
+    #[test]
+    fn a_version_is_read_from_the_kubelet_the_os_image_or_a_label() {
+        assert_eq!(version_source("kubelet"), Ok(VersionSource::KubeletVersion));
+        assert_eq!(version_source("os-image"), Ok(VersionSource::OsImage));
+        assert_eq!(
+            version_source("label=example.com/version"),
+            Ok(VersionSource::Label("example.com/version".into()))
+        );
+        for bad in ["", "label=", "osImage", "label", "kubeletVersion"] {
+            assert!(version_source(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -78,6 +78,10 @@ pub(crate) enum Field {
     Soak,
     /// Whether the version skew policy may be broken.
     AllowSkew,
+    /// What a failed node comes to.
+    OnFailure,
+    /// Where a node reports its version.
+    VersionFrom,
     /// A field of the driver's plan that no setting names.
     Other(&'static str),
 }
@@ -107,6 +111,8 @@ impl Field {
             "max_blocked" => Field::MaxBlocked,
             "soak" => Field::Soak,
             "skew" => Field::AllowSkew,
+            "on_failure" => Field::OnFailure,
+            "version_source" => Field::VersionFrom,
             f if f.starts_with("window") => Field::Window,
             f => Field::Other(f),
         }
@@ -136,6 +142,8 @@ impl Field {
             Field::MaxBlocked => "--max-blocked",
             Field::Soak => "--soak",
             Field::AllowSkew => "--allow-skew",
+            Field::OnFailure => "--on-failure",
+            Field::VersionFrom => "--version-from",
             Field::Other(f) => f,
         };
         flag.to_string()
@@ -164,6 +172,8 @@ impl Field {
             Field::MaxBlocked => "max_blocked",
             Field::Soak => "soak",
             Field::AllowSkew => "allow_skew",
+            Field::OnFailure => "on_failure",
+            Field::VersionFrom => "version_from",
             Field::Other(f) => f,
         }
     }
@@ -193,7 +203,7 @@ pub(crate) fn rule_said(rule: &str, name: impl Fn(&Field) -> String) -> String {
 
 /// `text` as one of the plan fields a rule may name, if it is one.
 fn plan_field(text: &str) -> Option<&'static str> {
-    const NAMED: [&str; 10] = [
+    const NAMED: [&str; 11] = [
         "max_unavailable",
         "failure_budget",
         "concurrency",
@@ -204,6 +214,7 @@ fn plan_field(text: &str) -> Option<&'static str> {
         "max_blocked",
         "soak",
         "skew",
+        "on_failure",
     ];
     NAMED.into_iter().find(|f| *f == text)
 }
@@ -260,6 +271,8 @@ pub(crate) struct UpgradeSettings {
     pub(crate) reboot_timeout: Option<Duration>,
     /// The on-host binary.
     pub(crate) binary: Option<String>,
+    /// Where each node reports its version.
+    pub(crate) version_from: Option<upgrade_driver::VersionSource>,
     /// The maintenance window, as typed (`DAYS START-END [TZ]`).
     pub(crate) window: Option<String>,
     /// Stop starting nodes after this many failed.
@@ -276,6 +289,8 @@ pub(crate) struct UpgradeSettings {
     pub(crate) soak: Option<Duration>,
     /// Go past the Kubernetes version skew policy (refused by default).
     pub(crate) allow_skew: bool,
+    /// What a failed node comes to.
+    pub(crate) on_failure: Option<upgrade_driver::OnFailure>,
 }
 
 impl UpgradeSettings {
@@ -305,6 +320,9 @@ impl UpgradeSettings {
         if let Some(binary) = &self.binary {
             spec.binary = binary.clone();
         }
+        if let Some(source) = &self.version_from {
+            spec.version_source = source.clone();
+        }
         if let Some(budget) = self.failure_budget {
             spec.failure_budget = budget;
         }
@@ -331,6 +349,9 @@ impl UpgradeSettings {
         }
         if let Some(soak) = self.soak {
             spec.soak = Some(soak);
+        }
+        if let Some(policy) = self.on_failure {
+            spec.on_failure = policy;
         }
         upgrade_driver::Plan::build(spec).map_err(|e| Refused::Plan {
             field: Field::of_plan(e.field, ""),

@@ -871,6 +871,34 @@ fn jobs_json_is_one_parseable_job_per_line() {
 }
 
 #[test]
+fn a_version_source_that_is_none_is_bad_usage_naming_the_flag() {
+    // A label key that is none: refused by the plan, named as the flag that gave it.
+    let out = nodejob(&[
+        "upgrade",
+        "--to",
+        "v1.38.0",
+        "--simulate",
+        "3",
+        "--version-from",
+        "label=a,b",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("--version-from") && stderr.contains("\"a,b\" is not a label key"),
+        "{stderr}"
+    );
+    // A source that is none of the three: clap's usage error, naming the choices.
+    let out = nodejob(&["upgrade", "--to", "v1.38.0", "--version-from", "os"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("--version-from") && stderr.contains("kubelet, os-image, label=KEY"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn a_selector_or_names_matching_no_node_exit_2_naming_them() {
     // A typo in the selector is no finished roll: the plan selects no node, said before the
     // Lease and before any change, as bad input (exit 2, as a named node that is not there).

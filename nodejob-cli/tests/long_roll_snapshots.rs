@@ -134,3 +134,29 @@ fn each_node_soaks_counting_down_before_the_next() {
         &with(&["--soak", "3m", "--preview"])
     );
 }
+
+#[test]
+fn a_failed_node_is_rolled_back_once_and_named() {
+    let two = ["upgrade", "--simulate", "2", "--to", "v1.38.0"];
+    let with =
+        |more: &[&'static str]| -> Vec<&'static str> { two.iter().chain(more).copied().collect() };
+    nodejob_snapshot!(
+        "upgrade_rollback",
+        &with(&["--on-failure", "rollback", "--simulate-fail", "worker-a-0"])
+    );
+    nodejob_snapshot!(
+        "upgrade_rollback_json",
+        &with(&[
+            "--on-failure",
+            "rollback",
+            "--simulate-fail",
+            "worker-a-0",
+            "-o",
+            "json"
+        ])
+    );
+    nodejob_snapshot!(
+        "upgrade_preview_rollback",
+        &with(&["--on-failure", "rollback", "--preview"])
+    );
+}

@@ -226,6 +226,7 @@ macro_rules! conformance {
     (#[$test:meta] $make:expr) => {
         $crate::conformance!(@each #[$test] $make;
             exit_code_and_log_of_a_succeeded_job,
+            dollars_in_the_argv_reach_the_host_as_written,
             non_zero_exit_leaves_the_job_for_inspection,
             stale_succeeded_job_is_replaced_exactly,
             stale_failed_job_is_replaced_and_never_reported,

@@ -74,6 +74,20 @@ pub async fn exit_code_and_log_of_a_succeeded_job<B: Backend>(b: Arc<B>) -> Outc
     deletes_are_exact(&cx)
 }
 
+/// Dollar signs in the argv reach the host program as written: the kubelet expands `$(NAME)`
+/// and turns `$$` into `$` in a container's command, so the Job carries them doubled and the
+/// program gets them back (a real node showed `$$` arriving as `$`).
+pub async fn dollars_in_the_argv_reach_the_host_as_written<B: Backend>(b: Arc<B>) -> Outcome {
+    let cx = Ctx::new(b);
+    let lines = ["$$", "$(PATH)", "$HOME", "cost: $5", "$"];
+    let mut argv: Vec<String> = lines.iter().map(host::log).collect();
+    argv.push(host::exit(0));
+    let (code, log) = run_exit_code_logs(&*cx.api, &cx.spec("dollars", &argv)).await?;
+    let want: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    ensure!(code == 0 && log == want, "got ({code}, {log:?})");
+    Ok(())
+}
+
 /// A non-zero exit is an answer for `run_exit_code`, an error for `run`; the Job stays.
 pub async fn non_zero_exit_leaves_the_job_for_inspection<B: Backend>(b: Arc<B>) -> Outcome {
     let cx = Ctx::new(b);

@@ -44,8 +44,12 @@ pub const CONTROLLER_UID_LABEL: &str = "batch.kubernetes.io/controller-uid";
 /// - tolerations `[{operator: Exists}]`: it must run on a cordoned, tainted or NotReady node;
 /// - `priorityClassName: system-node-critical` exactly when `spec.critical`, so the kubelet
 ///   admits it under node pressure (see [`Spec::critical`]);
-/// - one container, `spec.container`, whose `command` is `spec.argv` verbatim with no `args`
-///   and no shell, so no interpreter re-parses a caller's value; `privileged`, for `nsenter`;
+/// - one container, `spec.container`, whose `command` is `spec.argv` with no `args` and no
+///   shell, so no interpreter re-parses a caller's value, and every `$` doubled: the kubelet
+///   expands `$(NAME)` in a command and turns `$$` into `$` (`ExpandContainerCommandAndArgs`,
+///   `pkg/kubelet/container/helpers.go`), so only the doubled text reaches the process
+///   verbatim (seen on a real node: `nodejob-e2e/tests/real_node.rs`); `privileged`, for
+///   `nsenter`;
 ///   `terminationMessagePolicy: FallbackToLogsOnError`, so a failure's message carries the tail
 ///   of its output; image [`Spec::image`], pinned by digest.
 pub fn build(spec: &Spec) -> Job {
@@ -55,7 +59,7 @@ pub fn build(spec: &Spec) -> Job {
     let container = Container {
         name: spec.container.clone(),
         image: Some(spec.image().to_owned()),
-        command: Some(spec.argv.clone()),
+        command: Some(spec.argv.iter().map(|a| escape_dollars(a)).collect()),
         args: None,
         security_context: Some(SecurityContext {
             privileged: Some(true),
@@ -106,6 +110,12 @@ pub fn build(spec: &Spec) -> Job {
         }),
         status: None,
     }
+}
+
+/// `element` with every `$` doubled, so that the kubelet's expansion of a container's command
+/// (`$$` to `$`, `$(NAME)` to a variable's value) hands it back unchanged.
+fn escape_dollars(element: &str) -> String {
+    element.replace('$', "$$")
 }
 
 /// `deadline` in whole seconds, rounded up, saturating at `i64::MAX`.

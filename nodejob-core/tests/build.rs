@@ -233,7 +233,11 @@ fn argv_with_shell_metacharacters_lands_verbatim_in_command() -> TestResult {
         ..spec()
     });
     let c = container(&job)?;
-    assert_eq!(c.command.as_ref(), Some(&argv));
+    // Every `$` doubled: the kubelet turns `$$` back into `$` and leaves nothing to expand
+    // (`$(reboot)` would otherwise be a variable reference), so the process gets `argv`.
+    let mut escaped = argv.clone();
+    escaped[6] = "--message=$$(reboot); rm -rf / && echo `id` | tee >/dev/null".into();
+    assert_eq!(c.command.as_ref(), Some(&escaped));
     assert!(
         c.args.is_none(),
         "no args: nothing is appended to the command"

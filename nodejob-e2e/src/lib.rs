@@ -21,14 +21,22 @@
 //! - `rbac`: `deploy/rbac.yaml` applied (as committed or with a verb taken away) and waited for;
 //! - `recorder`: what a watch and a driver's progress saw while the driver ran;
 //! - `waits`: bounded waits on a watch (an object, a Deployment, a self-reboot, a Lease);
+//! - `command`: the `nodejob` binary as a user runs it, through a kubeconfig holding a
+//!   ServiceAccount's token;
 //! - `backend`: [`KubeBackend`], the conformance suite's backend;
-//! - `three_nodes`: [`ThreeNodes`], the drivers' and the command's three-node scenario.
+//! - `three_nodes`: [`ThreeNodes`], the drivers' and the command's three-node scenario;
+//! - `real_node`: [`RealNode`], a real kubelet, containerd and runc in namespaces of their own
+//!   (`e2e/node/node`) whose host is the `stratum` model on a state of the node's own,
+//!   [`RealNodeBackend`], the conformance backend on one (`tests/real_node.rs`), and
+//!   [`RealNodes`], the drivers' scenario on several (`tests/real_node_drivers.rs`).
 
 mod admin;
 mod backend;
+mod command;
 mod conventions;
 mod host;
 mod rbac;
+mod real_node;
 mod recorder;
 mod three_nodes;
 mod waits;
@@ -38,12 +46,14 @@ pub use admin::{
     set_unschedulable, unique,
 };
 pub use backend::KubeBackend;
+pub use command::{COMMAND_LIMIT, CONTEXT, KubeconfigFile, Ran, cli, nodejob, sa_kubeconfig};
 pub use conventions::{
     AGENT_LABEL, KUBELET_ANNOTATION, QUICK_STRATUM, READY_ANNOTATION, REBOOT_ANNOTATION, SA_NAME,
     SA_NAMESPACE, SCENARIO_LABEL, STRATUM_TIMING_ANNOTATION, ZONE_LABEL,
 };
 pub use host::{HostReport, boot_id, host_report};
 pub use rbac::Rbac;
+pub use real_node::{BOOT_LIMIT, RealNode, RealNodeBackend, RealNodes, job_image};
 pub use recorder::{ProgressLog, Recorder, record};
-pub use three_nodes::{ThreeNodes, Workers};
+pub use three_nodes::{ThreeNodes, Workers, deployment_behind_budget};
 pub use waits::{deployment_available, lease_released, reboot_by_itself, wait_for};

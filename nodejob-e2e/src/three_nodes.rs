@@ -1,12 +1,14 @@
-//! [`ThreeNodes`]: the drivers' and the `nodejob` command's three-node scenario.
+//! [`ThreeNodes`]: the drivers' and the `nodejob` command's three-node scenario, and the
+//! Deployment behind a budget that the rolls drain ([`deployment_behind_budget`]).
 
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{Api, DeleteParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Client, Config};
-use nodejob_conformance::{Backend, Failure, Object, Workloads};
+use nodejob_conformance::{Backend, Failure, Workloads};
 
 use crate::admin::{annotate_node, client, config, label_node};
 use crate::backend::KubeBackend;
@@ -78,22 +80,8 @@ impl ThreeNodes {
         replicas: i32,
         limit: Duration,
     ) -> Result<(), Failure> {
-        let ns = self.namespace.as_str();
-        let web = nodejob_conformance::workloads::deployment(ns, app, replicas, &self.label);
-        self.backend
-            .create(Object::Deployment(Box::new(web)))
-            .await?;
-        let pdb = nodejob_conformance::workloads::budget(ns, app, app, replicas - 1);
-        self.backend.create(Object::Budget(Box::new(pdb))).await?;
-        deployment_available(&self.admin, ns, app, replicas, limit, "before the roll").await?;
-        let budgets = Api::<PodDisruptionBudget>::namespaced(self.admin.clone(), ns);
-        wait_for(budgets, app, "one disruption allowed", limit, |b| {
-            b.status.as_ref().is_some_and(|s| {
-                s.observed_generation >= b.metadata.generation && s.disruptions_allowed == 1
-            })
-        })
-        .await
-        .map(drop)
+        let ns = &self.namespace;
+        deployment_behind_budget(&self.admin, ns, &self.label, app, replicas, limit).await
     }
 
     /// Deletes the nodes and the scenario's namespace (with what runs in it), for a caller
@@ -121,4 +109,36 @@ fn gone_or<T>(deleted: Result<T, kube::Error>, what: &str) -> Result<(), Failure
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
         Err(e) => Err(Failure(format!("{what}: {e}"))),
     }
+}
+
+/// Runs Deployment `app` of `replicas` in `namespace` on the nodes labelled `label`, behind a
+/// budget allowing one disruption, as an administrator; returns once every replica is
+/// available and the budget allows that disruption, waiting for each at most `limit`.
+pub async fn deployment_behind_budget(
+    admin: &Client,
+    namespace: &str,
+    label: &(String, String),
+    app: &str,
+    replicas: i32,
+    limit: Duration,
+) -> Result<(), Failure> {
+    let web = nodejob_conformance::workloads::deployment(namespace, app, replicas, label);
+    Api::<Deployment>::namespaced(admin.clone(), namespace)
+        .create(&PostParams::default(), &web)
+        .await
+        .map_err(|e| Failure(format!("creating deployment {namespace}/{app}: {e}")))?;
+    let pdb = nodejob_conformance::workloads::budget(namespace, app, app, replicas - 1);
+    let budgets = Api::<PodDisruptionBudget>::namespaced(admin.clone(), namespace);
+    budgets
+        .create(&PostParams::default(), &pdb)
+        .await
+        .map_err(|e| Failure(format!("creating budget {namespace}/{app}: {e}")))?;
+    deployment_available(admin, namespace, app, replicas, limit, "before the roll").await?;
+    wait_for(budgets, app, "one disruption allowed", limit, |b| {
+        b.status.as_ref().is_some_and(|s| {
+            s.observed_generation >= b.metadata.generation && s.disruptions_allowed == 1
+        })
+    })
+    .await
+    .map(drop)
 }

@@ -2,7 +2,9 @@
 //! scenario's own (one control-plane, two workers in two zones, quick `stratum` hosts) rolled
 //! by [`upgrade_driver::run`] acting as the ServiceAccount of `deploy/rbac.yaml`, with the
 //! options of the long-rolls issue: a budget that never releases under `on_undrainable: skip`
-//! (the roll finishes the other nodes and reports the blocked one). Run by `e2e/run`.
+//! (the roll finishes the other nodes and reports the blocked one), and a rollback after an
+//! injected failure (`on_failure: rollback`, the node agent playing the host's rollback).
+//! Run by `e2e/run`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -77,6 +79,26 @@ async fn roll(trio: &ThreeNodes, plan: &Plan, prefix: &'static str) -> Result<Re
     Ok(report)
 }
 
+/// One driver at a time in this binary: a driver carries on every node another run left in
+/// flight, whatever its plan selects (see `tests/hostile.rs`).
+static ONE_DRIVER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Runs `scenario` on three nodes of its own while no other scenario of this binary runs a
+/// driver, then removes the nodes and their namespace, whatever the scenario left on them
+/// (a later driver here or in another suite would carry on a node left in flight).
+async fn alone<F, Fut>(scenario: F) -> Result<(), Failure>
+where
+    F: FnOnce(ThreeNodes) -> Fut,
+    Fut: Future<Output = (ThreeNodes, Result<(), Failure>)>,
+{
+    let one = ONE_DRIVER.lock().await;
+    let trio = ThreeNodes::new(Workers::InTwoZones).await?;
+    let (trio, result) = scenario(trio).await;
+    let removed = trio.remove().await;
+    drop(one);
+    result.and(removed)
+}
+
 /// A Deployment `pinned` of one replica that only the zone-a worker of the scenario runs,
 /// behind a budget whose `minAvailable` is 1: it never allows a disruption, so that worker's
 /// drain is blocked for as long as the budget stands.
@@ -106,14 +128,21 @@ async fn pinned_to_zone_a(trio: &ThreeNodes) -> Result<(), Failure> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_budget_that_never_releases_with_skip_finishes_the_other_nodes_and_reports_the_blocked_one()
 -> Result<(), Failure> {
-    let trio = ThreeNodes::new(Workers::InTwoZones).await?;
-    pinned_to_zone_a(&trio).await?;
+    alone(|trio| async {
+        let result = skip(&trio).await;
+        (trio, result)
+    })
+    .await
+}
+
+async fn skip(trio: &ThreeNodes) -> Result<(), Failure> {
+    pinned_to_zone_a(trio).await?;
     let [control, zone_a, zone_b] = [&trio.names[0], &trio.names[1], &trio.names[2]];
-    let plan = plan_over(&trio, |spec| {
+    let plan = plan_over(trio, |spec| {
         spec.on_undrainable = Undrainable::Skip;
         spec.drain.timeout = Duration::from_secs(20);
     })?;
-    let report = roll(&trio, &plan, "skip").await?;
+    let report = roll(trio, &plan, "skip").await?;
 
     for name in [control, zone_b] {
         let node = report.node(name).and_then(|n| n.result.clone());
@@ -176,5 +205,126 @@ async fn a_budget_that_never_releases_with_skip_finishes_the_other_nodes_and_rep
         "node {zone_a}'s host ran {} upgrade(s)",
         host.executions("upgrade")
     );
+    Ok(())
+}
+
+/// A rollback after an injected failure: the host upgrade of the first node (the control-plane
+/// one) exits 1 (a `nodejob-test:exit=1` directive in its argv, which the node agent plays
+/// instead of its `stratum` model); under `on_failure: rollback` the driver runs the host's
+/// rollback (`stratum rollback --to V`, played by the agent's model) once, the node comes
+/// back at V, the version recorded before the upgrade, on a new boot, and is uncordoned and
+/// reported rolled back; the failure budget then stops the roll.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_host_upgrade_is_rolled_back_to_the_recorded_version_on_a_new_boot()
+-> Result<(), Failure> {
+    alone(|trio| async {
+        let result = rollback(&trio).await;
+        (trio, result)
+    })
+    .await
+}
+
+async fn rollback(trio: &ThreeNodes) -> Result<(), Failure> {
+    let first = trio.names[0].clone();
+    let before = read_node(&trio.admin, &first).await?;
+    let version = records::version(&before, &VersionSource::KubeletVersion)
+        .unwrap_or_default()
+        .to_string();
+    let plan = plan_over(trio, |spec| {
+        spec.on_failure = upgrade_driver::OnFailure::Rollback;
+        let mut argv: Vec<String> = upgrade_driver::NSENTER
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        argv.extend([
+            spec.binary.clone(),
+            "upgrade".into(),
+            "--to".into(),
+            "{version}".into(),
+            "nodejob-test:log=stratum: error: injected by the end-to-end test".into(),
+            "nodejob-test:exit=1".into(),
+        ]);
+        spec.command = Some(argv);
+    })?;
+    let report = roll(trio, &plan, "rollback").await?;
+
+    let result = report.node(&first).and_then(|n| n.result.clone());
+    let Some(NodeResult::RolledBack {
+        failure,
+        version: back,
+    }) = result
+    else {
+        return Err(Failure(format!(
+            "node {first} was not rolled back: {result:?}"
+        )));
+    };
+    ensure!(
+        failure.step == upgrade_driver::UpgradeStep::Upgrade && failure.exit_code == Some(1),
+        "{failure:?}"
+    );
+    ensure!(back == version, "rolled back to {back}, not {version}");
+    ensure!(
+        matches!(report.outcome, Outcome::Failed { .. }) && report.totals.rolled_back == 1,
+        "{:?}; {:?}",
+        report.outcome,
+        report.totals
+    );
+    // The node: at the recorded version, on a new boot, Ready, uncordoned, not ours.
+    let node = read_node(&trio.admin, &first).await?;
+    let now = records::version(&node, &VersionSource::KubeletVersion);
+    ensure!(
+        now == Some(version.as_str()),
+        "node {first} reports {now:?}"
+    );
+    ensure!(
+        records::boot_id(&node) != records::boot_id(&before),
+        "node {first} did not reboot for its rollback"
+    );
+    ensure!(
+        nodejob_core::ready(&node) && !records::unschedulable(&node) && !records::in_flight(&node),
+        "node {first}: ready {}, cordoned {}, ours {}",
+        nodejob_core::ready(&node),
+        records::unschedulable(&node),
+        records::in_flight(&node)
+    );
+    let record = records::read::<records::Rollback>(&node, records::ROLLBACK).map_err(Failure)?;
+    ensure!(
+        record
+            .as_ref()
+            .is_some_and(|r| r.done.is_some() && r.to == version && r.from == TARGET),
+        "node {first}: rollback record {record:?}"
+    );
+    // The host ran the rollback once, and no upgrade (the injected failure exits before it).
+    let host = host_report(&trio.admin, &first).await?;
+    ensure!(
+        host.executions("rollback") == 1 && host.executions("upgrade") == 0,
+        "node {first}'s host ran: {:?}",
+        host.executions
+    );
+    ensure!(host.version == version, "its host runs {}", host.version);
+    // The rollback Job is gone; the failed upgrade's is kept for inspection.
+    let jobs =
+        Api::<k8s_openapi::api::batch::v1::Job>::namespaced(trio.admin.clone(), SA_NAMESPACE);
+    let rollback = plan.rollback_job_name(&first);
+    ensure!(
+        jobs.get_opt(&rollback)
+            .await
+            .map_err(fail("reading the rollback job"))?
+            .is_none(),
+        "rollback job {rollback} is left"
+    );
+    let upgrade = plan.job_name(&first);
+    ensure!(
+        jobs.get_opt(&upgrade)
+            .await
+            .map_err(fail("reading the upgrade job"))?
+            .is_some(),
+        "the failed upgrade job {upgrade} was not kept"
+    );
+    // The other nodes never started: the failure budget.
+    for name in &trio.names[1..] {
+        let n = report.node(name).and_then(|n| n.result.clone());
+        ensure!(n.is_none(), "node {name}: {n:?}");
+    }
     Ok(())
 }

@@ -157,11 +157,20 @@ pub fn is_host_program(pod: &Pod, directives: &Directives) -> bool {
     job || directives.scripts_process()
 }
 
-/// A container's argv: its `command` followed by its `args`.
+/// A container's argv as its process is handed it: its `command` followed by its `args`, each
+/// element [`expand`](crate::expansion::expand)ed as the kubelet does, with the container's
+/// `env` values (a variable from a `valueFrom` source is not known here and stays a
+/// reference).
 pub fn argv(container: &Container) -> Vec<String> {
+    let vars = |name: &str| {
+        (container.env.iter().flatten())
+            .rev()
+            .find(|v| v.name == name)
+            .and_then(|v| v.value.clone())
+    };
     (container.command.iter().flatten())
         .chain(container.args.iter().flatten())
-        .cloned()
+        .map(|element| crate::expansion::expand(element, vars))
         .collect()
 }
 

@@ -51,6 +51,7 @@
 //! phase and kubelet conditions for each, a node's `Ready` condition.
 
 pub mod directives;
+pub mod expansion;
 pub mod program;
 pub mod status;
 pub mod stratum;

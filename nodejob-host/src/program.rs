@@ -157,11 +157,31 @@ impl Plan {
             let played = host.exec(&directives::argv(container));
             Program::Host(played.unwrap_or_else(|| fallback.execution(&directives)))
         };
+        let on_sigterm = if runs_through_nsenter(container) {
+            Some(OnSigterm::Exit)
+        } else {
+            directives.on_sigterm
+        };
         Plan {
             program,
-            on_sigterm: directives.on_sigterm,
+            on_sigterm,
         }
     }
+}
+
+/// Whether the container's first process is `nsenter` (the runner's `nsenter --target 1 … --
+/// stratum …`). The kubelet's SIGTERM then reaches `nsenter`, not the program it runs: it
+/// does not trap the signal and ends by it (143), whatever that program does; and since the
+/// container shares the host's PID namespace, the runtime then kills every process left in
+/// it (containerd's runc shim, `ShouldKillAllOnExit` in
+/// `cmd/containerd-shim-runc-v2/runc/util.go`). Seen on a real node: a host program trapping
+/// SIGTERM ended with 143 at once, not 137 at the end of the grace period
+/// (`nodejob-e2e/tests/real_node.rs`).
+fn runs_through_nsenter(container: &Container) -> bool {
+    (container.command.iter().flatten())
+        .chain(container.args.iter().flatten())
+        .next()
+        .is_some_and(|program| program.rsplit('/').next() == Some("nsenter"))
 }
 
 #[cfg(test)]
@@ -306,6 +326,23 @@ mod tests {
     fn sigterm_comes_from_the_argv() {
         let mut model = Echo::default();
         let fallback = Fallback::default();
+        // Through nsenter, the program's trap does not matter: nsenter gets the SIGTERM.
+        let entered = Container {
+            command: Some(vec![
+                "nsenter".into(),
+                "--".into(),
+                "sleep".into(),
+                ignore_sigterm(),
+            ]),
+            ..Container::default()
+        };
+        let plan = Plan::of(
+            &job_pod(),
+            &entered,
+            &Fallback::default(),
+            &mut Echo::default(),
+        );
+        assert_eq!(plan.on_sigterm, Some(OnSigterm::Exit));
         let stubborn = container(&[ignore_sigterm()]);
         let plan = Plan::of(&Pod::default(), &stubborn, &fallback, &mut model);
         assert_eq!(

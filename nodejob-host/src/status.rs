@@ -105,6 +105,18 @@ pub fn terminated_state(ended: Ended) -> ContainerState {
     }
 }
 
+/// The exit status the kubelet reports for a container that was running when its node
+/// rebooted: the runtime finds its task gone and gives it containerd's `unknownExitCode`
+/// (`internal/cri/server/helpers.go`). Seen on a real node: a Job's pod running across a
+/// reboot ended `Failed`, its container terminated with 255, reason `Unknown`, no message
+/// (`nodejob-e2e/tests/real_node.rs` checks it). Not yet played by the fake or the node agent:
+/// there a reboot leaves such a pod running, and playing it fails the upgrade of a node
+/// rebooted by another actor while `stratum upgrade` runs ("the host upgrade exited 255"),
+/// which the upgrade's actor soak counts as an execution repeated without a kill.
+pub const REBOOT_EXIT: i32 = 255;
+/// The `terminated.reason` of such a container: containerd's `unknownExitReason`.
+pub const REBOOT_REASON: &str = "Unknown";
+
 /// The message of a Ready node's `Ready` condition.
 pub const READY_MESSAGE: &str = "kubelet is posting ready status";
 

@@ -19,6 +19,7 @@
 //! |---|---|---|
 //! | `upgrade --to V` | `upgrade_time` (`op_time` at V already) | at V already (a leading `v` optional on both sides): "already at V", exit 0, nothing else. Else it logs the upgrade, exits 0, and the node reboots: `reboot_delay` after the exit [`NodeStep::NotReady`], `reboot_time` later [`NodeStep::Boot`] at V (a new `bootID`, `kubeletVersion` V with a leading `v`) and [`NodeStep::Ready`]. |
 //! | `health` | `op_time` | exit 0, a line naming the version and boot. |
+//! | `rollback --to V` | `op_time` | V is the version it runs, or the one it ran before its last upgrade ([`StratumState::previous`]: the other deployment): it logs the rollback, exits 0, and the node reboots into V (`reboot_delay` after the exit NotReady, `reboot_time` later a new boot at V, Ready), discarding whatever was staged; the versions swap. Any other V: exit 1 ("no deployment of V"), nothing changes. |
 //! | `carotate stage --add FP` | `op_time` | FP trusted already: exit 0, nothing changes. While a rotation is issued (not finalized): exit 1. Else FP joins the trusted set; phase `staged`. |
 //! | `carotate issue --ca FP [--expect FP]...` | `op_time` | FP issues already: exit 0, nothing changes. FP not trusted: exit 1. Else the leaves are issued by FP (`issuer`); phase `issued`; the node's components restart: `restart_delay` after the exit NotReady, `restart_time` later Ready (no new boot). With `--expect`, once it exits 0 it verifies as `carotate verify` given the same `--expect`s would, and prints that line and the verdict line ([`verdict_line`]): `{"verify": 0, "expect": ["sha256:…", …]}`, verify's exit status and what it expected. |
 //! | `carotate finalize --keep FP` | `op_time` | FP does not issue the leaves: exit 1. Else the trusted set is {FP}; phase `finalized` (from `issued`). |
@@ -34,6 +35,12 @@
 //! line; an `issue` given `--expect` prints its verdict line just before it. A failed phase
 //! (exit 1) prints its error only.
 //!
+//! # Kept between processes
+//! The model keeps nothing itself: the fake and the node agent hold a [`StratumHost`] in
+//! memory. `stratum` on a real node of the end-to-end suite reads its state before a command
+//! and writes it back after, as the JSON record of [`StratumState::to_record`], and its timing
+//! from a line that [`StratumTiming`]'s `FromStr` reads (`upgrade=2s,reboot-delay=1s`).
+//!
 //! Every execution is counted by [`Operation`] ([`StratumState::executions`]), whatever its
 //! outcome, usage errors included, so a test can check that no phase ran twice (the verify
 //! of an `issue --expect` is part of that `issue`, not counted apart).
@@ -42,7 +49,8 @@
 //! Per node, in [`StratumHost::faults`]: [`Fault::UpgradeFails`] (exit 1 with a message,
 //! nothing changes), [`Fault::BootsOldVersion`] (the node comes back at the version it had),
 //! [`Fault::StaysDown`] (after an upgrade it goes NotReady and never comes back),
-//! [`Fault::Unhealthy`] (`health` exits 1), [`Fault::IssueFails`] (exit 1, nothing changes),
+//! [`Fault::Unhealthy`] (`health` exits 1), [`Fault::RollbackFails`] (`rollback` exits 1,
+//! nothing changes), [`Fault::IssueFails`] (exit 1, nothing changes),
 //! [`Fault::ForeignCa`] (`issue` leaves the node's leaves chained to [`FOREIGN_CA`], which it
 //! does not trust), [`Fault::DownAfterIssue`] (after `issue` the node goes NotReady and stays
 //! so), [`Fault::GarbledStatus`] (the status line, of `status` or after a phase, is not JSON).
@@ -75,6 +83,7 @@
 //! ```
 
 mod command;
+mod record;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -101,6 +110,8 @@ pub enum Operation {
     Upgrade,
     /// `health`.
     Health,
+    /// `rollback`.
+    Rollback,
     /// `carotate stage`.
     CaStage,
     /// `carotate issue`.
@@ -133,6 +144,7 @@ impl Operation {
         match self {
             Operation::Upgrade => "upgrade",
             Operation::Health => "health",
+            Operation::Rollback => "rollback",
             Operation::CaStage => "carotate stage",
             Operation::CaIssue => "carotate issue",
             Operation::CaFinalize => "carotate finalize",
@@ -194,6 +206,8 @@ pub enum Fault {
     StaysDown,
     /// `health` exits 1.
     Unhealthy,
+    /// `rollback` fails: exit 1 with a message; nothing changes, no reboot.
+    RollbackFails,
     /// `carotate issue` (of another CA) fails: exit 1 with a message; nothing changes.
     IssueFails,
     /// `carotate issue` leaves the node's leaves chained to [`FOREIGN_CA`], which it does not
@@ -242,6 +256,9 @@ impl Default for StratumTiming {
 pub struct StratumState {
     /// The kubelet version the node runs (its `nodeInfo.kubeletVersion`).
     pub version: String,
+    /// The version it ran before its last upgrade (the other deployment, which `rollback`
+    /// boots back into); `None` until it upgraded.
+    pub previous: Option<String>,
     /// Its current boot (its `nodeInfo.bootID`).
     pub boot_id: String,
     /// The fingerprints of the CAs it trusts.
@@ -260,6 +277,7 @@ impl StratumState {
     pub fn new(version: impl Into<String>, boot_id: impl Into<String>) -> Self {
         StratumState {
             version: version.into(),
+            previous: None,
             boot_id: boot_id.into(),
             trusted: BTreeSet::from([INITIAL_CA.to_string()]),
             issuer: INITIAL_CA.to_string(),
@@ -367,6 +385,7 @@ impl StratumHost {
         let mut run = match command {
             Command::Upgrade { to } => self.upgrade(&to),
             Command::Health => self.health(),
+            Command::Rollback { to } => self.rollback(&to),
             Command::Stage { add } => self.stage(add),
             Command::Issue { ca, expect } => self.issue(ca, &expect),
             Command::Finalize { keep } => self.finalize(keep),
@@ -411,6 +430,8 @@ impl StratumHost {
             "stratum: {to} installed; rebooting in {}s",
             t.reboot_delay.as_secs()
         );
+        // The version it runs now stays as the other deployment, for a rollback.
+        self.state.previous = Some(from.clone());
         let mut run = ends(t.upgrade_time, 0, &[start, done]);
         run.effects.push(Effect {
             after: t.reboot_delay,
@@ -434,6 +455,59 @@ impl StratumHost {
                 },
             ]);
         }
+        run
+    }
+
+    fn rollback(&mut self, to: &str) -> Execution {
+        let t = &self.timing;
+        let running = self.state.version.clone();
+        let previous = self.state.previous.clone();
+        let known =
+            same_version(&running, to) || previous.as_deref().is_some_and(|p| same_version(p, to));
+        if !known {
+            let error = format!(
+                "stratum: error: no deployment of {to} to roll back to (running {running}{})",
+                previous
+                    .as_deref()
+                    .map(|p| format!(", previous {p}"))
+                    .unwrap_or_default()
+            );
+            return ends(t.op_time, 1, &[error]);
+        }
+        let to = kubelet_version(to);
+        let start = format!("stratum: rolling back {running} -> {to}");
+        if self.has(Fault::RollbackFails) {
+            let error = format!(
+                "stratum: error: rollback to {to} failed: bootloader entry not found (injected fault)"
+            );
+            return ends(t.op_time, 1, &[start, error]);
+        }
+        let done = format!(
+            "stratum: {to} selected; rebooting in {}s",
+            t.reboot_delay.as_secs()
+        );
+        let mut run = ends(t.op_time, 0, &[start, done]);
+        // The deployments swap: what ran is the other one now.
+        if !same_version(&running, &to) {
+            self.state.previous = Some(running);
+        }
+        let back = t.reboot_delay + t.reboot_time;
+        run.effects.extend([
+            Effect {
+                after: t.reboot_delay,
+                step: NodeStep::NotReady,
+            },
+            Effect {
+                after: back,
+                step: NodeStep::Boot {
+                    kubelet_version: to,
+                },
+            },
+            Effect {
+                after: back,
+                step: NodeStep::Ready,
+            },
+        ]);
         run
     }
 

@@ -31,6 +31,7 @@ use crate::{Error, PlanError, Stop};
 use nodejob_roll::Fenced;
 
 mod blocked;
+mod rollback_drain;
 mod soak;
 
 pub(crate) use blocked::HeldBack;
@@ -332,6 +333,8 @@ where
                     | Intent::Host { adopt: None }
                     | Intent::DeleteJob { .. }
                     | Intent::Health
+                    | Intent::RollbackJob { adopt: None, .. }
+                    | Intent::DeleteRollbackJob { .. }
             );
             if fenced && let Err(e) = self.check().await {
                 let result = NodeResult::Interrupted {
@@ -343,11 +346,13 @@ where
             // A stop request ends a node in flight only where a step would begin: the step in
             // flight finishes (its result recorded, its Job deleted, its end reported). The
             // last step, uncordoning, always runs.
+            // A rollback, decided on a failure, always runs too: a stop does not leave a failed
+            // node half-way.
             let stop_here = self.stop.requested()
-                && step
-                    .marks
-                    .iter()
-                    .any(|m| matches!(m, Mark::Started(s) if *s != UpgradeStep::Uncordon));
+                && step.marks.iter().any(|m| {
+                    matches!(m, Mark::Started(s)
+                        if *s != UpgradeStep::Uncordon && *s != UpgradeStep::Rollback)
+                });
             for mark in std::mem::take(&mut step.marks) {
                 match mark {
                     Mark::Started(_) if stop_here => {}
@@ -410,6 +415,15 @@ where
                         self.event(name, EventType::Warning, &f.step.reason(), &message)
                             .await;
                     }
+                    if let NodeResult::RolledBack { failure, version } = &result {
+                        let message = format!(
+                            "failed at {}: {}; rolled back to {version}",
+                            failure.step, failure.message
+                        );
+                        let reason = UpgradeStep::Rollback.reason();
+                        self.event(name, EventType::Warning, &reason, &message)
+                            .await;
+                    }
                     if let NodeResult::Blocked { why, .. } = &result
                         && last.is_some()
                     {
@@ -431,7 +445,14 @@ where
                     let mut drained = Drained::default();
                     let options = &self.plan.spec().drain;
                     let pods = Fenced::new(api, &self.ctx.fence);
-                    let result = drain_into(&pods, name, options, &notes, &mut drained).await;
+                    let result = if machine.current_step() == UpgradeStep::Rollback {
+                        // Our failed host Job's Pod stays, for inspection.
+                        let label_key = self.plan.host_spec(name).label_key;
+                        let pods = rollback_drain::KeepingHostPods::new(pods, label_key);
+                        drain_into(&pods, name, options, &notes, &mut drained).await
+                    } else {
+                        drain_into(&pods, name, options, &notes, &mut drained).await
+                    };
                     machine.set_now(api.wall_time().to_string());
                     match result {
                         Ok(()) => Observation::Drained(Ok(drained)),
@@ -520,6 +541,31 @@ where
                     };
                     spec.output = Some(Arc::new(NoteSink::to(name, &self.ctx.progress)));
                     Observation::Health(run_exit_code(api, &spec).await.map_err(|e| e.to_string()))
+                }
+                Intent::FindRollbackJob => {
+                    let ns = &self.plan.spec().namespace;
+                    let job_name = self.plan.rollback_job_name(name);
+                    match retry(api, || api.get_job(ns, &job_name)).await {
+                        Ok(job) => Observation::Job(Some(Box::new(job))),
+                        Err(e) if e.is_not_found() => Observation::Job(None),
+                        Err(e) => Observation::Failed(format!("reading the rollback job: {e}")),
+                    }
+                }
+                Intent::RollbackJob { adopt, to } => {
+                    let spec = self.plan.rollback_spec(name, &to);
+                    let policy = Policy { adopt, keep: true };
+                    let ran = (self.ctx)
+                        .host_job(api, name, spec, Mode::ExitCodeLogs, policy)
+                        .await;
+                    Observation::Host(ran.map_err(|e| e.to_string()))
+                }
+                Intent::DeleteRollbackJob { uid } => {
+                    let ns = &self.plan.spec().namespace;
+                    let job = self.plan.rollback_job_name(name);
+                    match delete_job(self.api, ns, &job, &uid).await {
+                        Ok(()) => Observation::Deleted,
+                        Err(e) => Observation::Failed(e.to_string()),
+                    }
                 }
                 Intent::Soak { since, boot_id } => match self.soak(name, &since, &boot_id).await {
                     Some(obs) => obs,

@@ -60,6 +60,15 @@
 //!    a failure does; a roll that ends with blocked nodes ends [`Outcome::Stopped`], naming
 //!    them. A rerun reads the records: it leaves a quarantined node alone, and comes back to a
 //!    skipped one last.
+//!
+//!    When the plan rolls back on failure (`on_failure`: [`OnFailure::Rollback`]), the version
+//!    and boot a node reports right before its host upgrade are recorded in the Launch write
+//!    ([`records::ROLLBACK`]); a failed host upgrade, a node back at another version, a failed
+//!    health check or soak then rolls it back: the decision recorded (the node cordoned again
+//!    if it was in service), a drain, the host's `stratum rollback --to V` Job once (created
+//!    after a guarded write of the boot read then, kept until its result is recorded), a new
+//!    boot Ready at V, uncordon if ours. It is reported [`NodeResult::RolledBack`], a failure
+//!    for the budget; a rollback that fails fails the node at `Rollback`, left cordoned.
 //! 5. Release the Lease.
 //!
 //! # Guarantees
@@ -149,7 +158,7 @@ pub use nodejob_roll::Window;
 pub use nodejob_roll::{EventSink, FenceEvent, Outcome, Placement, PlanError, Selecting, Stop};
 pub use nodejob_roll::{Group, batches};
 pub use order::{groups, is_control_plane};
-pub use plan::{Downgrade, MaxUnavailable, Plan, PlanSpec, Undrainable, VersionSource};
+pub use plan::{Downgrade, MaxUnavailable, OnFailure, Plan, PlanSpec, Undrainable, VersionSource};
 pub use preview::{NodePreview, PodPlan, Preview, WouldBlock};
 pub use progress::{NodeReport, Progress, ProgressSink, Report, Totals, UpgradeEvent, quiet};
 pub use skew::Skew;

@@ -41,11 +41,12 @@ use nodejob_core::runner::Report;
 use nodejob_core::{NodeChange, ready};
 
 mod blocked;
+mod rollback;
 mod soak;
 
 pub(crate) use blocked::blocked_why;
 
-use crate::plan::{Plan, Undrainable};
+use crate::plan::{OnFailure, Plan, Undrainable};
 use crate::records::{
     self, DONE, Done, HOST_JOB, HostJob, IN_PROGRESS, InProgress, boot_id, same_version,
     unschedulable, version,
@@ -70,6 +71,10 @@ pub enum UpgradeStep {
     /// Stay Ready on the same boot for the plan's soak, the health check passing again at its
     /// end, then record it done (only when the plan soaks).
     Soak,
+    /// Roll it back to the version it ran before its host upgrade, after a failure (only when
+    /// the plan rolls back on failure): drain, the host's rollback Job, a new boot Ready at
+    /// that version, uncordon (if we cordoned it).
+    Rollback,
 }
 
 impl UpgradeStep {
@@ -83,6 +88,7 @@ impl UpgradeStep {
             UpgradeStep::Health => "Health",
             UpgradeStep::Uncordon => "Uncordon",
             UpgradeStep::Soak => "Soak",
+            UpgradeStep::Rollback => "Rollback",
         }
     }
 
@@ -157,6 +163,21 @@ pub enum Intent {
         since: String,
         /// The boot it must stay on.
         boot_id: String,
+    },
+    /// `get_job` of the rollback Job's name.
+    FindRollbackJob,
+    /// Run the rollback Job toward `to` (keep it on success), adopting the Job of this UID if
+    /// set; fenced unless adopting. Answered [`Observation::Host`].
+    RollbackJob {
+        /// The Job to adopt.
+        adopt: Option<String>,
+        /// The version it rolls back to.
+        to: String,
+    },
+    /// Delete the rollback Job of this UID exactly, and wait until it is gone; fenced.
+    DeleteRollbackJob {
+        /// Its UID.
+        uid: String,
     },
 }
 
@@ -250,6 +271,15 @@ pub enum NodeResult {
         /// Why.
         why: String,
     },
+    /// Failed after its host upgrade was launched, and rolled back: the host's rollback ran
+    /// once, and it came back at `version` (what it ran before) on a new boot, uncordoned if we
+    /// cordoned it. Still a failure for the failure budget.
+    RolledBack {
+        /// The failure that was rolled back.
+        failure: Failure,
+        /// The version it is back at.
+        version: String,
+    },
     /// Not upgraded: PodDisruptionBudgets allowing no disruption held its drain past the
     /// timeout, and the plan's `on_undrainable` skips (uncordoned if we cordoned it, tried
     /// again at the end) or quarantines (left cordoned, labelled) such a node. Recorded on the
@@ -268,7 +298,7 @@ pub enum NodeResult {
 
 impl nodejob_roll::NodeEnd for NodeResult {
     fn failed(&self) -> bool {
-        matches!(self, NodeResult::Failed(_))
+        matches!(self, NodeResult::Failed(_) | NodeResult::RolledBack { .. })
     }
 
     fn blocked(&self) -> bool {
@@ -331,6 +361,8 @@ enum At {
     SoakRestart,
     /// Recording why the soak failed, before failing with it.
     SoakFailing(Failure),
+    /// Rolling back after a failure.
+    RollingBack(rollback::Rb),
     Over,
 }
 
@@ -374,6 +406,12 @@ pub struct NodeMachine {
     soaks: bool,
     /// The node's soak record, as first read or as written.
     soak: Option<crate::records::Soak>,
+    /// What the plan does with a node that fails after its host upgrade.
+    on_failure: OnFailure,
+    /// The node's rollback record, as first read or as written.
+    rollback: Option<crate::records::Rollback>,
+    /// The failure being rolled back.
+    rolling_back: Option<Failure>,
 }
 
 impl NodeMachine {
@@ -397,6 +435,9 @@ impl NodeMachine {
             blocked_before: None,
             soaks: plan.spec().soak.is_some(),
             soak: None,
+            on_failure: plan.spec().on_failure,
+            rollback: None,
+            rolling_back: None,
         }
     }
 
@@ -593,12 +634,7 @@ impl NodeMachine {
                 self.node = Some(node);
                 self.host = Some(record.clone());
                 if let Some(failure) = self.pending_failure.take() {
-                    return self.fail(
-                        failure.step,
-                        failure.message,
-                        failure.exit_code,
-                        failure.log_tail,
-                    );
+                    return self.failed_or_rolled_back(failure);
                 }
                 let uid = record.uid;
                 self.go(At::Deleting, Vec::new(), Intent::DeleteJob { uid })
@@ -620,15 +656,18 @@ impl NodeMachine {
                 let marks = vec![Mark::Finished(UpgradeStep::Health, "passed".into())];
                 self.finish(marks)
             }
-            (At::Checking, Observation::Health(Ok(code))) => self.fail(
-                UpgradeStep::Health,
-                format!("the health check exited {code}; the node stays cordoned"),
-                Some(code),
-                None,
-            ),
-            (At::Checking, Observation::Health(Err(why))) => {
-                self.fail(UpgradeStep::Health, why, None, None)
-            }
+            (At::Checking, Observation::Health(Ok(code))) => self.failed_or_rolled_back(Failure {
+                step: UpgradeStep::Health,
+                message: format!("the health check exited {code}; the node stays cordoned"),
+                exit_code: Some(code),
+                log_tail: None,
+            }),
+            (At::Checking, Observation::Health(Err(why))) => self.failed_or_rolled_back(Failure {
+                step: UpgradeStep::Health,
+                message: why,
+                exit_code: None,
+                log_tail: None,
+            }),
             (At::Blocking(record), Observation::Node(node)) => self.blocked(record, node),
             (At::Soaking, Observation::Soaked { node, held }) => self.soaked(node, held),
             (At::SoakChecking, Observation::Health(result)) => self.soak_checked(result),
@@ -645,6 +684,7 @@ impl NodeMachine {
                     failure.log_tail,
                 )
             }
+            (At::RollingBack(rb), obs) => self.rollback_step(rb, obs),
             (At::Finishing, Observation::Changed(node)) => self.finish_again(node),
             (At::Finishing, Observation::Node(node)) if self.soaks => self.soak_started(node),
             (At::Finishing, Observation::Node(node)) => {
@@ -692,6 +732,7 @@ impl NodeMachine {
         }
         self.blocked_before = records::read(&node, records::BLOCKED).ok().flatten();
         self.soak = records::read(&node, records::SOAK).ok().flatten();
+        self.rollback = records::read(&node, records::ROLLBACK).ok().flatten();
         if progress.is_none()
             && let Some(step) = self.resume_soak(&node)
         {
@@ -825,6 +866,9 @@ impl NodeMachine {
 
     /// Marked ours: where to go on, from what the node and our records say.
     fn resume(&mut self) -> Step {
+        if let Some(step) = self.resume_rollback() {
+            return step;
+        }
         match &self.host {
             Some(h) if h.exit_code == Some(0) => {
                 let uid = h.uid.clone();
@@ -892,10 +936,12 @@ impl NodeMachine {
                 );
             };
             record.host_boot_id = Some(boot_id(&node).to_string());
-            let changes = vec![NodeChange::set_annotation(
+            let mut changes = vec![NodeChange::set_annotation(
                 IN_PROGRESS,
                 records::value(&*record),
             )];
+            // What a rollback would go back to: the version and boot now.
+            changes.extend(self.record_for_rollback(&node));
             let rv = records::rv(&node);
             return self.go(At::Launching, marks, Intent::Guarded { rv, changes });
         }
@@ -1086,24 +1132,24 @@ impl NodeMachine {
                 Some(n) if !ready(n) => "it rebooted but is not Ready".to_string(),
                 Some(_) => "it did not come back".to_string(),
             };
-            return self.fail(
-                UpgradeStep::Reboot,
-                format!("{why} within the reboot timeout; the node stays cordoned"),
-                None,
-                None,
-            );
+            return self.failed_or_rolled_back(Failure {
+                step: UpgradeStep::Reboot,
+                message: format!("{why} within the reboot timeout; the node stays cordoned"),
+                exit_code: None,
+                log_tail: None,
+            });
         }
         if !same_version(&reported, &self.target) {
-            return self.fail(
-                UpgradeStep::Reboot,
-                format!(
+            return self.failed_or_rolled_back(Failure {
+                step: UpgradeStep::Reboot,
+                message: format!(
                     "it came back at {reported}, not {}: the upgrade did not take; the node \
                      stays cordoned",
                     self.target
                 ),
-                None,
-                None,
-            );
+                exit_code: None,
+                log_tail: None,
+            });
         }
         let marks = vec![Mark::Finished(
             UpgradeStep::Reboot,
@@ -1144,6 +1190,10 @@ impl NodeMachine {
         if self.soak.is_some() {
             // An earlier soak's record (toward another target): ours no longer.
             changes.push(NodeChange::remove_annotation(records::SOAK));
+        }
+        if self.rollback.is_some() {
+            // What a rollback would have gone back to: no longer needed.
+            changes.push(NodeChange::remove_annotation(records::ROLLBACK));
         }
         marks.push(Mark::Started(UpgradeStep::Uncordon));
         let rv = self.rv();
@@ -1230,6 +1280,7 @@ impl NodeMachine {
             | At::SoakDone
             | At::SoakRestart
             | At::SoakFailing(_) => UpgradeStep::Soak,
+            At::RollingBack(_) => UpgradeStep::Rollback,
         }
     }
 }

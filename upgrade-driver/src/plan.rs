@@ -128,6 +128,53 @@ pub struct PlanSpec {
     /// the health check (if any) passing again at the end, before the roll goes on: the next
     /// batch starts only once every node of this one soaked. `None` (the default): no soak.
     pub soak: Option<Duration>,
+    /// What a node that fails after its host upgrade was launched comes to: it stays as it
+    /// is (the default), or is rolled back to the version it ran before.
+    pub on_failure: OnFailure,
+}
+
+/// What a node comes to when its host upgrade fails, or it comes back at another version than
+/// the target, or fails its health check or its soak.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum OnFailure {
+    /// It fails and stays as it is (cordoned, its Job left for inspection): the default, and
+    /// what a roll did before this option.
+    #[default]
+    Stop,
+    /// The host's rollback (`stratum rollback --to V`, V the version recorded on the node
+    /// before its host upgrade) runs on it, drained, once; it must come back at V on a new
+    /// boot, and is then uncordoned if we cordoned it and reported rolled back, still a
+    /// failure for the failure budget. A node that is not Ready, or has no version recorded,
+    /// is not rolled back and fails as with `stop`.
+    Rollback,
+}
+
+impl OnFailure {
+    /// `stop` or `rollback`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnFailure::Stop => "stop",
+            OnFailure::Rollback => "rollback",
+        }
+    }
+}
+
+impl std::fmt::Display for OnFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// What a roll does with a node whose drain budgets allowing no disruption hold past the
@@ -243,6 +290,7 @@ impl PlanSpec {
             max_blocked: 1,
             soak: None,
             skew: Skew::Enforce,
+            on_failure: OnFailure::Stop,
         }
     }
 
@@ -478,6 +526,34 @@ impl Plan {
             self.job_name(node),
             self.command(),
             "per-node upgrade",
+        )
+    }
+
+    /// The name of the rollback Job for `node`: `rollback-<node>-<target>` (the target it rolls
+    /// back from), likewise.
+    pub fn rollback_job_name(&self, node: &str) -> String {
+        trunc_name(&format!("rollback-{node}-{}", self.spec.target))
+    }
+
+    /// The rollback's argv toward `version`: `nsenter ... -- <binary> rollback --to <version>`.
+    pub fn rollback_command(&self, version: &str) -> Vec<String> {
+        let mut argv: Vec<String> = NSENTER.iter().map(|s| s.to_string()).collect();
+        argv.extend([
+            self.spec.binary.clone(),
+            "rollback".into(),
+            "--to".into(),
+            version.into(),
+        ]);
+        argv
+    }
+
+    /// The rollback Job of `node` toward `version`: critical (the node is drained).
+    pub fn rollback_spec(&self, node: &str, version: &str) -> Spec {
+        self.job(
+            node,
+            self.rollback_job_name(node),
+            self.rollback_command(version),
+            "per-node rollback",
         )
     }
 

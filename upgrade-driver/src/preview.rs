@@ -11,7 +11,7 @@ use crate::Error;
 use crate::drive::HeldBack;
 use crate::drive::{cordoned_by_us, refuse_downgrade, retry, select_nodes};
 use crate::order::groups;
-use crate::plan::{Plan, Undrainable};
+use crate::plan::{OnFailure, Plan, Undrainable};
 use crate::records::at_target;
 use crate::records::{self, unschedulable, version};
 use nodejob_roll::batches;
@@ -102,6 +102,14 @@ pub struct Preview {
     /// soaks none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub soak_ms: Option<u64>,
+    /// What a node that fails after its host upgrade comes to (left out when `stop`, the
+    /// default).
+    #[serde(skip_serializing_if = "is_stop")]
+    pub on_failure: OnFailure,
+}
+
+fn is_stop(policy: &OnFailure) -> bool {
+    *policy == OnFailure::Stop
 }
 
 fn is_fail(policy: &Undrainable) -> bool {
@@ -240,6 +248,7 @@ where
         would_block,
         quarantined: held.quarantined_why(),
         soak_ms: plan.spec().soak.map(nodejob_roll::millis),
+        on_failure: plan.spec().on_failure,
     })
 }
 

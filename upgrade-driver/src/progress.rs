@@ -84,10 +84,10 @@ pub struct NodeReport {
 }
 
 impl NodeReport {
-    /// The failure, when it failed.
+    /// The failure, when it failed (and was rolled back, or not).
     pub fn failure(&self) -> Option<&Failure> {
         match &self.result {
-            Some(NodeResult::Failed(f)) => Some(f),
+            Some(NodeResult::Failed(f) | NodeResult::RolledBack { failure: f, .. }) => Some(f),
             _ => None,
         }
     }
@@ -113,6 +113,10 @@ pub struct Totals {
     /// Nodes blocked (skipped or quarantined: budgets held their drain). Left out when none.
     #[serde(skip_serializing_if = "is_zero")]
     pub blocked: usize,
+    /// Nodes that failed and were rolled back (failures too, not counted in `failed`). Left
+    /// out when none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub rolled_back: usize,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -143,6 +147,7 @@ impl nodejob_roll::Totals<NodeReport> for Totals {
                 Some(NodeResult::Failed(_)) => t.failed += 1,
                 Some(NodeResult::Interrupted { .. }) => t.interrupted += 1,
                 Some(NodeResult::Blocked { .. }) => t.blocked += 1,
+                Some(NodeResult::RolledBack { .. }) => t.rolled_back += 1,
             }
             t.pods_evicted += n.pods_evicted.len();
         }

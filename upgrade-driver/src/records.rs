@@ -7,6 +7,7 @@
 //! | [`HOST_JOB`] | once the host Job's result is read, before the Job is deleted | the host Job's UID and exit code: a succeeded host step is never run again; a failed one is retried by replacing exactly that Job |
 //! | [`DONE`] | with the uncordon, in one write that also removes the two above | the node is at the target, since when |
 //! | [`BLOCKED`] | when budgets allowing no disruption held its drain past the timeout and the plan skips or quarantines such a node, in one write that removes [`IN_PROGRESS`] (and uncordons it, if we cordoned it and skip it) | toward which target, skipped or quarantined, the budgets that blocked and the Pods left, when, and whether we had cordoned it |
+//! | [`ROLLBACK`] | when the plan rolls back on failure: with our record right before the host Job (the version and boot to go back to); with why once a rollback is decided (and the node cordoned again, ours in flight again); with the boot read right before the rollback Job, then its result; with when, once the node came back at that version | what a rollback goes back to, and where it stands |
 //! | [`SOAK`] | with the uncordon when the plan soaks, in the write that removes [`IN_PROGRESS`] and [`HOST_JOB`]; removed with the done record once the soak passed | the node soaks toward which target, since when, on which boot; a failed soak's why |
 //!
 //! and one label: [`QUARANTINED`], set with the [`BLOCKED`] record of a quarantined node; while
@@ -59,6 +60,45 @@ pub struct Blocked {
 /// Whether `node` carries the [`QUARANTINED`] label.
 pub fn quarantined(node: &Node) -> bool {
     label(node, QUARANTINED).is_some()
+}
+
+/// What a rollback goes back to, and where it stands ([`Rollback`]).
+pub const ROLLBACK: &str = "stratum.ciq.com/upgrade-rollback";
+
+/// [`ROLLBACK`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rollback {
+    /// The target the upgrade went to (what is rolled back from).
+    pub from: String,
+    /// The version the node reported right before its host upgrade: what it goes back to.
+    pub to: String,
+    /// Its boot then.
+    #[serde(rename = "bootID")]
+    pub boot_id: String,
+    /// Why it is rolled back, once decided; `None`: recorded in case, not decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+    /// The step that failed (`Upgrade`, `Reboot`, `Health`, `Soak`), once decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
+    /// The boot read right before the rollback Job was created (written before it is): the
+    /// boot the rollback's reboot ends.
+    #[serde(
+        rename = "rollbackBootID",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub rollback_boot_id: Option<String>,
+    /// The rollback Job's UID, once its result is read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// Its exit code (`None` with a `uid`: it failed without one).
+    #[serde(rename = "exitCode", default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// When it came back at [`Rollback::to`] (RFC 3339): rolled back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub done: Option<String>,
 }
 
 /// A node upgraded and back in service, soaking ([`Soak`]).

@@ -28,6 +28,8 @@
 //! refused by it: the operator then allows skew), 10: its nodes' move breaks no rule of the
 //! policy against the apiserver's version then ([`SkewCheck`]).
 //!
+//! Invariant 1 holds for the rollback's host Job too.
+//!
 //! # At the end of each run and of the seed
 //! 7. The run ends within its bound.
 //! 8. The report agrees with the cluster: a node reported upgraded has no in-progress record
@@ -40,9 +42,13 @@
 //! Each seed runs twice: once with the plan's defaults (the digest of that soak changes only
 //! when default behaviour does), and once under long-roll policies drawn for it from a stream
 //! of its own (so the cluster, the actors and the crash are the same): `on_undrainable` skip
-//! or quarantine with `max_blocked` 0 to 2. The operator of the last runs then also removes the
-//! quarantine labels. The report check gains: a node reported blocked carries the blocked
-//! record and not ours; a quarantined one is still cordoned and labelled.
+//! or quarantine with `max_blocked` 0 to 2; a soak of 1 to 5 minutes or none; `on_failure`
+//! stop or rollback, with a host fault on one node (its upgrade fails, it boots the old
+//! version, or it is unhealthy) half the time. The operator of the last runs then also fixes
+//! that host and removes the quarantine labels. The report check gains: a node reported blocked
+//! carries the blocked record and not ours, a quarantined one is still labelled; a node failed
+//! or stopped at its soak carries the soak record; a node reported rolled back is at the version
+//! it was rolled back to, and not ours.
 //!
 //! # Running
 //! - `cargo test -p upgrade-driver --test actors`: seeds 0 to 63.
@@ -64,7 +70,7 @@ use nodejob_conformance::{Crashing, Observe, Write};
 use nodejob_core::{ApiError, Clock, Verb};
 use nodejob_fake::FakeCluster;
 use nodejob_fake::schedule::{Act, ActorSchedule, Cast, Draw};
-use nodejob_fake::stratum::{Operation, StratumTiming};
+use nodejob_fake::stratum::{Fault, Operation, StratumTiming};
 use support::*;
 use upgrade_driver::EventSink;
 use upgrade_driver::records::{
@@ -72,8 +78,8 @@ use upgrade_driver::records::{
 };
 use upgrade_driver::skew::{self, Kubelet, Workers, judge};
 use upgrade_driver::{
-    MaxUnavailable, NodeResult, Outcome, Plan, PlanSpec, Report, Skew, Undrainable, UpgradeStep,
-    run,
+    MaxUnavailable, NodeResult, OnFailure, Outcome, Plan, PlanSpec, Report, Skew, Undrainable,
+    UpgradeStep, run,
 };
 
 /// Seeds run by `cargo test`.
@@ -205,6 +211,10 @@ struct Policies {
     undrainable: Option<(Undrainable, u32)>,
     /// `soak`, when drawn.
     soak: Option<Duration>,
+    /// `on_failure`, when drawn.
+    on_failure: Option<OnFailure>,
+    /// A node whose host fails so, until the operator of the last runs fixes it.
+    fault: Option<(usize, Fault)>,
 }
 
 impl Policies {
@@ -214,7 +224,27 @@ impl Policies {
         let policy = *rng.pick(&[Undrainable::Skip, Undrainable::Quarantine]);
         let undrainable = Some((policy, rng.range(0, 2) as u32));
         let soak = rng.chance(0.5).then(|| rng.millis(60_000, 300_000));
-        Policies { undrainable, soak }
+        let on_failure = Some(*rng.pick(&[OnFailure::Stop, OnFailure::Rollback]));
+        let fault = rng.chance(0.5).then(|| {
+            let fault = *rng.pick(&[
+                Fault::UpgradeFails,
+                Fault::BootsOldVersion,
+                Fault::Unhealthy,
+            ]);
+            (rng.range(0, 100) as usize, fault)
+        });
+        Policies {
+            undrainable,
+            soak,
+            on_failure,
+            fault,
+        }
+    }
+
+    /// The node of the drawn fault, among `names`.
+    fn faulty<'n>(&self, names: &'n [String]) -> Option<(&'n String, Fault)> {
+        let (i, fault) = self.fault?;
+        Some((&names[i % names.len()], fault))
     }
 
     fn apply(&self, spec: &mut PlanSpec) {
@@ -225,10 +255,13 @@ impl Policies {
         if self.soak.is_some() {
             spec.soak = self.soak;
         }
+        if let Some(policy) = self.on_failure {
+            spec.on_failure = policy;
+        }
     }
 
     fn drawn(&self) -> bool {
-        self.undrainable.is_some() || self.soak.is_some()
+        self.undrainable.is_some() || self.soak.is_some() || self.on_failure.is_some()
     }
 }
 
@@ -293,8 +326,11 @@ impl Watch {
             v.push(format!("{write}: {why}"));
         }
         match write.verb {
-            // 1. The host Job: on a cordoned node, drained, with no other host Pod.
-            Verb::CreateJob if write.target.contains("/upgrade-") => {
+            // 1. The host Job (the upgrade's, or the rollback's): on a cordoned node, drained,
+            // with no other host Pod.
+            Verb::CreateJob
+                if write.target.contains("/upgrade-") || write.target.contains("/rollback-") =>
+            {
                 let Some(node) = Self::node_of_job(write) else {
                     return v;
                 };
@@ -312,10 +348,9 @@ impl Watch {
                 }
                 let live_hosts = (self.fake.pods_on(&node).into_iter())
                     .filter(|p| {
-                        p.metadata
-                            .name
-                            .as_deref()
-                            .is_some_and(|n| n.starts_with("upgrade-"))
+                        p.metadata.name.as_deref().is_some_and(|n| {
+                            n.starts_with("upgrade-") || n.starts_with("rollback-")
+                        })
                     })
                     .filter(|p| {
                         let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
@@ -333,7 +368,10 @@ impl Watch {
                     .host_state(&node)
                     .map(|h| h.version)
                     .unwrap_or_default();
-                if host == self.target && !self.versioned.contains(&node) {
+                if write.target.contains("/upgrade-")
+                    && host == self.target
+                    && !self.versioned.contains(&node)
+                {
                     v.push(format!(
                         "{write}: host job on {node}, whose host is at {} already",
                         self.target
@@ -484,6 +522,9 @@ fn short(result: &Result<Report, upgrade_driver::Error>) -> String {
             Outcome::Failed { .. } => {
                 let failures: Vec<String> = (r.nodes.iter())
                     .filter_map(|n| match (&n.result, n.failure()) {
+                        (Some(NodeResult::RolledBack { .. }), Some(f)) => {
+                            Some(format!("{} rolled-back-{}: {}", n.name, f.step, f.message))
+                        }
                         (_, Some(f)) => Some(format!("{} {}: {}", n.name, f.step, f.message)),
                         (Some(NodeResult::Blocked { policy, .. }), None) => {
                             Some(format!("{} blocked: {policy}", n.name))
@@ -550,6 +591,17 @@ fn check_report(fake: &FakeCluster, report: &Report) -> Result<(), String> {
                     n.name
                 ));
             }
+            // A rolled-back node ends at the version recorded before its host upgrade.
+            Some(NodeResult::RolledBack { version, .. }) => {
+                let at = kubelet_version(&node);
+                if record.is_some() || !records::same_version(&at, version) {
+                    return Err(format!(
+                        "{} reported rolled back to {version}, but it is at {at} with our \
+                         in-progress record {record:?}",
+                        n.name
+                    ));
+                }
+            }
             Some(NodeResult::Blocked { policy, .. }) => {
                 let blocked =
                     (node.metadata.annotations.as_ref()).is_some_and(|a| a.contains_key(BLOCKED));
@@ -588,6 +640,11 @@ async fn scenario(seed: u64, verbose: bool, policies: &Policies) -> Result<Summa
         println!("seed {seed}: {draws:#?}\nschedule:\n{}", draws.actors);
     }
     let (fake, names) = build(seed, &draws)?;
+    if let Some((node, fault)) = policies.faulty(&names) {
+        let host = fake.host(node).ok_or(format!("no host on {node}"))?;
+        fake.set_host(node, host.with_fault(fault))
+            .map_err(|e| e.to_string())?;
+    }
     fake.sleep(Duration::from_secs(30)).await;
     // Drawn times are from the roll's start.
     let start = fake.now();
@@ -618,7 +675,7 @@ async fn scenario(seed: u64, verbose: bool, policies: &Policies) -> Result<Summa
     };
     // Nodes an actor set to another version than the target: one our upgrade reached may be
     // rolled back under it, and then must be failed and named, never upgraded twice.
-    let rolled_back: BTreeSet<String> = (draws.actors.acts.iter())
+    let mut rolled_back: BTreeSet<String> = (draws.actors.acts.iter())
         .filter_map(|(_, act)| match act {
             Act::ReportVersion { node, version } if version != TARGET || draws.retarget => {
                 Some(node.clone())
@@ -626,6 +683,11 @@ async fn scenario(seed: u64, verbose: bool, policies: &Policies) -> Result<Summa
             _ => None,
         })
         .collect();
+    // A host that booted its old version after an upgrade that exited 0 is failed and named
+    // by every run that does not roll it back (the upgrade is not run twice): as above.
+    if let Some((node, Fault::BootsOldVersion)) = policies.faulty(&names) {
+        rolled_back.insert(node.clone());
+    }
     let mut runs = Vec::new();
     let mut violations = Vec::new();
     let mut done = false;
@@ -657,7 +719,14 @@ async fn scenario(seed: u64, verbose: bool, policies: &Policies) -> Result<Summa
                     let _ = fake.delete_budget_now("default", name);
                 }
             }
-            // And, under the policies, lets the nodes the runs quarantined be rolled.
+            // And, under the policies, fixes the faulty host and lets the nodes the runs
+            // quarantined be rolled.
+            if let Some((node, _)) = policies.faulty(&names)
+                && let Some(mut host) = fake.host(node)
+            {
+                host.faults.clear();
+                let _ = fake.set_host(node, host);
+            }
             if policies.drawn() {
                 for name in fake.node_names() {
                     if fake.node(&name).as_ref().is_some_and(records::quarantined) {
@@ -764,7 +833,17 @@ async fn scenario(seed: u64, verbose: bool, policies: &Policies) -> Result<Summa
             .host_state(name)
             .map(|s| s.executions(Operation::Upgrade))
             .unwrap_or(0);
-        let retries = killed.get(name).copied().unwrap_or(0) + u32::from(draws.retarget);
+        // Each rollback lets a later run try the upgrade again; the faulty host's upgrade is
+        // retried by each run while it fails (a failed one changed nothing).
+        let rolled_back = fake
+            .host_state(name)
+            .map(|s| s.executions(Operation::Rollback))
+            .unwrap_or(0);
+        let faulty = policies.faulty(&names).is_some_and(|(n, _)| n == name);
+        let retries = killed.get(name).copied().unwrap_or(0)
+            + u32::from(draws.retarget)
+            + rolled_back
+            + if faulty { RUNS as u32 } else { 0 };
         if executions > 1 + retries {
             return fail(format!(
                 "{name}: {executions} upgrade executions, {retries} of them after a killed one"

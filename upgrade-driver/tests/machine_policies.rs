@@ -7,8 +7,8 @@ use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Node
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use nodejob_core::NodeChange;
 use upgrade_driver::records::{
-    BLOCKED, Blocked, DONE, IN_PROGRESS, InProgress, QUARANTINED, QUARANTINED_VALUE, SOAK, Soak,
-    value,
+    BLOCKED, Blocked, DONE, IN_PROGRESS, InProgress, QUARANTINED, QUARANTINED_VALUE, ROLLBACK,
+    Rollback, SOAK, Soak, value,
 };
 use upgrade_driver::{
     DrainFailed, HeldBy, Intent, Mark, NodeMachine, NodeResult, Observation as Obs, Plan, PlanSpec,
@@ -518,4 +518,231 @@ fn a_rerun_resumes_a_soak_from_its_recorded_start_or_soaks_again_after_a_failed_
         panic!("{step:?}")
     };
     assert!(changes.contains(&NodeChange::remove_annotation(SOAK)));
+}
+
+// --- rollback ------------------------------------------------------------------------------
+
+fn rolling_back() -> Plan {
+    plan(|s| s.on_failure = upgrade_driver::OnFailure::Rollback)
+}
+
+fn rollback_record(changes: &[NodeChange]) -> Rollback {
+    let value = changes
+        .iter()
+        .find_map(|c| match c {
+            NodeChange::SetAnnotation { key, value } if key == ROLLBACK => Some(value.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no rollback record in {changes:?}"));
+    serde_json::from_str(&value).unwrap()
+}
+
+/// Drained under `plan`: the Launch write, then its answer.
+fn launched(plan: &Plan) -> (NodeMachine, Vec<NodeChange>) {
+    let mut m = draining(plan, false);
+    let step = m.step(Obs::Drained(Ok(nodejob_core::drain::Drained::default())));
+    let Intent::Guarded { changes, .. } = step.intent else {
+        panic!("{step:?}")
+    };
+    let step = m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
+    assert_eq!(step.intent, Intent::Host { adopt: None });
+    (m, changes)
+}
+
+#[test]
+fn the_launch_records_what_a_rollback_goes_back_to_only_when_the_plan_rolls_back() {
+    let (_, changes) = launched(&rolling_back());
+    let record = rollback_record(&changes);
+    assert_eq!(
+        (
+            record.from.as_str(),
+            record.to.as_str(),
+            record.boot_id.as_str()
+        ),
+        (TARGET, "v1.37.2", "boot-1")
+    );
+    assert_eq!(record.why, None);
+    let (_, changes) = launched(&plan(|_| {}));
+    assert_eq!(changes.len(), 1, "our record alone: {changes:?}");
+}
+
+#[test]
+fn a_failed_host_upgrade_is_rolled_back_step_by_step_each_recorded_first() {
+    let (mut m, _) = launched(&rolling_back());
+    let report = nodejob_core::runner::Report {
+        uid: "j".into(),
+        exit_code: 1,
+        log: Some("failed\n".into()),
+    };
+    let step = m.step(Obs::Host(Ok(report)));
+    assert!(
+        matches!(step.intent, Intent::Patch { .. }),
+        "the failure recorded first"
+    );
+    // The decision, one write: why on the rollback record, the node ours (still cordoned).
+    let step = m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
+    assert!(
+        step.marks.contains(&Mark::Started(UpgradeStep::Rollback)),
+        "{step:?}"
+    );
+    let Intent::Patch { changes, .. } = &step.intent else {
+        panic!("{step:?}")
+    };
+    assert!(!changes.contains(&NodeChange::Cordon), "cordoned already");
+    let decided = rollback_record(changes);
+    assert!(decided.why.unwrap().contains("exited 1"));
+    assert_eq!(decided.step.as_deref(), Some("Upgrade"));
+    let step = m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
+    assert_eq!(step.intent, Intent::Drain);
+    // Right before the rollback Job: the boot now, guarded.
+    let step = m.step(Obs::Drained(Ok(nodejob_core::drain::Drained::default())));
+    let Intent::Guarded { changes, .. } = &step.intent else {
+        panic!("{step:?}")
+    };
+    assert_eq!(
+        rollback_record(changes).rollback_boot_id.as_deref(),
+        Some("boot-1")
+    );
+    let step = m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
+    assert_eq!(
+        step.intent,
+        Intent::RollbackJob {
+            adopt: None,
+            to: "v1.37.2".into()
+        }
+    );
+    let report = nodejob_core::runner::Report {
+        uid: "r".into(),
+        exit_code: 0,
+        log: None,
+    };
+    let step = m.step(Obs::Host(Ok(report)));
+    let Intent::Patch { changes, .. } = &step.intent else {
+        panic!("{step:?}")
+    };
+    let recorded = rollback_record(changes);
+    assert_eq!(
+        (recorded.uid.as_deref(), recorded.exit_code),
+        (Some("r"), Some(0))
+    );
+    let step = m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
+    assert_eq!(step.intent, Intent::DeleteRollbackJob { uid: "r".into() });
+    let step = m.step(Obs::Deleted);
+    assert_eq!(
+        step.intent,
+        Intent::WaitReboot {
+            boot_id: "boot-1".into()
+        }
+    );
+    // Back at the recorded version on a new boot: uncordoned, done, not ours; the failed host
+    // Job's record kept (a rerun replaces exactly that Job).
+    let step = m.step(Obs::Rebooted {
+        node: Some(node("v1.37.2", "boot-3", true, &[ours(true)])),
+        met: true,
+    });
+    let Intent::Guarded { changes, .. } = &step.intent else {
+        panic!("{step:?}")
+    };
+    assert_eq!(changes[0], NodeChange::Uncordon);
+    assert!(changes.contains(&NodeChange::remove_annotation(IN_PROGRESS)));
+    assert!(!changes.contains(&NodeChange::remove_annotation(
+        upgrade_driver::records::HOST_JOB
+    )));
+    assert!(rollback_record(changes).done.is_some());
+    let step = m.step(Obs::Node(node("v1.37.2", "boot-3", false, &[])));
+    let Intent::Done(NodeResult::RolledBack { failure, version }) = step.intent else {
+        panic!("{step:?}")
+    };
+    assert_eq!(
+        (failure.step, version.as_str()),
+        (UpgradeStep::Upgrade, "v1.37.2")
+    );
+}
+
+#[test]
+fn a_rollback_that_comes_back_at_another_version_fails_at_rollback() {
+    let (mut m, _) = launched(&rolling_back());
+    let report = nodejob_core::runner::Report {
+        uid: "j".into(),
+        exit_code: 1,
+        log: None,
+    };
+    m.step(Obs::Host(Ok(report)));
+    m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
+    m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
+    m.step(Obs::Drained(Ok(nodejob_core::drain::Drained::default())));
+    m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
+    let ok = nodejob_core::runner::Report {
+        uid: "r".into(),
+        exit_code: 0,
+        log: None,
+    };
+    m.step(Obs::Host(Ok(ok)));
+    m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
+    m.step(Obs::Deleted);
+    let step = m.step(Obs::Rebooted {
+        node: Some(node("v1.36.0", "boot-3", true, &[ours(true)])),
+        met: true,
+    });
+    let Intent::Done(NodeResult::Failed(f)) = step.intent else {
+        panic!("{step:?}")
+    };
+    assert_eq!(f.step, UpgradeStep::Rollback);
+    assert!(
+        f.message.contains("came back at v1.36.0, not v1.37.2"),
+        "{}",
+        f.message
+    );
+}
+
+#[test]
+fn a_resumed_rollback_adopts_the_rollback_job_an_earlier_run_launched() {
+    let record = Rollback {
+        from: TARGET.into(),
+        to: "v1.37.2".into(),
+        boot_id: "boot-1".into(),
+        why: Some("the health check exited 1".into()),
+        step: Some("Health".into()),
+        rollback_boot_id: Some("boot-2".into()),
+        uid: None,
+        exit_code: None,
+        done: None,
+    };
+    let mut m = NodeMachine::new(&rolling_back(), EPOCH);
+    let step = m.start(node(
+        TARGET,
+        "boot-2",
+        true,
+        &[ours(true), (ROLLBACK, value(&record))],
+    ));
+    assert_eq!(step.intent, Intent::FindRollbackJob, "{step:?}");
+    let job = Box::new(k8s_openapi::api::batch::v1::Job {
+        metadata: ObjectMeta {
+            uid: Some("r".into()),
+            ..ObjectMeta::default()
+        },
+        ..Default::default()
+    });
+    let step = m.step(Obs::Job(Some(job)));
+    assert_eq!(
+        step.intent,
+        Intent::RollbackJob {
+            adopt: Some("r".into()),
+            to: "v1.37.2".into()
+        }
+    );
+    // A rollback whose result was recorded goes on from it: its Job deleted, then the reboot.
+    let done = Rollback {
+        uid: Some("r".into()),
+        exit_code: Some(0),
+        ..record
+    };
+    let mut m = NodeMachine::new(&rolling_back(), EPOCH);
+    let step = m.start(node(
+        TARGET,
+        "boot-2",
+        true,
+        &[ours(true), (ROLLBACK, value(&done))],
+    ));
+    assert_eq!(step.intent, Intent::DeleteRollbackJob { uid: "r".into() });
 }

@@ -28,6 +28,7 @@ pub(crate) fn settings(args: &Upgrade) -> UpgradeSettings {
         deadline: Some(args.deadline),
         reboot_timeout: Some(args.reboot_timeout),
         binary: Some(args.binary.clone()),
+        version_from: Some(args.version_from.clone()),
         window: args.window.clone(),
         failure_budget: Some(args.failure_budget),
         health_check: args.health_check.then(|| args.health_argv.clone()),
@@ -36,6 +37,7 @@ pub(crate) fn settings(args: &Upgrade) -> UpgradeSettings {
         max_blocked: Some(args.long_roll.max_blocked),
         soak: args.long_roll.soak,
         allow_skew: args.allow_skew,
+        on_failure: Some(args.long_roll.on_failure.policy()),
     }
 }
 

@@ -92,6 +92,13 @@ pub(crate) struct NodeState {
     /// The blocked record, read (an unreadable one as absent).
     #[serde(skip)]
     pub(crate) blocked_record: Option<records::Blocked>,
+    /// The upgrade's rollback record (what a rollback goes back to, where it stands), as an
+    /// object; left out when none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) rollback: Option<serde_json::Value>,
+    /// The rollback record, read (an unreadable one as absent).
+    #[serde(skip)]
+    pub(crate) rollback_record: Option<records::Rollback>,
 }
 
 /// Where the upgrade stands on a node.
@@ -272,6 +279,8 @@ impl NodeState {
             blocked: annotation(records::BLOCKED),
             quarantined: records::quarantined(node),
             blocked_record: records::read(node, records::BLOCKED).ok().flatten(),
+            rollback: annotation(records::ROLLBACK),
+            rollback_record: records::read(node, records::ROLLBACK).ok().flatten(),
         }
     }
 }

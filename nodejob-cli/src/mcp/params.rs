@@ -86,6 +86,11 @@ pub(crate) struct UpgradeArgs {
     /// The on-host binary, an absolute path. Default `/usr/local/bin/stratum`.
     #[serde(default)]
     pub(crate) binary: Option<String>,
+    /// Where each node reports the version `to` names: `kubelet` (its kubelet's version, for
+    /// an upgrade that moves the kubelet), `os-image` (its osImage, for an OS upgrade that does
+    /// not), or `label=KEY` (its label KEY). Default `kubelet`.
+    #[serde(default)]
+    pub(crate) version_from: Option<String>,
     /// A maintenance window, `DAYS START-END [TZ]`, e.g. `sat,sun 01:00-05:00 Europe/Berlin`:
     /// no node starts outside it; a node in flight finishes.
     #[serde(default)]
@@ -127,6 +132,22 @@ pub(crate) struct UpgradeArgs {
     /// (at most `24h`). A node that breaks its soak fails (failure budget). Default: none.
     #[serde(default)]
     pub(crate) soak: Option<String>,
+    /// What a node comes to whose host upgrade fails, or that comes back at another version,
+    /// or fails its health check or soak: `stop` (default: left as it is, the roll stops) or
+    /// `rollback` (the host's `stratum rollback` to the version recorded before its upgrade,
+    /// once; back on a new boot, uncordoned; still a failure for the failure budget).
+    #[serde(default)]
+    pub(crate) on_failure: Option<OnFailureArg>,
+}
+
+/// `on_failure`: what a node that fails after its host upgrade comes to.
+#[derive(Clone, Copy, Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum OnFailureArg {
+    /// Left as it is; the roll stops.
+    Stop,
+    /// Rolled back to the version it ran before, once.
+    Rollback,
 }
 
 /// `on_undrainable`: what a node comes to whose drain budgets block past its timeout.
@@ -404,6 +425,10 @@ impl UpgradeArgs {
             deadline: duration("deadline", self.deadline.as_ref())?,
             reboot_timeout: duration("reboot_timeout", self.reboot_timeout.as_ref())?,
             binary: self.binary.clone(),
+            version_from: (self.version_from.as_deref())
+                .map(parse::version_source)
+                .transpose()
+                .map_err(|e| format!("version_from: {e}"))?,
             window: self.window.clone(),
             failure_budget: self.failure_budget,
             health_check: self.health_check.clone(),
@@ -416,6 +441,10 @@ impl UpgradeArgs {
             max_blocked: self.max_blocked,
             soak: duration("soak", self.soak.as_ref())?,
             allow_skew: self.allow_skew,
+            on_failure: self.on_failure.map(|p| match p {
+                OnFailureArg::Stop => upgrade_driver::OnFailure::Stop,
+                OnFailureArg::Rollback => upgrade_driver::OnFailure::Rollback,
+            }),
         })
     }
 

@@ -43,8 +43,14 @@ pub(crate) fn text(status: &Status) -> String {
                         }
                         _ => ("upgrading", ""),
                     };
+                    let rolling_back = match &n.rollback_record {
+                        Some(r) if r.why.is_some() && r.done.is_none() => {
+                            format!("; rolling back to {}", r.to)
+                        }
+                        _ => String::new(),
+                    };
                     format!(
-                        "{head} to {} ({note}epoch {}{})",
+                        "{head} to {} ({note}epoch {}{}){rolling_back}",
                         p.target,
                         p.epoch,
                         if p.cordoned { ", cordoned by us" } else { "" }
@@ -66,8 +72,12 @@ pub(crate) fn text(status: &Status) -> String {
     out
 }
 
-/// The UPGRADE cell of a node with no upgrade under way nor done: blocked, if it was.
+/// The UPGRADE cell of a node with no upgrade under way nor done: rolled back or blocked, if
+/// it was.
 fn blocked_cell(n: &NodeState) -> String {
+    if let Some(r) = n.rollback_record.as_ref().filter(|r| r.done.is_some()) {
+        return format!("ROLLED BACK to {} (from {})", r.to, r.from);
+    }
     match (&n.blocked_record, n.quarantined) {
         (Some(b), _) if b.policy == upgrade_driver::Undrainable::Quarantine || n.quarantined => {
             format!("QUARANTINED toward {} (drain blocked)", b.target)
@@ -78,10 +88,23 @@ fn blocked_cell(n: &NodeState) -> String {
     }
 }
 
-/// After the table, a line per node an upgrade blocked: what was done, when, the budgets and
-/// the Pods left. Nothing when none was.
+/// After the table, a line per node an upgrade rolled back (why, when) or blocked (what was
+/// done, when, the budgets and the Pods left). Nothing when none was.
 fn blocked_lines(status: &Status) -> String {
     let mut out = String::new();
+    for n in &status.nodes {
+        if let Some(r) = &n.rollback_record
+            && let (Some(done), Some(why)) = (&r.done, &r.why)
+        {
+            out.push_str(&format!(
+                "rolled back {}: from {} to {} at {done}, after it failed at {}: {why}\n",
+                n.node,
+                r.from,
+                r.to,
+                r.step.as_deref().unwrap_or("?")
+            ));
+        }
+    }
     for n in &status.nodes {
         let Some(b) = &n.blocked_record else {
             continue;
@@ -200,6 +223,8 @@ mod tests {
                 blocked: None,
                 quarantined: false,
                 blocked_record: None,
+                rollback: None,
+                rollback_record: None,
             }],
             simulated: None,
         };
@@ -256,6 +281,8 @@ mod tests {
                         .map(|r| serde_json::to_value(r).unwrap_or_default()),
                     quarantined,
                     blocked_record: record,
+                    rollback: None,
+                    rollback_record: None,
                 }
             };
         let skipped = upgrade_driver::records::Blocked {
@@ -297,5 +324,53 @@ mod tests {
         let plain = json["nodes"][2].as_object().cloned().unwrap_or_default();
         assert!(!plain.contains_key("blocked") && !plain.contains_key("quarantined"));
         Ok(())
+    }
+    #[test]
+    fn a_rolled_back_node_says_from_what_to_what_and_why() {
+        let record = upgrade_driver::records::Rollback {
+            from: "v1.38.0".into(),
+            to: "v1.37.2".into(),
+            boot_id: "b1".into(),
+            why: Some("the host upgrade exited 1".into()),
+            step: Some("Upgrade".into()),
+            rollback_boot_id: Some("b1".into()),
+            uid: Some("r".into()),
+            exit_code: Some(0),
+            done: Some("2026-01-01T00:04:17Z".into()),
+        };
+        let status = Status {
+            lease_name: "kube-system/nodejob".into(),
+            lease: None,
+            nodes: vec![NodeState {
+                node: "worker-a-0".into(),
+                version: Some("v1.37.2".into()),
+                ready: true,
+                cordoned: false,
+                upgrade_state: None,
+                in_progress: None,
+                host_job: None,
+                done: None,
+                ca: None,
+                upgrade: None,
+                blocked: None,
+                quarantined: false,
+                blocked_record: None,
+                rollback: serde_json::to_value(&record).ok(),
+                rollback_record: Some(record),
+            }],
+            simulated: None,
+        };
+        let text = text(&status);
+        assert!(
+            text.contains("ROLLED BACK to v1.37.2 (from v1.38.0)"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "rolled back worker-a-0: from v1.38.0 to v1.37.2 at 2026-01-01T00:04:17Z, after it \
+                 failed at Upgrade: the host upgrade exited 1\n"
+            ),
+            "{text}"
+        );
     }
 }

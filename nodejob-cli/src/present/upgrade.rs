@@ -24,6 +24,8 @@ fn step_index(step: UpgradeStep) -> u64 {
         UpgradeStep::Uncordon => 6,
         // Past the bar's end (it stays full): a soak follows the uncordon, when there is one.
         UpgradeStep::Soak => 7,
+        // After a failure, wherever the bar stood: the bar keeps its place (see `on_bars`).
+        UpgradeStep::Rollback => 0,
     }
 }
 
@@ -88,6 +90,10 @@ impl Event for Progress {
                 result: NodeResult::Blocked { .. },
                 ..
             } => Severity::Warning,
+            Progress::NodeFinished {
+                result: NodeResult::RolledBack { .. },
+                ..
+            } => Severity::Error,
             Progress::Stopping { .. } => Severity::Warning,
             _ => Severity::Info,
         }
@@ -101,6 +107,20 @@ impl Event for Progress {
             now,
         };
         match self {
+            Progress::StepStarted {
+                node,
+                step: UpgradeStep::Rollback,
+            } => bar(
+                node,
+                Position::Keep,
+                Some("Rollback...".into()),
+                Now::Working,
+            ),
+            Progress::StepFinished {
+                node,
+                step: UpgradeStep::Rollback,
+                ..
+            } => bar(node, Position::Keep, None, Now::Working),
             Progress::StepStarted { node, step } => bar(
                 node,
                 Position::At(step_index(*step) - 1),
@@ -124,6 +144,7 @@ impl Event for Progress {
                     NodeResult::Failed(_) => End::Failed,
                     NodeResult::Interrupted { .. } => End::Stopped,
                     NodeResult::Blocked { .. } => End::Skipped,
+                    NodeResult::RolledBack { .. } => End::Failed,
                 }),
             ),
             Progress::Driver(UpgradeEvent::NodeSkipped { node, why }) => bar(
@@ -152,6 +173,10 @@ fn result_text(result: &NodeResult) -> String {
         NodeResult::Failed(f) => failed_at(f.step, f.exit_code, &f.message),
         NodeResult::Interrupted { step, why } => format!("stopped before {step}: {why}"),
         NodeResult::Blocked { why, .. } => format!("blocked: {why}"),
+        NodeResult::RolledBack { failure, version } => format!(
+            "{}; rolled back to {version}",
+            failed_at(failure.step, failure.exit_code, &failure.message)
+        ),
     }
 }
 
@@ -209,6 +234,14 @@ pub(crate) fn preview(preview: &Preview) -> String {
 /// would then do.
 fn undrainable_preview(preview: &Preview) -> Vec<String> {
     let mut lines = Vec::new();
+    if preview.on_failure == upgrade_driver::OnFailure::Rollback {
+        lines.push(
+            "on failure: a node whose host upgrade fails, or that comes back at another version \
+             or fails its health check or soak, is rolled back (stratum rollback) to the version \
+             it reports now, once"
+                .into(),
+        );
+    }
     if let Some(ms) = preview.soak_ms {
         lines.push(format!(
             "soak: each node, back in service, stays Ready on the same boot for {} (the health \
@@ -283,6 +316,9 @@ pub(crate) fn summary(report: &Report, took_ms: Option<u64>) -> String {
             Some(NodeResult::Skipped { .. }) => "skipped".into(),
             Some(NodeResult::Failed(f)) => format!("failed at {}", f.step),
             Some(NodeResult::Interrupted { step, .. }) => format!("stopped before {step}"),
+            Some(NodeResult::RolledBack { failure, .. }) => {
+                format!("rolled back ({})", failure.step)
+            }
             Some(NodeResult::Blocked { policy, .. }) => match policy {
                 Undrainable::Quarantine => "blocked, quarantined".into(),
                 _ => "blocked, skipped".into(),
@@ -322,10 +358,11 @@ pub(crate) fn summary(report: &Report, took_ms: Option<u64>) -> String {
         t.failed,
         t.interrupted,
         t.not_started,
-        match t.blocked {
-            0 => String::new(),
-            n => format!(", {n} blocked"),
-        },
+        [(t.blocked, "blocked"), (t.rolled_back, "rolled back")]
+            .iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, what)| format!(", {n} {what}"))
+            .collect::<String>(),
         t.pods_evicted,
         took_ms
             .map(|ms| format!("took {}; ", seconds(ms)))
@@ -345,8 +382,14 @@ fn failures(report: &Report, plan: Option<&upgrade_driver::Plan>) -> Vec<String>
     let mut lines = Vec::new();
     for n in &report.nodes {
         if let Some(f) = n.failure() {
+            let rolled_back = match &n.result {
+                Some(NodeResult::RolledBack { version, .. }) => {
+                    format!("; rolled back to {version} (a new boot, uncordoned if we cordoned it)")
+                }
+                _ => String::new(),
+            };
             lines.push(format!(
-                "node {} failed at {}{}: {}",
+                "node {} failed at {}{}: {}{rolled_back}",
                 n.name,
                 f.step,
                 with_exit_code(f.exit_code),
@@ -371,6 +414,10 @@ fn look_at(plan: &upgrade_driver::Plan, node: &str, step: UpgradeStep) -> String
         UpgradeStep::Upgrade => format!(
             "  look at: kubectl -n {ns} logs job/{}; kubectl describe node {node}",
             plan.job_name(node)
+        ),
+        UpgradeStep::Rollback => format!(
+            "  look at: kubectl -n {ns} logs job/{}; kubectl describe node {node}",
+            plan.rollback_job_name(node)
         ),
         UpgradeStep::Drain => format!(
             "  look at: kubectl get pods -A --field-selector spec.nodeName={node}; \

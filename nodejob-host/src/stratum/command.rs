@@ -6,7 +6,8 @@ use crate::directives::PREFIX;
 use super::Operation;
 
 /// The one-line usage of `stratum`, as it prints it after a usage error.
-pub const USAGE: &str = "usage: stratum upgrade --to VERSION | stratum health | stratum carotate \
+pub const USAGE: &str = "usage: stratum upgrade --to VERSION | stratum rollback --to VERSION | \
+    stratum health | stratum carotate \
     {stage --add|issue --ca|finalize --keep|abort --remove} sha256:FINGERPRINT | stratum \
     carotate issue --ca sha256:FINGERPRINT --expect sha256:FINGERPRINT... | stratum \
     carotate status | stratum carotate verify --expect sha256:FINGERPRINT...";
@@ -18,6 +19,8 @@ pub(crate) enum Command {
     Upgrade { to: String },
     /// `health`.
     Health,
+    /// `rollback --to VERSION`.
+    Rollback { to: String },
     /// `carotate stage --add FP`.
     Stage { add: String },
     /// `carotate issue --ca FP [--expect FP]...`: with `--expect`, verified after as
@@ -42,6 +45,7 @@ impl Command {
         match self {
             Command::Upgrade { .. } => Operation::Upgrade,
             Command::Health => Operation::Health,
+            Command::Rollback { .. } => Operation::Rollback,
             Command::Stage { .. } => Operation::CaStage,
             Command::Issue { .. } => Operation::CaIssue,
             Command::Finalize { .. } => Operation::CaFinalize,
@@ -66,6 +70,7 @@ impl Command {
         let parsed = match args {
             ["upgrade", rest @ ..] => one("--to", rest, false).map(|to| Command::Upgrade { to }),
             ["health"] => Ok(Command::Health),
+            ["rollback", rest @ ..] => one("--to", rest, false).map(|to| Command::Rollback { to }),
             ["carotate", "stage", rest @ ..] => {
                 one("--add", rest, true).map(|add| Command::Stage { add })
             }
@@ -231,7 +236,7 @@ mod tests {
     #[test]
     fn parses_commands() {
         let fp = "sha256:ab";
-        let table: [(&[&str], Command); 13] = [
+        let table: [(&[&str], Command); 14] = [
             (
                 &["upgrade", "--to", "v1.38.0"],
                 Command::Upgrade {
@@ -243,6 +248,12 @@ mod tests {
                 Command::Upgrade { to: "1.38".into() },
             ),
             (&["health"], Command::Health),
+            (
+                &["rollback", "--to", "v1.37.2"],
+                Command::Rollback {
+                    to: "v1.37.2".into(),
+                },
+            ),
             (
                 &["carotate", "stage", "--add", fp],
                 Command::Stage { add: fp.into() },

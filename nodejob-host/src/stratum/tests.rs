@@ -518,3 +518,53 @@ fn status_line_escapes() {
     assert_eq!(Operation::CaIssue.to_string(), "carotate issue");
     assert_eq!(CaPhase::Finalized.to_string(), "finalized");
 }
+
+#[test]
+fn rollback_boots_back_into_the_version_it_ran_before_its_upgrade() {
+    let mut h = host();
+    run(&mut h, "upgrade --to v1.38.0");
+    h.booted("v1.38.0", "boot-1");
+    assert_eq!(h.state.previous.as_deref(), Some("v1.37.2"));
+    let e = run(&mut h, "rollback --to v1.37.2");
+    assert_eq!((e.run, e.exit_code), (secs(1), 0));
+    assert_eq!(
+        e.log,
+        "stratum: rolling back v1.38.0 -> v1.37.2\nstratum: v1.37.2 selected; rebooting in 5s\n"
+    );
+    assert_eq!(
+        steps(&e),
+        [
+            (5, NodeStep::NotReady),
+            (35, boot("v1.37.2")),
+            (35, NodeStep::Ready)
+        ]
+    );
+    h.booted("v1.37.2", "boot-2");
+    // The deployments swapped: a rollback again would go to v1.38.0.
+    assert_eq!(h.state.previous.as_deref(), Some("v1.38.0"));
+    assert_eq!(h.state.executions(Operation::Rollback), 1);
+}
+
+#[test]
+fn rollback_to_the_version_it_runs_reboots_into_it_and_to_another_is_refused() {
+    // A failed upgrade changed nothing: rolling back to what it runs is a clean boot of it.
+    let mut h = host().with_fault(Fault::UpgradeFails);
+    assert_eq!(run(&mut h, "upgrade --to v1.38.0").exit_code, 1);
+    let e = run(&mut h, "rollback --to 1.37.2");
+    assert_eq!(e.exit_code, 0);
+    assert_eq!(steps(&e)[1], (35, boot("v1.37.2")));
+    let e = run(&mut h, "rollback --to v1.36.0");
+    assert_eq!(e.exit_code, 1);
+    assert!(
+        e.log
+            .contains("no deployment of v1.36.0 to roll back to (running v1.37.2)"),
+        "{}",
+        e.log
+    );
+    assert!(e.effects.is_empty());
+    let mut failing = host().with_fault(Fault::RollbackFails);
+    let e = run(&mut failing, "rollback --to v1.37.2");
+    assert_eq!((e.exit_code, e.effects.len()), (1, 0));
+    assert!(e.log.contains("injected fault"), "{}", e.log);
+    assert_eq!(failing.state.executions(Operation::Rollback), 1);
+}

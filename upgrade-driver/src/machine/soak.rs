@@ -219,10 +219,13 @@ impl NodeMachine {
             version: self.target.clone(),
             at: self.now.clone(),
         };
-        let changes = vec![
+        let mut changes = vec![
             NodeChange::set_annotation(DONE, records::value(&done)),
             NodeChange::remove_annotation(SOAK),
         ];
+        if self.rollback.is_some() {
+            changes.push(NodeChange::remove_annotation(records::ROLLBACK));
+        }
         let rv = self.rv();
         self.go(At::SoakDone, marks, Intent::Guarded { rv, changes })
     }
@@ -267,6 +270,14 @@ impl NodeMachine {
     /// The soak failed: why recorded on the node (a rerun soaks it again), then the node
     /// fails at `Soak`, left as it is (in service).
     fn soak_failed(&mut self, why: String, exit_code: Option<i32>) -> Step {
+        if self.can_roll_back().is_ok() {
+            return self.failed_or_rolled_back(Failure {
+                step: UpgradeStep::Soak,
+                message: why,
+                exit_code,
+                log_tail: None,
+            });
+        }
         let message = format!("{why}; the node is left as it is, in service");
         let failure = Failure {
             step: UpgradeStep::Soak,

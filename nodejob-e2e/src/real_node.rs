@@ -1,0 +1,448 @@
+//! [`RealNode`]: a real node of the run's cluster (a kubelet, containerd and runc in a PID and
+//! mount namespace of its own, `e2e/node/node`); [`RealNodeBackend`], the conformance
+//! suite's backend on one; [`RealNodes`], the drivers' scenario on several.
+//!
+//! A node's PID 1 (`e2e/node/init`) is "the host" its privileged Jobs `nsenter`: their
+//! `nsenter --target 1 --mount --uts --ipc --net --pid` reaches it and execs the node's
+//! `/usr/local/bin/stratum` (`src/bin/stratum.rs`), the `stratum` model of `nodejob-host`
+//! on a state kept in the node's directory ([`RealNode::host_state`]). [`RealNode::stop`] (or
+//! its drop) ends every process of the node and removes its cgroups; nothing it mounted
+//! outlives its mount namespace. `e2e/run` sweeps the run's nodes again at the end, for a test
+//! killed before its teardown.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Client;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use nodejob_conformance::{Backend, Failure};
+use nodejob_host::stratum::StratumState;
+use nodejob_kube::KubeApi;
+use serde_json::json;
+
+use crate::admin::{client, config, fail, label_node, namespace, unique};
+use crate::conventions::{NOT_READY_TAINT, SA_NAME, SA_NAMESPACE, SCENARIO_LABEL};
+use crate::host::boot_id;
+use crate::rbac::Rbac;
+use crate::three_nodes::deployment_behind_budget;
+use crate::waits::wait_for;
+
+/// How long a real node may take to boot and post Ready (about 1 s on 2 idle cores).
+pub const BOOT_LIMIT: Duration = Duration::from_secs(90);
+
+/// The image of a node Job on a real node: `e2e/build`'s Job image (a static busybox, whose
+/// `nsenter` the argv runs), by its digest (`NODEJOB_E2E_JOB_IMAGE`, set by `e2e/run`).
+pub fn job_image() -> String {
+    std::env::var("NODEJOB_E2E_JOB_IMAGE").expect(
+        "NODEJOB_E2E_JOB_IMAGE is not set: run the real-node suite with e2e/run, which builds the \
+         node images and sets it",
+    )
+}
+
+fn node_script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../e2e/node/node")
+}
+
+fn run_dir() -> PathBuf {
+    std::env::var_os("NODEJOB_E2E_RUN")
+        .map(PathBuf::from)
+        .expect("NODEJOB_E2E_RUN is not set: run the real-node suite with e2e/run")
+}
+
+/// One real node, booted until [`RealNode::stop`] or drop.
+pub struct RealNode {
+    name: String,
+    dir: PathBuf,
+    boot: Option<Child>,
+    admin: Client,
+}
+
+impl RealNode {
+    /// Prepares and boots node `nj-real-…`, waits until it is registered and Ready, and gives
+    /// it the address the apiserver dials for its kubelet (127.0.0.1: the kubelet refuses a
+    /// loopback `--node-ip` and posts none, `pkg/kubelet/nodestatus/setters.go`
+    /// `validateNodeIP`, so the harness posts it once, as a cloud controller would). Then it
+    /// lifts the `not-ready` taint the apiserver gave the new Node (admission plugin
+    /// TaintNodesByCondition), as the node lifecycle controller would once the node is Ready:
+    /// none runs here, and the scheduler would place no workload there.
+    pub async fn start(admin: &Client) -> Result<Self, Failure> {
+        let name = unique("nj-real");
+        let dir = run_dir().join("nodes").join(&name);
+        let prepared = tokio::process::Command::new(node_script())
+            .arg("prepare")
+            .arg(&dir)
+            .arg(&name)
+            .output()
+            .await
+            .map_err(|e| Failure(format!("preparing node {name}: {e}")))?;
+        if !prepared.status.success() {
+            return Err(Failure(format!(
+                "preparing node {name}: {}",
+                String::from_utf8_lossy(&prepared.stderr)
+            )));
+        }
+        let log = std::fs::File::create(dir.join("boot.log"))
+            .map_err(|e| Failure(format!("node {name}: boot log: {e}")))?;
+        let boot = Command::new(node_script())
+            .arg("boot")
+            .arg(&dir)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().map_err(|e| Failure(e.to_string()))?)
+            .stderr(log)
+            .spawn()
+            .map_err(|e| Failure(format!("booting node {name}: {e}")))?;
+        let node = RealNode {
+            name,
+            dir,
+            boot: Some(boot),
+            admin: admin.clone(),
+        };
+        node.until_ready(None).await?;
+        let address = json!({"status": {"addresses": [
+            {"type": "InternalIP", "address": "127.0.0.1"},
+            {"type": "Hostname", "address": node.name},
+        ]}});
+        let nodes = Api::<Node>::all(admin.clone());
+        nodes
+            .patch_status(&node.name, &PatchParams::default(), &Patch::Merge(&address))
+            .await
+            .map_err(fail("posting a real node's address"))?;
+        let read = nodes
+            .get(&node.name)
+            .await
+            .map_err(fail("reading a real node"))?;
+        let taints = read.spec.and_then(|s| s.taints).unwrap_or_default();
+        let kept: Vec<_> = taints.iter().filter(|t| t.key != NOT_READY_TAINT).collect();
+        if kept.len() < taints.len() {
+            // Under the resourceVersion read: a taint put there meanwhile is not lost.
+            let patch = json!({
+                "metadata": {"resourceVersion": read.metadata.resource_version},
+                "spec": {"taints": kept},
+            });
+            nodes
+                .patch(&node.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(fail("lifting a real node's not-ready taint"))?;
+        }
+        Ok(node)
+    }
+
+    /// Where the node keeps what it is (`e2e/node/node prepare`'s DIR).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// What the node's `stratum` keeps (`DIR/host/state.json`): the model's state as the last
+    /// command left it, every command counted; `None` when none ran yet. Its version and boot
+    /// are those of that command's time.
+    pub fn host_state(&self) -> Result<Option<StratumState>, Failure> {
+        let path = self.dir.join("host/state.json");
+        match std::fs::read_to_string(&path) {
+            Ok(record) => StratumState::from_record(&record)
+                .map(Some)
+                .map_err(|e| Failure(format!("{}: {e}", path.display()))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Failure(format!("{}: {e}", path.display()))),
+        }
+    }
+
+    /// How many times the node's PID 1 started the kubelet (`DIR/log/init.log`): once a boot,
+    /// once more for each restart the host asked for (`carotate issue`).
+    pub fn kubelet_starts(&self) -> Result<usize, Failure> {
+        Ok(self.log_lines("init.log", "kubelet started")?.len())
+    }
+
+    /// How many times the node rebooted because its host asked (`DIR/log/boots.log`: its PID 1
+    /// ended with 100, `stratum upgrade`'s reboot), and how many times for another reason (a
+    /// power cut: [`RealNode::power_cycle`]).
+    pub fn reboots(&self) -> Result<(usize, usize), Failure> {
+        let all = self.log_lines("boots.log", "PID 1 ended")?;
+        let asked = all
+            .iter()
+            .filter(|l| l.contains("PID 1 ended (100)"))
+            .count();
+        Ok((asked, all.len() - asked))
+    }
+
+    fn log_lines(&self, log: &str, containing: &str) -> Result<Vec<String>, Failure> {
+        let path = self.dir.join("log").join(log);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Ok((text.lines())
+                .filter(|l| l.contains(containing))
+                .map(String::from)
+                .collect()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(e) => Err(Failure(format!("{}: {e}", path.display()))),
+        }
+    }
+
+    /// The Node's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Waits until the Node is Ready with a `bootID` other than `old` (any, when `None`).
+    pub async fn until_ready(&self, old: Option<String>) -> Result<Node, Failure> {
+        let what = format!(
+            "node {} Ready after boot (log in {})",
+            self.name,
+            self.dir.display()
+        );
+        wait_for(
+            Api::<Node>::all(self.admin.clone()),
+            &self.name,
+            &what,
+            BOOT_LIMIT,
+            move |n: &Node| {
+                nodejob_core::ready(n)
+                    && !boot_id(n).is_empty()
+                    && old.as_deref().is_none_or(|old| boot_id(n) != old)
+            },
+        )
+        .await
+    }
+
+    /// Reboots the node as a power cut would: its PID 1 is killed (and with it every process
+    /// of the node, its containers included), then it boots again with a new boot ID. Returns
+    /// once the Node reports the new boot, Ready.
+    pub async fn power_cycle(&self) -> Result<Node, Failure> {
+        let nodes = Api::<Node>::all(self.admin.clone());
+        let before = nodes
+            .get(&self.name)
+            .await
+            .map_err(fail("reading a node"))?;
+        let pid = std::fs::read_to_string(self.dir.join("pid1"))
+            .map_err(|e| Failure(format!("node {}: no PID 1: {e}", self.name)))?;
+        signal("-KILL", pid.trim())?;
+        self.until_ready(Some(boot_id(&before).to_string())).await
+    }
+
+    /// What the node's processes hold in memory (the sum of their resident sets: kubelet,
+    /// containerd, shims, containers, its PID 1), and how many there are: every process in the
+    /// node's PID namespace, as `/proc` shows it.
+    pub fn memory(&self) -> Result<(u64, usize), Failure> {
+        let read = |e: std::io::Error| Failure(format!("node {}: {e}", self.name));
+        let pid1 = std::fs::read_to_string(self.dir.join("pid1")).map_err(read)?;
+        let ns = std::fs::read_link(format!("/proc/{}/ns/pid", pid1.trim())).map_err(read)?;
+        let (mut bytes, mut count) = (0, 0);
+        for entry in std::fs::read_dir("/proc").map_err(read)?.flatten() {
+            let path = entry.path();
+            // Processes come and go as this reads: one gone is skipped.
+            if std::fs::read_link(path.join("ns/pid")).ok().as_ref() != Some(&ns) {
+                continue;
+            }
+            let Ok(status) = std::fs::read_to_string(path.join("status")) else {
+                continue;
+            };
+            let rss_kib = status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok());
+            if let Some(kib) = rss_kib {
+                bytes += kib * 1024;
+                count += 1;
+            }
+        }
+        Ok((bytes, count))
+    }
+
+    /// Stops the node: every process of it ends and its cgroups are removed. The Node object
+    /// stays (as after a machine is switched off).
+    pub fn stop(mut self) -> Result<(), Failure> {
+        self.halt()
+    }
+
+    fn halt(&mut self) -> Result<(), Failure> {
+        let Some(mut boot) = self.boot.take() else {
+            return Ok(());
+        };
+        // SIGTERM: the boot loop kills the node's PID 1, waits for the namespace to be gone
+        // and removes the cgroups (e2e/node/node).
+        signal("-TERM", &boot.id().to_string())?;
+        let status = boot
+            .wait()
+            .map_err(|e| Failure(format!("stopping node {}: {e}", self.name)))?;
+        if !status.success() {
+            return Err(Failure(format!(
+                "node {}'s boot loop ended {status} (log in {})",
+                self.name,
+                self.dir.display()
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for RealNode {
+    fn drop(&mut self) {
+        if let Err(e) = self.halt() {
+            eprintln!("{e}");
+        }
+    }
+}
+
+fn signal(signal: &str, pid: &str) -> Result<(), Failure> {
+    let status = Command::new("kill")
+        .args([signal, pid])
+        .status()
+        .map_err(|e| Failure(format!("kill {signal} {pid}: {e}")))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(Failure(format!("kill {signal} {pid}: {status}")))
+    }
+}
+
+/// The conformance backend on a [`RealNode`]: the runner's API acts as the ServiceAccount of
+/// `deploy/rbac.yaml` in a namespace of the scenario's own. Only the hooks a real kubelet can
+/// stage are offered: a PodSecurity refusal, a Pod deleted by another actor; the node agent's
+/// annotations (an unreachable kubelet, a Ready condition set by hand) have no real
+/// counterpart and fail the scenario that asks for them.
+pub struct RealNodeBackend {
+    admin: Client,
+    api: Arc<KubeApi>,
+    rbac: Rbac,
+    namespace: String,
+    /// The scenario's node.
+    pub node: RealNode,
+}
+
+impl RealNodeBackend {
+    /// A namespace and a real node of the scenario's own.
+    pub async fn new() -> Result<Self, Failure> {
+        let admin_config = config(None).await?;
+        let admin = client(admin_config.clone())?;
+        let name = unique("nj");
+        namespace(&admin, &name, "privileged").await?;
+        let rbac = Rbac::committed();
+        rbac.apply(&admin, SA_NAME, &[&name, SA_NAMESPACE]).await?;
+        let node = RealNode::start(&admin).await?;
+        let user = format!("system:serviceaccount:{SA_NAMESPACE}:{SA_NAME}");
+        let mut as_sa = admin_config;
+        as_sa.auth_info.impersonate = Some(user.clone());
+        let api =
+            KubeApi::from_config(as_sa).map_err(|e| Failure(format!("client as {user}: {e}")))?;
+        Ok(RealNodeBackend {
+            admin,
+            api: Arc::new(api),
+            rbac,
+            namespace: name,
+            node,
+        })
+    }
+
+    /// An admin client.
+    pub fn admin(&self) -> Client {
+        self.admin.clone()
+    }
+}
+
+#[async_trait]
+impl Backend for RealNodeBackend {
+    type Api = KubeApi;
+
+    fn api(&self) -> Arc<KubeApi> {
+        self.api.clone()
+    }
+    fn namespace(&self) -> String {
+        self.namespace.clone()
+    }
+    fn node(&self) -> String {
+        self.node.name().to_string()
+    }
+    async fn set_kubelet_reachable(&self, node: &str, _reachable: bool) -> Result<(), Failure> {
+        Err(Failure(format!(
+            "node {node} is a real kubelet: its reachability is not scripted"
+        )))
+    }
+    async fn set_node_ready(&self, node: &str, _ready: bool) -> Result<(), Failure> {
+        Err(Failure(format!(
+            "node {node} is a real kubelet: its Ready condition is not scripted"
+        )))
+    }
+    async fn forbid_privileged_pods(&self) -> Result<String, Failure> {
+        let name = format!("{}-baseline", self.namespace);
+        namespace(&self.admin, &name, "baseline").await?;
+        self.rbac.apply(&self.admin, SA_NAME, &[&name]).await?;
+        Ok(name)
+    }
+    async fn delete_pod(&self, namespace: &str, name: &str) -> Result<(), Failure> {
+        Api::<Pod>::namespaced(self.admin.clone(), namespace)
+            .delete(name, &DeleteParams::default())
+            .await
+            .map(drop)
+            .map_err(fail("deleting a pod"))
+    }
+    async fn remove_node(&self, node: &str) -> Result<(), Failure> {
+        Api::<Node>::all(self.admin.clone())
+            .delete(node, &DeleteParams::default())
+            .await
+            .map(drop)
+            .map_err(fail("deleting a node"))
+    }
+}
+
+/// The drivers' scenario on real nodes: nodes of the scenario's own, labelled
+/// [`SCENARIO_LABEL`] with the name of its namespace, where the ServiceAccount of
+/// `deploy/rbac.yaml` is bound (and in the drivers' namespace).
+pub struct RealNodes {
+    /// An admin client.
+    pub admin: Client,
+    /// The scenario's namespace.
+    pub namespace: String,
+    /// The label every node of the scenario carries.
+    pub label: (String, String),
+    /// The nodes.
+    pub nodes: Vec<RealNode>,
+}
+
+impl RealNodes {
+    /// Boots `count` real nodes at once ([`RealNode::start`]), labels them and binds the
+    /// ServiceAccount.
+    pub async fn start(count: usize) -> Result<Self, Failure> {
+        let admin = client(config(None).await?)?;
+        let name = unique("nj-real");
+        namespace(&admin, &name, "privileged").await?;
+        Rbac::committed()
+            .apply(&admin, SA_NAME, &[&name, SA_NAMESPACE])
+            .await?;
+        let nodes =
+            futures::future::try_join_all((0..count).map(|_| RealNode::start(&admin))).await?;
+        let label = (SCENARIO_LABEL.to_string(), name.clone());
+        for node in &nodes {
+            label_node(&admin, node.name(), &label.0, &label.1).await?;
+        }
+        Ok(RealNodes {
+            admin,
+            namespace: name,
+            label,
+            nodes,
+        })
+    }
+
+    /// The nodes' names.
+    pub fn names(&self) -> Vec<String> {
+        self.nodes.iter().map(|n| n.name().to_string()).collect()
+    }
+
+    /// Deployment `app` of `replicas` real Pods (the pause image) on the nodes, behind a
+    /// budget allowing one disruption ([`deployment_behind_budget`]).
+    pub async fn deployment_behind_budget(
+        &self,
+        app: &str,
+        replicas: i32,
+        limit: Duration,
+    ) -> Result<(), Failure> {
+        let ns = &self.namespace;
+        deployment_behind_budget(&self.admin, ns, &self.label, app, replicas, limit).await
+    }
+
+    /// Stops every node ([`RealNode::stop`]).
+    pub fn stop(self) -> Result<(), Failure> {
+        self.nodes.into_iter().try_for_each(RealNode::stop)
+    }
+}

@@ -1,0 +1,371 @@
+//! The drivers on real nodes (a kubelet, containerd and runc each, `e2e/node/node`), whose
+//! host is the `stratum` model of `nodejob-host` on a state kept in the node's directory
+//! (`src/bin/stratum.rs`): a host upgrade stages the node's os-release and reboots it for
+//! real; a CA rotation's `issue` restarts its kubelet. Run by `e2e/run`.
+//!
+//! - `nodejob upgrade --version-from os-image`, the binary, through a kubeconfig holding the
+//!   token of the ServiceAccount of `deploy/rbac.yaml`, rolls two nodes running a Deployment of
+//!   real Pods behind a budget: the real drain, the host Job, the real reboot, the version the
+//!   kubelet reads from the os-release (`osImage`; the kubelet itself does not move);
+//! - `certs_driver::run` (as `tests/rotate.rs` on agent nodes) rotates two nodes' CA, acting as
+//!   that ServiceAccount.
+//!
+//! What ran on each host is read from the node's own directory, not from any driver: the
+//! model's executions, the reboots its PID 1 was asked for, the kubelet's starts.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use certs_driver::Fingerprint;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Event, Node};
+use kube::api::{Api, ListParams};
+use kube::runtime::watcher;
+use nodejob_conformance::{Failure, ensure};
+use nodejob_e2e::{
+    CONTEXT, ProgressLog, RealNodes, SA_NAME, SA_NAMESPACE, config, deployment_available,
+    lease_released, nodejob, record, sa_kubeconfig, unique,
+};
+use nodejob_host::stratum::{CaPhase, INITIAL_CA, Operation};
+use nodejob_kube::KubeApi;
+use upgrade_driver::VersionSource;
+use upgrade_driver::records::{self, DONE, Done};
+
+/// The version a real node boots at first (`e2e/node/node prepare`'s default), as its
+/// os-release says it: its `osImage`.
+const FROM: &str = "v1.37.2";
+/// The version the nodes are upgraded to.
+const TARGET: &str = "v1.38.0";
+/// The Deployment behind the budget.
+const APP: &str = "web";
+const REPLICAS: i32 = 2;
+/// How long the workloads may take to settle, before and after the roll.
+const SETTLE: Duration = Duration::from_secs(120);
+
+fn fail(what: impl std::fmt::Display) -> impl FnOnce(kube::Error) -> Failure {
+    move |e| Failure(format!("{what}: {e}"))
+}
+
+async fn read_nodes(api: &Api<Node>, names: &[String]) -> Result<Vec<Node>, Failure> {
+    let mut out = Vec::new();
+    for name in names {
+        out.push(
+            api.get(name)
+                .await
+                .map_err(fail(format!("reading node {name}")))?,
+        );
+    }
+    Ok(out)
+}
+
+/// The reasons of the Events the node's kubelet recorded about it (`default` namespace,
+/// source component `kubelet`).
+async fn kubelet_events(admin: &kube::Client, node: &str) -> Result<Vec<String>, Failure> {
+    let events = Api::<Event>::namespaced(admin.clone(), "default")
+        .list(&ListParams::default().fields(&format!("involvedObject.name={node}")))
+        .await
+        .map_err(fail(format!("listing the events of node {node}")))?;
+    Ok((events.items.into_iter())
+        .filter(|e| e.source.as_ref().and_then(|s| s.component.as_deref()) == Some("kubelet"))
+        .filter_map(|e| e.reason)
+        .collect())
+}
+
+/// Two real nodes running a Deployment of real Pods behind a budget allowing one disruption
+/// are upgraded by `nodejob upgrade --to v1.38.0 --version-from os-image`, as the
+/// ServiceAccount of `deploy/rbac.yaml`: each is cordoned, drained (the real evictions, the
+/// budget honoured), upgraded by its host Job (the model stages the os-release and asks the
+/// node for a reboot), really rebooted (a new boot ID; the kubelet reads the new os-release),
+/// and uncordoned. The kubelet's own version does not move: only `osImage` says the target.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_real_nodes_upgrade_by_the_command_to_the_version_of_their_os_image()
+-> Result<(), Failure> {
+    let scenario = RealNodes::start(2).await?;
+    scenario
+        .deployment_behind_budget(APP, REPLICAS, SETTLE)
+        .await?;
+    let (admin, namespace, names) = (&scenario.admin, &scenario.namespace, scenario.names());
+    let nodes = Api::<Node>::all(admin.clone());
+    let before = read_nodes(&nodes, &names).await?;
+    for node in &before {
+        let name = records::name(node);
+        let os_image = records::version(node, &VersionSource::OsImage);
+        ensure!(
+            os_image == Some(FROM),
+            "node {name} boots at {FROM}: osImage {os_image:?}"
+        );
+        eprintln!(
+            "real upgrade: node {name} before: osImage {os_image:?}, kubelet {:?}, boot {}",
+            records::version(node, &VersionSource::KubeletVersion),
+            records::boot_id(node)
+        );
+    }
+
+    let deployments = Api::<Deployment>::namespaced(admin.clone(), namespace);
+    let this = watcher::Config::default().fields(&format!("metadata.name={APP}"));
+    let web = record(deployments, this).await?;
+    let kubeconfig = sa_kubeconfig(admin, SA_NAME).await?;
+    let upgrade = nodejob(
+        &kubeconfig.path,
+        CONTEXT,
+        &[
+            "upgrade",
+            "--to",
+            TARGET,
+            "--nodes",
+            &names.join(","),
+            "--version-from",
+            "os-image",
+            "--drain-timeout",
+            "60s",
+            "--reboot-timeout",
+            "2m",
+            "--deadline",
+            "2m",
+        ],
+    )
+    .await;
+    let web = web.stop();
+    let upgrade = upgrade?;
+    upgrade.exited(0)?;
+
+    // What the command says: both upgraded from FROM to TARGET, the replicas evicted.
+    let summary = upgrade.table("NODE")?;
+    for name in &names {
+        let row = summary.iter().find(|r| r.first() == Some(&name.as_str()));
+        ensure!(
+            row.is_some_and(|r| r.get(1..4) == Some(&[FROM, TARGET, "upgraded"][..])),
+            "node {name} is not upgraded from {FROM} to {TARGET} in the summary: {row:?}\n{}",
+            upgrade.stdout
+        );
+    }
+    let totals = summary.last().map(|r| r.join(" ")).unwrap_or_default();
+    ensure!(
+        totals.starts_with("2 upgraded, 0 skipped, 0 failed, 0 stopped, 0 not started;")
+            && totals.ends_with("; done"),
+        "totals line {totals:?}"
+    );
+
+    // What the cluster says: a new boot at the target by osImage, the kubelet where it was.
+    let after = read_nodes(&nodes, &names).await?;
+    for (old, node) in before.iter().zip(&after) {
+        let name = records::name(node);
+        let os_image = records::version(node, &VersionSource::OsImage);
+        ensure!(
+            os_image == Some(TARGET),
+            "node {name} reports osImage {os_image:?}, not {TARGET}"
+        );
+        let kubelet =
+            |n: &Node| records::version(n, &VersionSource::KubeletVersion).map(String::from);
+        ensure!(
+            kubelet(node) == kubelet(old),
+            "node {name}: the kubelet moved from {:?} to {:?}",
+            kubelet(old),
+            kubelet(node)
+        );
+        ensure!(
+            records::boot_id(node) != records::boot_id(old),
+            "node {name} did not reboot: boot {} before and after",
+            records::boot_id(old)
+        );
+        ensure!(nodejob_core::ready(node), "node {name} is not Ready");
+        ensure!(
+            !records::unschedulable(node),
+            "node {name} is left cordoned"
+        );
+        let done = records::read::<Done>(node, DONE).map_err(Failure)?;
+        ensure!(
+            done.as_ref().is_some_and(|d| d.version == TARGET),
+            "node {name}: done record {done:?}"
+        );
+        // The kubelet saw the reboot itself (pkg/kubelet/kubelet_node_status.go records
+        // `Rebooted` when the boot ID changes).
+        let events = kubelet_events(admin, name).await?;
+        ensure!(
+            events.iter().any(|r| r == "Rebooted"),
+            "node {name}: no Rebooted event of its kubelet: {events:?}"
+        );
+    }
+
+    // What the hosts say: the upgrade ran once on each, and each rebooted once, as asked.
+    for node in &scenario.nodes {
+        let name = node.name();
+        let state = node
+            .host_state()?
+            .ok_or_else(|| Failure(format!("node {name}: its stratum never ran")))?;
+        ensure!(
+            state.executions(Operation::Upgrade) == 1,
+            "node {name}: stratum upgrade ran {} times",
+            state.executions(Operation::Upgrade)
+        );
+        let (asked, other) = node.reboots()?;
+        ensure!(
+            (asked, other) == (1, 0),
+            "node {name}: {asked} reboots asked by its host, {other} others"
+        );
+    }
+
+    // The budget held through the roll, and the Deployment is whole again.
+    let available: Vec<i32> = (web.iter())
+        .filter_map(|d| d.status.as_ref().and_then(|s| s.available_replicas))
+        .collect();
+    ensure!(
+        !available.is_empty() && available.iter().all(|a| *a >= REPLICAS - 1),
+        "the deployment's available replicas through the roll: {available:?}"
+    );
+    eprintln!("real upgrade: available replicas of {APP} through the roll: {available:?}");
+    deployment_available(admin, namespace, APP, REPLICAS, SETTLE, "after the roll").await?;
+    scenario.stop()
+}
+
+/// A new self-signed CA: its certificate (PEM) and fingerprint.
+fn new_ca() -> Result<(String, String), Failure> {
+    let bad = |e: rcgen::Error| Failure(format!("making the new CA: {e}"));
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(bad)?;
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "nodejob e2e real-node CA 2");
+    let key = rcgen::KeyPair::generate().map_err(bad)?;
+    let cert = params.self_signed(&key).map_err(bad)?;
+    let text = base64(cert.der());
+    let lines: Vec<&str> = (text.as_bytes().chunks(64))
+        .map(|l| std::str::from_utf8(l).unwrap_or_default())
+        .collect();
+    let pem = format!(
+        "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+        lines.join("\n")
+    );
+    Ok((pem, Fingerprint::of_der(cert.der()).to_string()))
+}
+
+/// Standard base64 with padding (rcgen here is built without its PEM writer).
+fn base64(der: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut text = String::new();
+    for chunk in der.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                text.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                text.push('=');
+            }
+        }
+    }
+    text
+}
+
+/// Two real nodes trusting and issuing from the model's initial CA are rotated to a new one by
+/// `certs_driver::run` as the ServiceAccount of `deploy/rbac.yaml` (the two nodes are the trust
+/// domain: the shared control plane's other nodes do not use this CA): stage, issue (each
+/// node's kubelet restarts), finalize, each phase once on each host, as the hosts' own records
+/// say.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_real_nodes_rotate_their_ca() -> Result<(), Failure> {
+    let scenario = RealNodes::start(2).await?;
+    let (admin, names) = (&scenario.admin, scenario.names());
+    let (pem, new) = new_ca()?;
+    let (key, value) = &scenario.label;
+    let mut spec = certs_driver::PlanSpec::new(pem, new.clone());
+    spec.selector = Some(format!("{key}={value}"));
+    spec.cluster_wide = false;
+    spec.namespace = SA_NAMESPACE.into();
+    spec.lease_name = unique("rotate-real");
+    spec.identity = unique("rotate-real-driver");
+    spec.lease_duration = Duration::from_secs(15);
+    spec.deadline = Duration::from_secs(120);
+    spec.ready_timeout = Duration::from_secs(120);
+    // A real kubelet's restart is not seen as NotReady (no node lifecycle controller runs
+    // here, and on a cluster where one does, a restart of a second or two is well inside its
+    // 40 s grace): the driver waits out the grace in full on each node. The default, 30 s,
+    // made each `issue` step take 34 s; 5 s, as tests/rotate.rs.
+    spec.restart_grace = Duration::from_secs(5);
+    let plan = certs_driver::Plan::build(spec).map_err(|e| Failure(e.to_string()))?;
+    let user = format!("system:serviceaccount:{SA_NAMESPACE}:{SA_NAME}");
+    let api = KubeApi::from_config(config(Some(&user)).await?)
+        .map_err(|e| Failure(format!("client as {user}: {e}")))?;
+
+    let watched = watcher::Config::default().labels(&format!("{key}={value}"));
+    let history = record(Api::<Node>::all(admin.clone()), watched).await?;
+    let log = ProgressLog::<certs_driver::Progress>::new("real rotate");
+    let progress: Arc<dyn certs_driver::ProgressSink> = Arc::new(log.sink());
+    let report = certs_driver::run(&api, &plan, progress).await;
+    let history = history.stop();
+    let report = report.map_err(|e| Failure(format!("the rotation did not start: {e}")))?;
+    for n in &report.nodes {
+        let steps: Vec<String> = (n.steps.iter())
+            .map(|(step, ms)| format!("{step} {:.1}s", *ms as f64 / 1000.0))
+            .collect();
+        eprintln!(
+            "real rotate: node {} {:?}: {}",
+            n.name,
+            n.result,
+            steps.join(", ")
+        );
+    }
+    ensure!(report.outcome == certs_driver::Outcome::Done, "{report:#?}");
+    ensure!(
+        report.totals.rotated == names.len() && report.totals.failed == 0,
+        "{:?}",
+        report.totals
+    );
+    lease_released(admin, &plan.spec().lease_name, &report.lease).await?;
+
+    // What each host keeps: the new CA alone, issuing; each phase once, no verify Job (the
+    // issue Job printed its verdict).
+    for node in &scenario.nodes {
+        let name = node.name();
+        let state = node
+            .host_state()?
+            .ok_or_else(|| Failure(format!("node {name}: its stratum never ran")))?;
+        ensure!(
+            state.phase == CaPhase::Finalized
+                && state.trusted == BTreeSet::from([new.clone()])
+                && state.issuer == new,
+            "node {name}: {}; expected finalized, trusting {new} alone, issued by it (it \
+             started from {INITIAL_CA})",
+            state.status_line()
+        );
+        for (operation, times) in [
+            (Operation::CaStage, 1),
+            (Operation::CaIssue, 1),
+            (Operation::CaFinalize, 1),
+            (Operation::CaVerify, 0),
+            (Operation::CaAbort, 0),
+        ] {
+            ensure!(
+                state.executions(operation) == times,
+                "node {name}: `{operation}` ran {} times, not {times}",
+                state.executions(operation)
+            );
+        }
+        // `issue` restarted the kubelet (once per boot, once for the restart).
+        let starts = node.kubelet_starts()?;
+        ensure!(
+            starts == 2,
+            "node {name}: the kubelet started {starts} times"
+        );
+        let seen_down = (history.iter())
+            .any(|n| n.metadata.name.as_deref() == Some(name) && !nodejob_core::ready(n));
+        eprintln!(
+            "real rotate: node {name}: NotReady seen through the kubelet restart: {seen_down}"
+        );
+    }
+    let nodes = Api::<Node>::all(admin.clone());
+    for name in &names {
+        let node = nodes
+            .get(name)
+            .await
+            .map_err(fail(format!("reading node {name}")))?;
+        ensure!(nodejob_core::ready(&node), "node {name} is not Ready");
+        ensure!(!records::unschedulable(&node), "node {name} is cordoned");
+    }
+    scenario.stop()
+}

@@ -1,0 +1,626 @@
+//! The rollback: when the plan rolls back on failure, the version and boot a node reports
+//! right before its host upgrade are recorded in the Launch write ([`ROLLBACK`]); when its
+//! host upgrade then fails, or it comes back at another version, or fails its health check or
+//! its soak, the host's rollback (`stratum rollback --to V`) runs on it once, drained, and it
+//! must come back at V on a new boot. Exactly once across crashes, as the upgrade: the
+//! decision, the boot right before the rollback Job, and the Job's result are each on the
+//! node before the next step, the Job is kept until its result is recorded, and a resumed run
+//! adopts it.
+//!
+//! ```text
+//!  failure ─▶ decide: why + cordon (if schedulable) + ours again ─▶ Drain ─▶ Launch: the boot now
+//!        ─▶ rollback Job (create / adopt) ─▶ record its result ─▶ exit 0: delete it ─▶ a new boot Ready at V
+//!        ─▶ uncordon (if ours) + done + - ours ─▶ RolledBack          └ else: Failed at Rollback (left cordoned)
+//!  resume (ours, decided): result recorded 0 ─▶ delete ─▶ reboot │ launched ─▶ find its Job (adopt) │ else drain
+//! ```
+//!
+//! A node that is not Ready when it fails, or has no version recorded (launched by a run that
+//! did not roll back), is not rolled back: it fails as under `stop`, saying why.
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Node;
+use nodejob_core::runner::Report;
+use nodejob_core::{NodeChange, log_tail, ready};
+
+use super::{
+    At, DRAIN_ROUNDS, Failure, Intent, LOG_TAIL_LINES, Mark, NodeMachine, NodeResult, Observation,
+    Step, UpgradeStep,
+};
+use crate::plan::OnFailure;
+use crate::records::{
+    self, HOST_JOB, IN_PROGRESS, InProgress, ROLLBACK, Rollback, SOAK, boot_id, same_version,
+    unschedulable, version,
+};
+
+/// Where a rollback stands.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Rb {
+    /// Writing the decision (why; cordoned, ours again).
+    Deciding,
+    Draining,
+    /// Writing the boot read right before the rollback Job (guarded).
+    Launching,
+    /// Reading the rollback Job an earlier run may have started.
+    Finding,
+    Hosting,
+    /// The rollback Job gave no exit code: reading it, to record a failed one.
+    Inquest(String),
+    /// Writing its result: with why it failed (its exit code, its log's tail), if it did.
+    Recording(Option<(String, Option<i32>, Option<String>)>),
+    Deleting,
+    Rebooting,
+    /// Writing the end: uncordon (if ours), done, not ours (guarded).
+    Finishing,
+}
+
+impl NodeMachine {
+    /// The changes of the Launch write that record what a rollback goes back to, when the
+    /// plan rolls back on failure and the node reports a version; none otherwise.
+    pub(super) fn record_for_rollback(&mut self, node: &Node) -> Vec<NodeChange> {
+        if self.on_failure != OnFailure::Rollback {
+            return Vec::new();
+        }
+        let Some(to) = version(node, &self.source) else {
+            return Vec::new();
+        };
+        let record = Rollback {
+            from: self.target.clone(),
+            to: to.to_string(),
+            boot_id: boot_id(node).to_string(),
+            why: None,
+            step: None,
+            rollback_boot_id: None,
+            uid: None,
+            exit_code: None,
+            done: None,
+        };
+        let change = NodeChange::set_annotation(ROLLBACK, records::value(&record));
+        self.rollback = Some(record);
+        vec![change]
+    }
+
+    /// Whether the node can be rolled back now; why not otherwise.
+    pub(super) fn can_roll_back(&self) -> Result<(), String> {
+        if self.on_failure != OnFailure::Rollback {
+            return Err("the plan does not roll back".into());
+        }
+        let recorded =
+            (self.rollback.as_ref()).is_some_and(|r| r.from == self.target && !r.to.is_empty());
+        if !recorded {
+            return Err("no version was recorded before its host upgrade".into());
+        }
+        if !self.node.as_deref().is_some_and(ready) {
+            return Err("the node is not Ready".into());
+        }
+        Ok(())
+    }
+
+    /// `failure`, after the host upgrade was launched: rolled back when the plan says so and
+    /// it can be; failed otherwise.
+    pub(super) fn failed_or_rolled_back(&mut self, failure: Failure) -> Step {
+        match self.can_roll_back() {
+            Ok(()) => self.decide_rollback(failure),
+            Err(why) if self.on_failure == OnFailure::Rollback => self.fail(
+                failure.step,
+                format!("{}; not rolled back: {why}", failure.message),
+                failure.exit_code,
+                failure.log_tail,
+            ),
+            Err(_) => self.fail(
+                failure.step,
+                failure.message,
+                failure.exit_code,
+                failure.log_tail,
+            ),
+        }
+    }
+
+    /// The decision, in one write: why, on the rollback record; the node cordoned if it is
+    /// schedulable (a soaking node is in service) and ours in flight again; a soak's record
+    /// gone.
+    fn decide_rollback(&mut self, mut failure: Failure) -> Step {
+        let (Some(node), Some(mut record)) = (self.node.clone(), self.rollback.clone()) else {
+            return self.fail(failure.step, failure.message, failure.exit_code, None);
+        };
+        // Rolled back, it does not stay cordoned: the failure says what happened, not that.
+        failure.message = failure
+            .message
+            .replace("; the node stays cordoned and job", "; job")
+            .replace("; the node stays cordoned", "");
+        record.why = Some(failure.message.clone());
+        record.step = Some(failure.step.to_string());
+        let cordon = !unschedulable(&node);
+        let progress = match self.progress.clone() {
+            Some(mut p) => {
+                p.cordoned = p.cordoned || cordon;
+                p
+            }
+            None => InProgress {
+                target: self.target.clone(),
+                boot_id: boot_id(&node).to_string(),
+                host_boot_id: None,
+                epoch: self.epoch,
+                cordoned: cordon,
+            },
+        };
+        let mut changes = vec![
+            NodeChange::set_annotation(ROLLBACK, records::value(&record)),
+            NodeChange::set_annotation(IN_PROGRESS, records::value(&progress)),
+        ];
+        if cordon {
+            changes.push(NodeChange::Cordon);
+        }
+        if self.soak.take().is_some() {
+            changes.push(NodeChange::remove_annotation(SOAK));
+        }
+        let marks = vec![
+            Mark::Note(format!(
+                "failed at {}: {}; rolling it back to {}",
+                failure.step, failure.message, record.to
+            )),
+            Mark::Started(UpgradeStep::Rollback),
+        ];
+        self.rollback = Some(record);
+        self.progress = Some(progress);
+        self.rolling_back = Some(failure);
+        let rv = records::rv(&node);
+        self.go(
+            At::RollingBack(Rb::Deciding),
+            marks,
+            Intent::Patch { rv, changes },
+        )
+    }
+
+    /// Ours in flight with a rollback decided and not done (an earlier run's, stopped or
+    /// crashed while it rolled back): carried on where it stood. Or, when the plan rolls back,
+    /// with a failed host upgrade an earlier run recorded but did not roll back yet (it
+    /// stopped in between): rolled back now, not retried. `None` otherwise.
+    pub(super) fn resume_rollback(&mut self) -> Option<Step> {
+        let record = self.rollback.clone()?;
+        let failed_host = (self.host.as_ref())
+            .filter(|h| h.target == self.target && h.exit_code != Some(0))
+            .map(|h| (h.uid.clone(), h.exit_code));
+        if record.why.is_none()
+            && record.from == self.target
+            && self.on_failure == OnFailure::Rollback
+            && let Some((uid, exit_code)) = failed_host
+        {
+            let failure = Failure {
+                step: UpgradeStep::Upgrade,
+                message: match exit_code {
+                    Some(code) => format!(
+                        "the host upgrade exited {code} (recorded by an earlier run); job {uid} \
+                         is left for inspection"
+                    ),
+                    None => format!(
+                        "the host upgrade failed without an exit code (recorded by an earlier \
+                         run); job {uid} is left for inspection"
+                    ),
+                },
+                exit_code,
+                log_tail: None,
+            };
+            return Some(self.failed_or_rolled_back(failure));
+        }
+        let why = record.why.clone()?;
+        if record.done.is_some() {
+            return None;
+        }
+        let step = record.step.clone().unwrap_or_default();
+        self.rolling_back = Some(Failure {
+            step: failed_step(&step),
+            message: why.clone(),
+            exit_code: None,
+            log_tail: None,
+        });
+        let mut marks = vec![Mark::Note(format!(
+            "resuming its rollback to {} (it failed at {step}: {why})",
+            record.to
+        ))];
+        match (&record.uid, record.exit_code, &record.rollback_boot_id) {
+            (Some(uid), Some(0), _) => {
+                let uid = uid.clone();
+                Some(self.go(
+                    At::RollingBack(Rb::Deleting),
+                    marks,
+                    Intent::DeleteRollbackJob { uid },
+                ))
+            }
+            // Its rollback Job failed: drained, it is run again (the failed Job replaced).
+            (Some(_), _, _) => Some(self.rollback_drain(marks)),
+            (None, _, Some(_)) => {
+                Some(self.go(At::RollingBack(Rb::Finding), marks, Intent::FindRollbackJob))
+            }
+            (None, _, None) => {
+                marks.push(Mark::Started(UpgradeStep::Rollback));
+                Some(self.rollback_drain(marks))
+            }
+        }
+    }
+
+    fn rollback_drain(&mut self, marks: Vec<Mark>) -> Step {
+        self.go(At::RollingBack(Rb::Draining), marks, Intent::Drain)
+    }
+
+    /// The version the rollback goes back to.
+    fn rollback_to(&self) -> String {
+        (self.rollback.as_ref())
+            .map(|r| r.to.clone())
+            .unwrap_or_default()
+    }
+
+    /// A step of the rollback.
+    pub(super) fn rollback_step(&mut self, rb: Rb, obs: Observation) -> Step {
+        match (rb, obs) {
+            (Rb::Deciding, Observation::Node(node)) => {
+                self.node = Some(node);
+                self.rollback_drain(Vec::new())
+            }
+            (Rb::Draining, Observation::Drained(Ok(drained))) => {
+                let mut step = self.launch_rollback();
+                if !drained.evicted.is_empty() {
+                    step.marks.insert(0, Mark::Evicted(drained.evicted));
+                }
+                step
+            }
+            (Rb::Draining, Observation::Drained(Err(failed))) => {
+                let mut step = self.rollback_failed(
+                    format!("it could not be drained for it: {}", failed.message),
+                    None,
+                    None,
+                );
+                if !failed.evicted.is_empty() {
+                    step.marks.push(Mark::Evicted(failed.evicted));
+                }
+                step
+            }
+            (Rb::Launching, Observation::Node(node)) => {
+                self.node = Some(node);
+                let to = self.rollback_to();
+                self.go(
+                    At::RollingBack(Rb::Hosting),
+                    Vec::new(),
+                    Intent::RollbackJob { adopt: None, to },
+                )
+            }
+            (Rb::Launching, Observation::Changed(node)) => {
+                self.redrains += 1;
+                if self.redrains > DRAIN_ROUNDS {
+                    self.node = Some(node);
+                    return self.rollback_failed(
+                        "it kept changing between its drain and the rollback job; the \
+                         rollback was not started"
+                            .into(),
+                        None,
+                        None,
+                    );
+                }
+                let schedulable = !unschedulable(&node);
+                self.node = Some(node);
+                if schedulable {
+                    return self.recordon_for_rollback();
+                }
+                let marks = vec![Mark::Note(
+                    "it changed after the drain: draining it again before the rollback job".into(),
+                )];
+                self.rollback_drain(marks)
+            }
+            (Rb::Finding, Observation::Job(job)) => self.found_rollback_job(job),
+            (Rb::Hosting, Observation::Host(Ok(report))) => self.record_rollback(report),
+            (Rb::Hosting, Observation::Host(Err(why))) => self.go(
+                At::RollingBack(Rb::Inquest(why)),
+                Vec::new(),
+                Intent::FindRollbackJob,
+            ),
+            (Rb::Inquest(why), Observation::Job(Some(job))) if nodejob_core::failed(&job) => {
+                let uid = job.metadata.uid.clone().unwrap_or_default();
+                self.write_rollback_result(uid, None, Some((why, None, None)))
+            }
+            (Rb::Inquest(_), Observation::Job(Some(job))) if nodejob_core::succeeded(&job) => {
+                let report = Report {
+                    uid: job.metadata.uid.clone().unwrap_or_default(),
+                    exit_code: 0,
+                    log: None,
+                };
+                self.record_rollback(report)
+            }
+            (Rb::Inquest(why), Observation::Job(_)) => self.rollback_failed(why, None, None),
+            (Rb::Recording(failed), Observation::Node(node)) => {
+                self.node = Some(node);
+                let uid = (self.rollback.as_ref())
+                    .and_then(|r| r.uid.clone())
+                    .unwrap_or_default();
+                if let Some((why, exit_code, log)) = failed {
+                    return self.rollback_failed(why, exit_code, log);
+                }
+                self.go(
+                    At::RollingBack(Rb::Deleting),
+                    Vec::new(),
+                    Intent::DeleteRollbackJob { uid },
+                )
+            }
+            (Rb::Deleting, Observation::Deleted) => {
+                let boot = (self.rollback.as_ref())
+                    .and_then(|r| r.rollback_boot_id.clone())
+                    .unwrap_or_default();
+                self.go(
+                    At::RollingBack(Rb::Rebooting),
+                    Vec::new(),
+                    Intent::WaitReboot { boot_id: boot },
+                )
+            }
+            (Rb::Rebooting, Observation::Rebooted { node, met }) => self.rolled_back(node, met),
+            (Rb::Finishing, Observation::Node(node)) => {
+                self.node = Some(node);
+                let to = self.rollback_to();
+                let failure = self.rolling_back.take().unwrap_or(Failure {
+                    step: UpgradeStep::Upgrade,
+                    message: String::new(),
+                    exit_code: None,
+                    log_tail: None,
+                });
+                let message = format!("rolled back to {to}, on a new boot");
+                self.go(
+                    At::Over,
+                    vec![Mark::Finished(UpgradeStep::Rollback, message)],
+                    Intent::Done(NodeResult::RolledBack {
+                        failure,
+                        version: to,
+                    }),
+                )
+            }
+            (Rb::Finishing, Observation::Changed(node)) => {
+                self.refinishes += 1;
+                let back = self.back_at(&node);
+                self.node = Some(node);
+                if !back || self.refinishes > DRAIN_ROUNDS {
+                    return self.rollback_failed(
+                        "it no longer showed the version rolled back to, Ready on a new boot, \
+                         when it was to be recorded"
+                            .into(),
+                        None,
+                        None,
+                    );
+                }
+                self.finish_rollback()
+            }
+            (rb, obs) => self.rollback_failed(
+                format!("internal: unexpected answer {obs:?} at {rb:?}"),
+                None,
+                None,
+            ),
+        }
+    }
+
+    /// Someone uncordoned it between the drain and the rollback Job: cordoned again (ours to
+    /// uncordon at the end), then drained again.
+    fn recordon_for_rollback(&mut self) -> Step {
+        let (Some(node), Some(mut progress)) = (self.node.clone(), self.progress.clone()) else {
+            return self.rollback_failed("internal: no record to cordon again".into(), None, None);
+        };
+        progress.cordoned = true;
+        let changes = vec![
+            NodeChange::set_annotation(IN_PROGRESS, records::value(&progress)),
+            NodeChange::Cordon,
+        ];
+        self.progress = Some(progress);
+        let marks = vec![Mark::Note(
+            "it was uncordoned before its rollback: cordoning it again and draining it again"
+                .into(),
+        )];
+        let rv = records::rv(&node);
+        self.go(
+            At::RollingBack(Rb::Deciding),
+            marks,
+            Intent::Patch { rv, changes },
+        )
+    }
+
+    /// Right before the rollback Job: the boot read now on the rollback record, under the
+    /// resourceVersion of the node as drained. A node someone uncordoned is cordoned again and
+    /// drained again first.
+    fn launch_rollback(&mut self) -> Step {
+        let (Some(node), Some(mut record)) = (self.node.clone(), self.rollback.clone()) else {
+            return self.rollback_failed("internal: no record to launch from".into(), None, None);
+        };
+        if !unschedulable(&node) {
+            return self.recordon_for_rollback();
+        }
+        record.rollback_boot_id = Some(boot_id(&node).to_string());
+        record.uid = None;
+        record.exit_code = None;
+        let changes = vec![NodeChange::set_annotation(
+            ROLLBACK,
+            records::value(&record),
+        )];
+        self.rollback = Some(record);
+        let rv = records::rv(&node);
+        self.go(
+            At::RollingBack(Rb::Launching),
+            Vec::new(),
+            Intent::Guarded { rv, changes },
+        )
+    }
+
+    /// The rollback Job an earlier run launched, if any: adopted; none: it ran if the node is
+    /// at the version on another boot, else drained and created.
+    fn found_rollback_job(&mut self, job: Option<Box<Job>>) -> Step {
+        let Some(job) = job.filter(|j| j.metadata.deletion_timestamp.is_none()) else {
+            let launched = (self.rollback.as_ref())
+                .and_then(|r| r.rollback_boot_id.clone())
+                .unwrap_or_default();
+            let ran = self
+                .node
+                .as_deref()
+                .is_some_and(|n| !launched.is_empty() && boot_id(n) != launched && self.back_at(n));
+            if ran {
+                let marks = vec![Mark::Note(
+                    "the rollback we launched ran (at its version on another boot, its job \
+                     gone); not running it again"
+                        .into(),
+                )];
+                return self.go(
+                    At::RollingBack(Rb::Rebooting),
+                    marks,
+                    Intent::WaitReboot { boot_id: launched },
+                );
+            }
+            return self.rollback_drain(Vec::new());
+        };
+        let uid = job.metadata.uid.clone().unwrap_or_default();
+        let marks = vec![Mark::Note(format!(
+            "adopting the rollback job (uid {uid}) an earlier run started: its result is the \
+             answer"
+        ))];
+        let to = self.rollback_to();
+        self.go(
+            At::RollingBack(Rb::Hosting),
+            marks,
+            Intent::RollbackJob {
+                adopt: Some(uid),
+                to,
+            },
+        )
+    }
+
+    /// The rollback Job's result, recorded on the node before anything else.
+    fn record_rollback(&mut self, report: Report) -> Step {
+        let failed = (report.exit_code != 0).then(|| {
+            let why = format!(
+                "the rollback exited {}; the node stays cordoned and job {} is left for \
+                 inspection",
+                report.exit_code, report.uid
+            );
+            let log = report.log.as_deref().map(|l| log_tail(l, LOG_TAIL_LINES));
+            (why, Some(report.exit_code), log)
+        });
+        let exit_code = Some(report.exit_code);
+        self.write_rollback_result(report.uid, exit_code, failed)
+    }
+
+    /// Records the rollback Job `uid`'s result (`exit_code`; `None`: failed without one),
+    /// then goes on, or fails as `failed` says.
+    fn write_rollback_result(
+        &mut self,
+        uid: String,
+        exit_code: Option<i32>,
+        failed: Option<(String, Option<i32>, Option<String>)>,
+    ) -> Step {
+        let Some(mut record) = self.rollback.clone() else {
+            return self.rollback_failed("internal: no rollback record".into(), None, None);
+        };
+        record.uid = Some(uid);
+        record.exit_code = exit_code;
+        let changes = vec![NodeChange::set_annotation(
+            ROLLBACK,
+            records::value(&record),
+        )];
+        self.rollback = Some(record);
+        let rv = self.rv();
+        self.go(
+            At::RollingBack(Rb::Recording(failed)),
+            Vec::new(),
+            Intent::Patch { rv, changes },
+        )
+    }
+
+    /// Whether `node` is back at the version rolled back to, Ready.
+    fn back_at(&self, node: &Node) -> bool {
+        let to = self.rollback_to();
+        ready(node) && version(node, &self.source).is_some_and(|v| same_version(v, &to))
+    }
+
+    /// After the rollback's reboot wait: at its version on a new boot, finished; else failed.
+    fn rolled_back(&mut self, node: Option<Box<Node>>, met: bool) -> Step {
+        let Some(node) = node else {
+            return self.rollback_failed(
+                "the node was deleted from the cluster while it rebooted".into(),
+                None,
+                None,
+            );
+        };
+        let to = self.rollback_to();
+        let reported = version(&node, &self.source)
+            .unwrap_or("nothing")
+            .to_string();
+        let back = self.back_at(&node);
+        self.node = Some(node);
+        if !met {
+            return self.rollback_failed(
+                "it did not come back Ready on a new boot within the reboot timeout; the node \
+                 stays cordoned"
+                    .into(),
+                None,
+                None,
+            );
+        }
+        if !back {
+            return self.rollback_failed(
+                format!("it came back at {reported}, not {to}; the node stays cordoned"),
+                None,
+                None,
+            );
+        }
+        self.finish_rollback()
+    }
+
+    /// Uncordon if we cordoned it, the rollback recorded done, not ours any more: one guarded
+    /// write. A failed host Job's record stays, so that a rerun replaces exactly that Job.
+    fn finish_rollback(&mut self) -> Step {
+        let mut changes = Vec::new();
+        if self.progress.as_ref().is_some_and(|p| p.cordoned) {
+            changes.push(NodeChange::Uncordon);
+        }
+        if let Some(record) = self.rollback.as_mut() {
+            record.done = Some(self.now.clone());
+            changes.push(NodeChange::set_annotation(
+                ROLLBACK,
+                records::value(&*record),
+            ));
+        }
+        changes.push(NodeChange::remove_annotation(IN_PROGRESS));
+        if self.host.as_ref().is_none_or(|h| h.exit_code == Some(0)) {
+            changes.push(NodeChange::remove_annotation(HOST_JOB));
+        }
+        let rv = self.rv();
+        self.go(
+            At::RollingBack(Rb::Finishing),
+            Vec::new(),
+            Intent::Guarded { rv, changes },
+        )
+    }
+
+    /// The rollback failed: the node fails at `Rollback`, left cordoned, the failure it was
+    /// rolled back for said too.
+    fn rollback_failed(
+        &mut self,
+        why: String,
+        exit_code: Option<i32>,
+        log_tail: Option<String>,
+    ) -> Step {
+        let before = (self.rolling_back.as_ref())
+            .map(|f| {
+                format!(
+                    "; it was rolled back after failing at {}: {}",
+                    f.step, f.message
+                )
+            })
+            .unwrap_or_default();
+        self.fail(
+            UpgradeStep::Rollback,
+            format!("the rollback failed: {why}{before}"),
+            exit_code,
+            log_tail,
+        )
+    }
+}
+
+/// The step a rollback record names.
+fn failed_step(step: &str) -> UpgradeStep {
+    match step {
+        "Reboot" => UpgradeStep::Reboot,
+        "Health" => UpgradeStep::Health,
+        "Soak" => UpgradeStep::Soak,
+        _ => UpgradeStep::Upgrade,
+    }
+}
