@@ -205,8 +205,9 @@ pub(crate) async fn covers_cluster<A: NodeApi + ?Sized>(
         field,
         format!(
             "a CA is cluster-wide: a rotation must cover every node of the cluster, and these \
-             nodes are outside the plan: {}; give no `selector` and no `nodes` (nothing was \
-             written)",
+             nodes are outside the plan: {}; give no `selector` and no `nodes`, or, when those \
+             nodes trust another CA, name the selected ones the whole trust domain \
+             (`cluster_wide`) (nothing was written)",
             left_out.join(", ")
         ),
     )))

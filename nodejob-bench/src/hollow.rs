@@ -36,6 +36,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt as _;
 
+use crate::critical::{self, Span};
 use crate::real::CountingProxy;
 use crate::roll::Roll;
 
@@ -84,6 +85,10 @@ pub struct Hollow {
     pub driver_peak_kib: u64,
     /// CPU seconds during the roll, by process.
     pub cpu_secs: BTreeMap<String, f64>,
+    /// Peak resident memory (KiB) by process of the machine's control plane, read after the
+    /// roll (`VmHWM`: since each started).
+    #[serde(default)]
+    pub peak_kib: BTreeMap<String, u64>,
     /// Pods evicted.
     pub evicted: usize,
     /// `/proc/loadavg` before and after.
@@ -147,6 +152,12 @@ impl Processes {
         Processes { pids }
     }
 
+    fn peak_kib(&self) -> BTreeMap<String, u64> {
+        (self.pids.iter())
+            .filter_map(|(name, pid)| Some((name.clone(), vm_hwm_kib(*pid)?)))
+            .collect()
+    }
+
     fn cpu(&self) -> BTreeMap<String, f64> {
         (self.pids.iter())
             .filter_map(|(name, pid)| Some((name.clone(), cpu_secs(*pid)?)))
@@ -195,6 +206,7 @@ pub async fn roll(nodes: usize, cli: &Path, bench: &Path) -> anyhow::Result<Holl
     let _ = std::fs::remove_file(&kubeconfig);
     let driven = driven?;
     let cpu_after = processes.cpu();
+    let peak_kib = processes.peak_kib();
     let load_after = loadavg();
     let after = apiserver_histogram(&admin).await?;
 
@@ -240,6 +252,7 @@ pub async fn roll(nodes: usize, cli: &Path, bench: &Path) -> anyhow::Result<Holl
         apiserver_requests,
         driver_peak_kib: driven.peak_kib,
         cpu_secs,
+        peak_kib,
         evicted,
         load: (load_before, load_after),
         totals: driven.totals,
@@ -343,19 +356,11 @@ async fn workload(admin: &Client, nodes: usize) -> anyhow::Result<i32> {
     Ok(replicas)
 }
 
-/// One batch as the driver's events told it, timed as they arrived.
-#[derive(Clone, Debug)]
-struct Batch {
-    nodes: Vec<String>,
-    started: Instant,
-    /// When its last node finished.
-    ended: Option<Instant>,
-}
-
 /// What the `nodejob` command did.
 struct Driven {
     wall: Duration,
-    batches: Vec<Batch>,
+    /// The batches as the driver's events told them, timed as they arrived.
+    batches: Vec<Span>,
     /// Its last event: the report (per node, its steps and their times).
     report: Value,
     totals: String,
@@ -369,7 +374,17 @@ async fn drive(cli: &Path, kubeconfig: &Path) -> anyhow::Result<Driven> {
     let mut child = tokio::process::Command::new(cli)
         .arg("--kubeconfig")
         .arg(kubeconfig)
-        .args(["upgrade", "--to", TARGET, "--max-unavailable", "10%"])
+        // The agent's kubelets go to a release the apiserver (v1.37.2) is not at: past the
+        // version skew policy, as asked. (The fake's apiserver reports its control plane's
+        // oldest kubelet, so its roll, control plane first, passes the gate without.)
+        .args([
+            "upgrade",
+            "--to",
+            TARGET,
+            "--allow-skew",
+            "--max-unavailable",
+            "10%",
+        ])
         .args(["--selector", &format!("{AGENT_LABEL}=true"), "-o", "json"])
         .env_remove("KUBECONFIG")
         .stdout(std::process::Stdio::piped())
@@ -386,7 +401,7 @@ async fn drive(cli: &Path, kubeconfig: &Path) -> anyhow::Result<Driven> {
         text
     });
     let (mut peak_kib, mut cpu) = (0, 0.0);
-    let mut batches: Vec<Batch> = Vec::new();
+    let mut batches: Vec<Span> = Vec::new();
     let mut report = Value::Null;
     let mut lines = tokio::io::BufReader::new(stdout).lines();
     let mut sample = tokio::time::interval(SAMPLE);
@@ -394,21 +409,20 @@ async fn drive(cli: &Path, kubeconfig: &Path) -> anyhow::Result<Driven> {
         tokio::select! {
             line = lines.next_line() => {
                 let Some(line) = line? else { break };
-                let now = Instant::now();
+                let at = started.elapsed();
                 let Ok(event) = serde_json::from_str::<Value>(&line) else { continue };
                 match event["event"].as_str() {
-                    Some("batch_started") => batches.push(Batch {
-                        nodes: (event["nodes"].as_array().into_iter().flatten())
+                    Some("batch_started") => {
+                        let nodes = (event["nodes"].as_array().into_iter().flatten())
                             .filter_map(|n| n.as_str().map(str::to_string))
-                            .collect(),
-                        started: now,
-                        ended: None,
-                    }),
+                            .collect();
+                        batches.push(Span::new(nodes, at));
+                    }
+                    Some("step_started") => {
+                        Span::step_started(&mut batches, event["node"].as_str().unwrap_or_default(), at);
+                    }
                     Some("node_finished") => {
-                        let node = event["node"].as_str().unwrap_or_default();
-                        if let Some(b) = batches.iter_mut().rev().find(|b| b.nodes.iter().any(|n| n == node)) {
-                            b.ended = Some(now);
-                        }
+                        Span::node_finished(&mut batches, event["node"].as_str().unwrap_or_default(), at);
                     }
                     Some("report") => report = event["report"].clone(),
                     _ => {}
@@ -456,44 +470,14 @@ async fn drive(cli: &Path, kubeconfig: &Path) -> anyhow::Result<Driven> {
     })
 }
 
-/// The roll's wall time along its critical path: for each batch, its slowest node's steps
-/// (from the report); what is left of the batch after them (`batch, beyond its slowest
-/// node`); and what passed outside the batches (`outside batches`: the start, the admission
-/// of each batch, the end).
+/// The roll's wall time along its critical path ([`critical::path`]), from the driver's
+/// events as they arrived and its report.
 fn critical_path(driven: &Driven) -> BTreeMap<String, f64> {
-    let mut out: BTreeMap<String, f64> = BTreeMap::new();
-    let nodes: BTreeMap<&str, &Value> = (driven.report["nodes"].as_array().into_iter().flatten())
-        .filter_map(|n| Some((n["name"].as_str()?, n)))
-        .collect();
-    let mut in_batches = Duration::ZERO;
-    for batch in &driven.batches {
-        let Some(ended) = batch.ended else { continue };
-        let took = ended.duration_since(batch.started);
-        in_batches += took;
-        let slowest = (batch.nodes.iter())
-            .filter_map(|n| nodes.get(n.as_str()))
-            .max_by_key(|n| n["took_ms"].as_u64().unwrap_or(0));
-        let mut steps_ms = 0;
-        for step in slowest
-            .and_then(|n| n["steps"].as_array())
-            .into_iter()
-            .flatten()
-        {
-            let (Some(name), Some(ms)) = (step[0].as_str(), step[1].as_u64()) else {
-                continue;
-            };
-            *out.entry(name.to_string()).or_default() += ms as f64 / 1e3;
-            steps_ms += ms;
-        }
-        let beyond = took.as_secs_f64() - steps_ms as f64 / 1e3;
-        *out.entry("batch, beyond its slowest node".to_string())
-            .or_default() += beyond;
-    }
-    out.insert(
-        "outside batches".to_string(),
-        driven.wall.saturating_sub(in_batches).as_secs_f64(),
-    );
-    out
+    critical::path(
+        &driven.batches,
+        &critical::report_steps(&driven.report),
+        driven.wall,
+    )
 }
 
 /// `apiserver_request_duration_seconds` as `/metrics` says it now: cumulative bucket counts by
@@ -768,9 +752,22 @@ pub fn print(h: &Hollow) -> anyhow::Result<()> {
     for (verb, (p99, count)) in &h.apiserver {
         println!("    {verb:<10} {:>9.1} ms {count:>9}", p99 * 1e3);
     }
-    println!("  along the critical path (s):");
-    for (what, secs) in &h.critical_secs {
-        println!("    {what:<32} {secs:>8.1}");
+    println!(
+        "  along the critical path (s)           real     fake ({} batches, virtual)",
+        fake.batches
+    );
+    let whats: std::collections::BTreeSet<&String> = h
+        .critical_secs
+        .keys()
+        .chain(fake.critical_secs.keys())
+        .collect();
+    for what in whats {
+        let secs = |m: &BTreeMap<String, f64>| m.get(what).copied().unwrap_or(0.0);
+        println!(
+            "    {what:<32} {:>8.1} {:>8.1}",
+            secs(&h.critical_secs),
+            secs(&fake.critical_secs)
+        );
     }
     let total_cpu: f64 = h.cpu_secs.values().sum();
     println!(
@@ -778,7 +775,9 @@ pub fn print(h: &Hollow) -> anyhow::Result<()> {
         total_cpu / h.wall_secs
     );
     for (who, secs) in &h.cpu_secs {
-        println!("    {who:<28} {secs:>8.1} s");
+        let peak =
+            (h.peak_kib.get(who)).map_or(String::new(), |k| format!(", peak RSS {} MB", k / 1024));
+        println!("    {who:<28} {secs:>8.1} s{peak}");
     }
     println!("  its totals: {}", h.totals);
     Ok(())

@@ -23,6 +23,7 @@
 //! README's Performance section), never checked by `cargo test`. Request counts are exact, and
 //! `tests/requests.rs` pins them.
 
+pub mod critical;
 pub mod hollow;
 pub mod latency;
 pub mod micro;

@@ -11,14 +11,16 @@
 //! Peak memory is the process's (`VmHWM`), so each size runs in a process of its own.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nodejob_conformance::workloads::{budget, deployment};
 use nodejob_fake::{Clock, FakeCluster, labels};
 use serde_json::json;
 use upgrade_driver::records;
-use upgrade_driver::{MaxUnavailable, Outcome, Plan, PlanSpec, VersionSource, quiet, run};
+use upgrade_driver::{MaxUnavailable, Outcome, Plan, PlanSpec, Progress, VersionSource, run};
 
+use crate::critical::{self, Span};
 use crate::weigh::Weighed;
 
 const TARGET: &str = "v1.38.0";
@@ -49,6 +51,10 @@ pub struct Roll {
     pub evicted: usize,
     /// The process's peak resident memory, in KiB, when the roll ended.
     pub peak_rss_kib: u64,
+    /// Batches of the roll.
+    pub batches: usize,
+    /// Virtual seconds along the critical path, by what ([`critical::path`]).
+    pub critical_secs: BTreeMap<String, f64>,
 }
 
 impl Roll {
@@ -74,6 +80,8 @@ impl Roll {
             "bytes": self.bytes,
             "evicted": self.evicted,
             "peak_rss_kib": self.peak_rss_kib,
+            "batches": self.batches,
+            "critical_s": self.critical_secs,
         })
         .to_string()
     }
@@ -113,6 +121,10 @@ impl Roll {
             bytes,
             evicted: num("evicted")? as usize,
             peak_rss_kib: num("peak_rss_kib")?,
+            batches: v["batches"].as_u64().unwrap_or_default() as usize,
+            critical_secs: (v["critical_s"].as_object().into_iter().flatten())
+                .map(|(k, s)| (k.clone(), s.as_f64().unwrap_or_default()))
+                .collect(),
         })
     }
 }
@@ -143,9 +155,28 @@ pub async fn roll(nodes: usize, max_unavailable: MaxUnavailable) -> anyhow::Resu
     let started_virtual = fake.now();
     let started = Instant::now();
     let weighed = Weighed::new(&fake);
-    let report = run(&weighed, &plan, quiet()).await?;
+    // The batches, timed on the fake's clock as the events come.
+    let spans: Arc<Mutex<Vec<Span>>> = Arc::default();
+    let (clock, told) = (fake.clone(), Arc::clone(&spans));
+    let progress = Arc::new(move |p: &Progress| {
+        let at = clock.now() - started_virtual;
+        let mut spans = told.lock().unwrap_or_else(|e| e.into_inner());
+        match p {
+            Progress::BatchStarted { nodes, .. } => spans.push(Span::new(nodes.clone(), at)),
+            Progress::StepStarted { node, .. } => Span::step_started(&mut spans, node, at),
+            Progress::NodeFinished { node, .. } => Span::node_finished(&mut spans, node, at),
+            _ => {}
+        }
+    });
+    let report = run(&weighed, &plan, progress).await?;
     let wall = started.elapsed();
     let virtual_time = fake.now() - started_virtual;
+    let spans = spans.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let critical_secs = critical::path(
+        &spans,
+        &critical::report_steps(&serde_json::to_value(&report)?),
+        virtual_time,
+    );
 
     anyhow::ensure!(
         report.outcome == Outcome::Done,
@@ -182,6 +213,8 @@ pub async fn roll(nodes: usize, max_unavailable: MaxUnavailable) -> anyhow::Resu
         bytes,
         evicted: report.totals.pods_evicted,
         peak_rss_kib: peak_rss_kib().unwrap_or_default(),
+        batches: spans.len(),
+        critical_secs,
     })
 }
 

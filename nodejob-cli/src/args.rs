@@ -385,6 +385,17 @@ pub(crate) struct LongRoll {
 
 /// `--on-failure`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum TrustDomain {
+    /// Every node of the cluster (a cluster's CA is): `issue` and `finalize` are refused
+    /// while any node is outside --selector/--nodes, as a node left out would stop trusting
+    /// what the others present.
+    Cluster,
+    /// Only the nodes --selector/--nodes select, for a cluster whose other nodes trust
+    /// another CA; `--abort` still looks for a begun `issue` on every node.
+    Selected,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum OnFailure {
     /// It stays as it is (cordoned, its Job left for inspection) and the roll stops (as before
     /// this option).
@@ -454,6 +465,15 @@ pub(crate) struct RotateCa {
     /// After `issue`, how long a node has to restart its components and be Ready again; a duration: 90s, 10m, 1.5h, 1h30m.
     #[arg(long, default_value = "10m", value_parser = parse::duration)]
     pub(crate) ready_timeout: Duration,
+    /// After `issue`, how long a node may take to begin restarting its components (to go
+    /// NotReady); a node that stays Ready through it is taken as restarted. A short restart
+    /// may never show NotReady (the node lifecycle controller marks a node NotReady only
+    /// after its grace period, 40 s by default), so this is waited out in full on such a node.
+    #[arg(long, default_value = "30s", value_parser = parse::duration)]
+    pub(crate) restart_grace: Duration,
+    /// Which nodes trust the CA being replaced.
+    #[arg(long, value_enum, default_value = "cluster")]
+    pub(crate) trust_domain: TrustDomain,
     /// The on-host binary.
     #[arg(long, default_value = "/usr/local/bin/stratum")]
     pub(crate) binary: String,

@@ -51,6 +51,10 @@ pub(crate) enum Field {
     RebootTimeout,
     /// The rotation's bound for a node to be Ready again.
     ReadyTimeout,
+    /// The rotation's bound for a node to begin its restart.
+    RestartGrace,
+    /// Which nodes trust the CA.
+    TrustDomain,
     /// The on-host binary.
     Binary,
     /// The maintenance window.
@@ -98,6 +102,8 @@ impl Field {
             "deadline" => Field::Deadline,
             "reboot_timeout" => Field::RebootTimeout,
             "ready_timeout" => Field::ReadyTimeout,
+            "restart_grace" => Field::RestartGrace,
+            "cluster_wide" => Field::TrustDomain,
             "binary" => Field::Binary,
             "concurrency" => Field::Concurrency,
             "failure_budget" => Field::FailureBudget,
@@ -129,6 +135,9 @@ impl Field {
             Field::Deadline => "--deadline",
             Field::RebootTimeout => "--reboot-timeout",
             Field::ReadyTimeout => "--ready-timeout",
+            Field::RestartGrace => "--restart-grace",
+            // Named in a rule only as the way to rotate the selected nodes alone.
+            Field::TrustDomain => "--trust-domain selected",
             Field::Binary => "--binary",
             Field::Window => "--window",
             Field::Concurrency => "--concurrency",
@@ -160,6 +169,8 @@ impl Field {
             Field::Deadline => "deadline",
             Field::RebootTimeout => "reboot_timeout",
             Field::ReadyTimeout => "ready_timeout",
+            Field::RestartGrace => "restart_grace",
+            Field::TrustDomain => "trust_domain: \"selected\"",
             Field::Binary => "binary",
             Field::Window => "window",
             Field::Concurrency => "concurrency",
@@ -203,7 +214,7 @@ pub(crate) fn rule_said(rule: &str, name: impl Fn(&Field) -> String) -> String {
 
 /// `text` as one of the plan fields a rule may name, if it is one.
 fn plan_field(text: &str) -> Option<&'static str> {
-    const NAMED: [&str; 11] = [
+    const NAMED: [&str; 12] = [
         "max_unavailable",
         "failure_budget",
         "concurrency",
@@ -215,6 +226,7 @@ fn plan_field(text: &str) -> Option<&'static str> {
         "soak",
         "skew",
         "on_failure",
+        "cluster_wide",
     ];
     NAMED.into_iter().find(|f| *f == text)
 }
@@ -398,6 +410,10 @@ pub(crate) struct RotationSettings {
     pub(crate) deadline: Option<Duration>,
     /// After `issue`, how long a node has to be Ready again.
     pub(crate) ready_timeout: Option<Duration>,
+    /// After `issue`, how long a node may take to go NotReady.
+    pub(crate) restart_grace: Option<Duration>,
+    /// Whether every node of the cluster trusts the CA (`--trust-domain cluster`).
+    pub(crate) cluster_wide: Option<bool>,
     /// The on-host binary.
     pub(crate) binary: Option<String>,
     /// The maintenance window, as typed (`DAYS START-END [TZ]`).
@@ -437,6 +453,12 @@ impl RotationSettings {
         }
         if let Some(d) = self.ready_timeout {
             spec.ready_timeout = d;
+        }
+        if let Some(d) = self.restart_grace {
+            spec.restart_grace = d;
+        }
+        if let Some(wide) = self.cluster_wide {
+            spec.cluster_wide = wide;
         }
         if let Some(binary) = &self.binary {
             spec.binary = binary.clone();

@@ -399,6 +399,21 @@ fn rotation_refuses_a_bad_ca_or_a_partial_plan_before_any_write() {
         "rotate_ca_refused_partial",
         &["rotate-ca", "--simulate", "5", "--nodes", "worker-a-0"]
     );
+    // The selected nodes as the whole trust domain: rotated alone, the others untouched.
+    nodejob_snapshot!(
+        "rotate_ca_selected",
+        &[
+            "rotate-ca",
+            "--simulate",
+            "5",
+            "--selector",
+            "node-role.kubernetes.io/control-plane",
+            "--trust-domain",
+            "selected",
+            "--restart-grace",
+            "10s",
+        ]
+    );
     nodejob_snapshot!(
         "rotate_ca_preview_partial",
         &[

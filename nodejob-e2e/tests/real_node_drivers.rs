@@ -7,14 +7,13 @@
 //!   token of the ServiceAccount of `deploy/rbac.yaml`, rolls two nodes running a Deployment of
 //!   real Pods behind a budget: the real drain, the host Job, the real reboot, the version the
 //!   kubelet reads from the os-release (`osImage`; the kubelet itself does not move);
-//! - `certs_driver::run` (as `tests/rotate.rs` on agent nodes) rotates two nodes' CA, acting as
-//!   that ServiceAccount.
+//! - `nodejob rotate-ca --trust-domain selected`, the binary, through the same kubeconfig,
+//!   rotates two nodes' CA (the kubelet restarted by `issue`).
 //!
 //! What ran on each host is read from the node's own directory, not from any driver: the
 //! model's executions, the reboots its PID 1 was asked for, the kubelet's starts.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 use std::time::Duration;
 
 use certs_driver::Fingerprint;
@@ -24,11 +23,9 @@ use kube::api::{Api, ListParams};
 use kube::runtime::watcher;
 use nodejob_conformance::{Failure, ensure};
 use nodejob_e2e::{
-    CONTEXT, ProgressLog, RealNodes, SA_NAME, SA_NAMESPACE, config, deployment_available,
-    lease_released, nodejob, record, sa_kubeconfig, unique,
+    CONTEXT, RealNodes, SA_NAME, deployment_available, nodejob, record, sa_kubeconfig, unique,
 };
 use nodejob_host::stratum::{CaPhase, INITIAL_CA, Operation};
-use nodejob_kube::KubeApi;
 use upgrade_driver::VersionSource;
 use upgrade_driver::records::{self, DONE, Done};
 
@@ -42,6 +39,11 @@ const APP: &str = "web";
 const REPLICAS: i32 = 2;
 /// How long the workloads may take to settle, before and after the roll.
 const SETTLE: Duration = Duration::from_secs(120);
+
+/// Both commands take the one Lease of their namespace (`nodejob` in `kube-system`): the
+/// tests of this file run them one at a time, as an operator would (the second would exit 3,
+/// the Lease held), while their nodes start side by side.
+static LEASE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn fail(what: impl std::fmt::Display) -> impl FnOnce(kube::Error) -> Failure {
     move |e| Failure(format!("{what}: {e}"))
@@ -106,26 +108,29 @@ async fn two_real_nodes_upgrade_by_the_command_to_the_version_of_their_os_image(
     let this = watcher::Config::default().fields(&format!("metadata.name={APP}"));
     let web = record(deployments, this).await?;
     let kubeconfig = sa_kubeconfig(admin, SA_NAME).await?;
-    let upgrade = nodejob(
-        &kubeconfig.path,
-        CONTEXT,
-        &[
-            "upgrade",
-            "--to",
-            TARGET,
-            "--nodes",
-            &names.join(","),
-            "--version-from",
-            "os-image",
-            "--drain-timeout",
-            "60s",
-            "--reboot-timeout",
-            "2m",
-            "--deadline",
-            "2m",
-        ],
-    )
-    .await;
+    let upgrade = {
+        let _turn = LEASE.lock().await;
+        nodejob(
+            &kubeconfig.path,
+            CONTEXT,
+            &[
+                "upgrade",
+                "--to",
+                TARGET,
+                "--nodes",
+                &names.join(","),
+                "--version-from",
+                "os-image",
+                "--drain-timeout",
+                "60s",
+                "--reboot-timeout",
+                "2m",
+                "--deadline",
+                "2m",
+            ],
+        )
+        .await
+    };
     let web = web.stop();
     let upgrade = upgrade?;
     upgrade.exited(0)?;
@@ -263,60 +268,93 @@ fn base64(der: &[u8]) -> String {
 }
 
 /// Two real nodes trusting and issuing from the model's initial CA are rotated to a new one by
-/// `certs_driver::run` as the ServiceAccount of `deploy/rbac.yaml` (the two nodes are the trust
-/// domain: the shared control plane's other nodes do not use this CA): stage, issue (each
-/// node's kubelet restarts), finalize, each phase once on each host, as the hosts' own records
-/// say.
+/// `nodejob rotate-ca`, the binary, through the ServiceAccount's kubeconfig, the two nodes
+/// named by their label as the whole trust domain (`--trust-domain selected`: the shared
+/// control plane's other nodes do not use this CA): stage, issue (each node's kubelet
+/// restarts), finalize, each phase once on each host, as the hosts' own records say.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_real_nodes_rotate_their_ca() -> Result<(), Failure> {
+async fn two_real_nodes_rotate_their_ca_by_the_command() -> Result<(), Failure> {
     let scenario = RealNodes::start(2).await?;
     let (admin, names) = (&scenario.admin, scenario.names());
     let (pem, new) = new_ca()?;
     let (key, value) = &scenario.label;
-    let mut spec = certs_driver::PlanSpec::new(pem, new.clone());
-    spec.selector = Some(format!("{key}={value}"));
-    spec.cluster_wide = false;
-    spec.namespace = SA_NAMESPACE.into();
-    spec.lease_name = unique("rotate-real");
-    spec.identity = unique("rotate-real-driver");
-    spec.lease_duration = Duration::from_secs(15);
-    spec.deadline = Duration::from_secs(120);
-    spec.ready_timeout = Duration::from_secs(120);
-    // A real kubelet's restart is not seen as NotReady (no node lifecycle controller runs
-    // here, and on a cluster where one does, a restart of a second or two is well inside its
-    // 40 s grace): the driver waits out the grace in full on each node. The default, 30 s,
-    // made each `issue` step take 34 s; 5 s, as tests/rotate.rs.
-    spec.restart_grace = Duration::from_secs(5);
-    let plan = certs_driver::Plan::build(spec).map_err(|e| Failure(e.to_string()))?;
-    let user = format!("system:serviceaccount:{SA_NAMESPACE}:{SA_NAME}");
-    let api = KubeApi::from_config(config(Some(&user)).await?)
-        .map_err(|e| Failure(format!("client as {user}: {e}")))?;
+    let ca_file = std::env::temp_dir().join(unique("nodejob-e2e-new-ca"));
+    std::fs::write(&ca_file, &pem)
+        .map_err(|e| Failure(format!("writing {}: {e}", ca_file.display())))?;
+    let kubeconfig = sa_kubeconfig(admin, SA_NAME).await?;
 
     let watched = watcher::Config::default().labels(&format!("{key}={value}"));
     let history = record(Api::<Node>::all(admin.clone()), watched).await?;
-    let log = ProgressLog::<certs_driver::Progress>::new("real rotate");
-    let progress: Arc<dyn certs_driver::ProgressSink> = Arc::new(log.sink());
-    let report = certs_driver::run(&api, &plan, progress).await;
+    let rotate = {
+        // One disruptive run at a time holds the namespace's Lease, as an operator runs them.
+        let _turn = LEASE.lock().await;
+        nodejob(
+            &kubeconfig.path,
+            CONTEXT,
+            &[
+                "rotate-ca",
+                "--new-ca",
+                &ca_file.display().to_string(),
+                "--selector",
+                &format!("{key}={value}"),
+                "--trust-domain",
+                "selected",
+                "--deadline",
+                "2m",
+                "--ready-timeout",
+                "2m",
+                // A real kubelet's restart is not seen as NotReady (no node lifecycle
+                // controller runs here, and on a cluster where one does, a restart of a
+                // second or two is well inside its 40 s grace): the driver waits out the
+                // grace in full on each node. The default, 30 s, made each `issue` step
+                // take 34 s.
+                "--restart-grace",
+                "5s",
+                "-o",
+                "json",
+            ],
+        )
+        .await
+    };
     let history = history.stop();
-    let report = report.map_err(|e| Failure(format!("the rotation did not start: {e}")))?;
-    for n in &report.nodes {
-        let steps: Vec<String> = (n.steps.iter())
-            .map(|(step, ms)| format!("{step} {:.1}s", *ms as f64 / 1000.0))
-            .collect();
+    let _ = std::fs::remove_file(&ca_file);
+    let rotate = rotate?;
+    rotate.exited(0)?;
+    let lines = rotate.json_lines()?;
+    let report = lines
+        .iter()
+        .rev()
+        .find_map(|l| l.get("report"))
+        .ok_or_else(|| Failure(format!("no report line in\n{}", rotate.stdout)))?;
+    for n in report["nodes"].as_array().into_iter().flatten() {
         eprintln!(
-            "real rotate: node {} {:?}: {}",
-            n.name,
-            n.result,
-            steps.join(", ")
+            "real rotate: node {}: {} {}",
+            n["name"], n["result"], n["steps"]
         );
     }
-    ensure!(report.outcome == certs_driver::Outcome::Done, "{report:#?}");
     ensure!(
-        report.totals.rotated == names.len() && report.totals.failed == 0,
-        "{:?}",
-        report.totals
+        report["outcome"]["outcome"] == "done",
+        "the rotation's outcome: {}",
+        report["outcome"]
     );
-    lease_released(admin, &plan.spec().lease_name, &report.lease).await?;
+    ensure!(
+        report["totals"]["rotated"] == names.len() && report["totals"]["failed"] == 0,
+        "totals {}",
+        report["totals"]
+    );
+    ensure!(
+        report["target"] == new.as_str(),
+        "rotated to {}, not {new}",
+        report["target"]
+    );
+    let rotated: BTreeSet<&str> = (report["nodes"].as_array().into_iter().flatten())
+        .filter(|n| n["result"]["result"] == "rotated")
+        .filter_map(|n| n["name"].as_str())
+        .collect();
+    ensure!(
+        rotated == names.iter().map(String::as_str).collect(),
+        "rotated {rotated:?}, not {names:?}"
+    );
 
     // What each host keeps: the new CA alone, issuing; each phase once, no verify Job (the
     // issue Job printed its verdict).

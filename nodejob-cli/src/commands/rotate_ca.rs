@@ -8,7 +8,7 @@ use nodejob_core::Clock;
 use nodejob_fake::stratum::Fault;
 
 use super::{driver_exit_naming, ended, preview_banner, refused, say_simulated};
-use crate::args::{Format, Global, RotateCa};
+use crate::args::{Format, Global, RotateCa, TrustDomain};
 use crate::backend::{Backend, Prepare};
 use crate::exit::Exit;
 use crate::interrupt::on_interrupt;
@@ -32,6 +32,8 @@ pub(crate) fn settings(args: &RotateCa) -> RotationSettings {
         concurrency: Some(args.concurrency),
         deadline: Some(args.deadline),
         ready_timeout: Some(args.ready_timeout),
+        restart_grace: Some(args.restart_grace),
+        cluster_wide: Some(args.trust_domain == TrustDomain::Cluster),
         binary: Some(args.binary.clone()),
         window: args.window.clone(),
         failure_budget: Some(args.failure_budget),

@@ -140,6 +140,16 @@ pub(crate) struct UpgradeArgs {
     pub(crate) on_failure: Option<OnFailureArg>,
 }
 
+/// `trust_domain`: which nodes trust the CA a rotation replaces.
+#[derive(Clone, Copy, Debug, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum TrustDomainArg {
+    /// Every node of the cluster.
+    Cluster,
+    /// The selected nodes alone.
+    Selected,
+}
+
 /// `on_failure`: what a node that fails after its host upgrade comes to.
 #[derive(Clone, Copy, Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -191,6 +201,15 @@ pub(crate) struct RotateCaArgs {
     /// Default `10m`.
     #[serde(default)]
     pub(crate) ready_timeout: Option<String>,
+    /// After `issue`, how long a node may take to begin restarting its components (to go
+    /// NotReady); one that stays Ready through it is taken as restarted. Default `30s`.
+    #[serde(default)]
+    pub(crate) restart_grace: Option<String>,
+    /// Which nodes trust the CA being replaced: `cluster` (default: every node; `issue` and
+    /// `finalize` are refused while a node is outside `selector`/`nodes`) or `selected` (the
+    /// selected nodes alone, for a cluster whose other nodes trust another CA).
+    #[serde(default)]
+    pub(crate) trust_domain: Option<TrustDomainArg>,
     /// The on-host binary, an absolute path. Default `/usr/local/bin/stratum`.
     #[serde(default)]
     pub(crate) binary: Option<String>,
@@ -472,6 +491,8 @@ impl RotateCaArgs {
             concurrency: self.concurrency,
             deadline: duration("deadline", self.deadline.as_ref())?,
             ready_timeout: duration("ready_timeout", self.ready_timeout.as_ref())?,
+            restart_grace: duration("restart_grace", self.restart_grace.as_ref())?,
+            cluster_wide: self.trust_domain.map(|d| d == TrustDomainArg::Cluster),
             binary: self.binary.clone(),
             window: self.window.clone(),
             failure_budget: self.failure_budget,
