@@ -66,7 +66,7 @@ use nodejob_core::{ApiError, Clock, Verb, ready};
 use nodejob_fake::FakeCluster;
 use nodejob_fake::schedule::{Act, ActorSchedule, Cast, Draw, WORKER};
 use nodejob_fake::stratum::{CaPhase, Operation, StratumState};
-use support::{CONTROL_PLANE, NS, NewCa, new_ca, plan, plan_spec};
+use support::{CONTROL_PLANE, NS, NewCa, plan, plan_spec};
 
 /// Seeds run by `cargo test`.
 const SEEDS: u64 = 64;
@@ -77,10 +77,23 @@ const RUN_BOUND: Duration = Duration::from_secs(4 * 3600);
 /// The label that puts a node into the plan's selection, when the plan selects by one.
 const SELECTED: (&str, &str) = ("ca", "yes");
 
-/// The new CA of every seed (one per process: a seed replays with the same fingerprint).
+/// The new CA of every seed: one fixed certificate (valid 2025 to 2125, its key discarded; the
+/// command's simulated CA), so that a seed replays with the same fingerprint, and with it the
+/// same Job names, in every process: the outcomes digest is the same from run to run (a CA
+/// made afresh, as `new_ca` does, signs with a new key each time).
 fn ca() -> &'static NewCa {
     static CA: OnceLock<NewCa> = OnceLock::new();
-    CA.get_or_init(new_ca)
+    CA.get_or_init(|| {
+        let pem = include_str!("support/soak-ca.pem").to_string();
+        let fingerprint = certs_driver::Fingerprint::of_pem(&pem)
+            .expect("the soak's CA reads")
+            .to_string();
+        NewCa {
+            pem,
+            fingerprint,
+            key_pem: String::new(),
+        }
+    })
 }
 
 /// What the plan selects.
