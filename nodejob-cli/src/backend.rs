@@ -446,9 +446,15 @@ fn simulated_runtime() -> Result<tokio::runtime::Runtime, Exit> {
         .map_err(|e| Exit::failed(format!("starting the runtime: {e}")))
 }
 
+/// The stack of each worker thread of the real runtime: a driver's run is one deep future
+/// (each node's machine, its steps, the API layers), and the MCP server polls it on a worker,
+/// whose default, 2 MiB, an unoptimised build overran; 8 MiB, as a process's main thread.
+const WORKER_STACK: usize = 8 << 20;
+
 /// A runtime for a real cluster, and for the MCP server.
 pub(crate) fn real_runtime() -> Result<tokio::runtime::Runtime, Exit> {
     tokio::runtime::Builder::new_multi_thread()
+        .thread_stack_size(WORKER_STACK)
         .enable_all()
         .build()
         .map_err(|e| Exit::failed(format!("starting the runtime: {e}")))
