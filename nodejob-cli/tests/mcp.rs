@@ -229,8 +229,16 @@ async fn the_tools_are_listed_with_their_schemas_and_annotations() -> Result<()>
         "render",
         "upgrade_preview",
         "rotate_ca_preview",
+        "pause_preview",
     ];
-    let mutating = ["upgrade", "rotate_ca", "rotate_ca_abort", "run"];
+    let mutating = [
+        "upgrade",
+        "rotate_ca",
+        "rotate_ca_abort",
+        "run",
+        "pause",
+        "resume",
+    ];
     let want: BTreeSet<&str> = read_only.iter().chain(&mutating).copied().collect();
     assert_eq!(names, want);
     for tool in &tools {
@@ -957,4 +965,101 @@ async fn a_roll_past_the_version_skew_policy_is_refused_naming_allow_skew_unless
         "{preview}"
     );
     session.close().await.map_err(|e| anyhow!("{e}"))
+}
+
+/// The pause switch through the tools: each of `pause` and `resume` only with the token its
+/// preview returned for the same arguments on the switch as it still is; `status` shows it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pause_and_resume_each_with_its_token_and_status_shows_the_switch() -> Result<()> {
+    let session = Session::start().await?;
+    let ask = json!({"reason": "the storage team is failing over", "by": "alice"});
+    let preview = session.call("pause_preview", ask.clone()).await?;
+    ensure!(preview.is_error == Some(false), "{}", text(&preview));
+    ensure!(text(&preview).contains("not paused"), "{}", text(&preview));
+    let content = preview
+        .structured_content
+        .context("pause_preview: no structure")?;
+    assert_eq!(content["for"], "pause");
+    assert_eq!(content["paused"], Value::Null);
+    let token = content["preview_token"]
+        .as_str()
+        .context("no token")?
+        .to_string();
+
+    // Refused, nothing set: no token, a foreign one, other arguments, the other operation.
+    let with = |mut args: Value, token: &str| {
+        args["preview_token"] = json!(token);
+        args
+    };
+    let refused = [
+        ("pause", ask.clone(), "preview_token: required"),
+        (
+            "pause",
+            with(ask.clone(), "sha256:00"),
+            "pause_preview again",
+        ),
+        (
+            "pause",
+            with(json!({"reason": "another", "by": "alice"}), &token),
+            "pause_preview again",
+        ),
+        ("resume", with(json!({}), &token), "resume: true"),
+    ];
+    for (tool, arguments, why) in refused {
+        let result = session.call(tool, arguments.clone()).await?;
+        assert_eq!(
+            result.is_error,
+            Some(true),
+            "{tool} {arguments}: {}",
+            text(&result)
+        );
+        assert!(
+            text(&result).contains(why),
+            "{tool} {arguments}: {}",
+            text(&result)
+        );
+    }
+    assert_eq!(session.status().await?["lease"]["paused"], Value::Null);
+
+    let paused = session.call("pause", with(ask.clone(), &token)).await?;
+    assert_eq!(paused.is_error, Some(false), "{}", text(&paused));
+    assert!(
+        text(&paused).contains("paused by alice at ")
+            && text(&paused).contains(": the storage team is failing over"),
+        "{}",
+        text(&paused)
+    );
+    let status = session.status().await?;
+    assert_eq!(status["lease"]["paused"]["by"], "alice", "{status}");
+    assert_eq!(
+        status["lease"]["paused"]["reason"],
+        "the storage team is failing over"
+    );
+
+    // The switch moved: the pause's token is stale now, and a resume needs its own preview.
+    let again = session.call("pause", with(ask.clone(), &token)).await?;
+    assert_eq!(again.is_error, Some(true), "{}", text(&again));
+    let bad = session
+        .call("pause_preview", json!({"resume": true, "reason": "x"}))
+        .await?;
+    assert_eq!(bad.is_error, Some(true), "{}", text(&bad));
+    assert!(text(&bad).contains("not with resume"), "{}", text(&bad));
+    let preview = session
+        .call("pause_preview", json!({"resume": true}))
+        .await?;
+    assert!(
+        text(&preview).contains("paused by alice") && text(&preview).contains("would lift it"),
+        "{}",
+        text(&preview)
+    );
+    let content = preview.structured_content.context("no structure")?;
+    assert_eq!(content["for"], "resume");
+    let resume_token = content["preview_token"].as_str().context("no token")?;
+    let resumed = session
+        .call("resume", json!({"preview_token": resume_token}))
+        .await?;
+    assert_eq!(resumed.is_error, Some(false), "{}", text(&resumed));
+    assert!(text(&resumed).starts_with("resumed"), "{}", text(&resumed));
+    assert_eq!(session.status().await?["lease"]["paused"], Value::Null);
+    session.close().await
 }

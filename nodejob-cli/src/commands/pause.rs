@@ -11,7 +11,7 @@ use crate::exit::Exit;
 use crate::inspect::status::lease_name;
 
 /// Who pauses, when `--by` does not say: `$USER@host`.
-fn who() -> String {
+pub(crate) fn who() -> String {
     let user = std::env::var("USER").unwrap_or_else(|_| "someone".into());
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())

@@ -10,11 +10,13 @@
 //!  client ◀─result: the report (structured) and crate::present's text for it
 //! ```
 //!
-//! - Read-only tools: `status`, `jobs`, `render`, `upgrade_preview`, `rotate_ca_preview`.
-//! - Mutating tools: `upgrade`, `rotate_ca`, `rotate_ca_abort`, `run`: each needs the
-//!   `preview_token` of its preview ([`token`]), checked against the cluster as it is before
-//!   anything is written; one at a time per session (the Lease fences other processes; a
-//!   session's operations share its Lease identity, so the session fences its own).
+//! - Read-only tools: `status`, `jobs`, `render`, `upgrade_preview`, `rotate_ca_preview`,
+//!   `pause_preview`.
+//! - Mutating tools: `upgrade`, `rotate_ca`, `rotate_ca_abort`, `run`, `pause`, `resume`: each
+//!   needs the `preview_token` of its preview ([`token`]), checked against the cluster as it is
+//!   before anything is written; the operations one at a time per session (the Lease fences
+//!   other processes; a session's operations share its Lease identity, so the session fences
+//!   its own), `pause` and `resume` beside them (a pause is sent to a roll in flight).
 //! - A cancelled call is Ctrl-C once: no further node starts, the step in flight finishes. Its
 //!   result is not sent (the protocol drops it), so the end of every mutating call is also a
 //!   logging notification carrying the report. A client that goes away cancels the same way,

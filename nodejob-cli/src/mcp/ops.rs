@@ -15,7 +15,8 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use upgrade_driver::Stop;
 
 use super::params::{
-    JobArguments, JobsArgs, RotateCaArgs, StatusArgs, UpgradeArgs, driver_error, parse,
+    JobArguments, JobsArgs, PauseArgs, PausePreviewArgs, ResumeArgs, RotateCaArgs, StatusArgs,
+    UpgradeArgs, driver_error, parse,
 };
 use super::stream::{self, LevelFilter, Line, Notifier, events};
 use super::token::{self, Operation};
@@ -24,6 +25,7 @@ use crate::backend::{self, Target};
 use crate::inspect::jobs::{self as node_jobs, Unlisted};
 use crate::inspect::status::{self as cluster_status, Simulated, lease_name};
 use crate::present::{self, Severity};
+use nodejob_core::pause::{Pause, set_pause};
 
 /// What a session keeps.
 pub(crate) struct Session {
@@ -109,6 +111,71 @@ pub(crate) async fn call(
         Name::Run => {
             let (args, extras) = parse(&schema, arguments)?;
             run(s, args, extras.preview_token.unwrap_or_default(), &context).await
+        }
+        Name::PausePreview => {
+            let (args, _): (PausePreviewArgs, _) = parse(&schema, arguments)?;
+            if args.resume && (args.reason.is_some() || args.by.is_some()) {
+                return Err(
+                    "reason, by: not with resume: true (a resume lifts the switch, \
+                            whoever pulled it and why)"
+                        .into(),
+                );
+            }
+            let switch = Switch::of(args.resume, args.reason, args.by);
+            pause_preview(s, switch).await
+        }
+        Name::Pause => {
+            let (args, extras): (PauseArgs, _) = parse(&schema, arguments)?;
+            let switch = Switch::of(false, args.reason, args.by);
+            set_switch(s, switch, extras.preview_token.unwrap_or_default()).await
+        }
+        Name::Resume => {
+            let (ResumeArgs {}, extras) = parse(&schema, arguments)?;
+            let switch = Switch::of(true, None, None);
+            set_switch(s, switch, extras.preview_token.unwrap_or_default()).await
+        }
+    }
+}
+
+/// What `pause` or `resume` is asked to do: the plan its token covers.
+#[derive(Clone, Debug, Serialize)]
+struct Switch {
+    /// `pause` or `resume`.
+    #[serde(skip)]
+    operation: Operation,
+    /// Who pauses (`pause` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    by: Option<String>,
+    /// Why (`pause` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+}
+
+impl Switch {
+    fn of(resume: bool, reason: Option<String>, by: Option<String>) -> Switch {
+        if resume {
+            return Switch {
+                operation: Operation::Resume,
+                by: None,
+                reason: None,
+            };
+        }
+        Switch {
+            operation: Operation::Pause,
+            by: Some(by.unwrap_or_else(|| format!("{} (MCP)", crate::commands::pause::who()))),
+            reason: Some(reason.unwrap_or_default()),
+        }
+    }
+
+    /// The token's plan: the operation's arguments and the Lease it writes.
+    fn plan(&self, namespace: &str, lease: &str) -> Value {
+        json!({ "switch": self, "namespace": namespace, "lease": lease })
+    }
+
+    fn tool(&self) -> &'static str {
+        match self.operation {
+            Operation::Resume => "resume",
+            _ => "pause",
         }
     }
 }
@@ -275,7 +342,125 @@ async fn rotate_ca_preview(
     ))
 }
 
+/// The pause switch now and what `pause`/`resume` would change, with the token it needs.
+async fn pause_preview(s: &Session, switch: Switch) -> Result<CallToolResult, String> {
+    let namespace = s.namespace.clone();
+    let lease = lease_name();
+    let plan = switch.plan(&namespace, &lease);
+    let operation = switch.operation;
+    let (now, preview_token) = {
+        let (namespace, lease) = (namespace.clone(), lease.clone());
+        s.backend
+            .run(move |t| async move {
+                let (now, seen) = token::switch(&*t.api, &namespace, &lease).await?;
+                Ok::<_, String>((now, token::token(operation, &plan, &seen)?))
+            })
+            .await??
+    };
+    let state = match &now {
+        Some(pause) => format!("{pause}"),
+        None => "not paused".to_string(),
+    };
+    let would = match (switch.operation, &now) {
+        (Operation::Resume, Some(_)) => {
+            "`resume` would lift it: paused runs go on with their next step".to_string()
+        }
+        (Operation::Resume, None) => "`resume` would find nothing to lift".to_string(),
+        (_, Some(_)) => "`pause` would leave it as it is (the first pause is kept)".to_string(),
+        (_, None) => format!(
+            "`pause` would set it, paused by {}{}: every roll, in flight or to come, finishes \
+             the step under way and starts no other until `resume`",
+            switch.by.as_deref().unwrap_or_default(),
+            match switch.reason.as_deref() {
+                Some(r) if !r.is_empty() => format!(": {r}"),
+                _ => String::new(),
+            }
+        ),
+    };
+    let tool = switch.tool();
+    let text = format!(
+        "the switch (lease {namespace}/{lease}): {state}\n{would}\npreview_token: \
+         {preview_token}\n(for `{tool}` with the same arguments, once a person approved this \
+         preview)\n"
+    );
+    Ok(answer(
+        text,
+        json!({
+            "preview_token": preview_token,
+            "for": tool,
+            "lease": format!("{namespace}/{lease}"),
+            "paused": now.as_ref().map(|p| p.to_string()),
+        }),
+        false,
+    ))
+}
+
 // ---- mutating -----------------------------------------------------------------------------------
+
+/// `pause` or `resume`, once its token matches the switch as it still is. Not behind the
+/// session's busy mark: a pause is what one sends to a roll in flight.
+async fn set_switch(
+    s: &Session,
+    switch: Switch,
+    presented: String,
+) -> Result<CallToolResult, String> {
+    let namespace = s.namespace.clone();
+    let lease = lease_name();
+    let plan = switch.plan(&namespace, &lease);
+    let operation = switch.operation;
+    let to = switch
+        .by
+        .clone()
+        .map(|by| (by, switch.reason.clone().unwrap_or_default()));
+    let (before, set) = {
+        let (namespace, lease) = (namespace.clone(), lease.clone());
+        s.backend
+            .run(move |t| async move {
+                let (_, seen) = token::switch(&*t.api, &namespace, &lease).await?;
+                let current = token::token(operation, &plan, &seen)?;
+                if let Some(why) = token::refusal(operation, &presented, &current) {
+                    return Err(why);
+                }
+                let pause = to.map(|(by, reason)| Pause {
+                    by,
+                    at: Some(t.clock()()),
+                    reason,
+                });
+                let before = set_pause(&*t.api, &namespace, &lease, pause.as_ref())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok::<_, String>((before, pause))
+            })
+            .await??
+    };
+    let text = match (&set, &before) {
+        (Some(_), Some(was)) => format!(
+            "already paused (lease {namespace}/{lease}): {was}; left as it was (`resume` lifts it)"
+        ),
+        (Some(pause), None) => format!(
+            "{pause} (lease {namespace}/{lease}): every roll, in flight or to come, finishes the \
+             step under way and starts no other until `resume`"
+        ),
+        (None, Some(was)) => format!(
+            "resumed (lease {namespace}/{lease}; it was {was}): paused runs go on with their \
+             next step"
+        ),
+        (None, None) => format!("not paused (lease {namespace}/{lease}): nothing to resume"),
+    };
+    Ok(answer(
+        text,
+        json!({
+            "lease": format!("{namespace}/{lease}"),
+            "before": before.as_ref().map(|p| p.to_string()),
+            "paused": match (&set, &before) {
+                (Some(_), Some(was)) => Some(was.to_string()),
+                (Some(now), None) => Some(now.to_string()),
+                (None, _) => None,
+            },
+        }),
+        false,
+    ))
+}
 
 /// Marks the session busy with `what` until dropped; refused when another operation runs.
 struct Busy<'s> {

@@ -29,6 +29,39 @@ pub(crate) const PREVIEW_TOKEN: &str = "preview_token";
 #[serde(deny_unknown_fields)]
 pub(crate) struct StatusArgs {}
 
+/// `pause_preview`: the pause switch as `pause` would set it, or, with `resume`, lift it.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PausePreviewArgs {
+    /// Why the rolls pause: shown by `status` and in every paused run's progress.
+    #[serde(default)]
+    pub(crate) reason: Option<String>,
+    /// Who pauses them. Default: the MCP server's user and host, marked `(MCP)`.
+    #[serde(default)]
+    pub(crate) by: Option<String>,
+    /// Preview `resume` (lift the switch, whoever set it) rather than `pause`: the token
+    /// returned is then good for `resume` only. Not with `reason` or `by`.
+    #[serde(default)]
+    pub(crate) resume: bool,
+}
+
+/// `pause`: the switch's who and why, as previewed.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PauseArgs {
+    /// Why the rolls pause, as given to `pause_preview`.
+    #[serde(default)]
+    pub(crate) reason: Option<String>,
+    /// Who pauses them, as given to `pause_preview`.
+    #[serde(default)]
+    pub(crate) by: Option<String>,
+}
+
+/// `resume`: no arguments but its preview token.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ResumeArgs {}
+
 /// `jobs`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -109,7 +142,7 @@ pub(crate) struct UpgradeArgs {
     #[serde(default)]
     pub(crate) allow_downgrade: bool,
     /// Go past the Kubernetes version skew policy
-    /// (https://kubernetes.io/releases/version-skew-policy/#kubelet). Default false: a kubelet
+    /// (<https://kubernetes.io/releases/version-skew-policy/#kubelet>). Default false: a kubelet
     /// upgrade is refused, naming the rule, the nodes and the versions, when a worker would run
     /// a kubelet newer than the apiserver, more than three minor versions older, or a minor
     /// version past the one after its own (before any write, and again before each batch).
@@ -305,7 +338,10 @@ pub(crate) fn schema<T: JsonSchema + 'static>(extras: &[Extra]) -> Arc<JsonObjec
                     rotate_ca_abort only.",
             }),
         };
-        if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+        // A type of no fields has no `properties` of its own: the extra makes them.
+        if let Value::Object(properties) =
+            (schema.entry("properties")).or_insert_with(|| Value::Object(JsonObject::new()))
+        {
             properties.insert(extra.name().into(), property);
         }
         if *extra == Extra::PreviewToken {

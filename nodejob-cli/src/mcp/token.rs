@@ -10,6 +10,7 @@
 
 use k8s_openapi::api::batch::v1::Job;
 use nodejob_core::lease::holder;
+use nodejob_core::pause::{Pause, paused};
 use nodejob_core::{ApiError, JobApi, LeaseApi, NodeApi};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -23,6 +24,9 @@ pub(crate) struct Seen {
     lease: Option<(Option<String>, String)>,
     /// For `run`: the Job of that name, UID and resourceVersion; `None` otherwise or absent.
     job: Option<(String, String)>,
+    /// For `pause` and `resume`: the switch on the Lease as read (its annotation's value).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    switch: Option<String>,
 }
 
 /// The operation a token is for.
@@ -37,6 +41,10 @@ pub(crate) enum Operation {
     RotateCaAbort,
     /// `run`.
     Run,
+    /// `pause`.
+    Pause,
+    /// `resume`.
+    Resume,
 }
 
 impl Operation {
@@ -47,6 +55,8 @@ impl Operation {
             Operation::RotateCa => "rotate_ca_preview",
             Operation::RotateCaAbort => "rotate_ca_preview (with abort: true)",
             Operation::Run => "render",
+            Operation::Pause => "pause_preview",
+            Operation::Resume => "pause_preview (with resume: true)",
         }
     }
 }
@@ -94,7 +104,38 @@ where
             }),
         None => None,
     };
-    Ok(Seen { nodes, lease, job })
+    Ok(Seen {
+        nodes,
+        lease,
+        job,
+        switch: None,
+    })
+}
+
+/// The pause switch on the Lease `namespace/lease` (`None`: not paused, or no Lease), and what
+/// a `pause` or `resume` token covers of the cluster: that switch alone. Not the Lease's
+/// resourceVersion, which a roll in flight renews every few seconds (and a pause is what one
+/// sends to a roll in flight): the switch is all the operation decides from and changes.
+pub(crate) async fn switch<A>(
+    api: &A,
+    namespace: &str,
+    lease: &str,
+) -> Result<(Option<Pause>, Seen), String>
+where
+    A: LeaseApi + ?Sized,
+{
+    let now = match api.get_lease(namespace, lease).await {
+        Ok(l) => paused(&l),
+        Err(e) if e.is_not_found() => None,
+        Err(e) => return Err(format!("reading lease {namespace}/{lease}: {e}")),
+    };
+    let seen = Seen {
+        nodes: Vec::new(),
+        lease: None,
+        job: None,
+        switch: now.as_ref().map(Pause::to_annotation),
+    };
+    Ok((now, seen))
 }
 
 fn absent_ok<T>(result: Result<T, ApiError>) -> Result<Option<T>, ApiError> {
@@ -153,6 +194,7 @@ mod tests {
             nodes: vec![("a".into(), rv.into()), ("b".into(), "7".into())],
             lease: None,
             job: None,
+            switch: None,
         }
     }
 

@@ -6,7 +6,10 @@ use std::sync::Arc;
 
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 
-use super::params::{Extra, JobArguments, JobsArgs, RotateCaArgs, StatusArgs, UpgradeArgs, schema};
+use super::params::{
+    Extra, JobArguments, JobsArgs, PauseArgs, PausePreviewArgs, ResumeArgs, RotateCaArgs,
+    StatusArgs, UpgradeArgs, schema,
+};
 
 /// A tool of the session.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,20 +32,29 @@ pub(crate) enum Name {
     RotateCaAbort,
     /// `run`.
     Run,
+    /// `pause_preview`.
+    PausePreview,
+    /// `pause`.
+    Pause,
+    /// `resume`.
+    Resume,
 }
 
 impl Name {
     /// Every tool, in the order listed.
-    pub(crate) const ALL: [Name; 9] = [
+    pub(crate) const ALL: [Name; 12] = [
         Name::Status,
         Name::Jobs,
         Name::Render,
         Name::UpgradePreview,
         Name::RotateCaPreview,
+        Name::PausePreview,
         Name::Upgrade,
         Name::RotateCa,
         Name::RotateCaAbort,
         Name::Run,
+        Name::Pause,
+        Name::Resume,
     ];
 
     /// As the protocol names it.
@@ -57,6 +69,9 @@ impl Name {
             Name::RotateCa => "rotate_ca",
             Name::RotateCaAbort => "rotate_ca_abort",
             Name::Run => "run",
+            Name::PausePreview => "pause_preview",
+            Name::Pause => "pause",
+            Name::Resume => "resume",
         }
     }
 
@@ -69,7 +84,12 @@ impl Name {
     pub(crate) fn mutates(self) -> bool {
         matches!(
             self,
-            Name::Upgrade | Name::RotateCa | Name::RotateCaAbort | Name::Run
+            Name::Upgrade
+                | Name::RotateCa
+                | Name::RotateCaAbort
+                | Name::Run
+                | Name::Pause
+                | Name::Resume
         )
     }
 
@@ -84,6 +104,9 @@ impl Name {
             Name::RotateCa => "Rotate the cluster CA node by node",
             Name::RotateCaAbort => "Undo a CA rotation that has not begun issue",
             Name::Run => "Run a privileged command on a node's host",
+            Name::PausePreview => "Preview pausing (or resuming) every roll",
+            Name::Pause => "Pause every roll: no step starts until resume",
+            Name::Resume => "Resume the paused rolls",
         }
     }
 
@@ -143,6 +166,26 @@ impl Name {
                  one render returned for the same arguments on the cluster as it still is. A \
                  running host command is never killed: cancelling only stops waiting for it."
             }
+            Name::PausePreview => {
+                "The pause switch now (who paused, when, why: an annotation on the shared \
+                 nodejob Lease) and what `pause` with these arguments (or, with resume: true, \
+                 `resume`) would change, changing nothing. Returns the preview_token that \
+                 operation needs; it covers the switch as read, so a roll renewing the Lease \
+                 does not make it stale."
+            }
+            Name::Pause => {
+                "Pulls the pause switch: every upgrade and CA rotation, in flight (here or \
+                 elsewhere) or to come, finishes the step under way and starts no other until \
+                 resume; a run still paused at its deadline ends paused. Kept in the cluster \
+                 (the Lease's annotation), not in this session. Refused unless preview_token \
+                 is the one pause_preview returned for the same arguments on the switch as it \
+                 still is. A switch already pulled is left as it was."
+            }
+            Name::Resume => {
+                "Lifts the pause switch, whoever pulled it: paused runs go on with their next \
+                 step. Refused unless preview_token is the one pause_preview returned with \
+                 resume: true on the switch as it still is."
+            }
         }
     }
 
@@ -160,6 +203,9 @@ impl Name {
             Name::RotateCaPreview | Name::RotateCa | Name::RotateCaAbort => {
                 schema::<RotateCaArgs>(extras)
             }
+            Name::PausePreview => schema::<PausePreviewArgs>(extras),
+            Name::Pause => schema::<PauseArgs>(extras),
+            Name::Resume => schema::<ResumeArgs>(extras),
         }
     }
 
