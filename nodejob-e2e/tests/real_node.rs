@@ -291,8 +291,8 @@ async fn a_deleted_jobs_program_ends_by_sigterm() {
 
 /// A host program running when its node reboots: the pod ends Failed, its container with
 /// what the kubelet records for a container it finds gone after a reboot (containerd's
-/// `unknownExitCode` 255, reason `Unknown`, no message), as `nodejob_host::status` says (the
-/// fake and the agent do not play it: see `REBOOT_EXIT`).
+/// `unknownExitCode` 255, reason `Unknown`, no message), as `nodejob_host::status` says and
+/// the fake follows.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reboot_fails_the_running_pod() {
     check(

@@ -362,13 +362,56 @@ impl Kubelets {
         Ok(written)
     }
 
-    /// The node restarts: its kubelet posts a new `bootID`, its host knows it.
-    pub(crate) fn reboot(&mut self, store: &mut Store, node: &str) -> ApiResult<Node> {
+    /// The node restarts: its kubelet posts a new `bootID`, its host knows it, and what ran
+    /// there under `restartPolicy: Never` is lost ([`lose_running`](Self::lose_running)).
+    pub(crate) fn reboot(
+        &mut self,
+        store: &mut Store,
+        node: &str,
+        now: Duration,
+    ) -> ApiResult<Node> {
         store.get_node(node)?;
         let boot_id = store.infra_uuid();
         let written = update_node_info(store, node, |info| info.boot_id.clone_from(&boot_id))?;
         self.host_mut(store, node).state.boot_id = boot_id;
+        self.lose_running(store, node, now);
         Ok(written)
+    }
+
+    /// A new boot of `node`: every container still running there in a pod that is not
+    /// restarted (`restartPolicy: Never`, [`kubelet_status::ends_in_reboot`]) is reported lost,
+    /// exit 255, reason `Unknown`, its pod `Failed`, as a real kubelet reports it after a
+    /// reboot; what its program would have printed or done after is gone. A pod restarted in
+    /// place (a Deployment's) keeps running here: its restart is not modelled.
+    fn lose_running(&mut self, store: &mut Store, node: &str, now: Duration) {
+        let lost: Vec<Pod> = (store.pods.values())
+            .filter(|p| node_of(p) == node && container_running(p))
+            .filter(|p| kubelet_status::ends_in_reboot(p))
+            .cloned()
+            .collect();
+        for mut pod in lost {
+            if let Some(c) = (pod.metadata.uid.as_ref()).and_then(|u| self.containers.get_mut(u)) {
+                c.exited = true;
+                c.log.clear();
+                c.effects.clear();
+            }
+            let status = pod.status.get_or_insert_default();
+            status.phase = Some("Failed".to_string());
+            set_kubelet_conditions(status, kubelet_status::terminated_conditions(&stamp(now)));
+            if let Some(cs) = (status.container_statuses.as_mut()).and_then(|c| c.first_mut()) {
+                let started_at = (cs.state.as_ref())
+                    .and_then(|s| s.running.as_ref())
+                    .and_then(|r| r.started_at.clone());
+                cs.ready = false;
+                cs.started = Some(false);
+                cs.state = Some(kubelet_status::lost_in_reboot(
+                    started_at,
+                    stamp(now),
+                    cs.container_id.clone(),
+                ));
+            }
+            store.write_pod(pod);
+        }
     }
 
     /// Forgets the host model of a deleted node.
@@ -397,11 +440,13 @@ impl Kubelets {
                 let boot_id = cx.store.infra_uuid();
                 self.host_mut(cx.store, name)
                     .booted(&kubelet_version, &boot_id);
-                update_node_info(cx.store, name, |info| {
+                let written = update_node_info(cx.store, name, |info| {
                     info.kubelet_version = kubelet_version;
                     info.boot_id = boot_id;
                 })
-                .map(drop)
+                .map(drop);
+                self.lose_running(cx.store, name, cx.now);
+                written
             }
         };
     }

@@ -201,7 +201,8 @@ impl State {
 
     /// The node restarts: its kubelet posts a new `bootID`.
     pub(crate) fn reboot_node(&mut self, name: &str) -> ApiResult<Node> {
-        self.kubelets.reboot(&mut self.store, name)
+        let now = self.now;
+        self.kubelets.reboot(&mut self.store, name, now)
     }
 
     /// Gives the node the host model `host`.

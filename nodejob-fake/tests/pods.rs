@@ -331,3 +331,34 @@ async fn mirror_and_empty_dir_pods_are_stored_as_given_and_run() -> TestResult {
     );
     Ok(())
 }
+
+/// A node that reboots while a Job's program runs: the pod ends `Failed`, its container
+/// terminated with 255, reason `Unknown`, no message, as a real kubelet reports it (seen on a
+/// real node, `nodejob-e2e/tests/real_node.rs`); the program's own end never comes. A
+/// Deployment's pod (`restartPolicy: Always`) is not ended by it.
+#[tokio::test(start_paused = true)]
+async fn a_reboot_ends_a_running_jobs_pod_as_lost() -> TestResult {
+    let cluster = FakeCluster::new();
+    cluster.add_node("n1")?;
+    let argv = [host::run(Duration::from_secs(600)), host::log("never")];
+    cluster.create_job(&job("a", "n1", &argv)).await?;
+    cluster.sleep(secs(3.0)).await;
+    assert_eq!(phase(&cluster.pods(NS)[0]), "Running");
+    cluster.reboot_node("n1")?;
+    let pod = cluster.pods(NS).remove(0);
+    assert_eq!(phase(&pod), "Failed");
+    let statuses = pod.status.and_then(|s| s.container_statuses).unwrap();
+    let ended = statuses[0]
+        .state
+        .clone()
+        .and_then(|s| s.terminated)
+        .unwrap();
+    assert_eq!(
+        (ended.exit_code, ended.reason.as_deref(), ended.message),
+        (255, Some("Unknown"), None)
+    );
+    cluster.sleep(secs(700.0)).await;
+    let after = cluster.pods(NS);
+    assert!(after.iter().all(|p| exit_code(p) == Some(255)), "{after:?}");
+    Ok(())
+}

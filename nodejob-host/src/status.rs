@@ -4,7 +4,8 @@
 //! in as an argument; where the status goes (a store, a merge patch) is the caller's.
 
 use k8s_openapi::api::core::v1::{
-    ContainerState, ContainerStateRunning, ContainerStateTerminated, NodeCondition, PodCondition,
+    ContainerState, ContainerStateRunning, ContainerStateTerminated, NodeCondition, Pod,
+    PodCondition,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -108,14 +109,37 @@ pub fn terminated_state(ended: Ended) -> ContainerState {
 /// The exit status the kubelet reports for a container that was running when its node
 /// rebooted: the runtime finds its task gone and gives it containerd's `unknownExitCode`
 /// (`internal/cri/server/helpers.go`). Seen on a real node: a Job's pod running across a
-/// reboot ended `Failed`, its container terminated with 255, reason `Unknown`, no message
-/// (`nodejob-e2e/tests/real_node.rs` checks it). Not yet played by the fake or the node agent:
-/// there a reboot leaves such a pod running, and playing it fails the upgrade of a node
-/// rebooted by another actor while `stratum upgrade` runs ("the host upgrade exited 255"),
-/// which the upgrade's actor soak counts as an execution repeated without a kill.
+/// reboot ended `Failed`, its container terminated with 255, reason `Unknown`, no message.
 pub const REBOOT_EXIT: i32 = 255;
 /// The `terminated.reason` of such a container: containerd's `unknownExitReason`.
 pub const REBOOT_REASON: &str = "Unknown";
+
+/// Whether a container of `pod` that was running when its node rebooted ends there (the pod
+/// `Failed`, the container [`lost_in_reboot`]): under `restartPolicy: Never`, as a Job's pod.
+/// Under `Always` or `OnFailure` the kubelet starts it again in a new sandbox instead.
+pub fn ends_in_reboot(pod: &Pod) -> bool {
+    pod.spec.as_ref().and_then(|s| s.restart_policy.as_deref()) == Some("Never")
+}
+
+/// `state.terminated` of a container lost in its node's reboot: exit [`REBOOT_EXIT`], reason
+/// [`REBOOT_REASON`], no message (nothing could be read of its end).
+pub fn lost_in_reboot(
+    started_at: Option<Time>,
+    finished_at: Time,
+    container_id: Option<String>,
+) -> ContainerState {
+    let mut state = terminated_state(Ended {
+        exit_code: REBOOT_EXIT,
+        message: None,
+        started_at,
+        finished_at,
+        container_id,
+    });
+    if let Some(t) = state.terminated.as_mut() {
+        t.reason = Some(REBOOT_REASON.to_string());
+    }
+    state
+}
 
 /// The message of a Ready node's `Ready` condition.
 pub const READY_MESSAGE: &str = "kubelet is posting ready status";
