@@ -102,6 +102,12 @@ impl Backend for FakeBackend {
     async fn remove_node(&self, node: &str) -> Result<(), Failure> {
         self.cluster.remove_node(node).map_err(Failure::from)
     }
+    async fn reboot_node(&self, node: &str) -> Result<(), Failure> {
+        self.cluster
+            .reboot_node(node)
+            .map(drop)
+            .map_err(Failure::from)
+    }
 }
 
 #[async_trait]

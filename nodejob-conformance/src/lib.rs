@@ -56,6 +56,10 @@ pub trait Backend: Send + Sync + 'static {
     async fn delete_pod(&self, namespace: &str, name: &str) -> Result<(), Failure>;
     /// Deletes the Node object as another actor would (`kubectl delete node`).
     async fn remove_node(&self, node: &str) -> Result<(), Failure>;
+    /// The node's host reboots by itself (a watchdog, a power cut, a person at the console):
+    /// it comes back with a new `bootID`. Returns once the reboot began, or once it is over
+    /// where the backend can only tell that.
+    async fn reboot_node(&self, node: &str) -> Result<(), Failure>;
 }
 
 /// Why a scenario failed: what was expected and what was seen.
@@ -252,6 +256,7 @@ macro_rules! conformance {
             long_node_name_makes_valid_objects,
             pod_deleted_by_another_actor_is_no_exit_code,
             node_deleted_while_the_job_runs_is_named,
+            a_reboot_under_the_job_is_no_exit_code,
             finished_job_deleted_by_another_runner_says_so,
             stratum_upgrade_reboots_the_node_into_the_new_version,
             stratum_carotate_phases_are_reported,

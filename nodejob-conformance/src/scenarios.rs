@@ -742,6 +742,44 @@ pub async fn node_deleted_while_the_job_runs_is_named<B: Backend>(b: Arc<B>) -> 
     Ok(())
 }
 
+/// Our node reboots while our Job's program runs: the kubelet ends the Pod as it finds a
+/// container gone on a new boot (exit 255, reason `Unknown`), and the run answers that the
+/// program was lost to the reboot, naming the Pod, never an exit code 255 of the program's.
+pub async fn a_reboot_under_the_job_is_no_exit_code<B: Backend>(b: Arc<B>) -> Outcome {
+    let cx = Ctx::new(b);
+    let rebooter = Ctx::new(cx.backend.clone());
+    cx.api.before(Verb::WaitJob, 0, move |_| {
+        async move {
+            rebooter
+                .wait_running("rebooted")
+                .await
+                .expect("our job runs");
+            rebooter
+                .backend
+                .reboot_node(&rebooter.node)
+                .await
+                .expect("the reboot");
+        }
+        .boxed()
+    });
+    let mut spec = cx.spec("rebooted", &[host::run(secs(600)), host::exit(0)]);
+    spec.active_deadline = secs(900);
+    match run_exit_code(&*cx.api, &spec).await {
+        Err(e @ Error::LostInReboot { .. }) => {
+            let text = e.to_string();
+            for part in ["rebooted", "job", "exit 255, reason Unknown"] {
+                ensure!(text.contains(part), "the error says {part:?}: {text}");
+            }
+            ensure!(e.exit_code().is_none(), "no exit code: {e:?}");
+        }
+        other => ensure!(
+            false,
+            "expected the program lost to the reboot, got {other:?}"
+        ),
+    }
+    Ok(())
+}
+
 /// Two runners race on one name: another deletes our just-finished Job before we read its Pod.
 /// The error says our Job was deleted by another actor, not that it failed without an exit
 /// status.

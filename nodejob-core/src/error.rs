@@ -596,6 +596,21 @@ pub enum Error {
         cause: String,
     },
 
+    /// The Job's Pod was running when its node rebooted: the container runtime found its
+    /// container gone on the new boot and the kubelet ended it with the unknown exit
+    /// ([`crate::status::lost_in_reboot`]: 255, reason `Unknown`). The host operation's own end
+    /// was never seen: it may have done all, some or none of its work, and whether it did is
+    /// for the node to tell (what it reports now), not this exit code. The Job is left.
+    #[error(
+        "pod {pod} of {job} was running when its node rebooted: the runtime found its container gone on the new boot (exit 255, reason Unknown), so the host operation's own end was never seen and it may have done all, some or none of its work; the job is left for inspection"
+    )]
+    LostInReboot {
+        /// The Job.
+        job: Box<JobRef>,
+        /// The Pod's name.
+        pod: String,
+    },
+
     /// The node of the Job was deleted while the runner waited for the Job. The Job is left in
     /// place.
     #[error("node {node} was deleted while waiting for {job} {what}; the job is left in place")]

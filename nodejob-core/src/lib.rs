@@ -64,9 +64,9 @@ pub use runner::{
 pub use spec::{ARGV_LIMIT, Level, Note, Sink, Spec};
 pub use status::{
     ConditionStatus, Disruption, JobConditionReason, JobConditionType, NodeConditionType,
-    PodConditionType, PodPhase, UnknownValue, condition, container_exit_code, disruption, failed,
-    failure_condition, finished, is_pod_of_job, job_node, pod_condition, pod_phase, ready,
-    succeeded,
+    PodConditionType, PodPhase, UNKNOWN_EXIT_CODE, UNKNOWN_EXIT_REASON, UnknownValue, condition,
+    container_exit_code, disruption, failed, failure_condition, finished, is_pod_of_job, job_node,
+    lost_in_reboot, pod_condition, pod_phase, ready, succeeded,
 };
 pub use wait::{DELETE_TIMEOUT, delete_and_wait, delete_exact_and_wait, wait_pod_gone, wait_ready};
 

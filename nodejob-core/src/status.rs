@@ -6,7 +6,7 @@
 //! - Jobs: [`condition`], [`failure_condition`], [`finished`], [`succeeded`], [`failed`],
 //!   [`job_node`];
 //! - Pods: [`is_pod_of_job`] (the one rule for "the Pod of this Job"), [`pod_phase`],
-//!   [`pod_condition`], [`container_exit_code`], [`disruption`];
+//!   [`pod_condition`], [`container_exit_code`], [`lost_in_reboot`], [`disruption`];
 //! - Nodes: [`ready`].
 //!
 //! A Job has run to an end when the host operation has: its Pod is no longer running. Since
@@ -358,6 +358,30 @@ pub fn container_exit_code(pod: &Pod, container: &str) -> Option<i32> {
     let status = statuses.iter().find(|s| s.name == container)?;
     let terminated = status.state.as_ref()?.terminated.as_ref()?;
     Some(terminated.exit_code)
+}
+
+/// The exit code containerd gives a container whose task it finds gone, as after a reboot of
+/// its node: `unknownExitCode` (`internal/cri/server/helpers.go`), reported by the kubelet as
+/// the container's `terminated.exitCode`.
+pub const UNKNOWN_EXIT_CODE: i32 = 255;
+/// The `terminated.reason` of such a container: containerd's `unknownExitReason`. A container
+/// that exited by itself has `Completed` or `Error` (or `OOMKilled`) instead.
+pub const UNKNOWN_EXIT_REASON: &str = "Unknown";
+
+/// Whether `container` of `pod` was lost, not ended: terminated with containerd's unknown exit
+/// ([`UNKNOWN_EXIT_CODE`], reason [`UNKNOWN_EXIT_REASON`]), as a real kubelet reports the
+/// container of a `restartPolicy: Never` Pod that was running when its node rebooted (seen on a
+/// real node: `nodejob-e2e/tests/real_node.rs`). Its program's own end was never seen: the
+/// exit code is no answer, and the program may have done all, some or none of its work.
+pub fn lost_in_reboot(pod: &Pod, container: &str) -> bool {
+    let terminated = (pod.status.as_ref())
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.name == container))
+        .and_then(|c| c.state.as_ref())
+        .and_then(|s| s.terminated.as_ref());
+    terminated.is_some_and(|t| {
+        t.exit_code == UNKNOWN_EXIT_CODE && t.reason.as_deref() == Some(UNKNOWN_EXIT_REASON)
+    })
 }
 
 /// Why a Pod is being (or was) stopped from outside: what makes its containers' exits the

@@ -655,6 +655,57 @@ fn a_pod_deleted_or_disrupted_while_the_host_operation_ran_gives_no_exit_code() 
     }
 }
 
+/// `pod`'s container terminated as `exit` with `reason`.
+fn with_reason(
+    mut pod: k8s_openapi::api::core::v1::Pod,
+    reason: &str,
+) -> k8s_openapi::api::core::v1::Pod {
+    let status = pod.status.as_mut().unwrap();
+    let state = status.container_statuses.as_mut().unwrap()[0]
+        .state
+        .as_mut();
+    state.unwrap().terminated.as_mut().unwrap().reason = Some(reason.into());
+    pod
+}
+
+/// A node that reboots while our Job's program runs: the kubelet ends the Pod with
+/// containerd's unknown exit (255, reason `Unknown`). That 255 is the runtime's, never the
+/// program's answer, in every mode; a program that exits 255 by itself (reason `Error`) is
+/// answered as any exit code.
+#[test]
+fn a_container_lost_in_a_reboot_of_its_node_gives_no_exit_code() {
+    for mode in [Mode::Run, Mode::ExitCode, Mode::ExitCodeLogs] {
+        let lost = with_reason(
+            pod("upgrade-node-a-x7k2p", "ours", "upgrade", Some(255)),
+            "Unknown",
+        );
+        let mut m = machine_failed(mode.clone());
+        let e = err(m.step(secs(9), Obs::Pods(vec![lost])).intent);
+        assert!(
+            matches!(&e, Error::LostInReboot { pod, .. } if pod == "upgrade-node-a-x7k2p"),
+            "{e}"
+        );
+        assert_eq!(e.exit_code(), None, "{e}");
+        let text = e.to_string();
+        for part in [
+            "pod upgrade-node-a-x7k2p of",
+            "kube-system/upgrade-node-a",
+            "on node node-a",
+            "running when its node rebooted",
+            "exit 255, reason Unknown",
+            "may have done all, some or none of its work",
+        ] {
+            assert!(text.contains(part), "{part:?} not in {text}");
+        }
+    }
+    let own = with_reason(pod("p", "ours", "upgrade", Some(255)), "Error");
+    let mut m = machine_failed(Mode::ExitCode);
+    assert_eq!(
+        m.step(secs(9), Obs::Pods(vec![own])).intent,
+        finish_ok(255, None)
+    );
+}
+
 // --- the node: NotReady at the bound, deleted while we wait ------------------------------------
 
 #[test]

@@ -15,7 +15,8 @@ use nodejob_kube::KubeApi;
 
 use crate::admin::{annotate_node, client, config, fail, labelled_node, namespace, unique};
 use crate::conventions::{
-    KUBELET_ANNOTATION, READY_ANNOTATION, SA_NAME, SA_NAMESPACE, SCENARIO_LABEL, SETTLE,
+    KUBELET_ANNOTATION, READY_ANNOTATION, REBOOT_ANNOTATION, SA_NAME, SA_NAMESPACE, SCENARIO_LABEL,
+    SETTLE,
 };
 use crate::host::kubelet_address;
 use crate::rbac::Rbac;
@@ -183,6 +184,16 @@ impl Backend for KubeBackend {
             .await
             .map(drop)
             .map_err(fail("deleting a node"))
+    }
+    /// The agent reboots the node's host when its reboot annotation takes a new value.
+    async fn reboot_node(&self, node: &str) -> Result<(), Failure> {
+        annotate_node(
+            &self.admin,
+            node,
+            REBOOT_ANNOTATION,
+            Some(&unique("reboot")),
+        )
+        .await
     }
 }
 

@@ -19,7 +19,7 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
-use nodejob_conformance::{Backend, Failure};
+use nodejob_conformance::{Backend, Failure, ensure};
 use nodejob_host::stratum::StratumState;
 use nodejob_kube::KubeApi;
 use serde_json::json;
@@ -383,6 +383,15 @@ impl Backend for RealNodeBackend {
             .await
             .map(drop)
             .map_err(fail("deleting a node"))
+    }
+    /// A power cut: the node's PID 1 killed, a new boot; returns once it is back, Ready.
+    async fn reboot_node(&self, node: &str) -> Result<(), Failure> {
+        ensure!(
+            node == self.node.name,
+            "node {node} is not this backend's real node ({})",
+            self.node.name
+        );
+        self.node.power_cycle().await.map(drop)
     }
 }
 

@@ -34,6 +34,7 @@ nodejob_conformance::conformance!(@each
     pod_security_refusal_fails_fast,
     logs_are_read_by_uid,
     pod_deleted_by_another_actor_is_no_exit_code,
+    a_reboot_under_the_job_is_no_exit_code,
     finished_job_deleted_by_another_runner_says_so,
 );
 
@@ -322,6 +323,12 @@ async fn a_reboot_fails_the_running_pod() {
             ensure!(
                 phase(&ended).as_deref() == Some("Failed"),
                 "{:?}",
+                ended.status
+            );
+            // What the runner reads as lost, not ended (`Error::LostInReboot`).
+            ensure!(
+                nodejob_core::lost_in_reboot(&ended, "host"),
+                "nodejob_core::lost_in_reboot does not see it lost: {:?}",
                 ended.status
             );
             Ok(())

@@ -342,11 +342,21 @@ async fn a_reboot_ends_a_running_jobs_pod_as_lost() -> TestResult {
     cluster.add_node("n1")?;
     let argv = [host::run(Duration::from_secs(600)), host::log("never")];
     cluster.create_job(&job("a", "n1", &argv)).await?;
+    let mut web = bare_pod("web", "n1", 5);
+    web.spec.as_mut().unwrap().restart_policy = Some("Always".into());
+    cluster.create_pod_now(&web)?;
     cluster.sleep(secs(3.0)).await;
-    assert_eq!(phase(&cluster.pods(NS)[0]), "Running");
+    let of_job = |p: &Pod| p.metadata.name.as_deref() != Some("web");
+    let running = cluster.pods(NS);
+    assert!(running.iter().all(|p| phase(p) == "Running"), "{running:?}");
     cluster.reboot_node("n1")?;
-    let pod = cluster.pods(NS).remove(0);
+    let (mut ours, others): (Vec<Pod>, Vec<Pod>) = cluster.pods(NS).into_iter().partition(of_job);
+    assert_eq!(phase(&others[0]), "Running", "{others:?}");
+    let pod = ours.remove(0);
     assert_eq!(phase(&pod), "Failed");
+    // What the runner reads as a container lost, not ended: no answer.
+    let container = &pod.spec.as_ref().unwrap().containers[0].name;
+    assert!(nodejob_core::lost_in_reboot(&pod, container), "{pod:?}");
     let statuses = pod.status.and_then(|s| s.container_statuses).unwrap();
     let ended = statuses[0]
         .state
@@ -358,7 +368,7 @@ async fn a_reboot_ends_a_running_jobs_pod_as_lost() -> TestResult {
         (255, Some("Unknown"), None)
     );
     cluster.sleep(secs(700.0)).await;
-    let after = cluster.pods(NS);
+    let after: Vec<Pod> = cluster.pods(NS).into_iter().filter(of_job).collect();
     assert!(after.iter().all(|p| exit_code(p) == Some(255)), "{after:?}");
     Ok(())
 }

@@ -110,6 +110,8 @@ pub fn terminated_state(ended: Ended) -> ContainerState {
 /// rebooted: the runtime finds its task gone and gives it containerd's `unknownExitCode`
 /// (`internal/cri/server/helpers.go`). Seen on a real node: a Job's pod running across a
 /// reboot ended `Failed`, its container terminated with 255, reason `Unknown`, no message.
+/// The fake and the node agent play it; the runner reads it as no answer
+/// (`nodejob_core::lost_in_reboot`, `nodejob_core::UNKNOWN_EXIT_CODE`: the same pair).
 pub const REBOOT_EXIT: i32 = 255;
 /// The `terminated.reason` of such a container: containerd's `unknownExitReason`.
 pub const REBOOT_REASON: &str = "Unknown";

@@ -553,7 +553,7 @@ where
                     let ran = (self.ctx)
                         .host_job(api, name, spec, Mode::ExitCodeLogs, policy)
                         .await;
-                    Observation::Host(ran.map_err(|e| e.to_string()))
+                    host_observation(ran)
                 }
                 Intent::DeleteJob { uid } => match self.delete_job(name, &uid).await {
                     Ok(()) => Observation::Deleted,
@@ -614,7 +614,7 @@ where
                     let ran = (self.ctx)
                         .host_job(api, name, spec, Mode::ExitCodeLogs, policy)
                         .await;
-                    Observation::Host(ran.map_err(|e| e.to_string()))
+                    host_observation(ran)
                 }
                 Intent::DeleteRollbackJob { uid } => {
                     let ns = &self.plan.spec().namespace;
@@ -768,4 +768,13 @@ pub(crate) fn cordoned_by_us(node: &Node) -> bool {
 
 async fn get_node<A: NodeApi + ?Sized>(api: &A, name: &str) -> Result<Node, ApiError> {
     retry(api, || api.get_node(name)).await
+}
+
+/// What a host Job's run answers the machine: its report; lost to a reboot of its node (no
+/// answer, the node to be asked); or why it gave none.
+fn host_observation(ran: Result<nodejob_core::runner::Report, nodejob_core::Error>) -> Observation {
+    match ran {
+        Err(e @ nodejob_core::Error::LostInReboot { .. }) => Observation::Lost(e.to_string()),
+        ran => Observation::Host(ran.map_err(|e| e.to_string())),
+    }
 }

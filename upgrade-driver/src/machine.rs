@@ -194,6 +194,10 @@ pub enum Observation {
     Job(Option<Box<Job>>),
     /// The host Job's report, or why it gave none.
     Host(Result<Report, String>),
+    /// The host Job (the upgrade's or the rollback's) gave no answer because its node rebooted
+    /// under it ([`nodejob_core::Error::LostInReboot`]), with why: what it did is for the node
+    /// to tell once it is back.
+    Lost(String),
     /// The host Job is gone.
     Deleted,
     /// The node after the reboot wait: met, or the last state seen when it timed out.
@@ -412,6 +416,11 @@ pub struct NodeMachine {
     rollback: Option<crate::records::Rollback>,
     /// The failure being rolled back.
     rolling_back: Option<Failure>,
+    /// Why the host upgrade gave no answer, when its pod was lost to a reboot of the node: the
+    /// node's version once it is back says whether it took.
+    lost: Option<String>,
+    /// The same, for the rollback's Job.
+    lost_rollback: Option<String>,
 }
 
 impl NodeMachine {
@@ -438,6 +447,8 @@ impl NodeMachine {
             on_failure: plan.spec().on_failure,
             rollback: None,
             rolling_back: None,
+            lost: None,
+            lost_rollback: None,
         }
     }
 
@@ -589,6 +600,12 @@ impl NodeMachine {
             (At::Hosting, Observation::Host(Err(why))) => {
                 self.go(At::Inquest(why), Vec::new(), Intent::FindJob)
             }
+            // Lost to a reboot: recorded as a failure without an exit code (a rerun would
+            // retry it, as a killed one), then the node, once back, says whether it took.
+            (At::Hosting, Observation::Lost(why)) => {
+                self.lost = Some(why.clone());
+                self.go(At::Inquest(why), Vec::new(), Intent::FindJob)
+            }
             (At::Inquest(why), Observation::Job(Some(job))) if nodejob_core::failed(&job) => {
                 let record = HostJob {
                     target: self.target.clone(),
@@ -634,6 +651,9 @@ impl NodeMachine {
                 self.node = Some(node);
                 self.host = Some(record.clone());
                 if let Some(failure) = self.pending_failure.take() {
+                    if self.lost.is_some() {
+                        return self.await_lost(&record.uid);
+                    }
                     return self.failed_or_rolled_back(failure);
                 }
                 let uid = record.uid;
@@ -1053,6 +1073,18 @@ impl NodeMachine {
             .host
             .as_ref()
             .is_some_and(|h| h.uid == uid && h.exit_code != Some(0));
+        if recorded_failure && nodejob_core::failed(&job) && self.ran_without_job() {
+            // Its pod was lost to the reboot the upgrade itself began (or another one after
+            // the upgrade took): the node says it ran. Never run again.
+            let marks = vec![Mark::Note(format!(
+                "the host upgrade we launched took (the node reports {} on another boot), though \
+                 its job (uid {uid}) failed without an answer; not running it again",
+                self.target
+            ))];
+            let mut step = self.await_reboot();
+            step.marks.splice(0..0, marks);
+            return step;
+        }
         if recorded_failure && nodejob_core::failed(&job) {
             let marks = vec![Mark::Note(format!(
                 "retrying: replacing the failed host job (uid {uid}) reported earlier"
@@ -1105,6 +1137,9 @@ impl NodeMachine {
                 None,
             );
         }
+        if let Some(lost) = self.lost.take() {
+            return self.lost_judged(&lost, &reported, met);
+        }
         let at_target = self
             .node
             .as_deref()
@@ -1155,6 +1190,70 @@ impl NodeMachine {
             UpgradeStep::Reboot,
             format!("rebooted, Ready at {reported}"),
         )];
+        self.check_then_finish(marks)
+    }
+
+    /// The host upgrade's pod was lost to a reboot, its failure recorded (the Job `uid`): wait
+    /// for the node to be back, Ready on a boot other than the one it was launched on, and
+    /// let its version say whether the upgrade took ([`Self::lost_judged`]).
+    fn await_lost(&mut self, uid: &str) -> Step {
+        let mut step = self.await_reboot();
+        step.marks.insert(
+            0,
+            Mark::Note(format!(
+                "the host upgrade's pod was lost to a reboot of the node (job uid {uid}): \
+                 waiting for the node to be back; its version then says whether the upgrade took"
+            )),
+        );
+        step
+    }
+
+    /// The node back (`met`) or not after a host upgrade lost to its reboot: at the target,
+    /// the upgrade took (the reboot was its own, or came after it did its work) and the roll
+    /// goes on as after an exit 0, never running it again; at another version it did not
+    /// take: a failure of the Upgrade step (rolled back when the plan says so), its record
+    /// kept as a failure without an exit code, so that a rerun retries it.
+    fn lost_judged(&mut self, lost: &str, reported: &str, met: bool) -> Step {
+        let uid = (self.host.as_ref())
+            .map(|h| h.uid.clone())
+            .unwrap_or_default();
+        if !met {
+            return self.failed_or_rolled_back(Failure {
+                step: UpgradeStep::Upgrade,
+                message: format!(
+                    "{lost}; the node did not come back Ready on a new boot within the reboot \
+                     timeout; the node stays cordoned"
+                ),
+                exit_code: None,
+                log_tail: None,
+            });
+        }
+        if !same_version(reported, &self.target) {
+            return self.failed_or_rolled_back(Failure {
+                step: UpgradeStep::Upgrade,
+                message: format!(
+                    "{lost}; the node came back at {reported}, not {}: the upgrade did not \
+                     take; the node stays cordoned; a rerun retries it, replacing that failed \
+                     job (uid {uid})",
+                    self.target
+                ),
+                exit_code: None,
+                log_tail: None,
+            });
+        }
+        let marks = vec![
+            Mark::Finished(
+                UpgradeStep::Upgrade,
+                format!(
+                    "its pod was lost to the node's reboot, and the node came back at \
+                     {reported}: the upgrade took; its job (uid {uid}) is left for inspection"
+                ),
+            ),
+            Mark::Finished(
+                UpgradeStep::Reboot,
+                format!("rebooted, Ready at {reported}"),
+            ),
+        ];
         self.check_then_finish(marks)
     }
 

@@ -564,6 +564,135 @@ fn a_host_job_failed_without_exit_code_is_recorded_and_retried_by_a_rerun() {
     );
 }
 
+// --- a host Job lost to a reboot of its node ---------------------------------------------------
+
+const LOST: &str = "pod upgrade-n1-x of per-node upgrade job kube-system/upgrade-n1 on node n1 \
+                    was running when its node rebooted";
+
+/// Launched on boot-1, its pod lost to a reboot: recorded as a failure without an exit code,
+/// then the wait for the node, back on a boot other than boot-1.
+fn lost() -> NodeMachine {
+    let mut m = marked(false);
+    m.step(Obs::Job(None));
+    launched(&mut m);
+    assert_eq!(m.step(Obs::Lost(LOST.into())).intent, Intent::FindJob);
+    let step = m.step(Obs::Job(Some(job("j", Some("Failed")))));
+    let record = HostJob {
+        target: TARGET.into(),
+        uid: "j".into(),
+        exit_code: None,
+    };
+    assert_eq!(
+        step.intent,
+        Intent::Patch {
+            rv: "10".into(),
+            changes: vec![NodeChange::set_annotation(HOST_JOB, value(&record))],
+        }
+    );
+    let step = m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[])));
+    assert_eq!(
+        step.intent,
+        Intent::WaitReboot {
+            boot_id: "boot-1".into()
+        }
+    );
+    assert!(
+        matches!(&step.marks[0], Mark::Note(n) if n.contains("lost to a reboot")),
+        "{step:?}"
+    );
+    m
+}
+
+#[test]
+fn a_host_job_lost_to_a_reboot_after_the_upgrade_took_is_an_upgrade_never_run_again() {
+    let mut m = lost();
+    let step = m.step(Obs::Rebooted {
+        node: Some(node("v1.38.0", "boot-2", true, &[])),
+        met: true,
+    });
+    assert!(
+        matches!(&step.marks[0], Mark::Finished(UpgradeStep::Upgrade, why) if why.contains("the upgrade took")),
+        "{step:?}"
+    );
+    let Intent::Guarded { changes, .. } = step.intent else {
+        panic!("{step:?}")
+    };
+    assert!(changes.contains(&NodeChange::remove_annotation(HOST_JOB)));
+    let step = m.step(Obs::Node(node("v1.38.0", "boot-2", false, &[])));
+    assert_eq!(step.intent, Intent::Done(NodeResult::Upgraded));
+}
+
+#[test]
+fn a_host_job_lost_to_a_reboot_that_left_the_old_version_fails_the_upgrade_for_a_rerun() {
+    let mut m = lost();
+    let (step, message, code) = failed_at(m.step(Obs::Rebooted {
+        node: Some(node("v1.37.2", "boot-2", true, &[])),
+        met: true,
+    }));
+    assert_eq!((step, code), (UpgradeStep::Upgrade, None));
+    for part in [
+        LOST,
+        "came back at v1.37.2, not v1.38.0",
+        "did not take",
+        "a rerun retries it",
+    ] {
+        assert!(message.contains(part), "{part:?} not in {message}");
+    }
+
+    let mut m = lost();
+    let (step, message, _) = failed_at(m.step(Obs::Rebooted {
+        node: Some(node("v1.37.2", "boot-2", false, &[])),
+        met: false,
+    }));
+    assert_eq!(step, UpgradeStep::Upgrade);
+    assert!(message.contains("did not come back Ready"), "{message}");
+}
+
+/// A run that crashed after recording the lost Job: the rerun finds the node at the target on
+/// a boot other than the one it was launched on, and does not run the upgrade again; at the
+/// old version it retries it, as a killed one.
+#[test]
+fn a_rerun_after_a_lost_host_job_runs_it_again_only_if_the_node_did_not_take_it() {
+    let record = HostJob {
+        target: TARGET.into(),
+        uid: "j".into(),
+        exit_code: None,
+    };
+    let recorded = || (HOST_JOB, value(&record));
+    let mut m = NodeMachine::new(&plan(false), EPOCH);
+    let at_target = node(
+        "v1.38.0",
+        "boot-2",
+        true,
+        &[launched_record("boot-1"), recorded()],
+    );
+    assert_eq!(m.start(at_target).intent, Intent::FindJob);
+    let step = m.step(Obs::Job(Some(job("j", Some("Failed")))));
+    assert_eq!(
+        step.intent,
+        Intent::WaitReboot {
+            boot_id: "boot-1".into()
+        }
+    );
+    assert!(
+        matches!(&step.marks[0], Mark::Note(n) if n.contains("not running it again")),
+        "{step:?}"
+    );
+
+    let mut m = NodeMachine::new(&plan(false), EPOCH);
+    let old = node(
+        "v1.37.2",
+        "boot-2",
+        true,
+        &[launched_record("boot-1"), recorded()],
+    );
+    assert_eq!(m.start(old).intent, Intent::FindJob);
+    assert_eq!(
+        m.step(Obs::Job(Some(job("j", Some("Failed"))))).intent,
+        Intent::Drain
+    );
+}
+
 // --- the reboot, the health check, the finish -------------------------------------------------------
 
 #[test]

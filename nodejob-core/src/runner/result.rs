@@ -23,7 +23,7 @@ use crate::quote::quote;
 use crate::spec::Level;
 use crate::status::{
     JobConditionReason, container_exit_code, disruption, failed, failure_condition, is_pod_of_job,
-    pods_selector, succeeded,
+    lost_in_reboot, pods_selector, succeeded,
 };
 
 /// Consecutive transient failures allowed once the Job has finished and only reading and
@@ -75,6 +75,8 @@ enum NoAnswer {
     PodDeleted { pod: String, cause: String },
     /// The pod garbage collector failed our Pod because its Node was deleted.
     NodeDeleted,
+    /// Our Pod's container was lost in a reboot of its node.
+    Lost { pod: String },
 }
 
 /// How a missing Pod is named.
@@ -210,6 +212,11 @@ impl Reading {
             (pod, _) if self.pod_deleted => NoAnswer::PodDeleted {
                 pod: pod.and(pod_name).unwrap_or_else(|| GONE.to_string()),
                 cause: "the job reported it terminating while the host operation ran".to_string(),
+            },
+            // Lost, not ended: the node rebooted under it. Its 255 is the runtime's, not the
+            // program's.
+            (_, Some((pod, _))) if lost_in_reboot(pod, &run.container) => NoAnswer::Lost {
+                pod: pod_name.unwrap_or_default(),
             },
             (_, Some((_, code))) => return self.exit(run, code, pod_name),
             // The Job controller never deletes the Pod of a Job that failed but by its
@@ -384,6 +391,10 @@ impl Reading {
                 job: run.job.clone(),
                 pod,
                 cause,
+            },
+            NoAnswer::Lost { pod } => Error::LostInReboot {
+                job: run.job.clone(),
+                pod,
             },
             NoAnswer::NodeDeleted => Error::NodeDeleted {
                 job: run.job.clone(),

@@ -226,6 +226,16 @@ impl NodeMachine {
                     Intent::DeleteRollbackJob { uid },
                 ))
             }
+            // Its rollback Job failed without an answer (lost to a reboot), yet the node is
+            // back at its version on another boot: it ran. Never run again.
+            (Some(_), _, Some(launched)) if self.rollback_ran(launched) => {
+                marks.push(Mark::Note(
+                    "the rollback we launched ran (at its version on another boot), though its \
+                     job failed without an answer; not running it again"
+                        .into(),
+                ));
+                Some(self.await_rollback_reboot(marks))
+            }
             // Its rollback Job failed: drained, it is run again (the failed Job replaced).
             (Some(_), _, _) => Some(self.rollback_drain(marks)),
             (None, _, Some(_)) => {
@@ -312,6 +322,16 @@ impl NodeMachine {
                 Vec::new(),
                 Intent::FindRollbackJob,
             ),
+            // Lost to a reboot: recorded as a failure without an exit code, then the node,
+            // once back, says whether it rolled back.
+            (Rb::Hosting, Observation::Lost(why)) => {
+                self.lost_rollback = Some(why.clone());
+                self.go(
+                    At::RollingBack(Rb::Inquest(why)),
+                    Vec::new(),
+                    Intent::FindRollbackJob,
+                )
+            }
             (Rb::Inquest(why), Observation::Job(Some(job))) if nodejob_core::failed(&job) => {
                 let uid = job.metadata.uid.clone().unwrap_or_default();
                 self.write_rollback_result(uid, None, Some((why, None, None)))
@@ -330,6 +350,16 @@ impl NodeMachine {
                 let uid = (self.rollback.as_ref())
                     .and_then(|r| r.uid.clone())
                     .unwrap_or_default();
+                if let Some(lost) = &self.lost_rollback
+                    && failed.is_some()
+                {
+                    let marks = vec![Mark::Note(format!(
+                        "the rollback's pod was lost to a reboot of the node (job uid {uid}): \
+                         waiting for the node to be back; its version then says whether it \
+                         rolled back ({lost})"
+                    ))];
+                    return self.await_rollback_reboot(marks);
+                }
                 if let Some((why, exit_code, log)) = failed {
                     return self.rollback_failed(why, exit_code, log);
                 }
@@ -339,16 +369,7 @@ impl NodeMachine {
                     Intent::DeleteRollbackJob { uid },
                 )
             }
-            (Rb::Deleting, Observation::Deleted) => {
-                let boot = (self.rollback.as_ref())
-                    .and_then(|r| r.rollback_boot_id.clone())
-                    .unwrap_or_default();
-                self.go(
-                    At::RollingBack(Rb::Rebooting),
-                    Vec::new(),
-                    Intent::WaitReboot { boot_id: boot },
-                )
-            }
+            (Rb::Deleting, Observation::Deleted) => self.await_rollback_reboot(Vec::new()),
             (Rb::Rebooting, Observation::Rebooted { node, met }) => self.rolled_back(node, met),
             (Rb::Finishing, Observation::Node(node)) => {
                 self.node = Some(node);
@@ -442,6 +463,26 @@ impl NodeMachine {
         )
     }
 
+    /// Waits for the node to be back Ready on a boot other than the one the rollback was
+    /// launched on.
+    fn await_rollback_reboot(&mut self, marks: Vec<Mark>) -> Step {
+        let boot_id = (self.rollback.as_ref())
+            .and_then(|r| r.rollback_boot_id.clone())
+            .unwrap_or_default();
+        self.go(
+            At::RollingBack(Rb::Rebooting),
+            marks,
+            Intent::WaitReboot { boot_id },
+        )
+    }
+
+    /// Whether the rollback launched on `launched` ran: the node is back at its version, Ready,
+    /// on another boot.
+    fn rollback_ran(&self, launched: &str) -> bool {
+        (self.node.as_deref())
+            .is_some_and(|n| !launched.is_empty() && boot_id(n) != launched && self.back_at(n))
+    }
+
     /// The rollback Job an earlier run launched, if any: adopted; none: it ran if the node is
     /// at the version on another boot, else drained and created.
     fn found_rollback_job(&mut self, job: Option<Box<Job>>) -> Step {
@@ -449,11 +490,7 @@ impl NodeMachine {
             let launched = (self.rollback.as_ref())
                 .and_then(|r| r.rollback_boot_id.clone())
                 .unwrap_or_default();
-            let ran = self
-                .node
-                .as_deref()
-                .is_some_and(|n| !launched.is_empty() && boot_id(n) != launched && self.back_at(n));
-            if ran {
+            if self.rollback_ran(&launched) {
                 let marks = vec![Mark::Note(
                     "the rollback we launched ran (at its version on another boot, its job \
                      gone); not running it again"
@@ -545,18 +582,23 @@ impl NodeMachine {
             .to_string();
         let back = self.back_at(&node);
         self.node = Some(node);
+        // Its Job lost to a reboot: that is the first half of the news.
+        let lost = (self.lost_rollback.take())
+            .map(|l| format!("{l}; "))
+            .unwrap_or_default();
         if !met {
             return self.rollback_failed(
-                "it did not come back Ready on a new boot within the reboot timeout; the node \
-                 stays cordoned"
-                    .into(),
+                format!(
+                    "{lost}it did not come back Ready on a new boot within the reboot timeout; \
+                     the node stays cordoned"
+                ),
                 None,
                 None,
             );
         }
         if !back {
             return self.rollback_failed(
-                format!("it came back at {reported}, not {to}; the node stays cordoned"),
+                format!("{lost}it came back at {reported}, not {to}; the node stays cordoned"),
                 None,
                 None,
             );
