@@ -203,6 +203,52 @@ async fn a_node_rebooting_during_the_drain_then_a_crash_before_the_host_job_is_u
     );
 }
 
+// --- a node rebooting by itself while its host upgrade runs ------------------------------------
+
+/// The kubelet ends the host Job's pod as lost (255, `Unknown`): no answer. The node comes back
+/// at the old version, so the upgrade did not take: it fails at Upgrade, recorded as a Job
+/// failed without an exit code, and the rerun runs it once more, to the target.
+#[tokio::test(start_paused = true)]
+async fn a_node_rebooting_by_itself_while_its_host_upgrade_runs_fails_it_and_a_rerun_upgrades_it() {
+    let (fake, names) = cluster(108, 0, &[("z", 1)], 0);
+    // 10 s after the host Job is created: its pod runs `stratum upgrade` (20 s).
+    fake.before(Verb::CreateJob, |c| {
+        c.schedule(c.now() + Duration::from_secs(10), |c| {
+            c.reboot_node("z-0").unwrap();
+        });
+    });
+    let api = harness(fake.clone(), names, 1);
+    let plan = plan(only(&["z-0"]));
+    let report = run(&api, &plan, upgrade_driver::quiet()).await.unwrap();
+    let NodeResult::Failed(failure) = node_result(&report, "z-0") else {
+        panic!("{report:#?}")
+    };
+    assert_eq!(
+        (failure.step, failure.exit_code),
+        (UpgradeStep::Upgrade, None)
+    );
+    for part in [
+        "was running when its node rebooted",
+        "came back at v1.37.2, not v1.38.0: the upgrade did not take",
+        "a rerun retries it",
+    ] {
+        assert!(
+            failure.message.contains(part),
+            "{part:?} not in {}",
+            failure.message
+        );
+    }
+    assert_eq!(api.upgrades("z-0"), 1);
+    assert_ne!(kubelet_version(&fake.node("z-0").unwrap()), TARGET);
+
+    let report = run(&api, &plan, upgrade_driver::quiet()).await.unwrap();
+    assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
+    assert_eq!(node_result(&report, "z-0"), NodeResult::Upgraded);
+    assert_eq!(api.upgrades("z-0"), 2, "run once more, as a killed one is");
+    assert_eq!(kubelet_version(&fake.node("z-0").unwrap()), TARGET);
+    assert_eq!(api.violations(), Vec::<String>::new());
+}
+
 // --- 3. the Lease lost while a host Job runs ---------------------------------------------------
 
 #[tokio::test(start_paused = true)]

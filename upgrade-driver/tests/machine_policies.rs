@@ -695,6 +695,89 @@ fn a_rollback_that_comes_back_at_another_version_fails_at_rollback() {
     );
 }
 
+/// The rollback's Job lost to a reboot of the node: recorded as failed without an exit code,
+/// then the node, once back on a new boot, says whether it rolled back: at the recorded version,
+/// rolled back (never run again); at another, failed at Rollback, saying both.
+#[test]
+fn a_rollback_job_lost_to_a_reboot_is_judged_by_the_version_the_node_comes_back_at() {
+    let to_the_rollback_job = || {
+        let (mut m, _) = launched(&rolling_back());
+        let report = nodejob_core::runner::Report {
+            uid: "j".into(),
+            exit_code: 1,
+            log: None,
+        };
+        m.step(Obs::Host(Ok(report)));
+        m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
+        m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
+        m.step(Obs::Drained(Ok(nodejob_core::drain::Drained::default())));
+        m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
+        let lost = "pod rollback-n1-x of job kube-system/rollback-n1 on node n1 was running \
+                    when its node rebooted";
+        let step = m.step(Obs::Lost(lost.into()));
+        assert_eq!(step.intent, Intent::FindRollbackJob);
+        let failed = Box::new(k8s_openapi::api::batch::v1::Job {
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                uid: Some("r".into()),
+                ..Default::default()
+            },
+            status: Some(k8s_openapi::api::batch::v1::JobStatus {
+                conditions: Some(vec![k8s_openapi::api::batch::v1::JobCondition {
+                    type_: "Failed".into(),
+                    status: "True".into(),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let step = m.step(Obs::Job(Some(failed)));
+        let Intent::Patch { changes, .. } = &step.intent else {
+            panic!("{step:?}")
+        };
+        let recorded = rollback_record(changes);
+        assert_eq!(
+            (recorded.uid.as_deref(), recorded.exit_code),
+            (Some("r"), None)
+        );
+        let step = m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
+        assert_eq!(
+            step.intent,
+            Intent::WaitReboot {
+                boot_id: "boot-1".into()
+            }
+        );
+        m
+    };
+    let mut m = to_the_rollback_job();
+    let step = m.step(Obs::Rebooted {
+        node: Some(node("v1.37.2", "boot-3", true, &[ours(true)])),
+        met: true,
+    });
+    assert!(matches!(step.intent, Intent::Guarded { .. }), "{step:?}");
+    let step = m.step(Obs::Node(node("v1.37.2", "boot-3", false, &[])));
+    assert!(
+        matches!(step.intent, Intent::Done(NodeResult::RolledBack { .. })),
+        "{step:?}"
+    );
+
+    let mut m = to_the_rollback_job();
+    let step = m.step(Obs::Rebooted {
+        node: Some(node("v1.38.0", "boot-3", true, &[ours(true)])),
+        met: true,
+    });
+    let Intent::Done(NodeResult::Failed(f)) = step.intent else {
+        panic!("{step:?}")
+    };
+    assert_eq!(f.step, UpgradeStep::Rollback);
+    for part in [
+        "when its node rebooted",
+        "came back at v1.38.0, not v1.37.2",
+    ] {
+        assert!(f.message.contains(part), "{part:?} not in {}", f.message);
+    }
+}
+
 #[test]
 fn a_resumed_rollback_adopts_the_rollback_job_an_earlier_run_launched() {
     let record = Rollback {
