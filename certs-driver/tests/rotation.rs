@@ -4,8 +4,10 @@
 mod support;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use certs_driver::{CaEvent, CaStep, Error, Gate, NodeResult, Outcome, Progress, quiet, run};
+use nodejob_core::Clock;
 use nodejob_core::lease::{Claim, LeaseConfig, acquire};
 use nodejob_fake::FakeCluster;
 use nodejob_fake::Verb;
@@ -137,6 +139,64 @@ async fn a_full_rotation_on_three_control_plane_and_three_workers_ends_on_the_ne
             "{name} after a rerun"
         );
     }
+    Ok(())
+}
+
+/// Checks every second of virtual time whether `w-0`'s first `carotate status` runs (its only
+/// execution so far, its pod Running), and then reboots `w-0`, once.
+fn reboot_w0_in_its_first_status(fake: &Arc<FakeCluster>, done: Arc<AtomicBool>) {
+    let at = fake.now() + std::time::Duration::from_secs(1);
+    let again = fake.clone();
+    fake.schedule(at, move |c| {
+        let reads = c
+            .host_state("w-0")
+            .map(|s| s.executions(Operation::CaStatus));
+        let running = (c.pods_on("w-0").into_iter())
+            .any(|p| p.status.and_then(|s| s.phase).as_deref() == Some("Running"));
+        if reads == Some(1) && running {
+            c.reboot_node("w-0").unwrap();
+            done.store(true, Ordering::SeqCst);
+        } else if reads.unwrap_or(0) <= 1 {
+            reboot_w0_in_its_first_status(&again, done);
+        }
+    });
+}
+
+/// `w-0` reboots by itself while its first `carotate status` runs (slowed to 30 s), as soon as its pod runs: the kubelet
+/// ends that pod as lost, and a read, which changes nothing on the host, is read once more
+/// when the node is back. The rotation ends on the new CA, each phase run once.
+#[tokio::test(start_paused = true)]
+async fn a_status_read_lost_to_a_reboot_is_read_again_and_the_rotation_goes_on() -> TestResult {
+    let ca = new_ca();
+    let (fake, names) = cluster(3, 1, 2);
+    let mut host = fake.host("w-0").ok_or("no host")?;
+    host.timing.op_time = std::time::Duration::from_secs(30);
+    fake.set_host("w-0", host)?;
+    let rebooted = Arc::new(AtomicBool::new(false));
+    reboot_w0_in_its_first_status(&fake, rebooted.clone());
+    let events = Arc::new(Events::default());
+    let report = run(
+        &harness(fake.clone()),
+        &plan(plan_spec(&ca)),
+        events.clone(),
+    )
+    .await?;
+    assert!(rebooted.load(Ordering::SeqCst), "the reboot never came");
+    assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
+    for name in &names {
+        assert_eq!(phase_runs(&fake, name), [1, 1, 1, 0], "{name}");
+    }
+    let state = fake.host_state("w-0").ok_or("node gone")?;
+    assert_eq!(
+        state.executions(Operation::CaStatus),
+        2,
+        "read twice: {state:?}"
+    );
+    let said = format!("{:?}", events.all());
+    assert!(
+        said.contains("reading it again once the node is Ready"),
+        "{said}"
+    );
     Ok(())
 }
 

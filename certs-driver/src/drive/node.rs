@@ -132,7 +132,18 @@ where
                 }
                 Intent::ReadStatus => {
                     let spec = self.host_spec(name, CaStep::Status, &[]);
-                    let read = run_exit_code_logs(&self.writer(), &spec).await;
+                    let mut read = run_exit_code_logs(&self.writer(), &spec).await;
+                    if let Err(lost @ nodejob_core::Error::LostInReboot { .. }) = &read {
+                        // A read changes nothing on the host: lost to a reboot of the node, it
+                        // is read once more when the node is back Ready (its Job replaced).
+                        self.note(
+                            name,
+                            format!("{lost}; reading it again once the node is Ready"),
+                        );
+                        let timeout = self.plan.spec().ready_timeout;
+                        self.watch(name, timeout, From::Read, ready).await;
+                        read = run_exit_code_logs(&self.writer(), &spec).await;
+                    }
                     Observation::Status(read.map_err(|e| e.to_string()))
                 }
                 Intent::Record { status, mark } => {
