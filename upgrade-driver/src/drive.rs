@@ -493,6 +493,23 @@ where
                             machine.set_now(api.wall_time().to_string());
                             Observation::Node(Box::new(node))
                         }
+                        // Deleted before our first write to it (while the rolls were paused,
+                        // say): nothing of ours was on it, so it leaves the roll as a node
+                        // deleted before its turn does, skipped, not failed.
+                        Err(
+                            OpError::PatchingNode { cause, .. }
+                            | OpError::ReadingNode { cause, .. },
+                        ) if cause.is_not_found() && machine.untouched() => {
+                            let why = "deleted from the cluster before its upgrade started";
+                            self.ctx
+                                .progress
+                                .event(&Progress::Driver(UpgradeEvent::NodeSkipped {
+                                    node: name.to_string(),
+                                    why: why.to_string(),
+                                }));
+                            let result = NodeResult::Skipped { why: why.into() };
+                            return self.end_node(name, result, None, started);
+                        }
                         Err(e) => Observation::Failed(e.to_string()),
                     }
                 }

@@ -421,6 +421,8 @@ pub struct NodeMachine {
     lost: Option<String>,
     /// The same, for the rollback's Job.
     lost_rollback: Option<String>,
+    /// The node carried nothing of ours when first read: the first write marks it.
+    fresh: bool,
 }
 
 impl NodeMachine {
@@ -449,6 +451,7 @@ impl NodeMachine {
             rolling_back: None,
             lost: None,
             lost_rollback: None,
+            fresh: false,
         }
     }
 
@@ -460,6 +463,12 @@ impl NodeMachine {
     /// Whether the node's state was already ours when we started (a resumed node).
     pub fn resumed(&self) -> bool {
         self.progress.is_some()
+    }
+
+    /// Whether the machine is making its first write to a node that carried nothing of ours
+    /// (marking it ours, cordoning it): nothing of ours is on it yet.
+    pub fn untouched(&self) -> bool {
+        self.fresh && self.at == At::Marking
     }
 
     /// Sets the wall time written in the done record (RFC 3339).
@@ -513,6 +522,7 @@ impl NodeMachine {
             (At::Inspect, Observation::Node(node)) => self.inspect(node),
             (At::Previous, Observation::Job(job)) => self.previous(job),
             (At::Marking, Observation::Node(node)) => {
+                self.fresh = false;
                 self.node = Some(node);
                 let message = if self.progress.as_ref().is_some_and(|p| p.cordoned) {
                     "cordoned"
@@ -795,6 +805,7 @@ impl NodeMachine {
                 let rv = records::rv(&node);
                 self.node = Some(node);
                 self.progress = Some(record);
+                self.fresh = true;
                 self.go(
                     At::Marking,
                     vec![Mark::Started(UpgradeStep::Cordon)],

@@ -238,3 +238,38 @@ async fn a_run_still_paused_at_its_deadline_ends_paused_having_written_nothing()
         .unwrap();
     assert_eq!(nodejob_core::pause::paused(&lease), Some(pause()));
 }
+
+/// A node deleted while the run waited, paused, before its first step: nothing of ours was on
+/// it, so it leaves the roll skipped (as a node deleted before its turn does), not failed at
+/// Cordon on the 404 of its first write; the others go on.
+#[tokio::test(start_paused = true)]
+async fn a_node_deleted_while_the_rolls_are_paused_is_skipped_not_failed() {
+    let (fake, _) = cluster(1, 0, &[("z", 3)], 2);
+    fake.sleep(Duration::from_secs(30)).await;
+    set_pause(&*fake, NS, LEASE, Some(&pause())).await.unwrap();
+    {
+        let fake = fake.clone();
+        tokio::spawn(async move {
+            fake.sleep(Duration::from_secs(600)).await;
+            fake.remove_node("z-0").unwrap();
+            fake.sleep(Duration::from_secs(600)).await;
+            set_pause(&*fake, NS, LEASE, None).await.unwrap();
+        });
+    }
+    let mut spec = plan_spec();
+    spec.nodes = vec!["z-0".into(), "z-1".into()];
+    let report = run(&writes(&fake), &plan(spec), upgrade_driver::quiet())
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
+    let result = |name: &str| {
+        (report.nodes.iter().find(|n| n.name == name))
+            .and_then(|n| n.result.clone())
+            .unwrap_or_else(|| panic!("{name}: no result: {report:#?}"))
+    };
+    let NodeResult::Skipped { why } = result("z-0") else {
+        panic!("{report:#?}")
+    };
+    assert!(why.contains("deleted from the cluster"), "{why}");
+    assert_eq!(result("z-1"), NodeResult::Upgraded);
+}
