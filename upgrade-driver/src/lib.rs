@@ -109,6 +109,12 @@
 //!   never deletes).
 //! - **A node is upgraded only when it comes back**: a new boot, Ready, at the target; one that
 //!   comes back at the old version is a failure.
+//! - **A host Job lost to a reboot is asked of the node**: the kubelet ends the Pod of a
+//!   program running when its node rebooted with containerd's unknown exit (255, `Unknown`),
+//!   which the runner answers as [`nodejob_core::Error::LostInReboot`], never as an exit code.
+//!   Recorded failed without an exit code, the node then says what happened once it is back
+//!   on a new boot: at the target the upgrade took and is never run again; at the old version
+//!   it did not, and the node fails at `Upgrade` for a rerun to retry it (or is rolled back).
 //! - **Resumable**: the state lives in the cluster (annotations, what the nodes report, the
 //!   Lease), never in a local file. A rerun skips finished nodes, carries on every node an
 //!   earlier run left in flight (whether or not the selection still names it), retries a
