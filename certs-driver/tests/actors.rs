@@ -34,6 +34,12 @@
 //! 10. An abort refused names only nodes where `issue` began (by the host or our issue Job).
 //! 11. Per node, deleted ones included, each phase ran at most once for the seed's CA.
 //!
+//! And 12: no node starts a step (a phase: its `StepStarted` event, sent with no await after
+//! the pause gate read the switch) while the rolls are paused: in half the seeds an operator
+//! pauses them ([`nodejob_core::pause`]) a drawn time after the start and lifts the switch
+//! minutes later ([`pausing_operator`]), across runs, crashes, aborts and the Lease's thefts.
+//! A step in flight finishes: a Job an earlier run started and this one adopts is no start.
+//!
 //! # What the soak accepts instead of the end
 //! A plan selecting by label that must cover the cluster cannot issue once an actor took the
 //! label off a node: the last run must fail naming exactly the nodes of the cluster without
@@ -59,7 +65,10 @@ use certs_driver::{
 };
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use nodejob_conformance::soak::{Summary, conclude, lease_known_lost, run_seed, run_seeds, seeds};
+use nodejob_conformance::soak::{
+    PauseWindow, Summary, conclude, lease_known_lost, pause_draw, pausing_operator, run_seed,
+    run_seeds, seeds,
+};
 use nodejob_conformance::workloads::{budget, deployment};
 use nodejob_conformance::{Crashing, Observe, Write};
 use nodejob_core::{ApiError, Clock, Verb, ready};
@@ -512,6 +521,68 @@ impl Observe for Watch {
     }
 }
 
+// ---- the steps started, for 12 ----
+
+/// A step a node started, as the driver's progress told it.
+#[derive(Clone, Debug)]
+struct Start {
+    /// When, on the fake's clock.
+    at: Duration,
+    node: String,
+    step: CaStep,
+    /// The step is a Job an earlier run started, adopted: in flight, not started now.
+    adopted: bool,
+}
+
+/// Every step the runs of a seed started ([`Progress::StepStarted`]), each a fresh start or an
+/// adoption: the driver notes `adopting the … job` right before the adoption's event.
+#[derive(Default)]
+struct Starts {
+    /// Nodes whose last note was of an adoption: their next start is that Job's.
+    adopting: BTreeSet<String>,
+    started: Vec<Start>,
+}
+
+impl Starts {
+    fn event(&mut self, at: Duration, e: &Progress) {
+        match e {
+            Progress::Note {
+                node: Some(node),
+                message,
+            } => {
+                if message.starts_with("adopting the ") {
+                    self.adopting.insert(node.clone());
+                } else {
+                    self.adopting.remove(node);
+                }
+            }
+            Progress::StepStarted { node, step } => {
+                let adopted = self.adopting.remove(node);
+                self.started.push(Start {
+                    at,
+                    node: node.clone(),
+                    step: *step,
+                    adopted,
+                });
+            }
+            _ => {}
+        }
+    }
+
+    /// 12. The steps started afresh while `window` had the rolls paused.
+    fn while_paused(&self, window: &PauseWindow) -> Vec<String> {
+        (self.started.iter())
+            .filter(|s| !s.adopted && window.paused_at(s.at))
+            .map(|s| {
+                format!(
+                    "12: {} started {} at {:?}, while paused from {:?} (lifted from {:?})",
+                    s.node, s.step, s.at, window.set, window.lifting
+                )
+            })
+            .collect()
+    }
+}
+
 // ---- one seed ----
 
 /// What a run is.
@@ -789,6 +860,8 @@ async fn scenario(seed: u64, verbose: bool) -> Result<Summary, String> {
             .collect(),
     });
     shifted.arm(&fake);
+    let pauses = pausing_operator(&fake, seed, start);
+    let starts = Arc::new(Mutex::new(Starts::default()));
     let new = ca().fingerprint.clone();
     let identities = ["driver-a", "driver-b", "driver-c"];
     let mut runs = Vec::new();
@@ -825,7 +898,9 @@ async fn scenario(seed: u64, verbose: bool) -> Result<Summary, String> {
             run_nodes: run_nodes.clone(),
             violations: Mutex::new(Vec::new()),
         };
+        let (clock, starts) = (fake.clone(), starts.clone());
         let sink: Arc<dyn ProgressSink> = Arc::new(move |e: &Progress| {
+            starts.lock().unwrap().event(clock.now(), e);
             if let Progress::Driver(CaEvent::Gate(g)) = e
                 && g.gate == Gate::Start
             {
@@ -889,6 +964,12 @@ async fn scenario(seed: u64, verbose: bool) -> Result<Summary, String> {
     if let Some(why) = &accepted {
         runs.push(format!("accepted: {why}"));
     }
+    // 12. No step starts while paused.
+    let window = *pauses.lock().unwrap();
+    if verbose {
+        println!("paused: {window:?}");
+    }
+    violations.extend(starts.lock().unwrap().while_paused(&window));
     let fail = |what: String| Err(format!("{what}; runs: {runs:#?}"));
     if !violations.is_empty() {
         return fail(format!("invariants broken: {violations:#?}"));
@@ -935,7 +1016,13 @@ fn seeded_actor_schedules_keep_every_invariant_and_every_rotation_ends() {
         wall,
         &results,
         kind,
-        |seed| format!("schedule:\n{}", Draws::draw(seed).actors),
+        |seed| {
+            format!(
+                "pause (after, lasting): {:?}\nschedule:\n{}",
+                pause_draw(seed),
+                Draws::draw(seed).actors
+            )
+        },
     );
 }
 

@@ -1,13 +1,16 @@
 //! What the drivers' seeded soaks share: running each seed in a fresh paused current-thread
 //! runtime (so it replays alone as it ran in the loop), seeds spread over the machine's cores,
-//! a panic counted as a failure; the seeds a test runs, from the environment; and the check
-//! that nothing is written once the driver has read the Lease another holder took.
+//! a panic counted as a failure; the seeds a test runs, from the environment; the check
+//! that nothing is written once the driver has read the Lease another holder took; and the
+//! operator who pauses the rolls for a while ([`pausing_operator`]), with the window in which
+//! no step may start.
 
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use k8s_openapi::jiff::SignedDuration;
 use nodejob_core::{Clock, Verb};
@@ -133,6 +136,84 @@ pub fn lease_known_lost(
         ));
     }
     Ok(())
+}
+
+/// How long after the pause switch is set a step may still start: the driver reads the switch
+/// with the Lease right before the step's first write, and that read may be answered just
+/// before the switch lands.
+pub const PAUSE_GRACE: Duration = Duration::from_secs(5);
+
+/// The pause a seed draws, apart from every other draw of the seed (so schedules, crashes and
+/// plans stay as they were): in half the seeds, `(after, lasting)`: the rolls are paused
+/// `after` the start (0 to 10 minutes) for `lasting` (1 to 11 minutes).
+pub fn pause_draw(seed: u64) -> Option<(Duration, Duration)> {
+    let mixed = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17);
+    if mixed % 2 == 1 {
+        return None;
+    }
+    let after = Duration::from_secs((mixed >> 8) % 600);
+    let lasting = Duration::from_secs(60 + (mixed >> 20) % 600);
+    Some((after, lasting))
+}
+
+/// When the [`pausing_operator`] had the rolls paused, on the fake's clock.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PauseWindow {
+    /// When the call that set the switch was answered (it landed by then).
+    pub set: Option<Duration>,
+    /// When the operator began lifting it, with its first call: the switch cannot be lifted
+    /// earlier, and a call that failed to the operator may still have landed.
+    pub lifting: Option<Duration>,
+}
+
+impl PauseWindow {
+    /// Whether a step that started `at` started while the rolls were paused: after the switch
+    /// was set (and [`PAUSE_GRACE`] with it), before it was lifted.
+    pub fn paused_at(&self, at: Duration) -> bool {
+        let Some(set) = self.set else {
+            return false;
+        };
+        at > set + PAUSE_GRACE && at < self.lifting.unwrap_or(Duration::MAX)
+    }
+}
+
+/// The operator with the pause switch (`nodejob pause`, `nodejob resume`, on the drivers'
+/// shared Lease [`LEASE`]): in the seeds [`pause_draw`] pauses, sets it `after` the drawn time
+/// from `start` and lifts it `lasting` later, retrying each through the API faults armed then
+/// (the switch is always lifted). Answers when the rolls were paused, as it goes.
+pub fn pausing_operator(
+    fake: &Arc<FakeCluster>,
+    seed: u64,
+    start: Duration,
+) -> Arc<Mutex<PauseWindow>> {
+    use nodejob_core::pause::{Pause, set_pause};
+    let window = Arc::new(Mutex::new(PauseWindow::default()));
+    let Some((after, lasting)) = pause_draw(seed) else {
+        return window;
+    };
+    let (fake, said) = (fake.clone(), window.clone());
+    tokio::spawn(async move {
+        fake.sleep((start + after).saturating_sub(fake.now())).await;
+        let pause = Pause {
+            by: "operator".into(),
+            at: Some(fake.wall_time()),
+            reason: "the actor soak pulls the cord".into(),
+        };
+        let (ns, name) = LEASE;
+        loop {
+            if set_pause(&*fake, ns, name, Some(&pause)).await.is_ok() {
+                said.lock().unwrap().set = Some(fake.now());
+                break;
+            }
+            fake.sleep(Duration::from_secs(1)).await;
+        }
+        fake.sleep(lasting).await;
+        said.lock().unwrap().lifting = Some(fake.now());
+        while set_pause(&*fake, ns, name, None).await.is_err() {
+            fake.sleep(Duration::from_secs(1)).await;
+        }
+    });
+    window
 }
 
 /// What one passing seed did: each run's outcome in short, the API calls made, the virtual
