@@ -28,7 +28,7 @@
 //! plays: not one per node, as N kubelets would open.
 //!
 //! Each node has a host, kept in memory for as long as the agent runs (a restarted agent
-//! starts every host afresh): the `stratum` model of `nodejob_host::stratum`, at the
+//! starts every host afresh, a new boot): the `stratum` model of `nodejob_host::stratum`, at the
 //! `--kubelet-version` (else the apiserver's version), booted as the node's `bootID`,
 //! trusting and issuing from `nodejob_host::stratum::INITIAL_CA` (`sha256:` and 64 `1`s), with
 //! the model's default timing and no fault. A Job's `stratum upgrade --to V` runs 20s and
@@ -36,7 +36,11 @@
 //! down (stratum)`), 30s later a new `bootID`, `kubeletVersion` V and `Ready` `True`.
 //! `stratum carotate issue` restarts the node's components (NotReady 1s after the exit, Ready
 //! 5s later); `carotate status` prints the node's trust as one JSON line. While the host is
-//! down the node's pods wait as on any NotReady node. The model documents every command.
+//! down the node's pods wait as on any NotReady node; on each new boot the containers still
+//! running there in pods of `restartPolicy: Never` (a Job's) are lost, as a real kubelet
+//! reports them: pod `Failed`, exit 255, reason `Unknown`, no message
+//! (`nodejob_host::status::lost_in_reboot`), their programs' later output and host effects
+//! never happening. The model documents every command.
 //!
 //! The harness steers a node through annotations: `nodejob.test/ready: "false"` (NotReady:
 //! no container starts, nothing is reported until Ready again),

@@ -7,7 +7,9 @@
 //!   │                                  │        a workload runs until deleted)
 //!   │ deleted (node Ready): Failed,    │ deleted: SIGTERM, exit 143 after the kill delay; or,
 //!   ▼ DELETE grace 0                   ▼ ignoring it, SIGKILL after the grace period, exit 137;
-//!                                        then after CLEANUP: DELETE grace 0
+//!                                      │ then after CLEANUP: DELETE grace 0
+//!                                      │ its node boots again (restartPolicy: Never): lost,
+//!                                      ▼ Failed, exit 255, reason Unknown ──▶ (deleted) ──▶ …
 //! ```
 //!
 //! A running pod is `Running` with its container ready and its `Ready` condition `True`, which
@@ -24,14 +26,28 @@
 //! once the node is Ready again (with the time it happened), and no deletion is confirmed;
 //! the fake parks its kubelet's steps the same way. Only a pod already terminated is deleted
 //! at once, as the apiserver itself does (grace 0 for a terminal pod).
+//!
+//! When the node boots again (a new `bootID` on its host: a reboot after `stratum upgrade` or
+//! `rollback`, a reboot by itself, the node adopted again, the agent restarted) while a
+//! container of a pod that is not restarted after a reboot runs there
+//! ([`ends_in_reboot`]: `restartPolicy: Never`, a Job's pod), the container is lost, as a real
+//! kubelet finds it gone on the new boot and as the fake's kubelet plays it: its pod is
+//! written `Failed` once, its container terminated as
+//! [`lost_in_reboot`](nodejob_host::status::lost_in_reboot) (exit 255, reason `Unknown`, no
+//! message), and what its program would have printed or done after (its exit, its log, its
+//! host's aftermath) never happens. That holds too for an exit not yet reported when the node
+//! booted (it happened while the node was NotReady): a program's aftermath is played from its
+//! exit once the exit is reported, as the fake plays a parked exit. A pod restarted after a
+//! reboot (`Always`, `OnFailure`) runs on: its restart is not modelled, as in the fake.
 
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
+use nodejob_host::status::{REBOOT_EXIT, ends_in_reboot};
 use nodejob_host::termination::{self, KILL_DELAY, OnSigterm, POD_CLEANUP};
-use nodejob_host::{Fallback, Plan, Program};
+use nodejob_host::{Effect, Fallback, Plan, Program};
 use serde_json::Value;
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep, sleep_until};
@@ -55,6 +71,24 @@ fn stop(grace: Duration, on_sigterm: OnSigterm) -> (Duration, i32) {
 /// The first pause between two tries of a failed write; it doubles up to [`RETRY_MAX`].
 const RETRY_FIRST: Duration = Duration::from_millis(200);
 const RETRY_MAX: Duration = Duration::from_secs(5);
+
+/// How a running container ended.
+#[derive(Debug)]
+enum End {
+    /// Its program exited on its own at `at`, with `exit_code` and `log`; `effects` are what
+    /// then happens to its node's host.
+    Exited {
+        exit_code: i32,
+        log: String,
+        at: Instant,
+        effects: Vec<Effect>,
+    },
+    /// The kubelet's signal ended it (its pod deleted), with this exit status.
+    Killed(i32),
+    /// Its node booted again under it: the runtime finds it gone
+    /// ([`lost_in_reboot`](nodejob_host::status::lost_in_reboot)).
+    Lost,
+}
 
 /// The pod is gone from the apiserver (or the agent stops): the worker ends.
 #[derive(Debug)]
@@ -176,20 +210,31 @@ impl<W: PodWriter> PodWorker<W> {
         })
     }
 
-    /// What the container does, decided as it starts: a program that execs `stratum` is
-    /// exec'd on the node's host model (and counted there).
-    fn plan(&self) -> Plan {
+    /// What the container does, decided as it starts, and the boot of its node it starts in
+    /// (its `bootID`): a program that execs `stratum` is exec'd on the node's host model (and
+    /// counted there).
+    fn plan(&self) -> (Plan, String) {
         let pod = self.pod.borrow().clone().unwrap_or_default();
         let mut plan = Plan {
             program: Program::Workload,
             on_sigterm: None,
         };
+        let mut boot = String::new();
         self.host.send_if_modified(|host| {
             let before = host.model.state.clone();
             plan = Plan::of(&pod, &self.container, &Fallback::default(), &mut host.model);
+            boot.clone_from(&host.model.state.boot_id);
             host.model.state != before
         });
-        plan
+        (plan, boot)
+    }
+
+    /// Whether the container, started in boot `boot` of its node, is lost: the node booted
+    /// again since, and the pod is one the kubelet does not restart after a reboot
+    /// ([`ends_in_reboot`]).
+    fn lost_since(&self, boot: &str) -> bool {
+        let ends = self.pod.borrow().as_ref().is_some_and(ends_in_reboot);
+        ends && self.host.borrow().model.state.boot_id != boot
     }
 
     /// Plays the pod until it is gone, then forgets its logs.
@@ -211,7 +256,7 @@ impl<W: PodWriter> PodWorker<W> {
                     return self.until_gone().await;
                 }
                 let started_at = now();
-                let plan = self.plan();
+                let (plan, boot) = self.plan();
                 let what = match plan.program {
                     Program::Host(_) => "host program",
                     Program::Workload => "workload",
@@ -224,13 +269,21 @@ impl<W: PodWriter> PodWorker<W> {
                 self.write("running", self.facts.running(&started_at))
                     .await?;
                 self.logs.set(&self.key, Output::Running);
-                self.running(plan, started_at).await?;
+                let end = self.running(plan, &boot).await?;
+                self.ended(end, started_at, &boot).await?;
             }
             Stage::Running { started_at } => {
-                // The agent restarted: the program runs again from now.
-                let plan = self.plan();
+                // The agent restarted, and booted every host afresh (a new `bootID`): a
+                // container of a pod that is not restarted after a reboot is lost with the boot
+                // it started in; any other runs its program again from now.
                 self.logs.set(&self.key, Output::Running);
-                self.running(plan, started_at).await?;
+                if self.pod.borrow().as_ref().is_some_and(ends_in_reboot) {
+                    self.ended(End::Lost, started_at, "").await?;
+                } else {
+                    let (plan, boot) = self.plan();
+                    let end = self.running(plan, &boot).await?;
+                    self.ended(end, started_at, &boot).await?;
+                }
             }
             Stage::Terminal => self.logs.set(&self.key, Output::Exited(String::new())),
         }
@@ -264,25 +317,27 @@ impl<W: PodWriter> PodWorker<W> {
         }
     }
 
-    /// The container runs as `plan` says until it exits (a host program, whose aftermath on
-    /// the host then plays out) or, once the pod is deleted, is stopped; the end is reported
-    /// (node Ready), and a deleted pod is then deleted for good.
-    async fn running(&mut self, plan: Plan, started_at: Time) -> Result<(), Gone> {
+    /// The container, started in boot `boot` of its node, runs as `plan` says until it exits
+    /// (a host program), is stopped once the pod is deleted, or is lost when its node boots
+    /// again ([`lost_since`](Self::lost_since)): how it ended.
+    async fn running(&mut self, plan: Plan, boot: &str) -> Result<End, Gone> {
         // As the fake: what the program does on SIGTERM is what its argv says, else its node's
         // script when it started.
         let on_sigterm = (plan.on_sigterm).unwrap_or(self.node_state.borrow().on_sigterm);
         // When it exits on its own, with what status and output, and what follows.
-        let (exits, effects) = match plan.program {
-            Program::Host(e) => (
-                Some((Instant::now() + e.run, e.exit_code, e.log)),
-                e.effects,
-            ),
-            Program::Workload => (None, Vec::new()),
+        let exits = match plan.program {
+            Program::Host(e) => Some((Instant::now() + e.run, e.exit_code, e.log, e.effects)),
+            Program::Workload => None,
         };
-        let exits_at = exits.as_ref().map(|(at, _, _)| *at);
+        let exits_at = exits.as_ref().map(|(at, ..)| *at);
         // When the kubelet's signal ends it, and its exit status then.
         let mut stopped: Option<(Instant, i32)> = None;
-        let (exit_code, log, signalled) = loop {
+        let mut host = self.host.subscribe();
+        loop {
+            host.mark_unchanged();
+            if self.lost_since(boot) {
+                return Ok(End::Lost);
+            }
             if let Some(grace) = self.grace() {
                 // A second deletion may shorten the grace period: the earlier end wins.
                 let (after, exit_code) = stop(grace, on_sigterm);
@@ -297,12 +352,17 @@ impl<W: PodWriter> PodWorker<W> {
                 && at <= now
                 && exits_at.is_none_or(|exits_at| at < exits_at)
             {
-                break (exit_code, String::new(), true);
+                return Ok(End::Killed(exit_code));
             }
-            if let Some((at, exit_code, log)) = &exits
+            if let Some((at, exit_code, log, effects)) = &exits
                 && *at <= now
             {
-                break (*exit_code, log.clone(), false);
+                return Ok(End::Exited {
+                    exit_code: *exit_code,
+                    log: log.clone(),
+                    at: *at,
+                    effects: effects.clone(),
+                });
             }
             let end = [exits_at, stopped.map(|(at, _)| at)]
                 .into_iter()
@@ -311,24 +371,74 @@ impl<W: PodWriter> PodWorker<W> {
             tokio::select! {
                 () = sleep_until_some(end) => {}
                 changed = self.changed() => changed?,
+                // The sender is the worker's own: this never fails.
+                _ = host.changed() => {}
+            }
+        }
+    }
+
+    /// Reports `end`, the end of the container started at `started_at` in boot `boot` of its
+    /// node, once the node is Ready; an end not reported when the node booted again is lost
+    /// with that boot, as the kubelet finds its container gone after a reboot (its output and
+    /// its host's aftermath never happen). A host program that exited on its own has its
+    /// aftermath played from its exit once reported, as the fake's parked exit; a deleted pod
+    /// is then deleted for good.
+    async fn ended(&mut self, end: End, started_at: Time, boot: &str) -> Result<(), Gone> {
+        let mut finished_at = now();
+        self.until_ready().await?;
+        let end = match end {
+            End::Lost => End::Lost,
+            _ if self.lost_since(boot) => {
+                // Found gone on the new boot.
+                finished_at = now();
+                End::Lost
+            }
+            end => end,
+        };
+        let (what, patch, log) = match end {
+            End::Exited {
+                exit_code,
+                log,
+                at,
+                effects,
+            } => {
+                if !effects.is_empty() {
+                    // The host goes on after its program, whatever becomes of the pod.
+                    tokio::spawn(play(self.host.clone(), self.node.clone(), at, effects));
+                }
+                let exit = Exit {
+                    exit_code,
+                    message: termination::message(&self.container, exit_code, &log),
+                    started_at,
+                    finished_at,
+                };
+                say!("pod {}: container exited with {exit_code}", self.name());
+                ("exited", self.facts.terminated(&exit, &now()), log)
+            }
+            End::Killed(exit_code) => {
+                let exit = Exit {
+                    exit_code,
+                    message: termination::message(&self.container, exit_code, ""),
+                    started_at,
+                    finished_at,
+                };
+                say!("pod {}: container killed with {exit_code}", self.name());
+                (
+                    "killed",
+                    self.facts.terminated(&exit, &now()),
+                    String::new(),
+                )
+            }
+            End::Lost => {
+                say!(
+                    "pod {}: container lost in its node's reboot (exit {REBOOT_EXIT})",
+                    self.name()
+                );
+                let lost = self.facts.lost(&started_at, &finished_at, &now());
+                ("lost", lost, String::new())
             }
         };
-        let finished_at = now();
-        if let (false, Some(exited), false) = (signalled, exits_at, effects.is_empty()) {
-            // The host goes on after its program, whatever becomes of the pod.
-            tokio::spawn(play(self.host.clone(), self.node.clone(), exited, effects));
-        }
-        let exit = Exit {
-            exit_code,
-            message: termination::message(&self.container, exit_code, &log),
-            started_at,
-            finished_at,
-        };
-        self.until_ready().await?;
-        let what = if signalled { "killed" } else { "exited" };
-        say!("pod {}: container {what} with {exit_code}", self.name());
-        self.write(what, self.facts.terminated(&exit, &now()))
-            .await?;
+        self.write(what, patch).await?;
         self.logs.set(&self.key, Output::Exited(log));
         if self.deleting() {
             // Nothing runs any more: the kubelet finishes the deletion shortly.
@@ -456,12 +566,15 @@ mod tests {
     use std::net::Ipv4Addr;
     use std::sync::{Arc, Mutex};
 
-    use k8s_openapi::api::core::v1::{Container, PodCondition, PodSpec, PodStatus};
+    use k8s_openapi::api::core::v1::{
+        Container, ContainerStatus, PodCondition, PodSpec, PodStatus,
+    };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
     use nodejob_host::stratum::Operation;
+    use serde_json::json;
 
     /// What the worker did, and when (milliseconds of paused time from the start).
     #[derive(Debug, Clone, PartialEq, Eq)]
@@ -896,6 +1009,7 @@ mod tests {
             controller: Some(true),
             ..OwnerReference::default()
         }]);
+        p.spec.as_mut().unwrap().restart_policy = Some("Never".into());
         p
     }
 
@@ -928,6 +1042,8 @@ mod tests {
         assert!(after.up);
         assert_eq!(after.model.state.version, "v1.38.0");
         assert_ne!(after.model.state.boot_id, boot);
+        // Its pod ended before the reboot it asked for: its end stands.
+        assert_eq!(h.rec.did().len(), 2);
     }
 
     #[tokio::test(start_paused = true)]
@@ -978,5 +1094,208 @@ mod tests {
             assert!(host.model.state.executions.is_empty(), "{argv:?}");
             assert!(host.up);
         }
+    }
+
+    impl Harness {
+        /// The node's host reboots by itself now, down for `down` ([`NodeHost::reboot`],
+        /// played as the agent plays it); the node worker's part too: the node is Ready
+        /// while its host is up.
+        fn reboot(&self, down: Duration) {
+            self.host.send_modify(|h| h.model.timing.reboot_time = down);
+            let effects = self.host.borrow().reboot();
+            let (host, ready) = (self.host.clone(), self.ready.clone());
+            let mut seen = host.subscribe();
+            tokio::spawn(play(host, "n1".into(), Instant::now(), effects));
+            tokio::spawn(async move {
+                while seen.changed().await.is_ok() {
+                    let up = seen.borrow_and_update().up;
+                    ready.send_modify(|s| s.ready = up);
+                }
+            });
+        }
+
+        /// The `state.terminated` of the last status written.
+        fn terminated(&self) -> Value {
+            let patches = self.rec.patches.lock().unwrap();
+            let last = patches.last().unwrap();
+            last["status"]["containerStatuses"][0]["state"]["terminated"].clone()
+        }
+    }
+
+    fn with_restart_policy(mut p: Pod, policy: &str) -> Pod {
+        p.spec.as_mut().unwrap().restart_policy = Some(policy.into());
+        p
+    }
+
+    /// What the kubelet reports of a container found gone after a reboot.
+    fn assert_lost(h: &Harness) {
+        let terminated = h.terminated();
+        assert_eq!(
+            (
+                &terminated["exitCode"],
+                &terminated["reason"],
+                terminated.get("message")
+            ),
+            (&json!(REBOOT_EXIT), &json!("Unknown"), None),
+            "{terminated}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_job_pod_running_across_a_reboot_is_lost_and_its_program_never_ends() {
+        let p = with_restart_policy(
+            pod(&[
+                "nodejob-test:run=60",
+                "nodejob-test:exit=0",
+                "nodejob-test:log=done",
+            ]),
+            "Never",
+        );
+        let h = start(p.clone(), true, 0);
+        let boot = h.host.borrow().model.state.boot_id.clone();
+        sleep(Duration::from_secs(10)).await;
+        h.reboot(Duration::from_secs(30));
+        sleep(Duration::from_secs(29)).await;
+        assert_eq!(h.rec.did(), [status(500, "Running", None)], "host down");
+        sleep(Duration::from_secs(2)).await;
+        assert_ne!(h.host.borrow().model.state.boot_id, boot);
+        let lost = [
+            status(500, "Running", None),
+            status(40_000, "Failed", Some(REBOOT_EXIT)),
+        ];
+        assert_eq!(h.rec.did(), lost);
+        assert_lost(&h);
+        assert_eq!(
+            h.terminated()["finishedAt"].as_str().map(str::len),
+            Some(20)
+        );
+        // Its run would have ended at 60.5s, exit 0, printing "done": never.
+        sleep(Duration::from_secs(600)).await;
+        assert_eq!(h.rec.did(), lost);
+        assert_eq!(log_of(&h.logs), (200, String::new()));
+        // Ended: its deletion is only confirmed.
+        h.pod.send_replace(Some(deleted(p, 30)));
+        sleep(Duration::from_millis(10)).await;
+        assert_eq!(h.rec.did()[2..], [Did::Delete(641_000)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stratum_upgrade_due_to_exit_while_its_host_reboots_is_lost_with_its_aftermath() {
+        let p = stratum_job_pod(&["upgrade", "--to", "v1.38.0"]);
+        let h = start(p, true, 0);
+        sleep(Duration::from_secs(10)).await;
+        // Down from 10s to 40s: the upgrade's exit at 20.5s would fall in it, unreported.
+        h.reboot(Duration::from_secs(30));
+        sleep(Duration::from_secs(600)).await;
+        assert_eq!(
+            h.rec.did(),
+            [
+                status(500, "Running", None),
+                status(40_000, "Failed", Some(REBOOT_EXIT)),
+            ]
+        );
+        assert_lost(&h);
+        assert_eq!(log_of(&h.logs), (200, String::new()), "its lines are gone");
+        // Its reboot into v1.38.0 never came: the host runs what it ran, up.
+        let host = h.host.borrow().clone();
+        assert!(host.up);
+        assert_eq!(host.model.state.version, "v1.37.2");
+        assert_eq!(host.model.state.executions(Operation::Upgrade), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pod_restarted_after_a_reboot_is_not_ended_by_it() {
+        for policy in ["Always", "OnFailure"] {
+            let p = with_restart_policy(workload(), policy);
+            let h = start(p.clone(), true, 0);
+            sleep(Duration::from_secs(10)).await;
+            h.reboot(Duration::from_secs(30));
+            sleep(Duration::from_secs(600)).await;
+            assert_eq!(h.rec.did(), [status(500, "Running", None)], "{policy}");
+            h.pod.send_replace(Some(deleted(p, 30)));
+            sleep(Duration::from_secs(1)).await;
+            assert_eq!(
+                h.rec.did(),
+                [
+                    status(500, "Running", None),
+                    status(610_500, "Failed", Some(143)),
+                    Did::Delete(610_600),
+                ],
+                "{policy}"
+            );
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_job_pod_on_a_node_adopted_again_is_lost_with_the_boot_before() {
+        let p = with_restart_policy(pod(&["nodejob-test:run=60"]), "Never");
+        let h = start(p, true, 0);
+        sleep(Duration::from_secs(10)).await;
+        // The node is deleted (its pods wait, NotReady), then registered and adopted again:
+        // a new boot.
+        h.ready.send_modify(|s| s.ready = false);
+        sleep(Duration::from_secs(5)).await;
+        h.host.send_modify(|host| host.rebooted("n1"));
+        h.ready.send_modify(|s| s.ready = true);
+        sleep(Duration::from_secs(600)).await;
+        assert_eq!(
+            h.rec.did(),
+            [
+                status(500, "Running", None),
+                status(15_000, "Failed", Some(REBOOT_EXIT)),
+            ]
+        );
+        assert_lost(&h);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_job_pod_found_running_by_a_restarted_agent_is_lost_and_not_run_again() {
+        // A restarted agent boots every host afresh: the container ran in the boot before.
+        let mut p = stratum_job_pod(&["upgrade", "--to", "v1.38.0"]);
+        let started = Time(Timestamp::from_second(1_767_225_600).unwrap());
+        p.status = Some(PodStatus {
+            phase: Some("Running".into()),
+            container_statuses: Some(vec![ContainerStatus {
+                name: "host".into(),
+                state: Some(nodejob_host::status::running_state(&started)),
+                ..ContainerStatus::default()
+            }]),
+            ..PodStatus::default()
+        });
+        let h = start(p, false, 0);
+        sleep(Duration::from_secs(5)).await;
+        assert_eq!(h.rec.did(), [], "reported once the node is Ready");
+        h.ready.send_modify(|s| s.ready = true);
+        sleep(Duration::from_secs(600)).await;
+        assert_eq!(h.rec.did(), [status(5000, "Failed", Some(REBOOT_EXIT))]);
+        assert_lost(&h);
+        assert_eq!(h.terminated()["startedAt"], "2026-01-01T00:00:00Z");
+        let host = h.host.borrow().clone();
+        assert!(host.model.state.executions.is_empty(), "not exec'd again");
+        assert_eq!(host.model.state.version, "v1.37.2");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_workload_found_running_by_a_restarted_agent_runs_on() {
+        let mut p = with_restart_policy(workload(), "Always");
+        let started = Time(Timestamp::from_second(1_767_225_600).unwrap());
+        p.status = Some(PodStatus {
+            phase: Some("Running".into()),
+            container_statuses: Some(vec![ContainerStatus {
+                name: "host".into(),
+                state: Some(nodejob_host::status::running_state(&started)),
+                ..ContainerStatus::default()
+            }]),
+            ..PodStatus::default()
+        });
+        let h = start(p.clone(), true, 0);
+        sleep(Duration::from_secs(600)).await;
+        assert_eq!(h.rec.did(), []);
+        h.pod.send_replace(Some(deleted(p, 30)));
+        sleep(Duration::from_secs(1)).await;
+        assert_eq!(
+            h.rec.did(),
+            [status(600_500, "Failed", Some(143)), Did::Delete(600_600)]
+        );
     }
 }

@@ -19,7 +19,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use nodejob_host::status::{
-    Ended, node_ready_condition, pod_condition, running_conditions, running_state,
+    Ended, lost_in_reboot, node_ready_condition, pod_condition, running_conditions, running_state,
     terminated_conditions, terminated_phase, terminated_state,
 };
 use serde_json::{Value, json};
@@ -329,11 +329,30 @@ impl PodFacts {
             finished_at: exit.finished_at.clone(),
             container_id: Some(self.container_id()),
         });
+        let phase = terminated_phase(exit.exit_code);
+        self.ended(phase, &exit.started_at, ended, now)
+    }
+
+    /// The container, started at `started_at`, was lost when its node booted again (found gone
+    /// at `finished_at`, [`ends_in_reboot`](nodejob_host::status::ends_in_reboot)): phase
+    /// `Failed`, `terminated` as [`lost_in_reboot`] (exit 255, reason `Unknown`, no message),
+    /// the conditions of any ended pod.
+    pub(crate) fn lost(&self, started_at: &Time, finished_at: &Time, now: &Time) -> Value {
+        let lost = lost_in_reboot(
+            Some(started_at.clone()),
+            finished_at.clone(),
+            Some(self.container_id()),
+        );
+        self.ended("Failed", started_at, lost, now)
+    }
+
+    /// A pod whose container, started at `started_at`, ended in `state`, in `phase`.
+    fn ended(&self, phase: &str, started_at: &Time, state: ContainerState, now: &Time) -> Value {
         let mut status = PodStatus {
-            phase: Some(terminated_phase(exit.exit_code).to_string()),
-            start_time: Some(exit.started_at.clone()),
+            phase: Some(phase.to_string()),
+            start_time: Some(started_at.clone()),
             conditions: Some(terminated_conditions(now)),
-            container_statuses: Some(vec![self.container_status(false, ended)]),
+            container_statuses: Some(vec![self.container_status(false, state)]),
             ..PodStatus::default()
         };
         self.addresses(&mut status);
@@ -735,6 +754,43 @@ mod tests {
                 [("False", "PodCompleted"), ("False", "PodCompleted")]
             );
         }
+    }
+
+    #[test]
+    fn pod_lost_in_a_reboot() {
+        let patch = facts(true).lost(&at(1), &at(30), &at(31));
+        let status = &patch["status"];
+        assert_eq!(status["phase"], "Failed");
+        let cs = &status["containerStatuses"][0];
+        assert_eq!(
+            cs["state"],
+            json!({ "terminated": {
+                "exitCode": 255,
+                "reason": "Unknown",
+                "startedAt": "2026-01-01T00:00:01Z",
+                "finishedAt": "2026-01-01T00:00:30Z",
+                "containerID": "nodejob://u-1",
+            }}),
+            "no message"
+        );
+        assert_eq!(
+            (&cs["ready"], &cs["started"]),
+            (&json!(false), &json!(false))
+        );
+        let conditions: Vec<_> = (status["conditions"].as_array().unwrap().iter())
+            .map(|c| (c["type"].as_str().unwrap(), c["status"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            conditions,
+            [
+                ("PodReadyToStartContainers", "False"),
+                ("Initialized", "True"),
+                ("Ready", "False"),
+                ("ContainersReady", "False"),
+                ("PodScheduled", "True"),
+            ]
+        );
+        assert_eq!(status["hostIP"], "127.0.0.2");
     }
 
     #[test]
