@@ -1122,6 +1122,21 @@ mod tests {
         }
     }
 
+    /// `p` as a restarted agent finds it: reported running since 2026-01-01T00:00:00Z.
+    fn found_running(mut p: Pod) -> Pod {
+        let started = Time(Timestamp::from_second(1_767_225_600).unwrap());
+        p.status = Some(PodStatus {
+            phase: Some("Running".into()),
+            container_statuses: Some(vec![ContainerStatus {
+                name: "host".into(),
+                state: Some(nodejob_host::status::running_state(&started)),
+                ..ContainerStatus::default()
+            }]),
+            ..PodStatus::default()
+        });
+        p
+    }
+
     fn with_restart_policy(mut p: Pod, policy: &str) -> Pod {
         p.spec.as_mut().unwrap().restart_policy = Some(policy.into());
         p
@@ -1251,17 +1266,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_job_pod_found_running_by_a_restarted_agent_is_lost_and_not_run_again() {
         // A restarted agent boots every host afresh: the container ran in the boot before.
-        let mut p = stratum_job_pod(&["upgrade", "--to", "v1.38.0"]);
-        let started = Time(Timestamp::from_second(1_767_225_600).unwrap());
-        p.status = Some(PodStatus {
-            phase: Some("Running".into()),
-            container_statuses: Some(vec![ContainerStatus {
-                name: "host".into(),
-                state: Some(nodejob_host::status::running_state(&started)),
-                ..ContainerStatus::default()
-            }]),
-            ..PodStatus::default()
-        });
+        let p = found_running(stratum_job_pod(&["upgrade", "--to", "v1.38.0"]));
         let h = start(p, false, 0);
         sleep(Duration::from_secs(5)).await;
         assert_eq!(h.rec.did(), [], "reported once the node is Ready");
@@ -1277,17 +1282,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_workload_found_running_by_a_restarted_agent_runs_on() {
-        let mut p = with_restart_policy(workload(), "Always");
-        let started = Time(Timestamp::from_second(1_767_225_600).unwrap());
-        p.status = Some(PodStatus {
-            phase: Some("Running".into()),
-            container_statuses: Some(vec![ContainerStatus {
-                name: "host".into(),
-                state: Some(nodejob_host::status::running_state(&started)),
-                ..ContainerStatus::default()
-            }]),
-            ..PodStatus::default()
-        });
+        let p = found_running(with_restart_policy(workload(), "Always"));
         let h = start(p.clone(), true, 0);
         sleep(Duration::from_secs(600)).await;
         assert_eq!(h.rec.did(), []);

@@ -68,7 +68,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
-use nodejob_conformance::soak::{Summary, conclude, lease_known_lost, run_seeds, seeds};
+use nodejob_conformance::soak::{
+    Summary, conclude, lease_known_lost, pausing_operator, run_seeds, seeds,
+};
 use nodejob_conformance::workloads::{budget, deployment};
 use nodejob_conformance::{Crashing, Observe, Write};
 use nodejob_core::{ApiError, Clock, Verb};
@@ -94,54 +96,6 @@ const RUNS: usize = 5;
 const RUN_BOUND: Duration = Duration::from_secs(4 * 3600);
 /// The label that puts a node into the plan's selection, when the plan selects by label.
 const SELECTED: (&str, &str) = ("upgrade", "yes");
-
-/// How long after the switch is set a node may still start: the driver reads it with the
-/// Lease right before the step's first write, and that read may be answered a call's latency
-/// before the switch lands.
-const PAUSE_GRACE: Duration = Duration::from_secs(5);
-
-/// The operator with the pause switch (`nodejob pause`, `nodejob resume`): in half the seeds,
-/// pauses the rolls a drawn time after `start` (0 to 10 minutes) and resumes them 1 to 11
-/// minutes later (retrying through the API faults armed then: the switch is always lifted).
-/// Drawn from the seed apart from the schedule, whose draws stay as they were. Answers when the
-/// switch was set and lifted, once it was.
-fn pausing_operator(
-    fake: &Arc<FakeCluster>,
-    seed: u64,
-    start: Duration,
-) -> Arc<Mutex<(Option<Duration>, Option<Duration>)>> {
-    use nodejob_core::pause::{Pause, set_pause};
-    let window = Arc::new(Mutex::new((None, None)));
-    let mixed = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17);
-    if mixed % 2 == 1 {
-        return window;
-    }
-    let after = Duration::from_secs((mixed >> 8) % 600);
-    let lasting = Duration::from_secs(60 + (mixed >> 20) % 600);
-    let (fake, said) = (fake.clone(), window.clone());
-    tokio::spawn(async move {
-        fake.sleep((start + after).saturating_sub(fake.now())).await;
-        let pause = Pause {
-            by: "operator".into(),
-            at: Some(fake.wall_time()),
-            reason: "the actor soak pulls the cord".into(),
-        };
-        let ns = "kube-system";
-        loop {
-            if set_pause(&*fake, ns, "nodejob", Some(&pause)).await.is_ok() {
-                said.lock().unwrap().0 = Some(fake.now());
-                break;
-            }
-            fake.sleep(Duration::from_secs(1)).await;
-        }
-        fake.sleep(lasting).await;
-        while set_pause(&*fake, ns, "nodejob", None).await.is_err() {
-            fake.sleep(Duration::from_secs(1)).await;
-        }
-        said.lock().unwrap().1 = Some(fake.now());
-    });
-    window
-}
 
 /// A driver crash: before (or after) its `nth` call of `verb`.
 #[derive(Clone, Debug)]
@@ -883,14 +837,11 @@ async fn scenario(seed: u64, verbose: bool, policies: &Policies) -> Result<Summa
     }
     // 11. No node starts while paused.
     let paused = *pauses.lock().unwrap();
-    if let (Some(on), off) = paused {
-        let off = off.unwrap_or(Duration::MAX);
-        for (at, node) in starts.lock().unwrap().iter() {
-            if *at > on + PAUSE_GRACE && *at < off {
-                violations.push(format!(
-                    "11: {node} started at {at:?}, while paused from {on:?} to {off:?}"
-                ));
-            }
+    for (at, node) in starts.lock().unwrap().iter() {
+        if paused.paused_at(*at) {
+            violations.push(format!(
+                "11: {node} started at {at:?}, while paused: {paused:?}"
+            ));
         }
     }
     let fail = |what: String| Err(format!("{what}; runs: {runs:#?}"));
