@@ -155,6 +155,10 @@ pub enum Intent {
         /// mark that issue began, until its status is recorded); else the runner deletes it as
         /// soon as it has read its result.
         keep: bool,
+        /// No Job of ours of the step is there (read just before, or absent from the run's
+        /// list): created without reading its name again
+        /// ([`nodejob_core::runner::Policy::known_free`]).
+        known_free: bool,
     },
     /// Wait for our Job of `step` and UID `uid` to end, and read its exit code only; kept.
     WaitJob {
@@ -282,8 +286,8 @@ struct Ran {
 /// What a Lease check clears the way for.
 #[derive(Clone, Debug, PartialEq)]
 enum Then {
-    /// Create the host Job.
-    Host,
+    /// Create the host Job; `known_free`: no Job of ours of the step is there.
+    Host { known_free: bool },
     /// Read the status (after `issue`: of this host step).
     ReadStatus(Option<Ran>),
     /// Delete our Job: the end of a host step (`Some`), or of one waited out.
@@ -540,7 +544,7 @@ impl<'p> NodeMachine<'p> {
     fn cleared(&mut self, then: Then) -> Step {
         let step = self.step;
         match then {
-            Then::Host => {
+            Then::Host { known_free } => {
                 let (also, keep) = (self.also(), self.keeps());
                 self.go(
                     At::Hosting,
@@ -550,6 +554,7 @@ impl<'p> NodeMachine<'p> {
                         adopt: None,
                         also,
                         keep,
+                        known_free,
                     },
                 )
             }
@@ -596,7 +601,11 @@ impl<'p> NodeMachine<'p> {
                 self.done_with(marks, Ok(Answer::Acted(false)))
             }
             Decision::Adopt(uid) => self.adopt(uid),
-            Decision::Run => self.fence(Vec::new(), Then::Host),
+            // A failed Job of ours left for inspection is replaced: the runner reads it first.
+            Decision::Run => {
+                let known_free = job.is_none();
+                self.fence(Vec::new(), Then::Host { known_free })
+            }
         }
     }
 
@@ -677,6 +686,7 @@ impl<'p> NodeMachine<'p> {
             adopt,
             also,
             keep,
+            known_free: false,
         };
         self.go(At::Hosting, marks, intent)
     }

@@ -107,6 +107,7 @@ fn hosting(m: &mut NodeMachine<'_>, step: CaStep) {
         adopt: None,
         also,
         keep,
+        known_free: true,
     };
     assert_eq!(next.intent, host);
     assert_eq!(next.marks, vec![Mark::Started(step)]);
@@ -175,6 +176,21 @@ fn a_step_whose_job_the_run_listed_absent_is_not_read_again() {
         };
         let mut m = NodeMachine::new(&plan, NODE, task);
         assert_eq!(m.start().intent, want, "row {i}");
+        if want == Intent::CheckLease {
+            // Nor by the runner: the name is known free, the Job created at once.
+            let host = m.step(Obs::LeaseHeld).intent;
+            assert!(
+                matches!(
+                    host,
+                    Intent::Host {
+                        known_free: true,
+                        adopt: None,
+                        ..
+                    }
+                ),
+                "row {i}: {host:?}"
+            );
+        }
     }
 }
 
@@ -188,6 +204,7 @@ fn a_job_of_ours_is_adopted_without_a_lease_check_and_a_failed_one_is_run_again_
         adopt: Some("j".into()),
         also: vec![],
         keep: false,
+        known_free: false,
     };
     let kept = Intent::Done(Ok(Answer::Acted(false)));
     // (our Job, what the node reports) -> intent
@@ -208,6 +225,21 @@ fn a_job_of_ours_is_adopted_without_a_lease_check_and_a_failed_one_is_run_again_
         let mut m = phase(&plan, CaStep::Stage, Some(reported));
         let step = m.step(Obs::Job(ours));
         assert_eq!(step.intent, want, "row {i}");
+        if want == Intent::CheckLease {
+            // Run again: the runner reads the failed Job first, to replace it exactly.
+            let host = m.step(Obs::LeaseHeld).intent;
+            assert!(
+                matches!(
+                    host,
+                    Intent::Host {
+                        known_free: false,
+                        adopt: None,
+                        ..
+                    }
+                ),
+                "row {i}: {host:?}"
+            );
+        }
         if want == kept {
             assert!(
                 matches!(&step.marks[0], Mark::Note(n) if n.contains("left for inspection")),
@@ -570,6 +602,7 @@ fn issue_verifies_in_its_own_job_and_records_the_status_it_printed_once_ready() 
                 adopt: None,
                 also,
                 keep: true,
+                known_free: true,
             },
             "row {i}"
         );
@@ -785,6 +818,7 @@ fn a_leftover_of_the_run_s_direction_is_adopted_and_then_the_next_step_is_read()
             adopt: Some("s".into()),
             also: vec![],
             keep: false,
+            known_free: false,
         }
     );
     // Deleted by the runner once read: settled, with no status read (the run reads every node

@@ -1,13 +1,14 @@
 //! Property tests of the run state machine under arbitrary (but type-correct) answers: whatever
 //! the cluster does, the run ends within its bound, every delete is exact and aimed at a Job the
-//! machine inspected, and a result is only ever reported for the Job it created.
+//! machine inspected, and a result is only ever reported for the Job it created; whether the
+//! run reads its Job's name first or the caller did ([`Policy::known_free`]).
 
 mod support;
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use nodejob_core::runner::{Intent, Machine, Mode, Observation as Obs};
+use nodejob_core::runner::{Intent, Machine, Mode, Observation as Obs, Policy};
 use nodejob_core::{ApiError, Change, POLL_INTERVAL};
 use proptest::prelude::*;
 use support::*;
@@ -126,10 +127,13 @@ proptest! {
     fn runs_end_in_bound_delete_exactly_and_report_only_their_own_job(
         choices in proptest::collection::vec(any::<u8>(), 1..64),
         m in any::<u8>(),
+        known_free in any::<bool>(),
     ) {
         let spec = spec();
         let bound = spec.wait_bound();
-        let mut machine = Machine::new(&spec, mode(m), Duration::ZERO);
+        // Created at once or after the guard's read: the same properties either way.
+        let policy = Policy { known_free, ..Policy::default() };
+        let mut machine = Machine::with_policy(&spec, mode(m), Duration::ZERO, policy);
         let mut step = machine.start();
         let (mut now, mut created) = (Duration::ZERO, 0u32);
         let mut inspected: BTreeSet<String> = BTreeSet::new();

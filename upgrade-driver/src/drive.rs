@@ -363,6 +363,10 @@ where
         let mut versions = conditions::Versions::default();
         versions.saw(&first_seen);
         let mut step_started = api.now();
+        // Whether the last find read the host (rollback) Job's name free: that Job, if run
+        // next, is created without reading the name again (`Policy::known_free`; only this
+        // run, under the Lease, creates Jobs of that name).
+        let (mut host_free, mut rollback_free) = (false, false);
         loop {
             self.ctx.flying(name, machine.current_step());
             // The fence first: once the Lease is lost, not even an Event is written.
@@ -557,7 +561,11 @@ where
                         Intent::FindPrevious { target } => self.plan.job_name_toward(name, target),
                         _ => self.plan.job_name(name),
                     };
-                    match retry(api, || api.get_job(ns, &job_name)).await {
+                    let found = retry(api, || api.get_job(ns, &job_name)).await;
+                    if matches!(step.intent, Intent::FindJob) {
+                        host_free = matches!(&found, Err(e) if e.is_not_found());
+                    }
+                    match found {
                         Ok(job) => Observation::Job(Some(Box::new(job))),
                         Err(e) if e.is_not_found() => Observation::Job(None),
                         Err(e) => Observation::Failed(format!("reading the host job: {e}")),
@@ -565,7 +573,12 @@ where
                 }
                 Intent::Host { adopt } => {
                     let spec = self.plan.host_spec(name);
-                    let policy = Policy { adopt, keep: true };
+                    let known_free = std::mem::take(&mut host_free);
+                    let policy = Policy {
+                        adopt,
+                        keep: true,
+                        known_free,
+                    };
                     // Renewed while the host Job runs: the renewer runs beside the roll.
                     let ran = (self.ctx)
                         .host_job(api, name, spec, Mode::ExitCodeLogs, policy)
@@ -619,7 +632,9 @@ where
                 Intent::FindRollbackJob => {
                     let ns = &self.plan.spec().namespace;
                     let job_name = self.plan.rollback_job_name(name);
-                    match retry(api, || api.get_job(ns, &job_name)).await {
+                    let found = retry(api, || api.get_job(ns, &job_name)).await;
+                    rollback_free = matches!(&found, Err(e) if e.is_not_found());
+                    match found {
                         Ok(job) => Observation::Job(Some(Box::new(job))),
                         Err(e) if e.is_not_found() => Observation::Job(None),
                         Err(e) => Observation::Failed(format!("reading the rollback job: {e}")),
@@ -627,7 +642,12 @@ where
                 }
                 Intent::RollbackJob { adopt, to } => {
                     let spec = self.plan.rollback_spec(name, &to);
-                    let policy = Policy { adopt, keep: true };
+                    let known_free = std::mem::take(&mut rollback_free);
+                    let policy = Policy {
+                        adopt,
+                        keep: true,
+                        known_free,
+                    };
                     let ran = (self.ctx)
                         .host_job(api, name, spec, Mode::ExitCodeLogs, policy)
                         .await;

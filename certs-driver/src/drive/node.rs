@@ -91,8 +91,13 @@ where
                     adopt,
                     also,
                     keep,
+                    known_free,
                 } => {
-                    let policy = Policy { adopt, keep };
+                    let policy = Policy {
+                        adopt,
+                        keep,
+                        known_free,
+                    };
                     let spec = self.host_spec(name, step, &also);
                     match run_with(&self.writer(), &spec, Mode::ExitCodeLogs, policy).await {
                         Ok(report) => Observation::Host(Ok(report)),
@@ -106,6 +111,7 @@ where
                     let policy = Policy {
                         adopt: Some(uid),
                         keep: true,
+                        known_free: false,
                     };
                     let spec = self.host_spec(name, step, &[]);
                     let ran = run_with(&self.writer(), &spec, Mode::ExitCode, policy).await;

@@ -79,12 +79,24 @@ impl Guard {
     /// The guard of a run started at `now`, about to read the Job of our name
     /// ([`Intent::GetJob`]).
     pub(super) fn new(run: &Run, now: Duration) -> Guard {
+        Guard::until(now.saturating_add(run.bound))
+    }
+
+    /// The guard of a run whose first create met a Job of its name
+    /// ([`Policy::known_free`](super::Policy::known_free)), about to read it
+    /// ([`Intent::GetJob`]), bounded by the run's `deadline`.
+    pub(super) fn until(deadline: Duration) -> Guard {
         Guard {
-            deadline: now.saturating_add(run.bound),
+            deadline,
             at: At::Inspect {
                 after_conflict: None,
             },
         }
+    }
+
+    /// When the guard's bound runs out.
+    pub(super) fn deadline(&self) -> Duration {
+        self.deadline
     }
 
     /// Takes the answer to the guard's last intent.

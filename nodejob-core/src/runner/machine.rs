@@ -9,6 +9,8 @@
 //!  guard (guard.rs) ──name free──▶ ours (ours.rs) ──finished──▶ result (result.rs) ──▶ done
 //!  the stale Job: inspect,          create, wait (event-          its Pod, exit code, log;
 //!  delete exactly, wait it out      driven, bounded), its node    delete ours if it succeeded
+//!        ▲                              │
+//!        └──── name taken ──────────────┘  (created unguarded: Policy::known_free)
 //! ```
 //!
 //! The root itself does only what is the same in every phase: it repeats an intent after a
@@ -20,7 +22,7 @@ use std::time::Duration;
 
 use super::context::{Next, Retries, Run, rv_of, uid_of};
 use super::guard::{Cleared, Guard};
-use super::ours::Ours;
+use super::ours::{Left, Ours};
 use super::protocol::{Intent, Mode, Observation, Policy, Report, Step};
 use super::result::Reading;
 use crate::build;
@@ -83,17 +85,29 @@ impl Machine {
             desired: build(spec),
             policy,
         };
+        let guard = Guard::new(&run, now);
+        // The caller read the name free: ours is created at once, the guard's bound on it.
+        let phase = if run.policy.known_free && run.policy.adopt.is_none() {
+            Phase::Ours(Ours::create(&run, guard.deadline(), false).0)
+        } else {
+            Phase::Guard(guard)
+        };
         Machine {
-            phase: Phase::Guard(Guard::new(&run, now)),
+            phase,
             run,
             pending: None,
             retries: 0,
         }
     }
 
-    /// The first step: read the Job of our name.
+    /// The first step: read the Job of our name, or, when the caller read it free
+    /// ([`Policy::known_free`]), create ours.
     pub fn start(&mut self) -> Step {
-        self.issue(Vec::new(), Intent::GetJob)
+        let intent = match &self.phase {
+            Phase::Ours(_) => Intent::CreateJob(Box::new(self.run.desired.clone())),
+            _ => Intent::GetJob,
+        };
+        self.issue(Vec::new(), intent)
     }
 
     /// Takes the answer to the last intent at time `now`, returns what to do next.
@@ -115,7 +129,7 @@ impl Machine {
             Phase::Guard(guard) => match guard.step(run, now, obs) {
                 Next::Stay(guard, notes, intent) => self.go(Phase::Guard(guard), notes, intent),
                 Next::Leave(Cleared::Free { deadline }) => {
-                    let (ours, intent) = Ours::create(run, deadline);
+                    let (ours, intent) = Ours::create(run, deadline, true);
                     self.go(Phase::Ours(ours), Vec::new(), intent)
                 }
                 Next::Leave(Cleared::Adopted(job)) if finished(&job) => {
@@ -138,10 +152,14 @@ impl Machine {
             },
             Phase::Ours(ours) => match ours.step(run, now, obs) {
                 Next::Stay(ours, notes, intent) => self.go(Phase::Ours(ours), notes, intent),
-                Next::Leave(done) => {
+                Next::Leave(Left::Finished(done)) => {
                     let (reading, intent) =
                         Reading::start(done.uid, done.rv, done.job, done.pod_deleted);
                     self.go(Phase::Result(reading), Vec::new(), intent)
+                }
+                Next::Leave(Left::Taken { deadline }) => {
+                    let guard = Guard::until(deadline);
+                    self.go(Phase::Guard(guard), Vec::new(), Intent::GetJob)
                 }
                 Next::Finish(notes, outcome) => self.finish(notes, outcome),
             },

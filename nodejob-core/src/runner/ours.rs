@@ -3,6 +3,7 @@
 //!
 //! ```text
 //!  Creating ──created──────────────────▶ Waiting ──finished──▶ (its result is read)
+//!     │ AlreadyExists, unguarded ─────▶ (back to the guard: an earlier Job took the name)
 //!     │ AlreadyExists after a lost answer     at Change (WaitJob), and from there:
 //!     ▼                                        ├ timed out, podless ─▶ Events ─▶ Change
 //!  Checking ──the same work: adopt it──▶       ├ watch expired ──────▶ Reread ─▶ Change
@@ -45,6 +46,17 @@ pub(super) struct Finished {
     pub(super) pod_deleted: bool,
 }
 
+/// Ours has left: finished, or, created unguarded, found the name taken.
+#[derive(Debug)]
+pub(super) enum Left {
+    /// Ours has finished.
+    Finished(Finished),
+    /// Created without the guard's read ([`Policy::known_free`](super::Policy::known_free)),
+    /// ours met a Job of its name: the guard inspects it, within `deadline`, as any earlier
+    /// Job.
+    Taken { deadline: Duration },
+}
+
 /// Ours, from its creation until it finishes.
 #[derive(Debug)]
 pub(super) enum Ours {
@@ -53,6 +65,8 @@ pub(super) enum Ours {
         deadline: Duration,
         /// An attempt failed in a way that does not say whether it created the Job.
         uncertain: bool,
+        /// The guard read the name free before (else the caller did).
+        guarded: bool,
     },
     /// A create whose answer was lost met AlreadyExists: is the Job there ours?
     Checking { deadline: Duration },
@@ -103,11 +117,14 @@ impl Ours {
         wait_for(run, now, job, note)
     }
 
-    /// Creates ours; the guard's `deadline` bounds the retries.
-    pub(super) fn create(run: &Run, deadline: Duration) -> (Ours, Intent) {
+    /// Creates ours; the guard's `deadline` bounds the retries. `guarded`: the guard read the
+    /// name free; else the caller did ([`Policy::known_free`](super::Policy::known_free)), and
+    /// a Job met there goes to the guard.
+    pub(super) fn create(run: &Run, deadline: Duration, guarded: bool) -> (Ours, Intent) {
         let ours = Ours::Creating {
             deadline,
             uncertain: false,
+            guarded,
         };
         (ours, Intent::CreateJob(Box::new(run.desired.clone())))
     }
@@ -118,7 +135,8 @@ impl Ours {
             Ours::Creating {
                 deadline,
                 uncertain,
-            } => on_create(run, now, deadline, uncertain, obs),
+                guarded,
+            } => on_create(run, now, deadline, uncertain, guarded, obs),
             Ours::Checking { deadline } => on_check(run, now, deadline, obs),
             Ours::Waiting(w) => match w.at {
                 Await::Change => w.on_change(run, now, obs),
@@ -159,13 +177,14 @@ impl Ours {
 }
 
 /// Ours' answer to an observation.
-pub(super) type Step = Next<Ours, Finished>;
+pub(super) type Step = Next<Ours, Left>;
 
 fn on_create(
     run: &Run,
     now: Duration,
     deadline: Duration,
     uncertain: bool,
+    guarded: bool,
     obs: Observation,
 ) -> Step {
     match obs {
@@ -173,6 +192,10 @@ fn on_create(
         // An earlier attempt may have created it before its answer was lost: look.
         Observation::Failed(e) if e.is_already_exists() && uncertain => {
             Next::stay(Ours::Checking { deadline }, Intent::GetJob)
+        }
+        // The first create, unguarded: an earlier Job has the name, for the guard to judge.
+        Observation::Failed(e) if e.is_already_exists() && !guarded => {
+            Next::Leave(Left::Taken { deadline })
         }
         Observation::Failed(e) if e.is_already_exists() => Next::fail(run.contended(format!(
             "a job of that name was created between our check and our create: {e}"
@@ -197,6 +220,7 @@ fn on_check(run: &Run, now: Duration, deadline: Duration, obs: Observation) -> S
             let ours = Ours::Creating {
                 deadline,
                 uncertain: true,
+                guarded: true,
             };
             Next::stay(ours, Intent::CreateJob(Box::new(run.desired.clone())))
         }
@@ -289,12 +313,12 @@ impl Waiting {
         if finished(&job) {
             let rv = rv_of(&job);
             let pod_deleted = self.pod_deleted;
-            return Next::Leave(Finished {
+            return Next::Leave(Left::Finished(Finished {
                 uid,
                 rv,
                 job,
                 pod_deleted,
-            });
+            }));
         }
         let (_, was_ready) = active_and_ready(&self.last);
         let (active, ready) = active_and_ready(&job);

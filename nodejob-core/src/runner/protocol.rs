@@ -48,6 +48,15 @@ pub struct Policy {
     pub adopt: Option<String>,
     /// Leave ours in place after it succeeded (it is always left when it failed).
     pub keep: bool,
+    /// The caller read the spec's Job name and found no Job there (a 404, since its last write
+    /// of that name): the run creates ours at once instead of reading the name again, one read
+    /// fewer per Job. A Job that took the name since is met by the create (AlreadyExists) and
+    /// then inspected as the guard inspects any earlier Job, so a wrong hint costs a read, never
+    /// a replaced Job. Ignored when adopting. The caller's read stands in for the guard's: a
+    /// create whose answer was lost, then met by AlreadyExists, adopts a Job of exactly our work
+    /// there as ours. So set it only when nothing but the caller (under its Lease) creates Jobs
+    /// of that name since its read.
+    pub known_free: bool,
 }
 
 /// One action for the async loop to perform on the Job the spec names (or its node).
