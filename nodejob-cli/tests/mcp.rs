@@ -1063,3 +1063,76 @@ async fn pause_and_resume_each_with_its_token_and_status_shows_the_switch() -> R
     assert_eq!(session.status().await?["lease"]["paused"], Value::Null);
     session.close().await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_long_roll_arguments_reach_the_preview_and_the_roll() -> Result<()> {
+    let mut session = Session::start().await?;
+    // Refused naming the argument, before anything is read or written.
+    for (arguments, field) in [
+        (
+            json!({"to": TARGET, "on_undrainable": "maybe"}),
+            "on_undrainable",
+        ),
+        (json!({"to": TARGET, "soak": "a while"}), "soak: "),
+        (json!({"to": TARGET, "on_failure": "undo"}), "on_failure"),
+        (json!({"to": TARGET, "max_blocked": -1}), "max_blocked"),
+    ] {
+        let result = session.call("upgrade_preview", arguments.clone()).await?;
+        assert_eq!(
+            result.is_error,
+            Some(true),
+            "{arguments}: {}",
+            text(&result)
+        );
+        assert!(
+            text(&result).contains(field),
+            "{arguments}: {}",
+            text(&result)
+        );
+    }
+
+    let long = json!({
+        "to": TARGET,
+        "on_undrainable": "quarantine",
+        "max_blocked": 3,
+        "soak": "30s",
+        "on_failure": "rollback",
+    });
+    let (preview, token) = session.preview(long.clone()).await?;
+    let plan = &preview["preview"];
+    assert_eq!(plan["on_undrainable"], "quarantine", "{preview}");
+    assert_eq!(plan["max_blocked"], 3, "{preview}");
+    assert_eq!(plan["soak_ms"], 30_000, "{preview}");
+    assert_eq!(plan["on_failure"], "rollback", "{preview}");
+    // The token is for these arguments: the same roll without its soak is another roll.
+    let mut other = json!({"to": TARGET, "on_undrainable": "quarantine", "max_blocked": 3});
+    other["on_failure"] = json!("rollback");
+    other["preview_token"] = json!(token.clone());
+    let refused = session.call("upgrade", other).await?;
+    assert_eq!(refused.is_error, Some(true), "{}", text(&refused));
+
+    let mut arguments = long;
+    arguments["preview_token"] = json!(token);
+    let handle = session.send("upgrade", arguments).await?;
+    let progress_token = handle.progress_token.clone();
+    let response = tokio::time::timeout(PATIENCE, handle.await_response()).await??;
+    let ServerResult::CallToolResult(result) = response else {
+        bail!("not a tool result: {response:?}");
+    };
+    assert_eq!(result.is_error, Some(false), "{}", text(&result));
+    let report = result.structured_content.clone().context("no report")?;
+    assert_eq!(report["totals"]["upgraded"], 5, "{report}");
+    // Every node soaked, counting down from the 30 s asked.
+    let (_, _, logged) = session.finished("upgrade", &progress_token).await?;
+    let soaked: BTreeSet<&str> = (logged.iter())
+        .filter(|l| l["event"]["event"] == "soaking")
+        .filter(|l| {
+            l["event"]["left_ms"]
+                .as_u64()
+                .is_some_and(|ms| ms <= 30_000)
+        })
+        .filter_map(|l| l["event"]["node"].as_str())
+        .collect();
+    assert_eq!(soaked, NODES.into_iter().collect(), "{logged:?}");
+    session.close().await
+}

@@ -90,6 +90,10 @@ pub struct Preview {
     /// when `fail`, the default).
     #[serde(skip_serializing_if = "is_fail")]
     pub on_undrainable: Undrainable,
+    /// With `skip` or `quarantine`: how many nodes may be blocked before the roll stops as a
+    /// failure does (left out when `fail`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_blocked: Option<u32>,
     /// The nodes a budget allowing no disruption now would block, and what the plan would
     /// then do (left out when none).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -245,6 +249,8 @@ where
         lease,
         skew,
         on_undrainable: plan.spec().on_undrainable,
+        max_blocked: (plan.spec().on_undrainable != Undrainable::Fail)
+            .then_some(plan.spec().max_blocked),
         would_block,
         quarantined: held.quarantined_why(),
         soak_ms: plan.spec().soak.map(nodejob_roll::millis),

@@ -249,6 +249,17 @@ fn undrainable_preview(preview: &Preview) -> Vec<String> {
             seconds(ms)
         ));
     }
+    if let Some(max) = preview.max_blocked {
+        let then = match preview.on_undrainable {
+            upgrade_driver::Undrainable::Quarantine => "left cordoned and labelled",
+            _ => "skipped and tried once more at the end",
+        };
+        lines.push(format!(
+            "on undrainable: {}: a node whose budgets hold past the drain timeout is {then}; \
+             at most {max} blocked node(s), past that the roll stops as a failure does",
+            preview.on_undrainable
+        ));
+    }
     for (node, why) in &preview.quarantined {
         lines.push(format!("leave {node}: {why}"));
     }
