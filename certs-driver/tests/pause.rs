@@ -1,14 +1,19 @@
 //! The pause switch (issue 22, item 3) in the CA rotation, on the fake in paused virtual time:
-//! a rotation begun paused runs no phase until the switch is lifted, then rotates every node;
-//! one still paused at its pause deadline ends paused, no phase run on any node.
+//! a rotation paused while it runs finishes the step in flight, starts no other until the
+//! switch is lifted, says so, and then rotates every node, no phase twice; a rotation begun
+//! paused runs no phase until the switch is lifted, then rotates every node; one still paused
+//! at its pause deadline ends paused, no phase run on any node.
 
 mod support;
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use certs_driver::{Outcome, quiet, run};
+use certs_driver::{CaStep, Outcome, Progress, quiet, run};
 use nodejob_core::Clock;
 use nodejob_core::pause::{Pause, set_pause};
+use nodejob_fake::FakeCluster;
+use nodejob_roll::EventSink;
 use support::*;
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -75,6 +80,103 @@ async fn a_rotation_still_paused_at_its_deadline_ends_paused() -> TestResult {
             [0; 4],
             "{name} ran a phase while paused"
         );
+    }
+    Ok(())
+}
+
+/// Progress, each event with the virtual time it was told at; the switch is set as `at`'s
+/// issue starts (the time it was set noted) and lifted `after` later.
+struct Timed {
+    fake: Arc<FakeCluster>,
+    events: Mutex<Vec<(Duration, Progress)>>,
+    at: String,
+    after: Duration,
+    paused_at: Arc<Mutex<Option<Duration>>>,
+}
+
+impl EventSink<Progress> for Timed {
+    fn event(&self, event: &Progress) {
+        self.events
+            .lock()
+            .unwrap()
+            .push((self.fake.now(), event.clone()));
+        if let Progress::StepStarted { node, step } = event
+            && *step == CaStep::Issue
+            && *node == self.at
+        {
+            let (fake, after, paused_at) = (self.fake.clone(), self.after, self.paused_at.clone());
+            tokio::spawn(async move {
+                set_pause(&*fake, NS, "nodejob", Some(&pause()))
+                    .await
+                    .unwrap();
+                *paused_at.lock().unwrap() = Some(fake.now());
+                fake.sleep(after).await;
+                set_pause(&*fake, NS, "nodejob", None).await.unwrap();
+            });
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rotation_paused_in_flight_finishes_its_step_starts_none_and_goes_on_when_resumed()
+-> TestResult {
+    let ca = new_ca();
+    let (fake, names) = cluster(7, 1, 3);
+    let sink = Arc::new(Timed {
+        fake: fake.clone(),
+        events: Mutex::new(Vec::new()),
+        at: "w-0".into(),
+        after: Duration::from_secs(600),
+        paused_at: Arc::default(),
+    });
+    let report = run(&harness(fake.clone()), &plan(plan_spec(&ca)), sink.clone()).await?;
+    assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
+    let paused_at = sink.paused_at.lock().unwrap().ok_or("never paused")?;
+    let events = sink.events.lock().unwrap().clone();
+    let notes: Vec<(Duration, String, String)> = (events.iter())
+        .filter_map(|(at, e)| match e {
+            Progress::Note {
+                node: Some(n),
+                message,
+            } => Some((*at, n.clone(), message.clone())),
+            _ => None,
+        })
+        .collect();
+    let waiting = (notes.iter())
+        .find(|(_, _, m)| m.starts_with("paused by alice@console"))
+        .ok_or_else(|| format!("the pause unsaid: {notes:#?}"))?;
+    assert!(
+        waiting.2.starts_with(
+            "paused by alice@console: the storage team is failing over; waiting before"
+        ),
+        "{waiting:?}"
+    );
+    let resumed_at = (notes.iter())
+        .filter(|(_, _, m)| m.starts_with("resumed after 600s paused"))
+        .map(|(at, ..)| *at)
+        .min()
+        .ok_or_else(|| format!("the resume unsaid: {notes:#?}"))?;
+    assert!(resumed_at >= paused_at + Duration::from_secs(600));
+    // The issue in flight on w-0 finished while paused; no step started then, anywhere.
+    let issue_done = (events.iter()).find_map(|(at, e)| match e {
+        Progress::StepFinished { node, step, .. } if node == "w-0" && *step == CaStep::Issue => {
+            Some(*at)
+        }
+        _ => None,
+    });
+    assert!(
+        issue_done.is_some_and(|t| t < resumed_at),
+        "the step in flight did not finish: {events:#?}"
+    );
+    let started_while_paused: Vec<_> = (events.iter())
+        .filter(|(at, e)| {
+            matches!(e, Progress::StepStarted { .. }) && *at > paused_at && *at < resumed_at
+        })
+        .collect();
+    assert!(started_while_paused.is_empty(), "{started_while_paused:#?}");
+    // Then every node rotated, each phase once.
+    for name in &names {
+        assert_eq!(phase_runs(&fake, name), [1, 1, 1, 0], "{name}");
     }
     Ok(())
 }
