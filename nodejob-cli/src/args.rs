@@ -23,7 +23,8 @@ use crate::virtual_clock::Speed;
 /// Exit codes: 0 done; 1 the operation failed (the message names the node, the step, the exit
 /// code and where to look); 2 bad usage or invalid input, refused before any change; 3 another holder
 /// has the Lease (try later); 4 stopped with nothing failed, not now (outside the maintenance
-/// window, the Lease lost, too many nodes unavailable: run again to resume); 5 the cluster's
+/// window, the Lease lost, too many nodes unavailable, still paused by `nodejob pause` 12 hours
+/// on: run again to resume); 5 the cluster's
 /// apiserver cannot be reached; 130 interrupted (Ctrl-C); `run`: the container's exit code.
 #[derive(Debug, Parser)]
 #[command(
@@ -43,8 +44,9 @@ pub(crate) struct Cli {
 const EXIT_ROLL: &str = "Exit codes: 0 done; 1 a node failed (named, with the step, the exit \
     code, where to look and the command to retry); 2 bad usage or invalid input, refused before \
     any change (a --nodes or --selector that names no node of the cluster included); 3 another holder has the Lease (try later); 4 stopped with nothing failed, not now \
-    (outside the maintenance window, the Lease lost, too many nodes unavailable; for \
-    `upgrade`, nodes left blocked by budgets under --on-undrainable skip or quarantine): run \
+    (outside the maintenance window, the Lease lost, too many nodes unavailable, still paused \
+    by `nodejob pause` 12 hours on; for `upgrade`, nodes left blocked by budgets \
+    under --on-undrainable skip or quarantine): run \
     the same command again to resume; 5 the cluster's apiserver cannot be reached; 130 interrupted \
     (Ctrl-C): run the same command again to resume.";
 
@@ -505,6 +507,16 @@ pub(crate) struct RotateCa {
     /// With --simulate: this node's `carotate issue` fails, to show the failure path.
     #[arg(long, value_name = "NODE", requires = "simulate")]
     pub(crate) simulate_fail: Option<String>,
+    /// With --simulate: an operator pauses the rolls (`nodejob pause`) as this node's `issue`
+    /// starts, and resumes them 5 minutes later (to show the pause switch: the issue in
+    /// flight finishes, no other step starts until the resume).
+    #[arg(
+        long,
+        value_name = "NODE",
+        requires = "simulate",
+        conflicts_with = "abort"
+    )]
+    pub(crate) simulate_pause: Option<String>,
 }
 
 #[derive(Debug, Args)]

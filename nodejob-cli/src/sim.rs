@@ -338,48 +338,49 @@ where
     }
 }
 
-/// `--simulate-pause NODE`: the progress of a simulated upgrade passed on to `inner`, and,
-/// once `node`'s drain starts, an operator pauses the rolls (`nodejob pause`, on the Lease of
-/// `namespace`) and resumes them 5 minutes later.
-pub(crate) struct PauseAtDrain<S: ?Sized> {
+/// `--simulate-pause NODE`: the progress of a simulated run passed on to `inner`, and, once
+/// `node`'s `step` starts (the upgrade's drain, the rotation's issue), an operator pauses the
+/// rolls (`nodejob pause`, on the Lease of `namespace`) and resumes them 5 minutes later.
+pub(crate) struct PauseAtStep<S: ?Sized, T> {
     fake: Arc<FakeCluster>,
     namespace: String,
     lease: String,
     node: String,
+    step: T,
     armed: std::sync::atomic::AtomicBool,
     inner: Arc<S>,
 }
 
-impl<S: ?Sized> PauseAtDrain<S> {
-    /// Pauses once, as `node`'s drain starts, passing every event on to `inner`.
+impl<S: ?Sized, T> PauseAtStep<S, T> {
+    /// Pauses once, as `node`'s `step` starts, passing every event on to `inner`.
     pub(crate) fn new(
         fake: Arc<FakeCluster>,
         (namespace, lease): (&str, &str),
-        node: &str,
+        (node, step): (&str, T),
         inner: Arc<S>,
     ) -> Self {
-        PauseAtDrain {
+        PauseAtStep {
             fake,
             namespace: namespace.to_string(),
             lease: lease.to_string(),
             node: node.to_string(),
+            step,
             armed: std::sync::atomic::AtomicBool::new(true),
             inner,
         }
     }
 }
 
-impl<S> upgrade_driver::EventSink<upgrade_driver::Progress> for PauseAtDrain<S>
+impl<S, T, R, E> nodejob_roll::EventSink<nodejob_roll::Progress<T, R, E>> for PauseAtStep<S, T>
 where
-    S: upgrade_driver::EventSink<upgrade_driver::Progress> + ?Sized,
+    S: nodejob_roll::EventSink<nodejob_roll::Progress<T, R, E>> + ?Sized,
+    T: PartialEq + Send + Sync,
 {
-    fn event(&self, event: &upgrade_driver::Progress) {
+    fn event(&self, event: &nodejob_roll::Progress<T, R, E>) {
         self.inner.event(event);
-        if let upgrade_driver::Progress::StepStarted {
-            node,
-            step: upgrade_driver::UpgradeStep::Drain,
-        } = event
+        if let nodejob_roll::Progress::StepStarted { node, step } = event
             && *node == self.node
+            && *step == self.step
             && self.armed.swap(false, std::sync::atomic::Ordering::SeqCst)
         {
             let (fake, namespace) = (self.fake.clone(), self.namespace.clone());

@@ -187,3 +187,19 @@ fn a_failed_node_is_rolled_back_once_and_named() {
         &with(&["--on-failure", "rollback", "--preview"])
     );
 }
+
+#[test]
+fn a_rotation_paused_mid_way_finishes_the_issue_in_flight_and_goes_on_when_resumed() {
+    // An operator pauses as worker-a-0's issue starts and resumes 5 minutes later: that issue
+    // finishes, worker-b-0's waits, saying who paused, when and why, then the rotation goes on.
+    nodejob_snapshot!(
+        "rotate_ca_paused",
+        &[
+            "rotate-ca",
+            "--simulate",
+            "5",
+            "--simulate-pause",
+            "worker-a-0"
+        ]
+    );
+}

@@ -1,7 +1,7 @@
 //! Long rolls that run themselves (issue 22) on a real control plane: the version-skew gate
-//! refusing before any write, the drivers' node conditions read back as `kubectl describe
-//! node` prints them, and a pause and resume mid-roll through the built `nodejob` binary.
-//! Run by `e2e/run`.
+//! refusing before any write, and the drivers' node conditions read back as `kubectl describe
+//! node` prints them. The pause and resume mid-roll through the built `nodejob` binary is
+//! `tests/pause.rs`. Run by `e2e/run`.
 
 use std::time::Duration;
 

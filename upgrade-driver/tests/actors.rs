@@ -25,22 +25,22 @@
 //! 7. A node labelled quarantined is never uncordoned by us.
 //!
 //! And at the start of every batch of a run that keeps the version skew policy (until one is
-//! refused by it: the operator then allows skew), 10: its nodes' move breaks no rule of the
+//! refused by it: the operator then allows skew), 8: its nodes' move breaks no rule of the
 //! policy against the apiserver's version then ([`SkewCheck`]).
 //!
 //! Invariant 1 holds for the rollback's host Job too.
 //!
-//! And 11: no node starts (its Cordon step) while the rolls are paused: in half the seeds an
+//! And 9: no node starts (its Cordon step) while the rolls are paused: in half the seeds an
 //! operator pauses them ([`nodejob_core::pause`]) and lifts the switch minutes later
 //! ([`pausing_operator`]), across runs, crashes and the Lease's thefts.
 //!
 //! # At the end of each run and of the seed
-//! 7. The run ends within its bound.
-//! 8. The report agrees with the cluster: a node reported upgraded has no in-progress record
-//!    and carries the done record (if it still exists); a node failed or interrupted after it
-//!    was marked keeps our record (if it still exists); a `Done` run leaves no record anywhere.
-//! 9. The host upgrade ran at most once per node (deleted nodes included, by their retired
-//!    host models), and exactly once on every node the last run reports upgraded.
+//! 10. The run ends within its bound.
+//! 11. The report agrees with the cluster: a node reported upgraded has no in-progress record
+//!     and carries the done record (if it still exists); a node failed or interrupted after it
+//!     was marked keeps our record (if it still exists); a `Done` run leaves no record anywhere.
+//! 12. The host upgrade ran at most once per node (deleted nodes included, by their retired
+//!     host models), and exactly once on every node the last run reports upgraded.
 //!
 //! # Under the long-roll policies
 //! Each seed runs twice: once with the plan's defaults (the digest of that soak changes only
@@ -473,7 +473,7 @@ impl Observe for Watch {
 
 // ---- the version skew policy (issue 22) ----
 
-/// Invariant 10: at the start of every batch of a run that keeps the version skew policy (its
+/// Invariant 8: at the start of every batch of a run that keeps the version skew policy (its
 /// `BatchStarted` event, sent with no wait after the driver's reads of the nodes and of the
 /// apiserver's version), moving the batch's nodes to the target, as the cluster has them then,
 /// breaks no rule of the policy against the version the apiserver answers then.
@@ -840,7 +840,7 @@ async fn scenario(seed: u64, verbose: bool, policies: &Policies) -> Result<Summa
     for (at, node) in starts.lock().unwrap().iter() {
         if paused.paused_at(*at) {
             violations.push(format!(
-                "11: {node} started at {at:?}, while paused: {paused:?}"
+                "9: {node} started at {at:?}, while paused: {paused:?}"
             ));
         }
     }

@@ -59,6 +59,10 @@ pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
         } else {
             Prepare::Settle
         });
+    let pause_at = args.simulate_pause.clone();
+    if let Some(node) = &pause_at {
+        backend.has_node("--simulate-pause", node)?;
+    }
     backend.block_on(|t| async move {
         if preview {
             let since = t.calls();
@@ -103,10 +107,19 @@ pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
             &notice,
             global.verbose > 0,
         ));
+        let sink: Arc<dyn certs_driver::ProgressSink> = match (&t.fake, &pause_at) {
+            (Some(fake), Some(node)) => Arc::new(crate::sim::PauseAtStep::new(
+                fake.clone(),
+                (&global.namespace, &crate::inspect::status::lease_name()),
+                (node, certs_driver::CaStep::Issue),
+                renderer.clone(),
+            )),
+            _ => renderer.clone(),
+        };
         let report = if args.abort {
-            certs_driver::abort(&*t.api, &plan, renderer.clone()).await
+            certs_driver::abort(&*t.api, &plan, sink).await
         } else {
-            certs_driver::run_until(&*t.api, &plan, renderer.clone(), &stop).await
+            certs_driver::run_until(&*t.api, &plan, sink, &stop).await
         };
         renderer.finish(&notice);
         let report = report.map_err(|e| driver_exit(present::error(&e)))?;

@@ -103,10 +103,10 @@ pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
             _ => renderer.clone(),
         };
         let sink: Arc<dyn upgrade_driver::ProgressSink> = match (&t.fake, &pause_at) {
-            (Some(fake), Some(node)) => Arc::new(crate::sim::PauseAtDrain::new(
+            (Some(fake), Some(node)) => Arc::new(crate::sim::PauseAtStep::new(
                 fake.clone(),
                 (&global.namespace, &crate::inspect::status::lease_name()),
-                node,
+                (node, upgrade_driver::UpgradeStep::Drain),
                 sink,
             )),
             _ => sink,
