@@ -28,6 +28,7 @@ use nodejob_core::Spec;
 use nodejob_e2e::{ProgressLog, SA_NAMESPACE, ThreeNodes, Workers, lease_released, record, unique};
 use nodejob_host::stratum::INITIAL_CA;
 use nodejob_kube::KubeApi;
+use nodejob_roll::condition::{CA_ROTATION, condition, kubectl_describe};
 
 /// The label key of the driver's host Jobs (certs-driver's `LABEL_KEY`).
 const JOB_LABEL: &str = "stratum.ciq.com/carotate";
@@ -368,6 +369,42 @@ async fn three_nodes_rotate_to_a_new_ca_control_plane_first() -> Result<(), Fail
             "node {name} never went NotReady: its components did not restart"
         );
     }
+    // Each node's `NodejobCARotation` condition, as the watch saw it change: True with the
+    // phase as its reason as stage, issue and finalize started, in that order, then False,
+    // Rotated; the transition time kept while it stayed True.
+    for name in &names {
+        let mut said: Vec<(String, String, Option<String>)> = Vec::new();
+        for node in (node_history.iter()).filter(|n| n.metadata.name.as_deref() == Some(name)) {
+            if let Some(c) = condition(node, CA_ROTATION) {
+                let now = (c.status.clone(), c.reason.clone().unwrap_or_default());
+                if said.last().map(|(s, r, _)| (s.clone(), r.clone())) != Some(now.clone()) {
+                    let since = c.last_transition_time.as_ref().map(|t| t.0.to_string());
+                    said.push((now.0, now.1, since));
+                }
+            }
+        }
+        let reasons: Vec<(&str, &str)> = (said.iter())
+            .map(|(s, r, _)| (s.as_str(), r.as_str()))
+            .collect();
+        ensure!(
+            reasons
+                == [
+                    ("True", "Stage"),
+                    ("True", "Issue"),
+                    ("True", "Finalize"),
+                    ("False", "Rotated")
+                ],
+            "node {name}: its {CA_ROTATION} condition said {said:?}"
+        );
+        let held: Vec<_> = (said.iter())
+            .filter(|(s, ..)| s == "True")
+            .map(|(.., t)| t)
+            .collect();
+        ensure!(
+            held.windows(2).all(|w| w[0] == w[1]) && held.first().is_some_and(|t| t.is_some()),
+            "node {name}: the transition time moved while the status stayed True: {said:?}"
+        );
+    }
     for node in Api::<Node>::all(admin.clone())
         .list(&ListParams::default().labels(&format!("{key}={value}")))
         .await
@@ -376,6 +413,26 @@ async fn three_nodes_rotate_to_a_new_ca_control_plane_first() -> Result<(), Fail
     {
         let name = node.metadata.name.clone().unwrap_or_default();
         ensure!(nodejob_core::ready(&node), "node {name} is not Ready");
+        // As `kubectl describe node` shows it: False, Rotated, the new CA named; the kubelet's
+        // Ready kept beside it.
+        let conditions = (node.status.as_ref())
+            .and_then(|s| s.conditions.clone())
+            .unwrap_or_default();
+        let described = kubectl_describe(&conditions);
+        let line =
+            |t: &str| (described.lines()).find(|l| l.trim_start().starts_with(&format!("{t} ")));
+        let ours = line(CA_ROTATION).unwrap_or_default();
+        let after_time = ours.rsplit("+0000").next().unwrap_or_default();
+        ensure!(
+            ours.split_whitespace().nth(1) == Some("False")
+                && after_time.split_whitespace().next() == Some("Rotated")
+                && after_time.contains(&format!("trusts the new CA {new} alone")),
+            "node {name}:\n{described}"
+        );
+        ensure!(
+            line("Ready").is_some_and(|l| l.split_whitespace().nth(1) == Some("True")),
+            "node {name}: the kubelet's Ready kept:\n{described}"
+        );
         let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
         ensure!(!cordoned, "node {name} is cordoned");
         let annotations = serde_json::to_string(&node.metadata.annotations).unwrap_or_default();
