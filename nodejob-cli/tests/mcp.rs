@@ -109,6 +109,22 @@ impl Session {
             .await?)
     }
 
+    /// Calls `tool` with `arguments` and waits for its result: the tool's result and the
+    /// call's progress token (for [`Session::finished`]).
+    async fn run(
+        &self,
+        tool: &'static str,
+        arguments: Value,
+    ) -> Result<(CallToolResult, ProgressToken)> {
+        let handle = self.send(tool, arguments).await?;
+        let progress_token = handle.progress_token.clone();
+        let response = tokio::time::timeout(PATIENCE, handle.await_response()).await??;
+        let ServerResult::CallToolResult(result) = response else {
+            bail!("not a tool result: {response:?}");
+        };
+        Ok((result, progress_token))
+    }
+
     /// The `status` tool's structured content.
     async fn status(&self) -> Result<Value> {
         let result = self.call("status", json!({})).await?;
@@ -189,6 +205,12 @@ impl Session {
         self.client.cancel().await?;
         Ok(())
     }
+}
+
+/// Asserts that the call with `arguments` was refused, its text saying `says`.
+fn refused_saying(result: &CallToolResult, arguments: &Value, says: &str) {
+    assert_eq!(result.is_error, Some(true), "{arguments}: {}", text(result));
+    assert!(text(result).contains(says), "{arguments}: {}", text(result));
 }
 
 fn text(result: &CallToolResult) -> String {
@@ -302,14 +324,9 @@ async fn an_upgrade_with_its_preview_token_streams_progress_and_reports_every_no
         .context("batches")?;
     assert_eq!(batches.len(), 5, "{preview}");
 
-    let handle = session
-        .send("upgrade", json!({"to": TARGET, "preview_token": token}))
+    let (result, progress_token) = session
+        .run("upgrade", json!({"to": TARGET, "preview_token": token}))
         .await?;
-    let progress_token = handle.progress_token.clone();
-    let response = tokio::time::timeout(PATIENCE, handle.await_response()).await??;
-    let ServerResult::CallToolResult(result) = response else {
-        bail!("not a tool result: {response:?}");
-    };
     assert_eq!(result.is_error, Some(false), "{}", text(&result));
     let report = result.structured_content.clone().context("no report")?;
     assert_eq!(report["outcome"]["outcome"], "done", "{report}");
@@ -404,17 +421,7 @@ async fn a_missing_stale_or_foreign_token_is_refused_and_nothing_changes() -> Re
     ];
     for (arguments, why) in refused {
         let result = session.call("upgrade", arguments.clone()).await?;
-        assert_eq!(
-            result.is_error,
-            Some(true),
-            "{arguments}: {}",
-            text(&result)
-        );
-        assert!(
-            text(&result).contains(why),
-            "{arguments}: {}",
-            text(&result)
-        );
+        refused_saying(&result, &arguments, why);
         assert!(text(&result).contains("preview_token"), "{}", text(&result));
         assert!(result.structured_content.is_none());
     }
@@ -724,12 +731,7 @@ async fn render_then_run_and_a_ca_rotation_each_with_its_token() -> Result<()> {
 
     let mut run = probe.clone();
     run["preview_token"] = json!(token);
-    let handle = session.send("run", run.clone()).await?;
-    let progress_token = handle.progress_token.clone();
-    let response = tokio::time::timeout(PATIENCE, handle.await_response()).await??;
-    let ServerResult::CallToolResult(ran) = response else {
-        bail!("not a tool result: {response:?}");
-    };
+    let (ran, progress_token) = session.run("run", run.clone()).await?;
     let ran_content = ran.structured_content.clone().context("run")?;
     assert_eq!(ran_content["exit_code"], 7, "{ran_content}");
     assert_eq!(ran_content["log"], "hello from the host\n");
@@ -1078,17 +1080,7 @@ async fn the_long_roll_arguments_reach_the_preview_and_the_roll() -> Result<()> 
         (json!({"to": TARGET, "max_blocked": -1}), "max_blocked"),
     ] {
         let result = session.call("upgrade_preview", arguments.clone()).await?;
-        assert_eq!(
-            result.is_error,
-            Some(true),
-            "{arguments}: {}",
-            text(&result)
-        );
-        assert!(
-            text(&result).contains(field),
-            "{arguments}: {}",
-            text(&result)
-        );
+        refused_saying(&result, &arguments, field);
     }
 
     let long = json!({
@@ -1113,12 +1105,7 @@ async fn the_long_roll_arguments_reach_the_preview_and_the_roll() -> Result<()> 
 
     let mut arguments = long;
     arguments["preview_token"] = json!(token);
-    let handle = session.send("upgrade", arguments).await?;
-    let progress_token = handle.progress_token.clone();
-    let response = tokio::time::timeout(PATIENCE, handle.await_response()).await??;
-    let ServerResult::CallToolResult(result) = response else {
-        bail!("not a tool result: {response:?}");
-    };
+    let (result, progress_token) = session.run("upgrade", arguments).await?;
     assert_eq!(result.is_error, Some(false), "{}", text(&result));
     let report = result.structured_content.clone().context("no report")?;
     assert_eq!(report["totals"]["upgraded"], 5, "{report}");
