@@ -12,7 +12,7 @@ use std::time::Duration;
 use certs_driver::{CaStep, Outcome, Progress, quiet, run};
 use nodejob_core::Clock;
 use nodejob_core::pause::{Pause, set_pause};
-use nodejob_fake::FakeCluster;
+use nodejob_fake::{FakeCluster, Verb};
 use nodejob_roll::EventSink;
 use support::*;
 
@@ -85,13 +85,14 @@ async fn a_rotation_still_paused_at_its_deadline_ends_paused() -> TestResult {
 }
 
 /// Progress, each event with the virtual time it was told at; the switch is set as `at`'s
-/// issue starts (the time it was set noted) and lifted `after` later.
+/// issue starts (the pause set, with when it was set on the virtual clock, noted) and lifted
+/// `after` later.
 struct Timed {
     fake: Arc<FakeCluster>,
     events: Mutex<Vec<(Duration, Progress)>>,
     at: String,
     after: Duration,
-    paused_at: Arc<Mutex<Option<Duration>>>,
+    paused: Arc<Mutex<Option<(Duration, Pause)>>>,
 }
 
 impl EventSink<Progress> for Timed {
@@ -104,12 +105,16 @@ impl EventSink<Progress> for Timed {
             && *step == CaStep::Issue
             && *node == self.at
         {
-            let (fake, after, paused_at) = (self.fake.clone(), self.after, self.paused_at.clone());
+            let (fake, after, paused) = (self.fake.clone(), self.after, self.paused.clone());
             tokio::spawn(async move {
-                set_pause(&*fake, NS, "nodejob", Some(&pause()))
+                let pause = Pause {
+                    at: Some(fake.wall_time()),
+                    ..pause()
+                };
+                set_pause(&*fake, NS, "nodejob", Some(&pause))
                     .await
                     .unwrap();
-                *paused_at.lock().unwrap() = Some(fake.now());
+                *paused.lock().unwrap() = Some((fake.now(), pause));
                 fake.sleep(after).await;
                 set_pause(&*fake, NS, "nodejob", None).await.unwrap();
             });
@@ -117,6 +122,17 @@ impl EventSink<Progress> for Timed {
     }
 }
 
+/// The Jobs the fake was asked to create, each with the virtual time it was asked at.
+fn jobs_created(fake: &FakeCluster) -> Vec<(Duration, String)> {
+    (fake.calls().into_iter())
+        .filter(|c| c.verb == Verb::CreateJob)
+        .map(|c| (c.at, c.name))
+        .collect()
+}
+
+/// One control-plane node and three workers, two at once: the switch is set as w-0's issue
+/// starts (w-1's starts with it), so w-0 and w-1 are in flight and w-2's issue is the next step
+/// anywhere.
 #[tokio::test(start_paused = true)]
 async fn a_rotation_paused_in_flight_finishes_its_step_starts_none_and_goes_on_when_resumed()
 -> TestResult {
@@ -127,11 +143,11 @@ async fn a_rotation_paused_in_flight_finishes_its_step_starts_none_and_goes_on_w
         events: Mutex::new(Vec::new()),
         at: "w-0".into(),
         after: Duration::from_secs(600),
-        paused_at: Arc::default(),
+        paused: Arc::default(),
     });
     let report = run(&harness(fake.clone()), &plan(plan_spec(&ca)), sink.clone()).await?;
     assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
-    let paused_at = sink.paused_at.lock().unwrap().ok_or("never paused")?;
+    let (paused_at, set) = sink.paused.lock().unwrap().clone().ok_or("never paused")?;
     let events = sink.events.lock().unwrap().clone();
     let notes: Vec<(Duration, String, String)> = (events.iter())
         .filter_map(|(at, e)| match e {
@@ -142,22 +158,31 @@ async fn a_rotation_paused_in_flight_finishes_its_step_starts_none_and_goes_on_w
             _ => None,
         })
         .collect();
-    let waiting = (notes.iter())
-        .find(|(_, _, m)| m.starts_with("paused by alice@console"))
-        .ok_or_else(|| format!("the pause unsaid: {notes:#?}"))?;
-    assert!(
-        waiting.2.starts_with(
-            "paused by alice@console: the storage team is failing over; waiting before"
-        ),
-        "{waiting:?}"
+    // The node whose step was next waited, saying who paused, when and why; then went on.
+    let waiting: Vec<_> = (notes.iter())
+        .filter(|(_, _, m)| m.starts_with("paused by"))
+        .collect();
+    let said = format!(
+        "paused by alice@console at {}: the storage team is failing over; waiting before Issue",
+        set.at.ok_or("the pause says no time")?
     );
-    let resumed_at = (notes.iter())
-        .filter(|(_, _, m)| m.starts_with("resumed after 600s paused"))
-        .map(|(at, ..)| *at)
-        .min()
-        .ok_or_else(|| format!("the resume unsaid: {notes:#?}"))?;
+    assert!(
+        matches!(waiting[..], [(_, n, m)] if n == "w-2" && *m == said),
+        "{waiting:#?}"
+    );
+    let resumed: Vec<_> = (notes.iter())
+        .filter(|(_, _, m)| m.starts_with("resumed"))
+        .collect();
+    let [(resumed_at, node, message)] = resumed[..] else {
+        return Err(format!("the resume said {resumed:#?}").into());
+    };
+    assert_eq!(
+        (node.as_str(), message.as_str()),
+        ("w-2", "resumed after 600s paused; Issue starts")
+    );
+    let resumed_at = *resumed_at;
     assert!(resumed_at >= paused_at + Duration::from_secs(600));
-    // The issue in flight on w-0 finished while paused; no step started then, anywhere.
+    // w-0's issue was in flight when the switch was set, and finished while it was on.
     let issue_done = (events.iter()).find_map(|(at, e)| match e {
         Progress::StepFinished { node, step, .. } if node == "w-0" && *step == CaStep::Issue => {
             Some(*at)
@@ -165,15 +190,34 @@ async fn a_rotation_paused_in_flight_finishes_its_step_starts_none_and_goes_on_w
         _ => None,
     });
     assert!(
-        issue_done.is_some_and(|t| t < resumed_at),
-        "the step in flight did not finish: {events:#?}"
+        issue_done.is_some_and(|t| t > paused_at && t < resumed_at),
+        "the step in flight did not finish while paused: {events:#?}"
     );
+    // No step started while paused: not as progress, not as a Job the cluster was asked for.
     let started_while_paused: Vec<_> = (events.iter())
         .filter(|(at, e)| {
             matches!(e, Progress::StepStarted { .. }) && *at > paused_at && *at < resumed_at
         })
         .collect();
     assert!(started_while_paused.is_empty(), "{started_while_paused:#?}");
+    let created = jobs_created(&fake);
+    let created_while_paused: Vec<_> = (created.iter())
+        .filter(|(at, _)| *at > paused_at && *at < resumed_at)
+        .collect();
+    assert!(created_while_paused.is_empty(), "{created_while_paused:#?}");
+    let issue_created = |node: &str| {
+        let prefix = format!("ca-issue-{node}-");
+        (created.iter())
+            .filter(|(_, name)| name.starts_with(&prefix))
+            .map(|(at, _)| *at)
+            .collect::<Vec<_>>()
+    };
+    for node in ["w-0", "w-1"] {
+        let at = issue_created(node);
+        assert!(matches!(at[..], [t] if t <= paused_at), "{node}: {at:?}");
+    }
+    let at = issue_created("w-2");
+    assert!(matches!(at[..], [t] if t >= resumed_at), "w-2: {at:?}");
     // Then every node rotated, each phase once.
     for name in &names {
         assert_eq!(phase_runs(&fake, name), [1, 1, 1, 0], "{name}");
