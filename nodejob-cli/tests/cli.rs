@@ -318,6 +318,22 @@ fn bad_input_exits_2_naming_the_field_before_any_api_call() {
             ],
             "simulate-fail",
         ),
+        (
+            vec![
+                "upgrade",
+                "--simulate",
+                "3",
+                "--to",
+                "v2",
+                "--simulate-pause",
+                "nope",
+            ],
+            "--simulate-pause nope: no such node in the simulated cluster (cp-0, cp-1, cp-2)",
+        ),
+        (
+            vec!["rotate-ca", "--simulate", "3", "--simulate-pause", "nope"],
+            "--simulate-pause nope: no such node in the simulated cluster (cp-0, cp-1, cp-2)",
+        ),
     ];
     for (args, field) in cases {
         let out = nodejob(&args);
