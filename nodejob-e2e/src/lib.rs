@@ -18,6 +18,8 @@
 //! - `admin`: the admin kubeconfig and client, unique names, namespaces and Nodes, labels,
 //!   annotations and cordons;
 //! - `host`: a node's kubelet address, its boot, what its `stratum` model reports;
+//! - `describe`: a node's conditions as `kubectl describe node` prints them, checked against
+//!   `kubectl`'s own table;
 //! - `rbac`: `deploy/rbac.yaml` applied (as committed or with a verb taken away) and waited for;
 //! - `recorder`: what a watch and a driver's progress saw while the driver ran;
 //! - `waits`: bounded waits on a watch (an object, a Deployment, a self-reboot, a Lease);
@@ -34,6 +36,7 @@ mod admin;
 mod backend;
 mod command;
 mod conventions;
+mod describe;
 mod host;
 mod rbac;
 mod real_node;
@@ -51,6 +54,7 @@ pub use conventions::{
     AGENT_LABEL, KUBELET_ANNOTATION, QUICK_STRATUM, READY_ANNOTATION, REBOOT_ANNOTATION, SA_NAME,
     SA_NAMESPACE, SCENARIO_LABEL, STRATUM_TIMING_ANNOTATION, ZONE_LABEL,
 };
+pub use describe::described_conditions;
 pub use host::{HostReport, boot_id, host_report};
 pub use rbac::Rbac;
 pub use real_node::{BOOT_LIMIT, RealNode, RealNodeBackend, RealNodes, job_image};

@@ -8,7 +8,9 @@
 //! status` and `verify` Job of the test's own on every node, as an administrator. What the
 //! driver wrote (every Job it created, seen through a watch; its Events; the nodes'
 //! annotations; its Lease) is searched for the new CA's private key, which the test keeps,
-//! and its Jobs for the certificate, since hosts get the fingerprint only.
+//! and its Jobs for the certificate, since hosts get the fingerprint only. Each node's
+//! `NodejobCARotation` condition is read back as the watch saw it change and as `kubectl
+//! describe node` shows it at the end.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -20,15 +22,19 @@ use certs_driver::{
 use futures::future::try_join_all;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Event, Node};
+use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, ListParams};
 use kube::runtime::watcher;
 use nodejob_conformance::{Backend, Failure, ensure};
 use nodejob_core::Spec;
-use nodejob_e2e::{ProgressLog, SA_NAMESPACE, ThreeNodes, Workers, lease_released, record, unique};
+use nodejob_e2e::{
+    ProgressLog, SA_NAMESPACE, ThreeNodes, Workers, described_conditions, lease_released, record,
+    unique,
+};
 use nodejob_host::stratum::INITIAL_CA;
 use nodejob_kube::KubeApi;
-use nodejob_roll::condition::{CA_ROTATION, condition, kubectl_describe};
+use nodejob_roll::condition::{CA_ROTATION, condition};
 
 /// The label key of the driver's host Jobs (certs-driver's `LABEL_KEY`).
 const JOB_LABEL: &str = "stratum.ciq.com/carotate";
@@ -193,12 +199,104 @@ async fn node_events(admin: &Client, node: &str) -> Result<Vec<Event>, Failure> 
         .collect())
 }
 
+/// `name`'s `NodejobCARotation` condition read back from the real apiserver. As the watch saw
+/// it change (`seen`: every version of the scenario's nodes, in order; the watch may merge two
+/// quick writes into one version, never reorder them), then as read now: each phase said as
+/// it starts (`True`, the phase as the reason, the message naming the new CA and `by`, the
+/// driver's identity), then the end (`False`, `Rotated`), in that order, each once; its
+/// `lastTransitionTime` held while `True`, moved once, at the end, both within the run (from
+/// `began` to now). As `kubectl describe node` shows it now: `False`, `Rotated`, the end's
+/// message, beside the kubelet's `Ready`.
+async fn rotation_condition_reads_back(
+    admin: &Client,
+    name: &str,
+    seen: &[Node],
+    new: &str,
+    by: &str,
+    began: Timestamp,
+) -> Result<(), Failure> {
+    let rotating = |what: &str| format!("rotating to CA {new}: {what} (by {by})");
+    let end = format!("trusts the new CA {new} alone, which issues its leaves");
+    let want = [
+        ("True", "Stage", rotating("staging it beside the old")),
+        (
+            "True",
+            "Issue",
+            rotating("reissuing the node's leaves from it"),
+        ),
+        ("True", "Finalize", rotating("removing the old CA")),
+        ("False", "Rotated", end.clone()),
+    ];
+    // The node as read now ends what the watch saw (stopped as the run returned, it may have
+    // missed the last write).
+    let (node, described) = described_conditions(admin, name).await?;
+    eprintln!("rotate: node {name}:\n{described}");
+    let mut said: Vec<(String, String, String)> = Vec::new();
+    let mut since = Vec::new();
+    let versions = (seen.iter())
+        .filter(|n| n.metadata.name.as_deref() == Some(name))
+        .chain([&node]);
+    for node in versions {
+        if let Some(c) = condition(node, CA_ROTATION) {
+            let now = (
+                c.status.clone(),
+                c.reason.clone().unwrap_or_default(),
+                c.message.clone().unwrap_or_default(),
+            );
+            if said.last() != Some(&now) {
+                since.push(c.last_transition_time.clone().map(|t| t.0));
+                said.push(now);
+            }
+        }
+    }
+    let said_as: Vec<(&str, &str, &str)> = (said.iter())
+        .map(|(s, r, m)| (s.as_str(), r.as_str(), m.as_str()))
+        .collect();
+    let want_as: Vec<(&str, &str, &str)> = (want.iter())
+        .map(|(s, r, m)| (*s, *r, m.as_str()))
+        .collect();
+    ensure!(
+        said_as == want_as,
+        "node {name}: {CA_ROTATION} said {said:#?}, not {want:#?}"
+    );
+    // The apiserver keeps whole seconds.
+    let began = Timestamp::from_second(began.as_second())
+        .map_err(|e| Failure(format!("the run's start: {e}")))?;
+    let now = Timestamp::now();
+    let [Some(stage), Some(issue), Some(finalize), Some(ended)] = since[..] else {
+        return Err(Failure(format!("node {name}: transition times {since:?}")));
+    };
+    ensure!(
+        stage == issue && stage == finalize && began <= stage && stage < ended && ended <= now,
+        "node {name}: {CA_ROTATION}'s transition times {since:?}: held from the first phase, \
+         moved at the end, within the run ({began} to {now})"
+    );
+    let line = |t: &str| (described.lines()).find(|l| l.trim_start().starts_with(&format!("{t} ")));
+    let ours = line(CA_ROTATION).unwrap_or_default();
+    let reason_and_message: Vec<&str> = (ours.rsplit("+0000").next().unwrap_or_default())
+        .split_whitespace()
+        .collect();
+    let want_words: Vec<&str> = ["Rotated"]
+        .into_iter()
+        .chain(end.split_whitespace())
+        .collect();
+    ensure!(
+        ours.split_whitespace().nth(1) == Some("False") && reason_and_message == want_words,
+        "node {name}:\n{described}"
+    );
+    ensure!(
+        line("Ready").is_some_and(|l| l.split_whitespace().nth(1) == Some("True")),
+        "node {name}: the kubelet's Ready kept:\n{described}"
+    );
+    Ok(())
+}
+
 /// Three agent nodes (one control-plane) trusting and issuing from the initial CA are rotated
 /// to a new one, as the ServiceAccount of `deploy/rbac.yaml`: stage, issue (each node's
 /// components restart), verify, finalize, each phase on every node once, the control-plane
 /// node first, behind its gate. Every host then trusts exactly the new CA, which issues its
 /// leaves; nothing the driver wrote holds the new CA's key, and its Jobs hold only the
-/// fingerprint.
+/// fingerprint; every node's `NodejobCARotation` condition said each phase, then `Rotated`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_rotate_to_a_new_ca_control_plane_first() -> Result<(), Failure> {
     let ThreeNodes {
@@ -239,6 +337,7 @@ async fn three_nodes_rotate_to_a_new_ca_control_plane_first() -> Result<(), Fail
 
     let log = ProgressLog::<Progress>::new("rotate");
     let progress: Arc<dyn ProgressSink> = Arc::new(log.sink());
+    let began = Timestamp::now();
     let report = certs_driver::run(&*backend.api(), &plan, progress)
         .await
         .map_err(|e| Failure(format!("the rotation did not start: {e}")));
@@ -369,42 +468,6 @@ async fn three_nodes_rotate_to_a_new_ca_control_plane_first() -> Result<(), Fail
             "node {name} never went NotReady: its components did not restart"
         );
     }
-    // Each node's `NodejobCARotation` condition, as the watch saw it change: True with the
-    // phase as its reason as stage, issue and finalize started, in that order, then False,
-    // Rotated; the transition time kept while it stayed True.
-    for name in &names {
-        let mut said: Vec<(String, String, Option<String>)> = Vec::new();
-        for node in (node_history.iter()).filter(|n| n.metadata.name.as_deref() == Some(name)) {
-            if let Some(c) = condition(node, CA_ROTATION) {
-                let now = (c.status.clone(), c.reason.clone().unwrap_or_default());
-                if said.last().map(|(s, r, _)| (s.clone(), r.clone())) != Some(now.clone()) {
-                    let since = c.last_transition_time.as_ref().map(|t| t.0.to_string());
-                    said.push((now.0, now.1, since));
-                }
-            }
-        }
-        let reasons: Vec<(&str, &str)> = (said.iter())
-            .map(|(s, r, _)| (s.as_str(), r.as_str()))
-            .collect();
-        ensure!(
-            reasons
-                == [
-                    ("True", "Stage"),
-                    ("True", "Issue"),
-                    ("True", "Finalize"),
-                    ("False", "Rotated")
-                ],
-            "node {name}: its {CA_ROTATION} condition said {said:?}"
-        );
-        let held: Vec<_> = (said.iter())
-            .filter(|(s, ..)| s == "True")
-            .map(|(.., t)| t)
-            .collect();
-        ensure!(
-            held.windows(2).all(|w| w[0] == w[1]) && held.first().is_some_and(|t| t.is_some()),
-            "node {name}: the transition time moved while the status stayed True: {said:?}"
-        );
-    }
     for node in Api::<Node>::all(admin.clone())
         .list(&ListParams::default().labels(&format!("{key}={value}")))
         .await
@@ -413,32 +476,17 @@ async fn three_nodes_rotate_to_a_new_ca_control_plane_first() -> Result<(), Fail
     {
         let name = node.metadata.name.clone().unwrap_or_default();
         ensure!(nodejob_core::ready(&node), "node {name} is not Ready");
-        // As `kubectl describe node` shows it: False, Rotated, the new CA named; the kubelet's
-        // Ready kept beside it.
-        let conditions = (node.status.as_ref())
-            .and_then(|s| s.conditions.clone())
-            .unwrap_or_default();
-        let described = kubectl_describe(&conditions);
-        let line =
-            |t: &str| (described.lines()).find(|l| l.trim_start().starts_with(&format!("{t} ")));
-        let ours = line(CA_ROTATION).unwrap_or_default();
-        let after_time = ours.rsplit("+0000").next().unwrap_or_default();
-        ensure!(
-            ours.split_whitespace().nth(1) == Some("False")
-                && after_time.split_whitespace().next() == Some("Rotated")
-                && after_time.contains(&format!("trusts the new CA {new} alone")),
-            "node {name}:\n{described}"
-        );
-        ensure!(
-            line("Ready").is_some_and(|l| l.split_whitespace().nth(1) == Some("True")),
-            "node {name}: the kubelet's Ready kept:\n{described}"
-        );
         let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
         ensure!(!cordoned, "node {name} is cordoned");
         let annotations = serde_json::to_string(&node.metadata.annotations).unwrap_or_default();
         if let Some(what) = ca.key_in(&annotations) {
             return Err(Failure(format!("node {name}'s annotations hold {what}")));
         }
+    }
+    // Each node's condition, as the watch saw it change and as `kubectl describe node` shows it.
+    let by = &plan.spec().identity;
+    for name in &names {
+        rotation_condition_reads_back(&admin, name, &node_history, new, by, began).await?;
     }
 
     // Every Job the driver created: each phase once per node and no verify (answered by the
