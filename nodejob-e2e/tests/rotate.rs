@@ -11,6 +11,10 @@
 //! and its Jobs for the certificate, since hosts get the fingerprint only. Each node's
 //! `NodejobCARotation` condition is read back as the watch saw it change and as `kubectl
 //! describe node` shows it at the end.
+//!
+//! The pause switch on a rotation, through the built `nodejob` binary, is here too (as
+//! `tests/pause.rs` has it for an upgrade): its scenario's nodes, its new CA and its Lease are
+//! its own, so it runs beside the other.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -29,8 +33,8 @@ use kube::runtime::watcher;
 use nodejob_conformance::{Backend, Failure, ensure};
 use nodejob_core::Spec;
 use nodejob_e2e::{
-    ProgressLog, SA_NAMESPACE, ThreeNodes, Workers, described_conditions, lease_released, record,
-    unique,
+    CONTEXT, ProgressLog, SA_NAME, SA_NAMESPACE, ThreeNodes, Workers, cli, described_conditions,
+    lease_released, nodejob, record, sa_kubeconfig, unique, wait_for,
 };
 use nodejob_host::stratum::INITIAL_CA;
 use nodejob_kube::KubeApi;
@@ -197,6 +201,12 @@ async fn node_events(admin: &Client, node: &str) -> Result<Vec<Event>, Failure> 
             e.source.as_ref().and_then(|s| s.component.as_deref()) == Some(certs_driver::COMPONENT)
         })
         .collect())
+}
+
+/// Whether `node`'s `NodejobCARotation` condition says `status` and `reason`.
+fn rotation_says(node: &Node, status: &str, reason: &str) -> bool {
+    condition(node, CA_ROTATION)
+        .is_some_and(|c| c.status == status && c.reason.as_deref() == Some(reason))
 }
 
 /// `name`'s `NodejobCARotation` condition read back from the real apiserver. As the watch saw
@@ -584,4 +594,146 @@ async fn three_nodes_rotate_to_a_new_ca_control_plane_first() -> Result<(), Fail
         return Err(Failure(format!("lease {lease_name} holds {what}")));
     }
     Ok(())
+}
+
+/// The pause switch on a rotation, through the built `nodejob` binary as the ServiceAccount of
+/// `deploy/rbac.yaml`: the scenario's two workers, one at a time, are paused (`nodejob pause`)
+/// as the first one's `issue` starts. That issue finishes (its status recorded); the second's
+/// does not start while paused, for longer than the run takes to read the Lease again
+/// (`nodejob_roll::pause::PAUSE_POLL`), where it would start at once; `nodejob resume` lets
+/// the rotation go on to the end, both nodes rotated, its progress having said who paused it,
+/// when and why, and that it resumed. The switch is on the default Lease of the namespace,
+/// which no other test of this file takes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotation_paused_mid_way_starts_no_other_step_and_goes_on_when_resumed()
+-> Result<(), Failure> {
+    cli()?;
+    let trio = ThreeNodes::new(Workers::Unzoned).await?;
+    let (first, second) = (trio.names[1].clone(), trio.names[2].clone());
+    let ca = new_ca()?;
+    let new = ca.fingerprint.clone();
+    let ca_file = std::env::temp_dir().join(unique("rotate-pause-ca.pem"));
+    std::fs::write(&ca_file, &ca.pem)
+        .map_err(|e| Failure(format!("writing {}: {e}", ca_file.display())))?;
+    let kubeconfig = sa_kubeconfig(&trio.admin, SA_NAME).await?;
+    let kc = kubeconfig.path.clone();
+    let nodes: Api<Node> = Api::all(trio.admin.clone());
+    let jobs = Api::<Job>::namespaced(trio.admin.clone(), SA_NAMESPACE);
+    let jobs = record(jobs, watcher::Config::default().labels(JOB_LABEL)).await?;
+    let rotation = {
+        let (kc, file) = (kc.clone(), ca_file.display().to_string());
+        let nodes = format!("{first},{second}");
+        tokio::spawn(async move {
+            let args = [
+                "rotate-ca",
+                "--new-ca",
+                &file,
+                "--nodes",
+                &nodes,
+                "--trust-domain",
+                "selected",
+                "--concurrency",
+                "1",
+                "--deadline",
+                "60s",
+                "--restart-grace",
+                "5s",
+                "--ready-timeout",
+                "60s",
+            ];
+            nodejob(&kc, CONTEXT, &args).await
+        })
+    };
+    // The first worker's issue started (its condition says so as the step starts, before its
+    // Job): pause there.
+    wait_for(
+        nodes.clone(),
+        &first,
+        "its issue started",
+        Duration::from_secs(120),
+        |n| rotation_says(n, "True", "Issue"),
+    )
+    .await?;
+    let paused = nodejob(
+        &kc,
+        CONTEXT,
+        &["pause", "--by", "e2e", "--reason", "mid-rotation"],
+    )
+    .await?;
+    paused.exited(0)?;
+    // The issue in flight finishes: the new CA issues the node's leaves, as the driver records
+    // it right after the step.
+    let issued = {
+        let (first, new) = (first.clone(), new.clone());
+        move |n: &Node| {
+            certs_driver::last_reported(n, &first)
+                .is_ok_and(|r| r.is_some_and(|(s, _)| s.issuer.as_str() == new))
+        }
+    };
+    wait_for(
+        nodes.clone(),
+        &first,
+        "its issue recorded",
+        Duration::from_secs(60),
+        issued,
+    )
+    .await?;
+    // While paused, the second worker's issue does not start.
+    let window = nodejob_roll::pause::PAUSE_POLL + Duration::from_secs(2);
+    let started = wait_for(
+        nodes.clone(),
+        &second,
+        "its issue started while paused",
+        window,
+        |n| rotation_says(n, "True", "Issue"),
+    )
+    .await;
+    ensure!(
+        started.is_err(),
+        "node {second}'s issue started while paused: {started:?}"
+    );
+    let resumed_at = Timestamp::now();
+    let resumed = nodejob(&kc, CONTEXT, &["resume"]).await?;
+    resumed.exited(0)?;
+    let ran = rotation
+        .await
+        .map_err(|e| Failure(format!("the rotation's task: {e}")))??;
+    let jobs = jobs.stop();
+    let _ = std::fs::remove_file(&ca_file);
+    ran.exited(0)?;
+    ensure!(
+        ran.stdout.contains(&format!("{second}: paused by e2e at "))
+            && ran.stdout.contains(": mid-rotation; waiting before Issue")
+            && ran.stdout.contains(&format!("{second}: resumed after "))
+            && ran.stdout.contains("paused; Issue starts"),
+        "the rotation's progress must say it waited and resumed:\n{}",
+        ran.stdout
+    );
+    // The second's issue Job was created once, after the resume (the apiserver keeps whole
+    // seconds).
+    let issue_jobs: Vec<Timestamp> = (jobs.iter())
+        .filter(|j| job_node_and_step(j) == Some((second.clone(), "issue".into())))
+        .filter_map(|j| j.metadata.creation_timestamp.as_ref().map(|t| t.0))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let after = Timestamp::from_second(resumed_at.as_second())
+        .map_err(|e| Failure(format!("the resume's time: {e}")))?;
+    ensure!(
+        matches!(issue_jobs[..], [t] if t >= after),
+        "node {second}'s issue jobs created at {issue_jobs:?}, not once after the resume at \
+         {resumed_at}"
+    );
+    for node in [&first, &second] {
+        let n = nodes
+            .get(node)
+            .await
+            .map_err(|e| Failure(format!("reading node {node}: {e}")))?;
+        ensure!(
+            rotation_says(&n, "False", "Rotated"),
+            "node {node} not rotated: {:?}",
+            condition(&n, CA_ROTATION)
+        );
+    }
+    trio.remove().await
 }
