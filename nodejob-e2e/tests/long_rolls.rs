@@ -83,7 +83,7 @@ async fn the_upgrades_condition_reads_back_as_kubectl_describe_shows_it() -> Res
     use kube::api::Api;
     use kube::runtime::watcher;
     use nodejob_e2e::record;
-    use nodejob_roll::condition::{UPGRADE, condition, kubectl_describe};
+    use nodejob_roll::condition::{UPGRADE, condition};
     let three = ThreeNodes::new(Workers::InTwoZones).await?;
     let worker = three.names[1].clone();
     let nodes: Api<Node> = Api::all(three.admin.clone());
@@ -138,16 +138,8 @@ async fn the_upgrades_condition_reads_back_as_kubectl_describe_shows_it() -> Res
         held.windows(2).all(|w| w[0] == w[1]),
         "the transition time moved while the status stayed True: {since:?}"
     );
-    let node = nodes
-        .get(&worker)
-        .await
-        .map_err(|e| Failure(format!("reading node {worker}: {e}")))?;
-    let conditions = node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.clone())
-        .unwrap_or_default();
-    let described = kubectl_describe(&conditions);
+    // As `kubectl describe node` prints it (and, with a kubectl installed, as it does).
+    let (_, described) = nodejob_e2e::described_conditions(&three.admin, &worker).await?;
     eprintln!("node {worker}:\n{described}");
     let line = |t: &str| {
         described
@@ -167,34 +159,5 @@ async fn the_upgrades_condition_reads_back_as_kubectl_describe_shows_it() -> Res
         line("Ready").is_some_and(|l| l.split_whitespace().nth(1) == Some("True")),
         "the kubelet's Ready kept: {described}"
     );
-    // `kubectl describe node`'s own Conditions table, when there is a kubectl to ask.
-    let kubectl = tokio::process::Command::new("kubectl")
-        .env("TZ", "UTC")
-        .arg("--kubeconfig")
-        .arg(nodejob_e2e::kubeconfig_path())
-        .args(["describe", "node", &worker])
-        .output()
-        .await;
-    match kubectl {
-        Ok(out) if out.status.success() => {
-            let text = String::from_utf8_lossy(&out.stdout);
-            let table: String = (text.lines())
-                .skip_while(|l| *l != "Conditions:")
-                .take_while(|l| *l == "Conditions:" || l.starts_with("  "))
-                .map(|l| format!("{}\n", l.trim_end()))
-                .collect();
-            ensure!(
-                table == described,
-                "kubectl describe node shows\n{table}\nwe show\n{described}"
-            );
-        }
-        Ok(out) => {
-            return Err(Failure(format!(
-                "kubectl describe node {worker}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            )));
-        }
-        Err(e) => eprintln!("no kubectl to compare with ({e}): our rendering checked alone"),
-    }
     three.remove().await
 }
