@@ -59,5 +59,5 @@ pub use host::{HostReport, boot_id, host_report};
 pub use rbac::Rbac;
 pub use real_node::{BOOT_LIMIT, RealNode, RealNodeBackend, RealNodes, job_image};
 pub use recorder::{ProgressLog, Recorder, record};
-pub use three_nodes::{ThreeNodes, Workers, deployment_behind_budget};
+pub use three_nodes::{ThreeNodes, Workers, deployment_behind_budget, one_driver};
 pub use waits::{deployment_available, lease_released, reboot_by_itself, wait_for};

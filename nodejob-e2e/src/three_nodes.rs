@@ -24,6 +24,17 @@ pub enum Workers {
     InTwoZones,
 }
 
+/// One driver at a time in a test binary: hold the guard while a scenario runs a driver. A
+/// driver carries on every node another run left in flight, whatever its plan selects, as the
+/// one cluster-wide Lease of `DESIGN.md` has it ("one host-mutating operation at a time per
+/// cluster"); scenarios that each take a Lease of their own to run side by side would each
+/// see the other's nodes in flight (a skew gate judging them, a roll carrying them on), and
+/// an action staged before a driver's n-th call of a verb must count that driver's calls only.
+pub async fn one_driver() -> tokio::sync::MutexGuard<'static, ()> {
+    static ONE_DRIVER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    ONE_DRIVER.lock().await
+}
+
 /// The drivers' and the `nodejob` command's scenario: three nodes of the scenario's own (a
 /// [`KubeBackend::for_workloads`]), the first labelled control-plane, the other two workers
 /// placed as [`Workers`] says, every host made quick with [`QUICK_STRATUM`].

@@ -436,11 +436,6 @@ async fn upgraded_once(admin: &Client, node: &str) -> Result<Node, Failure> {
 
 // --- one driver at a time, and what a scenario leaves ---------------------------------------------
 
-/// One driver at a time in this binary: a driver carries on every node another run left in
-/// flight, whatever its plan selects (as one cluster-wide Lease would have it), and an action
-/// staged before a driver's n-th call of a verb must count that driver's calls only.
-static ONE_DRIVER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 /// Runs `scenario` (a roll of `trio`'s nodes) while no other scenario of this binary runs a
 /// driver, then removes whatever it left: see [`clean_up`].
 async fn alone(
@@ -448,7 +443,7 @@ async fn alone(
     job: String,
     scenario: impl Future<Output = Result<(), Failure>>,
 ) -> Result<(), Failure> {
-    let one = ONE_DRIVER.lock().await;
+    let one = nodejob_e2e::one_driver().await;
     let result = scenario.await;
     clean_up(trio, &job).await;
     drop(one);

@@ -79,10 +79,6 @@ async fn roll(trio: &ThreeNodes, plan: &Plan, prefix: &'static str) -> Result<Re
     Ok(report)
 }
 
-/// One driver at a time in this binary: a driver carries on every node another run left in
-/// flight, whatever its plan selects (see `tests/hostile.rs`).
-static ONE_DRIVER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 /// Runs `scenario` on three nodes of its own while no other scenario of this binary runs a
 /// driver, then removes the nodes and their namespace, whatever the scenario left on them
 /// (a later driver here or in another suite would carry on a node left in flight).
@@ -91,7 +87,7 @@ where
     F: FnOnce(ThreeNodes) -> Fut,
     Fut: Future<Output = (ThreeNodes, Result<(), Failure>)>,
 {
-    let one = ONE_DRIVER.lock().await;
+    let one = nodejob_e2e::one_driver().await;
     let trio = ThreeNodes::new(Workers::InTwoZones).await?;
     let (trio, result) = scenario(trio).await;
     let removed = trio.remove().await;
