@@ -577,6 +577,11 @@ pub(crate) struct Mcp {
     /// the whole session, so that a preview and the run after it see the same cluster.
     #[command(flatten)]
     pub(crate) sim: Simulate,
+    /// With --simulate: a Pod pinned to this node behind a budget that never allows a
+    /// disruption, so that its drain is blocked (to show the upgrade tools' `on_undrainable`),
+    /// as `upgrade --simulate-undrainable` sets it up.
+    #[arg(long, value_name = "NODE", requires = "simulate")]
+    pub(crate) simulate_undrainable: Option<String>,
 }
 
 #[derive(Debug, Args)]

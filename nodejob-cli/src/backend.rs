@@ -90,6 +90,9 @@ pub(crate) enum Prepare {
     Nothing,
     /// Its workloads started ([`sim::settle`]).
     Settle,
+    /// Settled, then a Pod pinned to this node behind a budget that never allows a
+    /// disruption, so that its drain is blocked ([`sim::undrainable`]).
+    Undrainable(String),
     /// Settled, then a rotation to this plan's CA stopped as `issue` begins ([`sim::stage`]).
     Stage(Box<certs_driver::Plan>),
     /// The simulated history in this namespace ([`sim::history`]), its faults armed.
@@ -157,6 +160,21 @@ impl Backend {
             *t = start;
         }
         self
+    }
+
+    /// A simulated cluster has its workloads started and, when `undrainable` names a node
+    /// (`--simulate-undrainable NODE`), a Pod only that node runs behind a budget that never
+    /// allows a disruption ([`Prepare::Undrainable`]); refused naming the flag when there is no
+    /// such simulated node.
+    pub(crate) fn settled(self, undrainable: Option<&str>) -> Result<Backend, Exit> {
+        let prepare = match undrainable {
+            Some(node) => {
+                self.has_node("--simulate-undrainable", node)?;
+                Prepare::Undrainable(node.to_string())
+            }
+            None => Prepare::Settle,
+        };
+        Ok(self.prepared(prepare))
     }
 
     /// A simulated cluster's `node` (when given: `--simulate-fail NODE`) fails with `fault`;
@@ -306,6 +324,10 @@ async fn simulate(
     match prepare {
         Prepare::Nothing => {}
         Prepare::Settle => sim::settle(&fake).await,
+        Prepare::Undrainable(node) => {
+            sim::settle(&fake).await;
+            sim::undrainable(&fake, node).await?;
+        }
         Prepare::Stage(plan) => {
             sim::settle(&fake).await;
             sim::stage(&fake, plan, present::rotation::issue_begins).await?;

@@ -7,7 +7,7 @@ use upgrade_driver::Stop;
 
 use super::{driver_exit, ended, no_argv, preview_banner, refused, say_simulated};
 use crate::args::{Format, Global, Upgrade};
-use crate::backend::{Backend, Prepare};
+use crate::backend::Backend;
 use crate::exit::Exit;
 use crate::interrupt::on_interrupt;
 use crate::present::retry::Invocation;
@@ -56,16 +56,12 @@ pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
     let plan = settings(&args).plan(&global.namespace).map_err(refused)?;
     let stop = Stop::new();
     let notice = on_interrupt(Some(stop.clone()));
-    let undrainable = args.long_roll.simulate_undrainable.clone();
     let soak_reboot = args.long_roll.simulate_soak_reboot.clone();
     let pause_at = args.long_roll.simulate_pause.clone();
     let backend = Backend::new(global, args.sim.simulate)
         .clocked(args.sim.speed, args.sim.simulate_start)
         .failing(args.simulate_fail.as_deref(), Fault::UpgradeFails)?
-        .prepared(Prepare::Settle);
-    if let Some(node) = &undrainable {
-        backend.has_node("--simulate-undrainable", node)?;
-    }
+        .settled(args.long_roll.simulate_undrainable.as_deref())?;
     if let Some(node) = &soak_reboot {
         backend.has_node("--simulate-soak-reboot", node)?;
     }
@@ -73,9 +69,6 @@ pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
         backend.has_node("--simulate-pause", node)?;
     }
     backend.block_on(|t| async move {
-        if let (Some(fake), Some(node)) = (&t.fake, &undrainable) {
-            crate::sim::undrainable(fake, node).await?;
-        }
         if preview {
             let preview = upgrade_driver::preview(&*t.api, &plan)
                 .await

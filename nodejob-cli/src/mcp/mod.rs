@@ -47,7 +47,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use self::ops::Session;
 use self::tools::Name;
 use crate::args::{Global, Mcp};
-use crate::backend::{Backend, Prepare, real_runtime};
+use crate::backend::{Backend, real_runtime};
 use crate::exit::Exit;
 
 /// Serves MCP on stdin/stdout until the client closes it, then waits for an operation still
@@ -55,7 +55,7 @@ use crate::exit::Exit;
 pub(crate) fn serve(global: &Global, args: Mcp) -> Result<Exit, Exit> {
     let backend = Backend::new(global, args.sim.simulate)
         .clocked(args.sim.speed, args.sim.simulate_start)
-        .prepared(Prepare::Settle)
+        .settled(args.simulate_undrainable.as_deref())?
         .session()?;
     let runtime = real_runtime()?;
     let server = Server(Arc::new(Session::new(backend, global.namespace.clone())));
