@@ -2,7 +2,8 @@
 //! binary over stdio. The tools and their schemas; an upgrade after its preview, with its
 //! progress and report; tokens refused (stale, missing, for other arguments) with nothing
 //! changed; a cancelled upgrade stopping after the step in flight; bad arguments refused naming
-//! the field, with no API call.
+//! the field, with no API call; the long-roll arguments (`on_undrainable`, `max_blocked`,
+//! `soak`, `on_failure`) said by the preview, covered by its token and acted on by the upgrade.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -64,10 +65,16 @@ struct Session {
 
 impl Session {
     async fn start() -> Result<Session> {
+        Session::start_with(&[]).await
+    }
+
+    /// A session with `nodejob mcp --simulate 5 MORE...`.
+    async fn start_with(more: &[&str]) -> Result<Session> {
         let (progress, progress_rx) = unbounded_channel();
         let (logs, logs_rx) = unbounded_channel();
         let command = tokio::process::Command::new(env!("CARGO_BIN_EXE_nodejob")).configure(|c| {
             c.args(["mcp", "--simulate", "5"])
+                .args(more)
                 .env_remove("KUBECONFIG")
                 .env("RUST_LOG", "error");
         });
@@ -238,6 +245,19 @@ fn writes(status: &Value) -> (Value, Value) {
         status["simulated"]["writes"].clone(),
         status["simulated"]["resource_version"].clone(),
     )
+}
+
+/// The entry of `node` in `list` (a report's or `status`'s nodes), found by `key`.
+fn entry<'a>(list: &'a Value, key: &str, node: &str) -> Result<&'a Value> {
+    (list.as_array().into_iter().flatten())
+        .find(|n| n[key] == node)
+        .with_context(|| format!("{node} not in {list}"))
+}
+
+/// `arguments` with `token` as their `preview_token`.
+fn with_token(mut arguments: Value, token: &str) -> Value {
+    arguments["preview_token"] = json!(token);
+    arguments
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -615,6 +635,41 @@ async fn bad_arguments_are_refused_naming_the_field_with_no_api_call() -> Result
             "upgrade_preview",
             json!({"to": TARGET, "nodes": "cp-0"}),
             "nodes: invalid type",
+        ),
+        (
+            "upgrade_preview",
+            json!({"to": TARGET, "on_undrainable": "maybe"}),
+            "on_undrainable: unknown variant `maybe`, expected one of `fail`, `skip`, `quarantine`",
+        ),
+        (
+            "upgrade_preview",
+            json!({"to": TARGET, "max_blocked": -1}),
+            "max_blocked: invalid value: integer `-1`",
+        ),
+        (
+            "upgrade_preview",
+            json!({"to": TARGET, "max_blocked": "two"}),
+            "max_blocked: invalid type",
+        ),
+        (
+            "upgrade_preview",
+            json!({"to": TARGET, "soak": "a while"}),
+            "soak: ",
+        ),
+        (
+            "upgrade_preview",
+            json!({"to": TARGET, "soak": "48h"}),
+            "soak: 172800s must be more than zero and at most 24h",
+        ),
+        (
+            "upgrade_preview",
+            json!({"to": TARGET, "on_failure": "undo"}),
+            "on_failure: unknown variant `undo`, expected `stop` or `rollback`",
+        ),
+        (
+            "upgrade",
+            json!({"to": TARGET, "on_undrainable": "maybe", "preview_token": "x"}),
+            "on_undrainable: unknown variant `maybe`",
         ),
         (
             "upgrade",
@@ -1066,60 +1121,231 @@ async fn pause_and_resume_each_with_its_token_and_status_shows_the_switch() -> R
     session.close().await
 }
 
+/// What the long-roll tests run on: `worker-a-0` runs a Pod that only it can run, behind a
+/// budget that never allows a disruption (its drain is blocked); the virtual clock runs as fast
+/// as it can, as nobody watches.
+const UNDRAINABLE: [&str; 4] = ["--simulate-undrainable", "worker-a-0", "--speed", "max"];
+
+/// The virtual clock as fast as it can run.
+const SPEED_MAX: [&str; 2] = ["--speed", "max"];
+
+/// `upgrade_preview` says each long-roll argument given, as the plan acts on it (none of them
+/// when left out), and its token covers them: an `upgrade` saying another value is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_long_roll_arguments_reach_the_preview_and_the_roll() -> Result<()> {
-    let mut session = Session::start().await?;
-    // Refused naming the argument, before anything is read or written.
-    for (arguments, field) in [
-        (
-            json!({"to": TARGET, "on_undrainable": "maybe"}),
-            "on_undrainable",
-        ),
-        (json!({"to": TARGET, "soak": "a while"}), "soak: "),
-        (json!({"to": TARGET, "on_failure": "undo"}), "on_failure"),
-        (json!({"to": TARGET, "max_blocked": -1}), "max_blocked"),
-    ] {
-        let result = session.call("upgrade_preview", arguments.clone()).await?;
-        refused_saying(&result, &arguments, field);
+async fn the_preview_says_the_long_roll_arguments_given_and_its_token_covers_them() -> Result<()> {
+    let session = Session::start_with(&UNDRAINABLE).await?;
+    let (plain, _) = session.preview(json!({"to": TARGET})).await?;
+    let plain = &plain["preview"];
+    for key in ["on_undrainable", "max_blocked", "soak_ms", "on_failure"] {
+        assert!(plain.get(key).is_none(), "{key}, a default, said: {plain}");
     }
+    let then = |p: &Value| {
+        p["would_block"][0]["then"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    assert_eq!(plain["would_block"][0]["node"], "worker-a-0", "{plain}");
+    assert!(
+        then(plain).ends_with("the node fails and the roll stops"),
+        "{plain}"
+    );
 
     let long = json!({
         "to": TARGET,
-        "on_undrainable": "quarantine",
+        "on_undrainable": "skip",
         "max_blocked": 3,
-        "soak": "30s",
+        "soak": "10m",
         "on_failure": "rollback",
     });
-    let (preview, token) = session.preview(long.clone()).await?;
-    let plan = &preview["preview"];
-    assert_eq!(plan["on_undrainable"], "quarantine", "{preview}");
-    assert_eq!(plan["max_blocked"], 3, "{preview}");
-    assert_eq!(plan["soak_ms"], 30_000, "{preview}");
-    assert_eq!(plan["on_failure"], "rollback", "{preview}");
-    // The token is for these arguments: the same roll without its soak is another roll.
-    let mut other = json!({"to": TARGET, "on_undrainable": "quarantine", "max_blocked": 3});
-    other["on_failure"] = json!("rollback");
-    other["preview_token"] = json!(token.clone());
-    let refused = session.call("upgrade", other).await?;
-    assert_eq!(refused.is_error, Some(true), "{}", text(&refused));
+    let result = session.call("upgrade_preview", long.clone()).await?;
+    let said = text(&result);
+    assert_eq!(result.is_error, Some(false), "{said}");
+    let content = result.structured_content.context("no structure")?;
+    let preview = &content["preview"];
+    assert_eq!(preview["on_undrainable"], "skip", "{preview}");
+    assert_eq!(preview["max_blocked"], 3, "{preview}");
+    assert_eq!(preview["soak_ms"], 600_000, "{preview}");
+    assert_eq!(preview["on_failure"], "rollback", "{preview}");
+    assert!(
+        then(preview).contains("the node is skipped (uncordoned if we cordoned it)"),
+        "{preview}"
+    );
+    for line in [
+        "at most 3 blocked node(s), past that the roll stops as a failure does",
+        "would be blocked (on_undrainable skip): worker-a-0 by budget(s) default/pinned",
+        "soak: each node, back in service, stays Ready on the same boot for 10m00s",
+        "on failure: a node whose host upgrade fails, or that comes back at another version or \
+         fails its health check or soak, is rolled back (stratum rollback)",
+    ] {
+        assert!(said.contains(line), "{line:?} not in {said}");
+    }
 
-    let mut arguments = long;
-    arguments["preview_token"] = json!(token);
-    let (result, progress_token) = session.run("upgrade", arguments).await?;
+    // The token is for these arguments: each said otherwise is refused.
+    let token = content["preview_token"].as_str().context("no token")?;
+    let otherwise = |key: &str, value: Value| {
+        let mut arguments = with_token(long.clone(), token);
+        arguments[key] = value;
+        arguments
+    };
+    let before = session.status().await?;
+    for arguments in [
+        otherwise("on_undrainable", json!("quarantine")),
+        otherwise("max_blocked", json!(2)),
+        otherwise("soak", json!("20m")),
+        otherwise("on_failure", json!("stop")),
+    ] {
+        let refused = session.call("upgrade", arguments.clone()).await?;
+        let said = text(&refused);
+        assert_eq!(refused.is_error, Some(true), "{arguments}: {said}");
+        assert!(
+            said.contains("upgrade_preview again"),
+            "{arguments}: {said}"
+        );
+    }
+    assert_eq!(writes(&session.status().await?), writes(&before));
+    session.close().await
+}
+
+/// `on_undrainable: "skip"`: the node a budget blocks past `drain_timeout` is skipped (back in
+/// service, at its version) and named, its budget with it; every other node is upgraded. The
+/// roll stops short of it with nothing failed, not on it (as it would under the default,
+/// `fail`, before worker-b-0 started).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_on_undrainable_skip_the_blocked_node_is_named_and_the_others_are_upgraded()
+-> Result<()> {
+    let session = Session::start_with(&UNDRAINABLE).await?;
+    let arguments = json!({"to": TARGET, "on_undrainable": "skip", "drain_timeout": "2m"});
+    let (_, token) = session.preview(arguments.clone()).await?;
+    let result = session
+        .call("upgrade", with_token(arguments, &token))
+        .await?;
+    let said = text(&result);
+    assert_eq!(result.is_error, Some(false), "nothing failed: {said}");
+    let report = result.structured_content.context("no report")?;
+    assert_eq!(report["outcome"]["outcome"], "stopped", "{report}");
+    assert!(
+        (report["outcome"]["why"].as_str()).is_some_and(|w| w.contains("worker-a-0 (skipped)")),
+        "{report}"
+    );
+    assert_eq!(report["totals"]["upgraded"], 4, "{report}");
+    let blocked = &entry(&report["nodes"], "name", "worker-a-0")?["result"]["Blocked"];
+    assert_eq!(blocked["policy"], "skip", "{report}");
+    assert_eq!(blocked["budgets"], json!(["default/pinned"]), "{report}");
+    assert!(said.contains("node worker-a-0 blocked: skipped"), "{said}");
+
+    let status = session.status().await?;
+    for node in NODES {
+        let (reported, now) = (
+            &entry(&report["nodes"], "name", node)?["result"],
+            entry(&status["nodes"], "node", node)?,
+        );
+        if node == "worker-a-0" {
+            assert_eq!(now["version"], "v1.37.2", "{now}");
+            assert_eq!(now["cordoned"], false, "skipped, back in service: {now}");
+        } else {
+            assert_eq!(reported, "Upgraded", "{node}: {report}");
+            assert_eq!(now["version"], TARGET, "{now}");
+        }
+    }
+    session.close().await
+}
+
+/// `max_blocked`: quarantining worker-a-0 (left cordoned) leaves worker-b-0 the only place for
+/// the web replicas, so its drain is blocked too. Two blocked nodes: `max_blocked: 2` lets the
+/// roll go past both, where the default, 1, would stop it as a failure at the second (as
+/// `upgrade_undrainable_past_max_blocked` pins for the command).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_blocked_lets_the_roll_go_on_past_that_many_blocked_nodes() -> Result<()> {
+    let session = Session::start_with(&UNDRAINABLE).await?;
+    let arguments = json!({
+        "to": TARGET,
+        "on_undrainable": "quarantine",
+        "max_blocked": 2,
+        "drain_timeout": "2m",
+    });
+    let (_, token) = session.preview(arguments.clone()).await?;
+    let result = session
+        .call("upgrade", with_token(arguments, &token))
+        .await?;
     assert_eq!(result.is_error, Some(false), "{}", text(&result));
+    let report = result.structured_content.context("no report")?;
+    assert_eq!(report["outcome"]["outcome"], "stopped", "{report}");
+    assert_eq!(report["totals"]["upgraded"], 3, "{report}");
+    let status = session.status().await?;
+    for node in ["worker-a-0", "worker-b-0"] {
+        let result = &entry(&report["nodes"], "name", node)?["result"];
+        assert_eq!(
+            result["Blocked"]["policy"], "quarantine",
+            "{node}: {report}"
+        );
+        let now = entry(&status["nodes"], "node", node)?;
+        assert_eq!(now["cordoned"], true, "quarantined, left cordoned: {now}");
+        assert_eq!(now["version"], "v1.37.2", "{now}");
+    }
+    session.close().await
+}
+
+/// `soak`: each upgraded node stays Ready on its boot for the soak, told counting down, before
+/// the next node starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_soak_each_node_soaks_before_the_next_starts() -> Result<()> {
+    let mut session = Session::start_with(&SPEED_MAX).await?;
+    let arguments = json!({"to": TARGET, "nodes": ["cp-0", "cp-1"], "soak": "3m"});
+    let (_, token) = session.preview(arguments.clone()).await?;
+    let (result, progress_token) = session
+        .run("upgrade", with_token(arguments, &token))
+        .await?;
     let report = result.structured_content.clone().context("no report")?;
-    assert_eq!(report["totals"]["upgraded"], 5, "{report}");
-    // Every node soaked, counting down from the 30 s asked.
-    let (_, _, logged) = session.finished("upgrade", &progress_token).await?;
-    let soaked: BTreeSet<&str> = (logged.iter())
-        .filter(|l| l["event"]["event"] == "soaking")
-        .filter(|l| {
-            l["event"]["left_ms"]
-                .as_u64()
-                .is_some_and(|ms| ms <= 30_000)
-        })
-        .filter_map(|l| l["event"]["node"].as_str())
-        .collect();
-    assert_eq!(soaked, NODES.into_iter().collect(), "{logged:?}");
+    assert_eq!(report["outcome"]["outcome"], "done", "{}", text(&result));
+    let (_, progress, _) = session.finished("upgrade", &progress_token).await?;
+    // Each message at its place among the call's progress notifications, which count up.
+    let at = |start: &str| -> Result<f64> {
+        (progress.iter())
+            .find(|p| p.message.as_deref().is_some_and(|m| m.starts_with(start)))
+            .map(|p| p.progress)
+            .with_context(|| format!("no progress {start:?}"))
+    };
+    for node in ["cp-0", "cp-1"] {
+        at(&format!("{node}: soaking, 3m00s left"))?;
+        at(&format!("{node}: soaking, 30.0s left"))?;
+        at(&format!("{node}: Soak done in 3m00s"))?;
+    }
+    assert!(
+        at("cp-0: Soak done in")? < at("cp-1: Cordon...")?,
+        "cp-1 started before cp-0 soaked: {progress:?}"
+    );
+    session.close().await
+}
+
+/// `on_failure: "rollback"`: a node that fails its health check after its host upgrade is
+/// rolled back to the version it ran, still a failure (where the default, `stop`, leaves it at
+/// the target).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_on_failure_rollback_a_node_failing_its_health_check_is_rolled_back() -> Result<()> {
+    let session = Session::start_with(&SPEED_MAX).await?;
+    let arguments = json!({
+        "to": TARGET,
+        "nodes": ["cp-0"],
+        "health_check": ["/bin/check", "nodejob-test:exit=1"],
+        "on_failure": "rollback",
+    });
+    let (_, token) = session.preview(arguments.clone()).await?;
+    let result = session
+        .call("upgrade", with_token(arguments, &token))
+        .await?;
+    assert_eq!(result.is_error, Some(true), "{}", text(&result));
+    let report = result.structured_content.context("no report")?;
+    assert_eq!(report["outcome"]["outcome"], "failed", "{report}");
+    assert_eq!(report["totals"]["rolled_back"], 1, "{report}");
+    let rolled = &entry(&report["nodes"], "name", "cp-0")?["result"]["RolledBack"];
+    assert_eq!(rolled["version"], "v1.37.2", "{report}");
+    assert_eq!(rolled["failure"]["step"], "Health", "{report}");
+    let status = session.status().await?;
+    assert_eq!(
+        entry(&status["nodes"], "node", "cp-0")?["version"],
+        "v1.37.2",
+        "{status}"
+    );
     session.close().await
 }
