@@ -363,10 +363,6 @@ where
         let mut versions = conditions::Versions::default();
         versions.saw(&first_seen);
         let mut step_started = api.now();
-        // Whether the last find read the host (rollback) Job's name free: that Job, if run
-        // next, is created without reading the name again (`Policy::known_free`; only this
-        // run, under the Lease, creates Jobs of that name).
-        let (mut host_free, mut rollback_free) = (false, false);
         loop {
             self.ctx.flying(name, machine.current_step());
             // The fence first: once the Lease is lost, not even an Event is written.
@@ -375,7 +371,7 @@ where
                 Intent::Patch { .. }
                     | Intent::Guarded { .. }
                     | Intent::Drain
-                    | Intent::Host { adopt: None }
+                    | Intent::Host { adopt: None, .. }
                     | Intent::DeleteJob { .. }
                     | Intent::Health
                     | Intent::RollbackJob { adopt: None, .. }
@@ -561,19 +557,14 @@ where
                         Intent::FindPrevious { target } => self.plan.job_name_toward(name, target),
                         _ => self.plan.job_name(name),
                     };
-                    let found = retry(api, || api.get_job(ns, &job_name)).await;
-                    if matches!(step.intent, Intent::FindJob) {
-                        host_free = matches!(&found, Err(e) if e.is_not_found());
-                    }
-                    match found {
+                    match retry(api, || api.get_job(ns, &job_name)).await {
                         Ok(job) => Observation::Job(Some(Box::new(job))),
                         Err(e) if e.is_not_found() => Observation::Job(None),
                         Err(e) => Observation::Failed(format!("reading the host job: {e}")),
                     }
                 }
-                Intent::Host { adopt } => {
+                Intent::Host { adopt, known_free } => {
                     let spec = self.plan.host_spec(name);
-                    let known_free = std::mem::take(&mut host_free);
                     let policy = Policy {
                         adopt,
                         keep: true,
@@ -632,17 +623,18 @@ where
                 Intent::FindRollbackJob => {
                     let ns = &self.plan.spec().namespace;
                     let job_name = self.plan.rollback_job_name(name);
-                    let found = retry(api, || api.get_job(ns, &job_name)).await;
-                    rollback_free = matches!(&found, Err(e) if e.is_not_found());
-                    match found {
+                    match retry(api, || api.get_job(ns, &job_name)).await {
                         Ok(job) => Observation::Job(Some(Box::new(job))),
                         Err(e) if e.is_not_found() => Observation::Job(None),
                         Err(e) => Observation::Failed(format!("reading the rollback job: {e}")),
                     }
                 }
-                Intent::RollbackJob { adopt, to } => {
+                Intent::RollbackJob {
+                    adopt,
+                    to,
+                    known_free,
+                } => {
                     let spec = self.plan.rollback_spec(name, &to);
-                    let known_free = std::mem::take(&mut rollback_free);
                     let policy = Policy {
                         adopt,
                         keep: true,

@@ -140,6 +140,11 @@ pub enum Intent {
     Host {
         /// The Job to adopt.
         adopt: Option<String>,
+        /// This run's find read the Job's name free (404), and nothing of that name was
+        /// created since (only the run under the Lease creates it): created at once, with no
+        /// read of its own (`nodejob_core::runner::Policy::known_free`; a Job met there all
+        /// the same is judged by the runner's guard).
+        known_free: bool,
     },
     /// Delete the host Job of this UID exactly, and wait until it is gone; fenced.
     DeleteJob {
@@ -173,6 +178,8 @@ pub enum Intent {
         adopt: Option<String>,
         /// The version it rolls back to.
         to: String,
+        /// As [`Intent::Host`]'s: this run's find read the rollback Job's name free.
+        known_free: bool,
     },
     /// Delete the rollback Job of this UID exactly, and wait until it is gone; fenced.
     DeleteRollbackJob {
@@ -423,6 +430,11 @@ pub struct NodeMachine {
     lost_rollback: Option<String>,
     /// The node carried nothing of ours when first read: the first write marks it.
     fresh: bool,
+    /// The last find of the host Job read its name free: the Job launched next is created
+    /// without a read of its own ([`Intent::Host`]'s `known_free`).
+    host_free: bool,
+    /// The same, for the rollback Job.
+    rollback_free: bool,
 }
 
 impl NodeMachine {
@@ -452,6 +464,8 @@ impl NodeMachine {
             lost: None,
             lost_rollback: None,
             fresh: false,
+            host_free: false,
+            rollback_free: false,
         }
     }
 
@@ -558,10 +572,14 @@ impl NodeMachine {
             }
             (At::Launching, Observation::Node(node)) => {
                 self.node = Some(node);
+                let known_free = std::mem::take(&mut self.host_free);
                 self.go(
                     At::Hosting,
                     vec![Mark::Started(UpgradeStep::Upgrade)],
-                    Intent::Host { adopt: None },
+                    Intent::Host {
+                        adopt: None,
+                        known_free,
+                    },
                 )
             }
             (At::Launching, Observation::Changed(node)) => self.changed(node),
@@ -1051,6 +1069,7 @@ impl NodeMachine {
 
     /// The Job of the host Job's name, if any: adopt it; or drain, then replace or create it.
     fn found(&mut self, job: Option<Box<Job>>) -> Step {
+        self.host_free = job.is_none();
         let Some(job) = job else {
             if self.at_target_without_us() {
                 // Upgraded out of band (by a person, another tool) before we launched ours:
@@ -1110,7 +1129,9 @@ impl NodeMachine {
             )),
             Mark::Started(UpgradeStep::Upgrade),
         ];
-        self.go(At::Hosting, marks, Intent::Host { adopt: Some(uid) })
+        let adopt = Some(uid);
+        let known_free = false;
+        self.go(At::Hosting, marks, Intent::Host { adopt, known_free })
     }
 
     /// The boot the host upgrade started on: read at Launch (an older record: when we started).

@@ -121,12 +121,19 @@ fn marked(health: bool) -> NodeMachine {
 }
 
 /// Drained, `m` launches (our record with the boot read now, under the node's rv), and the
-/// launch write is answered: the host Job is next.
-fn launched(m: &mut NodeMachine) {
+/// launch write is answered: the host Job is next, created at once if the find read its name
+/// free (what this returns).
+fn launched(m: &mut NodeMachine) -> bool {
     let step = m.step(Obs::Drained(Ok(Drained::default())));
     assert!(matches!(step.intent, Intent::Guarded { .. }), "{step:?}");
     let step = m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
-    assert_eq!(step.intent, Intent::Host { adopt: None });
+    match step.intent {
+        Intent::Host {
+            adopt: None,
+            known_free,
+        } => known_free,
+        other => panic!("expected the host Job, got {other:?}"),
+    }
 }
 
 /// A machine whose host Job (uid `j`) succeeded, recorded and deleted: awaiting the reboot.
@@ -302,7 +309,13 @@ fn no_host_job_drains_then_creates_one() {
             .contains(&Mark::Evicted(vec!["default/web-1".into()]))
     );
     let step = m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
-    assert_eq!(step.intent, Intent::Host { adopt: None });
+    assert_eq!(
+        step.intent,
+        Intent::Host {
+            adopt: None,
+            known_free: true
+        }
+    );
 }
 
 #[test]
@@ -316,7 +329,8 @@ fn an_existing_host_job_is_adopted_without_a_drain_whatever_its_state() {
         assert_eq!(
             m.step(Obs::Job(Some(existing))).intent,
             Intent::Host {
-                adopt: Some("j".into())
+                adopt: Some("j".into()),
+                known_free: false,
             }
         );
     }
@@ -336,7 +350,8 @@ fn a_failed_host_job_we_recorded_is_replaced_after_a_drain() {
         m.step(Obs::Job(Some(job("j", Some("Failed"))))).intent,
         Intent::Drain
     );
-    launched(&mut m);
+    // The failed Job is still there: the runner reads it and replaces exactly that one.
+    assert!(!launched(&mut m), "a failed host job's name taken as free");
 }
 
 /// Our record as Launch wrote it: the host Job was about to start on `host_boot`.
@@ -384,7 +399,13 @@ fn a_node_that_rebooted_by_itself_is_no_evidence_the_upgrade_ran() {
         "{changes:?}"
     );
     let step = m.step(Obs::Node(node("v1.37.2", "boot-2", true, &[ours(true)])));
-    assert_eq!(step.intent, Intent::Host { adopt: None });
+    assert_eq!(
+        step.intent,
+        Intent::Host {
+            adopt: None,
+            known_free: true
+        }
+    );
     m.step(Obs::Host(Ok(report("j", 0, ""))));
     m.step(Obs::Node(node("v1.37.2", "boot-2", true, &[])));
     assert_eq!(

@@ -293,7 +293,13 @@ fn back_at_target(plan: &Plan) -> (NodeMachine, upgrade_driver::Step) {
     let step = m.step(Obs::Drained(Ok(nodejob_core::drain::Drained::default())));
     assert!(matches!(step.intent, Intent::Guarded { .. }), "{step:?}");
     let step = m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
-    assert_eq!(step.intent, Intent::Host { adopt: None });
+    assert_eq!(
+        step.intent,
+        Intent::Host {
+            adopt: None,
+            known_free: true
+        }
+    );
     let report = nodejob_core::runner::Report {
         uid: "j".into(),
         exit_code: 0,
@@ -545,7 +551,13 @@ fn launched(plan: &Plan) -> (NodeMachine, Vec<NodeChange>) {
         panic!("{step:?}")
     };
     let step = m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
-    assert_eq!(step.intent, Intent::Host { adopt: None });
+    assert_eq!(
+        step.intent,
+        Intent::Host {
+            adopt: None,
+            known_free: true
+        }
+    );
     (m, changes)
 }
 
@@ -608,7 +620,9 @@ fn a_failed_host_upgrade_is_rolled_back_step_by_step_each_recorded_first() {
         step.intent,
         Intent::RollbackJob {
             adopt: None,
-            to: "v1.37.2".into()
+            to: "v1.37.2".into(),
+            // Not read by the machine: an earlier rollback's Job, kept, may hold the name.
+            known_free: false,
         }
     );
     let report = nodejob_core::runner::Report {
@@ -811,7 +825,8 @@ fn a_resumed_rollback_adopts_the_rollback_job_an_earlier_run_launched() {
         step.intent,
         Intent::RollbackJob {
             adopt: Some("r".into()),
-            to: "v1.37.2".into()
+            to: "v1.37.2".into(),
+            known_free: false,
         }
     );
     // A rollback whose result was recorded goes on from it: its Job deleted, then the reboot.
@@ -828,4 +843,43 @@ fn a_resumed_rollback_adopts_the_rollback_job_an_earlier_run_launched() {
         &[ours(true), (ROLLBACK, value(&done))],
     ));
     assert_eq!(step.intent, Intent::DeleteRollbackJob { uid: "r".into() });
+}
+
+/// A resumed rollback whose Job the find reads free (launched on boot-2, the node still on it
+/// at the target: it never ran) is drained and launched again, its Job created at once, with
+/// no read of its own (`known_free`); a Job that ran is never run again, as the test above.
+#[test]
+fn a_resumed_rollback_whose_job_is_not_there_creates_it_without_reading_the_name_again() {
+    let record = Rollback {
+        from: TARGET.into(),
+        to: "v1.37.2".into(),
+        boot_id: "boot-1".into(),
+        why: Some("the health check exited 1".into()),
+        step: Some("Health".into()),
+        rollback_boot_id: Some("boot-2".into()),
+        uid: None,
+        exit_code: None,
+        done: None,
+    };
+    let on = |boot: &str| {
+        node(
+            TARGET,
+            boot,
+            true,
+            &[ours(true), (ROLLBACK, value(&record))],
+        )
+    };
+    let mut m = NodeMachine::new(&rolling_back(), EPOCH);
+    assert_eq!(m.start(on("boot-2")).intent, Intent::FindRollbackJob);
+    assert_eq!(m.step(Obs::Job(None)).intent, Intent::Drain);
+    let step = m.step(Obs::Drained(Ok(nodejob_core::drain::Drained::default())));
+    assert!(matches!(step.intent, Intent::Guarded { .. }), "{step:?}");
+    assert_eq!(
+        m.step(Obs::Node(on("boot-2"))).intent,
+        Intent::RollbackJob {
+            adopt: None,
+            to: "v1.37.2".into(),
+            known_free: true,
+        }
+    );
 }

@@ -287,10 +287,15 @@ impl NodeMachine {
             (Rb::Launching, Observation::Node(node)) => {
                 self.node = Some(node);
                 let to = self.rollback_to();
+                let known_free = std::mem::take(&mut self.rollback_free);
                 self.go(
                     At::RollingBack(Rb::Hosting),
                     Vec::new(),
-                    Intent::RollbackJob { adopt: None, to },
+                    Intent::RollbackJob {
+                        adopt: None,
+                        to,
+                        known_free,
+                    },
                 )
             }
             (Rb::Launching, Observation::Changed(node)) => {
@@ -486,6 +491,7 @@ impl NodeMachine {
     /// The rollback Job an earlier run launched, if any: adopted; none: it ran if the node is
     /// at the version on another boot, else drained and created.
     fn found_rollback_job(&mut self, job: Option<Box<Job>>) -> Step {
+        self.rollback_free = job.is_none();
         let Some(job) = job.filter(|j| j.metadata.deletion_timestamp.is_none()) else {
             let launched = (self.rollback.as_ref())
                 .and_then(|r| r.rollback_boot_id.clone())
@@ -516,6 +522,7 @@ impl NodeMachine {
             Intent::RollbackJob {
                 adopt: Some(uid),
                 to,
+                known_free: false,
             },
         )
     }
