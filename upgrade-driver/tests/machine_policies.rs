@@ -792,9 +792,10 @@ fn a_rollback_job_lost_to_a_reboot_is_judged_by_the_version_the_node_comes_back_
     }
 }
 
-#[test]
-fn a_resumed_rollback_adopts_the_rollback_job_an_earlier_run_launched() {
-    let record = Rollback {
+/// The rollback record of a node whose failed health check was being rolled back (from the
+/// target to v1.37.2, the node on boot-1 then), launched on boot-2, its result not recorded.
+fn launched_rollback() -> Rollback {
+    Rollback {
         from: TARGET.into(),
         to: "v1.37.2".into(),
         boot_id: "boot-1".into(),
@@ -804,7 +805,12 @@ fn a_resumed_rollback_adopts_the_rollback_job_an_earlier_run_launched() {
         uid: None,
         exit_code: None,
         done: None,
-    };
+    }
+}
+
+#[test]
+fn a_resumed_rollback_adopts_the_rollback_job_an_earlier_run_launched() {
+    let record = launched_rollback();
     let mut m = NodeMachine::new(&rolling_back(), EPOCH);
     let step = m.start(node(
         TARGET,
@@ -850,17 +856,7 @@ fn a_resumed_rollback_adopts_the_rollback_job_an_earlier_run_launched() {
 /// no read of its own (`known_free`); a Job that ran is never run again, as the test above.
 #[test]
 fn a_resumed_rollback_whose_job_is_not_there_creates_it_without_reading_the_name_again() {
-    let record = Rollback {
-        from: TARGET.into(),
-        to: "v1.37.2".into(),
-        boot_id: "boot-1".into(),
-        why: Some("the health check exited 1".into()),
-        step: Some("Health".into()),
-        rollback_boot_id: Some("boot-2".into()),
-        uid: None,
-        exit_code: None,
-        done: None,
-    };
+    let record = launched_rollback();
     let on = |boot: &str| {
         node(
             TARGET,
