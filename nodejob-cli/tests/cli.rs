@@ -287,7 +287,7 @@ fn bad_input_exits_2_naming_the_field_before_any_api_call() {
                 "--kubeconfig",
                 kc,
                 "--to",
-                "v2",
+                "v2.0.0",
                 "--max-unavailable",
                 "x%",
             ],
@@ -300,7 +300,7 @@ fn bad_input_exits_2_naming_the_field_before_any_api_call() {
                 "--kubeconfig",
                 kc,
                 "--to",
-                "v2",
+                "v2.0.0",
                 "--nodes",
                 "Node_A",
             ],
@@ -312,7 +312,7 @@ fn bad_input_exits_2_naming_the_field_before_any_api_call() {
                 "--simulate",
                 "3",
                 "--to",
-                "v2",
+                "v2.0.0",
                 "--simulate-fail",
                 "nope",
             ],
@@ -324,7 +324,7 @@ fn bad_input_exits_2_naming_the_field_before_any_api_call() {
                 "--simulate",
                 "3",
                 "--to",
-                "v2",
+                "v2.0.0",
                 "--simulate-pause",
                 "nope",
             ],
@@ -351,6 +351,50 @@ fn bad_input_exits_2_naming_the_field_before_any_api_call() {
             !stderr.contains("127.0.0.1"),
             "{args:?} reached for the server: {stderr}"
         );
+    }
+}
+
+/// A target that is no version the kubelet reports, and nodes that report no version where
+/// the plan reads it (or one the target cannot be ordered against), are refused with exit 2,
+/// naming the flag and the nodes, in the preview as in the run, before the Lease or any node is
+/// written: a run that cannot tell where a node stands would drain, upgrade and reboot it, then
+/// blame the upgrade.
+#[test]
+fn a_target_or_version_source_the_nodes_cannot_be_judged_by_exits_2_before_any_write() {
+    let cases: [(&[&str], &str, &str); 6] = [
+        (&["--to", "banana"], "--to", "\"banana\""),
+        (&["--to", "latest"], "--to", "vMAJOR.MINOR.PATCH"),
+        (&["--to", "v1.38"], "--to", "\"v1.38\""),
+        (&["--to", "1.38"], "--to", "\"1.38\""),
+        (
+            &["--to", "v1.38.0", "--version-from", "label=example.com/os"],
+            "--version-from",
+            "3 node(s) report no version in the label example.com/os (cp-0, cp-1, cp-2)",
+        ),
+        (
+            &["--to", "24.04.4", "--version-from", "os-image"],
+            "--version-from",
+            "cp-0 at \"Ubuntu 24.04.3 LTS\"",
+        ),
+    ];
+    for (flags, flag, says) in cases {
+        for preview in [true, false] {
+            let mut args = vec!["upgrade", "--simulate", "3"];
+            args.extend_from_slice(flags);
+            if preview {
+                args.push("--preview");
+            }
+            let out = nodejob(&args);
+            let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+            assert!(
+                stderr.starts_with(&format!("{flag}: ")) && stderr.contains(says),
+                "{args:?} should name {flag} and say {says:?}: {stderr}"
+            );
+            for written in ["lease", "Cordon", "cordoned"] {
+                assert!(!stdout.contains(written), "{args:?} wrote: {stdout}");
+            }
+        }
     }
 }
 

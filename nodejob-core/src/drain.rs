@@ -205,6 +205,23 @@ pub fn verdict(pod: &Pod, options: &DrainOptions, now: Timestamp) -> Verdict {
     Verdict::Evict
 }
 
+/// The Pods of `pods` (those of one node) that a drain under `options` would still evict or
+/// refuse at wall time `now`, `namespace/name`: what a host operation about to reboot the node
+/// must not find there. A Pod that ended (Succeeded, Failed) runs nothing a reboot could hurt,
+/// and is left out.
+pub fn left_to_evict(pods: &[Pod], options: &DrainOptions, now: Timestamp) -> Vec<String> {
+    (pods.iter())
+        .filter(|p| {
+            !matches!(
+                p.status.as_ref().and_then(|s| s.phase.as_deref()),
+                Some("Succeeded" | "Failed")
+            )
+        })
+        .filter(|p| !matches!(verdict(p, options, now), Verdict::Skip(_)))
+        .map(pod_name)
+        .collect()
+}
+
 /// What a drain did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Drained {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Node;
-use nodejob_core::drain::{Drained, drain_into};
+use nodejob_core::drain::{Drained, drain_into, left_to_evict};
 use nodejob_core::lease::Claim;
 use nodejob_core::runner::{Mode, Policy};
 use nodejob_core::watch::{From, Until, watch_until};
@@ -70,37 +70,100 @@ pub(crate) async fn select_nodes<A: NodeApi + ?Sized>(
     Ok(nodejob_roll::select_nodes(api, spec.selector.as_deref(), &spec.nodes).await?)
 }
 
-/// Refuses, before any write, a plan whose target is older than the version a selected node
-/// runs, unless it allows a downgrade: names each such node and its version. A version that
-/// does not read as `major.minor.patch` (an OS image name) is not compared.
-pub(crate) fn refuse_downgrade(plan: &Plan, nodes: &[Node]) -> Result<(), Error> {
+/// Refuses, before any write, a plan that cannot judge its nodes by version: a selected node
+/// that reports no version where the plan reads it, or one that cannot be ordered against the
+/// target (both must read as `vMAJOR.MINOR.PATCH`, or be the target itself), and one whose
+/// version is newer than the target, unless the plan allows a downgrade. Names each such node
+/// and what it reports: an upgrade that cannot tell where a node stands would drain, upgrade
+/// and reboot it, then blame the upgrade.
+pub(crate) fn refuse_versions(plan: &Plan, nodes: &[Node]) -> Result<(), Error> {
     let spec = plan.spec();
-    let Some(target) = version_numbers(&spec.target) else {
-        return Ok(());
-    };
-    if spec.downgrade == Downgrade::Allow {
-        return Ok(());
+    let target = &spec.target;
+    let (mut silent, mut unordered) = (Vec::new(), Vec::new());
+    for node in nodes {
+        match version(node, &spec.version_source) {
+            None => silent.push(records::name(node).to_string()),
+            Some(v) if !comparable(v, target) => {
+                unordered.push(format!("{} at {v:?}", records::name(node)));
+            }
+            Some(_) => {}
+        }
     }
-    let newer: Vec<String> = nodes
+    let source = source_words(&spec.version_source);
+    if !silent.is_empty() {
+        return Err(Error::Plan(PlanError::new(
+            "version_source",
+            format!(
+                "{} node(s) report no version in {source} ({}): the roll could not tell whether \
+                 a node reached {target}; choose a version source every selected node reports, \
+                 or leave those nodes out of the selection",
+                silent.len(),
+                silent.join(", ")
+            ),
+        )));
+    }
+    if !unordered.is_empty() {
+        // The target reads as a version: the nodes' values are what cannot be ordered.
+        let field = if version_numbers(target).is_some() {
+            "version_source"
+        } else {
+            "target"
+        };
+        return Err(Error::Plan(PlanError::new(
+            field,
+            format!(
+                "{target:?} cannot be compared with what {} node(s) report in {source} ({}): \
+                 both must read as vMAJOR.MINOR.PATCH for the roll to tell an upgrade from a \
+                 downgrade and whether a node reached the target",
+                unordered.len(),
+                unordered.join(", ")
+            ),
+        )));
+    }
+    match nodes
         .iter()
-        .filter_map(|n| {
-            let v = version(n, &spec.version_source)?;
-            (version_numbers(v)? > target).then(|| format!("{} at {v}", records::name(n)))
-        })
-        .collect();
-    if newer.is_empty() {
-        return Ok(());
+        .filter_map(|n| newer_than_target(plan, n))
+        .collect::<Vec<_>>()
+    {
+        newer if newer.is_empty() => Ok(()),
+        newer => Err(Error::Plan(PlanError::new(
+            "downgrade",
+            format!(
+                "{target} is older than what {} node(s) run ({}): a downgrade, refused unless \
+                 the plan allows it",
+                newer.len(),
+                newer.join(", ")
+            ),
+        ))),
     }
-    Err(Error::Plan(PlanError::new(
-        "downgrade",
-        format!(
-            "{} is older than what {} node(s) run ({}): a downgrade, refused unless the plan \
-             allows it",
-            spec.target,
-            newer.len(),
-            newer.join(", ")
-        ),
-    )))
+}
+
+/// Whether `reported` can be ordered against `target`: it is the target, or both read as
+/// versions.
+pub(crate) fn comparable(reported: &str, target: &str) -> bool {
+    records::same_version(reported, target)
+        || (version_numbers(reported).is_some() && version_numbers(target).is_some())
+}
+
+/// `node at VERSION` when `node` runs a version newer than the plan's target and the plan does
+/// not allow a downgrade.
+pub(crate) fn newer_than_target(plan: &Plan, node: &Node) -> Option<String> {
+    let spec = plan.spec();
+    if spec.downgrade == Downgrade::Allow {
+        return None;
+    }
+    let target = version_numbers(&spec.target)?;
+    let v = version(node, &spec.version_source)?;
+    (version_numbers(v)? > target).then(|| format!("{} at {v}", records::name(node)))
+}
+
+/// Where the plan reads a node's version, in words.
+fn source_words(source: &crate::plan::VersionSource) -> String {
+    match source {
+        crate::plan::VersionSource::KubeletVersion => "status.nodeInfo.kubeletVersion".into(),
+        crate::plan::VersionSource::OsImage => "status.nodeInfo.osImage".into(),
+        crate::plan::VersionSource::Label(key) => format!("the label {key}"),
+    }
 }
 
 pub(crate) async fn run<A>(
@@ -123,7 +186,7 @@ where
             cause,
         })?;
     let mut nodes = view.read(|all| select_from(all, spec.selector.as_deref(), &spec.nodes))?;
-    refuse_downgrade(plan, &nodes)?;
+    refuse_versions(plan, &nodes)?;
     // Nodes an earlier run started and left in flight (cordoned, drained, maybe mid-upgrade)
     // are carried on whatever the selection says now: a node relabelled out of it, or a plan
     // that names other nodes, must not leave one cordoned by us and unnamed.
@@ -395,6 +458,18 @@ where
                 }
                 _ => None,
             });
+            // What already happened (the step before finished, its pods evicted, a note) is
+            // told now, when it happened, not after a pause: only the marks from the start of
+            // the next step on wait for the pause switch.
+            let mut marks = std::mem::take(&mut step.marks);
+            let next = (marks.iter())
+                .position(|m| matches!(m, Mark::Started(s) if Some(*s) == starting))
+                .unwrap_or(marks.len());
+            let next = marks.split_off(next);
+            for mark in marks {
+                self.tell(name, mark, &mut step_started, &mut versions)
+                    .await;
+            }
             // The pause switch, likewise, where a step would begin (the step before it
             // finished): the Lease as the fence just read it; paused, the node waits there.
             if let Some(s) = starting
@@ -405,39 +480,10 @@ where
                 return self.end_node(name, result, last.as_ref(), started);
             }
             let stop_here = self.stop.requested() && starting.is_some();
-            for mark in std::mem::take(&mut step.marks) {
-                match mark {
-                    Mark::Started(_) if stop_here => {}
-                    Mark::Started(s) => {
-                        step_started = api.now();
-                        self.ctx.progress.event(&Progress::StepStarted {
-                            node: name.to_string(),
-                            step: s,
-                        });
-                        self.condition_step(name, s, &mut versions).await;
-                    }
-                    Mark::Finished(s, message) => {
-                        let took = api.now().saturating_sub(step_started);
-                        self.node_report(name, |n| n.steps.push((s, millis(took))));
-                        self.ctx.progress.event(&Progress::StepFinished {
-                            node: name.to_string(),
-                            step: s,
-                            took_ms: millis(took),
-                            message: message.clone(),
-                        });
-                        self.event(name, EventType::Normal, &s.reason(), &message)
-                            .await;
-                    }
-                    Mark::Evicted(pods) => {
-                        self.node_report(name, |n| n.pods_evicted.extend(pods.iter().cloned()));
-                        self.ctx
-                            .progress
-                            .event(&Progress::Driver(UpgradeEvent::PodsEvicted {
-                                node: name.to_string(),
-                                pods,
-                            }));
-                    }
-                    Mark::Note(message) => self.note(name, message),
+            for mark in next {
+                if !(stop_here && matches!(mark, Mark::Started(_))) {
+                    self.tell(name, mark, &mut step_started, &mut versions)
+                        .await;
                 }
             }
             if stop_here {
@@ -551,6 +597,7 @@ where
                         Err(e) => Observation::Failed(format!("patching node {name}: {e}")),
                     }
                 }
+                Intent::Preflight => self.preflight(name).await,
                 Intent::FindJob | Intent::FindPrevious { .. } => {
                     let ns = &self.plan.spec().namespace;
                     let job_name = match &step.intent {
@@ -677,6 +724,50 @@ where
         }
     }
 
+    /// Tells one mark of `name`'s machine: progress, the report, an Event, the condition.
+    /// `step_started` is when the step in flight started (set by a start, read by a finish).
+    async fn tell(
+        &self,
+        name: &str,
+        mark: Mark,
+        step_started: &mut Duration,
+        versions: &mut conditions::Versions,
+    ) {
+        let api = self.api;
+        match mark {
+            Mark::Started(s) => {
+                *step_started = api.now();
+                self.ctx.progress.event(&Progress::StepStarted {
+                    node: name.to_string(),
+                    step: s,
+                });
+                self.condition_step(name, s, versions).await;
+            }
+            Mark::Finished(s, message) => {
+                let took = api.now().saturating_sub(*step_started);
+                self.node_report(name, |n| n.steps.push((s, millis(took))));
+                self.ctx.progress.event(&Progress::StepFinished {
+                    node: name.to_string(),
+                    step: s,
+                    took_ms: millis(took),
+                    message: message.clone(),
+                });
+                self.event(name, EventType::Normal, &s.reason(), &message)
+                    .await;
+            }
+            Mark::Evicted(pods) => {
+                self.node_report(name, |n| n.pods_evicted.extend(pods.iter().cloned()));
+                self.ctx
+                    .progress
+                    .event(&Progress::Driver(UpgradeEvent::PodsEvicted {
+                        node: name.to_string(),
+                        pods,
+                    }));
+            }
+            Mark::Note(message) => self.note(name, message),
+        }
+    }
+
     fn end_node(
         &self,
         name: &str,
@@ -694,6 +785,29 @@ where
             took_ms: millis(took),
         });
         result
+    }
+
+    /// The node and the Pods on it that a drain would evict, read now, right before its host
+    /// Job: a Pod that ended (Succeeded, Failed) is no workload a reboot could hurt.
+    async fn preflight(&self, name: &str) -> Observation {
+        let api = self.api;
+        let node = match get_node(api, name).await {
+            Ok(node) => Some(Box::new(node)),
+            Err(e) if e.is_not_found() => None,
+            Err(e) => return Observation::Failed(format!("reading node {name}: {e}")),
+        };
+        if node.is_none() {
+            return Observation::Preflight {
+                node,
+                pods: Vec::new(),
+            };
+        }
+        let pods = match retry(api, || api.list_node_pods(name)).await {
+            Ok(pods) => pods,
+            Err(e) => return Observation::Failed(format!("listing the pods on node {name}: {e}")),
+        };
+        let pods = left_to_evict(&pods, &self.plan.spec().drain, api.wall_time());
+        Observation::Preflight { node, pods }
     }
 
     /// Deletes the host Job of `uid` exactly and waits until it is gone; gone already is done.

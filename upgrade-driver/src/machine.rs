@@ -41,6 +41,7 @@ use nodejob_core::runner::Report;
 use nodejob_core::{NodeChange, ready};
 
 mod blocked;
+mod preflight;
 mod rollback;
 mod soak;
 
@@ -128,6 +129,10 @@ pub enum Intent {
         /// What to change, in one write.
         changes: Vec<NodeChange>,
     },
+    /// Read the node and the Pods on it again, right before the host Job is created (after
+    /// the pause gate, the last wait before it): answered [`Observation::Preflight`], for the
+    /// machine to judge the host Job's preconditions on what is there now.
+    Preflight,
     /// `get_job` of the host Job's name.
     FindJob,
     /// `get_job` of the host Job's name toward `target` (an earlier run's, toward another).
@@ -197,6 +202,14 @@ pub enum Observation {
     Drained(Result<Drained, DrainFailed>),
     /// An [`Intent::Guarded`] met a Conflict: the node as read again.
     Changed(Box<Node>),
+    /// The node as read right before the host Job ([`Intent::Preflight`]; `None`: deleted),
+    /// and the Pods on it that a drain would evict (`namespace/name`; ended ones are not).
+    Preflight {
+        /// The node, if it exists.
+        node: Option<Box<Node>>,
+        /// The Pods the drain would evict.
+        pods: Vec<String>,
+    },
     /// The Job of the host Job's name, if any.
     Job(Option<Box<Job>>),
     /// The host Job's report, or why it gave none.
@@ -348,9 +361,13 @@ enum At {
     Inspect,
     /// Reading the host Job an earlier run started toward another target.
     Previous,
+    /// Waiting for the reboot an earlier run's host upgrade began.
+    Settling,
     Marking,
     Draining,
     Launching,
+    /// Reading the node and its Pods again right before the host Job.
+    Preflight,
     Finding,
     Hosting,
     /// The host step gave no exit code: reading its Job, to record a failed one.
@@ -435,6 +452,13 @@ pub struct NodeMachine {
     host_free: bool,
     /// The same, for the rollback Job.
     rollback_free: bool,
+    /// The node's UID as first read: a node of the same name with another UID is another
+    /// node, to which nothing of this run applies.
+    uid: String,
+    /// Whether the plan allows moving a node to an older version.
+    downgrade: crate::plan::Downgrade,
+    /// The host record of an earlier run toward another target, as first read.
+    earlier_host: Option<HostJob>,
 }
 
 impl NodeMachine {
@@ -466,6 +490,9 @@ impl NodeMachine {
             fresh: false,
             host_free: false,
             rollback_free: false,
+            uid: String::new(),
+            downgrade: plan.spec().downgrade,
+            earlier_host: None,
         }
     }
 
@@ -535,6 +562,7 @@ impl NodeMachine {
         match (std::mem::replace(&mut self.at, At::Over), obs) {
             (At::Inspect, Observation::Node(node)) => self.inspect(node),
             (At::Previous, Observation::Job(job)) => self.previous(job),
+            (At::Settling, Observation::Rebooted { node, met }) => self.settled(node, met),
             (At::Marking, Observation::Node(node)) => {
                 self.fresh = false;
                 self.node = Some(node);
@@ -570,18 +598,17 @@ impl NodeMachine {
                 }
                 step
             }
+            // The Upgrade step starts with a read: what a pause (or any wait) before it left
+            // is judged afresh, right before the create.
             (At::Launching, Observation::Node(node)) => {
                 self.node = Some(node);
-                let known_free = std::mem::take(&mut self.host_free);
                 self.go(
-                    At::Hosting,
+                    At::Preflight,
                     vec![Mark::Started(UpgradeStep::Upgrade)],
-                    Intent::Host {
-                        adopt: None,
-                        known_free,
-                    },
+                    Intent::Preflight,
                 )
             }
+            (At::Preflight, Observation::Preflight { node, pods }) => self.preflight(node, pods),
             (At::Launching, Observation::Changed(node)) => self.changed(node),
             (At::Finding, Observation::Job(job)) => self.found(job),
             (At::Hosting, Observation::Host(Ok(report))) => {
@@ -765,6 +792,7 @@ impl NodeMachine {
 
     /// The node as first read: skip it, or mark it ours, or carry on from our record.
     fn inspect(&mut self, node: Box<Node>) -> Step {
+        self.uid = node.metadata.uid.clone().unwrap_or_default();
         let progress = match records::read::<InProgress>(&node, IN_PROGRESS) {
             Ok(p) => p,
             Err(why) => return self.fail(UpgradeStep::Cordon, why, None, None),
@@ -775,7 +803,10 @@ impl NodeMachine {
             .flatten()
             .is_some_and(|d| same_version(&d.version, &self.target));
         match records::read::<HostJob>(&node, HOST_JOB) {
-            Ok(host) => self.host = host.filter(|h| h.target == self.target),
+            Ok(host) => {
+                self.earlier_host = host.clone().filter(|h| h.target != self.target);
+                self.host = host.filter(|h| h.target == self.target);
+            }
             Err(why) => return self.fail(UpgradeStep::Cordon, why, None, None),
         }
         self.blocked_before = records::read(&node, records::BLOCKED).ok().flatten();
@@ -871,7 +902,57 @@ impl NodeMachine {
                 None,
             );
         }
+        // Its host upgrade succeeded and the node is still on the boot it started on: the
+        // reboot that upgrade began is still to come, and would kill whatever starts now.
+        let succeeded = self
+            .earlier_host
+            .as_ref()
+            .is_some_and(|h| h.target == record.target && h.exit_code == Some(0));
+        let launched = record.host_boot_id.clone().unwrap_or_default();
+        if succeeded && !launched.is_empty() && boot_id(&node) == launched {
+            let marks = vec![Mark::Note(format!(
+                "the host upgrade toward {} an earlier run started succeeded and its reboot is \
+                 still to come (boot {launched}): waiting for it before anything starts toward {}",
+                record.target, self.target
+            ))];
+            self.node = Some(node);
+            self.progress = Some(record);
+            return self.go(
+                At::Settling,
+                marks,
+                Intent::WaitReboot { boot_id: launched },
+            );
+        }
         self.carry_on(record, node)
+    }
+
+    /// The reboot an earlier run's host upgrade began, waited for before ours: on its new boot
+    /// (or, not rebooted within the reboot timeout, on the same: taken as one that needed
+    /// none), the node starts again toward our target.
+    fn settled(&mut self, node: Option<Box<Node>>, met: bool) -> Step {
+        let (Some(record), Some(node)) = (self.progress.take(), node) else {
+            return self.go(
+                At::Over,
+                Vec::new(),
+                Intent::Done(NodeResult::Skipped {
+                    why: "deleted from the cluster while the reboot of an earlier run's host \
+                          upgrade was awaited: nothing of this run was started on it"
+                        .into(),
+                }),
+            );
+        };
+        let mut step = self.carry_on(record, node);
+        if !met {
+            step.marks.insert(
+                0,
+                Mark::Note(
+                    "it did not reboot within the reboot timeout: taken as an upgrade that \
+                     needed none"
+                        .into(),
+                ),
+            );
+        }
+        step
     }
 
     /// Ours from an earlier run: carry on. Toward another target, start again from this boot;
@@ -1036,6 +1117,28 @@ impl NodeMachine {
             .into(),
         )];
         self.node = Some(node);
+        self.drain(marks)
+    }
+
+    /// The node, still cordoned, is not as drained right before the host Job (`why`): drain it
+    /// again, at most [`DRAIN_ROUNDS`] times, as [`NodeMachine::changed`] does.
+    fn redrain(&mut self, node: Box<Node>, why: String) -> Step {
+        self.redrains += 1;
+        self.node = Some(node);
+        if self.redrains > DRAIN_ROUNDS {
+            return self.fail(
+                UpgradeStep::Drain,
+                format!(
+                    "{why}, again and again between the drain and the host job ({DRAIN_ROUNDS} \
+                     drains again); the host upgrade was not started"
+                ),
+                None,
+                None,
+            );
+        }
+        let marks = vec![Mark::Note(format!(
+            "{why}: draining it again before the host job"
+        ))];
         self.drain(marks)
     }
 
@@ -1398,11 +1501,14 @@ impl NodeMachine {
 
     fn step_of(&self, at: &At) -> UpgradeStep {
         match at {
-            At::Inspect | At::Previous | At::Marking => UpgradeStep::Cordon,
+            At::Inspect | At::Previous | At::Settling | At::Marking => UpgradeStep::Cordon,
             At::Draining | At::Launching | At::Blocking(_) => UpgradeStep::Drain,
-            At::Finding | At::Hosting | At::Inquest(_) | At::Recording(_) | At::Deleting => {
-                UpgradeStep::Upgrade
-            }
+            At::Preflight
+            | At::Finding
+            | At::Hosting
+            | At::Inquest(_)
+            | At::Recording(_)
+            | At::Deleting => UpgradeStep::Upgrade,
             At::Rebooting => UpgradeStep::Reboot,
             At::Checking => UpgradeStep::Health,
             At::Finishing | At::Over => UpgradeStep::Uncordon,

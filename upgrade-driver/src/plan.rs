@@ -235,16 +235,26 @@ pub enum Downgrade {
     Allow,
 }
 
-/// A version as `major.minor.patch` numbers, a leading `v` optional and anything after the
-/// patch (`+k3s1`, `-eks-1`) ignored; `None` when it does not start so (an OS image name).
+/// A version as `major.minor.patch` numbers: `vMAJOR.MINOR.PATCH`, the leading `v` optional,
+/// then nothing or a pre-release or build suffix (`-rc.1`, `+k3s1`, `-eks-1`), which is not
+/// compared; `None` for anything else (`banana`, `latest`, `v1.38`, `Ubuntu 24.04.3 LTS`), as
+/// apimachinery's `version.ParseSemantic` refuses what kubeadm cannot order.
 pub(crate) fn version_numbers(version: &str) -> Option<(u64, u64, u64)> {
-    let v = version.trim().trim_start_matches('v');
-    let mut parts = v.splitn(3, '.');
-    let major = parts.next()?.parse().ok()?;
-    let minor = parts.next()?.parse().ok()?;
-    let rest = parts.next()?;
-    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    Some((major, minor, digits.parse().ok()?))
+    let v = version.strip_prefix('v').unwrap_or(version);
+    let end = v.find(['-', '+']).unwrap_or(v.len());
+    let (core, suffix) = v.split_at(end);
+    if !suffix.is_empty() && suffix.len() == 1 {
+        return None;
+    }
+    let mut parts = core.split('.');
+    let mut number = || -> Option<u64> {
+        let part = parts.next()?;
+        (!part.is_empty() && part.chars().all(|c| c.is_ascii_digit()))
+            .then(|| part.parse().ok())
+            .flatten()
+    };
+    let numbers = (number()?, number()?, number()?);
+    parts.next().is_none().then_some(numbers)
 }
 
 /// Serialises a field whose type, of another crate, is not `Serialize`, as its derived `Debug`
@@ -361,6 +371,21 @@ impl Plan {
                 format!(
                     "{:?} must be 1 to 63 characters of letters, digits, '.', '-', '_' or '+', \
                      starting with a letter or digit",
+                    spec.target
+                ),
+            );
+        }
+        // The kubelet reports `vMAJOR.MINOR.PATCH`: a target that is not one could never be
+        // reached, nor ordered against what the nodes run (the skew policy, a downgrade).
+        if spec.version_source == VersionSource::KubeletVersion
+            && version_numbers(&spec.target).is_none()
+        {
+            return bad(
+                "target",
+                format!(
+                    "{:?} is not a Kubernetes version vMAJOR.MINOR.PATCH[-pre] (v1.38.0, say), \
+                     as the kubelet reports its version (an OS image or a node label is another \
+                     version source)",
                     spec.target
                 ),
             );

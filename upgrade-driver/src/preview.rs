@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::Error;
 use crate::drive::HeldBack;
-use crate::drive::{cordoned_by_us, refuse_downgrade, retry, select_nodes};
+use crate::drive::{cordoned_by_us, refuse_versions, retry, select_nodes};
 use crate::order::groups;
 use crate::plan::{OnFailure, Plan, Undrainable};
 use crate::records::at_target;
@@ -155,7 +155,7 @@ where
     A: NodeApi + PodApi + LeaseApi + ?Sized,
 {
     let nodes = select_nodes(api, plan).await?;
-    refuse_downgrade(plan, &nodes)?;
+    refuse_versions(plan, &nodes)?;
     let gate = crate::drive::gate::before_any_write(api, plan, &nodes).await?;
     let skew = (gate.allowed.iter())
         .map(|b| format!("allowed past the version skew policy: {b}"))

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nodejob_conformance::workloads::{budget, deployment};
-use nodejob_core::{Clock, NodeChange, Verb};
+use nodejob_core::{Answer, ApiResult, Clock, Layer, NodeChange, Request, Verb};
 use nodejob_fake::FakeCluster;
 use support::*;
 use upgrade_driver::records::{self, IN_PROGRESS, InProgress};
@@ -152,6 +152,78 @@ async fn a_node_uncordoned_after_every_drain_fails_at_drain_without_a_host_job()
         fake.job(NS, &plan(only(&["z-0"])).job_name("z-0"))
             .is_none()
     );
+}
+
+/// The fake, with a person who uncordons `z-0` the moment the driver's launch write (the last
+/// write before the host Job: our record with the boot the host Job starts on) has landed.
+struct UncordonAfterLaunch {
+    fake: Arc<FakeCluster>,
+    done: std::sync::atomic::AtomicBool,
+}
+
+impl Layer for UncordonAfterLaunch {
+    type Below = FakeCluster;
+
+    fn below(&self) -> &FakeCluster {
+        &self.fake
+    }
+
+    async fn around<'a>(
+        &'a self,
+        request: Request<'a>,
+        serve: impl Future<Output = ApiResult<Answer>> + Send + 'a,
+    ) -> ApiResult<Answer> {
+        let patch = request.verb() == Verb::PatchNode && request.subject() == "z-0";
+        let answer = serve.await;
+        if patch
+            && let Ok(Answer::Node(node)) = &answer
+            && records::read::<InProgress>(node, IN_PROGRESS)
+                .ok()
+                .flatten()
+                .is_some_and(|r| r.host_boot_id.is_some())
+            && !self.done.swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            self.fake
+                .patch_node_now("z-0", &[NodeChange::Uncordon])
+                .unwrap();
+        }
+        answer
+    }
+}
+
+/// Issue 30, item 1: a person uncordons the node right after the driver's last write before
+/// the host Job, and the Pending replacement lands on it; the host Job is created only once
+/// the node is read again, cordoned again and drained again.
+#[tokio::test(start_paused = true)]
+async fn an_uncordon_right_after_the_launch_write_is_seen_before_the_host_job() {
+    let (fake, _) = one_place(104).await;
+    let seen = check_at_host_job(&fake, "z-0");
+    let events = Arc::new(Events::default());
+    let api = UncordonAfterLaunch {
+        fake: fake.clone(),
+        done: Default::default(),
+    };
+    let report = run(&api, &plan(only(&["z-0"])), events.clone())
+        .await
+        .unwrap();
+    assert!(
+        api.done.load(std::sync::atomic::Ordering::SeqCst),
+        "never uncordoned"
+    );
+    assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
+    let (cordoned, evictable) = seen.lock().unwrap().clone().expect("a host job");
+    assert!(cordoned, "the host job was created on a schedulable node");
+    assert!(
+        evictable.is_empty(),
+        "evictable pods at the host job: {evictable:?}"
+    );
+    assert!(
+        (notes(&events).iter())
+            .any(|n| n.contains("uncordoned") && n.contains("cordoning it again")),
+        "{:?}",
+        notes(&events)
+    );
+    assert_eq!(fake.count(Verb::CreateJob), 1, "one host job");
 }
 
 // --- 2. a node reboots by itself during the drain ----------------------------------------------
@@ -504,4 +576,82 @@ async fn a_run_toward_another_target_never_starts_a_host_job_beside_a_running_on
     let report = run(&second, &other, upgrade_driver::quiet()).await.unwrap();
     assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
     assert_eq!(kubelet_version(&fake.node("z-0").unwrap()), "v1.38.1");
+}
+
+/// Issue 30, item 2: a roll stopped as its node's reboot is about to come (its host upgrade
+/// exited 0, its Job deleted), and another started at once toward a newer target: the second
+/// waits for that reboot before anything of its own starts, so its host Job is never killed
+/// by the first one's reboot, and the node ends at the newer target, upgraded once by each.
+#[tokio::test(start_paused = true)]
+async fn a_run_toward_a_newer_target_waits_for_the_reboot_a_stopped_run_left_coming() {
+    let (fake, names) = cluster(112, 0, &[("z", 1)], 0);
+    let first = harness(fake.clone(), names.clone(), 1);
+    let stop = upgrade_driver::Stop::new();
+    // Asked as the host upgrade starts: it runs to its end, then the node stops where its
+    // reboot wait would begin; the node goes down 5 s after the host exit.
+    let sink = {
+        let stop = stop.clone();
+        Arc::new(move |e: &Progress| {
+            if matches!(
+                e,
+                Progress::StepStarted {
+                    step: UpgradeStep::Upgrade,
+                    ..
+                }
+            ) {
+                stop.request();
+            }
+        })
+    };
+    let toward_first = plan(only(&["z-0"]));
+    let report = upgrade_driver::run_until(&first, &toward_first, sink, &stop)
+        .await
+        .unwrap();
+    let before = records::boot_id(&fake.node("z-0").unwrap()).to_string();
+    assert!(
+        matches!(
+            node_result(&report, "z-0"),
+            NodeResult::Interrupted {
+                step: UpgradeStep::Reboot,
+                ..
+            }
+        ),
+        "{report:#?}"
+    );
+    assert_eq!(
+        kubelet_version(&fake.node("z-0").unwrap()),
+        FROM,
+        "rebooted already"
+    );
+    // The second run's host Job: on which boot it is created.
+    let created_on: Arc<Mutex<Vec<String>>> = Arc::default();
+    {
+        let created_on = created_on.clone();
+        fake.before(Verb::CreateJob, move |c| {
+            let boot = records::boot_id(&c.node("z-0").unwrap()).to_string();
+            created_on.lock().unwrap().push(boot);
+        });
+    }
+    let mut spec = only(&["z-0"]);
+    spec.target = "v1.38.1".into();
+    let newer = plan(spec);
+    let events = Arc::new(Events::default());
+    let second = harness(fake.clone(), names, 1);
+    let report = run(&second, &newer, events.clone()).await.unwrap();
+    assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
+    assert_eq!(node_result(&report, "z-0"), NodeResult::Upgraded);
+    let created_on = created_on.lock().unwrap().clone();
+    assert_eq!(created_on.len(), 1, "{created_on:?}");
+    assert_ne!(
+        created_on[0], before,
+        "the newer host job was created before the pending reboot"
+    );
+    assert!(
+        (notes(&events).iter()).any(|n| n.contains("its reboot is still to come")),
+        "{:?}",
+        notes(&events)
+    );
+    assert_eq!(kubelet_version(&fake.node("z-0").unwrap()), "v1.38.1");
+    assert!(!records::unschedulable(&fake.node("z-0").unwrap()));
+    assert!(second.violations().is_empty(), "{:?}", second.violations());
 }

@@ -120,13 +120,44 @@ fn marked(health: bool) -> NodeMachine {
     m
 }
 
+/// The node at `version` on `boot`, cordoned, as the launch write `launch` (an
+/// [`Intent::Guarded`]) leaves it: its annotations set.
+fn as_launched(launch: &Step, version: &str, boot: &str) -> Box<Node> {
+    let Intent::Guarded { changes, .. } = &launch.intent else {
+        panic!("expected the launch write, got {launch:?}")
+    };
+    let set: Vec<(&str, String)> = (changes.iter())
+        .filter_map(|c| match c {
+            NodeChange::SetAnnotation { key, value } => Some((key.as_str(), value.clone())),
+            _ => None,
+        })
+        .collect();
+    node(version, boot, true, &set)
+}
+
+/// The launch write `launch` answered, then the read right before the host Job answered with
+/// the node as the write left it and no Pod on it: the step after (the host Job).
+fn launch_answered(m: &mut NodeMachine, launch: &Step, version: &str, boot: &str) -> Step {
+    let step = m.step(Obs::Node(as_launched(launch, version, boot)));
+    assert_eq!(step.intent, Intent::Preflight, "{step:?}");
+    assert_eq!(step.marks, vec![Mark::Started(UpgradeStep::Upgrade)]);
+    let node = Some(as_launched(launch, version, boot));
+    m.step(Obs::Preflight {
+        node,
+        pods: Vec::new(),
+    })
+}
+
 /// Drained, `m` launches (our record with the boot read now, under the node's rv), and the
 /// launch write is answered: the host Job is next, created at once if the find read its name
 /// free (what this returns).
 fn launched(m: &mut NodeMachine) -> bool {
-    let step = m.step(Obs::Drained(Ok(Drained::default())));
-    assert!(matches!(step.intent, Intent::Guarded { .. }), "{step:?}");
-    let step = m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
+    let launch = m.step(Obs::Drained(Ok(Drained::default())));
+    assert!(
+        matches!(launch.intent, Intent::Guarded { .. }),
+        "{launch:?}"
+    );
+    let step = launch_answered(m, &launch, "v1.37.2", "boot-1");
     match step.intent {
         Intent::Host {
             adopt: None,
@@ -302,13 +333,17 @@ fn no_host_job_drains_then_creates_one() {
         evicted: vec!["default/web-1".into()],
         ..Drained::default()
     };
-    let step = m.step(Obs::Drained(Ok(drained)));
-    assert!(matches!(step.intent, Intent::Guarded { .. }), "{step:?}");
+    let launch = m.step(Obs::Drained(Ok(drained)));
     assert!(
-        step.marks
+        matches!(launch.intent, Intent::Guarded { .. }),
+        "{launch:?}"
+    );
+    assert!(
+        launch
+            .marks
             .contains(&Mark::Evicted(vec!["default/web-1".into()]))
     );
-    let step = m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
+    let step = launch_answered(&mut m, &launch, "v1.37.2", "boot-1");
     assert_eq!(
         step.intent,
         Intent::Host {
@@ -390,15 +425,15 @@ fn a_node_that_rebooted_by_itself_is_no_evidence_the_upgrade_ran() {
     let mut m = NodeMachine::new(&plan(false), EPOCH);
     m.start(node("v1.37.2", "boot-2", true, &[ours(true)]));
     assert_eq!(m.step(Obs::Job(None)).intent, Intent::Drain);
-    let step = m.step(Obs::Drained(Ok(Drained::default())));
-    let Intent::Guarded { changes, .. } = step.intent else {
-        panic!("{step:?}")
+    let launch = m.step(Obs::Drained(Ok(Drained::default())));
+    let Intent::Guarded { changes, .. } = &launch.intent else {
+        panic!("{launch:?}")
     };
     assert!(
         matches!(&changes[0], NodeChange::SetAnnotation { value, .. } if value.contains(r#""hostBootID":"boot-2""#)),
         "{changes:?}"
     );
-    let step = m.step(Obs::Node(node("v1.37.2", "boot-2", true, &[ours(true)])));
+    let step = launch_answered(&mut m, &launch, "v1.37.2", "boot-2");
     assert_eq!(
         step.intent,
         Intent::Host {

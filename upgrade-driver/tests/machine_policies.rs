@@ -290,9 +290,8 @@ fn a_node_we_quarantined_whose_label_is_gone_is_ours_to_uncordon_when_rolled() {
 /// and saw it back Ready at the target on boot-2: the step after the reboot.
 fn back_at_target(plan: &Plan) -> (NodeMachine, upgrade_driver::Step) {
     let mut m = draining(plan, false);
-    let step = m.step(Obs::Drained(Ok(nodejob_core::drain::Drained::default())));
-    assert!(matches!(step.intent, Intent::Guarded { .. }), "{step:?}");
-    let step = m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
+    let launch = m.step(Obs::Drained(Ok(nodejob_core::drain::Drained::default())));
+    let step = launch_answered(&mut m, &launch);
     assert_eq!(
         step.intent,
         Intent::Host {
@@ -543,14 +542,35 @@ fn rollback_record(changes: &[NodeChange]) -> Rollback {
     serde_json::from_str(&value).unwrap()
 }
 
+/// The launch write `launch` answered with the node at v1.37.2 on boot-1 as it leaves it,
+/// then the read right before the host Job with that node and no Pod: the step after.
+fn launch_answered(m: &mut NodeMachine, launch: &upgrade_driver::Step) -> upgrade_driver::Step {
+    let Intent::Guarded { changes, .. } = &launch.intent else {
+        panic!("expected the launch write, got {launch:?}")
+    };
+    let set: Vec<(&str, String)> = (changes.iter())
+        .filter_map(|c| match c {
+            NodeChange::SetAnnotation { key, value } => Some((key.as_str(), value.clone())),
+            _ => None,
+        })
+        .collect();
+    let step = m.step(Obs::Node(node("v1.37.2", "boot-1", true, &set)));
+    assert_eq!(step.intent, Intent::Preflight, "{step:?}");
+    let node = Some(node("v1.37.2", "boot-1", true, &set));
+    m.step(Obs::Preflight {
+        node,
+        pods: Vec::new(),
+    })
+}
+
 /// Drained under `plan`: the Launch write, then its answer.
 fn launched(plan: &Plan) -> (NodeMachine, Vec<NodeChange>) {
     let mut m = draining(plan, false);
-    let step = m.step(Obs::Drained(Ok(nodejob_core::drain::Drained::default())));
-    let Intent::Guarded { changes, .. } = step.intent else {
-        panic!("{step:?}")
+    let launch = m.step(Obs::Drained(Ok(nodejob_core::drain::Drained::default())));
+    let Intent::Guarded { changes, .. } = launch.intent.clone() else {
+        panic!("{launch:?}")
     };
-    let step = m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
+    let step = launch_answered(&mut m, &launch);
     assert_eq!(
         step.intent,
         Intent::Host {

@@ -12,7 +12,7 @@ use nodejob_core::pause::{Pause, set_pause};
 use nodejob_core::{Answer, ApiResult, Clock, Layer, Request, Verb};
 use nodejob_fake::FakeCluster;
 use support::*;
-use upgrade_driver::{EventSink, NodeResult, Outcome, Progress, UpgradeStep, run};
+use upgrade_driver::{EventSink, NodeResult, Outcome, Progress, Report, UpgradeStep, run};
 
 /// The Lease both drivers share, by default.
 const LEASE: &str = "nodejob";
@@ -65,12 +65,14 @@ fn pause() -> Pause {
     }
 }
 
-/// Progress, each event with the virtual time it was told at; when `pause_at_drain` names a
-/// node, the rolls are paused as its drain starts and resumed `resume_after` later.
+/// Progress, each event with the virtual time it was told at; when `pause_at` names a node and
+/// a step, the rolls are paused as that step starts on it and resumed the duration later.
 struct Timed {
     fake: Arc<FakeCluster>,
     events: Mutex<Vec<(Duration, Progress)>>,
-    pause_at_drain: Option<(String, Duration)>,
+    pause_at: Option<(String, UpgradeStep, Duration)>,
+    /// Done to the cluster as the paused node says it waits on the pause.
+    while_paused: Option<fn(&FakeCluster)>,
 }
 
 impl EventSink<Progress> for Timed {
@@ -79,9 +81,9 @@ impl EventSink<Progress> for Timed {
             .lock()
             .unwrap()
             .push((self.fake.now(), event.clone()));
-        if let (Progress::StepStarted { node, step }, Some((at, after))) =
-            (event, &self.pause_at_drain)
-            && *step == UpgradeStep::Drain
+        if let (Progress::StepStarted { node, step }, Some((at, when, after))) =
+            (event, &self.pause_at)
+            && step == when
             && node == at
         {
             let (fake, after) = (self.fake.clone(), *after);
@@ -90,6 +92,19 @@ impl EventSink<Progress> for Timed {
                 fake.sleep(after).await;
                 set_pause(&*fake, NS, LEASE, None).await.unwrap();
             });
+        }
+        if let (
+            Progress::Note {
+                node: Some(n),
+                message,
+            },
+            Some((at, ..)),
+            Some(act),
+        ) = (event, &self.pause_at, self.while_paused)
+            && n == at
+            && message.starts_with("paused by")
+        {
+            act(&self.fake);
         }
     }
 }
@@ -116,7 +131,8 @@ async fn a_run_in_flight_finishes_its_step_starts_no_other_while_paused_and_goes
     let sink = Arc::new(Timed {
         fake: fake.clone(),
         events: Mutex::new(Vec::new()),
-        pause_at_drain: Some(("z-0".into(), Duration::from_secs(300))),
+        pause_at: Some(("z-0".into(), UpgradeStep::Drain, Duration::from_secs(300))),
+        while_paused: None,
     });
     let report = run(&api, &plan(spec), sink.clone()).await.unwrap();
     assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
@@ -272,4 +288,97 @@ async fn a_node_deleted_while_the_rolls_are_paused_is_skipped_not_failed() {
     };
     assert!(why.contains("deleted from the cluster"), "{why}");
     assert_eq!(result("z-1"), NodeResult::Upgraded);
+}
+
+/// Rolls z-0 then z-1 (two replicas on the three workers, behind a budget), paused as z-0's
+/// `step` starts and resumed 300 s later, `while_paused`
+/// done to the cluster as z-0 says it waits on the pause: the report, the progress with its times, and the
+/// writes with theirs.
+async fn paused_at_z0(
+    step: UpgradeStep,
+    while_paused: Option<fn(&FakeCluster)>,
+) -> (
+    Report,
+    Vec<(Duration, Progress)>,
+    Vec<(Duration, Verb, String)>,
+) {
+    // A third worker, z-2, not rolled: where the replicas go while the others are cordoned.
+    let (fake, _) = cluster(1, 0, &[("z", 3)], 2);
+    fake.sleep(Duration::from_secs(30)).await;
+    let mut spec = plan_spec();
+    spec.nodes = vec!["z-0".into(), "z-1".into()];
+    let api = writes(&fake);
+    let sink = Arc::new(Timed {
+        fake: fake.clone(),
+        events: Mutex::new(Vec::new()),
+        pause_at: Some(("z-0".into(), step, Duration::from_secs(300))),
+        while_paused,
+    });
+    let report = run(&api, &plan(spec), sink.clone()).await.unwrap();
+    let events = sink.events.lock().unwrap().clone();
+    let made = api.made.lock().unwrap().clone();
+    (report, events, made)
+}
+
+/// Issue 30, item 3: a node deleted while the rolls are paused after its drain gets no host
+/// Job once they resume; it leaves the roll skipped, saying why, and the roll goes on.
+#[tokio::test(start_paused = true)]
+async fn a_node_deleted_while_paused_after_its_drain_gets_no_host_job_on_resume() {
+    let (report, _, made) = paused_at_z0(
+        UpgradeStep::Drain,
+        Some(|fake| {
+            fake.remove_node("z-0").unwrap();
+        }),
+    )
+    .await;
+    let jobs: Vec<_> = (made.iter())
+        .filter(|(_, verb, _)| *verb == Verb::CreateJob)
+        .map(|(_, _, name)| name.as_str())
+        .collect();
+    assert!(
+        jobs.iter().all(|j| !j.contains("z-0")),
+        "a host job for the deleted node: {jobs:?}"
+    );
+    assert!(jobs.iter().any(|j| j.contains("z-1")), "{jobs:?}");
+    let z0 = report.nodes.iter().find(|n| n.name == "z-0").unwrap();
+    let Some(NodeResult::Skipped { why }) = &z0.result else {
+        panic!("z-0 not skipped: {report:#?}")
+    };
+    assert!(
+        why.starts_with("deleted from the cluster after its drain, before its host upgrade"),
+        "{why}"
+    );
+    assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
+}
+
+/// Issue 30, item 7: a step that finished during a pause (z-0's host upgrade, which the pause
+/// found in flight) is reported finished when it finished: its finish is told before the
+/// resume, and its duration holds none of the pause.
+#[tokio::test(start_paused = true)]
+async fn a_step_finished_during_a_pause_is_reported_when_it_finished() {
+    let (report, events, _) = paused_at_z0(UpgradeStep::Upgrade, None).await;
+    assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
+    let resumed_at = (notes(&events, "z-0").into_iter())
+        .find(|(_, m)| m.starts_with("resumed"))
+        .map(|(at, _)| at)
+        .expect("the resume said");
+    let (finished_at, took_ms) = (events.iter())
+        .find_map(|(at, e)| match e {
+            Progress::StepFinished {
+                node,
+                step: UpgradeStep::Upgrade,
+                took_ms,
+                ..
+            } if node == "z-0" => Some((*at, *took_ms)),
+            _ => None,
+        })
+        .expect("z-0's upgrade finished");
+    assert!(finished_at < resumed_at, "{events:#?}");
+    assert!(
+        took_ms < 300_000,
+        "the upgrade took {took_ms} ms, the pause included"
+    );
+    let z0 = report.nodes.iter().find(|n| n.name == "z-0").unwrap();
+    let upgrade = (z0.steps.iter()).find(|(s, _)| *s == UpgradeStep::Upgrade);
+    assert!(upgrade.is_some_and(|(_, ms)| *ms < 300_000), "{z0:#?}");
 }

@@ -40,6 +40,13 @@ fn every_bad_field_is_refused_by_name() {
         ("target", Box::new(|s| s.target = String::new())),
         ("target", Box::new(|s| s.target = "v1 .38".into())),
         ("target", Box::new(|s| s.target = "v".repeat(64))),
+        // Read from the kubelet (the default), a target is a version the kubelet can report.
+        ("target", Box::new(|s| s.target = "banana".into())),
+        ("target", Box::new(|s| s.target = "latest".into())),
+        ("target", Box::new(|s| s.target = "v1.38".into())),
+        ("target", Box::new(|s| s.target = "1.38".into())),
+        ("target", Box::new(|s| s.target = "v1.38.0.1".into())),
+        ("target", Box::new(|s| s.target = "v1.38.0-".into())),
         (
             "version_source",
             Box::new(|s| s.version_source = VersionSource::Label("a=b".into())),
@@ -163,11 +170,11 @@ fn the_defaults_are_valid_and_say_what_the_issue_says() {
 
 #[test]
 fn a_custom_binary_and_command_take_the_version() {
-    let mut spec = PlanSpec::new("v2");
+    let mut spec = PlanSpec::new("v2.0.0");
     spec.binary = "/opt/bin/stratum".into();
     assert_eq!(
         Plan::build(spec.clone()).unwrap().command().last().unwrap(),
-        "v2"
+        "v2.0.0"
     );
     assert!(
         Plan::build(spec.clone())
@@ -178,7 +185,7 @@ fn a_custom_binary_and_command_take_the_version() {
     spec.command = Some(vec!["/opt/up".into(), "--version={version}".into()]);
     assert_eq!(
         Plan::build(spec).unwrap().command(),
-        ["/opt/up", "--version=v2"]
+        ["/opt/up", "--version=v2.0.0"]
     );
 }
 
@@ -203,7 +210,7 @@ fn a_window_opens_on_its_days_and_may_run_past_midnight() {
             end: Time::constant(2, 0, 0, 0),
             time_zone: "+02:00".into(),
         }),
-        ..PlanSpec::new("v1")
+        ..PlanSpec::new("v1.0.0")
     })
     .unwrap();
     let (w, tz) = (
@@ -494,5 +501,114 @@ async fn a_failure_budget_above_a_percentage_of_the_nodes_is_refused_before_the_
         .filter(|c| c.verb.writes())
         .collect();
     assert!(writes.is_empty(), "{writes:?}");
+    Ok(())
+}
+
+#[test]
+fn a_kubelet_target_is_a_version_and_another_source_takes_any_name() -> TestResult {
+    for target in ["v1.38.0", "1.38.0", "v1.38.0-rc.1", "v1.38.0+k3s1"] {
+        let mut spec = PlanSpec::new(target);
+        spec.version_source = VersionSource::KubeletVersion;
+        Plan::build(spec).unwrap_or_else(|e| panic!("{target}: {e}"));
+    }
+    // An OS image or a label may name its versions as it likes; the nodes' values are judged
+    // against it before any write (below).
+    for source in [
+        VersionSource::OsImage,
+        VersionSource::Label("example.com/os".into()),
+    ] {
+        let mut spec = PlanSpec::new("banana");
+        spec.version_source = source;
+        Plan::build(spec)?;
+    }
+    let (field, message) = refused(|s| s.target = "v1.40".into());
+    assert_eq!(field, "target");
+    assert!(
+        message.contains("\"v1.40\"") && message.contains("vMAJOR.MINOR.PATCH"),
+        "{message}"
+    );
+    Ok(())
+}
+
+/// A plan whose nodes cannot be judged by version is refused before any write, in the run as
+/// in the preview, naming the field and every such node: no value where the plan reads it, or
+/// one that cannot be ordered against the target.
+#[tokio::test(start_paused = true)]
+async fn nodes_that_report_no_version_or_one_beside_the_target_are_refused_before_any_write()
+-> TestResult {
+    let (fake, _) = cluster(1, 1, &[("a", 2)], 0);
+    fake.label_node("a-1", "example.com/os", "2.1.0")?;
+    let cases: [(VersionSource, &str, &str, &[&str]); 4] = [
+        // No node but a-1 carries the label.
+        (
+            VersionSource::Label("example.com/os".into()),
+            "2.2.0",
+            "version_source",
+            &[
+                "2 node(s) report no version",
+                "the label example.com/os",
+                "a-0, cp-0",
+            ],
+        ),
+        // The fake's OS image is `Ubuntu 24.04.3 LTS`: not a version to order.
+        (
+            VersionSource::OsImage,
+            "24.04.4",
+            "version_source",
+            &[
+                "\"24.04.4\" cannot be compared",
+                "3 node(s)",
+                "cp-0 at \"Ubuntu 24.04.3 LTS\"",
+            ],
+        ),
+        (
+            VersionSource::OsImage,
+            "noble",
+            "target",
+            &[
+                "\"noble\" cannot be compared",
+                "a-1 at \"Ubuntu 24.04.3 LTS\"",
+            ],
+        ),
+        // The target itself is comparable: a node already there is skipped, not refused.
+        (
+            VersionSource::Label("example.com/os".into()),
+            "2.1.0",
+            "version_source",
+            &["2 node(s) report no version", "a-0, cp-0"],
+        ),
+    ];
+    for (source, target, field, says) in cases {
+        let mut spec = plan_spec();
+        spec.target = target.into();
+        spec.version_source = source.clone();
+        let plan = plan(spec);
+        let refused = run(&*fake, &plan, quiet()).await.expect_err("refused");
+        let Error::Plan(e) = &refused else {
+            panic!("{refused:?}");
+        };
+        assert_eq!(e.field, field, "{source:?} {target}: {refused}");
+        for said in says {
+            assert!(e.rule.contains(said), "{said:?} not in {refused}");
+        }
+        let previewed = preview(&*fake, &plan).await.expect_err("refused");
+        assert_eq!(previewed.to_string(), refused.to_string());
+    }
+    for verb in LEASE_VERBS.into_iter().chain([
+        Verb::CreateJob,
+        Verb::PatchNode,
+        Verb::EvictPod,
+        Verb::CreateEvent,
+    ]) {
+        assert_eq!(fake.count(verb), 0, "{verb:?}");
+    }
+    // Every node labelled with a version: previewed.
+    for node in ["cp-0", "a-0"] {
+        fake.label_node(node, "example.com/os", "v2.0.5")?;
+    }
+    let mut spec = plan_spec();
+    spec.target = "2.1.0".into();
+    spec.version_source = VersionSource::Label("example.com/os".into());
+    preview(&*fake, &plan(spec)).await?;
     Ok(())
 }

@@ -568,25 +568,25 @@ mod tests {
     fn arguments_are_read_strictly_naming_the_field() {
         let plain = schema::<UpgradeArgs>(&[]);
         let gated = schema::<UpgradeArgs>(&[Extra::PreviewToken]);
-        let ok: Result<(UpgradeArgs, _), _> = parse(&plain, object(json!({"to": "v1"})));
+        let ok: Result<(UpgradeArgs, _), _> = parse(&plain, object(json!({"to": "v1.38.0"})));
         assert!(ok.is_ok());
         let cases = [
             (&plain, json!({}), "to: required"),
             (
                 &plain,
-                json!({"to": "v1", "max_unavailble": 2}),
+                json!({"to": "v1.38.0", "max_unavailble": 2}),
                 "max_unavailble: no such",
             ),
             (&plain, json!({"to": 3}), "to: invalid type"),
             (
                 &plain,
-                json!({"to": "v1", "nodes": "a"}),
+                json!({"to": "v1.38.0", "nodes": "a"}),
                 "nodes: invalid type",
             ),
-            (&gated, json!({"to": "v1"}), "preview_token: required"),
+            (&gated, json!({"to": "v1.38.0"}), "preview_token: required"),
             (
                 &gated,
-                json!({"to": "v1", "preview_token": 1}),
+                json!({"to": "v1.38.0", "preview_token": 1}),
                 "preview_token: must be",
             ),
         ];
@@ -596,9 +596,11 @@ mod tests {
                 .unwrap_or_default();
             assert!(got.starts_with(want), "{args}: {got}");
         }
-        let (_, extras) =
-            parse::<UpgradeArgs>(&gated, object(json!({"to": "v1", "preview_token": "t"})))
-                .unwrap_or_else(|e| panic!("{e}"));
+        let (_, extras) = parse::<UpgradeArgs>(
+            &gated,
+            object(json!({"to": "v1.38.0", "preview_token": "t"})),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(extras.preview_token.as_deref(), Some("t"));
         let rotation = schema::<RotateCaArgs>(&[Extra::Abort]);
         let (_, extras) = parse::<RotateCaArgs>(&rotation, object(json!({"abort": true})))
@@ -624,19 +626,19 @@ mod tests {
         let cases = [
             (json!({"to": ""}), "to: "),
             (
-                json!({"to": "v1", "max_unavailable": 0}),
+                json!({"to": "v1.38.0", "max_unavailable": 0}),
                 "max_unavailable: ",
             ),
             (
-                json!({"to": "v1", "max_unavailable": "150%"}),
+                json!({"to": "v1.38.0", "max_unavailable": "150%"}),
                 "max_unavailable: ",
             ),
             (
-                json!({"to": "v1", "drain_timeout": "soon"}),
+                json!({"to": "v1.38.0", "drain_timeout": "soon"}),
                 "drain_timeout: ",
             ),
-            (json!({"to": "v1", "window": "someday"}), "window: "),
-            (json!({"to": "v1", "binary": "stratum"}), "binary: "),
+            (json!({"to": "v1.38.0", "window": "someday"}), "window: "),
+            (json!({"to": "v1.38.0", "binary": "stratum"}), "binary: "),
         ];
         for (v, want) in cases {
             let got = args(v.clone())
@@ -646,7 +648,7 @@ mod tests {
             assert!(got.starts_with(want), "{v}: {got}");
         }
         assert!(
-            args(json!({"to": "v1", "max_unavailable": "25%"}))
+            args(json!({"to": "v1.38.0", "max_unavailable": "25%"}))
                 .plan("kube-system")
                 .is_ok()
         );
@@ -660,12 +662,15 @@ mod tests {
 
         use crate::args::{Cli, Command};
         let parse = |args: &[&str]| Cli::try_parse_from(args).map_err(|e| e.to_string());
-        let Command::Upgrade(flags) = parse(&["nodejob", "upgrade", "--to", "v1"])?.command else {
+        let Command::Upgrade(flags) = parse(&["nodejob", "upgrade", "--to", "v1.38.0"])?.command
+        else {
             return Err("not an upgrade".into());
         };
         let from_flags = crate::commands::upgrade::settings(&flags).plan("kube-system");
-        let (from_tool, _) =
-            parse_args::<UpgradeArgs>(&schema::<UpgradeArgs>(&[]), object(json!({"to": "v1"})))?;
+        let (from_tool, _) = parse_args::<UpgradeArgs>(
+            &schema::<UpgradeArgs>(&[]),
+            object(json!({"to": "v1.38.0"})),
+        )?;
         let (a, b) = (
             from_flags.map_err(|e| format!("{e:?}"))?,
             from_tool.plan("kube-system")?,

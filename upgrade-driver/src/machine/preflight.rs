@@ -1,0 +1,122 @@
+//! Right before the host Job: the node and its Pods read again ([`Intent::Preflight`]), after
+//! the pause gate and every other wait, and the host Job's preconditions judged on that read
+//! alone. The host Job is created only on the node the run began with (same UID), cordoned,
+//! carrying our launch record of the boot it is on now, with no Pod a drain would evict, and
+//! reporting a version below the target (or at an older one the plan may go back from).
+//! Whatever fails says why: a node gone or replaced leaves the roll untouched further; one
+//! uncordoned, rebooted or given Pods is cordoned and drained again; one that reports a
+//! version the target cannot be ordered against, or a newer one, fails without its upgrade.
+
+use k8s_openapi::api::core::v1::Node;
+
+use super::{Intent, Mark, NodeMachine, NodeResult, Step, UpgradeStep};
+use crate::plan::{Downgrade, version_numbers};
+use crate::records::{
+    self, IN_PROGRESS, InProgress, boot_id, same_version, unschedulable, version,
+};
+
+impl NodeMachine {
+    /// Judges the read of [`Intent::Preflight`]: the host Job, or why not.
+    pub(super) fn preflight(&mut self, node: Option<Box<Node>>, pods: Vec<String>) -> Step {
+        let Some(node) = node else {
+            return self.skip(
+                "deleted from the cluster after its drain, before its host upgrade: nothing was \
+                 started on it"
+                    .into(),
+            );
+        };
+        let uid = node.metadata.uid.as_deref().unwrap_or_default();
+        if uid != self.uid {
+            return self.skip(format!(
+                "replaced by another node of the same name (uid {}, now {uid}) after its drain, \
+                 before its host upgrade: nothing was started on it; a rerun rolls the new node",
+                self.uid
+            ));
+        }
+        if let Some(step) = self.unversioned(&node) {
+            return step;
+        }
+        if !unschedulable(&node) {
+            return self.changed(node);
+        }
+        let launched = self.progress.as_ref().and_then(|p| p.host_boot_id.clone());
+        let on_node = records::read::<InProgress>(&node, IN_PROGRESS)
+            .ok()
+            .flatten();
+        if on_node != self.progress {
+            return self.redrain(
+                node,
+                "our launch record on it changed after it was written (someone else's write)"
+                    .into(),
+            );
+        }
+        if launched.as_deref() != Some(boot_id(&node)) {
+            let why = format!("it booted again (boot {}) after the drain", boot_id(&node));
+            return self.redrain(node, why);
+        }
+        if !pods.is_empty() {
+            return self.redrain(
+                node,
+                format!("pod(s) {} landed on it after the drain", pods.join(", ")),
+            );
+        }
+        self.node = Some(node);
+        let known_free = std::mem::take(&mut self.host_free);
+        self.go(
+            super::At::Hosting,
+            Vec::new(),
+            Intent::Host {
+                adopt: None,
+                known_free,
+            },
+        )
+    }
+
+    /// When the node's version forbids the host Job: it reports none, or one the target
+    /// cannot be ordered against, or a newer one without a downgrade allowed (a failure, the
+    /// host upgrade not started); or the target itself, reached without us (finished without
+    /// running it).
+    fn unversioned(&mut self, node: &Node) -> Option<Step> {
+        let reported = version(node, &self.source).map(str::to_string);
+        let why = match reported.as_deref() {
+            Some(v) if same_version(v, &self.target) => {
+                self.node = Some(Box::new(node.clone()));
+                let marks = vec![Mark::Note(format!(
+                    "it reports {v} already, reached without our host upgrade (never started): \
+                     finishing without running it"
+                ))];
+                return Some(self.check_then_finish(marks));
+            }
+            None => "it reports no version".to_string(),
+            Some(v) => match (version_numbers(v), version_numbers(&self.target)) {
+                (Some(now), Some(target)) if now > target && self.downgrade != Downgrade::Allow => {
+                    format!(
+                        "it reports {v}, newer than {}: a downgrade, not allowed",
+                        self.target
+                    )
+                }
+                (Some(_), Some(_)) => return None,
+                _ => format!(
+                    "it reports {v:?}, which {} cannot be ordered against",
+                    self.target
+                ),
+            },
+        };
+        self.node = Some(Box::new(node.clone()));
+        Some(self.fail(
+            UpgradeStep::Upgrade,
+            format!("{why} right before its host upgrade; the host upgrade was not started"),
+            None,
+            None,
+        ))
+    }
+
+    /// The node leaves the roll skipped, nothing of ours on it to undo.
+    fn skip(&mut self, why: String) -> Step {
+        self.go(
+            super::At::Over,
+            Vec::new(),
+            Intent::Done(NodeResult::Skipped { why }),
+        )
+    }
+}
