@@ -826,10 +826,11 @@ where
         NodeResult::Failed(f)
     }
 
-    /// Records an Event on the node; failing to is a note, never the node's failure. Nothing
-    /// is written once the Lease is lost.
+    /// Records an Event on the node; failing to is a note, never the node's failure. An Event
+    /// is a write, fenced as every other: the Lease is read right before it, and nothing is
+    /// written once it is lost (taken by another identity since the run last read it, too).
     async fn event(&self, node: &str, kind: EventType, step: CaStep, message: &str) {
-        if self.fence.lost().is_some() {
+        if self.fence.check(self.api).await.is_err() {
             return;
         }
         let ns = &self.plan.spec().namespace;

@@ -29,8 +29,8 @@ use crate::status::CaStatus;
 pub(super) enum Fencing {
     /// Read right before the write (renewed when due): the write of a mark.
     Checked,
-    /// As every write through the fenced writer, and as an Event: refused once the Lease is
-    /// known lost (a check or the renewer saw it), without a read of its own.
+    /// As every write through the fenced writer: refused once the Lease is known lost (a
+    /// check or the renewer saw it), without a read of its own.
     Known,
 }
 
