@@ -32,7 +32,9 @@ use nodejob_roll::{
 };
 use nodejob_roll::{End, Engine, FixedWidth, Limits, NodeEnd, Tally};
 
-use crate::cluster::{STEPS, covers_cluster, every_node, issue_begun, our_jobs, outside, select};
+use crate::cluster::{
+    STEPS, Shown, covers_cluster, every_node, issue_begun, our_jobs, outside, select,
+};
 use crate::error::Error;
 use crate::fingerprint::Fingerprint;
 use crate::gate::{Gate, Verified, check, expected, old_trust};
@@ -321,11 +323,17 @@ where
         }
         // A CA is cluster-wide: wherever `issue` has begun, even outside the plan, some node
         // presents (or is about to present) leaves of the new CA, which every node must keep
-        // trusting. What the cluster holds is enough to refuse before a host is read.
+        // trusting. What the cluster holds is enough to refuse before a host is read: an issue
+        // Job, or the record of a node outside the plan (the plan's own nodes are read next,
+        // their status is the word). Refused so, the refusal names every node the cluster
+        // shows, the plan's recorded ones too.
         let cluster = every_node(self.api).await?;
-        let begun = issue_begun(self.api, self.plan, &cluster, &order.all()).await?;
-        if !begun.is_empty() {
-            return Err(Error::AbortRefused { nodes: begun });
+        let begun = issue_begun(self.api, self.plan, &cluster).await?;
+        let planned = order.all();
+        if (begun.iter()).any(|b| b.shown == Shown::Job || !planned.contains(&b.node)) {
+            return Err(Error::abort_refused(
+                begun.into_iter().map(|b| (b.node, b.why)),
+            ));
         }
         let statuses = match self.read_all(order).await {
             Ok(s) => s,
@@ -338,7 +346,7 @@ where
             .map(|(name, status)| (name.clone(), format!("it reports {}", status.describe())))
             .collect();
         if !begun.is_empty() {
-            return Err(Error::AbortRefused { nodes: begun });
+            return Err(Error::abort_refused(begun));
         }
         let mut statuses = statuses;
         let mut verified = Verifies::new();
