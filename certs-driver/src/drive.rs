@@ -104,6 +104,9 @@ struct Rotation<'a, A: ?Sized> {
     /// Each node as the run last saw it (listed, watched, patched): the resourceVersion a
     /// record is patched under, with no read of its own (a conflict reads it again).
     seen: Mutex<BTreeMap<String, Node>>,
+    /// Each node's UID as the run first read it (selected): a node read after a wait with
+    /// another UID is not the node the run decided for.
+    uids: BTreeMap<String, Option<String>>,
     /// The run's writer of each node's `NodejobCARotation` condition.
     conditions: nodejob_roll::Conditions,
 }
@@ -200,6 +203,9 @@ where
                 .collect(),
             Gates::default(),
         );
+        let uids = (nodes.iter())
+            .filter_map(|n| Some((n.metadata.name.clone()?, n.metadata.uid.clone())))
+            .collect();
         let rotation = Rotation {
             api,
             plan,
@@ -211,6 +217,7 @@ where
             in_flight: Mutex::new(BTreeMap::new()),
             ours: Mutex::new(None),
             seen: Mutex::new(BTreeMap::new()),
+            uids,
             conditions: nodejob_roll::Conditions::new(nodejob_roll::condition::CA_ROTATION),
         };
         rotation.saw(nodes);

@@ -33,7 +33,7 @@ pub enum Error {
     )]
     AbortRefused {
         /// Each node, and what shows that `issue` began there: every such node, once, in
-        /// name order ([`Error::abort_refused`]).
+        /// name order.
         nodes: Vec<(String, String)>,
     },
     /// Core's error: the Lease held by another ([`nodejob_core::Error::LeaseHeld`]), an API
