@@ -139,40 +139,66 @@ pub(crate) async fn in_flight<A: JobApi + ?Sized>(
     Ok(steps)
 }
 
+/// What shows that `issue` has begun on a node, from what the cluster holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Shown {
+    /// Our `issue` Job of the node exists, and has not failed.
+    Job,
+    /// The status last recorded on the node says so.
+    Record,
+}
+
+/// A node where `issue` has begun, as the cluster shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Begun {
+    /// The node.
+    pub(crate) node: String,
+    /// What shows it.
+    pub(crate) shown: Shown,
+    /// The same, in words naming the Job or the record.
+    pub(crate) why: String,
+}
+
 /// Each node of `cluster` where `issue` has begun, with what shows it, from what the cluster
-/// holds (no host is read): our `issue` Job of the node exists (and has not failed: a failed
-/// `issue` changes nothing); or, on the nodes not in `fresh` (whose status the caller reads
-/// itself), the status last recorded on the node says so ([`crate::CaStatus::issue_begun`]).
+/// holds (no host is read), in the rotation's order: our `issue` Job of the node exists (and
+/// has not failed: a failed `issue` changes nothing); else the status last recorded on the
+/// node says so ([`crate::CaStatus::issue_begun`]). Once `issue` began on a node, one of the
+/// two shows it at every instant.
 pub(crate) async fn issue_begun<A: JobApi + ?Sized>(
     api: &A,
     plan: &Plan,
     cluster: &[Node],
-    fresh: &[String],
-) -> Result<Vec<(String, String)>, Error> {
+) -> Result<Vec<Begun>, Error> {
     let new = plan.fingerprint();
     let mut begun = Vec::new();
-    for name in Order::of(cluster).all() {
-        let job = job_of(api, plan, CaStep::Issue, &name).await?;
+    for node in Order::of(cluster).all() {
+        let job = job_of(api, plan, CaStep::Issue, &node).await?;
         if job.as_ref().is_some_and(|j| !nodejob_core::failed(j)) {
-            let job = plan.job_name(CaStep::Issue, &name);
-            begun.push((name, format!("its `carotate issue` job {job} exists")));
+            let job = plan.job_name(CaStep::Issue, &node);
+            let why = format!("its `carotate issue` job {job} exists");
+            begun.push(Begun {
+                node,
+                shown: Shown::Job,
+                why,
+            });
             continue;
         }
-        if fresh.contains(&name) {
-            continue;
-        }
-        let Some(node) = cluster
+        let Some(read) = cluster
             .iter()
-            .find(|n| n.metadata.name.as_deref() == Some(name.as_str()))
+            .find(|n| n.metadata.name.as_deref() == Some(node.as_str()))
         else {
             continue;
         };
         // An unreadable record says nothing either way: it is not the driver's.
-        if let Ok(Some((status, at))) = last_reported(node, &name)
+        if let Ok(Some((status, at))) = last_reported(read, &node)
             && status.issue_begun(new)
         {
             let why = format!("its status recorded at {at} says {}", status.describe());
-            begun.push((name, why));
+            begun.push(Begun {
+                node,
+                shown: Shown::Record,
+                why,
+            });
         }
     }
     Ok(begun)

@@ -32,7 +32,9 @@ use nodejob_roll::{
 };
 use nodejob_roll::{End, Engine, FixedWidth, Limits, NodeEnd, Tally};
 
-use crate::cluster::{STEPS, covers_cluster, every_node, issue_begun, our_jobs, outside, select};
+use crate::cluster::{
+    STEPS, Shown, covers_cluster, every_node, issue_begun, our_jobs, outside, select,
+};
 use crate::error::Error;
 use crate::fingerprint::Fingerprint;
 use crate::gate::{Gate, Verified, check, expected, old_trust};
@@ -102,6 +104,9 @@ struct Rotation<'a, A: ?Sized> {
     /// Each node as the run last saw it (listed, watched, patched): the resourceVersion a
     /// record is patched under, with no read of its own (a conflict reads it again).
     seen: Mutex<BTreeMap<String, Node>>,
+    /// Each node's UID as the run first read it (selected): a node read after a wait with
+    /// another UID is not the node the run decided for.
+    uids: BTreeMap<String, Option<String>>,
     /// The run's writer of each node's `NodejobCARotation` condition.
     conditions: nodejob_roll::Conditions,
 }
@@ -198,6 +203,9 @@ where
                 .collect(),
             Gates::default(),
         );
+        let uids = (nodes.iter())
+            .filter_map(|n| Some((n.metadata.name.clone()?, n.metadata.uid.clone())))
+            .collect();
         let rotation = Rotation {
             api,
             plan,
@@ -209,6 +217,7 @@ where
             in_flight: Mutex::new(BTreeMap::new()),
             ours: Mutex::new(None),
             seen: Mutex::new(BTreeMap::new()),
+            uids,
             conditions: nodejob_roll::Conditions::new(nodejob_roll::condition::CA_ROTATION),
         };
         rotation.saw(nodes);
@@ -321,11 +330,17 @@ where
         }
         // A CA is cluster-wide: wherever `issue` has begun, even outside the plan, some node
         // presents (or is about to present) leaves of the new CA, which every node must keep
-        // trusting. What the cluster holds is enough to refuse before a host is read.
+        // trusting. What the cluster holds is enough to refuse before a host is read: an issue
+        // Job, or the record of a node outside the plan (the plan's own nodes are read next,
+        // their status is the word). Refused so, the refusal names every node the cluster
+        // shows, the plan's recorded ones too.
         let cluster = every_node(self.api).await?;
-        let begun = issue_begun(self.api, self.plan, &cluster, &order.all()).await?;
-        if !begun.is_empty() {
-            return Err(Error::AbortRefused { nodes: begun });
+        let begun = issue_begun(self.api, self.plan, &cluster).await?;
+        let planned = order.all();
+        if (begun.iter()).any(|b| b.shown == Shown::Job || !planned.contains(&b.node)) {
+            return Err(Error::abort_refused(
+                begun.into_iter().map(|b| (b.node, b.why)),
+            ));
         }
         let statuses = match self.read_all(order).await {
             Ok(s) => s,
@@ -338,7 +353,7 @@ where
             .map(|(name, status)| (name.clone(), format!("it reports {}", status.describe())))
             .collect();
         if !begun.is_empty() {
-            return Err(Error::AbortRefused { nodes: begun });
+            return Err(Error::abort_refused(begun));
         }
         let mut statuses = statuses;
         let mut verified = Verifies::new();
@@ -826,10 +841,11 @@ where
         NodeResult::Failed(f)
     }
 
-    /// Records an Event on the node; failing to is a note, never the node's failure. Nothing
-    /// is written once the Lease is lost.
+    /// Records an Event on the node; failing to is a note, never the node's failure. An Event
+    /// is a write, fenced as every other: the Lease is read right before it, and nothing is
+    /// written once it is lost (taken by another identity since the run last read it, too).
     async fn event(&self, node: &str, kind: EventType, step: CaStep, message: &str) {
-        if self.fence.lost().is_some() {
+        if self.fence.check(self.api).await.is_err() {
             return;
         }
         let ns = &self.plan.spec().namespace;

@@ -1,6 +1,8 @@
 //! [`Error`]: why a run could not start, or an abort was refused. A leaf, so that every
 //! module can name it without importing the crate root.
 
+use std::collections::BTreeMap;
+
 use nodejob_core::ApiError;
 use nodejob_roll::{PlanError, Selecting};
 
@@ -30,11 +32,32 @@ pub enum Error {
         nodes.iter().map(|(n, why)| format!("{n} ({why})")).collect::<Vec<_>>().join(", ")
     )]
     AbortRefused {
-        /// Each node, and what shows that `issue` began there.
+        /// Each node, and what shows that `issue` began there: every such node, once, in
+        /// name order.
         nodes: Vec<(String, String)>,
     },
     /// Core's error: the Lease held by another ([`nodejob_core::Error::LeaseHeld`]), an API
     /// error with its operation.
     #[error(transparent)]
     Core(#[from] nodejob_core::Error),
+}
+
+impl Error {
+    /// [`Error::AbortRefused`] on `begun`, each node with what shows that `issue` began there:
+    /// every node named once (what shows it joined with `; ` when several things do), in name
+    /// order.
+    pub(crate) fn abort_refused(begun: impl IntoIterator<Item = (String, String)>) -> Self {
+        let mut nodes: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (node, why) in begun {
+            let whys = nodes.entry(node).or_default();
+            if !whys.contains(&why) {
+                whys.push(why);
+            }
+        }
+        Error::AbortRefused {
+            nodes: (nodes.into_iter())
+                .map(|(node, whys)| (node, whys.join("; ")))
+                .collect(),
+        }
+    }
 }

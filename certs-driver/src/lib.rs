@@ -89,6 +89,12 @@
 //!    their durations, every gate with the fingerprints of every node side by side, and how
 //!    it ended.
 //!
+//! A node that waited on the pause switch (`nodejob pause`) before its step is read again
+//! once the switch is lifted: deleted, or replaced by a node of the same name (a new UID),
+//! while the rolls were paused, it starts no step (no Job is created for it) and ends
+//! interrupted, named as deleted (or replaced) during the pause; the run stops there, and a
+//! rerun selects its nodes again.
+//!
 //! [`abort`]: the same Lease; our `stage` Jobs still running are waited out; then, unless
 //! `issue` has begun on any node of the cluster, in the plan or not, `carotate abort
 //! --remove <new>` on every node of the plan that trusts the new CA, and a last gate: no node

@@ -34,9 +34,10 @@
 //! Job is waited for without one: it writes nothing until it is deleted; a runner's call is
 //! one fenced write, its Job's create and, once read, its delete; the issue Job's delete
 //! follows the Lease-checked record of its status at once). A record that is not the mark of
-//! issue is written as an Event is: refused once the Lease is known lost. A Lease known lost
-//! interrupts the node at its step, blaming it for nothing. [`NodeMachine::in_flight`] says
-//! which step the node has under way, for the report of a run cut short where it stood.
+//! issue is written as the fenced writer writes: refused once the Lease is known lost. A Lease
+//! known lost interrupts the node at its step, blaming it for nothing.
+//! [`NodeMachine::in_flight`] says which step the node has under way, for the report of a run
+//! cut short where it stood.
 
 use k8s_openapi::api::batch::v1::Job;
 use nodejob_core::log_tail;
@@ -190,8 +191,8 @@ pub enum Intent {
         status: CaStatus,
         /// The record is the cluster's mark that `issue` began there: the Lease is checked
         /// right before it is written, and a failure fails the node. Otherwise it is what a
-        /// preview shows: written as an Event is (refused once the Lease is known lost), a
-        /// failure a note.
+        /// preview shows: written as the fenced writer writes (refused once the Lease is known
+        /// lost), a failure a note.
         mark: bool,
     },
     /// Run `carotate verify --expect <new> --expect <also>…` (its exit code).

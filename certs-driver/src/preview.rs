@@ -178,7 +178,9 @@ where
         next,
         disagreements,
         lease,
-        issue_begun: issue_begun(api, plan, &cluster, &[]).await?,
+        issue_begun: (issue_begun(api, plan, &cluster).await?.into_iter())
+            .map(|b| (b.node, b.why))
+            .collect(),
         outside_plan: outside(&cluster, &order.all()),
     })
 }

@@ -373,3 +373,58 @@ async fn a_run_after_an_abort_left_its_job_waits_that_job_out_before_it_decides(
     assert!(nodejob_core::failed(&job), "{:?}", job.status);
     Ok(())
 }
+
+/// Issue 30, item 2: an abort refused because `issue` has begun names every node where it
+/// had, whatever shows it: cp-0 finished issue (its Job deleted, its status recorded on it, the
+/// mark), and the run died as it created the workers' issue Jobs (each Job is the mark). All
+/// three are named, once each, in name order.
+#[tokio::test(start_paused = true)]
+async fn an_abort_refused_names_every_node_where_issue_began_whatever_shows_it() -> TestResult {
+    let ca = new_ca();
+    let plan = plan(plan_spec(&ca));
+    let issue_w0 = plan.job_name(CaStep::Issue, "w-0");
+    let at = write_index(&ca, 17, &format!("(CreateJob {NS}/{issue_w0})")).await?;
+    let (fake, names) = cluster(17, 1, 2);
+    let first = harness(fake.clone()).crashing_at(at, true);
+    tokio::select! {
+        report = run(&first, &plan, quiet()) => {
+            return Err(format!("the run ended without reaching write {at}: {report:?}").into());
+        }
+        _ = first.crashed() => {}
+    }
+    nodejob_core::Clock::sleep(&*fake, Duration::from_secs(30)).await;
+    // What shows it: cp-0's record alone, the workers' Jobs alone.
+    let issue_cp0 = plan.job_name(CaStep::Issue, "cp-0");
+    assert!(
+        fake.job(NS, &issue_cp0).is_none(),
+        "cp-0's issue job is left"
+    );
+    let cp0 = fake.node("cp-0").ok_or("no cp-0")?;
+    let (recorded, _) = certs_driver::last_reported(&cp0, "cp-0")?.ok_or("no record on cp-0")?;
+    assert_eq!(recorded.issuer.to_string(), ca.fingerprint);
+    assert!(fake.job(NS, &issue_w0).is_some(), "w-0's issue job is gone");
+    let issued: Vec<&str> = (names.iter())
+        .filter(|n| fake.job(NS, &plan.job_name(CaStep::Issue, n)).is_some())
+        .map(String::as_str)
+        .collect();
+    assert_eq!(issued, ["w-0", "w-1"], "issue jobs");
+
+    let refused = abort(&harness(fake.clone()), &plan, quiet()).await;
+    let Err(Error::AbortRefused { nodes }) = refused else {
+        return Err(format!("not refused: {refused:?}").into());
+    };
+    let named: Vec<&str> = nodes.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(named, ["cp-0", "w-0", "w-1"], "{nodes:#?}");
+    assert!(
+        nodes[0].1.starts_with("its status recorded at"),
+        "{nodes:#?}"
+    );
+    for (name, why) in &nodes[1..] {
+        let job = plan.job_name(CaStep::Issue, name);
+        assert_eq!(*why, format!("its `carotate issue` job {job} exists"));
+    }
+    for name in &names {
+        assert_eq!(phase_runs(&fake, name)[3], 0, "{name} aborted");
+    }
+    Ok(())
+}

@@ -400,3 +400,44 @@ async fn once_one_node_sees_the_lease_lost_no_node_writes_again() -> TestResult 
     }
     Ok(())
 }
+
+/// Issue 30, item 1: an Event is a write, fenced as every other. The Lease is taken as the
+/// runner deletes cp-0's finished stage Job, before the step's Normal Event: no check of the
+/// run has read the Lease since, and the Event must not be written by a driver that no longer
+/// holds it.
+#[tokio::test(start_paused = true)]
+async fn no_event_is_written_once_another_identity_took_the_lease() -> TestResult {
+    let ca = new_ca();
+    let (fake, _) = cluster(48, 1, 2);
+    let plan = plan(plan_spec(&ca));
+    let stage_cp0 = format!("{NS}/{}", plan.job_name(CaStep::Stage, "cp-0"));
+    let taken = Arc::new(AtomicBool::new(false));
+    let late = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (thief, stolen, events) = (fake.clone(), taken.clone(), late.clone());
+    let api = acting_before(fake.clone(), move |w| {
+        if stolen.load(Ordering::SeqCst) {
+            if w.verb == nodejob_fake::Verb::CreateEvent && w.body.contains(certs_driver::COMPONENT)
+            {
+                events.lock().unwrap().push(format!("{w}: {}", w.body));
+            }
+        } else if w.verb == nodejob_fake::Verb::DeleteJob && w.target == stage_cp0 {
+            take_the_lease(&thief);
+            stolen.store(true, Ordering::SeqCst);
+        }
+    });
+    let report = run(&api, &plan, quiet()).await?;
+    assert!(
+        taken.load(Ordering::SeqCst),
+        "cp-0's stage job was never deleted"
+    );
+    let late = late.lock().unwrap().clone();
+    assert!(
+        late.is_empty(),
+        "events written after the Lease was taken: {late:#?}"
+    );
+    let Outcome::Stopped { why } = &report.outcome else {
+        return Err(format!("not stopped: {:?}", report.outcome).into());
+    };
+    assert!(why.contains("the Lease was lost"), "{why}");
+    Ok(())
+}

@@ -224,3 +224,110 @@ async fn a_rotation_paused_in_flight_finishes_its_step_starts_none_and_goes_on_w
     }
     Ok(())
 }
+
+/// What happens to the node that waits on the switch, as it starts waiting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WhileWaiting {
+    /// Deleted.
+    Deleted,
+    /// Deleted, and a node of the same name (a new UID) joins.
+    Replaced,
+}
+
+/// [`Timed`], and the node that waits on the switch is deleted (or replaced) as it starts
+/// waiting, at the virtual time kept.
+struct Deleting {
+    timed: Timed,
+    what: WhileWaiting,
+    at: Mutex<Option<Duration>>,
+}
+
+impl EventSink<Progress> for Deleting {
+    fn event(&self, event: &Progress) {
+        self.timed.event(event);
+        if let Progress::Note {
+            node: Some(node),
+            message,
+        } = event
+            && message.starts_with("paused by")
+            && self.at.lock().unwrap().is_none()
+        {
+            let fake = &self.timed.fake;
+            fake.remove_node(node).unwrap();
+            if self.what == WhileWaiting::Replaced {
+                fake.add_node(node).unwrap();
+            }
+            *self.at.lock().unwrap() = Some(fake.now());
+        }
+    }
+}
+
+/// Issue 30, item 3: w-2 waits on the switch before its issue; it is deleted (or replaced by a
+/// node of the same name) while it waits. After the resume, no issue Job is created for it: it
+/// ends interrupted before issue, its report saying it was deleted (or replaced) during the
+/// pause, and the run stops there.
+async fn a_node_deleted_while_paused(what: WhileWaiting) -> TestResult {
+    let ca = new_ca();
+    let (fake, _) = cluster(7, 1, 3);
+    let first_uid = fake.node("w-2").and_then(|n| n.metadata.uid);
+    let sink = Arc::new(Deleting {
+        timed: Timed {
+            fake: fake.clone(),
+            events: Mutex::new(Vec::new()),
+            at: "w-0".into(),
+            after: Duration::from_secs(600),
+            paused: Arc::default(),
+        },
+        what,
+        at: Mutex::new(None),
+    });
+    let report = run(&harness(fake.clone()), &plan(plan_spec(&ca)), sink.clone()).await?;
+    let deleted_at = sink.at.lock().unwrap().ok_or("w-2 never waited")?;
+    if what == WhileWaiting::Replaced {
+        let now = fake.node("w-2").and_then(|n| n.metadata.uid);
+        assert!(now.is_some() && now != first_uid, "not replaced: {now:?}");
+    }
+    // No Job for w-2 after it went: not its issue, nor any step after.
+    let created: Vec<_> = (jobs_created(&fake).into_iter())
+        .filter(|(at, name)| *at >= deleted_at && name.contains("-w-2-"))
+        .collect();
+    assert!(
+        created.is_empty(),
+        "created for w-2 after it went: {created:#?}"
+    );
+    let w2 = report.node("w-2").ok_or("w-2 not in the report")?;
+    let said = match what {
+        WhileWaiting::Deleted => "was deleted from the cluster while the rolls were paused",
+        WhileWaiting::Replaced => "was replaced",
+    };
+    assert!(
+        matches!(
+            &w2.result,
+            Some(certs_driver::NodeResult::Interrupted { step: CaStep::Issue, why })
+                if why.starts_with("node w-2 ") && why.contains(said)
+                    && why.contains("`carotate issue` was not started on it")
+        ),
+        "w-2: {:?}",
+        w2.result
+    );
+    assert!(
+        w2.steps.iter().all(|(s, _)| *s != CaStep::Issue),
+        "{:?}",
+        w2.steps
+    );
+    let Outcome::Stopped { why } = &report.outcome else {
+        return Err(format!("not stopped: {:?}", report.outcome).into());
+    };
+    assert!(why.contains("w-2"), "{why}");
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_deleted_while_paused_gets_no_job_after_the_resume() -> TestResult {
+    a_node_deleted_while_paused(WhileWaiting::Deleted).await
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_replaced_while_paused_gets_no_job_after_the_resume() -> TestResult {
+    a_node_deleted_while_paused(WhileWaiting::Replaced).await
+}

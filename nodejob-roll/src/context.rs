@@ -2,7 +2,8 @@
 //! as a [`Fence`], the [`Limits`], the progress, the nodes in flight with the step each is at;
 //! and [`Ledger`], the per-node entries of the run's report. The start (acquire the Lease)
 //! and the finish (release it, the history, how long it took) are written here once, and the
-//! operations that tell the run's progress: a host Job with its notes, an Event on a node.
+//! operations that tell the run's progress: a host Job with its notes, an Event on a node
+//! (fenced by a read of the Lease right before it).
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -200,7 +201,9 @@ where
     }
 
     /// Records an Event on `node` from `component` in `namespace`; a failure to is told as a
-    /// note about the node, never its failure. Nothing is written once the Lease is lost.
+    /// note about the node, never its failure. An Event is a write, fenced as every other: the
+    /// Lease is read right before it ([`Fence::check`]), and nothing is written once it is lost
+    /// (another identity took it since the run last looked, too).
     pub async fn event(
         &self,
         namespace: &str,
@@ -210,7 +213,7 @@ where
         reason: &str,
         message: &str,
     ) {
-        if self.fence.lost().is_some() {
+        if self.fence.check(self.api).await.is_err() {
             return;
         }
         let written =

@@ -1,8 +1,8 @@
 //! The operations both drivers take on a node of a run, each with a typed error naming the
 //! operation and the object: a node patched under its resourceVersion again after a
 //! conflict, a host Job deleted exactly, an Event written on a node. (A host Job run with its
-//! notes in the run's progress, and an Event only while the Lease is held, are
-//! [`Context`](crate::Context)'s.)
+//! notes in the run's progress, and an Event only while the Lease is held, read right before
+//! it, are [`Context`](crate::Context)'s.)
 
 use k8s_openapi::api::core::v1::Node;
 use nodejob_core::{ApiError, EventType, JobApi, NodeApi, NodeChange, node_event};
@@ -143,7 +143,8 @@ pub async fn delete_job<A: JobApi + ?Sized>(
 
 /// Writes a [`node_event`] about `node` in `namespace` from `component`, retried on transient
 /// errors. The caller decides what a failure means (for the drivers: a note, never a node's
-/// failure) and fences it (no Event once the Lease is lost).
+/// failure) and fences it: the Lease read right before ([`Fence::check`](crate::Fence::check)),
+/// no Event once it is lost.
 pub async fn write_node_event<A: JobApi + ?Sized>(
     api: &A,
     namespace: &str,

@@ -424,3 +424,62 @@ async fn blocked_nodes_past_max_blocked_stop_the_pass_apart_from_the_failure_bud
     assert_eq!(past.batches, 0);
     Ok(())
 }
+
+/// Issue 30, item 1: an Event is a write, fenced as every other: once another identity took
+/// the Lease, [`Context::event`] writes nothing, though no check of the run had seen it yet.
+#[tokio::test(start_paused = true)]
+async fn an_event_is_not_written_once_another_identity_took_the_lease() -> TestResult {
+    let cluster = FakeCluster::new();
+    cluster.add_node("w1")?;
+    let placement = nodejob_roll::Placement::new("engine-test".into());
+    let claim = Claim {
+        operation: "test".into(),
+        target: "t".into(),
+    };
+    let events: Arc<Mutex<Vec<Event>>> = Arc::default();
+    let told = events.clone();
+    let sink: Arc<dyn EventSink<Event>> =
+        Arc::new(move |e: &Event| told.lock().unwrap().push(e.clone()));
+    let ctx: nodejob_roll::Context<'_, FakeCluster, Event, ()> = nodejob_roll::Context::begin(
+        &cluster,
+        &placement,
+        &claim,
+        Limits::new(Stop::new()),
+        sink,
+        cluster.now(),
+    )
+    .await?;
+    let ns = placement.namespace.as_str();
+    ctx.event(
+        ns,
+        "engine-test",
+        "w1",
+        nodejob_core::EventType::Normal,
+        "Held",
+        "ours",
+    )
+    .await;
+    assert_eq!(cluster.events(ns).len(), 1, "the Event of the holder");
+    cluster.steal_lease(ns, &placement.lease_name, "someone-else")?;
+    assert_eq!(ctx.fence.lost(), None, "no check has seen the theft yet");
+    ctx.event(
+        ns,
+        "engine-test",
+        "w1",
+        nodejob_core::EventType::Normal,
+        "Late",
+        "not ours",
+    )
+    .await;
+    let reasons: Vec<Option<String>> = (cluster.events(ns).into_iter()).map(|e| e.reason).collect();
+    assert_eq!(
+        reasons,
+        [Some("Held".to_string())],
+        "written after the theft"
+    );
+    assert!(
+        ctx.fence.lost().is_some(),
+        "the Event's check did not see the Lease lost"
+    );
+    Ok(())
+}

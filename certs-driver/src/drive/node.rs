@@ -5,6 +5,7 @@
 //! the parent module's.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
@@ -20,7 +21,7 @@ use crate::cluster::{delete_exactly, job_of};
 use crate::fingerprint::Fingerprint;
 use crate::machine::{Answer, Gone, Intent, Mark, NodeMachine, Observation, Task, Watched};
 use crate::phase::CaStep;
-use crate::progress::{CaEvent, NodeResult, Progress};
+use crate::progress::{CaEvent, Failure, NodeResult, Progress};
 use crate::records;
 use crate::status::CaStatus;
 
@@ -29,9 +30,18 @@ use crate::status::CaStatus;
 pub(super) enum Fencing {
     /// Read right before the write (renewed when due): the write of a mark.
     Checked,
-    /// As every write through the fenced writer, and as an Event: refused once the Lease is
-    /// known lost (a check or the renewer saw it), without a read of its own.
+    /// As every write through the fenced writer: refused once the Lease is known lost (a
+    /// check or the renewer saw it), without a read of its own.
     Known,
+}
+
+/// How a node went past the pause switch before a step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Passed {
+    /// The rolls were not paused: nothing was waited for.
+    Unpaused,
+    /// The node waited until the switch was lifted: what was read before is stale.
+    Resumed,
 }
 
 /// The executor of the per-node machine: one node through one [`Task`], each [`Intent`]
@@ -52,15 +62,23 @@ where
         loop {
             // The pause switch where a host step would begin (its Lease check just read it; an
             // adopted Job is a step already in flight, and finishes): paused, the node waits.
+            // The step was decided on what was read before the wait: after it, the node is
+            // read again, and one deleted or replaced meanwhile does not start it.
             if let Intent::Host {
                 step: s,
                 adopt: None,
                 ..
             } = &step.intent
-                && let Some(why) = self.paused_before(name, *s).await
             {
-                self.fly(name, None);
-                return Err(NodeResult::Interrupted { step: *s, why });
+                let passed = match self.paused_before(name, *s).await {
+                    Ok(Passed::Unpaused) => Ok(()),
+                    Ok(Passed::Resumed) => self.still_there(name, *s).await,
+                    Err(why) => Err(NodeResult::Interrupted { step: *s, why }),
+                };
+                if let Err(result) = passed {
+                    self.fly(name, None);
+                    return Err(result);
+                }
             }
             // Marks belong to where the node was: a step's end is reported while it is
             // still in flight.
@@ -174,13 +192,15 @@ where
     }
 
     /// Waits while the rolls are paused, before `step` starts on `name`, saying so in the
-    /// progress; `Some(why)` when the node goes no further (still paused at the run's pause
-    /// deadline, a stop asked, the Lease lost while it waited).
-    async fn paused_before(&self, name: &str, step: CaStep) -> Option<String> {
+    /// progress: how the node went past the switch, or why it goes no further (still paused
+    /// at the run's pause deadline, a stop asked, the Lease lost while it waited).
+    async fn paused_before(&self, name: &str, step: CaStep) -> Result<Passed, String> {
+        let resumed = AtomicBool::new(false);
         let tell = |w: nodejob_roll::Waiting| {
             let message = match w {
                 nodejob_roll::Waiting::Paused(p) => format!("{p}; waiting before {step}"),
                 nodejob_roll::Waiting::Resumed { waited } => {
+                    resumed.store(true, Ordering::Relaxed);
                     format!("resumed after {}s paused; {step} starts", waited.as_secs())
                 }
             };
@@ -188,13 +208,55 @@ where
         };
         let limits = &self.limits;
         match nodejob_roll::wait_unpaused(self.api, &self.fence, limits, tell).await {
-            nodejob_roll::Gate::Go => None,
+            nodejob_roll::Gate::Go if resumed.into_inner() => Ok(Passed::Resumed),
+            nodejob_roll::Gate::Go => Ok(Passed::Unpaused),
             nodejob_roll::Gate::Deadline(p) => {
-                Some(nodejob_roll::paused_out(&p, limits.pause_deadline))
+                Err(nodejob_roll::paused_out(&p, limits.pause_deadline))
             }
-            nodejob_roll::Gate::Stopped(p) => Some(format!("stopped on request while {p}")),
-            nodejob_roll::Gate::Lost(why) => Some(format!("the Lease was lost: {why}")),
+            nodejob_roll::Gate::Stopped(p) => Err(format!("stopped on request while {p}")),
+            nodejob_roll::Gate::Lost(why) => Err(format!("the Lease was lost: {why}")),
         }
+    }
+
+    /// After the node waited on the pause switch, before `step` starts on `name`: the node
+    /// read again is still the one the run first read (same UID). Deleted or replaced while
+    /// the rolls were paused, it is interrupted before the step, which is not started there
+    /// (the run then stops, and a rerun selects its nodes again); unreadable, it fails.
+    async fn still_there(&self, name: &str, step: CaStep) -> Result<(), NodeResult> {
+        let first = self.uids.get(name).cloned().flatten();
+        let sub = step.subcommand();
+        let why = match retry(self.api, || self.api.get_node(name)).await {
+            Ok(node) if node.metadata.uid == first => {
+                self.saw([node]);
+                return Ok(());
+            }
+            Ok(node) => format!(
+                "node {name} was replaced while the rolls were paused, before {step} (uid {} \
+                 now, {} when the run read it): `carotate {sub}` was not started on it (no job \
+                 was created for it); a rerun takes the new node through the rotation from \
+                 what it reports",
+                node.metadata.uid.as_deref().unwrap_or("none"),
+                first.as_deref().unwrap_or("none"),
+            ),
+            Err(e) if e.is_not_found() => format!(
+                "node {name} was deleted from the cluster while the rolls were paused, before \
+                 {step}: `carotate {sub}` was not started on it (no job was created for it); a \
+                 rerun selects the plan's nodes again"
+            ),
+            Err(e) => {
+                let failure = Failure {
+                    step,
+                    message: format!(
+                        "reading node {name} after the pause, before {step}: {e}; `carotate \
+                         {sub}` was not started on it"
+                    ),
+                    exit_code: None,
+                    log_tail: None,
+                };
+                return Err(self.fail(name, failure).await);
+            }
+        };
+        Err(NodeResult::Interrupted { step, why })
     }
 
     /// One mark of `name`'s machine; `started`: when its step at hand started.
