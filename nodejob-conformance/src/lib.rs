@@ -284,6 +284,7 @@ macro_rules! conformance_nodes {
     (#[$test:meta] $make:expr) => {
         $crate::conformance_nodes!(@each #[$test] $make;
             cordon_and_uncordon_with_a_concurrent_writer,
+            a_no_schedule_taint_is_added_beside_anothers_once_and_removed_by_key,
             nodes_are_listed_by_label,
             every_node_is_listed_then_watched_from_the_lists_version,
             drain_waits_out_a_budget_that_releases,

@@ -266,6 +266,96 @@ pub async fn cordon_and_uncordon_with_a_concurrent_writer<B: Workloads>(
     Ok(())
 }
 
+/// The keys of `node`'s `NoSchedule` taints, in order.
+fn no_schedule_taints(node: &Node) -> Vec<String> {
+    (node.spec.as_ref().and_then(|s| s.taints.as_ref()))
+        .into_iter()
+        .flatten()
+        .filter(|t| t.effect == nodejob_core::NO_SCHEDULE)
+        .map(|t| t.key.clone())
+        .collect()
+}
+
+/// `spec.taints` is an atomic list, replaced whole by a patch: a `NoSchedule` taint is added
+/// beside another actor's (never in place of it), once however often it is asked for, under
+/// the same resourceVersion precondition as any change (a stale one is a Conflict that
+/// changes nothing), and removed by its key alone, the other's left.
+pub async fn a_no_schedule_taint_is_added_beside_anothers_once_and_removed_by_key<B: Workloads>(
+    backend: Arc<B>,
+) -> Result<(), Failure> {
+    let ctx = Ctx::new(backend);
+    let api = &ctx.api;
+    let node = ctx.node.clone();
+    let (theirs, ours) = ("nodejob.test/other", "stratum.ciq.com/upgrade");
+    let seen = api.get_node(&node).await?;
+    // Another actor taints the node between our read and our patch.
+    let tainted = patch(
+        &ctx,
+        &node,
+        &[NodeChange::TaintNoSchedule { key: theirs.into() }],
+    )
+    .await?;
+    ensure!(
+        no_schedule_taints(&tainted) == [theirs],
+        "the other's taint: {:?}",
+        tainted.spec
+    );
+    let fence = [
+        NodeChange::Cordon,
+        NodeChange::TaintNoSchedule { key: ours.into() },
+    ];
+    let refused = api.patch_node(&node, &rv(&seen), &fence).await;
+    ensure!(
+        refused.as_ref().is_err_and(|e| e.is_conflict()),
+        "a taint at a stale resourceVersion must be a Conflict, got {refused:?}"
+    );
+    let after = api.get_node(&node).await?;
+    ensure!(
+        no_schedule_taints(&after) == [theirs] && !unschedulable(&after),
+        "a refused patch changed the node: {:?}",
+        after.spec
+    );
+    let fenced = api.patch_node(&node, &rv(&after), &fence).await?;
+    ensure!(
+        no_schedule_taints(&fenced) == [theirs, ours] && unschedulable(&fenced),
+        "ours must be added beside theirs, with the cordon: {:?}",
+        fenced.spec
+    );
+    let again = api.patch_node(&node, &rv(&fenced), &fence[1..]).await?;
+    ensure!(
+        no_schedule_taints(&again) == [theirs, ours],
+        "a taint asked for again must be there once: {:?}",
+        again.spec
+    );
+    let lifted = [
+        NodeChange::Uncordon,
+        NodeChange::Untaint { key: ours.into() },
+    ];
+    let back = api.patch_node(&node, &rv(&again), &lifted).await?;
+    ensure!(
+        no_schedule_taints(&back) == [theirs] && !unschedulable(&back),
+        "ours must go by its key alone, theirs left: {:?}",
+        back.spec
+    );
+    let clean = api
+        .patch_node(
+            &node,
+            &rv(&back),
+            &[NodeChange::Untaint { key: theirs.into() }],
+        )
+        .await?;
+    ensure!(
+        clean
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .is_none_or(Vec::is_empty),
+        "the last taint removed leaves none: {:?}",
+        clean.spec
+    );
+    Ok(())
+}
+
 /// Nodes are listed by label selector.
 pub async fn nodes_are_listed_by_label<B: Workloads>(backend: Arc<B>) -> Result<(), Failure> {
     let ctx = Ctx::new(backend);

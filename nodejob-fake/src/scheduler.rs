@@ -23,13 +23,16 @@
 //! node after the last one this one looked at. A pod that fits nowhere waits, as in the
 //! scheduler's unschedulable queue, until a node or the pod itself is written.
 //!
-//! Not modelled: resources, affinity other than `nodeSelector`, taints other than those two,
-//! topology spread constraints, preemption, scheduler names, the `FailedScheduling` Events.
+//! A node's own `NoSchedule` and `NoExecute` taints (`spec.taints`) keep off every pod that
+//! does not tolerate them (`TaintToleration`; the message counts them as `node(s) had
+//! untolerated taint(s)`).
+//!
+//! Not modelled: resources, affinity other than `nodeSelector`, topology spread constraints, preemption, scheduler names, the `FailedScheduling` Events.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod, PodCondition, PodSpec};
+use k8s_openapi::api::core::v1::{Node, Pod, PodCondition, PodSpec, Taint, Toleration};
 
 use crate::ctx::Ctx;
 use crate::store::{Key, Store, controller_of, node_is_ready, pod_is_live};
@@ -38,6 +41,36 @@ use crate::timing::stamp;
 
 /// The taint key a cordoned node carries.
 const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
+
+/// Whether `toleration` tolerates `taint` (`ToleratesTaint`, `k8s.io/api/core/v1/toleration.go`):
+/// the effect empty (all effects) or the same; the key empty with `Exists` (every key) or the
+/// same; `Exists`, or `Equal` (the default) with the same value.
+fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
+    let effect = toleration.effect.as_deref().unwrap_or_default();
+    if !effect.is_empty() && effect != taint.effect {
+        return false;
+    }
+    let key = toleration.key.as_deref().unwrap_or_default();
+    let exists = toleration.operator.as_deref() == Some("Exists");
+    if key.is_empty() {
+        return exists;
+    }
+    key == taint.key
+        && (exists
+            || toleration.value.as_deref().unwrap_or_default()
+                == taint.value.as_deref().unwrap_or_default())
+}
+
+/// The first of `node`'s own `NoSchedule` or `NoExecute` taints (`spec.taints`) that `spec`
+/// does not tolerate: kube-scheduler's `TaintToleration` filter keeps the pod off the node;
+/// the DaemonSet controller creates no new daemon pod there (`nodeShouldRunDaemonPod`).
+pub(crate) fn untolerated<'n>(node: &'n Node, spec: &PodSpec) -> Option<&'n Taint> {
+    (node.spec.as_ref().and_then(|s| s.taints.as_ref()))
+        .into_iter()
+        .flatten()
+        .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
+        .find(|t| !(spec.tolerations.iter().flatten()).any(|tol| tolerates(tol, t)))
+}
 
 /// Why a node does not fit a pod.
 fn misfit(node: &Node, spec: &PodSpec) -> Option<&'static str> {
@@ -56,6 +89,9 @@ fn misfit(node: &Node, spec: &PodSpec) -> Option<&'static str> {
     }
     if !node_is_ready(node) && !tolerates("node.kubernetes.io/not-ready") {
         return Some("node(s) had untolerated taint {node.kubernetes.io/not-ready: }");
+    }
+    if untolerated(node, spec).is_some() {
+        return Some("node(s) had untolerated taint(s)");
     }
     let labels = node.metadata.labels.as_ref();
     let selected = (spec.node_selector.iter().flatten())

@@ -10,7 +10,8 @@
 //!   terminates.
 //! - A DaemonSet keeps one live pod on each node whose labels match its template's
 //!   `nodeSelector` (cordoned and NotReady nodes included: its pods tolerate that), created
-//!   bound to the node (`nodeName`) after the same delay.
+//!   bound to the node (`nodeName`) after the same delay; none new on a node whose own
+//!   `NoSchedule` or `NoExecute` taint its pods do not tolerate.
 //!
 //! A pod creation goes through PodSecurity admission; a refused one is a `FailedCreate`
 //! Warning Event on the workload and is tried again after
@@ -189,7 +190,14 @@ impl Workloads {
                 let has = live.iter().any(|p| {
                     p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(name.as_str())
                 });
-                if selected && !has {
+                // No new daemon pod where a taint it does not tolerate says no
+                // (`nodeShouldRunDaemonPod`); one already there stays (NoSchedule evicts none).
+                let mut spec = template.spec.clone().unwrap_or_default();
+                spec.tolerations
+                    .get_or_insert_default()
+                    .extend(daemon_tolerations());
+                let refused = crate::scheduler::untolerated(node, &spec).is_some();
+                if selected && !has && !refused {
                     wanted.entry(uid.clone()).or_default().push(Wanted {
                         meta: ds.metadata.clone(),
                         kind: "DaemonSet",

@@ -155,6 +155,80 @@ async fn a_patch_of_a_node_changed_since_it_was_read_is_a_conflict() -> TestResu
     Ok(())
 }
 
+/// `spec.taints` is an atomic list: a change of taints reads the node first and writes the
+/// whole list (another's taint kept, ours added or removed by key) under the same
+/// resourceVersion precondition; a node read at another version is a Conflict, not written.
+#[tokio::test]
+async fn a_change_of_taints_reads_the_node_then_writes_its_whole_list_under_the_version()
+-> TestResult {
+    let (theirs, ours) = ("example.com/theirs", "stratum.ciq.com/upgrade");
+    let tainted = |rv: &str, keys: &[&str]| {
+        let mut n = node(rv, true);
+        n["metadata"]["name"] = json!("node-a");
+        n["spec"] = json!({
+            "unschedulable": true,
+            "taints": (keys.iter())
+                .map(|k| json!({ "key": k, "effect": "NoSchedule" }))
+                .collect::<Vec<_>>()
+        });
+        n
+    };
+    let (api, server) = serve(vec![
+        get(NODE_A).reply_json(200, &tainted("77", &[theirs])),
+        merge_patch(
+            NODE_A,
+            json!({
+                "metadata": { "resourceVersion": "77" },
+                "spec": {
+                    "unschedulable": true,
+                    "taints": [
+                        { "key": theirs, "effect": "NoSchedule" },
+                        { "key": ours, "effect": "NoSchedule" }
+                    ]
+                }
+            }),
+        )
+        .reply_json(200, &tainted("78", &[theirs, ours])),
+        get(NODE_A).reply_json(200, &tainted("78", &[theirs, ours])),
+        merge_patch(
+            NODE_A,
+            json!({
+                "metadata": { "resourceVersion": "78" },
+                "spec": { "taints": [{ "key": theirs, "effect": "NoSchedule" }] }
+            }),
+        )
+        .reply_json(200, &tainted("79", &[theirs])),
+        // Read at 80 while the change was decided at 79: refused without a write.
+        get(NODE_A).reply_json(200, &tainted("80", &[theirs])),
+    ]);
+    let fence = [
+        NodeChange::Cordon,
+        NodeChange::TaintNoSchedule { key: ours.into() },
+    ];
+    let written = api.patch_node("node-a", "77", &fence).await?;
+    assert_eq!(written.metadata.resource_version.as_deref(), Some("78"));
+    let lift = [NodeChange::Untaint { key: ours.into() }];
+    let written = api.patch_node("node-a", "78", &lift).await?;
+    assert_eq!(written.metadata.resource_version.as_deref(), Some("79"));
+    let err = api
+        .patch_node("node-a", "79", &fence)
+        .await
+        .expect_err("the node changed");
+    assert_eq!(err.kind, ErrorKind::Conflict, "{err}");
+    drop(api);
+    assert_eq!(
+        server.finish().await,
+        [
+            format!("GET {NODE_A}"),
+            format!("PATCH {NODE_A}"),
+            format!("GET {NODE_A}"),
+            format!("PATCH {NODE_A}"),
+            format!("GET {NODE_A}"),
+        ]
+    );
+    Ok(())
+}
+
 #[tokio::test]
 async fn the_version_is_one_get_of_slash_version() -> TestResult {
     let answer = json!({

@@ -1485,9 +1485,34 @@ impl NodeMachine {
         }
     }
 
-    fn go(&mut self, at: At, marks: Vec<Mark>, intent: Intent) -> Step {
+    fn go(&mut self, at: At, marks: Vec<Mark>, mut intent: Intent) -> Step {
+        if let Intent::Patch { changes, .. } | Intent::Guarded { changes, .. } = &mut intent {
+            self.fence_with_record(changes);
+        }
         self.at = at;
         Step { marks, intent }
+    }
+
+    /// Our `NoSchedule` taint ([`records::FENCE_TAINT`]) goes with our in-progress record, in
+    /// the same write: added where the record is written on a node that lacks the taint,
+    /// removed where the record is removed. Written once here, for every write of the machine.
+    fn fence_with_record(&self, changes: &mut Vec<NodeChange>) {
+        let record = |set: bool| {
+            changes.iter().any(|c| match c {
+                NodeChange::SetAnnotation { key, .. } => set && key == IN_PROGRESS,
+                NodeChange::RemoveAnnotation { key } => !set && key == IN_PROGRESS,
+                _ => false,
+            })
+        };
+        let (sets, removes) = (record(true), record(false));
+        let tainted = (self.node.as_deref())
+            .is_some_and(|n| nodejob_core::tainted_no_schedule(n, records::FENCE_TAINT));
+        let key = records::FENCE_TAINT.to_string();
+        if sets && !tainted {
+            changes.push(NodeChange::TaintNoSchedule { key });
+        } else if removes && tainted {
+            changes.push(NodeChange::Untaint { key });
+        }
     }
 
     fn rv(&self) -> String {

@@ -23,6 +23,11 @@ use crate::plan::{Plan, Undrainable, VersionSource};
 
 /// We started this node (see the module docs).
 pub const IN_PROGRESS: &str = "stratum.ciq.com/upgrade-in-progress";
+/// Taint, `NoSchedule`, no value: the fence that goes with [`IN_PROGRESS`]. Added in the write
+/// that marks the node ours (with the cordon), removed in the write that removes the record
+/// (with the uncordon, if ours), so that between the drain and the node's return no workload
+/// Pod is scheduled there, whoever uncordons it. The host Jobs tolerate every taint.
+pub const FENCE_TAINT: &str = "stratum.ciq.com/upgrade";
 /// The host Job's result.
 pub const HOST_JOB: &str = "stratum.ciq.com/upgrade-host-job";
 /// The node is at a target.

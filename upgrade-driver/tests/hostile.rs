@@ -102,9 +102,11 @@ async fn an_uncordon_during_the_drain_is_cordoned_and_drained_again_before_the_h
         c.patch_node_now("z-0", &[NodeChange::Uncordon]).unwrap();
     });
     let report = roll_uncordoned(&fake, names).await;
-    // The replacement was evicted by the second drain.
+    // The replacement did not land on it: our NoSchedule taint, put on with the cordon, keeps
+    // it off whoever uncordons the node (before the taint, it landed and a second drain
+    // evicted it). It waits, Pending, for a node to fit.
     let evicted = &report.node("z-0").unwrap().pods_evicted;
-    assert_eq!(evicted.len(), 2, "{evicted:?}");
+    assert_eq!(evicted.len(), 1, "{evicted:?}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -155,10 +157,37 @@ async fn a_node_uncordoned_after_every_drain_fails_at_drain_without_a_host_job()
 }
 
 /// The fake, with a person who uncordons `z-0` the moment the driver's launch write (the last
-/// write before the host Job: our record with the boot the host Job starts on) has landed.
+/// write before the host Job: our record with the boot the host Job starts on) has landed, or,
+/// `after_create`, the moment its host Job was created. Once uncordoned, every answer after
+/// notes the evictable Pods on `z-0` while it carries our in-progress record.
 struct UncordonAfterLaunch {
     fake: Arc<FakeCluster>,
     done: std::sync::atomic::AtomicBool,
+    after_create: bool,
+    landed: Mutex<std::collections::BTreeSet<String>>,
+}
+
+impl UncordonAfterLaunch {
+    fn new(fake: &Arc<FakeCluster>, after_create: bool) -> Self {
+        UncordonAfterLaunch {
+            fake: fake.clone(),
+            done: Default::default(),
+            after_create,
+            landed: Mutex::default(),
+        }
+    }
+
+    fn launched(&self, request: &Request<'_>, answer: &ApiResult<Answer>) -> bool {
+        if self.after_create {
+            return request.verb() == Verb::CreateJob && answer.is_ok();
+        }
+        request.verb() == Verb::PatchNode
+            && request.subject() == "z-0"
+            && matches!(answer, Ok(Answer::Node(node)) if records::read::<InProgress>(node, IN_PROGRESS)
+                .ok()
+                .flatten()
+                .is_some_and(|r| r.host_boot_id.is_some()))
+    }
 }
 
 impl Layer for UncordonAfterLaunch {
@@ -173,19 +202,27 @@ impl Layer for UncordonAfterLaunch {
         request: Request<'a>,
         serve: impl Future<Output = ApiResult<Answer>> + Send + 'a,
     ) -> ApiResult<Answer> {
-        let patch = request.verb() == Verb::PatchNode && request.subject() == "z-0";
+        let launched = matches!(request.verb(), Verb::PatchNode | Verb::CreateJob);
         let answer = serve.await;
-        if patch
-            && let Ok(Answer::Node(node)) = &answer
-            && records::read::<InProgress>(node, IN_PROGRESS)
-                .ok()
-                .flatten()
-                .is_some_and(|r| r.host_boot_id.is_some())
+        if launched
+            && self.launched(&request, &answer)
             && !self.done.swap(true, std::sync::atomic::Ordering::SeqCst)
         {
             self.fake
                 .patch_node_now("z-0", &[NodeChange::Uncordon])
                 .unwrap();
+        }
+        let ours = (self.fake.node("z-0")).is_some_and(|n| {
+            records::read::<InProgress>(&n, IN_PROGRESS)
+                .ok()
+                .flatten()
+                .is_some()
+        });
+        if self.done.load(std::sync::atomic::Ordering::SeqCst) && ours {
+            self.landed
+                .lock()
+                .unwrap()
+                .extend(evictable_on(&self.fake, "z-0"));
         }
         answer
     }
@@ -199,10 +236,7 @@ async fn an_uncordon_right_after_the_launch_write_is_seen_before_the_host_job() 
     let (fake, _) = one_place(104).await;
     let seen = check_at_host_job(&fake, "z-0");
     let events = Arc::new(Events::default());
-    let api = UncordonAfterLaunch {
-        fake: fake.clone(),
-        done: Default::default(),
-    };
+    let api = UncordonAfterLaunch::new(&fake, false);
     let report = run(&api, &plan(only(&["z-0"])), events.clone())
         .await
         .unwrap();
@@ -224,6 +258,38 @@ async fn an_uncordon_right_after_the_launch_write_is_seen_before_the_host_job() 
         notes(&events)
     );
     assert_eq!(fake.count(Verb::CreateJob), 1, "one host job");
+}
+
+/// Issue 30, item 1, the fence: a person uncordons the node the moment its host Job is
+/// created, too late for any read to see: our `NoSchedule` taint, put on with the cordon,
+/// keeps the Pending replacement off it until the node is back and the taint removed, so no
+/// workload Pod is on it while the host upgrade runs and reboots it.
+#[tokio::test(start_paused = true)]
+async fn an_uncordon_as_the_host_job_starts_lands_no_pod_before_the_node_is_back() {
+    let (fake, _) = one_place(105).await;
+    let api = UncordonAfterLaunch::new(&fake, true);
+    let report = run(&api, &plan(only(&["z-0"])), upgrade_driver::quiet())
+        .await
+        .unwrap();
+    assert!(
+        api.done.load(std::sync::atomic::Ordering::SeqCst),
+        "never uncordoned"
+    );
+    assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
+    let landed = api.landed.lock().unwrap().clone();
+    assert!(landed.is_empty(), "pods on the node while ours: {landed:?}");
+    // Back, untainted: the replacement lands on it then.
+    let node = fake.node("z-0").unwrap();
+    assert!(!nodejob_core::tainted_no_schedule(
+        &node,
+        records::FENCE_TAINT
+    ));
+    fake.sleep(Duration::from_secs(30)).await;
+    assert_eq!(
+        evictable_on(&fake, "z-0").len(),
+        1,
+        "the replacement never landed"
+    );
 }
 
 // --- 2. a node reboots by itself during the drain ----------------------------------------------

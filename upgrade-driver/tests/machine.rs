@@ -3,12 +3,16 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus};
-use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo};
+use k8s_openapi::api::core::v1::{
+    Node, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo, Taint,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use nodejob_core::NodeChange;
 use nodejob_core::drain::Drained;
 use nodejob_core::runner::Report;
-use upgrade_driver::records::{DONE, HOST_JOB, HostJob, IN_PROGRESS, InProgress, value};
+use upgrade_driver::records::{
+    DONE, FENCE_TAINT, HOST_JOB, HostJob, IN_PROGRESS, InProgress, value,
+};
 use upgrade_driver::{
     Intent, Mark, NodeMachine, NodeResult, Observation as Obs, Plan, PlanSpec, Step, UpgradeStep,
 };
@@ -40,6 +44,10 @@ fn node(version: &str, boot: &str, cordoned: bool, annotations: &[(&str, String)
         },
         spec: Some(NodeSpec {
             unschedulable: cordoned.then_some(true),
+            // Our taint goes with our record, as our writes leave a node.
+            taints: (annotations.iter())
+                .any(|(k, _)| *k == IN_PROGRESS)
+                .then(|| vec![our_taint()]),
             ..NodeSpec::default()
         }),
         status: Some(NodeStatus {
@@ -228,7 +236,11 @@ fn a_schedulable_node_is_marked_ours_and_cordoned_in_one_write() {
             rv: "10".into(),
             changes: vec![
                 NodeChange::set_annotation(IN_PROGRESS, value(&record)),
-                NodeChange::Cordon
+                NodeChange::Cordon,
+                // The fence a person's uncordon cannot open, in the same write.
+                NodeChange::TaintNoSchedule {
+                    key: FENCE_TAINT.into()
+                },
             ],
         }
     );
@@ -756,7 +768,12 @@ fn back_at_the_target_finishes_with_uncordon_done_and_our_records_removed_in_one
     let mut m = rebooting(false);
     m.set_now("2026-01-01T00:05:00Z".into());
     let step = m.step(Obs::Rebooted {
-        node: Some(node("v1.38.0", "boot-2", true, &[])),
+        node: Some(node(
+            "v1.38.0",
+            "boot-2",
+            true,
+            &[launched_record("boot-1")],
+        )),
         met: true,
     });
     let Intent::Guarded { changes, .. } = step.intent else {
@@ -772,6 +789,10 @@ fn back_at_the_target_finishes_with_uncordon_done_and_our_records_removed_in_one
             ),
             NodeChange::remove_annotation(IN_PROGRESS),
             NodeChange::remove_annotation(HOST_JOB),
+            // Our taint leaves with our record.
+            NodeChange::Untaint {
+                key: FENCE_TAINT.into()
+            },
         ]
     );
     let step = m.step(Obs::Node(node("v1.38.0", "boot-2", false, &[])));
@@ -953,4 +974,13 @@ fn a_host_job_that_succeeded_without_a_readable_exit_is_taken_as_exit_0() {
     );
     let step = m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[])));
     assert_eq!(step.intent, Intent::DeleteJob { uid: "j".into() });
+}
+
+/// Our `NoSchedule` taint, as our first write puts it on a node.
+fn our_taint() -> Taint {
+    Taint {
+        key: FENCE_TAINT.into(),
+        effect: "NoSchedule".into(),
+        ..Taint::default()
+    }
 }

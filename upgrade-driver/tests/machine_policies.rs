@@ -3,12 +3,14 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo};
+use k8s_openapi::api::core::v1::{
+    Node, NodeCondition, NodeSpec, NodeStatus, NodeSystemInfo, Taint,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use nodejob_core::NodeChange;
 use upgrade_driver::records::{
-    BLOCKED, Blocked, DONE, IN_PROGRESS, InProgress, QUARANTINED, QUARANTINED_VALUE, ROLLBACK,
-    Rollback, SOAK, Soak, value,
+    BLOCKED, Blocked, DONE, FENCE_TAINT, IN_PROGRESS, InProgress, QUARANTINED, QUARANTINED_VALUE,
+    ROLLBACK, Rollback, SOAK, Soak, value,
 };
 use upgrade_driver::{
     DrainFailed, HeldBy, Intent, Mark, NodeMachine, NodeResult, Observation as Obs, Plan, PlanSpec,
@@ -51,6 +53,10 @@ fn node_with(
         },
         spec: Some(NodeSpec {
             unschedulable: cordoned.then_some(true),
+            // Our taint goes with our record, as our writes leave a node.
+            taints: (annotations.iter())
+                .any(|(k, _)| *k == IN_PROGRESS)
+                .then(|| vec![our_taint()]),
             ..NodeSpec::default()
         }),
         status: Some(NodeStatus {
@@ -898,4 +904,13 @@ fn a_resumed_rollback_whose_job_is_not_there_creates_it_without_reading_the_name
             known_free: true,
         }
     );
+}
+
+/// Our `NoSchedule` taint, as our first write puts it on a node.
+fn our_taint() -> Taint {
+    Taint {
+        key: FENCE_TAINT.into(),
+        effect: "NoSchedule".into(),
+        ..Taint::default()
+    }
 }

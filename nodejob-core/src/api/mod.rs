@@ -25,7 +25,7 @@ use k8s_openapi::jiff::Timestamp;
 
 pub use job::JobApi;
 pub use lease::LeaseApi;
-pub use node::{NodeApi, NodeChange, NodeChanges, NodesAt};
+pub use node::{NO_SCHEDULE, NodeApi, NodeChange, NodeChanges, NodesAt, tainted_no_schedule};
 pub use pod::{DryRun, Eviction, PodApi};
 
 use crate::error::ApiError;

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use k8s_openapi::api::core::v1::{Node, NodeCondition};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, Taint};
 use k8s_openapi::apimachinery::pkg::version::Info;
 
 use super::{ApiResult, Change, Clock};
@@ -40,6 +40,22 @@ pub enum NodeChange {
         key: String,
         /// Its value.
         value: String,
+    },
+    /// Adds the taint `key` (no value) with the effect `NoSchedule` to `spec.taints`, unless a
+    /// taint of that key and effect is there already. A `NoSchedule` taint keeps every Pod that
+    /// does not tolerate it from being scheduled to the node, whoever uncordons it: kube-scheduler's
+    /// `TaintToleration` filter, and the DaemonSet controller's `nodeShouldRunDaemonPod`, which
+    /// creates no new daemon Pod on it (the Pods already there stay: only `NoExecute` evicts).
+    /// The kubelet's admission rejects only untolerated `NoExecute` taints, so a Pod bound by
+    /// name alone still starts (`pkg/kubelet/lifecycle/predicate.go`).
+    TaintNoSchedule {
+        /// The taint key.
+        key: String,
+    },
+    /// Removes every taint of `key` from `spec.taints` (no error when there is none).
+    Untaint {
+        /// The taint key.
+        key: String,
     },
     /// Removes `metadata.labels[key]` (no error when it is absent).
     RemoveLabel {
@@ -113,8 +129,52 @@ impl NodeChange {
                     }
                 }
             }
+            NodeChange::TaintNoSchedule { key } => {
+                let taints = node
+                    .spec
+                    .get_or_insert_default()
+                    .taints
+                    .get_or_insert_default();
+                let there = (taints.iter()).any(|t| t.key == *key && t.effect == NO_SCHEDULE);
+                if !there {
+                    taints.push(Taint {
+                        key: key.clone(),
+                        effect: NO_SCHEDULE.to_string(),
+                        ..Taint::default()
+                    });
+                }
+            }
+            NodeChange::Untaint { key } => {
+                if let Some(spec) = node.spec.as_mut()
+                    && let Some(taints) = spec.taints.as_mut()
+                {
+                    taints.retain(|t| t.key != *key);
+                    if taints.is_empty() {
+                        spec.taints = None;
+                    }
+                }
+            }
         }
     }
+
+    /// Whether the change is to `spec.taints`, an atomic list (`+listType=atomic`): a patch
+    /// replaces it whole, so a backend writes it from the node as read at the patch's
+    /// resourceVersion.
+    pub fn to_taints(&self) -> bool {
+        matches!(
+            self,
+            NodeChange::TaintNoSchedule { .. } | NodeChange::Untaint { .. }
+        )
+    }
+}
+
+/// The `NoSchedule` taint effect.
+pub const NO_SCHEDULE: &str = "NoSchedule";
+
+/// Whether `node` carries the taint `key` with the effect `NoSchedule`.
+pub fn tainted_no_schedule(node: &Node, key: &str) -> bool {
+    (node.spec.as_ref().and_then(|s| s.taints.as_ref()))
+        .is_some_and(|ts| ts.iter().any(|t| t.key == key && t.effect == NO_SCHEDULE))
 }
 
 /// Every node, and the resourceVersion of the list: [`NodeApi::list_nodes_at`].

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use k8s_openapi::api::core::v1::{Node, NodeCondition};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, Taint};
 use k8s_openapi::apimachinery::pkg::version::Info;
 use kube::api::{GetParams, ListParams, ObjectList, Patch, PatchParams};
 use nodejob_core::{ApiError, ApiResult, Change, NodeApi, NodeChange, NodeChanges, NodesAt};
@@ -81,7 +81,26 @@ impl NodeApi for KubeApi {
         resource_version: &str,
         changes: &[NodeChange],
     ) -> ApiResult<Node> {
-        let patch = merge_patch(resource_version, changes)?;
+        // `spec.taints` is an atomic list: a merge patch replaces it whole. It is written as the
+        // node at `resource_version` holds it with the changes applied, that version read first
+        // (one GET more, only for a change of taints); the patch's own precondition then refuses
+        // it if the node changed between the two.
+        let taints = if changes.iter().any(NodeChange::to_taints) {
+            let mut node = self.get_node(name).await?;
+            if node.metadata.resource_version.as_deref() != Some(resource_version) {
+                return Err(ApiError::conflict(format!(
+                    "Operation cannot be fulfilled on nodes \"{name}\": the object has been \
+                     modified; please apply your changes to the latest version and try again"
+                )));
+            }
+            for change in changes.iter().filter(|c| c.to_taints()) {
+                change.apply(&mut node);
+            }
+            Some(node.spec.and_then(|s| s.taints).unwrap_or_default())
+        } else {
+            None
+        };
+        let patch = merge_patch(resource_version, changes, taints.as_deref())?;
         let request =
             collection::<Node>(None).patch(name, &PatchParams::default(), &Patch::Merge(&patch));
         let answer = call_json(&self.client, request).await;
@@ -138,7 +157,12 @@ impl NodeApi for KubeApi {
 /// | `RemoveAnnotation {key}` | `metadata.annotations[key]: null` (removed; absent is fine) |
 /// | `SetLabel {key, value}` | `metadata.labels[key]: value` |
 /// | `RemoveLabel {key}` | `metadata.labels[key]: null` (removed; absent is fine) |
-pub(crate) fn merge_patch(resource_version: &str, changes: &[NodeChange]) -> ApiResult<Value> {
+/// | `TaintNoSchedule {key}`, `Untaint {key}` | `spec.taints: taints` (the whole list, as the node at that version holds it with the changes applied; `null` when empty) |
+pub(crate) fn merge_patch(
+    resource_version: &str,
+    changes: &[NodeChange],
+    taints: Option<&[Taint]>,
+) -> ApiResult<Value> {
     let mut patch = json!({ "metadata": { "resourceVersion": resource_version } });
     for change in changes {
         match change {
@@ -155,6 +179,15 @@ pub(crate) fn merge_patch(resource_version: &str, changes: &[NodeChange]) -> Api
             }
             NodeChange::RemoveLabel { key } => {
                 patch["metadata"]["labels"][key.as_str()] = Value::Null;
+            }
+            NodeChange::TaintNoSchedule { .. } | NodeChange::Untaint { .. }
+                if let Some(taints) = taints =>
+            {
+                patch["spec"]["taints"] = if taints.is_empty() {
+                    Value::Null
+                } else {
+                    json!(taints)
+                };
             }
             other => {
                 return Err(ApiError::bad_request(format!(
@@ -182,7 +215,7 @@ mod tests {
             NodeChange::remove_label("stratum.ciq.com/gone"),
         ];
         assert_eq!(
-            merge_patch("42", &changes)?,
+            merge_patch("42", &changes, None)?,
             json!({
                 "metadata": {
                     "resourceVersion": "42",
@@ -200,9 +233,44 @@ mod tests {
         );
         // No change at all: the patch still checks the resourceVersion.
         assert_eq!(
-            merge_patch("42", &[])?,
+            merge_patch("42", &[], None)?,
             json!({ "metadata": { "resourceVersion": "42" } })
         );
+        Ok(())
+    }
+
+    #[test]
+    fn a_change_of_taints_writes_the_whole_list_as_given_and_none_as_null() -> ApiResult<()> {
+        let taint = Taint {
+            key: "stratum.ciq.com/upgrade".into(),
+            effect: "NoSchedule".into(),
+            ..Taint::default()
+        };
+        let add = [
+            NodeChange::Cordon,
+            NodeChange::TaintNoSchedule {
+                key: taint.key.clone(),
+            },
+        ];
+        assert_eq!(
+            merge_patch("7", &add, Some(std::slice::from_ref(&taint)))?,
+            json!({
+                "metadata": { "resourceVersion": "7" },
+                "spec": {
+                    "unschedulable": true,
+                    "taints": [{ "key": "stratum.ciq.com/upgrade", "effect": "NoSchedule" }]
+                }
+            })
+        );
+        let remove = [NodeChange::Untaint {
+            key: taint.key.clone(),
+        }];
+        assert_eq!(
+            merge_patch("8", &remove, Some(&[]))?,
+            json!({ "metadata": { "resourceVersion": "8" }, "spec": { "taints": null } })
+        );
+        // Without the list as read, a change of taints is refused, never sent as a guess.
+        assert!(merge_patch("8", &remove, None).is_err());
         Ok(())
     }
 }

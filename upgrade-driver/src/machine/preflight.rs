@@ -1,10 +1,11 @@
 //! Right before the host Job: the node and its Pods read again ([`Intent::Preflight`]), after
 //! the pause gate and every other wait, and the host Job's preconditions judged on that read
-//! alone. The host Job is created only on the node the run began with (same UID), cordoned,
-//! carrying our launch record of the boot it is on now, with no Pod a drain would evict, and
+//! alone. The host Job is created only on the node the run began with (same UID), cordoned
+//! and fenced by our taint, carrying our launch record of the boot it is on now, with no Pod a drain would evict, and
 //! reporting a version below the target (or at an older one the plan may go back from).
 //! Whatever fails says why: a node gone or replaced leaves the roll untouched further; one
-//! uncordoned, rebooted or given Pods is cordoned and drained again; one that reports a
+//! uncordoned, untainted, rebooted or given Pods is cordoned and drained again (the taint put
+//! back with the launch record); one that reports a
 //! version the target cannot be ordered against, or a newer one, fails without its upgrade.
 
 use k8s_openapi::api::core::v1::Node;
@@ -38,6 +39,15 @@ impl NodeMachine {
         }
         if !unschedulable(&node) {
             return self.changed(node);
+        }
+        if !nodejob_core::tainted_no_schedule(&node, records::FENCE_TAINT) {
+            return self.redrain(
+                node,
+                format!(
+                    "our taint {} was removed from it after the drain",
+                    records::FENCE_TAINT
+                ),
+            );
         }
         let launched = self.progress.as_ref().and_then(|p| p.host_boot_id.clone());
         let on_node = records::read::<InProgress>(&node, IN_PROGRESS)

@@ -129,8 +129,8 @@ impl Checks for Harness {
 }
 
 /// The roll's invariants, checked after every write: never more than `max_unavailable` plan
-/// nodes cordoned by us or not Ready, control-plane nodes one at a time, never two host
-/// upgrade pods on one node.
+/// nodes cordoned by us or not Ready, control-plane nodes one at a time, our taint exactly
+/// where our record is, never two host upgrade pods on one node.
 pub struct Invariants {
     fake: Arc<FakeCluster>,
     plan_nodes: Vec<String>,
@@ -173,6 +173,21 @@ impl Invariants {
             v.push(format!(
                 "after {what}: control-plane nodes unavailable together: {control:?}"
             ));
+        }
+        // Our taint goes with our record, both ways, written in one write: a node fenced by
+        // us is one we hold, and one we hold is fenced.
+        for node in &nodes {
+            let tainted = nodejob_core::tainted_no_schedule(node, records::FENCE_TAINT);
+            let held = (records::read::<InProgress>(node, IN_PROGRESS)
+                .ok()
+                .flatten())
+            .is_some();
+            if tainted != held {
+                v.push(format!(
+                    "after {what}: node {} tainted {tainted} but our record there {held}",
+                    records::name(node)
+                ));
+            }
         }
         let mut hosts: std::collections::BTreeMap<String, usize> = Default::default();
         for pod in self.fake.pods(NS) {
