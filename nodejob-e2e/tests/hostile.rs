@@ -486,15 +486,61 @@ async fn clean_up(trio: &ThreeNodes, job: &str) {
 }
 // --- 1. a person uncordons the node while it is drained -------------------------------------
 
-/// Checks a roll of `place.target` in which a person uncordoned it while drained and a
-/// replacement landed there: the host Job was created on the node cordoned and drained again,
-/// the replacement evicted too, the node upgraded once and left schedulable.
-async fn cordoned_and_drained_again(
+/// The replicas of [`APP`] seen bound to `node` while it still carried our in-progress record
+/// (read as an administrator as each is seen), `namespace/name`: workload Pods a host
+/// operation could kill. A watch kept until the returned sender is dropped.
+fn landings_while_ours(
+    admin: &Client,
+    namespace: &str,
+    node: &str,
+) -> (Arc<Mutex<Vec<String>>>, tokio::sync::oneshot::Sender<()>) {
+    let landed: Arc<Mutex<Vec<String>>> = Arc::default();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (admin, namespace, node, out) = (
+        admin.clone(),
+        namespace.to_string(),
+        node.to_string(),
+        landed.clone(),
+    );
+    tokio::spawn(async move {
+        let config = watcher::Config::default().labels(&format!("{APP_LABEL}={APP}"));
+        let pods = Api::<Pod>::namespaced(admin.clone(), &namespace);
+        let watching = async {
+            let mut stream = std::pin::pin!(watcher::watcher(pods, config).default_backoff());
+            while let Some(event) = stream.next().await {
+                let Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) = event else {
+                    continue;
+                };
+                let on = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&node);
+                if !on || !evictable(&p) {
+                    continue;
+                }
+                let ours = (Api::<Node>::all(admin.clone()).get(&node).await.ok())
+                    .and_then(|n| records::read::<InProgress>(&n, IN_PROGRESS).ok().flatten())
+                    .is_some();
+                if ours {
+                    eprintln!("{} landed on {node} while it was ours", key(&p));
+                    out.lock().unwrap().push(key(&p));
+                }
+            }
+        };
+        tokio::select! {
+            _ = watching => {}
+            _ = stopped => {}
+        }
+    });
+    (landed, stop)
+}
+
+/// Checks a roll of `place.target` in which a person uncordoned it mid-roll: the host Job was
+/// created on the node cordoned with no evictable Pod; no replica of [`APP`] landed on it while
+/// it was ours (our taint kept the Pending replacement off it, whoever uncordoned it); the
+/// drain evicted the one replica; the node upgraded once and left schedulable, untainted.
+async fn fenced_through_the_uncordon(
     place: &OnePlace,
     report: &Report,
-    timeline: &Timeline,
     at_host_job: &AtHostJob,
-    landed: &str,
+    landed: &Arc<Mutex<Vec<String>>>,
 ) -> Result<(), Failure> {
     let target = place.target.as_str();
     ensure!(report.outcome == Outcome::Done, "{report:#?}");
@@ -506,34 +552,39 @@ async fn cordoned_and_drained_again(
     let Some((cordoned, evictable)) = seen else {
         return Err(Failure("no host job was created".into()));
     };
-    ensure!(cordoned, "the host job was created on a schedulable node");
     ensure!(
         evictable.is_empty(),
         "evictable pods at the host job: {evictable:?}"
+    );
+    let landed = landed.lock().unwrap().clone();
+    ensure!(
+        landed.is_empty(),
+        "replicas landed on {target} while it was ours: {landed:?}"
     );
     let evicted = &report
         .node(target)
         .map(|n| n.pods_evicted.clone())
         .unwrap_or_default();
     ensure!(
-        evicted.iter().any(|p| p == &place.replica) && evicted.iter().any(|p| p == landed),
-        "the drains must evict {} and its replacement {landed}: {evicted:?}",
+        evicted == std::slice::from_ref(&place.replica),
+        "the drain evicts {} alone, its replacement never there: {evicted:?}",
         place.replica
     );
-    let notes = timeline.notes();
+    let node = upgraded_once(&place.trio.admin, target).await?;
     ensure!(
-        notes.iter().any(|n| n.contains("uncordoned")),
-        "no note of the uncordon: {notes:?}"
+        !nodejob_core::tainted_no_schedule(&node, records::FENCE_TAINT),
+        "node {target} keeps our taint: {:?}",
+        node.spec
     );
-    // We cordoned it again, so we uncordoned it at the end.
-    upgraded_once(&place.trio.admin, target).await.map(drop)
+    eprintln!("at the host job {target} was cordoned: {cordoned}");
+    Ok(())
 }
 
-/// A person uncordons the node right before the drain's first eviction, so the evicted
-/// replica's replacement lands on it again: the driver cordons and drains it again before its
-/// host Job, which is created on the node cordoned with no evictable Pod.
+/// A person uncordons the node right before the drain's first eviction: the evicted replica's
+/// replacement does not land on it (our taint, put on with the cordon, keeps it off), the
+/// driver sees the uncordon and cordons it again before its host Job.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_uncordon_during_the_drain_is_cordoned_and_drained_again_before_the_host_job()
+async fn an_uncordon_during_the_drain_lands_no_pod_and_is_cordoned_again_before_the_host_job()
 -> Result<(), Failure> {
     let place = one_place().await?;
     let (admin, target) = (place.trio.admin.clone(), place.target.clone());
@@ -554,34 +605,34 @@ async fn an_uncordon_during_the_drain_is_cordoned_and_drained_again_before_the_h
                 Ok(format!("{t} uncordoned"))
             },
         );
-        // The replacement lands before the driver's next write to the node (the Launch record,
-        // or a cordon again if it read the node since).
-        let (a, ns, t, r) = (
-            admin.clone(),
-            place.trio.namespace.clone(),
-            target.clone(),
-            place.replica.clone(),
-        );
-        stage(&api, Verb::PatchNode, 1, &actors, "landed", move || {
-            replacement_landed(a, ns, t, r)
-        });
         let at_host_job = check_at_host_job(&api, &actors, &admin, &target);
+        let (landed, watching) = landings_while_ours(&admin, &place.trio.namespace, &target);
         let timeline = Timeline::new(kube, "hostile uncordon-during-drain");
 
         let report = run(&api, &plan, &timeline).await?;
+        drop(watching);
 
-        actors.check(&["uncordon", "landed", "at the host job"])?;
-        let landed = actors.did("landed").unwrap_or_default();
-        cordoned_and_drained_again(&place, &report, &timeline, &at_host_job, &landed).await
+        actors.check(&["uncordon", "at the host job"])?;
+        let seen = at_host_job.lock().unwrap().clone();
+        ensure!(
+            seen.is_some_and(|(cordoned, _)| cordoned),
+            "the host job was created on a schedulable node"
+        );
+        let notes = timeline.notes();
+        ensure!(
+            notes.iter().any(|n| n.contains("uncordoned")),
+            "no note of the uncordon: {notes:?}"
+        );
+        fenced_through_the_uncordon(&place, &report, &at_host_job, &landed).await
     })
     .await
 }
 
-/// A person uncordons the node after the drain, right before the driver's write that precedes
-/// its host Job, and the Pending replacement lands on it: the write conflicts, and the driver
-/// cordons and drains the node again before the host Job.
+/// Issue 30, item 1: a person uncordons the node right after the driver's last write before
+/// its host Job, too late for any read of the driver's to see (right before the create): no
+/// workload Pod lands on the node before it is back, its host Job run and its reboot over.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_uncordon_after_the_drain_is_cordoned_and_drained_again_before_the_host_job()
+async fn an_uncordon_right_before_the_host_job_lands_no_pod_before_the_node_is_back()
 -> Result<(), Failure> {
     let place = one_place().await?;
     let (admin, target) = (place.trio.admin.clone(), place.target.clone());
@@ -590,33 +641,46 @@ async fn an_uncordon_after_the_drain_is_cordoned_and_drained_again_before_the_ho
         let kube = place.trio.backend.api();
         let api = Interposed::new(kube.clone());
         let actors = Arc::new(Actors::default());
-        // The first node patch is the cordon; the second, right after the drain, the Launch
-        // record.
-        let (a, ns, t, r) = (
+        // One action before the create (one per call): the node as the create finds it, then
+        // the person's uncordon.
+        let at_host_job: AtHostJob = Arc::default();
+        let (a, t, out) = (admin.clone(), target.clone(), at_host_job.clone());
+        stage(
+            &api,
+            Verb::CreateJob,
+            0,
+            &actors,
+            "uncordon",
+            move || async move {
+                let read = read_node(&a, &t).await?;
+                let pods = evictable_on(&a, &t).await?;
+                *out.lock().unwrap() = Some((records::unschedulable(&read), pods));
+                set_unschedulable(&a, &t, false).await?;
+                Ok(format!("{t} uncordoned"))
+            },
+        );
+        let (landed, watching) = landings_while_ours(&admin, &place.trio.namespace, &target);
+        let timeline = Timeline::new(kube, "hostile uncordon-before-host-job");
+
+        let report = run(&api, &plan, &timeline).await?;
+        drop(watching);
+
+        actors.check(&["uncordon"])?;
+        let seen = at_host_job.lock().unwrap().clone();
+        ensure!(
+            seen.is_some_and(|(cordoned, _)| cordoned),
+            "the host job was created on a schedulable node"
+        );
+        fenced_through_the_uncordon(&place, &report, &at_host_job, &landed).await?;
+        // Back and untainted, the Pending replacement lands on it.
+        replacement_landed(
             admin.clone(),
             place.trio.namespace.clone(),
             target.clone(),
             place.replica.clone(),
-        );
-        stage(
-            &api,
-            Verb::PatchNode,
-            1,
-            &actors,
-            "landed",
-            move || async move {
-                set_unschedulable(&a, &t, false).await?;
-                replacement_landed(a, ns, t, r).await
-            },
-        );
-        let at_host_job = check_at_host_job(&api, &actors, &admin, &target);
-        let timeline = Timeline::new(kube, "hostile uncordon-after-drain");
-
-        let report = run(&api, &plan, &timeline).await?;
-
-        actors.check(&["landed", "at the host job"])?;
-        let landed = actors.did("landed").unwrap_or_default();
-        cordoned_and_drained_again(&place, &report, &timeline, &at_host_job, &landed).await
+        )
+        .await
+        .map(drop)
     })
     .await
 }
