@@ -25,6 +25,9 @@ pub struct Write {
     /// What it sends: the object as JSON, a node patch's changes; empty for a delete or an
     /// eviction.
     pub body: String,
+    /// A node patch's resourceVersion precondition: the apiserver refuses the patch (409)
+    /// unless the node is still at it, so a patch decided on an older read changes nothing.
+    pub precondition: Option<String>,
 }
 
 impl std::fmt::Display for Write {
@@ -128,6 +131,12 @@ impl<A, O: Observe> Crashing<A, O> {
                 None => request.subject().to_string(),
             },
             body: body(&request),
+            precondition: match &request {
+                Request::PatchNode {
+                    resource_version, ..
+                } => Some(resource_version.to_string()),
+                _ => None,
+            },
         };
         let nth = {
             let mut by_verb = self.by_verb.lock().unwrap();

@@ -12,6 +12,7 @@
 //!     admission.admit(group, queue) -> Batch | Drained | Again | Refused(why)
 //!     join_all(step(node) for node in batch); failed += failures
 //!     fence lost?                   -> LeaseLost(why)
+//!     a node interrupted, and limits.why_not? -> Stopping(why)
 //! ```
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -46,6 +47,11 @@ pub trait NodeEnd {
     /// disruption, the node skipped or quarantined): it counts against `max_blocked`, not
     /// the failure budget.
     fn blocked(&self) -> bool {
+        false
+    }
+    /// Whether it was cut short where a step would begin (a stop asked, still paused at the
+    /// pause deadline): the pass then does not end done, even after its last batch.
+    fn interrupted(&self) -> bool {
         false
     }
 }
@@ -398,6 +404,13 @@ impl<A: Clock + ?Sized, E: RollEvent> Engine<'_, A, E> {
                 tally.blocked += ends.iter().filter(|r| r.blocked()).count() as u32;
                 if let Some(why) = self.fence.lost() {
                     return End::LeaseLost(format!("the Lease was lost: {why}"));
+                }
+                // A node of this batch cut short by a stop (or a pause past its deadline)
+                // asked during it: the pass ends so, not done, though its queue is empty.
+                if ends.iter().any(NodeEnd::interrupted)
+                    && let Some(why) = self.limits.why_not(tally.failed, self.api.wall_time())
+                {
+                    return End::Stopping(why);
                 }
             }
         }

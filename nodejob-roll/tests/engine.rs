@@ -370,6 +370,53 @@ async fn a_stop_requested_during_a_batch_starts_no_other() -> TestResult {
     Ok(())
 }
 
+/// A node cut short where a step would begin (by a stop), neither failed nor done.
+struct Interrupted;
+
+impl NodeEnd for Interrupted {
+    fn failed(&self) -> bool {
+        false
+    }
+
+    fn interrupted(&self) -> bool {
+        true
+    }
+}
+
+/// Found by the upgrade's exhaustive actor soak: a stop asked during the last batch, whose
+/// node it cut short, ended the pass as done, though its queue was empty only because that
+/// node had been taken from it. The pass ends stopping; with no node interrupted, done.
+#[tokio::test(start_paused = true)]
+async fn a_stop_that_cut_short_a_node_of_the_last_batch_ends_the_pass_stopping() -> TestResult {
+    let run = run().await?;
+    let stop = Stop::new();
+    let limits = Limits::new(stop.clone());
+    let engine = run.engine(&limits);
+    let groups = [group("workers", 1, &["w1"])];
+    let end = engine
+        .pass(&mut Tally::default(), &groups, &mut FixedWidth, |_| {
+            stop.request();
+            async { Interrupted }
+        })
+        .await;
+    assert_eq!(
+        end,
+        End::Stopping("stopped on request; nodes in flight finished their step".into())
+    );
+    // Asked during the last batch, whose node finished its step and ended well: done.
+    let stop = Stop::new();
+    let limits = Limits::new(stop.clone());
+    let engine = run.engine(&limits);
+    let end = engine
+        .pass(&mut Tally::default(), &groups, &mut FixedWidth, |_| {
+            stop.request();
+            async { Ended(false) }
+        })
+        .await;
+    assert_eq!(end, End::Done);
+    Ok(())
+}
+
 /// A node that was blocked (its drain held by budgets), neither failed nor done.
 struct Blocked;
 

@@ -328,6 +328,10 @@ impl nodejob_roll::NodeEnd for NodeResult {
     fn blocked(&self) -> bool {
         matches!(self, NodeResult::Blocked { .. })
     }
+
+    fn interrupted(&self) -> bool {
+        matches!(self, NodeResult::Interrupted { .. })
+    }
 }
 
 /// A node's failure, as the report names it.
