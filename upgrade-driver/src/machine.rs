@@ -1498,8 +1498,9 @@ impl NodeMachine {
     }
 
     /// Our `NoSchedule` taint ([`records::FENCE_TAINT`]) goes with our in-progress record, in
-    /// the same write: added where the record is written on a node that lacks the taint,
-    /// removed where the record is removed. Written once here, for every write of the machine.
+    /// the same write: added where the record is written, or any write is made while it is
+    /// there, on a node that lacks the taint (someone removed it); removed where the record is
+    /// removed. Written once here, for every write of the machine.
     fn fence_with_record(&self, changes: &mut Vec<NodeChange>) {
         let record = |set: bool| {
             changes.iter().any(|c| match c {
@@ -1509,13 +1510,19 @@ impl NodeMachine {
             })
         };
         let (sets, removes) = (record(true), record(false));
-        let tainted = (self.node.as_deref())
-            .is_some_and(|n| nodejob_core::tainted_no_schedule(n, records::FENCE_TAINT));
+        let node = self.node.as_deref();
+        let held = node.is_some_and(|n| {
+            (records::read::<InProgress>(n, IN_PROGRESS).ok().flatten()).is_some()
+        });
+        let tainted =
+            node.is_some_and(|n| nodejob_core::tainted_no_schedule(n, records::FENCE_TAINT));
         let key = records::FENCE_TAINT.to_string();
-        if sets && !tainted {
+        if removes {
+            if tainted {
+                changes.push(NodeChange::Untaint { key });
+            }
+        } else if (sets || held) && !tainted {
             changes.push(NodeChange::TaintNoSchedule { key });
-        } else if removes && tainted {
-            changes.push(NodeChange::Untaint { key });
         }
     }
 

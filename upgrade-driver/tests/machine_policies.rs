@@ -641,7 +641,7 @@ fn a_failed_host_upgrade_is_rolled_back_step_by_step_each_recorded_first() {
         rollback_record(changes).rollback_boot_id.as_deref(),
         Some("boot-1")
     );
-    let step = m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
+    let step = preflighted(&mut m, node("v1.37.2", "boot-1", true, &[ours(true)]));
     assert_eq!(
         step.intent,
         Intent::RollbackJob {
@@ -711,7 +711,7 @@ fn a_rollback_that_comes_back_at_another_version_fails_at_rollback() {
     m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
     m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
     m.step(Obs::Drained(Ok(nodejob_core::drain::Drained::default())));
-    m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
+    preflighted(&mut m, node("v1.37.2", "boot-1", true, &[ours(true)]));
     let ok = nodejob_core::runner::Report {
         uid: "r".into(),
         exit_code: 0,
@@ -751,7 +751,7 @@ fn a_rollback_job_lost_to_a_reboot_is_judged_by_the_version_the_node_comes_back_
         m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
         m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
         m.step(Obs::Drained(Ok(nodejob_core::drain::Drained::default())));
-        m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
+        preflighted(&mut m, node("v1.37.2", "boot-1", true, &[ours(true)]));
         let lost = "pod rollback-n1-x of job kube-system/rollback-n1 on node n1 was running \
                     when its node rebooted";
         let step = m.step(Obs::Lost(lost.into()));
@@ -897,7 +897,7 @@ fn a_resumed_rollback_whose_job_is_not_there_creates_it_without_reading_the_name
     let step = m.step(Obs::Drained(Ok(nodejob_core::drain::Drained::default())));
     assert!(matches!(step.intent, Intent::Guarded { .. }), "{step:?}");
     assert_eq!(
-        m.step(Obs::Node(on("boot-2"))).intent,
+        preflighted(&mut m, on("boot-2")).intent,
         Intent::RollbackJob {
             adopt: None,
             to: "v1.37.2".into(),
@@ -913,4 +913,57 @@ fn our_taint() -> Taint {
         effect: "NoSchedule".into(),
         ..Taint::default()
     }
+}
+
+/// Right before the rollback Job, as before the host upgrade's: a node uncordoned after the
+/// rollback's drain is cordoned (and tainted) again, then drained again; one deleted fails the
+/// rollback with no Job created.
+#[test]
+fn the_rollback_job_waits_for_a_fresh_read_of_a_fenced_node() {
+    let to_the_rollback_launch = || {
+        let (mut m, _) = launched(&rolling_back());
+        let report = nodejob_core::runner::Report {
+            uid: "j".into(),
+            exit_code: 1,
+            log: None,
+        };
+        m.step(Obs::Host(Ok(report)));
+        m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
+        m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
+        m.step(Obs::Drained(Ok(nodejob_core::drain::Drained::default())));
+        let step = m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
+        assert_eq!(step.intent, Intent::Preflight, "{step:?}");
+        m
+    };
+    let mut m = to_the_rollback_launch();
+    let uncordoned = node("v1.37.2", "boot-1", false, &[ours(true)]);
+    let step = m.step(Obs::Preflight {
+        node: Some(uncordoned),
+        pods: Vec::new(),
+    });
+    let Intent::Patch { changes, .. } = &step.intent else {
+        panic!("{step:?}")
+    };
+    assert!(changes.contains(&NodeChange::Cordon), "{changes:?}");
+    let mut m = to_the_rollback_launch();
+    let step = m.step(Obs::Preflight {
+        node: None,
+        pods: Vec::new(),
+    });
+    let Intent::Done(NodeResult::Failed(f)) = &step.intent else {
+        panic!("{step:?}")
+    };
+    assert_eq!(f.step, UpgradeStep::Rollback);
+    assert!(f.message.contains("deleted"), "{}", f.message);
+}
+
+/// The rollback's launch write answered with `node`, then the read right before the rollback
+/// Job answered with the same node and no Pod on it: the step after (the rollback Job).
+fn preflighted(m: &mut NodeMachine, node: Box<Node>) -> upgrade_driver::Step {
+    let step = m.step(Obs::Node(node.clone()));
+    assert_eq!(step.intent, Intent::Preflight, "{step:?}");
+    m.step(Obs::Preflight {
+        node: Some(node),
+        pods: Vec::new(),
+    })
 }

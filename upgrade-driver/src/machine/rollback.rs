@@ -40,6 +40,8 @@ pub(crate) enum Rb {
     Draining,
     /// Writing the boot read right before the rollback Job (guarded).
     Launching,
+    /// Reading the node and its Pods again right before the rollback Job.
+    Preflight,
     /// Reading the rollback Job an earlier run may have started.
     Finding,
     Hosting,
@@ -285,6 +287,54 @@ impl NodeMachine {
                 step
             }
             (Rb::Launching, Observation::Node(node)) => {
+                self.node = Some(node);
+                self.go(
+                    At::RollingBack(Rb::Preflight),
+                    Vec::new(),
+                    Intent::Preflight,
+                )
+            }
+            // Right before the rollback Job, as before the host upgrade's: the node the run
+            // began with, cordoned, fenced by our taint, with no Pod a drain would evict.
+            (Rb::Preflight, Observation::Preflight { node: None, .. }) => self.rollback_failed(
+                "it was deleted from the cluster after its drain; the rollback was not started"
+                    .into(),
+                None,
+                None,
+            ),
+            (
+                Rb::Preflight,
+                Observation::Preflight {
+                    node: Some(node),
+                    pods,
+                },
+            ) => {
+                let uid = node.metadata.uid.as_deref().unwrap_or_default();
+                if uid != self.uid {
+                    let why = format!(
+                        "it was replaced by another node of the same name (uid {}, now {uid}) \
+                         after its drain; the rollback was not started",
+                        self.uid
+                    );
+                    self.node = Some(node);
+                    return self.rollback_failed(why, None, None);
+                }
+                let fenced = unschedulable(&node)
+                    && nodejob_core::tainted_no_schedule(&node, records::FENCE_TAINT);
+                if !fenced || !pods.is_empty() {
+                    self.at = At::RollingBack(Rb::Launching);
+                    let mut step = self.rollback_step(Rb::Launching, Observation::Changed(node));
+                    if !pods.is_empty() {
+                        step.marks.insert(
+                            0,
+                            Mark::Note(format!(
+                                "pod(s) {} landed on it after the drain",
+                                pods.join(", ")
+                            )),
+                        );
+                    }
+                    return step;
+                }
                 self.node = Some(node);
                 let to = self.rollback_to();
                 let known_free = std::mem::take(&mut self.rollback_free);
