@@ -506,7 +506,7 @@ async fn scenario(seed: u64, verbose: bool, policies: &Policies) -> Result<Summa
             println!("run {attempt} at {:?}: {result:#?}", fake.now());
         }
         if let Ok(report) = &result {
-            check_report(&fake, report)
+            check_report(&fake, report, &versioned)
                 .map_err(|e| format!("run {attempt}: {e}; runs {runs:#?}"))?;
             if report.outcome == Outcome::Done && attempt >= 2 {
                 done = true;

@@ -41,10 +41,10 @@ use nodejob_core::pause::{Pause, set_pause};
 use nodejob_core::{Clock, NodeChange, Verb};
 use nodejob_fake::FakeCluster;
 use nodejob_fake::schedule::{Act, ActorSchedule, LEASE};
-use nodejob_fake::stratum::{Operation, StratumTiming};
+use nodejob_fake::stratum::{Fault, Operation, StratumTiming};
 use support::*;
 use upgrade_driver::records::{self, BLOCKED, QUARANTINED};
-use upgrade_driver::{Outcome, Plan, Report, Stop, run_until, skew};
+use upgrade_driver::{OnFailure, Outcome, Plan, Report, Stop, run_until, skew};
 
 /// The cluster's seed: the roll is the same in every run but for the action.
 const SEED: u64 = 30;
@@ -62,6 +62,17 @@ const IDENTITIES: [&str; 3] = ["driver-a", "driver-b", "driver-c"];
 const THIEF: &str = "someone-else";
 /// How long the rolls stay paused in [`Action::Pause`].
 const PAUSED_FOR: Duration = Duration::from_secs(600);
+
+/// The plan a table rolls under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Table {
+    /// The plan's defaults.
+    Defaults,
+    /// The long-roll policies: each node soaks two minutes, a failed one is rolled back, and
+    /// `z-1`'s host boots its old version after its upgrade (until the operator fixes it), so
+    /// the rollback and the soak have writes of their own for the actions to follow.
+    LongRoll,
+}
 
 /// What an actor does right after the write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,7 +136,7 @@ fn host_timing() -> StratumTiming {
 
 /// The roll's three nodes, and `z-2`, a worker outside the selection where the replicas can
 /// go while the others are down (or gone: an action deletes a node).
-fn build() -> Arc<FakeCluster> {
+fn build(table: Table) -> Arc<FakeCluster> {
     let (fake, names) = cluster(SEED, 1, &[("z", 3)], 2);
     for name in &names {
         if name != "z-2" {
@@ -133,16 +144,23 @@ fn build() -> Arc<FakeCluster> {
         }
         let mut host = fake.host(name).unwrap();
         host.timing = host_timing();
+        if table == Table::LongRoll && name == "z-1" {
+            host = host.with_fault(Fault::BootsOldVersion);
+        }
         fake.set_host(name, host).unwrap();
     }
     fake
 }
 
-fn plan_for(identity: &str, target: &str) -> Plan {
+fn plan_for(table: Table, identity: &str, target: &str) -> Plan {
     let mut spec = plan_spec();
     spec.identity = identity.into();
     spec.target = target.into();
     spec.selector = Some(format!("{}={}", SELECTED.0, SELECTED.1));
+    if table == Table::LongRoll {
+        spec.soak = Some(Duration::from_secs(120));
+        spec.on_failure = OnFailure::Rollback;
+    }
     plan(spec)
 }
 
@@ -171,11 +189,15 @@ impl Pair {
         }
     }
 
-    fn replay(index: u64) -> String {
+    fn replay(table: Table, index: u64) -> String {
         let pair = Pair::of(index);
+        let test = match table {
+            Table::Defaults => "a_small_roll",
+            Table::LongRoll => "rolls_back",
+        };
         format!(
             "{:?} right after write {}; replay: NODEJOB_SEED={index} cargo test -p \
-             upgrade-driver --test every_write -- --nocapture",
+             upgrade-driver --test every_write {test} -- --nocapture",
             pair.action, pair.write
         )
     }
@@ -350,14 +372,21 @@ async fn one_run(
 }
 
 /// How many writes the undisturbed roll makes.
-async fn undisturbed() -> Result<Summary, String> {
-    let fake = build();
+async fn undisturbed(table: Table) -> Result<Summary, String> {
+    let fake = build(table);
     fake.sleep(Duration::from_secs(30)).await;
     let api = Crashing::new(fake.clone(), at_write(&fake, TARGET, None));
-    let report = one_run(&api, &plan_for(IDENTITIES[0], TARGET))
+    let report = one_run(&api, &plan_for(table, IDENTITIES[0], TARGET))
         .await?
         .map_err(|e| e.to_string())?;
-    if report.outcome != Outcome::Done {
+    // Under the long-roll policies z-1 is rolled back: the roll fails naming it alone.
+    let expected = match table {
+        Table::Defaults => report.outcome == Outcome::Done,
+        Table::LongRoll => {
+            matches!(&report.outcome, Outcome::Failed { nodes, .. } if nodes == &["z-1"])
+        }
+    };
+    if !expected {
         return Err(format!("the undisturbed roll: {report:#?}"));
     }
     let violations = api.observer().watch.violations.lock().unwrap().clone();
@@ -406,9 +435,9 @@ fn explained(result: &Result<Report, upgrade_driver::Error>, versioned: &BTreeSe
     }
 }
 
-async fn pair_run(index: u64, verbose: bool) -> Result<Summary, String> {
+async fn pair_run(table: Table, index: u64, verbose: bool) -> Result<Summary, String> {
     let pair = Pair::of(index);
-    let fake = build();
+    let fake = build(table);
     fake.sleep(Duration::from_secs(30)).await;
     let mut runs = Vec::new();
     let mut violations = Vec::new();
@@ -417,7 +446,7 @@ async fn pair_run(index: u64, verbose: bool) -> Result<Summary, String> {
 
     // The disturbed run.
     let api = Crashing::new(fake.clone(), at_write(&fake, TARGET, Some(pair)));
-    let first = one_run(&api, &plan_for(IDENTITIES[0], TARGET)).await?;
+    let first = one_run(&api, &plan_for(table, IDENTITIES[0], TARGET)).await?;
     let observer = api.observer();
     violations.extend(observer.watch.violations.lock().unwrap().clone());
     killed.extend(observer.watch.killed.lock().unwrap().clone());
@@ -427,7 +456,8 @@ async fn pair_run(index: u64, verbose: bool) -> Result<Summary, String> {
         println!("{pair:?} (on {:?}): {first:#?}", acted.node);
     }
     if let Ok(report) = &first {
-        check_report(&fake, report).map_err(|e| fail(format!("run 0: {e}"), &runs))?;
+        check_report(&fake, report, &acted.versioned)
+            .map_err(|e| fail(format!("run 0: {e}"), &runs))?;
     }
     let mut last = first;
     // Stopped, another run at once toward a newer target; else the operator's reruns.
@@ -442,9 +472,18 @@ async fn pair_run(index: u64, verbose: bool) -> Result<Summary, String> {
         if acted.stopped && attempt == 1 {
             target = NEWER;
         } else {
-            // The operator: once the Lease could have expired, the actors' leftovers gone.
-            let plan = plan_for(identity, target);
+            // The operator: once the Lease could have expired, the actors' leftovers gone,
+            // the faulty host fixed.
+            let plan = plan_for(table, identity, target);
             fake.sleep(plan.spec().lease_duration + PAUSED_FOR).await;
+            for name in fake.node_names() {
+                if let Some(mut host) = fake.host(&name)
+                    && !host.faults.is_empty()
+                {
+                    host.faults.clear();
+                    let _ = fake.set_host(&name, host);
+                }
+            }
             let _ = fake.delete_budget_now("default", "pinned");
             let _ = set_pause(&*fake, LEASE.0, LEASE.1, None).await;
             for name in fake.node_names() {
@@ -454,7 +493,7 @@ async fn pair_run(index: u64, verbose: bool) -> Result<Summary, String> {
             }
         }
         let api = Crashing::new(fake.clone(), at_write(&fake, target, None));
-        let result = one_run(&api, &plan_for(identity, target)).await?;
+        let result = one_run(&api, &plan_for(table, identity, target)).await?;
         violations.extend(api.observer().watch.violations.lock().unwrap().clone());
         for (node, n) in api.observer().watch.killed.lock().unwrap().iter() {
             *killed.entry(node.clone()).or_default() += n;
@@ -464,7 +503,8 @@ async fn pair_run(index: u64, verbose: bool) -> Result<Summary, String> {
             println!("run {attempt} toward {target}: {result:#?}");
         }
         if let Ok(report) = &result {
-            check_report(&fake, report).map_err(|e| fail(format!("run {attempt}: {e}"), &runs))?;
+            check_report(&fake, report, &acted.versioned)
+                .map_err(|e| fail(format!("run {attempt}: {e}"), &runs))?;
         }
         last = result;
     }
@@ -499,9 +539,14 @@ async fn pair_run(index: u64, verbose: bool) -> Result<Summary, String> {
         let executions = (fake.host_state(name))
             .map(|s| s.executions(Operation::Upgrade))
             .unwrap_or(0);
+        // Each rollback lets a later run try the upgrade again.
+        let rolled_back = (fake.host_state(name))
+            .map(|s| s.executions(Operation::Rollback))
+            .unwrap_or(0);
         let retries = killed.get(name).copied().unwrap_or(0)
             + u32::from(acted.stopped)
-            + u32::from(acted.versioned.contains(name));
+            + u32::from(acted.versioned.contains(name))
+            + rolled_back;
         if executions > 1 + retries {
             return Err(fail(
                 format!("{name}: {executions} upgrade executions, {retries} retries allowed"),
@@ -518,7 +563,21 @@ async fn pair_run(index: u64, verbose: bool) -> Result<Summary, String> {
 
 #[test]
 fn an_actor_right_after_every_write_of_a_small_roll_breaks_no_invariant() {
-    let writes = run_seed(0, &|_| undisturbed())
+    every_write(Table::Defaults);
+}
+
+/// The same, under the long-roll policies: the soak's writes and waits, and a rollback's.
+#[test]
+fn an_actor_right_after_every_write_of_a_roll_that_soaks_and_rolls_back_breaks_no_invariant() {
+    every_write(Table::LongRoll);
+}
+
+fn every_write(table: Table) {
+    let title = match table {
+        Table::Defaults => "every write",
+        Table::LongRoll => "every write (long-roll policies)",
+    };
+    let writes = run_seed(0, &|_| undisturbed(table))
         .unwrap_or_else(|e| panic!("{e}"))
         .calls;
     let total = (writes * ACTIONS.len()) as u64;
@@ -538,15 +597,16 @@ fn an_actor_right_after_every_write_of_a_small_roll_breaks_no_invariant() {
     let count = indices.len() as u64;
     let results: Vec<(u64, Result<Summary, String>)> = run_seeds(0..count, |k| {
         let index = indices[usize::try_from(k).unwrap()];
-        pair_run(index, verbose)
+        pair_run(table, index, verbose)
     })
     .into_iter()
     .map(|(k, r)| (indices[usize::try_from(k).unwrap()], r))
     .collect();
     let wall = started.elapsed();
     println!(
-        "every write: the undisturbed roll makes {writes} writes; {count} of the {total} \
-         (write, action) pairs run in {wall:.1?}"
+        "{title}: the undisturbed roll makes {writes} writes; {count} of the {total} (write, \
+         action) pairs run in {wall:.1?}"
     );
-    conclude("every write", 0..count, wall, &results, kind, Pair::replay);
+    let replay = |index| Pair::replay(table, index);
+    conclude(title, 0..count, wall, &results, kind, replay);
 }
