@@ -234,6 +234,7 @@ pub(crate) fn short(result: &Result<Report, upgrade_driver::Error>) -> String {
 }
 
 /// 11. The report agrees with the cluster.
+///
 /// `versioned`: nodes an actor made report another version, whose version now says nothing of
 /// a rollback the report tells.
 pub(crate) fn check_report(
