@@ -486,20 +486,23 @@ async fn clean_up(trio: &ThreeNodes, job: &str) {
 }
 // --- 1. a person uncordons the node while it is drained -------------------------------------
 
-/// The replicas of [`APP`] seen bound to `node` while it still carried our in-progress record
-/// (read as an administrator as each is seen), `namespace/name`: workload Pods a host
-/// operation could kill. A watch kept until the returned sender is dropped.
+/// The replicas of [`APP`] other than `before` (the one there before the roll) seen bound to
+/// `node` while it still carried our in-progress record (read as an administrator as each is
+/// seen), `namespace/name`: workload Pods a host operation could kill. A watch kept until the
+/// returned sender is dropped.
 fn landings_while_ours(
     admin: &Client,
     namespace: &str,
     node: &str,
+    before: &str,
 ) -> (Arc<Mutex<Vec<String>>>, tokio::sync::oneshot::Sender<()>) {
     let landed: Arc<Mutex<Vec<String>>> = Arc::default();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let (admin, namespace, node, out) = (
+    let (admin, namespace, node, before, out) = (
         admin.clone(),
         namespace.to_string(),
         node.to_string(),
+        before.to_string(),
         landed.clone(),
     );
     tokio::spawn(async move {
@@ -512,7 +515,7 @@ fn landings_while_ours(
                     continue;
                 };
                 let on = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&node);
-                if !on || !evictable(&p) {
+                if !on || !evictable(&p) || key(&p) == before {
                     continue;
                 }
                 let ours = (Api::<Node>::all(admin.clone()).get(&node).await.ok())
@@ -606,7 +609,8 @@ async fn an_uncordon_during_the_drain_lands_no_pod_and_is_cordoned_again_before_
             },
         );
         let at_host_job = check_at_host_job(&api, &actors, &admin, &target);
-        let (landed, watching) = landings_while_ours(&admin, &place.trio.namespace, &target);
+        let (landed, watching) =
+            landings_while_ours(&admin, &place.trio.namespace, &target, &place.replica);
         let timeline = Timeline::new(kube, "hostile uncordon-during-drain");
 
         let report = run(&api, &plan, &timeline).await?;
@@ -659,7 +663,8 @@ async fn an_uncordon_right_before_the_host_job_lands_no_pod_before_the_node_is_b
                 Ok(format!("{t} uncordoned"))
             },
         );
-        let (landed, watching) = landings_while_ours(&admin, &place.trio.namespace, &target);
+        let (landed, watching) =
+            landings_while_ours(&admin, &place.trio.namespace, &target, &place.replica);
         let timeline = Timeline::new(kube, "hostile uncordon-before-host-job");
 
         let report = run(&api, &plan, &timeline).await?;
