@@ -93,3 +93,45 @@ pub async fn wait_unpaused<A: LeaseApi + ?Sized>(
         }
     }
 }
+
+/// How a node went past the pause switch before a step ([`pause_before`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Passed {
+    /// The rolls were not paused: nothing was waited for.
+    Unpaused,
+    /// The node waited until the switch was lifted: what was read before is stale, and the
+    /// step reads what it acts on again.
+    Resumed,
+}
+
+/// The pause gate of one node, as both drivers' executors pass it before `step` starts on it:
+/// [`wait_unpaused`], its progress told through `note` (`paused by …; waiting before Step`,
+/// `resumed after Ns paused; Step starts`). `Err(why)` when the node goes no further: still
+/// paused at the run's pause deadline, a stop asked while paused, the Lease lost while it
+/// waited.
+pub async fn pause_before<A: LeaseApi + ?Sized>(
+    api: &A,
+    fence: &Fence,
+    limits: &Limits,
+    step: impl std::fmt::Display,
+    note: impl Fn(String),
+) -> Result<Passed, String> {
+    let resumed = std::sync::atomic::AtomicBool::new(false);
+    let tell = |w: Waiting| {
+        let message = match w {
+            Waiting::Paused(p) => format!("{p}; waiting before {step}"),
+            Waiting::Resumed { waited } => {
+                resumed.store(true, std::sync::atomic::Ordering::Relaxed);
+                format!("resumed after {}s paused; {step} starts", waited.as_secs())
+            }
+        };
+        note(message);
+    };
+    match wait_unpaused(api, fence, limits, tell).await {
+        Gate::Go if resumed.into_inner() => Ok(Passed::Resumed),
+        Gate::Go => Ok(Passed::Unpaused),
+        Gate::Deadline(p) => Err(crate::limits::paused_out(&p, limits.pause_deadline)),
+        Gate::Stopped(p) => Err(format!("stopped on request while {p}")),
+        Gate::Lost(why) => Err(format!("the Lease was lost: {why}")),
+    }
+}

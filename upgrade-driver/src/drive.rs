@@ -378,27 +378,14 @@ where
     }
 
     /// Waits while the rolls are paused, before `step` starts on `name`, saying so in the
-    /// progress; `Some(why)` when the node goes no further (still paused at the run's pause
-    /// deadline, a stop asked, the Lease lost while it waited).
+    /// progress ([`nodejob_roll::pause_before`]); `Some(why)` when the node goes no further.
+    /// What the step acts on is read afresh after it: the host Job's preflight.
     async fn paused_before(&self, name: &str, step: UpgradeStep) -> Option<String> {
-        let tell = |w: nodejob_roll::Waiting| {
-            let message = match w {
-                nodejob_roll::Waiting::Paused(p) => format!("{p}; waiting before {step}"),
-                nodejob_roll::Waiting::Resumed { waited } => {
-                    format!("resumed after {}s paused; {step} starts", waited.as_secs())
-                }
-            };
-            self.note(name, message);
-        };
-        let limits = &self.ctx.limits;
-        match nodejob_roll::wait_unpaused(self.api, &self.ctx.fence, limits, tell).await {
-            nodejob_roll::Gate::Go => None,
-            nodejob_roll::Gate::Deadline(p) => {
-                Some(nodejob_roll::paused_out(&p, limits.pause_deadline))
-            }
-            nodejob_roll::Gate::Stopped(p) => Some(format!("stopped on request while {p}")),
-            nodejob_roll::Gate::Lost(why) => Some(format!("the Lease was lost: {why}")),
-        }
+        let (fence, limits) = (&self.ctx.fence, &self.ctx.limits);
+        let note = |message| self.note(name, message);
+        nodejob_roll::pause_before(self.api, fence, limits, step, note)
+            .await
+            .err()
     }
 
     /// One node, start to end.

@@ -161,9 +161,10 @@ pub use machine::{
 };
 pub use nodejob_roll::NSENTER;
 pub use nodejob_roll::Window;
+pub use nodejob_roll::is_control_plane;
 pub use nodejob_roll::{EventSink, FenceEvent, Outcome, Placement, PlanError, Selecting, Stop};
 pub use nodejob_roll::{Group, batches};
-pub use order::{groups, is_control_plane};
+pub use order::groups;
 pub use plan::{Downgrade, MaxUnavailable, OnFailure, Plan, PlanSpec, Undrainable, VersionSource};
 pub use preview::{NodePreview, PodPlan, Preview, WouldBlock};
 pub use progress::{NodeReport, Progress, ProgressSink, Report, Totals, UpgradeEvent, quiet};

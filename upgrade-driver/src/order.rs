@@ -7,12 +7,7 @@
 use k8s_openapi::api::core::v1::Node;
 use nodejob_roll::{Group, Order};
 
-use crate::records::{CONTROL_PLANE, in_flight, label};
-
-/// Whether `node` is a control-plane node (it carries the label, whatever its value).
-pub fn is_control_plane(node: &Node) -> bool {
-    label(node, CONTROL_PLANE).is_some()
-}
+use crate::records::in_flight;
 
 /// The groups of a roll of `nodes`, `width` wide (zones and the nodes carried on), in order.
 pub fn groups(nodes: &[&Node], width: usize) -> Vec<Group> {

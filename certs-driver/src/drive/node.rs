@@ -5,7 +5,6 @@
 //! the parent module's.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
@@ -14,7 +13,7 @@ use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{
     EventType, JobApi, LeaseApi, NodeApi, ready, run_exit_code, run_exit_code_logs,
 };
-use nodejob_roll::{NoteSink, delete_job, millis, patch_node, retry};
+use nodejob_roll::{NoteSink, Passed, delete_job, millis, patch_node, retry};
 
 use super::Rotation;
 use crate::cluster::{delete_exactly, job_of};
@@ -33,15 +32,6 @@ pub(super) enum Fencing {
     /// As every write through the fenced writer: refused once the Lease is known lost (a
     /// check or the renewer saw it), without a read of its own.
     Known,
-}
-
-/// How a node went past the pause switch before a step.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Passed {
-    /// The rolls were not paused: nothing was waited for.
-    Unpaused,
-    /// The node waited until the switch was lifted: what was read before is stale.
-    Resumed,
 }
 
 /// The executor of the per-node machine: one node through one [`Task`], each [`Intent`]
@@ -192,30 +182,11 @@ where
     }
 
     /// Waits while the rolls are paused, before `step` starts on `name`, saying so in the
-    /// progress: how the node went past the switch, or why it goes no further (still paused
-    /// at the run's pause deadline, a stop asked, the Lease lost while it waited).
+    /// progress ([`nodejob_roll::pause_before`]): how the node went past the switch, or why it
+    /// goes no further.
     async fn paused_before(&self, name: &str, step: CaStep) -> Result<Passed, String> {
-        let resumed = AtomicBool::new(false);
-        let tell = |w: nodejob_roll::Waiting| {
-            let message = match w {
-                nodejob_roll::Waiting::Paused(p) => format!("{p}; waiting before {step}"),
-                nodejob_roll::Waiting::Resumed { waited } => {
-                    resumed.store(true, Ordering::Relaxed);
-                    format!("resumed after {}s paused; {step} starts", waited.as_secs())
-                }
-            };
-            self.note(name, message);
-        };
-        let limits = &self.limits;
-        match nodejob_roll::wait_unpaused(self.api, &self.fence, limits, tell).await {
-            nodejob_roll::Gate::Go if resumed.into_inner() => Ok(Passed::Resumed),
-            nodejob_roll::Gate::Go => Ok(Passed::Unpaused),
-            nodejob_roll::Gate::Deadline(p) => {
-                Err(nodejob_roll::paused_out(&p, limits.pause_deadline))
-            }
-            nodejob_roll::Gate::Stopped(p) => Err(format!("stopped on request while {p}")),
-            nodejob_roll::Gate::Lost(why) => Err(format!("the Lease was lost: {why}")),
-        }
+        let note = |message| self.note(name, message);
+        nodejob_roll::pause_before(self.api, &self.fence, &self.limits, step, note).await
     }
 
     /// After the node waited on the pause switch, before `step` starts on `name`: the node
