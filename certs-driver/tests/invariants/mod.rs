@@ -274,7 +274,7 @@ pub(crate) struct Watch {
 }
 
 impl Watch {
-    fn node_of_job(write: &Write) -> Option<String> {
+    pub(crate) fn node_of_job(write: &Write) -> Option<String> {
         let job: Job = serde_json::from_str(&write.body).ok()?;
         job.spec?.template.spec?.node_name
     }
