@@ -18,7 +18,9 @@
 //!
 //! Every write of every run is checked against the invariants of [`invariants`] as it is made
 //! ([`Watch`], told of the act as it is done: the Lease check needs the instant of the theft),
-//! each run's report against the cluster ([`check_report`], [`check_done`]), and the steps
+//! and one more here, 6b: a phase Job created after the theft follows a read of the Lease
+//! made after it (the driver checks the Lease right before each phase; invariant 6 judges a
+//! write by what the driver read, so it cannot see a check left out). Then each run's report against the cluster ([`check_report`], [`check_done`]), and the steps
 //! started against the pause (12). After the disrupted run an operator reruns under another
 //! identity, once the act is over (the node Ready again, the pause lifted) and the last
 //! holder's Lease expired, until a run that started after the act ends `Done` (at most
@@ -242,6 +244,8 @@ struct Seen {
     what: String,
     /// The phase Job it creates, if it creates one.
     phase_job: Option<String>,
+    verb: Verb,
+    target: String,
 }
 
 impl Seen {
@@ -252,6 +256,8 @@ impl Seen {
         Seen {
             what: format!("#{} {:?} {}", write.index + 1, write.verb, write.target),
             phase_job,
+            verb: write.verb,
+            target: write.target.clone(),
         }
     }
 }
@@ -305,6 +311,9 @@ struct World {
     done: Mutex<Option<Done>>,
     /// What went wrong in the act itself.
     problems: Arc<Mutex<Vec<String>>>,
+    /// When the Lease was stolen, if it was: right after which write (from 1), and how many
+    /// calls the fake had recorded then.
+    theft: Mutex<Option<(usize, usize)>>,
 }
 
 impl World {
@@ -378,7 +387,10 @@ impl World {
                     .unwrap_or_else(|| "none".into());
                 format!("{} ({first})", self.apply(Act::DeletePod(node)))
             }
-            Action::StealLease => self.apply(Act::StealLease(INTRUDER.into())),
+            Action::StealLease => {
+                *self.theft.lock().unwrap() = Some((write.index + 1, fake.calls().len()));
+                self.apply(Act::StealLease(INTRUDER.into()))
+            }
             Action::Pause => {
                 over = at + PAUSED_FOR;
                 pause_now(fake, &self.pause, &self.problems);
@@ -454,6 +466,37 @@ struct Acting {
 impl Observe for Acting {
     fn before(&self, write: &Write) {
         self.watch.before(write);
+        // 6b, here only: a phase starts on a fresh read of the Lease. The driver reads the
+        // Lease as a phase's step begins (its Lease check, with the pause switch), so a phase
+        // Job created after the theft follows a Lease call of the driver's answered after it
+        // (which finds the Lease another's: then no Job). Invariant 6 alone cannot see a check
+        // left out: it judges a write by what the driver read. One window is known: the step's
+        // `Started` condition on the node is written between that check and the Job, so a
+        // theft right after that write (and before the Job) is not seen before the Job.
+        let theft = *self.world.theft.lock().unwrap();
+        if let Some((after, calls_then)) = theft
+            && Seen::of(write).phase_job.is_some()
+        {
+            let calls = self.world.fake.calls();
+            let read = (calls.iter().skip(calls_then)).any(|c| {
+                matches!(
+                    c.verb,
+                    Verb::GetLease | Verb::ReplaceLease | Verb::CreateLease
+                ) && c.error.is_none()
+            });
+            let node = Watch::node_of_job(write);
+            let in_window = after == write.index && {
+                let seen = self.seen.lock().unwrap();
+                (seen.last()).is_some_and(|w| {
+                    w.verb == Verb::PatchNodeConditions && Some(&w.target) == node.as_ref()
+                })
+            };
+            if !read && !in_window {
+                (self.watch.violations.lock().unwrap()).push(format!(
+                    "6b: {write}: a phase job with no read of the Lease since it was stolen"
+                ));
+            }
+        }
     }
 
     fn after(&self, write: &Write) {
@@ -491,6 +534,7 @@ async fn scenario(scope: Scope, pair: Option<Pair>, verbose: bool) -> Result<Ran
         pause: Arc::default(),
         done: Mutex::new(None),
         problems: Arc::default(),
+        theft: Mutex::new(None),
     });
     let starts = Arc::new(Mutex::new(Starts::default()));
     let new = ca().fingerprint.clone();
