@@ -1,23 +1,25 @@
 //! What a CA rotation costs the cluster per node is counted exactly, so its bound is pinned:
-//! at most 4 host Jobs and 53 API calls per node for a whole rotation (issue 21's goal was
+//! at most 4 host Jobs and 56 API calls per node for a whole rotation (issue 21's goal was
 //! 50; before it: 9 and 121.4). Issue 22 added the node's `NodejobCARotation` condition,
 //! written as stage, issue and finalize start on it and as the rotation ends (4 writes, 52.4
 //! per node); the runner no longer reads the name of a Job the run knows absent before
 //! creating it (`Policy::known_free`, 3 reads fewer: 49.4). Issue 30 fences each of a node's
 //! 3 Events by a read of the Lease right before it, as every other write is fenced, so no
-//! Event follows another identity's taking the Lease (3 reads more: 52.9 at 40 nodes). Counts,
-//! never timings: the rotation runs on the fake in paused time.
+//! Event follows another identity's taking the Lease (3 reads more: 52.9 at 40 nodes), and reads
+//! it again right before each new phase Job, after the step's `Started` condition write (the
+//! exhaustive actor soak found a theft there unseen before the Job: 3 reads more, 55.9).
+//! Counts, never timings: the rotation runs on the fake in paused time.
 
 use nodejob_bench::rotation::rotate;
 use nodejob_fake::Verb;
 
 /// The most a node may cost.
 const HOST_JOBS_PER_NODE: f64 = 4.0;
-const CALLS_PER_NODE: f64 = 53.0;
+const CALLS_PER_NODE: f64 = 56.0;
 
 #[tokio::test(start_paused = true)]
-async fn a_rotation_costs_four_host_jobs_and_at_most_fifty_three_calls_per_node()
--> anyhow::Result<()> {
+async fn a_rotation_costs_four_host_jobs_and_at_most_fifty_six_calls_per_node() -> anyhow::Result<()>
+{
     // Sizes where the run's own fixed calls (the Lease, listing the nodes and our Jobs) are
     // spread thin, as the bench's 100.
     for nodes in [40, 100] {

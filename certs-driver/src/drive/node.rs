@@ -107,6 +107,13 @@ where
                         known_free,
                     };
                     let spec = self.host_spec(name, step, &also);
+                    // A new phase Job is a host-mutating write: the Lease is read right before
+                    // it, after the step's Started condition (a write of its own) and any wait,
+                    // so a Lease taken meanwhile is seen before the Job, which the fenced
+                    // writer then refuses. An adopted Job is already there.
+                    if policy.adopt.is_none() {
+                        let _ = self.fence.check(self.api).await;
+                    }
                     match run_with(&self.writer(), &spec, Mode::ExitCodeLogs, policy).await {
                         Ok(report) => Observation::Host(Ok(report)),
                         Err(e @ nodejob_core::Error::LogUnread { exit_code: 0, .. }) => {
