@@ -18,7 +18,7 @@ use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{ApiError, EventType, JobApi, LeaseApi, NodeApi, PodApi, ready, run_exit_code};
 use nodejob_roll::Conditions;
 pub(crate) use nodejob_roll::retry;
-use nodejob_roll::{Context, End, Fleet, Group, Ledger, MaxUnavailable, Nothing, Tally};
+use nodejob_roll::{Context, End, Fleet, Group, Ledger, MaxUnavailable, Nothing, Passed, Tally};
 use nodejob_roll::{Cursor, NodeView, Selecting, Selection, select_from};
 use nodejob_roll::{DriverEvent, NoteSink, OpError, Outcome, delete_job, millis, patch_node};
 
@@ -378,14 +378,53 @@ where
     }
 
     /// Waits while the rolls are paused, before `step` starts on `name`, saying so in the
-    /// progress ([`nodejob_roll::pause_before`]); `Some(why)` when the node goes no further.
-    /// What the step acts on is read afresh after it: the host Job's preflight.
-    async fn paused_before(&self, name: &str, step: UpgradeStep) -> Option<String> {
+    /// progress ([`nodejob_roll::pause_before`]): how the node went past the switch, or why it
+    /// goes no further.
+    async fn paused_before(&self, name: &str, step: UpgradeStep) -> Result<Passed, String> {
         let (fence, limits) = (&self.ctx.fence, &self.ctx.limits);
         let note = |message| self.note(name, message);
-        nodejob_roll::pause_before(self.api, fence, limits, step, note)
-            .await
-            .err()
+        nodejob_roll::pause_before(self.api, fence, limits, step, note).await
+    }
+
+    /// After `name` waited on the pause switch, before `step` starts on it: the node read
+    /// again is still the one the run began with (UID `uid`). One deleted or replaced while
+    /// the rolls were paused leaves the roll skipped, `step` not started (nothing of this run
+    /// is on a node that is gone, nor on one of the same name that never was ours); one that
+    /// cannot be read fails at `step`.
+    async fn still_there(
+        &self,
+        name: &str,
+        step: UpgradeStep,
+        uid: &str,
+    ) -> Result<(), NodeResult> {
+        let why = match get_node(self.api, name).await {
+            Ok(node) if node.metadata.uid.as_deref().unwrap_or_default() == uid => return Ok(()),
+            Ok(node) => format!(
+                "replaced by another node of the same name while the rolls were paused (uid {}, \
+                 now {}): {step} was not started on it; a rerun rolls the new node",
+                uid,
+                node.metadata.uid.as_deref().unwrap_or("none")
+            ),
+            Err(e) if e.is_not_found() => format!(
+                "deleted from the cluster while the rolls were paused: {step} was not started \
+                 on it"
+            ),
+            Err(e) => {
+                return Err(NodeResult::Failed(crate::machine::Failure {
+                    step,
+                    message: format!("reading node {name} after the pause, before {step}: {e}"),
+                    exit_code: None,
+                    log_tail: None,
+                }));
+            }
+        };
+        self.ctx
+            .progress
+            .event(&Progress::Driver(UpgradeEvent::NodeSkipped {
+                node: name.to_string(),
+                why: why.clone(),
+            }));
+        Err(NodeResult::Skipped { why })
     }
 
     /// One node, start to end.
@@ -407,6 +446,7 @@ where
         let epoch = self.ctx.fence.epoch();
         let mut machine = NodeMachine::new(self.plan, epoch);
         let first_seen = first.clone();
+        let uid = first.metadata.uid.clone().unwrap_or_default();
         machine.set_now(api.wall_time().to_string());
         let mut step = machine.start(Box::new(first));
         let mut last: Option<Node> = None;
@@ -461,10 +501,16 @@ where
             // finished): the Lease as the fence just read it; paused, the node waits there.
             if let Some(s) = starting
                 && !self.stop.requested()
-                && let Some(why) = self.paused_before(name, s).await
             {
-                let result = NodeResult::Interrupted { step: s, why };
-                return self.end_node(name, result, last.as_ref(), started);
+                let passed = match self.paused_before(name, s).await {
+                    Ok(Passed::Unpaused) => Ok(()),
+                    // The step was decided on what was read before the wait.
+                    Ok(Passed::Resumed) => self.still_there(name, s, &uid).await,
+                    Err(why) => Err(NodeResult::Interrupted { step: s, why }),
+                };
+                if let Err(result) = passed {
+                    return self.end_node(name, result, last.as_ref(), started);
+                }
             }
             let stop_here = self.stop.requested() && starting.is_some();
             for mark in next {

@@ -984,3 +984,116 @@ fn our_taint() -> Taint {
         ..Taint::default()
     }
 }
+
+/// The read right before the host Job, table by table: what the node is then decides whether
+/// the host Job is created, or the node drained again, skipped or failed without it.
+#[test]
+fn the_host_job_is_created_only_on_the_node_as_drained_read_right_before_it() {
+    /// A machine at the read right before its host Job, and the node as launched.
+    fn at_preflight() -> (NodeMachine, Box<Node>) {
+        let mut m = marked(false);
+        m.step(Obs::Job(None));
+        let launch = m.step(Obs::Drained(Ok(Drained::default())));
+        let step = m.step(Obs::Node(as_launched(&launch, "v1.37.2", "boot-1")));
+        assert_eq!(step.intent, Intent::Preflight, "{step:?}");
+        (m, as_launched(&launch, "v1.37.2", "boot-1"))
+    }
+    let host = Intent::Host {
+        adopt: None,
+        known_free: true,
+    };
+    let (mut m, node) = at_preflight();
+    let step = m.step(Obs::Preflight {
+        node: Some(node),
+        pods: Vec::new(),
+    });
+    assert_eq!(step.intent, host);
+    type Change = fn(&mut Node, &mut Vec<String>);
+    let cases: [(&str, Change, &str); 5] = [
+        (
+            "uncordoned",
+            |n, _| n.spec.as_mut().unwrap().unschedulable = None,
+            "cordon again",
+        ),
+        (
+            "untainted",
+            |n, _| n.spec.as_mut().unwrap().taints = None,
+            "drain again",
+        ),
+        (
+            "a pod landed",
+            |_, pods| pods.push("default/web-9".into()),
+            "drain again",
+        ),
+        (
+            "rebooted",
+            |n, _| {
+                n.status
+                    .as_mut()
+                    .unwrap()
+                    .node_info
+                    .as_mut()
+                    .unwrap()
+                    .boot_id = "boot-9".into()
+            },
+            "drain again",
+        ),
+        (
+            "our record removed",
+            |n, _| n.metadata.annotations = None,
+            "drain again",
+        ),
+    ];
+    for (what, change, then) in cases {
+        let (mut m, mut node) = at_preflight();
+        let mut pods = Vec::new();
+        change(&mut node, &mut pods);
+        let step = m.step(Obs::Preflight {
+            node: Some(node),
+            pods,
+        });
+        match then {
+            "cordon again" => {
+                let Intent::Patch { changes, .. } = &step.intent else {
+                    panic!("{what}: {step:?}")
+                };
+                assert!(changes.contains(&NodeChange::Cordon), "{what}: {changes:?}");
+            }
+            _ => assert_eq!(step.intent, Intent::Drain, "{what}: {step:?}"),
+        }
+    }
+    // Gone, or another node of the name: skipped, no host Job.
+    let (mut m, mut node) = at_preflight();
+    node.metadata.uid = Some("another".into());
+    for node in [None, Some(node)] {
+        let (mut m2, _) = at_preflight();
+        let step = m2.step(Obs::Preflight {
+            node,
+            pods: Vec::new(),
+        });
+        assert!(
+            matches!(step.intent, Intent::Done(NodeResult::Skipped { .. })),
+            "{step:?}"
+        );
+    }
+    // Newer than the target, a downgrade not allowed: failed at Upgrade, not started.
+    let newer = launched_at("v1.39.0");
+    let (step, message, _) = failed_at(m.step(Obs::Preflight {
+        node: Some(newer),
+        pods: Vec::new(),
+    }));
+    assert_eq!(step, UpgradeStep::Upgrade);
+    assert!(message.contains("newer than v1.38.0"), "{message}");
+}
+
+/// The node as a fresh machine's launch leaves it (boot-1), reporting `version` now.
+fn launched_at(version: &str) -> Box<Node> {
+    let record = InProgress {
+        target: TARGET.into(),
+        boot_id: "boot-1".into(),
+        host_boot_id: Some("boot-1".into()),
+        epoch: EPOCH,
+        cordoned: true,
+    };
+    node(version, "boot-1", true, &[(IN_PROGRESS, value(&record))])
+}
