@@ -895,6 +895,39 @@ async fn a_downgrade_is_refused_naming_allow_downgrade_unless_it_is_given() -> R
     session.close().await.map_err(|e| anyhow!("{e}"))
 }
 
+/// Issue 30, item 4, over MCP as on the command line: a target that is no kubelet version, and
+/// a version source no selected node reports, are refused by the preview (no token, nothing
+/// written), naming the argument and the nodes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_or_version_source_the_nodes_cannot_be_judged_by_is_refused_naming_it()
+-> Result<()> {
+    let session = Session::start().await?;
+    let cases = [
+        (
+            json!({"to": "banana"}),
+            vec!["to: ", "\"banana\"", "vMAJOR.MINOR.PATCH"],
+        ),
+        (json!({"to": "v1.40"}), vec!["to: ", "\"v1.40\""]),
+        (
+            json!({"to": TARGET, "version_from": "label=example.com/os"}),
+            vec![
+                "version_from: ",
+                "report no version in the label example.com/os",
+                "cp-0",
+            ],
+        ),
+    ];
+    for (arguments, parts) in cases {
+        let refused = session.call("upgrade_preview", arguments.clone()).await?;
+        let said = text(&refused);
+        assert_eq!(refused.is_error, Some(true), "{arguments}: {said}");
+        for part in parts {
+            assert!(said.contains(part), "{arguments}: {part:?} not in {said}");
+        }
+    }
+    session.close().await.map_err(|e| anyhow!("{e}"))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_upgrade_names_its_retry_as_the_tools_arguments_narrowed_to_the_failed_node()
 -> Result<()> {

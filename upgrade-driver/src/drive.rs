@@ -26,7 +26,7 @@ use crate::machine::{
     DrainFailed, Intent, Mark, NodeMachine, NodeResult, Observation, UpgradeStep,
 };
 use crate::order::groups;
-use crate::plan::{Downgrade, Plan, version_numbers};
+use crate::plan::{Downgrade, Plan, embedded_version, order_versions, version_numbers};
 use crate::progress::{NodeReport, Progress, ProgressSink, Report, UpgradeEvent};
 use crate::records::{self, IN_PROGRESS, InProgress, boot_id, version};
 use crate::{Error, PlanError, Stop};
@@ -104,7 +104,7 @@ pub(crate) fn refuse_versions(plan: &Plan, nodes: &[Node]) -> Result<(), Error> 
     }
     if !unordered.is_empty() {
         // The target reads as a version: the nodes' values are what cannot be ordered.
-        let field = if version_numbers(target).is_some() {
+        let field = if version_numbers(target).is_some() || embedded_version(target).is_some() {
             "version_source"
         } else {
             "target"
@@ -113,8 +113,9 @@ pub(crate) fn refuse_versions(plan: &Plan, nodes: &[Node]) -> Result<(), Error> 
             field,
             format!(
                 "{target:?} cannot be compared with what {} node(s) report in {source} ({}): \
-                 both must read as vMAJOR.MINOR.PATCH for the roll to tell an upgrade from a \
-                 downgrade and whether a node reached the target",
+                 both must read as vMAJOR.MINOR.PATCH, or as the same words around a version \
+                 (Ubuntu 24.04.4 LTS), for the roll to tell an upgrade from a downgrade and \
+                 whether a node reached the target",
                 unordered.len(),
                 unordered.join(", ")
             ),
@@ -138,11 +139,9 @@ pub(crate) fn refuse_versions(plan: &Plan, nodes: &[Node]) -> Result<(), Error> 
     }
 }
 
-/// Whether `reported` can be ordered against `target`: it is the target, or both read as
-/// versions.
+/// Whether `reported` can be ordered against `target` ([`order_versions`]).
 pub(crate) fn comparable(reported: &str, target: &str) -> bool {
-    records::same_version(reported, target)
-        || (version_numbers(reported).is_some() && version_numbers(target).is_some())
+    order_versions(reported, target).is_some()
 }
 
 /// `node at VERSION` when `node` runs a version newer than the plan's target and the plan does
@@ -152,9 +151,9 @@ pub(crate) fn newer_than_target(plan: &Plan, node: &Node) -> Option<String> {
     if spec.downgrade == Downgrade::Allow {
         return None;
     }
-    let target = version_numbers(&spec.target)?;
     let v = version(node, &spec.version_source)?;
-    (version_numbers(v)? > target).then(|| format!("{} at {v}", records::name(node)))
+    (order_versions(v, &spec.target)? == std::cmp::Ordering::Greater)
+        .then(|| format!("{} at {v}", records::name(node)))
 }
 
 /// Where the plan reads a node's version, in words.

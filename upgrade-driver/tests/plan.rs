@@ -610,5 +610,20 @@ async fn nodes_that_report_no_version_or_one_beside_the_target_are_refused_befor
     spec.target = "2.1.0".into();
     spec.version_source = VersionSource::Label("example.com/os".into());
     preview(&*fake, &plan(spec)).await?;
+    // Release names ordered by the version among the same words: previewed toward a newer
+    // one, refused as a downgrade toward an older one.
+    for node in ["cp-0", "a-0", "a-1"] {
+        fake.label_node(node, "example.com/os", "stratum-2.1.0")?;
+    }
+    let mut spec = plan_spec();
+    spec.target = "stratum-2.2.0".into();
+    spec.version_source = VersionSource::Label("example.com/os".into());
+    preview(&*fake, &plan(spec.clone())).await?;
+    spec.target = "stratum-2.0.9".into();
+    let refused = preview(&*fake, &plan(spec)).await.expect_err("a downgrade");
+    assert!(
+        matches!(&refused, Error::Plan(p) if p.field == "downgrade"),
+        "{refused}"
+    );
     Ok(())
 }

@@ -11,7 +11,9 @@
 use k8s_openapi::api::core::v1::Node;
 
 use super::{Intent, Mark, NodeMachine, NodeResult, Step, UpgradeStep};
-use crate::plan::{Downgrade, version_numbers};
+use std::cmp::Ordering;
+
+use crate::plan::{Downgrade, order_versions};
 use crate::records::{
     self, IN_PROGRESS, InProgress, boot_id, same_version, unschedulable, version,
 };
@@ -98,15 +100,13 @@ impl NodeMachine {
                 return Some(self.check_then_finish(marks));
             }
             None => "it reports no version".to_string(),
-            Some(v) => match (version_numbers(v), version_numbers(&self.target)) {
-                (Some(now), Some(target)) if now > target && self.downgrade != Downgrade::Allow => {
-                    format!(
-                        "it reports {v}, newer than {}: a downgrade, not allowed",
-                        self.target
-                    )
-                }
-                (Some(_), Some(_)) => return None,
-                _ => format!(
+            Some(v) => match order_versions(v, &self.target) {
+                Some(Ordering::Greater) if self.downgrade != Downgrade::Allow => format!(
+                    "it reports {v}, newer than {}: a downgrade, not allowed",
+                    self.target
+                ),
+                Some(_) => return None,
+                None => format!(
                     "it reports {v:?}, which {} cannot be ordered against",
                     self.target
                 ),
