@@ -75,7 +75,7 @@ use nodejob_conformance::workloads::{budget, deployment};
 use nodejob_core::{ApiError, Clock, Verb};
 use nodejob_fake::FakeCluster;
 use nodejob_fake::schedule::{Act, ActorSchedule, Cast, Draw};
-use nodejob_fake::stratum::{Fault, Operation, StratumTiming};
+use nodejob_fake::stratum::{Fault, Operation};
 use support::*;
 use upgrade_driver::EventSink;
 use upgrade_driver::records::{self, QUARANTINED};
@@ -164,16 +164,6 @@ impl Draws {
     }
 }
 
-/// Quicker than the host model's defaults, to keep the seeds cheap.
-fn host_timing() -> StratumTiming {
-    StratumTiming {
-        upgrade_time: Duration::from_secs(10),
-        reboot_delay: Duration::from_secs(2),
-        reboot_time: Duration::from_secs(15),
-        ..StratumTiming::default()
-    }
-}
-
 fn build(seed: u64, draws: &Draws) -> Result<(Arc<FakeCluster>, Vec<String>), String> {
     let fake = FakeCluster::with_seed(seed);
     let names = node_names(&draws.zones);
@@ -191,7 +181,7 @@ fn build(seed: u64, draws: &Draws) -> Result<(Arc<FakeCluster>, Vec<String>), St
             fake.label_node(name, SELECTED.0, SELECTED.1).map_err(err)?;
         }
         let mut host = fake.host(name).ok_or(format!("no host on {name}"))?;
-        host.timing = host_timing();
+        host.timing = quick_host_timing();
         fake.set_host(name, host).map_err(err)?;
     }
     let label = (WORKER.0.to_string(), WORKER.1.to_string());

@@ -41,7 +41,7 @@ use nodejob_core::pause::{Pause, set_pause};
 use nodejob_core::{Clock, NodeChange, Verb};
 use nodejob_fake::FakeCluster;
 use nodejob_fake::schedule::{Act, ActorSchedule, LEASE};
-use nodejob_fake::stratum::{Fault, Operation, StratumTiming};
+use nodejob_fake::stratum::{Fault, Operation};
 use support::*;
 use upgrade_driver::records::{self, BLOCKED, QUARANTINED};
 use upgrade_driver::{OnFailure, Outcome, Plan, Report, Stop, run_until, skew};
@@ -124,16 +124,6 @@ const ACTIONS: [Action; 14] = [
     Action::Restart,
 ];
 
-/// Quicker than the host model's defaults, as the seeded soak's.
-fn host_timing() -> StratumTiming {
-    StratumTiming {
-        upgrade_time: Duration::from_secs(10),
-        reboot_delay: Duration::from_secs(2),
-        reboot_time: Duration::from_secs(15),
-        ..StratumTiming::default()
-    }
-}
-
 /// The roll's three nodes, and `z-2`, a worker outside the selection where the replicas can
 /// go while the others are down (or gone: an action deletes a node).
 fn build(table: Table) -> Arc<FakeCluster> {
@@ -143,7 +133,7 @@ fn build(table: Table) -> Arc<FakeCluster> {
             fake.label_node(name, SELECTED.0, SELECTED.1).unwrap();
         }
         let mut host = fake.host(name).unwrap();
-        host.timing = host_timing();
+        host.timing = quick_host_timing();
         if table == Table::LongRoll && name == "z-1" {
             host = host.with_fault(Fault::BootsOldVersion);
         }

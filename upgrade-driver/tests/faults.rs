@@ -65,7 +65,6 @@ use nodejob_conformance::soak::{Summary, conclude, run_seed, run_seeds, seeds};
 use nodejob_conformance::workloads::{budget, deployment};
 use nodejob_core::{ApiError, Change, Clock, NodeApi};
 use nodejob_fake::schedule::Draw;
-use nodejob_fake::stratum::StratumTiming;
 use nodejob_fake::{Config, FakeCluster, Timing, Verb, Verbs};
 use support::*;
 use upgrade_driver::records::{self, IN_PROGRESS};
@@ -228,17 +227,6 @@ impl Schedule {
     }
 }
 
-/// A host's timing when its reboot is not drawn slow: quicker than the model's default (20 s to
-/// upgrade, 30 s to reboot), to keep the seeds cheap; what a fault does is the same.
-fn host_timing() -> StratumTiming {
-    StratumTiming {
-        upgrade_time: Duration::from_secs(10),
-        reboot_delay: Duration::from_secs(2),
-        reboot_time: Duration::from_secs(15),
-        ..StratumTiming::default()
-    }
-}
-
 /// The names of the cluster's nodes, as [`build`] makes them.
 fn node_names(zones: &[(&str, usize)]) -> Vec<String> {
     let control = (0..3).map(|i| format!("cp-{i}"));
@@ -278,7 +266,7 @@ fn build(seed: u64, schedule: &Schedule) -> Result<(Arc<FakeCluster>, Vec<String
         .map_err(err)?;
     for name in &names {
         let mut host = fake.host(name).ok_or(format!("no host model on {name}"))?;
-        host.timing = host_timing();
+        host.timing = quick_host_timing();
         if let Some((_, slow)) = schedule.slow_reboots.iter().find(|(n, _)| n == name) {
             host.timing.reboot_time = *slow;
         }

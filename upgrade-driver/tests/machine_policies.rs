@@ -701,16 +701,7 @@ fn a_failed_host_upgrade_is_rolled_back_step_by_step_each_recorded_first() {
 
 #[test]
 fn a_rollback_that_comes_back_at_another_version_fails_at_rollback() {
-    let (mut m, _) = launched(&rolling_back());
-    let report = nodejob_core::runner::Report {
-        uid: "j".into(),
-        exit_code: 1,
-        log: None,
-    };
-    m.step(Obs::Host(Ok(report)));
-    m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
-    m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
-    m.step(Obs::Drained(Ok(nodejob_core::drain::Drained::default())));
+    let mut m = rollback_drained();
     preflighted(&mut m, node("v1.37.2", "boot-1", true, &[ours(true)]));
     let ok = nodejob_core::runner::Report {
         uid: "r".into(),
@@ -741,16 +732,7 @@ fn a_rollback_that_comes_back_at_another_version_fails_at_rollback() {
 #[test]
 fn a_rollback_job_lost_to_a_reboot_is_judged_by_the_version_the_node_comes_back_at() {
     let to_the_rollback_job = || {
-        let (mut m, _) = launched(&rolling_back());
-        let report = nodejob_core::runner::Report {
-            uid: "j".into(),
-            exit_code: 1,
-            log: None,
-        };
-        m.step(Obs::Host(Ok(report)));
-        m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
-        m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
-        m.step(Obs::Drained(Ok(nodejob_core::drain::Drained::default())));
+        let mut m = rollback_drained();
         preflighted(&mut m, node("v1.37.2", "boot-1", true, &[ours(true)]));
         let lost = "pod rollback-n1-x of job kube-system/rollback-n1 on node n1 was running \
                     when its node rebooted";
@@ -921,16 +903,7 @@ fn our_taint() -> Taint {
 #[test]
 fn the_rollback_job_waits_for_a_fresh_read_of_a_fenced_node() {
     let to_the_rollback_launch = || {
-        let (mut m, _) = launched(&rolling_back());
-        let report = nodejob_core::runner::Report {
-            uid: "j".into(),
-            exit_code: 1,
-            log: None,
-        };
-        m.step(Obs::Host(Ok(report)));
-        m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
-        m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
-        m.step(Obs::Drained(Ok(nodejob_core::drain::Drained::default())));
+        let mut m = rollback_drained();
         let step = m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
         assert_eq!(step.intent, Intent::Preflight, "{step:?}");
         m
@@ -966,4 +939,20 @@ fn preflighted(m: &mut NodeMachine, node: Box<Node>) -> upgrade_driver::Step {
         node: Some(node),
         pods: Vec::new(),
     })
+}
+
+/// A machine under the rollback policy whose host upgrade exited 1, the rollback decided,
+/// recorded and drained: its launch write is next.
+fn rollback_drained() -> NodeMachine {
+    let (mut m, _) = launched(&rolling_back());
+    let report = nodejob_core::runner::Report {
+        uid: "j".into(),
+        exit_code: 1,
+        log: None,
+    };
+    m.step(Obs::Host(Ok(report)));
+    m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
+    m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
+    m.step(Obs::Drained(Ok(nodejob_core::drain::Drained::default())));
+    m
 }

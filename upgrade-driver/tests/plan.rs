@@ -246,6 +246,18 @@ fn the_default_identity_is_unique_to_the_process() {
 /// The Lease verbs: none of them may be called by a run refused before the Lease.
 const LEASE_VERBS: [Verb; 3] = [Verb::GetLease, Verb::CreateLease, Verb::ReplaceLease];
 
+/// Refused before the Lease: nothing read of it, nothing written.
+fn nothing_read_of_the_lease_nor_written(fake: &nodejob_fake::FakeCluster) {
+    for verb in LEASE_VERBS.into_iter().chain([
+        Verb::CreateJob,
+        Verb::PatchNode,
+        Verb::EvictPod,
+        Verb::CreateEvent,
+    ]) {
+        assert_eq!(fake.count(verb), 0, "{verb:?}");
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_selector_matching_no_node_is_an_error_before_the_lease() -> TestResult {
     let (fake, _) = cluster(1, 1, &[("a", 2)], 0);
@@ -418,14 +430,7 @@ async fn a_target_older_than_a_node_is_refused_before_any_write_unless_allowed()
         assert_eq!(previewed.to_string(), refused.to_string());
     }
     // Refused before the Lease: nothing read of it, nothing written.
-    for verb in LEASE_VERBS.into_iter().chain([
-        Verb::CreateJob,
-        Verb::PatchNode,
-        Verb::EvictPod,
-        Verb::CreateEvent,
-    ]) {
-        assert_eq!(fake.count(verb), 0, "{verb:?}");
-    }
+    nothing_read_of_the_lease_nor_written(&fake);
     // The same version, a later patch (compared as numbers), or a downgrade asked for.
     for (target, downgrade) in [
         ("v1.37.2", Downgrade::Refuse),
@@ -594,14 +599,7 @@ async fn nodes_that_report_no_version_or_one_beside_the_target_are_refused_befor
         let previewed = preview(&*fake, &plan).await.expect_err("refused");
         assert_eq!(previewed.to_string(), refused.to_string());
     }
-    for verb in LEASE_VERBS.into_iter().chain([
-        Verb::CreateJob,
-        Verb::PatchNode,
-        Verb::EvictPod,
-        Verb::CreateEvent,
-    ]) {
-        assert_eq!(fake.count(verb), 0, "{verb:?}");
-    }
+    nothing_read_of_the_lease_nor_written(&fake);
     // Every node labelled with a version: previewed.
     for node in ["cp-0", "a-0"] {
         fake.label_node(node, "example.com/os", "v2.0.5")?;

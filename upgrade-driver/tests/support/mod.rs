@@ -327,3 +327,14 @@ pub fn evictable_on(fake: &FakeCluster, node: &str) -> Vec<String> {
         })
         .collect()
 }
+
+/// A host's timing quicker than the model's defaults (20 s to upgrade, 30 s to reboot), to keep
+/// the soaks' runs cheap; what a fault does is the same.
+pub fn quick_host_timing() -> nodejob_fake::stratum::StratumTiming {
+    nodejob_fake::stratum::StratumTiming {
+        upgrade_time: Duration::from_secs(10),
+        reboot_delay: Duration::from_secs(2),
+        reboot_time: Duration::from_secs(15),
+        ..Default::default()
+    }
+}
