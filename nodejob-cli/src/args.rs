@@ -258,7 +258,10 @@ pub(crate) struct SimulateHistory {
 
 #[derive(Debug, Args)]
 pub(crate) struct Upgrade {
-    /// The version to move the nodes to, e.g. v1.38.0.
+    /// The version to move the nodes to, e.g. v1.38.0: with --version-from kubelet (the
+    /// default) a Kubernetes version vMAJOR.MINOR.PATCH[-pre]. A target the selected nodes'
+    /// versions cannot be ordered against, or a node reporting none, is refused before any
+    /// write (exit 2), naming the nodes.
     #[arg(long)]
     pub(crate) to: String,
     /// Only nodes matching this label selector.

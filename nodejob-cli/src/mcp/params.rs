@@ -87,7 +87,10 @@ pub(crate) enum CountOrPercent {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct UpgradeArgs {
-    /// The version to move the nodes to, e.g. `v1.38.0`.
+    /// The version to move the nodes to, e.g. `v1.38.0`: with `version_from` `kubelet` (the
+    /// default) a Kubernetes version `vMAJOR.MINOR.PATCH[-pre]`; a target the selected nodes'
+    /// versions cannot be ordered against, or a node reporting none, is refused before any
+    /// write, naming the nodes.
     pub(crate) to: String,
     /// Only nodes matching this label selector, e.g. `node-role.kubernetes.io/worker`.
     #[serde(default)]
