@@ -26,9 +26,10 @@ use crate::machine::{
     DrainFailed, Intent, Mark, NodeMachine, NodeResult, Observation, UpgradeStep,
 };
 use crate::order::groups;
-use crate::plan::{Downgrade, Plan, embedded_version, order_versions, version_numbers};
+use crate::plan::{Downgrade, Plan, version_numbers};
 use crate::progress::{NodeReport, Progress, ProgressSink, Report, UpgradeEvent};
 use crate::records::{self, IN_PROGRESS, InProgress, boot_id, version};
+use crate::records::{embedded_version, order_versions};
 use crate::{Error, PlanError, Stop};
 use nodejob_roll::Fenced;
 

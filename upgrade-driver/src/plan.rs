@@ -257,42 +257,6 @@ pub(crate) fn version_numbers(version: &str) -> Option<(u64, u64, u64)> {
     parts.next().is_none().then_some(numbers)
 }
 
-/// How a version `reported` by a node stands against `target`, `None` when the two cannot be
-/// ordered: the same (a leading `v` optional), both `vMAJOR.MINOR.PATCH` (a suffix not
-/// compared), or the same words around one version number each, as a release is often named
-/// (`stratum-2.1.0` before `stratum-2.2.0`, `Ubuntu 24.04.3 LTS` before `Ubuntu 24.04.4 LTS`;
-/// `Ubuntu 24.04.3 LTS` and `Debian 13.1` cannot be ordered).
-pub(crate) fn order_versions(reported: &str, target: &str) -> Option<std::cmp::Ordering> {
-    if crate::records::same_version(reported, target) {
-        return Some(std::cmp::Ordering::Equal);
-    }
-    if let (Some(a), Some(b)) = (version_numbers(reported), version_numbers(target)) {
-        return Some(a.cmp(&b));
-    }
-    let (before_a, a, after_a) = embedded_version(reported)?;
-    let (before_b, b, after_b) = embedded_version(target)?;
-    (before_a == before_b && after_a == after_b).then(|| a.cmp(&b))
-}
-
-/// The first version number in `text` (digits and dots, at least one dot, 2 to 4 numbers), with
-/// the words before and after it.
-pub(crate) fn embedded_version(text: &str) -> Option<(&str, Vec<u64>, &str)> {
-    let start = text.find(|c: char| c.is_ascii_digit())?;
-    let len = text[start..]
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len() - start);
-    let token = text[start..start + len].trim_end_matches('.');
-    let numbers: Vec<u64> = token
-        .split('.')
-        .map(str::parse)
-        .collect::<Result<_, _>>()
-        .ok()?;
-    (2..=4).contains(&numbers.len()).then(|| {
-        let before = text[..start].strip_suffix('v').unwrap_or(&text[..start]);
-        (before, numbers, &text[start + token.len()..])
-    })
-}
-
 /// Serialises a field whose type, of another crate, is not `Serialize`, as its derived `Debug`
 /// text, which shows every field.
 fn debug_form<T: std::fmt::Debug, S: serde::Serializer>(
@@ -665,39 +629,4 @@ pub enum Skew {
     Enforce,
     /// Allowed: asked for. The run and the preview say every breach.
     Allow,
-}
-
-#[cfg(test)]
-mod tests {
-    use std::cmp::Ordering::{Equal, Greater, Less};
-
-    use super::order_versions;
-
-    #[test]
-    fn versions_are_ordered_as_numbers_or_as_the_same_words_around_one() {
-        let table = [
-            ("v1.37.2", "v1.38.0", Some(Less)),
-            ("1.38.0", "v1.38.0", Some(Equal)),
-            ("v1.38.0+k3s1", "v1.38.0", Some(Equal)),
-            ("v1.37.10", "v1.37.9", Some(Greater)),
-            ("Ubuntu 24.04.3 LTS", "Ubuntu 24.04.4 LTS", Some(Less)),
-            ("Ubuntu 24.04.3 LTS", "Ubuntu 24.04.3 LTS", Some(Equal)),
-            ("Ubuntu 24.10 LTS", "Ubuntu 24.04.4 LTS", Some(Greater)),
-            ("Flatcar v4230.2.1", "Flatcar v4230.2.3", Some(Less)),
-            // Not the same words, or no version among them: not to be ordered.
-            ("Ubuntu 24.04.3 LTS", "24.04.4", None),
-            ("Ubuntu 24.04.3 LTS", "Debian 13.1", None),
-            ("Ubuntu 24.04.3 LTS", "noble", None),
-            ("banana", "v1.38.0", None),
-            // A release without its patch number comes before one with it.
-            ("v1.38", "v1.38.0", Some(Less)),
-        ];
-        for (reported, target, expected) in table {
-            assert_eq!(
-                order_versions(reported, target),
-                expected,
-                "{reported} against {target}"
-            );
-        }
-    }
 }

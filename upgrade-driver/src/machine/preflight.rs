@@ -13,9 +13,9 @@ use k8s_openapi::api::core::v1::Node;
 use super::{Intent, Mark, NodeMachine, NodeResult, Step, UpgradeStep};
 use std::cmp::Ordering;
 
-use crate::plan::{Downgrade, order_versions};
+use crate::plan::Downgrade;
 use crate::records::{
-    self, IN_PROGRESS, InProgress, boot_id, same_version, unschedulable, version,
+    self, IN_PROGRESS, InProgress, boot_id, order_versions, same_version, unschedulable, version,
 };
 
 impl NodeMachine {
