@@ -387,10 +387,10 @@ where
     }
 
     /// After `name` waited on the pause switch, before `step` starts on it: the node read
-    /// again is still the one the run began with (UID `uid`). One deleted or replaced while
-    /// the rolls were paused leaves the roll skipped, `step` not started (nothing of this run
-    /// is on a node that is gone, nor on one of the same name that never was ours); one that
-    /// cannot be read fails at `step`.
+    /// again is still the one the run began with (UID `uid`), and still selected unless ours.
+    /// One deleted or replaced while the rolls were paused, or relabelled out of the
+    /// selection before anything of ours was on it, leaves the roll skipped, `step` not
+    /// started; one that cannot be read fails at `step`.
     async fn still_there(
         &self,
         name: &str,
@@ -398,6 +398,18 @@ where
         uid: &str,
     ) -> Result<(), NodeResult> {
         let why = match get_node(self.api, name).await {
+            // Relabelled out of the selection before anything of ours was on it: not ours to
+            // start (one we hold is carried on whatever its labels, as at admission).
+            Ok(node)
+                if node.metadata.uid.as_deref().unwrap_or_default() == uid
+                    && !self.selection.selects(&node)
+                    && !records::in_flight(&node) =>
+            {
+                format!(
+                    "no longer selected (relabelled while the rolls were paused): {step} was not \
+                     started on it"
+                )
+            }
             Ok(node) if node.metadata.uid.as_deref().unwrap_or_default() == uid => return Ok(()),
             Ok(node) => format!(
                 "replaced by another node of the same name while the rolls were paused (uid {}, \

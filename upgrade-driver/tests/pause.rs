@@ -290,10 +290,51 @@ async fn a_node_deleted_while_the_rolls_are_paused_is_skipped_not_failed() {
     assert_eq!(result("z-1"), NodeResult::Upgraded);
 }
 
+/// A node relabelled out of the plan's selection while the rolls are paused, before anything
+/// of ours is on it, is not started once they resume: skipped, as a node relabelled before its
+/// turn is; the others roll on.
+#[tokio::test(start_paused = true)]
+async fn a_node_relabelled_out_while_the_rolls_are_paused_is_not_started() {
+    let (fake, _) = cluster(1, 0, &[("z", 3)], 2);
+    for node in ["z-0", "z-1"] {
+        fake.label_node(node, "upgrade", "yes").unwrap();
+    }
+    fake.sleep(Duration::from_secs(30)).await;
+    set_pause(&*fake, NS, LEASE, Some(&pause())).await.unwrap();
+    {
+        let fake = fake.clone();
+        tokio::spawn(async move {
+            fake.sleep(Duration::from_secs(600)).await;
+            fake.unlabel_node("z-0", "upgrade").unwrap();
+            fake.sleep(Duration::from_secs(600)).await;
+            set_pause(&*fake, NS, LEASE, None).await.unwrap();
+        });
+    }
+    let mut spec = plan_spec();
+    spec.selector = Some("upgrade=yes".into());
+    let api = writes(&fake);
+    let report = run(&api, &plan(spec), upgrade_driver::quiet())
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
+    let z0 = report.nodes.iter().find(|n| n.name == "z-0").unwrap();
+    let Some(NodeResult::Skipped { why }) = &z0.result else {
+        panic!("{report:#?}")
+    };
+    assert!(why.contains("no longer selected"), "{why}");
+    let touched: Vec<_> = (api.made.lock().unwrap().iter())
+        .filter(|(_, _, name)| name.contains("z-0"))
+        .cloned()
+        .collect();
+    assert!(
+        touched.is_empty(),
+        "z-0 written though relabelled out: {touched:?}"
+    );
+}
+
 /// Rolls z-0 then z-1 (two replicas on the three workers, behind a budget), paused as z-0's
-/// `step` starts and resumed 300 s later, `while_paused`
-/// done to the cluster as z-0 says it waits on the pause: the report, the progress with its times, and the
-/// writes with theirs.
+/// `step` starts and resumed 300 s later, `while_paused` done to the cluster as z-0 says it
+/// waits on the pause: the report, the progress with its times, and the writes with theirs.
 async fn paused_at_z0(
     step: UpgradeStep,
     while_paused: Option<fn(&FakeCluster)>,
