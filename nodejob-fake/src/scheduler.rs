@@ -27,7 +27,8 @@
 //! does not tolerate them (`TaintToleration`; the message counts them as `node(s) had
 //! untolerated taint(s)`).
 //!
-//! Not modelled: resources, affinity other than `nodeSelector`, topology spread constraints, preemption, scheduler names, the `FailedScheduling` Events.
+//! Not modelled: resources, affinity other than `nodeSelector`, topology spread constraints,
+//! preemption, scheduler names, the `FailedScheduling` Events.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -75,19 +76,19 @@ pub(crate) fn untolerated<'n>(node: &'n Node, spec: &PodSpec) -> Option<&'n Tain
 /// Why a node does not fit a pod.
 fn misfit(node: &Node, spec: &PodSpec) -> Option<&'static str> {
     let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
-    let tolerates = |key: &str| {
-        (spec.tolerations.iter().flatten()).any(|t| {
-            let key_matches = t.key.as_deref() == Some(key)
-                || (t.key.as_deref().unwrap_or_default().is_empty()
-                    && t.operator.as_deref() == Some("Exists"));
-            let effect = t.effect.as_deref().unwrap_or_default();
-            key_matches && (effect.is_empty() || effect == "NoSchedule")
-        })
+    // The taints a cordon and NotReady stand for, judged by the one toleration rule.
+    let tolerates_taint = |key: &str| {
+        let taint = Taint {
+            key: key.to_string(),
+            effect: "NoSchedule".to_string(),
+            ..Taint::default()
+        };
+        (spec.tolerations.iter().flatten()).any(|t| tolerates(t, &taint))
     };
-    if cordoned && !tolerates(UNSCHEDULABLE_TAINT) {
+    if cordoned && !tolerates_taint(UNSCHEDULABLE_TAINT) {
         return Some("node(s) were unschedulable");
     }
-    if !node_is_ready(node) && !tolerates("node.kubernetes.io/not-ready") {
+    if !node_is_ready(node) && !tolerates_taint("node.kubernetes.io/not-ready") {
         return Some("node(s) had untolerated taint {node.kubernetes.io/not-ready: }");
     }
     if untolerated(node, spec).is_some() {
