@@ -52,7 +52,7 @@ pub use fenced::Fenced;
 pub use limits::{Limits, Paused, Slept, paused_out};
 pub use ops::{OpError, WRITE_ROUNDS, delete_job, patch_node, write_node_event};
 pub use order::{Group, Order, ZONE_LABEL, batches};
-pub use pause::{Gate, Passed, Waiting, pause_before, wait_unpaused};
+pub use pause::{Gate, Passed, ReadAgain, Waiting, pause_before, read_again, wait_unpaused};
 pub use placement::{
     CONTROL_PLANE_LABEL, DEFAULT_LEASE_NAME, DEFAULT_NAMESPACE, MAX_LEASE_DURATION,
     MIN_LEASE_DURATION, NSENTER, Placement, PlanError, identity, is_control_plane,

@@ -4,14 +4,17 @@
 //! stands (the step before it finished), the Lease read again every [`PAUSE_POLL`] (and kept
 //! renewed by that read), until the switch is lifted, a stop is asked, the Lease is lost, or
 //! the run's pause deadline ([`crate::Limits::pause_deadline`]) passes: the run then ends with
-//! an outcome of its own ([`crate::Outcome::Paused`]).
+//! an outcome of its own ([`crate::Outcome::Paused`]). A node that waited is read again before
+//! its step starts ([`read_again`]).
 
 use std::time::Duration;
 
 use futures::future::{Either, select};
-use nodejob_core::LeaseApi;
+use k8s_openapi::api::core::v1::Node;
 use nodejob_core::pause::Pause;
+use nodejob_core::{ApiError, LeaseApi, NodeApi};
 
+use crate::call::retry;
 use crate::fence::Fence;
 use crate::limits::Limits;
 
@@ -133,5 +136,40 @@ pub async fn pause_before<A: LeaseApi + ?Sized>(
         Gate::Deadline(p) => Err(crate::limits::paused_out(&p, limits.pause_deadline)),
         Gate::Stopped(p) => Err(format!("stopped on request while {p}")),
         Gate::Lost(why) => Err(format!("the Lease was lost: {why}")),
+    }
+}
+
+/// The node a step was decided for, read again after the node waited ([`Passed::Resumed`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ReadAgain {
+    /// Still the node of the UID the run first read, as it is now.
+    Same(Box<Node>),
+    /// Another node of the same name (created after a delete): its UID.
+    Replaced {
+        /// The UID of the node there now.
+        now: Option<String>,
+    },
+    /// Deleted.
+    Deleted,
+}
+
+/// Reads node `name` again (transient errors retried) after a wait, and says whether it is
+/// still the node of UID `uid` the step was decided for. Both drivers' executors ask it
+/// before a step that waited starts: a node deleted or replaced meanwhile does not start it.
+///
+/// # Errors
+/// The read failed otherwise than with NotFound.
+pub async fn read_again<A: NodeApi + ?Sized>(
+    api: &A,
+    name: &str,
+    uid: Option<&str>,
+) -> Result<ReadAgain, ApiError> {
+    match retry(api, || api.get_node(name)).await {
+        Ok(node) if node.metadata.uid.as_deref() == uid => Ok(ReadAgain::Same(Box::new(node))),
+        Ok(node) => Ok(ReadAgain::Replaced {
+            now: node.metadata.uid,
+        }),
+        Err(e) if e.is_not_found() => Ok(ReadAgain::Deleted),
+        Err(e) => Err(e),
     }
 }

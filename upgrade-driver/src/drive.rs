@@ -18,7 +18,9 @@ use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{ApiError, EventType, JobApi, LeaseApi, NodeApi, PodApi, ready, run_exit_code};
 use nodejob_roll::Conditions;
 pub(crate) use nodejob_roll::retry;
-use nodejob_roll::{Context, End, Fleet, Group, Ledger, MaxUnavailable, Nothing, Passed, Tally};
+use nodejob_roll::{
+    Context, End, Fleet, Group, Ledger, MaxUnavailable, Nothing, Passed, ReadAgain, Tally,
+};
 use nodejob_roll::{Cursor, NodeView, Selecting, Selection, select_from};
 use nodejob_roll::{DriverEvent, NoteSink, OpError, Outcome, delete_job, millis, patch_node};
 
@@ -73,8 +75,8 @@ pub(crate) async fn select_nodes<A: NodeApi + ?Sized>(
 
 /// Refuses, before any write, a plan that cannot judge its nodes by version: a selected node
 /// that reports no version where the plan reads it, or one that cannot be ordered against the
-/// target (both must read as `vMAJOR.MINOR.PATCH`, or be the target itself), and one whose
-/// version is newer than the target, unless the plan allows a downgrade. Names each such node
+/// target ([`order_versions`]), and one whose version is newer than the target, unless the
+/// plan allows a downgrade. Names each such node
 /// and what it reports: an upgrade that cannot tell where a node stands would drain, upgrade
 /// and reboot it, then blame the upgrade.
 pub(crate) fn refuse_versions(plan: &Plan, nodes: &[Node]) -> Result<(), Error> {
@@ -84,7 +86,7 @@ pub(crate) fn refuse_versions(plan: &Plan, nodes: &[Node]) -> Result<(), Error> 
     for node in nodes {
         match version(node, &spec.version_source) {
             None => silent.push(records::name(node).to_string()),
-            Some(v) if !comparable(v, target) => {
+            Some(v) if order_versions(v, target).is_none() => {
                 unordered.push(format!("{} at {v:?}", records::name(node)));
             }
             Some(_) => {}
@@ -138,11 +140,6 @@ pub(crate) fn refuse_versions(plan: &Plan, nodes: &[Node]) -> Result<(), Error> 
             ),
         ))),
     }
-}
-
-/// Whether `reported` can be ordered against `target` ([`order_versions`]).
-pub(crate) fn comparable(reported: &str, target: &str) -> bool {
-    order_versions(reported, target).is_some()
 }
 
 /// `node at VERSION` when `node` runs a version newer than the plan's target and the plan does
@@ -395,29 +392,27 @@ where
         &self,
         name: &str,
         step: UpgradeStep,
-        uid: &str,
+        uid: Option<&str>,
     ) -> Result<(), NodeResult> {
-        let why = match get_node(self.api, name).await {
+        let why = match nodejob_roll::read_again(self.api, name, uid).await {
             // Relabelled out of the selection before anything of ours was on it: not ours to
             // start (one we hold is carried on whatever its labels, as at admission).
-            Ok(node)
-                if node.metadata.uid.as_deref().unwrap_or_default() == uid
-                    && !self.selection.selects(&node)
-                    && !records::in_flight(&node) =>
+            Ok(ReadAgain::Same(node))
+                if !self.selection.selects(&node) && !records::in_flight(&node) =>
             {
                 format!(
                     "no longer selected (relabelled while the rolls were paused): {step} was not \
                      started on it"
                 )
             }
-            Ok(node) if node.metadata.uid.as_deref().unwrap_or_default() == uid => return Ok(()),
-            Ok(node) => format!(
+            Ok(ReadAgain::Same(_)) => return Ok(()),
+            Ok(ReadAgain::Replaced { now }) => format!(
                 "replaced by another node of the same name while the rolls were paused (uid {}, \
                  now {}): {step} was not started on it; a rerun rolls the new node",
-                uid,
-                node.metadata.uid.as_deref().unwrap_or("none")
+                uid.unwrap_or("none"),
+                now.as_deref().unwrap_or("none")
             ),
-            Err(e) if e.is_not_found() => format!(
+            Ok(ReadAgain::Deleted) => format!(
                 "deleted from the cluster while the rolls were paused: {step} was not started \
                  on it"
             ),
@@ -458,7 +453,7 @@ where
         let epoch = self.ctx.fence.epoch();
         let mut machine = NodeMachine::new(self.plan, epoch);
         let first_seen = first.clone();
-        let uid = first.metadata.uid.clone().unwrap_or_default();
+        let uid = first.metadata.uid.clone();
         machine.set_now(api.wall_time().to_string());
         let mut step = machine.start(Box::new(first));
         let mut last: Option<Node> = None;
@@ -517,7 +512,7 @@ where
                 let passed = match self.paused_before(name, s).await {
                     Ok(Passed::Unpaused) => Ok(()),
                     // The step was decided on what was read before the wait.
-                    Ok(Passed::Resumed) => self.still_there(name, s, &uid).await,
+                    Ok(Passed::Resumed) => self.still_there(name, s, uid.as_deref()).await,
                     Err(why) => Err(NodeResult::Interrupted { step: s, why }),
                 };
                 if let Err(result) = passed {

@@ -1089,24 +1089,15 @@ impl NodeMachine {
     /// The node changed between the drain and the host Job (a Conflict at Launch): drain it
     /// again (cordoned again first if someone uncordoned it), at most [`DRAIN_ROUNDS`] times.
     fn changed(&mut self, node: Box<Node>) -> Step {
-        self.redrains += 1;
-        if self.redrains > DRAIN_ROUNDS {
-            let why = if unschedulable(&node) {
-                "it kept changing".to_string()
-            } else {
-                format!("it kept being uncordoned{}", uncordoned_by(&node))
-            };
-            self.node = Some(node);
-            return self.fail(
-                UpgradeStep::Drain,
-                format!(
-                    "{why} between the drain and the host job ({DRAIN_ROUNDS} drains again); \
-                     the host upgrade was not started"
-                ),
-                None,
-                None,
-            );
-        }
+        let kept = if unschedulable(&node) {
+            "it kept changing".to_string()
+        } else {
+            format!("it kept being uncordoned{}", uncordoned_by(&node))
+        };
+        let node = match self.drain_round(node, kept) {
+            Ok(node) => node,
+            Err(failed) => return failed,
+        };
         if !unschedulable(&node) {
             let marks = vec![Mark::Note(format!(
                 "it was uncordoned{} after the drain: cordoning it again and draining it again \
@@ -1127,23 +1118,34 @@ impl NodeMachine {
     /// The node, still cordoned, is not as drained right before the host Job (`why`): drain it
     /// again, at most [`DRAIN_ROUNDS`] times, as [`NodeMachine::changed`] does.
     fn redrain(&mut self, node: Box<Node>, why: String) -> Step {
-        self.redrains += 1;
+        let node = match self.drain_round(node, format!("{why}, again and again")) {
+            Ok(node) => node,
+            Err(failed) => return failed,
+        };
         self.node = Some(node);
-        if self.redrains > DRAIN_ROUNDS {
-            return self.fail(
-                UpgradeStep::Drain,
-                format!(
-                    "{why}, again and again between the drain and the host job ({DRAIN_ROUNDS} \
-                     drains again); the host upgrade was not started"
-                ),
-                None,
-                None,
-            );
-        }
         let marks = vec![Mark::Note(format!(
             "{why}: draining it again before the host job"
         ))];
         self.drain(marks)
+    }
+
+    /// One more drain before the host Job: `node` back while [`DRAIN_ROUNDS`] allow it, else
+    /// the node failed at Drain, `kept` saying what kept happening.
+    fn drain_round(&mut self, node: Box<Node>, kept: String) -> Result<Box<Node>, Step> {
+        self.redrains += 1;
+        if self.redrains <= DRAIN_ROUNDS {
+            return Ok(node);
+        }
+        self.node = Some(node);
+        Err(self.fail(
+            UpgradeStep::Drain,
+            format!(
+                "{kept} between the drain and the host job ({DRAIN_ROUNDS} drains again); the \
+                 host upgrade was not started"
+            ),
+            None,
+            None,
+        ))
     }
 
     /// Cordons `node` again (we cordoned it now, so we uncordon it at the end), then drains it.

@@ -243,7 +243,8 @@ pub(crate) fn version_numbers(version: &str) -> Option<(u64, u64, u64)> {
     let v = version.strip_prefix('v').unwrap_or(version);
     let end = v.find(['-', '+']).unwrap_or(v.len());
     let (core, suffix) = v.split_at(end);
-    if !suffix.is_empty() && suffix.len() == 1 {
+    // A lone `-` or `+` is no suffix.
+    if suffix.len() == 1 {
         return None;
     }
     let mut parts = core.split('.');

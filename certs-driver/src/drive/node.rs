@@ -13,7 +13,7 @@ use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{
     EventType, JobApi, LeaseApi, NodeApi, ready, run_exit_code, run_exit_code_logs,
 };
-use nodejob_roll::{NoteSink, Passed, delete_job, millis, patch_node, retry};
+use nodejob_roll::{NoteSink, Passed, ReadAgain, delete_job, millis, patch_node, retry};
 
 use super::Rotation;
 use crate::cluster::{delete_exactly, job_of};
@@ -203,20 +203,20 @@ where
     async fn still_there(&self, name: &str, step: CaStep) -> Result<(), NodeResult> {
         let first = self.uids.get(name).cloned().flatten();
         let sub = step.subcommand();
-        let why = match retry(self.api, || self.api.get_node(name)).await {
-            Ok(node) if node.metadata.uid == first => {
-                self.saw([node]);
+        let why = match nodejob_roll::read_again(self.api, name, first.as_deref()).await {
+            Ok(ReadAgain::Same(node)) => {
+                self.saw([*node]);
                 return Ok(());
             }
-            Ok(node) => format!(
+            Ok(ReadAgain::Replaced { now }) => format!(
                 "node {name} was replaced while the rolls were paused, before {step} (uid {} \
                  now, {} when the run read it): `carotate {sub}` was not started on it (no job \
                  was created for it); a rerun takes the new node through the rotation from \
                  what it reports",
-                node.metadata.uid.as_deref().unwrap_or("none"),
+                now.as_deref().unwrap_or("none"),
                 first.as_deref().unwrap_or("none"),
             ),
-            Err(e) if e.is_not_found() => format!(
+            Ok(ReadAgain::Deleted) => format!(
                 "node {name} was deleted from the cluster while the rolls were paused, before \
                  {step}: `carotate {sub}` was not started on it (no job was created for it); a \
                  rerun selects the plan's nodes again"

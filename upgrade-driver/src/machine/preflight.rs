@@ -1,18 +1,19 @@
 //! Right before the host Job: the node and its Pods read again ([`Intent::Preflight`]), after
 //! the pause gate and every other wait, and the host Job's preconditions judged on that read
 //! alone. The host Job is created only on the node the run began with (same UID), cordoned
-//! and fenced by our taint, carrying our launch record of the boot it is on now, with no Pod a drain would evict, and
-//! reporting a version below the target (or at an older one the plan may go back from).
-//! Whatever fails says why: a node gone or replaced leaves the roll untouched further; one
-//! uncordoned, untainted, rebooted or given Pods is cordoned and drained again (the taint put
-//! back with the launch record); one that reports a
-//! version the target cannot be ordered against, or a newer one, fails without its upgrade.
+//! and fenced by our taint, carrying our launch record of the boot it is on now, with no Pod
+//! a drain would evict, and reporting a version below the target (or above it, where the plan
+//! allows a downgrade). Whatever fails says why: a node gone or replaced leaves the roll
+//! untouched further; one uncordoned, untainted, rebooted or given Pods is cordoned and
+//! drained again (the taint put back with the launch record); one that reports no version,
+//! one the target cannot be ordered against, or a newer one, fails without its upgrade; one
+//! at the target already is finished without it.
+
+use std::cmp::Ordering;
 
 use k8s_openapi::api::core::v1::Node;
 
 use super::{Intent, Mark, NodeMachine, NodeResult, Step, UpgradeStep};
-use std::cmp::Ordering;
-
 use crate::plan::Downgrade;
 use crate::records::{
     self, IN_PROGRESS, InProgress, boot_id, order_versions, same_version, unschedulable, version,
