@@ -91,7 +91,7 @@ async fn the_upgrades_condition_reads_back_as_kubectl_describe_shows_it() -> Res
     let worker = three.names[1].clone();
     let nodes: Api<Node> = Api::all(three.admin.clone());
     let watching = watcher::Config::default().fields(&format!("metadata.name={worker}"));
-    let seen = record(nodes.clone(), watching).await?;
+    let seen = record(nodes, watching).await?;
     // The agent's kubelets go to a release the apiserver is not at: past the skew policy.
     let plan = plan_for("v1.99.0", std::slice::from_ref(&worker), Skew::Allow)?;
     let report = upgrade_driver::run(&*three.backend.api(), &plan, upgrade_driver::quiet())
@@ -102,11 +102,14 @@ async fn the_upgrades_condition_reads_back_as_kubectl_describe_shows_it() -> Res
         "{report:#?}"
     );
     let versions = seen.stop();
+    // The node as read now ends what the watch saw: stopped as the run returned, the watch
+    // may not have delivered the run's last write yet.
+    let (now, described) = nodejob_e2e::described_conditions(&three.admin, &worker).await?;
     // What the node said, change by change (the watch may merge two quick writes into one
     // version, never reorder them).
     let mut said: Vec<(String, String)> = Vec::new();
     let mut since = Vec::new();
-    for node in &versions {
+    for node in versions.iter().chain([&now]) {
         if let Some(c) = condition(node, UPGRADE) {
             let now = (c.status.clone(), c.reason.clone().unwrap_or_default());
             if said.last() != Some(&now) {
@@ -142,7 +145,6 @@ async fn the_upgrades_condition_reads_back_as_kubectl_describe_shows_it() -> Res
         "the transition time moved while the status stayed True: {since:?}"
     );
     // As `kubectl describe node` prints it (and, with a kubectl installed, as it does).
-    let (_, described) = nodejob_e2e::described_conditions(&three.admin, &worker).await?;
     eprintln!("node {worker}:\n{described}");
     let line = |t: &str| {
         described
