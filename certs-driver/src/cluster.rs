@@ -43,8 +43,7 @@ pub(crate) async fn every_node<A: NodeApi + ?Sized>(api: &A) -> Result<Vec<Node>
 
 /// The nodes of `cluster` that are not `planned`, in the rotation's order.
 pub(crate) fn outside(cluster: &[Node], planned: &[String]) -> Vec<String> {
-    Order::of(cluster)
-        .all()
+    Order::names(cluster)
         .into_iter()
         .filter(|n| !planned.contains(n))
         .collect()
@@ -171,7 +170,7 @@ pub(crate) async fn issue_begun<A: JobApi + ?Sized>(
 ) -> Result<Vec<Begun>, Error> {
     let new = plan.fingerprint();
     let mut begun = Vec::new();
-    for node in Order::of(cluster).all() {
+    for node in Order::names(cluster) {
         let job = job_of(api, plan, CaStep::Issue, &node).await?;
         if job.as_ref().is_some_and(|j| !nodejob_core::failed(j)) {
             let job = plan.job_name(CaStep::Issue, &node);
@@ -217,7 +216,7 @@ pub(crate) async fn covers_cluster<A: NodeApi + ?Sized>(
     if !spec.cluster_wide {
         return Ok(());
     }
-    let planned = Order::of(selected).all();
+    let planned = Order::names(selected);
     let left_out = outside(&every_node(api).await?, &planned);
     if left_out.is_empty() {
         return Ok(());

@@ -27,10 +27,8 @@ use nodejob_core::lease::Claim;
 use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{EventType, JobApi, LeaseApi, NodeApi};
 use nodejob_roll::Fenced;
-use nodejob_roll::{
-    DriverEvent, Fence, Outcome, Selecting, Stop, fence_events, millis, retry, write_node_event,
-};
-use nodejob_roll::{End, Engine, FixedWidth, Limits, NodeEnd, Tally};
+use nodejob_roll::{Context, DriverEvent, Outcome, Selecting, Stop, retry};
+use nodejob_roll::{End, FixedWidth, NodeEnd, Tally};
 
 use crate::cluster::{
     STEPS, Shown, covers_cluster, every_node, issue_begun, our_jobs, outside, select,
@@ -85,19 +83,16 @@ pub const OPERATION: &str = "rotate-ca";
 
 /// The whole of one run: what every node future shares.
 struct Rotation<'a, A: ?Sized> {
+    /// The API, the Lease (every write is fenced by it; once lost, nothing more is written),
+    /// what keeps the next batch from starting (a stop, the failure budget, the window), the
+    /// progress, and each node with a host Job (or a read) under way, with its step: what the
+    /// report says of it when the Lease is lost and the run is cut short there.
+    ctx: Context<'a, A, Progress, CaStep>,
     api: &'a A,
     plan: &'a Plan,
-    progress: Arc<dyn ProgressSink>,
-    /// What keeps the next batch from starting: a stop, the failure budget, the window.
-    limits: Limits,
     /// The failures so far, counted toward the budget across the phases.
     tally: Mutex<Tally>,
-    /// The Lease: every write is fenced by it; once lost, nothing more is written.
-    fence: Fence,
     report: Mutex<Report>,
-    /// Each node with a host Job (or a read) under way, and its step: what the report says
-    /// of it when the Lease is lost and the run is cut short there.
-    in_flight: Mutex<BTreeMap<String, CaStep>>,
     /// The names of our host Jobs as listed when the run settled them (`None`: not listed):
     /// a Job of a step not among them is not read before the step.
     ours: Mutex<Option<BTreeSet<String>>>,
@@ -128,12 +123,12 @@ where
     // its nodes before `issue` refused it.
     covers_cluster(api, plan, &select(api, plan).await?).await?;
     let started = api.now();
-    let (order, rotation) = Rotation::start(api, plan, progress, stop).await?;
-    let outcome = match rotation.fence.renewing(api, rotation.forward(&order)).await {
+    let (order, rotation) = Rotation::start(api, plan, progress, stop, started).await?;
+    let outcome = match rotation.ctx.renewing(rotation.forward(&order)).await {
         Ok(outcome) => outcome,
         Err(why) => rotation.lost(&why),
     };
-    Ok(rotation.finish(outcome, started).await)
+    Ok(rotation.finish(outcome).await)
 }
 
 /// Removes the staged new CA from every node, unless `issue` has begun anywhere.
@@ -147,23 +142,19 @@ where
 {
     let started = api.now();
     let stop = Stop::new();
-    let (order, rotation) = Rotation::start(api, plan, progress, &stop).await?;
-    match rotation
-        .fence
-        .renewing(api, rotation.backward(&order))
-        .await
-    {
-        Ok(Ok(outcome)) => Ok(rotation.finish(outcome, started).await),
+    let (order, rotation) = Rotation::start(api, plan, progress, &stop, started).await?;
+    match rotation.ctx.renewing(rotation.backward(&order)).await {
+        Ok(Ok(outcome)) => Ok(rotation.finish(outcome).await),
         Ok(Err(refused)) => {
-            rotation.progress.event(&Progress::Stopping {
+            rotation.ctx.tell(&Progress::Stopping {
                 why: refused.to_string(),
             });
-            let _ = rotation.fence.release(api).await;
+            rotation.ctx.end().await;
             Err(refused)
         }
         Err(why) => {
             let outcome = rotation.lost(&why);
-            Ok(rotation.finish(outcome, started).await)
+            Ok(rotation.finish(outcome).await)
         }
     }
 }
@@ -178,16 +169,17 @@ where
         plan: &'a Plan,
         progress: Arc<dyn ProgressSink>,
         stop: &'a Stop,
+        started: Duration,
     ) -> Result<(Order, Rotation<'a, A>), Error> {
         let nodes = select(api, plan).await?;
-        let order = Order::of(&nodes);
+        let order = Order::of(&nodes, plan.spec().concurrency as usize);
         let spec = plan.spec();
-        let config = spec.placement().lease_config();
         let claim = Claim {
             operation: OPERATION.into(),
             target: plan.fingerprint().to_string(),
         };
-        let fence = Fence::acquire(api, &config, &claim, fence_events(&progress)).await?;
+        let limits = plan.limits(stop);
+        let ctx = Context::begin(api, &spec.placement(), &claim, limits, progress, started).await?;
         let report = Report::new(
             plan.fingerprint().to_string(),
             order
@@ -207,14 +199,11 @@ where
             .filter_map(|n| Some((n.metadata.name.clone()?, n.metadata.uid.clone())))
             .collect();
         let rotation = Rotation {
+            ctx,
             api,
             plan,
-            limits: plan.limits(stop),
             tally: Mutex::new(Tally::default()),
-            progress,
-            fence,
             report: Mutex::new(report),
-            in_flight: Mutex::new(BTreeMap::new()),
             ours: Mutex::new(None),
             seen: Mutex::new(BTreeMap::new()),
             uids,
@@ -225,15 +214,11 @@ where
     }
 
     /// Releases the Lease and closes the report.
-    async fn finish(self, outcome: Outcome, started: Duration) -> Report {
+    async fn finish(self, outcome: Outcome) -> Report {
         self.condition_ends(&outcome).await;
         let mut report = self.report.into_inner().unwrap();
-        let lease = self.fence.release(self.api).await;
-        report.close(
-            outcome,
-            lease,
-            millis(self.api.now().saturating_sub(started)),
-        );
+        let closed = self.ctx.end().await;
+        report.close(outcome, closed.lease, closed.took_ms);
         report
     }
 
@@ -490,20 +475,14 @@ where
         F: Fn(String) -> Fut,
         Fut: std::future::Future<Output = Result<bool, NodeResult>>,
     {
-        let width = self.plan.spec().concurrency as usize;
-        let groups = order.groups(width);
+        let groups = order.groups();
         let acted = AtomicBool::new(false);
         let interrupted: Mutex<Option<String>> = Mutex::new(None);
         let mut tally = *self.tally.lock().unwrap();
         let failed_before = tally.failed;
-        let engine = Engine {
-            api: self.api,
-            fence: &self.fence,
-            limits: &self.limits,
-            progress: self.progress.clone(),
-        };
+        let engine = self.ctx.engine();
         let end = engine
-            .pass(&mut tally, &groups, &mut FixedWidth, |name| {
+            .pass(&mut tally, groups, &mut FixedWidth, |name| {
                 let (acted, interrupted, each) = (&acted, &interrupted, &each);
                 async move {
                     match each(name.clone()).await {
@@ -628,7 +607,8 @@ where
         order: &Order,
         statuses: &[(String, CaStatus)],
     ) -> Result<Vec<(String, Stepped)>, Outcome> {
-        self.progress
+        self.ctx
+            .progress
             .event(&Progress::Driver(CaEvent::PhaseStarted {
                 phase,
                 nodes: self.pending(phase, order, statuses),
@@ -709,11 +689,12 @@ where
             }
         }
         // A verify not asked because the Lease was lost says nothing about its node.
-        if let Some(why) = self.fence.lost() {
+        if let Some(why) = self.ctx.fence.lost() {
             return Err(self.stopping(format!("the Lease was lost: {why}")));
         }
         let checked = check(gate, new, statuses, &answers);
-        self.progress
+        self.ctx
+            .progress
             .event(&Progress::Driver(CaEvent::Gate(checked.clone())));
         self.report.lock().unwrap().own.gates.push(checked.clone());
         if checked.passed() {
@@ -821,13 +802,13 @@ where
     /// The API as the steps write through it: every write refused once the Lease is known
     /// lost, so a step in flight on another node writes nothing more ([`Fenced`]).
     fn writer(&self) -> Fenced<'_, A> {
-        Fenced::new(self.api, &self.fence)
+        Fenced::new(self.api, &self.ctx.fence)
     }
 
     /// A failure of `name`: a Warning Event on it; the result to record.
     async fn fail(&self, name: &str, f: Failure) -> NodeResult {
         // A step cut short by the loss of the Lease (a write of it refused) blames no node.
-        if let Some(why) = self.fence.lost() {
+        if let Some(why) = self.ctx.fence.lost() {
             return NodeResult::Interrupted {
                 step: f.step,
                 why: format!("the Lease was lost: {why}"),
@@ -841,27 +822,17 @@ where
         NodeResult::Failed(f)
     }
 
-    /// Records an Event on the node; failing to is a note, never the node's failure. An Event
-    /// is a write, fenced as every other: the Lease is read right before it, and nothing is
-    /// written once it is lost (taken by another identity since the run last read it, too).
+    /// Records an Event on the node about `step` ([`Context::event`]: fenced by a read of
+    /// the Lease right before it; failing to is a note, never the node's failure).
     async fn event(&self, node: &str, kind: EventType, step: CaStep, message: &str) {
-        if self.fence.check(self.api).await.is_err() {
-            return;
-        }
         let ns = &self.plan.spec().namespace;
-        let reason = step.reason();
-        if let Err(e) =
-            write_node_event(&self.writer(), ns, node, kind, &reason, message, COMPONENT).await
-        {
-            self.note(
-                node,
-                format!("could not record event {reason} on node {node}: {e}"),
-            );
-        }
+        (self.ctx)
+            .event(ns, COMPONENT, node, kind, &step.reason(), message)
+            .await;
     }
 
     fn note(&self, node: &str, message: String) {
-        self.progress.event(&Progress::note(node, message));
+        self.ctx.progress.event(&Progress::note(node, message));
     }
 
     fn finish_node(&self, name: &str, result: NodeResult) {
@@ -877,7 +848,7 @@ where
             n.result = Some(result.clone());
             took_ms = n.took_ms();
         }
-        self.progress.event(&Progress::NodeFinished {
+        self.ctx.progress.event(&Progress::NodeFinished {
             node: name.to_string(),
             result,
             took_ms,
@@ -903,8 +874,7 @@ where
     /// adopts it), not left as if never started.
     fn lost(&self, why: &str) -> Outcome {
         let why = format!("the Lease was lost: {why}");
-        let in_flight = std::mem::take(&mut *self.in_flight.lock().unwrap());
-        for (name, step) in in_flight {
+        for (name, step) in self.ctx.cut_short() {
             let why = why.clone();
             self.finish_node(&name, NodeResult::Interrupted { step, why });
         }
@@ -912,11 +882,12 @@ where
     }
 
     fn stopping(&self, why: String) -> Outcome {
-        self.progress
+        self.ctx
+            .progress
             .event(&Progress::Stopping { why: why.clone() });
-        match self.limits.paused.ended() {
+        match self.ctx.limits.paused.ended() {
             Some(p) => Outcome::Paused {
-                why: nodejob_roll::paused_out(&p, self.limits.pause_deadline),
+                why: nodejob_roll::paused_out(&p, self.ctx.limits.pause_deadline),
             },
             None => Outcome::Stopped { why },
         }
@@ -925,7 +896,8 @@ where
     /// The run stops before the next phase with no node at fault: `why`, and `then` what to
     /// do.
     fn cannot_go_on(&self, why: String, then: &str) -> Outcome {
-        self.progress
+        self.ctx
+            .progress
             .event(&Progress::Stopping { why: why.clone() });
         Outcome::Failed {
             nodes: Vec::new(),
@@ -962,7 +934,8 @@ where
             "stopped before the next phase: {}; each node's report says why",
             named.join(", ")
         );
-        self.progress
+        self.ctx
+            .progress
             .event(&Progress::Stopping { why: why.clone() });
         Outcome::Failed {
             nodes,

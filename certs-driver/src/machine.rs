@@ -244,29 +244,21 @@ pub enum Observation {
     Failed(String),
 }
 
-/// Something for progress, the report and the node's Events.
+/// Something for progress, the report and the node's Events: the engine's marks, with the
+/// rotation's own.
+pub type Mark = nodejob_roll::Mark<CaStep, Own>;
+
+/// The marks only the rotation tells.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Mark {
-    /// A note worth an operator's eye.
-    Note(String),
-    /// A host step begins.
-    Started(CaStep),
-    /// A host step ended well, with a message (a Normal Event on the node).
-    Finished(CaStep, String),
+pub enum Own {
     /// The node needs nothing for this step: why.
     Skipped(CaStep, String),
     /// What the node reports now.
     Reported(CaStatus),
 }
 
-/// What the machine wants next.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Step {
-    /// Progress, in order, before the intent.
-    pub marks: Vec<Mark>,
-    /// The one thing to do.
-    pub intent: Intent,
-}
+/// What the machine wants next: its marks, then the one thing to do.
+pub type Step = nodejob_roll::Turn<CaStep, Own, Intent>;
 
 /// A host step that exited 0, on its way to done.
 #[derive(Clone, Debug, PartialEq)]
@@ -597,7 +589,7 @@ impl<'p> NodeMachine<'p> {
                     && !took
                 {
                     let why = format!("passed already: it reports {}", status.describe());
-                    marks.push(Mark::Skipped(step, why));
+                    marks.push(Mark::Own(Own::Skipped(step, why)));
                 }
                 self.done_with(marks, Ok(Answer::Acted(false)))
             }
@@ -781,7 +773,7 @@ impl<'p> NodeMachine<'p> {
         }
         match ran.status.clone() {
             Some(status) => {
-                let marks = vec![Mark::Reported(status.clone())];
+                let marks = vec![Mark::Own(Own::Reported(status.clone()))];
                 let mark = self.step == CaStep::Issue;
                 self.go(At::Recording(ran), marks, Intent::Record { status, mark })
             }
@@ -943,5 +935,25 @@ fn failure(
         message,
         exit_code,
         log_tail,
+    }
+}
+
+/// The machine as the engine's executor drives it ([`nodejob_roll::Context::drive`]).
+impl nodejob_roll::Machine for NodeMachine<'_> {
+    type Step = CaStep;
+    type Own = Own;
+    type Intent = Intent;
+    type Observation = Observation;
+
+    fn at(&self) -> CaStep {
+        self.current_step()
+    }
+
+    fn in_flight(&self) -> Option<CaStep> {
+        NodeMachine::in_flight(self)
+    }
+
+    fn step(&mut self, obs: Observation) -> Step {
+        NodeMachine::step(self, obs)
     }
 }

@@ -1,52 +1,38 @@
-//! [`Order`]: the rotation's order of nodes, control-plane nodes first. A leaf: the run, the
-//! preview and the reads of the cluster all list nodes in it.
+//! [`Order`]: the rotation's order of nodes, the engine's ([`nodejob_roll::Order::Workers`]):
+//! control-plane nodes one at a time, then the workers `concurrency` at a time, each in name
+//! order. A leaf: the run, the preview and the reads of the cluster all list nodes in it.
 
 use k8s_openapi::api::core::v1::Node;
-use nodejob_roll::{Group, is_control_plane};
+use nodejob_roll::Group;
 
-/// Nodes in the rotation's order: control-plane nodes (one at a time), then workers
-/// (`concurrency` at a time), each in name order.
+/// Nodes in the rotation's order, grouped as a phase rolls them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Order {
-    pub(crate) control: Vec<String>,
-    pub(crate) workers: Vec<String>,
+    groups: Vec<Group>,
 }
 
 impl Order {
-    pub(crate) fn of(nodes: &[Node]) -> Order {
-        let name = |n: &Node| n.metadata.name.clone().unwrap_or_default();
-        let mut control: Vec<String> = nodes
-            .iter()
-            .filter(|n| is_control_plane(n))
-            .map(name)
-            .collect();
-        let mut workers: Vec<String> = nodes
-            .iter()
-            .filter(|n| !is_control_plane(n))
-            .map(name)
-            .collect();
-        control.sort();
-        workers.sort();
-        Order { control, workers }
+    /// `nodes` in order, the workers `width` at a time.
+    pub(crate) fn of(nodes: &[Node], width: usize) -> Order {
+        let nodes: Vec<&Node> = nodes.iter().collect();
+        let groups = nodejob_roll::Order::Workers.groups(&nodes, width, |_| false);
+        Order { groups }
     }
 
+    /// The names of `nodes`, in order.
+    pub(crate) fn names(nodes: &[Node]) -> Vec<String> {
+        Order::of(nodes, 1).all()
+    }
+
+    /// Every node, in order.
     pub(crate) fn all(&self) -> Vec<String> {
-        self.control.iter().chain(&self.workers).cloned().collect()
+        (self.groups.iter())
+            .flat_map(|g| g.nodes.iter().cloned())
+            .collect()
     }
 
-    /// The groups of a phase: each control-plane node alone, then workers `width` at a time.
-    pub(crate) fn groups(&self, width: usize) -> [Group; 2] {
-        [
-            Group {
-                name: "control-plane".into(),
-                width: 1,
-                nodes: self.control.clone(),
-            },
-            Group {
-                name: "workers".into(),
-                width: width.max(1),
-                nodes: self.workers.clone(),
-            },
-        ]
+    /// The groups of a phase: each control-plane node alone, then the workers.
+    pub(crate) fn groups(&self) -> &[Group] {
+        &self.groups
     }
 }

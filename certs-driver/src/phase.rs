@@ -113,3 +113,9 @@ pub fn decide(job: Option<&Job>, passed: bool) -> Decision {
         _ => Decision::Run,
     }
 }
+
+impl nodejob_roll::RollStep for CaStep {
+    fn reason(&self) -> String {
+        CaStep::reason(*self)
+    }
+}

@@ -92,12 +92,12 @@ where
     let now = api.wall_time();
     plan.check_ca_valid_at(now)?;
     let nodes = select(api, plan).await?;
-    let order = Order::of(&nodes);
+    let order = Order::names(&nodes);
     let cluster = every_node(api).await?;
     let mut previews = Vec::new();
     let mut reported = Vec::new();
     let mut unreported = Vec::new();
-    for name in order.all() {
+    for name in &order {
         let Some(node) = nodes
             .iter()
             .find(|n| n.metadata.name.as_deref() == Some(name.as_str()))
@@ -106,13 +106,13 @@ where
         };
         let mut preview = NodePreview {
             name: name.clone(),
-            control_plane: order.control.contains(&name),
+            control_plane: nodejob_roll::is_control_plane(node),
             reported: None,
             at: None,
             unreadable: None,
-            in_flight: in_flight(api, plan, &name).await?,
+            in_flight: in_flight(api, plan, name).await?,
         };
-        match last_reported(node, &name) {
+        match last_reported(node, name) {
             Ok(Some((status, at))) => {
                 reported.push((name.clone(), status.clone()));
                 preview.reported = Some(status);
@@ -181,6 +181,6 @@ where
         issue_begun: (issue_begun(api, plan, &cluster).await?.into_iter())
             .map(|b| (b.node, b.why))
             .collect(),
-        outside_plan: outside(&cluster, &order.all()),
+        outside_plan: outside(&cluster, &order),
     })
 }

@@ -4,7 +4,7 @@ mod support;
 
 use certs_driver::{
     Answer, CaPhase, CaStatus, CaStep, Failure, Fingerprint, Gone, Intent, Leftover, Mark,
-    NodeMachine, NodeResult, Observation as Obs, Plan, Step, Stepped, Task, Verified, Watched,
+    NodeMachine, NodeResult, Observation as Obs, Own, Plan, Step, Stepped, Task, Verified, Watched,
 };
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -148,7 +148,7 @@ fn a_step_passed_with_no_job_of_ours_writes_nothing_and_is_skipped_once() -> Res
     // (took the step already in this run, marks expected)
     let why = format!("passed already: it reports {}", staged.describe());
     for (took, marks) in [
-        (false, vec![Mark::Skipped(CaStep::Stage, why)]),
+        (false, vec![Mark::Own(Own::Skipped(CaStep::Stage, why))]),
         (true, vec![]),
     ] {
         let task = Task::Phase {
@@ -324,7 +324,7 @@ fn a_step_that_exited_0_records_the_status_it_printed_then_is_finished() {
         mark: false,
     };
     assert_eq!(record.intent, intent);
-    assert_eq!(record.marks, vec![Mark::Reported(after.clone())]);
+    assert_eq!(record.marks, vec![Mark::Own(Own::Reported(after.clone()))]);
     assert_eq!(m.in_flight(), Some(CaStep::Stage));
     let done = m.step(Obs::Written);
     assert_eq!(
@@ -520,7 +520,7 @@ fn issue_waits_for_the_restart_reads_and_records_the_status_then_deletes_its_job
             mark: true
         }
     );
-    assert_eq!(record.marks, vec![Mark::Reported(reported)]);
+    assert_eq!(record.marks, vec![Mark::Own(Own::Reported(reported))]);
     assert_eq!(
         m.in_flight(),
         Some(CaStep::Issue),

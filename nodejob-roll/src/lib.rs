@@ -15,6 +15,11 @@
 //!             -> Fence::release -> report
 //! ```
 //!
+//! One node of a batch runs through [`Context::drive`], the per-node executor both drivers
+//! share: the driver's sans-IO machine says what to do ([`Machine`], [`Turn`], [`Mark`]),
+//! its [`Hands`] do it; the fence, the pause switch, the stop, the read after a wait, the
+//! progress and the Events around each step are the executor's.
+//!
 //! The run context the drivers share is here too: the Lease as a [`Fence`] (and the [`Fenced`]
 //! writer), the plan's [`Placement`] and [`PlanError`], node selection, the [`Stop`], the
 //! host-Job, Event and node-patch operations with typed errors ([`OpError`]), the progress
@@ -26,6 +31,7 @@ pub mod condition;
 pub mod context;
 pub mod engine;
 pub mod events;
+pub mod executor;
 pub mod fence;
 pub mod fenced;
 pub mod limits;
@@ -47,6 +53,7 @@ pub use engine::{
     Admission, Admit, End, Engine, FixedWidth, Fleet, MaxUnavailable, NodeEnd, RollEvent, Tally,
 };
 pub use events::{DriverEvent, EventSink, NoteSink, NoteTo, Outcome, fence_events};
+pub use executor::{Act, Hands, Machine, Mark, RollStep, Source, Turn, Warning};
 pub use fence::{Fence, FenceEvent, FenceEvents, lease_holder};
 pub use fenced::Fenced;
 pub use limits::{Limits, Paused, Slept, paused_out};

@@ -4,6 +4,7 @@
 
 mod conditions;
 pub(crate) mod gate;
+mod hands;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -11,29 +12,23 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Node;
-use nodejob_core::drain::{Drained, drain_into, left_to_evict};
+use nodejob_core::drain::left_to_evict;
 use nodejob_core::lease::Claim;
-use nodejob_core::runner::{Mode, Policy};
-use nodejob_core::watch::{From, Until, watch_until};
-use nodejob_core::{ApiError, EventType, JobApi, LeaseApi, NodeApi, PodApi, ready, run_exit_code};
+use nodejob_core::watch::{From, watch_until};
+use nodejob_core::{ApiError, JobApi, LeaseApi, NodeApi, PodApi, ready};
 use nodejob_roll::Conditions;
 pub(crate) use nodejob_roll::retry;
-use nodejob_roll::{
-    Context, End, Fleet, Group, Ledger, MaxUnavailable, Nothing, Passed, ReadAgain, Tally,
-};
+use nodejob_roll::{Context, End, Fleet, Group, Ledger, MaxUnavailable, Nothing, Tally};
 use nodejob_roll::{Cursor, NodeView, Selecting, Selection, select_from};
-use nodejob_roll::{DriverEvent, NoteSink, OpError, Outcome, delete_job, millis, patch_node};
+use nodejob_roll::{DriverEvent, OpError, Outcome, delete_job, millis};
 
-use crate::machine::{
-    DrainFailed, Intent, Mark, NodeMachine, NodeResult, Observation, UpgradeStep,
-};
+use crate::machine::{NodeMachine, NodeResult, Observation, UpgradeStep};
 use crate::order::groups;
 use crate::plan::{Downgrade, Plan, version_numbers};
 use crate::progress::{NodeReport, Progress, ProgressSink, Report, UpgradeEvent};
-use crate::records::{self, IN_PROGRESS, InProgress, boot_id, version};
+use crate::records::{self, IN_PROGRESS, InProgress, version};
 use crate::records::{embedded_version, order_versions};
 use crate::{Error, PlanError, Stop};
-use nodejob_roll::Fenced;
 
 mod blocked;
 mod rollback_drain;
@@ -52,7 +47,6 @@ struct Run<'a, A: ?Sized> {
     ctx: Context<'a, A, Progress, UpgradeStep>,
     api: &'a A,
     plan: &'a Plan,
-    stop: &'a Stop,
     /// Every node, kept by a watch: what each batch's admission reads.
     view: NodeView,
     /// Whether the plan selects a node, asked of the nodes that change.
@@ -246,7 +240,6 @@ where
         ctx,
         api,
         plan,
-        stop,
         view,
         selection: Selection::new(spec.selector.as_deref(), &spec.nodes),
         ledger: Ledger::new(entries),
@@ -284,11 +277,6 @@ impl<A> Run<'_, A>
 where
     A: JobApi + NodeApi + PodApi + LeaseApi + ?Sized,
 {
-    /// Fences a write: the Lease still ours (renewed when due). Once lost, always lost.
-    async fn check(&self) -> Result<(), String> {
-        self.ctx.fence.check(self.api).await
-    }
-
     /// Rolls the groups in order: one pass of the engine, `max_unavailable` read again before
     /// each batch; returns how it ended.
     async fn roll(&self, order: &[Group], width: usize, held: &blocked::HeldBack) -> Outcome {
@@ -374,67 +362,8 @@ where
         self.ctx.progress.event(&Progress::note(node, message));
     }
 
-    /// Waits while the rolls are paused, before `step` starts on `name`, saying so in the
-    /// progress ([`nodejob_roll::pause_before`]): how the node went past the switch, or why it
-    /// goes no further.
-    async fn paused_before(&self, name: &str, step: UpgradeStep) -> Result<Passed, String> {
-        let (fence, limits) = (&self.ctx.fence, &self.ctx.limits);
-        let note = |message| self.note(name, message);
-        nodejob_roll::pause_before(self.api, fence, limits, step, note).await
-    }
-
-    /// After `name` waited on the pause switch, before `step` starts on it: the node read
-    /// again is still the one the run began with (UID `uid`), and still selected unless ours.
-    /// One deleted or replaced while the rolls were paused, or relabelled out of the
-    /// selection before anything of ours was on it, leaves the roll skipped, `step` not
-    /// started; one that cannot be read fails at `step`.
-    async fn still_there(
-        &self,
-        name: &str,
-        step: UpgradeStep,
-        uid: Option<&str>,
-    ) -> Result<(), NodeResult> {
-        let why = match nodejob_roll::read_again(self.api, name, uid).await {
-            // Relabelled out of the selection before anything of ours was on it: not ours to
-            // start (one we hold is carried on whatever its labels, as at admission).
-            Ok(ReadAgain::Same(node))
-                if !self.selection.selects(&node) && !records::in_flight(&node) =>
-            {
-                format!(
-                    "no longer selected (relabelled while the rolls were paused): {step} was not \
-                     started on it"
-                )
-            }
-            Ok(ReadAgain::Same(_)) => return Ok(()),
-            Ok(ReadAgain::Replaced { now }) => format!(
-                "replaced by another node of the same name while the rolls were paused (uid {}, \
-                 now {}): {step} was not started on it; a rerun rolls the new node",
-                uid.unwrap_or("none"),
-                now.as_deref().unwrap_or("none")
-            ),
-            Ok(ReadAgain::Deleted) => format!(
-                "deleted from the cluster while the rolls were paused: {step} was not started \
-                 on it"
-            ),
-            Err(e) => {
-                return Err(NodeResult::Failed(crate::machine::Failure {
-                    step,
-                    message: format!("reading node {name} after the pause, before {step}: {e}"),
-                    exit_code: None,
-                    log_tail: None,
-                }));
-            }
-        };
-        self.ctx
-            .progress
-            .event(&Progress::Driver(UpgradeEvent::NodeSkipped {
-                node: name.to_string(),
-                why: why.clone(),
-            }));
-        Err(NodeResult::Skipped { why })
-    }
-
-    /// One node, start to end.
+    /// One node, start to end: its machine driven by the engine's executor
+    /// ([`Context::drive`]), its intents performed by its [`hands::OnNode`].
     async fn node(&self, name: &str) -> NodeResult {
         let api = self.api;
         let started = api.now();
@@ -450,362 +379,19 @@ where
                 return self.end_node(name, result, None, started);
             }
         };
-        let epoch = self.ctx.fence.epoch();
-        let mut machine = NodeMachine::new(self.plan, epoch);
-        let first_seen = first.clone();
+        let mut machine = NodeMachine::new(self.plan, self.ctx.fence.epoch());
+        let mut hands = hands::OnNode::new(self, name, &first);
         let uid = first.metadata.uid.clone();
         machine.set_now(api.wall_time().to_string());
-        let mut step = machine.start(Box::new(first));
-        let mut last: Option<Node> = None;
-        let mut versions = conditions::Versions::default();
-        versions.saw(&first_seen);
-        let mut step_started = api.now();
-        loop {
-            self.ctx.flying(name, machine.current_step());
-            // The fence first: once the Lease is lost, not even an Event is written.
-            let fenced = matches!(
-                step.intent,
-                Intent::Patch { .. }
-                    | Intent::Guarded { .. }
-                    | Intent::Drain
-                    | Intent::Host { adopt: None, .. }
-                    | Intent::DeleteJob { .. }
-                    | Intent::Health
-                    | Intent::RollbackJob { adopt: None, .. }
-                    | Intent::DeleteRollbackJob { .. }
-            );
-            if fenced && let Err(e) = self.check().await {
-                let result = NodeResult::Interrupted {
-                    step: machine.current_step(),
-                    why: format!("the Lease was lost: {e}"),
-                };
-                return self.end_node(name, result, last.as_ref(), started);
-            }
-            // A stop request ends a node in flight only where a step would begin: the step in
-            // flight finishes (its result recorded, its Job deleted, its end reported). The
-            // last step, uncordoning, always runs.
-            // A rollback, decided on a failure, always runs too: a stop (or a pause) does not
-            // leave a failed node half-way.
-            let starting = step.marks.iter().find_map(|m| match m {
-                Mark::Started(s) if *s != UpgradeStep::Uncordon && *s != UpgradeStep::Rollback => {
-                    Some(*s)
-                }
-                _ => None,
-            });
-            // What already happened (the step before finished, its pods evicted, a note) is
-            // told now, when it happened, not after a pause: only the marks from the start of
-            // the next step on wait for the pause switch.
-            let mut marks = std::mem::take(&mut step.marks);
-            let next = (marks.iter())
-                .position(|m| matches!(m, Mark::Started(s) if Some(*s) == starting))
-                .unwrap_or(marks.len());
-            let next = marks.split_off(next);
-            for mark in marks {
-                self.tell(name, mark, &mut step_started, &mut versions)
-                    .await;
-            }
-            // The pause switch, likewise, where a step would begin (the step before it
-            // finished): the Lease as the fence just read it; paused, the node waits there.
-            if let Some(s) = starting
-                && !self.stop.requested()
-            {
-                let passed = match self.paused_before(name, s).await {
-                    Ok(Passed::Unpaused) => Ok(()),
-                    // The step was decided on what was read before the wait.
-                    Ok(Passed::Resumed) => self.still_there(name, s, uid.as_deref()).await,
-                    Err(why) => Err(NodeResult::Interrupted { step: s, why }),
-                };
-                if let Err(result) = passed {
-                    return self.end_node(name, result, last.as_ref(), started);
-                }
-            }
-            let stop_here = self.stop.requested() && starting.is_some();
-            for mark in next {
-                if !(stop_here && matches!(mark, Mark::Started(_))) {
-                    self.tell(name, mark, &mut step_started, &mut versions)
-                        .await;
-                }
-            }
-            if stop_here {
-                let result = NodeResult::Interrupted {
-                    step: machine.current_step(),
-                    why: "stopped on request".into(),
-                };
-                return self.end_node(name, result, last.as_ref(), started);
-            }
-            let obs = match step.intent {
-                // A step that failed once the Lease was lost may have failed of the loss (a
-                // drain refused its next eviction): the node is interrupted, not failed.
-                Intent::Done(NodeResult::Failed(f)) if self.ctx.fence.lost().is_some() => {
-                    let why = format!(
-                        "the Lease was lost: {}; the step then: {}",
-                        self.ctx.fence.lost().unwrap_or_default(),
-                        f.message
-                    );
-                    let result = NodeResult::Interrupted { step: f.step, why };
-                    return self.end_node(name, result, last.as_ref(), started);
-                }
-                Intent::Done(result) => {
-                    if let NodeResult::Failed(f) = &result {
-                        let message = match f.exit_code {
-                            Some(code) => format!("{} (exit code {code})", f.message),
-                            None => f.message.clone(),
-                        };
-                        self.event(name, EventType::Warning, &f.step.reason(), &message)
-                            .await;
-                    }
-                    if let NodeResult::RolledBack { failure, version } = &result {
-                        let message = format!(
-                            "failed at {}: {}; rolled back to {version}",
-                            failure.step, failure.message
-                        );
-                        let reason = UpgradeStep::Rollback.reason();
-                        self.event(name, EventType::Warning, &reason, &message)
-                            .await;
-                    }
-                    if let NodeResult::Blocked { why, .. } = &result
-                        && last.is_some()
-                    {
-                        self.event(name, EventType::Warning, blocked::REASON, why)
-                            .await;
-                    }
-                    return self.end_node(name, result, last.as_ref(), started);
-                }
-                Intent::Patch { rv, changes } => {
-                    let rv = versions.under(&rv);
-                    match patch_node(api, name, &rv, &changes).await {
-                        Ok(node) => {
-                            last = Some(node.clone());
-                            machine.set_now(api.wall_time().to_string());
-                            Observation::Node(Box::new(node))
-                        }
-                        // Deleted before our first write to it (while the rolls were paused,
-                        // say): nothing of ours was on it, so it leaves the roll as a node
-                        // deleted before its turn does, skipped, not failed.
-                        Err(
-                            OpError::PatchingNode { cause, .. }
-                            | OpError::ReadingNode { cause, .. },
-                        ) if cause.is_not_found() && machine.untouched() => {
-                            let why = "deleted from the cluster before its upgrade started";
-                            self.ctx
-                                .progress
-                                .event(&Progress::Driver(UpgradeEvent::NodeSkipped {
-                                    node: name.to_string(),
-                                    why: why.to_string(),
-                                }));
-                            let result = NodeResult::Skipped { why: why.into() };
-                            return self.end_node(name, result, None, started);
-                        }
-                        Err(e) => Observation::Failed(e.to_string()),
-                    }
-                }
-                Intent::Drain => {
-                    let notes = NoteSink::to(name, &self.ctx.progress);
-                    let mut drained = Drained::default();
-                    let options = &self.plan.spec().drain;
-                    let pods = Fenced::new(api, &self.ctx.fence);
-                    let result = if machine.current_step() == UpgradeStep::Rollback {
-                        // Our failed host Job's Pod stays, for inspection.
-                        let label_key = self.plan.host_spec(name).label_key;
-                        let pods = rollback_drain::KeepingHostPods::new(pods, label_key);
-                        drain_into(&pods, name, options, &notes, &mut drained).await
-                    } else {
-                        drain_into(&pods, name, options, &notes, &mut drained).await
-                    };
-                    machine.set_now(api.wall_time().to_string());
-                    match result {
-                        Ok(()) => Observation::Drained(Ok(drained)),
-                        Err(e) => Observation::Drained(Err(DrainFailed {
-                            evicted: drained.evicted,
-                            message: e.to_string(),
-                            held: blocked::held_by(&e),
-                        })),
-                    }
-                }
-                Intent::Guarded { rv, changes } => {
-                    let rv = versions.under(&rv);
-                    match retry(api, || api.patch_node(name, &rv, &changes)).await {
-                        Ok(node) => {
-                            last = Some(node.clone());
-                            machine.set_now(api.wall_time().to_string());
-                            Observation::Node(Box::new(node))
-                        }
-                        Err(e) if e.is_conflict() => match get_node(api, name).await {
-                            Ok(node) => Observation::Changed(Box::new(node)),
-                            Err(e) => Observation::Failed(format!("reading node {name}: {e}")),
-                        },
-                        Err(e) => Observation::Failed(format!("patching node {name}: {e}")),
-                    }
-                }
-                Intent::Preflight => self.preflight(name).await,
-                Intent::FindJob | Intent::FindPrevious { .. } => {
-                    let ns = &self.plan.spec().namespace;
-                    let job_name = match &step.intent {
-                        Intent::FindPrevious { target } => self.plan.job_name_toward(name, target),
-                        _ => self.plan.job_name(name),
-                    };
-                    match retry(api, || api.get_job(ns, &job_name)).await {
-                        Ok(job) => Observation::Job(Some(Box::new(job))),
-                        Err(e) if e.is_not_found() => Observation::Job(None),
-                        Err(e) => Observation::Failed(format!("reading the host job: {e}")),
-                    }
-                }
-                Intent::Host { adopt, known_free } => {
-                    let spec = self.plan.host_spec(name);
-                    let policy = Policy {
-                        adopt,
-                        keep: true,
-                        known_free,
-                    };
-                    // Renewed while the host Job runs: the renewer runs beside the roll.
-                    let ran = (self.ctx)
-                        .host_job(api, name, spec, Mode::ExitCodeLogs, policy)
-                        .await;
-                    host_observation(ran)
-                }
-                Intent::DeleteJob { uid } => match self.delete_job(name, &uid).await {
-                    Ok(()) => Observation::Deleted,
-                    Err(e) => Observation::Failed(e.to_string()),
-                },
-                Intent::WaitReboot { boot_id: before } => {
-                    let timeout = self.plan.spec().reboot_timeout;
-                    let until = watch_until(
-                        api,
-                        timeout,
-                        From::Read,
-                        || api.get_node(name),
-                        |since, t| async move { api.wait_node(name, since.as_deref(), t).await },
-                        // Deleted ends the wait at once: the watch says so when it happens.
-                        |seen| seen.is_none_or(|n| boot_id(n) != before && ready(n)),
-                    )
-                    .await;
-                    match until {
-                        Ok(Until::Met(None)) => Observation::Rebooted {
-                            node: None,
-                            met: false,
-                        },
-                        Ok(Until::Met(node)) => {
-                            last = node.clone();
-                            Observation::Rebooted {
-                                node: node.map(Box::new),
-                                met: true,
-                            }
-                        }
-                        Ok(Until::TimedOut(node)) => Observation::Rebooted {
-                            node: node.map(Box::new),
-                            met: false,
-                        },
-                        Err((_, cause)) => {
-                            Observation::Failed(format!("watching node {name}: {cause}"))
-                        }
-                    }
-                }
-                Intent::Health => {
-                    let Some(mut spec) = self.plan.health_spec(name) else {
-                        return self.end_node(name, NodeResult::Upgraded, last.as_ref(), started);
-                    };
-                    spec.output = Some(Arc::new(NoteSink::to(name, &self.ctx.progress)));
-                    Observation::Health(run_exit_code(api, &spec).await.map_err(|e| e.to_string()))
-                }
-                Intent::FindRollbackJob => {
-                    let ns = &self.plan.spec().namespace;
-                    let job_name = self.plan.rollback_job_name(name);
-                    match retry(api, || api.get_job(ns, &job_name)).await {
-                        Ok(job) => Observation::Job(Some(Box::new(job))),
-                        Err(e) if e.is_not_found() => Observation::Job(None),
-                        Err(e) => Observation::Failed(format!("reading the rollback job: {e}")),
-                    }
-                }
-                Intent::RollbackJob {
-                    adopt,
-                    to,
-                    known_free,
-                } => {
-                    let spec = self.plan.rollback_spec(name, &to);
-                    let policy = Policy {
-                        adopt,
-                        keep: true,
-                        known_free,
-                    };
-                    let ran = (self.ctx)
-                        .host_job(api, name, spec, Mode::ExitCodeLogs, policy)
-                        .await;
-                    host_observation(ran)
-                }
-                Intent::DeleteRollbackJob { uid } => {
-                    let ns = &self.plan.spec().namespace;
-                    let job = self.plan.rollback_job_name(name);
-                    match delete_job(self.api, ns, &job, &uid).await {
-                        Ok(()) => Observation::Deleted,
-                        Err(e) => Observation::Failed(e.to_string()),
-                    }
-                }
-                Intent::Soak { since, boot_id } => match self.soak(name, &since, &boot_id).await {
-                    Some(obs) => obs,
-                    None => {
-                        let result = NodeResult::Interrupted {
-                            step: UpgradeStep::Soak,
-                            why: "stopped on request during its soak; a rerun resumes it \
-                                      from its recorded start"
-                                .into(),
-                        };
-                        return self.end_node(name, result, last.as_ref(), started);
-                    }
-                },
-            };
-            match &obs {
-                Observation::Node(n) | Observation::Changed(n) => versions.saw(n),
-                Observation::Rebooted { node: Some(n), .. } => versions.saw(n),
-                _ => {}
-            }
-            // What the machine writes next (a record's time) is of now.
-            machine.set_now(api.wall_time().to_string());
-            step = machine.step(obs);
-        }
-    }
-
-    /// Tells one mark of `name`'s machine: progress, the report, an Event, the condition.
-    /// `step_started` is when the step in flight started (set by a start, read by a finish).
-    async fn tell(
-        &self,
-        name: &str,
-        mark: Mark,
-        step_started: &mut Duration,
-        versions: &mut conditions::Versions,
-    ) {
-        let api = self.api;
-        match mark {
-            Mark::Started(s) => {
-                *step_started = api.now();
-                self.ctx.progress.event(&Progress::StepStarted {
-                    node: name.to_string(),
-                    step: s,
-                });
-                self.condition_step(name, s, versions).await;
-            }
-            Mark::Finished(s, message) => {
-                let took = api.now().saturating_sub(*step_started);
-                self.node_report(name, |n| n.steps.push((s, millis(took))));
-                self.ctx.progress.event(&Progress::StepFinished {
-                    node: name.to_string(),
-                    step: s,
-                    took_ms: millis(took),
-                    message: message.clone(),
-                });
-                self.event(name, EventType::Normal, &s.reason(), &message)
-                    .await;
-            }
-            Mark::Evicted(pods) => {
-                self.node_report(name, |n| n.pods_evicted.extend(pods.iter().cloned()));
-                self.ctx
-                    .progress
-                    .event(&Progress::Driver(UpgradeEvent::PodsEvicted {
-                        node: name.to_string(),
-                        pods,
-                    }));
-            }
-            Mark::Note(message) => self.note(name, message),
-        }
+        let turn = machine.start(Box::new(first));
+        let source = nodejob_roll::Source {
+            namespace: &self.plan.spec().namespace,
+            component: COMPONENT,
+        };
+        let result = (self.ctx)
+            .drive(source, &mut hands, &mut machine, turn, uid.as_deref())
+            .await;
+        self.end_node(name, result, hands.last(), started)
     }
 
     fn end_node(
@@ -854,14 +440,6 @@ where
     async fn delete_job(&self, name: &str, uid: &str) -> Result<(), OpError> {
         let ns = &self.plan.spec().namespace;
         delete_job(self.api, ns, &self.plan.job_name(name), uid).await
-    }
-
-    /// Records an Event on the node (none once the Lease is lost; a failure is a note).
-    async fn event(&self, node: &str, kind: EventType, reason: &str, message: &str) {
-        let ns = &self.plan.spec().namespace;
-        (self.ctx)
-            .event(ns, COMPONENT, node, kind, reason, message)
-            .await;
     }
 }
 

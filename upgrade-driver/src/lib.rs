@@ -157,7 +157,7 @@ use nodejob_core::{ApiError, JobApi, LeaseApi, NodeApi, PodApi};
 pub use drive::COMPONENT;
 pub use machine::{
     DRAIN_ROUNDS, DrainFailed, Failure, HeldBy, Intent, Mark, NodeMachine, NodeResult, Observation,
-    Step, UpgradeStep,
+    Own, Step, UpgradeStep,
 };
 pub use nodejob_roll::NSENTER;
 pub use nodejob_roll::Window;

@@ -99,6 +99,12 @@ impl UpgradeStep {
     }
 }
 
+impl nodejob_roll::RollStep for UpgradeStep {
+    fn reason(&self) -> String {
+        UpgradeStep::reason(*self)
+    }
+}
+
 impl fmt::Display for UpgradeStep {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -337,27 +343,19 @@ impl nodejob_roll::NodeEnd for NodeResult {
 /// A node's failure, as the report names it.
 pub type Failure = nodejob_roll::Failure<UpgradeStep>;
 
-/// Something for progress and the node's Events.
+/// Something for progress, the report and the node's Events: the engine's marks, with the
+/// upgrade's own.
+pub type Mark = nodejob_roll::Mark<UpgradeStep, Own>;
+
+/// The marks only the upgrade tells.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Mark {
-    /// A step begins.
-    Started(UpgradeStep),
-    /// A step ended well, with a message.
-    Finished(UpgradeStep, String),
+pub enum Own {
     /// Pods evicted by the drain (`namespace/name`).
     Evicted(Vec<String>),
-    /// A note worth an operator's eye.
-    Note(String),
 }
 
-/// What the machine wants next.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Step {
-    /// Progress, in order, before the intent.
-    pub marks: Vec<Mark>,
-    /// The one thing to do.
-    pub intent: Intent,
-}
+/// What the machine wants next: its marks, then the one thing to do.
+pub type Step = nodejob_roll::Turn<UpgradeStep, Own, Intent>;
 
 /// Where the machine is.
 #[derive(Clone, Debug, PartialEq)]
@@ -587,7 +585,7 @@ impl NodeMachine {
                     drained.skipped.len()
                 );
                 let marks = vec![
-                    Mark::Evicted(drained.evicted),
+                    Mark::Own(Own::Evicted(drained.evicted)),
                     Mark::Finished(UpgradeStep::Drain, message),
                 ];
                 self.launch(marks)
@@ -598,7 +596,7 @@ impl NodeMachine {
                 }
                 let mut step = self.fail(UpgradeStep::Drain, failed.message, None, None);
                 if !failed.evicted.is_empty() {
-                    step.marks.push(Mark::Evicted(failed.evicted));
+                    step.marks.push(Mark::Own(Own::Evicted(failed.evicted)));
                 }
                 step
             }
@@ -1565,4 +1563,24 @@ fn uncordoned_by(node: &Node) -> String {
     records::last_manager(node)
         .map(|m| format!(" (the node's last writer, by its managedFields: {m})"))
         .unwrap_or_default()
+}
+
+/// The machine as the engine's executor drives it ([`nodejob_roll::Context::drive`]).
+impl nodejob_roll::Machine for NodeMachine {
+    type Step = UpgradeStep;
+    type Own = Own;
+    type Intent = Intent;
+    type Observation = Observation;
+
+    fn at(&self) -> UpgradeStep {
+        self.current_step()
+    }
+
+    fn now(&mut self, now: String) {
+        self.set_now(now);
+    }
+
+    fn step(&mut self, obs: Observation) -> Step {
+        NodeMachine::step(self, obs)
+    }
 }

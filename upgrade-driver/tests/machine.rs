@@ -14,7 +14,8 @@ use upgrade_driver::records::{
     DONE, FENCE_TAINT, HOST_JOB, HostJob, IN_PROGRESS, InProgress, value,
 };
 use upgrade_driver::{
-    Intent, Mark, NodeMachine, NodeResult, Observation as Obs, Plan, PlanSpec, Step, UpgradeStep,
+    Intent, Mark, NodeMachine, NodeResult, Observation as Obs, Own, Plan, PlanSpec, Step,
+    UpgradeStep,
 };
 
 const TARGET: &str = "v1.38.0";
@@ -353,7 +354,7 @@ fn no_host_job_drains_then_creates_one() {
     assert!(
         launch
             .marks
-            .contains(&Mark::Evicted(vec!["default/web-1".into()]))
+            .contains(&Mark::Own(Own::Evicted(vec!["default/web-1".into()])))
     );
     let step = launch_answered(&mut m, &launch, "v1.37.2", "boot-1");
     assert_eq!(

@@ -13,8 +13,8 @@ use upgrade_driver::records::{
     ROLLBACK, Rollback, SOAK, Soak, value,
 };
 use upgrade_driver::{
-    DrainFailed, HeldBy, Intent, Mark, NodeMachine, NodeResult, Observation as Obs, Plan, PlanSpec,
-    Undrainable, UpgradeStep,
+    DrainFailed, HeldBy, Intent, Mark, NodeMachine, NodeResult, Observation as Obs, Own, Plan,
+    PlanSpec, Undrainable, UpgradeStep,
 };
 
 const TARGET: &str = "v1.38.0";
@@ -160,7 +160,7 @@ fn skip_uncordons_what_we_cordoned_records_why_and_drops_our_record_in_one_write
     let step = m.step(Obs::Drained(Err(held())));
     assert!(
         step.marks
-            .contains(&Mark::Evicted(vec!["default/web-1".into()]))
+            .contains(&Mark::Own(Own::Evicted(vec!["default/web-1".into()])))
     );
     let Intent::Patch { rv, changes } = &step.intent else {
         panic!("{step:?}")

@@ -20,7 +20,7 @@ where
 {
     /// Writes `standing` on `name`; a failure is a note.
     async fn condition(&self, name: &str, standing: Standing) {
-        if self.fence.lost().is_some() {
+        if self.ctx.fence.lost().is_some() {
             return;
         }
         let seen = self.seen.lock().unwrap().get(name).cloned();

@@ -15,7 +15,7 @@
 use k8s_openapi::api::core::v1::Node;
 use nodejob_core::NodeChange;
 
-use super::{At, DrainFailed, Intent, Mark, NodeMachine, NodeResult, Step};
+use super::{At, DrainFailed, Intent, Mark, NodeMachine, NodeResult, Own, Step};
 use crate::plan::Undrainable;
 use crate::records::{self, BLOCKED, Blocked, IN_PROGRESS, QUARANTINED, QUARANTINED_VALUE};
 
@@ -50,7 +50,7 @@ impl NodeMachine {
         changes.push(NodeChange::remove_annotation(IN_PROGRESS));
         let mut marks = Vec::new();
         if !failed.evicted.is_empty() {
-            marks.push(Mark::Evicted(failed.evicted.clone()));
+            marks.push(Mark::Own(Own::Evicted(failed.evicted.clone())));
         }
         marks.push(Mark::Note(format!(
             "{}; {}",

@@ -24,7 +24,7 @@ use nodejob_core::{NodeChange, log_tail, ready};
 
 use super::{
     At, DRAIN_ROUNDS, Failure, Intent, LOG_TAIL_LINES, Mark, NodeMachine, NodeResult, Observation,
-    Step, UpgradeStep,
+    Own, Step, UpgradeStep,
 };
 use crate::plan::OnFailure;
 use crate::records::{
@@ -271,7 +271,8 @@ impl NodeMachine {
             (Rb::Draining, Observation::Drained(Ok(drained))) => {
                 let mut step = self.launch_rollback();
                 if !drained.evicted.is_empty() {
-                    step.marks.insert(0, Mark::Evicted(drained.evicted));
+                    step.marks
+                        .insert(0, Mark::Own(Own::Evicted(drained.evicted)));
                 }
                 step
             }
@@ -282,7 +283,7 @@ impl NodeMachine {
                     None,
                 );
                 if !failed.evicted.is_empty() {
-                    step.marks.push(Mark::Evicted(failed.evicted));
+                    step.marks.push(Mark::Own(Own::Evicted(failed.evicted)));
                 }
                 step
             }

@@ -1,0 +1,386 @@
+//! [`Context::drive`]: the per-node executor both drivers run on. A driver's node machine is
+//! sans IO: given what was observed, it answers a [`Turn`] (the [`Mark`]s of what happened,
+//! then one intent). The driver's [`Hands`] perform an intent on the cluster; everything
+//! around the intents is written here once, in this order, for every turn:
+//!
+//! ```text
+//!   in flight at machine.in_flight()            (what a run cut short reports)
+//!   the fence, when the intent writes           lost  -> interrupted at the step
+//!   marks of what already happened, told        (progress, the report, Events)
+//!   a step begins here (Hands::gate)?
+//!     the pause switch                          paused out, stopped, lost -> interrupted
+//!     resumed: the node read again              deleted, replaced -> as the driver says
+//!     a stop asked                              -> interrupted where the step would begin
+//!   the rest of the marks, told
+//!   Act::Do(intent)    -> Hands::perform -> machine.step(observation) -> next turn
+//!   Act::Failed        -> interrupted when the Lease is lost, else a Warning Event; ends
+//!   Act::End           -> its Warning Event, if any; ends
+//! ```
+//!
+//! A step acts on what it has just read: a step that waited on the pause switch starts only
+//! on the node it was decided for, read again after the wait ([`crate::read_again`]); the
+//! intents that must see the node fresh at their write (a host Job's preflight) are the
+//! machine's own, read by the hands right before it.
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use nodejob_core::{ApiError, EventType, JobApi, LeaseApi, NodeApi};
+
+use crate::call::millis;
+use crate::context::Context;
+use crate::engine::RollEvent;
+use crate::pause::{Passed, ReadAgain, pause_before, read_again};
+use crate::progress::{Failure, OwnEvents, Progress};
+
+/// A driver's step, as progress, the report and the node's Events name it.
+pub trait RollStep: Copy + Eq + fmt::Display + Send + Sync + 'static {
+    /// The reason of the node's Events about it (`UpgradeDrain`, `CARotationIssue`).
+    fn reason(&self) -> String;
+}
+
+/// Something a node machine reports, in order, before its intent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Mark<S, O> {
+    /// A step begins: told, and the node's condition says it.
+    Started(S),
+    /// A step ended well, with a message: told, counted in the report, a Normal Event.
+    Finished(S, String),
+    /// A note worth an operator's eye.
+    Note(String),
+    /// What only the driver tells ([`Hands::own`]).
+    Own(O),
+}
+
+/// What a node machine wants next: the marks of what happened, then the one thing to do.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Turn<S, O, I> {
+    /// Progress, in order, before the intent.
+    pub marks: Vec<Mark<S, O>>,
+    /// The one thing to do.
+    pub intent: I,
+}
+
+/// A driver's sans-IO node machine, as the executor drives it.
+pub trait Machine: Send {
+    /// The driver's step.
+    type Step: RollStep;
+    /// The marks only the driver tells.
+    type Own: Send;
+    /// One thing to do.
+    type Intent: Send;
+    /// The answer to an intent.
+    type Observation: Send;
+
+    /// The step at hand: under way, or the next to begin.
+    fn at(&self) -> Self::Step;
+
+    /// The step under way, if any: what a run cut short reports the node interrupted at.
+    fn in_flight(&self) -> Option<Self::Step> {
+        Some(self.at())
+    }
+
+    /// The time, on the cluster's clock, of what the machine writes next (a record's).
+    fn now(&mut self, _now: String) {}
+
+    /// The next turn, given the answer to the last intent.
+    fn step(&mut self, obs: Self::Observation) -> Turn<Self::Step, Self::Own, Self::Intent>;
+}
+
+/// A Warning Event on the node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Warning {
+    /// Its reason.
+    pub reason: String,
+    /// Its message.
+    pub message: String,
+}
+
+/// What a turn's intent comes to, as the executor handles it ([`Hands::act`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Act<I, S, E> {
+    /// Performed by the hands; the machine takes the answer.
+    Do(I),
+    /// The node failed at a step: a Warning Event names it (with the exit code, when it
+    /// gave one), and it ends with `end`. Once the Lease is lost it is interrupted at the
+    /// step instead: the step may have failed of the loss (a write refused), and blames no
+    /// node.
+    Failed {
+        /// The failure.
+        failure: Failure<S>,
+        /// How the node ends.
+        end: E,
+    },
+    /// The node ends so, after the Warning Event, if any.
+    End {
+        /// How the node ends.
+        end: E,
+        /// What the node's Events say of it.
+        warning: Option<Warning>,
+    },
+}
+
+/// A driver's hands on one node: what the executor cannot know of its intents, and how each is
+/// performed. One per node of a run, so what they keep of the node (the node as last
+/// written, a wait's end) is the node's own.
+#[async_trait]
+pub trait Hands: Send {
+    /// The machine they perform for.
+    type Machine: Machine;
+    /// How the node ends, as the driver reports it.
+    type End: Send;
+
+    /// The node's name.
+    fn node(&self) -> &str;
+
+    /// The step this turn begins, which waits on the pause switch and ends the node where a
+    /// stop is asked; `None` when no step begins here, or one that always runs (the
+    /// uncordon that puts a node back, a rollback decided on a failure, a Job adopted).
+    fn gate(&self, turn: &Turn<Step<Self>, Own<Self>, Intent<Self>>) -> Option<Step<Self>>;
+
+    /// Whether the Lease is read right before `intent` (a write of its own; the host Jobs a
+    /// fenced writer creates need no read of their own).
+    fn fenced(&self, _intent: &Intent<Self>) -> bool {
+        false
+    }
+
+    /// What `intent` comes to: performed, or the node's end.
+    fn act(
+        &mut self,
+        machine: &Self::Machine,
+        intent: Intent<Self>,
+    ) -> Act<Intent<Self>, Step<Self>, Self::End>;
+
+    /// Performs `intent` on the cluster: its answer, or the node's end at once.
+    async fn perform(
+        &mut self,
+        machine: &mut Self::Machine,
+        intent: Intent<Self>,
+    ) -> Result<Observation<Self>, Self::End>;
+
+    /// The node was read again after it waited on the pause switch, before `step` starts on
+    /// it: `Ok` when the step starts; else how the node ends (deleted or replaced, it was not
+    /// the node the step was decided for).
+    async fn resumed(
+        &mut self,
+        step: Step<Self>,
+        read: Result<ReadAgain, ApiError>,
+    ) -> Result<(), Self::End>;
+
+    /// The node ends interrupted at `step`: why.
+    fn interrupted(&self, step: Step<Self>, why: String) -> Self::End;
+
+    /// `step` began on the node (told already): the node's condition says it.
+    async fn started(&mut self, _step: Step<Self>) {}
+
+    /// `step` ended well after `took_ms`: the report counts it.
+    fn finished(&mut self, _step: Step<Self>, _took_ms: u64) {}
+
+    /// A mark only the driver tells.
+    async fn own(&mut self, own: Own<Self>);
+}
+
+/// The step of hands' machine.
+pub type Step<H> = <<H as Hands>::Machine as Machine>::Step;
+/// The driver's own marks of hands' machine.
+pub type Own<H> = <<H as Hands>::Machine as Machine>::Own;
+/// The intent of hands' machine.
+pub type Intent<H> = <<H as Hands>::Machine as Machine>::Intent;
+/// The observation of hands' machine.
+pub type Observation<H> = <<H as Hands>::Machine as Machine>::Observation;
+
+/// Where a node's Events come from: the namespace they are written in, the component they
+/// name.
+#[derive(Clone, Copy, Debug)]
+pub struct Source<'s> {
+    /// The namespace.
+    pub namespace: &'s str,
+    /// The component.
+    pub component: &'s str,
+}
+
+impl<A, S, R, X> Context<'_, A, Progress<S, R, X>, S>
+where
+    A: JobApi + NodeApi + LeaseApi + ?Sized,
+    S: RollStep,
+    R: Send + 'static,
+    X: OwnEvents + Send + 'static,
+    Progress<S, R, X>: RollEvent,
+{
+    /// Drives one node's machine from `turn` to its end, through `hands`, as the module says;
+    /// `uid`: the node's UID as the run first read it (a node read again after a pause with
+    /// another is not the node the step was decided for). The node is in flight until it
+    /// ends.
+    pub async fn drive<H>(
+        &self,
+        events: Source<'_>,
+        hands: &mut H,
+        machine: &mut H::Machine,
+        turn: Turn<S, Own<H>, Intent<H>>,
+        uid: Option<&str>,
+    ) -> H::End
+    where
+        H: Hands,
+        H::Machine: Machine<Step = S>,
+    {
+        let node = hands.node().to_string();
+        let end = self.turns(events, hands, machine, turn, uid).await;
+        self.landed(&node);
+        end
+    }
+
+    async fn turns<H>(
+        &self,
+        events: Source<'_>,
+        hands: &mut H,
+        machine: &mut H::Machine,
+        mut turn: Turn<S, Own<H>, Intent<H>>,
+        uid: Option<&str>,
+    ) -> H::End
+    where
+        H: Hands,
+        H::Machine: Machine<Step = S>,
+    {
+        let node = hands.node().to_string();
+        let mut step_started = self.api.now();
+        loop {
+            match machine.in_flight() {
+                Some(step) => self.flying(&node, step),
+                None => self.landed(&node),
+            }
+            // The fence first: once the Lease is lost, not even an Event is written.
+            if hands.fenced(&turn.intent)
+                && let Err(e) = self.fence.check(self.api).await
+            {
+                return hands.interrupted(machine.at(), format!("the Lease was lost: {e}"));
+            }
+            // What already happened (the step before finished, a note) is told now, when it
+            // happened; only the marks from the start of the next step on wait for the pause
+            // switch, and a stop asked ends the node there, before the step's start is told.
+            let starting = hands.gate(&turn);
+            let Turn { mut marks, intent } = turn;
+            let at = (marks.iter())
+                .position(|m| matches!(m, Mark::Started(s) if Some(*s) == starting))
+                .unwrap_or(marks.len());
+            let next = marks.split_off(at);
+            for mark in marks {
+                self.tell_mark(events, hands, mark, &mut step_started).await;
+            }
+            let stop = &self.limits.stop;
+            if let Some(step) = starting
+                && !stop.requested()
+            {
+                let note = |message| self.tell_note(&node, message);
+                let passed = pause_before(self.api, &self.fence, &self.limits, step, note).await;
+                let passed = match passed {
+                    Ok(Passed::Unpaused) => Ok(()),
+                    // The step was decided on what was read before the wait.
+                    Ok(Passed::Resumed) => {
+                        let read = read_again(self.api, &node, uid).await;
+                        hands.resumed(step, read).await
+                    }
+                    Err(why) => Err(hands.interrupted(step, why)),
+                };
+                if let Err(end) = passed {
+                    return end;
+                }
+            }
+            let stop_here = starting.is_some() && stop.requested();
+            for mark in next {
+                if !(stop_here && matches!(mark, Mark::Started(_))) {
+                    self.tell_mark(events, hands, mark, &mut step_started).await;
+                }
+            }
+            if stop_here {
+                return hands.interrupted(machine.at(), "stopped on request".into());
+            }
+            match hands.act(machine, intent) {
+                Act::Do(intent) => match hands.perform(machine, intent).await {
+                    Ok(obs) => {
+                        // What the machine writes next (a record's time) is of now.
+                        machine.now(self.api.wall_time().to_string());
+                        turn = machine.step(obs);
+                    }
+                    Err(end) => return end,
+                },
+                Act::Failed { failure, end } => {
+                    if let Some(lost) = self.fence.lost() {
+                        let why = format!(
+                            "the Lease was lost: {lost}; the step then: {}",
+                            failure.message
+                        );
+                        return hands.interrupted(failure.step, why);
+                    }
+                    let message = match failure.exit_code {
+                        Some(code) => format!("{} (exit code {code})", failure.message),
+                        None => failure.message.clone(),
+                    };
+                    let reason = failure.step.reason();
+                    self.warn(events, &node, &reason, &message).await;
+                    return end;
+                }
+                Act::End { end, warning } => {
+                    if let Some(w) = warning {
+                        self.warn(events, &node, &w.reason, &w.message).await;
+                    }
+                    return end;
+                }
+            }
+        }
+    }
+
+    /// Tells one mark of `hands`' node: progress, the report, an Event, the condition.
+    /// `step_started` is when the step under way started (set by a start, read by a finish).
+    async fn tell_mark<H>(
+        &self,
+        events: Source<'_>,
+        hands: &mut H,
+        mark: Mark<S, Own<H>>,
+        step_started: &mut Duration,
+    ) where
+        H: Hands,
+        H::Machine: Machine<Step = S>,
+    {
+        let node = hands.node().to_string();
+        match mark {
+            Mark::Started(step) => {
+                *step_started = self.api.now();
+                self.tell(&Progress::StepStarted {
+                    node: node.clone(),
+                    step,
+                });
+                hands.started(step).await;
+            }
+            Mark::Finished(step, message) => {
+                let took = millis(self.api.now().saturating_sub(*step_started));
+                hands.finished(step, took);
+                self.tell(&Progress::StepFinished {
+                    node: node.clone(),
+                    step,
+                    took_ms: took,
+                    message: message.clone(),
+                });
+                let (ns, component) = (events.namespace, events.component);
+                let reason = step.reason();
+                self.event(ns, component, &node, EventType::Normal, &reason, &message)
+                    .await;
+            }
+            Mark::Note(message) => self.tell_note(&node, message),
+            Mark::Own(own) => hands.own(own).await,
+        }
+    }
+
+    fn tell_note(&self, node: &str, message: String) {
+        self.tell(&Progress::Note {
+            node: Some(node.to_string()),
+            message,
+        });
+    }
+
+    async fn warn(&self, events: Source<'_>, node: &str, reason: &str, message: &str) {
+        let (ns, component) = (events.namespace, events.component);
+        self.event(ns, component, node, EventType::Warning, reason, message)
+            .await;
+    }
+}

@@ -1,0 +1,404 @@
+//! The upgrade's hands on one node ([`nodejob_roll::Hands`]): how each [`Intent`] of its
+//! [`NodeMachine`] is performed through the API traits, and what the engine's executor
+//! cannot know of them (which step waits on the pause switch, which intent is a write,
+//! which ending is a failure). The executor does the rest: the fence, the pause, the stop,
+//! the read after a wait, the marks told, the Events.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::Node;
+use nodejob_core::drain::{Drained, drain_into};
+use nodejob_core::runner::{Mode, Policy};
+use nodejob_core::watch::{From, Until, watch_until};
+use nodejob_core::{ApiError, JobApi, LeaseApi, NodeApi, PodApi, ready, run_exit_code};
+use nodejob_roll::{Act, Fenced, Hands, NoteSink, OpError, ReadAgain, Warning};
+use nodejob_roll::{delete_job, patch_node};
+
+use super::{Run, blocked, conditions, get_node, host_observation, retry, rollback_drain};
+use crate::machine::{DrainFailed, Intent, NodeMachine, NodeResult, Observation, Own};
+use crate::machine::{Step, UpgradeStep};
+use crate::progress::{Progress, UpgradeEvent};
+use crate::records::{self, boot_id};
+
+/// What the run keeps of one node while its machine runs: the node as our last write (or
+/// the wait for its new boot) left it, and its resourceVersions.
+pub(super) struct OnNode<'r, 'a, A: ?Sized> {
+    run: &'r Run<'a, A>,
+    name: String,
+    /// Its UID as the run first read it.
+    uid: Option<String>,
+    last: Option<Node>,
+    versions: conditions::Versions,
+}
+
+impl<'r, 'a, A> OnNode<'r, 'a, A>
+where
+    A: JobApi + NodeApi + PodApi + LeaseApi + ?Sized,
+{
+    /// The hands on `name`, first read as `first`.
+    pub(super) fn new(run: &'r Run<'a, A>, name: &str, first: &Node) -> Self {
+        let mut versions = conditions::Versions::default();
+        versions.saw(first);
+        OnNode {
+            run,
+            name: name.to_string(),
+            uid: first.metadata.uid.clone(),
+            last: None,
+            versions,
+        }
+    }
+
+    /// The node as our last write, or the wait for its new boot, left it.
+    pub(super) fn last(&self) -> Option<&Node> {
+        self.last.as_ref()
+    }
+
+    /// The node written (or rebooted), as the machine sees it.
+    fn wrote(&mut self, node: Node) -> Observation {
+        self.last = Some(node.clone());
+        Observation::Node(Box::new(node))
+    }
+
+    /// A node of ours left the roll skipped: told, and the end.
+    fn skipped(&self, why: String) -> NodeResult {
+        let event = UpgradeEvent::NodeSkipped {
+            node: self.name.clone(),
+            why: why.clone(),
+        };
+        self.run.ctx.progress.event(&Progress::Driver(event));
+        NodeResult::Skipped { why }
+    }
+}
+
+#[async_trait]
+impl<A> Hands for OnNode<'_, '_, A>
+where
+    A: JobApi + NodeApi + PodApi + LeaseApi + ?Sized,
+{
+    type Machine = NodeMachine;
+    type End = NodeResult;
+
+    fn node(&self) -> &str {
+        &self.name
+    }
+
+    /// Every step but the uncordon (which puts the node back) and a rollback decided on a
+    /// failure (which does not leave a failed node half-way) waits on the pause switch.
+    fn gate(&self, turn: &Step) -> Option<UpgradeStep> {
+        turn.marks.iter().find_map(|m| match m {
+            nodejob_roll::Mark::Started(s)
+                if *s != UpgradeStep::Uncordon && *s != UpgradeStep::Rollback =>
+            {
+                Some(*s)
+            }
+            _ => None,
+        })
+    }
+
+    fn fenced(&self, intent: &Intent) -> bool {
+        matches!(
+            intent,
+            Intent::Patch { .. }
+                | Intent::Guarded { .. }
+                | Intent::Drain
+                | Intent::Host { adopt: None, .. }
+                | Intent::DeleteJob { .. }
+                | Intent::Health
+                | Intent::RollbackJob { adopt: None, .. }
+                | Intent::DeleteRollbackJob { .. }
+        )
+    }
+
+    fn act(
+        &mut self,
+        _machine: &NodeMachine,
+        intent: Intent,
+    ) -> Act<Intent, UpgradeStep, NodeResult> {
+        let result = match intent {
+            Intent::Done(result) => result,
+            intent => return Act::Do(intent),
+        };
+        let warning = match &result {
+            NodeResult::Failed(f) => {
+                return Act::Failed {
+                    failure: f.clone(),
+                    end: result,
+                };
+            }
+            NodeResult::RolledBack { failure, version } => Some(Warning {
+                reason: UpgradeStep::Rollback.reason(),
+                message: format!(
+                    "failed at {}: {}; rolled back to {version}",
+                    failure.step, failure.message
+                ),
+            }),
+            // Said on a node this run wrote to: one blocked before its first write has
+            // nothing of ours on it.
+            NodeResult::Blocked { why, .. } if self.last.is_some() => Some(Warning {
+                reason: blocked::REASON.to_string(),
+                message: why.clone(),
+            }),
+            _ => None,
+        };
+        Act::End {
+            end: result,
+            warning,
+        }
+    }
+
+    async fn perform(
+        &mut self,
+        machine: &mut NodeMachine,
+        intent: Intent,
+    ) -> Result<Observation, NodeResult> {
+        let (run, name) = (self.run, self.name.as_str());
+        let api = run.api;
+        let obs = match intent {
+            Intent::Done(_) => unreachable!("an end is acted on, never performed"),
+            Intent::Patch { rv, changes } => {
+                let rv = self.versions.under(&rv);
+                match patch_node(api, name, &rv, &changes).await {
+                    Ok(node) => self.wrote(node),
+                    // Deleted before our first write to it (while the rolls were paused,
+                    // say): nothing of ours was on it, so it leaves the roll as a node deleted
+                    // before its turn does, skipped, not failed.
+                    Err(
+                        OpError::PatchingNode { cause, .. } | OpError::ReadingNode { cause, .. },
+                    ) if cause.is_not_found() && machine.untouched() => {
+                        let why = "deleted from the cluster before its upgrade started";
+                        return Err(self.skipped(why.into()));
+                    }
+                    Err(e) => Observation::Failed(e.to_string()),
+                }
+            }
+            Intent::Drain => {
+                let notes = NoteSink::to(name, &run.ctx.progress);
+                let mut drained = Drained::default();
+                let options = &run.plan.spec().drain;
+                let pods = Fenced::new(api, &run.ctx.fence);
+                let result = if machine.current_step() == UpgradeStep::Rollback {
+                    // Our failed host Job's Pod stays, for inspection.
+                    let label_key = run.plan.host_spec(name).label_key;
+                    let pods = rollback_drain::KeepingHostPods::new(pods, label_key);
+                    drain_into(&pods, name, options, &notes, &mut drained).await
+                } else {
+                    drain_into(&pods, name, options, &notes, &mut drained).await
+                };
+                match result {
+                    Ok(()) => Observation::Drained(Ok(drained)),
+                    Err(e) => Observation::Drained(Err(DrainFailed {
+                        evicted: drained.evicted,
+                        message: e.to_string(),
+                        held: blocked::held_by(&e),
+                    })),
+                }
+            }
+            Intent::Guarded { rv, changes } => {
+                let rv = self.versions.under(&rv);
+                match retry(api, || api.patch_node(name, &rv, &changes)).await {
+                    Ok(node) => self.wrote(node),
+                    Err(e) if e.is_conflict() => match get_node(api, name).await {
+                        Ok(node) => Observation::Changed(Box::new(node)),
+                        Err(e) => Observation::Failed(format!("reading node {name}: {e}")),
+                    },
+                    Err(e) => Observation::Failed(format!("patching node {name}: {e}")),
+                }
+            }
+            Intent::Preflight => run.preflight(name).await,
+            Intent::FindJob | Intent::FindPrevious { .. } => {
+                let ns = &run.plan.spec().namespace;
+                let job_name = match &intent {
+                    Intent::FindPrevious { target } => run.plan.job_name_toward(name, target),
+                    _ => run.plan.job_name(name),
+                };
+                match retry(api, || api.get_job(ns, &job_name)).await {
+                    Ok(job) => Observation::Job(Some(Box::new(job))),
+                    Err(e) if e.is_not_found() => Observation::Job(None),
+                    Err(e) => Observation::Failed(format!("reading the host job: {e}")),
+                }
+            }
+            Intent::Host { adopt, known_free } => {
+                let spec = run.plan.host_spec(name);
+                let policy = Policy {
+                    adopt,
+                    keep: true,
+                    known_free,
+                };
+                // Renewed while the host Job runs: the renewer runs beside the roll.
+                let ran = (run.ctx)
+                    .host_job(api, name, spec, Mode::ExitCodeLogs, policy)
+                    .await;
+                host_observation(ran)
+            }
+            Intent::DeleteJob { uid } => match run.delete_job(name, &uid).await {
+                Ok(()) => Observation::Deleted,
+                Err(e) => Observation::Failed(e.to_string()),
+            },
+            Intent::WaitReboot { boot_id: before } => {
+                let timeout = run.plan.spec().reboot_timeout;
+                let until = watch_until(
+                    api,
+                    timeout,
+                    From::Read,
+                    || api.get_node(name),
+                    |since, t| async move { api.wait_node(name, since.as_deref(), t).await },
+                    // Deleted ends the wait at once: the watch says so when it happens.
+                    |seen| seen.is_none_or(|n| boot_id(n) != before && ready(n)),
+                )
+                .await;
+                match until {
+                    Ok(Until::Met(None)) => Observation::Rebooted {
+                        node: None,
+                        met: false,
+                    },
+                    Ok(Until::Met(node)) => {
+                        self.last = node.clone();
+                        Observation::Rebooted {
+                            node: node.map(Box::new),
+                            met: true,
+                        }
+                    }
+                    Ok(Until::TimedOut(node)) => Observation::Rebooted {
+                        node: node.map(Box::new),
+                        met: false,
+                    },
+                    Err((_, cause)) => {
+                        Observation::Failed(format!("watching node {name}: {cause}"))
+                    }
+                }
+            }
+            Intent::Health => {
+                let Some(mut spec) = run.plan.health_spec(name) else {
+                    return Err(NodeResult::Upgraded);
+                };
+                spec.output = Some(Arc::new(NoteSink::to(name, &run.ctx.progress)));
+                Observation::Health(run_exit_code(api, &spec).await.map_err(|e| e.to_string()))
+            }
+            Intent::FindRollbackJob => {
+                let ns = &run.plan.spec().namespace;
+                let job_name = run.plan.rollback_job_name(name);
+                match retry(api, || api.get_job(ns, &job_name)).await {
+                    Ok(job) => Observation::Job(Some(Box::new(job))),
+                    Err(e) if e.is_not_found() => Observation::Job(None),
+                    Err(e) => Observation::Failed(format!("reading the rollback job: {e}")),
+                }
+            }
+            Intent::RollbackJob {
+                adopt,
+                to,
+                known_free,
+            } => {
+                let spec = run.plan.rollback_spec(name, &to);
+                let policy = Policy {
+                    adopt,
+                    keep: true,
+                    known_free,
+                };
+                let ran = (run.ctx)
+                    .host_job(api, name, spec, Mode::ExitCodeLogs, policy)
+                    .await;
+                host_observation(ran)
+            }
+            Intent::DeleteRollbackJob { uid } => {
+                let ns = &run.plan.spec().namespace;
+                let job = run.plan.rollback_job_name(name);
+                match delete_job(api, ns, &job, &uid).await {
+                    Ok(()) => Observation::Deleted,
+                    Err(e) => Observation::Failed(e.to_string()),
+                }
+            }
+            Intent::Soak { since, boot_id } => match run.soak(name, &since, &boot_id).await {
+                Some(obs) => obs,
+                None => {
+                    return Err(NodeResult::Interrupted {
+                        step: UpgradeStep::Soak,
+                        why: "stopped on request during its soak; a rerun resumes it from its \
+                              recorded start"
+                            .into(),
+                    });
+                }
+            },
+        };
+        match &obs {
+            Observation::Node(n) | Observation::Changed(n) => self.versions.saw(n),
+            Observation::Rebooted { node: Some(n), .. } => self.versions.saw(n),
+            _ => {}
+        }
+        Ok(obs)
+    }
+
+    /// After the node waited on the pause switch, before `step` starts on it: still the one
+    /// the run began with, and still selected unless ours. One deleted or replaced while the
+    /// rolls were paused, or relabelled out of the selection before anything of ours was on
+    /// it, leaves the roll skipped, `step` not started; one that cannot be read fails at
+    /// `step`.
+    async fn resumed(
+        &mut self,
+        step: UpgradeStep,
+        read: Result<ReadAgain, ApiError>,
+    ) -> Result<(), NodeResult> {
+        let why = match read {
+            // Relabelled out of the selection before anything of ours was on it: not ours to
+            // start (one we hold is carried on whatever its labels, as at admission).
+            Ok(ReadAgain::Same(node))
+                if !self.run.selection.selects(&node) && !records::in_flight(&node) =>
+            {
+                format!(
+                    "no longer selected (relabelled while the rolls were paused): {step} was not \
+                     started on it"
+                )
+            }
+            Ok(ReadAgain::Same(_)) => return Ok(()),
+            Ok(ReadAgain::Replaced { now }) => format!(
+                "replaced by another node of the same name while the rolls were paused (uid {}, \
+                 now {}): {step} was not started on it; a rerun rolls the new node",
+                self.uid.as_deref().unwrap_or("none"),
+                now.as_deref().unwrap_or("none")
+            ),
+            Ok(ReadAgain::Deleted) => format!(
+                "deleted from the cluster while the rolls were paused: {step} was not started \
+                 on it"
+            ),
+            Err(e) => {
+                return Err(NodeResult::Failed(crate::machine::Failure {
+                    step,
+                    message: format!(
+                        "reading node {} after the pause, before {step}: {e}",
+                        self.name
+                    ),
+                    exit_code: None,
+                    log_tail: None,
+                }));
+            }
+        };
+        Err(self.skipped(why))
+    }
+
+    fn interrupted(&self, step: UpgradeStep, why: String) -> NodeResult {
+        NodeResult::Interrupted { step, why }
+    }
+
+    async fn started(&mut self, step: UpgradeStep) {
+        (self.run)
+            .condition_step(&self.name, step, &mut self.versions)
+            .await;
+    }
+
+    fn finished(&mut self, step: UpgradeStep, took_ms: u64) {
+        (self.run).node_report(&self.name, |n| n.steps.push((step, took_ms)));
+    }
+
+    async fn own(&mut self, own: Own) {
+        match own {
+            Own::Evicted(pods) => {
+                (self.run).node_report(&self.name, |n| n.pods_evicted.extend(pods.iter().cloned()));
+                let event = UpgradeEvent::PodsEvicted {
+                    node: self.name.clone(),
+                    pods,
+                };
+                self.run.ctx.progress.event(&Progress::Driver(event));
+            }
+        }
+    }
+}
