@@ -44,6 +44,7 @@ use crate::progress::{
     CaEvent, Failure, Gates, NodeReport, NodeResult, Progress, ProgressSink, Report,
 };
 use crate::status::CaStatus;
+use nodejob_roll::FailureKind;
 
 /// What `carotate verify` answered on a node after its `issue` (in the issue Job's own
 /// output), with the CAs it expected besides the new one.
@@ -771,6 +772,7 @@ where
             Answer::Status(status) => Ok(status),
             other => Err(NodeResult::Failed(Failure {
                 step: CaStep::Status,
+                kind: FailureKind::Internal,
                 message: format!("internal: a status read answered {other:?}"),
                 exit_code: None,
                 log_tail: None,

@@ -190,8 +190,8 @@ pub use error::Error;
 pub use fingerprint::Fingerprint;
 pub use gate::{Disagreement, Gate, GateReport, Reported, Verified, check, expected, old_trust};
 pub use machine::{
-    Answer, Gone, Intent, Leftover, Mark, NodeMachine, Observation, Own, Step, Stepped, Task,
-    Watched,
+    Answer, Cause, FailureKind, Gone, Intent, Leftover, Mark, NodeMachine, Observation, Own, Step,
+    Stepped, Task, Watched,
 };
 pub use nodejob_roll::NSENTER;
 pub use nodejob_roll::Window;

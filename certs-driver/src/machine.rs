@@ -49,6 +49,7 @@ use crate::phase::{CaStep, Decision, decide};
 use crate::plan::Plan;
 use crate::progress::{Failure, NodeResult};
 use crate::status::{CaStatus, parse_phase_output, parse_status};
+pub use nodejob_roll::{Cause, FailureKind};
 
 /// The last lines of a log kept in a failure.
 const LOG_TAIL_LINES: usize = 20;
@@ -241,7 +242,7 @@ pub enum Observation {
     /// The write (a delete, a record) is done.
     Written,
     /// The last intent failed: why.
-    Failed(String),
+    Failed(Cause),
 }
 
 /// Something for progress, the report and the node's Events: the engine's marks, with the
@@ -429,7 +430,7 @@ impl<'p> NodeMachine<'p> {
             },
             // Our Job unreadable: the node fails, named, with no Event.
             (At::Finding | At::Ended { .. }, Observation::Failed(why)) => {
-                self.done(Err(NodeResult::Failed(failure(step, why, None, None))))
+                self.done(Err(NodeResult::Failed(Failure::of(step, why))))
             }
             (At::Hosting, Observation::Host(Ok(report))) => {
                 let kept = self.keeps();
@@ -437,7 +438,7 @@ impl<'p> NodeMachine<'p> {
             }
             (At::Answering, Observation::Host(Ok(report))) => self.hosted(report, true),
             (At::Hosting | At::Answering, Observation::Host(Err(why))) => {
-                self.fail(failure(step, why, None, None))
+                self.fail(failure(step, FailureKind::Job, why, None, None))
             }
             (At::Hosting, Observation::Unread(unread)) => {
                 self.go(At::Unread(unread), Vec::new(), Intent::FindJob { step })
@@ -455,7 +456,7 @@ impl<'p> NodeMachine<'p> {
                 self.go(At::Answering, marks, Intent::WaitJob { step, uid })
             }
             (At::Unread(unread), Observation::Job(_) | Observation::Failed(_)) => {
-                self.fail(failure(step, unread, None, None))
+                self.fail(failure(step, FailureKind::Job, unread, None, None))
             }
             (At::Restarting(_), Observation::Watched(Watched::Deleted)) => {
                 self.fail(self.deleted())
@@ -477,15 +478,23 @@ impl<'p> NodeMachine<'p> {
                         self.node,
                         self.plan.spec().ready_timeout.as_secs()
                     );
-                    self.fail(failure(CaStep::Issue, message, None, None))
+                    self.fail(failure(
+                        CaStep::Issue,
+                        FailureKind::TimedOut,
+                        message,
+                        None,
+                        None,
+                    ))
                 }
-                Watched::Failed(why) => self.fail(failure(CaStep::Issue, why, None, None)),
+                Watched::Failed(why) => {
+                    self.fail(failure(CaStep::Issue, FailureKind::Api, why, None, None))
+                }
             },
             (At::Reading(ran), Observation::Status(read)) => self.read(ran, read),
             (At::Recording(ran), Observation::Written) => self.recorded(ran, Vec::new()),
             // Recording is for a preview to show; only after `issue` is it the cluster's mark.
             (At::Recording(ran), Observation::Failed(why)) if step != CaStep::Issue => {
-                self.recorded(ran, vec![Mark::Note(why)])
+                self.recorded(ran, vec![Mark::Note(why.message)])
             }
             (At::Recording(_), Observation::Failed(why)) => {
                 let message = format!(
@@ -493,7 +502,10 @@ impl<'p> NodeMachine<'p> {
                     self.job(),
                     self.node
                 );
-                self.fence(Vec::new(), Then::Fail(failure(step, message, None, None)))
+                self.fence(
+                    Vec::new(),
+                    Then::Fail(failure(step, why.kind, message, None, None)),
+                )
             }
             (At::Deleting(ran), Observation::Written) => {
                 let mut marks = Vec::new();
@@ -503,7 +515,7 @@ impl<'p> NodeMachine<'p> {
                 self.stepped(marks, ran)
             }
             (At::Deleting(_) | At::Clearing, Observation::Failed(why)) => {
-                self.fail(failure(step, why, None, None))
+                self.fail(Failure::of(step, why))
             }
             (At::Clearing, Observation::Written) => self.stepped(Vec::new(), None),
             (At::WaitingOut(uid), Observation::Host(result)) => {
@@ -528,7 +540,7 @@ impl<'p> NodeMachine<'p> {
             (at, obs) => {
                 let step = self.current_step();
                 let why = format!("internal: unexpected answer {obs:?} at {at:?}");
-                self.fail(failure(step, why, None, None))
+                self.fail(failure(step, FailureKind::Internal, why, None, None))
             }
         }
     }
@@ -647,7 +659,7 @@ impl<'p> NodeMachine<'p> {
                      ended ({ended}); nothing is done there before it has",
                     self.node
                 );
-                self.fail(failure(step, message, None, None))
+                self.fail(failure(step, FailureKind::Node, message, None, None))
             }
             Some(job) if nodejob_core::failed(&job) => {
                 let note =
@@ -697,7 +709,13 @@ impl<'p> NodeMachine<'p> {
                 report.uid
             );
             let log_tail = report.log.as_deref().map(|l| log_tail(l, LOG_TAIL_LINES));
-            return self.fail(failure(step, message, Some(report.exit_code), log_tail));
+            return self.fail(failure(
+                step,
+                FailureKind::Host,
+                message,
+                Some(report.exit_code),
+                log_tail,
+            ));
         }
         // Its output ends with where the node stands now, and after `issue --expect` with
         // what `verify` said: the gates read them from here.
@@ -734,16 +752,25 @@ impl<'p> NodeMachine<'p> {
     fn read(&mut self, ran: Option<Ran>, read: Result<(i32, String), String>) -> Step {
         let node = &self.node;
         let read = match read {
-            Ok((0, log)) => parse_status(node, &log)
-                .map_err(|e| failure(CaStep::Status, e.to_string(), Some(0), None)),
+            Ok((0, log)) => parse_status(node, &log).map_err(|e| {
+                failure(
+                    CaStep::Status,
+                    FailureKind::Host,
+                    e.to_string(),
+                    Some(0),
+                    None,
+                )
+            }),
             Ok((code, log)) => Err(failure(
                 CaStep::Status,
+                FailureKind::Host,
                 format!("`carotate status` exited {code} on node {node}"),
                 Some(code),
                 Some(log_tail(&log, LOG_TAIL_LINES)),
             )),
             Err(e) => Err(failure(
                 CaStep::Status,
+                FailureKind::Job,
                 format!("reading `carotate status` on node {node}: {e}"),
                 None,
                 None,
@@ -883,7 +910,7 @@ impl<'p> NodeMachine<'p> {
             "node {} was deleted from the cluster while waiting for it to be Ready again                  after `carotate issue` restarted its components; its issue job is kept as the                  mark that issue began there",
             self.node
         );
-        failure(CaStep::Issue, message, None, None)
+        failure(CaStep::Issue, FailureKind::Node, message, None, None)
     }
 
     /// Checks the Lease (after `marks`), then `then`.
@@ -926,12 +953,14 @@ fn command(step: CaStep) -> String {
 
 fn failure(
     step: CaStep,
+    kind: FailureKind,
     message: String,
     exit_code: Option<i32>,
     log_tail: Option<String>,
 ) -> Failure {
     Failure {
         step,
+        kind,
         message,
         exit_code,
         log_tail,

@@ -3,8 +3,9 @@
 mod support;
 
 use certs_driver::{
-    Answer, CaPhase, CaStatus, CaStep, Failure, Fingerprint, Gone, Intent, Leftover, Mark,
-    NodeMachine, NodeResult, Observation as Obs, Own, Plan, Step, Stepped, Task, Verified, Watched,
+    Answer, CaPhase, CaStatus, CaStep, Cause, Failure, FailureKind, Fingerprint, Gone, Intent,
+    Leftover, Mark, NodeMachine, NodeResult, Observation as Obs, Own, Plan, Step, Stepped, Task,
+    Verified, Watched,
 };
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -245,7 +246,7 @@ fn a_job_of_ours_is_adopted_without_a_lease_check_and_a_failed_one_is_run_again_
 fn an_unreadable_job_fails_the_node_with_no_event() {
     let plan = rotation();
     let mut m = phase(&plan, CaStep::Stage, Some(idle()));
-    let step = m.step(Obs::Failed("reading job kube-system/x: 500".into()));
+    let step = m.step(Obs::Failed(Cause::api("reading job kube-system/x: 500")));
     match step.intent {
         Intent::Done(Err(NodeResult::Failed(f))) => {
             assert_eq!(f.step, CaStep::Stage);
@@ -273,7 +274,7 @@ fn a_host_job_that_exited_non_zero_fails_the_node_and_keeps_its_job() {
     let log: String = (1..=30).map(|i| format!("line {i}\n")).collect();
     let f = failed(m.step(exited("j", 4, Some(&log))));
     assert_eq!(f.step, CaStep::Stage);
-    assert_eq!(f.exit_code, Some(4));
+    assert_eq!((f.kind, f.exit_code), (FailureKind::Host, Some(4)));
     let job = plan.job_name(CaStep::Stage, NODE);
     assert_eq!(
         f.message,
@@ -391,7 +392,7 @@ fn a_status_that_could_not_be_recorded_after_a_step_other_than_issue_is_a_note()
     let mut m = phase(&plan, CaStep::Stage, Some(idle()));
     hosting(&mut m, CaStep::Stage);
     m.step(exited("j", 0, Some(&status_line(&after))));
-    let done = m.step(Obs::Failed("could not record the status: 500".into()));
+    let done = m.step(Obs::Failed(Cause::api("could not record the status: 500")));
     assert_eq!(
         done.marks,
         vec![
@@ -417,7 +418,7 @@ fn a_job_that_could_not_be_deleted_fails_the_node() {
     m.step(Obs::Watched(Watched::Met));
     m.step(Obs::Watched(Watched::Met));
     m.step(Obs::Written);
-    let f = failed(m.step(Obs::Failed("deleting job x: 500".into())));
+    let f = failed(m.step(Obs::Failed(Cause::api("deleting job x: 500"))));
     assert_eq!(
         (f.step, f.message.as_str()),
         (CaStep::Issue, "deleting job x: 500")
@@ -441,6 +442,7 @@ fn exit_0_with_its_log_unread_is_taken_from_the_succeeded_job_never_a_new_one() 
             job("j", None, false),
             Intent::Fail(Failure {
                 step: CaStep::Stage,
+                kind: FailureKind::Job,
                 message: "the log of job x could not be read".into(),
                 exit_code: None,
                 log_tail: None,
@@ -450,6 +452,7 @@ fn exit_0_with_its_log_unread_is_taken_from_the_succeeded_job_never_a_new_one() 
             None,
             Intent::Fail(Failure {
                 step: CaStep::Stage,
+                kind: FailureKind::Job,
                 message: "the log of job x could not be read".into(),
                 exit_code: None,
                 log_tail: None,
@@ -636,26 +639,35 @@ fn issue_verifies_in_its_own_job_and_records_the_status_it_printed_once_ready() 
 #[test]
 fn issue_on_a_node_deleted_or_never_ready_again_fails_it_at_issue() {
     let plan = rotation();
-    // (answer to the restart wait, answer to the ready wait) -> what the failure says
+    // (answer to the restart wait, answer to the ready wait) -> what the failure says, and
+    // its kind
     let table = [
-        (Watched::Deleted, None, "was deleted from the cluster"),
+        (
+            Watched::Deleted,
+            None,
+            "was deleted from the cluster",
+            FailureKind::Node,
+        ),
         (
             Watched::Met,
             Some(Watched::Deleted),
             "was deleted from the cluster",
+            FailureKind::Node,
         ),
         (
             Watched::TimedOut,
             Some(Watched::TimedOut),
             "did not come back Ready within 600s",
+            FailureKind::TimedOut,
         ),
         (
             Watched::Failed("watching node w-1: 500".into()),
             Some(Watched::Failed("watching node w-1: 503".into())),
             "watching node w-1: 503",
+            FailureKind::Api,
         ),
     ];
-    for (i, (restart, ready, says)) in table.into_iter().enumerate() {
+    for (i, (restart, ready, says, kind)) in table.into_iter().enumerate() {
         let mut m = issued(&plan);
         let mut step = m.step(Obs::Watched(restart));
         if let Some(ready) = ready {
@@ -663,7 +675,7 @@ fn issue_on_a_node_deleted_or_never_ready_again_fails_it_at_issue() {
             step = m.step(Obs::Watched(ready));
         }
         let f = failed(step);
-        assert_eq!(f.step, CaStep::Issue, "row {i}");
+        assert_eq!((f.step, f.kind), (CaStep::Issue, kind), "row {i}");
         assert!(f.message.contains(says), "row {i}: {}", f.message);
     }
 }
@@ -678,7 +690,7 @@ fn issue_whose_status_cannot_be_recorded_fails_keeping_its_job_unless_the_lease_
         m.step(Obs::Watched(Watched::Met));
         m.step(Obs::LeaseHeld);
         m.step(Obs::Status(Ok((0, line.clone()))));
-        let step = m.step(Obs::Failed("could not record the status: 404".into()));
+        let step = m.step(Obs::Failed(Cause::api("could not record the status: 404")));
         assert_eq!(step.intent, Intent::CheckLease);
     };
     let mut m = issued(&plan);

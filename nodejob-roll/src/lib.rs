@@ -64,7 +64,7 @@ pub use placement::{
     CONTROL_PLANE_LABEL, DEFAULT_LEASE_NAME, DEFAULT_NAMESPACE, MAX_LEASE_DURATION,
     MIN_LEASE_DURATION, NSENTER, Placement, PlanError, identity, is_control_plane,
 };
-pub use progress::{Failure, OwnEvents, Progress, quiet};
+pub use progress::{Cause, Failure, FailureKind, OwnEvents, Progress, quiet};
 pub use report::{NodeLine, Nothing, Report, Totals};
 pub use select::{Selecting, Selection, check_selection, select_from, select_nodes};
 pub use stop::{Asked, Stop};

@@ -4,6 +4,7 @@
 //! `event`: `step_started`, `node_finished`, ..., the driver's own events and the Lease's
 //! inline).
 
+use std::fmt;
 use std::sync::Arc;
 
 use crate::engine::RollEvent;
@@ -114,17 +115,131 @@ pub fn quiet<E: 'static>() -> Arc<dyn EventSink<E>> {
     Arc::new(|_: &E| {})
 }
 
+/// What kind of failure a node's is: what a script branches on (`"kind"` in the JSON report),
+/// and what the run decides on, carried typed from the intent that failed through the node's
+/// machine to its result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// The host program (the upgrade, a rotation's step, a check) exited non-zero: its exit
+    /// code and log tail say how.
+    Host,
+    /// A host Job could not be run: not created, replaced, lost to a reboot, or its result
+    /// not read.
+    Job,
+    /// A read or a write of the cluster failed, after its retries.
+    Api,
+    /// The drain did not empty the node: refused by kubectl's rules, or held past its
+    /// timeout.
+    Drain,
+    /// A wait passed its bound: the node not back on a new boot, not Ready, not gone.
+    TimedOut,
+    /// The node is not as the step needs it: deleted, replaced, at a version it should not
+    /// be, another operation in flight on it, a record of ours on it unreadable.
+    Node,
+    /// An answer the machine did not expect: a defect of nodejob, to report.
+    Internal,
+}
+
+impl FailureKind {
+    /// A host Job's failure: [`FailureKind::Host`] when the host program gave an exit code,
+    /// else [`FailureKind::Job`] (it did not run to its end, or its result was not read).
+    pub fn host_or_job(exit_code: Option<i32>) -> Self {
+        match exit_code {
+            Some(_) => FailureKind::Host,
+            None => FailureKind::Job,
+        }
+    }
+}
+
+impl fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FailureKind::Host => "host",
+            FailureKind::Job => "job",
+            FailureKind::Api => "api",
+            FailureKind::Drain => "drain",
+            FailureKind::TimedOut => "timed_out",
+            FailureKind::Node => "node",
+            FailureKind::Internal => "internal",
+        })
+    }
+}
+
+/// Why an intent gave no answer: its kind and its words (a machine takes it as its step's
+/// failure, or decides otherwise on its kind).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cause {
+    /// The kind.
+    pub kind: FailureKind,
+    /// What happened, naming the object.
+    pub message: String,
+}
+
+impl Cause {
+    /// A cause of `kind`.
+    pub fn new(kind: FailureKind, message: impl Into<String>) -> Self {
+        Cause {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// A read or a write of the cluster that failed.
+    pub fn api(message: impl Into<String>) -> Self {
+        Cause::new(FailureKind::Api, message)
+    }
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 /// A node's failure at a step, as the report names it.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Failure<S> {
     /// The step.
     pub step: S,
+    /// Its kind.
+    pub kind: FailureKind,
     /// What happened.
     pub message: String,
     /// The host Job's (or a check's) exit code, when it gave one.
     pub exit_code: Option<i32>,
     /// The end of its log, when read.
     pub log_tail: Option<String>,
+}
+
+impl<S> Failure<S> {
+    /// A failure of `kind` at `step`, with no exit code or log.
+    pub fn new(step: S, kind: FailureKind, message: impl Into<String>) -> Self {
+        Failure {
+            step,
+            kind,
+            message: message.into(),
+            exit_code: None,
+            log_tail: None,
+        }
+    }
+
+    /// `cause`, at `step`.
+    pub fn of(step: S, cause: Cause) -> Self {
+        Failure::new(step, cause.kind, cause.message)
+    }
+
+    /// With the exit code the host gave, if any.
+    pub fn exit(mut self, code: Option<i32>) -> Self {
+        self.exit_code = code;
+        self
+    }
+
+    /// With the end of its log, if read.
+    pub fn log(mut self, tail: Option<String>) -> Self {
+        self.log_tail = tail;
+        self
+    }
 }
 
 #[cfg(test)]

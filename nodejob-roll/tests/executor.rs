@@ -15,8 +15,8 @@ use nodejob_core::pause::{Pause, set_pause};
 use nodejob_core::{ApiError, Clock, EventType};
 use nodejob_fake::FakeCluster;
 use nodejob_roll::{
-    Act, Context, EventSink, Failure, Hands, Limits, Machine, Mark, OwnEvents, Placement,
-    ReadAgain, RollStep, Source, Stop, Turn,
+    Act, Context, EventSink, Failure, FailureKind, Hands, Limits, Machine, Mark, OwnEvents,
+    Placement, ReadAgain, RollStep, Source, Stop, Turn,
 };
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
@@ -139,12 +139,7 @@ impl Hands for Toy {
     fn act(&mut self, machine: &Script, intent: Intent) -> Act<Intent, Step, String> {
         match intent {
             Intent::Fail(message) => Act::Failed {
-                failure: Failure {
-                    step: machine.at(),
-                    message,
-                    exit_code: Some(3),
-                    log_tail: None,
-                },
+                failure: Failure::new(machine.at(), FailureKind::Host, message).exit(Some(3)),
                 end: "failed".into(),
             },
             Intent::End => Act::End {

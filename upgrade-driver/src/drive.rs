@@ -18,6 +18,7 @@ use nodejob_core::watch::{From, watch_until};
 use nodejob_core::{ApiError, JobApi, LeaseApi, NodeApi, PodApi, ready};
 use nodejob_roll::Conditions;
 pub(crate) use nodejob_roll::retry;
+use nodejob_roll::{Cause, FailureKind};
 use nodejob_roll::{Context, End, Fleet, Group, Ledger, MaxUnavailable, Nothing, Tally};
 use nodejob_roll::{Cursor, NodeView, Selecting, Selection, select_from};
 use nodejob_roll::{DriverEvent, OpError, Outcome, delete_job, millis};
@@ -372,6 +373,7 @@ where
             Err(e) => {
                 let result = NodeResult::Failed(crate::machine::Failure {
                     step: UpgradeStep::Cordon,
+                    kind: FailureKind::Api,
                     message: format!("reading node {name}: {e}"),
                     exit_code: None,
                     log_tail: None,
@@ -420,7 +422,7 @@ where
         let node = match get_node(api, name).await {
             Ok(node) => Some(Box::new(node)),
             Err(e) if e.is_not_found() => None,
-            Err(e) => return Observation::Failed(format!("reading node {name}: {e}")),
+            Err(e) => return Observation::Failed(Cause::api(format!("reading node {name}: {e}"))),
         };
         if node.is_none() {
             return Observation::Preflight {
@@ -430,7 +432,11 @@ where
         }
         let pods = match retry(api, || api.list_node_pods(name)).await {
             Ok(pods) => pods,
-            Err(e) => return Observation::Failed(format!("listing the pods on node {name}: {e}")),
+            Err(e) => {
+                return Observation::Failed(Cause::api(format!(
+                    "listing the pods on node {name}: {e}"
+                )));
+            }
         };
         let pods = left_to_evict(&pods, &self.plan.spec().drain, api.wall_time());
         Observation::Preflight { node, pods }

@@ -156,8 +156,8 @@ use nodejob_core::{ApiError, JobApi, LeaseApi, NodeApi, PodApi};
 
 pub use drive::COMPONENT;
 pub use machine::{
-    DRAIN_ROUNDS, DrainFailed, Failure, HeldBy, Intent, Mark, NodeMachine, NodeResult, Observation,
-    Own, Step, UpgradeStep,
+    Cause, DRAIN_ROUNDS, DrainFailed, Failure, FailureKind, HeldBy, Intent, Mark, NodeMachine,
+    NodeResult, Observation, Own, Step, UpgradeStep,
 };
 pub use nodejob_roll::NSENTER;
 pub use nodejob_roll::Window;

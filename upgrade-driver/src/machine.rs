@@ -39,6 +39,7 @@ use nodejob_core::drain::Drained;
 use nodejob_core::log_tail;
 use nodejob_core::runner::Report;
 use nodejob_core::{NodeChange, ready};
+pub use nodejob_roll::{Cause, FailureKind};
 
 mod blocked;
 mod preflight;
@@ -236,7 +237,7 @@ pub enum Observation {
     /// The health check's exit code, or why it gave none.
     Health(Result<i32, String>),
     /// The last intent failed (an API error, or the Lease lost), with why.
-    Failed(String),
+    Failed(Cause),
     /// The soak's watch ended: `held` when the soak passed with the node Ready on the same
     /// boot all along; else the node as it broke it (`None`: deleted).
     Soaked {
@@ -524,7 +525,7 @@ impl NodeMachine {
         if let (At::Inquest(why), Observation::Failed(_)) = (&self.at, &obs) {
             // The host step's own failure is the news, not the read after it.
             let why = why.clone();
-            return self.fail(UpgradeStep::Upgrade, why, None, None);
+            return self.fail(Failure::new(UpgradeStep::Upgrade, FailureKind::Job, why));
         }
         if let (At::Recording(_), Some(failure), Observation::Failed(why)) =
             (&self.at, &self.pending_failure, &obs)
@@ -536,12 +537,7 @@ impl NodeMachine {
                 "{}; its result could not be recorded on the node: {why}",
                 failure.message
             );
-            return self.fail(
-                failure.step,
-                failure.message,
-                failure.exit_code,
-                failure.log_tail,
-            );
+            return self.fail(failure);
         }
         if let (At::SoakFailing(failure), Observation::Failed(why)) = (&self.at, &obs) {
             // Recording a failed soak failed too: the soak's failure is the news.
@@ -550,16 +546,11 @@ impl NodeMachine {
                 "{}; it could not be recorded on the node: {why}",
                 failure.message
             );
-            return self.fail(
-                failure.step,
-                failure.message,
-                failure.exit_code,
-                failure.log_tail,
-            );
+            return self.fail(failure);
         }
         if let Observation::Failed(why) = obs {
             let step = self.current_step();
-            return self.fail(step, why, None, None);
+            return self.fail(Failure::of(step, why));
         }
         match (std::mem::replace(&mut self.at, At::Over), obs) {
             (At::Inspect, Observation::Node(node)) => self.inspect(node),
@@ -594,7 +585,11 @@ impl NodeMachine {
                 if let Some(step) = self.undrainable(&failed) {
                     return step;
                 }
-                let mut step = self.fail(UpgradeStep::Drain, failed.message, None, None);
+                let mut step = self.fail(Failure::new(
+                    UpgradeStep::Drain,
+                    FailureKind::Drain,
+                    failed.message,
+                ));
                 if !failed.evicted.is_empty() {
                     step.marks.push(Mark::Own(Own::Evicted(failed.evicted)));
                 }
@@ -635,6 +630,7 @@ impl NodeMachine {
                     );
                     self.pending_failure = Some(Failure {
                         step: UpgradeStep::Upgrade,
+                        kind: FailureKind::Host,
                         message,
                         exit_code: Some(report.exit_code),
                         log_tail,
@@ -671,6 +667,7 @@ impl NodeMachine {
                 };
                 self.pending_failure = Some(Failure {
                     step: UpgradeStep::Upgrade,
+                    kind: FailureKind::Job,
                     message: format!(
                         "{why}; a rerun retries it, replacing that failed job (uid {})",
                         record.uid
@@ -702,7 +699,7 @@ impl NodeMachine {
                 self.step(Observation::Host(Ok(report)))
             }
             (At::Inquest(why), Observation::Job(_)) => {
-                self.fail(UpgradeStep::Upgrade, why, None, None)
+                self.fail(Failure::new(UpgradeStep::Upgrade, FailureKind::Job, why))
             }
             (At::Recording(record), Observation::Node(node)) => {
                 self.node = Some(node);
@@ -735,12 +732,14 @@ impl NodeMachine {
             }
             (At::Checking, Observation::Health(Ok(code))) => self.failed_or_rolled_back(Failure {
                 step: UpgradeStep::Health,
+                kind: FailureKind::Host,
                 message: format!("the health check exited {code}; the node stays cordoned"),
                 exit_code: Some(code),
                 log_tail: None,
             }),
             (At::Checking, Observation::Health(Err(why))) => self.failed_or_rolled_back(Failure {
                 step: UpgradeStep::Health,
+                kind: FailureKind::Job,
                 message: why,
                 exit_code: None,
                 log_tail: None,
@@ -754,12 +753,7 @@ impl NodeMachine {
             (At::SoakRestart, Observation::Changed(node)) => self.soak_restart_again(node),
             (At::SoakFailing(failure), Observation::Node(node)) => {
                 self.node = Some(node);
-                self.fail(
-                    failure.step,
-                    failure.message,
-                    failure.exit_code,
-                    failure.log_tail,
-                )
+                self.fail(failure)
             }
             (At::RollingBack(rb), obs) => self.rollback_step(rb, obs),
             (At::Finishing, Observation::Changed(node)) => self.finish_again(node),
@@ -782,12 +776,11 @@ impl NodeMachine {
             }
             (at, obs) => {
                 let step = self.step_of(&at);
-                self.fail(
+                self.fail(Failure::new(
                     step,
+                    FailureKind::Internal,
                     format!("internal: unexpected answer {obs:?} at {at:?}"),
-                    None,
-                    None,
-                )
+                ))
             }
         }
     }
@@ -797,7 +790,9 @@ impl NodeMachine {
         self.uid = node.metadata.uid.clone().unwrap_or_default();
         let progress = match records::read::<InProgress>(&node, IN_PROGRESS) {
             Ok(p) => p,
-            Err(why) => return self.fail(UpgradeStep::Cordon, why, None, None),
+            Err(why) => {
+                return self.fail(Failure::new(UpgradeStep::Cordon, FailureKind::Node, why));
+            }
         };
         let at_target = version(&node, &self.source).is_some_and(|v| same_version(v, &self.target));
         let done = records::read::<Done>(&node, DONE)
@@ -809,7 +804,9 @@ impl NodeMachine {
                 self.earlier_host = host.clone().filter(|h| h.target != self.target);
                 self.host = host.filter(|h| h.target == self.target);
             }
-            Err(why) => return self.fail(UpgradeStep::Cordon, why, None, None),
+            Err(why) => {
+                return self.fail(Failure::new(UpgradeStep::Cordon, FailureKind::Node, why));
+            }
         }
         self.blocked_before = records::read(&node, records::BLOCKED).ok().flatten();
         self.soak = records::read(&node, records::SOAK).ok().flatten();
@@ -880,12 +877,11 @@ impl NodeMachine {
     /// one that ended is left for inspection, and the node starts again toward our target.
     fn previous(&mut self, job: Option<Box<Job>>) -> Step {
         let (Some(record), Some(node)) = (self.progress.take(), self.node.take()) else {
-            return self.fail(
+            return self.fail(Failure::new(
                 UpgradeStep::Cordon,
-                "internal: no record before the previous host job".into(),
-                None,
-                None,
-            );
+                FailureKind::Internal,
+                "internal: no record before the previous host job",
+            ));
         };
         if let Some(job) = job
             && (!nodejob_core::finished(&job) || job.metadata.deletion_timestamp.is_some())
@@ -893,16 +889,15 @@ impl NodeMachine {
             let name = job.metadata.name.clone().unwrap_or_default();
             let uid = job.metadata.uid.clone().unwrap_or_default();
             self.node = Some(node);
-            return self.fail(
+            return self.fail(Failure::new(
                 UpgradeStep::Cordon,
+                FailureKind::Node,
                 format!(
                     "a host upgrade toward {} (job {name}, uid {uid}) an earlier run started is \
                      still running on it: one toward {} starts only once it ended; rerun then",
                     record.target, self.target
                 ),
-                None,
-                None,
-            );
+            ));
         }
         // Its host upgrade succeeded and the node is still on the boot it started on: the
         // reboot that upgrade began is still to come, and would kill whatever starts now.
@@ -1051,21 +1046,19 @@ impl NodeMachine {
     /// drained first.
     fn launch(&mut self, mut marks: Vec<Mark>) -> Step {
         let Some(node) = self.node.clone() else {
-            return self.fail(
+            return self.fail(Failure::new(
                 UpgradeStep::Drain,
-                "internal: no node read before the host job".into(),
-                None,
-                None,
-            );
+                FailureKind::Internal,
+                "internal: no node read before the host job",
+            ));
         };
         if unschedulable(&node) {
             let Some(record) = self.progress.as_mut() else {
-                return self.fail(
+                return self.fail(Failure::new(
                     UpgradeStep::Drain,
-                    "internal: no record before the host job".into(),
-                    None,
-                    None,
-                );
+                    FailureKind::Internal,
+                    "internal: no record before the host job",
+                ));
             };
             record.host_boot_id = Some(boot_id(&node).to_string());
             let mut changes = vec![NodeChange::set_annotation(
@@ -1135,26 +1128,24 @@ impl NodeMachine {
             return Ok(node);
         }
         self.node = Some(node);
-        Err(self.fail(
+        Err(self.fail(Failure::new(
             UpgradeStep::Drain,
+            FailureKind::Drain,
             format!(
                 "{kept} between the drain and the host job ({DRAIN_ROUNDS} drains again); the \
                  host upgrade was not started"
             ),
-            None,
-            None,
-        ))
+        )))
     }
 
     /// Cordons `node` again (we cordoned it now, so we uncordon it at the end), then drains it.
     fn recordon(&mut self, node: Box<Node>, mut marks: Vec<Mark>) -> Step {
         let Some(record) = self.progress.as_mut() else {
-            return self.fail(
+            return self.fail(Failure::new(
                 UpgradeStep::Drain,
-                "internal: no record before the host job".into(),
-                None,
-                None,
-            );
+                FailureKind::Internal,
+                "internal: no record before the host job",
+            ));
         };
         record.cordoned = true;
         record.epoch = self.epoch;
@@ -1269,12 +1260,11 @@ impl NodeMachine {
             self.node = Some(n);
         }
         if gone {
-            return self.fail(
+            return self.fail(Failure::new(
                 UpgradeStep::Reboot,
-                "the node was deleted from the cluster while it rebooted".into(),
-                None,
-                None,
-            );
+                FailureKind::Node,
+                "the node was deleted from the cluster while it rebooted",
+            ));
         }
         if let Some(lost) = self.lost.take() {
             return self.lost_judged(&lost, &reported, met);
@@ -1308,6 +1298,7 @@ impl NodeMachine {
             };
             return self.failed_or_rolled_back(Failure {
                 step: UpgradeStep::Reboot,
+                kind: FailureKind::TimedOut,
                 message: format!("{why} within the reboot timeout; the node stays cordoned"),
                 exit_code: None,
                 log_tail: None,
@@ -1316,6 +1307,7 @@ impl NodeMachine {
         if !same_version(&reported, &self.target) {
             return self.failed_or_rolled_back(Failure {
                 step: UpgradeStep::Reboot,
+                kind: FailureKind::Node,
                 message: format!(
                     "it came back at {reported}, not {}: the upgrade did not take; the node \
                      stays cordoned",
@@ -1359,6 +1351,7 @@ impl NodeMachine {
         if !met {
             return self.failed_or_rolled_back(Failure {
                 step: UpgradeStep::Upgrade,
+                kind: FailureKind::TimedOut,
                 message: format!(
                     "{lost}; the node did not come back Ready on a new boot within the reboot \
                      timeout; the node stays cordoned"
@@ -1370,6 +1363,7 @@ impl NodeMachine {
         if !same_version(reported, &self.target) {
             return self.failed_or_rolled_back(Failure {
                 step: UpgradeStep::Upgrade,
+                kind: FailureKind::Node,
                 message: format!(
                     "{lost}; the node came back at {reported}, not {}: the upgrade did not \
                      take; the node stays cordoned; a rerun retries it, replacing that failed \
@@ -1460,32 +1454,20 @@ impl NodeMachine {
                     reported.as_deref().unwrap_or("nothing")
                 )
             };
-            return self.fail(
+            return self.fail(Failure::new(
                 UpgradeStep::Uncordon,
+                FailureKind::Node,
                 format!("{why} when it was to be recorded done; the node stays cordoned"),
-                None,
-                None,
-            );
+            ));
         }
         self.finish(Vec::new())
     }
 
-    fn fail(
-        &mut self,
-        step: UpgradeStep,
-        message: String,
-        exit_code: Option<i32>,
-        log_tail: Option<String>,
-    ) -> Step {
+    fn fail(&mut self, failure: Failure) -> Step {
         self.at = At::Over;
         Step {
             marks: Vec::new(),
-            intent: Intent::Done(NodeResult::Failed(Failure {
-                step,
-                message,
-                exit_code,
-                log_tail,
-            })),
+            intent: Intent::Done(NodeResult::Failed(failure)),
         }
     }
 

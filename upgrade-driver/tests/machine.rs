@@ -14,8 +14,8 @@ use upgrade_driver::records::{
     DONE, FENCE_TAINT, HOST_JOB, HostJob, IN_PROGRESS, InProgress, value,
 };
 use upgrade_driver::{
-    Intent, Mark, NodeMachine, NodeResult, Observation as Obs, Own, Plan, PlanSpec, Step,
-    UpgradeStep,
+    Cause, FailureKind, Intent, Mark, NodeMachine, NodeResult, Observation as Obs, Own, Plan,
+    PlanSpec, Step, UpgradeStep,
 };
 
 const TARGET: &str = "v1.38.0";
@@ -864,7 +864,7 @@ fn the_health_check_gates_the_finish() {
 #[test]
 fn an_api_failure_fails_the_node_at_the_step_it_was_in() {
     let mut m = rebooting(false);
-    let (step, message, _) = failed_at(m.step(Obs::Failed("watch refused".into())));
+    let (step, message, _) = failed_at(m.step(Obs::Failed(Cause::api("watch refused"))));
     assert_eq!(
         (step, message.as_str()),
         (UpgradeStep::Reboot, "watch refused")
@@ -951,7 +951,7 @@ fn a_failed_host_step_whose_record_cannot_be_written_names_the_host_failure() {
     )));
     m.step(Obs::Job(Some(job("j", Some("Failed")))));
     let (step, message, _) =
-        failed_at(m.step(Obs::Failed("patching node n1: not found (404)".into())));
+        failed_at(m.step(Obs::Failed(Cause::api("patching node n1: not found (404)"))));
     assert_eq!(step, UpgradeStep::Upgrade);
     assert!(message.starts_with("pod deleted before"), "{message}");
     assert!(message.contains("could not be recorded"), "{message}");
@@ -1097,4 +1097,83 @@ fn launched_at(version: &str) -> Box<Node> {
         cordoned: true,
     };
     node(version, "boot-1", true, &[(IN_PROGRESS, value(&record))])
+}
+
+#[test]
+fn each_failure_carries_its_kind_from_the_observation_to_the_result() {
+    let kind = |step: Step| match step.intent {
+        Intent::Done(NodeResult::Failed(f)) => f.kind,
+        other => panic!("expected a failure, got {other:?}"),
+    };
+    // The host program exited non-zero: recorded, then the failure.
+    let mut m = marked(false);
+    m.step(Obs::Job(None));
+    launched(&mut m);
+    m.step(Obs::Host(Ok(report("j", 3, "boom"))));
+    let host = kind(m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[]))));
+    // The drain did not empty the node.
+    let mut m = marked(false);
+    m.step(Obs::Job(None));
+    let drain = kind(m.step(Obs::Drained(Err("drain timed out".into()))));
+    // The host Job gave no exit code, and failed.
+    let mut m = marked(false);
+    m.step(Obs::Job(None));
+    launched(&mut m);
+    m.step(Obs::Host(Err("timed out".into())));
+    let job = kind(m.step(Obs::Job(Some(job("j", None)))));
+    let rebooted =
+        |node: Option<Box<Node>>, met| kind(rebooting(false).step(Obs::Rebooted { node, met }));
+    let table = [
+        ("the host upgrade exited 3", host, FailureKind::Host),
+        ("the drain failed", drain, FailureKind::Drain),
+        (
+            "the host job failed without an exit code",
+            job,
+            FailureKind::Job,
+        ),
+        (
+            "back at the old version",
+            rebooted(Some(node("v1.37.2", "boot-2", true, &[])), true),
+            FailureKind::Node,
+        ),
+        (
+            "not back on a new boot within the reboot timeout",
+            rebooted(Some(node("v1.37.2", "boot-1", true, &[])), false),
+            FailureKind::TimedOut,
+        ),
+        (
+            "deleted while it rebooted",
+            rebooted(None, false),
+            FailureKind::Node,
+        ),
+        (
+            "the health check exited 1",
+            kind(health_checking().step(Obs::Health(Ok(1)))),
+            FailureKind::Host,
+        ),
+        (
+            "an API call failed",
+            kind(rebooting(false).step(Obs::Failed(Cause::api("watch refused")))),
+            FailureKind::Api,
+        ),
+        (
+            "the host job was lost",
+            kind(rebooting(false).step(Obs::Failed(Cause::new(FailureKind::Job, "lost")))),
+            FailureKind::Job,
+        ),
+    ];
+    for (what, got, want) in table {
+        assert_eq!(got, want, "{what}");
+    }
+}
+
+/// A machine back on its new boot at the target, its health check asked.
+fn health_checking() -> NodeMachine {
+    let mut m = rebooting(true);
+    let step = m.step(Obs::Rebooted {
+        node: Some(node("v1.38.0", "boot-2", true, &[])),
+        met: true,
+    });
+    assert_eq!(step.intent, Intent::Health);
+    m
 }

@@ -13,8 +13,8 @@ use upgrade_driver::records::{
     ROLLBACK, Rollback, SOAK, Soak, value,
 };
 use upgrade_driver::{
-    DrainFailed, HeldBy, Intent, Mark, NodeMachine, NodeResult, Observation as Obs, Own, Plan,
-    PlanSpec, Undrainable, UpgradeStep,
+    Cause, DrainFailed, HeldBy, Intent, Mark, NodeMachine, NodeResult, Observation as Obs, Own,
+    Plan, PlanSpec, Undrainable, UpgradeStep,
 };
 
 const TARGET: &str = "v1.38.0";
@@ -220,7 +220,7 @@ fn quarantine_labels_the_node_and_leaves_it_cordoned_in_one_write() {
         (Undrainable::Quarantine, true)
     );
     // The write failing (the node deleted) fails the node at its drain.
-    let step = m.step(Obs::Failed("node n1 not found".into()));
+    let step = m.step(Obs::Failed(Cause::api("node n1 not found")));
     let Intent::Done(NodeResult::Failed(f)) = step.intent else {
         panic!("{step:?}")
     };

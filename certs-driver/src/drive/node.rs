@@ -13,6 +13,7 @@ use nodejob_core::runner::{Mode, Policy, run_with};
 use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{ApiError, JobApi, LeaseApi, NodeApi, ready, run_exit_code, run_exit_code_logs};
 use nodejob_roll::{Act, Hands, NoteSink, ReadAgain, delete_job, patch_node, retry};
+use nodejob_roll::{Cause, FailureKind};
 
 use super::{COMPONENT, Rotation};
 use crate::cluster::{delete_exactly, job_of};
@@ -222,7 +223,7 @@ where
             }
             Intent::FindJob { step } => match job_of(rot.api, rot.plan, step, name).await {
                 Ok(job) => Observation::Job(job.map(Box::new)),
-                Err(e) => Observation::Failed(e.to_string()),
+                Err(e) => Observation::Failed(Cause::api(e.to_string())),
             },
             Intent::CheckLease => match rot.ctx.fence.check(rot.api).await {
                 Ok(()) => Observation::LeaseHeld,
@@ -269,7 +270,7 @@ where
             Intent::DeleteJob { step, uid, gone } => {
                 match rot.delete_job(name, step, &uid, gone).await {
                     Ok(()) => Observation::Written,
-                    Err(why) => Observation::Failed(why),
+                    Err(why) => Observation::Failed(Cause::api(why)),
                 }
             }
             Intent::WaitNotReady => {
@@ -309,7 +310,7 @@ where
                 };
                 match rot.record(name, &status, fence).await {
                     Ok(()) => Observation::Written,
-                    Err(why) => Observation::Failed(why),
+                    Err(why) => Observation::Failed(Cause::api(why)),
                 }
             }
             Intent::Verify { also } => {
@@ -354,6 +355,7 @@ where
             Err(e) => {
                 let failure = Failure {
                     step,
+                    kind: FailureKind::Api,
                     message: format!(
                         "reading node {name} after the pause, before {step}: {e}; `carotate \
                          {sub}` was not started on it"

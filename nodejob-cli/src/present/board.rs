@@ -165,7 +165,7 @@ impl Board {
 
 #[cfg(test)]
 mod tests {
-    use upgrade_driver::{Failure, NodeResult, Progress, UpgradeStep};
+    use upgrade_driver::{Failure, FailureKind, NodeResult, Progress, UpgradeStep};
 
     use super::*;
     use crate::present::Event;
@@ -224,6 +224,7 @@ mod tests {
             &nodes[1],
             NodeResult::Failed(Failure {
                 step: UpgradeStep::Upgrade,
+                kind: FailureKind::Host,
                 message: "the host upgrade exited 1".into(),
                 exit_code: Some(1),
                 log_tail: None,

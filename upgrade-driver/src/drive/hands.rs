@@ -13,6 +13,7 @@ use nodejob_core::runner::{Mode, Policy};
 use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{ApiError, JobApi, LeaseApi, NodeApi, PodApi, ready, run_exit_code};
 use nodejob_roll::{Act, Fenced, Hands, NoteSink, OpError, ReadAgain, Warning};
+use nodejob_roll::{Cause, FailureKind};
 use nodejob_roll::{delete_job, patch_node};
 
 use super::{Run, blocked, conditions, get_node, host_observation, retry, rollback_drain};
@@ -169,7 +170,7 @@ where
                         let why = "deleted from the cluster before its upgrade started";
                         return Err(self.skipped(why.into()));
                     }
-                    Err(e) => Observation::Failed(e.to_string()),
+                    Err(e) => Observation::Failed(Cause::api(e.to_string())),
                 }
             }
             Intent::Drain => {
@@ -200,9 +201,11 @@ where
                     Ok(node) => self.wrote(node),
                     Err(e) if e.is_conflict() => match get_node(api, name).await {
                         Ok(node) => Observation::Changed(Box::new(node)),
-                        Err(e) => Observation::Failed(format!("reading node {name}: {e}")),
+                        Err(e) => {
+                            Observation::Failed(Cause::api(format!("reading node {name}: {e}")))
+                        }
                     },
-                    Err(e) => Observation::Failed(format!("patching node {name}: {e}")),
+                    Err(e) => Observation::Failed(Cause::api(format!("patching node {name}: {e}"))),
                 }
             }
             Intent::Preflight => run.preflight(name).await,
@@ -215,7 +218,7 @@ where
                 match retry(api, || api.get_job(ns, &job_name)).await {
                     Ok(job) => Observation::Job(Some(Box::new(job))),
                     Err(e) if e.is_not_found() => Observation::Job(None),
-                    Err(e) => Observation::Failed(format!("reading the host job: {e}")),
+                    Err(e) => Observation::Failed(Cause::api(format!("reading the host job: {e}"))),
                 }
             }
             Intent::Host { adopt, known_free } => {
@@ -233,7 +236,7 @@ where
             }
             Intent::DeleteJob { uid } => match run.delete_job(name, &uid).await {
                 Ok(()) => Observation::Deleted,
-                Err(e) => Observation::Failed(e.to_string()),
+                Err(e) => Observation::Failed(Cause::api(e.to_string())),
             },
             Intent::WaitReboot { boot_id: before } => {
                 let timeout = run.plan.spec().reboot_timeout;
@@ -264,7 +267,7 @@ where
                         met: false,
                     },
                     Err((_, cause)) => {
-                        Observation::Failed(format!("watching node {name}: {cause}"))
+                        Observation::Failed(Cause::api(format!("watching node {name}: {cause}")))
                     }
                 }
             }
@@ -281,7 +284,9 @@ where
                 match retry(api, || api.get_job(ns, &job_name)).await {
                     Ok(job) => Observation::Job(Some(Box::new(job))),
                     Err(e) if e.is_not_found() => Observation::Job(None),
-                    Err(e) => Observation::Failed(format!("reading the rollback job: {e}")),
+                    Err(e) => {
+                        Observation::Failed(Cause::api(format!("reading the rollback job: {e}")))
+                    }
                 }
             }
             Intent::RollbackJob {
@@ -305,7 +310,7 @@ where
                 let job = run.plan.rollback_job_name(name);
                 match delete_job(api, ns, &job, &uid).await {
                     Ok(()) => Observation::Deleted,
-                    Err(e) => Observation::Failed(e.to_string()),
+                    Err(e) => Observation::Failed(Cause::api(e.to_string())),
                 }
             }
             Intent::Soak { since, boot_id } => match run.soak(name, &since, &boot_id).await {
@@ -363,6 +368,7 @@ where
             Err(e) => {
                 return Err(NodeResult::Failed(crate::machine::Failure {
                     step,
+                    kind: FailureKind::Api,
                     message: format!(
                         "reading node {} after the pause, before {step}: {e}",
                         self.name

@@ -7,6 +7,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{JobApi, LeaseApi, NodeApi, PodApi, ready};
+use nodejob_roll::Cause;
 
 use super::{Run, get_node};
 use crate::machine::Observation;
@@ -77,9 +78,9 @@ where
                 }
                 Ok(Until::TimedOut(node)) => seen = node,
                 Err((_, cause)) => {
-                    return Some(Observation::Failed(format!(
+                    return Some(Observation::Failed(Cause::api(format!(
                         "watching node {name} during its soak: {cause}"
-                    )));
+                    ))));
                 }
             }
         }

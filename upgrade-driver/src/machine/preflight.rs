@@ -13,7 +13,7 @@ use std::cmp::Ordering;
 
 use k8s_openapi::api::core::v1::Node;
 
-use super::{Intent, Mark, NodeMachine, NodeResult, Step, UpgradeStep};
+use super::{Failure, FailureKind, Intent, Mark, NodeMachine, NodeResult, Step, UpgradeStep};
 use crate::plan::Downgrade;
 use crate::records::{
     self, IN_PROGRESS, InProgress, boot_id, order_versions, same_version, unschedulable, version,
@@ -114,12 +114,11 @@ impl NodeMachine {
             },
         };
         self.node = Some(Box::new(node.clone()));
-        Some(self.fail(
+        Some(self.fail(Failure::new(
             UpgradeStep::Upgrade,
+            FailureKind::Node,
             format!("{why} right before its host upgrade; the host upgrade was not started"),
-            None,
-            None,
-        ))
+        )))
     }
 
     /// The node leaves the roll skipped, nothing of ours on it to undo.

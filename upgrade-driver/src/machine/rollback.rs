@@ -23,8 +23,8 @@ use nodejob_core::runner::Report;
 use nodejob_core::{NodeChange, log_tail, ready};
 
 use super::{
-    At, DRAIN_ROUNDS, Failure, Intent, LOG_TAIL_LINES, Mark, NodeMachine, NodeResult, Observation,
-    Own, Step, UpgradeStep,
+    At, DRAIN_ROUNDS, Failure, FailureKind, Intent, LOG_TAIL_LINES, Mark, NodeMachine, NodeResult,
+    Observation, Own, Step, UpgradeStep,
 };
 use crate::plan::OnFailure;
 use crate::records::{
@@ -102,18 +102,11 @@ impl NodeMachine {
     pub(super) fn failed_or_rolled_back(&mut self, failure: Failure) -> Step {
         match self.can_roll_back() {
             Ok(()) => self.decide_rollback(failure),
-            Err(why) if self.on_failure == OnFailure::Rollback => self.fail(
-                failure.step,
-                format!("{}; not rolled back: {why}", failure.message),
-                failure.exit_code,
-                failure.log_tail,
-            ),
-            Err(_) => self.fail(
-                failure.step,
-                failure.message,
-                failure.exit_code,
-                failure.log_tail,
-            ),
+            Err(why) if self.on_failure == OnFailure::Rollback => self.fail(Failure {
+                message: format!("{}; not rolled back: {why}", failure.message),
+                ..failure
+            }),
+            Err(_) => self.fail(failure),
         }
     }
 
@@ -122,7 +115,10 @@ impl NodeMachine {
     /// gone.
     fn decide_rollback(&mut self, mut failure: Failure) -> Step {
         let (Some(node), Some(mut record)) = (self.node.clone(), self.rollback.clone()) else {
-            return self.fail(failure.step, failure.message, failure.exit_code, None);
+            return self.fail(Failure {
+                log_tail: None,
+                ..failure
+            });
         };
         // Rolled back, it does not stay cordoned: the failure says what happened, not that.
         failure.message = failure
@@ -189,6 +185,7 @@ impl NodeMachine {
         {
             let failure = Failure {
                 step: UpgradeStep::Upgrade,
+                kind: FailureKind::host_or_job(exit_code),
                 message: match exit_code {
                     Some(code) => format!(
                         "the host upgrade exited {code} (recorded by an earlier run); job {uid} \
@@ -211,6 +208,7 @@ impl NodeMachine {
         let step = record.step.clone().unwrap_or_default();
         self.rolling_back = Some(Failure {
             step: failed_step(&step),
+            kind: kind_of(failed_step(&step)),
             message: why.clone(),
             exit_code: None,
             log_tail: None,
@@ -278,6 +276,7 @@ impl NodeMachine {
             }
             (Rb::Draining, Observation::Drained(Err(failed))) => {
                 let mut step = self.rollback_failed(
+                    FailureKind::Drain,
                     format!("it could not be drained for it: {}", failed.message),
                     None,
                     None,
@@ -298,6 +297,7 @@ impl NodeMachine {
             // Right before the rollback Job, as before the host upgrade's: the node the run
             // began with, cordoned, fenced by our taint, with no Pod a drain would evict.
             (Rb::Preflight, Observation::Preflight { node: None, .. }) => self.rollback_failed(
+                FailureKind::Node,
                 "it was deleted from the cluster after its drain; the rollback was not started"
                     .into(),
                 None,
@@ -318,7 +318,7 @@ impl NodeMachine {
                         self.uid
                     );
                     self.node = Some(node);
-                    return self.rollback_failed(why, None, None);
+                    return self.rollback_failed(FailureKind::Node, why, None, None);
                 }
                 let fenced = unschedulable(&node)
                     && nodejob_core::tainted_no_schedule(&node, records::FENCE_TAINT);
@@ -354,6 +354,7 @@ impl NodeMachine {
                 if self.redrains > DRAIN_ROUNDS {
                     self.node = Some(node);
                     return self.rollback_failed(
+                        FailureKind::Node,
                         "it kept changing between its drain and the rollback job; the \
                          rollback was not started"
                             .into(),
@@ -400,7 +401,9 @@ impl NodeMachine {
                 };
                 self.record_rollback(report)
             }
-            (Rb::Inquest(why), Observation::Job(_)) => self.rollback_failed(why, None, None),
+            (Rb::Inquest(why), Observation::Job(_)) => {
+                self.rollback_failed(FailureKind::Job, why, None, None)
+            }
             (Rb::Recording(failed), Observation::Node(node)) => {
                 self.node = Some(node);
                 let uid = (self.rollback.as_ref())
@@ -417,7 +420,12 @@ impl NodeMachine {
                     return self.await_rollback_reboot(marks);
                 }
                 if let Some((why, exit_code, log)) = failed {
-                    return self.rollback_failed(why, exit_code, log);
+                    return self.rollback_failed(
+                        FailureKind::host_or_job(exit_code),
+                        why,
+                        exit_code,
+                        log,
+                    );
                 }
                 self.go(
                     At::RollingBack(Rb::Deleting),
@@ -432,6 +440,7 @@ impl NodeMachine {
                 let to = self.rollback_to();
                 let failure = self.rolling_back.take().unwrap_or(Failure {
                     step: UpgradeStep::Upgrade,
+                    kind: FailureKind::Internal,
                     message: String::new(),
                     exit_code: None,
                     log_tail: None,
@@ -452,6 +461,7 @@ impl NodeMachine {
                 self.node = Some(node);
                 if !back || self.refinishes > DRAIN_ROUNDS {
                     return self.rollback_failed(
+                        FailureKind::Node,
                         "it no longer showed the version rolled back to, Ready on a new boot, \
                          when it was to be recorded"
                             .into(),
@@ -462,6 +472,7 @@ impl NodeMachine {
                 self.finish_rollback()
             }
             (rb, obs) => self.rollback_failed(
+                FailureKind::Internal,
                 format!("internal: unexpected answer {obs:?} at {rb:?}"),
                 None,
                 None,
@@ -473,7 +484,12 @@ impl NodeMachine {
     /// uncordon at the end), then drained again.
     fn recordon_for_rollback(&mut self) -> Step {
         let (Some(node), Some(mut progress)) = (self.node.clone(), self.progress.clone()) else {
-            return self.rollback_failed("internal: no record to cordon again".into(), None, None);
+            return self.rollback_failed(
+                FailureKind::Internal,
+                "internal: no record to cordon again".into(),
+                None,
+                None,
+            );
         };
         progress.cordoned = true;
         let changes = vec![
@@ -498,7 +514,12 @@ impl NodeMachine {
     /// drained again first.
     fn launch_rollback(&mut self) -> Step {
         let (Some(node), Some(mut record)) = (self.node.clone(), self.rollback.clone()) else {
-            return self.rollback_failed("internal: no record to launch from".into(), None, None);
+            return self.rollback_failed(
+                FailureKind::Internal,
+                "internal: no record to launch from".into(),
+                None,
+                None,
+            );
         };
         if !unschedulable(&node) {
             return self.recordon_for_rollback();
@@ -602,7 +623,12 @@ impl NodeMachine {
         failed: Option<(String, Option<i32>, Option<String>)>,
     ) -> Step {
         let Some(mut record) = self.rollback.clone() else {
-            return self.rollback_failed("internal: no rollback record".into(), None, None);
+            return self.rollback_failed(
+                FailureKind::Internal,
+                "internal: no rollback record".into(),
+                None,
+                None,
+            );
         };
         record.uid = Some(uid);
         record.exit_code = exit_code;
@@ -629,6 +655,7 @@ impl NodeMachine {
     fn rolled_back(&mut self, node: Option<Box<Node>>, met: bool) -> Step {
         let Some(node) = node else {
             return self.rollback_failed(
+                FailureKind::Node,
                 "the node was deleted from the cluster while it rebooted".into(),
                 None,
                 None,
@@ -646,6 +673,7 @@ impl NodeMachine {
             .unwrap_or_default();
         if !met {
             return self.rollback_failed(
+                FailureKind::TimedOut,
                 format!(
                     "{lost}it did not come back Ready on a new boot within the reboot timeout; \
                      the node stays cordoned"
@@ -656,6 +684,7 @@ impl NodeMachine {
         }
         if !back {
             return self.rollback_failed(
+                FailureKind::Node,
                 format!("{lost}it came back at {reported}, not {to}; the node stays cordoned"),
                 None,
                 None,
@@ -694,6 +723,7 @@ impl NodeMachine {
     /// rolled back for said too.
     fn rollback_failed(
         &mut self,
+        kind: FailureKind,
         why: String,
         exit_code: Option<i32>,
         log_tail: Option<String>,
@@ -706,12 +736,19 @@ impl NodeMachine {
                 )
             })
             .unwrap_or_default();
-        self.fail(
-            UpgradeStep::Rollback,
-            format!("the rollback failed: {why}{before}"),
-            exit_code,
-            log_tail,
-        )
+        let message = format!("the rollback failed: {why}{before}");
+        let failure = Failure::new(UpgradeStep::Rollback, kind, message);
+        self.fail(failure.exit(exit_code).log(log_tail))
+    }
+}
+
+/// The kind of a failure a rollback record names by its step alone (the record keeps no
+/// kind): a host program's at the host upgrade and the health check, the node's otherwise.
+fn kind_of(step: UpgradeStep) -> FailureKind {
+    match step {
+        UpgradeStep::Upgrade | UpgradeStep::Health => FailureKind::Host,
+        UpgradeStep::Drain => FailureKind::Drain,
+        _ => FailureKind::Node,
     }
 }
 

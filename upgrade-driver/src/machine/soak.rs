@@ -16,7 +16,10 @@
 use k8s_openapi::api::core::v1::Node;
 use nodejob_core::{NodeChange, ready};
 
-use super::{At, DRAIN_ROUNDS, Failure, Intent, Mark, NodeMachine, NodeResult, Step, UpgradeStep};
+use super::{
+    At, DRAIN_ROUNDS, Failure, FailureKind, Intent, Mark, NodeMachine, NodeResult, Step,
+    UpgradeStep,
+};
 use crate::records::{
     self, DONE, Done, HOST_JOB, IN_PROGRESS, SOAK, Soak, boot_id, same_version, version,
 };
@@ -128,41 +131,38 @@ impl NodeMachine {
     pub(super) fn soak_restart_again(&mut self, node: Box<Node>) -> Step {
         self.refinishes += 1;
         if self.refinishes > DRAIN_ROUNDS {
-            return self.fail(
+            return self.fail(Failure::new(
                 UpgradeStep::Soak,
-                "it kept changing when its soak was to start again".into(),
-                None,
-                None,
-            );
+                FailureKind::Node,
+                "it kept changing when its soak was to start again",
+            ));
         }
         self.soak = self.soak.take().map(|s| Soak {
             failed: Some("soaking again".into()),
             ..s
         });
         self.resume_soak(&node).unwrap_or_else(|| {
-            self.fail(
+            self.fail(Failure::new(
                 UpgradeStep::Soak,
-                "internal: no soak record to start again".into(),
-                None,
-                None,
-            )
+                FailureKind::Internal,
+                "internal: no soak record to start again",
+            ))
         })
     }
 
     /// The soak's watch ended.
     pub(super) fn soaked(&mut self, node: Option<Box<Node>>, held: bool) -> Step {
         let Some(node) = node else {
-            return self.fail(
+            return self.fail(Failure::new(
                 UpgradeStep::Soak,
-                "the node was deleted from the cluster during its soak".into(),
-                None,
-                None,
-            );
+                FailureKind::Node,
+                "the node was deleted from the cluster during its soak",
+            ));
         };
         let why = self.broke(&node, held);
         self.node = Some(node);
         if let Some(why) = why {
-            return self.soak_failed(why, None);
+            return self.soak_failed(FailureKind::Node, why, None);
         }
         if self.has_health {
             let marks = vec![Mark::Note(
@@ -203,10 +203,12 @@ impl NodeMachine {
         match result {
             Ok(0) => self.soak_record_done(Vec::new()),
             Ok(code) => self.soak_failed(
+                FailureKind::Host,
                 format!("the health check at the end of its soak exited {code}"),
                 Some(code),
             ),
             Err(why) => self.soak_failed(
+                FailureKind::Job,
                 format!("the health check at the end of its soak: {why}"),
                 None,
             ),
@@ -256,10 +258,11 @@ impl NodeMachine {
         let why = self.broke(&node, true);
         self.node = Some(node);
         if let Some(why) = why {
-            return self.soak_failed(why, None);
+            return self.soak_failed(FailureKind::Node, why, None);
         }
         if self.refinishes > DRAIN_ROUNDS {
             return self.soak_failed(
+                FailureKind::Node,
                 "it kept changing when it was to be recorded done".into(),
                 None,
             );
@@ -269,10 +272,11 @@ impl NodeMachine {
 
     /// The soak failed: why recorded on the node (a rerun soaks it again), then the node
     /// fails at `Soak`, left as it is (in service).
-    fn soak_failed(&mut self, why: String, exit_code: Option<i32>) -> Step {
+    fn soak_failed(&mut self, kind: FailureKind, why: String, exit_code: Option<i32>) -> Step {
         if self.can_roll_back().is_ok() {
             return self.failed_or_rolled_back(Failure {
                 step: UpgradeStep::Soak,
+                kind,
                 message: why,
                 exit_code,
                 log_tail: None,
@@ -281,12 +285,13 @@ impl NodeMachine {
         let message = format!("{why}; the node is left as it is, in service");
         let failure = Failure {
             step: UpgradeStep::Soak,
+            kind,
             message,
             exit_code,
             log_tail: None,
         };
         let Some(record) = self.soak.clone() else {
-            return self.fail(failure.step, failure.message, exit_code, None);
+            return self.fail(failure);
         };
         let failed = Soak {
             failed: Some(why),
