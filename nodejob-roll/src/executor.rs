@@ -217,24 +217,6 @@ where
         events: Source<'_>,
         hands: &mut H,
         machine: &mut H::Machine,
-        turn: Turn<S, Own<H>, Intent<H>>,
-        uid: Option<&str>,
-    ) -> H::End
-    where
-        H: Hands,
-        H::Machine: Machine<Step = S>,
-    {
-        let node = hands.node().to_string();
-        let end = self.turns(events, hands, machine, turn, uid).await;
-        self.landed(&node);
-        end
-    }
-
-    async fn turns<H>(
-        &self,
-        events: Source<'_>,
-        hands: &mut H,
-        machine: &mut H::Machine,
         mut turn: Turn<S, Own<H>, Intent<H>>,
         uid: Option<&str>,
     ) -> H::End
@@ -243,91 +225,98 @@ where
         H::Machine: Machine<Step = S>,
     {
         let node = hands.node().to_string();
-        let mut step_started = self.api.now();
-        loop {
-            match machine.in_flight() {
-                Some(step) => self.flying(&node, step),
-                None => self.landed(&node),
-            }
-            // The fence first: once the Lease is lost, not even an Event is written.
-            if hands.fenced(&turn.intent)
-                && let Err(e) = self.fence.check(self.api).await
-            {
-                return hands.interrupted(machine.at(), format!("the Lease was lost: {e}"));
-            }
-            // What already happened (the step before finished, a note) is told now, when it
-            // happened; only the marks from the start of the next step on wait for the pause
-            // switch, and a stop asked ends the node there, before the step's start is told.
-            let starting = hands.gate(&turn);
-            let Turn { mut marks, intent } = turn;
-            let at = (marks.iter())
-                .position(|m| matches!(m, Mark::Started(s) if Some(*s) == starting))
-                .unwrap_or(marks.len());
-            let next = marks.split_off(at);
-            for mark in marks {
-                self.tell_mark(events, hands, mark, &mut step_started).await;
-            }
-            let stop = &self.limits.stop;
-            if let Some(step) = starting
-                && !stop.requested()
-            {
-                let note = |message| self.tell_note(&node, message);
-                let passed = pause_before(self.api, &self.fence, &self.limits, step, note).await;
-                let passed = match passed {
-                    Ok(Passed::Unpaused) => Ok(()),
-                    // The step was decided on what was read before the wait.
-                    Ok(Passed::Resumed) => {
-                        let read = read_again(self.api, &node, uid).await;
-                        hands.resumed(step, read).await
-                    }
-                    Err(why) => Err(hands.interrupted(step, why)),
-                };
-                if let Err(end) = passed {
-                    return end;
+        // Every return in the block ends the node; it lands after it, whichever it was.
+        let end = async {
+            let mut step_started = self.api.now();
+            loop {
+                match machine.in_flight() {
+                    Some(step) => self.flying(&node, step),
+                    None => self.landed(&node),
                 }
-            }
-            let stop_here = starting.is_some() && stop.requested();
-            for mark in next {
-                if !(stop_here && matches!(mark, Mark::Started(_))) {
+                // The fence first: once the Lease is lost, not even an Event is written.
+                if hands.fenced(&turn.intent)
+                    && let Err(e) = self.fence.check(self.api).await
+                {
+                    return hands.interrupted(machine.at(), format!("the Lease was lost: {e}"));
+                }
+                // What already happened (the step before finished, a note) is told now, when it
+                // happened; only the marks from the start of the next step on wait for the pause
+                // switch, and a stop asked ends the node there, before the step's start is told.
+                let starting = hands.gate(&turn);
+                let Turn { mut marks, intent } = turn;
+                let at = (marks.iter())
+                    .position(|m| matches!(m, Mark::Started(s) if Some(*s) == starting))
+                    .unwrap_or(marks.len());
+                let next = marks.split_off(at);
+                for mark in marks {
                     self.tell_mark(events, hands, mark, &mut step_started).await;
                 }
-            }
-            if stop_here {
-                return hands.interrupted(machine.at(), "stopped on request".into());
-            }
-            match hands.act(machine, intent) {
-                Act::Do(intent) => match hands.perform(machine, intent).await {
-                    Ok(obs) => {
-                        // What the machine writes next (a record's time) is of now.
-                        machine.now(self.api.wall_time().to_string());
-                        turn = machine.step(obs);
-                    }
-                    Err(end) => return end,
-                },
-                Act::Failed { failure, end } => {
-                    if let Some(lost) = self.fence.lost() {
-                        let why = format!(
-                            "the Lease was lost: {lost}; the step then: {}",
-                            failure.message
-                        );
-                        return hands.interrupted(failure.step, why);
-                    }
-                    let message = match failure.exit_code {
-                        Some(code) => format!("{} (exit code {code})", failure.message),
-                        None => failure.message.clone(),
+                let stop = &self.limits.stop;
+                if let Some(step) = starting
+                    && !stop.requested()
+                {
+                    let note = |message| self.tell_note(&node, message);
+                    let passed =
+                        pause_before(self.api, &self.fence, &self.limits, step, note).await;
+                    let passed = match passed {
+                        Ok(Passed::Unpaused) => Ok(()),
+                        // The step was decided on what was read before the wait.
+                        Ok(Passed::Resumed) => {
+                            let read = read_again(self.api, &node, uid).await;
+                            hands.resumed(step, read).await
+                        }
+                        Err(why) => Err(hands.interrupted(step, why)),
                     };
-                    let reason = failure.step.reason();
-                    self.warn(events, &node, &reason, &message).await;
-                    return end;
-                }
-                Act::End { end, warning } => {
-                    if let Some(w) = warning {
-                        self.warn(events, &node, &w.reason, &w.message).await;
+                    if let Err(end) = passed {
+                        return end;
                     }
-                    return end;
+                }
+                let stop_here = starting.is_some() && stop.requested();
+                for mark in next {
+                    if !(stop_here && matches!(mark, Mark::Started(_))) {
+                        self.tell_mark(events, hands, mark, &mut step_started).await;
+                    }
+                }
+                if stop_here {
+                    return hands.interrupted(machine.at(), "stopped on request".into());
+                }
+                match hands.act(machine, intent) {
+                    Act::Do(intent) => match hands.perform(machine, intent).await {
+                        Ok(obs) => {
+                            // What the machine writes next (a record's time) is of now.
+                            machine.now(self.api.wall_time().to_string());
+                            turn = machine.step(obs);
+                        }
+                        Err(end) => return end,
+                    },
+                    Act::Failed { failure, end } => {
+                        if let Some(lost) = self.fence.lost() {
+                            let why = format!(
+                                "the Lease was lost: {lost}; the step then: {}",
+                                failure.message
+                            );
+                            return hands.interrupted(failure.step, why);
+                        }
+                        let message = match failure.exit_code {
+                            Some(code) => format!("{} (exit code {code})", failure.message),
+                            None => failure.message.clone(),
+                        };
+                        let reason = failure.step.reason();
+                        self.warn(events, &node, &reason, &message).await;
+                        return end;
+                    }
+                    Act::End { end, warning } => {
+                        if let Some(w) = warning {
+                            self.warn(events, &node, &w.reason, &w.message).await;
+                        }
+                        return end;
+                    }
                 }
             }
         }
+        .await;
+        self.landed(&node);
+        end
     }
 
     /// Tells one mark of `hands`' node: progress, the report, an Event, the condition.

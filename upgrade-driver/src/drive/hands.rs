@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Node;
 use nodejob_core::drain::{Drained, drain_into};
 use nodejob_core::runner::{Mode, Policy};
 use nodejob_core::watch::{From, Until, watch_until};
-use nodejob_core::{ApiError, JobApi, LeaseApi, NodeApi, PodApi, ready, run_exit_code};
+use nodejob_core::{ApiError, JobApi, LeaseApi, NodeApi, PodApi, Spec, ready, run_exit_code};
 use nodejob_roll::{Act, Fenced, Hands, NoteSink, OpError, ReadAgain, Warning};
 use nodejob_roll::{Cause, FailureKind};
 use nodejob_roll::{delete_job, patch_node};
@@ -59,6 +59,31 @@ where
     fn wrote(&mut self, node: Node) -> Observation {
         self.last = Some(node.clone());
         Observation::Node(Box::new(node))
+    }
+
+    /// Our Job `job` in the plan's namespace, if it is there; `what` names it in an error.
+    async fn find(&self, job: &str, what: &str) -> Observation {
+        let (api, ns) = (self.run.api, &self.run.plan.spec().namespace);
+        match retry(api, || api.get_job(ns, job)).await {
+            Ok(job) => Observation::Job(Some(Box::new(job))),
+            Err(e) if e.is_not_found() => Observation::Job(None),
+            Err(e) => Observation::Failed(Cause::api(format!("reading {what}: {e}"))),
+        }
+    }
+
+    /// Runs the host Job of `spec` (adopting the Job of UID `adopt`), kept once it ended, its
+    /// notes told as the node's.
+    async fn host(&self, spec: Spec, adopt: Option<String>, known_free: bool) -> Observation {
+        let policy = Policy {
+            adopt,
+            keep: true,
+            known_free,
+        };
+        let (run, api) = (self.run, self.run.api);
+        let ran = (run.ctx)
+            .host_job(api, &self.name, spec, Mode::ExitCodeLogs, policy)
+            .await;
+        host_observation(ran)
     }
 
     /// A node of ours left the roll skipped: told, and the end.
@@ -210,29 +235,15 @@ where
             }
             Intent::Preflight => run.preflight(name).await,
             Intent::FindJob | Intent::FindPrevious { .. } => {
-                let ns = &run.plan.spec().namespace;
-                let job_name = match &intent {
+                let job = match &intent {
                     Intent::FindPrevious { target } => run.plan.job_name_toward(name, target),
                     _ => run.plan.job_name(name),
                 };
-                match retry(api, || api.get_job(ns, &job_name)).await {
-                    Ok(job) => Observation::Job(Some(Box::new(job))),
-                    Err(e) if e.is_not_found() => Observation::Job(None),
-                    Err(e) => Observation::Failed(Cause::api(format!("reading the host job: {e}"))),
-                }
+                self.find(&job, "the host job").await
             }
+            // Renewed while the host Job runs: the renewer runs beside the roll.
             Intent::Host { adopt, known_free } => {
-                let spec = run.plan.host_spec(name);
-                let policy = Policy {
-                    adopt,
-                    keep: true,
-                    known_free,
-                };
-                // Renewed while the host Job runs: the renewer runs beside the roll.
-                let ran = (run.ctx)
-                    .host_job(api, name, spec, Mode::ExitCodeLogs, policy)
-                    .await;
-                host_observation(ran)
+                (self.host(run.plan.host_spec(name), adopt, known_free)).await
             }
             Intent::DeleteJob { uid } => match run.delete_job(name, &uid).await {
                 Ok(()) => Observation::Deleted,
@@ -279,32 +290,14 @@ where
                 Observation::Health(run_exit_code(api, &spec).await.map_err(|e| e.to_string()))
             }
             Intent::FindRollbackJob => {
-                let ns = &run.plan.spec().namespace;
-                let job_name = run.plan.rollback_job_name(name);
-                match retry(api, || api.get_job(ns, &job_name)).await {
-                    Ok(job) => Observation::Job(Some(Box::new(job))),
-                    Err(e) if e.is_not_found() => Observation::Job(None),
-                    Err(e) => {
-                        Observation::Failed(Cause::api(format!("reading the rollback job: {e}")))
-                    }
-                }
+                let job = run.plan.rollback_job_name(name);
+                self.find(&job, "the rollback job").await
             }
             Intent::RollbackJob {
                 adopt,
                 to,
                 known_free,
-            } => {
-                let spec = run.plan.rollback_spec(name, &to);
-                let policy = Policy {
-                    adopt,
-                    keep: true,
-                    known_free,
-                };
-                let ran = (run.ctx)
-                    .host_job(api, name, spec, Mode::ExitCodeLogs, policy)
-                    .await;
-                host_observation(ran)
-            }
+            } => (self.host(run.plan.rollback_spec(name, &to), adopt, known_free)).await,
             Intent::DeleteRollbackJob { uid } => {
                 let ns = &run.plan.spec().namespace;
                 let job = run.plan.rollback_job_name(name);
