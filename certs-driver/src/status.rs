@@ -3,44 +3,14 @@
 //! state of a rotation is this, on every node: never a local file.
 
 use std::collections::BTreeSet;
-use std::fmt;
 
 use nodejob_core::quote;
 use serde::{Deserialize, Serialize};
 
 use crate::fingerprint::Fingerprint;
 
-/// Where a node stands in a rotation, as it reports it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CaPhase {
-    /// No rotation under way.
-    Idle,
-    /// A new CA is trusted beside the old one.
-    Staged,
-    /// The new CA issues the node's leaves.
-    Issued,
-    /// Only the new CA is trusted.
-    Finalized,
-}
-
-impl CaPhase {
-    /// `idle`, `staged`, `issued`, `finalized`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CaPhase::Idle => "idle",
-            CaPhase::Staged => "staged",
-            CaPhase::Issued => "issued",
-            CaPhase::Finalized => "finalized",
-        }
-    }
-}
-
-impl fmt::Display for CaPhase {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+/// Where a node stands in a rotation, as it reports it: the host protocol's word.
+pub use nodejob_host::stratum::CaPhase;
 
 /// A node's trust, as `carotate status` reported it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

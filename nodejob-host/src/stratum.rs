@@ -162,8 +162,13 @@ impl fmt::Display for Operation {
     }
 }
 
-/// Where a node stands in a CA rotation, as `carotate status` reports it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+/// Where a node stands in a CA rotation, as `carotate status` reports it: the protocol's
+/// word, named once here for the host model and for the rotation that reads it
+/// (`certs-driver`).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
 pub enum CaPhase {
     /// No rotation under way (the initial phase, and after an abort).
     #[default]
