@@ -17,7 +17,6 @@ use std::time::{Duration, Instant};
 use nodejob_conformance::workloads::{budget, deployment};
 use nodejob_fake::{Clock, FakeCluster, labels};
 use serde_json::json;
-use upgrade_driver::records;
 use upgrade_driver::{MaxUnavailable, Outcome, Plan, PlanSpec, Progress, VersionSource, run};
 
 use crate::critical::{self, Span};
@@ -187,7 +186,8 @@ pub async fn roll(nodes: usize, max_unavailable: MaxUnavailable) -> anyhow::Resu
         .iter()
         .filter(|n| {
             fake.node(n).as_ref().and_then(|node| {
-                records::version(node, &VersionSource::KubeletVersion).map(str::to_string)
+                upgrade_driver::version::version(node, &VersionSource::KubeletVersion)
+                    .map(str::to_string)
             }) != Some(TARGET.to_string())
         })
         .count();

@@ -166,7 +166,7 @@ async fn upgrade_run_jobs_and_status_through_a_kubeconfig_as_the_service_account
             .get(name)
             .await
             .map_err(|e| Failure(format!("reading node {name}: {e}")))?;
-        let version = records::version(&node, &VersionSource::KubeletVersion);
+        let version = upgrade_driver::version::version(&node, &VersionSource::KubeletVersion);
         ensure!(
             version == Some(TARGET),
             "node {name} reports {version:?}, not {TARGET}"

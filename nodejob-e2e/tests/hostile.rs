@@ -416,7 +416,7 @@ async fn upgrades(admin: &Client, node: &str) -> Result<u32, Failure> {
 /// in-flight record; its host ran exactly one upgrade.
 async fn upgraded_once(admin: &Client, node: &str) -> Result<Node, Failure> {
     let read = read_node(admin, node).await?;
-    let version = records::version(&read, &VersionSource::KubeletVersion);
+    let version = upgrade_driver::version::version(&read, &VersionSource::KubeletVersion);
     ensure!(version == Some(TARGET), "node {node} reports {version:?}");
     ensure!(nodejob_core::ready(&read), "node {node} is not Ready");
     ensure!(

@@ -144,7 +144,7 @@ async fn skip(trio: &ThreeNodes) -> Result<(), Failure> {
         let node = report.node(name).and_then(|n| n.result.clone());
         ensure!(node == Some(NodeResult::Upgraded), "node {name}: {node:?}");
         let read = read_node(&trio.admin, name).await?;
-        let version = records::version(&read, &VersionSource::KubeletVersion);
+        let version = upgrade_driver::version::version(&read, &VersionSource::KubeletVersion);
         ensure!(version == Some(TARGET), "node {name} reports {version:?}");
     }
     let blocked = report.node(zone_a).and_then(|n| n.result.clone());
@@ -223,7 +223,7 @@ async fn a_failed_host_upgrade_is_rolled_back_to_the_recorded_version_on_a_new_b
 async fn rollback(trio: &ThreeNodes) -> Result<(), Failure> {
     let first = trio.names[0].clone();
     let before = read_node(&trio.admin, &first).await?;
-    let version = records::version(&before, &VersionSource::KubeletVersion)
+    let version = upgrade_driver::version::version(&before, &VersionSource::KubeletVersion)
         .unwrap_or_default()
         .to_string();
     let plan = plan_over(trio, |spec| {
@@ -267,7 +267,7 @@ async fn rollback(trio: &ThreeNodes) -> Result<(), Failure> {
     );
     // The node: at the recorded version, on a new boot, Ready, uncordoned, not ours.
     let node = read_node(&trio.admin, &first).await?;
-    let now = records::version(&node, &VersionSource::KubeletVersion);
+    let now = upgrade_driver::version::version(&node, &VersionSource::KubeletVersion);
     ensure!(
         now == Some(version.as_str()),
         "node {first} reports {now:?}"

@@ -92,14 +92,14 @@ async fn two_real_nodes_upgrade_by_the_command_to_the_version_of_their_os_image(
     let before = read_nodes(&nodes, &names).await?;
     for node in &before {
         let name = records::name(node);
-        let os_image = records::version(node, &VersionSource::OsImage);
+        let os_image = upgrade_driver::version::version(node, &VersionSource::OsImage);
         ensure!(
             os_image == Some(FROM),
             "node {name} boots at {FROM}: osImage {os_image:?}"
         );
         eprintln!(
             "real upgrade: node {name} before: osImage {os_image:?}, kubelet {:?}, boot {}",
-            records::version(node, &VersionSource::KubeletVersion),
+            upgrade_driver::version::version(node, &VersionSource::KubeletVersion),
             records::boot_id(node)
         );
     }
@@ -156,13 +156,14 @@ async fn two_real_nodes_upgrade_by_the_command_to_the_version_of_their_os_image(
     let after = read_nodes(&nodes, &names).await?;
     for (old, node) in before.iter().zip(&after) {
         let name = records::name(node);
-        let os_image = records::version(node, &VersionSource::OsImage);
+        let os_image = upgrade_driver::version::version(node, &VersionSource::OsImage);
         ensure!(
             os_image == Some(TARGET),
             "node {name} reports osImage {os_image:?}, not {TARGET}"
         );
-        let kubelet =
-            |n: &Node| records::version(n, &VersionSource::KubeletVersion).map(String::from);
+        let kubelet = |n: &Node| {
+            upgrade_driver::version::version(n, &VersionSource::KubeletVersion).map(String::from)
+        };
         ensure!(
             kubelet(node) == kubelet(old),
             "node {name}: the kubelet moved from {:?} to {:?}",

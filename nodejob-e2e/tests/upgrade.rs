@@ -133,9 +133,10 @@ async fn three_nodes_roll_to_a_new_version_control_plane_first_under_a_budget()
     let before = read_nodes(&admin, &names).await?;
     for node in &before {
         let name = records::name(node);
-        let version = records::version(node, &VersionSource::KubeletVersion).unwrap_or_default();
+        let version = upgrade_driver::version::version(node, &VersionSource::KubeletVersion)
+            .unwrap_or_default();
         ensure!(
-            !version.is_empty() && !records::same_version(version, TARGET),
+            !version.is_empty() && !upgrade_driver::version::same_version(version, TARGET),
             "node {name} must report a version other than the target {TARGET}: {version:?}"
         );
         ensure!(
@@ -260,7 +261,7 @@ async fn three_nodes_roll_to_a_new_version_control_plane_first_under_a_budget()
     let after = read_nodes(&admin, &names).await?;
     for (old, node) in before.iter().zip(&after) {
         let name = records::name(node);
-        let version = records::version(node, &VersionSource::KubeletVersion);
+        let version = upgrade_driver::version::version(node, &VersionSource::KubeletVersion);
         ensure!(
             version == Some(TARGET),
             "node {name} reports {version:?}, not {TARGET}"

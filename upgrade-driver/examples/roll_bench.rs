@@ -19,7 +19,6 @@ use std::time::{Duration, Instant};
 
 use nodejob_conformance::workloads::{budget, deployment};
 use nodejob_fake::{Clock, FakeCluster, labels};
-use upgrade_driver::records;
 use upgrade_driver::{MaxUnavailable, Outcome, Plan, PlanSpec, VersionSource, quiet, run};
 
 const TARGET: &str = "v1.38.0";
@@ -81,7 +80,8 @@ async fn bench(nodes: usize) -> Result<(), String> {
         .iter()
         .filter(|n| {
             fake.node(n).as_ref().and_then(|node| {
-                records::version(node, &VersionSource::KubeletVersion).map(str::to_string)
+                upgrade_driver::version::version(node, &VersionSource::KubeletVersion)
+                    .map(str::to_string)
             }) != Some(TARGET.to_string())
         })
         .collect();

@@ -148,7 +148,9 @@ mod plan;
 mod preview;
 mod progress;
 pub mod records;
+mod select;
 pub mod skew;
+pub mod version;
 
 use std::sync::Arc;
 

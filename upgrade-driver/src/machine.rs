@@ -50,9 +50,9 @@ pub(crate) use blocked::blocked_why;
 
 use crate::plan::{OnFailure, Plan, Undrainable};
 use crate::records::{
-    self, DONE, Done, HOST_JOB, HostJob, IN_PROGRESS, InProgress, boot_id, same_version,
-    unschedulable, version,
+    self, DONE, Done, HOST_JOB, HostJob, IN_PROGRESS, InProgress, boot_id, unschedulable,
 };
+use crate::version::{same_version, version};
 
 /// One step of a node's upgrade, as progress, Events (`NodejobUpgrade<Step>`) and the report
 /// name it.

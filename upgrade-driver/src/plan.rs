@@ -11,20 +11,11 @@ use nodejob_roll::{
     Limits, NSENTER, Placement, PlanError, Stop, Window, check_selection, identity,
 };
 
+pub use crate::version::{Downgrade, VersionSource};
+use crate::version::{is_version, version_numbers};
+
 /// The annotation and label prefix of this driver's records.
 pub(crate) const PREFIX: &str = "stratum.ciq.com/";
-
-/// Where a node reports its version.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub enum VersionSource {
-    /// `status.nodeInfo.kubeletVersion` (an upgrade that moves the kubelet).
-    #[default]
-    KubeletVersion,
-    /// `status.nodeInfo.osImage` (an OS upgrade that does not move the kubelet).
-    OsImage,
-    /// The value of this node label (set by the host's own agent after a boot).
-    Label(String),
-}
 
 /// How many nodes of the plan may be unavailable at once (cordoned by us, or NotReady).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -222,40 +213,6 @@ impl std::fmt::Display for Undrainable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
-}
-
-/// Whether a plan may move a node to a version older than the one it runs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Downgrade {
-    /// Refused, naming the nodes and their versions, before any write (the default).
-    #[default]
-    Refuse,
-    /// Allowed: asked for.
-    Allow,
-}
-
-/// A version as `major.minor.patch` numbers: `vMAJOR.MINOR.PATCH`, the leading `v` optional,
-/// then nothing or a pre-release or build suffix (`-rc.1`, `+k3s1`, `-eks-1`), which is not
-/// compared; `None` for anything else (`banana`, `latest`, `v1.38`, `Ubuntu 24.04.3 LTS`), as
-/// apimachinery's `version.ParseSemantic` refuses what kubeadm cannot order.
-pub(crate) fn version_numbers(version: &str) -> Option<(u64, u64, u64)> {
-    let v = version.strip_prefix('v').unwrap_or(version);
-    let end = v.find(['-', '+']).unwrap_or(v.len());
-    let (core, suffix) = v.split_at(end);
-    // A lone `-` or `+` is no suffix.
-    if suffix.len() == 1 {
-        return None;
-    }
-    let mut parts = core.split('.');
-    let mut number = || -> Option<u64> {
-        let part = parts.next()?;
-        (!part.is_empty() && part.chars().all(|c| c.is_ascii_digit()))
-            .then(|| part.parse().ok())
-            .flatten()
-    };
-    let numbers = (number()?, number()?, number()?);
-    parts.next().is_none().then_some(numbers)
 }
 
 /// Serialises a field whose type, of another crate, is not `Serialize`, as its derived `Debug`
@@ -610,14 +567,6 @@ impl Plan {
             output: None,
         }
     }
-}
-
-fn is_version(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "._-+".contains(c))
 }
 
 /// Whether a plan keeps the version skew policy (the default) or may go past it.

@@ -9,11 +9,13 @@ use serde::Serialize;
 
 use crate::Error;
 use crate::drive::HeldBack;
-use crate::drive::{cordoned_by_us, refuse_versions, retry, select_nodes};
+use crate::drive::{cordoned_by_us, retry};
 use crate::order::groups;
 use crate::plan::{OnFailure, Plan, Undrainable};
 use crate::records::at_target;
-use crate::records::{self, unschedulable, version};
+use crate::records::{self, unschedulable};
+use crate::select::{refuse_versions, select_nodes};
+use crate::version::version;
 use nodejob_roll::batches;
 
 /// What would happen to one Pod of a node.

@@ -16,10 +16,11 @@
 //! Values are one-line JSON objects, so `kubectl get node -o yaml` reads them and a reader
 //! refuses a value it does not understand instead of guessing.
 
+use crate::version::{same_version, version};
 use k8s_openapi::api::core::v1::Node;
 use serde::{Deserialize, Serialize};
 
-use crate::plan::{Plan, Undrainable, VersionSource};
+use crate::plan::{Plan, Undrainable};
 
 /// We started this node (see the module docs).
 pub const IN_PROGRESS: &str = "stratum.ciq.com/upgrade-in-progress";
@@ -199,66 +200,6 @@ pub fn boot_id(node: &Node) -> &str {
         .unwrap_or_default()
 }
 
-/// The version `node` reports through `source`, if any.
-pub fn version<'n>(node: &'n Node, source: &VersionSource) -> Option<&'n str> {
-    let info = node.status.as_ref().and_then(|s| s.node_info.as_ref());
-    match source {
-        VersionSource::KubeletVersion => info.map(|i| i.kubelet_version.as_str()),
-        VersionSource::OsImage => info.map(|i| i.os_image.as_str()),
-        VersionSource::Label(key) => node
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(key))
-            .map(String::as_str),
-    }
-    .filter(|v| !v.is_empty())
-}
-
-/// Whether `reported` is `target`, a leading `v` optional on both sides (`1.38.0` is `v1.38.0`).
-pub fn same_version(reported: &str, target: &str) -> bool {
-    reported.trim_start_matches('v') == target.trim_start_matches('v')
-}
-
-/// How a version `reported` by a node stands against `target`, `None` when the two cannot be
-/// ordered: the same (a leading `v` optional), both `vMAJOR.MINOR.PATCH` (a suffix not
-/// compared), or the same words around one version number each, as a release is often named
-/// (`stratum-2.1.0` before `stratum-2.2.0`, `Ubuntu 24.04.3 LTS` before `Ubuntu 24.04.4 LTS`;
-/// `Ubuntu 24.04.3 LTS` and `Debian 13.1` cannot be ordered).
-pub(crate) fn order_versions(reported: &str, target: &str) -> Option<std::cmp::Ordering> {
-    if same_version(reported, target) {
-        return Some(std::cmp::Ordering::Equal);
-    }
-    if let (Some(a), Some(b)) = (
-        crate::plan::version_numbers(reported),
-        crate::plan::version_numbers(target),
-    ) {
-        return Some(a.cmp(&b));
-    }
-    let (before_a, a, after_a) = embedded_version(reported)?;
-    let (before_b, b, after_b) = embedded_version(target)?;
-    (before_a == before_b && after_a == after_b).then(|| a.cmp(&b))
-}
-
-/// The first version number in `text` (digits and dots, at least one dot, 2 to 4 numbers), with
-/// the words before and after it.
-pub(crate) fn embedded_version(text: &str) -> Option<(&str, Vec<u64>, &str)> {
-    let start = text.find(|c: char| c.is_ascii_digit())?;
-    let len = text[start..]
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len() - start);
-    let token = text[start..start + len].trim_end_matches('.');
-    let numbers: Vec<u64> = token
-        .split('.')
-        .map(str::parse)
-        .collect::<Result<_, _>>()
-        .ok()?;
-    (2..=4).contains(&numbers.len()).then(|| {
-        let before = text[..start].strip_suffix('v').unwrap_or(&text[..start]);
-        (before, numbers, &text[start + token.len()..])
-    })
-}
-
 /// Whether the node is cordoned.
 pub fn unschedulable(node: &Node) -> bool {
     node.spec
@@ -326,39 +267,4 @@ pub(crate) fn at_target(plan: &Plan, node: &Node) -> Option<String> {
         .flatten()
         .filter(|d| same_version(&d.version, target))
         .map(|_| format!("recorded done at {target}"))
-}
-
-#[cfg(test)]
-mod tests {
-    use std::cmp::Ordering::{Equal, Greater, Less};
-
-    use super::order_versions;
-
-    #[test]
-    fn versions_are_ordered_as_numbers_or_as_the_same_words_around_one() {
-        let table = [
-            ("v1.37.2", "v1.38.0", Some(Less)),
-            ("1.38.0", "v1.38.0", Some(Equal)),
-            ("v1.38.0+k3s1", "v1.38.0", Some(Equal)),
-            ("v1.37.10", "v1.37.9", Some(Greater)),
-            ("Ubuntu 24.04.3 LTS", "Ubuntu 24.04.4 LTS", Some(Less)),
-            ("Ubuntu 24.04.3 LTS", "Ubuntu 24.04.3 LTS", Some(Equal)),
-            ("Ubuntu 24.10 LTS", "Ubuntu 24.04.4 LTS", Some(Greater)),
-            ("Flatcar v4230.2.1", "Flatcar v4230.2.3", Some(Less)),
-            // Not the same words, or no version among them: not to be ordered.
-            ("Ubuntu 24.04.3 LTS", "24.04.4", None),
-            ("Ubuntu 24.04.3 LTS", "Debian 13.1", None),
-            ("Ubuntu 24.04.3 LTS", "noble", None),
-            ("banana", "v1.38.0", None),
-            // A release without its patch number comes before one with it.
-            ("v1.38", "v1.38.0", Some(Less)),
-        ];
-        for (reported, target, expected) in table {
-            assert_eq!(
-                order_versions(reported, target),
-                expected,
-                "{reported} against {target}"
-            );
-        }
-    }
 }

@@ -26,8 +26,10 @@ use std::fmt;
 use k8s_openapi::api::core::v1::Node;
 use nodejob_roll::{PlanError, is_control_plane};
 
-use crate::plan::{Plan, VersionSource, version_numbers};
-use crate::records::{self, version};
+use crate::plan::{Plan, VersionSource};
+use crate::records;
+use crate::version::version;
+use crate::version::version_numbers;
 
 /// Where the policy is written, as every refusal cites it.
 pub const POLICY: &str = "https://kubernetes.io/releases/version-skew-policy/#kubelet";

@@ -301,8 +301,11 @@ impl NodeState {
         });
         NodeState {
             node: name.to_string(),
-            version: records::version(node, &upgrade_driver::VersionSource::KubeletVersion)
-                .map(str::to_string),
+            version: upgrade_driver::version::version(
+                node,
+                &upgrade_driver::VersionSource::KubeletVersion,
+            )
+            .map(str::to_string),
             ready: nodejob_core::ready(node),
             cordoned: records::unschedulable(node),
             upgrade_state,

@@ -15,9 +15,8 @@ use k8s_openapi::api::core::v1::Node;
 
 use super::{Failure, FailureKind, Intent, Mark, NodeMachine, NodeResult, Step, UpgradeStep};
 use crate::plan::Downgrade;
-use crate::records::{
-    self, IN_PROGRESS, InProgress, boot_id, order_versions, same_version, unschedulable, version,
-};
+use crate::records::{self, IN_PROGRESS, InProgress, boot_id, unschedulable};
+use crate::version::{order_versions, same_version, version};
 
 impl NodeMachine {
     /// Judges the read of [`Intent::Preflight`]: the host Job, or why not.

@@ -28,9 +28,9 @@ use super::{
 };
 use crate::plan::OnFailure;
 use crate::records::{
-    self, HOST_JOB, IN_PROGRESS, InProgress, ROLLBACK, Rollback, SOAK, boot_id, same_version,
-    unschedulable, version,
+    self, HOST_JOB, IN_PROGRESS, InProgress, ROLLBACK, Rollback, SOAK, boot_id, unschedulable,
 };
+use crate::version::{same_version, version};
 
 /// Where a rollback stands.
 #[derive(Clone, Debug, PartialEq)]

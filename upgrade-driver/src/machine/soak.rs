@@ -20,9 +20,8 @@ use super::{
     At, DRAIN_ROUNDS, Failure, FailureKind, Intent, Mark, NodeMachine, NodeResult, Step,
     UpgradeStep,
 };
-use crate::records::{
-    self, DONE, Done, HOST_JOB, IN_PROGRESS, SOAK, Soak, boot_id, same_version, version,
-};
+use crate::records::{self, DONE, Done, HOST_JOB, IN_PROGRESS, SOAK, Soak, boot_id};
+use crate::version::{same_version, version};
 
 impl NodeMachine {
     /// The finish when the plan soaks: uncordon if ours, the soak record from now on this

@@ -297,7 +297,9 @@ pub(crate) fn check_report(
             Some(NodeResult::RolledBack { version, .. }) => {
                 let at = kubelet_version(&node);
                 let moved = versioned.contains(&n.name);
-                if record.is_some() || (!moved && !records::same_version(&at, version)) {
+                if record.is_some()
+                    || (!moved && !upgrade_driver::version::same_version(&at, version))
+                {
                     return Err(format!(
                         "{} reported rolled back to {version}, but it is at {at} with our \
                          in-progress record {record:?}",
