@@ -111,7 +111,7 @@ fn every_subcommand_explains_itself() {
 }
 
 #[test]
-fn render_prints_the_job_that_build_promises_and_deploy_keeps_it() {
+fn render_prints_the_job_that_build_promises_and_the_example_keeps_it() {
     let mut args = vec!["render", "--node", "node-a", "-o", "json", "--"];
     args.extend(STRATUM_HEALTH);
     let out = nodejob(&args);
@@ -130,13 +130,13 @@ fn render_prints_the_job_that_build_promises_and_deploy_keeps_it() {
         Some(true)
     );
 
-    // deploy/job-example.yaml is the YAML rendering, after its comment lines.
+    // examples/job-example.yaml is the YAML rendering, after its comment lines.
     let mut args = vec!["render", "--node", "node-a", "--"];
     args.extend(STRATUM_HEALTH);
     let yaml = text(&nodejob(&args).stdout);
     let example = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../deploy/job-example.yaml"
+        "/../examples/job-example.yaml"
     ))
     .unwrap();
     let body: String = example
@@ -146,8 +146,36 @@ fn render_prints_the_job_that_build_promises_and_deploy_keeps_it() {
         .collect();
     assert_eq!(
         body, yaml,
-        "deploy/job-example.yaml is stale: regenerate it with nodejob render"
+        "examples/job-example.yaml is stale: regenerate it with nodejob render"
     );
+}
+
+/// `kubectl apply -f deploy/` is the README's install step: it must create nothing that runs
+/// (an example Job there ran a privileged Pod on a node named `node-a`). Every manifest in
+/// the folder is of a kind that installs and runs nothing.
+#[test]
+fn applying_the_deploy_folder_creates_nothing_that_runs() {
+    const INSTALLS: [&str; 6] = [
+        "Namespace",
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "ClusterRole",
+        "ClusterRoleBinding",
+    ];
+    let folder = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy");
+    let mut kinds = Vec::new();
+    for entry in std::fs::read_dir(folder).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        for kind in text.lines().filter_map(|l| l.strip_prefix("kind:")) {
+            kinds.push((path.display().to_string(), kind.trim().to_string()));
+        }
+    }
+    assert!(kinds.len() >= 6, "{kinds:?}");
+    for (path, kind) in &kinds {
+        assert!(INSTALLS.contains(&kind.as_str()), "{path}: kind {kind}");
+    }
 }
 
 #[test]
