@@ -135,6 +135,26 @@ fn each_node_soaks_counting_down_before_the_next() {
     );
 }
 
+/// A node that reached the target and then failed (its health check, as its soak above) is
+/// at the target: the summary's TO says so, as the JSON report's `to` does, not `-`.
+#[test]
+fn a_node_that_failed_after_reaching_the_target_shows_the_version_it_is_at() {
+    nodejob_snapshot!(
+        "upgrade_health_failure",
+        &[
+            "upgrade",
+            "--simulate",
+            "2",
+            "--to",
+            "v1.38.0",
+            "--health-check",
+            "--",
+            "check",
+            "nodejob-test:exit=1",
+        ]
+    );
+}
+
 #[test]
 fn a_roll_paused_mid_way_waits_before_its_next_step_and_goes_on_when_resumed() {
     // An operator pauses as worker-a-0's drain starts and resumes 5 minutes later: the drain
