@@ -104,6 +104,37 @@ pub(crate) struct Global {
     pub(crate) output: Format,
 }
 
+/// `e` without clap's tip for an unknown flag, "to pass '--flag' as a value, use '-- --flag'":
+/// after `--` is the argv `run` and `upgrade --health-check` execute on a node, so following
+/// the tip would run the flag rather than give it to nodejob (`run --dry-run` once ran the
+/// Job so). The other tips (a similar flag) stay.
+pub(crate) fn without_trailing_tip(e: clap::Error, command: &clap::Command) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue};
+    let is_trailing_tip =
+        |tip: &clap::builder::StyledStr| tip.to_string().contains("as a value, use '");
+    let Some(ContextValue::StyledStrs(tips)) = e.get(ContextKind::Suggested) else {
+        return e;
+    };
+    if !tips.iter().any(is_trailing_tip) {
+        return e;
+    }
+    let kept: Vec<_> = tips
+        .iter()
+        .filter(|t| !is_trailing_tip(t))
+        .cloned()
+        .collect();
+    let mut without = clap::Error::new(e.kind()).with_cmd(command);
+    for (kind, value) in e.context() {
+        if kind != ContextKind::Suggested {
+            without.insert(kind, value.clone());
+        }
+    }
+    if !kept.is_empty() {
+        without.insert(ContextKind::Suggested, ContextValue::StyledStrs(kept));
+    }
+    without
+}
+
 /// `--output`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum Format {
@@ -561,6 +592,18 @@ pub(crate) struct Run {
     /// Print nothing of the log: only exit with the container's code.
     #[arg(long)]
     pub(crate) exit_code_only: bool,
+    /// As kubectl's: print the Job as `render` does (`-o json|yaml`), create nothing.
+    /// `--dry-run` and `--dry-run=client` touch no cluster; `--dry-run=server` first reads
+    /// the node, refusing one the cluster does not have as the run would.
+    #[arg(
+        long,
+        value_name = "WHERE",
+        value_enum,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "client"
+    )]
+    pub(crate) dry_run: Option<DryRun>,
     #[command(flatten)]
     pub(crate) sim: Simulate,
 }

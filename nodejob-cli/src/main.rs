@@ -63,7 +63,9 @@ const NOT_FOR_COMPLETIONS: [&str; 4] = ["kubeconfig", "context", "namespace", "o
 fn command_line() -> Cli {
     use clap::{CommandFactory, FromArgMatches, parser::ValueSource};
     let mut command = Cli::command();
-    let matches = command.get_matches_mut();
+    let matches = command
+        .try_get_matches_from_mut(std::env::args_os())
+        .unwrap_or_else(|e| args::without_trailing_tip(e, &Cli::command()).exit());
     if let Some(("completions", sub)) = matches.subcommand() {
         for id in NOT_FOR_COMPLETIONS {
             if sub.value_source(id) == Some(ValueSource::CommandLine) {

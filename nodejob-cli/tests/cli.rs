@@ -1236,6 +1236,94 @@ fn dry_run_in_each_of_kubectls_forms_is_the_preview() {
     assert_eq!(none.status.code(), Some(2));
 }
 
+/// `run --dry-run`, in kubectl's three forms, prints the Job `render` prints and creates
+/// nothing: the bare flag and `=client` with no cluster at all (no kubeconfig here),
+/// `=server` after reading the node, as the run would; `-o json` as `render -o json`.
+#[test]
+fn run_dry_run_prints_what_render_prints_and_creates_nothing() {
+    let argv = ["--", "/bin/true"];
+    for output in [&[][..], &["-o", "json"], &["-o", "yaml"]] {
+        let render = nodejob(&[&["render", "--node", "cp-0"], output, &argv[..]].concat());
+        assert_eq!(render.status.code(), Some(0), "{}", text(&render.stderr));
+        for form in [
+            &["--dry-run"][..],
+            &["--dry-run=client"],
+            &["--simulate", "3", "--dry-run=server"],
+        ] {
+            let run = nodejob(&[&["run", "--node", "cp-0"], form, output, &argv[..]].concat());
+            assert_eq!(
+                run.status.code(),
+                Some(0),
+                "{form:?} {output:?}: {}",
+                text(&run.stderr)
+            );
+            assert_eq!(
+                text(&run.stdout),
+                text(&render.stdout),
+                "{form:?} {output:?}"
+            );
+        }
+    }
+    // The server's dry run reads the node first, and refuses one the cluster lacks.
+    let out = nodejob(&[
+        "run",
+        "--simulate",
+        "3",
+        "--node",
+        "nope",
+        "--dry-run=server",
+        "--",
+        "/bin/true",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+}
+
+/// clap's tip for an unknown flag, "to pass '--x' as a value, use '-- --x'", would move the
+/// flag into the argv `run` and `upgrade --health-check` execute: it is never given (a
+/// similar flag's tip still is).
+#[test]
+fn no_parser_tip_moves_a_flag_after_dashdash() {
+    let commands: [&[&str]; 4] = [
+        &["run", "--node", "cp-0", "--bogus", "--", "/bin/true"],
+        &[
+            "run",
+            "--simulate",
+            "3",
+            "--node",
+            "cp-0",
+            "--dry-runn",
+            "--",
+            "/bin/true",
+        ],
+        &[
+            "upgrade",
+            "--simulate",
+            "3",
+            "--to",
+            "v1.38.0",
+            "--health-check",
+            "--bogus",
+            "--",
+            "true",
+        ],
+        &["render", "--node", "cp-0", "--bogus", "--", "/bin/true"],
+    ];
+    for args in commands {
+        let out = nodejob(args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("unexpected argument"), "{args:?}: {stderr}");
+        assert!(!stderr.contains("as a value"), "{args:?}: {stderr}");
+        assert!(!stderr.contains("use '--"), "{args:?}: {stderr}");
+    }
+    let near = text(&nodejob(&["run", "--node", "cp-0", "--dry-runn", "--", "true"]).stderr);
+    assert!(
+        near.contains("a similar argument exists: '--dry-run'"),
+        "{near}"
+    );
+}
+
 /// A kubeconfig whose current context `dead` points at `server`, written for `test`.
 fn kubeconfig_at(test: &str, server: &str) -> std::path::PathBuf {
     let path = std::env::temp_dir().join(format!(

@@ -311,6 +311,20 @@ fn an_argv_nothing_takes_is_refused_and_dry_run_is_the_preview() {
     );
 }
 
+/// `run --dry-run` is kubectl's: the Job printed (as `render` prints it), nothing created;
+/// an unknown flag gets no tip to move it after `--`, where `run` would execute it.
+#[test]
+fn run_dry_run_prints_the_job_and_no_tip_moves_a_flag_into_the_argv() {
+    nodejob_snapshot!(
+        "run_dry_run",
+        &["run", "--node", "cp-0", "--dry-run", "--", "/bin/true"]
+    );
+    nodejob_snapshot!(
+        "run_unknown_flag",
+        &["run", "--node", "cp-0", "--bogus", "--", "/bin/true"]
+    );
+}
+
 #[test]
 fn rotation_progress_and_summary() {
     nodejob_snapshot!("rotate_ca", &["rotate-ca", "--simulate", "5"]);
