@@ -1324,6 +1324,118 @@ fn no_parser_tip_moves_a_flag_after_dashdash() {
     );
 }
 
+/// The requests a [`scripted_apiserver`] was sent, each `METHOD PATH`.
+type Requests = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
+/// An apiserver on plain HTTP at the returned address, answering each request with what
+/// `answer` says for its method and path (a status and a JSON body), recording every request.
+fn scripted_apiserver(answer: fn(&str, &str) -> (u16, String)) -> (String, Requests) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let server = format!("http://{}", listener.local_addr().unwrap());
+    let requests = Requests::default();
+    let seen = requests.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let seen = seen.clone();
+            std::thread::spawn(move || {
+                let mut writer = stream.try_clone().unwrap();
+                let mut reader = BufReader::new(stream);
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let mut words = line.split_whitespace();
+                    let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+                    let mut length = 0;
+                    loop {
+                        let mut header = String::new();
+                        reader.read_line(&mut header).unwrap();
+                        if header.trim().is_empty() {
+                            break;
+                        }
+                        if let Some((name, value)) = header.split_once(':')
+                            && name.eq_ignore_ascii_case("content-length")
+                        {
+                            length = value.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    reader.read_exact(&mut body).unwrap();
+                    seen.lock().unwrap().push(format!("{method} {path}"));
+                    let (status, body) = answer(method, path);
+                    let reply = format!(
+                        "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\n\
+                         content-length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    if writer.write_all(reply.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (server, requests)
+}
+
+/// On a real cluster, as under `--simulate`, `run --node` names a node the cluster does not
+/// have: refused (exit 2) after reading the node, and no Job is created (a Job pinned to it
+/// stayed Pending, then was left Failed).
+#[test]
+fn run_on_a_node_the_cluster_lacks_is_refused_before_any_job_is_created() {
+    let (server, requests) = scripted_apiserver(|method, path| match (method, path) {
+        ("GET", "/version") => (
+            200,
+            r#"{"major":"1","minor":"33","gitVersion":"v1.33.0"}"#.into(),
+        ),
+        ("GET", path) if path.starts_with("/api/v1/nodes/") => {
+            let name = path.trim_start_matches("/api/v1/nodes/");
+            (
+                404,
+                format!(
+                    r#"{{"kind":"Status","apiVersion":"v1","metadata":{{}},"status":"Failure","message":"nodes \"{name}\" not found","reason":"NotFound","details":{{"name":"{name}","kind":"nodes"}},"code":404}}"#
+                ),
+            )
+        }
+        // Anything else refused at once (a 5xx would be retried).
+        _ => (
+            403,
+            r#"{"kind":"Status","status":"Failure","reason":"Forbidden","code":403}"#.into(),
+        ),
+    });
+    let path = kubeconfig_at("run-no-such-node", &server);
+    let kubeconfig = path.to_str().unwrap();
+    for dry_run in [&[][..], &["--dry-run=server"]] {
+        let args = [
+            &["--kubeconfig", kubeconfig, "run", "--node", "no-such-node"],
+            dry_run,
+            &["--", "/bin/true"],
+        ]
+        .concat();
+        let out = nodejob(&args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("--node no-such-node: no such node in the cluster"),
+            "{stderr}"
+        );
+        assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+    }
+    let requests = requests.lock().unwrap().clone();
+    assert!(
+        requests.contains(&"GET /api/v1/nodes/no-such-node".to_string()),
+        "{requests:?}"
+    );
+    assert!(
+        requests.iter().all(|r| r.starts_with("GET ")),
+        "a write: {requests:?}"
+    );
+    let _ = std::fs::remove_file(&path);
+}
+
 /// A kubeconfig whose current context `dead` points at `server`, written for `test`.
 fn kubeconfig_at(test: &str, server: &str) -> std::path::PathBuf {
     let path = std::env::temp_dir().join(format!(
