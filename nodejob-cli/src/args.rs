@@ -99,7 +99,9 @@ pub(crate) struct Global {
     #[arg(short, long, global = true, help_heading = GLOBAL, action = clap::ArgAction::Count)]
     pub(crate) verbose: u8,
     /// `text` for people; `json` for automation (`upgrade`, `rotate-ca`: one event per line;
-    /// `run`: one object, its exit code and log); `yaml`: `render` and `status` only.
+    /// `run`: one object, its exit code and log; `pause`, `resume`: one object, the switch
+    /// before and after); `yaml`: `render`, `run --dry-run`, `status`, `pause` and `resume`
+    /// only.
     #[arg(short, long, global = true, help_heading = GLOBAL, value_enum, default_value = "text")]
     pub(crate) output: Format,
 }
@@ -142,7 +144,7 @@ pub(crate) enum Format {
     Text,
     /// For automation: JSON.
     Json,
-    /// YAML, as kubectl's `-o yaml` (`render`, `status`).
+    /// YAML, as kubectl's `-o yaml` (`render`, `run --dry-run`, `status`, `pause`, `resume`).
     Yaml,
 }
 
@@ -152,7 +154,7 @@ impl Format {
         match self {
             Format::Yaml => Err(crate::exit::Exit::usage(format!(
                 "-o yaml: `nodejob {command}` prints text or json (-o json); yaml is for \
-                 `render` and `status`"
+                 `render`, `run --dry-run`, `status`, `pause` and `resume`"
             ))),
             format => Ok(format),
         }

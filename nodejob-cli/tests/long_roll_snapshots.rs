@@ -182,6 +182,27 @@ fn pause_and_resume_say_who_when_why_and_what_they_changed() {
     nodejob_snapshot!("resume_not_paused", &["resume", "--simulate", "3"]);
 }
 
+/// `pause` and `resume` honour `-o json|yaml`, as `status` does: one object, the switch
+/// before and after, for a script to read.
+#[test]
+fn pause_and_resume_print_json_and_yaml() {
+    let pause = [
+        "pause",
+        "--simulate",
+        "3",
+        "--by",
+        "alice@console",
+        "--reason",
+        "failover",
+    ];
+    let with = |more: &[&'static str]| -> Vec<&'static str> {
+        pause.iter().chain(more).copied().collect()
+    };
+    nodejob_snapshot!("pause_json", &with(&["-o", "json"]));
+    nodejob_snapshot!("pause_yaml", &with(&["-o", "yaml"]));
+    nodejob_snapshot!("resume_json", &["resume", "--simulate", "3", "-o", "json"]);
+}
+
 #[test]
 fn a_failed_node_is_rolled_back_once_and_named() {
     let two = ["upgrade", "--simulate", "2", "--to", "v1.38.0"];
