@@ -527,7 +527,9 @@ pub(crate) struct RotateCa {
     pub(crate) failure_budget: u32,
     /// Print what a run would do (what each node last reported, the next phase and where,
     /// who disagrees, the Lease), change nothing. With --abort: what the abort would find
-    /// (each node's staged CA), as the MCP tool `rotate_ca_preview` with `abort`.
+    /// (each node's staged CA), as the MCP tool `rotate_ca_preview` with `abort`. It exits
+    /// as the run would: 2 for a plan the run refuses (nodes left out of a cluster-wide
+    /// rotation), 1 for an abort refused, after printing the preview.
     #[arg(long)]
     pub(crate) preview: bool,
     #[command(flatten)]

@@ -372,6 +372,23 @@ fn rotation_previews_and_abort() {
     );
 }
 
+/// A preview ends as the run would: a plan the run refuses (a cluster-wide CA rotated on some
+/// nodes only) exits 2 with the run's refusal after the preview, as `upgrade --preview` does,
+/// and the same plan over the selected trust domain exits 0.
+#[test]
+fn rotation_preview_of_a_plan_the_run_refuses_exits_as_the_run_would() {
+    let partial = ["rotate-ca", "--simulate", "5", "--nodes", "worker-a-0"];
+    let with = |more: &[&'static str]| -> Vec<&'static str> {
+        partial.iter().chain(more).copied().collect()
+    };
+    // `rotate_ca_preview_partial` (above) is the preview's refusal.
+    nodejob_snapshot!("rotate_ca_run_refused", &with(&[]));
+    nodejob_snapshot!(
+        "rotate_ca_preview_selected",
+        &with(&["--preview", "--trust-domain", "selected"])
+    );
+}
+
 #[test]
 fn rotation_refusals() {
     nodejob_snapshot!(

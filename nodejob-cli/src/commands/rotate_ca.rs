@@ -93,7 +93,13 @@ pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
                     now - since
                 );
             }
-            return preview.map(|_| Exit::ok());
+            // The preview ends as the run would: a plan the run refuses exits as its
+            // refusal does (2; an abort refused, 1), as `upgrade --preview` does.
+            let preview = preview?;
+            return match preview.refusal(&plan, args.abort) {
+                Some(refused) => Err(driver_exit(present::error(&refused))),
+                None => Ok(Exit::ok()),
+            };
         }
         if !args.abort
             && let Some(warning) = present::expiry_warning(&plan.ca_summary(t.api.wall_time()))
