@@ -98,7 +98,8 @@ pub(crate) struct Global {
     /// More logging on stderr: -v, -vv.
     #[arg(short, long, global = true, help_heading = GLOBAL, action = clap::ArgAction::Count)]
     pub(crate) verbose: u8,
-    /// `text` for people; `json` for automation (`upgrade`, `rotate-ca`: one event per line;
+    /// `text` for people; `json` for automation (`upgrade`, `rotate-ca`: one event per line,
+    /// each with its `time`, RFC 3339 by the cluster's clock;
     /// `run`: one object, its exit code and log; `pause`, `resume`: one object, the switch
     /// before and after); `yaml`: `render`, `run --dry-run`, `status`, `pause` and `resume`
     /// only.

@@ -453,6 +453,18 @@ fn json_output_is_one_parseable_event_per_line_ending_with_the_report() {
     let last = lines.last().unwrap();
     assert_eq!(last["event"], "report");
     assert_eq!(last["report"]["outcome"]["outcome"], "done");
+    // Every event carries its time (RFC 3339, the cluster's clock: here the virtual one, from
+    // its start on), in order.
+    let times: Vec<jiff::Timestamp> = (lines.iter())
+        .map(|l| {
+            let time = l["time"].as_str().unwrap_or_else(|| panic!("no time: {l}"));
+            time.parse().unwrap_or_else(|e| panic!("{time}: {e}"))
+        })
+        .collect();
+    let start: jiff::Timestamp = lines[0]["clock_start"].as_str().unwrap().parse().unwrap();
+    assert!(times[0] >= start, "{times:?}");
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+    assert!(times.last() > times.first(), "{times:?}");
 }
 
 /// Runs `nodejob ARGS` on a pseudo-terminal (stdout, stderr and stdin); its exit code and
