@@ -655,6 +655,11 @@ pub(crate) struct ResumeArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct Status {
+    /// Only these nodes (as `kubectl get nodes NAME...`), each with its conditions block.
+    /// Without: every node in the table, and the conditions of those not in a clean final
+    /// state (a step under way, failed, stopped) only.
+    #[arg(value_name = "NODE")]
+    pub(crate) nodes: Vec<String>,
     #[command(flatten)]
     pub(crate) sim: SimulateHistory,
 }

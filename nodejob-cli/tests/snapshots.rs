@@ -483,6 +483,26 @@ fn jobs_and_status_after_the_simulated_history() {
     nodejob_snapshot!("status_yaml", &["status", "--simulate", "5", "-o", "yaml"]);
 }
 
+/// `status` scales: the table for every node, the conditions only of nodes not in a clean
+/// final state, nodes that say the same shown once; `status NODE...` shows those nodes only,
+/// each with its conditions, as `kubectl get nodes NAME...`; a node the cluster lacks exits 2.
+#[test]
+fn status_shows_conditions_where_they_matter_and_of_the_nodes_named() {
+    nodejob_snapshot!("status_many", &["status", "--simulate", "30"]);
+    nodejob_snapshot!(
+        "status_named",
+        &["status", "--simulate", "5", "worker-b-0", "cp-0"]
+    );
+    nodejob_snapshot!(
+        "status_named_json",
+        &["status", "--simulate", "5", "worker-b-0", "-o", "json"]
+    );
+    nodejob_snapshot!(
+        "status_no_such_node",
+        &["status", "--simulate", "5", "cp-0", "nope"]
+    );
+}
+
 #[test]
 fn output_json_for_render_and_run_and_yaml_refused_where_there_is_none() {
     nodejob_snapshot!(
