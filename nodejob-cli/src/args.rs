@@ -25,7 +25,8 @@ use crate::virtual_clock::Speed;
 /// has the Lease (try later); 4 stopped with nothing failed, not now (outside the maintenance
 /// window, the Lease lost, too many nodes unavailable, still paused by `nodejob pause` 12 hours
 /// on: run again to resume); 5 the cluster's
-/// apiserver cannot be reached; 130 interrupted (Ctrl-C); `run`: the container's exit code.
+/// apiserver cannot be reached (one whose certificate the kubeconfig's certificate-authority
+/// does not trust is 2, at once); 130 interrupted (Ctrl-C); `run`: the container's exit code.
 #[derive(Debug, Parser)]
 #[command(
     name = "nodejob",
@@ -47,18 +48,21 @@ const EXIT_ROLL: &str = "Exit codes: 0 done; 1 a node failed (named, with the st
     (outside the maintenance window, the Lease lost, too many nodes unavailable, still paused \
     by `nodejob pause` 12 hours on; for `upgrade`, nodes left blocked by budgets \
     under --on-undrainable skip or quarantine): run \
-    the same command again to resume; 5 the cluster's apiserver cannot be reached; 130 interrupted \
+    the same command again to resume; 5 the cluster's apiserver cannot be reached (one whose \
+    certificate the kubeconfig's certificate-authority does not trust: 2, at once); 130 interrupted \
     (Ctrl-C): run the same command again to resume.";
 
 /// The exit codes of `run`, in its `--help`.
 const EXIT_RUN: &str = "Exit codes: the container's exit code (0 when it succeeded); 1 the Job \
     could not run or its end could not be read; 2 bad usage or invalid input, before any API \
-    call; 5 the cluster's apiserver cannot be reached; 130 interrupted (Ctrl-C; the Job goes on \
+    call; 5 the cluster's apiserver cannot be reached (one whose certificate the kubeconfig's \
+    certificate-authority does not trust: 2, at once); 130 interrupted (Ctrl-C; the Job goes on \
     in the cluster).";
 
 /// The exit codes of `jobs` and `status`, in their `--help`.
 const EXIT_READ: &str = "Exit codes: 0 done; 1 the cluster answered with an error (named); 2 bad \
-    usage or invalid input, before any API call; 5 the cluster's apiserver cannot be reached.";
+    usage or invalid input, before any API call; 5 the cluster's apiserver cannot be reached (one \
+    whose certificate the kubeconfig's certificate-authority does not trust: 2, at once).";
 
 /// The exit codes of the commands that touch no cluster, in their `--help`.
 const EXIT_LOCAL: &str = "Exit codes: 0 done; 2 bad usage or invalid input.";

@@ -1448,6 +1448,115 @@ fn run_on_a_node_the_cluster_lacks_is_refused_before_any_job_is_created() {
     let _ = std::fs::remove_file(&path);
 }
 
+/// A CA certificate (PEM) of its own, self-signed, that signed nothing the tests serve.
+fn other_ca() -> String {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::default();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "not the cluster's CA");
+    params.self_signed(&key).unwrap().pem()
+}
+
+/// An apiserver on TLS at the returned `https://` address whose certificate is self-signed
+/// for 127.0.0.1: no kubeconfig's CA trusts it. It completes no handshake.
+fn untrusted_apiserver() -> String {
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::default();
+    params.subject_alt_names = vec![rcgen::SanType::IpAddress([127, 0, 0, 1].into())];
+    let cert = params.self_signed(&key).unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![CertificateDer::from(cert.der().to_vec())],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+        )
+        .unwrap();
+    let config = std::sync::Arc::new(config);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let server = format!("https://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let (Ok(mut stream), Ok(mut tls)) =
+                (stream, rustls::ServerConnection::new(config.clone()))
+            else {
+                continue;
+            };
+            // Until the client refuses the certificate (its alert ends the handshake).
+            let _ = tls.complete_io(&mut stream);
+        }
+    });
+    server
+}
+
+/// A kubeconfig whose apiserver's certificate its certificate-authority does not trust (as
+/// kubectl's `x509: certificate signed by unknown authority`): said at once, as its own
+/// error (exit 2), pointing at the certificate-authority, never retried as unreachable.
+#[test]
+fn an_untrusted_apiserver_certificate_is_said_at_once_pointing_at_the_ca() {
+    let server = untrusted_apiserver();
+    let dir = std::env::temp_dir();
+    let ca = dir.join(format!(
+        "nodejob-cli-untrusted-{}.ca.pem",
+        std::process::id()
+    ));
+    std::fs::write(&ca, other_ca()).unwrap();
+    let kubeconfig = dir.join(format!(
+        "nodejob-cli-untrusted-{}.kubeconfig",
+        std::process::id()
+    ));
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: prod\n  cluster:\n    server: \
+             {server}\n    certificate-authority: {}\ncontexts:\n- name: prod\n  context:\n    \
+             cluster: prod\n    user: operator\ncurrent-context: prod\nusers:\n- name: \
+             operator\n  user:\n    token: not-a-real-token\n",
+            ca.display()
+        ),
+    )
+    .unwrap();
+    let kubeconfig_arg = kubeconfig.to_str().unwrap();
+    for command in [
+        &["status"][..],
+        &["run", "--node", "cp-0", "--", "/bin/true"],
+    ] {
+        let args = [&["--kubeconfig", kubeconfig_arg], command].concat();
+        let started = std::time::Instant::now();
+        let out = nodejob(&args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+        for said in [
+            format!(
+                "the apiserver {server} (context prod of the kubeconfig) presented a certificate this machine does not trust"
+            ),
+            "UnknownIssuer".to_string(),
+            format!(
+                "the certificate-authority of cluster prod in the kubeconfig ({})",
+                ca.display()
+            ),
+        ] {
+            assert!(stderr.contains(&said), "{args:?}: {said:?} not in {stderr}");
+        }
+        assert!(!stderr.contains("retrying"), "{args:?}: {stderr}");
+        assert!(!stderr.contains("cannot reach"), "{args:?}: {stderr}");
+        // At once: no retry's pause (1 s, then 2 s).
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+    let _ = std::fs::remove_file(&ca);
+    let _ = std::fs::remove_file(&kubeconfig);
+}
+
 /// A kubeconfig whose current context `dead` points at `server`, written for `test`.
 fn kubeconfig_at(test: &str, server: &str) -> std::path::PathBuf {
     let path = std::env::temp_dir().join(format!(
