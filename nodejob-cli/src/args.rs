@@ -275,10 +275,25 @@ pub(crate) struct Simulate {
     /// progress), max otherwise (a file, a pipe, -o json).
     #[arg(long, value_name = "SPEED", requires = "simulate", value_parser = parse::speed)]
     pub(crate) speed: Option<Speed>,
-    /// With --simulate: when the virtual clock starts, an RFC 3339 instant up to a year after
-    /// the default, Thu 2026-01-01T00:00:00Z (fixed, so that every simulated run prints the
-    /// same lines). The clock, not the machine's, is what --window is checked against.
-    #[arg(long, value_name = "INSTANT", requires = "simulate", value_parser = parse::simulate_start)]
+    #[command(flatten)]
+    pub(crate) start: SimulateStart,
+}
+
+/// `--simulate-start`: where a simulated cluster's virtual clock starts.
+#[derive(Debug, Args, Clone)]
+pub(crate) struct SimulateStart {
+    /// With --simulate: when the virtual clock starts, an RFC 3339 instant from Thu
+    /// 2026-01-01T00:00:00Z on. Default: now, by the machine's clock (so that a CA made today
+    /// is valid in the simulation). Given, every simulated run prints the same lines (the
+    /// tests set NODEJOB_SIMULATE_START, which a run without --simulate ignores). The clock,
+    /// not the machine's, is what --window is checked against.
+    #[arg(
+        long,
+        value_name = "INSTANT",
+        env = "NODEJOB_SIMULATE_START",
+        hide_env_values = true,
+        value_parser = parse::simulate_start
+    )]
     pub(crate) simulate_start: Option<jiff::Timestamp>,
 }
 
@@ -292,6 +307,8 @@ pub(crate) struct SimulateHistory {
     /// are what a real cluster would keep: the failed ones for inspection, the running one.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=5000))]
     pub(crate) simulate: Option<u16>,
+    #[command(flatten)]
+    pub(crate) start: SimulateStart,
 }
 
 #[derive(Debug, Args)]
@@ -337,8 +354,8 @@ pub(crate) struct Upgrade {
     pub(crate) version_from: VersionSource,
     /// A maintenance window: `DAYS START-END [TZ]`, e.g. `sat,sun 01:00-05:00 Europe/Berlin`.
     /// No node starts outside it; a node in flight finishes. It is checked against the
-    /// cluster's clock: under --simulate the virtual one, which starts Thu 2026-01-01 00:00 UTC
-    /// unless --simulate-start says otherwise.
+    /// cluster's clock: under --simulate the virtual one, which starts now unless
+    /// --simulate-start says otherwise.
     #[arg(long)]
     pub(crate) window: Option<String>,
     /// Stop starting nodes after this many failed. At most --max-unavailable: a failed node
@@ -522,8 +539,8 @@ pub(crate) struct RotateCa {
     pub(crate) binary: String,
     /// A maintenance window: `DAYS START-END [TZ]`, e.g. `sat,sun 01:00-05:00 Europe/Berlin`.
     /// No batch starts outside it; a node in flight finishes; a rerun resumes. It is checked
-    /// against the cluster's clock: under --simulate the virtual one, which starts Thu
-    /// 2026-01-01 00:00 UTC unless --simulate-start says otherwise.
+    /// against the cluster's clock: under --simulate the virtual one, which starts now unless
+    /// --simulate-start says otherwise.
     #[arg(long)]
     pub(crate) window: Option<String>,
     /// Stop a phase after this many nodes failed (the phase goes on over the others until

@@ -224,7 +224,7 @@ impl Backend {
                 rate_flag,
             } => simulated_runtime()?.block_on(async {
                 refuse_rate_flag(rate_flag)?;
-                let start = start.unwrap_or(sim::epoch());
+                let start = start.unwrap_or_else(|| sim::default_start(Timestamp::now()));
                 let fake = simulate(nodes, &faults, &prepare, start).await?;
                 work(Target {
                     api: fake.clone(),
@@ -266,7 +266,7 @@ impl Backend {
             } => Session::Simulated(Simulation::start(
                 Setup {
                     nodes,
-                    start: start.unwrap_or(sim::epoch()),
+                    start: start.unwrap_or_else(|| sim::default_start(Timestamp::now())),
                     speed,
                 },
                 faults,

@@ -20,10 +20,15 @@ const STRATUM_HEALTH: [&str; 11] = [
     "health",
 ];
 
+/// Where the simulated clock starts in these tests (by default it is the machine's time): fixed,
+/// so that every simulated run prints the same lines.
+const SIMULATE_START: &str = "2026-01-01T00:00:00Z";
+
 fn nodejob(args: &[&str]) -> Output {
     Command::cargo_bin("nodejob")
         .unwrap()
         .env_remove("KUBECONFIG")
+        .env("NODEJOB_SIMULATE_START", SIMULATE_START)
         .args(args)
         .output()
         .unwrap()
@@ -490,6 +495,7 @@ sys.stdout.buffer.write(out)
 sys.exit(p.wait())
 "#;
     let out = std::process::Command::new("python3")
+        .env("NODEJOB_SIMULATE_START", SIMULATE_START)
         .arg("-c")
         .arg(script)
         .arg(bin)
@@ -1138,6 +1144,7 @@ fn a_reader_that_stops_early_ends_the_command_quietly_as_sigpipe_would() {
     // As `nodejob upgrade ... | head -1`: the reader goes after the first line while the
     // simulated roll goes on printing.
     let mut child = Process::new(env!("CARGO_BIN_EXE_nodejob"))
+        .env("NODEJOB_SIMULATE_START", SIMULATE_START)
         .args(["upgrade", "--simulate", "5", "--to", "v1.38.0"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -1557,6 +1564,63 @@ fn an_untrusted_apiserver_certificate_is_said_at_once_pointing_at_the_ca() {
     let _ = std::fs::remove_file(&kubeconfig);
 }
 
+/// Unless `--simulate-start` (or NODEJOB_SIMULATE_START) says, the simulated clock starts at
+/// the machine's time, so that a CA made today is valid in the simulation.
+#[test]
+fn the_simulated_clock_starts_now_by_default() {
+    let day = |t: jiff::Timestamp| t.strftime("%a %Y-%m-%d").to_string();
+    let before = jiff::Timestamp::now();
+    let out = Command::cargo_bin("nodejob")
+        .unwrap()
+        .env_remove("KUBECONFIG")
+        .env_remove("NODEJOB_SIMULATE_START")
+        .args(["upgrade", "--simulate", "3", "--to", "v1.38.0", "--preview"])
+        .output()
+        .unwrap();
+    let after = jiff::Timestamp::now();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let said = [before, after].map(|t| format!("virtual clock from {}", day(t)));
+    assert!(
+        said.iter().any(|s| stdout.contains(s)),
+        "{said:?} not in {stdout}"
+    );
+}
+
+/// A CA made after the simulated clock's start (its notBefore later) is refused as the run
+/// refuses it, exit 2, and the refusal names `--simulate-start` and the instant the CA is
+/// valid from; started there, the rotation's preview takes it. `--simulate-start` has no
+/// upper bound (a CA of 2031 can be tried).
+#[test]
+fn a_ca_not_valid_yet_in_the_simulation_names_simulate_start() {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::default();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "made in 2031");
+    params.not_before = rcgen::date_time_ymd(2031, 6, 1);
+    params.not_after = rcgen::date_time_ymd(2041, 6, 1);
+    let path = std::env::temp_dir().join(format!("nodejob-cli-ca-2031-{}.pem", std::process::id()));
+    std::fs::write(&path, params.self_signed(&key).unwrap().pem()).unwrap();
+    let ca = path.to_str().unwrap();
+    let rotate = ["rotate-ca", "--simulate", "3", "--new-ca", ca, "--preview"];
+    let out = nodejob(&[&rotate[..], &["--simulate-start", "2026-01-01T00:00:00Z"]].concat());
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    for said in [
+        format!("--new-ca {ca}: the certificate is not valid yet"),
+        "the simulated cluster's clock started at 2026-01-01T00:00:00Z".to_string(),
+        "`--simulate-start 2031-06-01T00:00:00Z` (or later)".to_string(),
+    ] {
+        assert!(stderr.contains(&said), "{said:?} not in {stderr}");
+    }
+    let out = nodejob(&[&rotate[..], &["--simulate-start", "2031-06-01T00:00:00Z"]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("virtual clock from Sun 2031-06-01 00:00 UTC"));
+    let _ = std::fs::remove_file(&path);
+}
+
 /// A kubeconfig whose current context `dead` points at `server`, written for `test`.
 fn kubeconfig_at(test: &str, server: &str) -> std::path::PathBuf {
     let path = std::env::temp_dir().join(format!(
@@ -1812,6 +1876,7 @@ fn a_real_sigint_stops_starting_nodes_says_so_and_exits_130() {
     // Paced (100x), so the roll is still going when the signal lands: SIGINT as the terminal
     // sends it on Ctrl-C, to the process, after its first node has started.
     let mut child = Process::new(env!("CARGO_BIN_EXE_nodejob"))
+        .env("NODEJOB_SIMULATE_START", SIMULATE_START)
         .args([
             "upgrade",
             "--simulate",

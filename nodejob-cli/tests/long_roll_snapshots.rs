@@ -5,11 +5,16 @@
 
 use assert_cmd::Command;
 
+/// Where the simulated clock starts in these tests (by default it is the machine's time): fixed,
+/// so that every simulated run prints the same lines.
+const SIMULATE_START: &str = "2026-01-01T00:00:00Z";
+
 /// Runs `nodejob ARGS` and says what it did: the arguments, the exit code, stdout, stderr.
 fn nodejob(args: &[&str]) -> String {
     let out = Command::cargo_bin("nodejob")
         .unwrap_or_else(|e| panic!("the nodejob binary: {e}"))
         .env_remove("KUBECONFIG")
+        .env("NODEJOB_SIMULATE_START", SIMULATE_START)
         .env_remove("COLUMNS")
         .env("RUST_LOG", "error")
         .current_dir(env!("CARGO_MANIFEST_DIR"))

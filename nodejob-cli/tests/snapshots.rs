@@ -6,12 +6,17 @@
 
 use assert_cmd::Command;
 
+/// Where the simulated clock starts in these tests (by default it is the machine's time): fixed,
+/// so that every simulated run prints the same lines.
+const SIMULATE_START: &str = "2026-01-01T00:00:00Z";
+
 /// Runs `nodejob ARGS` and says what it did as uv's snapshots do: the arguments, the exit
 /// code, stdout, stderr.
 fn nodejob(args: &[&str]) -> String {
     let out = Command::cargo_bin("nodejob")
         .unwrap_or_else(|e| panic!("the nodejob binary: {e}"))
         .env_remove("KUBECONFIG")
+        .env("NODEJOB_SIMULATE_START", SIMULATE_START)
         // `--help` wraps to the terminal's width, else `COLUMNS`, else 100 (at most 100): no
         // terminal (assert_cmd pipes all three streams) and no `COLUMNS` here, so the
         // snapshots are the same wherever they run.

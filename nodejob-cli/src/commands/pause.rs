@@ -51,7 +51,9 @@ pub(crate) fn who() -> String {
 /// Runs `nodejob pause`.
 pub(crate) fn pause(global: &Global, args: PauseArgs) -> Result<Exit, Exit> {
     let ns = global.namespace.clone();
-    let backend = Backend::new(global, args.sim.simulate).prepared(Prepare::History(ns.clone()));
+    let backend = Backend::new(global, args.sim.simulate)
+        .clocked(None, args.sim.start.simulate_start)
+        .prepared(Prepare::History(ns.clone()));
     let by = args.by.unwrap_or_else(who);
     let reason = args.reason.unwrap_or_default();
     backend.block_on(|t| async move {
@@ -92,7 +94,9 @@ pub(crate) fn pause(global: &Global, args: PauseArgs) -> Result<Exit, Exit> {
 /// Runs `nodejob resume`.
 pub(crate) fn resume(global: &Global, args: ResumeArgs) -> Result<Exit, Exit> {
     let ns = global.namespace.clone();
-    let backend = Backend::new(global, args.sim.simulate).prepared(Prepare::History(ns.clone()));
+    let backend = Backend::new(global, args.sim.simulate)
+        .clocked(None, args.sim.start.simulate_start)
+        .prepared(Prepare::History(ns.clone()));
     backend.block_on(|t| async move {
         say_simulated(&t, Banner::Stderr);
         let lease = lease_name();

@@ -14,8 +14,8 @@ pub(crate) fn run(global: &Global, args: Run) -> Result<Exit, Exit> {
     let spec = settings(&args.job)
         .spec(&global.namespace)
         .map_err(Exit::usage)?;
-    let backend =
-        Backend::new(global, args.sim.simulate).clocked(args.sim.speed, args.sim.simulate_start);
+    let backend = Backend::new(global, args.sim.simulate)
+        .clocked(args.sim.speed, args.sim.start.simulate_start);
     backend.has_node("--node", &spec.node)?;
     // kubectl's `--dry-run`: the object printed, nothing created. `client` (and the bare
     // flag) touches no cluster, as `render`; `server` first reads the node, as the run would.

@@ -10,7 +10,9 @@ use crate::present::status::{Named, text};
 /// Runs `nodejob status`.
 pub(crate) fn status(global: &Global, args: Status) -> Result<Exit, Exit> {
     let ns = &global.namespace;
-    let backend = Backend::new(global, args.sim.simulate).prepared(Prepare::History(ns.clone()));
+    let backend = Backend::new(global, args.sim.simulate)
+        .clocked(None, args.sim.start.simulate_start)
+        .prepared(Prepare::History(ns.clone()));
     let names = args.nodes;
     backend.block_on(|t| async move {
         let status = gather(&*t.api, ns).await.map_err(Exit::failed)?;
