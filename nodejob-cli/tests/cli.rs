@@ -1585,6 +1585,26 @@ fn the_simulated_clock_starts_now_by_default() {
         said.iter().any(|s| stdout.contains(s)),
         "{said:?} not in {stdout}"
     );
+    // The flag starts a simulated clock: given without --simulate, it is refused; the
+    // variable the tests set (`nodejob()` sets it) is ignored by a run without --simulate.
+    let out = nodejob(&[
+        "run",
+        "--node",
+        "cp-0",
+        "--simulate-start",
+        "2026-01-01T00:00:00Z",
+        "--dry-run",
+        "--",
+        "true",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("needs --simulate N"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = nodejob(&["run", "--node", "cp-0", "--dry-run", "--", "true"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
 
 /// A CA made after the simulated clock's start (its notBefore later) is refused as the run
