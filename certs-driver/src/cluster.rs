@@ -212,21 +212,30 @@ pub(crate) async fn covers_cluster<A: NodeApi + ?Sized>(
     plan: &Plan,
     selected: &[Node],
 ) -> Result<(), Error> {
-    let spec = plan.spec();
-    if !spec.cluster_wide {
+    if !plan.spec().cluster_wide {
         return Ok(());
     }
     let planned = Order::names(selected);
-    let left_out = outside(&every_node(api).await?, &planned);
-    if left_out.is_empty() {
-        return Ok(());
+    match left_out(plan, &outside(&every_node(api).await?, &planned)) {
+        Some(refused) => Err(refused),
+        None => Ok(()),
+    }
+}
+
+/// The refusal of a cluster-wide `plan` that leaves out the nodes `left_out` of the cluster
+/// ([`covers_cluster`]): on the field that narrowed the plan (`nodes`, else `selector`),
+/// naming them. `None` when the plan is not cluster-wide or leaves none out.
+pub(crate) fn left_out(plan: &Plan, left_out: &[String]) -> Option<Error> {
+    let spec = plan.spec();
+    if !spec.cluster_wide || left_out.is_empty() {
+        return None;
     }
     let field = if spec.nodes.is_empty() {
         "selector"
     } else {
         "nodes"
     };
-    Err(Error::Plan(nodejob_roll::PlanError::new(
+    Some(Error::Plan(nodejob_roll::PlanError::new(
         field,
         format!(
             "a CA is cluster-wide: a rotation must cover every node of the cluster, and these \

@@ -8,7 +8,7 @@ use nodejob_core::{JobApi, LeaseApi, NodeApi};
 use nodejob_roll::lease_holder;
 use serde::Serialize;
 
-use crate::cluster::{every_node, in_flight, issue_begun, outside, select};
+use crate::cluster::{every_node, in_flight, issue_begun, left_out, outside, select};
 use crate::error::Error;
 use crate::gate::{Disagreement, Gate, check};
 use crate::order::Order;
@@ -81,6 +81,21 @@ pub struct Preview {
     /// The nodes of the cluster the plan leaves out: a run stages the plan's nodes, but runs
     /// issue and finalize only on a plan that leaves none out.
     pub outside_plan: Vec<String>,
+}
+
+impl Preview {
+    /// What a run of `plan` would refuse, as it would say it, when this preview shows it: a
+    /// cluster-wide plan that leaves nodes out ([`Error::Plan`], before any write); with
+    /// `abort`, an abort once `issue` has begun somewhere ([`Error::AbortRefused`]). `None`
+    /// when the run would go ahead, so that a preview can end as the run would (as kubectl's
+    /// `--dry-run=server` fails where the request would).
+    pub fn refusal(&self, plan: &Plan, abort: bool) -> Option<Error> {
+        if abort {
+            return (!self.issue_begun.is_empty())
+                .then(|| Error::abort_refused(self.issue_begun.iter().cloned()));
+        }
+        left_out(plan, &self.outside_plan)
+    }
 }
 
 pub(crate) async fn preview<A>(api: &A, plan: &Plan) -> Result<Preview, Error>

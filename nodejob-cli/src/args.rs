@@ -25,7 +25,8 @@ use crate::virtual_clock::Speed;
 /// has the Lease (try later); 4 stopped with nothing failed, not now (outside the maintenance
 /// window, the Lease lost, too many nodes unavailable, still paused by `nodejob pause` 12 hours
 /// on: run again to resume); 5 the cluster's
-/// apiserver cannot be reached; 130 interrupted (Ctrl-C); `run`: the container's exit code.
+/// apiserver cannot be reached (one whose certificate the kubeconfig's certificate-authority
+/// does not trust is 2, at once); 130 interrupted (Ctrl-C); `run`: the container's exit code.
 #[derive(Debug, Parser)]
 #[command(
     name = "nodejob",
@@ -47,18 +48,21 @@ const EXIT_ROLL: &str = "Exit codes: 0 done; 1 a node failed (named, with the st
     (outside the maintenance window, the Lease lost, too many nodes unavailable, still paused \
     by `nodejob pause` 12 hours on; for `upgrade`, nodes left blocked by budgets \
     under --on-undrainable skip or quarantine): run \
-    the same command again to resume; 5 the cluster's apiserver cannot be reached; 130 interrupted \
+    the same command again to resume; 5 the cluster's apiserver cannot be reached (one whose \
+    certificate the kubeconfig's certificate-authority does not trust: 2, at once); 130 interrupted \
     (Ctrl-C): run the same command again to resume.";
 
 /// The exit codes of `run`, in its `--help`.
 const EXIT_RUN: &str = "Exit codes: the container's exit code (0 when it succeeded); 1 the Job \
     could not run or its end could not be read; 2 bad usage or invalid input, before any API \
-    call; 5 the cluster's apiserver cannot be reached; 130 interrupted (Ctrl-C; the Job goes on \
+    call; 5 the cluster's apiserver cannot be reached (one whose certificate the kubeconfig's \
+    certificate-authority does not trust: 2, at once); 130 interrupted (Ctrl-C; the Job goes on \
     in the cluster).";
 
 /// The exit codes of `jobs` and `status`, in their `--help`.
 const EXIT_READ: &str = "Exit codes: 0 done; 1 the cluster answered with an error (named); 2 bad \
-    usage or invalid input, before any API call; 5 the cluster's apiserver cannot be reached.";
+    usage or invalid input, before any API call; 5 the cluster's apiserver cannot be reached (one \
+    whose certificate the kubeconfig's certificate-authority does not trust: 2, at once).";
 
 /// The exit codes of the commands that touch no cluster, in their `--help`.
 const EXIT_LOCAL: &str = "Exit codes: 0 done; 2 bad usage or invalid input.";
@@ -98,10 +102,44 @@ pub(crate) struct Global {
     /// More logging on stderr: -v, -vv.
     #[arg(short, long, global = true, help_heading = GLOBAL, action = clap::ArgAction::Count)]
     pub(crate) verbose: u8,
-    /// `text` for people; `json` for automation (`upgrade`, `rotate-ca`: one event per line;
-    /// `run`: one object, its exit code and log); `yaml`: `render` and `status` only.
+    /// `text` for people; `json` for automation (`upgrade`, `rotate-ca`: one event per line,
+    /// each with its `time`, RFC 3339 by the cluster's clock;
+    /// `run`: one object, its exit code and log; `pause`, `resume`: one object, the switch
+    /// before and after); `yaml`: `render`, `run --dry-run`, `status`, `pause` and `resume`
+    /// only.
     #[arg(short, long, global = true, help_heading = GLOBAL, value_enum, default_value = "text")]
     pub(crate) output: Format,
+}
+
+/// `e` without clap's tip for an unknown flag, "to pass '--flag' as a value, use '-- --flag'":
+/// after `--` is the argv `run` and `upgrade --health-check` execute on a node, so following
+/// the tip would run the flag rather than give it to nodejob (`run --dry-run` once ran the
+/// Job so). The other tips (a similar flag) stay.
+pub(crate) fn without_trailing_tip(e: clap::Error, command: &clap::Command) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue};
+    let is_trailing_tip =
+        |tip: &clap::builder::StyledStr| tip.to_string().contains("as a value, use '");
+    let Some(ContextValue::StyledStrs(tips)) = e.get(ContextKind::Suggested) else {
+        return e;
+    };
+    if !tips.iter().any(is_trailing_tip) {
+        return e;
+    }
+    let kept: Vec<_> = tips
+        .iter()
+        .filter(|t| !is_trailing_tip(t))
+        .cloned()
+        .collect();
+    let mut without = clap::Error::new(e.kind()).with_cmd(command);
+    for (kind, value) in e.context() {
+        if kind != ContextKind::Suggested {
+            without.insert(kind, value.clone());
+        }
+    }
+    if !kept.is_empty() {
+        without.insert(ContextKind::Suggested, ContextValue::StyledStrs(kept));
+    }
+    without
 }
 
 /// `--output`.
@@ -111,7 +149,7 @@ pub(crate) enum Format {
     Text,
     /// For automation: JSON.
     Json,
-    /// YAML, as kubectl's `-o yaml` (`render`, `status`).
+    /// YAML, as kubectl's `-o yaml` (`render`, `run --dry-run`, `status`, `pause`, `resume`).
     Yaml,
 }
 
@@ -121,7 +159,7 @@ impl Format {
         match self {
             Format::Yaml => Err(crate::exit::Exit::usage(format!(
                 "-o yaml: `nodejob {command}` prints text or json (-o json); yaml is for \
-                 `render` and `status`"
+                 `render`, `run --dry-run`, `status`, `pause` and `resume`"
             ))),
             format => Ok(format),
         }
@@ -237,10 +275,25 @@ pub(crate) struct Simulate {
     /// progress), max otherwise (a file, a pipe, -o json).
     #[arg(long, value_name = "SPEED", requires = "simulate", value_parser = parse::speed)]
     pub(crate) speed: Option<Speed>,
-    /// With --simulate: when the virtual clock starts, an RFC 3339 instant up to a year after
-    /// the default, Thu 2026-01-01T00:00:00Z (fixed, so that every simulated run prints the
-    /// same lines). The clock, not the machine's, is what --window is checked against.
-    #[arg(long, value_name = "INSTANT", requires = "simulate", value_parser = parse::simulate_start)]
+    #[command(flatten)]
+    pub(crate) start: SimulateStart,
+}
+
+/// `--simulate-start`: where a simulated cluster's virtual clock starts.
+#[derive(Debug, Args, Clone)]
+pub(crate) struct SimulateStart {
+    /// With --simulate: when the virtual clock starts, an RFC 3339 instant from Thu
+    /// 2026-01-01T00:00:00Z on. Default: now, by the machine's clock (so that a CA made today
+    /// is valid in the simulation). Given, every simulated run prints the same lines (the
+    /// tests set NODEJOB_SIMULATE_START, which a run without --simulate ignores). The clock,
+    /// not the machine's, is what --window is checked against.
+    #[arg(
+        long,
+        value_name = "INSTANT",
+        env = "NODEJOB_SIMULATE_START",
+        hide_env_values = true,
+        value_parser = parse::simulate_start
+    )]
     pub(crate) simulate_start: Option<jiff::Timestamp>,
 }
 
@@ -254,6 +307,8 @@ pub(crate) struct SimulateHistory {
     /// are what a real cluster would keep: the failed ones for inspection, the running one.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=5000))]
     pub(crate) simulate: Option<u16>,
+    #[command(flatten)]
+    pub(crate) start: SimulateStart,
 }
 
 #[derive(Debug, Args)]
@@ -299,8 +354,8 @@ pub(crate) struct Upgrade {
     pub(crate) version_from: VersionSource,
     /// A maintenance window: `DAYS START-END [TZ]`, e.g. `sat,sun 01:00-05:00 Europe/Berlin`.
     /// No node starts outside it; a node in flight finishes. It is checked against the
-    /// cluster's clock: under --simulate the virtual one, which starts Thu 2026-01-01 00:00 UTC
-    /// unless --simulate-start says otherwise.
+    /// cluster's clock: under --simulate the virtual one, which starts now unless
+    /// --simulate-start says otherwise.
     #[arg(long)]
     pub(crate) window: Option<String>,
     /// Stop starting nodes after this many failed. At most --max-unavailable: a failed node
@@ -484,8 +539,8 @@ pub(crate) struct RotateCa {
     pub(crate) binary: String,
     /// A maintenance window: `DAYS START-END [TZ]`, e.g. `sat,sun 01:00-05:00 Europe/Berlin`.
     /// No batch starts outside it; a node in flight finishes; a rerun resumes. It is checked
-    /// against the cluster's clock: under --simulate the virtual one, which starts Thu
-    /// 2026-01-01 00:00 UTC unless --simulate-start says otherwise.
+    /// against the cluster's clock: under --simulate the virtual one, which starts now unless
+    /// --simulate-start says otherwise.
     #[arg(long)]
     pub(crate) window: Option<String>,
     /// Stop a phase after this many nodes failed (the phase goes on over the others until
@@ -494,7 +549,9 @@ pub(crate) struct RotateCa {
     pub(crate) failure_budget: u32,
     /// Print what a run would do (what each node last reported, the next phase and where,
     /// who disagrees, the Lease), change nothing. With --abort: what the abort would find
-    /// (each node's staged CA), as the MCP tool `rotate_ca_preview` with `abort`.
+    /// (each node's staged CA), as the MCP tool `rotate_ca_preview` with `abort`. It exits
+    /// as the run would: 2 for a plan the run refuses (nodes left out of a cluster-wide
+    /// rotation), 1 for an abort refused, after printing the preview.
     #[arg(long)]
     pub(crate) preview: bool,
     #[command(flatten)]
@@ -561,6 +618,18 @@ pub(crate) struct Run {
     /// Print nothing of the log: only exit with the container's code.
     #[arg(long)]
     pub(crate) exit_code_only: bool,
+    /// As kubectl's: print the Job as `render` does (`-o json|yaml`), create nothing.
+    /// `--dry-run` and `--dry-run=client` touch no cluster; `--dry-run=server` first reads
+    /// the node, refusing one the cluster does not have as the run would.
+    #[arg(
+        long,
+        value_name = "WHERE",
+        value_enum,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "client"
+    )]
+    pub(crate) dry_run: Option<DryRun>,
     #[command(flatten)]
     pub(crate) sim: Simulate,
 }
@@ -607,6 +676,11 @@ pub(crate) struct ResumeArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct Status {
+    /// Only these nodes (as `kubectl get nodes NAME...`), each with its conditions block.
+    /// Without: every node in the table, and the conditions of those not in a clean final
+    /// state (a step under way, failed, stopped) only.
+    #[arg(value_name = "NODE")]
+    pub(crate) nodes: Vec<String>,
     #[command(flatten)]
     pub(crate) sim: SimulateHistory,
 }

@@ -224,7 +224,7 @@ impl Backend {
                 rate_flag,
             } => simulated_runtime()?.block_on(async {
                 refuse_rate_flag(rate_flag)?;
-                let start = start.unwrap_or(sim::epoch());
+                let start = start.unwrap_or_else(|| sim::default_start(Timestamp::now()));
                 let fake = simulate(nodes, &faults, &prepare, start).await?;
                 work(Target {
                     api: fake.clone(),
@@ -266,7 +266,7 @@ impl Backend {
             } => Session::Simulated(Simulation::start(
                 Setup {
                     nodes,
-                    start: start.unwrap_or(sim::epoch()),
+                    start: start.unwrap_or_else(|| sim::default_start(Timestamp::now())),
                     speed,
                 },
                 faults,
@@ -497,21 +497,23 @@ async fn connect(global: &Global) -> Result<KubeApi, Exit> {
         context: global.context.clone(),
         ..KubeConfigOptions::default()
     };
-    let (config, current) = match &global.kubeconfig {
+    let (config, current, trusted) = match &global.kubeconfig {
         Some(path) => {
             let kc = read_kubeconfig(path)?;
             let current = kc.current_context.clone();
+            let trusted = trusted_by(Some(&kc), global.context.as_deref());
             let config = kube::Config::from_custom_kubeconfig(kc, &options)
                 .await
                 .map_err(|e| context_error(global, e.to_string()))?;
-            (config, current)
+            (config, current, trusted)
         }
         None => {
             let config = nodejob_kube::load_config(global.context.as_deref())
                 .await
                 .map_err(|e| context_error(global, format!("{e:#}")))?;
-            let current = Kubeconfig::read().ok().and_then(|kc| kc.current_context);
-            (config, current)
+            let kc = Kubeconfig::read().ok();
+            let trusted = trusted_by(kc.as_ref(), global.context.as_deref());
+            (config, kc.and_then(|kc| kc.current_context), trusted)
         }
     };
     let context = match (&global.context, current) {
@@ -526,8 +528,41 @@ async fn connect(global: &Global) -> Result<KubeApi, Exit> {
         .to_string();
     let api = KubeApi::from_config_limited(config, rate_limit(global)?)
         .map_err(|e| Exit::failed(format!("connecting to {server}: {e:#}")))?;
-    reach(&api, &server, &context).await?;
+    reach(&api, &server, &context, &trusted).await?;
     Ok(api)
+}
+
+/// What the client trusts the apiserver's certificate by, as the kubeconfig `kc` says it for
+/// `context` (else its current context): its cluster's `certificate-authority` file, its
+/// `certificate-authority-data`, or neither (the system's roots); the in-cluster service
+/// account's CA when there is no kubeconfig.
+fn trusted_by(kc: Option<&kube::config::Kubeconfig>, context: Option<&str>) -> String {
+    let Some(kc) = kc else {
+        return "the in-cluster service account's CA \
+                (/var/run/secrets/kubernetes.io/serviceaccount/ca.crt)"
+            .into();
+    };
+    let context = context.or(kc.current_context.as_deref());
+    let cluster = (kc.contexts.iter())
+        .find(|c| Some(c.name.as_str()) == context)
+        .and_then(|c| c.context.as_ref())
+        .and_then(|c| kc.clusters.iter().find(|n| n.name == c.cluster))
+        .and_then(|n| n.cluster.as_ref().map(|c| (n.name.as_str(), c)));
+    match cluster {
+        Some((name, c)) => match (&c.certificate_authority, &c.certificate_authority_data) {
+            (Some(file), _) => {
+                format!("the certificate-authority of cluster {name} in the kubeconfig ({file})")
+            }
+            (None, Some(_)) => {
+                format!("the certificate-authority-data of cluster {name} in the kubeconfig")
+            }
+            (None, None) => format!(
+                "the system's root certificates (cluster {name} in the kubeconfig has no \
+                 certificate-authority)"
+            ),
+        },
+        None => "the kubeconfig's certificate-authority".into(),
+    }
 }
 
 /// The kubeconfig files of `path` (a `:`-separated list, as `KUBECONFIG`), merged in order as
@@ -564,13 +599,24 @@ fn read_kubeconfig(path: &std::path::Path) -> Result<kube::config::Kubeconfig, E
 
 /// Tries the apiserver at `server` (of `context`) until it answers, at most
 /// `REACH_PAUSES.len() + 1` times, each bounded by [`REACH_WITHIN`], saying each retry on
-/// stderr; then gives up, naming the server and the context, with [`code::UNREACHABLE`].
-async fn reach(api: &KubeApi, server: &str, context: &str) -> Result<(), Exit> {
+/// stderr; then gives up, naming the server and the context, with [`code::UNREACHABLE`]. A
+/// certificate the client does not trust is said at once, as invalid input (exit 2): what
+/// the client trusts it by (`trusted`, the kubeconfig's certificate-authority) must change.
+async fn reach(api: &KubeApi, server: &str, context: &str, trusted: &str) -> Result<(), Exit> {
     let attempts = REACH_PAUSES.len() + 1;
     let mut pauses = REACH_PAUSES.iter();
     loop {
         let why = match api.reach(REACH_WITHIN).await {
             Ok(()) => return Ok(()),
+            Err(e) if e.is_untrusted() => {
+                return Err(Exit::usage(format!(
+                    "the apiserver {server} ({context} of the kubeconfig) presented a \
+                     certificate this machine does not trust ({}): it was checked against \
+                     {trusted}; give the cluster's CA there (`kubectl config view --minify \
+                     --raw` shows it)",
+                    cause(&e.message)
+                )));
+            }
             Err(e) => cause(&e.message),
         };
         let Some(pause) = pauses.next() else {

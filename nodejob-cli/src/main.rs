@@ -63,7 +63,27 @@ const NOT_FOR_COMPLETIONS: [&str; 4] = ["kubeconfig", "context", "namespace", "o
 fn command_line() -> Cli {
     use clap::{CommandFactory, FromArgMatches, parser::ValueSource};
     let mut command = Cli::command();
-    let matches = command.get_matches_mut();
+    let matches = command
+        .try_get_matches_from_mut(std::env::args_os())
+        .unwrap_or_else(|e| args::without_trailing_tip(e, &Cli::command()).exit());
+    // `--simulate-start` on the command line needs `--simulate` (clap's `requires` would also
+    // refuse NODEJOB_SIMULATE_START set in the environment of a run on a real cluster).
+    if let Some((name, sub)) = matches.subcommand()
+        && sub.try_get_raw("simulate_start").is_ok()
+        && sub.value_source("simulate_start") == Some(ValueSource::CommandLine)
+        && sub.value_source("simulate").is_none()
+    {
+        let mut sub_command = command
+            .find_subcommand_mut(name)
+            .cloned()
+            .unwrap_or_default();
+        sub_command
+            .error(
+                clap::error::ErrorKind::MissingRequiredArgument,
+                "--simulate-start starts a simulated cluster's clock: it needs --simulate N",
+            )
+            .exit();
+    }
     if let Some(("completions", sub)) = matches.subcommand() {
         for id in NOT_FOR_COMPLETIONS {
             if sub.value_source(id) == Some(ValueSource::CommandLine) {

@@ -29,20 +29,15 @@ pub(crate) fn speed(s: &str) -> Result<Speed, String> {
 }
 
 /// `--simulate-start`: an RFC 3339 instant (`2026-01-02T00:00:00Z`) from the simulation's
-/// epoch (Thu 2026-01-01 00:00 UTC) to a year after it.
+/// epoch (Thu 2026-01-01 00:00 UTC) on: its clock cannot start before it.
 pub(crate) fn simulate_start(s: &str) -> Result<Timestamp, String> {
     let t: Timestamp = s
         .trim()
         .parse()
         .map_err(|e| format!("{s:?} is not an instant such as 2026-01-02T00:00:00Z: {e}"))?;
-    let latest = sim::epoch()
-        .checked_add(jiff::SignedDuration::from_hours(
-            24 * sim::LATEST_START_DAYS,
-        ))
-        .unwrap_or(sim::epoch());
-    if t < sim::epoch() || t > latest {
+    if t < sim::epoch() {
         return Err(format!(
-            "{s:?}: the simulated clock starts from {} to {latest}",
+            "{s:?}: the simulated clock starts from {} on",
             sim::epoch()
         ));
     }
@@ -285,18 +280,16 @@ mod tests {
     }
 
     #[test]
-    fn the_simulated_clock_starts_from_its_epoch_to_a_year_after() {
+    fn the_simulated_clock_starts_from_its_epoch_on_with_no_upper_bound() {
         assert_eq!(
             simulate_start("2026-01-02T00:00:00Z").map(|t| t.to_string()),
             Ok("2026-01-02T00:00:00Z".into())
         );
         assert!(simulate_start("2026-01-01T00:00:00Z").is_ok());
-        for bad in [
-            "2025-12-31T23:59:59Z",
-            "2027-01-03T00:00:00Z",
-            "tomorrow",
-            "2026-01-02",
-        ] {
+        // No cap: a CA made in any later year can be simulated.
+        assert!(simulate_start("2027-01-03T00:00:00Z").is_ok());
+        assert!(simulate_start("2040-06-01T00:00:00Z").is_ok());
+        for bad in ["2025-12-31T23:59:59Z", "tomorrow", "2026-01-02"] {
             assert!(simulate_start(bad).is_err(), "{bad:?}");
         }
     }

@@ -27,6 +27,15 @@ pub(crate) struct Renderer {
     first_day: Mutex<Option<jiff::civil::Date>>,
 }
 
+/// An event of `-o json` as written: its time, then its own fields.
+#[derive(serde::Serialize)]
+struct Stamped<'a, T> {
+    /// When it was shown, by the cluster's clock.
+    time: String,
+    #[serde(flatten)]
+    event: &'a T,
+}
+
 /// The board of a terminal and what draws it: one bar whose message is the board's lines.
 struct Live {
     bar: ProgressBar,
@@ -114,9 +123,15 @@ impl Renderer {
         renderer
     }
 
-    /// Writes one JSON line.
+    /// Writes one JSON line: `event`, stamped first with its `time` by the cluster's clock
+    /// (RFC 3339; virtual under `--simulate`), so that a long run's stream can be placed in
+    /// time.
     pub(crate) fn json<T: serde::Serialize>(&self, event: &T) {
-        outln!("{}", serde_json::to_string(event).unwrap_or_default());
+        let stamped = Stamped {
+            time: (self.clock)().to_string(),
+            event,
+        };
+        outln!("{}", serde_json::to_string(&stamped).unwrap_or_default());
     }
 
     /// A line for people (above the board when there is one).

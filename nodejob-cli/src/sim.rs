@@ -2,10 +2,12 @@
 //! production one: three control-plane nodes when N >= 3, the workers in two zones, and a
 //! Deployment `web` behind a PodDisruptionBudget so the drain has something to do.
 //!
-//! The fake runs in tokio's paused virtual time, from [`epoch`] (Thu 2026-01-01 00:00 UTC) or
-//! a later `--simulate-start`; [`Pacer`] slows it to a watchable pace ([`Speed`]) by holding the
-//! (single) runtime thread for real time in proportion to the virtual time that passed between
-//! two progress events. Nothing is paced unless a person watches or `--speed` asks for it.
+//! The fake runs in tokio's paused virtual time, run forward from
+//! [`epoch`](crate::virtual_clock::epoch) (Thu 2026-01-01 00:00 UTC) to now
+//! ([`default_start`]) or to `--simulate-start`; [`Pacer`] slows it to a watchable pace
+//! ([`Speed`]) by holding the (single) runtime thread for real time in proportion to the
+//! virtual time that passed between two progress events. Nothing is paced unless a person
+//! watches or `--speed` asks for it.
 
 use std::collections::BTreeMap;
 use std::num::NonZeroU32;
@@ -23,7 +25,7 @@ use nodejob_fake::{FakeCluster, host};
 
 use crate::exit::Exit;
 use crate::settings::{RUN_LABEL_KEY, SIMULATED_CA};
-pub(crate) use crate::virtual_clock::{Speed, epoch};
+pub(crate) use crate::virtual_clock::{Speed, default_start};
 
 /// What a simulated cluster says of itself (the banner): its size, when its virtual clock
 /// started, and the speed asked for (`--speed`, if given).
@@ -31,7 +33,7 @@ pub(crate) use crate::virtual_clock::{Speed, epoch};
 pub(crate) struct Setup {
     /// N, of `--simulate N`.
     pub(crate) nodes: usize,
-    /// When its virtual clock started (`--simulate-start`, else [`epoch`]).
+    /// When its virtual clock started (`--simulate-start`, else [`default_start`]).
     pub(crate) start: jiff::Timestamp,
     /// `--speed`, if given.
     pub(crate) speed: Option<Speed>,
@@ -145,13 +147,20 @@ pub(crate) fn workload(workers: usize) -> Option<(i32, Option<i32>)> {
     }
 }
 
-/// Runs the idle simulated cluster forward so that its virtual clock reads `start`; nothing
-/// when `start` is not after the clock.
+/// The longest one step of [`start_at`]: tokio's timer takes no longer a sleep.
+const START_STEP: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Runs the idle simulated cluster forward so that its virtual clock reads `start`, a year at
+/// a time (in paused time, a jump each, however far); nothing when `start` is not after the
+/// clock.
 pub(crate) async fn start_at(fake: &FakeCluster, start: jiff::Timestamp) {
-    let now = fake.wall_time();
-    if start > now {
+    loop {
+        let now = fake.wall_time();
+        if start <= now {
+            return;
+        }
         let ahead = now.duration_until(start).unsigned_abs();
-        fake.sleep(ahead).await;
+        fake.sleep(ahead.min(START_STEP)).await;
     }
 }
 

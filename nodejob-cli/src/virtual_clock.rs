@@ -1,20 +1,25 @@
-//! The simulation's virtual clock as a person sets it: where it starts ([`epoch`], or a later
-//! `--simulate-start`) and how fast a run is shown ([`Speed`], `--speed`).
+//! The simulation's virtual clock as a person sets it: where it starts (now, [`default_start`],
+//! or `--simulate-start`) and how fast a run is shown ([`Speed`], `--speed`).
 
 use std::num::NonZeroU32;
 
 /// Virtual seconds shown per real second when a person watches and `--speed` is not given.
 pub(crate) const WATCHED_SPEED: u32 = 100;
 
-/// When the simulated cluster's virtual clock starts, unless `--simulate-start` says later:
-/// Thu 2026-01-01 00:00:00 UTC, fixed so that every simulated run prints the same lines.
+/// Where the simulated cluster's virtual clock begins: Thu 2026-01-01 00:00:00 UTC. It is
+/// run forward from there, idle, to where a run starts ([`default_start`], or
+/// `--simulate-start`); it cannot start before.
 pub(crate) fn epoch() -> jiff::Timestamp {
     jiff::Timestamp::from_second(nodejob_fake::EPOCH_SECONDS).unwrap_or(jiff::Timestamp::UNIX_EPOCH)
 }
 
-/// The latest `--simulate-start`: a year after [`epoch`] (the virtual clock gets there by
-/// running the idle cluster forward, which takes longer the further it goes).
-pub(crate) const LATEST_START_DAYS: i64 = 366;
+/// Where a simulated run's virtual clock starts unless `--simulate-start` says: `now` (the
+/// machine's time, to the second), so that what is valid today (a CA made today) is valid
+/// in the simulation; [`epoch`] for a machine whose clock is before it.
+pub(crate) fn default_start(now: jiff::Timestamp) -> jiff::Timestamp {
+    let second = jiff::Timestamp::from_second(now.as_second()).unwrap_or(now);
+    second.max(epoch())
+}
 
 /// How fast a simulated run is shown (`--speed`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,8 +63,21 @@ mod tests {
     }
 
     #[test]
-    fn the_clock_starts_on_thursday_2026_01_01_utc() {
+    fn the_clock_begins_on_thursday_2026_01_01_utc() {
         assert_eq!(epoch().to_string(), "2026-01-01T00:00:00Z");
         assert_eq!(epoch().strftime("%a").to_string(), "Thu");
+    }
+
+    #[test]
+    fn a_run_starts_at_the_machines_time_to_the_second_never_before_the_epoch() {
+        let at = |s: &str| s.parse::<jiff::Timestamp>().unwrap();
+        let rows = [
+            ("2026-12-06T04:05:46.123456Z", "2026-12-06T04:05:46Z"),
+            ("2031-02-03T00:00:00Z", "2031-02-03T00:00:00Z"),
+            ("2025-06-01T12:00:00Z", "2026-01-01T00:00:00Z"),
+        ];
+        for (now, start) in rows {
+            assert_eq!(default_start(at(now)).to_string(), start, "{now}");
+        }
     }
 }

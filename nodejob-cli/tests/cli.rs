@@ -20,10 +20,15 @@ const STRATUM_HEALTH: [&str; 11] = [
     "health",
 ];
 
+/// Where the simulated clock starts in these tests (by default it is the machine's time): fixed,
+/// so that every simulated run prints the same lines.
+const SIMULATE_START: &str = "2026-01-01T00:00:00Z";
+
 fn nodejob(args: &[&str]) -> Output {
     Command::cargo_bin("nodejob")
         .unwrap()
         .env_remove("KUBECONFIG")
+        .env("NODEJOB_SIMULATE_START", SIMULATE_START)
         .args(args)
         .output()
         .unwrap()
@@ -111,7 +116,7 @@ fn every_subcommand_explains_itself() {
 }
 
 #[test]
-fn render_prints_the_job_that_build_promises_and_deploy_keeps_it() {
+fn render_prints_the_job_that_build_promises_and_the_example_keeps_it() {
     let mut args = vec!["render", "--node", "node-a", "-o", "json", "--"];
     args.extend(STRATUM_HEALTH);
     let out = nodejob(&args);
@@ -130,13 +135,13 @@ fn render_prints_the_job_that_build_promises_and_deploy_keeps_it() {
         Some(true)
     );
 
-    // deploy/job-example.yaml is the YAML rendering, after its comment lines.
+    // examples/job-example.yaml is the YAML rendering, after its comment lines.
     let mut args = vec!["render", "--node", "node-a", "--"];
     args.extend(STRATUM_HEALTH);
     let yaml = text(&nodejob(&args).stdout);
     let example = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../deploy/job-example.yaml"
+        "/../examples/job-example.yaml"
     ))
     .unwrap();
     let body: String = example
@@ -146,8 +151,36 @@ fn render_prints_the_job_that_build_promises_and_deploy_keeps_it() {
         .collect();
     assert_eq!(
         body, yaml,
-        "deploy/job-example.yaml is stale: regenerate it with nodejob render"
+        "examples/job-example.yaml is stale: regenerate it with nodejob render"
     );
+}
+
+/// `kubectl apply -f deploy/` is the README's install step: it must create nothing that runs
+/// (an example Job there ran a privileged Pod on a node named `node-a`). Every manifest in
+/// the folder is of a kind that installs and runs nothing.
+#[test]
+fn applying_the_deploy_folder_creates_nothing_that_runs() {
+    const INSTALLS: [&str; 6] = [
+        "Namespace",
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "ClusterRole",
+        "ClusterRoleBinding",
+    ];
+    let folder = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy");
+    let mut kinds = Vec::new();
+    for entry in std::fs::read_dir(folder).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        for kind in text.lines().filter_map(|l| l.strip_prefix("kind:")) {
+            kinds.push((path.display().to_string(), kind.trim().to_string()));
+        }
+    }
+    assert!(kinds.len() >= 6, "{kinds:?}");
+    for (path, kind) in &kinds {
+        assert!(INSTALLS.contains(&kind.as_str()), "{path}: kind {kind}");
+    }
 }
 
 #[test]
@@ -425,6 +458,18 @@ fn json_output_is_one_parseable_event_per_line_ending_with_the_report() {
     let last = lines.last().unwrap();
     assert_eq!(last["event"], "report");
     assert_eq!(last["report"]["outcome"]["outcome"], "done");
+    // Every event carries its time (RFC 3339, the cluster's clock: here the virtual one, from
+    // its start on), in order.
+    let times: Vec<jiff::Timestamp> = (lines.iter())
+        .map(|l| {
+            let time = l["time"].as_str().unwrap_or_else(|| panic!("no time: {l}"));
+            time.parse().unwrap_or_else(|e| panic!("{time}: {e}"))
+        })
+        .collect();
+    let start: jiff::Timestamp = lines[0]["clock_start"].as_str().unwrap().parse().unwrap();
+    assert!(times[0] >= start, "{times:?}");
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+    assert!(times.last() > times.first(), "{times:?}");
 }
 
 /// Runs `nodejob ARGS` on a pseudo-terminal (stdout, stderr and stdin); its exit code and
@@ -450,6 +495,7 @@ sys.stdout.buffer.write(out)
 sys.exit(p.wait())
 "#;
     let out = std::process::Command::new("python3")
+        .env("NODEJOB_SIMULATE_START", SIMULATE_START)
         .arg("-c")
         .arg(script)
         .arg(bin)
@@ -1098,6 +1144,7 @@ fn a_reader_that_stops_early_ends_the_command_quietly_as_sigpipe_would() {
     // As `nodejob upgrade ... | head -1`: the reader goes after the first line while the
     // simulated roll goes on printing.
     let mut child = Process::new(env!("CARGO_BIN_EXE_nodejob"))
+        .env("NODEJOB_SIMULATE_START", SIMULATE_START)
         .args(["upgrade", "--simulate", "5", "--to", "v1.38.0"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -1206,6 +1253,392 @@ fn dry_run_in_each_of_kubectls_forms_is_the_preview() {
     // kubectl's `--dry-run=none` (a real run) is not offered: a dry run here never runs.
     let none = nodejob(&[&upgrade[..], &["--dry-run=none"]].concat());
     assert_eq!(none.status.code(), Some(2));
+}
+
+/// `run --dry-run`, in kubectl's three forms, prints the Job `render` prints and creates
+/// nothing: the bare flag and `=client` with no cluster at all (no kubeconfig here),
+/// `=server` after reading the node, as the run would; `-o json` as `render -o json`.
+#[test]
+fn run_dry_run_prints_what_render_prints_and_creates_nothing() {
+    let argv = ["--", "/bin/true"];
+    for output in [&[][..], &["-o", "json"], &["-o", "yaml"]] {
+        let render = nodejob(&[&["render", "--node", "cp-0"], output, &argv[..]].concat());
+        assert_eq!(render.status.code(), Some(0), "{}", text(&render.stderr));
+        for form in [
+            &["--dry-run"][..],
+            &["--dry-run=client"],
+            &["--simulate", "3", "--dry-run=server"],
+        ] {
+            let run = nodejob(&[&["run", "--node", "cp-0"], form, output, &argv[..]].concat());
+            assert_eq!(
+                run.status.code(),
+                Some(0),
+                "{form:?} {output:?}: {}",
+                text(&run.stderr)
+            );
+            assert_eq!(
+                text(&run.stdout),
+                text(&render.stdout),
+                "{form:?} {output:?}"
+            );
+        }
+    }
+    // The server's dry run reads the node first, and refuses one the cluster lacks.
+    let out = nodejob(&[
+        "run",
+        "--simulate",
+        "3",
+        "--node",
+        "nope",
+        "--dry-run=server",
+        "--",
+        "/bin/true",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+}
+
+/// clap's tip for an unknown flag, "to pass '--x' as a value, use '-- --x'", would move the
+/// flag into the argv `run` and `upgrade --health-check` execute: it is never given (a
+/// similar flag's tip still is).
+#[test]
+fn no_parser_tip_moves_a_flag_after_dashdash() {
+    let commands: [&[&str]; 4] = [
+        &["run", "--node", "cp-0", "--bogus", "--", "/bin/true"],
+        &[
+            "run",
+            "--simulate",
+            "3",
+            "--node",
+            "cp-0",
+            "--dry-runn",
+            "--",
+            "/bin/true",
+        ],
+        &[
+            "upgrade",
+            "--simulate",
+            "3",
+            "--to",
+            "v1.38.0",
+            "--health-check",
+            "--bogus",
+            "--",
+            "true",
+        ],
+        &["render", "--node", "cp-0", "--bogus", "--", "/bin/true"],
+    ];
+    for args in commands {
+        let out = nodejob(args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("unexpected argument"), "{args:?}: {stderr}");
+        assert!(!stderr.contains("as a value"), "{args:?}: {stderr}");
+        assert!(!stderr.contains("use '--"), "{args:?}: {stderr}");
+    }
+    let near = text(&nodejob(&["run", "--node", "cp-0", "--dry-runn", "--", "true"]).stderr);
+    assert!(
+        near.contains("a similar argument exists: '--dry-run'"),
+        "{near}"
+    );
+}
+
+/// The requests a [`scripted_apiserver`] was sent, each `METHOD PATH`.
+type Requests = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
+/// An apiserver on plain HTTP at the returned address, answering each request with what
+/// `answer` says for its method and path (a status and a JSON body), recording every request.
+fn scripted_apiserver(answer: fn(&str, &str) -> (u16, String)) -> (String, Requests) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let server = format!("http://{}", listener.local_addr().unwrap());
+    let requests = Requests::default();
+    let seen = requests.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let seen = seen.clone();
+            std::thread::spawn(move || {
+                let mut writer = stream.try_clone().unwrap();
+                let mut reader = BufReader::new(stream);
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let mut words = line.split_whitespace();
+                    let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+                    let mut length = 0;
+                    loop {
+                        let mut header = String::new();
+                        reader.read_line(&mut header).unwrap();
+                        if header.trim().is_empty() {
+                            break;
+                        }
+                        if let Some((name, value)) = header.split_once(':')
+                            && name.eq_ignore_ascii_case("content-length")
+                        {
+                            length = value.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    reader.read_exact(&mut body).unwrap();
+                    seen.lock().unwrap().push(format!("{method} {path}"));
+                    let (status, body) = answer(method, path);
+                    let reply = format!(
+                        "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\n\
+                         content-length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    if writer.write_all(reply.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (server, requests)
+}
+
+/// On a real cluster, as under `--simulate`, `run --node` names a node the cluster does not
+/// have: refused (exit 2) after reading the node, and no Job is created (a Job pinned to it
+/// stayed Pending, then was left Failed).
+#[test]
+fn run_on_a_node_the_cluster_lacks_is_refused_before_any_job_is_created() {
+    let (server, requests) = scripted_apiserver(|method, path| match (method, path) {
+        ("GET", "/version") => (
+            200,
+            r#"{"major":"1","minor":"33","gitVersion":"v1.33.0"}"#.into(),
+        ),
+        ("GET", path) if path.starts_with("/api/v1/nodes/") => {
+            let name = path.trim_start_matches("/api/v1/nodes/");
+            (
+                404,
+                format!(
+                    r#"{{"kind":"Status","apiVersion":"v1","metadata":{{}},"status":"Failure","message":"nodes \"{name}\" not found","reason":"NotFound","details":{{"name":"{name}","kind":"nodes"}},"code":404}}"#
+                ),
+            )
+        }
+        // Anything else refused at once (a 5xx would be retried).
+        _ => (
+            403,
+            r#"{"kind":"Status","status":"Failure","reason":"Forbidden","code":403}"#.into(),
+        ),
+    });
+    let path = kubeconfig_at("run-no-such-node", &server);
+    let kubeconfig = path.to_str().unwrap();
+    for dry_run in [&[][..], &["--dry-run=server"]] {
+        let args = [
+            &["--kubeconfig", kubeconfig, "run", "--node", "no-such-node"],
+            dry_run,
+            &["--", "/bin/true"],
+        ]
+        .concat();
+        let out = nodejob(&args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("--node no-such-node: no such node in the cluster"),
+            "{stderr}"
+        );
+        assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+    }
+    let requests = requests.lock().unwrap().clone();
+    assert!(
+        requests.contains(&"GET /api/v1/nodes/no-such-node".to_string()),
+        "{requests:?}"
+    );
+    assert!(
+        requests.iter().all(|r| r.starts_with("GET ")),
+        "a write: {requests:?}"
+    );
+    let _ = std::fs::remove_file(&path);
+}
+
+/// A CA certificate (PEM) of its own, self-signed, that signed nothing the tests serve.
+fn other_ca() -> String {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::default();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "not the cluster's CA");
+    params.self_signed(&key).unwrap().pem()
+}
+
+/// An apiserver on TLS at the returned `https://` address whose certificate is self-signed
+/// for 127.0.0.1: no kubeconfig's CA trusts it. It completes no handshake.
+fn untrusted_apiserver() -> String {
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::default();
+    params.subject_alt_names = vec![rcgen::SanType::IpAddress([127, 0, 0, 1].into())];
+    let cert = params.self_signed(&key).unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![CertificateDer::from(cert.der().to_vec())],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+        )
+        .unwrap();
+    let config = std::sync::Arc::new(config);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let server = format!("https://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let (Ok(mut stream), Ok(mut tls)) =
+                (stream, rustls::ServerConnection::new(config.clone()))
+            else {
+                continue;
+            };
+            // Until the client refuses the certificate (its alert ends the handshake).
+            let _ = tls.complete_io(&mut stream);
+        }
+    });
+    server
+}
+
+/// A kubeconfig whose apiserver's certificate its certificate-authority does not trust (as
+/// kubectl's `x509: certificate signed by unknown authority`): said at once, as its own
+/// error (exit 2), pointing at the certificate-authority, never retried as unreachable.
+#[test]
+fn an_untrusted_apiserver_certificate_is_said_at_once_pointing_at_the_ca() {
+    let server = untrusted_apiserver();
+    let dir = std::env::temp_dir();
+    let ca = dir.join(format!(
+        "nodejob-cli-untrusted-{}.ca.pem",
+        std::process::id()
+    ));
+    std::fs::write(&ca, other_ca()).unwrap();
+    let kubeconfig = dir.join(format!(
+        "nodejob-cli-untrusted-{}.kubeconfig",
+        std::process::id()
+    ));
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: prod\n  cluster:\n    server: \
+             {server}\n    certificate-authority: {}\ncontexts:\n- name: prod\n  context:\n    \
+             cluster: prod\n    user: operator\ncurrent-context: prod\nusers:\n- name: \
+             operator\n  user:\n    token: not-a-real-token\n",
+            ca.display()
+        ),
+    )
+    .unwrap();
+    let kubeconfig_arg = kubeconfig.to_str().unwrap();
+    for command in [
+        &["status"][..],
+        &["run", "--node", "cp-0", "--", "/bin/true"],
+    ] {
+        let args = [&["--kubeconfig", kubeconfig_arg], command].concat();
+        let started = std::time::Instant::now();
+        let out = nodejob(&args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+        for said in [
+            format!(
+                "the apiserver {server} (context prod of the kubeconfig) presented a certificate this machine does not trust"
+            ),
+            "UnknownIssuer".to_string(),
+            format!(
+                "the certificate-authority of cluster prod in the kubeconfig ({})",
+                ca.display()
+            ),
+        ] {
+            assert!(stderr.contains(&said), "{args:?}: {said:?} not in {stderr}");
+        }
+        assert!(!stderr.contains("retrying"), "{args:?}: {stderr}");
+        assert!(!stderr.contains("cannot reach"), "{args:?}: {stderr}");
+        // At once: no retry's pause (1 s, then 2 s).
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+    let _ = std::fs::remove_file(&ca);
+    let _ = std::fs::remove_file(&kubeconfig);
+}
+
+/// Unless `--simulate-start` (or NODEJOB_SIMULATE_START) says, the simulated clock starts at
+/// the machine's time, so that a CA made today is valid in the simulation.
+#[test]
+fn the_simulated_clock_starts_now_by_default() {
+    let day = |t: jiff::Timestamp| t.strftime("%a %Y-%m-%d").to_string();
+    let before = jiff::Timestamp::now();
+    let out = Command::cargo_bin("nodejob")
+        .unwrap()
+        .env_remove("KUBECONFIG")
+        .env_remove("NODEJOB_SIMULATE_START")
+        .args(["upgrade", "--simulate", "3", "--to", "v1.38.0", "--preview"])
+        .output()
+        .unwrap();
+    let after = jiff::Timestamp::now();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let said = [before, after].map(|t| format!("virtual clock from {}", day(t)));
+    assert!(
+        said.iter().any(|s| stdout.contains(s)),
+        "{said:?} not in {stdout}"
+    );
+    // The flag starts a simulated clock: given without --simulate, it is refused; the
+    // variable the tests set (`nodejob()` sets it) is ignored by a run without --simulate.
+    let out = nodejob(&[
+        "run",
+        "--node",
+        "cp-0",
+        "--simulate-start",
+        "2026-01-01T00:00:00Z",
+        "--dry-run",
+        "--",
+        "true",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("needs --simulate N"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = nodejob(&["run", "--node", "cp-0", "--dry-run", "--", "true"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
+/// A CA made after the simulated clock's start (its notBefore later) is refused as the run
+/// refuses it, exit 2, and the refusal names `--simulate-start` and the instant the CA is
+/// valid from; started there, the rotation's preview takes it. `--simulate-start` has no
+/// upper bound (a CA of 2031 can be tried).
+#[test]
+fn a_ca_not_valid_yet_in_the_simulation_names_simulate_start() {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::default();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "made in 2031");
+    params.not_before = rcgen::date_time_ymd(2031, 6, 1);
+    params.not_after = rcgen::date_time_ymd(2041, 6, 1);
+    let path = std::env::temp_dir().join(format!("nodejob-cli-ca-2031-{}.pem", std::process::id()));
+    std::fs::write(&path, params.self_signed(&key).unwrap().pem()).unwrap();
+    let ca = path.to_str().unwrap();
+    let rotate = ["rotate-ca", "--simulate", "3", "--new-ca", ca, "--preview"];
+    let out = nodejob(&[&rotate[..], &["--simulate-start", "2026-01-01T00:00:00Z"]].concat());
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    for said in [
+        format!("--new-ca {ca}: the certificate is not valid yet"),
+        "the simulated cluster's clock started at 2026-01-01T00:00:00Z".to_string(),
+        "`--simulate-start 2031-06-01T00:00:00Z` (or later)".to_string(),
+    ] {
+        assert!(stderr.contains(&said), "{said:?} not in {stderr}");
+    }
+    let out = nodejob(&[&rotate[..], &["--simulate-start", "2031-06-01T00:00:00Z"]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("virtual clock from Sun 2031-06-01 00:00 UTC"));
+    let _ = std::fs::remove_file(&path);
 }
 
 /// A kubeconfig whose current context `dead` points at `server`, written for `test`.
@@ -1463,6 +1896,7 @@ fn a_real_sigint_stops_starting_nodes_says_so_and_exits_130() {
     // Paced (100x), so the roll is still going when the signal lands: SIGINT as the terminal
     // sends it on Ctrl-C, to the process, after its first node has started.
     let mut child = Process::new(env!("CARGO_BIN_EXE_nodejob"))
+        .env("NODEJOB_SIMULATE_START", SIMULATE_START)
         .args([
             "upgrade",
             "--simulate",

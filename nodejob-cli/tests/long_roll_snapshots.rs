@@ -5,11 +5,16 @@
 
 use assert_cmd::Command;
 
+/// Where the simulated clock starts in these tests (by default it is the machine's time): fixed,
+/// so that every simulated run prints the same lines.
+const SIMULATE_START: &str = "2026-01-01T00:00:00Z";
+
 /// Runs `nodejob ARGS` and says what it did: the arguments, the exit code, stdout, stderr.
 fn nodejob(args: &[&str]) -> String {
     let out = Command::cargo_bin("nodejob")
         .unwrap_or_else(|e| panic!("the nodejob binary: {e}"))
         .env_remove("KUBECONFIG")
+        .env("NODEJOB_SIMULATE_START", SIMULATE_START)
         .env_remove("COLUMNS")
         .env("RUST_LOG", "error")
         .current_dir(env!("CARGO_MANIFEST_DIR"))
@@ -135,6 +140,26 @@ fn each_node_soaks_counting_down_before_the_next() {
     );
 }
 
+/// A node that reached the target and then failed (its health check, as its soak above) is
+/// at the target: the summary's TO says so, as the JSON report's `to` does, not `-`.
+#[test]
+fn a_node_that_failed_after_reaching_the_target_shows_the_version_it_is_at() {
+    nodejob_snapshot!(
+        "upgrade_health_failure",
+        &[
+            "upgrade",
+            "--simulate",
+            "2",
+            "--to",
+            "v1.38.0",
+            "--health-check",
+            "--",
+            "check",
+            "nodejob-test:exit=1",
+        ]
+    );
+}
+
 #[test]
 fn a_roll_paused_mid_way_waits_before_its_next_step_and_goes_on_when_resumed() {
     // An operator pauses as worker-a-0's drain starts and resumes 5 minutes later: the drain
@@ -160,6 +185,27 @@ fn pause_and_resume_say_who_when_why_and_what_they_changed() {
         ]
     );
     nodejob_snapshot!("resume_not_paused", &["resume", "--simulate", "3"]);
+}
+
+/// `pause` and `resume` honour `-o json|yaml`, as `status` does: one object, the switch
+/// before and after, for a script to read.
+#[test]
+fn pause_and_resume_print_json_and_yaml() {
+    let pause = [
+        "pause",
+        "--simulate",
+        "3",
+        "--by",
+        "alice@console",
+        "--reason",
+        "failover",
+    ];
+    let with = |more: &[&'static str]| -> Vec<&'static str> {
+        pause.iter().chain(more).copied().collect()
+    };
+    nodejob_snapshot!("pause_json", &with(&["-o", "json"]));
+    nodejob_snapshot!("pause_yaml", &with(&["-o", "yaml"]));
+    nodejob_snapshot!("resume_json", &["resume", "--simulate", "3", "-o", "json"]);
 }
 
 #[test]

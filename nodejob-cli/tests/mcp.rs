@@ -19,6 +19,10 @@ use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
+/// Where the simulated clock starts in these tests (by default it is the machine's time): fixed,
+/// so that every simulated run prints the same lines.
+const SIMULATE_START: &str = "2026-01-01T00:00:00Z";
+
 /// How long any one wait may take before the test fails (a bound, not a pause).
 const PATIENCE: Duration = Duration::from_secs(120);
 
@@ -76,6 +80,7 @@ impl Session {
             c.args(["mcp", "--simulate", "5"])
                 .args(more)
                 .env_remove("KUBECONFIG")
+                .env("NODEJOB_SIMULATE_START", SIMULATE_START)
                 .env("RUST_LOG", "error");
         });
         let client = Recorder { progress, logs }
@@ -985,6 +990,7 @@ fn a_line_that_is_not_json_is_answered_with_a_parse_error_and_the_session_goes_o
     let mut child = Command::new(env!("CARGO_BIN_EXE_nodejob"))
         .args(["mcp", "--simulate", "3"])
         .env_remove("KUBECONFIG")
+        .env("NODEJOB_SIMULATE_START", SIMULATE_START)
         .env("RUST_LOG", "error")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -18,6 +18,10 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
+/// Where the simulated clock starts in these tests (by default it is the machine's time): fixed,
+/// so that every simulated run prints the same lines.
+const SIMULATE_START: &str = "2026-01-01T00:00:00Z";
+
 /// How long any one answer may take before the test fails (a bound, not a pause).
 const PATIENCE: Duration = Duration::from_secs(120);
 
@@ -34,6 +38,7 @@ impl Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_nodejob"))
             .args(["mcp", "--simulate", "5"])
             .env_remove("KUBECONFIG")
+            .env("NODEJOB_SIMULATE_START", SIMULATE_START)
             .env("RUST_LOG", "error")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -6,12 +6,17 @@
 
 use assert_cmd::Command;
 
+/// Where the simulated clock starts in these tests (by default it is the machine's time): fixed,
+/// so that every simulated run prints the same lines.
+const SIMULATE_START: &str = "2026-01-01T00:00:00Z";
+
 /// Runs `nodejob ARGS` and says what it did as uv's snapshots do: the arguments, the exit
 /// code, stdout, stderr.
 fn nodejob(args: &[&str]) -> String {
     let out = Command::cargo_bin("nodejob")
         .unwrap_or_else(|e| panic!("the nodejob binary: {e}"))
         .env_remove("KUBECONFIG")
+        .env("NODEJOB_SIMULATE_START", SIMULATE_START)
         // `--help` wraps to the terminal's width, else `COLUMNS`, else 100 (at most 100): no
         // terminal (assert_cmd pipes all three streams) and no `COLUMNS` here, so the
         // snapshots are the same wherever they run.
@@ -311,6 +316,20 @@ fn an_argv_nothing_takes_is_refused_and_dry_run_is_the_preview() {
     );
 }
 
+/// `run --dry-run` is kubectl's: the Job printed (as `render` prints it), nothing created;
+/// an unknown flag gets no tip to move it after `--`, where `run` would execute it.
+#[test]
+fn run_dry_run_prints_the_job_and_no_tip_moves_a_flag_into_the_argv() {
+    nodejob_snapshot!(
+        "run_dry_run",
+        &["run", "--node", "cp-0", "--dry-run", "--", "/bin/true"]
+    );
+    nodejob_snapshot!(
+        "run_unknown_flag",
+        &["run", "--node", "cp-0", "--bogus", "--", "/bin/true"]
+    );
+}
+
 #[test]
 fn rotation_progress_and_summary() {
     nodejob_snapshot!("rotate_ca", &["rotate-ca", "--simulate", "5"]);
@@ -355,6 +374,23 @@ fn rotation_previews_and_abort() {
     nodejob_snapshot!(
         "rotate_ca_abort_preview",
         &["rotate-ca", "--simulate", "5", "--abort", "--preview"]
+    );
+}
+
+/// A preview ends as the run would: a plan the run refuses (a cluster-wide CA rotated on some
+/// nodes only) exits 2 with the run's refusal after the preview, as `upgrade --preview` does,
+/// and the same plan over the selected trust domain exits 0.
+#[test]
+fn rotation_preview_of_a_plan_the_run_refuses_exits_as_the_run_would() {
+    let partial = ["rotate-ca", "--simulate", "5", "--nodes", "worker-a-0"];
+    let with = |more: &[&'static str]| -> Vec<&'static str> {
+        partial.iter().chain(more).copied().collect()
+    };
+    // `rotate_ca_preview_partial` (above) is the preview's refusal.
+    nodejob_snapshot!("rotate_ca_run_refused", &with(&[]));
+    nodejob_snapshot!(
+        "rotate_ca_preview_selected",
+        &with(&["--preview", "--trust-domain", "selected"])
     );
 }
 
@@ -450,6 +486,26 @@ fn jobs_and_status_after_the_simulated_history() {
     nodejob_snapshot!("status", &["status", "--simulate", "5"]);
     nodejob_snapshot!("status_json", &["status", "--simulate", "5", "-o", "json"]);
     nodejob_snapshot!("status_yaml", &["status", "--simulate", "5", "-o", "yaml"]);
+}
+
+/// `status` scales: the table for every node, the conditions only of nodes not in a clean
+/// final state, nodes that say the same shown once; `status NODE...` shows those nodes only,
+/// each with its conditions, as `kubectl get nodes NAME...`; a node the cluster lacks exits 2.
+#[test]
+fn status_shows_conditions_where_they_matter_and_of_the_nodes_named() {
+    nodejob_snapshot!("status_many", &["status", "--simulate", "30"]);
+    nodejob_snapshot!(
+        "status_named",
+        &["status", "--simulate", "5", "worker-b-0", "cp-0"]
+    );
+    nodejob_snapshot!(
+        "status_named_json",
+        &["status", "--simulate", "5", "worker-b-0", "-o", "json"]
+    );
+    nodejob_snapshot!(
+        "status_no_such_node",
+        &["status", "--simulate", "5", "cp-0", "nope"]
+    );
 }
 
 #[test]

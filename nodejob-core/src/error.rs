@@ -29,6 +29,11 @@ pub enum ErrorKind {
     BadRequest,
     /// 429, 500, 503, 504, timeouts and broken connections: worth retrying.
     Transient,
+    /// No answer to trust: the TLS handshake refused the apiserver's certificate (signed by
+    /// an authority the client does not trust, for another name, expired), as kubectl's
+    /// `x509: certificate signed by unknown authority`. Not worth retrying: the client's
+    /// certificate authority (or the server's certificate) must change first.
+    Untrusted,
     /// Anything else.
     Other,
 }
@@ -45,6 +50,7 @@ impl ErrorKind {
             ErrorKind::Invalid => "Invalid",
             ErrorKind::BadRequest => "BadRequest",
             ErrorKind::Transient => "ServiceUnavailable",
+            ErrorKind::Untrusted => "CertificateUntrusted",
             ErrorKind::Other => "Unknown",
         }
     }
@@ -160,6 +166,10 @@ impl ApiError {
     /// eviction, a PodDisruptionBudget that would be violated.
     pub fn is_too_many_requests(&self) -> bool {
         self.code == 429
+    }
+    /// The apiserver's certificate was not trusted ([`ErrorKind::Untrusted`]).
+    pub fn is_untrusted(&self) -> bool {
+        self.kind == ErrorKind::Untrusted
     }
     /// Worth retrying after a backoff: 429, 5xx, timeouts, broken connections.
     pub fn is_retryable(&self) -> bool {

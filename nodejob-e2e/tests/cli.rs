@@ -372,3 +372,40 @@ async fn an_unknown_context_is_bad_usage_naming_it() -> Result<(), Failure> {
     );
     Ok(())
 }
+
+/// `run --node` a node the cluster does not have: refused (exit 2) naming it, after reading
+/// the node and before any Job is created (a Job pinned to it was left Failed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_on_a_node_the_cluster_lacks_is_bad_usage_and_creates_no_job() -> Result<(), Failure> {
+    cli()?;
+    let admin = admin().await?;
+    Rbac::committed()
+        .apply(&admin, SA_NAME, &[SA_NAMESPACE])
+        .await?;
+    let kubeconfig = sa_kubeconfig(&admin, SA_NAME).await?;
+    let node = "nodejob-e2e-no-such-node";
+    let ran = nodejob(
+        &kubeconfig.path,
+        CONTEXT,
+        &["run", "--node", node, "--", "/bin/true"],
+    )
+    .await?;
+    ran.exited(2)?;
+    ensure!(
+        ran.stderr.contains(&format!("--node {node}: no such node")) && ran.stdout.is_empty(),
+        "`{}` must refuse node {node} on stderr: stdout {:?}, stderr {:?}",
+        ran.line,
+        ran.stdout,
+        ran.stderr
+    );
+    let jobs: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(admin, SA_NAMESPACE);
+    let job = (jobs.get_opt(&run_job(node)).await)
+        .map_err(|e| Failure(format!("reading job {}: {e}", run_job(node))))?;
+    ensure!(
+        job.is_none(),
+        "`{}` created job {}",
+        ran.line,
+        run_job(node)
+    );
+    Ok(())
+}

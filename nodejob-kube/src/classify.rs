@@ -104,7 +104,13 @@ pub(crate) fn from_kube(err: kube::Error) -> ApiError {
         // kube fills `code` from the body's Status, or from the HTTP status when the body is
         // not one.
         kube::Error::Api(status) => from_status(&status),
-        // Refused or reset connections, TLS failures, connect timeouts (hyper, the
+        // A certificate the TLS handshake refused: retrying cannot help.
+        err @ (kube::Error::HyperError(_) | kube::Error::Service(_))
+            if untrusted_certificate(&err) =>
+        {
+            ApiError::new(ErrorKind::Untrusted, 0, error_chain(&err))
+        }
+        // Refused or reset connections, other TLS failures, connect timeouts (hyper, the
         // tower stack) and broken response streams: no answer was had, worth retrying.
         err @ (kube::Error::HyperError(_)
         | kube::Error::Service(_)
@@ -115,6 +121,26 @@ pub(crate) fn from_kube(err: kube::Error) -> ApiError {
         }
         err => ApiError::new(ErrorKind::Other, 0, error_chain(&err)),
     }
+}
+
+/// Whether `err` or one of its causes is rustls refusing the peer's certificate (an unknown
+/// issuer, another name, expired: [`rustls::Error::InvalidCertificate`]). The rustls error
+/// sits inside `io::Error`s (hyper's connector wraps the TLS stream's), whose `source` skips
+/// the error they wrap: their inner error is followed instead.
+fn untrusted_certificate(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(err);
+    while let Some(e) = cause {
+        if let Some(rustls::Error::InvalidCertificate(_)) = e.downcast_ref::<rustls::Error>() {
+            return true;
+        }
+        cause = match e.downcast_ref::<std::io::Error>() {
+            Some(io) => io
+                .get_ref()
+                .map(|inner| inner as &(dyn std::error::Error + 'static)),
+            None => e.source(),
+        };
+    }
+    false
 }
 
 /// `err` and its causes, `: `-separated, so a transport error names what actually failed.
@@ -135,6 +161,22 @@ pub(crate) fn error_chain(err: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_certificate_is_told_through_the_io_errors_that_wrap_it() {
+        use std::io::{Error as Io, ErrorKind as IoKind};
+        let refused = rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
+        // As hyper's connector wraps the TLS stream's error.
+        let wrapped = Io::other(Io::new(IoKind::InvalidData, refused));
+        assert!(untrusted_certificate(&wrapped));
+        let other_tls = Io::other(Io::new(
+            IoKind::InvalidData,
+            rustls::Error::HandshakeNotComplete,
+        ));
+        assert!(!untrusted_certificate(&other_tls));
+        let refused_connection = Io::new(IoKind::ConnectionRefused, "Connection refused");
+        assert!(!untrusted_certificate(&refused_connection));
+    }
 
     #[test]
     fn code_decides_before_reason() {

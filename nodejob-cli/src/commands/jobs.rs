@@ -13,7 +13,9 @@ pub(crate) fn jobs(global: &Global, args: Jobs) -> Result<Exit, Exit> {
     let output = global.output.text_or_json("jobs")?;
     let selector = args.selector.unwrap_or_default();
     let ns = &global.namespace;
-    let backend = Backend::new(global, args.sim.simulate).prepared(Prepare::History(ns.clone()));
+    let backend = Backend::new(global, args.sim.simulate)
+        .clocked(None, args.sim.start.simulate_start)
+        .prepared(Prepare::History(ns.clone()));
     backend.block_on(|t| async move {
         let listed = gather(&*t.api, ns, &selector).await.map_err(|e| match e {
             Unlisted::Selector(e) => Exit::usage(format!("--selector {selector:?}: {e}")),

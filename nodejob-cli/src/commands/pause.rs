@@ -4,11 +4,40 @@
 
 use nodejob_core::pause::{Pause, set_pause};
 
+use serde::Serialize;
+
 use super::{Banner, say_simulated};
-use crate::args::{Global, PauseArgs, ResumeArgs};
+use crate::args::{Format, Global, PauseArgs, ResumeArgs};
 use crate::backend::{Backend, Prepare};
 use crate::exit::Exit;
-use crate::inspect::status::lease_name;
+use crate::inspect::status::{PauseState, lease_name};
+
+/// What `pause` and `resume` did, as `-o json|yaml` prints it.
+#[derive(Debug, Serialize)]
+struct Switched {
+    /// `namespace/name` of the Lease object the switch is kept on.
+    lease: String,
+    /// Whether this command changed the switch (`false`: already paused, or not paused).
+    changed: bool,
+    /// The pause in force after the command (`null` once resumed).
+    paused: Option<PauseState>,
+    /// The pause in force before it (`null` when there was none).
+    was: Option<PauseState>,
+}
+
+impl Switched {
+    /// Prints it in `format` (json or yaml; text is each command's own).
+    fn print(&self, format: Format) -> Result<(), Exit> {
+        match format {
+            Format::Json => outln!("{}", serde_json::to_string(self).unwrap_or_default()),
+            Format::Yaml | Format::Text => out!(
+                "{}",
+                serde_saphyr::to_string(self).map_err(|e| Exit::failed(e.to_string()))?
+            ),
+        }
+        Ok(())
+    }
+}
 
 /// Who pauses, when `--by` does not say: `$USER@host`.
 pub(crate) fn who() -> String {
@@ -22,7 +51,9 @@ pub(crate) fn who() -> String {
 /// Runs `nodejob pause`.
 pub(crate) fn pause(global: &Global, args: PauseArgs) -> Result<Exit, Exit> {
     let ns = global.namespace.clone();
-    let backend = Backend::new(global, args.sim.simulate).prepared(Prepare::History(ns.clone()));
+    let backend = Backend::new(global, args.sim.simulate)
+        .clocked(None, args.sim.start.simulate_start)
+        .prepared(Prepare::History(ns.clone()));
     let by = args.by.unwrap_or_else(who);
     let reason = args.reason.unwrap_or_default();
     backend.block_on(|t| async move {
@@ -36,6 +67,16 @@ pub(crate) fn pause(global: &Global, args: PauseArgs) -> Result<Exit, Exit> {
         let before = set_pause(&*t.api, &ns, &lease, Some(&pause))
             .await
             .map_err(|e| Exit::failed(e.to_string()))?;
+        if global.output != Format::Text {
+            Switched {
+                lease: format!("{ns}/{lease}"),
+                changed: before.is_none(),
+                paused: Some(PauseState::of(before.as_ref().unwrap_or(&pause))),
+                was: before.as_ref().map(PauseState::of),
+            }
+            .print(global.output)?;
+            return Ok(Exit::ok());
+        }
         match before {
             Some(was) => outln!(
                 "already paused (lease {ns}/{lease}): {was}; left as it was (`nodejob resume` \
@@ -53,13 +94,25 @@ pub(crate) fn pause(global: &Global, args: PauseArgs) -> Result<Exit, Exit> {
 /// Runs `nodejob resume`.
 pub(crate) fn resume(global: &Global, args: ResumeArgs) -> Result<Exit, Exit> {
     let ns = global.namespace.clone();
-    let backend = Backend::new(global, args.sim.simulate).prepared(Prepare::History(ns.clone()));
+    let backend = Backend::new(global, args.sim.simulate)
+        .clocked(None, args.sim.start.simulate_start)
+        .prepared(Prepare::History(ns.clone()));
     backend.block_on(|t| async move {
         say_simulated(&t, Banner::Stderr);
         let lease = lease_name();
         let before = set_pause(&*t.api, &ns, &lease, None)
             .await
             .map_err(|e| Exit::failed(e.to_string()))?;
+        if global.output != Format::Text {
+            Switched {
+                lease: format!("{ns}/{lease}"),
+                changed: before.is_some(),
+                paused: None,
+                was: before.as_ref().map(PauseState::of),
+            }
+            .print(global.output)?;
+            return Ok(Exit::ok());
+        }
         match before {
             Some(was) => outln!(
                 "resumed (lease {ns}/{lease}; it was {was}): paused runs go on with their next \

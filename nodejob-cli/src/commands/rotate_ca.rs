@@ -51,7 +51,7 @@ pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
     let stop = Stop::new();
     let notice = on_interrupt((!args.abort).then(|| stop.clone()));
     let backend = Backend::new(global, args.sim.simulate)
-        .clocked(args.sim.speed, args.sim.simulate_start)
+        .clocked(args.sim.speed, args.sim.start.simulate_start)
         .failing(args.simulate_fail.as_deref(), Fault::IssueFails)?
         .prepared(if args.abort {
             // Something to undo: the CA staged on every node.
@@ -64,6 +64,9 @@ pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
         backend.has_node("--simulate-pause", node)?;
     }
     backend.block_on(|t| async move {
+        if let Some(setup) = &t.simulated {
+            valid_in_simulation(&plan, t.api.wall_time(), setup.start).map_err(driver_exit)?;
+        }
         if preview {
             let since = t.calls();
             let preview = certs_driver::preview(&*t.api, &plan)
@@ -93,7 +96,13 @@ pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
                     now - since
                 );
             }
-            return preview.map(|_| Exit::ok());
+            // The preview ends as the run would: a plan the run refuses exits as its
+            // refusal does (2; an abort refused, 1), as `upgrade --preview` does.
+            let preview = preview?;
+            return match preview.refusal(&plan, args.abort) {
+                Some(refused) => Err(driver_exit(present::error(&refused))),
+                None => Ok(Exit::ok()),
+            };
         }
         if !args.abort
             && let Some(warning) = present::expiry_warning(&plan.ca_summary(t.api.wall_time()))
@@ -135,4 +144,29 @@ pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
             present::ended(&report, &plan, &Invocation::current()),
         ))
     })
+}
+
+/// Under `--simulate`, a new CA whose `notBefore` is after the virtual clock (`now`; it
+/// started at `start`): refused as the run refuses it, the error naming `--simulate-start`
+/// and the instant from which the CA is valid. Any other refusal is the run's own.
+fn valid_in_simulation(
+    plan: &certs_driver::Plan,
+    now: jiff::Timestamp,
+    start: jiff::Timestamp,
+) -> Result<(), crate::present::DriverError> {
+    let not_before = plan.ca_summary(now).not_before;
+    if !not_before.parse::<jiff::Timestamp>().is_ok_and(|t| now < t) {
+        return Ok(());
+    }
+    let Err(refused) = plan.check_ca_valid_at(now) else {
+        return Ok(());
+    };
+    let mut error = present::error(&certs_driver::Error::Plan(refused));
+    if let crate::present::ErrorKind::Plan { rule, .. } = &mut error.kind {
+        rule.push_str(&format!(
+            "; the simulated cluster's clock started at {start}: `--simulate-start \
+             {not_before}` (or later) starts it where the CA is valid"
+        ));
+    }
+    Err(error)
 }

@@ -59,7 +59,7 @@ pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
     let soak_reboot = args.long_roll.simulate_soak_reboot.clone();
     let pause_at = args.long_roll.simulate_pause.clone();
     let backend = Backend::new(global, args.sim.simulate)
-        .clocked(args.sim.speed, args.sim.simulate_start)
+        .clocked(args.sim.speed, args.sim.start.simulate_start)
         .failing(args.simulate_fail.as_deref(), Fault::UpgradeFails)?
         .settled(args.long_roll.simulate_undrainable.as_deref())?;
     if let Some(node) = &soak_reboot {

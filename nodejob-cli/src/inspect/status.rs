@@ -40,6 +40,40 @@ pub(crate) struct Status {
     pub(crate) simulated: Option<Simulated>,
 }
 
+impl NodeState {
+    /// Whether the node is in a clean final state: every driver condition on it `False`
+    /// (the driver let it go: upgraded, rotated, restored), none under way, failed or
+    /// stopped.
+    pub(crate) fn clean(&self) -> bool {
+        self.conditions.iter().all(|c| c.status == "False")
+    }
+}
+
+impl Status {
+    /// Only the nodes `names` (in the order named); refused naming the nodes the cluster
+    /// does not have.
+    pub(crate) fn only(mut self, names: &[String]) -> Result<Status, String> {
+        let missing: Vec<&str> = (names.iter())
+            .filter(|name| !self.nodes.iter().any(|n| &n.node == *name))
+            .map(String::as_str)
+            .collect();
+        if !missing.is_empty() {
+            return Err(format!(
+                "no such node in the cluster: {} (`kubectl get nodes` lists them)",
+                missing.join(", ")
+            ));
+        }
+        let mut nodes = std::mem::take(&mut self.nodes);
+        self.nodes = (names.iter())
+            .filter_map(|name| {
+                let at = nodes.iter().position(|n| &n.node == name)?;
+                Some(nodes.remove(at))
+            })
+            .collect();
+        Ok(self)
+    }
+}
+
 /// The Lease as `status` tells it.
 #[derive(Debug, Serialize)]
 pub(crate) struct LeaseState {

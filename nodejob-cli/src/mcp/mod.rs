@@ -54,7 +54,7 @@ use crate::exit::Exit;
 /// running to stop (after its step in flight).
 pub(crate) fn serve(global: &Global, args: Mcp) -> Result<Exit, Exit> {
     let backend = Backend::new(global, args.sim.simulate)
-        .clocked(args.sim.speed, args.sim.simulate_start)
+        .clocked(args.sim.speed, args.sim.start.simulate_start)
         .settled(args.simulate_undrainable.as_deref())?
         .session()?;
     let runtime = real_runtime()?;

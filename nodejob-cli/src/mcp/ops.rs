@@ -208,7 +208,7 @@ async fn status(s: &Session) -> Result<CallToolResult, String> {
         })
         .await??;
     Ok(answer(
-        present::status::text(&status),
+        present::status::text(&status, present::status::Named::None),
         to_value(&status),
         false,
     ))

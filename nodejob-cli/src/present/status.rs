@@ -3,9 +3,19 @@
 use crate::inspect::status::{Ca, LeaseState, NodeState, Status, UpgradeRecord, UpgradeState};
 use crate::present::table;
 
-/// `status` for people: the Lease's line, a table of the nodes, then the simulated cluster's
-/// counters when there are some.
-pub(crate) fn text(status: &Status) -> String {
+/// Which nodes a `status` shows: every node of the cluster, or the ones named.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Named {
+    /// Every node: the conditions of those not in a clean final state only, so that a
+    /// failed node is not buried among hundreds of done ones.
+    None,
+    /// The nodes named (`status NODE...`): each with its conditions.
+    These,
+}
+
+/// `status` for people: the Lease's line, a table of the nodes, the drivers' conditions of
+/// the nodes `named` says, then the simulated cluster's counters when there are some.
+pub(crate) fn text(status: &Status, named: Named) -> String {
     let mut out = format!(
         "lease {}: {}\n",
         status.lease_name,
@@ -69,11 +79,21 @@ pub(crate) fn text(status: &Status) -> String {
     }
     out.push_str(&table(&rows));
     out.push_str(&blocked_lines(status));
-    for n in status.nodes.iter().filter(|n| !n.conditions.is_empty()) {
+    let (shown, clean): (Vec<&NodeState>, Vec<&NodeState>) = (status.nodes.iter())
+        .filter(|n| !n.conditions.is_empty())
+        .partition(|n| named == Named::These || !n.clean());
+    let groups = match named {
+        Named::These => shown.into_iter().map(|n| vec![n]).collect(),
+        Named::None => alike(shown),
+    };
+    for group in groups {
+        out.push_str(&conditions_block(&group));
+    }
+    if !clean.is_empty() {
         out.push_str(&format!(
-            "node {}, as `kubectl describe node` shows the drivers' conditions:\n{}",
-            n.node,
-            nodejob_roll::condition::kubectl_describe(&n.conditions)
+            "{} node(s) in a clean final state (each driver let it go): their conditions are \
+             left out; `nodejob status NODE...` shows them\n",
+            clean.len()
         ));
     }
     if let Some(sim) = &status.simulated {
@@ -83,6 +103,67 @@ pub(crate) fn text(status: &Status) -> String {
         ));
     }
     out
+}
+
+/// How many nodes a block of conditions shared by several names before it says how many more.
+const NAMED_IN_A_BLOCK: usize = 5;
+
+/// `nodes` in groups whose drivers' conditions say the same (type, status, reason, message;
+/// their times aside), each in the nodes' order, the groups by size (a node alone in its
+/// state, as a failed one, first) then by first node.
+fn alike(nodes: Vec<&NodeState>) -> Vec<Vec<&NodeState>> {
+    let said = |n: &NodeState| -> Vec<(String, String, Option<String>, Option<String>)> {
+        (n.conditions.iter())
+            .map(|c| {
+                let c = c.clone();
+                (c.type_, c.status, c.reason, c.message)
+            })
+            .collect()
+    };
+    let mut groups: Vec<(Vec<_>, Vec<&NodeState>)> = Vec::new();
+    for n in nodes {
+        let key = said(n);
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, group)) => group.push(n),
+            None => groups.push((key, vec![n])),
+        }
+    }
+    let mut groups: Vec<Vec<&NodeState>> = groups.into_iter().map(|(_, g)| g).collect();
+    groups.sort_by_key(Vec::len);
+    groups
+}
+
+/// The drivers' conditions of a group of nodes that say the same, as `kubectl describe node`
+/// shows them: of the first node, naming the others (at most [`NAMED_IN_A_BLOCK`], then how
+/// many more).
+fn conditions_block(group: &[&NodeState]) -> String {
+    let Some(first) = group.first() else {
+        return String::new();
+    };
+    let head = match group {
+        [one] => format!("node {}", one.node),
+        group => {
+            let named: Vec<&str> = (group.iter().take(NAMED_IN_A_BLOCK))
+                .map(|n| n.node.as_str())
+                .collect();
+            let more = group.len().saturating_sub(NAMED_IN_A_BLOCK);
+            format!(
+                "nodes {}{} ({} alike but for their times; {}'s shown)",
+                named.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                },
+                group.len(),
+                first.node
+            )
+        }
+    };
+    format!(
+        "{head}, as `kubectl describe node` shows the drivers' conditions:\n{}",
+        nodejob_roll::condition::kubectl_describe(&first.conditions)
+    )
 }
 
 /// The UPGRADE cell of a node with no upgrade under way nor done: rolled back or blocked, if
@@ -198,6 +279,92 @@ mod tests {
         }
     }
 
+    /// A node whose one driver condition says `status`, `reason`, `message`.
+    fn node(name: &str, status: &str, reason: &str, message: &str) -> NodeState {
+        NodeState {
+            node: name.into(),
+            version: Some("v1.38.0".into()),
+            ready: true,
+            cordoned: false,
+            upgrade_state: None,
+            in_progress: None,
+            host_job: None,
+            done: None,
+            ca: None,
+            conditions: vec![k8s_openapi::api::core::v1::NodeCondition {
+                type_: "NodejobUpgrade".into(),
+                status: status.into(),
+                reason: Some(reason.into()),
+                message: Some(message.into()),
+                ..Default::default()
+            }],
+            upgrade: None,
+            blocked: None,
+            quarantined: false,
+            blocked_record: None,
+            rollback: None,
+            rollback_record: None,
+        }
+    }
+
+    #[test]
+    fn conditions_are_shown_for_nodes_not_in_a_clean_final_state_alike_ones_once() {
+        let mut nodes: Vec<NodeState> = (0..300)
+            .map(|i| node(&format!("done-{i}"), "False", "Upgraded", "upgraded"))
+            .collect();
+        nodes.push(node(
+            "broken",
+            "True",
+            "Failed",
+            "the host upgrade exited 1",
+        ));
+        for i in 0..7 {
+            nodes.push(node(
+                &format!("stopped-{i}"),
+                "True",
+                "Stopped",
+                "a rerun goes on",
+            ));
+        }
+        let status = Status {
+            lease_name: "kube-system/nodejob".into(),
+            lease: None,
+            nodes,
+            simulated: None,
+        };
+        let all = text(&status, Named::None);
+        let blocks: Vec<&str> = all.lines().filter(|l| l.starts_with("node")).collect();
+        assert_eq!(
+            blocks,
+            [
+                "node broken, as `kubectl describe node` shows the drivers' conditions:",
+                "nodes stopped-0, stopped-1, stopped-2, stopped-3, stopped-4 and 2 more (7 alike \
+                 but for their times; stopped-0's shown), as `kubectl describe node` shows the \
+                 drivers' conditions:",
+            ],
+            "{all}"
+        );
+        assert!(
+            all.contains("\n300 node(s) in a clean final state"),
+            "{all}"
+        );
+        // Every node stays in the table.
+        assert_eq!(all.lines().filter(|l| l.starts_with("done-")).count(), 300);
+
+        let named = status.only(&["done-7".into(), "broken".into()]).unwrap();
+        let text = text(&named, Named::These);
+        let blocks: Vec<&str> = text.lines().filter(|l| l.starts_with("node")).collect();
+        assert_eq!(
+            blocks,
+            [
+                "node done-7, as `kubectl describe node` shows the drivers' conditions:",
+                "node broken, as `kubectl describe node` shows the drivers' conditions:",
+            ],
+            "{text}"
+        );
+        assert!(!text.contains("clean final state"), "{text}");
+    }
+
     #[test]
     fn the_lease_line_says_who_holds_it_for_what_or_what_it_was_last_taken_for() {
         let table = [
@@ -265,7 +432,7 @@ mod tests {
             })
         );
         assert_eq!(
-            text(&status),
+            text(&status, Named::None),
             "lease kube-system/nodejob: free (never taken)\n\
              NODE  VERSION  READY  CORDONED  CA (LAST READ)  UPGRADE\n\
              cp-0  ?        yes    no        unreadable      -\n"
@@ -320,7 +487,7 @@ mod tests {
             ],
             simulated: None,
         };
-        let text = text(&status);
+        let text = text(&status, Named::None);
         assert!(
             text.contains("QUARANTINED toward v1.38.0 (drain blocked)")
                 && text.contains("BLOCKED toward v1.38.0 (drain blocked, skipped)"),
@@ -381,7 +548,7 @@ mod tests {
             }],
             simulated: None,
         };
-        let text = text(&status);
+        let text = text(&status, Named::None);
         assert!(
             text.contains("ROLLED BACK to v1.37.2 (from v1.38.0)"),
             "{text}"

@@ -308,9 +308,21 @@ fn or_none(items: &[String]) -> String {
     }
 }
 
-/// The summary table: node (in natural order), from, to (`-` where the node did not get
-/// there), result, duration, pods evicted; then the totals, and how long the run took when
-/// `took_ms` is known.
+/// The TO of `n` in the summary: the version it reports at its end when it is upgraded or
+/// skipped, or when it moved at all (a node that reached the target and then failed at Health
+/// or Soak, one that came back at another version); `None` (`-`) where it stayed at FROM or
+/// was not started.
+fn at_end(n: &upgrade_driver::NodeReport) -> Option<String> {
+    match &n.result {
+        Some(NodeResult::Upgraded | NodeResult::Skipped { .. }) => n.to.clone(),
+        Some(_) if n.to != n.from => n.to.clone(),
+        _ => None,
+    }
+}
+
+/// The summary table: node (in natural order), from, to (the version it is at, `-` where it
+/// did not move: [`at_end`]), result, duration, pods evicted; then the totals, and how long
+/// the run took when `took_ms` is known.
 pub(crate) fn summary(report: &Report, took_ms: Option<u64>) -> String {
     let mut rows = vec![[
         "NODE".to_string(),
@@ -338,11 +350,7 @@ pub(crate) fn summary(report: &Report, took_ms: Option<u64>) -> String {
         rows.push([
             n.name.clone(),
             n.from.clone().unwrap_or_else(|| "-".into()),
-            match &n.result {
-                Some(NodeResult::Upgraded | NodeResult::Skipped { .. }) => n.to.clone(),
-                _ => None,
-            }
-            .unwrap_or_else(|| "-".into()),
+            at_end(n).unwrap_or_else(|| "-".into()),
             result,
             if n.took_ms == 0 {
                 "-".into()
