@@ -346,3 +346,62 @@ async fn the_preview_names_the_nodes_a_budget_would_block_and_what_the_plan_woul
     assert!(fail.would_block[0].then.contains("fails"), "{fail:#?}");
     assert_eq!(fake.count(Verb::PatchNode), 0, "a preview writes nothing");
 }
+
+/// One stop asked while a budget allowing no disruption holds a node's drain ends the drain at
+/// its next retry, not at its timeout (a drain protects no host operation); the node, cordoned
+/// and ours, is left to a rerun, which drains it again and rolls it once the budget allows.
+#[tokio::test(start_paused = true)]
+async fn a_stop_asked_while_a_budget_holds_the_drain_ends_it_at_once_for_a_rerun() {
+    let (fake, names) = with_stuck(37, &["z-0"]).await;
+    let mut spec = plan_spec();
+    spec.drain.timeout = Duration::from_secs(3600);
+    let stop = Stop::new();
+    let asker = stop.clone();
+    let sink = Arc::new(move |e: &Progress| {
+        if let Progress::StepStarted { node, step } = e
+            && node == "z-0"
+            && *step == upgrade_driver::UpgradeStep::Drain
+        {
+            asker.request();
+        }
+    });
+    let first = harness(fake.clone(), names.clone(), 1);
+    let began = fake.now();
+    let report = run_until(&first, &plan(spec.clone()), sink, &stop)
+        .await
+        .unwrap();
+    let took = fake.now().saturating_sub(began);
+    assert!(
+        matches!(report.outcome, Outcome::Stopped { .. }),
+        "{report:#?}"
+    );
+    let z0 = report.nodes.iter().find(|n| n.name == "z-0").unwrap();
+    assert!(
+        matches!(&z0.result, Some(NodeResult::Interrupted { step, why })
+            if *step == upgrade_driver::UpgradeStep::Drain && why.contains("during its drain")),
+        "{z0:#?}"
+    );
+    assert!(
+        took < Duration::from_secs(600),
+        "the stop waited {took:?}, the drain's timeout is an hour"
+    );
+    let node = fake.node("z-0").unwrap();
+    assert!(
+        records::unschedulable(&node)
+            && records::read::<records::InProgress>(&node, IN_PROGRESS)
+                .unwrap()
+                .is_some(),
+        "left cordoned and ours for a rerun: {:?}",
+        node.metadata.annotations
+    );
+    // The budget gone, a rerun drains it again and rolls it.
+    fake.delete_budget_now("default", "stuck-z-0").unwrap();
+    let second = harness(fake.clone(), names, 1);
+    let report = run(&second, &plan(spec), upgrade_driver::quiet())
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
+    for h in [&first, &second] {
+        assert_eq!(h.violations(), Vec::<String>::new());
+    }
+}

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use futures::future::{Either, select};
 use k8s_openapi::api::core::v1::Node;
 use nodejob_core::drain::{Drained, drain_into};
 use nodejob_core::runner::{Mode, Policy};
@@ -204,12 +205,36 @@ where
                 let options = &run.plan.spec().drain;
                 let pods = Fenced::new(api, &run.ctx.fence);
                 let result = if machine.current_step() == UpgradeStep::Rollback {
-                    // Our failed host Job's Pod stays, for inspection.
+                    // Our failed host Job's Pod stays, for inspection. A rollback decided on
+                    // a failure always runs: a stop does not cut its drain short.
                     let label_key = run.plan.host_spec(name).label_key;
                     let pods = rollback_drain::KeepingHostPods::new(pods, label_key);
                     drain_into(&pods, name, options, &notes, &mut drained).await
                 } else {
-                    drain_into(&pods, name, options, &notes, &mut drained).await
+                    // A drain protects no host operation: a stop asked while it waits (on a
+                    // budget allowing no disruption, say) ends it at once, between two
+                    // evictions, not at its timeout; the node, cordoned and ours, is left
+                    // for a rerun, which drains it again.
+                    let ended = {
+                        let draining = drain_into(&pods, name, options, &notes, &mut drained);
+                        let draining = std::pin::pin!(draining);
+                        match select(draining, run.ctx.limits.stop.asked()).await {
+                            Either::Left((result, _)) => Some(result),
+                            Either::Right(_) => None,
+                        }
+                    };
+                    let Some(result) = ended else {
+                        if !drained.evicted.is_empty() {
+                            evicted(run, name, std::mem::take(&mut drained.evicted));
+                        }
+                        return Err(NodeResult::Interrupted {
+                            step: UpgradeStep::Drain,
+                            why: "stopped on request during its drain; the node stays cordoned, \
+                                  and a rerun drains it again"
+                                .into(),
+                        });
+                    };
+                    result
                 };
                 match result {
                     Ok(()) => Observation::Drained(Ok(drained)),
@@ -390,14 +415,18 @@ where
 
     async fn own(&mut self, own: Own) {
         match own {
-            Own::Evicted(pods) => {
-                (self.run).node_report(&self.name, |n| n.pods_evicted.extend(pods.iter().cloned()));
-                let event = UpgradeEvent::PodsEvicted {
-                    node: self.name.clone(),
-                    pods,
-                };
-                self.run.ctx.progress.event(&Progress::Driver(event));
-            }
+            Own::Evicted(pods) => evicted(self.run, &self.name, pods),
         }
     }
+}
+
+/// Pods evicted from `name` by its drain: in the report and told.
+fn evicted<A: ?Sized>(run: &Run<'_, A>, name: &str, pods: Vec<String>) {
+    run.ledger
+        .update(name, |n| n.pods_evicted.extend(pods.iter().cloned()));
+    let event = UpgradeEvent::PodsEvicted {
+        node: name.to_string(),
+        pods,
+    };
+    run.ctx.progress.event(&Progress::Driver(event));
 }
