@@ -100,7 +100,7 @@ pub fn same_version(reported: &str, target: &str) -> bool {
 /// compared), or the same words around one version number each, as a release is often named
 /// (`stratum-2.1.0` before `stratum-2.2.0`, `Ubuntu 24.04.3 LTS` before `Ubuntu 24.04.4 LTS`;
 /// `Ubuntu 24.04.3 LTS` and `Debian 13.1` cannot be ordered).
-pub(crate) fn order_versions(reported: &str, target: &str) -> Option<std::cmp::Ordering> {
+pub fn order_versions(reported: &str, target: &str) -> Option<std::cmp::Ordering> {
     if same_version(reported, target) {
         return Some(std::cmp::Ordering::Equal);
     }
@@ -114,7 +114,7 @@ pub(crate) fn order_versions(reported: &str, target: &str) -> Option<std::cmp::O
 
 /// The first version number in `text` (digits and dots, at least one dot, 2 to 4 numbers), with
 /// the words before and after it.
-pub(crate) fn embedded_version(text: &str) -> Option<(&str, Vec<u64>, &str)> {
+pub fn embedded_version(text: &str) -> Option<(&str, Vec<u64>, &str)> {
     let start = text.find(|c: char| c.is_ascii_digit())?;
     let len = text[start..]
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
