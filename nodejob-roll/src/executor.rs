@@ -8,7 +8,7 @@
 //!   the fence, when the intent writes           lost  -> interrupted at the step
 //!   marks of what already happened, told        (progress, the report, Events)
 //!   a step begins here (Hands::gate)?
-//!     the pause switch                          paused out, stopped, lost -> interrupted
+//!     the pause switch (Hands::paused)          paused out, stopped, lost -> interrupted
 //!     resumed: the node read again              deleted, replaced -> as the driver says
 //!     a stop asked                              -> interrupted where the step would begin
 //!   the rest of the marks, told
@@ -26,6 +26,7 @@ use std::fmt;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use nodejob_core::pause::Pause;
 use nodejob_core::{ApiError, EventType, JobApi, LeaseApi, NodeApi};
 
 use crate::call::millis;
@@ -174,6 +175,10 @@ pub trait Hands: Send {
     /// `step` began on the node (told already): the node's condition says it.
     async fn started(&mut self, _step: Step<Self>) {}
 
+    /// The rolls are paused (`pause`) where `step` would begin on the node: its condition
+    /// says so while it waits, on a node that carries one of ours already.
+    async fn paused(&mut self, _step: Step<Self>, _pause: &Pause) {}
+
     /// `step` ended well after `took_ms`: the report counts it.
     fn finished(&mut self, _step: Step<Self>, _took_ms: u64) {}
 
@@ -255,6 +260,11 @@ where
                 if let Some(step) = starting
                     && !stop.requested()
                 {
+                    // Paused: the node says so where `kubectl describe node` shows it (the
+                    // hands write it on a node of ours), not the step before, while it waits.
+                    if let Some(pause) = self.fence.paused().await {
+                        hands.paused(step, &pause).await;
+                    }
                     let note = |message| self.tell_note(&node, message);
                     let passed =
                         pause_before(self.api, &self.fence, &self.limits, step, note).await;

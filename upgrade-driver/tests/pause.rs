@@ -423,3 +423,45 @@ async fn a_step_finished_during_a_pause_is_reported_when_it_finished() {
     let upgrade = (z0.steps.iter()).find(|(s, _)| *s == UpgradeStep::Upgrade);
     assert!(upgrade.is_some_and(|(_, ms)| *ms < 300_000), "{z0:#?}");
 }
+
+/// While the rolls are paused, a node of ours in flight says so on its condition (who paused
+/// them, why, and the step it waits before), not the step before as if it were still under
+/// way; the step's start says it next. Issue 33, item 18.
+#[tokio::test(start_paused = true)]
+async fn a_node_waiting_on_the_pause_says_paused_on_its_condition() {
+    let (fake, _) = cluster(3, 0, &[("z", 2)], 2);
+    fake.sleep(Duration::from_secs(30)).await;
+    let mut spec = plan_spec();
+    spec.nodes = vec!["z-0".into()];
+    let sink = Arc::new(Timed {
+        fake: fake.clone(),
+        events: Mutex::new(Vec::new()),
+        pause_at: Some(("z-0".into(), UpgradeStep::Drain, Duration::from_secs(300))),
+        // Read as the node says it waits: its condition then.
+        while_paused: Some(|fake: &FakeCluster| {
+            let node = fake.node("z-0").unwrap();
+            let said = nodejob_roll::condition::condition(&node, nodejob_roll::condition::UPGRADE)
+                .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()));
+            let Some((status, Some(reason), Some(message))) = said else {
+                panic!("no condition while paused: {said:?}");
+            };
+            assert_eq!((status.as_str(), reason.as_str()), ("True", "Paused"));
+            assert!(
+                message.contains("paused by alice@console: the storage team is failing over")
+                    && message.contains("waiting before Upgrade"),
+                "{message}"
+            );
+        }),
+    });
+    let report = run(&*fake, &plan(spec), sink.clone()).await.unwrap();
+    assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
+    let said = notes(&sink.events.lock().unwrap(), "z-0");
+    assert!(
+        said.iter().any(|(_, m)| m.starts_with("paused by")),
+        "the node never waited: {said:?}"
+    );
+    let node = fake.node("z-0").unwrap();
+    let end = nodejob_roll::condition::condition(&node, nodejob_roll::condition::UPGRADE)
+        .and_then(|c| c.reason.clone());
+    assert_eq!(end.as_deref(), Some("Upgraded"));
+}

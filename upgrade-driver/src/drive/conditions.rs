@@ -7,6 +7,7 @@
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::Node;
+use nodejob_core::pause::Pause;
 use nodejob_core::{JobApi, LeaseApi, NodeApi, PodApi};
 use nodejob_roll::{Fenced, Held, Standing, condition};
 
@@ -122,12 +123,39 @@ where
         self.condition(name, standing, Some(versions)).await;
     }
 
+    /// The rolls are paused (`pause`) where `step` would begin on `name`: said on a node the
+    /// condition names already (a node never started gets none, and nothing is written on
+    /// it), in place of the step before, while it waits; the step's start says it next.
+    pub(super) async fn condition_paused(
+        &self,
+        name: &str,
+        step: UpgradeStep,
+        pause: &Pause,
+        versions: &mut Versions,
+    ) {
+        if !self.condition_ours(name) {
+            return;
+        }
+        let message = format!(
+            "upgrading to {}: {pause}; waiting before {step} (by {})",
+            self.plan.target(),
+            self.plan.spec().identity
+        );
+        let standing = Standing::new(Held::Yes, "Paused", message);
+        self.condition(name, standing, Some(versions)).await;
+    }
+
+    /// Whether `name` carries our condition: this run wrote it, or an earlier run left it.
+    fn condition_ours(&self, name: &str) -> bool {
+        self.conditions.written(name).is_some()
+            || (self.view.node(name))
+                .is_some_and(|n| condition::condition(&n, self.conditions.type_()).is_some())
+    }
+
     /// `name` ended as `result`: said only on a node the condition names already (this run
     /// wrote it, or an earlier run left it), so a node never started gets none.
     pub(super) async fn condition_end(&self, name: &str, result: &NodeResult) {
-        let ours = self.conditions.written(name).is_some()
-            || (self.view.node(name))
-                .is_some_and(|n| condition::condition(&n, self.conditions.type_()).is_some());
+        let ours = self.condition_ours(name);
         if !ours {
             return;
         }

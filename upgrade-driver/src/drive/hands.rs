@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use futures::future::{Either, select};
 use k8s_openapi::api::core::v1::Node;
 use nodejob_core::drain::{Drained, drain_into};
+use nodejob_core::pause::Pause;
 use nodejob_core::runner::{Mode, Policy};
 use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{ApiError, JobApi, LeaseApi, NodeApi, PodApi, Spec, ready, run_exit_code};
@@ -406,6 +407,12 @@ where
     async fn started(&mut self, step: UpgradeStep) {
         (self.run)
             .condition_step(&self.name, step, &mut self.versions)
+            .await;
+    }
+
+    async fn paused(&mut self, step: UpgradeStep, pause: &Pause) {
+        (self.run)
+            .condition_paused(&self.name, step, pause, &mut self.versions)
             .await;
     }
 
