@@ -4,6 +4,7 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use upgrade_driver::Stop;
 
@@ -38,9 +39,11 @@ impl Notice {
 }
 
 /// Ctrl-C once: stop starting nodes (`stop`; without one, an operation that cannot stop
-/// midway, such as an abort, says so and carries on); twice: exit at once. Returns where the
-/// acknowledgement goes, for the renderer to route it.
-pub(crate) fn on_interrupt(stop: Option<Stop>) -> Arc<Notice> {
+/// midway, such as an abort, says so and carries on); twice: exit at once, saying when a rerun
+/// is accepted: the run's Lease (`lease`, renewed every third of it) is left held, and another
+/// run is refused until it expires. Returns where the acknowledgement goes, for the renderer
+/// to route it.
+pub(crate) fn on_interrupt(stop: Option<Stop>, lease: Duration) -> Arc<Notice> {
     let notice = Arc::new(Notice::default());
     let said = notice.clone();
     let presses = Arc::new(AtomicU32::new(0));
@@ -60,12 +63,36 @@ pub(crate) fn on_interrupt(stop: Option<Stop>) -> Arc<Notice> {
                 ),
             }
         } else {
-            eprintln!(
-                "\nexiting now; the cluster keeps the run's state: run the same command again \
-                 to resume"
-            );
+            eprintln!("\n{}", forced_exit(lease));
             std::process::exit(130);
         }
     });
     notice
+}
+
+/// What the second Ctrl-C says as the process exits: the run's state is in the cluster, and its
+/// Lease, not released (a release is a write to the apiserver, not made from a signal handler),
+/// refuses another run until it expires, at most `lease` after now.
+fn forced_exit(lease: Duration) -> String {
+    format!(
+        "exiting now; the cluster keeps the run's state. The run's Lease is left held: a rerun \
+         before it expires, within {}s, is refused (exit 3, naming it); then run the same \
+         command again to resume (`nodejob status` shows the Lease's holder and renewal)",
+        lease.as_secs()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_forced_exit_says_when_a_rerun_is_accepted() {
+        let said = forced_exit(Duration::from_secs(60));
+        assert!(
+            said.contains("within 60s, is refused (exit 3")
+                && said.contains("run the same command again to resume"),
+            "{said}"
+        );
+    }
 }

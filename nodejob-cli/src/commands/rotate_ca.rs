@@ -49,7 +49,10 @@ pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
     let source = settings.new_ca.source();
     let driver_exit = |e| driver_exit_naming(e, &source);
     let stop = Stop::new();
-    let notice = on_interrupt((!args.abort).then(|| stop.clone()));
+    let notice = on_interrupt(
+        (!args.abort).then(|| stop.clone()),
+        plan.spec().lease_duration,
+    );
     let backend = Backend::new(global, args.sim.simulate)
         .clocked(args.sim.speed, args.sim.start.simulate_start)
         .failing(args.simulate_fail.as_deref(), Fault::IssueFails)?

@@ -55,7 +55,7 @@ pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
     let output = global.output.text_or_json("upgrade")?;
     let plan = settings(&args).plan(&global.namespace).map_err(refused)?;
     let stop = Stop::new();
-    let notice = on_interrupt(Some(stop.clone()));
+    let notice = on_interrupt(Some(stop.clone()), plan.spec().lease_duration);
     let soak_reboot = args.long_roll.simulate_soak_reboot.clone();
     let pause_at = args.long_roll.simulate_pause.clone();
     let backend = Backend::new(global, args.sim.simulate)
