@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
 use nodejob_conformance::{Failure, ensure};
 use nodejob_e2e::{
-    CONTEXT, Ran, Rbac, SA_NAME, SA_NAMESPACE, ThreeNodes, Workers, admin, cli,
+    CONTEXT, KubeconfigFile, Ran, Rbac, SA_NAME, SA_NAMESPACE, ThreeNodes, Workers, admin, cli,
     deployment_available, nodejob, sa_kubeconfig,
 };
 use serde_json::{Value, json};
@@ -351,15 +351,22 @@ async fn upgrade_run_jobs_and_status_through_a_kubeconfig_as_the_service_account
     Ok(())
 }
 
-/// A context the kubeconfig does not have: exit 2 (bad usage), naming the context.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unknown_context_is_bad_usage_naming_it() -> Result<(), Failure> {
+/// The built command, an admin client, and a kubeconfig of the committed RBAC's
+/// ServiceAccount (its Role and bindings applied).
+async fn as_the_service_account() -> Result<(kube::Client, KubeconfigFile), Failure> {
     cli()?;
     let admin = admin().await?;
     Rbac::committed()
         .apply(&admin, SA_NAME, &[SA_NAMESPACE])
         .await?;
     let kubeconfig = sa_kubeconfig(&admin, SA_NAME).await?;
+    Ok((admin, kubeconfig))
+}
+
+/// A context the kubeconfig does not have: exit 2 (bad usage), naming the context.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_context_is_bad_usage_naming_it() -> Result<(), Failure> {
+    let (_, kubeconfig) = as_the_service_account().await?;
     let missing = "nodejob-e2e-no-such-context";
     let ran = nodejob(&kubeconfig.path, missing, &["status"]).await?;
     ran.exited(2)?;
@@ -377,12 +384,7 @@ async fn an_unknown_context_is_bad_usage_naming_it() -> Result<(), Failure> {
 /// the node and before any Job is created (a Job pinned to it was left Failed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_on_a_node_the_cluster_lacks_is_bad_usage_and_creates_no_job() -> Result<(), Failure> {
-    cli()?;
-    let admin = admin().await?;
-    Rbac::committed()
-        .apply(&admin, SA_NAME, &[SA_NAMESPACE])
-        .await?;
-    let kubeconfig = sa_kubeconfig(&admin, SA_NAME).await?;
+    let (admin, kubeconfig) = as_the_service_account().await?;
     let node = "nodejob-e2e-no-such-node";
     let ran = nodejob(
         &kubeconfig.path,
