@@ -1961,6 +1961,17 @@ fn a_real_sigint_stops_starting_nodes_says_so_and_exits_130() {
     assert!(!nodes.is_empty(), "{report}");
     let upgraded = nodes.iter().filter(|n| n["result"] == "Upgraded").count();
     assert!(upgraded < 5, "{report}");
+    // Each node left between two steps is named on stderr, with its way out.
+    for n in nodes {
+        if let Some(step) = n["result"]["Interrupted"]["step"].as_str() {
+            let said = format!(
+                "node {} stopped before {step}: ",
+                n["name"].as_str().unwrap()
+            );
+            assert!(stderr.contains(&said), "{said}\n{stderr}");
+        }
+    }
+    assert!(stderr.contains("way out: a rerun"), "{stderr}");
 }
 
 #[test]

@@ -301,6 +301,58 @@ fn blocked(report: &Report) -> Vec<String> {
     lines
 }
 
+/// Each node a stop (or a pause) left between two steps: where it stands, and the way out
+/// (the rerun; `kubectl uncordon` where its host is untouched or done, so giving it back
+/// cannot meet a host operation).
+fn left(report: &Report) -> Vec<String> {
+    let mut lines = Vec::new();
+    for n in natural(&report.nodes, |n| n.name.as_str()) {
+        let Some(NodeResult::Interrupted { step, .. }) = &n.result else {
+            continue;
+        };
+        let node = &n.name;
+        let uncordon =
+            format!("`kubectl uncordon {node}` puts it back in service now if you will not rerun");
+        let (stands, way_out) = match step {
+            UpgradeStep::Cordon => ("not touched".to_string(), "nothing to do".to_string()),
+            UpgradeStep::Drain => (
+                "cordoned, its drain not finished; its host untouched".into(),
+                format!("a rerun drains and upgrades it; {uncordon}"),
+            ),
+            UpgradeStep::Upgrade => (
+                "cordoned and drained; its host untouched".into(),
+                format!("a rerun upgrades it; {uncordon}"),
+            ),
+            UpgradeStep::Reboot => (
+                "cordoned; its host upgrade ran and awaits its reboot".into(),
+                "a rerun waits for the reboot and checks it; keep it cordoned until then \
+                 (its reboot would take down what runs on it)"
+                    .into(),
+            ),
+            UpgradeStep::Health => (
+                "cordoned; rebooted at the target, its health not yet checked".into(),
+                "a rerun checks its health and uncordons it; keep it cordoned until then".into(),
+            ),
+            UpgradeStep::Uncordon => (
+                "cordoned; upgraded and healthy".into(),
+                format!("a rerun uncordons it and records it done; {uncordon}"),
+            ),
+            UpgradeStep::Soak => (
+                "upgraded and back in service, its soak not finished".into(),
+                "a rerun resumes its soak from its recorded start".into(),
+            ),
+            UpgradeStep::Rollback => (
+                "cordoned; its rollback not finished".into(),
+                "a rerun finishes the rollback; keep it cordoned until then".into(),
+            ),
+        };
+        lines.push(format!(
+            "node {node} stopped before {step}: {stands}\n  way out: {way_out}"
+        ));
+    }
+    lines
+}
+
 fn or_none(items: &[String]) -> String {
     match items {
         [] => "-".into(),
@@ -468,13 +520,20 @@ pub(crate) fn ended(
             ));
             Some(lines.join("\n"))
         }
-        Outcome::Paused { why } => Some(format!(
-            "paused: {why}\nthe cluster keeps the run's state: once resumed (`nodejob resume`), \
-             run the same command again to carry on"
-        )),
+        Outcome::Paused { why } => {
+            let mut lines = vec![format!("paused: {why}")];
+            lines.extend(left(report));
+            lines.push(
+                "the cluster keeps the run's state: once resumed (`nodejob resume`), run the \
+                 same command again to carry on"
+                    .into(),
+            );
+            Some(lines.join("\n"))
+        }
         Outcome::Stopped { why } => {
-            let mut lines = blocked(report);
-            lines.insert(0, format!("stopped: {why}"));
+            let mut lines = vec![format!("stopped: {why}")];
+            lines.extend(left(report));
+            lines.extend(blocked(report));
             lines.push(
                 "the cluster keeps the run's state: run the same command again to resume".into(),
             );
@@ -490,7 +549,8 @@ pub(crate) fn answer(
     arguments: &serde_json::Map<String, serde_json::Value>,
 ) -> String {
     let mut text = summary(report, None);
-    for line in failures(report, None).into_iter().chain(blocked(report)) {
+    let lines = failures(report, None).into_iter().chain(blocked(report));
+    for line in lines.chain(left(report)) {
         text.push_str(&line);
         text.push('\n');
     }
@@ -557,5 +617,64 @@ mod tests {
             assert!(text.contains("kubectl describe node n"), "{step}: {text}");
         }
         assert!(look_at(&plan, "n", UpgradeStep::Drain).contains("spec.nodeName=n"));
+    }
+
+    /// A stop names each node it left between two steps, where it stands, and the way out:
+    /// the rerun always; `kubectl uncordon` only where its host is untouched or done.
+    #[test]
+    fn a_stop_names_each_node_left_between_steps_and_its_way_out() {
+        let plan = upgrade_driver::Plan::build(upgrade_driver::PlanSpec::new("v1.38.0")).unwrap();
+        let steps = [
+            UpgradeStep::Drain,
+            UpgradeStep::Upgrade,
+            UpgradeStep::Reboot,
+            UpgradeStep::Health,
+            UpgradeStep::Uncordon,
+            UpgradeStep::Soak,
+            UpgradeStep::Rollback,
+        ];
+        let mut nodes: Vec<_> = steps
+            .iter()
+            .enumerate()
+            .map(|(i, step)| upgrade_driver::NodeReport {
+                name: format!("worker-{i}"),
+                from: Some("v1.37.2".into()),
+                to: None,
+                result: Some(NodeResult::Interrupted {
+                    step: *step,
+                    why: "stopped on request".into(),
+                }),
+                steps: Vec::new(),
+                pods_evicted: Vec::new(),
+                took_ms: 1_000,
+                skew: Vec::new(),
+            })
+            .collect();
+        nodes.push(upgrade_driver::NodeReport {
+            name: "worker-10".into(),
+            from: Some("v1.37.2".into()),
+            to: Some("v1.38.0".into()),
+            result: Some(NodeResult::Upgraded),
+            steps: Vec::new(),
+            pods_evicted: Vec::new(),
+            took_ms: 1_000,
+            skew: Vec::new(),
+        });
+        let mut report = Report::new("v1.38.0".into(), nodes, Default::default());
+        let why = "stopped on request".to_string();
+        report.close(Outcome::Stopped { why }, Vec::new(), 9_000);
+        let invocation = Invocation::of(["nodejob", "upgrade", "--to", "v1.38.0"].map(Into::into));
+        let text = ended(&report, &plan, &invocation).unwrap();
+        insta::assert_snapshot!(text);
+        // The uncordon is offered exactly where the host is untouched or done.
+        for (i, step) in steps.iter().enumerate() {
+            let offered = text.contains(&format!("`kubectl uncordon worker-{i}`"));
+            let safe = matches!(
+                step,
+                UpgradeStep::Drain | UpgradeStep::Upgrade | UpgradeStep::Uncordon
+            );
+            assert_eq!(offered, safe, "{step}: {text}");
+        }
+        assert!(!text.contains("worker-10"), "{text}");
     }
 }
