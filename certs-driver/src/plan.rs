@@ -278,6 +278,11 @@ impl Plan {
         &self.spec
     }
 
+    /// The window's time zone, when there is a window.
+    pub fn time_zone(&self) -> Option<&TimeZone> {
+        self.time_zone.as_ref()
+    }
+
     /// What keeps the next batch from starting: `stop`, the failure budget, the window.
     pub fn limits(&self, stop: &Stop) -> Limits {
         Limits {

@@ -4,8 +4,9 @@
 //! our host Jobs too (`get_job`), so a step in flight shows, and where `issue` has begun in the
 //! whole cluster, and which nodes the plan leaves out.
 
+use nodejob_core::lease::holder;
 use nodejob_core::{JobApi, LeaseApi, NodeApi};
-use nodejob_roll::lease_holder;
+use nodejob_roll::{NotNow, not_now, read_lease};
 use serde::Serialize;
 
 use crate::cluster::{every_node, in_flight, issue_begun, left_out, outside, select};
@@ -73,6 +74,10 @@ pub struct Preview {
     pub disagreements: Vec<Disagreement>,
     /// Who holds the Lease now, if anyone.
     pub lease: Option<String>,
+    /// What keeps a run from starting any node now: the maintenance window closed (when it
+    /// next opens), the pause switch on (who, when, why). Left out when nothing does.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_now: Vec<NotNow>,
     /// Each node of the cluster (in the plan or not) where `issue` has begun, with what shows
     /// it: our `issue` Job of it exists, or the status last recorded on it says so. While any,
     /// [`crate::abort`] is refused (only forward is safe); none, an abort would remove the
@@ -180,12 +185,13 @@ where
         }
     }
     let placement = plan.spec().placement();
-    let lease = (lease_holder(api, &placement).await)
-        .map_err(|cause| Error::Reading {
-            what: format!("lease {}", placement.lease()),
-            cause,
-        })?
-        .map(|h| h.to_string());
+    let read = (read_lease(api, &placement).await).map_err(|cause| Error::Reading {
+        what: format!("lease {}", placement.lease()),
+        cause,
+    })?;
+    let lease = read.as_ref().and_then(holder).map(|h| h.to_string());
+    let window = (plan.spec().window.clone()).zip(plan.time_zone().cloned());
+    let not_now = not_now(window.as_ref(), read.as_ref(), now);
     Ok(Preview {
         target: new.to_string(),
         ca: plan.ca_summary(now),
@@ -193,6 +199,7 @@ where
         next,
         disagreements,
         lease,
+        not_now,
         issue_begun: (issue_begun(api, plan, &cluster).await?.into_iter())
             .map(|b| (b.node, b.why))
             .collect(),

@@ -384,7 +384,9 @@ pub(crate) struct Upgrade {
     /// The health check's argv.
     #[arg(last = true, value_name = "ARGV")]
     pub(crate) health_argv: Vec<String>,
-    /// Print what would happen, change nothing.
+    /// Print what would happen, change nothing. It exits as the run would: 2 for a plan the
+    /// run refuses, 4 where a run now would start no node (the window closed, the rolls
+    /// paused: said with the window's next opening, or who paused, when and why).
     #[arg(long)]
     pub(crate) preview: bool,
     #[command(flatten)]
@@ -551,7 +553,8 @@ pub(crate) struct RotateCa {
     /// who disagrees, the Lease), change nothing. With --abort: what the abort would find
     /// (each node's staged CA), as the MCP tool `rotate_ca_preview` with `abort`. It exits
     /// as the run would: 2 for a plan the run refuses (nodes left out of a cluster-wide
-    /// rotation), 1 for an abort refused, after printing the preview.
+    /// rotation), 1 for an abort refused, 4 where a run now would start no node (the window
+    /// closed, the rolls paused), after printing the preview.
     #[arg(long)]
     pub(crate) preview: bool,
     #[command(flatten)]

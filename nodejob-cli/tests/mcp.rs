@@ -1131,6 +1131,19 @@ async fn pause_and_resume_each_with_its_token_and_status_shows_the_switch() -> R
         status["lease"]["paused"]["reason"],
         "the storage team is failing over"
     );
+    // A preview while paused says so (who, when, why) and what a run now would do.
+    let said = session
+        .call("upgrade_preview", json!({"to": TARGET}))
+        .await?;
+    assert!(
+        text(&said).contains("not now: paused by alice at ")
+            && text(&said).contains("until `nodejob resume`"),
+        "{}",
+        text(&said)
+    );
+    let not_now = &said.structured_content.context("no structure")?["preview"]["not_now"];
+    assert_eq!(not_now[0]["why"], "paused", "{not_now}");
+    assert_eq!(not_now[0]["by"], "alice", "{not_now}");
 
     // The switch moved: the pause's token is stale now, and a resume needs its own preview.
     let again = session.call("pause", with(ask.clone(), &token)).await?;

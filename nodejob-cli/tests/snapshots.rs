@@ -196,6 +196,35 @@ fn rotation_in_a_closed_window_starts_nothing() {
     );
 }
 
+/// A preview in a closed window says so, with its next opening, and exits 4 as the run would.
+#[test]
+fn previews_in_a_closed_window_say_not_now_and_exit_4() {
+    nodejob_snapshot!(
+        "upgrade_preview_closed_window",
+        &[
+            "upgrade",
+            "--simulate",
+            "3",
+            "--to",
+            "v1.38.0",
+            "--window",
+            "sat 01:00-02:00 UTC",
+            "--preview"
+        ]
+    );
+    nodejob_snapshot!(
+        "rotate_ca_preview_closed_window",
+        &[
+            "rotate-ca",
+            "--simulate",
+            "3",
+            "--window",
+            "sun 01:00-02:00 Europe/Paris",
+            "--preview"
+        ]
+    );
+}
+
 #[test]
 fn upgrade_previews() {
     nodejob_snapshot!(

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use futures::future::{Either, select};
 use futures::lock::Mutex as AsyncMutex;
+use k8s_openapi::api::coordination::v1::Lease;
 use nodejob_core::lease::{Claim, Held, Holder, LeaseConfig, acquire, holder};
 use nodejob_core::{ApiError, LeaseApi, Result};
 
@@ -25,9 +26,18 @@ pub async fn lease_holder<A: LeaseApi + ?Sized>(
     api: &A,
     placement: &Placement,
 ) -> std::result::Result<Option<Holder>, ApiError> {
+    Ok(read_lease(api, placement).await?.as_ref().and_then(holder))
+}
+
+/// The Lease of `placement` as it is now: `None` when it does not exist. Transient errors are
+/// retried ([`retry`]).
+pub async fn read_lease<A: LeaseApi + ?Sized>(
+    api: &A,
+    placement: &Placement,
+) -> std::result::Result<Option<Lease>, ApiError> {
     let (namespace, name) = (&placement.namespace, &placement.lease_name);
     match retry(api, || api.get_lease(namespace, name)).await {
-        Ok(lease) => Ok(holder(&lease)),
+        Ok(lease) => Ok(Some(lease)),
         Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Err(e),
     }

@@ -105,16 +105,8 @@ impl Limits {
         if let Some(pause) = self.paused.ended() {
             return Some(paused_out(&pause, self.pause_deadline));
         }
-        if let Some((window, tz)) = &self.window
-            && !window.is_open(tz, now)
-        {
-            let next = window
-                .next_open(tz, now)
-                .map(|t| format!("; it next opens at {}", t.to_zoned(tz.clone())))
-                .unwrap_or_default();
-            return Some(format!("outside the maintenance window{next}"));
-        }
-        None
+        let (window, tz) = self.window.as_ref()?;
+        crate::not_now::window_closed(window, tz, now).map(|closed| closed.to_string())
     }
 
     /// Sleeps `duration` on the backend's clock, or less when a stop is requested.

@@ -3,8 +3,9 @@
 
 use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 use nodejob_core::drain::{Verdict, verdict};
+use nodejob_core::lease::holder;
 use nodejob_core::{DryRun, Eviction, LeaseApi, NodeApi, PodApi};
-use nodejob_roll::lease_holder;
+use nodejob_roll::{NotNow, not_now, read_lease};
 use serde::Serialize;
 
 use crate::Error;
@@ -84,6 +85,10 @@ pub struct Preview {
     pub nodes: Vec<NodePreview>,
     /// Who holds the Lease now, if anyone.
     pub lease: Option<String>,
+    /// What keeps a run from starting any node now: the maintenance window closed (when it
+    /// next opens), the pause switch on (who, when, why). Left out when nothing does.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_now: Vec<NotNow>,
     /// What the version skew policy says of the roll: each breach the plan allows
     /// (`--allow-skew`), or what the workers wait for (the control plane going first).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -233,12 +238,13 @@ where
         });
     }
     let placement = plan.spec().placement();
-    let lease = (lease_holder(api, &placement).await)
-        .map_err(|cause| Error::Reading {
-            what: format!("lease {}", placement.lease()),
-            cause,
-        })?
-        .map(|h| h.to_string());
+    let read = (read_lease(api, &placement).await).map_err(|cause| Error::Reading {
+        what: format!("lease {}", placement.lease()),
+        cause,
+    })?;
+    let lease = read.as_ref().and_then(holder).map(|h| h.to_string());
+    let window = (plan.spec().window.clone()).zip(plan.time_zone().cloned());
+    let not_now = not_now(window.as_ref(), read.as_ref(), api.wall_time());
     let would_block = previews
         .iter()
         .filter_map(|n| would_block(plan, n))
@@ -249,6 +255,7 @@ where
         skipped,
         nodes: previews,
         lease,
+        not_now,
         skew,
         on_undrainable: plan.spec().on_undrainable,
         max_blocked: (plan.spec().on_undrainable != Undrainable::Fail)

@@ -112,6 +112,22 @@ fn preview_banner(format: crate::args::Format) -> Banner {
     }
 }
 
+/// How a preview ends when nothing refuses its plan: 0; 4 (not now) when a run now would start
+/// no node (the window closed, the rolls paused), as the run would end.
+fn preview_ended(not_now: &[nodejob_roll::NotNow]) -> Exit {
+    if not_now.is_empty() {
+        return Exit::ok();
+    }
+    let said: Vec<String> = not_now.iter().map(ToString::to_string).collect();
+    Exit::with(
+        code::NOT_NOW,
+        format!(
+            "not now: {}; a run now would start no node",
+            said.join("; ")
+        ),
+    )
+}
+
 /// How a run that came to a report ends, `message` its words for stderr: done 0; a failure 1;
 /// stopped with nothing failed, 130 when Ctrl-C asked for it (`interrupted`), else 4 (not now:
 /// a closed window, the Lease lost, too many nodes unavailable); still paused at the pause

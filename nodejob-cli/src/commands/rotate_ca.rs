@@ -7,7 +7,7 @@ use certs_driver::Stop;
 use nodejob_core::Clock;
 use nodejob_fake::stratum::Fault;
 
-use super::{driver_exit_naming, ended, preview_banner, refused, say_simulated};
+use super::{driver_exit_naming, ended, preview_banner, preview_ended, refused, say_simulated};
 use crate::args::{Format, Global, RotateCa, TrustDomain};
 use crate::backend::{Backend, Prepare};
 use crate::exit::Exit;
@@ -104,7 +104,7 @@ pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
             let preview = preview?;
             return match preview.refusal(&plan, args.abort) {
                 Some(refused) => Err(driver_exit(present::error(&refused))),
-                None => Ok(Exit::ok()),
+                None => Ok(preview_ended(&preview.not_now)),
             };
         }
         if !args.abort

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use nodejob_fake::stratum::Fault;
 use upgrade_driver::Stop;
 
-use super::{driver_exit, ended, no_argv, preview_banner, refused, say_simulated};
+use super::{driver_exit, ended, no_argv, preview_banner, preview_ended, refused, say_simulated};
 use crate::args::{Format, Global, Upgrade};
 use crate::backend::Backend;
 use crate::exit::Exit;
@@ -78,7 +78,7 @@ pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
                 Format::Json => outln!("{}", serde_json::to_string(&preview).unwrap_or_default()),
                 Format::Text | Format::Yaml => out!("{}", present::preview(&preview)),
             }
-            return Ok(Exit::ok());
+            return Ok(preview_ended(&preview.not_now));
         }
         let renderer = Arc::new(Renderer::of(
             output,

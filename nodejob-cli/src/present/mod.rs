@@ -14,6 +14,7 @@ pub(crate) mod simulated;
 pub(crate) mod status;
 pub(crate) mod upgrade;
 
+use nodejob_roll::NotNow;
 use serde::Serialize;
 use upgrade_driver::FenceEvent;
 
@@ -154,15 +155,26 @@ fn failed_at(step: impl std::fmt::Display, exit_code: Option<i32>, message: &str
 }
 
 /// The first lines of a preview: `OPERATION: preview (nothing changed)` (e.g. `upgrade to
-/// v1.38.0`), and who holds the Lease.
-fn preview_head(operation: &str, lease: Option<&str>) -> Vec<String> {
-    vec![
+/// v1.38.0`), who holds the Lease, and what keeps a run from starting any node now.
+fn preview_head(operation: &str, lease: Option<&str>, not_now: &[NotNow]) -> Vec<String> {
+    let mut lines = vec![
         format!("{operation}: preview (nothing changed)"),
         match lease {
             Some(holder) => format!("lease: held by {holder}"),
             None => "lease: free".into(),
         },
-    ]
+    ];
+    for said in not_now {
+        let then = match said {
+            NotNow::WindowClosed { .. } => "a run now stops before its first node (exit 4)",
+            NotNow::Paused { .. } => {
+                "a run now starts no step until `nodejob resume`, and ends paused (exit 4) if \
+                 still paused 12 hours on"
+            }
+        };
+        lines.push(format!("not now: {said}: {then}"));
+    }
+    lines
 }
 
 /// ` with exit code 3`, or nothing.

@@ -206,7 +206,7 @@ pub(crate) fn preview(preview: &Preview, abort: bool) -> String {
         true => format!("rotate-ca --abort of {}", preview.target),
         false => format!("rotate-ca to {}", preview.target),
     };
-    let mut lines = preview_head(&operation, preview.lease.as_deref());
+    let mut lines = preview_head(&operation, preview.lease.as_deref(), &preview.not_now);
     lines.extend(new_ca(&preview.ca));
     for node in &preview.nodes {
         let role = if node.control_plane {

@@ -187,6 +187,7 @@ pub(crate) fn preview(preview: &Preview) -> String {
     let mut lines = preview_head(
         &format!("upgrade to {}", preview.target),
         preview.lease.as_deref(),
+        &preview.not_now,
     );
     for (node, why) in &preview.skipped {
         lines.push(format!("skip {node}: {why}"));
