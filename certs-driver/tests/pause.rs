@@ -149,12 +149,36 @@ async fn a_rotation_paused_in_flight_finishes_its_step_starts_none_and_goes_on_w
     assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
     let (paused_at, set) = sink.paused.lock().unwrap().clone().ok_or("never paused")?;
     let events = sink.events.lock().unwrap().clone();
+    // The waits on the pause switch, in words: `paused by …; waiting before Step`, `resumed
+    // after Ns paused; Step starts`.
     let notes: Vec<(Duration, String, String)> = (events.iter())
         .filter_map(|(at, e)| match e {
-            Progress::Note {
-                node: Some(n),
-                message,
-            } => Some((*at, n.clone(), message.clone())),
+            Progress::Paused {
+                node,
+                before,
+                by,
+                at: when,
+                reason,
+            } => {
+                let pause = Pause {
+                    by: by.clone(),
+                    at: when.as_deref().and_then(|t| t.parse().ok()),
+                    reason: reason.clone(),
+                };
+                let said = format!("{pause}; waiting before {before}");
+                Some((*at, node.clone(), said))
+            }
+            Progress::Resumed {
+                node,
+                before,
+                waited_ms,
+            } => {
+                let said = format!(
+                    "resumed after {}s paused; {before} starts",
+                    waited_ms / 1000
+                );
+                Some((*at, node.clone(), said))
+            }
             _ => None,
         })
         .collect();
@@ -245,11 +269,7 @@ struct Deleting {
 impl EventSink<Progress> for Deleting {
     fn event(&self, event: &Progress) {
         self.timed.event(event);
-        if let Progress::Note {
-            node: Some(node),
-            message,
-        } = event
-            && message.starts_with("paused by")
+        if let Progress::Paused { node, .. } = event
             && self.at.lock().unwrap().is_none()
         {
             let fake = &self.timed.fake;

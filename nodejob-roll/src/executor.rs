@@ -32,7 +32,7 @@ use nodejob_core::{ApiError, EventType, JobApi, LeaseApi, NodeApi};
 use crate::call::millis;
 use crate::context::Context;
 use crate::engine::RollEvent;
-use crate::pause::{Passed, ReadAgain, pause_before, read_again};
+use crate::pause::{Passed, ReadAgain, Waiting, pause_before, read_again};
 use crate::progress::{Failure, OwnEvents, Progress};
 
 /// A driver's step, as progress, the report and the node's Events name it.
@@ -265,9 +265,8 @@ where
                     if let Some(pause) = self.fence.paused().await {
                         hands.paused(step, &pause).await;
                     }
-                    let note = |message| self.tell_note(&node, message);
-                    let passed =
-                        pause_before(self.api, &self.fence, &self.limits, step, note).await;
+                    let tell = |waiting| self.tell_waiting(&node, step, waiting);
+                    let passed = pause_before(self.api, &self.fence, &self.limits, tell).await;
                     let passed = match passed {
                         Ok(Passed::Unpaused) => Ok(()),
                         // The step was decided on what was read before the wait.
@@ -368,6 +367,25 @@ where
             Mark::Note(message) => self.tell_note(&node, message),
             Mark::Own(own) => hands.own(own).await,
         }
+    }
+
+    /// What a node's wait on the pause switch before `before` tells, as progress.
+    fn tell_waiting(&self, node: &str, before: S, waiting: Waiting) {
+        let node = node.to_string();
+        self.tell(&match waiting {
+            Waiting::Paused(pause) => Progress::Paused {
+                node,
+                before,
+                by: pause.by,
+                at: pause.at.map(|t| t.to_string()),
+                reason: pause.reason,
+            },
+            Waiting::Resumed { waited } => Progress::Resumed {
+                node,
+                before,
+                waited_ms: millis(waited),
+            },
+        });
     }
 
     fn tell_note(&self, node: &str, message: String) {

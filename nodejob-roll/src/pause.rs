@@ -107,30 +107,25 @@ pub enum Passed {
     Resumed,
 }
 
-/// The pause gate of one node, as both drivers' executors pass it before `step` starts on it:
-/// [`wait_unpaused`], its progress told through `note` (`paused by …; waiting before Step`,
-/// `resumed after Ns paused; Step starts`). `Err(why)` when the node goes no further: still
+/// The pause gate of one node, as both drivers' executors pass it before a step starts on it:
+/// [`wait_unpaused`], what the wait tells passed on to `tell` (the executor makes it the
+/// progress events `paused` and `resumed`). `Err(why)` when the node goes no further: still
 /// paused at the run's pause deadline, a stop asked while paused, the Lease lost while it
 /// waited.
 pub async fn pause_before<A: LeaseApi + ?Sized>(
     api: &A,
     fence: &Fence,
     limits: &Limits,
-    step: impl std::fmt::Display,
-    note: impl Fn(String),
+    tell: impl Fn(Waiting),
 ) -> Result<Passed, String> {
     let resumed = std::sync::atomic::AtomicBool::new(false);
-    let tell = |w: Waiting| {
-        let message = match w {
-            Waiting::Paused(p) => format!("{p}; waiting before {step}"),
-            Waiting::Resumed { waited } => {
-                resumed.store(true, std::sync::atomic::Ordering::Relaxed);
-                format!("resumed after {}s paused; {step} starts", waited.as_secs())
-            }
-        };
-        note(message);
+    let told = |w: Waiting| {
+        if matches!(w, Waiting::Resumed { .. }) {
+            resumed.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        tell(w);
     };
-    match wait_unpaused(api, fence, limits, tell).await {
+    match wait_unpaused(api, fence, limits, told).await {
         Gate::Go if resumed.into_inner() => Ok(Passed::Resumed),
         Gate::Go => Ok(Passed::Unpaused),
         Gate::Deadline(p) => Err(crate::limits::paused_out(&p, limits.pause_deadline)),

@@ -43,7 +43,31 @@ pub enum Progress<S, R, X> {
         /// What it did.
         message: String,
     },
-    /// A note: a resumed node, an adopted Job, a runner's warning.
+    /// A node waits on the pause switch before its step: told when the wait begins, and
+    /// again when who paused or why changes.
+    Paused {
+        /// The node.
+        node: String,
+        /// The step it waits before.
+        before: S,
+        /// Who paused the rolls.
+        by: String,
+        /// When, on the cluster's clock (RFC 3339), if the switch says.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        at: Option<String>,
+        /// Why, as given (may be empty).
+        reason: String,
+    },
+    /// The pause switch was lifted: the node goes on with its step.
+    Resumed {
+        /// The node.
+        node: String,
+        /// The step it waited before, which starts now.
+        before: S,
+        /// How long it waited, in milliseconds of the backend's clock.
+        waited_ms: u64,
+    },
+    /// A note: an adopted Job, a node read again, a runner's warning.
     Note {
         /// The node it is about, if any.
         node: Option<String>,

@@ -235,13 +235,18 @@ impl Run {
         (end, hands)
     }
 
-    /// What was told, in short: `started Drain`, `finished Drain`, `note …`.
+    /// What was told, in short: `started Drain`, `finished Drain`, `note …`, `paused by X
+    /// before Drain`, `resumed before Drain`.
     fn told(&self) -> Vec<String> {
         (self.events.lock().unwrap().iter())
             .filter_map(|e| match e {
                 Progress::StepStarted { step, .. } => Some(format!("started {step}")),
                 Progress::StepFinished { step, .. } => Some(format!("finished {step}")),
                 Progress::Note { message, .. } => Some(format!("note {message}")),
+                Progress::Paused { by, before, .. } => {
+                    Some(format!("paused by {by} before {before}"))
+                }
+                Progress::Resumed { before, .. } => Some(format!("resumed before {before}")),
                 _ => None,
             })
             .collect()
@@ -433,11 +438,11 @@ async fn a_node_that_waited_on_the_pause_is_read_again_before_its_step_begins() 
     let told = run.told();
     let at = |t: &str| told.iter().position(|x| x.starts_with(t));
     assert!(
-        at("note the earlier run's record read") < at("note paused by alice"),
+        at("note the earlier run's record read") < at("paused by alice before Drain"),
         "what happened is told before the wait: {told:?}"
     );
     assert!(
-        at("note resumed after").is_some() && at("started Drain").is_none(),
+        at("resumed before Drain").is_some() && at("started Drain").is_none(),
         "the step that did not begin is not told: {told:?}"
     );
     Ok(())

@@ -93,22 +93,17 @@ impl EventSink<Progress> for Timed {
                 set_pause(&*fake, NS, LEASE, None).await.unwrap();
             });
         }
-        if let (
-            Progress::Note {
-                node: Some(n),
-                message,
-            },
-            Some((at, ..)),
-            Some(act),
-        ) = (event, &self.pause_at, self.while_paused)
+        if let (Progress::Paused { node: n, .. }, Some((at, ..)), Some(act)) =
+            (event, &self.pause_at, self.while_paused)
             && n == at
-            && message.starts_with("paused by")
         {
             act(&self.fake);
         }
     }
 }
 
+/// What `node` was told in words: its notes, and its waits on the pause switch as
+/// `paused by …; waiting before Step` and `resumed after Ns paused; Step starts`.
 fn notes(events: &[(Duration, Progress)], node: &str) -> Vec<(Duration, String)> {
     (events.iter())
         .filter_map(|(at, e)| match e {
@@ -116,6 +111,31 @@ fn notes(events: &[(Duration, Progress)], node: &str) -> Vec<(Duration, String)>
                 node: Some(n),
                 message,
             } if n == node => Some((*at, message.clone())),
+            Progress::Paused {
+                node: n,
+                before,
+                by,
+                at: when,
+                reason,
+            } if n == node => {
+                let pause = Pause {
+                    by: by.clone(),
+                    at: when.as_deref().map(|t| t.parse().unwrap()),
+                    reason: reason.clone(),
+                };
+                Some((*at, format!("{pause}; waiting before {before}")))
+            }
+            Progress::Resumed {
+                node: n,
+                before,
+                waited_ms,
+            } if n == node => Some((
+                *at,
+                format!(
+                    "resumed after {}s paused; {before} starts",
+                    waited_ms / 1000
+                ),
+            )),
             _ => None,
         })
         .collect()

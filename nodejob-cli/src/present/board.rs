@@ -24,6 +24,8 @@ pub(crate) struct Board {
     stopped: usize,
     /// The acknowledgement of a stop request, once asked.
     stopping: Option<String>,
+    /// The pause the nodes wait on (who, when, why), while any waits.
+    paused: Option<String>,
 }
 
 #[derive(Debug)]
@@ -33,6 +35,8 @@ struct Row {
     message: String,
     /// Whether a step of it is in flight (not between two phases of a rotation).
     busy: bool,
+    /// Whether it waits on the pause switch before its next step.
+    paused: bool,
 }
 
 /// What changes on the screen after an event.
@@ -55,6 +59,7 @@ impl Board {
             failed: 0,
             stopped: 0,
             stopping: None,
+            paused: None,
         }
     }
 
@@ -63,24 +68,31 @@ impl Board {
         match on {
             OnBars::Nothing => None,
             OnBars::Line => Some(Change::Line),
+            OnBars::Pause {
+                node,
+                before,
+                paused,
+            } => {
+                let index = self.row(node);
+                let row = &mut self.nodes[index];
+                row.paused = paused.is_some();
+                if paused.is_some() {
+                    row.message = format!("PAUSED before {before}");
+                }
+                match paused {
+                    Some(pause) => self.paused = Some(pause.clone()),
+                    None if !self.nodes.iter().any(|r| r.paused) => self.paused = None,
+                    None => {}
+                }
+                Some(Change::Line)
+            }
             OnBars::Bar {
                 node,
                 position,
                 message,
                 now,
             } => {
-                let index = match self.nodes.iter().position(|r| &r.node == node) {
-                    Some(i) => i,
-                    None => {
-                        self.nodes.push(Row {
-                            node: node.clone(),
-                            position: 0,
-                            message: String::new(),
-                            busy: true,
-                        });
-                        self.nodes.len() - 1
-                    }
-                };
+                let index = self.row(node);
                 let steps = self.steps;
                 let row = &mut self.nodes[index];
                 match position {
@@ -99,6 +111,9 @@ impl Board {
                     Now::Ended(end) => end,
                 };
                 self.nodes.remove(index);
+                if !self.nodes.iter().any(|r| r.paused) {
+                    self.paused = None;
+                }
                 match end {
                     End::Done => self.done += 1,
                     End::Skipped => self.skipped += 1,
@@ -110,16 +125,34 @@ impl Board {
         }
     }
 
+    /// The index of `node`'s row, added (in flight) when first seen.
+    fn row(&mut self, node: &str) -> usize {
+        match self.nodes.iter().position(|r| r.node == node) {
+            Some(i) => i,
+            None => {
+                self.nodes.push(Row {
+                    node: node.to_string(),
+                    position: 0,
+                    message: String::new(),
+                    busy: true,
+                    paused: false,
+                });
+                self.nodes.len() - 1
+            }
+        }
+    }
+
     /// A stop was asked for: `text` says what happens now, on the board until the end.
     pub(crate) fn stopping(&mut self, text: &str) {
         self.stopping = Some(text.to_string());
     }
 
-    /// The board's lines: a bar per node in flight (at most [`MAX_BARS`]), then the counts,
-    /// then the stop's acknowledgement if one was asked for.
+    /// The board's lines: a bar per node in flight or paused (at most [`MAX_BARS`]), then the
+    /// counts, then the pause the nodes wait on while any waits, then the stop's
+    /// acknowledgement if one was asked for.
     pub(crate) fn live(&self) -> Vec<String> {
-        let busy: Vec<&Row> = self.nodes.iter().filter(|r| r.busy).collect();
-        let mut lines: Vec<String> = (busy.iter().take(MAX_BARS))
+        let drawn: Vec<&Row> = self.nodes.iter().filter(|r| r.busy || r.paused).collect();
+        let mut lines: Vec<String> = (drawn.iter().take(MAX_BARS))
             .map(|r| {
                 let filled = usize::try_from(r.position * BAR_WIDTH as u64 / self.steps.max(1))
                     .unwrap_or(BAR_WIDTH)
@@ -132,6 +165,8 @@ impl Board {
                 )
             })
             .collect();
+        let busy: Vec<&Row> = drawn.iter().copied().filter(|r| !r.paused).collect();
+        let paused = drawn.len() - busy.len();
         let mut counts = vec![format!("{} done", self.done)];
         for (n, what) in [
             (self.skipped, "skipped"),
@@ -142,20 +177,24 @@ impl Board {
                 counts.push(format!("{n} {what}"));
             }
         }
-        counts.push(if busy.len() > MAX_BARS {
-            format!(
-                "{} in flight ({} not drawn)",
-                busy.len(),
-                busy.len() - MAX_BARS
-            )
-        } else {
-            format!("{} in flight", busy.len())
-        });
-        let waiting = self.nodes.len() - busy.len();
+        counts.push(format!("{} in flight", busy.len()));
+        if paused > 0 {
+            counts.push(format!("{paused} paused"));
+        }
+        if drawn.len() > MAX_BARS {
+            let last = counts.len() - 1;
+            counts[last].push_str(&format!(" ({} not drawn)", drawn.len() - MAX_BARS));
+        }
+        let waiting = self.nodes.len() - drawn.len();
         if waiting > 0 {
             counts.push(format!("{waiting} between steps"));
         }
         lines.push(counts.join(", "));
+        if let Some(pause) = &self.paused {
+            lines.push(format!(
+                "PAUSED: {pause}; no step starts until `nodejob resume`"
+            ));
+        }
         if let Some(stopping) = &self.stopping {
             lines.push(stopping.clone());
         }
@@ -262,6 +301,62 @@ mod tests {
                 "stopping: no further node starts",
             ]
         );
+    }
+
+    /// A node waiting on the pause switch is drawn PAUSED, counted as paused (not in flight),
+    /// and the pause (who, when, why) stays on the board until no node waits on it.
+    #[test]
+    fn a_paused_node_looks_paused_until_the_switch_lifts() {
+        let paused = |node: &str| {
+            Some(Progress::Paused {
+                node: node.into(),
+                before: UpgradeStep::Drain,
+                by: "alice".into(),
+                at: Some("2026-01-01T00:03:00Z".into()),
+                reason: "incident 42".into(),
+            })
+        };
+        let resumed = |node: &str| {
+            Some(Progress::Resumed {
+                node: node.into(),
+                before: UpgradeStep::Drain,
+                waited_ms: 600_000,
+            })
+        };
+        let events = [
+            started("worker-a-0", UpgradeStep::Cordon),
+            started("worker-a-1", UpgradeStep::Cordon),
+            Some(Progress::StepFinished {
+                node: "worker-a-0".into(),
+                step: UpgradeStep::Cordon,
+                took_ms: 100,
+                message: "cordoned".into(),
+            }),
+            paused("worker-a-0"),
+            None,
+            resumed("worker-a-0"),
+            started("worker-a-0", UpgradeStep::Drain),
+            None,
+        ];
+        let screen = screen(&events);
+        insta::with_settings!({
+            snapshot_path => "../../tests/snapshots",
+            prepend_module_to_snapshot => false,
+        }, {
+            insta::assert_snapshot!("board_paused", screen);
+        });
+        let (during, after) = screen.split_once("resumed after").unwrap();
+        assert!(
+            during.contains("worker-a-0 [====>") && during.contains("PAUSED before Drain\n"),
+            "{during}"
+        );
+        assert!(during.contains("1 in flight, 1 paused"), "{during}");
+        assert!(
+            during.contains("PAUSED: paused by alice at 2026-01-01T00:03:00Z: incident 42"),
+            "{during}"
+        );
+        assert!(!after.contains("PAUSED"), "{after}");
+        assert!(after.contains("2 in flight"), "{after}");
     }
 
     #[test]

@@ -82,10 +82,86 @@ pub(crate) enum OnBars {
         /// What the node does now.
         now: Now,
     },
+    /// `node` waits on the pause switch (`Some`: who paused, when, why), or goes on (`None`);
+    /// the event's line goes above the bars too.
+    Pause {
+        /// The node.
+        node: String,
+        /// The step it waits before.
+        before: String,
+        /// The pause it waits on, in words; `None` once it goes on.
+        paused: Option<String>,
+    },
     /// The event's line ([`Event::line`]), stamped, above the bars.
     Line,
     /// Nothing.
     Nothing,
+}
+
+/// `paused by X at T: why` (` at T` and `: why` only when the switch says them).
+fn pause_text(by: &str, at: Option<&str>, reason: &str) -> String {
+    let at = at.map(|t| format!(" at {t}")).unwrap_or_default();
+    let reason = match reason {
+        "" => String::new(),
+        reason => format!(": {reason}"),
+    };
+    format!("paused by {by}{at}{reason}")
+}
+
+/// The line of a node's wait on the pause switch, as both drivers tell it: `NODE: paused by X
+/// at T: why; waiting before Drain`, `NODE: resumed after 12.0s paused; Drain starts`. `None`
+/// for any other event.
+fn waiting_line<S: std::fmt::Display, R, X>(
+    event: &nodejob_roll::Progress<S, R, X>,
+) -> Option<String> {
+    use nodejob_roll::Progress;
+    match event {
+        Progress::Paused {
+            node,
+            before,
+            by,
+            at,
+            reason,
+        } => Some(format!(
+            "{node}: {}; waiting before {before}",
+            pause_text(by, at.as_deref(), reason)
+        )),
+        Progress::Resumed {
+            node,
+            before,
+            waited_ms,
+        } => Some(format!(
+            "{node}: resumed after {} paused; {before} starts",
+            seconds(*waited_ms)
+        )),
+        _ => None,
+    }
+}
+
+/// What the board shows of a node's wait on the pause switch; `None` for any other event.
+fn waiting_on_bars<S: std::fmt::Display, R, X>(
+    event: &nodejob_roll::Progress<S, R, X>,
+) -> Option<OnBars> {
+    use nodejob_roll::Progress;
+    match event {
+        Progress::Paused {
+            node,
+            before,
+            by,
+            at,
+            reason,
+        } => Some(OnBars::Pause {
+            node: node.clone(),
+            before: before.to_string(),
+            paused: Some(pause_text(by, at.as_deref(), reason)),
+        }),
+        Progress::Resumed { node, before, .. } => Some(OnBars::Pause {
+            node: node.clone(),
+            before: before.to_string(),
+            paused: None,
+        }),
+        _ => None,
+    }
 }
 
 /// A driver's progress event, as people and programs are shown it.

@@ -9,7 +9,8 @@ use certs_driver::{
 use super::retry::Invocation;
 use super::{
     DriverError, End, ErrorKind, Event, Now, OnBars, Position, Severity, failed_at, lease_line,
-    lease_severity, log_tail, natural, preview_head, seconds, table, with_exit_code,
+    lease_severity, log_tail, natural, preview_head, seconds, table, waiting_line, waiting_on_bars,
+    with_exit_code,
 };
 
 /// The steps a node's bar counts: stage, issue, finalize; an abort's one.
@@ -54,6 +55,9 @@ impl Event for Progress {
                 message,
             } => format!("{node}: {step} done in {} ({message})", seconds(*took_ms)),
             Progress::Driver(CaEvent::Gate(gate)) => gate_line(gate),
+            Progress::Paused { .. } | Progress::Resumed { .. } => {
+                waiting_line(self).unwrap_or_default()
+            }
             Progress::Note {
                 node: Some(node),
                 message,
@@ -90,6 +94,9 @@ impl Event for Progress {
             message,
             now,
         };
+        if let Some(on_bars) = waiting_on_bars(self) {
+            return on_bars;
+        }
         match self {
             Progress::StepStarted { node, step } => bar(
                 node,

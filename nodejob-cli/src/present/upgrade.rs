@@ -8,7 +8,8 @@ use upgrade_driver::{
 use super::retry::{self, Invocation};
 use super::{
     DriverError, End, ErrorKind, Event, Now, OnBars, Position, Severity, failed_at, lease_line,
-    lease_severity, log_tail, natural, preview_head, seconds, table, with_exit_code,
+    lease_severity, log_tail, natural, preview_head, seconds, table, waiting_line, waiting_on_bars,
+    with_exit_code,
 };
 
 /// The steps of an upgrade a node's bar counts.
@@ -56,6 +57,9 @@ impl Event for Progress {
             }
             Progress::Driver(UpgradeEvent::Soaking { node, left_ms }) => {
                 format!("{node}: soaking, {} left", seconds(*left_ms))
+            }
+            Progress::Paused { .. } | Progress::Resumed { .. } => {
+                waiting_line(self).unwrap_or_default()
             }
             Progress::Note {
                 node: Some(node),
@@ -106,6 +110,9 @@ impl Event for Progress {
             message,
             now,
         };
+        if let Some(on_bars) = waiting_on_bars(self) {
+            return on_bars;
+        }
         match self {
             Progress::StepStarted {
                 node,
