@@ -16,6 +16,12 @@
 //!       (`unreplicatedFilter`).
 //!
 //!    A Pod that has already ended (Succeeded, Failed) passes filters 2, 4 and 5, as in kubectl.
+//!
+//!    One filter is nodejob's, not kubectl's, and goes first: the Pod of a node Job of
+//!    nodejob's own (a Job's Pod carrying [`NODE_ANNOTATION`](crate::job::NODE_ANNOTATION))
+//!    that has ended is skipped. It runs nothing and holds nothing a reboot could hurt, and it
+//!    is kept with its Job for its exit code and log (`kubectl logs job/…`); evicting it
+//!    would delete them (kubectl would, and count it as evicted).
 //!    Any refusal aborts **before the first eviction** with [`Error::DrainRefused`], listing
 //!    every refused Pod and why.
 //! 2. Evict each Pod (policy/v1 Eviction, its UID as a precondition). A Pod a budget protects
@@ -40,6 +46,7 @@ use sha2::{Digest, Sha256};
 
 use crate::api::{DryRun, Eviction, PodApi};
 use crate::error::{Action, ApiError, Error, ErrorKind, ObjectKind, Operation, Result, Target};
+use crate::job::NODE_ANNOTATION;
 use crate::runner::retrying;
 use crate::spec::{Level, Note, Sink};
 use crate::wait::wait_pod_gone;
@@ -119,6 +126,8 @@ pub enum Skip {
     DaemonSet,
     /// A mirror Pod of a static Pod.
     Mirror,
+    /// The ended Pod of a node Job of nodejob's own, kept for its exit code and log.
+    EndedNodeJob,
 }
 
 impl std::fmt::Display for Skip {
@@ -127,6 +136,9 @@ impl std::fmt::Display for Skip {
             Skip::Terminating => "still terminating past its grace period and the skip timeout",
             Skip::DaemonSet => "DaemonSet-managed",
             Skip::Mirror => "mirror pod",
+            Skip::EndedNodeJob => {
+                "a node job of nodejob's that ended, kept for its exit code and log"
+            }
         })
     }
 }
@@ -181,6 +193,10 @@ pub fn verdict(pod: &Pod, options: &DrainOptions, now: Timestamp) -> Verdict {
         .iter()
         .flatten()
         .find(|o| o.controller == Some(true));
+    let ours = (meta.annotations.as_ref()).is_some_and(|a| a.contains_key(NODE_ANNOTATION));
+    if ended && ours && controller.is_some_and(|c| c.kind == "Job") {
+        return Verdict::Skip(Skip::EndedNodeJob);
+    }
     if controller.is_some_and(|c| c.kind == "DaemonSet") && !ended {
         return Verdict::Skip(Skip::DaemonSet);
     }
@@ -581,6 +597,50 @@ mod tests {
         assert_eq!(
             budget_named("Cannot evict pod as it would violate the pod's disruption budget."),
             None
+        );
+    }
+
+    /// Our own ended node Job's Pod is left (its exit code and log kept); the same Pod still
+    /// running, or another Job's ended Pod, goes as kubectl would have it go.
+    #[test]
+    fn an_ended_node_job_of_ours_is_left_and_nothing_else_is() {
+        use k8s_openapi::api::core::v1::PodStatus;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+        let pod = |ours: bool, phase: &str, kind: &str| {
+            let mut pod = Pod::default();
+            pod.metadata.owner_references = Some(vec![OwnerReference {
+                kind: kind.into(),
+                controller: Some(true),
+                ..OwnerReference::default()
+            }]);
+            if ours {
+                pod.metadata.annotations =
+                    Some([(NODE_ANNOTATION.to_string(), "node-a".to_string())].into());
+            }
+            pod.status = Some(PodStatus {
+                phase: Some(phase.into()),
+                ..PodStatus::default()
+            });
+            pod
+        };
+        let (options, now) = (DrainOptions::default(), Timestamp::UNIX_EPOCH);
+        for phase in ["Failed", "Succeeded"] {
+            assert_eq!(
+                verdict(&pod(true, phase, "Job"), &options, now),
+                Verdict::Skip(Skip::EndedNodeJob)
+            );
+            assert_eq!(
+                verdict(&pod(false, phase, "Job"), &options, now),
+                Verdict::Evict
+            );
+            assert_eq!(
+                verdict(&pod(true, phase, "ReplicaSet"), &options, now),
+                Verdict::Evict
+            );
+        }
+        assert_eq!(
+            verdict(&pod(true, "Running", "Job"), &options, now),
+            Verdict::Evict
         );
     }
 

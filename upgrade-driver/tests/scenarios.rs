@@ -417,6 +417,49 @@ async fn the_failure_budget_lets_the_roll_go_on_until_it_is_spent() {
     assert_eq!(api.violations(), Vec::<String>::new());
 }
 
+/// Issue 33, item 14: the Pod of the host Job a failed run kept for inspection is left by the
+/// rerun's drain (the preview says so): its exit code and log stay for `kubectl logs`, and it
+/// is not counted as evicted.
+#[tokio::test(start_paused = true)]
+async fn the_host_job_a_failed_run_kept_is_left_by_the_reruns_drain() {
+    let (fake, names) = cluster(15, 0, &[("z", 2)], 0);
+    with_fault(&fake, "z-0", Fault::UpgradeFails);
+    let mut spec = plan_spec();
+    spec.nodes = vec!["z-0".into()];
+    let api = harness(fake.clone(), names, 1);
+    let report = roll(&api, spec.clone()).await;
+    assert_eq!(failure_of(&report, "z-0").step, UpgradeStep::Upgrade);
+    let kept: Vec<String> = (fake.pods_on("z-0").iter())
+        .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed"))
+        .map(|p| {
+            let m = &p.metadata;
+            format!(
+                "{}/{}",
+                m.namespace.clone().unwrap(),
+                m.name.clone().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(kept.len(), 1, "the failed host Job's Pod is kept: {kept:?}");
+
+    let said = preview(&*fake, &plan(spec.clone())).await.unwrap();
+    let z0 = said.nodes.iter().find(|n| n.name == "z-0").unwrap();
+    assert!(
+        z0.pods.iter().any(|p| matches!(p,
+            PodPlan::Leave { pod, why } if *pod == kept[0] && why.contains("kept for its exit code and log"))),
+        "{:#?}",
+        z0.pods
+    );
+    let mut host = fake.host("z-0").unwrap();
+    host.faults.clear();
+    fake.set_host("z-0", host).unwrap();
+    let report = roll(&api, spec).await;
+    let z0 = report.node("z-0").unwrap();
+    assert_eq!(z0.result, Some(NodeResult::Upgraded), "{report:#?}");
+    assert!(!z0.pods_evicted.contains(&kept[0]), "{:?}", z0.pods_evicted);
+    assert_eq!(api.violations(), Vec::<String>::new());
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_failing_health_check_gates_the_next_node() {
     let (fake, names) = small(15, 2);
