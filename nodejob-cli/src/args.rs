@@ -54,8 +54,9 @@ const EXIT_ROLL: &str = "Exit codes: 0 done; 1 a node failed (named, with the st
 
 /// The exit codes of `run`, in its `--help`.
 const EXIT_RUN: &str = "Exit codes: the container's exit code (0 when it succeeded); 1 the Job \
-    could not run or its end could not be read; 2 bad usage or invalid input, before any API \
-    call; 5 the cluster's apiserver cannot be reached (one whose certificate the kubeconfig's \
+    could not run or its end could not be read; 2 bad usage or invalid input, or a node the \
+    cluster does not have, before any Job is created; 3 a roll is under way on the node, \
+    before any Job is created (--force goes on); 5 the cluster's apiserver cannot be reached (one whose certificate the kubeconfig's \
     certificate-authority does not trust: 2, at once); 130 interrupted (Ctrl-C; the Job goes on \
     in the cluster).";
 
@@ -621,6 +622,12 @@ pub(crate) struct Run {
     /// Print nothing of the log: only exit with the container's code.
     #[arg(long)]
     pub(crate) exit_code_only: bool,
+    /// Run even while a roll is under way on the node. Without it, a node with a host
+    /// operation of ours in flight (a node Job running), or an upgrade in flight on it
+    /// (cordoned, drained, awaiting its reboot), is refused (exit 3), naming what shows it and
+    /// who holds the Lease: the roll's reboot would kill what this starts.
+    #[arg(long)]
+    pub(crate) force: bool,
     /// As kubectl's: print the Job as `render` does (`-o json|yaml`), create nothing.
     /// `--dry-run` and `--dry-run=client` touch no cluster; `--dry-run=server` first reads
     /// the node, refusing one the cluster does not have as the run would.

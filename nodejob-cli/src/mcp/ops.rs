@@ -22,6 +22,7 @@ use super::stream::{self, LevelFilter, Line, Notifier, events};
 use super::token::{self, Operation};
 use super::tools::Name;
 use crate::backend::{self, Target};
+use crate::commands::run;
 use crate::inspect::jobs::{self as node_jobs, Unlisted};
 use crate::inspect::status::{self as cluster_status, Simulated, lease_name};
 use crate::present::{self, Severity};
@@ -694,6 +695,10 @@ async fn run(
         if let Some(why) = token::refusal(Operation::Run, &presented, &current) {
             return Err(why);
         }
+        // As the command: a node the cluster does not have, or one a roll is under way on,
+        // is refused before any Job is created (no `force` here).
+        let on = (run::node_exists(&*t.api, &spec.node).await).map_err(|e| e.message)?;
+        (run::refuse_busy(&*t.api, &spec.namespace, &on).await).map_err(|e| e.message)?;
         nodejob_core::run_exit_code_logs(&*t.api, &spec)
             .await
             .map_err(|e| e.to_string())
