@@ -238,6 +238,18 @@ pub fn left_to_evict(pods: &[Pod], options: &DrainOptions, now: Timestamp) -> Ve
         .collect()
 }
 
+/// What a drain under `options` would refuse of `pods` (those of one node) at wall time `now`,
+/// each `namespace/name: why`: empty when it would go ahead. What a driver reads before its
+/// first write on a node, so that a node whose drain kubectl's rules refuse is never cordoned.
+pub fn refusals(pods: &[Pod], options: &DrainOptions, now: Timestamp) -> Vec<String> {
+    (pods.iter())
+        .filter_map(|p| match verdict(p, options, now) {
+            Verdict::Refuse(why) => Some(format!("{}: {why}", pod_name(p))),
+            _ => None,
+        })
+        .collect()
+}
+
 /// What a drain did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Drained {

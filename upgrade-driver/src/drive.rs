@@ -317,6 +317,21 @@ where
 
     /// The node and the Pods on it that a drain would evict, read now, right before its host
     /// Job: a Pod that ended (Succeeded, Failed) is no workload a reboot could hurt.
+    /// What a drain of `name` would refuse now ([`Intent::Vet`](crate::machine::Intent::Vet)).
+    async fn vet(&self, name: &str) -> Observation {
+        let api = self.api;
+        match retry(api, || api.list_node_pods(name)).await {
+            Ok(pods) => Observation::Refusals(nodejob_core::drain::refusals(
+                &pods,
+                &self.plan.spec().drain,
+                api.wall_time(),
+            )),
+            Err(e) => {
+                Observation::Failed(Cause::api(format!("listing the pods on node {name}: {e}")))
+            }
+        }
+    }
+
     async fn preflight(&self, name: &str) -> Observation {
         let api = self.api;
         let node = match get_node(api, name).await {

@@ -136,6 +136,11 @@ pub enum Intent {
         /// What to change, in one write.
         changes: Vec<NodeChange>,
     },
+    /// A fresh node's Pods read before the first write on it, and what kubectl's drain rules
+    /// would refuse judged (a Pod with `emptyDir` data, one with no controller, under the
+    /// plan's drain options): answered [`Observation::Refusals`]. A node whose drain would be
+    /// refused fails untouched: never cordoned, never marked.
+    Vet,
     /// Read the node and the Pods on it again, right before the host Job is created (after
     /// the pause gate, the last wait before it): answered [`Observation::Preflight`], for the
     /// machine to judge the host Job's preconditions on what is there now.
@@ -217,6 +222,9 @@ pub enum Observation {
         /// The Pods the drain would evict.
         pods: Vec<String>,
     },
+    /// What a drain of the node would refuse, each `namespace/name: why` ([`Intent::Vet`]);
+    /// empty: nothing.
+    Refusals(Vec<String>),
     /// The Job of the host Job's name, if any.
     Job(Option<Box<Job>>),
     /// The host Job's report, or why it gave none.
@@ -362,6 +370,8 @@ pub type Step = nodejob_roll::Turn<UpgradeStep, Own, Intent>;
 #[derive(Clone, Debug, PartialEq)]
 enum At {
     Inspect,
+    /// Reading a fresh node's Pods before its first write, for what its drain would refuse.
+    Vetting,
     /// Reading the host Job an earlier run started toward another target.
     Previous,
     /// Waiting for the reboot an earlier run's host upgrade began.
@@ -554,6 +564,7 @@ impl NodeMachine {
         }
         match (std::mem::replace(&mut self.at, At::Over), obs) {
             (At::Inspect, Observation::Node(node)) => self.inspect(node),
+            (At::Vetting, Observation::Refusals(refused)) => self.vetted(refused),
             (At::Previous, Observation::Job(job)) => self.previous(job),
             (At::Settling, Observation::Rebooted { node, met }) => self.settled(node, met),
             (At::Marking, Observation::Node(node)) => {
@@ -835,30 +846,8 @@ impl NodeMachine {
                 )
             }
             None => {
-                let cordon = !unschedulable(&node);
-                let record = InProgress {
-                    target: self.target.clone(),
-                    boot_id: boot_id(&node).to_string(),
-                    host_boot_id: None,
-                    epoch: self.epoch,
-                    cordoned: cordon || self.cordoned_when_quarantined(&node),
-                };
-                let mut changes = vec![NodeChange::set_annotation(
-                    IN_PROGRESS,
-                    records::value(&record),
-                )];
-                if cordon {
-                    changes.push(NodeChange::Cordon);
-                }
-                let rv = records::rv(&node);
                 self.node = Some(node);
-                self.progress = Some(record);
-                self.fresh = true;
-                self.go(
-                    At::Marking,
-                    vec![Mark::Started(UpgradeStep::Cordon)],
-                    Intent::Patch { rv, changes },
-                )
+                self.go(At::Vetting, Vec::new(), Intent::Vet)
             }
             // Ours from an earlier run toward another target: its host Job first, which must
             // have ended before one toward ours starts.
@@ -950,6 +939,50 @@ impl NodeMachine {
             );
         }
         step
+    }
+
+    /// A fresh node's Pods judged ([`Intent::Vet`]): a drain that would be refused fails the
+    /// node untouched, at its drain, naming each Pod and why; else the node is marked ours and
+    /// cordoned (when schedulable) in one write.
+    fn vetted(&mut self, refused: Vec<String>) -> Step {
+        if !refused.is_empty() {
+            let why = format!(
+                "its drain would be refused, so it was left untouched (not cordoned): {}",
+                refused.join("; ")
+            );
+            return self.fail(Failure::new(UpgradeStep::Drain, FailureKind::Drain, why));
+        }
+        let Some(node) = self.node.as_deref() else {
+            let why = "vetted with no node read".to_string();
+            return self.fail(Failure::new(
+                UpgradeStep::Cordon,
+                FailureKind::Internal,
+                why,
+            ));
+        };
+        let cordon = !unschedulable(node);
+        let record = InProgress {
+            target: self.target.clone(),
+            boot_id: boot_id(node).to_string(),
+            host_boot_id: None,
+            epoch: self.epoch,
+            cordoned: cordon || self.cordoned_when_quarantined(node),
+        };
+        let mut changes = vec![NodeChange::set_annotation(
+            IN_PROGRESS,
+            records::value(&record),
+        )];
+        if cordon {
+            changes.push(NodeChange::Cordon);
+        }
+        let rv = records::rv(node);
+        self.progress = Some(record);
+        self.fresh = true;
+        self.go(
+            At::Marking,
+            vec![Mark::Started(UpgradeStep::Cordon)],
+            Intent::Patch { rv, changes },
+        )
     }
 
     /// Ours from an earlier run: carry on. Toward another target, start again from this boot;
@@ -1519,7 +1552,9 @@ impl NodeMachine {
 
     fn step_of(&self, at: &At) -> UpgradeStep {
         match at {
-            At::Inspect | At::Previous | At::Settling | At::Marking => UpgradeStep::Cordon,
+            At::Inspect | At::Vetting | At::Previous | At::Settling | At::Marking => {
+                UpgradeStep::Cordon
+            }
             At::Draining | At::Launching | At::Blocking(_) => UpgradeStep::Drain,
             At::Preflight
             | At::Finding

@@ -123,7 +123,7 @@ fn failed_at(step: Step) -> (UpgradeStep, String, Option<i32>) {
 /// A machine that marked a fresh node (boot-1) and saw the patch answered.
 fn marked(health: bool) -> NodeMachine {
     let mut m = NodeMachine::new(&plan(health), EPOCH);
-    m.start(node("v1.37.2", "boot-1", false, &[]));
+    begin(&mut m, node("v1.37.2", "boot-1", false, &[]));
     let step = m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
     assert_eq!(step.intent, Intent::FindJob);
     m
@@ -214,7 +214,7 @@ fn a_node_at_the_target_or_recorded_done_is_skipped_with_no_write() {
     ] {
         let mut m = NodeMachine::new(&plan(false), EPOCH);
         assert!(matches!(
-            m.start(n).intent,
+            begin(&mut m, n).intent,
             Intent::Done(NodeResult::Skipped { .. })
         ));
     }
@@ -223,7 +223,7 @@ fn a_node_at_the_target_or_recorded_done_is_skipped_with_no_write() {
 #[test]
 fn a_schedulable_node_is_marked_ours_and_cordoned_in_one_write() {
     let mut m = NodeMachine::new(&plan(false), EPOCH);
-    let step = m.start(node("v1.37.2", "boot-1", false, &[]));
+    let step = begin(&mut m, node("v1.37.2", "boot-1", false, &[]));
     let record = InProgress {
         target: TARGET.into(),
         boot_id: "boot-1".into(),
@@ -251,7 +251,7 @@ fn a_schedulable_node_is_marked_ours_and_cordoned_in_one_write() {
 #[test]
 fn a_node_someone_else_cordoned_is_marked_not_cordoned_by_us() {
     let mut m = NodeMachine::new(&plan(false), EPOCH);
-    let step = m.start(node("v1.37.2", "boot-1", true, &[]));
+    let step = begin(&mut m, node("v1.37.2", "boot-1", true, &[]));
     let Intent::Patch { changes, .. } = step.intent else {
         panic!("{step:?}")
     };
@@ -264,7 +264,7 @@ fn a_node_someone_else_cordoned_is_marked_not_cordoned_by_us() {
 #[test]
 fn a_node_of_ours_resumes_without_writing_when_still_cordoned() {
     let mut m = NodeMachine::new(&plan(false), EPOCH);
-    let step = m.start(node("v1.37.2", "boot-1", true, &[ours(true)]));
+    let step = begin(&mut m, node("v1.37.2", "boot-1", true, &[ours(true)]));
     assert_eq!(step.intent, Intent::FindJob);
     assert!(m.resumed());
 }
@@ -272,7 +272,7 @@ fn a_node_of_ours_resumes_without_writing_when_still_cordoned() {
 #[test]
 fn a_node_of_ours_uncordoned_meanwhile_is_cordoned_again_and_marked_so() {
     let mut m = NodeMachine::new(&plan(false), EPOCH);
-    let step = m.start(node("v1.37.2", "boot-1", false, &[ours(false)]));
+    let step = begin(&mut m, node("v1.37.2", "boot-1", false, &[ours(false)]));
     let Intent::Patch { changes, .. } = step.intent else {
         panic!("{step:?}")
     };
@@ -292,12 +292,15 @@ fn a_node_of_ours_toward_another_target_starts_again_from_this_boot() {
         cordoned: true,
     };
     let mut m = NodeMachine::new(&plan(false), EPOCH);
-    let step = m.start(node(
-        "v1.37.2",
-        "boot-1",
-        true,
-        &[(IN_PROGRESS, value(&old)), host_record("x", 0)],
-    ));
+    let step = begin(
+        &mut m,
+        node(
+            "v1.37.2",
+            "boot-1",
+            true,
+            &[(IN_PROGRESS, value(&old)), host_record("x", 0)],
+        ),
+    );
     // The earlier run's host Job toward its target first: ended, it is left as it is.
     assert_eq!(
         step.intent,
@@ -318,20 +321,25 @@ fn a_node_of_ours_toward_another_target_starts_again_from_this_boot() {
 #[test]
 fn a_recorded_successful_host_step_is_never_run_again() {
     let mut m = NodeMachine::new(&plan(false), EPOCH);
-    let step = m.start(node(
-        "v1.37.2",
-        "boot-1",
-        true,
-        &[ours(true), host_record("j", 0)],
-    ));
+    let step = begin(
+        &mut m,
+        node(
+            "v1.37.2",
+            "boot-1",
+            true,
+            &[ours(true), host_record("j", 0)],
+        ),
+    );
     assert_eq!(step.intent, Intent::DeleteJob { uid: "j".into() });
 }
 
 #[test]
 fn an_unparsable_record_fails_the_node_naming_it() {
     let mut m = NodeMachine::new(&plan(false), EPOCH);
-    let (step, message, _) =
-        failed_at(m.start(node("v1.37.2", "b", true, &[(IN_PROGRESS, "{oops".into())])));
+    let (step, message, _) = failed_at(begin(
+        &mut m,
+        node("v1.37.2", "b", true, &[(IN_PROGRESS, "{oops".into())]),
+    ));
     assert_eq!(step, UpgradeStep::Cordon);
     assert!(message.contains(IN_PROGRESS), "{message}");
 }
@@ -387,12 +395,15 @@ fn an_existing_host_job_is_adopted_without_a_drain_whatever_its_state() {
 #[test]
 fn a_failed_host_job_we_recorded_is_replaced_after_a_drain() {
     let mut m = NodeMachine::new(&plan(false), EPOCH);
-    let step = m.start(node(
-        "v1.37.2",
-        "boot-1",
-        true,
-        &[ours(true), host_record("j", 1)],
-    ));
+    let step = begin(
+        &mut m,
+        node(
+            "v1.37.2",
+            "boot-1",
+            true,
+            &[ours(true), host_record("j", 1)],
+        ),
+    );
     assert_eq!(step.intent, Intent::FindJob);
     assert_eq!(
         m.step(Obs::Job(Some(job("j", Some("Failed"))))).intent,
@@ -417,12 +428,10 @@ fn launched_record(host_boot: &str) -> (&'static str, String) {
 #[test]
 fn no_host_job_on_a_launched_node_at_the_target_on_another_boot_waits_for_it_instead() {
     let mut m = NodeMachine::new(&plan(false), EPOCH);
-    m.start(node(
-        "v1.38.0",
-        "boot-3",
-        true,
-        &[launched_record("boot-2")],
-    ));
+    begin(
+        &mut m,
+        node("v1.38.0", "boot-3", true, &[launched_record("boot-2")]),
+    );
     assert_eq!(
         m.step(Obs::Job(None)).intent,
         Intent::WaitReboot {
@@ -436,7 +445,7 @@ fn a_node_that_rebooted_by_itself_is_no_evidence_the_upgrade_ran() {
     // Rebooted since we started it (boot-1 -> boot-2), no host Job, never launched: a reboot
     // alone says nothing; it is drained and upgraded, and the reboot awaited is boot-2's end.
     let mut m = NodeMachine::new(&plan(false), EPOCH);
-    m.start(node("v1.37.2", "boot-2", true, &[ours(true)]));
+    begin(&mut m, node("v1.37.2", "boot-2", true, &[ours(true)]));
     assert_eq!(m.step(Obs::Job(None)).intent, Intent::Drain);
     let launch = m.step(Obs::Drained(Ok(Drained::default())));
     let Intent::Guarded { changes, .. } = &launch.intent else {
@@ -464,12 +473,10 @@ fn a_node_that_rebooted_by_itself_is_no_evidence_the_upgrade_ran() {
     );
     // Launched on boot-2 but still at the old version on boot-3: not evidence either.
     let mut m = NodeMachine::new(&plan(false), EPOCH);
-    m.start(node(
-        "v1.37.2",
-        "boot-3",
-        true,
-        &[launched_record("boot-2")],
-    ));
+    begin(
+        &mut m,
+        node("v1.37.2", "boot-3", true, &[launched_record("boot-2")]),
+    );
     assert_eq!(m.step(Obs::Job(None)).intent, Intent::Drain);
 }
 
@@ -623,8 +630,11 @@ fn a_host_job_failed_without_exit_code_is_recorded_and_retried_by_a_rerun() {
     let mut m = NodeMachine::new(&plan(false), EPOCH);
     let recorded = (HOST_JOB, value(&record));
     assert_eq!(
-        m.start(node("v1.37.2", "boot-1", true, &[ours(true), recorded]))
-            .intent,
+        begin(
+            &mut m,
+            node("v1.37.2", "boot-1", true, &[ours(true), recorded])
+        )
+        .intent,
         Intent::FindJob
     );
     assert_eq!(
@@ -735,7 +745,7 @@ fn a_rerun_after_a_lost_host_job_runs_it_again_only_if_the_node_did_not_take_it(
         true,
         &[launched_record("boot-1"), recorded()],
     );
-    assert_eq!(m.start(at_target).intent, Intent::FindJob);
+    assert_eq!(begin(&mut m, at_target).intent, Intent::FindJob);
     let step = m.step(Obs::Job(Some(job("j", Some("Failed")))));
     assert_eq!(
         step.intent,
@@ -755,7 +765,7 @@ fn a_rerun_after_a_lost_host_job_runs_it_again_only_if_the_node_did_not_take_it(
         true,
         &[launched_record("boot-1"), recorded()],
     );
-    assert_eq!(m.start(old).intent, Intent::FindJob);
+    assert_eq!(begin(&mut m, old).intent, Intent::FindJob);
     assert_eq!(
         m.step(Obs::Job(Some(job("j", Some("Failed"))))).intent,
         Intent::Drain
@@ -803,7 +813,7 @@ fn back_at_the_target_finishes_with_uncordon_done_and_our_records_removed_in_one
 #[test]
 fn a_node_we_did_not_cordon_is_not_uncordoned() {
     let mut m = NodeMachine::new(&plan(false), EPOCH);
-    m.start(node("v1.37.2", "boot-1", true, &[]));
+    begin(&mut m, node("v1.37.2", "boot-1", true, &[]));
     m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[])));
     m.step(Obs::Job(None));
     launched(&mut m);
@@ -929,12 +939,10 @@ fn a_host_job_toward_another_target_still_running_fails_the_node_without_a_secon
         j
     }] {
         let mut m = NodeMachine::new(&plan(false), EPOCH);
-        m.start(node(
-            "v1.37.2",
-            "boot-0",
-            true,
-            &[(IN_PROGRESS, value(&old))],
-        ));
+        begin(
+            &mut m,
+            node("v1.37.2", "boot-0", true, &[(IN_PROGRESS, value(&old))]),
+        );
         let (step, message, _) = failed_at(m.step(Obs::Job(Some(running))));
         assert_eq!(step, UpgradeStep::Cordon);
         assert!(message.contains("still running"), "{message}");
@@ -1176,4 +1184,14 @@ fn health_checking() -> NodeMachine {
     });
     assert_eq!(step.intent, Intent::Health);
     m
+}
+
+/// `m` started on `node`; a fresh node's Pods read ([`Intent::Vet`]) and found with nothing a
+/// drain would refuse, so that the step is the machine's first write or its resume.
+fn begin(m: &mut NodeMachine, node: Box<Node>) -> upgrade_driver::Step {
+    let step = m.start(node);
+    match step.intent {
+        Intent::Vet => m.step(upgrade_driver::Observation::Refusals(Vec::new())),
+        _ => step,
+    }
 }

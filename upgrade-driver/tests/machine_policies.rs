@@ -94,7 +94,7 @@ fn ours(cordoned: bool) -> (&'static str, String) {
 /// cordoned it first), found no host Job, and is draining it.
 fn draining(plan: &Plan, cordoned_by_someone: bool) -> NodeMachine {
     let mut m = NodeMachine::new(plan, EPOCH);
-    m.start(node("v1.37.2", "boot-1", cordoned_by_someone, &[]));
+    begin(&mut m, node("v1.37.2", "boot-1", cordoned_by_someone, &[]));
     let step = m.step(Obs::Node(node(
         "v1.37.2",
         "boot-1",
@@ -243,13 +243,16 @@ fn a_quarantined_node_is_left_as_it_is_with_no_write_whatever_the_policy() {
         Undrainable::Quarantine,
     ] {
         let mut m = NodeMachine::new(&plan(|s| s.on_undrainable = policy), EPOCH);
-        let step = m.start(node_with(
-            "v1.37.2",
-            "boot-1",
-            true,
-            &[(BLOCKED, value(&record))],
-            &[(QUARANTINED, QUARANTINED_VALUE)],
-        ));
+        let step = begin(
+            &mut m,
+            node_with(
+                "v1.37.2",
+                "boot-1",
+                true,
+                &[(BLOCKED, value(&record))],
+                &[(QUARANTINED, QUARANTINED_VALUE)],
+            ),
+        );
         let Intent::Done(NodeResult::Blocked {
             policy: p, budgets, ..
         }) = step.intent
@@ -274,12 +277,10 @@ fn a_node_we_quarantined_whose_label_is_gone_is_ours_to_uncordon_when_rolled() {
         cordoned: true,
     };
     let mut m = NodeMachine::new(&plan(|_| {}), EPOCH);
-    let step = m.start(node(
-        "v1.37.2",
-        "boot-1",
-        true,
-        &[(BLOCKED, value(&record))],
-    ));
+    let step = begin(
+        &mut m,
+        node("v1.37.2", "boot-1", true, &[(BLOCKED, value(&record))]),
+    );
     let Intent::Patch { changes, .. } = &step.intent else {
         panic!("{step:?}")
     };
@@ -496,7 +497,10 @@ fn a_rerun_resumes_a_soak_from_its_recorded_start_or_soaks_again_after_a_failed_
     };
     // Resumed where it stood: no write.
     let mut m = NodeMachine::new(&soaking(false), EPOCH);
-    let step = m.start(node(TARGET, "boot-2", false, &[(SOAK, value(&record))]));
+    let step = begin(
+        &mut m,
+        node(TARGET, "boot-2", false, &[(SOAK, value(&record))]),
+    );
     assert_eq!(
         step.intent,
         Intent::Soak {
@@ -511,7 +515,10 @@ fn a_rerun_resumes_a_soak_from_its_recorded_start_or_soaks_again_after_a_failed_
     };
     let mut m = NodeMachine::new(&soaking(false), EPOCH);
     m.set_now("2026-01-02T00:00:00Z".into());
-    let step = m.start(node(TARGET, "boot-3", false, &[(SOAK, value(&failed))]));
+    let step = begin(
+        &mut m,
+        node(TARGET, "boot-3", false, &[(SOAK, value(&failed))]),
+    );
     let Intent::Guarded { changes, .. } = &step.intent else {
         panic!("{step:?}")
     };
@@ -524,7 +531,10 @@ fn a_rerun_resumes_a_soak_from_its_recorded_start_or_soaks_again_after_a_failed_
     assert!(matches!(step.intent, Intent::Soak { .. }), "{step:?}");
     // A rerun that soaks none records it done.
     let mut m = NodeMachine::new(&plan(|_| {}), EPOCH);
-    let step = m.start(node(TARGET, "boot-2", false, &[(SOAK, value(&record))]));
+    let step = begin(
+        &mut m,
+        node(TARGET, "boot-2", false, &[(SOAK, value(&record))]),
+    );
     let Intent::Guarded { changes, .. } = &step.intent else {
         panic!("{step:?}")
     };
@@ -820,12 +830,15 @@ fn launched_rollback() -> Rollback {
 fn a_resumed_rollback_adopts_the_rollback_job_an_earlier_run_launched() {
     let record = launched_rollback();
     let mut m = NodeMachine::new(&rolling_back(), EPOCH);
-    let step = m.start(node(
-        TARGET,
-        "boot-2",
-        true,
-        &[ours(true), (ROLLBACK, value(&record))],
-    ));
+    let step = begin(
+        &mut m,
+        node(
+            TARGET,
+            "boot-2",
+            true,
+            &[ours(true), (ROLLBACK, value(&record))],
+        ),
+    );
     assert_eq!(step.intent, Intent::FindRollbackJob, "{step:?}");
     let job = Box::new(k8s_openapi::api::batch::v1::Job {
         metadata: ObjectMeta {
@@ -850,12 +863,15 @@ fn a_resumed_rollback_adopts_the_rollback_job_an_earlier_run_launched() {
         ..record
     };
     let mut m = NodeMachine::new(&rolling_back(), EPOCH);
-    let step = m.start(node(
-        TARGET,
-        "boot-2",
-        true,
-        &[ours(true), (ROLLBACK, value(&done))],
-    ));
+    let step = begin(
+        &mut m,
+        node(
+            TARGET,
+            "boot-2",
+            true,
+            &[ours(true), (ROLLBACK, value(&done))],
+        ),
+    );
     assert_eq!(step.intent, Intent::DeleteRollbackJob { uid: "r".into() });
 }
 
@@ -874,7 +890,7 @@ fn a_resumed_rollback_whose_job_is_not_there_creates_it_without_reading_the_name
         )
     };
     let mut m = NodeMachine::new(&rolling_back(), EPOCH);
-    assert_eq!(m.start(on("boot-2")).intent, Intent::FindRollbackJob);
+    assert_eq!(begin(&mut m, on("boot-2")).intent, Intent::FindRollbackJob);
     assert_eq!(m.step(Obs::Job(None)).intent, Intent::Drain);
     let step = m.step(Obs::Drained(Ok(nodejob_core::drain::Drained::default())));
     assert!(matches!(step.intent, Intent::Guarded { .. }), "{step:?}");
@@ -955,4 +971,14 @@ fn rollback_drained() -> NodeMachine {
     m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
     m.step(Obs::Drained(Ok(nodejob_core::drain::Drained::default())));
     m
+}
+
+/// `m` started on `node`; a fresh node's Pods read ([`Intent::Vet`]) and found with nothing a
+/// drain would refuse, so that the step is the machine's first write or its resume.
+fn begin(m: &mut NodeMachine, node: Box<Node>) -> upgrade_driver::Step {
+    let step = m.start(node);
+    match step.intent {
+        Intent::Vet => m.step(upgrade_driver::Observation::Refusals(Vec::new())),
+        _ => step,
+    }
 }

@@ -417,6 +417,63 @@ async fn the_failure_budget_lets_the_roll_go_on_until_it_is_spent() {
     assert_eq!(api.violations(), Vec::<String>::new());
 }
 
+/// Issue 33, item 17: a node whose drain kubectl's rules refuse (a bare Pod: no controller)
+/// fails at its drain untouched, never cordoned nor marked ours, naming the Pod; the preview
+/// says the same refusal; with `force`, the same node is drained and upgraded.
+#[tokio::test(start_paused = true)]
+async fn a_node_whose_drain_would_be_refused_fails_untouched() {
+    let (fake, names) = cluster(16, 0, &[("z", 2)], 0);
+    fake.create_pod_now(&bare_pod("default", "scratch", "z-0", 1))
+        .unwrap();
+    fake.sleep(Duration::from_secs(30)).await;
+    let mut spec = plan_spec();
+    spec.nodes = vec!["z-0".into()];
+    let said = preview(&*fake, &plan(spec.clone())).await.unwrap();
+    let z0 = said.nodes.iter().find(|n| n.name == "z-0").unwrap();
+    assert!(
+        z0.pods
+            .iter()
+            .any(|p| matches!(p, PodPlan::Refuse { pod, .. } if pod == "default/scratch")),
+        "{:#?}",
+        z0.pods
+    );
+    let api = harness(fake.clone(), names, 1);
+    let report = roll(&api, spec.clone()).await;
+    let failure = failure_of(&report, "z-0");
+    assert_eq!(
+        (failure.step, failure.kind),
+        (UpgradeStep::Drain, upgrade_driver::FailureKind::Drain)
+    );
+    assert!(
+        failure.message.contains("left untouched (not cordoned)")
+            && failure
+                .message
+                .contains("default/scratch: declares no controller"),
+        "{}",
+        failure.message
+    );
+    let node = fake.node("z-0").unwrap();
+    assert!(
+        !node
+            .spec
+            .as_ref()
+            .and_then(|s| s.unschedulable)
+            .unwrap_or(false)
+    );
+    let annotations = node.metadata.annotations.unwrap_or_default();
+    assert!(!annotations.contains_key(upgrade_driver::records::IN_PROGRESS));
+    assert_eq!(api.upgrades("z-0"), 0);
+
+    spec.drain.unreplicated = nodejob_core::drain::Unreplicated::Force;
+    let report = roll(&api, spec).await;
+    assert_eq!(
+        report.node("z-0").unwrap().result,
+        Some(NodeResult::Upgraded),
+        "{report:#?}"
+    );
+    assert_eq!(api.violations(), Vec::<String>::new());
+}
+
 /// Issue 33, item 14: the Pod of the host Job a failed run kept for inspection is left by the
 /// rerun's drain (the preview says so): its exit code and log stay for `kubectl logs`, and it
 /// is not counted as evicted.

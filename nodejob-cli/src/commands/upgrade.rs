@@ -78,6 +78,13 @@ pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
                 Format::Json => outln!("{}", serde_json::to_string(&preview).unwrap_or_default()),
                 Format::Text | Format::Yaml => out!("{}", present::preview(&preview)),
             }
+            // As the run would end: not now (4) before anything; then a node whose drain
+            // would be refused fails (1).
+            if preview.not_now.is_empty()
+                && let Some(why) = present::would_fail(&preview)
+            {
+                return Ok(Exit::failed(why));
+            }
             return Ok(preview_ended(&preview.not_now));
         }
         let renderer = Arc::new(Renderer::of(

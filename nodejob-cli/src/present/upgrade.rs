@@ -232,9 +232,70 @@ pub(crate) fn preview(preview: &Preview) -> String {
                 PodPlan::Blocked { pod, message } => format!("  blocked now {pod}: {message}"),
             });
         }
+        if let Some(flags) = refused_flags(&node.pods) {
+            lines.push(format!(
+                "  {} would FAIL at its drain, left untouched (not cordoned): {flags} would \
+                 take the refused Pods",
+                node.name
+            ));
+        }
     }
     lines.extend(undrainable_preview(preview));
     lines.join("\n") + "\n"
+}
+
+/// kubectl drain's flags (`--delete-emptydir-data`, `--force`) that would take the Pods whose
+/// refusals `text` names (a refusal's own words, or a failure that quotes them), added to
+/// `flags` once each.
+fn flags_named(text: &str, flags: &mut Vec<&str>) {
+    use nodejob_core::drain::Refusal;
+    for (refusal, flag) in [
+        (Refusal::LocalStorage, "--delete-emptydir-data"),
+        (Refusal::Unreplicated, "--force"),
+    ] {
+        if text.contains(&refusal.to_string()) && !flags.contains(&flag) {
+            flags.push(flag);
+        }
+    }
+}
+
+/// The flags that would take the Pods of `pods` a drain refuses, joined with `and`; `None`
+/// when none is refused.
+fn refused_flags(pods: &[PodPlan]) -> Option<String> {
+    let mut flags = Vec::new();
+    for pod in pods {
+        if let PodPlan::Refuse { why, .. } = pod {
+            flags_named(why, &mut flags);
+        }
+    }
+    (!flags.is_empty()).then(|| flags.join(" and "))
+}
+
+/// The flags that would take the Pods the failed nodes' drains refused, as their failures
+/// name the refusals (empty when no drain was refused).
+fn drain_refused_flags(report: &Report) -> Vec<&'static str> {
+    let mut flags = Vec::new();
+    for f in report.nodes.iter().filter_map(|n| n.failure()) {
+        if f.step == UpgradeStep::Drain {
+            flags_named(&f.message, &mut flags);
+        }
+    }
+    flags
+}
+
+/// The nodes of `preview` whose drain kubectl's rules would refuse, with the flags that would
+/// take their Pods: what a run now would fail on (`None`: none).
+pub(crate) fn would_fail(preview: &Preview) -> Option<String> {
+    let refused: Vec<String> = (preview.nodes.iter())
+        .filter_map(|n| refused_flags(&n.pods).map(|flags| format!("{} ({flags})", n.name)))
+        .collect();
+    (!refused.is_empty()).then(|| {
+        format!(
+            "a run now would fail: the drain of {} would be refused (the flags said would take \
+             the refused Pods); nothing was changed",
+            refused.join(", ")
+        )
+    })
 }
 
 /// The preview's lines on blocked nodes: each node quarantined by an earlier run (left as it
@@ -526,6 +587,16 @@ pub(crate) fn ended(
                 "retry: {}  (or the same command as before: {retry})",
                 invocation.narrowed_to(nodes)
             ));
+            let taking = drain_refused_flags(report);
+            if !taking.is_empty() {
+                lines.push(format!(
+                    "to take the Pods the drain refused (kubectl drain's flags: {}; a Pod with \
+                     no controller is deleted for good, emptyDir data is lost): {} {}",
+                    taking.join(", "),
+                    invocation.narrowed_to(nodes),
+                    taking.join(" ")
+                ));
+            }
             Some(lines.join("\n"))
         }
         Outcome::Paused { why } => {
@@ -684,5 +755,113 @@ mod tests {
             assert_eq!(offered, safe, "{step}: {text}");
         }
         assert!(!text.contains("worker-10"), "{text}");
+    }
+
+    /// Issue 33, item 17: a drain kubectl's rules refuse is said by the preview as the node's
+    /// failure (untouched, the flag that would take the Pod), the preview's exit follows it,
+    /// and the run's retry names the flag.
+    #[test]
+    fn a_refused_drain_is_said_as_a_failure_with_the_flag_that_takes_the_pod() {
+        use nodejob_core::drain::Refusal;
+        let node = |name: &str, pods: Vec<PodPlan>| upgrade_driver::NodePreview {
+            name: name.into(),
+            version: Some("v1.37.2".into()),
+            cordoned: false,
+            in_progress: false,
+            pods,
+            stranded: Vec::new(),
+        };
+        let preview = Preview {
+            target: "v1.38.0".into(),
+            batches: vec![(
+                "zone a".into(),
+                vec!["worker-a-0".into(), "worker-a-1".into()],
+            )],
+            skipped: Vec::new(),
+            nodes: vec![
+                node(
+                    "worker-a-0",
+                    vec![
+                        PodPlan::Refuse {
+                            pod: "default/scratch".into(),
+                            why: Refusal::Unreplicated.to_string(),
+                        },
+                        PodPlan::Refuse {
+                            pod: "default/cache".into(),
+                            why: Refusal::LocalStorage.to_string(),
+                        },
+                    ],
+                ),
+                node(
+                    "worker-a-1",
+                    vec![PodPlan::Evict {
+                        pod: "default/web-1".into(),
+                    }],
+                ),
+            ],
+            lease: None,
+            not_now: Vec::new(),
+            skew: Vec::new(),
+            on_undrainable: Undrainable::Fail,
+            max_blocked: None,
+            would_block: Vec::new(),
+            quarantined: Vec::new(),
+            soak_ms: None,
+            on_failure: upgrade_driver::OnFailure::Stop,
+        };
+        let text = super::preview(&preview);
+        assert!(
+            text.contains(
+                "  worker-a-0 would FAIL at its drain, left untouched (not cordoned): --force and \
+                 --delete-emptydir-data would take the refused Pods"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("worker-a-1 would FAIL"), "{text}");
+        let said = would_fail(&preview).expect("a run would fail");
+        assert!(
+            said.contains("the drain of worker-a-0 (--force and --delete-emptydir-data)"),
+            "{said}"
+        );
+        let mut clean = preview.clone();
+        clean.nodes.remove(0);
+        assert_eq!(would_fail(&clean), None);
+
+        let plan = upgrade_driver::Plan::build(upgrade_driver::PlanSpec::new("v1.38.0")).unwrap();
+        let message = format!(
+            "its drain would be refused, so it was left untouched (not cordoned): \
+             default/scratch: {}",
+            Refusal::Unreplicated
+        );
+        let failure = upgrade_driver::Failure::new(
+            UpgradeStep::Drain,
+            upgrade_driver::FailureKind::Drain,
+            message,
+        );
+        let nodes = vec![upgrade_driver::NodeReport {
+            name: "worker-a-0".into(),
+            from: Some("v1.37.2".into()),
+            to: None,
+            result: Some(NodeResult::Failed(failure)),
+            steps: Vec::new(),
+            pods_evicted: Vec::new(),
+            took_ms: 10,
+            skew: Vec::new(),
+        }];
+        let mut report = Report::new("v1.38.0".into(), nodes, Default::default());
+        let failed = Outcome::Failed {
+            nodes: vec!["worker-a-0".into()],
+            retry: "rerun".into(),
+        };
+        report.close(failed, Vec::new(), 10);
+        let invocation = Invocation::of(["nodejob", "upgrade", "--to", "v1.38.0"].map(Into::into));
+        let text = ended(&report, &plan, &invocation).unwrap();
+        assert!(
+            text.lines()
+                .last()
+                .is_some_and(|l| l.starts_with("to take the Pods the drain refused")
+                    && l.ends_with("--nodes worker-a-0 --force")),
+            "{text}"
+        );
     }
 }

@@ -259,6 +259,7 @@ where
                     Err(e) => Observation::Failed(Cause::api(format!("patching node {name}: {e}"))),
                 }
             }
+            Intent::Vet => run.vet(name).await,
             Intent::Preflight => run.preflight(name).await,
             Intent::FindJob | Intent::FindPrevious { .. } => {
                 let job = match &intent {
