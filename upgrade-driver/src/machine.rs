@@ -242,8 +242,8 @@ pub enum Observation {
         /// Whether it rebooted and is Ready.
         met: bool,
     },
-    /// The health check's exit code, or why it gave none.
-    Health(Result<i32, String>),
+    /// The health check's exit code, or why it gave none; and its log, when it was read.
+    Health(Result<i32, String>, Option<String>),
     /// The last intent failed (an API error, or the Lease lost), with why.
     Failed(Cause),
     /// The soak's watch ended: `held` when the soak passed with the node Ready on the same
@@ -737,27 +737,33 @@ impl NodeMachine {
                 step
             }
             (At::Rebooting, Observation::Rebooted { node, met }) => self.on_reboot(node, met),
-            (At::Checking, Observation::Health(Ok(0))) => {
+            (At::Checking, Observation::Health(Ok(0), _)) => {
                 let marks = vec![Mark::Finished(UpgradeStep::Health, "passed".into())];
                 self.finish(marks)
             }
-            (At::Checking, Observation::Health(Ok(code))) => self.failed_or_rolled_back(Failure {
-                step: UpgradeStep::Health,
-                kind: FailureKind::Host,
-                message: format!("the health check exited {code}; the node stays cordoned"),
-                exit_code: Some(code),
-                log_tail: None,
-            }),
-            (At::Checking, Observation::Health(Err(why))) => self.failed_or_rolled_back(Failure {
-                step: UpgradeStep::Health,
-                kind: FailureKind::Job,
-                message: why,
-                exit_code: None,
-                log_tail: None,
-            }),
+            (At::Checking, Observation::Health(Ok(code), log)) => {
+                self.failed_or_rolled_back(Failure {
+                    step: UpgradeStep::Health,
+                    kind: FailureKind::Host,
+                    message: format!("the health check exited {code}; the node stays cordoned"),
+                    exit_code: Some(code),
+                    log_tail: (log.as_deref())
+                        .filter(|l| !l.trim().is_empty())
+                        .map(|l| log_tail(l, LOG_TAIL_LINES)),
+                })
+            }
+            (At::Checking, Observation::Health(Err(why), _)) => {
+                self.failed_or_rolled_back(Failure {
+                    step: UpgradeStep::Health,
+                    kind: FailureKind::Job,
+                    message: why,
+                    exit_code: None,
+                    log_tail: None,
+                })
+            }
             (At::Blocking(record), Observation::Node(node)) => self.blocked(record, node),
             (At::Soaking, Observation::Soaked { node, held }) => self.soaked(node, held),
-            (At::SoakChecking, Observation::Health(result)) => self.soak_checked(result),
+            (At::SoakChecking, Observation::Health(result, _)) => self.soak_checked(result),
             (At::SoakDone, Observation::Node(node)) => self.soak_done(node),
             (At::SoakDone, Observation::Changed(node)) => self.soak_done_again(node),
             (At::SoakRestart, Observation::Node(node)) => self.soak_restarted(node),

@@ -863,10 +863,21 @@ fn the_health_check_gates_the_finish() {
         met: true,
     });
     assert_eq!(step.intent, Intent::Health);
-    let (step, _, code) = failed_at(m.clone().step(Obs::Health(Ok(1))));
+    let (step, _, code) = failed_at(m.clone().step(Obs::Health(Ok(1), None)));
     assert_eq!((step, code), (UpgradeStep::Health, Some(1)));
+    // A failed check keeps its log's tail, as a failed host upgrade does.
+    let log: String = (1..=30).map(|i| format!("check line {i}\n")).collect();
+    let failed = m.clone().step(Obs::Health(Ok(1), Some(log)));
+    let Intent::Done(NodeResult::Failed(f)) = failed.intent else {
+        panic!("{failed:?}")
+    };
+    let tail = f.log_tail.expect("the log's tail");
+    assert!(
+        tail.contains("check line 30") && !tail.contains("check line 1\n"),
+        "{tail}"
+    );
     assert!(matches!(
-        m.step(Obs::Health(Ok(0))).intent,
+        m.step(Obs::Health(Ok(0), None)).intent,
         Intent::Guarded { .. }
     ));
 }
@@ -1156,7 +1167,7 @@ fn each_failure_carries_its_kind_from_the_observation_to_the_result() {
         ),
         (
             "the health check exited 1",
-            kind(health_checking().step(Obs::Health(Ok(1)))),
+            kind(health_checking().step(Obs::Health(Ok(1), None))),
             FailureKind::Host,
         ),
         (

@@ -421,7 +421,7 @@ fn a_soak_held_runs_the_health_check_again_and_a_failing_one_fails_the_node_at_s
     let (mut m, step) = back_at_target(&soaking(true));
     // The health check after the reboot, first.
     assert_eq!(step.intent, Intent::Health);
-    let step = m.step(Obs::Health(Ok(0)));
+    let step = m.step(Obs::Health(Ok(0), None));
     assert!(matches!(step.intent, Intent::Guarded { .. }), "{step:?}");
     m.step(Obs::Node(node(TARGET, "boot-2", false, &[])));
     let step = m.step(Obs::Soaked {
@@ -429,7 +429,7 @@ fn a_soak_held_runs_the_health_check_again_and_a_failing_one_fails_the_node_at_s
         held: true,
     });
     assert_eq!(step.intent, Intent::Health, "again, at the end of the soak");
-    let step = m.step(Obs::Health(Ok(3)));
+    let step = m.step(Obs::Health(Ok(3), None));
     let Intent::Patch { changes, .. } = &step.intent else {
         panic!("{step:?}")
     };

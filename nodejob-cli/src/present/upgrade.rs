@@ -547,8 +547,9 @@ fn failures(report: &Report, plan: Option<&upgrade_driver::Plan>) -> Vec<String>
     lines
 }
 
-/// Where to look after `node` failed at `step`: the host Job's log only where the step ran
-/// one (the host upgrade); the node (and, for a drain, its Pods) always.
+/// Where to look after `node` failed at `step`: a Job's log only where the step ran one (the
+/// host upgrade, the rollback, the health check, whose failed Jobs are kept); the node (and,
+/// for a drain, its Pods) always.
 fn look_at(plan: &upgrade_driver::Plan, node: &str, step: UpgradeStep) -> String {
     let ns = &plan.spec().namespace;
     match step {
@@ -559,6 +560,10 @@ fn look_at(plan: &upgrade_driver::Plan, node: &str, step: UpgradeStep) -> String
         UpgradeStep::Rollback => format!(
             "  look at: kubectl -n {ns} logs job/{}; kubectl describe node {node}",
             plan.rollback_job_name(node)
+        ),
+        UpgradeStep::Health if plan.spec().health_check.is_some() => format!(
+            "  look at: kubectl -n {ns} logs job/{}; kubectl describe node {node}",
+            plan.health_job_name(node)
         ),
         UpgradeStep::Drain => format!(
             "  look at: kubectl get pods -A --field-selector spec.nodeName={node}; \
@@ -684,6 +689,12 @@ mod tests {
         let plan = upgrade_driver::Plan::build(upgrade_driver::PlanSpec::new("v1.38.0")).unwrap();
         let upgrade = look_at(&plan, "n", UpgradeStep::Upgrade);
         assert!(upgrade.contains("logs job/upgrade-n-v1-38-0"), "{upgrade}");
+        let mut checked = upgrade_driver::PlanSpec::new("v1.38.0");
+        checked.health_check = Some(vec!["/usr/local/bin/stratum".into(), "health".into()]);
+        let checked = upgrade_driver::Plan::build(checked).unwrap();
+        let health = look_at(&checked, "n", UpgradeStep::Health);
+        let job = format!("logs job/{};", checked.health_job_name("n"));
+        assert!(health.contains(&job), "{health}");
         for step in [
             UpgradeStep::Cordon,
             UpgradeStep::Drain,

@@ -13,7 +13,7 @@ use nodejob_core::drain::{Drained, drain_into};
 use nodejob_core::pause::Pause;
 use nodejob_core::runner::{Mode, Policy};
 use nodejob_core::watch::{From, Until, watch_until};
-use nodejob_core::{ApiError, JobApi, LeaseApi, NodeApi, PodApi, Spec, ready, run_exit_code};
+use nodejob_core::{ApiError, JobApi, LeaseApi, NodeApi, PodApi, Spec, ready, run_exit_code_logs};
 use nodejob_roll::{Act, Fenced, Hands, NoteSink, OpError, ReadAgain, Warning};
 use nodejob_roll::{Cause, FailureKind};
 use nodejob_roll::{delete_job, patch_node};
@@ -314,7 +314,14 @@ where
                     return Err(NodeResult::Upgraded);
                 };
                 spec.output = Some(Arc::new(NoteSink::to(name, &run.ctx.progress)));
-                Observation::Health(run_exit_code(api, &spec).await.map_err(|e| e.to_string()))
+                match run_exit_code_logs(api, &spec).await {
+                    Ok((code, log)) => Observation::Health(Ok(code), Some(log)),
+                    // The exit status stands without its log.
+                    Err(nodejob_core::Error::LogUnread { exit_code, .. }) => {
+                        Observation::Health(Ok(exit_code), None)
+                    }
+                    Err(e) => Observation::Health(Err(e.to_string()), None),
+                }
             }
             Intent::FindRollbackJob => {
                 let job = run.plan.rollback_job_name(name);
