@@ -539,7 +539,8 @@ pub enum Error {
 
     /// Another holder's Lease is live: one host-mutating operation at a time per cluster.
     #[error(
-        "lease {lease} is held by {holder}; it expires in {expires_in:?} unless renewed: wait for that operation to end, or for the lease to expire"
+        "lease {lease} is held by {holder}; it expires in {}s unless renewed: wait for that operation to end, or for the lease to expire",
+        expires_in.as_secs_f64().ceil()
     )]
     LeaseHeld {
         /// The Lease, `namespace/name`.
@@ -669,3 +670,20 @@ impl Error {
 
 /// What a runner function returns.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A held Lease's expiry in whole seconds, rounded up (`59s`, not `58.000942272s`).
+    #[test]
+    fn a_held_lease_says_its_expiry_in_whole_seconds() {
+        let held = Error::LeaseHeld {
+            lease: "kube-system/nodejob".into(),
+            holder: "alice".into(),
+            expires_in: std::time::Duration::from_nanos(58_000_942_272),
+        };
+        let said = held.to_string();
+        assert!(said.contains("it expires in 59s unless renewed"), "{said}");
+    }
+}
