@@ -227,7 +227,7 @@ pub(crate) enum Command {
 #[derive(Debug, Args, Clone)]
 pub(crate) struct DryRunArg {
     /// As kubectl's: `--dry-run`, `--dry-run=client` and `--dry-run=server` all mean
-    /// --preview (which reads the cluster and writes nothing).
+    /// --preview (which reads the cluster and writes nothing); `--dry-run=none` is no dry run.
     #[arg(
         long,
         value_name = "WHERE",
@@ -240,9 +240,9 @@ pub(crate) struct DryRunArg {
 }
 
 impl DryRunArg {
-    /// Whether `--dry-run` was given, in any of its forms.
+    /// Whether `--dry-run` was given, in any of its forms but `none` (kubectl's "no dry run").
     pub(crate) fn given(&self) -> bool {
-        self.dry_run.is_some()
+        self.dry_run.is_some_and(|d| d != DryRun::None)
     }
 }
 
@@ -254,6 +254,8 @@ pub(crate) enum DryRun {
     Client,
     // kubectl: sent with `dryRun=All`.
     Server,
+    // kubectl: no dry run; the operation runs.
+    None,
 }
 
 /// `--simulate N` and its companions.

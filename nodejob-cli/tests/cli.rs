@@ -1250,9 +1250,14 @@ fn dry_run_in_each_of_kubectls_forms_is_the_preview() {
             );
         }
     }
-    // kubectl's `--dry-run=none` (a real run) is not offered: a dry run here never runs.
+    // kubectl's `--dry-run=none` is no dry run: the roll runs, as kubectl's request would.
     let none = nodejob(&[&upgrade[..], &["--dry-run=none"]].concat());
-    assert_eq!(none.status.code(), Some(2));
+    assert_eq!(none.status.code(), Some(0), "{}", text(&none.stderr));
+    assert!(
+        text(&none.stdout).contains("3 upgraded, 0 skipped"),
+        "{}",
+        text(&none.stdout)
+    );
 }
 
 /// `run --dry-run`, in kubectl's three forms, prints the Job `render` prints and creates

@@ -24,7 +24,7 @@ pub(crate) fn run(global: &Global, args: Run) -> Result<Exit, Exit> {
     backend.has_node("--node", &spec.node)?;
     // kubectl's `--dry-run`: the object printed, nothing created. `client` (and the bare
     // flag) touches no cluster, as `render`; `server` first reads the node, as the run would.
-    if let Some(dry_run) = args.dry_run {
+    if let Some(dry_run) = args.dry_run.filter(|d| *d != DryRun::None) {
         let json = global.output == Format::Json;
         if dry_run == DryRun::Server {
             let node = spec.node.clone();
