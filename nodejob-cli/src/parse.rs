@@ -94,15 +94,16 @@ pub(crate) fn max_unavailable(s: &str) -> Result<MaxUnavailable, String> {
 
 /// A duration as Go's `time.ParseDuration` (and so kubectl) reads it: numbers, each with an
 /// optional decimal fraction and a unit (`ns`, `us`, `µs`, `ms`, `s`, `m`, `h`), summed:
-/// `90s`, `1.5h`, `500ms`, `1h30m`, `2h45m30s`. A bare number alone is seconds (`90`); a
-/// number without a unit after one with (`1h30`: 30 what?) is refused, as is zero.
+/// `90s`, `1.5h`, `500ms`, `1h30m`, `2h45m30s`. A number without a unit (`90`: seconds or
+/// minutes?, `1h30`: 30 what?) is refused, as Go's "missing unit" refuses it, and so is zero.
 pub(crate) fn duration(s: &str) -> Result<Duration, String> {
     let text = s.trim();
     let bad =
         |why: &str| format!("{s:?} is not a duration such as 90s, 500ms, 1.5h or 1h30m: {why}");
     if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
-        let secs: u64 = text.parse().map_err(|_| bad("too large"))?;
-        return positive(s, Duration::from_secs(secs));
+        return Err(bad(&format!(
+            "missing unit ({text}s for seconds, {text}m for minutes)"
+        )));
     }
     let mut nanos: u128 = 0;
     let mut rest = text;
@@ -212,7 +213,6 @@ mod tests {
         let ms = Duration::from_millis;
         let table = [
             ("90s", ms(90_000)),
-            ("90", ms(90_000)),
             ("10m", ms(600_000)),
             ("1h30m", ms(5_400_000)),
             ("2h45m30s", ms(9_930_000)),
@@ -227,7 +227,7 @@ mod tests {
             assert_eq!(duration(text), Ok(want), "{text}");
         }
         for bad in [
-            "1h30", "", "h", "1x", "1.2.3s", "0", "0s", "0h0m", "-1s", "1 h", "1d", "s5",
+            "1h30", "", "h", "1x", "1.2.3s", "0", "90", "0s", "0h0m", "-1s", "1 h", "1d", "s5",
         ] {
             assert!(
                 duration(bad).is_err(),
@@ -237,6 +237,11 @@ mod tests {
         }
         let why = duration("1h30").unwrap_err();
         assert!(why.contains("30 has no unit"), "{why}");
+        let why = duration("90").unwrap_err();
+        assert!(
+            why.contains("missing unit (90s for seconds, 90m for minutes)"),
+            "{why}"
+        );
     }
 
     #[test]
