@@ -93,6 +93,25 @@ impl Invocation {
     }
 
     /// The arguments after the program.
+    /// Whether the command ran against the in-memory cluster (`--simulate`, before any `--`):
+    /// a rerun then starts on a fresh one, with nothing of this run kept.
+    pub(crate) fn simulated(&self) -> bool {
+        (self.args().iter())
+            .take_while(|a| *a != "--")
+            .any(|a| a == "--simulate" || a.starts_with("--simulate="))
+    }
+
+    /// What a rerun of this command finds: `kept` (the cluster keeps the run's state, in the
+    /// driver's words) on a real cluster; under `--simulate`, a fresh simulated cluster.
+    pub(crate) fn rerun_finds(&self, kept: &str) -> String {
+        match self.simulated() {
+            true => "under --simulate each run starts on a fresh simulated cluster, nothing of \
+                     this one kept: a rerun starts afresh"
+                .into(),
+            false => kept.to_string(),
+        }
+    }
+
     fn args(&self) -> &[String] {
         self.argv.get(1..).unwrap_or_default()
     }

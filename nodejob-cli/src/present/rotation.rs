@@ -403,16 +403,21 @@ pub(crate) fn ended(
         Outcome::Failed { retry, .. } => {
             let mut lines = failures(report, Some(plan));
             lines.push(format!("retry: {}", invocation.as_run()));
-            lines.push(format!("  ({retry})"));
+            lines.push(format!("  ({})", invocation.rerun_finds(retry)));
             Some(lines.join("\n"))
         }
         Outcome::Stopped { why } => Some(format!(
-            "stopped: {why}\nthe nodes keep the rotation's state: run the same command again to \
-             resume"
+            "stopped: {why}\n{}",
+            invocation.rerun_finds(
+                "the nodes keep the rotation's state: run the same command again to resume"
+            )
         )),
         Outcome::Paused { why } => Some(format!(
-            "paused: {why}\nthe nodes keep the rotation's state: once resumed (`nodejob resume`), \
-             run the same command again to carry on"
+            "paused: {why}\n{}",
+            invocation.rerun_finds(
+                "the nodes keep the rotation's state: once resumed (`nodejob resume`), run the \
+                 same command again to carry on"
+            )
         )),
     }
 }

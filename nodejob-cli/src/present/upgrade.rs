@@ -588,9 +588,11 @@ pub(crate) fn ended(
         Outcome::Failed { nodes, retry } => {
             let mut lines = failures(report, Some(plan));
             lines.extend(blocked(report));
+            let before = format!("or the same command as before: {retry}");
             lines.push(format!(
-                "retry: {}  (or the same command as before: {retry})",
-                invocation.narrowed_to(nodes)
+                "retry: {}  ({})",
+                invocation.narrowed_to(nodes),
+                invocation.rerun_finds(&before)
             ));
             let taking = drain_refused_flags(report);
             if !taking.is_empty() {
@@ -607,20 +609,19 @@ pub(crate) fn ended(
         Outcome::Paused { why } => {
             let mut lines = vec![format!("paused: {why}")];
             lines.extend(left(report));
-            lines.push(
+            lines.push(invocation.rerun_finds(
                 "the cluster keeps the run's state: once resumed (`nodejob resume`), run the \
-                 same command again to carry on"
-                    .into(),
-            );
+                 same command again to carry on",
+            ));
             Some(lines.join("\n"))
         }
         Outcome::Stopped { why } => {
             let mut lines = vec![format!("stopped: {why}")];
             lines.extend(left(report));
             lines.extend(blocked(report));
-            lines.push(
-                "the cluster keeps the run's state: run the same command again to resume".into(),
-            );
+            lines.push(invocation.rerun_finds(
+                "the cluster keeps the run's state: run the same command again to resume",
+            ));
             Some(lines.join("\n"))
         }
     }
