@@ -5,8 +5,10 @@
 //!
 //! - `nodejob upgrade --version-from os-image`, the binary, through a kubeconfig holding the
 //!   token of the ServiceAccount of `deploy/rbac.yaml`, rolls two nodes running a Deployment of
-//!   real Pods behind a budget: the real drain, the host Job, the real reboot, the version the
-//!   kubelet reads from the os-release (`osImage`; the kubelet itself does not move);
+//!   real Pods behind a budget: the real drain (each Pod evicted once through the eviction
+//!   subresource before its node's host Job, as the apiserver's audit log says; the budget
+//!   never broken), the host Job, the real reboot, the version the kubelet reads from the
+//!   os-release (`osImage`; the kubelet itself does not move);
 //! - `nodejob rotate-ca --trust-domain selected`, the binary, through the same kubeconfig,
 //!   rotates two nodes' CA (the kubelet restarted by `issue`).
 //!
@@ -17,13 +19,13 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use certs_driver::Fingerprint;
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Event, Node};
 use kube::api::{Api, ListParams};
 use kube::runtime::watcher;
 use nodejob_conformance::{Failure, ensure};
 use nodejob_e2e::{
-    CONTEXT, RealNodes, SA_NAME, deployment_available, nodejob, record, sa_kubeconfig, unique,
+    CONTEXT, Drains, RealNodes, SA_NAME, SA_NAMESPACE, deployment_available, nodejob, record,
+    sa_kubeconfig, unique,
 };
 use nodejob_host::stratum::{CaPhase, INITIAL_CA, Operation};
 use upgrade_driver::VersionSource;
@@ -104,9 +106,8 @@ async fn two_real_nodes_upgrade_by_the_command_to_the_version_of_their_os_image(
         );
     }
 
-    let deployments = Api::<Deployment>::namespaced(admin.clone(), namespace);
-    let this = watcher::Config::default().fields(&format!("metadata.name={APP}"));
-    let web = record(deployments, this).await?;
+    // The Pods and the budget as they go through the roll; the evictions from the audit log.
+    let drains = Drains::watch(admin, namespace, APP).await?;
     let kubeconfig = sa_kubeconfig(admin, SA_NAME).await?;
     let upgrade = {
         let _turn = LEASE.lock().await;
@@ -131,7 +132,6 @@ async fn two_real_nodes_upgrade_by_the_command_to_the_version_of_their_os_image(
         )
         .await
     };
-    let web = web.stop();
     let upgrade = upgrade?;
     upgrade.exited(0)?;
 
@@ -212,15 +212,15 @@ async fn two_real_nodes_upgrade_by_the_command_to_the_version_of_their_os_image(
         );
     }
 
-    // The budget held through the roll, and the Deployment is whole again.
-    let available: Vec<i32> = (web.iter())
-        .filter_map(|d| d.status.as_ref().and_then(|s| s.available_replicas))
-        .collect();
-    ensure!(
-        !available.is_empty() && available.iter().all(|a| *a >= REPLICAS - 1),
-        "the deployment's available replicas through the roll: {available:?}"
-    );
-    eprintln!("real upgrade: available replicas of {APP} through the roll: {available:?}");
+    // Drained for real: each Pod evicted once through the eviction API before its node's
+    // host Job, the budget never broken (its status, the Pods' readiness); and the Deployment
+    // is whole again.
+    let drained = drains.check(
+        &names,
+        REPLICAS - 1,
+        &format!("system:serviceaccount:{SA_NAMESPACE}:{SA_NAME}"),
+    )?;
+    eprintln!("real upgrade: drained {drained:?}");
     deployment_available(admin, namespace, APP, REPLICAS, SETTLE, "after the roll").await?;
     scenario.stop()
 }
