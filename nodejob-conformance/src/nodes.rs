@@ -742,14 +742,24 @@ pub async fn dry_run_eviction_changes_nothing<B: Workloads>(
     let pods = pods_of(&ctx, &node, "dry").await?;
     ensure!(pods.len() == 2, "two replicas: {}", pods.len());
     let api = &ctx.api;
-    for pod in &pods {
+    // Both replicas Ready is not yet the budget's status saying so: the disruption controller
+    // counts them a moment later, and until then the eviction subresource refuses (429). The
+    // first dry run is asked again until the budget allows it, at most SETTLE.
+    let deadline = api.now() + SETTLE;
+    for (i, pod) in pods.iter().enumerate() {
         let name = pod.metadata.name.as_deref().unwrap_or_default();
         let uid = pod.metadata.uid.as_deref().unwrap_or_default();
         // Each would be allowed alone: the budget allows one disruption, and a dry run uses
-        // none of it.
-        let answer = api
-            .evict_pod(&ctx.namespace, name, uid, None, DryRun::All)
-            .await?;
+        // none of it (the second is asked once).
+        let answer = loop {
+            let answer = api
+                .evict_pod(&ctx.namespace, name, uid, None, DryRun::All)
+                .await?;
+            if i > 0 || answer == Eviction::Evicted || api.now() >= deadline {
+                break answer;
+            }
+            api.sleep(Duration::from_millis(250)).await;
+        };
         ensure!(answer == Eviction::Evicted, "dry run of {name}: {answer:?}");
     }
     let after = pods_of(&ctx, &node, "dry").await?;
