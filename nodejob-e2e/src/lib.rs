@@ -20,6 +20,7 @@
 //! - `audit`: the apiserver's audit log (`e2e/cluster`'s policy: evictions, Job creations),
 //!   what proves which requests a driver sent, and in what order;
 //! - `host`: a node's kubelet address, its boot, what its `stratum` model reports;
+//! - `lifecycle`: [`NodeLifecycle`], the node lifecycle controller run for one test;
 //! - `describe`: a node's conditions as `kubectl describe node` prints them, checked against
 //!   `kubectl`'s own table;
 //! - `rbac`: `deploy/rbac.yaml` applied (as committed or with a verb taken away) and waited for;
@@ -44,6 +45,7 @@ mod conventions;
 mod describe;
 mod drains;
 mod host;
+mod lifecycle;
 mod rbac;
 mod real_node;
 mod recorder;
@@ -64,6 +66,7 @@ pub use conventions::{
 pub use describe::described_conditions;
 pub use drains::{Drained, Drains};
 pub use host::{HostReport, boot_id, host_report};
+pub use lifecycle::NodeLifecycle;
 pub use rbac::Rbac;
 pub use real_node::{BOOT_LIMIT, RealNode, RealNodeBackend, RealNodes, job_image};
 pub use recorder::{ProgressLog, Recorder, Seen, record, record_changes};

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use nodejob_conformance::workloads::MIRROR_ANNOTATION;
@@ -157,6 +158,18 @@ impl RealNode {
     /// once more for each restart the host asked for (`carotate issue`).
     pub fn kubelet_starts(&self) -> Result<usize, Failure> {
         Ok(self.log_lines("init.log", "kubelet started")?.len())
+    }
+
+    /// When the node's PID 1 started the kubelet, each time (`DIR/log/init.log`, the machine's
+    /// clock), in order.
+    pub fn kubelet_started_at(&self) -> Result<Vec<Timestamp>, Failure> {
+        (self.log_lines("init.log", "kubelet started")?.iter())
+            .map(|l| {
+                let at = l.split(' ').next().unwrap_or_default();
+                at.parse::<Timestamp>()
+                    .map_err(|e| Failure(format!("node {}: {l:?}: {e}", self.name)))
+            })
+            .collect()
     }
 
     /// How many times the node rebooted because its host asked (`DIR/log/boots.log`: its PID 1
