@@ -20,6 +20,45 @@ use crate::{Backend, Ctx, Failure, ensure};
 
 type Outcome = Result<(), Failure>;
 
+/// The name of every scenario of this module, in the order [`conformance!`](crate::conformance) expands
+/// them: what a backend that cannot run them all accounts for, each it leaves out with a reason
+/// (`nodejob-e2e/tests/real_node.rs`). `tests/lists.rs` keeps it equal to the macro's list.
+pub const ALL: &[&str] = &[
+    "exit_code_and_log_of_a_succeeded_job",
+    "dollars_in_the_argv_reach_the_host_as_written",
+    "non_zero_exit_leaves_the_job_for_inspection",
+    "stale_succeeded_job_is_replaced_exactly",
+    "stale_failed_job_is_replaced_and_never_reported",
+    "stale_running_job_is_waited_for_not_killed",
+    "stale_job_being_deleted_is_waited_out",
+    "stale_job_replaced_between_inspect_and_delete_is_left_alone",
+    "already_exists_on_create_is_left_alone",
+    "job_deleted_while_waiting_ends_the_run",
+    "job_replaced_while_waiting_is_never_read",
+    "unreadable_log_keeps_the_exit_code",
+    "deadline_kill_is_no_exit_status",
+    "timeout_leaves_the_host_operation_running",
+    "pod_security_refusal_fails_fast",
+    "transient_errors_are_retried",
+    "create_whose_answer_was_lost_is_adopted",
+    "forbidden_fails_at_once",
+    "logs_are_read_by_uid",
+    "delete_exact_refuses_a_changed_job",
+    "delete_of_a_missing_job_is_no_error",
+    "wait_ready_sees_the_node_turn_ready",
+    "wait_ready_times_out_on_a_not_ready_node",
+    "wait_ready_reports_a_missing_node",
+    "long_node_name_makes_valid_objects",
+    "pod_deleted_by_another_actor_is_no_exit_code",
+    "node_deleted_while_the_job_runs_is_named",
+    "a_reboot_under_the_job_is_no_exit_code",
+    "finished_job_deleted_by_another_runner_says_so",
+    "stratum_upgrade_reboots_the_node_into_the_new_version",
+    "stratum_carotate_phases_are_reported",
+    "jobs_are_listed_by_label_selector",
+    "jobs_of_a_missing_namespace_are_an_empty_list",
+];
+
 fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
 }

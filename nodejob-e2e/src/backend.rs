@@ -206,28 +206,36 @@ impl Workloads for KubeBackend {
         self.label.clone()
     }
     async fn create(&self, object: Object) -> Result<(), Failure> {
-        let admin = self.admin.clone();
-        let ns = self.namespace.as_str();
-        let params = PostParams::default();
-        let result = match object {
-            Object::Deployment(d) => Api::<Deployment>::namespaced(admin, ns)
-                .create(&params, &d)
-                .await
-                .map(drop),
-            Object::Budget(b) => Api::<PodDisruptionBudget>::namespaced(admin, ns)
-                .create(&params, &b)
-                .await
-                .map(drop),
-            Object::DaemonSet(d) => Api::<DaemonSet>::namespaced(admin, ns)
-                .create(&params, &d)
-                .await
-                .map(drop),
-            Object::Pod(p) => Api::<Pod>::namespaced(admin, ns)
-                .create(&params, &p)
-                .await
-                .map(drop),
-            other => return Err(Failure(format!("cannot create {other:?}"))),
-        };
-        result.map_err(fail("creating a workload"))
+        create_workload(&self.admin, &self.namespace, object).await
     }
+}
+
+/// Creates a workload `object` in `namespace` as an administrator (`kubectl create`).
+pub(crate) async fn create_workload(
+    admin: &Client,
+    namespace: &str,
+    object: Object,
+) -> Result<(), Failure> {
+    let (admin, ns) = (admin.clone(), namespace);
+    let params = PostParams::default();
+    let result = match object {
+        Object::Deployment(d) => Api::<Deployment>::namespaced(admin, ns)
+            .create(&params, &d)
+            .await
+            .map(drop),
+        Object::Budget(b) => Api::<PodDisruptionBudget>::namespaced(admin, ns)
+            .create(&params, &b)
+            .await
+            .map(drop),
+        Object::DaemonSet(d) => Api::<DaemonSet>::namespaced(admin, ns)
+            .create(&params, &d)
+            .await
+            .map(drop),
+        Object::Pod(p) => Api::<Pod>::namespaced(admin, ns)
+            .create(&params, &p)
+            .await
+            .map(drop),
+        other => return Err(Failure(format!("cannot create {other:?}"))),
+    };
+    result.map_err(fail("creating a workload"))
 }

@@ -17,11 +17,16 @@
 //!   names, how long the agent may take;
 //! - `admin`: the admin kubeconfig and client, unique names, namespaces and Nodes, labels,
 //!   annotations and cordons;
+//! - `audit`: the apiserver's audit log (`e2e/cluster`'s policy: evictions, Job creations),
+//!   what proves which requests a driver sent, and in what order;
 //! - `host`: a node's kubelet address, its boot, what its `stratum` model reports;
+//! - `lifecycle`: [`NodeLifecycle`], the node lifecycle controller run for one test;
 //! - `describe`: a node's conditions as `kubectl describe node` prints them, checked against
 //!   `kubectl`'s own table;
 //! - `rbac`: `deploy/rbac.yaml` applied (as committed or with a verb taken away) and waited for;
 //! - `recorder`: what a watch and a driver's progress saw while the driver ran;
+//! - `drains`: [`Drains`], what proves a roll's drain: each Pod evicted once through the
+//!   eviction subresource before its node's host Job, the budget never broken;
 //! - `waits`: bounded waits on a watch (an object, a Deployment, a self-reboot, a Lease);
 //! - `command`: the `nodejob` binary as a user runs it, through a kubeconfig holding a
 //!   ServiceAccount's token;
@@ -33,11 +38,14 @@
 //!   [`RealNodes`], the drivers' scenario on several (`tests/real_node_drivers.rs`).
 
 mod admin;
+mod audit;
 mod backend;
 mod command;
 mod conventions;
 mod describe;
+mod drains;
 mod host;
+mod lifecycle;
 mod rbac;
 mod real_node;
 mod recorder;
@@ -48,6 +56,7 @@ pub use admin::{
     admin, annotate_node, config, kubeconfig_path, label_node, labelled_node, namespace, node,
     set_unschedulable, unique,
 };
+pub use audit::{Audited, audited};
 pub use backend::KubeBackend;
 pub use command::{COMMAND_LIMIT, CONTEXT, KubeconfigFile, Ran, cli, nodejob, sa_kubeconfig};
 pub use conventions::{
@@ -55,9 +64,11 @@ pub use conventions::{
     SA_NAMESPACE, SCENARIO_LABEL, STRATUM_TIMING_ANNOTATION, ZONE_LABEL,
 };
 pub use describe::described_conditions;
+pub use drains::{Drained, Drains};
 pub use host::{HostReport, boot_id, host_report};
+pub use lifecycle::NodeLifecycle;
 pub use rbac::Rbac;
 pub use real_node::{BOOT_LIMIT, RealNode, RealNodeBackend, RealNodes, job_image};
-pub use recorder::{ProgressLog, Recorder, record};
+pub use recorder::{ProgressLog, Recorder, Seen, record, record_changes};
 pub use three_nodes::{ThreeNodes, Workers, deployment_behind_budget, one_driver};
 pub use waits::{deployment_available, lease_released, reboot_by_itself, wait_for};

@@ -1,6 +1,7 @@
 //! [`RealNode`]: a real node of the run's cluster (a kubelet, containerd and runc in a PID and
 //! mount namespace of its own, `e2e/node/node`); [`RealNodeBackend`], the conformance
-//! suite's backend on one; [`RealNodes`], the drivers' scenario on several.
+//! suites' backend on one (three for the node scenarios); [`RealNodes`], the drivers' scenario
+//! on several.
 //!
 //! A node's PID 1 (`e2e/node/init`) is "the host" its privileged Jobs `nsenter`: their
 //! `nsenter --target 1 --mount --uts --ipc --net --pid` reaches it and execs the node's
@@ -17,14 +18,17 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
-use nodejob_conformance::{Backend, Failure, ensure};
+use nodejob_conformance::workloads::MIRROR_ANNOTATION;
+use nodejob_conformance::{Backend, Failure, Object, Workloads, ensure};
 use nodejob_host::stratum::StratumState;
 use nodejob_kube::KubeApi;
 use serde_json::json;
 
 use crate::admin::{client, config, fail, label_node, namespace, unique};
+use crate::backend::create_workload;
 use crate::conventions::{NOT_READY_TAINT, SA_NAME, SA_NAMESPACE, SCENARIO_LABEL};
 use crate::host::boot_id;
 use crate::rbac::Rbac;
@@ -154,6 +158,18 @@ impl RealNode {
     /// once more for each restart the host asked for (`carotate issue`).
     pub fn kubelet_starts(&self) -> Result<usize, Failure> {
         Ok(self.log_lines("init.log", "kubelet started")?.len())
+    }
+
+    /// When the node's PID 1 started the kubelet, each time (`DIR/log/init.log`, the machine's
+    /// clock), in order.
+    pub fn kubelet_started_at(&self) -> Result<Vec<Timestamp>, Failure> {
+        (self.log_lines("init.log", "kubelet started")?.iter())
+            .map(|l| {
+                let at = l.split(' ').next().unwrap_or_default();
+                at.parse::<Timestamp>()
+                    .map_err(|e| Failure(format!("node {}: {l:?}: {e}", self.name)))
+            })
+            .collect()
     }
 
     /// How many times the node rebooted because its host asked (`DIR/log/boots.log`: its PID 1
@@ -297,30 +313,52 @@ fn signal(signal: &str, pid: &str) -> Result<(), Failure> {
     }
 }
 
-/// The conformance backend on a [`RealNode`]: the runner's API acts as the ServiceAccount of
-/// `deploy/rbac.yaml` in a namespace of the scenario's own. Only the hooks a real kubelet can
-/// stage are offered: a PodSecurity refusal, a Pod deleted by another actor; the node agent's
-/// annotations (an unreachable kubelet, a Ready condition set by hand) have no real
-/// counterpart and fail the scenario that asks for them.
+/// The conformance backend on real nodes ([`RealNode`]): the runner's API acts as the
+/// ServiceAccount of `deploy/rbac.yaml` in a namespace of the scenario's own. Only the hooks a
+/// real kubelet can stage are offered: a PodSecurity refusal, a Pod or a Node deleted by
+/// another actor, a power cut; the node agent's annotations (an unreachable kubelet, a Ready
+/// condition set by hand) have no real counterpart and fail the scenario that asks for them.
+/// For the [`Workloads`] scenarios ([`RealNodeBackend::for_workloads`]), three real nodes; a
+/// mirror Pod is what a kubelet makes of a static Pod's manifest on its node.
 pub struct RealNodeBackend {
     admin: Client,
     api: Arc<KubeApi>,
     rbac: Rbac,
     namespace: String,
-    /// The scenario's node.
+    /// The scenario's node ([`Backend::node`]).
     pub node: RealNode,
+    /// For [`Workloads`]: the scenario's other nodes.
+    others: Vec<RealNode>,
+    label: (String, String),
 }
 
 impl RealNodeBackend {
     /// A namespace and a real node of the scenario's own.
     pub async fn new() -> Result<Self, Failure> {
+        Self::with_nodes(1).await
+    }
+
+    /// A backend for the [`Workloads`] scenarios: a namespace and three real nodes of the
+    /// scenario's own, booted side by side, labelled [`SCENARIO_LABEL`] with the namespace's
+    /// name.
+    pub async fn for_workloads() -> Result<Self, Failure> {
+        Self::with_nodes(3).await
+    }
+
+    async fn with_nodes(count: usize) -> Result<Self, Failure> {
         let admin_config = config(None).await?;
         let admin = client(admin_config.clone())?;
         let name = unique("nj");
         namespace(&admin, &name, "privileged").await?;
         let rbac = Rbac::committed();
         rbac.apply(&admin, SA_NAME, &[&name, SA_NAMESPACE]).await?;
-        let node = RealNode::start(&admin).await?;
+        let mut nodes =
+            futures::future::try_join_all((0..count).map(|_| RealNode::start(&admin))).await?;
+        let label = (SCENARIO_LABEL.to_string(), name.clone());
+        for node in &nodes {
+            label_node(&admin, node.name(), &label.0, &label.1).await?;
+        }
+        let node = nodes.remove(0);
         let user = format!("system:serviceaccount:{SA_NAMESPACE}:{SA_NAME}");
         let mut as_sa = admin_config;
         as_sa.auth_info.impersonate = Some(user.clone());
@@ -332,12 +370,94 @@ impl RealNodeBackend {
             rbac,
             namespace: name,
             node,
+            others: nodes,
+            label,
         })
     }
 
     /// An admin client.
     pub fn admin(&self) -> Client {
         self.admin.clone()
+    }
+
+    /// A static Pod, as an administrator makes one: its manifest written into the static Pod
+    /// directory of its node (`spec.nodeName`), whose kubelet runs it and creates its mirror
+    /// Pod (`NAME-NODE`, annotated `kubernetes.io/config.mirror`). Returns once the mirror Pod
+    /// exists.
+    async fn static_pod(&self, mut pod: Pod) -> Result<(), Failure> {
+        let on = pod.spec.as_mut().and_then(|s| s.node_name.take());
+        let node = std::iter::once(&self.node)
+            .chain(&self.others)
+            .find(|n| on.as_deref() == Some(n.name()))
+            .ok_or_else(|| Failure(format!("a static pod for no node of ours: {on:?}")))?;
+        // What the kubelet adds itself; a manifest does not carry it.
+        if let Some(a) = pod.metadata.annotations.as_mut() {
+            a.remove(MIRROR_ANNOTATION);
+        }
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let manifest = node
+            .dir()
+            .join("manifests")
+            .join(format!("{}-{name}.json", self.namespace));
+        let text = serde_json::to_vec(&pod).map_err(|e| Failure(e.to_string()))?;
+        std::fs::write(&manifest, text)
+            .map_err(|e| Failure(format!("writing {}: {e}", manifest.display())))?;
+        let mirror = format!("{name}-{}", node.name());
+        let what = format!("the mirror pod of {}", manifest.display());
+        let pods = Api::<Pod>::namespaced(self.admin.clone(), &self.namespace);
+        wait_for(pods, &mirror, &what, BOOT_LIMIT, |_| true)
+            .await
+            .map(drop)
+    }
+}
+
+#[async_trait]
+impl Workloads for RealNodeBackend {
+    fn nodes(&self) -> Vec<String> {
+        (std::iter::once(&self.node).chain(&self.others))
+            .map(|n| n.name().to_string())
+            .collect()
+    }
+    fn node_label(&self) -> (String, String) {
+        self.label.clone()
+    }
+    async fn create(&self, object: Object) -> Result<(), Failure> {
+        match object {
+            Object::Pod(pod)
+                if (pod.metadata.annotations.as_ref())
+                    .is_some_and(|a| a.contains_key(MIRROR_ANNOTATION)) =>
+            {
+                self.static_pod(*pod).await
+            }
+            Object::Pod(mut pod) => {
+                played_for_real(&mut pod);
+                create_workload(&self.admin, &self.namespace, Object::Pod(pod)).await
+            }
+            other => create_workload(&self.admin, &self.namespace, other).await,
+        }
+    }
+}
+
+/// A workload container whose argv is a `nodejob-test:` directive the node agent plays (the
+/// suite's only one: a program that ignores SIGTERM, `nodejob_host::directives::ignore_sigterm`)
+/// is given a program that does it for real: a shell of the Job image (busybox; the pause image
+/// has none) that ignores SIGTERM and runs until killed.
+fn played_for_real(pod: &mut Pod) {
+    let ignoring = nodejob_host::directives::ignore_sigterm();
+    let containers = pod.spec.iter_mut().flat_map(|s| s.containers.iter_mut());
+    for container in containers {
+        if container
+            .command
+            .as_ref()
+            .is_some_and(|c| c.contains(&ignoring))
+        {
+            container.image = Some(job_image());
+            container.command = Some(
+                ["sh", "-c", "trap '' TERM; while :; do sleep 1; done"]
+                    .map(String::from)
+                    .into(),
+            );
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 //! What a scenario saw while a driver ran: every version of the objects a watch sees
-//! ([`Recorder`]), and every progress event the driver reported ([`ProgressLog`]).
+//! ([`Recorder`]; with deletions and relists, [`Seen`]), and every progress event the driver
+//! reported ([`ProgressLog`]).
 
 use std::sync::{Arc, Mutex};
 
@@ -41,6 +42,59 @@ where
     K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync,
     K: 'static,
 {
+    record_as(api, config, |event| match event {
+        watcher::Event::Apply(k) | watcher::Event::InitApply(k) => Some(k),
+        _ => None,
+    })
+    .await
+}
+
+/// What a watch saw, deletions and relists included ([`record_changes`]).
+#[derive(Clone, Debug)]
+pub enum Seen<K> {
+    /// A version of an object, as created or changed (or listed).
+    Applied(K),
+    /// An object's last version, as it was deleted.
+    Deleted(K),
+    /// The watch lists again from scratch (at its start, or after it lost its place): what
+    /// follows up to [`Seen::Listed`] is every object that exists, and an object deleted
+    /// meanwhile is not told.
+    Listing,
+    /// The list is over.
+    Listed,
+}
+
+/// [`record`], keeping deletions and relists: what a scenario needs to know which objects
+/// existed at each moment.
+pub async fn record_changes<K>(
+    api: Api<K>,
+    config: watcher::Config,
+) -> Result<Recorder<Seen<K>>, Failure>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync,
+    K: 'static,
+{
+    record_as(api, config, |event| {
+        Some(match event {
+            watcher::Event::Apply(k) | watcher::Event::InitApply(k) => Seen::Applied(k),
+            watcher::Event::Delete(k) => Seen::Deleted(k),
+            watcher::Event::Init => Seen::Listing,
+            watcher::Event::InitDone => Seen::Listed,
+        })
+    })
+    .await
+}
+
+async fn record_as<K, T>(
+    api: Api<K>,
+    config: watcher::Config,
+    keep: impl Fn(watcher::Event<K>) -> Option<T> + Send + 'static,
+) -> Result<Recorder<T>, Failure>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync,
+    K: 'static,
+    T: Send + 'static,
+{
     let seen = Arc::new(Mutex::new(Vec::new()));
     let sink = seen.clone();
     let (listed, listing) = oneshot::channel();
@@ -51,15 +105,15 @@ where
         let mut stream = std::pin::pin!(watcher::watcher(api, config));
         while let Some(event) = stream.next().await {
             match event {
-                Ok(watcher::Event::Apply(k) | watcher::Event::InitApply(k)) => {
-                    sink.lock().unwrap().push(k);
-                }
-                Ok(watcher::Event::InitDone) => {
-                    if let Some(listed) = listed.take() {
+                Ok(event) => {
+                    let done = matches!(event, watcher::Event::InitDone);
+                    if let Some(t) = keep(event) {
+                        sink.lock().unwrap().push(t);
+                    }
+                    if let Some(listed) = listed.take_if(|_| done) {
                         let _ = listed.send(());
                     }
                 }
-                Ok(_) => {}
                 Err(e) => eprintln!("watching {watching}: {e}"),
             }
         }

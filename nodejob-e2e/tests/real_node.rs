@@ -2,9 +2,11 @@
 //! privileged pod's `nsenter --target 1` reaches the node's PID 1 and execs its host binary.
 //! Run by `e2e/run`.
 //!
-//! First the conformance scenarios that a real kubelet can stage (its exit codes, logs,
-//! deadline and deletions are the runtime's own, not a model's); then what only a real node
-//! shows: an argv reaching the host verbatim through runc and `nsenter`, a log cut by the
+//! First the conformance scenarios, the Job scenarios on a real node each and the node
+//! scenarios (cordons, taints, drains against real budgets, evictions, Leases, Events) on three
+//! each, every one a real kubelet can stage (its exit codes, logs, deadline, deletions and
+//! terminations are the runtime's own, not a model's); those it cannot are listed with why
+//! ([`NOT_ON_REAL_NODES`]). Then what only a real node shows: an argv reaching the host verbatim through runc and `nsenter`, a log cut by the
 //! kubelet's `limitBytes`, the runtime's exit status of a deleted Pod, and a Pod that was
 //! running across a reboot.
 
@@ -20,23 +22,140 @@ use nodejob_core::{CONTROLLER_UID_LABEL, JobApi, LOG_LIMIT_BYTES, Spec};
 use nodejob_e2e::{RealNodeBackend, job_image, wait_for};
 use nodejob_host::directives as host;
 
-nodejob_conformance::conformance!(@each
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    RealNodeBackend::new().await.expect("a real node");
+/// The conformance scenarios run on real nodes, each on a node of its own (the Job scenarios)
+/// or on three (the node scenarios), the same bodies as on the fake and on the agent's nodes.
+/// Every scenario of the suite is here or in [`NOT_ON_REAL_NODES`] with its reason
+/// (`every_scenario_runs_on_real_nodes_or_says_why`).
+macro_rules! on_real_nodes {
+    (jobs: $($job:ident),* $(,)?; nodes: $($node:ident),* $(,)?) => {
+        nodejob_conformance::conformance!(@each
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            RealNodeBackend::new().await.expect("a real node");
+            $($job),*
+        );
+        mod nodes {
+            use nodejob_e2e::RealNodeBackend;
+            nodejob_conformance::conformance_nodes!(@each
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                RealNodeBackend::for_workloads().await.expect("three real nodes");
+                $($node),*
+            );
+        }
+        /// The Job scenarios run on real nodes.
+        const JOBS: &[&str] = &[$(stringify!($job)),*];
+        /// The node scenarios run on real nodes.
+        const NODES: &[&str] = &[$(stringify!($node)),*];
+    };
+}
+
+on_real_nodes!(
+    jobs:
     exit_code_and_log_of_a_succeeded_job,
     dollars_in_the_argv_reach_the_host_as_written,
     non_zero_exit_leaves_the_job_for_inspection,
     stale_succeeded_job_is_replaced_exactly,
+    stale_failed_job_is_replaced_and_never_reported,
     stale_running_job_is_waited_for_not_killed,
+    stale_job_being_deleted_is_waited_out,
+    stale_job_replaced_between_inspect_and_delete_is_left_alone,
+    already_exists_on_create_is_left_alone,
     job_deleted_while_waiting_ends_the_run,
+    job_replaced_while_waiting_is_never_read,
     deadline_kill_is_no_exit_status,
     timeout_leaves_the_host_operation_running,
     pod_security_refusal_fails_fast,
+    transient_errors_are_retried,
+    create_whose_answer_was_lost_is_adopted,
+    forbidden_fails_at_once,
     logs_are_read_by_uid,
+    delete_exact_refuses_a_changed_job,
+    delete_of_a_missing_job_is_no_error,
+    wait_ready_reports_a_missing_node,
+    long_node_name_makes_valid_objects,
     pod_deleted_by_another_actor_is_no_exit_code,
+    node_deleted_while_the_job_runs_is_named,
     a_reboot_under_the_job_is_no_exit_code,
     finished_job_deleted_by_another_runner_says_so,
+    stratum_carotate_phases_are_reported,
+    jobs_are_listed_by_label_selector,
+    jobs_of_a_missing_namespace_are_an_empty_list;
+    nodes:
+    cordon_and_uncordon_with_a_concurrent_writer,
+    a_no_schedule_taint_is_added_beside_anothers_once_and_removed_by_key,
+    nodes_are_listed_by_label,
+    every_node_is_listed_then_watched_from_the_lists_version,
+    drain_waits_out_a_budget_that_releases,
+    drain_fails_at_its_timeout_naming_the_budget,
+    daemonset_and_mirror_pods_stay,
+    bare_pod_is_refused_unless_forced,
+    empty_dir_pod_is_refused_unless_allowed,
+    pod_terminating_with_a_long_grace_period,
+    dry_run_eviction_changes_nothing,
+    lease_is_acquired_renewed_and_released,
+    lease_held_by_another_is_refused,
+    expired_lease_is_taken_over_and_the_loser_stops,
+    node_event_is_created_and_found_by_the_node_name,
+    node_event_in_another_namespace_is_invalid,
+    event_in_a_missing_namespace_is_refused,
+    version_names_the_servers_release,
 );
+
+/// The scenarios a real node cannot stage, each with why: what the node agent fakes by an
+/// annotation and a real kubelet has no counterpart for here (`e2e/README.md`, "Real nodes").
+const NOT_ON_REAL_NODES: &[(&str, &str)] = &[
+    (
+        "unreadable_log_keeps_the_exit_code",
+        "the kubelet that runs the Pod is the one that serves its log: no real kubelet reports \
+         a Pod's exit while its log endpoint is unreachable, short of a firewall rule on the \
+         machine, whose network the real nodes share",
+    ),
+    (
+        "wait_ready_sees_the_node_turn_ready",
+        "a real node's Ready turns False only by the node lifecycle controller, which this \
+         control plane does not run (e2e/cluster): a stopped kubelet leaves its Node Ready",
+    ),
+    (
+        "wait_ready_times_out_on_a_not_ready_node",
+        "as wait_ready_sees_the_node_turn_ready: no real node goes NotReady here",
+    ),
+    (
+        "stratum_upgrade_reboots_the_node_into_the_new_version",
+        "the scenario reads the version from the kubelet's version; a real node's kubelet is \
+         the one binary built for the run and does not move: its upgrade shows in osImage \
+         (tests/real_node_drivers.rs upgrades real nodes by `--version-from os-image`)",
+    ),
+    (
+        "a_node_condition_merges_by_type_and_outlives_the_kubelets_posts",
+        "it makes the kubelet post its status twice by setting the node NotReady and Ready \
+         again, which a real kubelet does not do on request (no node lifecycle controller)",
+    ),
+];
+
+/// Every scenario of the suite runs on real nodes or is in [`NOT_ON_REAL_NODES`] with a
+/// reason, never both, and no name there is stale.
+#[test]
+fn every_scenario_runs_on_real_nodes_or_says_why() {
+    let all: Vec<&str> = (nodejob_conformance::scenarios::ALL.iter())
+        .chain(nodejob_conformance::nodes::ALL)
+        .copied()
+        .collect();
+    let run: Vec<&str> = JOBS.iter().chain(NODES).copied().collect();
+    for name in &all {
+        let skipped = NOT_ON_REAL_NODES.iter().filter(|(n, _)| n == name).count();
+        let ran = run.iter().filter(|n| *n == name).count();
+        assert!(
+            ran + skipped == 1,
+            "scenario {name}: run {ran} times on real nodes, skipped {skipped} times"
+        );
+    }
+    for (name, why) in NOT_ON_REAL_NODES {
+        assert!(all.contains(name), "{name} is no scenario of the suite");
+        assert!(!why.trim().is_empty(), "{name} is skipped with no reason");
+    }
+    for name in &run {
+        assert!(all.contains(name), "{name} is no scenario of the suite");
+    }
+}
 
 /// A Job on the backend's node running `host` (the program and its arguments, after
 /// `nsenter`'s `--`) from the real nodes' image.

@@ -5,10 +5,16 @@
 //!
 //! - `nodejob upgrade --version-from os-image`, the binary, through a kubeconfig holding the
 //!   token of the ServiceAccount of `deploy/rbac.yaml`, rolls two nodes running a Deployment of
-//!   real Pods behind a budget: the real drain, the host Job, the real reboot, the version the
-//!   kubelet reads from the os-release (`osImage`; the kubelet itself does not move);
+//!   real Pods behind a budget: the real drain (each Pod evicted once through the eviction
+//!   subresource before its node's host Job, as the apiserver's audit log says; the budget
+//!   never broken), the host Job, the real reboot, the version the kubelet reads from the
+//!   os-release (`osImage`; the kubelet itself does not move);
 //! - `nodejob rotate-ca --trust-domain selected`, the binary, through the same kubeconfig,
 //!   rotates two nodes' CA (the kubelet restarted by `issue`).
+//!
+//! - with the node lifecycle controller running for the test ([`NodeLifecycle`]), a real
+//!   node whose kubelet `carotate issue` stops past the controller's grace goes NotReady by
+//!   the control plane, and `nodejob rotate-ca` waits at its Ready gate for its return.
 //!
 //! What ran on each host is read from the node's own directory, not from any driver: the
 //! model's executions, the reboots its PID 1 was asked for, the kubelet's starts.
@@ -17,13 +23,13 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use certs_driver::Fingerprint;
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Event, Node};
 use kube::api::{Api, ListParams};
 use kube::runtime::watcher;
 use nodejob_conformance::{Failure, ensure};
 use nodejob_e2e::{
-    CONTEXT, RealNodes, SA_NAME, deployment_available, nodejob, record, sa_kubeconfig, unique,
+    Audited, CONTEXT, Drains, NodeLifecycle, RealNodes, SA_NAME, SA_NAMESPACE, audited,
+    deployment_available, nodejob, record, sa_kubeconfig, unique, wait_for,
 };
 use nodejob_host::stratum::{CaPhase, INITIAL_CA, Operation};
 use upgrade_driver::VersionSource;
@@ -104,9 +110,8 @@ async fn two_real_nodes_upgrade_by_the_command_to_the_version_of_their_os_image(
         );
     }
 
-    let deployments = Api::<Deployment>::namespaced(admin.clone(), namespace);
-    let this = watcher::Config::default().fields(&format!("metadata.name={APP}"));
-    let web = record(deployments, this).await?;
+    // The Pods and the budget as they go through the roll; the evictions from the audit log.
+    let drains = Drains::watch(admin, namespace, APP).await?;
     let kubeconfig = sa_kubeconfig(admin, SA_NAME).await?;
     let upgrade = {
         let _turn = LEASE.lock().await;
@@ -131,7 +136,6 @@ async fn two_real_nodes_upgrade_by_the_command_to_the_version_of_their_os_image(
         )
         .await
     };
-    let web = web.stop();
     let upgrade = upgrade?;
     upgrade.exited(0)?;
 
@@ -212,15 +216,15 @@ async fn two_real_nodes_upgrade_by_the_command_to_the_version_of_their_os_image(
         );
     }
 
-    // The budget held through the roll, and the Deployment is whole again.
-    let available: Vec<i32> = (web.iter())
-        .filter_map(|d| d.status.as_ref().and_then(|s| s.available_replicas))
-        .collect();
-    ensure!(
-        !available.is_empty() && available.iter().all(|a| *a >= REPLICAS - 1),
-        "the deployment's available replicas through the roll: {available:?}"
-    );
-    eprintln!("real upgrade: available replicas of {APP} through the roll: {available:?}");
+    // Drained for real: each Pod evicted once through the eviction API before its node's
+    // host Job, the budget never broken (its status, the Pods' readiness); and the Deployment
+    // is whole again.
+    let drained = drains.check(
+        &names,
+        REPLICAS - 1,
+        &format!("system:serviceaccount:{SA_NAMESPACE}:{SA_NAME}"),
+    )?;
+    eprintln!("real upgrade: drained {drained:?}");
     deployment_available(admin, namespace, APP, REPLICAS, SETTLE, "after the roll").await?;
     scenario.stop()
 }
@@ -406,5 +410,169 @@ async fn two_real_nodes_rotate_their_ca_by_the_command() -> Result<(), Failure> 
         ensure!(nodejob_core::ready(&node), "node {name} is not Ready");
         ensure!(!records::unschedulable(&node), "node {name} is cordoned");
     }
+    scenario.stop()
+}
+
+/// The node lifecycle controller's grace for a Node whose kubelet stopped posting
+/// ([`NodeLifecycle::start`]).
+const MONITOR_GRACE: Duration = Duration::from_secs(20);
+/// How long the kubelet stays down after `carotate issue`: past the controller's grace, and
+/// past the rotation's restart grace ([`RESTART_GRACE`]).
+const KUBELET_DOWN: Duration = Duration::from_secs(50);
+/// The rotation's `--restart-grace`: long enough for the controller to turn the node NotReady
+/// (its grace and a period), shorter than the kubelet's downtime, so a rotation that only
+/// waited out its restart grace would go on while the kubelet is still down.
+const RESTART_GRACE: Duration = Duration::from_secs(35);
+
+/// With the node lifecycle controller running (as on a real cluster; `e2e/cluster` does not
+/// run it: [`NodeLifecycle`]), a real node whose kubelet `carotate issue` stops for 50 s goes
+/// NotReady by the control plane (`Ready` `Unknown`, reason `NodeStatusUnknown`, the
+/// `unreachable` taint) once the controller's 20 s grace has passed, and `nodejob rotate-ca`
+/// sees it within its 35 s restart grace, then waits at its Ready gate for the node's return:
+/// no host Job after `issue` is created before the kubelet has started again (the audit log,
+/// against the node's own record of its kubelet's starts). A rotation that took the node as
+/// restarted at the end of its restart grace would create the next one about 15 s too early.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubelet_stopped_past_the_grace_goes_not_ready_and_the_rotation_waits_for_its_return()
+-> Result<(), Failure> {
+    let scenario = RealNodes::start(1).await?;
+    let (admin, names) = (&scenario.admin, scenario.names());
+    let node = &scenario.nodes[0];
+    let name = node.name().to_string();
+    // The node's host model: `carotate issue` stops the kubelet 3 s after it exits (time for
+    // the kubelet to report the Job's end first), for KUBELET_DOWN.
+    let timing = node.dir().join("host/timing");
+    std::fs::write(
+        &timing,
+        format!(
+            "op=0ms,restart-delay=3s,restart={}s\n",
+            KUBELET_DOWN.as_secs()
+        ),
+    )
+    .map_err(|e| Failure(format!("writing {}: {e}", timing.display())))?;
+    let lifecycle = NodeLifecycle::start(admin, &name, MONITOR_GRACE, SETTLE).await?;
+    let (pem, new) = new_ca()?;
+    let (key, value) = &scenario.label;
+    let ca_file = std::env::temp_dir().join(unique("nodejob-e2e-new-ca"));
+    std::fs::write(&ca_file, &pem)
+        .map_err(|e| Failure(format!("writing {}: {e}", ca_file.display())))?;
+    let kubeconfig = sa_kubeconfig(admin, SA_NAME).await?;
+    let watched = watcher::Config::default().labels(&format!("{key}={value}"));
+    let history = record(Api::<Node>::all(admin.clone()), watched).await?;
+    let rotate = {
+        let _turn = LEASE.lock().await;
+        nodejob(
+            &kubeconfig.path,
+            CONTEXT,
+            &[
+                "rotate-ca",
+                "--new-ca",
+                &ca_file.display().to_string(),
+                "--selector",
+                &format!("{key}={value}"),
+                "--trust-domain",
+                "selected",
+                "--deadline",
+                "3m",
+                "--ready-timeout",
+                "2m",
+                "--restart-grace",
+                &format!("{}s", RESTART_GRACE.as_secs()),
+                "-o",
+                "json",
+            ],
+        )
+        .await
+    };
+    let history = history.stop();
+    let _ = std::fs::remove_file(&ca_file);
+    let rotate = rotate?;
+    rotate.exited(0)?;
+    let report = (rotate.json_lines()?.into_iter().rev())
+        .find_map(|l| l.get("report").cloned())
+        .ok_or_else(|| Failure(format!("no report line in\n{}", rotate.stdout)))?;
+    ensure!(
+        report["outcome"]["outcome"] == "done" && report["totals"]["rotated"] == names.len(),
+        "the rotation: {} {}",
+        report["outcome"],
+        report["totals"]
+    );
+    ensure!(
+        report["target"] == new.as_str(),
+        "rotated to {}",
+        report["target"]
+    );
+
+    // NotReady by the control plane: the controller's Unknown, and its taint.
+    let ready_of = |n: &Node| {
+        (n.status.as_ref().and_then(|s| s.conditions.as_ref()))
+            .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+            .map(|c| (c.status.clone(), c.reason.clone().unwrap_or_default()))
+    };
+    let unknown = (history.iter())
+        .filter(|n| n.metadata.name.as_deref() == Some(name.as_str()))
+        .find(|n| ready_of(n).is_some_and(|(s, r)| s == "Unknown" && r == "NodeStatusUnknown"));
+    ensure!(
+        unknown.is_some(),
+        "node {name} never went Ready Unknown (NodeStatusUnknown) while its kubelet was down: \
+         {:?}",
+        history.iter().filter_map(ready_of).collect::<Vec<_>>()
+    );
+    let tainted = history.iter().any(|n| {
+        (n.spec.as_ref().and_then(|s| s.taints.as_ref()))
+            .is_some_and(|t| t.iter().any(|t| t.key == "node.kubernetes.io/unreachable"))
+    });
+    ensure!(
+        tainted,
+        "node {name} was never tainted node.kubernetes.io/unreachable"
+    );
+
+    // The rotation's Ready gate waited for the return: the host Jobs after `issue` were
+    // created once the kubelet had started again.
+    let starts = node.kubelet_started_at()?;
+    ensure!(
+        starts.len() == 2,
+        "node {name}: the kubelet started {} times: {starts:?}",
+        starts.len()
+    );
+    let back = starts[1];
+    let mut jobs: Vec<Audited> = (audited()?.into_iter())
+        .filter(|a| a.is_job_creation() && a.succeeded() && a.node.as_deref() == Some(&name))
+        .collect();
+    jobs.sort_by_key(|a| a.received);
+    let issue = (jobs.iter())
+        .position(|a| a.name.starts_with("ca-issue-"))
+        .ok_or_else(|| Failure(format!("no issue Job on node {name}: {jobs:?}")))?;
+    let after: Vec<&Audited> = jobs[issue + 1..].iter().collect();
+    ensure!(
+        !after.is_empty() && jobs[issue].received < back,
+        "node {name}: the issue Job at {}, the kubelet back at {back}, Jobs after: {after:?}",
+        jobs[issue].received
+    );
+    for job in &after {
+        ensure!(
+            job.received > back,
+            "node {name}: Job {} was created at {}, while the kubelet was down (back at \
+             {back}): the rotation did not wait for the node's return",
+            job.name,
+            job.received
+        );
+    }
+    eprintln!(
+        "real lifecycle: node {name} issue Job at {}, Ready Unknown seen, kubelet back at \
+         {back}, next Job {} at {}",
+        jobs[issue].received, after[0].name, after[0].received
+    );
+
+    // Back: Ready, the controller's taints lifted.
+    let nodes = Api::<Node>::all(admin.clone());
+    let back = wait_for(nodes, &name, "Ready, untainted", SETTLE, |n: &Node| {
+        nodejob_core::ready(n)
+            && !(n.spec.as_ref().and_then(|s| s.taints.as_ref()))
+                .is_some_and(|t| t.iter().any(|t| t.key == "node.kubernetes.io/unreachable"))
+    })
+    .await?;
+    ensure!(nodejob_core::ready(&back), "node {name} is not Ready");
+    lifecycle.stop()?;
     scenario.stop()
 }

@@ -375,11 +375,13 @@
 //!   only from the log, for `FallbackToLogsOnError`).
 //! - The intermediate `uncountedTerminatedPods` write: a finished pod is counted in the same
 //!   status update that records it.
-//! - Of a host model's reboot: the containers running on the node survive it (a real reboot
-//!   kills them: the kubelet restarts `Always` pods' containers and fails `Never` ones), and its
-//!   pods stay Ready while it is down (the node lifecycle controller marks them NotReady after
-//!   its grace period); only the kubelet's steps wait. A `Ready` of `Unknown` (the kubelet
-//!   stopped posting): a node down reports `False`.
+//! - Of a host model's reboot: the pods of a node that is down stay Ready (the node lifecycle
+//!   controller marks them NotReady after its grace period); only the kubelet's steps wait. A
+//!   `Ready` of `Unknown` (the kubelet stopped posting): a node down reports `False`. A
+//!   container of a pod restarted in place (`restartPolicy: Always`, a Deployment's) keeps
+//!   running through a reboot, no restart counted: a real kubelet starts it again in a new
+//!   sandbox. (A `Never` pod's running container is lost, exit 255 `Unknown`, by
+//!   `nodejob-host`'s rules, as a real kubelet records it: `nodejob-e2e/tests/real_node.rs`.)
 //! - Watch expiry (410 Gone): the whole history is kept; watches of Events.
 //! - Event aggregation beyond identical events (`count` bumps); the `events.k8s.io` API.
 //! - Update and patch verbs other than `patch_node`, `replace_lease` and the actor methods;

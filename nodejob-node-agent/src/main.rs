@@ -1,5 +1,8 @@
-//! `nodejob-node-agent`: plays the kubelet of test Nodes for nodejob's end-to-end suite, on a
-//! machine where no kubelet can run. Not for production: it runs no container.
+//! `nodejob-node-agent`: plays the kubelet of test Nodes for nodejob's end-to-end suite, many
+//! in one process and cheaply (hundreds of hollow nodes for the benchmarks, a host model whose
+//! faults and timing a test scripts by annotations), beside the suite's real nodes (a real
+//! kubelet, containerd and runc each, `e2e/node/node`), which cost about 166 MiB each and
+//! cannot be steered so. Not for production: it runs no container.
 //!
 //! It adopts every Node labelled `nodejob.test/agent=true` (made by the test harness, or
 //! registered by the agent itself with `--register N`, as N kubelets would register theirs:
