@@ -9,12 +9,13 @@
 use std::path::Path;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Node;
-use kube::api::Api;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, DeleteParams, PostParams};
 use nodejob_conformance::{Failure, ensure};
 use nodejob_e2e::{
-    CONTEXT, KubeconfigFile, Ran, Rbac, SA_NAME, SA_NAMESPACE, ThreeNodes, Workers, admin, cli,
-    deployment_available, nodejob, sa_kubeconfig,
+    CONTEXT, KubeconfigFile, Ran, Rbac, SA_NAME, SA_NAMESPACE, ThreeNodes, Workers, admin,
+    annotate_node, cli, deployment_available, nodejob, sa_kubeconfig,
 };
 use serde_json::{Value, json};
 use upgrade_driver::VersionSource;
@@ -112,7 +113,7 @@ async fn upgrade_run_jobs_and_status_through_a_kubeconfig_as_the_service_account
         namespace,
         ..
     } = trio;
-    let [control, zone_a, _] = [&names[0], &names[1], &names[2]];
+    let [control, zone_a, zone_b] = [&names[0], &names[1], &names[2]];
 
     let kubeconfig = sa_kubeconfig(&admin, SA_NAME).await?;
     let kc = kubeconfig.path.as_path();
@@ -348,7 +349,122 @@ async fn upgrade_run_jobs_and_status_through_a_kubeconfig_as_the_service_account
             && p["lease"].is_null(),
         "upgrade --preview -o json: {p}"
     );
+    no_run_on_a_busy_node(kc, &admin, zone_b).await?;
+    a_kept_job_outlives_a_drain(kc, control).await?;
+    a_refused_drain_leaves_the_node_untouched(kc, &admin, &namespace, zone_a).await?;
     Ok(())
+}
+
+/// The version the second rolls of the scenario go to.
+const TARGET2: &str = "v1.99.0";
+
+/// Issue 33, item 13: `run` on a node an upgrade is in flight on (its in-progress record, as a
+/// roll writes it) is refused, exit 3, naming the upgrade, with no Job created; `--force`
+/// goes on.
+async fn no_run_on_a_busy_node(kc: &Path, admin: &kube::Client, node: &str) -> Result<(), Failure> {
+    let record =
+        json!({"target": TARGET2, "bootID": "e2e", "epoch": 0, "cordoned": false}).to_string();
+    annotate_node(admin, node, records::IN_PROGRESS, Some(&record)).await?;
+    let argv = ["--", "/bin/true", "nodejob-test:exit=0"];
+    let refused = nodejob(kc, CONTEXT, &[&["run", "--node", node][..], &argv].concat()).await?;
+    refused.exited(3)?;
+    let said = format!("--node {node}: a roll is under way on it: an upgrade to {TARGET2} is in");
+    ensure!(
+        refused.stderr.contains(&said) && refused.stderr.contains("no Job was created"),
+        "`{}`: {}",
+        refused.line,
+        refused.stderr
+    );
+    let jobs = Api::<Job>::namespaced(admin.clone(), SA_NAMESPACE);
+    let created = (jobs.get_opt(&run_job(node)).await)
+        .map_err(|e| Failure(format!("reading job {}: {e}", run_job(node))))?;
+    ensure!(created.is_none(), "a refused run created {created:?}");
+    let forced = [
+        &["run", "--node", node, "--force", "--exit-code-only"][..],
+        &argv,
+    ]
+    .concat();
+    nodejob(kc, CONTEXT, &forced).await?.exited(0)?;
+    annotate_node(admin, node, records::IN_PROGRESS, None).await
+}
+
+/// Issue 33, item 14: the Job a failed `run` kept on `node` outlives a roll's drain of it:
+/// the preview says the drain leaves its Pod, and after the roll `jobs` still shows it Failed
+/// with its exit code (read from that Pod).
+async fn a_kept_job_outlives_a_drain(kc: &Path, node: &str) -> Result<(), Failure> {
+    let roll = ["upgrade", "--to", TARGET2, "--allow-skew", "--nodes", node];
+    let preview = nodejob(kc, CONTEXT, &[&roll[..], &["--preview"]].concat()).await?;
+    preview.exited(0)?;
+    let leave = format!("  leave {SA_NAMESPACE}/{}-", run_job(node));
+    ensure!(
+        preview
+            .stdout
+            .lines()
+            .any(|l| l.starts_with(&leave) && l.contains("kept for its exit code and log")),
+        "preview: {}",
+        preview.stdout
+    );
+    let bounds = ["--reboot-timeout", "60s", "--deadline", "2m"];
+    nodejob(kc, CONTEXT, &[&roll[..], &bounds].concat())
+        .await?
+        .exited(0)?;
+    let jobs = nodejob(kc, CONTEXT, &["jobs", "--output", "json"]).await?;
+    let kept =
+        (jobs.exited(0)?.json_lines()?.into_iter()).find(|r| r["name"] == json!(run_job(node)));
+    ensure!(
+        kept.as_ref()
+            .is_some_and(|k| k["status"] == json!("Failed") && k["exit_code"] == json!(RUN_EXIT)),
+        "the kept run's Job after the drain: {kept:?}"
+    );
+    Ok(())
+}
+
+/// Issue 33, item 17: a bare Pod (no controller) on `node`: the preview says the node would
+/// fail at its drain and exits 1; the run fails it untouched (not cordoned) and its retry names
+/// `--force`.
+async fn a_refused_drain_leaves_the_node_untouched(
+    kc: &Path,
+    admin: &kube::Client,
+    namespace: &str,
+    node: &str,
+) -> Result<(), Failure> {
+    let pods = Api::<Pod>::namespaced(admin.clone(), namespace);
+    let bare = nodejob_conformance::workloads::bare_pod(namespace, "scratch", node, 1);
+    (pods.create(&PostParams::default(), &bare).await)
+        .map_err(|e| Failure(format!("creating the bare pod on {node}: {e}")))?;
+    let roll = ["upgrade", "--to", TARGET2, "--allow-skew", "--nodes", node];
+    let preview = nodejob(kc, CONTEXT, &[&roll[..], &["--preview"]].concat()).await?;
+    preview.exited(1)?;
+    ensure!(
+        preview.stdout.contains(&format!(
+            "  {node} would FAIL at its drain, left untouched (not cordoned): --force"
+        )),
+        "preview: {}",
+        preview.stdout
+    );
+    let ran = nodejob(kc, CONTEXT, &roll).await?;
+    ran.exited(1)?;
+    ensure!(
+        ran.stderr.contains("to take the Pods the drain refused")
+            && ran
+                .stderr
+                .lines()
+                .last()
+                .is_some_and(|l| l.ends_with(" --force")),
+        "`{}`: {}",
+        ran.line,
+        ran.stderr
+    );
+    let read = (Api::<Node>::all(admin.clone()).get(node).await)
+        .map_err(|e| Failure(format!("reading node {node}: {e}")))?;
+    ensure!(
+        !records::unschedulable(&read)
+            && !(read.metadata.annotations.unwrap_or_default()).contains_key(records::IN_PROGRESS),
+        "node {node} was touched by a roll whose drain would be refused"
+    );
+    (pods.delete("scratch", &DeleteParams::default()).await)
+        .map(drop)
+        .map_err(|e| Failure(format!("deleting the bare pod: {e}")))
 }
 
 /// The built command, an admin client, and a kubeconfig of the committed RBAC's
