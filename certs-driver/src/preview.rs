@@ -4,9 +4,8 @@
 //! our host Jobs too (`get_job`), so a step in flight shows, and where `issue` has begun in the
 //! whole cluster, and which nodes the plan leaves out.
 
-use nodejob_core::lease::holder;
 use nodejob_core::{JobApi, LeaseApi, NodeApi};
-use nodejob_roll::{NotNow, not_now, read_lease};
+use nodejob_roll::{NotNow, lease_now};
 use serde::Serialize;
 
 use crate::cluster::{every_node, in_flight, issue_begun, left_out, outside, select};
@@ -185,13 +184,14 @@ where
         }
     }
     let placement = plan.spec().placement();
-    let read = (read_lease(api, &placement).await).map_err(|cause| Error::Reading {
-        what: format!("lease {}", placement.lease()),
-        cause,
-    })?;
-    let lease = read.as_ref().and_then(holder).map(|h| h.to_string());
     let window = (plan.spec().window.clone()).zip(plan.time_zone().cloned());
-    let not_now = not_now(window.as_ref(), read.as_ref(), now);
+    let (lease, not_now) =
+        (lease_now(api, &placement, window.as_ref(), now).await).map_err(|cause| {
+            Error::Reading {
+                what: format!("lease {}", placement.lease()),
+                cause,
+            }
+        })?;
     Ok(Preview {
         target: new.to_string(),
         ca: plan.ca_summary(now),

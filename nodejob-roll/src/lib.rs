@@ -58,7 +58,7 @@ pub use executor::{Act, Hands, Machine, Mark, RollStep, Source, Turn, Warning};
 pub use fence::{Fence, FenceEvent, FenceEvents, lease_holder, read_lease};
 pub use fenced::Fenced;
 pub use limits::{Limits, Paused, Slept, paused_out};
-pub use not_now::{NotNow, not_now};
+pub use not_now::{NotNow, lease_now, not_now};
 pub use ops::{OpError, WRITE_ROUNDS, delete_job, patch_node, write_node_event};
 pub use order::{Group, Order, ZONE_LABEL, batches};
 pub use pause::{Gate, Passed, ReadAgain, Waiting, pause_before, read_again, wait_unpaused};

@@ -8,6 +8,11 @@ use k8s_openapi::api::coordination::v1::Lease;
 use nodejob_core::pause::{Pause, paused};
 use serde::Serialize;
 
+use nodejob_core::lease::holder;
+use nodejob_core::{ApiError, LeaseApi};
+
+use crate::fence::read_lease;
+use crate::placement::Placement;
 use crate::window::Window;
 
 /// One thing that keeps a run from starting any node now.
@@ -87,6 +92,23 @@ pub fn not_now(
         reason: p.reason,
     });
     closed.into_iter().chain(pause).collect()
+}
+
+/// What a preview says first, from one read of the Lease of `placement`: who holds it now
+/// (`None`: free, or none yet) and what keeps a run under `window` from starting any node at
+/// `now` ([`not_now`]).
+///
+/// # Errors
+/// The Lease could not be read (transient errors are retried first).
+pub async fn lease_now<A: LeaseApi + ?Sized>(
+    api: &A,
+    placement: &Placement,
+    window: Option<&(Window, TimeZone)>,
+    now: Timestamp,
+) -> Result<(Option<String>, Vec<NotNow>), ApiError> {
+    let lease = read_lease(api, placement).await?;
+    let held = lease.as_ref().and_then(holder).map(|h| h.to_string());
+    Ok((held, not_now(window, lease.as_ref(), now)))
 }
 
 #[cfg(test)]

@@ -3,9 +3,8 @@
 
 use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 use nodejob_core::drain::{Verdict, verdict};
-use nodejob_core::lease::holder;
 use nodejob_core::{DryRun, Eviction, LeaseApi, NodeApi, PodApi};
-use nodejob_roll::{NotNow, not_now, read_lease};
+use nodejob_roll::{NotNow, lease_now};
 use serde::Serialize;
 
 use crate::Error;
@@ -238,13 +237,12 @@ where
         });
     }
     let placement = plan.spec().placement();
-    let read = (read_lease(api, &placement).await).map_err(|cause| Error::Reading {
-        what: format!("lease {}", placement.lease()),
-        cause,
-    })?;
-    let lease = read.as_ref().and_then(holder).map(|h| h.to_string());
     let window = (plan.spec().window.clone()).zip(plan.time_zone().cloned());
-    let not_now = not_now(window.as_ref(), read.as_ref(), api.wall_time());
+    let (lease, not_now) = (lease_now(api, &placement, window.as_ref(), api.wall_time()).await)
+        .map_err(|cause| Error::Reading {
+            what: format!("lease {}", placement.lease()),
+            cause,
+        })?;
     let would_block = previews
         .iter()
         .filter_map(|n| would_block(plan, n))
