@@ -18,7 +18,7 @@
 //!    A Pod that has already ended (Succeeded, Failed) passes filters 2, 4 and 5, as in kubectl.
 //!
 //!    One filter is nodejob's, not kubectl's, and goes first: the Pod of a node Job of
-//!    nodejob's own (a Job's Pod carrying [`NODE_ANNOTATION`](crate::NODE_ANNOTATION))
+//!    nodejob's own (a Job's Pod carrying [`NODE_ANNOTATION`])
 //!    that has ended is skipped. It runs nothing and holds nothing a reboot could hurt, and it
 //!    is kept with its Job for its exit code and log (`kubectl logs job/…`); evicting it
 //!    would delete them (kubectl would, and count it as evicted).
