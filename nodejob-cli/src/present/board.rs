@@ -4,7 +4,7 @@
 //! it), so the nodes in flight stay on the screen however many nodes finished. The terminal
 //! renderer (`crate::render`) draws [`Board::live`] below what scrolls.
 
-use super::{End, Now, OnBars, Position};
+use super::{End, Now, OnBars, Position, natural};
 
 /// The most nodes in flight drawn as bars; the others are counted on one line.
 pub(crate) const MAX_BARS: usize = 12;
@@ -151,7 +151,10 @@ impl Board {
     /// counts, then the pause the nodes wait on while any waits, then the stop's
     /// acknowledgement if one was asked for.
     pub(crate) fn live(&self) -> Vec<String> {
-        let drawn: Vec<&Row> = self.nodes.iter().filter(|r| r.busy || r.paused).collect();
+        // In natural order (`worker-a-2` before `worker-a-10`), as the summary lists them.
+        let drawn: Vec<&Row> = (natural(&self.nodes, |r| r.node.as_str()).into_iter())
+            .filter(|r| r.busy || r.paused)
+            .collect();
         let mut lines: Vec<String> = (drawn.iter().take(MAX_BARS))
             .map(|r| {
                 let filled = usize::try_from(r.position * BAR_WIDTH as u64 / self.steps.max(1))
@@ -357,6 +360,20 @@ mod tests {
         );
         assert!(!after.contains("PAUSED"), "{after}");
         assert!(after.contains("2 in flight"), "{after}");
+    }
+
+    /// The bars in natural order, whatever order the nodes started in.
+    #[test]
+    fn the_bars_are_in_natural_order() {
+        let mut board = Board::new(STEPS);
+        for node in ["worker-a-18", "worker-a-2", "worker-a-10"] {
+            board.apply(&started(node, UpgradeStep::Cordon).unwrap().on_bars());
+        }
+        let names: Vec<String> = (board.live().iter())
+            .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+            .filter(|w| w.starts_with("worker"))
+            .collect();
+        assert_eq!(names, ["worker-a-2", "worker-a-10", "worker-a-18"]);
     }
 
     #[test]
