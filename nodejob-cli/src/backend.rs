@@ -576,9 +576,15 @@ fn read_kubeconfig(path: &std::path::Path) -> Result<kube::config::Kubeconfig, E
     let listed = files.len() > 1;
     let mut merged: Option<Kubeconfig> = None;
     for file in &files {
-        if listed && !file.exists() {
-            tracing::debug!("kubeconfig {}: no such file, skipped", file.display());
-            continue;
+        if !file.exists() {
+            if listed {
+                tracing::debug!("kubeconfig {}: no such file, skipped", file.display());
+                continue;
+            }
+            return Err(Exit::usage(format!(
+                "--kubeconfig {}: no such file",
+                file.display()
+            )));
         }
         let kc = Kubeconfig::read_from(file)
             .map_err(|e| Exit::usage(format!("--kubeconfig: reading {}: {e}", file.display())))?;

@@ -1743,6 +1743,11 @@ fn a_server_that_hangs_up_and_a_kubeconfig_list_with_a_missing_file_fail_as_unre
     // Alone, a missing kubeconfig is an error of its own, as kubectl's --kubeconfig.
     let out = nodejob(&["--kubeconfig", "/nonexistent/nodejob.kubeconfig", "status"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    // The path said once, unquoted.
+    assert_eq!(
+        text(&out.stderr).trim_end(),
+        "--kubeconfig /nonexistent/nodejob.kubeconfig: no such file"
+    );
     let _ = std::fs::remove_file(&path);
 }
 
