@@ -417,11 +417,12 @@ pub(crate) struct LongRoll {
     /// that blocked it and the Pods left.
     #[arg(long, value_name = "POLICY", value_enum, default_value = "fail", help_heading = LONG_ROLL)]
     pub(crate) on_undrainable: OnUndrainable,
-    /// How many blocked nodes (skipped or quarantined; those an earlier run quarantined
-    /// toward the same version included) the roll goes on past; one more stops it as a
-    /// failure does (exit 1, naming them).
-    #[arg(long, value_name = "N", default_value = "1", help_heading = LONG_ROLL)]
-    pub(crate) max_blocked: u32,
+    /// With --on-undrainable skip or quarantine: how many blocked nodes (skipped or
+    /// quarantined; those an earlier run quarantined toward the same version included) the
+    /// roll goes on past (default 1); one more stops it as a failure does (exit 1, naming
+    /// them). Refused with fail, where a blocked drain fails its node.
+    #[arg(long, value_name = "N", help_heading = LONG_ROLL)]
+    pub(crate) max_blocked: Option<u32>,
     /// With --simulate: a Pod pinned to this node behind a budget that never allows a
     /// disruption, so that its drain is blocked (to show --on-undrainable).
     #[arg(long, value_name = "NODE", requires = "simulate", help_heading = LONG_ROLL)]

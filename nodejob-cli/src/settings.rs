@@ -357,6 +357,14 @@ impl UpgradeSettings {
             spec.on_undrainable = policy;
         }
         if let Some(max) = self.max_blocked {
+            if spec.on_undrainable == upgrade_driver::Undrainable::Fail {
+                return Err(Refused::Value {
+                    field: Field::MaxBlocked,
+                    why: "applies only where undrainable nodes are skipped or quarantined; \
+                          with fail (the default) a blocked drain fails its node"
+                        .into(),
+                });
+            }
             spec.max_blocked = max;
         }
         if let Some(soak) = self.soak {

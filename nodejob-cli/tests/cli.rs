@@ -2015,3 +2015,27 @@ fn a_rate_limit_of_zero_or_less_or_one_under_simulate_exits_2_naming_the_flag() 
         assert!(stderr.contains(said), "{args:?}: {stderr}");
     }
 }
+
+/// `--max-blocked` counts nodes only `skip` and `quarantine` leave blocked: with `fail` (the
+/// default) it is refused, exit 2, before any change, not accepted without a word.
+#[test]
+fn max_blocked_without_skip_or_quarantine_is_refused() {
+    let roll = [
+        "upgrade",
+        "--simulate",
+        "3",
+        "--to",
+        "v1.38.0",
+        "--max-blocked",
+        "2",
+    ];
+    let out = nodejob(&roll);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).starts_with("--max-blocked: applies only where undrainable nodes"),
+        "{}",
+        text(&out.stderr)
+    );
+    let skip = nodejob(&[&roll[..], &["--on-undrainable", "skip", "--preview"]].concat());
+    assert_eq!(skip.status.code(), Some(0), "{}", text(&skip.stderr));
+}

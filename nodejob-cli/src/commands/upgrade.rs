@@ -34,7 +34,7 @@ pub(crate) fn settings(args: &Upgrade) -> UpgradeSettings {
         health_check: args.health_check.then(|| args.health_argv.clone()),
         allow_downgrade: args.allow_downgrade,
         on_undrainable: Some(args.long_roll.on_undrainable.policy()),
-        max_blocked: Some(args.long_roll.max_blocked),
+        max_blocked: args.long_roll.max_blocked,
         soak: args.long_roll.soak,
         allow_skew: args.allow_skew,
         on_failure: Some(args.long_roll.on_failure.policy()),
