@@ -315,8 +315,6 @@ where
         result
     }
 
-    /// The node and the Pods on it that a drain would evict, read now, right before its host
-    /// Job: a Pod that ended (Succeeded, Failed) is no workload a reboot could hurt.
     /// What a drain of `name` would refuse now ([`Intent::Vet`](crate::machine::Intent::Vet)).
     async fn vet(&self, name: &str) -> Observation {
         let api = self.api;
@@ -332,6 +330,8 @@ where
         }
     }
 
+    /// The node and the Pods on it that a drain would evict, read now, right before its host
+    /// Job: a Pod that ended (Succeeded, Failed) is no workload a reboot could hurt.
     async fn preflight(&self, name: &str) -> Observation {
         let api = self.api;
         let node = match get_node(api, name).await {
