@@ -160,11 +160,7 @@ async fn a_rotation_paused_in_flight_finishes_its_step_starts_none_and_goes_on_w
                 at: when,
                 reason,
             } => {
-                let pause = Pause {
-                    by: by.clone(),
-                    at: when.as_deref().and_then(|t| t.parse().ok()),
-                    reason: reason.clone(),
-                };
+                let pause = Pause::of(by, when.as_deref(), reason);
                 let said = format!("{pause}; waiting before {before}");
                 Some((*at, node.clone(), said))
             }

@@ -57,6 +57,16 @@ impl Pause {
         value.to_string()
     }
 
+    /// The pause as an event or a preview carries it, its time as RFC 3339 text (left out
+    /// when it does not read as one).
+    pub fn of(by: &str, at: Option<&str>, reason: &str) -> Pause {
+        Pause {
+            by: by.to_string(),
+            at: at.and_then(|t| t.parse().ok()),
+            reason: reason.to_string(),
+        }
+    }
+
     /// Reads an annotation's value. One that does not read as nodejob's still pauses (a switch
     /// half understood is still pulled): its text is the reason.
     pub fn from_annotation(raw: &str) -> Pause {

@@ -46,12 +46,7 @@ impl std::fmt::Display for NotNow {
                 }
             }
             NotNow::Paused { by, at, reason } => {
-                let pause = Pause {
-                    by: by.clone(),
-                    at: at.as_deref().and_then(|t| t.parse().ok()),
-                    reason: reason.clone(),
-                };
-                write!(f, "{pause}")
+                write!(f, "{}", Pause::of(by, at.as_deref(), reason))
             }
         }
     }

@@ -14,6 +14,7 @@ pub(crate) mod simulated;
 pub(crate) mod status;
 pub(crate) mod upgrade;
 
+use nodejob_core::pause::Pause;
 use nodejob_roll::NotNow;
 use serde::Serialize;
 use upgrade_driver::FenceEvent;
@@ -98,14 +99,9 @@ pub(crate) enum OnBars {
     Nothing,
 }
 
-/// `paused by X at T: why` (` at T` and `: why` only when the switch says them).
+/// `paused by X at T: why`, as the pause switch says itself ([`Pause`]'s words).
 fn pause_text(by: &str, at: Option<&str>, reason: &str) -> String {
-    let at = at.map(|t| format!(" at {t}")).unwrap_or_default();
-    let reason = match reason {
-        "" => String::new(),
-        reason => format!(": {reason}"),
-    };
-    format!("paused by {by}{at}{reason}")
+    Pause::of(by, at, reason).to_string()
 }
 
 /// The line of a node's wait on the pause switch, as both drivers tell it: `NODE: paused by X
