@@ -173,6 +173,15 @@ pub enum Verdict {
     Refuse(Refusal),
 }
 
+/// Whether `pod` has ended (phase Succeeded or Failed): it runs nothing a drain or a reboot
+/// could hurt.
+pub fn ended(pod: &Pod) -> bool {
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
+}
+
 /// kubectl drain's filters, in kubectl's order (see the [module docs](self)), at wall time
 /// `now`.
 pub fn verdict(pod: &Pod, options: &DrainOptions, now: Timestamp) -> Verdict {
@@ -184,10 +193,7 @@ pub fn verdict(pod: &Pod, options: &DrainOptions, now: Timestamp) -> Verdict {
             return Verdict::Skip(Skip::Terminating);
         }
     }
-    let ended = matches!(
-        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Succeeded" | "Failed")
-    );
+    let ended = ended(pod);
     let controller = meta
         .owner_references
         .iter()
@@ -227,12 +233,7 @@ pub fn verdict(pod: &Pod, options: &DrainOptions, now: Timestamp) -> Verdict {
 /// and is left out.
 pub fn left_to_evict(pods: &[Pod], options: &DrainOptions, now: Timestamp) -> Vec<String> {
     (pods.iter())
-        .filter(|p| {
-            !matches!(
-                p.status.as_ref().and_then(|s| s.phase.as_deref()),
-                Some("Succeeded" | "Failed")
-            )
-        })
+        .filter(|p| !ended(p))
         .filter(|p| !matches!(verdict(p, options, now), Verdict::Skip(_)))
         .map(pod_name)
         .collect()

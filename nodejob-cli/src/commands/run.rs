@@ -105,8 +105,7 @@ where
     for pod in &pods {
         let meta = &pod.metadata;
         let ours = (meta.annotations.as_ref()).is_some_and(|a| a.contains_key(NODE_ANNOTATION));
-        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-        if ours && !matches!(phase, Some("Succeeded" | "Failed")) {
+        if ours && !nodejob_core::drain::ended(pod) {
             let job = (meta.owner_references.iter().flatten())
                 .find(|o| o.kind == "Job")
                 .map_or_else(|| meta.name.clone().unwrap_or_default(), |o| o.name.clone());
