@@ -23,6 +23,7 @@
 //! machine's own, read by the hands right before it.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -182,6 +183,10 @@ pub trait Hands: Send {
     /// `step` ended well after `took_ms`: the report counts it.
     fn finished(&mut self, _step: Step<Self>, _took_ms: u64) {}
 
+    /// The node waited `waited_ms` on the pause switch before `before` began: time the node's
+    /// own figure leaves out.
+    fn waited(&mut self, _before: Step<Self>, _waited_ms: u64) {}
+
     /// A mark only the driver tells.
     async fn own(&mut self, own: Own<Self>);
 }
@@ -265,12 +270,20 @@ where
                     if let Some(pause) = self.fence.paused().await {
                         hands.paused(step, &pause).await;
                     }
-                    let tell = |waiting| self.tell_waiting(&node, step, waiting);
+                    // An atomic, not a Cell: the future holds it across the wait, and is Send.
+                    let waited = AtomicU64::new(0);
+                    let tell = |waiting: Waiting| {
+                        if let Waiting::Resumed { waited: w } = &waiting {
+                            waited.store(millis(*w), Ordering::Relaxed);
+                        }
+                        self.tell_waiting(&node, step, waiting)
+                    };
                     let passed = pause_before(self.api, &self.fence, &self.limits, tell).await;
                     let passed = match passed {
                         Ok(Passed::Unpaused) => Ok(()),
                         // The step was decided on what was read before the wait.
                         Ok(Passed::Resumed) => {
+                            hands.waited(step, waited.load(Ordering::Relaxed));
                             let read = read_again(self.api, &node, uid).await;
                             hands.resumed(step, read).await
                         }

@@ -114,17 +114,16 @@ where
     let entries = (order.iter().flat_map(|g| &g.nodes))
         .chain(held.names())
         .map(|name| {
+            let node = by_name.get(name.as_str());
+            // A node an earlier run left in flight: where that run started it.
+            let earlier = node.and_then(|n| records::earlier_start(n, plan.target()));
+            let from = (earlier.as_ref().and_then(|e| e.from.clone())).or_else(|| {
+                node.and_then(|n| version(n, &spec.version_source))
+                    .map(str::to_string)
+            });
             let entry = NodeReport {
-                name: name.clone(),
-                from: (by_name.get(name.as_str()))
-                    .and_then(|n| version(n, &spec.version_source))
-                    .map(str::to_string),
-                to: None,
-                result: None,
-                steps: Vec::new(),
-                pods_evicted: Vec::new(),
-                took_ms: 0,
-                skew: Vec::new(),
+                pods_evicted_earlier: earlier.map_or(0, |e| e.evicted),
+                ..NodeReport::not_started(name.clone(), from)
             };
             (name.clone(), entry)
         })
@@ -303,14 +302,18 @@ where
         node: Option<&Node>,
         started: Duration,
     ) -> NodeResult {
-        let took = self.api.now().saturating_sub(started);
+        let mut took_ms = millis(self.api.now().saturating_sub(started));
         self.ctx.landed(name);
         self.finish_node(name, result.clone(), node);
-        self.node_report(name, |n| n.took_ms = millis(took));
+        // Its own time: its waits on the pause switch are not its steps'.
+        self.node_report(name, |n| {
+            took_ms = took_ms.saturating_sub(n.paused_ms);
+            n.took_ms = took_ms;
+        });
         self.ctx.progress.event(&Progress::NodeFinished {
             node: name.to_string(),
             result: result.clone(),
-            took_ms: millis(took),
+            took_ms,
         });
         result
     }

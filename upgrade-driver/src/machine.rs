@@ -581,6 +581,7 @@ impl NodeMachine {
                 step
             }
             (At::Draining, Observation::Drained(Ok(drained))) => {
+                self.count_evicted(drained.evicted.len());
                 let message = format!(
                     "evicted {} pod(s), left {}",
                     drained.evicted.len(),
@@ -602,6 +603,7 @@ impl NodeMachine {
                     failed.message,
                 ));
                 if !failed.evicted.is_empty() {
+                    self.count_evicted(failed.evicted.len());
                     step.marks.push(Mark::Own(Own::Evicted(failed.evicted)));
                 }
                 step
@@ -973,6 +975,8 @@ impl NodeMachine {
             host_boot_id: None,
             epoch: self.epoch,
             cordoned: cordon || self.cordoned_when_quarantined(node),
+            from: version(node, &self.source).map(str::to_string),
+            evicted: None,
         };
         let mut changes = vec![NodeChange::set_annotation(
             IN_PROGRESS,
@@ -1003,6 +1007,8 @@ impl NodeMachine {
             record.target = self.target.clone();
             record.boot_id = boot_id(&node).to_string();
             record.host_boot_id = None;
+            record.from = version(&node, &self.source).map(str::to_string);
+            record.evicted = None;
             changes.push(NodeChange::remove_annotation(HOST_JOB));
             self.host = None;
         }
@@ -1046,6 +1052,15 @@ impl NodeMachine {
             }
             // Our host Job first: one that exists is adopted, never drained away nor replaced.
             _ => self.go(At::Finding, Vec::new(), Intent::FindJob),
+        }
+    }
+
+    /// `n` more Pods evicted by its drain: kept in our record, which the write right before
+    /// the host Job carries to the node.
+    fn count_evicted(&mut self, n: usize) {
+        if let Some(p) = self.progress.as_mut() {
+            let n = u32::try_from(n).unwrap_or(u32::MAX);
+            p.evicted = Some(p.evicted.unwrap_or(0).saturating_add(n));
         }
     }
 

@@ -65,7 +65,8 @@ pub fn quiet() -> std::sync::Arc<dyn ProgressSink> {
 pub struct NodeReport {
     /// The node.
     pub name: String,
-    /// The version it reported when the run began.
+    /// The version it reported when it was started: when the run began, or, for a node an
+    /// earlier run left in flight (by then at the target, maybe), as that run recorded it.
     pub from: Option<String>,
     /// The version it reported when it ended (for an upgraded node, the target).
     pub to: Option<String>,
@@ -75,8 +76,16 @@ pub struct NodeReport {
     pub steps: Vec<(UpgradeStep, u64)>,
     /// The Pods its drain evicted.
     pub pods_evicted: Vec<String>,
-    /// From its start to its end, milliseconds of the backend's clock (0: not started).
+    /// How many Pods an earlier run's drain evicted from it toward the target, as that run
+    /// recorded on the node: a resumed node drained then is not drained again.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub pods_evicted_earlier: u32,
+    /// From its start to its end, milliseconds of the backend's clock (0: not started), less
+    /// its waits on the pause switch ([`NodeReport::paused_ms`]).
     pub took_ms: u64,
+    /// How long it waited on the pause switch between its steps, milliseconds.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub paused_ms: u64,
     /// What its move broke of the version skew policy, as the plan allowed (`--allow-skew`):
     /// each rule, with the versions.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -84,6 +93,28 @@ pub struct NodeReport {
 }
 
 impl NodeReport {
+    /// `name`, not started, at `from`.
+    pub fn not_started(name: String, from: Option<String>) -> Self {
+        NodeReport {
+            name,
+            from,
+            to: None,
+            result: None,
+            steps: Vec::new(),
+            pods_evicted: Vec::new(),
+            pods_evicted_earlier: 0,
+            took_ms: 0,
+            paused_ms: 0,
+            skew: Vec::new(),
+        }
+    }
+
+    /// The Pods its drains evicted toward the target: in this run and, as recorded, in
+    /// earlier ones.
+    pub fn evicted_in_all(&self) -> usize {
+        self.pods_evicted.len() + self.pods_evicted_earlier as usize
+    }
+
     /// The failure, when it failed (and was rolled back, or not).
     pub fn failure(&self) -> Option<&Failure> {
         match &self.result {
@@ -106,8 +137,11 @@ pub struct Totals {
     pub interrupted: usize,
     /// Nodes not started.
     pub not_started: usize,
-    /// Pods evicted in all.
+    /// Pods evicted by this run.
     pub pods_evicted: usize,
+    /// Pods evicted by earlier runs from the nodes this run carried on.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub pods_evicted_earlier: usize,
     /// The run's duration, milliseconds of the backend's clock.
     pub took_ms: u64,
     /// Nodes blocked (skipped or quarantined: budgets held their drain). Left out when none.
@@ -119,8 +153,8 @@ pub struct Totals {
     pub rolled_back: usize,
 }
 
-fn is_zero(n: &usize) -> bool {
-    *n == 0
+fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
+    *n == T::default()
 }
 
 /// What a run did: every node of the plan in the order of the roll, how it ended, the totals
@@ -150,6 +184,7 @@ impl nodejob_roll::Totals<NodeReport> for Totals {
                 Some(NodeResult::RolledBack { .. }) => t.rolled_back += 1,
             }
             t.pods_evicted += n.pods_evicted.len();
+            t.pods_evicted_earlier += n.pods_evicted_earlier as usize;
         }
         t
     }

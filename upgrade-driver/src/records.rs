@@ -3,7 +3,7 @@
 //!
 //! | annotation | written | says |
 //! |---|---|---|
-//! | [`IN_PROGRESS`] | with the cordon, in one write; again right before the host Job is created, under the node's resourceVersion, with the `bootID` read then | we started this node: toward which target, at which `bootID`, under which Lease epoch, whether *we* cordoned it, and the boot the host Job starts on |
+//! | [`IN_PROGRESS`] | with the cordon, in one write; again right before the host Job is created, under the node's resourceVersion, with the `bootID` read then | we started this node: toward which target, from which version, at which `bootID`, under which Lease epoch, whether *we* cordoned it, and the boot the host Job starts on with the Pods its drains evicted |
 //! | [`HOST_JOB`] | once the host Job's result is read, before the Job is deleted | the host Job's UID and exit code: a succeeded host step is never run again; a failed one is retried by replacing exactly that Job |
 //! | [`DONE`] | with the uncordon, in one write that also removes the two above | the node is at the target, since when |
 //! | [`BLOCKED`] | when budgets allowing no disruption held its drain past the timeout and the plan skips or quarantines such a node, in one write that removes [`IN_PROGRESS`] (and uncordons it, if we cordoned it and skip it) | toward which target, skipped or quarantined, the budgets that blocked and the Pods left, when, and whether we had cordoned it |
@@ -124,6 +124,12 @@ pub struct Soak {
     /// Why its soak failed, once it did: a rerun then soaks it again from the start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed: Option<String>,
+    /// [`InProgress::from`], kept while it soaks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// [`InProgress::evicted`], kept while it soaks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evicted: Option<u32>,
 }
 
 /// [`IN_PROGRESS`].
@@ -149,6 +155,15 @@ pub struct InProgress {
     pub epoch: i32,
     /// Whether we cordoned it (so only then do we uncordon it).
     pub cordoned: bool,
+    /// The version it reported when we started: a resumed run's report says where it came
+    /// from, though it reports the target by then. Absent in records written before it was
+    /// kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// The Pods its drains evicted toward this target, in every run (written with
+    /// `hostBootID`): a resumed run's report counts them, though it drains no more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evicted: Option<u32>,
 }
 
 /// [`HOST_JOB`].
@@ -225,6 +240,31 @@ pub fn last_manager(node: &Node) -> Option<&str> {
 pub fn in_flight(node: &Node) -> bool {
     (node.metadata.annotations.as_ref())
         .is_some_and(|a| a.contains_key(IN_PROGRESS) || a.contains_key(SOAK))
+}
+
+/// Where an earlier run that left a node in flight toward a target (or soaking) started it,
+/// as it recorded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct EarlierStart {
+    /// The version the node reported then.
+    pub from: Option<String>,
+    /// The Pods its drains evicted.
+    pub evicted: u32,
+}
+
+/// [`EarlierStart`] of `node` toward `target`: `None` when no run left it in flight toward it.
+pub(crate) fn earlier_start(node: &Node, target: &str) -> Option<EarlierStart> {
+    if let Ok(Some(p)) = read::<InProgress>(node, IN_PROGRESS) {
+        return same_version(&p.target, target).then(|| EarlierStart {
+            from: p.from,
+            evicted: p.evicted.unwrap_or(0),
+        });
+    }
+    let soak = read::<Soak>(node, SOAK).ok().flatten()?;
+    same_version(&soak.target, target).then(|| EarlierStart {
+        from: soak.from,
+        evicted: soak.evicted.unwrap_or(0),
+    })
 }
 
 /// The node's name.

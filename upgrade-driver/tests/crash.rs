@@ -47,6 +47,13 @@ async fn resume_and_check(
         return Err(format!("resume ended {:?}: {failures:?}", report.outcome));
     }
     let mut problems = Vec::new();
+    // A node the crashed run started says where it came from, whatever it reports now.
+    for n in &report.nodes {
+        if n.result == Some(upgrade_driver::NodeResult::Upgraded) && n.from.as_deref() != Some(FROM)
+        {
+            problems.push(format!("{} reported from {:?}", n.name, n.from));
+        }
+    }
     for name in names {
         let node = fake.node(name).ok_or(format!("{name} is gone"))?;
         if kubelet_version(&node) != TARGET {

@@ -74,6 +74,8 @@ fn ours(cordoned: bool) -> (&'static str, String) {
         host_boot_id: None,
         epoch: 3,
         cordoned,
+        from: None,
+        evicted: None,
     };
     (IN_PROGRESS, value(&record))
 }
@@ -224,12 +226,15 @@ fn a_node_at_the_target_or_recorded_done_is_skipped_with_no_write() {
 fn a_schedulable_node_is_marked_ours_and_cordoned_in_one_write() {
     let mut m = NodeMachine::new(&plan(false), EPOCH);
     let step = begin(&mut m, node("v1.37.2", "boot-1", false, &[]));
+    // With the version it came from, for a resumed run's report.
     let record = InProgress {
         target: TARGET.into(),
         boot_id: "boot-1".into(),
         host_boot_id: None,
         epoch: EPOCH,
         cordoned: true,
+        from: Some("v1.37.2".into()),
+        evicted: None,
     };
     assert_eq!(
         step.intent,
@@ -290,6 +295,8 @@ fn a_node_of_ours_toward_another_target_starts_again_from_this_boot() {
         host_boot_id: None,
         epoch: 1,
         cordoned: true,
+        from: None,
+        evicted: None,
     };
     let mut m = NodeMachine::new(&plan(false), EPOCH);
     let step = begin(
@@ -355,10 +362,17 @@ fn no_host_job_drains_then_creates_one() {
         ..Drained::default()
     };
     let launch = m.step(Obs::Drained(Ok(drained)));
-    assert!(
-        matches!(launch.intent, Intent::Guarded { .. }),
-        "{launch:?}"
-    );
+    // The write right before the host Job keeps what the drain evicted, for a resumed run.
+    let Intent::Guarded { changes, .. } = &launch.intent else {
+        panic!("{launch:?}")
+    };
+    let record = changes.iter().find_map(|c| match c {
+        NodeChange::SetAnnotation { key, value } if key == IN_PROGRESS => {
+            Some(serde_json::from_str::<InProgress>(value).unwrap())
+        }
+        _ => None,
+    });
+    assert_eq!(record.and_then(|r| r.evicted), Some(1), "{changes:?}");
     assert!(
         launch
             .marks
@@ -421,6 +435,8 @@ fn launched_record(host_boot: &str) -> (&'static str, String) {
         host_boot_id: Some(host_boot.into()),
         epoch: 3,
         cordoned: true,
+        from: None,
+        evicted: None,
     };
     (IN_PROGRESS, value(&record))
 }
@@ -941,6 +957,8 @@ fn a_host_job_toward_another_target_still_running_fails_the_node_without_a_secon
         host_boot_id: Some("boot-0".into()),
         epoch: 1,
         cordoned: true,
+        from: None,
+        evicted: None,
     };
     for running in [job("x", None), {
         let mut j = job("x", Some("Complete"));
@@ -1114,6 +1132,8 @@ fn launched_at(version: &str) -> Box<Node> {
         host_boot_id: Some("boot-1".into()),
         epoch: EPOCH,
         cordoned: true,
+        from: None,
+        evicted: None,
     };
     node(version, "boot-1", true, &[(IN_PROGRESS, value(&record))])
 }

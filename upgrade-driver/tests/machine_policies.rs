@@ -86,6 +86,8 @@ fn ours(cordoned: bool) -> (&'static str, String) {
         host_boot_id: None,
         epoch: 3,
         cordoned,
+        from: None,
+        evicted: None,
     };
     (IN_PROGRESS, value(&record))
 }
@@ -494,6 +496,8 @@ fn a_rerun_resumes_a_soak_from_its_recorded_start_or_soaks_again_after_a_failed_
         since: "2026-01-01T01:00:00Z".into(),
         boot_id: "boot-2".into(),
         failed: None,
+        from: Some("v1.37.2".into()),
+        evicted: Some(2),
     };
     // Resumed where it stood: no write.
     let mut m = NodeMachine::new(&soaking(false), EPOCH);

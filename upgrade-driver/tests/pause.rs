@@ -196,6 +196,25 @@ async fn a_run_in_flight_finishes_its_step_starts_no_other_while_paused_and_goes
         .cloned()
         .collect();
     assert!(written_while_paused.is_empty(), "{written_while_paused:#?}");
+    // The node's time in the report is its own: the wait is apart, not in it.
+    let z0 = report.node("z-0").unwrap();
+    let waited = resumed_at - paused_at;
+    assert_eq!(z0.paused_ms, waited.as_millis() as u64, "{z0:#?}");
+    let first_step = (events.iter()).find_map(|(at, e)| match e {
+        Progress::StepStarted { node, .. } if node == "z-0" => Some(*at),
+        _ => None,
+    });
+    let finished = (events.iter()).find_map(|(at, e)| match e {
+        Progress::NodeFinished { node, .. } if node == "z-0" => Some(*at),
+        _ => None,
+    });
+    let span = (finished.unwrap() - first_step.unwrap()).as_millis() as u64;
+    assert!(
+        z0.took_ms + z0.paused_ms >= span && z0.took_ms + 300_000 <= span,
+        "took {} and paused {} over a span of {span} ms",
+        z0.took_ms,
+        z0.paused_ms
+    );
     // The switch is gone, and the Lease it sat on released as ever.
     let lease = nodejob_core::LeaseApi::get_lease(&*fake, NS, LEASE)
         .await

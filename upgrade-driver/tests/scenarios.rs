@@ -770,3 +770,53 @@ async fn a_stop_request_lets_the_step_in_flight_finish_and_a_rerun_resumes() {
         assert!(!cordoned_by_us(&fake.node(name).unwrap()), "{name}");
     }
 }
+
+/// A rerun's report of a node the first run left past its host upgrade: FROM is where the
+/// first run started it (it reports the target by then), and its Pods evicted are those the
+/// first run's drain evicted, recorded on the node, though the rerun drains nothing.
+#[tokio::test(start_paused = true)]
+async fn a_rerun_reports_a_carried_node_from_where_it_started_with_its_earlier_evictions() {
+    let (fake, names) = cluster(31, 1, &[("z", 2)], 2);
+    fake.sleep(Duration::from_secs(30)).await;
+    let api = harness(fake.clone(), names.clone(), 1);
+    let spec = plan_spec();
+    let stop = upgrade_driver::Stop::new();
+    // Asked once the worker's host upgrade runs (the control plane goes first).
+    let sink = {
+        let stop = stop.clone();
+        Arc::new(move |e: &upgrade_driver::Progress| {
+            if let upgrade_driver::Progress::StepStarted {
+                node,
+                step: UpgradeStep::Upgrade,
+            } = e
+                && node == "z-0"
+            {
+                stop.request();
+            }
+        })
+    };
+    let report = upgrade_driver::run_until(&api, &plan(spec.clone()), sink, &stop)
+        .await
+        .unwrap();
+    let first = report.node("z-0").unwrap();
+    assert!(
+        matches!(first.result, Some(NodeResult::Interrupted { .. })),
+        "{first:#?}"
+    );
+    let evicted = first.pods_evicted.len();
+    assert!(evicted > 0, "{first:#?}");
+
+    let rerun = roll(&api, spec).await;
+    assert_eq!(rerun.outcome, Outcome::Done, "{rerun:#?}");
+    let carried = rerun.node("z-0").unwrap();
+    assert_eq!(carried.result, Some(NodeResult::Upgraded), "{carried:#?}");
+    assert_eq!(carried.from.as_deref(), Some(FROM), "{carried:#?}");
+    assert_eq!(carried.to.as_deref(), Some(TARGET), "{carried:#?}");
+    assert!(carried.pods_evicted.is_empty(), "{carried:#?}");
+    assert_eq!(
+        carried.pods_evicted_earlier as usize, evicted,
+        "{carried:#?}"
+    );
+    assert_eq!(rerun.totals.pods_evicted_earlier, evicted);
+    assert_eq!(api.upgrades("z-0"), 1);
+}

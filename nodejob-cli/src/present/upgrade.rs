@@ -442,8 +442,9 @@ fn at_end(n: &upgrade_driver::NodeReport) -> Option<String> {
 }
 
 /// The summary table: node (in natural order), from, to (the version it is at, `-` where it
-/// did not move: [`at_end`]), result, duration, pods evicted; then the totals, and how long
-/// the run took when `took_ms` is known.
+/// did not move: [`at_end`]), result, duration (its waits on the pause switch apart), pods
+/// evicted (with those an earlier run's drain evicted from a node this one carried on); then
+/// the totals, and how long the run took when `took_ms` is known.
 pub(crate) fn summary(report: &Report, took_ms: Option<u64>) -> String {
     let mut rows = vec![[
         "NODE".to_string(),
@@ -473,12 +474,16 @@ pub(crate) fn summary(report: &Report, took_ms: Option<u64>) -> String {
             n.from.clone().unwrap_or_else(|| "-".into()),
             at_end(n).unwrap_or_else(|| "-".into()),
             result,
-            if n.took_ms == 0 {
-                "-".into()
-            } else {
-                seconds(n.took_ms)
+            match (n.took_ms, n.paused_ms) {
+                (0, 0) => "-".into(),
+                (took, 0) => seconds(took),
+                (took, paused) => format!("{} (+{} paused)", seconds(took), seconds(paused)),
             },
-            n.pods_evicted.len().to_string(),
+            match (n.pods_evicted_earlier, n.pods_evicted.len()) {
+                (0, now) => now.to_string(),
+                (earlier, 0) => format!("{earlier} (an earlier run)"),
+                (earlier, _) => format!("{} ({earlier} by an earlier run)", n.evicted_in_all()),
+            },
         ]);
     }
     let mut out = table(&rows);
@@ -492,7 +497,8 @@ pub(crate) fn summary(report: &Report, took_ms: Option<u64>) -> String {
     }
     let t = &report.totals;
     out.push_str(&format!(
-        "{} upgraded, {} skipped, {} failed, {} stopped, {} not started{}; {} pods evicted; {}{}\n",
+        "{} upgraded, {} skipped, {} failed, {} stopped, {} not started{}; {} pods evicted{}; \
+         {}{}\n",
         t.upgraded,
         t.skipped,
         t.failed,
@@ -503,7 +509,11 @@ pub(crate) fn summary(report: &Report, took_ms: Option<u64>) -> String {
             .filter(|(n, _)| *n > 0)
             .map(|(n, what)| format!(", {n} {what}"))
             .collect::<String>(),
-        t.pods_evicted,
+        t.pods_evicted + t.pods_evicted_earlier,
+        match t.pods_evicted_earlier {
+            0 => String::new(),
+            earlier => format!(" ({earlier} by an earlier run)"),
+        },
         took_ms
             .map(|ms| format!("took {}; ", seconds(ms)))
             .unwrap_or_default(),
@@ -710,6 +720,37 @@ mod tests {
         assert!(look_at(&plan, "n", UpgradeStep::Drain).contains("spec.nodeName=n"));
     }
 
+    fn at_v1_37_2(name: &str) -> upgrade_driver::NodeReport {
+        upgrade_driver::NodeReport::not_started(name.into(), Some("v1.37.2".into()))
+    }
+
+    /// Issue 33, item 20: a node carried on from an earlier run is reported from where that
+    /// run started it, with the Pods its drain evicted; a node that waited on the pause
+    /// switch has its own time apart from the wait.
+    #[test]
+    fn a_summary_counts_earlier_evictions_and_keeps_the_pause_apart() {
+        let nodes = vec![
+            upgrade_driver::NodeReport {
+                to: Some("v1.38.0".into()),
+                result: Some(NodeResult::Upgraded),
+                pods_evicted_earlier: 3,
+                took_ms: 41_000,
+                ..at_v1_37_2("worker-0")
+            },
+            upgrade_driver::NodeReport {
+                to: Some("v1.38.0".into()),
+                result: Some(NodeResult::Upgraded),
+                pods_evicted: vec!["default/web-1".into(), "default/web-2".into()],
+                took_ms: 77_000,
+                paused_ms: 300_000,
+                ..at_v1_37_2("worker-1")
+            },
+        ];
+        let mut report = Report::new("v1.38.0".into(), nodes, Default::default());
+        report.close(Outcome::Done, Vec::new(), 420_000);
+        insta::assert_snapshot!(summary(&report, Some(420_000)));
+    }
+
     /// A stop names each node it left between two steps, where it stands, and the way out:
     /// the rerun always; `kubectl uncordon` only where its host is untouched or done.
     #[test]
@@ -728,28 +769,19 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, step)| upgrade_driver::NodeReport {
-                name: format!("worker-{i}"),
-                from: Some("v1.37.2".into()),
-                to: None,
                 result: Some(NodeResult::Interrupted {
                     step: *step,
                     why: "stopped on request".into(),
                 }),
-                steps: Vec::new(),
-                pods_evicted: Vec::new(),
                 took_ms: 1_000,
-                skew: Vec::new(),
+                ..at_v1_37_2(&format!("worker-{i}"))
             })
             .collect();
         nodes.push(upgrade_driver::NodeReport {
-            name: "worker-10".into(),
-            from: Some("v1.37.2".into()),
             to: Some("v1.38.0".into()),
             result: Some(NodeResult::Upgraded),
-            steps: Vec::new(),
-            pods_evicted: Vec::new(),
             took_ms: 1_000,
-            skew: Vec::new(),
+            ..at_v1_37_2("worker-10")
         });
         let mut report = Report::new("v1.38.0".into(), nodes, Default::default());
         let why = "stopped on request".to_string();
@@ -851,14 +883,9 @@ mod tests {
             message,
         );
         let nodes = vec![upgrade_driver::NodeReport {
-            name: "worker-a-0".into(),
-            from: Some("v1.37.2".into()),
-            to: None,
             result: Some(NodeResult::Failed(failure)),
-            steps: Vec::new(),
-            pods_evicted: Vec::new(),
             took_ms: 10,
-            skew: Vec::new(),
+            ..at_v1_37_2("worker-a-0")
         }];
         let mut report = Report::new("v1.38.0".into(), nodes, Default::default());
         let failed = Outcome::Failed {

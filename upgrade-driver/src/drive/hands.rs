@@ -428,6 +428,10 @@ where
         (self.run).node_report(&self.name, |n| n.steps.push((step, took_ms)));
     }
 
+    fn waited(&mut self, _before: UpgradeStep, waited_ms: u64) {
+        (self.run).node_report(&self.name, |n| n.paused_ms += waited_ms);
+    }
+
     async fn own(&mut self, own: Own) {
         match own {
             Own::Evicted(pods) => evicted(self.run, &self.name, pods),

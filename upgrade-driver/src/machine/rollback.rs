@@ -139,6 +139,8 @@ impl NodeMachine {
                 host_boot_id: None,
                 epoch: self.epoch,
                 cordoned: cordon,
+                from: Some(record.to.clone()),
+                evicted: None,
             },
         };
         let mut changes = vec![

@@ -42,6 +42,8 @@ impl NodeMachine {
                 .unwrap_or_default()
                 .to_string(),
             failed: None,
+            from: self.progress.as_ref().and_then(|p| p.from.clone()),
+            evicted: self.progress.as_ref().and_then(|p| p.evicted),
         };
         changes.push(NodeChange::set_annotation(SOAK, records::value(&record)));
         changes.push(NodeChange::remove_annotation(IN_PROGRESS));
@@ -104,6 +106,7 @@ impl NodeMachine {
                 since: self.now.clone(),
                 boot_id: boot_id(node).to_string(),
                 failed: None,
+                ..record.clone()
             };
             let changes = vec![NodeChange::set_annotation(SOAK, records::value(&fresh))];
             self.soak = Some(fresh);
