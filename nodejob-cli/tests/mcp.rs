@@ -1225,7 +1225,7 @@ async fn the_preview_says_the_long_roll_arguments_given_and_its_token_covers_the
     );
     for line in [
         "at most 3 blocked node(s), past that the roll stops as a failure does",
-        "would be blocked (on_undrainable skip): worker-a-0 by budget(s) default/pinned",
+        "would be blocked (on undrainable: skip): worker-a-0 by budget(s) default/pinned",
         "soak: each node, back in service, stays Ready on the same boot for 10m00s",
         "on failure: a node whose host upgrade fails, or that comes back at another version or \
          fails its health check or soak, is rolled back (stratum rollback)",

@@ -83,8 +83,8 @@ impl Limits {
     pub fn past_blocked(&self, blocked: u32) -> Option<String> {
         (blocked > self.max_blocked).then(|| {
             format!(
-                "{blocked} node(s) blocked by budgets allowing no disruption: more than \
-                 max_blocked ({})",
+                "{blocked} node(s) blocked by budgets allowing no disruption: more than the plan \
+                 allows (at most {} blocked)",
                 self.max_blocked
             )
         })
@@ -100,7 +100,7 @@ impl Limits {
             ));
         }
         if self.stop.requested() {
-            return Some("stopped on request; nodes in flight finished their step".into());
+            return Some("as asked; the nodes in flight finished their step".into());
         }
         if let Some(pause) = self.paused.ended() {
             return Some(paused_out(&pause, self.pause_deadline));

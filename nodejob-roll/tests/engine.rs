@@ -152,7 +152,7 @@ fn the_limits_name_the_budget_then_a_stop_then_the_window() -> TestResult {
     stop.request();
     assert_eq!(
         limits.why_not(1, outside).as_deref(),
-        Some("stopped on request; nodes in flight finished their step")
+        Some("as asked; the nodes in flight finished their step")
     );
     assert_eq!(
         limits.why_not(2, outside).as_deref(),
@@ -364,7 +364,7 @@ async fn a_stop_requested_during_a_batch_starts_no_other() -> TestResult {
         .await;
     assert_eq!(
         end,
-        End::Stopping("stopped on request; nodes in flight finished their step".into())
+        End::Stopping("as asked; the nodes in flight finished their step".into())
     );
     assert_eq!(tally.batches, 1);
     Ok(())
@@ -401,7 +401,7 @@ async fn a_stop_that_cut_short_a_node_of_the_last_batch_ends_the_pass_stopping()
         .await;
     assert_eq!(
         end,
-        End::Stopping("stopped on request; nodes in flight finished their step".into())
+        End::Stopping("as asked; the nodes in flight finished their step".into())
     );
     // Asked during the last batch, whose node finished its step and ended well: done.
     let stop = Stop::new();
@@ -452,7 +452,8 @@ async fn blocked_nodes_past_max_blocked_stop_the_pass_apart_from_the_failure_bud
     assert_eq!(
         end,
         End::Stopping(
-            "2 node(s) blocked by budgets allowing no disruption: more than max_blocked (1)".into()
+            "2 node(s) blocked by budgets allowing no disruption: more than the plan allows (at most 1 \
+             blocked)".into()
         )
     );
     assert_eq!(stepped.into_inner()?, ["w1", "w2"]);

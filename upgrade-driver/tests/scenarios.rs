@@ -723,7 +723,7 @@ async fn a_stop_request_lets_the_step_in_flight_finish_and_a_rerun_resumes() {
         .await
         .unwrap();
     assert!(
-        matches!(&report.outcome, Outcome::Stopped { why } if why.contains("stopped on request")),
+        matches!(&report.outcome, Outcome::Stopped { why } if why.starts_with("as asked")),
         "{:?}",
         report.outcome
     );

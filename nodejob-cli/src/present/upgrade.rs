@@ -334,7 +334,7 @@ fn undrainable_preview(preview: &Preview) -> Vec<String> {
     }
     for block in &preview.would_block {
         lines.push(format!(
-            "would be blocked (on_undrainable {}): {} by budget(s) {} (pods {}): {}",
+            "would be blocked (on undrainable: {}): {} by budget(s) {} (pods {}): {}",
             preview.on_undrainable,
             block.node,
             block.budgets.join(", "),
@@ -784,7 +784,7 @@ mod tests {
             ..at_v1_37_2("worker-10")
         });
         let mut report = Report::new("v1.38.0".into(), nodes, Default::default());
-        let why = "stopped on request".to_string();
+        let why = "as asked; the nodes in flight finished their step".to_string();
         report.close(Outcome::Stopped { why }, Vec::new(), 9_000);
         let invocation = Invocation::of(["nodejob", "upgrade", "--to", "v1.38.0"].map(Into::into));
         let text = ended(&report, &plan, &invocation).unwrap();
