@@ -501,11 +501,35 @@ impl Pacer {
     pub(crate) fn pace(&self) {
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
         let virtual_now = self.fake.now();
-        let due = virtual_now.saturating_sub(last.0) / self.times.get();
-        let spent = last.1.elapsed();
-        if due > spent {
-            std::thread::sleep((due - spent).min(Duration::from_millis(500)));
+        let wait = wait(virtual_now.saturating_sub(last.0), last.1.elapsed(), self.times);
+        if !wait.is_zero() {
+            std::thread::sleep(wait);
         }
         *last = (virtual_now, Instant::now());
+    }
+}
+
+/// How long to wait before showing an event `virtual_elapsed` of virtual time after the last
+/// one, `spent` of real time having passed since, at `times` virtual seconds a real second:
+/// the whole rest, uncapped, so `--speed 1` is real time. (Every event is paced, the Lease's
+/// renewals every few virtual seconds among them, so a Ctrl-C is seen within one.)
+fn wait(virtual_elapsed: Duration, spent: Duration, times: NonZeroU32) -> Duration {
+    (virtual_elapsed / times.get()).saturating_sub(spent)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--speed N` shows N virtual seconds a real second, at 1 too: the wait before an event
+    /// is the whole virtual gap over N, less the real time already spent, never capped.
+    #[test]
+    fn a_speed_of_one_is_real_time() {
+        let times = |t| NonZeroU32::new(t).unwrap();
+        let s = Duration::from_secs;
+        assert_eq!(wait(s(60), Duration::ZERO, times(1)), s(60));
+        assert_eq!(wait(s(60), s(20), times(1)), s(40));
+        assert_eq!(wait(s(600), Duration::ZERO, times(100)), s(6));
+        assert_eq!(wait(s(600), s(7), times(100)), Duration::ZERO);
     }
 }
