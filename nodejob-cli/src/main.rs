@@ -54,9 +54,26 @@ fn dispatch(cli: Cli) -> Result<Exit, Exit> {
     }
 }
 
-/// The global flags that mean nothing to `completions` (it talks to no cluster and prints
-/// a script), refused when given rather than ignored.
-const NOT_FOR_COMPLETIONS: [&str; 4] = ["kubeconfig", "context", "namespace", "output"];
+/// The global flags of a cluster's connection, which mean nothing to a command that talks to
+/// none.
+const CONNECTION: [&str; 4] = ["kubeconfig", "context", "qps", "burst"];
+
+/// The global flags that mean nothing to `command`, refused when given rather than ignored,
+/// and why: `completions` prints a script and talks to no cluster; `render` prints the Job
+/// (in `-n`'s namespace, as `-o` says) and talks to no cluster either.
+fn meaningless(command: &str) -> Option<(Vec<&'static str>, &'static str)> {
+    match command {
+        "completions" => Some((
+            [&CONNECTION[..], &["namespace", "output"]].concat(),
+            "it prints a shell script and talks to no cluster",
+        )),
+        "render" => Some((
+            CONNECTION.to_vec(),
+            "it prints the Job and talks to no cluster (`run --dry-run=server` reads it)",
+        )),
+        _ => None,
+    }
+}
 
 /// The command line, parsed; a global flag given to a command that has no use for it refused
 /// as clap refuses a usage error (exit 2).
@@ -84,13 +101,15 @@ fn command_line() -> Cli {
             )
             .exit();
     }
-    if let Some(("completions", sub)) = matches.subcommand() {
-        for id in NOT_FOR_COMPLETIONS {
+    if let Some((name, sub)) = matches.subcommand()
+        && let Some((ids, why)) = meaningless(name)
+    {
+        for id in ids {
             if sub.value_source(id) == Some(ValueSource::CommandLine) {
                 command
                     .error(
                         clap::error::ErrorKind::ArgumentConflict,
-                        format!("--{id} means nothing to `completions`: it talks to no cluster"),
+                        format!("--{id} means nothing to `{name}`: {why}"),
                     )
                     .exit();
             }

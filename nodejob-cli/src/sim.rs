@@ -501,7 +501,11 @@ impl Pacer {
     pub(crate) fn pace(&self) {
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
         let virtual_now = self.fake.now();
-        let wait = wait(virtual_now.saturating_sub(last.0), last.1.elapsed(), self.times);
+        let wait = wait(
+            virtual_now.saturating_sub(last.0),
+            last.1.elapsed(),
+            self.times,
+        );
         if !wait.is_zero() {
             std::thread::sleep(wait);
         }

@@ -1794,23 +1794,35 @@ fn status_json_nests_the_records_and_says_a_failed_upgrade_failed() {
 }
 
 #[test]
-fn completions_refuses_the_flags_that_mean_nothing_to_it() {
-    for flag in [
-        &["-o", "json"][..],
-        &["--context", "prod"],
-        &["--kubeconfig", "/dev/null"],
-        &["-n", "default"],
-    ] {
-        let out = nodejob(&[&["completions", "bash"], flag].concat());
-        assert_eq!(out.status.code(), Some(2), "{flag:?}");
+fn completions_and_render_refuse_the_flags_that_mean_nothing_to_them() {
+    let render = ["render", "--node", "cp-0", "--", "/bin/true"];
+    let refused: [(&[&str], &[&str]); 8] = [
+        (&["completions", "bash"], &["-o", "json"]),
+        (&["completions", "bash"], &["--context", "prod"]),
+        (&["completions", "bash"], &["--kubeconfig", "/dev/null"]),
+        (&["completions", "bash"], &["-n", "default"]),
+        (&["completions", "bash"], &["--qps", "5"]),
+        (&render, &["--context", "prod"]),
+        (&render, &["--kubeconfig", "/dev/null"]),
+        (&render, &["--burst", "5"]),
+    ];
+    for (command, flag) in refused {
+        // The flag before the command's own arguments (after `--` is the Job's argv).
+        let out = nodejob(&[&command[..1], flag, &command[1..]].concat());
+        assert_eq!(out.status.code(), Some(2), "{command:?} {flag:?}");
         assert!(out.stdout.is_empty(), "{flag:?}");
+        let said = format!("means nothing to `{}`", command[0]);
         assert!(
-            text(&out.stderr).contains("means nothing to `completions`"),
+            text(&out.stderr).contains(&said),
             "{flag:?}: {}",
             text(&out.stderr)
         );
     }
     assert_eq!(nodejob(&["completions", "bash"]).status.code(), Some(0));
+    // What render does use: the namespace and the output.
+    let out = nodejob(&[&render[..1], &["-n", "ops", "-o", "json"], &render[1..]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("\"namespace\": \"ops\""));
 }
 
 #[test]
