@@ -1849,6 +1849,49 @@ fn an_empty_program_and_an_argv_over_the_limit_are_refused_before_anything_is_bu
     );
 }
 
+/// A kubeconfig with insecure-skip-tls-verify: no "Server cert bypassed" warning from the
+/// client at each handshake (kubectl says nothing of it), unless -v asks for the logs.
+#[test]
+fn insecure_skip_tls_verify_is_not_warned_of_at_each_connection() {
+    let server = untrusted_apiserver();
+    let kubeconfig =
+        std::env::temp_dir().join(format!("nodejob-insecure-{}.yaml", std::process::id()));
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- cluster: {{server: \"{server}\", \
+             insecure-skip-tls-verify: true}}\n  name: c\ncontexts:\n- context: {{cluster: c, \
+             user: u}}\n  name: x\ncurrent-context: x\nusers:\n- name: u\n  user: {{token: abc}}\n"
+        ),
+    )
+    .unwrap();
+    let run = |verbose: &[&str]| {
+        Command::cargo_bin("nodejob")
+            .unwrap()
+            .env_remove("RUST_LOG")
+            .args(["jobs", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .args(verbose)
+            .output()
+            .unwrap()
+    };
+    let quiet = run(&[]);
+    let verbose = run(&["-v"]);
+    let _ = std::fs::remove_file(&kubeconfig);
+    // The handshake was made (the server speaks no HTTP after it, so the command fails).
+    assert_ne!(quiet.status.code(), Some(0));
+    assert!(
+        !text(&quiet.stderr).contains("Server cert bypassed"),
+        "{}",
+        text(&quiet.stderr)
+    );
+    assert!(
+        text(&verbose.stderr).contains("Server cert bypassed"),
+        "{}",
+        text(&verbose.stderr)
+    );
+}
+
 #[test]
 fn no_colour_codes_go_to_a_pipe() {
     // A cluster that refuses connections, and -vv: the client's debug logs go to stderr,
