@@ -45,6 +45,21 @@ impl Notice {
 /// to route it.
 pub(crate) fn on_interrupt(stop: Option<Stop>, lease: Duration) -> Arc<Notice> {
     let notice = Arc::new(Notice::default());
+    // A reader of stdout gone (`| head`) is one Ctrl-C: the roll stops where it safely can.
+    let on_pipe = stop.clone();
+    crate::stdout::on_reader_gone(move || match &on_pipe {
+        Some(stop) => {
+            stop.request();
+            eprintln!(
+                "\nstdout's reader went away: stopping as on Ctrl-C: no further node starts; \
+                 the step in flight finishes (the rest is said on stderr only)"
+            );
+        }
+        None => eprintln!(
+            "\nstdout's reader went away: the abort does not stop midway; it finishes \
+             restoring the nodes (the rest is said on stderr only)"
+        ),
+    });
     let said = notice.clone();
     let presses = Arc::new(AtomicU32::new(0));
     let _ = ctrlc::set_handler(move || {

@@ -147,5 +147,5 @@ fn main() -> ExitCode {
     if !exit.message.is_empty() {
         eprintln!("{}", exit.message);
     }
-    ExitCode::from(exit.code)
+    ExitCode::from(stdout::reader_gone().unwrap_or(exit.code))
 }

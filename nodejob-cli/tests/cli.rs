@@ -1192,6 +1192,36 @@ fn completions_to_a_reader_already_gone_end_as_sigpipe_would() {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
+/// `nodejob upgrade ... | head`: a reader of stdout gone stops the roll as one Ctrl-C does
+/// (no node starts after; the stop, with the nodes it left, said on stderr; the Lease
+/// released), and the process then ends as SIGPIPE would have ended it, not mid-step.
+#[test]
+fn a_roll_whose_reader_is_gone_stops_as_on_ctrl_c_and_ends_as_sigpipe_would() {
+    use std::process::{Command as Process, Stdio};
+
+    // The read end closed before the command starts: its first line (the simulated
+    // cluster's banner, before any node) meets a reader that has gone.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Process::new(env!("CARGO_BIN_EXE_nodejob"))
+        .args(["upgrade", "--simulate", "6", "--to", "v1.38.0"])
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(141), "{stderr}");
+    assert!(
+        stderr.contains("stdout's reader went away: stopping as on Ctrl-C"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("stopped: as asked; the nodes in flight finished their step"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
 #[test]
 fn an_argv_after_dashdash_is_refused_by_every_command_that_takes_none() {
     let upgrade = ["upgrade", "--simulate", "3", "--to", "v1.38.0"];
