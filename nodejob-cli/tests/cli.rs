@@ -927,13 +927,13 @@ fn jobs_on_a_simulated_cluster_lists_the_jobs_its_history_left() {
 }
 
 #[test]
-fn jobs_json_is_one_parseable_job_per_line() {
+fn jobs_json_is_one_list_as_kubectl_prints() {
     let out = nodejob(&["jobs", "--simulate", "5", "--output", "json"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let jobs: Vec<serde_json::Value> = text(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
-        .collect();
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(list["kind"], "List", "{list}");
+    assert_eq!(list["apiVersion"], "v1", "{list}");
+    let jobs = list["items"].as_array().unwrap().clone();
     assert_eq!(jobs.len(), 3);
     for job in &jobs {
         assert_eq!(job["namespace"], "kube-system");

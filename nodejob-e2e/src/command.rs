@@ -178,6 +178,16 @@ impl Ran {
             .collect())
     }
 
+    /// The `items` of the one JSON `List` it printed (`jobs -o json`, as kubectl's lists).
+    pub fn json_items(&self) -> Result<Vec<Value>, Failure> {
+        let list: Value = serde_json::from_str(&self.stdout)
+            .map_err(|e| Failure(format!("`{}`: {e} in {:?}", self.line, self.stdout)))?;
+        match list["items"].as_array() {
+            Some(items) if list["kind"] == "List" => Ok(items.clone()),
+            _ => Err(Failure(format!("`{}`: not a List: {list}", self.line))),
+        }
+    }
+
     /// Its stdout as one JSON value a line.
     pub fn json_lines(&self) -> Result<Vec<Value>, Failure> {
         (self.stdout.lines())

@@ -247,7 +247,7 @@ async fn upgrade_run_jobs_and_status_through_a_kubeconfig_as_the_service_account
         .collect();
     left_jobs(&rows, control, zone_a).map_err(|Failure(e)| Failure(format!("jobs: {e}")))?;
     let jobs_json = nodejob(kc, CONTEXT, &["jobs", "--output", "json"]).await?;
-    let objects: Vec<Value> = (jobs_json.exited(0)?.json_lines()?.into_iter())
+    let objects: Vec<Value> = (jobs_json.exited(0)?.json_items()?.into_iter())
         .filter(|r| (r["node"].as_str()).is_some_and(|n| names.iter().any(|m| m == n)))
         .collect();
     let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
@@ -410,7 +410,7 @@ async fn a_kept_job_outlives_a_drain(kc: &Path, node: &str) -> Result<(), Failur
         .exited(0)?;
     let jobs = nodejob(kc, CONTEXT, &["jobs", "--output", "json"]).await?;
     let kept =
-        (jobs.exited(0)?.json_lines()?.into_iter()).find(|r| r["name"] == json!(run_job(node)));
+        (jobs.exited(0)?.json_items()?.into_iter()).find(|r| r["name"] == json!(run_job(node)));
     ensure!(
         kept.as_ref()
             .is_some_and(|k| k["status"] == json!("Failed") && k["exit_code"] == json!(RUN_EXIT)),

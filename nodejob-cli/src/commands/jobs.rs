@@ -1,5 +1,5 @@
 //! `nodejob jobs`: the node Jobs in the namespace (node, status, exit code, age), as a table
-//! or one JSON object per line.
+//! or, as `kubectl get -o json` prints a list, one JSON `List` of them (`.items[]`).
 
 use super::{Banner, say_simulated};
 use crate::args::{Format, Global, Jobs};
@@ -27,9 +27,12 @@ pub(crate) fn jobs(global: &Global, args: Jobs) -> Result<Exit, Exit> {
         }
         let rows = &listed.rows;
         if output == Format::Json {
-            for row in rows {
-                outln!("{}", serde_json::to_string(row).unwrap_or_default());
-            }
+            let list = List {
+                api_version: "v1",
+                kind: "List",
+                items: rows,
+            };
+            outln!("{}", serde_json::to_string(&list).unwrap_or_default());
         } else if rows.is_empty() {
             eprint!("{}", text(rows, ns));
         } else {
@@ -37,4 +40,13 @@ pub(crate) fn jobs(global: &Global, args: Jobs) -> Result<Exit, Exit> {
         }
         Ok(Exit::ok())
     })
+}
+
+/// A list as kubectl prints one (`kubectl get -o json`), its items in their own order.
+#[derive(serde::Serialize)]
+struct List<'a, T> {
+    #[serde(rename = "apiVersion")]
+    api_version: &'static str,
+    kind: &'static str,
+    items: &'a [T],
 }
