@@ -1514,7 +1514,12 @@ impl NodeMachine {
                 format!("{why} when it was to be recorded done; the node stays cordoned"),
             ));
         }
-        self.finish(Vec::new())
+        // The Uncordon started (and was told) at the first write: this is the same step's
+        // write again, not a second start (`Uncordon...` twice on a real cluster, whose
+        // kubelet changes the node between the read and the write).
+        let mut step = self.finish(Vec::new());
+        (step.marks).retain(|m| !matches!(m, Mark::Started(UpgradeStep::Uncordon)));
+        step
     }
 
     fn fail(&mut self, failure: Failure) -> Step {

@@ -938,11 +938,14 @@ fn a_node_that_changed_version_before_the_done_record_is_not_recorded_done() {
         met: true,
     });
     assert!(matches!(step.intent, Intent::Guarded { .. }), "{step:?}");
-    // Still at the target, rebooted and Ready: decided again on the new version.
+    assert!(step.marks.contains(&Mark::Started(UpgradeStep::Uncordon)));
+    // Still at the target, rebooted and Ready: decided again on the new version, the same
+    // Uncordon written again, not started (and told) a second time.
     let step = m
         .clone()
         .step(Obs::Changed(node("v1.38.0", "boot-2", true, &[])));
     assert!(matches!(step.intent, Intent::Guarded { .. }), "{step:?}");
+    assert!(step.marks.is_empty(), "{step:?}");
     // Reporting another version now: not recorded done.
     let (step, message, _) = failed_at(m.step(Obs::Changed(node("v1.37.2", "boot-2", true, &[]))));
     assert_eq!(step, UpgradeStep::Uncordon);
