@@ -592,6 +592,28 @@ pub(crate) struct Jobs {
     /// `stratum.ciq.com/upgrade` for the upgrade's host Jobs.
     #[arg(short = 'l', long)]
     pub(crate) selector: Option<String>,
+    /// Delete the failed node Jobs listed (each exactly the Job listed: its UID and
+    /// resourceVersion as preconditions, foreground, waited until gone), with their Pods and
+    /// logs. A failed Job is kept for inspection, never deleted by nodejob on its own (no
+    /// TTL); a rerun retries its work with a new Job whether or not it is there.
+    #[arg(long)]
+    pub(crate) delete_failed: bool,
+    /// With --delete-failed: only those that failed at least this long ago (by their
+    /// creation), e.g. 24h.
+    #[arg(long, value_name = "AGE", requires = "delete_failed", value_parser = parse::duration)]
+    pub(crate) older_than: Option<Duration>,
+    /// With --delete-failed: say what would be deleted, and delete nothing (as kubectl's
+    /// `--dry-run`; `client` and `server` the same here).
+    #[arg(
+        long,
+        value_name = "WHERE",
+        value_enum,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "client",
+        requires = "delete_failed"
+    )]
+    pub(crate) dry_run: Option<DryRun>,
     #[command(flatten)]
     pub(crate) sim: SimulateHistory,
 }

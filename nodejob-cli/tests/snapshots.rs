@@ -512,6 +512,10 @@ fn rotation_preview_warns_of_a_ca_that_expires_soon() {
 fn jobs_and_status_after_the_simulated_history() {
     nodejob_snapshot!("jobs", &["jobs", "--simulate", "5"]);
     nodejob_snapshot!("jobs_json", &["jobs", "--simulate", "5", "-o", "json"]);
+    nodejob_snapshot!(
+        "jobs_delete_failed",
+        &["jobs", "--simulate", "5", "--delete-failed"]
+    );
     nodejob_snapshot!("status", &["status", "--simulate", "5"]);
     nodejob_snapshot!("status_json", &["status", "--simulate", "5", "-o", "json"]);
     nodejob_snapshot!("status_yaml", &["status", "--simulate", "5", "-o", "yaml"]);

@@ -2,10 +2,16 @@
 //! or, as `kubectl get -o json` prints a list, one JSON `List` of them (`.items[]`).
 
 use super::{Banner, say_simulated};
-use crate::args::{Format, Global, Jobs};
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use nodejob_core::{JobApi, delete_exact_and_wait};
+
+use crate::args::{DryRun, Format, Global, Jobs};
 use crate::backend::{Backend, Prepare};
 use crate::exit::Exit;
-use crate::inspect::jobs::{Unlisted, gather};
+use crate::inspect::jobs::{Row, State, Unlisted, gather};
 use crate::present::jobs::text;
 
 /// Runs `nodejob jobs`.
@@ -26,6 +32,10 @@ pub(crate) fn jobs(global: &Global, args: Jobs) -> Result<Exit, Exit> {
             eprintln!("{why}; exit codes unknown");
         }
         let rows = &listed.rows;
+        if args.delete_failed {
+            let dry_run = args.dry_run.is_some_and(|d| d != DryRun::None);
+            return delete_failed(&*t.api, rows, args.older_than, dry_run, output).await;
+        }
         if output == Format::Json {
             let list = List {
                 api_version: "v1",
@@ -42,6 +52,81 @@ pub(crate) fn jobs(global: &Global, args: Jobs) -> Result<Exit, Exit> {
     })
 }
 
+/// `jobs --delete-failed`: deletes each failed node Job of `rows` (failed at least
+/// `older_than` ago, by its creation), exactly the Job listed; says each as kubectl says a
+/// delete (`job.batch/NAME deleted`), or with `dry_run` what would be, deleting nothing.
+/// A Job replaced or changed since it was listed is left and said; any left fails the
+/// command (exit 1), naming them.
+async fn delete_failed<A: JobApi + ?Sized>(
+    api: &A,
+    rows: &[Row],
+    older_than: Option<Duration>,
+    dry_run: bool,
+    output: Format,
+) -> Result<Exit, Exit> {
+    let old_enough = |r: &&Row| {
+        let min = older_than.map_or(0, |d| d.as_secs());
+        r.age_seconds
+            .is_some_and(|age| u64::try_from(age).unwrap_or(0) >= min)
+    };
+    let failed: Vec<&Row> = (rows.iter())
+        .filter(|r| r.status == State::Failed)
+        .filter(old_enough)
+        .collect();
+    let mut deleted = Vec::new();
+    let mut left = Vec::new();
+    for row in failed {
+        let said = match row.exit_code {
+            Some(code) => format!("node {}, exit {code}", row.node),
+            None => format!("node {}", row.node),
+        };
+        let text = output != Format::Json;
+        if dry_run {
+            if text {
+                outln!("job.batch/{} deleted (dry run; {said})", row.name);
+            }
+            deleted.push(row);
+            continue;
+        }
+        let job = Job {
+            metadata: ObjectMeta {
+                name: Some(row.name.clone()),
+                namespace: Some(row.namespace.clone()),
+                uid: row.uid.clone(),
+                resource_version: row.resource_version.clone(),
+                ..ObjectMeta::default()
+            },
+            ..Job::default()
+        };
+        match delete_exact_and_wait(api, &job).await {
+            Ok(()) => {
+                if text {
+                    outln!("job.batch/{} deleted ({said})", row.name);
+                }
+                deleted.push(row);
+            }
+            Err(e) => left.push(format!("job.batch/{}: {e}", row.name)),
+        }
+    }
+    if output == Format::Json {
+        let list = List {
+            api_version: "v1",
+            kind: "List",
+            items: &deleted,
+        };
+        outln!("{}", serde_json::to_string(&list).unwrap_or_default());
+    } else if deleted.is_empty() && left.is_empty() {
+        eprintln!("no failed node job to delete");
+    }
+    if left.is_empty() {
+        return Ok(Exit::ok());
+    }
+    Err(Exit::failed(format!(
+        "left (replaced or changed since listed: run it again to see them as they are now): {}",
+        left.join("; ")
+    )))
+}
+
 /// A list as kubectl prints one (`kubectl get -o json`), its items in their own order.
 #[derive(serde::Serialize)]
 struct List<'a, T> {
@@ -49,4 +134,51 @@ struct List<'a, T> {
     api_version: &'static str,
     kind: &'static str,
     items: &'a [T],
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim;
+
+    const NS: &str = "kube-system";
+
+    /// `--delete-failed` deletes the failed node Jobs, exactly those, and leaves the running
+    /// one; `--dry-run` deletes nothing; `--older-than` spares the younger ones.
+    #[tokio::test(start_paused = true)]
+    async fn delete_failed_deletes_the_failed_node_jobs_alone() {
+        let names = sim::node_names(5);
+        let faults = sim::history_faults(&names);
+        let fake = sim::cluster(5, &faults).unwrap();
+        sim::history(&fake, 5, NS).await.unwrap();
+        let listed = || async { gather(&*fake, NS, "").await.unwrap().rows };
+        let before = listed().await;
+        let failed = |rows: &[Row]| rows.iter().filter(|r| r.status == State::Failed).count();
+        assert_eq!(failed(&before), 2, "{before:?}");
+
+        let dry = delete_failed(&*fake, &before, None, true, Format::Json).await;
+        assert!(dry.is_ok());
+        assert_eq!(listed().await.len(), before.len());
+
+        let young = delete_failed(
+            &*fake,
+            &before,
+            Some(Duration::from_secs(3600)),
+            false,
+            Format::Json,
+        );
+        assert!(young.await.is_ok());
+        assert_eq!(listed().await.len(), before.len());
+
+        delete_failed(&*fake, &before, None, false, Format::Json)
+            .await
+            .unwrap();
+        let after = listed().await;
+        assert_eq!(failed(&after), 0, "{after:?}");
+        assert_eq!(after.len(), before.len() - 2, "{after:?}");
+        assert!(
+            after.iter().all(|r| r.status == State::Running),
+            "{after:?}"
+        );
+    }
 }

@@ -75,7 +75,15 @@ pub(crate) struct Row {
     /// Whether its Pod was stopped from outside (deleted, evicted): then the exit code is the
     /// kill's, not the host program's answer.
     pub(crate) disrupted: bool,
+    /// Why no exit code is known, when none is: `not finished`, `being deleted`, the reason
+    /// of the Job's `Failed` condition (`DeadlineExceeded`: its deadline passed, the container
+    /// killed), or that its Pod is gone (deleted, garbage-collected) or unread.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) no_exit: Option<String>,
     pub(crate) uid: Option<String>,
+    /// Its resourceVersion as listed: a delete of exactly this Job goes with it.
+    #[serde(skip)]
+    pub(crate) resource_version: Option<String>,
     /// `creationTimestamp`.
     pub(crate) created: Option<String>,
     pub(crate) age_seconds: Option<i64>,
@@ -135,9 +143,17 @@ where
     let now = api.wall_time();
     let rows = jobs
         .into_iter()
-        .map(|(job, node)| row(job, node, &pods, now))
+        .map(|(job, node)| row(job, node, &pods, pods_unread.is_none(), now))
         .collect();
     Ok(Listed { rows, pods_unread })
+}
+
+/// The reason of the Job's `Failed` condition (`DeadlineExceeded`, `BackoffLimitExceeded`,
+/// `PodFailurePolicy`), as the Job controller set it.
+fn failed_reason(job: &Job) -> Option<String> {
+    (job.status.as_ref()?.conditions.iter().flatten())
+        .find(|c| c.type_ == "Failed" && c.status == "True")
+        .and_then(|c| c.reason.clone())
 }
 
 /// The node a node Job names: its annotation, else a `stratum.ciq.com/` label's value.
@@ -152,7 +168,7 @@ fn label_of(job: &Job) -> Option<&str> {
         .find(|k| k.starts_with(LABEL_DOMAIN))
 }
 
-fn row(job: &Job, node: &str, pods: &[Pod], now: Timestamp) -> Row {
+fn row(job: &Job, node: &str, pods: &[Pod], pods_read: bool, now: Timestamp) -> Row {
     let meta = &job.metadata;
     let container = (job.spec.as_ref())
         .and_then(|s| s.template.spec.as_ref())
@@ -166,16 +182,102 @@ fn row(job: &Job, node: &str, pods: &[Pod], now: Timestamp) -> Row {
             .max_by_key(|(p, _)| p.metadata.creation_timestamp.as_ref().map(|t| t.0))
     });
     let created = meta.creation_timestamp.as_ref().map(|t| t.0);
+    let status = State::of(job);
+    let has_pod =
+        (meta.uid.as_deref()).is_some_and(|uid| pods.iter().any(|p| is_pod_of_job(p, uid)));
+    let no_exit = ended.is_none().then(|| match (status, failed_reason(job)) {
+        (State::Running, _) => "not finished".to_string(),
+        (State::Deleting, _) => "being deleted".to_string(),
+        _ if !pods_read => "its Pod unread".to_string(),
+        (_, Some(reason)) if !has_pod => format!("{reason}; its Pod is gone"),
+        (_, Some(reason)) => reason,
+        _ if !has_pod => "its Pod is gone".to_string(),
+        _ => "its container reported none".to_string(),
+    });
     Row {
         name: meta.name.clone().unwrap_or_default(),
         namespace: meta.namespace.clone().unwrap_or_default(),
         node: node.to_string(),
         label: label_of(job).map(str::to_string),
-        status: State::of(job),
+        status,
         exit_code: ended.map(|(_, code)| code),
         disrupted: ended.is_some_and(|(p, _)| disruption(p).is_some()),
+        no_exit,
         uid: meta.uid.clone(),
+        resource_version: meta.resource_version.clone(),
         created: created.map(|t| t.to_string()),
         age_seconds: created.map(|t| now.duration_since(t).as_secs().max(0)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(status: serde_json::Value) -> Job {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "j", "namespace": "kube-system", "uid": "u-1",
+                         "annotations": {NODE_ANNOTATION: "n1"}},
+            "spec": {"template": {"spec": {"containers": [{"name": "c"}]}}},
+            "status": status,
+        }))
+        .unwrap()
+    }
+
+    fn pod(exit: Option<i32>) -> Pod {
+        let state = match exit {
+            Some(code) => serde_json::json!({"terminated": {"exitCode": code}}),
+            None => serde_json::json!({"running": {}}),
+        };
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "j-x", "labels": {CONTROLLER_UID_LABEL: "u-1"},
+                         "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
+                                              "name": "j", "uid": "u-1", "controller": true}]},
+            "status": {"containerStatuses": [{"name": "c", "image": "", "imageID": "",
+                        "ready": false, "restartCount": 0, "state": state}]},
+        }))
+        .unwrap()
+    }
+
+    /// Where `jobs` shows no exit code, it says why: the Job's `Failed` reason (its deadline
+    /// passed), its Pod gone, or not finished.
+    #[test]
+    fn no_exit_code_is_said_with_why() {
+        let failed = |reason: &str| {
+            job(serde_json::json!({"failed": 1, "conditions": [
+                {"type": "Failed", "status": "True", "reason": reason}]}))
+        };
+        let now = Timestamp::now();
+        let cases = [
+            (
+                job(serde_json::json!({"active": 1})),
+                vec![pod(None)],
+                Some("not finished"),
+            ),
+            (
+                failed("DeadlineExceeded"),
+                vec![],
+                Some("DeadlineExceeded; its Pod is gone"),
+            ),
+            (
+                failed("DeadlineExceeded"),
+                vec![pod(None)],
+                Some("DeadlineExceeded"),
+            ),
+            (failed("BackoffLimitExceeded"), vec![pod(Some(1))], None),
+            (
+                job(serde_json::json!({"succeeded": 1, "conditions": [
+                    {"type": "Complete", "status": "True"}]})),
+                vec![],
+                Some("its Pod is gone"),
+            ),
+        ];
+        for (job, pods, want) in cases {
+            let row = row(&job, "n1", &pods, true, now);
+            assert_eq!(row.no_exit.as_deref(), want, "{row:?}");
+            assert_eq!(row.exit_code.is_some(), want.is_none(), "{row:?}");
+        }
+        let unread = row(&failed("DeadlineExceeded"), "n1", &[], false, now);
+        assert_eq!(unread.no_exit.as_deref(), Some("its Pod unread"));
     }
 }

@@ -1,6 +1,6 @@
 //! `jobs` for people: a table of the node Jobs, or a line saying there is none.
 
-use crate::inspect::jobs::Row;
+use crate::inspect::jobs::{Row, State};
 use crate::present::table;
 
 /// `jobs` for people: a table, or a line saying there is no node Job in `namespace`.
@@ -14,10 +14,13 @@ pub(crate) fn text(rows: &[Row], namespace: &str) -> String {
             r.name.clone(),
             r.node.clone(),
             r.status.as_str().to_string(),
-            match (r.exit_code, r.disrupted) {
-                (Some(c), false) => c.to_string(),
-                (Some(c), true) => format!("{c} (killed)"),
-                (None, _) => "-".into(),
+            match (r.exit_code, r.disrupted, &r.no_exit) {
+                (Some(c), false, _) => c.to_string(),
+                (Some(c), true, _) => format!("{c} (killed)"),
+                // Not finished: nothing to explain.
+                (None, _, _) if r.status == State::Running => "-".into(),
+                (None, _, Some(why)) => format!("- ({why})"),
+                (None, _, None) => "-".into(),
             },
             r.age_seconds.map_or_else(|| "?".into(), age),
         ]);
