@@ -181,6 +181,9 @@ where
         };
         let limits = plan.limits(stop);
         let ctx = Context::begin(api, &spec.placement(), &claim, limits, progress, started).await?;
+        ctx.progress.event(&Progress::Planned {
+            nodes: order.all().len(),
+        });
         let report = Report::new(
             plan.fingerprint().to_string(),
             order

@@ -16,6 +16,12 @@ use crate::fence::FenceEvent;
 #[serde(tag = "event", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Progress<S, R, X> {
+    /// The run's nodes are chosen, told once before the first starts: how many, so that a
+    /// board shows the whole (`35 of 100 done`).
+    Planned {
+        /// The nodes the run takes: those selected, and those an earlier run left in flight.
+        nodes: usize,
+    },
     /// A batch of nodes starts (a driver that tells its phases instead tells none).
     BatchStarted {
         /// Its index, from 0.

@@ -111,7 +111,7 @@ where
         .collect();
     let order = groups(&refs, width);
     let by_name: BTreeMap<&str, &Node> = nodes.iter().map(|n| (records::name(n), n)).collect();
-    let entries = (order.iter().flat_map(|g| &g.nodes))
+    let entries: Vec<(String, NodeReport)> = (order.iter().flat_map(|g| &g.nodes))
         .chain(held.names())
         .map(|name| {
             let node = by_name.get(name.as_str());
@@ -128,6 +128,9 @@ where
             (name.clone(), entry)
         })
         .collect();
+    ctx.progress.event(&Progress::Planned {
+        nodes: entries.len(),
+    });
     for name in &carried_names {
         ctx.progress.event(&Progress::note(
             name,

@@ -26,6 +26,8 @@ pub(crate) struct Board {
     stopping: Option<String>,
     /// The pause the nodes wait on (who, when, why), while any waits.
     paused: Option<String>,
+    /// The run's nodes in all, once told.
+    total: Option<usize>,
 }
 
 #[derive(Debug)]
@@ -60,6 +62,7 @@ impl Board {
             stopped: 0,
             stopping: None,
             paused: None,
+            total: None,
         }
     }
 
@@ -68,6 +71,10 @@ impl Board {
         match on {
             OnBars::Nothing => None,
             OnBars::Line => Some(Change::Line),
+            OnBars::Total(total) => {
+                self.total = Some(*total);
+                Some(Change::Line)
+            }
             OnBars::Pause {
                 node,
                 before,
@@ -170,7 +177,10 @@ impl Board {
             .collect();
         let busy: Vec<&Row> = drawn.iter().copied().filter(|r| !r.paused).collect();
         let paused = drawn.len() - busy.len();
-        let mut counts = vec![format!("{} done", self.done)];
+        let mut counts = vec![match self.total {
+            Some(total) => format!("{} of {total} done", self.done),
+            None => format!("{} done", self.done),
+        }];
         for (n, what) in [
             (self.skipped, "skipped"),
             (self.failed, "failed"),
@@ -251,11 +261,13 @@ mod tests {
     #[test]
     fn the_nodes_in_flight_stay_on_the_board_and_the_rest_are_counted() {
         let nodes: Vec<String> = (0..14).map(|i| format!("worker-a-{i}")).collect();
-        let mut events = vec![Some(Progress::BatchStarted {
+        // The counts say of how many (issue 33: "35 done, 7 in flight" of how many?).
+        let mut events = vec![Some(Progress::Planned { nodes: 20 })];
+        events.push(Some(Progress::BatchStarted {
             index: 0,
             group: "zone zone-a".into(),
             nodes: nodes.clone(),
-        })];
+        }));
         for node in &nodes {
             events.push(started(node, UpgradeStep::Cordon));
         }

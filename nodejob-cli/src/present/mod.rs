@@ -93,6 +93,9 @@ pub(crate) enum OnBars {
         /// The pause it waits on, in words; `None` once it goes on.
         paused: Option<String>,
     },
+    /// The run's nodes, in all: the board's counts say `N of TOTAL done`; the event's line
+    /// goes above the bars too.
+    Total(usize),
     /// The event's line ([`Event::line`]), stamped, above the bars.
     Line,
     /// Nothing.
@@ -104,14 +107,15 @@ fn pause_text(by: &str, at: Option<&str>, reason: &str) -> String {
     Pause::of(by, at, reason).to_string()
 }
 
-/// The line of a node's wait on the pause switch, as both drivers tell it: `NODE: paused by X
-/// at T: why; waiting before Drain`, `NODE: resumed after 12.0s paused; Drain starts`. `None`
-/// for any other event.
-fn waiting_line<S: std::fmt::Display, R, X>(
+/// The line of an event both drivers tell alike: the run's size (`6 node(s) in this run`),
+/// a node's wait on the pause switch (`NODE: paused by X at T: why; waiting before Drain`,
+/// `NODE: resumed after 12.0s paused; Drain starts`). `None` for any other event.
+fn shared_line<S: std::fmt::Display, R, X>(
     event: &nodejob_roll::Progress<S, R, X>,
 ) -> Option<String> {
     use nodejob_roll::Progress;
     match event {
+        Progress::Planned { nodes } => Some(format!("{nodes} node(s) in this run")),
         Progress::Paused {
             node,
             before,
@@ -134,12 +138,14 @@ fn waiting_line<S: std::fmt::Display, R, X>(
     }
 }
 
-/// What the board shows of a node's wait on the pause switch; `None` for any other event.
-fn waiting_on_bars<S: std::fmt::Display, R, X>(
+/// What the board shows of an event both drivers tell alike ([`shared_line`]): the run's
+/// size, as its total; a node's wait on the pause switch. `None` for any other event.
+fn shared_on_bars<S: std::fmt::Display, R, X>(
     event: &nodejob_roll::Progress<S, R, X>,
 ) -> Option<OnBars> {
     use nodejob_roll::Progress;
     match event {
+        Progress::Planned { nodes } => Some(OnBars::Total(*nodes)),
         Progress::Paused {
             node,
             before,

@@ -9,7 +9,7 @@ use certs_driver::{
 use super::retry::Invocation;
 use super::{
     DriverError, End, ErrorKind, Event, Now, OnBars, Position, Severity, failed_at, lease_line,
-    lease_severity, log_tail, natural, preview_head, seconds, table, waiting_line, waiting_on_bars,
+    lease_severity, log_tail, natural, preview_head, seconds, shared_line, shared_on_bars, table,
     with_exit_code,
 };
 
@@ -36,6 +36,9 @@ fn short(fingerprint: &str) -> String {
 
 impl Event for Progress {
     fn line(&self) -> String {
+        if let Some(line) = shared_line(self) {
+            return line;
+        }
         match self {
             Progress::Lease(lease) => lease_line(lease),
             Progress::Driver(CaEvent::PhaseStarted { phase, nodes }) if nodes.is_empty() => {
@@ -55,9 +58,6 @@ impl Event for Progress {
                 message,
             } => format!("{node}: {step} done in {} ({message})", seconds(*took_ms)),
             Progress::Driver(CaEvent::Gate(gate)) => gate_line(gate),
-            Progress::Paused { .. } | Progress::Resumed { .. } => {
-                waiting_line(self).unwrap_or_default()
-            }
             Progress::Note {
                 node: Some(node),
                 message,
@@ -94,7 +94,7 @@ impl Event for Progress {
             message,
             now,
         };
-        if let Some(on_bars) = waiting_on_bars(self) {
+        if let Some(on_bars) = shared_on_bars(self) {
             return on_bars;
         }
         match self {

@@ -8,7 +8,7 @@ use upgrade_driver::{
 use super::retry::{self, Invocation};
 use super::{
     DriverError, End, ErrorKind, Event, Now, OnBars, Position, Severity, failed_at, lease_line,
-    lease_severity, log_tail, natural, preview_head, seconds, table, waiting_line, waiting_on_bars,
+    lease_severity, log_tail, natural, preview_head, seconds, shared_line, shared_on_bars, table,
     with_exit_code,
 };
 
@@ -32,6 +32,9 @@ fn step_index(step: UpgradeStep) -> u64 {
 
 impl Event for Progress {
     fn line(&self) -> String {
+        if let Some(line) = shared_line(self) {
+            return line;
+        }
         match self {
             Progress::Lease(lease) => lease_line(lease),
             Progress::BatchStarted {
@@ -57,9 +60,6 @@ impl Event for Progress {
             }
             Progress::Driver(UpgradeEvent::Soaking { node, left_ms }) => {
                 format!("{node}: soaking, {} left", seconds(*left_ms))
-            }
-            Progress::Paused { .. } | Progress::Resumed { .. } => {
-                waiting_line(self).unwrap_or_default()
             }
             Progress::Note {
                 node: Some(node),
@@ -110,7 +110,7 @@ impl Event for Progress {
             message,
             now,
         };
-        if let Some(on_bars) = waiting_on_bars(self) {
+        if let Some(on_bars) = shared_on_bars(self) {
             return on_bars;
         }
         match self {
