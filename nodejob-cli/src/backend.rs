@@ -45,9 +45,25 @@ pub(crate) struct Target {
     pub(crate) fake: Option<Arc<FakeCluster>>,
     /// Under `--simulate`, what the simulation says of itself.
     pub(crate) simulated: Option<Setup>,
+    /// On a real cluster, its client as such: for what only a real apiserver answers (who it
+    /// takes this client for, [`Target::whoami`]).
+    pub(crate) kube: Option<Arc<KubeApi>>,
 }
 
 impl Target {
+    /// Who the apiserver takes this client for (`kubectl auth whoami`); `None` under
+    /// `--simulate`, or when it cannot say (an apiserver older than 1.28).
+    pub(crate) async fn whoami(&self) -> Option<String> {
+        let kube = self.kube.as_ref()?;
+        match kube.whoami().await {
+            Ok(user) => Some(user),
+            Err(e) => {
+                tracing::info!("who this client is, by a SelfSubjectReview: {e}");
+                None
+            }
+        }
+    }
+
     /// The cluster's wall clock: the simulation's virtual one, or the machine's.
     pub(crate) fn clock(&self) -> WallClock {
         match &self.fake {
@@ -234,15 +250,17 @@ impl Backend {
                         start,
                         speed,
                     }),
+                    kube: None,
                 })
                 .await
             }),
             Backend::Cluster(global) => real_runtime()?.block_on(async {
-                let api = connect(&global).await?;
+                let api = Arc::new(connect(&global).await?);
                 work(Target {
-                    api: Arc::new(api),
+                    api: api.clone(),
                     fake: None,
                     simulated: None,
+                    kube: Some(api),
                 })
                 .await
             }),
@@ -438,6 +456,7 @@ impl Session {
                     api: s.fake.clone(),
                     fake: Some(s.fake.clone()),
                     simulated: Some(s.simulated.clone()),
+                    kube: None,
                 };
                 s.handle.spawn(work(target))
             }
@@ -448,9 +467,10 @@ impl Session {
                     .map_err(|e| e.message)?
                     .clone();
                 tokio::spawn(work(Target {
-                    api,
+                    api: api.clone(),
                     fake: None,
                     simulated: None,
+                    kube: Some(api),
                 }))
             }
         };

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::{Banner, say_simulated};
 use crate::args::{Format, Global, PauseArgs, ResumeArgs};
-use crate::backend::{Backend, Prepare};
+use crate::backend::{Backend, Prepare, Target};
 use crate::exit::Exit;
 use crate::inspect::status::{PauseState, lease_name};
 
@@ -39,8 +39,19 @@ impl Switched {
     }
 }
 
-/// Who pauses, when `--by` does not say: `$USER@host`.
-pub(crate) fn who() -> String {
+/// Who pauses, when `--by` does not say: who the apiserver takes the kubeconfig's
+/// credentials for (`kubectl auth whoami`: `alice@example.com`,
+/// `system:serviceaccount:ops:roller`), else (under `--simulate`, or an apiserver that cannot
+/// say) `$USER@host`.
+pub(crate) async fn who(target: &Target) -> String {
+    match target.whoami().await {
+        Some(user) => user,
+        None => local_user(),
+    }
+}
+
+/// `$USER@host`: who runs this, as this machine says.
+pub(crate) fn local_user() -> String {
     let user = std::env::var("USER").unwrap_or_else(|_| "someone".into());
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
@@ -54,10 +65,13 @@ pub(crate) fn pause(global: &Global, args: PauseArgs) -> Result<Exit, Exit> {
     let backend = Backend::new(global, args.sim.simulate)
         .clocked(None, args.sim.start.simulate_start)
         .prepared(Prepare::History(ns.clone()));
-    let by = args.by.unwrap_or_else(who);
     let reason = args.reason.unwrap_or_default();
     backend.block_on(|t| async move {
         say_simulated(&t, Banner::Stderr);
+        let by = match args.by {
+            Some(by) => by,
+            None => who(&t).await,
+        };
         let pause = Pause {
             by,
             at: Some(t.clock()()),

@@ -122,12 +122,14 @@ pub(crate) async fn call(
                         .into(),
                 );
             }
-            let switch = Switch::of(args.resume, args.reason, args.by);
+            let by = default_by(s, args.by, args.resume).await;
+            let switch = Switch::of(args.resume, args.reason, by);
             pause_preview(s, switch).await
         }
         Name::Pause => {
             let (args, extras): (PauseArgs, _) = parse(&schema, arguments)?;
-            let switch = Switch::of(false, args.reason, args.by);
+            let by = default_by(s, args.by, false).await;
+            let switch = Switch::of(false, args.reason, by);
             set_switch(s, switch, extras.preview_token.unwrap_or_default()).await
         }
         Name::Resume => {
@@ -152,7 +154,23 @@ struct Switch {
     reason: Option<String>,
 }
 
+/// Who pauses through MCP when `by` does not say: as `nodejob pause` says it (who the
+/// apiserver takes the session's credentials for, else `$USER@host`), marked `(MCP)`; `None`
+/// for a resume, which names nobody.
+async fn default_by(s: &Session, by: Option<String>, resume: bool) -> Option<String> {
+    if resume || by.is_some() {
+        return by;
+    }
+    let who = (s
+        .backend
+        .run(|t| async move { crate::commands::pause::who(&t).await })
+        .await)
+        .unwrap_or_else(|_| crate::commands::pause::local_user());
+    Some(format!("{who} (MCP)"))
+}
+
 impl Switch {
+    /// The switch asked: `by` who, when pausing.
     fn of(resume: bool, reason: Option<String>, by: Option<String>) -> Switch {
         if resume {
             return Switch {
@@ -163,7 +181,7 @@ impl Switch {
         }
         Switch {
             operation: Operation::Pause,
-            by: Some(by.unwrap_or_else(|| format!("{} (MCP)", crate::commands::pause::who()))),
+            by,
             reason: Some(reason.unwrap_or_default()),
         }
     }

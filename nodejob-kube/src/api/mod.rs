@@ -127,6 +127,36 @@ impl KubeApi {
         }
     }
 
+    /// Who the apiserver takes this client for, as `kubectl auth whoami` asks it: a
+    /// `SelfSubjectReview` (authentication.k8s.io/v1, GA since 1.28; every authenticated user
+    /// may create one, by the `system:basic-user` ClusterRole), its `status.userInfo.username`.
+    /// What `nodejob pause` records as who paused, when `--by` does not say.
+    ///
+    /// # Errors
+    /// The API's refusal (an apiserver without the API: NotFound), or an answer with no
+    /// username.
+    pub async fn whoami(&self) -> ApiResult<String> {
+        use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+        let review = SelfSubjectReview::default();
+        let body = serde_json::to_vec(&review)
+            .map_err(|e| nodejob_core::ApiError::invalid(e.to_string()))?;
+        let request = http::Request::post("/apis/authentication.k8s.io/v1/selfsubjectreviews")
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .map_err(kube::core::request::Error::BuildRequest);
+        let answer: SelfSubjectReview = call_json(&self.client, request).await?;
+        (answer.status.and_then(|s| s.user_info))
+            .and_then(|u| u.username)
+            .filter(|u| !u.is_empty())
+            .ok_or_else(|| {
+                nodejob_core::ApiError::new(
+                    nodejob_core::ErrorKind::Other,
+                    0,
+                    "the SelfSubjectReview named no user",
+                )
+            })
+    }
+
     /// The client underneath.
     pub fn client(&self) -> &Client {
         &self.client
