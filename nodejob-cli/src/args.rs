@@ -696,7 +696,8 @@ pub(crate) struct PauseArgs {
     /// Why, for whoever finds the rolls paused (`status`, every paused run's progress).
     #[arg(long, value_name = "TEXT")]
     pub(crate) reason: Option<String>,
-    /// Who pauses, as said with it. Default: `$USER@host`.
+    /// Who pauses, as said with it. Default: who the apiserver takes the kubeconfig's
+    /// credentials for (as `kubectl auth whoami` says), else `$USER@host`.
     #[arg(long, value_name = "WHO")]
     pub(crate) by: Option<String>,
     #[command(flatten)]
