@@ -1817,7 +1817,13 @@ fn status_json_nests_the_records_and_says_a_failed_upgrade_failed() {
     let failed = nodes.iter().find(|n| n["node"] == "worker-b-0").unwrap();
     assert_eq!(failed["upgrade_state"], "failed", "{failed}");
     assert_eq!(failed["in_progress"]["target"], "v1.38.0", "{failed}");
-    assert_eq!(failed["host_job"]["exitCode"], 1, "{failed}");
+    assert_eq!(failed["host_job"]["exit_code"], 1, "{failed}");
+    // Every key in nodejob's style: the records' too (`bootID` on the node).
+    assert!(failed["in_progress"]["boot_id"].is_string(), "{failed}");
+    assert!(
+        failed["in_progress"]["host_boot_id"].is_string(),
+        "{failed}"
+    );
     let done = nodes.iter().find(|n| n["node"] == "cp-0").unwrap();
     assert_eq!(done["upgrade_state"], "upgraded", "{done}");
     assert_eq!(done["done"]["version"], "v1.38.0", "{done}");

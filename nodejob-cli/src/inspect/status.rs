@@ -293,13 +293,48 @@ fn upgrade_running(lease: Option<&Lease>, now: Timestamp) -> bool {
     held && operation == Some("upgrade")
 }
 
+/// `value` with each object's keys in snake_case, as nodejob prints its own (`bootID` as
+/// `boot_id`, `hostBootID` as `host_boot_id`, `exitCode` as `exit_code`).
+fn snake_keys(value: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| (snake_case(&k), snake_keys(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.into_iter().map(snake_keys).collect()),
+        other => other,
+    }
+}
+
+/// `camelCase` (`hostBootID`) as `snake_case` (`host_boot_id`): a word starts at a capital
+/// after a small letter or a digit; a run of capitals is one word.
+fn snake_case(key: &str) -> String {
+    let mut out = String::with_capacity(key.len() + 4);
+    let mut previous: Option<char> = None;
+    for c in key.chars() {
+        if c.is_ascii_uppercase()
+            && previous.is_some_and(|p| p.is_ascii_lowercase() || p.is_ascii_digit())
+        {
+            out.push('_');
+        }
+        out.push(c.to_ascii_lowercase());
+        previous = Some(c);
+    }
+    out
+}
+
 impl NodeState {
     fn of(node: &Node, upgrade_running: bool) -> Self {
+        // A record as an object, its keys in nodejob's style (`bootID` as `boot_id`), as
+        // every key `status` prints but the Node's own conditions, quoted as the API has them.
         let annotation = |k: &str| {
             (node.metadata.annotations.as_ref())
                 .and_then(|a| a.get(k))
                 .map(|v| {
                     serde_json::from_str::<serde_json::Value>(v)
+                        .map(snake_keys)
                         .unwrap_or_else(|_| serde_json::json!({"unreadable": v}))
                 })
         };
@@ -358,5 +393,29 @@ impl NodeState {
             rollback: annotation(records::ROLLBACK),
             rollback_record: records::read(node, records::ROLLBACK).ok().flatten(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_records_keys_are_said_in_snake_case() {
+        for (camel, snake) in [
+            ("bootID", "boot_id"),
+            ("hostBootID", "host_boot_id"),
+            ("rollbackBootID", "rollback_boot_id"),
+            ("exitCode", "exit_code"),
+            ("target", "target"),
+            ("k8s1Thing", "k8s1_thing"),
+        ] {
+            assert_eq!(snake_case(camel), snake);
+        }
+        let value = serde_json::json!({"bootID": "b", "inner": [{"exitCode": 1}]});
+        assert_eq!(
+            snake_keys(value),
+            serde_json::json!({"boot_id": "b", "inner": [{"exit_code": 1}]})
+        );
     }
 }
