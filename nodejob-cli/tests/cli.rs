@@ -2060,11 +2060,15 @@ fn a_real_sigint_stops_starting_nodes_says_so_and_exits_130() {
     // The node in flight finished its step; not every node was upgraded: the stop held.
     let nodes = report["report"]["nodes"].as_array().unwrap();
     assert!(!nodes.is_empty(), "{report}");
-    let upgraded = nodes.iter().filter(|n| n["result"] == "Upgraded").count();
+    let upgraded = (nodes.iter())
+        .filter(|n| n["result"]["result"] == "upgraded")
+        .count();
     assert!(upgraded < 5, "{report}");
     // Each node left between two steps is named on stderr, with its way out.
     for n in nodes {
-        if let Some(step) = n["result"]["Interrupted"]["step"].as_str() {
+        if n["result"]["result"] == "interrupted"
+            && let Some(step) = n["result"]["step"].as_str()
+        {
             let said = format!(
                 "node {} stopped before {step}: ",
                 n["name"].as_str().unwrap()

@@ -361,7 +361,7 @@ async fn an_upgrade_with_its_preview_token_streams_progress_and_reports_every_no
             .find(|n| n["name"] == node)
             .with_context(|| format!("{node} not in the report"))?;
         assert_eq!(n["to"], TARGET, "{n}");
-        assert_eq!(n["result"], "Upgraded", "{n}");
+        assert_eq!(n["result"]["result"], "upgraded", "{n}");
         assert!(text(&result).contains(node), "the summary lists {node}");
     }
 
@@ -525,11 +525,11 @@ async fn a_cancelled_upgrade_stops_after_the_step_in_flight_and_resumes() -> Res
             steps("step_started", &n["name"]),
             steps("step_finished", &n["name"]),
         );
-        if n["result"] == "Upgraded" {
+        if n["result"]["result"] == "upgraded" {
             assert_eq!(began, ended, "{n}");
             continue;
         }
-        let at = n["result"]["Interrupted"]["step"]
+        let at = n["result"]["step"]
             .as_str()
             .with_context(|| format!("{n}"))?;
         let at = ORDER.iter().position(|s| *s == at).context("a step")?;
@@ -1281,7 +1281,8 @@ async fn under_on_undrainable_skip_the_blocked_node_is_named_and_the_others_are_
         "{report}"
     );
     assert_eq!(report["totals"]["upgraded"], 4, "{report}");
-    let blocked = &entry(&report["nodes"], "name", "worker-a-0")?["result"]["Blocked"];
+    let blocked = &entry(&report["nodes"], "name", "worker-a-0")?["result"];
+    assert_eq!(blocked["result"], "blocked", "{report}");
     assert_eq!(blocked["policy"], "skip", "{report}");
     assert_eq!(blocked["budgets"], json!(["default/pinned"]), "{report}");
     assert!(said.contains("node worker-a-0 blocked: skipped"), "{said}");
@@ -1296,7 +1297,7 @@ async fn under_on_undrainable_skip_the_blocked_node_is_named_and_the_others_are_
             assert_eq!(now["version"], "v1.37.2", "{now}");
             assert_eq!(now["cordoned"], false, "skipped, back in service: {now}");
         } else {
-            assert_eq!(reported, "Upgraded", "{node}: {report}");
+            assert_eq!(reported["result"], "upgraded", "{node}: {report}");
             assert_eq!(now["version"], TARGET, "{now}");
         }
     }
@@ -1327,10 +1328,8 @@ async fn max_blocked_lets_the_roll_go_on_past_that_many_blocked_nodes() -> Resul
     let status = session.status().await?;
     for node in ["worker-a-0", "worker-b-0"] {
         let result = &entry(&report["nodes"], "name", node)?["result"];
-        assert_eq!(
-            result["Blocked"]["policy"], "quarantine",
-            "{node}: {report}"
-        );
+        assert_eq!(result["result"], "blocked", "{node}: {report}");
+        assert_eq!(result["policy"], "quarantine", "{node}: {report}");
         let now = entry(&status["nodes"], "node", node)?;
         assert_eq!(now["cordoned"], true, "quarantined, left cordoned: {now}");
         assert_eq!(now["version"], "v1.37.2", "{now}");
@@ -1390,7 +1389,8 @@ async fn under_on_failure_rollback_a_node_failing_its_health_check_is_rolled_bac
     let report = result.structured_content.context("no report")?;
     assert_eq!(report["outcome"]["outcome"], "failed", "{report}");
     assert_eq!(report["totals"]["rolled_back"], 1, "{report}");
-    let rolled = &entry(&report["nodes"], "name", "cp-0")?["result"]["RolledBack"];
+    let rolled = &entry(&report["nodes"], "name", "cp-0")?["result"];
+    assert_eq!(rolled["result"], "rolled_back", "{report}");
     assert_eq!(rolled["version"], "v1.37.2", "{report}");
     assert_eq!(rolled["failure"]["step"], "Health", "{report}");
     let status = session.status().await?;

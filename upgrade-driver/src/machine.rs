@@ -290,8 +290,10 @@ impl From<&str> for DrainFailed {
     }
 }
 
-/// How a node ended.
+/// How a node ended. As JSON one object whatever the end, tagged by `result` (`upgraded`,
+/// `failed`, ...), as the rotation's.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
 pub enum NodeResult {
     /// At the target already: nothing done.
     Skipped {
