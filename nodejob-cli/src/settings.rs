@@ -190,6 +190,18 @@ impl Field {
     }
 }
 
+/// A plan's refusal of `field` as a front end says it: `FIELD: rule`, the field named by
+/// `name` (`--max-unavailable: ...`); but where the field is the override that would let the
+/// plan through (`--allow-skew`, `--allow-downgrade`), which is not at fault, the rule alone,
+/// which ends naming it (`...; refused without --allow-skew`).
+pub(crate) fn refusal_said(field: &Field, rule: &str, name: impl Fn(&Field) -> String) -> String {
+    let rule = rule_said(rule, &name);
+    match field {
+        Field::AllowSkew | Field::AllowDowngrade => rule,
+        field => format!("{}: {rule}", name(field)),
+    }
+}
+
 /// A driver's `rule` as a front end says it: each other field of the plan it names in
 /// backticks (`` `max_unavailable` ``) named by `name` (a flag, an argument); any other
 /// backticked text kept.
@@ -214,7 +226,7 @@ pub(crate) fn rule_said(rule: &str, name: impl Fn(&Field) -> String) -> String {
 
 /// `text` as one of the plan fields a rule may name, if it is one.
 fn plan_field(text: &str) -> Option<&'static str> {
-    const NAMED: [&str; 12] = [
+    const NAMED: [&str; 13] = [
         "max_unavailable",
         "failure_budget",
         "concurrency",
@@ -225,6 +237,7 @@ fn plan_field(text: &str) -> Option<&'static str> {
         "max_blocked",
         "soak",
         "skew",
+        "downgrade",
         "on_failure",
         "cluster_wide",
     ];

@@ -80,8 +80,8 @@ pub(crate) fn refuse_versions(plan: &Plan, nodes: &[Node]) -> Result<(), Error> 
         newer => Err(Error::Plan(PlanError::new(
             "downgrade",
             format!(
-                "{target} is older than what {} node(s) run ({}): a downgrade, refused unless \
-                 the plan allows it",
+                "{target} is older than what {} node(s) run ({}): a downgrade, refused \
+                 without `downgrade`",
                 newer.len(),
                 newer.join(", ")
             ),

@@ -16,7 +16,7 @@ use upgrade_driver::Outcome;
 use crate::backend::Target;
 use crate::exit::{Exit, code};
 use crate::present::{DriverError, ErrorKind, simulated};
-use crate::settings::{Field, Refused, rule_said};
+use crate::settings::{Field, Refused, refusal_said, rule_said};
 
 /// Refuses an argv after `--` that nothing in `command` takes (`takes`: what would, and how),
 /// rather than ignoring it: `upgrade -- --dry-run` must not run the upgrade.
@@ -53,9 +53,7 @@ fn refused(refusal: Refused) -> Exit {
             format!("--new-ca {}: reading it: {why}", path.display())
         }
         Refused::NoCa => "--new-ca: required (the new CA's PEM file)".into(),
-        Refused::Plan { field, rule, .. } => {
-            format!("{}: {}", field.flag(), rule_said(&rule, Field::flag))
-        }
+        Refused::Plan { field, rule, .. } => refusal_said(&field, &rule, Field::flag),
     })
 }
 
@@ -67,10 +65,10 @@ fn driver_exit(e: DriverError) -> Exit {
 /// [`driver_exit`], a refused new CA named as `new_ca` (its file).
 fn driver_exit_naming(e: DriverError, new_ca: &str) -> Exit {
     match e.kind {
-        ErrorKind::Plan { field, rule } => Exit::usage(format!(
-            "{}: {}",
-            Field::of_plan(field, new_ca).flag(),
-            rule_said(&rule, Field::flag)
+        ErrorKind::Plan { field, rule } => Exit::usage(refusal_said(
+            &Field::of_plan(field, new_ca),
+            &rule,
+            Field::flag,
         )),
         ErrorKind::NoSuchNode => Exit::usage(rule_said(&e.text, Field::flag)),
         ErrorKind::LeaseHeld => {

@@ -18,7 +18,8 @@ use serde_json::{Value, json};
 use crate::parse;
 use crate::present::{DriverError, ErrorKind};
 use crate::settings::{
-    Field, JobSettings, NewCa, RUN_DEADLINE, Refused, RotationSettings, UpgradeSettings, rule_said,
+    Field, JobSettings, NewCa, RUN_DEADLINE, Refused, RotationSettings, UpgradeSettings,
+    refusal_said, rule_said,
 };
 
 /// The field a mutating tool takes its preview's token in.
@@ -450,11 +451,9 @@ pub(crate) fn driver_error(e: DriverError) -> String {
         ErrorKind::LeaseHeld => format!("{}; try again later", e.text),
         // The text names the arguments to check (`nodes`, `selector`).
         ErrorKind::NoSuchNode => rule_said(&e.text, argument),
-        ErrorKind::Plan { field, rule } => format!(
-            "{}: {}",
-            Field::of_plan(field, "").argument(),
-            rule_said(&rule, |f| f.argument().to_string())
-        ),
+        ErrorKind::Plan { field, rule } => refusal_said(&Field::of_plan(field, ""), &rule, |f| {
+            f.argument().to_string()
+        }),
         ErrorKind::Failed => rule_said(&e.text, argument),
     }
 }
