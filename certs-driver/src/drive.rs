@@ -553,8 +553,8 @@ where
             match watch_until(api, DELETE_TIMEOUT, seen, get, wait, gone).await {
                 Ok(Until::Met(_)) => None,
                 Ok(Until::TimedOut(_)) => Some(format!(
-                    "job {ns}/{name} is still being deleted after {}s",
-                    DELETE_TIMEOUT.as_secs()
+                    "job {ns}/{name} is still being deleted after {}",
+                    nodejob_core::duration::said(DELETE_TIMEOUT)
                 )),
                 Err((_, e)) => Some(format!("job {ns}/{name} could not be watched going: {e}")),
             }

@@ -473,10 +473,10 @@ impl<'p> NodeMachine<'p> {
                 Watched::Deleted => self.fail(self.deleted()),
                 Watched::TimedOut => {
                     let message = format!(
-                        "node {} did not come back Ready within {}s of `carotate issue` \
+                        "node {} did not come back Ready within {} of `carotate issue` \
                          restarting its components",
                         self.node,
-                        self.plan.spec().ready_timeout.as_secs()
+                        nodejob_core::duration::said(self.plan.spec().ready_timeout)
                     );
                     self.fail(failure(
                         CaStep::Issue,

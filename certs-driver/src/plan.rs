@@ -203,9 +203,6 @@ pub struct CaSummary {
     pub expires_soon: bool,
 }
 
-/// The longest host Job deadline accepted: a day.
-const MAX_DEADLINE: Duration = Duration::from_secs(24 * 3600);
-
 impl Plan {
     /// Validates `spec`: every bad field is refused with a [`PlanError`] naming it.
     pub fn build(spec: PlanSpec) -> Result<Plan, PlanError> {
@@ -237,14 +234,13 @@ impl Plan {
         if spec.concurrency == 0 {
             return bad("concurrency", "must be at least 1".into());
         }
-        if spec.deadline.is_zero() || spec.deadline > MAX_DEADLINE {
-            return bad(
-                "deadline",
-                format!("{:?} must be more than zero and at most 24h", spec.deadline),
-            );
-        }
-        if spec.ready_timeout.is_zero() {
-            return bad("ready_timeout", "must be more than zero".into());
+        for (field, d) in [
+            ("deadline", spec.deadline),
+            ("ready_timeout", spec.ready_timeout),
+        ] {
+            if let Err(why) = nodejob_core::duration::within_a_day(d) {
+                return bad(field, why);
+            }
         }
         if !spec.binary.starts_with('/') || spec.binary.contains(char::is_whitespace) {
             return bad(

@@ -657,7 +657,7 @@ fn issue_on_a_node_deleted_or_never_ready_again_fails_it_at_issue() {
         (
             Watched::TimedOut,
             Some(Watched::TimedOut),
-            "did not come back Ready within 600s",
+            "did not come back Ready within 10m",
             FailureKind::TimedOut,
         ),
         (

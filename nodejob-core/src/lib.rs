@@ -26,6 +26,7 @@
 
 mod api;
 pub mod drain;
+pub mod duration;
 mod error;
 pub mod event;
 pub mod forward;

@@ -122,8 +122,8 @@ impl Limits {
 /// Why a run ended paused: `pause`, still on after `deadline`.
 pub fn paused_out(pause: &Pause, deadline: Duration) -> String {
     format!(
-        "{pause}; still paused after {}s, the run's pause deadline: nodes in flight finished \
+        "{pause}; still paused after {}, the run's pause deadline: nodes in flight finished \
          their step; `nodejob resume`, then run again to carry on",
-        deadline.as_secs()
+        nodejob_core::duration::said(deadline)
     )
 }

@@ -1,6 +1,7 @@
 //! [`Plan`]: what a rolling upgrade does, validated when built ([`Plan::build`]) so that bad
 //! input is refused before any API call, with an error naming the field and the rule.
 
+use nodejob_core::duration::within_a_day;
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -294,12 +295,6 @@ pub struct Plan {
     time_zone: Option<TimeZone>,
 }
 
-/// The longest host Job deadline accepted: a day.
-const MAX_DEADLINE: Duration = Duration::from_secs(24 * 3600);
-
-/// The longest soak accepted: a day.
-const MAX_SOAK: Duration = Duration::from_secs(24 * 3600);
-
 /// Refuses a failure budget above `width`, the nodes that may be unavailable at once
 /// (`max_unavailable`, as `said`): a failed node stays cordoned, so it counts as unavailable,
 /// and `width` failures stop the roll on `max_unavailable` before the budget is spent. A rule
@@ -370,17 +365,14 @@ impl Plan {
             }
             _ => {}
         }
-        if spec.drain.timeout.is_zero() {
-            return bad("drain.timeout", "must be more than zero".into());
-        }
-        if spec.deadline.is_zero() || spec.deadline > MAX_DEADLINE {
-            return bad(
-                "deadline",
-                format!("{:?} must be more than zero and at most 24h", spec.deadline),
-            );
-        }
-        if spec.reboot_timeout.is_zero() {
-            return bad("reboot_timeout", "must be more than zero".into());
+        for (field, d) in [
+            ("drain.timeout", spec.drain.timeout),
+            ("deadline", spec.deadline),
+            ("reboot_timeout", spec.reboot_timeout),
+        ] {
+            if let Err(why) = within_a_day(d) {
+                return bad(field, why);
+            }
         }
         if !spec.binary.starts_with('/') || spec.binary.contains(char::is_whitespace) {
             return bad(
@@ -406,14 +398,9 @@ impl Plan {
             return bad("failure_budget", "must be at least 1".into());
         }
         if let Some(soak) = spec.soak
-            && (soak.is_zero() || soak > MAX_SOAK)
+            && let Err(why) = within_a_day(soak)
         {
-            return bad(
-                "soak",
-                format!(
-                    "{soak:?} must be more than zero and at most 24h (leave it unset for none)"
-                ),
-            );
+            return bad("soak", format!("{why} (leave it unset for none)"));
         }
         if let MaxUnavailable::Count(width) = spec.max_unavailable {
             budget_within(spec.failure_budget, width as usize, &width.to_string())?;

@@ -265,7 +265,7 @@ async fn a_run_still_paused_at_its_deadline_ends_paused_having_written_nothing()
     assert!(
         why.starts_with(
             "paused by alice@console: the storage team is failing over; still paused after \
-             43200s, the run's pause deadline"
+             12h, the run's pause deadline"
         ),
         "{why}"
     );

@@ -274,20 +274,9 @@ fn log_tail(tail: &str) -> String {
     format!("  log tail:\n    {}", tail.replace('\n', "\n    "))
 }
 
-/// A duration in milliseconds for people: `4.2s`, `3m07s`, `3h10m50s`.
+/// A duration in milliseconds as every message says one: `4.2s`, `3m7s`, `3h10m50s`, `5m`.
 pub(crate) fn seconds(ms: u64) -> String {
-    if ms >= 3_600_000 {
-        format!(
-            "{}h{:02}m{:02}s",
-            ms / 3_600_000,
-            (ms % 3_600_000) / 60_000,
-            (ms % 60_000) / 1000
-        )
-    } else if ms >= 60_000 {
-        format!("{}m{:02}s", ms / 60_000, (ms % 60_000) / 1000)
-    } else {
-        format!("{:.1}s", ms as f64 / 1000.0)
-    }
+    nodejob_core::duration::said(std::time::Duration::from_millis(ms))
 }
 
 /// Rows as a table: each column as wide as its widest cell, two spaces between columns, no
@@ -386,7 +375,8 @@ mod tests {
     #[test]
     fn durations_read_as_people_say_them() {
         assert_eq!(seconds(4_200), "4.2s");
-        assert_eq!(seconds(187_000), "3m07s");
+        assert_eq!(seconds(187_000), "3m7s");
+        assert_eq!(seconds(300_000), "5m");
         assert_eq!(seconds(11_450_000), "3h10m50s");
     }
 
