@@ -423,10 +423,17 @@ pub(crate) struct LongRoll {
     /// them). Refused with fail, where a blocked drain fails its node.
     #[arg(long, value_name = "N", help_heading = LONG_ROLL)]
     pub(crate) max_blocked: Option<u32>,
-    /// With --simulate: a Pod pinned to this node behind a budget that never allows a
-    /// disruption, so that its drain is blocked (to show --on-undrainable).
-    #[arg(long, value_name = "NODE", requires = "simulate", help_heading = LONG_ROLL)]
-    pub(crate) simulate_undrainable: Option<String>,
+    /// With --simulate: a Pod pinned to each of these nodes (comma-separated, or the flag
+    /// repeated) behind a budget that never allows a disruption, so that their drains are
+    /// blocked (to show --on-undrainable and --max-blocked).
+    #[arg(
+        long,
+        value_name = "NODES",
+        value_delimiter = ',',
+        requires = "simulate",
+        help_heading = LONG_ROLL
+    )]
+    pub(crate) simulate_undrainable: Vec<String>,
     /// How long each upgraded node, back in service, must stay Ready on the same boot (and
     /// pass the health check again at the end) before the next batch starts; a duration: 90s,
     /// 10m, 1.5h, 1h30m (at most 24h). A node that breaks its soak (NotReady, rebooted,
@@ -684,11 +691,17 @@ pub(crate) struct Mcp {
     /// the whole session, so that a preview and the run after it see the same cluster.
     #[command(flatten)]
     pub(crate) sim: Simulate,
-    /// With --simulate: a Pod pinned to this node behind a budget that never allows a
-    /// disruption, so that its drain is blocked (to show the upgrade tools' `on_undrainable`),
-    /// as `upgrade --simulate-undrainable` sets it up.
-    #[arg(long, value_name = "NODE", requires = "simulate")]
-    pub(crate) simulate_undrainable: Option<String>,
+    /// With --simulate: a Pod pinned to each of these nodes (comma-separated, or the flag
+    /// repeated) behind a budget that never allows a disruption, so that their drains are
+    /// blocked (to show the upgrade tools' `on_undrainable`), as `upgrade
+    /// --simulate-undrainable` sets it up.
+    #[arg(
+        long,
+        value_name = "NODES",
+        value_delimiter = ',',
+        requires = "simulate"
+    )]
+    pub(crate) simulate_undrainable: Vec<String>,
 }
 
 #[derive(Debug, Args)]

@@ -3,6 +3,7 @@
 
 use std::process::Output;
 
+use anyhow::{Context, Result};
 use assert_cmd::Command;
 use k8s_openapi::api::batch::v1::Job;
 
@@ -385,6 +386,76 @@ fn bad_input_exits_2_naming_the_field_before_any_api_call() {
             "{args:?} reached for the server: {stderr}"
         );
     }
+}
+
+/// `--simulate-undrainable` takes nodes as `--nodes` does (comma-separated, and the flag
+/// repeated): each is blocked by a budget of its own, and every node the simulated cluster
+/// lacks is named in one refusal (issue 33: it took one node only).
+#[test]
+fn simulate_undrainable_blocks_each_node_named_and_refuses_every_node_it_lacks() -> Result<()> {
+    let out = nodejob(&[
+        "upgrade",
+        "--simulate",
+        "6",
+        "--to",
+        "v1.38.0",
+        "--on-undrainable",
+        "skip",
+        "--simulate-undrainable",
+        "worker-a-0,worker-b-0",
+        "--simulate-undrainable",
+        "worker-a-1",
+        "--preview",
+        "-o",
+        "json",
+    ]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    let preview: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap_or(""))?;
+    let blocked: Vec<(&str, &serde_json::Value)> = (preview["would_block"].as_array())
+        .context("would_block")?
+        .iter()
+        .map(|b| (b["node"].as_str().unwrap_or(""), &b["budgets"]))
+        .collect();
+    assert_eq!(
+        blocked,
+        [
+            (
+                "worker-a-0",
+                &serde_json::json!(["default/pinned-worker-a-0"])
+            ),
+            (
+                "worker-a-1",
+                &serde_json::json!(["default/pinned-worker-a-1"])
+            ),
+            (
+                "worker-b-0",
+                &serde_json::json!(["default/pinned-worker-b-0"])
+            ),
+        ],
+        "{stdout}"
+    );
+    let out = nodejob(&[
+        "upgrade",
+        "--simulate",
+        "3",
+        "--to",
+        "v1.38.0",
+        "--simulate-undrainable",
+        "cp-0,nope",
+        "--simulate-undrainable",
+        "nix",
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "--simulate-undrainable nope,nix: no such nodes in the simulated cluster \
+             (cp-0, cp-1, cp-2)"
+        ),
+        "{stderr}"
+    );
+    Ok(())
 }
 
 /// A target that is no version the kubelet reports, and nodes that report no version where

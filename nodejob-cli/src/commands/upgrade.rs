@@ -61,7 +61,7 @@ pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
     let backend = Backend::new(global, args.sim.simulate)
         .clocked(args.sim.speed, args.sim.start.simulate_start)
         .failing(args.simulate_fail.as_deref(), Fault::UpgradeFails)?
-        .settled(args.long_roll.simulate_undrainable.as_deref())?;
+        .settled(&args.long_roll.simulate_undrainable)?;
     if let Some(node) = &soak_reboot {
         backend.has_node("--simulate-soak-reboot", node)?;
     }
