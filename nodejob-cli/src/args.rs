@@ -26,7 +26,7 @@ use crate::virtual_clock::Speed;
 /// window, the Lease lost, too many nodes unavailable, still paused by `nodejob pause` 12 hours
 /// on: run again to resume); 5 the cluster's
 /// apiserver cannot be reached (one whose certificate the kubeconfig's certificate-authority
-/// does not trust is 2, at once); 130 interrupted (Ctrl-C); `run`: the container's exit code.
+/// does not trust, or a server that does not answer as one, is 2, at once); 130 interrupted (Ctrl-C); `run`: the container's exit code.
 #[derive(Debug, Parser)]
 #[command(
     name = "nodejob",
@@ -49,7 +49,8 @@ const EXIT_ROLL: &str = "Exit codes: 0 done; 1 a node failed (named, with the st
     by `nodejob pause` 12 hours on; for `upgrade`, nodes left blocked by budgets \
     under --on-undrainable skip or quarantine): run \
     the same command again to resume; 5 the cluster's apiserver cannot be reached (one whose \
-    certificate the kubeconfig's certificate-authority does not trust: 2, at once); 130 interrupted \
+    certificate the kubeconfig's certificate-authority does not trust, or a server that does not \
+    answer as one: 2, at once); 130 interrupted \
     (Ctrl-C): run the same command again to resume.";
 
 /// The exit codes of `run`, in its `--help`.
@@ -57,13 +58,15 @@ const EXIT_RUN: &str = "Exit codes: the container's exit code (0 when it succeed
     could not run or its end could not be read; 2 bad usage or invalid input, or a node the \
     cluster does not have, before any Job is created; 3 a roll is under way on the node, \
     before any Job is created (--force goes on); 5 the cluster's apiserver cannot be reached (one whose certificate the kubeconfig's \
-    certificate-authority does not trust: 2, at once); 130 interrupted (Ctrl-C; the Job goes on \
+    certificate-authority does not trust, or a server that does not answer as one: 2, at once); \
+    130 interrupted (Ctrl-C; the Job goes on \
     in the cluster).";
 
 /// The exit codes of `jobs` and `status`, in their `--help`.
 const EXIT_READ: &str = "Exit codes: 0 done; 1 the cluster answered with an error (named); 2 bad \
     usage or invalid input, before any API call; 5 the cluster's apiserver cannot be reached (one \
-    whose certificate the kubeconfig's certificate-authority does not trust: 2, at once).";
+    whose certificate the kubeconfig's certificate-authority does not trust, or a server that does \
+    not answer as one: 2, at once).";
 
 /// The exit codes of the commands that touch no cluster, in their `--help`.
 const EXIT_LOCAL: &str = "Exit codes: 0 done; 2 bad usage or invalid input.";

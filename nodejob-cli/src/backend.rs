@@ -19,7 +19,7 @@ use jiff::Timestamp;
 use nodejob_core::{Clock, JobApi, LeaseApi, NodeApi, PodApi};
 use nodejob_fake::FakeCluster;
 use nodejob_fake::stratum::Fault;
-use nodejob_kube::{KubeApi, RateLimit};
+use nodejob_kube::{KubeApi, RateLimit, Reached};
 use tokio::runtime::Handle;
 use tokio::sync::OnceCell;
 
@@ -641,13 +641,22 @@ fn read_kubeconfig(path: &std::path::Path) -> Result<kube::config::Kubeconfig, E
 /// `REACH_PAUSES.len() + 1` times, each bounded by [`REACH_WITHIN`], saying each retry on
 /// stderr; then gives up, naming the server and the context, with [`code::UNREACHABLE`]. A
 /// certificate the client does not trust is said at once, as invalid input (exit 2): what
-/// the client trusts it by (`trusted`, the kubeconfig's certificate-authority) must change.
+/// the client trusts it by (`trusted`, the kubeconfig's certificate-authority) must change;
+/// so is a server that answers but not as an apiserver (a 404 to `GET /version`): the
+/// kubeconfig's server must change.
 async fn reach(api: &KubeApi, server: &str, context: &str, trusted: &str) -> Result<(), Exit> {
     let attempts = REACH_PAUSES.len() + 1;
     let mut pauses = REACH_PAUSES.iter();
     loop {
         let why = match api.reach(REACH_WITHIN).await {
-            Ok(()) => return Ok(()),
+            Ok(Reached::NotApiserver { status }) => {
+                return Err(Exit::usage(format!(
+                    "the server at {server} ({context} of the kubeconfig) does not answer as a \
+                     Kubernetes apiserver (GET /version: {status}): is the kubeconfig's server \
+                     right?"
+                )));
+            }
+            Ok(_) => return Ok(()),
             Err(e) if e.is_untrusted() => {
                 return Err(Exit::usage(format!(
                     "the apiserver {server} ({context} of the kubeconfig) presented a \
