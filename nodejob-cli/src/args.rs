@@ -155,7 +155,13 @@ pub(crate) enum Format {
     Json,
     /// YAML, as kubectl's `-o yaml` (`render`, `run --dry-run`, `status`, `pause`, `resume`).
     Yaml,
+    /// The table with more columns, as kubectl's `-o wide` (`status`: roles, zone; `jobs`:
+    /// UID, created).
+    Wide,
 }
+
+/// The commands that print a table with a wide form (`-o wide`).
+pub(crate) const WIDE: [&str; 2] = ["status", "jobs"];
 
 impl Format {
     /// Refuses `-o yaml` for `command`, which prints text or JSON only.

@@ -120,7 +120,7 @@ impl Renderer {
         if let (Some(setup), Some(speed)) = (&target.simulated, speed) {
             match format {
                 Format::Json => renderer.json(&simulated::event(setup, speed)),
-                Format::Text | Format::Yaml => {
+                Format::Text | Format::Yaml | Format::Wide => {
                     for line in simulated::banner(setup, Some(speed)) {
                         renderer.line(&line);
                     }
