@@ -26,7 +26,7 @@ use crate::virtual_clock::Speed;
 /// window, the Lease lost, too many nodes unavailable, still paused by `nodejob pause` 12 hours
 /// on: run again to resume); 5 the cluster's
 /// apiserver cannot be reached (one whose certificate the kubeconfig's certificate-authority
-/// does not trust is 2, at once); 130 interrupted (Ctrl-C); `run`: the container's exit code.
+/// does not trust, or a server that does not answer as one, is 2, at once); 130 interrupted (Ctrl-C); `run`: the container's exit code.
 #[derive(Debug, Parser)]
 #[command(
     name = "nodejob",
@@ -49,7 +49,8 @@ const EXIT_ROLL: &str = "Exit codes: 0 done; 1 a node failed (named, with the st
     by `nodejob pause` 12 hours on; for `upgrade`, nodes left blocked by budgets \
     under --on-undrainable skip or quarantine): run \
     the same command again to resume; 5 the cluster's apiserver cannot be reached (one whose \
-    certificate the kubeconfig's certificate-authority does not trust: 2, at once); 130 interrupted \
+    certificate the kubeconfig's certificate-authority does not trust, or a server that does not \
+    answer as one: 2, at once); 130 interrupted \
     (Ctrl-C): run the same command again to resume.";
 
 /// The exit codes of `run`, in its `--help`.
@@ -57,13 +58,15 @@ const EXIT_RUN: &str = "Exit codes: the container's exit code (0 when it succeed
     could not run or its end could not be read; 2 bad usage or invalid input, or a node the \
     cluster does not have, before any Job is created; 3 a roll is under way on the node, \
     before any Job is created (--force goes on); 5 the cluster's apiserver cannot be reached (one whose certificate the kubeconfig's \
-    certificate-authority does not trust: 2, at once); 130 interrupted (Ctrl-C; the Job goes on \
+    certificate-authority does not trust, or a server that does not answer as one: 2, at once); \
+    130 interrupted (Ctrl-C; the Job goes on \
     in the cluster).";
 
 /// The exit codes of `jobs` and `status`, in their `--help`.
 const EXIT_READ: &str = "Exit codes: 0 done; 1 the cluster answered with an error (named); 2 bad \
     usage or invalid input, before any API call; 5 the cluster's apiserver cannot be reached (one \
-    whose certificate the kubeconfig's certificate-authority does not trust: 2, at once).";
+    whose certificate the kubeconfig's certificate-authority does not trust, or a server that does \
+    not answer as one: 2, at once).";
 
 /// The exit codes of the commands that touch no cluster, in their `--help`.
 const EXIT_LOCAL: &str = "Exit codes: 0 done; 2 bad usage or invalid input.";
@@ -152,7 +155,13 @@ pub(crate) enum Format {
     Json,
     /// YAML, as kubectl's `-o yaml` (`render`, `run --dry-run`, `status`, `pause`, `resume`).
     Yaml,
+    /// The table with more columns, as kubectl's `-o wide` (`status`: roles, zone; `jobs`:
+    /// UID, created).
+    Wide,
 }
+
+/// The commands that print a table with a wide form (`-o wide`).
+pub(crate) const WIDE: [&str; 2] = ["status", "jobs"];
 
 impl Format {
     /// Refuses `-o yaml` for `command`, which prints text or JSON only.
@@ -423,10 +432,17 @@ pub(crate) struct LongRoll {
     /// them). Refused with fail, where a blocked drain fails its node.
     #[arg(long, value_name = "N", help_heading = LONG_ROLL)]
     pub(crate) max_blocked: Option<u32>,
-    /// With --simulate: a Pod pinned to this node behind a budget that never allows a
-    /// disruption, so that its drain is blocked (to show --on-undrainable).
-    #[arg(long, value_name = "NODE", requires = "simulate", help_heading = LONG_ROLL)]
-    pub(crate) simulate_undrainable: Option<String>,
+    /// With --simulate: a Pod pinned to each of these nodes (comma-separated, or the flag
+    /// repeated) behind a budget that never allows a disruption, so that their drains are
+    /// blocked (to show --on-undrainable and --max-blocked).
+    #[arg(
+        long,
+        value_name = "NODES",
+        value_delimiter = ',',
+        requires = "simulate",
+        help_heading = LONG_ROLL
+    )]
+    pub(crate) simulate_undrainable: Vec<String>,
     /// How long each upgraded node, back in service, must stay Ready on the same boot (and
     /// pass the health check again at the end) before the next batch starts; a duration: 90s,
     /// 10m, 1.5h, 1h30m (at most 24h). A node that breaks its soak (NotReady, rebooted,
@@ -684,11 +700,17 @@ pub(crate) struct Mcp {
     /// the whole session, so that a preview and the run after it see the same cluster.
     #[command(flatten)]
     pub(crate) sim: Simulate,
-    /// With --simulate: a Pod pinned to this node behind a budget that never allows a
-    /// disruption, so that its drain is blocked (to show the upgrade tools' `on_undrainable`),
-    /// as `upgrade --simulate-undrainable` sets it up.
-    #[arg(long, value_name = "NODE", requires = "simulate")]
-    pub(crate) simulate_undrainable: Option<String>,
+    /// With --simulate: a Pod pinned to each of these nodes (comma-separated, or the flag
+    /// repeated) behind a budget that never allows a disruption, so that their drains are
+    /// blocked (to show the upgrade tools' `on_undrainable`), as `upgrade
+    /// --simulate-undrainable` sets it up.
+    #[arg(
+        long,
+        value_name = "NODES",
+        value_delimiter = ',',
+        requires = "simulate"
+    )]
+    pub(crate) simulate_undrainable: Vec<String>,
 }
 
 #[derive(Debug, Args)]

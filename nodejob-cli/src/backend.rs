@@ -19,7 +19,7 @@ use jiff::Timestamp;
 use nodejob_core::{Clock, JobApi, LeaseApi, NodeApi, PodApi};
 use nodejob_fake::FakeCluster;
 use nodejob_fake::stratum::Fault;
-use nodejob_kube::{KubeApi, RateLimit};
+use nodejob_kube::{KubeApi, RateLimit, Reached};
 use tokio::runtime::Handle;
 use tokio::sync::OnceCell;
 
@@ -106,9 +106,9 @@ pub(crate) enum Prepare {
     Nothing,
     /// Its workloads started ([`sim::settle`]).
     Settle,
-    /// Settled, then a Pod pinned to this node behind a budget that never allows a
-    /// disruption, so that its drain is blocked ([`sim::undrainable`]).
-    Undrainable(String),
+    /// Settled, then a Pod pinned to each of these nodes behind a budget that never allows a
+    /// disruption, so that their drains are blocked ([`sim::undrainable`]).
+    Undrainable(Vec<String>),
     /// Settled, then a rotation to this plan's CA stopped as `issue` begins ([`sim::stage`]).
     Stage(Box<certs_driver::Plan>),
     /// The simulated history in this namespace ([`sim::history`]), its faults armed.
@@ -178,17 +178,16 @@ impl Backend {
         self
     }
 
-    /// A simulated cluster has its workloads started and, when `undrainable` names a node
-    /// (`--simulate-undrainable NODE`), a Pod only that node runs behind a budget that never
-    /// allows a disruption ([`Prepare::Undrainable`]); refused naming the flag when there is no
-    /// such simulated node.
-    pub(crate) fn settled(self, undrainable: Option<&str>) -> Result<Backend, Exit> {
-        let prepare = match undrainable {
-            Some(node) => {
-                self.has_node("--simulate-undrainable", node)?;
-                Prepare::Undrainable(node.to_string())
-            }
-            None => Prepare::Settle,
+    /// A simulated cluster has its workloads started and, when `undrainable` names nodes
+    /// (`--simulate-undrainable NODES`), a Pod only each of them runs behind a budget that
+    /// never allows a disruption ([`Prepare::Undrainable`]); refused naming the flag and every
+    /// node the simulated cluster lacks.
+    pub(crate) fn settled(self, undrainable: &[String]) -> Result<Backend, Exit> {
+        let prepare = if undrainable.is_empty() {
+            Prepare::Settle
+        } else {
+            self.has_nodes("--simulate-undrainable", undrainable)?;
+            Prepare::Undrainable(undrainable.to_vec())
         };
         Ok(self.prepared(prepare))
     }
@@ -207,14 +206,29 @@ impl Backend {
 
     /// Refused, naming `flag`, when the cluster is simulated and has no node `node`.
     pub(crate) fn has_node(&self, flag: &str, node: &str) -> Result<(), Exit> {
+        self.has_nodes(flag, &[node.to_string()])
+    }
+
+    /// Refused, naming `flag` and each node the cluster lacks, when it is simulated and
+    /// lacks any of `wanted`.
+    pub(crate) fn has_nodes(&self, flag: &str, wanted: &[String]) -> Result<(), Exit> {
         match self {
             Backend::Simulated { nodes, .. } => {
                 let names = sim::node_names(*nodes);
-                if names.iter().any(|n| n == node) {
+                let missing: Vec<&str> = (wanted.iter())
+                    .filter(|w| !names.contains(w))
+                    .map(String::as_str)
+                    .collect();
+                if missing.is_empty() {
                     Ok(())
                 } else {
+                    let what = match missing.len() {
+                        1 => "no such node",
+                        _ => "no such nodes",
+                    };
                     Err(Exit::usage(format!(
-                        "{flag} {node}: no such node in the simulated cluster ({})",
+                        "{flag} {}: {what} in the simulated cluster ({})",
+                        missing.join(","),
                         names.join(", ")
                     )))
                 }
@@ -342,9 +356,9 @@ async fn simulate(
     match prepare {
         Prepare::Nothing => {}
         Prepare::Settle => sim::settle(&fake).await,
-        Prepare::Undrainable(node) => {
+        Prepare::Undrainable(nodes) => {
             sim::settle(&fake).await;
-            sim::undrainable(&fake, node).await?;
+            sim::undrainable(&fake, nodes).await?;
         }
         Prepare::Stage(plan) => {
             sim::settle(&fake).await;
@@ -627,13 +641,22 @@ fn read_kubeconfig(path: &std::path::Path) -> Result<kube::config::Kubeconfig, E
 /// `REACH_PAUSES.len() + 1` times, each bounded by [`REACH_WITHIN`], saying each retry on
 /// stderr; then gives up, naming the server and the context, with [`code::UNREACHABLE`]. A
 /// certificate the client does not trust is said at once, as invalid input (exit 2): what
-/// the client trusts it by (`trusted`, the kubeconfig's certificate-authority) must change.
+/// the client trusts it by (`trusted`, the kubeconfig's certificate-authority) must change;
+/// so is a server that answers but not as an apiserver (a 404 to `GET /version`): the
+/// kubeconfig's server must change.
 async fn reach(api: &KubeApi, server: &str, context: &str, trusted: &str) -> Result<(), Exit> {
     let attempts = REACH_PAUSES.len() + 1;
     let mut pauses = REACH_PAUSES.iter();
     loop {
         let why = match api.reach(REACH_WITHIN).await {
-            Ok(()) => return Ok(()),
+            Ok(Reached::NotApiserver { status }) => {
+                return Err(Exit::usage(format!(
+                    "the server at {server} ({context} of the kubeconfig) does not answer as a \
+                     Kubernetes apiserver (GET /version: {status}): is the kubeconfig's server \
+                     right?"
+                )));
+            }
+            Ok(_) => return Ok(()),
             Err(e) if e.is_untrusted() => {
                 return Err(Exit::usage(format!(
                     "the apiserver {server} ({context} of the kubeconfig) presented a \

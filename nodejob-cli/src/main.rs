@@ -115,7 +115,22 @@ fn command_line() -> Cli {
             }
         }
     }
-    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    if cli.global.output == args::Format::Wide
+        && let Some((name, _)) = matches.subcommand()
+        && !args::WIDE.contains(&name)
+    {
+        command
+            .error(
+                clap::error::ErrorKind::InvalidValue,
+                format!(
+                    "-o wide: `nodejob {name}` has no wide form; it is for the tables of `{}`",
+                    args::WIDE.join("` and `")
+                ),
+            )
+            .exit();
+    }
+    cli
 }
 
 /// Whether what goes to stderr may be coloured: only on a terminal, and not when `NO_COLOR`

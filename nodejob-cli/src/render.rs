@@ -11,7 +11,7 @@ use upgrade_driver::EventSink;
 use crate::args::Format;
 use crate::backend::{Target, WallClock};
 use crate::interrupt::Notice;
-use crate::present::board::{Board, Change};
+use crate::present::board::{Board, Change, TermSize};
 use crate::present::{Event, Severity, simulated, stamp};
 use crate::sim::Pacer;
 
@@ -43,8 +43,15 @@ struct Live {
 }
 
 impl Live {
+    /// Draws `board` fitted to the terminal's size as it is now (it may have been resized).
     fn draw(&self, board: &Board) {
-        self.bar.set_message(board.live().join("\n"));
+        let size = console::Term::stdout()
+            .size_checked()
+            .map(|(rows, columns)| TermSize {
+                width: usize::from(columns),
+                height: usize::from(rows),
+            });
+        self.bar.set_message(board.live(size).join("\n"));
     }
 }
 
@@ -113,7 +120,7 @@ impl Renderer {
         if let (Some(setup), Some(speed)) = (&target.simulated, speed) {
             match format {
                 Format::Json => renderer.json(&simulated::event(setup, speed)),
-                Format::Text | Format::Yaml => {
+                Format::Text | Format::Yaml | Format::Wide => {
                     for line in simulated::banner(setup, Some(speed)) {
                         renderer.line(&line);
                     }

@@ -399,6 +399,10 @@ impl NewCa {
     pub(crate) fn source(&self) -> String {
         match self {
             NewCa::File(path) => path.display().to_string(),
+            NewCa::Pem(pem) => match certs_driver::Fingerprint::of_pem(pem) {
+                Ok(fingerprint) => format!("(the PEM text of CA {fingerprint})"),
+                Err(_) => "(the PEM text given)".into(),
+            },
             NewCa::Unset { .. } => "(the simulation's built-in CA)".into(),
         }
     }
@@ -409,6 +413,9 @@ impl NewCa {
 pub(crate) enum NewCa {
     /// A PEM file.
     File(PathBuf),
+    /// The PEM text itself (MCP's `new_ca` may hold it): never repeated, said by its
+    /// fingerprint.
+    Pem(String),
     /// None given: the simulation's built-in CA ([`SIMULATED_CA`]) on a simulated cluster.
     Unset {
         /// Whether the cluster is simulated.
@@ -455,6 +462,7 @@ impl RotationSettings {
                 let source = self.new_ca.source();
                 (pem_text(bytes, &source)?, source)
             }
+            NewCa::Pem(pem) => (pem.clone(), self.new_ca.source()),
             NewCa::Unset { simulated: true } => (SIMULATED_CA.to_string(), self.new_ca.source()),
             NewCa::Unset { simulated: false } => return Err(Refused::NoCa),
         };

@@ -266,40 +266,49 @@ pub(crate) fn writes_since(fake: &FakeCluster, since: usize) -> Vec<String> {
         .collect()
 }
 
-/// The Deployment (and its budget) `--simulate-undrainable` pins to a node.
+/// The Deployment (and its budget) `--simulate-undrainable` pins to a node; `pinned-NODE`
+/// for each node when it names several.
 const UNDRAINABLE: &str = "pinned";
 
-/// `--simulate-undrainable NODE`: one replica of a Deployment `pinned` that only `node` can
-/// run (its node selector names it by `kubernetes.io/hostname`), behind a budget whose
-/// `minAvailable` is 1, so that it never allows a disruption and `node`'s drain is blocked;
-/// then the cluster settles so that it runs.
-pub(crate) async fn undrainable(fake: &FakeCluster, node: &str) -> Result<(), Exit> {
-    let labels = BTreeMap::from([("app".to_string(), UNDRAINABLE.to_string())]);
-    let mut deployment = web(1);
-    deployment.metadata.name = Some(UNDRAINABLE.into());
-    if let Some(spec) = deployment.spec.as_mut() {
-        spec.selector.match_labels = Some(labels.clone());
-        if let Some(meta) = spec.template.metadata.as_mut() {
-            meta.labels = Some(labels.clone());
+/// `--simulate-undrainable NODES`: for each node, one replica of a Deployment `pinned` (of
+/// `pinned-NODE` when there are several) that only that node can run (its node selector names
+/// it by `kubernetes.io/hostname`), behind a budget whose `minAvailable` is 1, so that it never
+/// allows a disruption and the node's drain is blocked; then the cluster settles so that they
+/// run.
+pub(crate) async fn undrainable(fake: &FakeCluster, nodes: &[String]) -> Result<(), Exit> {
+    for node in nodes {
+        let name = match nodes.len() {
+            1 => UNDRAINABLE.to_string(),
+            _ => format!("{UNDRAINABLE}-{node}"),
+        };
+        let labels = BTreeMap::from([("app".to_string(), name.clone())]);
+        let mut deployment = web(1);
+        deployment.metadata.name = Some(name.clone());
+        if let Some(spec) = deployment.spec.as_mut() {
+            spec.selector.match_labels = Some(labels.clone());
+            if let Some(meta) = spec.template.metadata.as_mut() {
+                meta.labels = Some(labels.clone());
+            }
+            if let Some(pod) = spec.template.spec.as_mut() {
+                pod.node_selector = Some(BTreeMap::from([(
+                    "kubernetes.io/hostname".to_string(),
+                    node.to_string(),
+                )]));
+            }
         }
-        if let Some(pod) = spec.template.spec.as_mut() {
-            pod.node_selector = Some(BTreeMap::from([(
-                "kubernetes.io/hostname".to_string(),
-                node.to_string(),
-            )]));
+        let mut pdb = budget(1);
+        pdb.metadata.name = Some(name);
+        if let Some(spec) = pdb.spec.as_mut() {
+            spec.selector = Some(LabelSelector {
+                match_labels: Some(labels),
+                ..LabelSelector::default()
+            });
         }
+        let failed =
+            |e: nodejob_core::ApiError| Exit::failed(format!("--simulate-undrainable {node}: {e}"));
+        fake.create_deployment_now(&deployment).map_err(failed)?;
+        fake.create_budget_now(&pdb).map_err(failed)?;
     }
-    let mut pdb = budget(1);
-    pdb.metadata.name = Some(UNDRAINABLE.into());
-    if let Some(spec) = pdb.spec.as_mut() {
-        spec.selector = Some(LabelSelector {
-            match_labels: Some(labels),
-            ..LabelSelector::default()
-        });
-    }
-    let failed = |e: nodejob_core::ApiError| Exit::failed(format!("--simulate-undrainable: {e}"));
-    fake.create_deployment_now(&deployment).map_err(failed)?;
-    fake.create_budget_now(&pdb).map_err(failed)?;
     settle(fake).await;
     Ok(())
 }

@@ -3,6 +3,7 @@
 
 use std::process::Output;
 
+use anyhow::{Context, Result};
 use assert_cmd::Command;
 use k8s_openapi::api::batch::v1::Job;
 
@@ -385,6 +386,76 @@ fn bad_input_exits_2_naming_the_field_before_any_api_call() {
             "{args:?} reached for the server: {stderr}"
         );
     }
+}
+
+/// `--simulate-undrainable` takes nodes as `--nodes` does (comma-separated, and the flag
+/// repeated): each is blocked by a budget of its own, and every node the simulated cluster
+/// lacks is named in one refusal (issue 33: it took one node only).
+#[test]
+fn simulate_undrainable_blocks_each_node_named_and_refuses_every_node_it_lacks() -> Result<()> {
+    let out = nodejob(&[
+        "upgrade",
+        "--simulate",
+        "6",
+        "--to",
+        "v1.38.0",
+        "--on-undrainable",
+        "skip",
+        "--simulate-undrainable",
+        "worker-a-0,worker-b-0",
+        "--simulate-undrainable",
+        "worker-a-1",
+        "--preview",
+        "-o",
+        "json",
+    ]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    let preview: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap_or(""))?;
+    let blocked: Vec<(&str, &serde_json::Value)> = (preview["would_block"].as_array())
+        .context("would_block")?
+        .iter()
+        .map(|b| (b["node"].as_str().unwrap_or(""), &b["budgets"]))
+        .collect();
+    assert_eq!(
+        blocked,
+        [
+            (
+                "worker-a-0",
+                &serde_json::json!(["default/pinned-worker-a-0"])
+            ),
+            (
+                "worker-a-1",
+                &serde_json::json!(["default/pinned-worker-a-1"])
+            ),
+            (
+                "worker-b-0",
+                &serde_json::json!(["default/pinned-worker-b-0"])
+            ),
+        ],
+        "{stdout}"
+    );
+    let out = nodejob(&[
+        "upgrade",
+        "--simulate",
+        "3",
+        "--to",
+        "v1.38.0",
+        "--simulate-undrainable",
+        "cp-0,nope",
+        "--simulate-undrainable",
+        "nix",
+    ]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "--simulate-undrainable nope,nix: no such nodes in the simulated cluster \
+             (cp-0, cp-1, cp-2)"
+        ),
+        "{stderr}"
+    );
+    Ok(())
 }
 
 /// A target that is no version the kubelet reports, and nodes that report no version where
@@ -1594,6 +1665,110 @@ fn an_untrusted_apiserver_certificate_is_said_at_once_pointing_at_the_ca() {
             "{:?}",
             started.elapsed()
         );
+    }
+    let _ = std::fs::remove_file(&ca);
+    let _ = std::fs::remove_file(&kubeconfig);
+}
+
+/// An HTTPS server at the returned `https://` address that is no apiserver: it answers every
+/// request `404 Not Found`, with a certificate for 127.0.0.1 signed by the returned CA (PEM).
+fn not_an_apiserver() -> (String, String) {
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+    use std::io::{Read, Write};
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::default();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "a web server's CA");
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::default();
+    params.subject_alt_names = vec![rcgen::SanType::IpAddress([127, 0, 0, 1].into())];
+    let cert = params.signed_by(&key, &issuer).unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![CertificateDer::from(cert.der().to_vec())],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+        )
+        .unwrap();
+    let config = std::sync::Arc::new(config);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let server = format!("https://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let (Ok(mut stream), Ok(tls)) = (stream, rustls::ServerConnection::new(config.clone()))
+            else {
+                continue;
+            };
+            let mut tls = rustls::StreamOwned::new(tls, &mut stream);
+            // One request per connection: read its head, answer 404, close.
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && matches!(tls.read(&mut byte), Ok(1)) {
+                head.push(byte[0]);
+            }
+            let body = "404 page not found\n";
+            let _ = write!(
+                tls,
+                "HTTP/1.1 404 Not Found\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\
+                 connection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = tls.flush();
+            tls.conn.send_close_notify();
+            let _ = tls.flush();
+        }
+    });
+    (server, ca.pem())
+}
+
+/// A kubeconfig whose server is an HTTPS endpoint that is no apiserver (404 to everything):
+/// said at once, naming the server and the context, exit 2 as a certificate it does not trust,
+/// for a read (`status`) as for a write (`resume`, which said "not paused"; issue 33).
+#[test]
+fn a_server_that_is_no_apiserver_is_said_at_once_naming_it() {
+    let (server, ca_pem) = not_an_apiserver();
+    let dir = std::env::temp_dir();
+    let ca = dir.join(format!(
+        "nodejob-cli-not-apiserver-{}.ca.pem",
+        std::process::id()
+    ));
+    std::fs::write(&ca, ca_pem).unwrap();
+    let kubeconfig = dir.join(format!(
+        "nodejob-cli-not-apiserver-{}.kubeconfig",
+        std::process::id()
+    ));
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: web\n  cluster:\n    server: \
+             {server}\n    certificate-authority: {}\ncontexts:\n- name: web\n  context:\n    \
+             cluster: web\n    user: operator\ncurrent-context: web\nusers:\n- name: \
+             operator\n  user:\n    token: not-a-real-token\n",
+            ca.display()
+        ),
+    )
+    .unwrap();
+    let kubeconfig_arg = kubeconfig.to_str().unwrap();
+    for command in [&["status"][..], &["resume"]] {
+        let args = [&["--kubeconfig", kubeconfig_arg], command].concat();
+        let out = nodejob(&args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+        let said = format!(
+            "the server at {server} (context web of the kubeconfig) does not answer as a \
+             Kubernetes apiserver (GET /version: 404 Not Found): is the kubeconfig's server right?"
+        );
+        assert!(stderr.contains(&said), "{args:?}: {said:?} not in {stderr}");
+        assert!(!stderr.contains("retrying"), "{args:?}: {stderr}");
+        assert!(!stderr.contains("not paused"), "{args:?}: {stderr}");
     }
     let _ = std::fs::remove_file(&ca);
     let _ = std::fs::remove_file(&kubeconfig);

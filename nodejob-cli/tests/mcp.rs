@@ -1407,3 +1407,41 @@ async fn under_on_failure_rollback_a_node_failing_its_health_check_is_rolled_bac
     );
     session.close().await
 }
+
+/// `new_ca` given the PEM text itself rather than a file's path: no answer, preview or
+/// refusal repeats the text; the CA is said by its fingerprint and subject (issue 33: MCP
+/// echoed a whole PEM back).
+#[tokio::test]
+async fn pem_text_given_as_new_ca_is_never_echoed_back() -> Result<()> {
+    let pem = include_str!("fixtures/new-ca.pem");
+    let body = (pem.lines())
+        .find(|l| !l.starts_with("-----") && l.len() > 40)
+        .context("a base64 line")?
+        .to_string();
+    let session = Session::start().await?;
+    for (tool, arguments) in [
+        ("rotate_ca_preview", json!({"new_ca": pem})),
+        ("rotate_ca", json!({"new_ca": pem, "preview_token": "x"})),
+        (
+            "rotate_ca_preview",
+            json!({"new_ca": pem.replace("CERTIFICATE", "PRIVATE KEY")}),
+        ),
+    ] {
+        let answer = session.call(tool, arguments).await?;
+        let said = format!(
+            "{}\n{}",
+            text(&answer),
+            answer.structured_content.clone().unwrap_or_default()
+        );
+        ensure!(!said.contains(&body), "{tool} echoed the PEM: {said}");
+        ensure!(!said.contains("BEGIN"), "{tool} echoed the PEM: {said}");
+    }
+    let answer = session
+        .call("rotate_ca_preview", json!({"new_ca": pem}))
+        .await?;
+    let said = text(&answer);
+    ensure!(said.contains("sha256:"), "{said}");
+    ensure!(said.contains("CN="), "{said}");
+    session.client.cancel().await?;
+    Ok(())
+}

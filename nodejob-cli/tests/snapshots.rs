@@ -521,6 +521,27 @@ fn jobs_and_status_after_the_simulated_history() {
     nodejob_snapshot!("status_yaml", &["status", "--simulate", "5", "-o", "yaml"]);
 }
 
+/// `-o wide`, as kubectl's: `status` adds each node's ROLES (its `node-role.kubernetes.io/*`
+/// labels) and ZONE, `jobs` each Job's UID and CREATED; a command with no table has no wide
+/// form and says so (exit 2) (issue 33: `-o wide` was refused everywhere).
+#[test]
+fn wide_output_adds_kubectls_wide_columns() {
+    nodejob_snapshot!("status_wide", &["status", "--simulate", "5", "-o", "wide"]);
+    nodejob_snapshot!("jobs_wide", &["jobs", "--simulate", "5", "-o", "wide"]);
+    nodejob_snapshot!(
+        "upgrade_wide_refused",
+        &[
+            "upgrade",
+            "--simulate",
+            "5",
+            "--to",
+            "v1.38.0",
+            "-o",
+            "wide"
+        ]
+    );
+}
+
 /// `status` scales: the table for every node, the conditions only of nodes not in a clean
 /// final state, nodes that say the same shown once; `status NODE...` shows those nodes only,
 /// each with its conditions, as `kubectl get nodes NAME...`; a node the cluster lacks exits 2.

@@ -12,11 +12,16 @@ use crate::args::{DryRun, Format, Global, Jobs};
 use crate::backend::{Backend, Prepare};
 use crate::exit::Exit;
 use crate::inspect::jobs::{Row, State, Unlisted, gather};
+use crate::present::Columns;
 use crate::present::jobs::text;
 
 /// Runs `nodejob jobs`.
 pub(crate) fn jobs(global: &Global, args: Jobs) -> Result<Exit, Exit> {
     let output = global.output.text_or_json("jobs")?;
+    let columns = match output {
+        Format::Wide => Columns::Wide,
+        _ => Columns::Narrow,
+    };
     let selector = args.selector.unwrap_or_default();
     let ns = &global.namespace;
     let backend = Backend::new(global, args.sim.simulate)
@@ -44,9 +49,9 @@ pub(crate) fn jobs(global: &Global, args: Jobs) -> Result<Exit, Exit> {
             };
             outln!("{}", serde_json::to_string(&list).unwrap_or_default());
         } else if rows.is_empty() {
-            eprint!("{}", text(rows, ns));
+            eprint!("{}", text(rows, ns, columns));
         } else {
-            out!("{}", text(rows, ns));
+            out!("{}", text(rows, ns, columns));
         }
         Ok(Exit::ok())
     })

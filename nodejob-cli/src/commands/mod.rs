@@ -105,7 +105,9 @@ fn say_simulated(target: &Target, banner: Banner) {
 /// on stderr beside one JSON object.
 fn preview_banner(format: crate::args::Format) -> Banner {
     match format {
-        crate::args::Format::Text | crate::args::Format::Yaml => Banner::Stdout,
+        crate::args::Format::Text | crate::args::Format::Yaml | crate::args::Format::Wide => {
+            Banner::Stdout
+        }
         crate::args::Format::Json => Banner::Stderr,
     }
 }

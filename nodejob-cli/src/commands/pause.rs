@@ -30,7 +30,7 @@ impl Switched {
     fn print(&self, format: Format) -> Result<(), Exit> {
         match format {
             Format::Json => outln!("{}", serde_json::to_string(self).unwrap_or_default()),
-            Format::Yaml | Format::Text => out!(
+            Format::Yaml | Format::Text | Format::Wide => out!(
                 "{}",
                 serde_saphyr::to_string(self).map_err(|e| Exit::failed(e.to_string()))?
             ),

@@ -81,7 +81,7 @@ pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
                     Format::Json => {
                         outln!("{}", serde_json::to_string(preview).unwrap_or_default())
                     }
-                    Format::Text | Format::Yaml => {
+                    Format::Text | Format::Yaml | Format::Wide => {
                         out!("{}", present::preview(preview, args.abort))
                     }
                 }
@@ -139,7 +139,9 @@ pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
             Format::Json => {
                 renderer.json(&serde_json::json!({"event": "report", "report": report}))
             }
-            Format::Text | Format::Yaml => out!("{}", present::summary(&report, args.abort)),
+            Format::Text | Format::Yaml | Format::Wide => {
+                out!("{}", present::summary(&report, args.abort))
+            }
         }
         Ok(ended(
             &report.outcome,

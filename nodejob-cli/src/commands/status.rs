@@ -5,6 +5,7 @@ use crate::args::{Format, Global, Status};
 use crate::backend::{Backend, Prepare};
 use crate::exit::Exit;
 use crate::inspect::status::gather;
+use crate::present::Columns;
 use crate::present::status::{Named, text};
 
 /// Runs `nodejob status`.
@@ -28,7 +29,8 @@ pub(crate) fn status(global: &Global, args: Status) -> Result<Exit, Exit> {
                 "{}",
                 serde_saphyr::to_string(&status).map_err(|e| Exit::failed(e.to_string()))?
             ),
-            Format::Text => out!("{}", text(&status, named)),
+            Format::Text => out!("{}", text(&status, named, Columns::Narrow)),
+            Format::Wide => out!("{}", text(&status, named, Columns::Wide)),
         }
         Ok(Exit::ok())
     })

@@ -61,7 +61,7 @@ pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
     let backend = Backend::new(global, args.sim.simulate)
         .clocked(args.sim.speed, args.sim.start.simulate_start)
         .failing(args.simulate_fail.as_deref(), Fault::UpgradeFails)?
-        .settled(args.long_roll.simulate_undrainable.as_deref())?;
+        .settled(&args.long_roll.simulate_undrainable)?;
     if let Some(node) = &soak_reboot {
         backend.has_node("--simulate-soak-reboot", node)?;
     }
@@ -76,7 +76,9 @@ pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
             say_simulated(&t, preview_banner(output));
             match output {
                 Format::Json => outln!("{}", serde_json::to_string(&preview).unwrap_or_default()),
-                Format::Text | Format::Yaml => out!("{}", present::preview(&preview)),
+                Format::Text | Format::Yaml | Format::Wide => {
+                    out!("{}", present::preview(&preview))
+                }
             }
             // As the run would end: not now (4) before anything; then a node whose drain
             // would be refused fails (1).
@@ -121,7 +123,7 @@ pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
             Format::Json => {
                 renderer.json(&serde_json::json!({"event": "report", "report": report}))
             }
-            Format::Text | Format::Yaml => out!(
+            Format::Text | Format::Yaml | Format::Wide => out!(
                 "{}",
                 present::summary(&report, u64::try_from(took.as_millis()).ok())
             ),

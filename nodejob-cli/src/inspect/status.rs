@@ -165,6 +165,13 @@ pub(crate) struct NodeState {
     /// The rollback record, read (an unreadable one as absent).
     #[serde(skip)]
     pub(crate) rollback_record: Option<records::Rollback>,
+    /// Its roles, from its `node-role.kubernetes.io/ROLE` labels and its `kubernetes.io/role`
+    /// label, as kubectl finds them (`status -o wide`; the labels are in `kubectl get node`).
+    #[serde(skip)]
+    pub(crate) role_labels: BTreeSet<String>,
+    /// Its `topology.kubernetes.io/zone` label (`status -o wide`).
+    #[serde(skip)]
+    pub(crate) zone: Option<String>,
 }
 
 /// Where the upgrade stands on a node.
@@ -326,7 +333,29 @@ fn snake_case(key: &str) -> String {
 }
 
 impl NodeState {
+    /// Its roles as `kubectl get nodes` shows them: comma-separated in order, `<none>` when
+    /// it has none.
+    pub(crate) fn roles(&self) -> String {
+        match self.role_labels.is_empty() {
+            true => "<none>".into(),
+            false => (self.role_labels.iter().cloned())
+                .collect::<Vec<_>>()
+                .join(","),
+        }
+    }
+
     fn of(node: &Node, upgrade_running: bool) -> Self {
+        let labels = node.metadata.labels.clone().unwrap_or_default();
+        // kubectl's `findNodeRoles`: a `node-role.kubernetes.io/ROLE` label's ROLE, and a
+        // `kubernetes.io/role` label's value.
+        let role_labels: BTreeSet<String> = (labels.iter())
+            .filter_map(|(k, v)| match k.strip_prefix("node-role.kubernetes.io/") {
+                Some(role) if !role.is_empty() => Some(role.to_string()),
+                _ if k == "kubernetes.io/role" && !v.is_empty() => Some(v.clone()),
+                _ => None,
+            })
+            .collect();
+        let zone = labels.get("topology.kubernetes.io/zone").cloned();
         // A record as an object, its keys in nodejob's style (`bootID` as `boot_id`), as
         // every key `status` prints but the Node's own conditions, quoted as the API has them.
         let annotation = |k: &str| {
@@ -392,6 +421,8 @@ impl NodeState {
             blocked_record: records::read(node, records::BLOCKED).ok().flatten(),
             rollback: annotation(records::ROLLBACK),
             rollback_record: records::read(node, records::ROLLBACK).ok().flatten(),
+            role_labels,
+            zone,
         }
     }
 }

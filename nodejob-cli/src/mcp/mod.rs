@@ -55,7 +55,7 @@ use crate::exit::Exit;
 pub(crate) fn serve(global: &Global, args: Mcp) -> Result<Exit, Exit> {
     let backend = Backend::new(global, args.sim.simulate)
         .clocked(args.sim.speed, args.sim.start.simulate_start)
-        .settled(args.simulate_undrainable.as_deref())?
+        .settled(&args.simulate_undrainable)?
         .session()?;
     let runtime = real_runtime()?;
     let server = Server(Arc::new(Session::new(backend, global.namespace.clone())));

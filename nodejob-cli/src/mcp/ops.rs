@@ -227,7 +227,11 @@ async fn status(s: &Session) -> Result<CallToolResult, String> {
         })
         .await??;
     Ok(answer(
-        present::status::text(&status, present::status::Named::None),
+        present::status::text(
+            &status,
+            present::status::Named::None,
+            present::Columns::Narrow,
+        ),
         to_value(&status),
         false,
     ))
@@ -255,7 +259,7 @@ async fn jobs(s: &Session, args: JobsArgs) -> Result<CallToolResult, String> {
     if let Some(why) = listed.pods_unread {
         return Err(why);
     }
-    let text = present::jobs::text(&listed.rows, &namespace);
+    let text = present::jobs::text(&listed.rows, &namespace, present::Columns::Narrow);
     Ok(answer(text, json!({ "jobs": listed.rows }), false))
 }
 

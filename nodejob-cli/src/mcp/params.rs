@@ -215,9 +215,10 @@ pub(crate) enum OnUndrainable {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RotateCaArgs {
     /// The new CA's public certificate: the path (on the server's machine) of a PEM file
-    /// holding one CERTIFICATE block and nothing else, never its private key. The hosts get
-    /// its fingerprint only. On a simulated cluster it may be left out: the simulation's
-    /// built-in CA is used.
+    /// holding one CERTIFICATE block and nothing else, never its private key, or that PEM
+    /// text itself (answers name the CA by its fingerprint and subject, never repeat the
+    /// text). The hosts get its fingerprint only. On a simulated cluster it may be left out:
+    /// the simulation's built-in CA is used.
     #[serde(default)]
     pub(crate) new_ca: Option<PathBuf>,
     /// Only nodes matching this label selector.
@@ -521,7 +522,10 @@ impl RotateCaArgs {
     ) -> Result<certs_driver::Plan, String> {
         let settings = RotationSettings {
             new_ca: match &self.new_ca {
-                Some(path) => NewCa::File(path.clone()),
+                Some(path) => match path.to_str() {
+                    Some(text) if text.contains("-----BEGIN") => NewCa::Pem(text.to_string()),
+                    _ => NewCa::File(path.clone()),
+                },
                 None => NewCa::Unset { simulated },
             },
             selector: self.selector.clone(),

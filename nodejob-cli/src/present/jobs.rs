@@ -1,10 +1,12 @@
 //! `jobs` for people: a table of the node Jobs, or a line saying there is none.
 
 use crate::inspect::jobs::{Row, State};
-use crate::present::table;
+use crate::present::{Columns, table};
 
-/// `jobs` for people: a table, or a line saying there is no node Job in `namespace`.
-pub(crate) fn text(rows: &[Row], namespace: &str) -> String {
+/// `jobs` for people: a table, or a line saying there is no node Job in `namespace`. With
+/// [`Columns::Wide`] (`-o wide`) the table also has each Job's UID (what its status, Pod and
+/// log are read by) and CREATED (its `creationTimestamp`).
+pub(crate) fn text(rows: &[Row], namespace: &str, columns: Columns) -> String {
     if rows.is_empty() {
         return format!("no node jobs in namespace {namespace}\n");
     }
@@ -25,6 +27,17 @@ pub(crate) fn text(rows: &[Row], namespace: &str) -> String {
             r.age_seconds.map_or_else(|| "?".into(), age),
         ]);
     }
+    if columns == Columns::Narrow {
+        return table(&lines);
+    }
+    let wide =
+        std::iter::once(["UID".to_string(), "CREATED".to_string()]).chain(rows.iter().map(|r| {
+            let or_dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+            [or_dash(&r.uid), or_dash(&r.created)]
+        }));
+    let lines: Vec<Vec<String>> = (lines.into_iter().zip(wide))
+        .map(|(row, more)| row.into_iter().chain(more).collect())
+        .collect();
     table(&lines)
 }
 

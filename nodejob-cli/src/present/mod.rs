@@ -304,6 +304,15 @@ pub(crate) fn table<R: AsRef<[String]>>(rows: &[R]) -> String {
     out
 }
 
+/// Which columns a table has: kubectl's default, or its `-o wide` with more.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Columns {
+    /// The default columns.
+    Narrow,
+    /// More columns (`-o wide`).
+    Wide,
+}
+
 /// `items` in natural order of their names (`worker-a-2` before `worker-a-19`): digits compare
 /// as numbers, the rest as text.
 pub(crate) fn natural<T>(items: &[T], name: impl Fn(&T) -> &str) -> Vec<&T> {

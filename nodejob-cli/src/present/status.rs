@@ -1,7 +1,7 @@
 //! `status` for people: the Lease's line, a table of the nodes, the simulated cluster's counters.
 
 use crate::inspect::status::{Ca, LeaseState, NodeState, Status, UpgradeRecord, UpgradeState};
-use crate::present::table;
+use crate::present::{Columns, table};
 
 /// Which nodes a `status` shows: every node of the cluster, or the ones named.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -14,8 +14,10 @@ pub(crate) enum Named {
 }
 
 /// `status` for people: the Lease's line, a table of the nodes, the drivers' conditions of
-/// the nodes `named` says, then the simulated cluster's counters when there are some.
-pub(crate) fn text(status: &Status, named: Named) -> String {
+/// the nodes `named` says, then the simulated cluster's counters when there are some. With
+/// [`Columns::Wide`] (`-o wide`) the table also has each node's ROLES and ZONE, as `kubectl
+/// get nodes -o wide` and `-L topology.kubernetes.io/zone` show them.
+pub(crate) fn text(status: &Status, named: Named, columns: Columns) -> String {
     let mut out = format!(
         "lease {}: {}\n",
         status.lease_name,
@@ -76,6 +78,15 @@ pub(crate) fn text(status: &Status, named: Named) -> String {
                 None => blocked_cell(n),
             },
         ]);
+    }
+    let mut rows: Vec<Vec<String>> = rows.into_iter().map(Vec::from).collect();
+    if columns == Columns::Wide {
+        let wide = std::iter::once(["ROLES".to_string(), "ZONE".to_string()]).chain(
+            (status.nodes.iter()).map(|n| [n.roles(), n.zone.clone().unwrap_or("-".into())]),
+        );
+        for (row, cells) in rows.iter_mut().zip(wide) {
+            row.splice(1..1, cells);
+        }
     }
     out.push_str(&table(&rows));
     out.push_str(&blocked_lines(status));
@@ -264,6 +275,7 @@ fn lease_line(lease: Option<&LeaseState>) -> String {
 mod tests {
     use super::*;
     use crate::inspect::status::{Ca, LeaseState};
+    use std::collections::BTreeSet;
 
     fn lease(holder: Option<&str>, expired: Option<bool>, operation: Option<&str>) -> LeaseState {
         LeaseState {
@@ -304,6 +316,8 @@ mod tests {
             blocked_record: None,
             rollback: None,
             rollback_record: None,
+            role_labels: BTreeSet::new(),
+            zone: None,
         }
     }
 
@@ -332,7 +346,7 @@ mod tests {
             nodes,
             simulated: None,
         };
-        let all = text(&status, Named::None);
+        let all = text(&status, Named::None, Columns::Narrow);
         let blocks: Vec<&str> = all.lines().filter(|l| l.starts_with("node")).collect();
         assert_eq!(
             blocks,
@@ -352,7 +366,7 @@ mod tests {
         assert_eq!(all.lines().filter(|l| l.starts_with("done-")).count(), 300);
 
         let named = status.only(&["done-7".into(), "broken".into()]).unwrap();
-        let text = text(&named, Named::These);
+        let text = text(&named, Named::These, Columns::Narrow);
         let blocks: Vec<&str> = text.lines().filter(|l| l.starts_with("node")).collect();
         assert_eq!(
             blocks,
@@ -411,6 +425,8 @@ mod tests {
                 blocked_record: None,
                 rollback: None,
                 rollback_record: None,
+                role_labels: BTreeSet::new(),
+                zone: None,
             }],
             simulated: None,
         };
@@ -432,7 +448,7 @@ mod tests {
             })
         );
         assert_eq!(
-            text(&status, Named::None),
+            text(&status, Named::None, Columns::Narrow),
             "lease kube-system/nodejob: free (never taken)\n\
              NODE  VERSION  READY  CORDONED  CA (LAST READ)  UPGRADE\n\
              cp-0  ?        yes    no        unreadable      -\n"
@@ -470,6 +486,8 @@ mod tests {
                     blocked_record: record,
                     rollback: None,
                     rollback_record: None,
+                    role_labels: BTreeSet::new(),
+                    zone: None,
                 }
             };
         let skipped = upgrade_driver::records::Blocked {
@@ -487,7 +505,7 @@ mod tests {
             ],
             simulated: None,
         };
-        let text = text(&status, Named::None);
+        let text = text(&status, Named::None, Columns::Narrow);
         assert!(
             text.contains("QUARANTINED toward v1.38.0 (drain blocked)")
                 && text.contains("BLOCKED toward v1.38.0 (drain blocked, skipped)"),
@@ -545,10 +563,12 @@ mod tests {
                 blocked_record: None,
                 rollback: serde_json::to_value(&record).ok(),
                 rollback_record: Some(record),
+                role_labels: BTreeSet::new(),
+                zone: None,
             }],
             simulated: None,
         };
-        let text = text(&status, Named::None);
+        let text = text(&status, Named::None, Columns::Narrow);
         assert!(
             text.contains("ROLLED BACK to v1.37.2 (from v1.38.0)"),
             "{text}"

@@ -24,6 +24,47 @@ use crate::throttle::RateLimit;
 use crate::transport::{Built, call_json, exchange};
 use crate::watch::{Key, Settled, Tracker, Watched};
 
+/// What answered [`KubeApi::reach`]'s `GET /version`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Reached {
+    /// A Kubernetes apiserver.
+    Apiserver,
+    /// A server that answers HTTP, but not as an apiserver: a kubeconfig's `server` naming
+    /// some other HTTPS endpoint.
+    NotApiserver {
+        /// Its answer's status, as HTTP says it (`404 Not Found`).
+        status: String,
+    },
+}
+
+impl Reached {
+    /// What an answer of `code` with `body` to `GET /version` says of the server.
+    fn of(code: u16, body: &[u8]) -> Self {
+        let versioned = || {
+            serde_json::from_slice::<serde_json::Value>(body).is_ok_and(|v| {
+                v.get("gitVersion")
+                    .is_some_and(serde_json::Value::is_string)
+            })
+        };
+        match code {
+            200 if versioned() => Reached::Apiserver,
+            401 | 403 | 429 | 500..=599 => Reached::Apiserver,
+            _ => {
+                let reason = http::StatusCode::from_u16(code)
+                    .ok()
+                    .and_then(|s| s.canonical_reason());
+                Reached::NotApiserver {
+                    status: match reason {
+                        Some(reason) => format!("{code} {reason}"),
+                        None => code.to_string(),
+                    },
+                }
+            }
+        }
+    }
+}
+
 /// Core's [`JobApi`](nodejob_core::JobApi), [`NodeApi`](nodejob_core::NodeApi),
 /// [`PodApi`](nodejob_core::PodApi), [`LeaseApi`](nodejob_core::LeaseApi) and [`Clock`] over a
 /// `kube::Client`.
@@ -104,22 +145,25 @@ impl KubeApi {
         Self::connect(None).await
     }
 
-    /// Whether the apiserver answers at all: one `GET /version` (readable without credentials
-    /// in a default cluster), bounded by `within` whatever the connect timeout. Any HTTP answer
-    /// counts, a 401 or 403 too (the verbs then fail at once, saying why); only no answer is an
-    /// error: a refused or reset connection, a TLS failure, nothing within `within`. Made once
-    /// before any work, so that an unreachable cluster is said in seconds rather than after
-    /// the callers' retries of transient errors, bounded in minutes.
+    /// Whether the apiserver answers, and as an apiserver: one `GET /version` (readable
+    /// without credentials in a default cluster), bounded by `within` whatever the connect
+    /// timeout. A 200 whose JSON has `gitVersion` is an apiserver, and so is a 401 or 403 (it
+    /// authenticates; the verbs then fail at once, saying why), a 429 or a 5xx (busy or
+    /// starting; the verbs retry those); any other answer (a 404, a page that is no version)
+    /// is [`Reached::NotApiserver`]. Only no answer is an error: a refused or reset
+    /// connection, a TLS failure, nothing within `within`. Made once before any work, so that
+    /// an unreachable cluster is said in seconds rather than after the callers' retries of
+    /// transient errors, bounded in minutes.
     ///
     /// # Errors
     /// [`ErrorKind::Transient`](nodejob_core::ErrorKind::Transient) naming the innermost cause
     /// (`tcp connect error: Connection refused (os error 111)`), or `no answer within ...`.
-    pub async fn reach(&self, within: Duration) -> ApiResult<()> {
+    pub async fn reach(&self, within: Duration) -> ApiResult<Reached> {
         let request = http::Request::get("/version")
             .body(Vec::new())
             .map_err(kube::core::request::Error::BuildRequest);
         match tokio::time::timeout(within, exchange(&self.client, request)).await {
-            Ok(answer) => answer.map(|_| ()),
+            Ok(answer) => answer.map(|a| Reached::of(a.code, &a.body)),
             Err(_elapsed) => Err(nodejob_core::ApiError::transient(
                 0,
                 format!("no answer within {}s", within.as_secs_f64()),
@@ -243,5 +287,32 @@ impl Clock for KubeApi {
     /// leader election does.
     fn wall_time(&self) -> Timestamp {
         Timestamp::now()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Reached;
+
+    /// An apiserver says its version, or that it wants credentials, or that it is busy; any
+    /// other answer is another server (issue 33: a 404 read as "not paused").
+    #[test]
+    fn what_answered_get_version() {
+        let version = br#"{"major":"1","minor":"33","gitVersion":"v1.33.1"}"#;
+        let not = |status: &str| Reached::NotApiserver {
+            status: status.into(),
+        };
+        for (code, body, reached) in [
+            (200, &version[..], Reached::Apiserver),
+            (401, b"{}", Reached::Apiserver),
+            (403, b"", Reached::Apiserver),
+            (503, b"", Reached::Apiserver),
+            (404, b"404 page not found", not("404 Not Found")),
+            (200, b"<html>hello</html>", not("200 OK")),
+            (200, br#"{"version":"2"}"#, not("200 OK")),
+            (302, b"", not("302 Found")),
+        ] {
+            assert_eq!(Reached::of(code, body), reached, "{code}");
+        }
     }
 }
