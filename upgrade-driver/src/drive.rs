@@ -236,9 +236,11 @@ where
         });
         let retry = if past_blocked {
             format!(
-                "more nodes were blocked than max_blocked allows: once their budgets allow a \
+                "more nodes were blocked than the plan allows: once their budgets allow a \
                  disruption, a rerun skips finished nodes and retries the failed and skipped \
-                 ones; a quarantined one is rolled once its label {} is removed",
+                 ones; a quarantined one is rolled once its label {} is removed (`kubectl \
+                 label node NODE {}-`)",
+                records::QUARANTINED,
                 records::QUARANTINED
             )
         } else {

@@ -71,10 +71,13 @@ impl HeldBack {
                     held.quarantined_here += 1;
                 }
                 let result = match record {
-                    Some(r) => result_of(&Blocked {
-                        policy: Undrainable::Quarantine,
-                        ..r
-                    }),
+                    Some(r) => result_of(
+                        &Blocked {
+                            policy: Undrainable::Quarantine,
+                            ..r
+                        },
+                        &name,
+                    ),
                     None => NodeResult::Blocked {
                         policy: Undrainable::Quarantine,
                         budgets: Vec::new(),
@@ -86,7 +89,8 @@ impl HeldBack {
             } else if let Some(r) =
                 record.filter(|r| r.policy == Undrainable::Skip && r.target == plan.target())
             {
-                held.skipped.push((name, result_of(&r)));
+                let result = result_of(&r, &name);
+                held.skipped.push((name, result));
             }
         }
         held
@@ -147,12 +151,12 @@ impl HeldBack {
     }
 }
 
-fn result_of(record: &Blocked) -> NodeResult {
+fn result_of(record: &Blocked, node: &str) -> NodeResult {
     NodeResult::Blocked {
         policy: record.policy,
         budgets: record.budgets.clone(),
         pods: record.pods.clone(),
-        why: blocked_why(record, true),
+        why: blocked_why(record, true, node),
     }
 }
 
@@ -236,9 +240,15 @@ where
         if policies.contains(&Undrainable::Skip) {
             then.push("a rerun tries the skipped ones again".to_string());
         }
-        if policies.contains(&Undrainable::Quarantine) {
+        let quarantined: Vec<&str> = (blocked.iter())
+            .filter(|(_, p)| *p == Undrainable::Quarantine)
+            .map(|(n, _)| n.as_str())
+            .collect();
+        if !quarantined.is_empty() {
             then.push(format!(
-                "a quarantined one is rolled once its label {QUARANTINED} is removed"
+                "a quarantined one is rolled once its label is removed (`kubectl label node {} \
+                 {QUARANTINED}-`)",
+                quarantined.join(" ")
             ));
         }
         Some(Outcome::Stopped {

@@ -67,8 +67,8 @@ impl NodeMachine {
 
     /// The blocked record written: the node ends blocked.
     pub(super) fn blocked(&mut self, record: Blocked, node: Box<Node>) -> Step {
+        let why = blocked_why(&record, false, records::name(&node));
         self.node = Some(node);
-        let why = blocked_why(&record, false);
         self.go(
             At::Over,
             Vec::new(),
@@ -93,7 +93,7 @@ impl NodeMachine {
             .map(|r| (r.budgets.clone(), r.pods.clone()))
             .unwrap_or_default();
         let why = match &record {
-            Some(r) => blocked_why(r, true),
+            Some(r) => blocked_why(r, true, records::name(node)),
             None => format!("labelled {QUARANTINED} (by someone): left as it is"),
         };
         Some(self.go(
@@ -118,8 +118,8 @@ impl NodeMachine {
     }
 }
 
-/// What was done with a blocked node, in words; `earlier`: by an earlier run.
-pub(crate) fn blocked_why(record: &Blocked, earlier: bool) -> String {
+/// What was done with the blocked node `node`, in words; `earlier`: by an earlier run.
+pub(crate) fn blocked_why(record: &Blocked, earlier: bool, node: &str) -> String {
     let by = if record.budgets.is_empty() {
         // The apiserver refuses the eviction of a Pod more than one budget covers, naming none.
         "more than one budget covering a Pod (the eviction API refuses it)".to_string()
@@ -136,7 +136,8 @@ pub(crate) fn blocked_why(record: &Blocked, earlier: bool) -> String {
     match record.policy {
         Undrainable::Quarantine => format!(
             "quarantined after {when}: {by} kept {} on it; left cordoned with the label \
-             {QUARANTINED}={QUARANTINED_VALUE} (remove it to have the node rolled)",
+             {QUARANTINED}={QUARANTINED_VALUE} (`kubectl label node {node} {QUARANTINED}-` \
+             removes it, to have the node rolled)",
             pods_said(&record.pods)
         ),
         _ => format!(
