@@ -1001,10 +1001,20 @@ impl NodeMachine {
     /// re-cordon if someone uncordoned it meanwhile.
     fn carry_on(&mut self, mut record: InProgress, node: Box<Node>) -> Step {
         let mut changes = Vec::new();
-        let mut marks = vec![Mark::Note(format!(
-            "resuming: started under Lease epoch {} toward {}",
-            record.epoch, record.target
-        ))];
+        let said = if record.target == self.target {
+            format!(
+                "resuming: started under Lease epoch {} toward {}",
+                record.epoch, record.target
+            )
+        } else {
+            format!(
+                "carried on toward {}: an earlier run (Lease epoch {}) left it in flight toward \
+                 {}; it starts again from its host step toward {} (what that run did on its \
+                 host, a rerun does not undo)",
+                self.target, record.epoch, record.target, self.target
+            )
+        };
+        let mut marks = vec![Mark::Note(said)];
         if record.target != self.target {
             record.target = self.target.clone();
             record.boot_id = boot_id(&node).to_string();

@@ -316,6 +316,16 @@ fn a_node_of_ours_toward_another_target_starts_again_from_this_boot() {
         }
     );
     let step = m.step(Obs::Job(Some(job("x", Some("Complete")))));
+    // Said as a move to another target, not as a plain resume.
+    let note = format!(
+        "carried on toward {TARGET}: an earlier run (Lease epoch 1) left it in flight toward \
+         v1.37.9;"
+    );
+    assert!(
+        (step.marks.iter()).any(|m| matches!(m, Mark::Note(n) if n.starts_with(&note))),
+        "{:?}",
+        step.marks
+    );
     let Intent::Patch { changes, .. } = step.intent else {
         panic!("{step:?}")
     };
