@@ -208,6 +208,27 @@ pub(crate) fn expiry_warning(ca: &CaSummary) -> Option<String> {
 /// With `abort`, the preview of `rotate-ca --abort`: the same nodes, then instead of the next
 /// phase what an abort would do: refused while `issue` has begun anywhere in the cluster (each
 /// node with what shows it), else the staged CA removed from the plan's nodes.
+/// When the "new" CA is the one the nodes are on now (each that reported is idle, issued by
+/// it): a warning, as a rotation to it only re-issues every node's certificates from the same
+/// CA and restarts their components; `None` otherwise.
+fn current_ca(preview: &Preview) -> Option<String> {
+    let reported: Vec<_> = (preview.nodes.iter())
+        .filter_map(|n| n.reported.as_ref())
+        .collect();
+    let current = !reported.is_empty()
+        && reported.iter().all(|s| {
+            s.phase == certs_driver::CaPhase::Idle && s.issuer.to_string() == preview.target
+        });
+    current.then(|| {
+        format!(
+            "WARNING: {} is the CA the nodes are on now (each that reported is idle and issued \
+             by it): a rotation to it re-issues every node's certificates from the same CA and \
+             restarts their components, for nothing; is --new-ca the new CA's file?",
+            preview.target
+        )
+    })
+}
+
 pub(crate) fn preview(preview: &Preview, abort: bool) -> String {
     let operation = match abort {
         true => format!("rotate-ca --abort of {}", preview.target),
@@ -235,6 +256,9 @@ pub(crate) fn preview(preview: &Preview, abort: bool) -> String {
     if abort {
         lines.push(abort_line(preview));
         return lines.join("\n") + "\n";
+    }
+    if let Some(line) = current_ca(preview) {
+        lines.push(line);
     }
     lines.push(match &preview.next {
         Next::Unknown { unreported } => format!(
@@ -485,5 +509,67 @@ pub(crate) fn error(e: &certs_driver::Error) -> DriverError {
     DriverError {
         kind,
         text: e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use certs_driver::{CaPhase, CaStatus, CaSummary, Fingerprint, Next, NodePreview, Preview};
+
+    use super::*;
+
+    /// Issue 33, low item: `rotate-ca --preview` given the CA the nodes are on now (the
+    /// cluster's current CA, not a new one) says so, where it said nothing.
+    #[test]
+    fn a_preview_to_the_ca_the_nodes_are_on_warns() {
+        let fp = |c: char| format!("sha256:{}", c.to_string().repeat(64));
+        let node = |name: &str, phase, issuer: &str| NodePreview {
+            name: name.into(),
+            control_plane: false,
+            reported: Some(CaStatus {
+                phase,
+                trusted: BTreeSet::from([Fingerprint::parse(issuer).unwrap()]),
+                issuer: Fingerprint::parse(issuer).unwrap(),
+            }),
+            at: Some("2026-01-01T00:00:00Z".into()),
+            unreadable: None,
+            in_flight: Vec::new(),
+        };
+        let preview = |nodes| Preview {
+            target: fp('a'),
+            ca: CaSummary {
+                subject: "CN=ca".into(),
+                issuer: "CN=ca".into(),
+                not_before: "2026-01-01".into(),
+                not_after: "2036-01-01".into(),
+                fingerprint: fp('a'),
+                days_left: 3650,
+                expires_soon: false,
+            },
+            nodes,
+            next: Next::Nothing,
+            disagreements: Vec::new(),
+            lease: None,
+            not_now: Vec::new(),
+            issue_begun: Vec::new(),
+            outside_plan: Vec::new(),
+        };
+        let on_it = preview(vec![
+            node("a-0", CaPhase::Idle, &fp('a')),
+            node("a-1", CaPhase::Idle, &fp('a')),
+        ]);
+        assert!(
+            current_ca(&on_it).is_some_and(|w| w.contains("is the CA the nodes are on now")),
+            "{on_it:?}"
+        );
+        let new = preview(vec![node("a-0", CaPhase::Idle, &fp('b'))]);
+        assert_eq!(current_ca(&new), None);
+        let half = preview(vec![
+            node("a-0", CaPhase::Idle, &fp('a')),
+            node("a-1", CaPhase::Idle, &fp('b')),
+        ]);
+        assert_eq!(current_ca(&half), None);
     }
 }
