@@ -608,6 +608,11 @@ pub(crate) struct Jobs {
     /// `stratum.ciq.com/upgrade` for the upgrade's host Jobs.
     #[arg(short = 'l', long)]
     pub(crate) selector: Option<String>,
+    /// The node Jobs of every namespace, with a NAMESPACE column (as `kubectl get jobs -A`;
+    /// `--namespace` then says nothing). Needs a grant to list Jobs and Pods cluster-wide,
+    /// which `deploy/rbac.yaml`'s per-namespace Role is not.
+    #[arg(short = 'A', long)]
+    pub(crate) all_namespaces: bool,
     /// Delete the failed node Jobs listed (each exactly the Job listed: its UID and
     /// resourceVersion as preconditions, foreground, waited until gone), with their Pods and
     /// logs. A failed Job is kept for inspection, never deleted by nodejob on its own (no

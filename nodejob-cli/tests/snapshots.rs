@@ -512,6 +512,7 @@ fn rotation_preview_warns_of_a_ca_that_expires_soon() {
 fn jobs_and_status_after_the_simulated_history() {
     nodejob_snapshot!("jobs", &["jobs", "--simulate", "5"]);
     nodejob_snapshot!("jobs_json", &["jobs", "--simulate", "5", "-o", "json"]);
+    nodejob_snapshot!("jobs_all_namespaces", &["jobs", "--simulate", "5", "-A"]);
     nodejob_snapshot!(
         "jobs_delete_failed",
         &["jobs", "--simulate", "5", "--delete-failed"]

@@ -1077,6 +1077,24 @@ pub async fn jobs_are_listed_by_label_selector<B: Backend>(b: Arc<B>) -> Outcome
     let sent: Vec<String> = table.iter().map(|(s, _)| s.clone()).collect();
     ensure!(recorded == sent, "calls named {recorded:?}");
 
+    // An empty namespace is every namespace (`kubectl get jobs -A`): this namespace's Jobs
+    // among them, each with its namespace; or 403 for a caller granted Jobs per namespace.
+    match cx.api.list_jobs("", &format!("{key}={value}")).await {
+        Ok(jobs) => {
+            let here: Vec<&k8s_openapi::api::batch::v1::Job> = (jobs.iter())
+                .filter(|j| j.metadata.namespace.as_deref() == Some(cx.namespace.as_str()))
+                .collect();
+            ensure!(
+                here.len() == 1 && here[0].metadata.name.as_deref() == Some("listed-ours"),
+                "every namespace's jobs listed {:?}",
+                (jobs.iter())
+                    .map(|j| (&j.metadata.namespace, &j.metadata.name))
+                    .collect::<Vec<_>>()
+            );
+        }
+        Err(e) => ensure!(e.is_forbidden(), "listing every namespace's jobs: {e}"),
+    }
+
     // A Job being deleted (foreground: kept until its Pod is gone) is still listed.
     cx.wait_running("listed-theirs").await?;
     cx.api

@@ -790,7 +790,9 @@ impl Store {
             .jobs
             .iter()
             .filter(|((ns, _), job)| {
-                ns == namespace && selector.matches(job.metadata.labels.as_ref())
+                // An empty namespace is every namespace, as the cluster-wide path lists.
+                (namespace.is_empty() || ns == namespace)
+                    && selector.matches(job.metadata.labels.as_ref())
             })
             .map(|(_, job)| job.clone())
             .collect())
@@ -800,10 +802,12 @@ impl Store {
     /// that does not exist is empty, as in Kubernetes).
     pub(crate) fn list_pods(&self, namespace: &str, selector: &str) -> ApiResult<Vec<Pod>> {
         let selector = Selector::parse(selector)?;
-        Ok((self.pods_in(namespace))
-            .filter(|pod| selector.matches(pod.metadata.labels.as_ref()))
-            .cloned()
-            .collect())
+        let matching = |pod: &&Pod| selector.matches(pod.metadata.labels.as_ref());
+        // An empty namespace is every namespace, as the cluster-wide path lists.
+        Ok(match namespace {
+            "" => self.pods.values().filter(matching).cloned().collect(),
+            ns => self.pods_in(ns).filter(matching).cloned().collect(),
+        })
     }
 
     /// The pods of `namespace`, in name order: its range of `pods`, not a walk over all.

@@ -90,6 +90,13 @@ async fn jobs_are_listed_by_label_selector_and_a_missing_namespace_is_an_empty_l
                     "unable to parse requirement: found '(', expected: identifier",
                 ),
             ),
+        // An empty namespace: every namespace's, on the cluster-wide path (`kubectl get -A`).
+        get("/apis/batch/v1/jobs")
+            .query(&[("labelSelector", selector)])
+            .reply_json(
+                200,
+                &list("Job", "batch/v1", "1400", vec![job_complete("1300")]),
+            ),
     ]);
     let jobs = api.list_jobs(NS, selector).await?;
     assert_eq!(jobs.len(), 1);
@@ -99,6 +106,7 @@ async fn jobs_are_listed_by_label_selector_and_a_missing_namespace_is_an_empty_l
     assert!(api.list_jobs("no-such-namespace", "").await?.is_empty());
     let err = api.list_jobs(NS, "a in (").await.unwrap_err();
     assert_eq!((err.kind, err.code), (ErrorKind::BadRequest, 400));
+    assert_eq!(api.list_jobs("", selector).await?.len(), 1);
     drop(api);
     assert_eq!(
         server.finish().await,
@@ -106,6 +114,7 @@ async fn jobs_are_listed_by_label_selector_and_a_missing_namespace_is_an_empty_l
             format!("GET {JOBS_PATH}"),
             format!("GET {missing}"),
             format!("GET {JOBS_PATH}"),
+            "GET /apis/batch/v1/jobs".to_string(),
         ]
     );
     Ok(())

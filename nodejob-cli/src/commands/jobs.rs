@@ -23,10 +23,14 @@ pub(crate) fn jobs(global: &Global, args: Jobs) -> Result<Exit, Exit> {
         _ => Columns::Narrow,
     };
     let selector = args.selector.unwrap_or_default();
-    let ns = &global.namespace;
+    // Every namespace's: the empty namespace, as the API's cluster-wide list.
+    let ns = match args.all_namespaces {
+        true => "",
+        false => global.namespace.as_str(),
+    };
     let backend = Backend::new(global, args.sim.simulate)
         .clocked(None, args.sim.start.simulate_start)
-        .prepared(Prepare::History(ns.clone()));
+        .prepared(Prepare::History(global.namespace.clone()));
     backend.block_on(|t| async move {
         let listed = gather(&*t.api, ns, &selector).await.map_err(|e| match e {
             Unlisted::Selector(e) => Exit::usage(format!("--selector {selector:?}: {e}")),
@@ -185,5 +189,30 @@ mod tests {
             after.iter().all(|r| r.status == State::Running),
             "{after:?}"
         );
+    }
+
+    /// `-A`: the empty namespace lists every namespace's node Jobs, each with its own.
+    #[tokio::test(start_paused = true)]
+    async fn every_namespace_is_listed_with_the_empty_one() {
+        let names = sim::node_names(5);
+        let faults = sim::history_faults(&names);
+        let fake = sim::cluster(5, &faults).unwrap();
+        sim::history(&fake, 5, NS).await.unwrap();
+        sim::history(&fake, 5, "default").await.unwrap();
+        let listed = |ns: &'static str| {
+            let fake = fake.clone();
+            async move { gather(&*fake, ns, "").await.unwrap().rows }
+        };
+        let (here, there, every) = (listed(NS).await, listed("default").await, listed("").await);
+        assert!(!here.is_empty() && !there.is_empty());
+        assert_eq!(every.len(), here.len() + there.len(), "{every:?}");
+        for ns in [NS, "default"] {
+            assert!(every.iter().any(|r| r.namespace == ns), "{every:?}");
+        }
+        // Their exit codes read as in one namespace: the Pods listed in every namespace too.
+        let codes = |rows: &[Row]| rows.iter().filter(|r| r.exit_code.is_some()).count();
+        assert_eq!(codes(&every), codes(&here) + codes(&there));
+        let table = crate::present::jobs::text(&every, "", crate::present::Columns::Narrow);
+        assert!(table.starts_with("NAMESPACE "), "{table}");
     }
 }

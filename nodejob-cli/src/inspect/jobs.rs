@@ -120,7 +120,7 @@ where
         if e.kind == ErrorKind::BadRequest {
             Unlisted::Selector(e.to_string())
         } else {
-            Unlisted::Failed(format!("listing jobs in {namespace}: {e}"))
+            Unlisted::Failed(format!("listing jobs in {}: {e}", scope(namespace)))
         }
     })?;
     let jobs: Vec<(&Job, &str)> = jobs
@@ -136,7 +136,10 @@ where
             Ok(pods) => (pods, None),
             Err(e) => (
                 Vec::new(),
-                Some(format!("listing the jobs' pods in {namespace}: {e}")),
+                Some(format!(
+                    "listing the jobs' pods in {}: {e}",
+                    scope(namespace)
+                )),
             ),
         }
     };
@@ -146,6 +149,14 @@ where
         .map(|(job, node)| row(job, node, &pods, pods_unread.is_none(), now))
         .collect();
     Ok(Listed { rows, pods_unread })
+}
+
+/// Where a list looks, in words: `namespace NS`, or (empty) `every namespace`.
+fn scope(namespace: &str) -> String {
+    match namespace {
+        "" => "every namespace".into(),
+        ns => format!("namespace {ns}"),
+    }
 }
 
 /// The reason of the Job's `Failed` condition (`DeadlineExceeded`, `BackoffLimitExceeded`,

@@ -3,13 +3,40 @@
 use crate::inspect::jobs::{Row, State};
 use crate::present::{Columns, table};
 
-/// `jobs` for people: a table, or a line saying there is no node Job in `namespace`. With
-/// [`Columns::Wide`] (`-o wide`) the table also has each Job's UID (what its status, Pod and
-/// log are read by) and CREATED (its `creationTimestamp`).
+/// `jobs` for people: a table, or a line saying there is no node Job in `namespace` (empty:
+/// every namespace, `-A`, each row then led by its NAMESPACE). With [`Columns::Wide`] (`-o
+/// wide`) the table also has each Job's UID (what its status, Pod and log are read by) and
+/// CREATED (its `creationTimestamp`).
 pub(crate) fn text(rows: &[Row], namespace: &str, columns: Columns) -> String {
     if rows.is_empty() {
-        return format!("no node jobs in namespace {namespace}\n");
+        return match namespace {
+            "" => "no node jobs in any namespace\n".to_string(),
+            ns => format!("no node jobs in namespace {ns}\n"),
+        };
     }
+    let every = namespace.is_empty();
+    let lines = narrow(rows);
+    let lines: Vec<Vec<String>> = (lines.into_iter().zip(
+        std::iter::once("NAMESPACE".to_string()).chain(rows.iter().map(|r| r.namespace.clone())),
+    ))
+    .map(|(row, ns)| every.then_some(ns).into_iter().chain(row).collect())
+    .collect();
+    if columns == Columns::Narrow {
+        return table(&lines);
+    }
+    let wide =
+        std::iter::once(["UID".to_string(), "CREATED".to_string()]).chain(rows.iter().map(|r| {
+            let or_dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+            [or_dash(&r.uid), or_dash(&r.created)]
+        }));
+    let lines: Vec<Vec<String>> = (lines.into_iter().zip(wide))
+        .map(|(row, more)| row.into_iter().chain(more).collect())
+        .collect();
+    table(&lines)
+}
+
+/// The table's rows of `rows`, headed, as `jobs` shows them at the least.
+fn narrow(rows: &[Row]) -> Vec<[String; 5]> {
     let mut lines = vec![["NAME", "NODE", "STATUS", "EXIT", "AGE"].map(String::from)];
     for r in rows {
         lines.push([
@@ -27,18 +54,7 @@ pub(crate) fn text(rows: &[Row], namespace: &str, columns: Columns) -> String {
             r.age_seconds.map_or_else(|| "?".into(), age),
         ]);
     }
-    if columns == Columns::Narrow {
-        return table(&lines);
-    }
-    let wide =
-        std::iter::once(["UID".to_string(), "CREATED".to_string()]).chain(rows.iter().map(|r| {
-            let or_dash = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
-            [or_dash(&r.uid), or_dash(&r.created)]
-        }));
-    let lines: Vec<Vec<String>> = (lines.into_iter().zip(wide))
-        .map(|(row, more)| row.into_iter().chain(more).collect())
-        .collect();
-    table(&lines)
+    lines
 }
 
 /// An age as kubectl shows one: `45s`, `3m20s`, `47m`, `5h12m`, `2d3h`, `12d`.

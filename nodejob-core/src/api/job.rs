@@ -25,7 +25,9 @@ pub trait JobApi: Clock {
     /// `namespace` matching a label selector (`key=value[,key=value]`, `key!=value`, `key`,
     /// `!key`; empty: every Job), Jobs being deleted included. A namespace that does not exist
     /// has no Jobs: the answer is an empty list, not NotFound. A selector the apiserver cannot
-    /// parse is a 400 BadRequest.
+    /// parse is a 400 BadRequest. An empty `namespace` is every namespace (`LIST
+    /// /apis/batch/v1/jobs`, as `kubectl get jobs -A`), which needs a grant to list Jobs
+    /// cluster-wide (403 for `deploy/rbac.yaml`'s Role, per namespace).
     ///
     /// Neither the runner nor the drivers list Jobs (they read one by name, then by UID); the
     /// command line's `nodejob jobs` does.
@@ -44,7 +46,8 @@ pub trait JobApi: Clock {
         preconditions: Option<&Preconditions>,
     ) -> ApiResult<()>;
 
-    /// `LIST` Pods in `namespace` matching a label selector (`key=value[,key=value]`).
+    /// `LIST` Pods in `namespace` matching a label selector (`key=value[,key=value]`); an empty
+    /// `namespace` is every namespace, as for [`JobApi::list_jobs`].
     async fn list_pods(&self, namespace: &str, label_selector: &str) -> ApiResult<Vec<Pod>>;
 
     /// `GET .../pods/{pod}/log?container={container}&limitBytes={limit_bytes}`.

@@ -44,7 +44,7 @@ impl JobApi for KubeApi {
     async fn list_jobs(&self, namespace: &str, label_selector: &str) -> ApiResult<Vec<Job>> {
         let lp = ListParams::default().labels(label_selector);
         let list: ObjectList<Job> =
-            call_json(&self.client, collection::<Job>(Some(namespace)).list(&lp)).await?;
+            call_json(&self.client, collection::<Job>(scope(namespace)).list(&lp)).await?;
         Ok(list.items)
     }
 
@@ -84,7 +84,7 @@ impl JobApi for KubeApi {
     async fn list_pods(&self, namespace: &str, label_selector: &str) -> ApiResult<Vec<Pod>> {
         let lp = ListParams::default().labels(label_selector);
         let list: ObjectList<Pod> =
-            call_json(&self.client, collection::<Pod>(Some(namespace)).list(&lp)).await?;
+            call_json(&self.client, collection::<Pod>(scope(namespace)).list(&lp)).await?;
         Ok(list.items)
     }
 
@@ -160,4 +160,10 @@ impl JobApi for KubeApi {
         )
         .await
     }
+}
+
+/// The namespace of a list: `None`, every namespace (the collection's cluster-wide path), for
+/// an empty one.
+fn scope(namespace: &str) -> Option<&str> {
+    (!namespace.is_empty()).then_some(namespace)
 }
