@@ -1,9 +1,10 @@
 //! The end-to-end harness: [`KubeBackend`] runs the conformance suite on a real control plane
 //! through `nodejob-kube`, acting as the least-privilege ServiceAccount of `deploy/rbac.yaml`;
-//! the drivers' scenarios (`tests/upgrade.rs`, `tests/rotate.rs`) run `upgrade-driver` and
-//! `certs-driver` through it on three nodes of their own ([`ThreeNodes`]), whose hosts are made
-//! quick with [`QUICK_STRATUM`]; `tests/cli.rs` runs the `nodejob` binary (`NODEJOB_E2E_CLI`) on such
-//! nodes through a kubeconfig holding that ServiceAccount's token.
+//! the drivers' scenarios (`tests/upgrade.rs`, `tests/rotate.rs` and the other driver suites)
+//! run `upgrade-driver` and `certs-driver` through it on three nodes of their own
+//! ([`ThreeNodes`]), the node agent's (hosts made quick with [`QUICK_STRATUM`]) and again real
+//! ones ([`Kubelets`], [`on_kubelets!`]); `tests/cli.rs` runs the `nodejob` binary
+//! (`NODEJOB_E2E_CLI`) on such nodes through a kubeconfig holding that ServiceAccount's token.
 //!
 //! It does **not** start the cluster: `e2e/run` builds and starts etcd, kube-apiserver,
 //! kube-controller-manager, kube-scheduler and `nodejob-node-agent`, then runs these tests with

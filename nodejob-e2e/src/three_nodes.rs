@@ -473,3 +473,26 @@ pub fn every_test_is_run_or_listed(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::every_test_is_run_or_listed;
+
+    /// The check of `on_kubelets!` refuses what it is there to refuse, and passes a file that
+    /// declares its tests through the macro alone.
+    #[test]
+    fn a_test_neither_run_on_real_nodes_nor_listed_is_refused() {
+        let through_the_macro = "nodejob_e2e::on_kubelets! { ... }\nasync fn a(k: Kubelets) {}\n";
+        assert!(every_test_is_run_or_listed(through_the_macro, &["a"], &[("b", "why")]).is_ok());
+        for stray in ["#[tokio::test(flavor = \"multi_thread\")]", "#[test]"] {
+            let source = format!("{through_the_macro}{stray}\nasync fn c() {{}}\n");
+            assert!(
+                every_test_is_run_or_listed(&source, &["a"], &[]).is_err(),
+                "{stray} passed"
+            );
+        }
+        assert!(every_test_is_run_or_listed("", &["a"], &[("a", "why")]).is_err());
+        assert!(every_test_is_run_or_listed("", &["a", "a"], &[]).is_err());
+        assert!(every_test_is_run_or_listed("", &[], &[("b", " ")]).is_err());
+    }
+}
