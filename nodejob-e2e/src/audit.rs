@@ -24,7 +24,9 @@ pub struct Audited {
     pub namespace: String,
     /// The object's name (for a create, the name in its body).
     pub name: String,
-    /// Who asked (`system:serviceaccount:kube-system:nodejob`).
+    /// Who asked (`system:serviceaccount:kube-system:nodejob`): the user a request
+    /// impersonated, when it did (a driver run in a test acts as the ServiceAccount through
+    /// an administrator's impersonation), else the one it authenticated as.
     pub user: String,
     /// The answer's HTTP code.
     pub code: u16,
@@ -91,7 +93,8 @@ fn parse(event: &Value) -> Option<Audited> {
         subresource: text(&object["subresource"]),
         namespace: text(&object["namespace"]),
         name: text(&object["name"]),
-        user: text(&event["user"]["username"]),
+        user: (event["impersonatedUser"]["username"].as_str())
+            .map_or_else(|| text(&event["user"]["username"]), String::from),
         code: u16::try_from(event["responseStatus"]["code"].as_u64()?).ok()?,
         received: at(&event["requestReceivedTimestamp"])?,
         answered: at(&event["stageTimestamp"])?,

@@ -22,6 +22,8 @@ use crate::recorder::{Recorder, Seen, record, record_changes};
 
 /// The Pods of one workload and its budget, watched from before a roll until [`Drains::check`].
 pub struct Drains {
+    /// When the watch began: what the audit log has of before is another roll's.
+    since: Timestamp,
     app: String,
     namespace: String,
     pods: Recorder<Seen<Pod>>,
@@ -52,6 +54,7 @@ impl Drains {
     /// Starts watching the Pods labelled `app=APP` and budget `app` in `namespace`, as an
     /// administrator; returns once both watches have listed what exists.
     pub async fn watch(admin: &Client, namespace: &str, app: &str) -> Result<Self, Failure> {
+        let since = Timestamp::now();
         let pods = record_changes(
             Api::<Pod>::namespaced(admin.clone(), namespace),
             watcher::Config::default().labels(&format!("{APP_LABEL}={app}")),
@@ -63,6 +66,7 @@ impl Drains {
         )
         .await?;
         Ok(Drains {
+            since,
             app: app.into(),
             namespace: namespace.into(),
             pods,
@@ -71,24 +75,28 @@ impl Drains {
     }
 
     /// Stops watching and checks, for the roll of `nodes` by `user` (who must have sent every
-    /// eviction and created every host Job) under a budget keeping `min_available` Pods:
+    /// eviction and created every host Job) under a budget keeping `min_available` Pods, of
+    /// the requests the audit log has since the watch began (the apiserver runs on this
+    /// machine's clock; an earlier roll's are not this one's):
     ///
     /// - every Pod of the workload seen on a node either was evicted exactly once (one
     ///   eviction answered 2xx; refusals by the budget do not count), answered before that
-    ///   node's first host Job was received, or was created after that Job (it came to the
-    ///   node once the node was back); every eviction is of such a Pod;
+    ///   node's first host Job was received, or was bound to the node after that Job (it came
+    ///   to the node once the node was back); every eviction is of such a Pod;
     /// - at every moment the watch saw, at least `min_available` Pods Ready and not being
     ///   deleted;
     /// - in every status of the budget that observed its spec, `currentHealthy` at least
     ///   `desiredHealthy`, which is `min_available`: a field the apiserver omits because it is
-    ///   0 reads as 0 (k8s-openapi's default for a required field), so a broken budget fails.
+    ///   0 reads as 0 (k8s-openapi's default for a required field), so a broken budget fails;
+    /// - on every node, one Pod of the workload evicted at least: a node that ran none before
+    ///   its host Job would pass the other checks whatever its drain did.
     pub fn check(
         self,
         nodes: &[String],
         min_available: i32,
         user: &str,
     ) -> Result<Drained, Failure> {
-        let (app, namespace) = (self.app, self.namespace);
+        let (since, app, namespace) = (self.since, self.app, self.namespace);
         let changes = self.pods.stop();
         let budgets = self.budgets.stop();
 
@@ -104,9 +112,8 @@ impl Drains {
                 Seen::Applied(pod) => {
                     let name = pod.metadata.name.clone().unwrap_or_default();
                     let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
-                    let created = pod.metadata.creation_timestamp.as_ref().map(|t| t.0);
-                    if let (Some(node), Some(created)) = (node, created) {
-                        placed.insert(name.clone(), (node, created));
+                    if let (Some(node), Some(bound)) = (node, bound(pod)) {
+                        placed.insert(name.clone(), (node, bound));
                     }
                     now.insert(name, pod.clone());
                 }
@@ -156,7 +163,9 @@ impl Drains {
         );
 
         // What the apiserver was asked: the evictions and the host Jobs.
-        let audit = audited()?;
+        let audit: Vec<Audited> = (audited()?.into_iter())
+            .filter(|a| a.received >= since)
+            .collect();
         let evictions: Vec<&Audited> = (audit.iter())
             .filter(|a| a.is_eviction() && a.namespace == namespace)
             .collect();
@@ -187,17 +196,17 @@ impl Drains {
             let job = *first_job
                 .get(node.as_str())
                 .ok_or_else(|| Failure(format!("node {node}: no host Job was created")))?;
-            for (pod, (_, created)) in placed.iter().filter(|(_, (n, _))| n == node) {
+            for (pod, (_, bound)) in placed.iter().filter(|(_, (n, _))| n == node) {
                 known.insert(pod.as_str());
                 let of_pod = || evictions.iter().filter(|a| &a.name == pod);
                 let done: Vec<&&Audited> = of_pod().filter(|a| a.succeeded()).collect();
                 let refused = of_pod().filter(|a| a.code == 429).count();
                 match done.as_slice() {
-                    // A creationTimestamp carries whole seconds: the Job's time is cut to
-                    // its second. A Pod that came once the node was back comes seconds after.
+                    // A binding's time carries whole seconds: the Job's time is cut to its
+                    // second. A Pod that came once the node was back comes seconds after.
                     [] => ensure!(
-                        *created >= whole_second(job),
-                        "pod {namespace}/{pod} on node {node} (created {created}) was never \
+                        *bound >= whole_second(job),
+                        "pod {namespace}/{pod} on node {node} (bound there {bound}) was never \
                          evicted, yet node {node}'s host Job was created at {job}"
                     ),
                     [once] => {
@@ -224,6 +233,13 @@ impl Drains {
                 eviction.name
             );
         }
+        for node in nodes {
+            ensure!(
+                evicted.iter().any(|(_, n, _, _)| n == node),
+                "no Pod of {namespace}/{app} was evicted from node {node}: none ran there \
+                 before its host Job, so nothing here proves its drain (Pods seen: {placed:?})"
+            );
+        }
         Ok(Drained {
             evicted,
             host_jobs: first_job
@@ -234,6 +250,20 @@ impl Drains {
             fewest_healthy,
         })
     }
+}
+
+/// When a Pod was bound to its node: its `PodScheduled` condition's transition (the scheduler's
+/// binding; a replacement created while it had nowhere to go binds later), else its creation
+/// (a Pod created bound, as a node Job's).
+fn bound(pod: &Pod) -> Option<Timestamp> {
+    let scheduled = (pod.status.as_ref().and_then(|s| s.conditions.as_ref()))
+        .and_then(|c| {
+            c.iter()
+                .find(|c| c.type_ == "PodScheduled" && c.status == "True")
+        })
+        .and_then(|c| c.last_transition_time.as_ref())
+        .map(|t| t.0);
+    scheduled.or_else(|| pod.metadata.creation_timestamp.as_ref().map(|t| t.0))
 }
 
 fn whole_second(t: Timestamp) -> Timestamp {

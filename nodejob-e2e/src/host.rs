@@ -30,10 +30,11 @@ pub(crate) fn kubelet_address(node: &Node) -> Option<SocketAddr> {
 }
 
 /// A node's host as the node agent's `stratum` model reports it (`GET /stratum` on the node's
-/// kubelet address): what ran there, independently of what any driver says.
+/// kubelet address), or a real node's `stratum` keeps it (`ThreeNodes::host`): what ran
+/// there, independently of what any driver says.
 #[derive(Clone, Debug, serde::Deserialize)]
 pub struct HostReport {
-    /// The kubelet version the host runs.
+    /// The version the host runs: the agent's kubelet's, a real node's `osImage`.
     pub version: String,
     /// Its boot.
     #[serde(rename = "bootID")]

@@ -1,9 +1,10 @@
 //! The end-to-end harness: [`KubeBackend`] runs the conformance suite on a real control plane
 //! through `nodejob-kube`, acting as the least-privilege ServiceAccount of `deploy/rbac.yaml`;
-//! the drivers' scenarios (`tests/upgrade.rs`, `tests/rotate.rs`) run `upgrade-driver` and
-//! `certs-driver` through it on three nodes of their own ([`ThreeNodes`]), whose hosts are made
-//! quick with [`QUICK_STRATUM`]; `tests/cli.rs` runs the `nodejob` binary (`NODEJOB_E2E_CLI`) on such
-//! nodes through a kubeconfig holding that ServiceAccount's token.
+//! the drivers' scenarios (`tests/upgrade.rs`, `tests/rotate.rs` and the other driver suites)
+//! run `upgrade-driver` and `certs-driver` through it on three nodes of their own
+//! ([`ThreeNodes`]), the node agent's (hosts made quick with [`QUICK_STRATUM`]) and again real
+//! ones ([`Kubelets`], [`on_kubelets!`]); `tests/cli.rs` runs the `nodejob` binary
+//! (`NODEJOB_E2E_CLI`) on such nodes through a kubeconfig holding that ServiceAccount's token.
 //!
 //! It does **not** start the cluster: `e2e/run` builds and starts etcd, kube-apiserver,
 //! kube-controller-manager, kube-scheduler and `nodejob-node-agent`, then runs these tests with
@@ -28,14 +29,17 @@
 //! - `drains`: [`Drains`], what proves a roll's drain: each Pod evicted once through the
 //!   eviction subresource before its node's host Job, the budget never broken;
 //! - `waits`: bounded waits on a watch (an object, a Deployment, a self-reboot, a Lease);
+//! - `workload`: the Deployment behind a budget that a roll drains;
 //! - `command`: the `nodejob` binary as a user runs it, through a kubeconfig holding a
 //!   ServiceAccount's token;
 //! - `backend`: [`KubeBackend`], the conformance suite's backend;
-//! - `three_nodes`: [`ThreeNodes`], the drivers' and the command's three-node scenario;
 //! - `real_node`: [`RealNode`], a real kubelet, containerd and runc in namespaces of their own
 //!   (`e2e/node/node`) whose host is the `stratum` model on a state of the node's own,
 //!   [`RealNodeBackend`], the conformance backend on one (`tests/real_node.rs`), and
-//!   [`RealNodes`], the drivers' scenario on several (`tests/real_node_drivers.rs`).
+//!   [`RealNodes`], the drivers' scenario on several (`tests/real_node_drivers.rs`);
+//! - `three_nodes`: [`ThreeNodes`], the drivers' and the command's three-node scenario, on the
+//!   node agent's nodes or on real ones ([`Kubelets`]), and [`on_kubelets!`], which runs a
+//!   driver suite's tests on both, or says why a test runs on the agent's alone.
 
 mod admin;
 mod audit;
@@ -51,6 +55,7 @@ mod real_node;
 mod recorder;
 mod three_nodes;
 mod waits;
+mod workload;
 
 pub use admin::{
     admin, annotate_node, config, kubeconfig_path, label_node, labelled_node, namespace, node,
@@ -68,7 +73,11 @@ pub use drains::{Drained, Drains};
 pub use host::{HostReport, boot_id, host_report};
 pub use lifecycle::NodeLifecycle;
 pub use rbac::Rbac;
-pub use real_node::{BOOT_LIMIT, RealNode, RealNodeBackend, RealNodes, job_image};
+pub use real_node::{BOOT_LIMIT, PowerSwitch, RealNode, RealNodeBackend, RealNodes, job_image};
 pub use recorder::{ProgressLog, Recorder, Seen, record, record_changes};
-pub use three_nodes::{ThreeNodes, Workers, deployment_behind_budget, one_driver};
+pub use three_nodes::{
+    Kubelets, NodesBackend, SelfReboot, ThreeNodes, Workers, every_test_is_run_or_listed,
+    one_driver,
+};
 pub use waits::{deployment_available, lease_released, reboot_by_itself, wait_for};
+pub use workload::deployment_behind_budget;

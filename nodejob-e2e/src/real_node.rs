@@ -22,7 +22,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use nodejob_conformance::workloads::MIRROR_ANNOTATION;
-use nodejob_conformance::{Backend, Failure, Object, Workloads, ensure};
+use nodejob_conformance::{Backend, Failure, Object, Workloads};
 use nodejob_host::stratum::StratumState;
 use nodejob_kube::KubeApi;
 use serde_json::json;
@@ -32,8 +32,8 @@ use crate::backend::create_workload;
 use crate::conventions::{NOT_READY_TAINT, SA_NAME, SA_NAMESPACE, SCENARIO_LABEL};
 use crate::host::boot_id;
 use crate::rbac::Rbac;
-use crate::three_nodes::deployment_behind_budget;
 use crate::waits::wait_for;
+use crate::workload::deployment_behind_budget;
 
 /// How long a real node may take to boot and post Ready (about 1 s on 2 idle cores).
 pub const BOOT_LIMIT: Duration = Duration::from_secs(90);
@@ -203,38 +203,23 @@ impl RealNode {
 
     /// Waits until the Node is Ready with a `bootID` other than `old` (any, when `None`).
     pub async fn until_ready(&self, old: Option<String>) -> Result<Node, Failure> {
-        let what = format!(
-            "node {} Ready after boot (log in {})",
-            self.name,
-            self.dir.display()
-        );
-        wait_for(
-            Api::<Node>::all(self.admin.clone()),
-            &self.name,
-            &what,
-            BOOT_LIMIT,
-            move |n: &Node| {
-                nodejob_core::ready(n)
-                    && !boot_id(n).is_empty()
-                    && old.as_deref().is_none_or(|old| boot_id(n) != old)
-            },
-        )
-        .await
+        self.power_switch().until_ready(old).await
     }
 
     /// Reboots the node as a power cut would: its PID 1 is killed (and with it every process
     /// of the node, its containers included), then it boots again with a new boot ID. Returns
     /// once the Node reports the new boot, Ready.
     pub async fn power_cycle(&self) -> Result<Node, Failure> {
-        let nodes = Api::<Node>::all(self.admin.clone());
-        let before = nodes
-            .get(&self.name)
-            .await
-            .map_err(fail("reading a node"))?;
-        let pid = std::fs::read_to_string(self.dir.join("pid1"))
-            .map_err(|e| Failure(format!("node {}: no PID 1: {e}", self.name)))?;
-        signal("-KILL", pid.trim())?;
-        self.until_ready(Some(boot_id(&before).to_string())).await
+        self.power_switch().cycle().await
+    }
+
+    /// The node's power switch, for another task to cut its power with.
+    pub fn power_switch(&self) -> PowerSwitch {
+        PowerSwitch {
+            admin: self.admin.clone(),
+            name: self.name.clone(),
+            dir: self.dir.clone(),
+        }
     }
 
     /// What the node's processes hold in memory (the sum of their resident sets: kubelet,
@@ -290,6 +275,50 @@ impl RealNode {
             )));
         }
         Ok(())
+    }
+}
+
+/// A real node's power, cut by [`PowerSwitch::cycle`]: a handle that outlives no node's
+/// process (the node's PID 1 is read as it is cut), for an actor in a task of its own.
+#[derive(Clone)]
+pub struct PowerSwitch {
+    admin: Client,
+    name: String,
+    dir: PathBuf,
+}
+
+impl PowerSwitch {
+    /// [`RealNode::power_cycle`].
+    pub async fn cycle(&self) -> Result<Node, Failure> {
+        let nodes = Api::<Node>::all(self.admin.clone());
+        let before = nodes
+            .get(&self.name)
+            .await
+            .map_err(fail("reading a node"))?;
+        let pid = std::fs::read_to_string(self.dir.join("pid1"))
+            .map_err(|e| Failure(format!("node {}: no PID 1: {e}", self.name)))?;
+        signal("-KILL", pid.trim())?;
+        self.until_ready(Some(boot_id(&before).to_string())).await
+    }
+
+    async fn until_ready(&self, old: Option<String>) -> Result<Node, Failure> {
+        let what = format!(
+            "node {} Ready after boot (log in {})",
+            self.name,
+            self.dir.display()
+        );
+        wait_for(
+            Api::<Node>::all(self.admin.clone()),
+            &self.name,
+            &what,
+            BOOT_LIMIT,
+            move |n: &Node| {
+                nodejob_core::ready(n)
+                    && !boot_id(n).is_empty()
+                    && old.as_deref().is_none_or(|old| boot_id(n) != old)
+            },
+        )
+        .await
     }
 }
 
@@ -378,6 +407,19 @@ impl RealNodeBackend {
     /// An admin client.
     pub fn admin(&self) -> Client {
         self.admin.clone()
+    }
+
+    /// The scenario's real nodes: its node, then the others.
+    pub fn real_nodes(&self) -> Vec<&RealNode> {
+        std::iter::once(&self.node).chain(&self.others).collect()
+    }
+
+    /// Stops every node ([`RealNode::stop`]).
+    pub fn stop(self) -> Result<(), Failure> {
+        let RealNodeBackend { node, others, .. } = self;
+        std::iter::once(node)
+            .chain(others)
+            .try_for_each(RealNode::stop)
     }
 
     /// A static Pod, as an administrator makes one: its manifest written into the static Pod
@@ -506,12 +548,12 @@ impl Backend for RealNodeBackend {
     }
     /// A power cut: the node's PID 1 killed, a new boot; returns once it is back, Ready.
     async fn reboot_node(&self, node: &str) -> Result<(), Failure> {
-        ensure!(
-            node == self.node.name,
-            "node {node} is not this backend's real node ({})",
-            self.node.name
-        );
-        self.node.power_cycle().await.map(drop)
+        let Some(real) = self.real_nodes().into_iter().find(|n| n.name == node) else {
+            return Err(Failure(format!(
+                "node {node} is not one of this backend's real nodes"
+            )));
+        };
+        real.power_cycle().await.map(drop)
     }
 }
 

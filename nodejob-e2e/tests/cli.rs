@@ -2,9 +2,10 @@
 //! builds (`NODEJOB_E2E_CLI`), given `--kubeconfig` and `--context` of a kubeconfig file that
 //! holds the apiserver's address, its CA and a token of the ServiceAccount of
 //! `deploy/rbac.yaml`, and nothing else. On three nodes of the scenario's own (one
-//! control-plane, two zones, quick `stratum` hosts) running a Deployment behind a budget:
-//! `upgrade` rolls them, `run` answers with its container's exit code, `jobs` and `status` show
-//! what is left, and `upgrade --preview` then skips every node. Run by `e2e/run`.
+//! control-plane, two zones, quick `stratum` hosts; the node agent's or real ones,
+//! [`Kubelets`]) running a Deployment behind a budget: `upgrade` rolls them (its drains
+//! asserted, [`Drains`]), `run` answers with its container's exit code, `jobs` and `status`
+//! show what is left, and `upgrade --preview` then skips every node. Run by `e2e/run`.
 
 use std::path::Path;
 use std::time::Duration;
@@ -14,12 +15,23 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, PostParams};
 use nodejob_conformance::{Failure, ensure};
 use nodejob_e2e::{
-    CONTEXT, KubeconfigFile, Ran, Rbac, SA_NAME, SA_NAMESPACE, ThreeNodes, Workers, admin,
-    annotate_node, cli, deployment_available, nodejob, sa_kubeconfig,
+    CONTEXT, Drains, KubeconfigFile, Kubelets, Ran, Rbac, SA_NAME, SA_NAMESPACE, ThreeNodes,
+    Workers, admin, annotate_node, cli, deployment_available, nodejob, one_driver, sa_kubeconfig,
 };
 use serde_json::{Value, json};
 use upgrade_driver::VersionSource;
 use upgrade_driver::records;
+
+nodejob_e2e::on_kubelets! {
+    source: include_str!("cli.rs");
+    both: upgrade_run_jobs_and_status_through_a_kubeconfig_as_the_service_account;
+    agent_only: ;
+    no_nodes:
+        an_unknown_context_is_bad_usage_naming_it =>
+            "it reads no node: the command refuses the context before it reaches the cluster",
+        run_on_a_node_the_cluster_lacks_is_bad_usage_and_creates_no_job =>
+            "it names a node the cluster lacks: no node, agent or real, is read";
+}
 
 /// The version the nodes are rolled to: not the agent's, nor `tests/upgrade.rs`'s.
 const TARGET: &str = "v1.98.0";
@@ -31,12 +43,26 @@ const SETTLE: Duration = Duration::from_secs(120);
 /// The exit code the scripted `nodejob run` ends with.
 const RUN_EXIT: i32 = 7;
 
-/// Runs `nodejob upgrade --to TARGET --nodes NODES MORE...` in context [`CONTEXT`]: see
-/// [`nodejob`].
-async fn upgrade_to_target(kubeconfig: &Path, nodes: &str, more: &[&str]) -> Result<Ran, Failure> {
+/// Runs `nodejob upgrade --to TARGET --version-from (as the nodes say it) --nodes NODES
+/// MORE...` in context [`CONTEXT`]: see [`nodejob`].
+async fn upgrade_to_target(
+    kubeconfig: &Path,
+    kubelets: Kubelets,
+    nodes: &str,
+    more: &[&str],
+) -> Result<Ran, Failure> {
     // The agent's kubelets go to a release the apiserver is not at: past the version skew
     // policy, as asked (the gate's refusal has its own test, `tests/long_rolls.rs`).
-    let mut args = vec!["upgrade", "--to", TARGET, "--allow-skew", "--nodes", nodes];
+    let from = kubelets.version_from();
+    let mut args = vec![
+        "upgrade",
+        "--to",
+        TARGET,
+        "--allow-skew",
+        "--version-from",
+        from,
+    ];
+    args.extend_from_slice(&["--nodes", nodes]);
     args.extend_from_slice(more);
     nodejob(kubeconfig, CONTEXT, &args).await
 }
@@ -89,11 +115,13 @@ fn left_jobs(rows: &[JobRow], failed_on: &str, succeeded_on: &str) -> Result<(),
     Ok(())
 }
 
-/// Three agent nodes (one control-plane, two workers in two zones) running a Deployment behind
-/// a budget allowing one disruption, driven by the `nodejob` binary as the ServiceAccount of
+/// Three nodes (one control-plane, two workers in two zones) running a Deployment behind a
+/// budget allowing one disruption, driven by the `nodejob` binary as the ServiceAccount of
 /// `deploy/rbac.yaml`, through a kubeconfig and a named context:
 /// - `upgrade --to` rolls all three (exit 0, each `upgraded` in the summary), and the cluster
-///   agrees: each reports the target, Ready and schedulable; the Deployment is whole again;
+///   agrees: each reports the target (where [`Kubelets::version_from`] reads it), Ready and
+///   schedulable; each Pod was evicted once before its node's host Job, the budget never
+///   broken; the Deployment is whole again;
 /// - `run` exits with its container's exit code and prints its log; `--exit-code-only` prints
 ///   nothing;
 /// - `jobs` (text and JSON) shows the failed run's Job on its node with its exit code, no Job
@@ -101,27 +129,30 @@ fn left_jobs(rows: &[JobRow], failed_on: &str, succeeded_on: &str) -> Result<(),
 /// - `status` (text and JSON) shows the three nodes at the target, upgraded, and the Lease free
 ///   after the upgrade;
 /// - `upgrade --preview` (text and JSON) then skips all three and changes nothing.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn upgrade_run_jobs_and_status_through_a_kubeconfig_as_the_service_account()
--> Result<(), Failure> {
+async fn upgrade_run_jobs_and_status_through_a_kubeconfig_as_the_service_account(
+    kubelets: Kubelets,
+) -> Result<(), Failure> {
     cli()?;
-    let trio = ThreeNodes::new(Workers::InTwoZones).await?;
+    // The default Lease of the namespace, which the other backend's run takes too.
+    let _one = one_driver().await;
+    let trio = ThreeNodes::of(kubelets, Workers::InTwoZones).await?;
     trio.deployment_behind_budget(APP, REPLICAS, SETTLE).await?;
-    let ThreeNodes {
-        admin,
-        names,
-        namespace,
-        ..
-    } = trio;
+    let (admin, names, namespace) = (&trio.admin, &trio.names, &trio.namespace);
+    let source = match kubelets {
+        Kubelets::Agent => VersionSource::KubeletVersion,
+        Kubelets::Real => VersionSource::OsImage,
+    };
     let [control, zone_a, zone_b] = [&names[0], &names[1], &names[2]];
 
-    let kubeconfig = sa_kubeconfig(&admin, SA_NAME).await?;
+    let kubeconfig = sa_kubeconfig(admin, SA_NAME).await?;
     let kc = kubeconfig.path.as_path();
     let nodes = names.join(",");
 
     // The roll: bounds well above what the quick hosts take, so a stuck step fails in minutes.
+    let drains = Drains::watch(admin, namespace, APP).await?;
     let upgrade = upgrade_to_target(
         kc,
+        kubelets,
         &nodes,
         &[
             "--drain-timeout",
@@ -134,8 +165,14 @@ async fn upgrade_run_jobs_and_status_through_a_kubeconfig_as_the_service_account
     )
     .await?;
     upgrade.exited(0)?;
+    let drained = drains.check(
+        names,
+        REPLICAS - 1,
+        &format!("system:serviceaccount:{SA_NAMESPACE}:{SA_NAME}"),
+    )?;
+    eprintln!("cli ({kubelets:?}): drained {drained:?}");
     let summary = upgrade.table("NODE")?;
-    for name in &names {
+    for name in names {
         let row = summary.iter().find(|r| r.first() == Some(&name.as_str()));
         ensure!(
             row.is_some_and(|r| r.get(1) != Some(&TARGET)
@@ -160,14 +197,18 @@ async fn upgrade_run_jobs_and_status_through_a_kubeconfig_as_the_service_account
         evicted >= REPLICAS as usize,
         "every replica must have been evicted once at least: {totals:?}"
     );
-    // What the cluster says, as an administrator.
+    // What the cluster says, as an administrator; and each node's kubelet's version, which
+    // `status` shows.
     let node_api = Api::<Node>::all(admin.clone());
-    for name in &names {
+    let mut kubelet_versions = Vec::new();
+    for name in names {
         let node = node_api
             .get(name)
             .await
             .map_err(|e| Failure(format!("reading node {name}: {e}")))?;
-        let version = upgrade_driver::version::version(&node, &VersionSource::KubeletVersion);
+        let kubelet = upgrade_driver::version::version(&node, &VersionSource::KubeletVersion);
+        kubelet_versions.push(kubelet.unwrap_or_default().to_string());
+        let version = upgrade_driver::version::version(&node, &source);
         ensure!(
             version == Some(TARGET),
             "node {name} reports {version:?}, not {TARGET}"
@@ -178,10 +219,10 @@ async fn upgrade_run_jobs_and_status_through_a_kubeconfig_as_the_service_account
             "node {name} is left cordoned"
         );
     }
-    deployment_available(&admin, &namespace, APP, REPLICAS, SETTLE, "after the roll").await?;
+    deployment_available(admin, namespace, APP, REPLICAS, SETTLE, "after the roll").await?;
 
     // `run`: the node agent plays the argv's `nodejob-test:` directives: this log line, this
-    // exit code (what the shell command beside them would do on a real host).
+    // exit code; a real node runs the shell command beside them, which does the same.
     let said = format!("hello from {control}");
     let log = format!("nodejob-test:log={said}");
     let code = format!("nodejob-test:exit={RUN_EXIT}");
@@ -220,7 +261,10 @@ async fn upgrade_run_jobs_and_status_through_a_kubeconfig_as_the_service_account
             zone_a,
             "--exit-code-only",
             "--",
-            "/bin/true",
+            // The Job image's shell (a real node's stand-in image has no `true`).
+            "/bin/sh",
+            "-c",
+            "exit 0",
             "nodejob-test:exit=0",
             "nodejob-test:log=not shown",
         ],
@@ -269,24 +313,25 @@ async fn upgrade_run_jobs_and_status_through_a_kubeconfig_as_the_service_account
         "jobs --output json: the failed run's Job {failed:?}"
     );
 
-    // `status`: the three nodes at the target, upgraded by us, and the Lease released.
+    // `status`: the three nodes upgraded by us to the target, each at its kubelet's version
+    // (the agent's moved to the target, a real one's did not), and the Lease released.
     let status = nodejob(kc, CONTEXT, &["status"]).await?;
     status.exited(0)?;
     let lease = status.stdout.lines().next().unwrap_or_default();
     let free = format!("lease {SA_NAMESPACE}/nodejob: free (last: upgrade {TARGET},");
     ensure!(lease.starts_with(&free), "status: lease line {lease:?}");
     let rows = status.table("NODE")?;
-    for name in &names {
+    for (name, kubelet) in names.iter().zip(&kubelet_versions) {
         let row = rows.iter().find(|r| r.first() == Some(&name.as_str()));
         // NODE VERSION READY CORDONED CA UPGRADE...
         let ok = row.is_some_and(|r| {
-            r.get(1..4) == Some(&[TARGET, "yes", "no"][..])
+            r.get(1..4) == Some(&[kubelet.as_str(), "yes", "no"][..])
                 && r.get(5..8) == Some(&["upgraded", "to", TARGET][..])
         });
         ensure!(
             ok,
-            "status: node {name} must be at {TARGET}, Ready, uncordoned and upgraded: \
-             {row:?}\n{}",
+            "status: node {name} must be at {kubelet}, Ready, uncordoned and upgraded to \
+             {TARGET}: {row:?}\n{}",
             status.stdout
         );
     }
@@ -301,11 +346,11 @@ async fn upgrade_run_jobs_and_status_through_a_kubeconfig_as_the_service_account
             && lease["target"] == json!(TARGET),
         "status -o json: lease {lease}"
     );
-    for name in &names {
+    for (name, kubelet) in names.iter().zip(&kubelet_versions) {
         let node =
             (lines[0]["nodes"].as_array().into_iter().flatten()).find(|n| n["node"] == json!(name));
         let ok = node.is_some_and(|n| {
-            n["version"] == json!(TARGET)
+            n["version"] == json!(kubelet)
                 && n["ready"] == json!(true)
                 && n["cordoned"] == json!(false)
                 && n["in_progress"].is_null()
@@ -316,7 +361,7 @@ async fn upgrade_run_jobs_and_status_through_a_kubeconfig_as_the_service_account
     }
 
     // `upgrade --preview` to the same target: every node skipped, nothing to do.
-    let preview = upgrade_to_target(kc, &nodes, &["--preview"]).await?;
+    let preview = upgrade_to_target(kc, kubelets, &nodes, &["--preview"]).await?;
     preview.exited(0)?;
     let lines: Vec<&str> = preview.stdout.lines().collect();
     ensure!(
@@ -324,7 +369,7 @@ async fn upgrade_run_jobs_and_status_through_a_kubeconfig_as_the_service_account
         "preview: {:?}",
         preview.stdout
     );
-    for name in &names {
+    for name in names {
         let skip = format!("skip {name}: ");
         ensure!(
             lines.iter().any(|l| l.starts_with(&skip)),
@@ -332,7 +377,8 @@ async fn upgrade_run_jobs_and_status_through_a_kubeconfig_as_the_service_account
             preview.stdout
         );
     }
-    let preview_json = upgrade_to_target(kc, &nodes, &["--preview", "-o", "json"]).await?;
+    let preview_json =
+        upgrade_to_target(kc, kubelets, &nodes, &["--preview", "-o", "json"]).await?;
     let lines = preview_json.exited(0)?.json_lines()?;
     let p = lines.first().cloned().unwrap_or_default();
     let mut skipped: Vec<&str> = (p["skipped"].as_array().into_iter().flatten())
@@ -349,10 +395,10 @@ async fn upgrade_run_jobs_and_status_through_a_kubeconfig_as_the_service_account
             && p["lease"].is_null(),
         "upgrade --preview -o json: {p}"
     );
-    no_run_on_a_busy_node(kc, &admin, zone_b).await?;
-    a_kept_job_outlives_a_drain(kc, control).await?;
-    a_refused_drain_leaves_the_node_untouched(kc, &admin, &namespace, zone_a).await?;
-    Ok(())
+    no_run_on_a_busy_node(kc, admin, zone_b).await?;
+    a_kept_job_outlives_a_drain(kc, kubelets, admin, namespace, control).await?;
+    a_refused_drain_leaves_the_node_untouched(kc, kubelets, admin, namespace, zone_a).await?;
+    trio.remove().await
 }
 
 /// The version the second rolls of the scenario go to.
@@ -365,7 +411,7 @@ async fn no_run_on_a_busy_node(kc: &Path, admin: &kube::Client, node: &str) -> R
     let record =
         json!({"target": TARGET2, "bootID": "e2e", "epoch": 0, "cordoned": false}).to_string();
     annotate_node(admin, node, records::IN_PROGRESS, Some(&record)).await?;
-    let argv = ["--", "/bin/true", "nodejob-test:exit=0"];
+    let argv = ["--", "/bin/sh", "-c", "exit 0", "nodejob-test:exit=0"];
     let refused = nodejob(kc, CONTEXT, &[&["run", "--node", node][..], &argv].concat()).await?;
     refused.exited(3)?;
     let said = format!("--node {node}: a roll is under way on it: an upgrade to {TARGET2} is in");
@@ -390,9 +436,26 @@ async fn no_run_on_a_busy_node(kc: &Path, admin: &kube::Client, node: &str) -> R
 
 /// Issue 33, item 14: the Job a failed `run` kept on `node` outlives a roll's drain of it:
 /// the preview says the drain leaves its Pod, and after the roll `jobs` still shows it Failed
-/// with its exit code (read from that Pod).
-async fn a_kept_job_outlives_a_drain(kc: &Path, node: &str) -> Result<(), Failure> {
-    let roll = ["upgrade", "--to", TARGET2, "--allow-skew", "--nodes", node];
+/// with its exit code (read from that Pod). The drain evicted the Deployment's Pods there
+/// ([`Drains`]).
+async fn a_kept_job_outlives_a_drain(
+    kc: &Path,
+    kubelets: Kubelets,
+    admin: &kube::Client,
+    namespace: &str,
+    node: &str,
+) -> Result<(), Failure> {
+    let from = kubelets.version_from();
+    let roll = [
+        "upgrade",
+        "--to",
+        TARGET2,
+        "--allow-skew",
+        "--version-from",
+        from,
+        "--nodes",
+        node,
+    ];
     let preview = nodejob(kc, CONTEXT, &[&roll[..], &["--preview"]].concat()).await?;
     preview.exited(0)?;
     let leave = format!("  leave {SA_NAMESPACE}/{}-", run_job(node));
@@ -405,9 +468,13 @@ async fn a_kept_job_outlives_a_drain(kc: &Path, node: &str) -> Result<(), Failur
         preview.stdout
     );
     let bounds = ["--reboot-timeout", "60s", "--deadline", "2m"];
+    let drains = Drains::watch(admin, namespace, APP).await?;
     nodejob(kc, CONTEXT, &[&roll[..], &bounds].concat())
         .await?
         .exited(0)?;
+    let sa = format!("system:serviceaccount:{SA_NAMESPACE}:{SA_NAME}");
+    let drained = drains.check(&[node.to_string()], REPLICAS - 1, &sa)?;
+    eprintln!("cli ({kubelets:?}): the second roll drained {drained:?}");
     let jobs = nodejob(kc, CONTEXT, &["jobs", "--output", "json"]).await?;
     let kept =
         (jobs.exited(0)?.json_items()?.into_iter()).find(|r| r["name"] == json!(run_job(node)));
@@ -424,6 +491,7 @@ async fn a_kept_job_outlives_a_drain(kc: &Path, node: &str) -> Result<(), Failur
 /// `--force`.
 async fn a_refused_drain_leaves_the_node_untouched(
     kc: &Path,
+    kubelets: Kubelets,
     admin: &kube::Client,
     namespace: &str,
     node: &str,
@@ -432,7 +500,17 @@ async fn a_refused_drain_leaves_the_node_untouched(
     let bare = nodejob_conformance::workloads::bare_pod(namespace, "scratch", node, 1);
     (pods.create(&PostParams::default(), &bare).await)
         .map_err(|e| Failure(format!("creating the bare pod on {node}: {e}")))?;
-    let roll = ["upgrade", "--to", TARGET2, "--allow-skew", "--nodes", node];
+    let from = kubelets.version_from();
+    let roll = [
+        "upgrade",
+        "--to",
+        TARGET2,
+        "--allow-skew",
+        "--version-from",
+        from,
+        "--nodes",
+        node,
+    ];
     let preview = nodejob(kc, CONTEXT, &[&roll[..], &["--preview"]].concat()).await?;
     preview.exited(1)?;
     ensure!(
@@ -480,7 +558,6 @@ async fn as_the_service_account() -> Result<(kube::Client, KubeconfigFile), Fail
 }
 
 /// A context the kubeconfig does not have: exit 2 (bad usage), naming the context.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_context_is_bad_usage_naming_it() -> Result<(), Failure> {
     let (_, kubeconfig) = as_the_service_account().await?;
     let missing = "nodejob-e2e-no-such-context";
@@ -498,7 +575,6 @@ async fn an_unknown_context_is_bad_usage_naming_it() -> Result<(), Failure> {
 
 /// `run --node` a node the cluster does not have: refused (exit 2) naming it, after reading
 /// the node and before any Job is created (a Job pinned to it was left Failed).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_on_a_node_the_cluster_lacks_is_bad_usage_and_creates_no_job() -> Result<(), Failure> {
     let (admin, kubeconfig) = as_the_service_account().await?;
     let node = "nodejob-e2e-no-such-node";

@@ -1,17 +1,18 @@
 //! The upgrade under hostile actors on a real control plane: the promises that
 //! `upgrade-driver/tests/hostile.rs` proves on the fake (items 1, 2 and 5 of the hostile-actors
 //! issue), with [`upgrade_driver::run`] acting as the ServiceAccount of `deploy/rbac.yaml` on
-//! nodes of the scenario's own, whose kubelet and host `nodejob-node-agent` plays. Run by
-//! `e2e/run`.
+//! nodes of the scenario's own, whose kubelet and host `nodejob-node-agent` plays, or real ones
+//! ([`Kubelets`]; those a real node cannot stage are in `NOT_ON_REAL_NODES`, with why). Each
+//! drain is asserted by the apiserver's audit log ([`Drains`]). Run by `e2e/run`.
 //!
 //! The other actors act through the real API as an administrator, a client of their own: a
 //! person cordons and uncordons a Node, a Node is deleted, the scheduler and the ReplicaSet
 //! controller place replacements, the pod garbage collector fails the Pods of a deleted Node,
-//! and a host reboots by itself (the agent's `nodejob.test/reboot` annotation). They are
-//! staged at the right moment by [`Interposed`] (an action run before the driver's n-th call of
-//! a verb) or by what the driver reports, and the driver crashes where [`Crashing`] stops it.
-//! What ran on a host is what the agent's `stratum` model reports
-//! ([`host_report`](nodejob_e2e::host_report)), not what the driver says.
+//! and a host reboots by itself (the agent's `nodejob.test/reboot` annotation, a real node's
+//! power cut: [`SelfReboot`](nodejob_e2e::SelfReboot)). They are staged at the right moment by
+//! [`Interposed`] (an action run before the driver's n-th call of a verb) or by what the driver
+//! reports, and the driver crashes where [`Crashing`] stops it. What ran on a host is what its
+//! `stratum` model reports ([`ThreeNodes::host`]), not what the driver says.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -24,12 +25,12 @@ use kube::api::{Api, DeleteParams, ListParams};
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::wait::await_condition;
 use kube::runtime::watcher;
-use nodejob_conformance::workloads::{APP_LABEL, deployment};
+use nodejob_conformance::workloads::{APP_LABEL, budget, deployment};
 use nodejob_conformance::{Backend, Crashing, Failure, Interposed, Object, Workloads, ensure};
 use nodejob_core::{Clock, Verb};
 use nodejob_e2e::{
-    SA_NAMESPACE, STRATUM_TIMING_ANNOTATION, ThreeNodes, Workers, annotate_node, boot_id,
-    deployment_available, host_report, reboot_by_itself, set_unschedulable, unique, wait_for,
+    Drains, Kubelets, SA_NAME, SA_NAMESPACE, SelfReboot, ThreeNodes, Workers, boot_id,
+    deployment_available, set_unschedulable, unique, wait_for,
 };
 use nodejob_kube::KubeApi;
 use tokio::sync::watch;
@@ -38,6 +39,23 @@ use upgrade_driver::{Failure as StepFailure, UpgradeStep};
 use upgrade_driver::{
     NodeResult, Outcome, Plan, PlanSpec, Progress, ProgressSink, Report, VersionSource,
 };
+
+nodejob_e2e::on_kubelets! {
+    source: include_str!("hostile.rs");
+    both:
+        an_uncordon_during_the_drain_lands_no_pod_and_is_cordoned_again_before_the_host_job,
+        an_uncordon_right_before_the_host_job_lands_no_pod_before_the_node_is_back,
+        a_node_rebooting_by_itself_during_the_drain_is_upgraded_without_a_false_failure,
+        a_node_rebooting_during_the_drain_then_a_crash_before_the_host_job_is_upgraded_by_the_rerun,
+        a_node_deleted_while_its_host_job_runs_ends_its_step_when_the_pod_gc_fails_the_pod;
+    agent_only:
+        a_node_deleted_while_it_reboots_ends_its_step_within_seconds =>
+            "its host stays down for minutes after its upgrade, and the actor deletes the Node \
+             once it is NotReady: a real node's reboot takes what it takes (seconds), and no \
+             node lifecycle controller runs for the suite to turn it NotReady while it is down \
+             (e2e/README.md)";
+    no_nodes: ;
+}
 
 /// The version the nodes are upgraded to: not the agent's (the apiserver's).
 const TARGET: &str = "v1.99.0";
@@ -324,7 +342,8 @@ fn check_at_host_job(
 /// The fake's `one_place` on the real cluster: three nodes of the scenario's own, of which only
 /// `target` (a worker) is schedulable (someone else cordoned the others), and one replica of
 /// Deployment [`APP`] on it with nowhere else to go, so a replacement lands on `target`
-/// whenever it is schedulable.
+/// whenever it is schedulable; a budget over it with `minAvailable` 0 (the drain may take it),
+/// which [`Drains`] reads.
 struct OnePlace {
     trio: ThreeNodes,
     target: String,
@@ -332,8 +351,8 @@ struct OnePlace {
     replica: String,
 }
 
-async fn one_place() -> Result<OnePlace, Failure> {
-    let trio = ThreeNodes::new(Workers::Unzoned).await?;
+async fn one_place(kubelets: Kubelets) -> Result<OnePlace, Failure> {
+    let trio = ThreeNodes::of(kubelets, Workers::Unzoned).await?;
     let target = trio.names[1].clone();
     for other in [&trio.names[0], &trio.names[2]] {
         set_unschedulable(&trio.admin, other, true).await?;
@@ -342,6 +361,8 @@ async fn one_place() -> Result<OnePlace, Failure> {
     trio.backend
         .create(Object::Deployment(Box::new(web)))
         .await?;
+    let pdb = budget(&trio.namespace, APP, APP, 0);
+    trio.backend.create(Object::Budget(Box::new(pdb))).await?;
     deployment_available(
         &trio.admin,
         &trio.namespace,
@@ -364,9 +385,32 @@ async fn one_place() -> Result<OnePlace, Failure> {
     })
 }
 
-/// A plan for node `node` alone, its bounds well above what the quick hosts take.
-fn plan_for(node: &str, tweak: impl FnOnce(&mut PlanSpec)) -> Result<Plan, Failure> {
+/// Where a roll on `trio` reads the version: the agent's kubelet moves, a real node's
+/// `osImage` does.
+fn source(trio: &ThreeNodes) -> VersionSource {
+    match trio.kubelets() {
+        Kubelets::Agent => VersionSource::KubeletVersion,
+        Kubelets::Real => VersionSource::OsImage,
+    }
+}
+
+/// Checks `drains` of the roll of `node` alone ([`Drains::check`]): the budget of
+/// [`one_place`] keeps none.
+fn drained(drains: Drains, node: &str) -> Result<(), Failure> {
+    let sa = format!("system:serviceaccount:{SA_NAMESPACE}:{SA_NAME}");
+    let drained = drains.check(&[node.to_string()], 0, &sa)?;
+    eprintln!("hostile: drained {drained:?}");
+    Ok(())
+}
+
+/// A plan for node `node` of `trio` alone, its bounds well above what the quick hosts take.
+fn plan_for(
+    trio: &ThreeNodes,
+    node: &str,
+    tweak: impl FnOnce(&mut PlanSpec),
+) -> Result<Plan, Failure> {
     let mut spec = PlanSpec::new(TARGET);
+    spec.version_source = source(trio);
     spec.nodes = vec![node.to_string()];
     spec.namespace = SA_NAMESPACE.into();
     spec.lease_name = unique("hostile-e2e");
@@ -407,16 +451,16 @@ async fn read_node(admin: &Client, node: &str) -> Result<Node, Failure> {
         .map_err(fail(format!("reading node {node}")))
 }
 
-/// How many times `stratum upgrade` ran on `node`'s host, as the agent's host model counts.
-async fn upgrades(admin: &Client, node: &str) -> Result<u32, Failure> {
-    Ok(host_report(admin, node).await?.executions("upgrade"))
+/// How many times `stratum upgrade` ran on `node`'s host, as its host model counts.
+async fn upgrades(trio: &ThreeNodes, node: &str) -> Result<u32, Failure> {
+    Ok(trio.host(node).await?.executions("upgrade"))
 }
 
 /// After a roll that upgraded `node`: it reports [`TARGET`], is schedulable, Ready, and holds no
 /// in-flight record; its host ran exactly one upgrade.
-async fn upgraded_once(admin: &Client, node: &str) -> Result<Node, Failure> {
-    let read = read_node(admin, node).await?;
-    let version = upgrade_driver::version::version(&read, &VersionSource::KubeletVersion);
+async fn upgraded_once(trio: &ThreeNodes, node: &str) -> Result<Node, Failure> {
+    let read = read_node(&trio.admin, node).await?;
+    let version = upgrade_driver::version::version(&read, &source(trio));
     ensure!(version == Some(TARGET), "node {node} reports {version:?}");
     ensure!(nodejob_core::ready(&read), "node {node} is not Ready");
     ensure!(
@@ -425,7 +469,7 @@ async fn upgraded_once(admin: &Client, node: &str) -> Result<Node, Failure> {
     );
     let record = records::read::<InProgress>(&read, IN_PROGRESS).map_err(Failure)?;
     ensure!(record.is_none(), "node {node} keeps {record:?}");
-    let host = host_report(admin, node).await?;
+    let host = trio.host(node).await?;
     ensure!(
         host.executions("upgrade") == 1,
         "node {node}'s host ran the upgrade {} times: {host:?}",
@@ -573,7 +617,7 @@ async fn fenced_through_the_uncordon(
         "the drain evicts {} alone, its replacement never there: {evicted:?}",
         place.replica
     );
-    let node = upgraded_once(&place.trio.admin, target).await?;
+    let node = upgraded_once(&place.trio, target).await?;
     ensure!(
         !nodejob_core::tainted_no_schedule(&node, records::FENCE_TAINT),
         "node {target} keeps our taint: {:?}",
@@ -586,12 +630,13 @@ async fn fenced_through_the_uncordon(
 /// A person uncordons the node right before the drain's first eviction: the evicted replica's
 /// replacement does not land on it (our taint, put on with the cordon, keeps it off), the
 /// driver sees the uncordon and cordons it again before its host Job.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_uncordon_during_the_drain_lands_no_pod_and_is_cordoned_again_before_the_host_job()
--> Result<(), Failure> {
-    let place = one_place().await?;
+async fn an_uncordon_during_the_drain_lands_no_pod_and_is_cordoned_again_before_the_host_job(
+    kubelets: Kubelets,
+) -> Result<(), Failure> {
+    let place = one_place(kubelets).await?;
     let (admin, target) = (place.trio.admin.clone(), place.target.clone());
-    let plan = plan_for(&target, |_| {})?;
+    let plan = plan_for(&place.trio, &target, |_| {})?;
+    let drains = Drains::watch(&admin, &place.trio.namespace, APP).await?;
     alone(&place.trio, plan.job_name(&target), async {
         let kube = place.trio.backend.api();
         let api = Interposed::new(kube.clone());
@@ -627,7 +672,8 @@ async fn an_uncordon_during_the_drain_lands_no_pod_and_is_cordoned_again_before_
             notes.iter().any(|n| n.contains("uncordoned")),
             "no note of the uncordon: {notes:?}"
         );
-        fenced_through_the_uncordon(&place, &report, &at_host_job, &landed).await
+        fenced_through_the_uncordon(&place, &report, &at_host_job, &landed).await?;
+        drained(drains, &target)
     })
     .await
 }
@@ -635,12 +681,13 @@ async fn an_uncordon_during_the_drain_lands_no_pod_and_is_cordoned_again_before_
 /// Issue 30, item 1: a person uncordons the node right after the driver's last write before
 /// its host Job, too late for any read of the driver's to see (right before the create): no
 /// workload Pod lands on the node before it is back, its host Job run and its reboot over.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_uncordon_right_before_the_host_job_lands_no_pod_before_the_node_is_back()
--> Result<(), Failure> {
-    let place = one_place().await?;
+async fn an_uncordon_right_before_the_host_job_lands_no_pod_before_the_node_is_back(
+    kubelets: Kubelets,
+) -> Result<(), Failure> {
+    let place = one_place(kubelets).await?;
     let (admin, target) = (place.trio.admin.clone(), place.target.clone());
-    let plan = plan_for(&target, |_| {})?;
+    let plan = plan_for(&place.trio, &target, |_| {})?;
+    let drains = Drains::watch(&admin, &place.trio.namespace, APP).await?;
     alone(&place.trio, plan.job_name(&target), async {
         let kube = place.trio.backend.api();
         let api = Interposed::new(kube.clone());
@@ -677,6 +724,7 @@ async fn an_uncordon_right_before_the_host_job_lands_no_pod_before_the_node_is_b
             "the host job was created on a schedulable node"
         );
         fenced_through_the_uncordon(&place, &report, &at_host_job, &landed).await?;
+        drained(drains, &target)?;
         // Back and untainted, the Pending replacement lands on it.
         replacement_landed(
             admin.clone(),
@@ -692,15 +740,9 @@ async fn an_uncordon_right_before_the_host_job_lands_no_pod_before_the_node_is_b
 
 // --- 2. a node reboots by itself during the drain ----------------------------------------------
 
-/// Reboots `node` by itself right before the driver's first eviction, and waits until it is
-/// back (a new boot, Ready); answers the new `bootID`.
-fn reboot_during_the_drain(
-    api: &Interposed<KubeApi>,
-    actors: &Arc<Actors>,
-    admin: &Client,
-    node: &str,
-) {
-    let (admin, node) = (admin.clone(), node.to_string());
+/// Reboots a node by itself (`reboot`) right before the driver's first eviction, and waits
+/// until it is back (a new boot, Ready); answers the new `bootID`.
+fn reboot_during_the_drain(api: &Interposed<KubeApi>, actors: &Arc<Actors>, reboot: SelfReboot) {
     stage(
         api,
         Verb::EvictPod,
@@ -708,7 +750,7 @@ fn reboot_during_the_drain(
         actors,
         "reboot",
         move || async move {
-            let back = reboot_by_itself(&admin, &node, ACTOR).await?;
+            let back = reboot.reboot(ACTOR).await?;
             Ok(boot_id(&back).to_string())
         },
     );
@@ -716,17 +758,18 @@ fn reboot_during_the_drain(
 
 /// The node reboots by itself while it is drained: the driver neither takes the new boot for
 /// its upgrade nor fails the node for an upgrade that "did not take"; it upgrades it, once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_node_rebooting_by_itself_during_the_drain_is_upgraded_without_a_false_failure()
--> Result<(), Failure> {
-    let place = one_place().await?;
+async fn a_node_rebooting_by_itself_during_the_drain_is_upgraded_without_a_false_failure(
+    kubelets: Kubelets,
+) -> Result<(), Failure> {
+    let place = one_place(kubelets).await?;
     let (admin, target) = (place.trio.admin.clone(), place.target.clone());
-    let plan = plan_for(&target, |_| {})?;
+    let plan = plan_for(&place.trio, &target, |_| {})?;
+    let drains = Drains::watch(&admin, &place.trio.namespace, APP).await?;
     alone(&place.trio, plan.job_name(&target), async {
         let kube = place.trio.backend.api();
         let api = Interposed::new(kube.clone());
         let actors = Arc::new(Actors::default());
-        reboot_during_the_drain(&api, &actors, &admin, &target);
+        reboot_during_the_drain(&api, &actors, place.trio.self_reboot(&target)?);
         let timeline = Timeline::new(kube, "hostile reboot-during-drain");
 
         let report = run(&api, &plan, &timeline).await?;
@@ -737,13 +780,13 @@ async fn a_node_rebooting_by_itself_during_the_drain_is_upgraded_without_a_false
             node_result(&report, &target)? == NodeResult::Upgraded,
             "{report:#?}"
         );
-        let node = upgraded_once(&admin, &target).await?;
+        let node = upgraded_once(&place.trio, &target).await?;
         let rebooted = actors.did("reboot").unwrap_or_default();
         ensure!(
             boot_id(&node) != rebooted,
             "node {target} did not reboot after its upgrade: still boot {rebooted}"
         );
-        Ok(())
+        drained(drains, &target)
     })
     .await
 }
@@ -751,17 +794,18 @@ async fn a_node_rebooting_by_itself_during_the_drain_is_upgraded_without_a_false
 /// The node reboots by itself while drained, and the driver crashes right before it creates
 /// its host Job (after its Launch record): the rerun upgrades the node, exactly once, with no
 /// false failure; a second rerun finds nothing to do.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_node_rebooting_during_the_drain_then_a_crash_before_the_host_job_is_upgraded_by_the_rerun()
--> Result<(), Failure> {
-    let place = one_place().await?;
+async fn a_node_rebooting_during_the_drain_then_a_crash_before_the_host_job_is_upgraded_by_the_rerun(
+    kubelets: Kubelets,
+) -> Result<(), Failure> {
+    let place = one_place(kubelets).await?;
     let (admin, target) = (place.trio.admin.clone(), place.target.clone());
-    let plan = plan_for(&target, |_| {})?;
+    let plan = plan_for(&place.trio, &target, |_| {})?;
+    let drains = Drains::watch(&admin, &place.trio.namespace, APP).await?;
     alone(&place.trio, plan.job_name(&target), async {
         let kube = place.trio.backend.api();
         let api = Arc::new(Interposed::new(kube.clone()));
         let actors = Arc::new(Actors::default());
-        reboot_during_the_drain(&api, &actors, &admin, &target);
+        reboot_during_the_drain(&api, &actors, place.trio.self_reboot(&target)?);
 
         let first = Crashing::new(api.clone(), ()).crashing_at_verb(Verb::CreateJob, 0, false);
         let timeline = Timeline::new(kube.clone(), "hostile crashed run");
@@ -784,7 +828,7 @@ async fn a_node_rebooting_during_the_drain_then_a_crash_before_the_host_job_is_u
         let job = plan.job_name(&target);
         let left = (jobs.get_opt(&job).await).map_err(fail(format!("reading job {job}")))?;
         ensure!(left.is_none(), "the crashed run created {job}");
-        let ran = upgrades(&admin, &target).await?;
+        let ran = upgrades(&place.trio, &target).await?;
         ensure!(ran == 0, "{ran} upgrades ran before the crash");
         let node = read_node(&admin, &target).await?;
         let record = records::read::<InProgress>(&node, IN_PROGRESS).map_err(Failure)?;
@@ -810,19 +854,14 @@ async fn a_node_rebooting_during_the_drain_then_a_crash_before_the_host_job_is_u
                     "rerun {rerun}: {report:#?}"
                 );
             }
-            upgraded_once(&admin, &target).await?;
+            upgraded_once(&place.trio, &target).await?;
         }
-        Ok(())
+        drained(drains, &target)
     })
     .await
 }
 
 // --- 5. a node deleted from the cluster ------------------------------------------------------------
-
-/// `node`'s host made to take `timing` (a [`STRATUM_TIMING_ANNOTATION`]).
-async fn slow_host(admin: &Client, node: &str, timing: &str) -> Result<(), Failure> {
-    annotate_node(admin, node, STRATUM_TIMING_ANNOTATION, Some(timing)).await
-}
 
 /// Deletes Node `node` as an administrator; answers the backend's time of the deletion.
 async fn delete_node(admin: &Client, api: &KubeApi, node: &str) -> Result<Duration, Failure> {
@@ -862,18 +901,17 @@ async fn acted<T>(
 /// The node is deleted while it reboots after its upgrade (its host down for minutes): the
 /// reboot wait sees the deletion and ends the node's step within seconds, a failure at Reboot
 /// that says the node was deleted, not the reboot timeout.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_node_deleted_while_it_reboots_ends_its_step_within_seconds() -> Result<(), Failure> {
-    let trio = ThreeNodes::new(Workers::Unzoned).await?;
+async fn a_node_deleted_while_it_reboots_ends_its_step_within_seconds(
+    kubelets: Kubelets,
+) -> Result<(), Failure> {
+    let trio = ThreeNodes::of(kubelets, Workers::Unzoned).await?;
     let (admin, target) = (trio.admin.clone(), trio.names[1].clone());
     // Down 1s after the upgrade exits, for 4 minutes.
-    slow_host(
-        &admin,
-        &target,
-        "upgrade=2s,reboot-delay=1s,reboot=240s,op=200ms",
-    )
-    .await?;
-    let plan = plan_for(&target, |s| s.reboot_timeout = Duration::from_secs(300))?;
+    let timing = "upgrade=2s,reboot-delay=1s,reboot=240s,op=200ms";
+    trio.host_timing(&target, timing).await?;
+    let plan = plan_for(&trio, &target, |s| {
+        s.reboot_timeout = Duration::from_secs(300)
+    })?;
     alone(&trio, plan.job_name(&target), async {
         let kube = trio.backend.api();
         let timeline = Timeline::new(kube.clone(), "hostile deleted-while-rebooting");
@@ -930,13 +968,13 @@ async fn a_node_deleted_while_it_reboots_ends_its_step_within_seconds() -> Resul
 /// as long): the runner's Job wait ends once the real pod garbage collector fails the Job's Pod
 /// (its 40 s quarantine, checked every 20 s: 40 to 80 s after the deletion), within seconds of
 /// that, a failure at Upgrade, not the Job's deadline.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_node_deleted_while_its_host_job_runs_ends_its_step_when_the_pod_gc_fails_the_pod()
--> Result<(), Failure> {
-    let trio = ThreeNodes::new(Workers::Unzoned).await?;
+async fn a_node_deleted_while_its_host_job_runs_ends_its_step_when_the_pod_gc_fails_the_pod(
+    kubelets: Kubelets,
+) -> Result<(), Failure> {
+    let trio = ThreeNodes::of(kubelets, Workers::Unzoned).await?;
     let (admin, target) = (trio.admin.clone(), trio.names[1].clone());
-    slow_host(&admin, &target, "upgrade=600s,op=200ms").await?;
-    let plan = plan_for(&target, |s| s.deadline = Duration::from_secs(600))?;
+    trio.host_timing(&target, "upgrade=600s,op=200ms").await?;
+    let plan = plan_for(&trio, &target, |s| s.deadline = Duration::from_secs(600))?;
     alone(&trio, plan.job_name(&target), async {
         let kube = trio.backend.api();
         let timeline = Timeline::new(kube.clone(), "hostile deleted-while-upgrading");

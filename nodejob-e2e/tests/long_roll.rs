@@ -1,10 +1,11 @@
-//! Long rolls that run by themselves, on a real control plane: three agent nodes of the
-//! scenario's own (one control-plane, two workers in two zones, quick `stratum` hosts) rolled
-//! by [`upgrade_driver::run`] acting as the ServiceAccount of `deploy/rbac.yaml`, with the
-//! options of the long-rolls issue: a budget that never releases under `on_undrainable: skip`
-//! (the roll finishes the other nodes and reports the blocked one), and a rollback after an
-//! injected failure (`on_failure: rollback`, the node agent playing the host's rollback).
-//! Run by `e2e/run`.
+//! Long rolls that run by themselves, on a real control plane: three nodes of the scenario's
+//! own (one control-plane, two workers in two zones, quick `stratum` hosts; the node agent's
+//! or real ones, [`Kubelets`]) rolled by [`upgrade_driver::run`] acting as the ServiceAccount
+//! of `deploy/rbac.yaml`, with the options of the long-rolls issue: a budget that never
+//! releases under `on_undrainable: skip` (the roll finishes the other nodes and reports the
+//! blocked one), and a rollback after an injected failure (`on_failure: rollback`, the host's
+//! `stratum` model playing the rollback, on the agent's host or the real node's), its drain
+//! asserted ([`Drains`]). Run by `e2e/run`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,9 +17,18 @@ use kube::api::Api;
 use nodejob_conformance::workloads::{budget, deployment};
 use nodejob_conformance::{Backend, Failure, Object, Workloads, ensure};
 use nodejob_e2e::{
-    ProgressLog, SA_NAMESPACE, ThreeNodes, Workers, ZONE_LABEL, deployment_available, host_report,
-    lease_released, unique,
+    Drains, Kubelets, ProgressLog, SA_NAME, SA_NAMESPACE, ThreeNodes, Workers, ZONE_LABEL,
+    deployment_available, lease_released, unique,
 };
+
+nodejob_e2e::on_kubelets! {
+    source: include_str!("long_roll.rs");
+    both:
+        a_budget_that_never_releases_with_skip_finishes_the_other_nodes_and_reports_the_blocked_one,
+        a_failed_host_upgrade_is_rolled_back_to_the_recorded_version_on_a_new_boot;
+    agent_only: ;
+    no_nodes: ;
+}
 use upgrade_driver::records::{self, BLOCKED, Blocked, IN_PROGRESS};
 use upgrade_driver::{
     NodeResult, Outcome, Plan, PlanSpec, Progress, ProgressSink, Report, Undrainable, VersionSource,
@@ -28,6 +38,9 @@ use upgrade_driver::{
 const TARGET: &str = "v1.97.0";
 /// How long the workloads may take to settle.
 const SETTLE: Duration = Duration::from_secs(120);
+/// The Deployment behind a budget that the rollback's drain evicts, and its replicas.
+const APP: &str = "web";
+const REPLICAS: i32 = 3;
 
 fn fail(what: impl std::fmt::Display) -> impl FnOnce(kube::Error) -> Failure {
     move |e| Failure(format!("{what}: {e}"))
@@ -40,10 +53,20 @@ async fn read_node(admin: &Client, name: &str) -> Result<Node, Failure> {
         .map_err(fail(format!("reading node {name}")))
 }
 
+/// Where a roll on `trio` reads the version: the agent's kubelet moves, a real node's
+/// `osImage` does.
+fn source(trio: &ThreeNodes) -> VersionSource {
+    match trio.kubelets() {
+        Kubelets::Agent => VersionSource::KubeletVersion,
+        Kubelets::Real => VersionSource::OsImage,
+    }
+}
+
 /// The plan over the scenario's nodes, with bounds that end a stuck step in a minute or two.
 fn plan_over(trio: &ThreeNodes, tweak: impl FnOnce(&mut PlanSpec)) -> Result<Plan, Failure> {
     let (key, value) = &trio.label;
     let mut spec = PlanSpec::new(TARGET);
+    spec.version_source = source(trio);
     spec.selector = Some(format!("{key}={value}"));
     spec.namespace = SA_NAMESPACE.into();
     spec.lease_name = unique("long-roll-e2e");
@@ -82,13 +105,13 @@ async fn roll(trio: &ThreeNodes, plan: &Plan, prefix: &'static str) -> Result<Re
 /// Runs `scenario` on three nodes of its own while no other scenario of this binary runs a
 /// driver, then removes the nodes and their namespace, whatever the scenario left on them
 /// (a later driver here or in another suite would carry on a node left in flight).
-async fn alone<F, Fut>(scenario: F) -> Result<(), Failure>
+async fn alone<F, Fut>(kubelets: Kubelets, scenario: F) -> Result<(), Failure>
 where
     F: FnOnce(ThreeNodes) -> Fut,
     Fut: Future<Output = (ThreeNodes, Result<(), Failure>)>,
 {
     let one = nodejob_e2e::one_driver().await;
-    let trio = ThreeNodes::new(Workers::InTwoZones).await?;
+    let trio = ThreeNodes::of(kubelets, Workers::InTwoZones).await?;
     let (trio, result) = scenario(trio).await;
     let removed = trio.remove().await;
     drop(one);
@@ -121,10 +144,10 @@ async fn pinned_to_zone_a(trio: &ThreeNodes) -> Result<(), Failure> {
 /// finishes the control-plane node and the zone-b worker, comes back to the blocked node once
 /// at the end (blocked again), and reports it, naming the budget and the Pod; no host
 /// upgrade ever ran on it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_budget_that_never_releases_with_skip_finishes_the_other_nodes_and_reports_the_blocked_one()
--> Result<(), Failure> {
-    alone(|trio| async {
+async fn a_budget_that_never_releases_with_skip_finishes_the_other_nodes_and_reports_the_blocked_one(
+    kubelets: Kubelets,
+) -> Result<(), Failure> {
+    alone(kubelets, |trio| async {
         let result = skip(&trio).await;
         (trio, result)
     })
@@ -144,7 +167,7 @@ async fn skip(trio: &ThreeNodes) -> Result<(), Failure> {
         let node = report.node(name).and_then(|n| n.result.clone());
         ensure!(node == Some(NodeResult::Upgraded), "node {name}: {node:?}");
         let read = read_node(&trio.admin, name).await?;
-        let version = upgrade_driver::version::version(&read, &VersionSource::KubeletVersion);
+        let version = upgrade_driver::version::version(&read, &source(trio));
         ensure!(version == Some(TARGET), "node {name} reports {version:?}");
     }
     let blocked = report.node(zone_a).and_then(|n| n.result.clone());
@@ -195,7 +218,7 @@ async fn skip(trio: &ThreeNodes) -> Result<(), Failure> {
     );
     let annotations: BTreeMap<String, String> = node.metadata.annotations.unwrap_or_default();
     ensure!(!annotations.contains_key(IN_PROGRESS), "{annotations:?}");
-    let host = host_report(&trio.admin, zone_a).await?;
+    let host = trio.host(zone_a).await?;
     ensure!(
         host.executions("upgrade") == 0,
         "node {zone_a}'s host ran {} upgrade(s)",
@@ -205,15 +228,16 @@ async fn skip(trio: &ThreeNodes) -> Result<(), Failure> {
 }
 
 /// A rollback after an injected failure: the host upgrade of the first node (the control-plane
-/// one) exits 1 (a `nodejob-test:exit=1` directive in its argv, which the node agent plays
-/// instead of its `stratum` model); under `on_failure: rollback` the driver runs the host's
-/// rollback (`stratum rollback --to V`, played by the agent's model) once, the node comes
-/// back at V, the version recorded before the upgrade, on a new boot, and is uncordoned and
-/// reported rolled back; the failure budget then stops the roll.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failed_host_upgrade_is_rolled_back_to_the_recorded_version_on_a_new_boot()
--> Result<(), Failure> {
-    alone(|trio| async {
+/// one), drained first, exits 1 (a `nodejob-test:exit=1` directive in its argv, which the node
+/// agent, or a real node's `stratum`, plays instead of the `stratum` model); under
+/// `on_failure: rollback` the driver runs the host's rollback (`stratum rollback --to V`,
+/// played by the model) once, the node comes back at V, the version recorded before the
+/// upgrade, on a new boot, and is uncordoned and reported rolled back; the failure budget then
+/// stops the roll.
+async fn a_failed_host_upgrade_is_rolled_back_to_the_recorded_version_on_a_new_boot(
+    kubelets: Kubelets,
+) -> Result<(), Failure> {
+    alone(kubelets, |trio| async {
         let result = rollback(&trio).await;
         (trio, result)
     })
@@ -221,9 +245,11 @@ async fn a_failed_host_upgrade_is_rolled_back_to_the_recorded_version_on_a_new_b
 }
 
 async fn rollback(trio: &ThreeNodes) -> Result<(), Failure> {
+    trio.deployment_behind_budget(APP, REPLICAS, SETTLE).await?;
+    let drains = Drains::watch(&trio.admin, &trio.namespace, APP).await?;
     let first = trio.names[0].clone();
     let before = read_node(&trio.admin, &first).await?;
-    let version = upgrade_driver::version::version(&before, &VersionSource::KubeletVersion)
+    let version = upgrade_driver::version::version(&before, &source(trio))
         .unwrap_or_default()
         .to_string();
     let plan = plan_over(trio, |spec| {
@@ -243,6 +269,9 @@ async fn rollback(trio: &ThreeNodes) -> Result<(), Failure> {
         spec.command = Some(argv);
     })?;
     let report = roll(trio, &plan, "rollback").await?;
+    let sa = format!("system:serviceaccount:{SA_NAMESPACE}:{SA_NAME}");
+    let drained = drains.check(std::slice::from_ref(&first), REPLICAS - 1, &sa)?;
+    eprintln!("rollback ({:?}): drained {drained:?}", trio.kubelets());
 
     let result = report.node(&first).and_then(|n| n.result.clone());
     let Some(NodeResult::RolledBack {
@@ -267,7 +296,7 @@ async fn rollback(trio: &ThreeNodes) -> Result<(), Failure> {
     );
     // The node: at the recorded version, on a new boot, Ready, uncordoned, not ours.
     let node = read_node(&trio.admin, &first).await?;
-    let now = upgrade_driver::version::version(&node, &VersionSource::KubeletVersion);
+    let now = upgrade_driver::version::version(&node, &source(trio));
     ensure!(
         now == Some(version.as_str()),
         "node {first} reports {now:?}"
@@ -291,7 +320,7 @@ async fn rollback(trio: &ThreeNodes) -> Result<(), Failure> {
         "node {first}: rollback record {record:?}"
     );
     // The host ran the rollback once, and no upgrade (the injected failure exits before it).
-    let host = host_report(&trio.admin, &first).await?;
+    let host = trio.host(&first).await?;
     ensure!(
         host.executions("rollback") == 1 && host.executions("upgrade") == 0,
         "node {first}'s host ran: {:?}",

@@ -1,19 +1,44 @@
 //! Long rolls that run themselves (issue 22) on a real control plane: the version-skew gate
 //! refusing before any write, and the drivers' node conditions read back as `kubectl describe
-//! node` prints them. The pause and resume mid-roll through the built `nodejob` binary is
-//! `tests/pause.rs`. Run by `e2e/run`.
+//! node` prints them, each on the node agent's nodes and on real ones ([`Kubelets`]). The
+//! pause and resume mid-roll through the built `nodejob` binary is `tests/pause.rs`. Run by
+//! `e2e/run`.
 
 use std::time::Duration;
 
 use nodejob_conformance::{Backend, Failure, Interposed, ensure};
 use nodejob_core::{LeaseApi, NodeApi};
-use nodejob_e2e::{SA_NAMESPACE, ThreeNodes, Workers, unique};
+use nodejob_e2e::{Drains, Kubelets, SA_NAME, SA_NAMESPACE, ThreeNodes, Workers, unique};
 use upgrade_driver::skew::POLICY;
-use upgrade_driver::{Error, Plan, PlanSpec, Skew};
+use upgrade_driver::{Error, Plan, PlanSpec, Skew, VersionSource};
+
+nodejob_e2e::on_kubelets! {
+    source: include_str!("long_rolls.rs");
+    both:
+        the_skew_gate_refuses_a_worker_roll_past_the_apiserver_before_any_write,
+        the_upgrades_condition_reads_back_as_kubectl_describe_shows_it;
+    agent_only: ;
+    no_nodes: ;
+}
+
+/// Where a roll on `kubelets` reads the version: the agent's kubelet moves, a real node's
+/// `osImage` does.
+fn source(kubelets: Kubelets) -> VersionSource {
+    match kubelets {
+        Kubelets::Agent => VersionSource::KubeletVersion,
+        Kubelets::Real => VersionSource::OsImage,
+    }
+}
 
 /// A plan to `target` for `nodes`, in the drivers' namespace, under a Lease of its own.
-fn plan_for(target: &str, nodes: &[String], skew: Skew) -> Result<Plan, Failure> {
+fn plan_for(
+    target: &str,
+    nodes: &[String],
+    skew: Skew,
+    version_source: VersionSource,
+) -> Result<Plan, Failure> {
     let mut spec = PlanSpec::new(target);
+    spec.version_source = version_source;
     spec.nodes = nodes.to_vec();
     spec.namespace = SA_NAMESPACE.into();
     spec.lease_name = unique("long-rolls-e2e");
@@ -27,22 +52,28 @@ fn plan_for(target: &str, nodes: &[String], skew: Skew) -> Result<Plan, Failure>
 }
 
 /// The version-skew gate against the real apiserver's `/version`: the two workers (their
-/// kubelets at the apiserver's release, as the agent plays them) rolled one minor past it are
-/// refused before any write, naming the rule, both nodes, the versions and where the policy
-/// is written; the Lease is never created.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_skew_gate_refuses_a_worker_roll_past_the_apiserver_before_any_write()
--> Result<(), Failure> {
+/// kubelets at the apiserver's release, as the agent plays them and as a real one is built)
+/// rolled one minor past it are refused before any write, naming the rule, both nodes, the
+/// versions and where the policy is written; the Lease is never created.
+async fn the_skew_gate_refuses_a_worker_roll_past_the_apiserver_before_any_write(
+    kubelets: Kubelets,
+) -> Result<(), Failure> {
     // The other test's worker, in flight, would be carried on and judged here too.
     let _one = nodejob_e2e::one_driver().await;
-    let three = ThreeNodes::new(Workers::InTwoZones).await?;
+    let three = ThreeNodes::of(kubelets, Workers::InTwoZones).await?;
     let api = Interposed::new(three.backend.api());
     let server = api.version().await?;
     let minor: u64 = (server.minor.trim_end_matches('+').parse())
         .map_err(|e| Failure(format!("the apiserver's minor {:?}: {e}", server.minor)))?;
     let target = format!("v{}.{}.0", server.major, minor + 1);
     let workers = three.names[1..].to_vec();
-    let plan = plan_for(&target, &workers, Skew::Enforce)?;
+    // The gate judges kubelets: a roll that moves them.
+    let plan = plan_for(
+        &target,
+        &workers,
+        Skew::Enforce,
+        VersionSource::KubeletVersion,
+    )?;
     let refused = upgrade_driver::run(&api, &plan, upgrade_driver::quiet()).await;
     let rule = match refused {
         Err(Error::Plan(p)) if p.field == "skew" => p.rule,
@@ -78,22 +109,32 @@ async fn the_skew_gate_refuses_a_worker_roll_past_the_apiserver_before_any_write
 /// moving only with the status, the kubelet's conditions (the node agent's, posted as a kubelet
 /// posts them, by a strategic-merge patch) kept beside it through the node's reboot; and the
 /// node's conditions as `kubectl describe node` prints them, compared with `kubectl`'s own
-/// output when a `kubectl` is installed.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_upgrades_condition_reads_back_as_kubectl_describe_shows_it() -> Result<(), Failure> {
+/// output when a `kubectl` is installed. On real nodes, the kubelet's conditions are a real
+/// kubelet's, posted again after a real reboot; the worker's drain is asserted ([`Drains`]).
+async fn the_upgrades_condition_reads_back_as_kubectl_describe_shows_it(
+    kubelets: Kubelets,
+) -> Result<(), Failure> {
     use k8s_openapi::api::core::v1::Node;
     use kube::api::Api;
     use kube::runtime::watcher;
     use nodejob_e2e::record;
     use nodejob_roll::condition::{UPGRADE, condition};
     let _one = nodejob_e2e::one_driver().await;
-    let three = ThreeNodes::new(Workers::InTwoZones).await?;
+    let three = ThreeNodes::of(kubelets, Workers::InTwoZones).await?;
+    let settle = Duration::from_secs(120);
+    three.deployment_behind_budget("web", 3, settle).await?;
+    let drains = Drains::watch(&three.admin, &three.namespace, "web").await?;
     let worker = three.names[1].clone();
     let nodes: Api<Node> = Api::all(three.admin.clone());
     let watching = watcher::Config::default().fields(&format!("metadata.name={worker}"));
     let seen = record(nodes, watching).await?;
     // The agent's kubelets go to a release the apiserver is not at: past the skew policy.
-    let plan = plan_for("v1.99.0", std::slice::from_ref(&worker), Skew::Allow)?;
+    let plan = plan_for(
+        "v1.99.0",
+        std::slice::from_ref(&worker),
+        Skew::Allow,
+        source(kubelets),
+    )?;
     let report = upgrade_driver::run(&*three.backend.api(), &plan, upgrade_driver::quiet())
         .await
         .map_err(|e| Failure(format!("the upgrade did not start: {e}")))?;
@@ -102,6 +143,9 @@ async fn the_upgrades_condition_reads_back_as_kubectl_describe_shows_it() -> Res
         "{report:#?}"
     );
     let versions = seen.stop();
+    let sa = format!("system:serviceaccount:{SA_NAMESPACE}:{SA_NAME}");
+    let drained = drains.check(std::slice::from_ref(&worker), 2, &sa)?;
+    eprintln!("long rolls ({kubelets:?}): drained {drained:?}");
     // The node as read now ends what the watch saw: stopped as the run returned, the watch
     // may not have delivered the run's last write yet.
     let (now, described) = nodejob_e2e::described_conditions(&three.admin, &worker).await?;

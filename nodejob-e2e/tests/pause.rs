@@ -1,19 +1,34 @@
 //! The pause switch (issue 22, item 3) on a real control plane, through the built `nodejob`
-//! binary as the ServiceAccount of `deploy/rbac.yaml`: an upgrade of two nodes, one at a time,
-//! is paused once its first node is cordoned (`nodejob pause`); `nodejob status` says so;
-//! while paused its second node is not started; `nodejob resume` lets it go on to the end,
-//! its progress having said who paused it and that it resumed. A test binary of its own: the
-//! switch is on the one Lease every roll in the namespace shares. Run by `e2e/run`.
+//! binary as the ServiceAccount of `deploy/rbac.yaml`: an upgrade of two nodes running a
+//! Deployment behind a budget, one at a time, is paused once its first node is cordoned
+//! (`nodejob pause`); `nodejob status` says so; while paused its second node is not started;
+//! `nodejob resume` lets it go on to the end, its progress having said who paused it and that
+//! it resumed, its drains asserted ([`Drains`]). On the node agent's nodes and on real ones
+//! ([`Kubelets`]), one after the other ([`one_driver`]): the switch is on the one Lease every
+//! roll in the namespace shares, and a test binary of its own. Run by `e2e/run`.
 
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
 use nodejob_conformance::{Failure, ensure};
-use nodejob_e2e::{CONTEXT, SA_NAME, ThreeNodes, Workers, cli, nodejob, sa_kubeconfig, wait_for};
+use nodejob_e2e::{
+    CONTEXT, Drains, Kubelets, SA_NAME, SA_NAMESPACE, ThreeNodes, Workers, cli, nodejob,
+    one_driver, sa_kubeconfig, wait_for,
+};
+
+nodejob_e2e::on_kubelets! {
+    source: include_str!("pause.rs");
+    both: a_roll_paused_mid_way_starts_no_other_node_and_goes_on_when_resumed;
+    agent_only: ;
+    no_nodes: ;
+}
 
 /// The version the nodes are rolled to.
 const TARGET: &str = "v1.96.0";
+/// The Deployment behind the budget, and its replicas.
+const APP: &str = "web";
+const REPLICAS: i32 = 3;
 
 fn cordoned(node: &Node) -> bool {
     node.spec
@@ -22,11 +37,15 @@ fn cordoned(node: &Node) -> bool {
         .unwrap_or(false)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_roll_paused_mid_way_starts_no_other_node_and_goes_on_when_resumed() -> Result<(), Failure>
-{
+async fn a_roll_paused_mid_way_starts_no_other_node_and_goes_on_when_resumed(
+    kubelets: Kubelets,
+) -> Result<(), Failure> {
     cli()?;
-    let trio = ThreeNodes::new(Workers::InTwoZones).await?;
+    let _one = one_driver().await;
+    let trio = ThreeNodes::of(kubelets, Workers::InTwoZones).await?;
+    let limit = Duration::from_secs(120);
+    trio.deployment_behind_budget(APP, REPLICAS, limit).await?;
+    let drains = Drains::watch(&trio.admin, &trio.namespace, APP).await?;
     let (first, second) = (trio.names[1].clone(), trio.names[2].clone());
     let kubeconfig = sa_kubeconfig(&trio.admin, SA_NAME).await?;
     let kc = kubeconfig.path.clone();
@@ -39,8 +58,12 @@ async fn a_roll_paused_mid_way_starts_no_other_node_and_goes_on_when_resumed() -
                 "--to",
                 TARGET,
                 "--allow-skew",
+                "--version-from",
+                kubelets.version_from(),
                 "--nodes",
                 &nodes,
+                "--drain-timeout",
+                "60s",
                 "--max-unavailable",
                 "1",
                 "--reboot-timeout",
@@ -52,7 +75,6 @@ async fn a_roll_paused_mid_way_starts_no_other_node_and_goes_on_when_resumed() -
         })
     };
     // The roll began: its first node is cordoned. Pause it there.
-    let limit = Duration::from_secs(120);
     wait_for(
         nodes.clone(),
         &first,
@@ -119,5 +141,12 @@ async fn a_roll_paused_mid_way_starts_no_other_node_and_goes_on_when_resumed() -
             .map_err(|e| Failure(format!("reading node {node}: {e}")))?;
         ensure!(!cordoned(&n), "node {node} left cordoned");
     }
+    // Drained: each Pod on a rolled node evicted once before its host Job, the budget whole.
+    let drained = drains.check(
+        &[first, second],
+        REPLICAS - 1,
+        &format!("system:serviceaccount:{SA_NAMESPACE}:{SA_NAME}"),
+    )?;
+    eprintln!("pause ({kubelets:?}): drained {drained:?}");
     trio.remove().await
 }

@@ -19,7 +19,7 @@ use kube::api::{Api, DeleteParams, ListParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use nodejob_conformance::{Backend, Failure, ensure};
 use nodejob_core::{CONTROLLER_UID_LABEL, JobApi, LOG_LIMIT_BYTES, Spec};
-use nodejob_e2e::{RealNodeBackend, job_image, wait_for};
+use nodejob_e2e::{RealNodeBackend, boot_id, job_image, wait_for};
 use nodejob_host::directives as host;
 
 /// The conformance scenarios run on real nodes, each on a node of its own (the Job scenarios)
@@ -449,6 +449,126 @@ async fn a_reboot_fails_the_running_pod() {
                 nodejob_core::lost_in_reboot(&ended, "host"),
                 "nodejob_core::lost_in_reboot does not see it lost: {:?}",
                 ended.status
+            );
+            Ok(())
+        }
+        .await,
+    )
+}
+
+/// A reboot the host asks for (`stratum upgrade`: the node's PID 1 reboots it 5 s after the
+/// Job exits) is a graceful node shutdown, as `systemctl reboot` on a real host: the kubelet
+/// holds a delay lock of the node's logind (`e2e/node/init`); told by `PrepareForShutdown`, it
+/// stops the running Pod with SIGTERM and its grace (its shell's TERM trap runs and ends it
+/// with 42), says so in its own log, and releases the lock; only then does the node reboot,
+/// with a new boot ID. Beside it, a power cut (`a_reboot_fails_the_running_pod`) gives no
+/// grace: 255, `Unknown`. What the kubelet then posts (the Pod `Terminated`, its Node NotReady
+/// "node is shutting down", a `NodeShutdown` Event) races the reboot, as on a host whose
+/// shutdown goes on once the locks are released: printed, not required.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reboot_the_host_asks_for_gives_the_pods_their_grace() {
+    check(
+        async {
+            let b = RealNodeBackend::new().await?;
+            let (node, ns) = (b.node(), b.namespace());
+            let pods = Api::<Pod>::namespaced(b.admin(), &ns);
+            let nodes = Api::<k8s_openapi::api::core::v1::Node>::all(b.admin());
+            let before = nodes
+                .get(&node)
+                .await
+                .map_err(|e| Failure(format!("reading node {node}: {e}")))?;
+            // A program that ends 42 on SIGTERM, after a second of clean-up.
+            let pod: Pod = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "graceful", "namespace": ns},
+                "spec": {
+                    "nodeName": node,
+                    "restartPolicy": "Never",
+                    "terminationGracePeriodSeconds": 30,
+                    "containers": [{
+                        "name": "app",
+                        "image": job_image(),
+                        "command": ["sh", "-c",
+                            "trap 'echo TERM; sleep 1; exit 42' TERM; while :; do sleep 1; done"],
+                    }],
+                },
+            }))
+            .map_err(|e| Failure(e.to_string()))?;
+            pods.create(&Default::default(), &pod)
+                .await
+                .map_err(|e| Failure(format!("creating pod graceful: {e}")))?;
+            let runs = |p: &Pod| {
+                (p.status.as_ref())
+                    .and_then(|s| s.container_statuses.as_ref())
+                    .and_then(|c| c.first())
+                    .and_then(|c| c.state.as_ref())
+                    .is_some_and(|s| s.running.is_some())
+            };
+            wait_for(pods.clone(), "graceful", "running", LIMIT, runs).await?;
+            let history = nodejob_e2e::record(
+                nodes.clone(),
+                watcher::Config::default().fields(&format!("metadata.name={node}")),
+            )
+            .await?;
+            let upgrade = spec(&b, "upgrade", &["stratum", "upgrade", "--to", "v1.38.0"]);
+            let (code, log) = nodejob_core::run_exit_code_logs(&*b.api(), &upgrade).await?;
+            ensure!(code == 0, "stratum upgrade exited {code}: {log}");
+            let back = b.node.until_ready(Some(boot_id(&before).to_string())).await?;
+            let history = history.stop();
+            ensure!(
+                boot_id(&back) != boot_id(&before),
+                "node {node} did not reboot"
+            );
+
+            // The Pod: ended by its own TERM trap, in its grace.
+            let ended = wait_for(pods, "graceful", "terminated", LIMIT, |p: &Pod| {
+                terminated_state(p).is_some()
+            })
+            .await?;
+            let state = terminated_state(&ended);
+            ensure!(
+                state.as_ref().map(|t| t.exit_code) == Some(42),
+                "the pod was not ended by its TERM trap (42): {state:?}"
+            );
+            // The node's own record: the kubelet held its delay lock when the shutdown was
+            // signalled, and released it; its log: it took the shutdown and killed the Pod
+            // with the grace of its group (shutdownGracePeriod 10 s less 2 s for critical Pods).
+            let read = |path: &str| {
+                std::fs::read_to_string(b.node.dir().join(path))
+                    .map_err(|e| Failure(format!("node {node}'s {path}: {e}")))
+            };
+            let init = read("log/init.log")?;
+            let signalled = (init.lines()).find(|l| l.contains("shutdown: PrepareForShutdown"));
+            ensure!(
+                signalled.is_some_and(|l| l.contains("\"kubelet\"") && l.contains("\"delay\""))
+                    && init.contains("shutdown: delay locks released"),
+                "the kubelet held no delay lock, or did not release it: {init}"
+            );
+            let kubelet = read("log/kubelet.log")?;
+            let killing = format!(
+                "\"Shutdown manager killing pod with gracePeriod\" pod=\"{ns}/graceful\" gracePeriod=8"
+            );
+            ensure!(
+                kubelet.contains("Shutdown manager detected new shutdown event")
+                    && kubelet.contains(&killing),
+                "the kubelet's log does not say it took the shutdown and killed the pod: no \
+                 {killing}"
+            );
+            // What the kubelet posted before the power went, for the record.
+            let status = ended.status.clone().unwrap_or_default();
+            let shutting_down = history.iter().any(|n| {
+                (n.status.as_ref().and_then(|s| s.conditions.as_ref())).is_some_and(|c| {
+                    c.iter().any(|c| {
+                        c.type_ == "Ready"
+                            && c.message
+                                .as_deref()
+                                .is_some_and(|m| m.contains("node is shutting down"))
+                    })
+                })
+            });
+            eprintln!(
+                "real kubelet, a pod through a graceful reboot: {state:?}; phase {:?}, reason \
+                 {:?}; the Node seen NotReady \"node is shutting down\": {shutting_down}",
+                status.phase, status.reason
             );
             Ok(())
         }

@@ -1,8 +1,10 @@
 //! The CA rotation of `certs-driver` on a real control plane: three nodes of the scenario's own
-//! (the first labelled control-plane), whose kubelet and host `nodejob-node-agent` plays with
-//! the `stratum` host model, trusting and issuing from the model's initial CA, are rotated to a
-//! new CA made here with rcgen by [`certs_driver::run`] acting as the ServiceAccount of
-//! `deploy/rbac.yaml`. Run by `e2e/run`.
+//! (the first labelled control-plane), played by `nodejob-node-agent` or real ([`Kubelets`]),
+//! whose hosts run the `stratum` host model trusting and issuing from the model's initial CA,
+//! are rotated to a new CA made here with rcgen by [`certs_driver::run`] acting as the
+//! ServiceAccount of `deploy/rbac.yaml`. Every test here runs on both kinds of node, one at a
+//! time ([`one_driver`]: a driver carries on the nodes another left in flight). Run by
+//! `e2e/run`.
 //!
 //! What the hosts end up trusting is read independently of the driver: a `stratum carotate
 //! status` and `verify` Job of the test's own on every node, as an administrator. What the
@@ -13,8 +15,7 @@
 //! describe node` shows it at the end.
 //!
 //! The pause switch on a rotation, through the built `nodejob` binary, is here too (as
-//! `tests/pause.rs` has it for an upgrade): its scenario's nodes, its new CA and its Lease are
-//! its own, so it runs beside the other.
+//! `tests/pause.rs` has it for an upgrade), on the default Lease of the namespace.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -33,12 +34,22 @@ use kube::runtime::watcher;
 use nodejob_conformance::{Backend, Failure, ensure};
 use nodejob_core::Spec;
 use nodejob_e2e::{
-    CONTEXT, ProgressLog, SA_NAME, SA_NAMESPACE, ThreeNodes, Workers, cli, described_conditions,
-    lease_released, nodejob, record, sa_kubeconfig, unique, wait_for,
+    CONTEXT, Kubelets, ProgressLog, SA_NAME, SA_NAMESPACE, ThreeNodes, Workers, cli,
+    described_conditions, lease_released, nodejob, one_driver, record, sa_kubeconfig, unique,
+    wait_for,
 };
 use nodejob_host::stratum::INITIAL_CA;
 use nodejob_kube::KubeApi;
 use nodejob_roll::condition::{CA_ROTATION, condition};
+
+nodejob_e2e::on_kubelets! {
+    source: include_str!("rotate.rs");
+    both:
+        three_nodes_rotate_to_a_new_ca_control_plane_first,
+        a_rotation_paused_mid_way_starts_no_other_step_and_goes_on_when_resumed;
+    agent_only: ;
+    no_nodes: ;
+}
 
 /// The label key of the driver's host Jobs (certs-driver's `LABEL_KEY`).
 const JOB_LABEL: &str = "stratum.ciq.com/carotate";
@@ -301,21 +312,21 @@ async fn rotation_condition_reads_back(
     Ok(())
 }
 
-/// Three agent nodes (one control-plane) trusting and issuing from the initial CA are rotated
-/// to a new one, as the ServiceAccount of `deploy/rbac.yaml`: stage, issue (each node's
-/// components restart), verify, finalize, each phase on every node once, the control-plane
-/// node first, behind its gate. Every host then trusts exactly the new CA, which issues its
-/// leaves; nothing the driver wrote holds the new CA's key, and its Jobs hold only the
-/// fingerprint; every node's `NodejobCARotation` condition said each phase, then `Rotated`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn three_nodes_rotate_to_a_new_ca_control_plane_first() -> Result<(), Failure> {
-    let ThreeNodes {
-        backend,
-        admin,
-        names,
-        namespace,
-        label: (key, value),
-    } = ThreeNodes::new(Workers::Unzoned).await?;
+/// Three nodes (one control-plane) trusting and issuing from the initial CA are rotated to a
+/// new one, as the ServiceAccount of `deploy/rbac.yaml`: stage, issue (each node's components
+/// restart: the agent's node is seen NotReady, a real node's kubelet starts again), verify,
+/// finalize, each phase on every node once, the control-plane node first, behind its gate.
+/// Every host then trusts exactly the new CA, which issues its leaves; nothing the driver
+/// wrote holds the new CA's key, and its Jobs hold only the fingerprint; every node's
+/// `NodejobCARotation` condition said each phase, then `Rotated`.
+async fn three_nodes_rotate_to_a_new_ca_control_plane_first(
+    kubelets: Kubelets,
+) -> Result<(), Failure> {
+    let _one = one_driver().await;
+    let trio = ThreeNodes::of(kubelets, Workers::Unzoned).await?;
+    let (backend, admin) = (&trio.backend, trio.admin.clone());
+    let (names, namespace) = (trio.names.clone(), trio.namespace.clone());
+    let (key, value) = trio.label.clone();
     let control = &names[0];
     let ca = new_ca()?;
     let new = ca.fingerprint.as_str();
@@ -467,16 +478,32 @@ async fn three_nodes_rotate_to_a_new_ca_control_plane_first() -> Result<(), Fail
         eprintln!("rotate: node {name} says {}", verify_log.trim());
     }
 
-    // Each node's components restarted after `issue` (NotReady, seen by the watch) and every
-    // node is Ready and schedulable now.
-    for name in &names {
-        let went_down = node_history
-            .iter()
-            .any(|n| n.metadata.name.as_deref() == Some(name.as_str()) && !nodejob_core::ready(n));
-        ensure!(
-            went_down,
-            "node {name} never went NotReady: its components did not restart"
-        );
+    // Each node's components restarted after `issue`: the agent's node NotReady, seen by the
+    // watch; a real node's kubelet started again, by the node's own record (its Node stays
+    // Ready: no node lifecycle controller runs). Every node is Ready and schedulable now.
+    match kubelets {
+        Kubelets::Agent => {
+            for name in &names {
+                let went_down = node_history.iter().any(|n| {
+                    n.metadata.name.as_deref() == Some(name.as_str()) && !nodejob_core::ready(n)
+                });
+                ensure!(
+                    went_down,
+                    "node {name} never went NotReady: its components did not restart"
+                );
+            }
+        }
+        Kubelets::Real => {
+            for node in trio.real_nodes() {
+                let starts = node.kubelet_starts()?;
+                ensure!(
+                    starts == 2,
+                    "node {}: the kubelet started {starts} times, not once at boot and once \
+                     for `issue`",
+                    node.name()
+                );
+            }
+        }
     }
     for node in Api::<Node>::all(admin.clone())
         .list(&ListParams::default().labels(&format!("{key}={value}")))
@@ -602,13 +629,13 @@ async fn three_nodes_rotate_to_a_new_ca_control_plane_first() -> Result<(), Fail
 /// does not start while paused, for longer than the run takes to read the Lease again
 /// (`nodejob_roll::pause::PAUSE_POLL`), where it would start at once; `nodejob resume` lets
 /// the rotation go on to the end, both nodes rotated, its progress having said who paused it,
-/// when and why, and that it resumed. The switch is on the default Lease of the namespace,
-/// which no other test of this file takes.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_rotation_paused_mid_way_starts_no_other_step_and_goes_on_when_resumed()
--> Result<(), Failure> {
+/// when and why, and that it resumed. The switch is on the default Lease of the namespace.
+async fn a_rotation_paused_mid_way_starts_no_other_step_and_goes_on_when_resumed(
+    kubelets: Kubelets,
+) -> Result<(), Failure> {
     cli()?;
-    let trio = ThreeNodes::new(Workers::Unzoned).await?;
+    let _one = one_driver().await;
+    let trio = ThreeNodes::of(kubelets, Workers::Unzoned).await?;
     let (first, second) = (trio.names[1].clone(), trio.names[2].clone());
     let ca = new_ca()?;
     let new = ca.fingerprint.clone();

@@ -1,8 +1,9 @@
 //! The rolling upgrade of `upgrade-driver` on a real control plane: three nodes of the
-//! scenario's own (the first labelled control-plane, the others in two zones), whose kubelet and
-//! host `nodejob-node-agent` plays with the `stratum` host model, run a Deployment behind a
-//! budget allowing one disruption, and are rolled to a new kubelet version by
-//! [`upgrade_driver::run`] acting as the ServiceAccount of `deploy/rbac.yaml`. Run by `e2e/run`.
+//! scenario's own (the first labelled control-plane, the others in two zones), played by
+//! `nodejob-node-agent` or real ([`Kubelets`]), whose hosts run the `stratum` host model, run a
+//! Deployment behind a budget allowing one disruption, and are rolled to a new version (the
+//! agent's kubelets', a real node's `osImage`) by [`upgrade_driver::run`] acting as the
+//! ServiceAccount of `deploy/rbac.yaml`, its drains asserted ([`Drains`]). Run by `e2e/run`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -17,9 +18,16 @@ use kube::runtime::watcher;
 use nodejob_conformance::workloads::APP_LABEL;
 use nodejob_conformance::{Backend, Failure, ensure};
 use nodejob_e2e::{
-    ProgressLog, SA_NAMESPACE, ThreeNodes, Workers, deployment_available, lease_released, record,
-    unique,
+    Drains, Kubelets, ProgressLog, SA_NAME, SA_NAMESPACE, ThreeNodes, Workers,
+    deployment_available, lease_released, one_driver, record, unique,
 };
+
+nodejob_e2e::on_kubelets! {
+    source: include_str!("upgrade.rs");
+    both: three_nodes_roll_to_a_new_version_control_plane_first_under_a_budget;
+    agent_only: ;
+    no_nodes: ;
+}
 use upgrade_driver::records::{self, DONE, Done, HOST_JOB, IN_PROGRESS};
 use upgrade_driver::{
     NodeResult, Outcome, Plan, PlanSpec, Progress, ProgressSink, UpgradeStep, VersionSource,
@@ -105,24 +113,27 @@ fn seconds(ms: u64) -> String {
     format!("{:.1}s", ms as f64 / 1000.0)
 }
 
-/// Three agent nodes (one control-plane, two workers in two zones) running a Deployment behind
-/// a budget allowing one disruption are rolled to [`TARGET`]: each is cordoned, drained (the
-/// budget honoured), upgraded by its host Job, rebooted by the host model at the target, and
-/// uncordoned, the control-plane node first and one node at a time, as the ServiceAccount of
+/// Three nodes (one control-plane, two workers in two zones) running a Deployment behind a
+/// budget allowing one disruption are rolled to [`TARGET`]: each is cordoned, drained (each
+/// Pod evicted once before its node's host Job, the budget never broken), upgraded by its host
+/// Job, rebooted at the target (by the agent's host model, or for real), and uncordoned, the
+/// control-plane node first and one node at a time, as the ServiceAccount of
 /// `deploy/rbac.yaml`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn three_nodes_roll_to_a_new_version_control_plane_first_under_a_budget()
--> Result<(), Failure> {
-    let trio = ThreeNodes::new(Workers::InTwoZones).await?;
+async fn three_nodes_roll_to_a_new_version_control_plane_first_under_a_budget(
+    kubelets: Kubelets,
+) -> Result<(), Failure> {
+    // The other backend's roll would see this one's nodes in flight.
+    let _one = one_driver().await;
+    let trio = ThreeNodes::of(kubelets, Workers::InTwoZones).await?;
     // The Deployment on the scenario's nodes, behind a budget allowing one disruption.
     trio.deployment_behind_budget(APP, REPLICAS, SETTLE).await?;
-    let ThreeNodes {
-        backend,
-        admin,
-        names,
-        namespace,
-        label: (key, value),
-    } = trio;
+    let (backend, admin) = (&trio.backend, trio.admin.clone());
+    let (names, namespace) = (trio.names.clone(), trio.namespace.clone());
+    let (key, value) = trio.label.clone();
+    let source = match kubelets {
+        Kubelets::Agent => VersionSource::KubeletVersion,
+        Kubelets::Real => VersionSource::OsImage,
+    };
     let [control, zone_a, zone_b] = [&names[0], &names[1], &names[2]];
     eprintln!(
         "upgrade: pods of {APP} per node before the roll: {:?}",
@@ -133,8 +144,7 @@ async fn three_nodes_roll_to_a_new_version_control_plane_first_under_a_budget()
     let before = read_nodes(&admin, &names).await?;
     for node in &before {
         let name = records::name(node);
-        let version = upgrade_driver::version::version(node, &VersionSource::KubeletVersion)
-            .unwrap_or_default();
+        let version = upgrade_driver::version::version(node, &source).unwrap_or_default();
         ensure!(
             !version.is_empty() && !upgrade_driver::version::same_version(version, TARGET),
             "node {name} must report a version other than the target {TARGET}: {version:?}"
@@ -150,6 +160,7 @@ async fn three_nodes_roll_to_a_new_version_control_plane_first_under_a_budget()
     }
 
     let mut spec = PlanSpec::new(TARGET);
+    spec.version_source = source.clone();
     spec.selector = Some(format!("{key}={value}"));
     spec.namespace = SA_NAMESPACE.into();
     spec.lease_name = unique("upgrade-e2e");
@@ -168,6 +179,7 @@ async fn three_nodes_roll_to_a_new_version_control_plane_first_under_a_budget()
     let deployments = Api::<Deployment>::namespaced(admin.clone(), &namespace);
     let this = watcher::Config::default().fields(&format!("metadata.name={APP}"));
     let web = record(deployments, this).await?;
+    let drains = Drains::watch(&admin, &namespace, APP).await?;
 
     let log = ProgressLog::<Progress>::new("upgrade");
     let progress: Arc<dyn ProgressSink> = Arc::new(log.sink());
@@ -176,6 +188,11 @@ async fn three_nodes_roll_to_a_new_version_control_plane_first_under_a_budget()
         .map_err(|e| Failure(format!("the upgrade did not start: {e}")));
     let web = web.stop();
     let report = report?;
+    let drained = drains.check(
+        &names,
+        REPLICAS - 1,
+        &format!("system:serviceaccount:{SA_NAMESPACE}:{SA_NAME}"),
+    );
     let events = log.events();
 
     // The report, for the record: each node's steps and how long they took.
@@ -202,6 +219,7 @@ async fn three_nodes_roll_to_a_new_version_control_plane_first_under_a_budget()
     );
 
     ensure!(report.outcome == Outcome::Done, "{report:#?}");
+    eprintln!("upgrade ({kubelets:?}): drained {:?}", drained?);
     ensure!(
         report.totals.upgraded == names.len() && report.totals.failed == 0,
         "{:?}",
@@ -261,7 +279,7 @@ async fn three_nodes_roll_to_a_new_version_control_plane_first_under_a_budget()
     let after = read_nodes(&admin, &names).await?;
     for (old, node) in before.iter().zip(&after) {
         let name = records::name(node);
-        let version = upgrade_driver::version::version(node, &VersionSource::KubeletVersion);
+        let version = upgrade_driver::version::version(node, &source);
         ensure!(
             version == Some(TARGET),
             "node {name} reports {version:?}, not {TARGET}"
@@ -304,9 +322,11 @@ async fn three_nodes_roll_to_a_new_version_control_plane_first_under_a_budget()
             n.pods_evicted
         );
     }
-    // The budget held: never fewer than its minAvailable replicas available during the roll.
+    // The budget held: never fewer than its minAvailable replicas available during the roll,
+    // as the Deployment counts them (a count the apiserver omits is 0).
     let available_seen: Vec<i32> = (web.iter())
-        .filter_map(|d| d.status.as_ref().and_then(|s| s.available_replicas))
+        .filter_map(|d| d.status.as_ref())
+        .map(|s| s.available_replicas.unwrap_or(0))
         .collect();
     ensure!(
         !available_seen.is_empty() && available_seen.iter().all(|a| *a >= REPLICAS - 1),
