@@ -16,7 +16,8 @@ use kube::api::{Api, DeleteParams, PostParams};
 use nodejob_conformance::{Failure, ensure};
 use nodejob_e2e::{
     CONTEXT, Drains, KubeconfigFile, Kubelets, Ran, Rbac, SA_NAME, SA_NAMESPACE, ThreeNodes,
-    Workers, admin, annotate_node, cli, deployment_available, nodejob, one_driver, sa_kubeconfig,
+    Workers, admin, annotate_node, cli, deployment_available, namespace, nodejob, one_driver,
+    sa_kubeconfig, unique,
 };
 use serde_json::{Value, json};
 use upgrade_driver::VersionSource;
@@ -30,7 +31,9 @@ nodejob_e2e::on_kubelets! {
         an_unknown_context_is_bad_usage_naming_it =>
             "it reads no node: the command refuses the context before it reaches the cluster",
         run_on_a_node_the_cluster_lacks_is_bad_usage_and_creates_no_job =>
-            "it names a node the cluster lacks: no node, agent or real, is read";
+            "it names a node the cluster lacks: no node, agent or real, is read",
+        pause_names_who_the_apiserver_takes_the_kubeconfig_for =>
+            "it writes the pause switch on a Lease of a namespace of its own and reads no node";
 }
 
 /// The version the nodes are rolled to: not the agent's, nor `tests/upgrade.rs`'s.
@@ -601,5 +604,34 @@ async fn run_on_a_node_the_cluster_lacks_is_bad_usage_and_creates_no_job() -> Re
         ran.line,
         run_job(node)
     );
+    Ok(())
+}
+
+/// `pause` without `--by` records who the apiserver takes the kubeconfig's credentials for
+/// (`kubectl auth whoami`: here the ServiceAccount), not `$USER@host`. In a namespace of its
+/// own, so that no roll of the other tests meets the switch.
+async fn pause_names_who_the_apiserver_takes_the_kubeconfig_for() -> Result<(), Failure> {
+    cli()?;
+    let admin = admin().await?;
+    let ns = unique("nodejob-e2e-whoami");
+    namespace(&admin, &ns, "privileged").await?;
+    Rbac::committed().apply(&admin, SA_NAME, &[&ns]).await?;
+    let kubeconfig = sa_kubeconfig(&admin, SA_NAME).await?;
+    let paused = nodejob(
+        &kubeconfig.path,
+        CONTEXT,
+        &["-n", &ns, "pause", "--reason", "whoami"],
+    )
+    .await?;
+    paused.exited(0)?;
+    let who = format!("system:serviceaccount:{SA_NAMESPACE}:{SA_NAME}");
+    ensure!(
+        paused.stdout.starts_with(&format!("paused by {who} at ")),
+        "`{}` must name {who}: {}",
+        paused.line,
+        paused.stdout
+    );
+    let resumed = nodejob(&kubeconfig.path, CONTEXT, &["-n", &ns, "resume"]).await?;
+    resumed.exited(0)?;
     Ok(())
 }
