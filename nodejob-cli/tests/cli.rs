@@ -1574,6 +1574,33 @@ fn other_ca() -> String {
 
 /// An apiserver on TLS at the returned `https://` address whose certificate is self-signed
 /// for 127.0.0.1: no kubeconfig's CA trusts it. It completes no handshake.
+/// A kubeconfig (in the temporary folder, named for `tag` and this process) whose one
+/// context and cluster, `name`, is `server` trusted by `ca_pem` (written beside it), with a
+/// token user: the CA's path and the kubeconfig's.
+fn kubeconfig_of(
+    tag: &str,
+    name: &str,
+    server: &str,
+    ca_pem: &str,
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir();
+    let path = |ext: &str| dir.join(format!("nodejob-cli-{tag}-{}.{ext}", std::process::id()));
+    let (ca, kubeconfig) = (path("ca.pem"), path("kubeconfig"));
+    std::fs::write(&ca, ca_pem).unwrap();
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: \
+             {server}\n    certificate-authority: {}\ncontexts:\n- name: {name}\n  context:\n    \
+             cluster: {name}\n    user: operator\ncurrent-context: {name}\nusers:\n- name: \
+             operator\n  user:\n    token: not-a-real-token\n",
+            ca.display()
+        ),
+    )
+    .unwrap();
+    (ca, kubeconfig)
+}
+
 fn untrusted_apiserver() -> String {
     use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
     let key = rcgen::KeyPair::generate().unwrap();
@@ -1613,27 +1640,7 @@ fn untrusted_apiserver() -> String {
 #[test]
 fn an_untrusted_apiserver_certificate_is_said_at_once_pointing_at_the_ca() {
     let server = untrusted_apiserver();
-    let dir = std::env::temp_dir();
-    let ca = dir.join(format!(
-        "nodejob-cli-untrusted-{}.ca.pem",
-        std::process::id()
-    ));
-    std::fs::write(&ca, other_ca()).unwrap();
-    let kubeconfig = dir.join(format!(
-        "nodejob-cli-untrusted-{}.kubeconfig",
-        std::process::id()
-    ));
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: prod\n  cluster:\n    server: \
-             {server}\n    certificate-authority: {}\ncontexts:\n- name: prod\n  context:\n    \
-             cluster: prod\n    user: operator\ncurrent-context: prod\nusers:\n- name: \
-             operator\n  user:\n    token: not-a-real-token\n",
-            ca.display()
-        ),
-    )
-    .unwrap();
+    let (ca, kubeconfig) = kubeconfig_of("untrusted", "prod", &server, &other_ca());
     let kubeconfig_arg = kubeconfig.to_str().unwrap();
     for command in [
         &["status"][..],
@@ -1734,27 +1741,7 @@ fn not_an_apiserver() -> (String, String) {
 #[test]
 fn a_server_that_is_no_apiserver_is_said_at_once_naming_it() {
     let (server, ca_pem) = not_an_apiserver();
-    let dir = std::env::temp_dir();
-    let ca = dir.join(format!(
-        "nodejob-cli-not-apiserver-{}.ca.pem",
-        std::process::id()
-    ));
-    std::fs::write(&ca, ca_pem).unwrap();
-    let kubeconfig = dir.join(format!(
-        "nodejob-cli-not-apiserver-{}.kubeconfig",
-        std::process::id()
-    ));
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: web\n  cluster:\n    server: \
-             {server}\n    certificate-authority: {}\ncontexts:\n- name: web\n  context:\n    \
-             cluster: web\n    user: operator\ncurrent-context: web\nusers:\n- name: \
-             operator\n  user:\n    token: not-a-real-token\n",
-            ca.display()
-        ),
-    )
-    .unwrap();
+    let (ca, kubeconfig) = kubeconfig_of("not-apiserver", "web", &server, &ca_pem);
     let kubeconfig_arg = kubeconfig.to_str().unwrap();
     for command in [&["status"][..], &["resume"]] {
         let args = [&["--kubeconfig", kubeconfig_arg], command].concat();
