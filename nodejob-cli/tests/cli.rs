@@ -1601,12 +1601,14 @@ fn kubeconfig_of(
     (ca, kubeconfig)
 }
 
-fn untrusted_apiserver() -> String {
+/// A TLS server on 127.0.0.1 with `cert` (DER, for `key`), its `https://` address: each
+/// connection, its handshake begun, handed to `serve` on the server's thread.
+fn tls_server(
+    cert: &rcgen::Certificate,
+    key: &rcgen::KeyPair,
+    serve: impl Fn(std::net::TcpStream, rustls::ServerConnection) + Send + 'static,
+) -> String {
     use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
-    let key = rcgen::KeyPair::generate().unwrap();
-    let mut params = rcgen::CertificateParams::default();
-    params.subject_alt_names = vec![rcgen::SanType::IpAddress([127, 0, 0, 1].into())];
-    let cert = params.self_signed(&key).unwrap();
     let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -1622,16 +1624,23 @@ fn untrusted_apiserver() -> String {
     let server = format!("https://{}", listener.local_addr().unwrap());
     std::thread::spawn(move || {
         for stream in listener.incoming() {
-            let (Ok(mut stream), Ok(mut tls)) =
-                (stream, rustls::ServerConnection::new(config.clone()))
-            else {
-                continue;
-            };
-            // Until the client refuses the certificate (its alert ends the handshake).
-            let _ = tls.complete_io(&mut stream);
+            if let (Ok(stream), Ok(tls)) = (stream, rustls::ServerConnection::new(config.clone())) {
+                serve(stream, tls);
+            }
         }
     });
     server
+}
+
+fn untrusted_apiserver() -> String {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::default();
+    params.subject_alt_names = vec![rcgen::SanType::IpAddress([127, 0, 0, 1].into())];
+    let cert = params.self_signed(&key).unwrap();
+    tls_server(&cert, &key, |mut stream, mut tls| {
+        // Until the client refuses the certificate (its alert ends the handshake).
+        let _ = tls.complete_io(&mut stream);
+    })
 }
 
 /// A kubeconfig whose apiserver's certificate its certificate-authority does not trust (as
@@ -1680,7 +1689,6 @@ fn an_untrusted_apiserver_certificate_is_said_at_once_pointing_at_the_ca() {
 /// An HTTPS server at the returned `https://` address that is no apiserver: it answers every
 /// request `404 Not Found`, with a certificate for 127.0.0.1 signed by the returned CA (PEM).
 fn not_an_apiserver() -> (String, String) {
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
     use std::io::{Read, Write};
     let ca_key = rcgen::KeyPair::generate().unwrap();
     let mut ca_params = rcgen::CertificateParams::default();
@@ -1694,43 +1702,24 @@ fn not_an_apiserver() -> (String, String) {
     let mut params = rcgen::CertificateParams::default();
     params.subject_alt_names = vec![rcgen::SanType::IpAddress([127, 0, 0, 1].into())];
     let cert = params.signed_by(&key, &issuer).unwrap();
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![CertificateDer::from(cert.der().to_vec())],
-            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
-        )
-        .unwrap();
-    let config = std::sync::Arc::new(config);
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let server = format!("https://{}", listener.local_addr().unwrap());
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let (Ok(mut stream), Ok(tls)) = (stream, rustls::ServerConnection::new(config.clone()))
-            else {
-                continue;
-            };
-            let mut tls = rustls::StreamOwned::new(tls, &mut stream);
-            // One request per connection: read its head, answer 404, close.
-            let mut head = Vec::new();
-            let mut byte = [0u8; 1];
-            while !head.ends_with(b"\r\n\r\n") && matches!(tls.read(&mut byte), Ok(1)) {
-                head.push(byte[0]);
-            }
-            let body = "404 page not found\n";
-            let _ = write!(
-                tls,
-                "HTTP/1.1 404 Not Found\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\
-                 connection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = tls.flush();
-            tls.conn.send_close_notify();
-            let _ = tls.flush();
+    let server = tls_server(&cert, &key, |mut stream, tls| {
+        let mut tls = rustls::StreamOwned::new(tls, &mut stream);
+        // One request per connection: read its head, answer 404, close.
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") && matches!(tls.read(&mut byte), Ok(1)) {
+            head.push(byte[0]);
         }
+        let body = "404 page not found\n";
+        let _ = write!(
+            tls,
+            "HTTP/1.1 404 Not Found\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\
+             connection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = tls.flush();
+        tls.conn.send_close_notify();
+        let _ = tls.flush();
     });
     (server, ca.pem())
 }
