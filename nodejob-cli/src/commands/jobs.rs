@@ -46,12 +46,7 @@ pub(crate) fn jobs(global: &Global, args: Jobs) -> Result<Exit, Exit> {
             return delete_failed(&*t.api, rows, args.older_than, dry_run, output).await;
         }
         if output == Format::Json {
-            let list = List {
-                api_version: "v1",
-                kind: "List",
-                items: rows,
-            };
-            outln!("{}", serde_json::to_string(&list).unwrap_or_default());
+            print_list(rows);
         } else if rows.is_empty() {
             eprint!("{}", text(rows, ns, columns));
         } else {
@@ -85,45 +80,34 @@ async fn delete_failed<A: JobApi + ?Sized>(
     let mut deleted = Vec::new();
     let mut left = Vec::new();
     for row in failed {
-        let said = match row.exit_code {
-            Some(code) => format!("node {}, exit {code}", row.node),
-            None => format!("node {}", row.node),
-        };
-        let text = output != Format::Json;
-        if dry_run {
-            if text {
-                outln!("job.batch/{} deleted (dry run; {said})", row.name);
+        if !dry_run {
+            let job = Job {
+                metadata: ObjectMeta {
+                    name: Some(row.name.clone()),
+                    namespace: Some(row.namespace.clone()),
+                    uid: row.uid.clone(),
+                    resource_version: row.resource_version.clone(),
+                    ..ObjectMeta::default()
+                },
+                ..Job::default()
+            };
+            if let Err(e) = delete_exact_and_wait(api, &job).await {
+                left.push(format!("job.batch/{}: {e}", row.name));
+                continue;
             }
-            deleted.push(row);
-            continue;
         }
-        let job = Job {
-            metadata: ObjectMeta {
-                name: Some(row.name.clone()),
-                namespace: Some(row.namespace.clone()),
-                uid: row.uid.clone(),
-                resource_version: row.resource_version.clone(),
-                ..ObjectMeta::default()
-            },
-            ..Job::default()
-        };
-        match delete_exact_and_wait(api, &job).await {
-            Ok(()) => {
-                if text {
-                    outln!("job.batch/{} deleted ({said})", row.name);
-                }
-                deleted.push(row);
-            }
-            Err(e) => left.push(format!("job.batch/{}: {e}", row.name)),
+        if output != Format::Json {
+            let said = match row.exit_code {
+                Some(code) => format!("node {}, exit {code}", row.node),
+                None => format!("node {}", row.node),
+            };
+            let dry = if dry_run { "dry run; " } else { "" };
+            outln!("job.batch/{} deleted ({dry}{said})", row.name);
         }
+        deleted.push(row);
     }
     if output == Format::Json {
-        let list = List {
-            api_version: "v1",
-            kind: "List",
-            items: &deleted,
-        };
-        outln!("{}", serde_json::to_string(&list).unwrap_or_default());
+        print_list(&deleted);
     } else if deleted.is_empty() && left.is_empty() {
         eprintln!("no failed node job to delete");
     }
@@ -134,6 +118,16 @@ async fn delete_failed<A: JobApi + ?Sized>(
         "left (replaced or changed since listed: run it again to see them as they are now): {}",
         left.join("; ")
     )))
+}
+
+/// `items` as one JSON `List` on stdout, as kubectl prints a list.
+fn print_list<T: serde::Serialize>(items: &[T]) {
+    let list = List {
+        api_version: "v1",
+        kind: "List",
+        items,
+    };
+    outln!("{}", serde_json::to_string(&list).unwrap_or_default());
 }
 
 /// A list as kubectl prints one (`kubectl get -o json`), its items in their own order.
