@@ -437,6 +437,20 @@ async fn no_run_on_a_busy_node(kc: &Path, admin: &kube::Client, node: &str) -> R
     annotate_node(admin, node, records::IN_PROGRESS, None).await
 }
 
+/// `nodejob upgrade` of `node` alone to [`TARGET2`], its version read as `kubelets` report it.
+fn roll_to_target2(kubelets: Kubelets, node: &str) -> [&str; 8] {
+    [
+        "upgrade",
+        "--to",
+        TARGET2,
+        "--allow-skew",
+        "--version-from",
+        kubelets.version_from(),
+        "--nodes",
+        node,
+    ]
+}
+
 /// Issue 33, item 14: the Job a failed `run` kept on `node` outlives a roll's drain of it:
 /// the preview says the drain leaves its Pod, and after the roll `jobs` still shows it Failed
 /// with its exit code (read from that Pod). The drain evicted the Deployment's Pods there
@@ -448,17 +462,7 @@ async fn a_kept_job_outlives_a_drain(
     namespace: &str,
     node: &str,
 ) -> Result<(), Failure> {
-    let from = kubelets.version_from();
-    let roll = [
-        "upgrade",
-        "--to",
-        TARGET2,
-        "--allow-skew",
-        "--version-from",
-        from,
-        "--nodes",
-        node,
-    ];
+    let roll = roll_to_target2(kubelets, node);
     let preview = nodejob(kc, CONTEXT, &[&roll[..], &["--preview"]].concat()).await?;
     preview.exited(0)?;
     let leave = format!("  leave {SA_NAMESPACE}/{}-", run_job(node));
@@ -503,17 +507,7 @@ async fn a_refused_drain_leaves_the_node_untouched(
     let bare = nodejob_conformance::workloads::bare_pod(namespace, "scratch", node, 1);
     (pods.create(&PostParams::default(), &bare).await)
         .map_err(|e| Failure(format!("creating the bare pod on {node}: {e}")))?;
-    let from = kubelets.version_from();
-    let roll = [
-        "upgrade",
-        "--to",
-        TARGET2,
-        "--allow-skew",
-        "--version-from",
-        from,
-        "--nodes",
-        node,
-    ];
+    let roll = roll_to_target2(kubelets, node);
     let preview = nodejob(kc, CONTEXT, &[&roll[..], &["--preview"]].concat()).await?;
     preview.exited(1)?;
     ensure!(

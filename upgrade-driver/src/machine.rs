@@ -743,7 +743,7 @@ impl NodeMachine {
             (At::Rebooting, Observation::Rebooted { node, met }) => self.on_reboot(node, met),
             (At::Checking, Observation::Health(Ok(0), _)) => {
                 let marks = vec![Mark::Finished(UpgradeStep::Health, "passed".into())];
-                self.finish(marks)
+                self.uncordon(marks)
             }
             (At::Checking, Observation::Health(Ok(code), log)) => {
                 self.failed_or_rolled_back(Failure {
@@ -1462,12 +1462,20 @@ impl NodeMachine {
             marks.push(Mark::Started(UpgradeStep::Health));
             return self.go(At::Checking, marks, Intent::Health);
         }
+        self.uncordon(marks)
+    }
+
+    /// The Uncordon step starts: [`NodeMachine::finish`]'s write.
+    fn uncordon(&mut self, mut marks: Vec<Mark>) -> Step {
+        marks.push(Mark::Started(UpgradeStep::Uncordon));
         self.finish(marks)
     }
 
     /// Uncordon if we cordoned it, record it done, remove our records: one write. When the
-    /// plan soaks, the soak record instead of the done record (done once it passed).
-    fn finish(&mut self, mut marks: Vec<Mark>) -> Step {
+    /// plan soaks, the soak record instead of the done record (done once it passed). The
+    /// Uncordon step is started by the caller ([`NodeMachine::uncordon`]), once: a write
+    /// decided again is the same step.
+    fn finish(&mut self, marks: Vec<Mark>) -> Step {
         if self.soaks {
             return self.finish_into_soak(marks);
         }
@@ -1493,7 +1501,6 @@ impl NodeMachine {
             // What a rollback would have gone back to: no longer needed.
             changes.push(NodeChange::remove_annotation(records::ROLLBACK));
         }
-        marks.push(Mark::Started(UpgradeStep::Uncordon));
         let rv = self.rv();
         self.go(At::Finishing, marks, Intent::Guarded { rv, changes })
     }
@@ -1529,9 +1536,7 @@ impl NodeMachine {
         // The Uncordon started (and was told) at the first write: this is the same step's
         // write again, not a second start (`Uncordon...` twice on a real cluster, whose
         // kubelet changes the node between the read and the write).
-        let mut step = self.finish(Vec::new());
-        (step.marks).retain(|m| !matches!(m, Mark::Started(UpgradeStep::Uncordon)));
-        step
+        self.finish(Vec::new())
     }
 
     fn fail(&mut self, failure: Failure) -> Step {

@@ -27,7 +27,7 @@ impl NodeMachine {
     /// The finish when the plan soaks: uncordon if ours, the soak record from now on this
     /// boot, our in-flight records gone: one guarded write. The done record waits for the
     /// soak.
-    pub(super) fn finish_into_soak(&mut self, mut marks: Vec<Mark>) -> Step {
+    pub(super) fn finish_into_soak(&mut self, marks: Vec<Mark>) -> Step {
         let mut changes = Vec::new();
         if self.progress.as_ref().is_some_and(|p| p.cordoned) {
             changes.push(NodeChange::Uncordon);
@@ -52,7 +52,6 @@ impl NodeMachine {
             changes.push(NodeChange::remove_annotation(records::BLOCKED));
         }
         self.soak = Some(record);
-        marks.push(Mark::Started(UpgradeStep::Uncordon));
         let rv = self.rv();
         self.go(At::Finishing, marks, Intent::Guarded { rv, changes })
     }
