@@ -23,7 +23,6 @@
 //! machine's own, read by the hands right before it.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -270,20 +269,13 @@ where
                     if let Some(pause) = self.fence.paused().await {
                         hands.paused(step, &pause).await;
                     }
-                    // An atomic, not a Cell: the future holds it across the wait, and is Send.
-                    let waited = AtomicU64::new(0);
-                    let tell = |waiting: Waiting| {
-                        if let Waiting::Resumed { waited: w } = &waiting {
-                            waited.store(millis(*w), Ordering::Relaxed);
-                        }
-                        self.tell_waiting(&node, step, waiting)
-                    };
+                    let tell = |waiting| self.tell_waiting(&node, step, waiting);
                     let passed = pause_before(self.api, &self.fence, &self.limits, tell).await;
                     let passed = match passed {
                         Ok(Passed::Unpaused) => Ok(()),
                         // The step was decided on what was read before the wait.
-                        Ok(Passed::Resumed) => {
-                            hands.waited(step, waited.load(Ordering::Relaxed));
+                        Ok(Passed::Resumed { waited }) => {
+                            hands.waited(step, millis(waited));
                             let read = read_again(self.api, &node, uid).await;
                             hands.resumed(step, read).await
                         }

@@ -102,9 +102,12 @@ pub async fn wait_unpaused<A: LeaseApi + ?Sized>(
 pub enum Passed {
     /// The rolls were not paused: nothing was waited for.
     Unpaused,
-    /// The node waited until the switch was lifted: what was read before is stale, and the
-    /// step reads what it acts on again.
-    Resumed,
+    /// The node waited `waited` until the switch was lifted: what was read before is stale,
+    /// and the step reads what it acts on again.
+    Resumed {
+        /// How long it waited.
+        waited: Duration,
+    },
 }
 
 /// The pause gate of one node, as both drivers' executors pass it before a step starts on it:
@@ -118,15 +121,18 @@ pub async fn pause_before<A: LeaseApi + ?Sized>(
     limits: &Limits,
     tell: impl Fn(Waiting),
 ) -> Result<Passed, String> {
-    let resumed = std::sync::atomic::AtomicBool::new(false);
+    // A mutex, not a Cell: the future holds it across the wait, and is Send.
+    let resumed = std::sync::Mutex::new(None);
     let told = |w: Waiting| {
-        if matches!(w, Waiting::Resumed { .. }) {
-            resumed.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Waiting::Resumed { waited } = &w {
+            *resumed.lock().unwrap_or_else(|e| e.into_inner()) = Some(*waited);
         }
         tell(w);
     };
-    match wait_unpaused(api, fence, limits, told).await {
-        Gate::Go if resumed.into_inner() => Ok(Passed::Resumed),
+    let gate = wait_unpaused(api, fence, limits, told).await;
+    let resumed = resumed.into_inner().unwrap_or_else(|e| e.into_inner());
+    match gate {
+        Gate::Go if let Some(waited) = resumed => Ok(Passed::Resumed { waited }),
         Gate::Go => Ok(Passed::Unpaused),
         Gate::Deadline(p) => Err(crate::limits::paused_out(&p, limits.pause_deadline)),
         Gate::Stopped(p) => Err(format!("stopped on request while {p}")),
