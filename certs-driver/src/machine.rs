@@ -451,7 +451,8 @@ impl<'p> NodeMachine<'p> {
             {
                 let uid = job.metadata.uid.unwrap_or_default();
                 let marks = vec![Mark::Note(format!(
-                    "{unread}; the job (uid {uid}) succeeded: exit 0 is the answer"
+                    "{unread}; the job {} succeeded: exit 0 is the answer",
+                    self.job()
                 ))];
                 self.go(At::Answering, marks, Intent::WaitJob { step, uid })
             }
@@ -625,7 +626,7 @@ impl<'p> NodeMachine<'p> {
             (Decision::Adopt(uid), Leftover::Adopt) => self.adopt(uid),
             (Decision::Adopt(uid), Leftover::WaitOut) => {
                 let marks = vec![Mark::Note(format!(
-                    "waiting for the {} job {} (uid {uid}) an earlier run left on node {}: \
+                    "waiting for the {} job {} an earlier run left on node {}: \
                      nothing is read or decided there before it ended",
                     command(step),
                     self.job(),
@@ -655,7 +656,7 @@ impl<'p> NodeMachine<'p> {
         match job {
             Some(job) if !nodejob_core::finished(&job) => {
                 let message = format!(
-                    "the {command} job {name} (uid {uid}) an earlier run left on node {} has not \
+                    "the {command} job {name} an earlier run left on node {} has not \
                      ended ({ended}); nothing is done there before it has",
                     self.node
                 );
@@ -679,9 +680,10 @@ impl<'p> NodeMachine<'p> {
         let step = self.step;
         let marks = vec![
             Mark::Note(format!(
-                "adopting the `carotate {}` job (uid {uid}) an earlier run started: its result \
-                 is the answer",
-                step.subcommand()
+                "adopting the `carotate {}` job {} an earlier run started: its result is the \
+                 answer",
+                step.subcommand(),
+                self.job()
             )),
             Mark::Started(step),
         ];
@@ -701,12 +703,11 @@ impl<'p> NodeMachine<'p> {
         let step = self.step;
         if report.exit_code != 0 {
             let message = format!(
-                "`carotate {}` exited {} on node {}; job {} (uid {}) is left for inspection",
+                "`carotate {}` exited {} on node {}; job {} is left for inspection",
                 step.subcommand(),
                 report.exit_code,
                 self.node,
-                self.job(),
-                report.uid
+                self.job()
             );
             let log_tail = report.log.as_deref().map(|l| log_tail(l, LOG_TAIL_LINES));
             return self.fail(failure(

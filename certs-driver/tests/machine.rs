@@ -278,9 +278,7 @@ fn a_host_job_that_exited_non_zero_fails_the_node_and_keeps_its_job() {
     let job = plan.job_name(CaStep::Stage, NODE);
     assert_eq!(
         f.message,
-        format!(
-            "`carotate stage` exited 4 on node {NODE}; job {job} (uid j) is left for inspection"
-        )
+        format!("`carotate stage` exited 4 on node {NODE}; job {job} is left for inspection")
     );
     let tail = f.log_tail.unwrap_or_default();
     assert!(

@@ -641,7 +641,8 @@ impl NodeMachine {
                     let message = format!(
                         "the host upgrade exited {}; the node stays cordoned and job {} is \
                          left for inspection",
-                        report.exit_code, report.uid
+                        report.exit_code,
+                        self.job_name()
                     );
                     self.pending_failure = Some(Failure {
                         step: UpgradeStep::Upgrade,
@@ -684,8 +685,8 @@ impl NodeMachine {
                     step: UpgradeStep::Upgrade,
                     kind: FailureKind::Job,
                     message: format!(
-                        "{why}; a rerun retries it, replacing that failed job (uid {})",
-                        record.uid
+                        "{why}; a rerun retries it, replacing that failed job {}",
+                        self.job_name()
                     ),
                     exit_code: None,
                     log_tail: None,
@@ -721,7 +722,7 @@ impl NodeMachine {
                 self.host = Some(record.clone());
                 if let Some(failure) = self.pending_failure.take() {
                     if self.lost.is_some() {
-                        return self.await_lost(&record.uid);
+                        return self.await_lost();
                     }
                     return self.failed_or_rolled_back(failure);
                 }
@@ -729,13 +730,9 @@ impl NodeMachine {
                 self.go(At::Deleting, Vec::new(), Intent::DeleteJob { uid })
             }
             (At::Deleting, Observation::Deleted) => {
-                let uid = self
-                    .host
-                    .as_ref()
-                    .map(|h| h.uid.clone())
-                    .unwrap_or_default();
+                let job = self.job_name();
                 let mut step = self.await_reboot();
-                let done = format!("the host upgrade exited 0; its job (uid {uid}) deleted");
+                let done = format!("the host upgrade exited 0; its job {job} deleted");
                 step.marks
                     .insert(0, Mark::Finished(UpgradeStep::Upgrade, done));
                 step
@@ -886,13 +883,12 @@ impl NodeMachine {
             && (!nodejob_core::finished(&job) || job.metadata.deletion_timestamp.is_some())
         {
             let name = job.metadata.name.clone().unwrap_or_default();
-            let uid = job.metadata.uid.clone().unwrap_or_default();
             self.node = Some(node);
             return self.fail(Failure::new(
                 UpgradeStep::Cordon,
                 FailureKind::Node,
                 format!(
-                    "a host upgrade toward {} (job {name}, uid {uid}) an earlier run started is \
+                    "a host upgrade toward {} (job {name}) an earlier run started is \
                      still running on it: one toward {} starts only once it ended; rerun then",
                     record.target, self.target
                 ),
@@ -1058,7 +1054,8 @@ impl NodeMachine {
                 let uid = h.uid.clone();
                 self.earlier_success = true;
                 let marks = vec![Mark::Note(format!(
-                    "the host upgrade already succeeded (job uid {uid}); not running it again"
+                    "the host upgrade already succeeded (job {}); not running it again",
+                    self.job_name()
                 ))];
                 self.go(At::Deleting, marks, Intent::DeleteJob { uid })
             }
@@ -1272,8 +1269,9 @@ impl NodeMachine {
             // the upgrade took): the node says it ran. Never run again.
             let marks = vec![Mark::Note(format!(
                 "the host upgrade we launched took (the node reports {} on another boot), though \
-                 its job (uid {uid}) failed without an answer; not running it again",
-                self.target
+                 its job {} failed without an answer; not running it again",
+                self.target,
+                self.job_name()
             ))];
             let mut step = self.await_reboot();
             step.marks.splice(0..0, marks);
@@ -1281,7 +1279,8 @@ impl NodeMachine {
         }
         if recorded_failure && nodejob_core::failed(&job) {
             let marks = vec![Mark::Note(format!(
-                "retrying: replacing the failed host job (uid {uid}) reported earlier"
+                "retrying: replacing the failed host job {} reported earlier",
+                self.job_name()
             ))];
             return self.drain(marks);
         }
@@ -1289,7 +1288,8 @@ impl NodeMachine {
         // would evict its pod.
         let marks = vec![
             Mark::Note(format!(
-                "adopting the host job (uid {uid}) an earlier run started: its result is the answer"
+                "adopting the host job {} an earlier run started: its result is the answer",
+                job.metadata.name.as_deref().unwrap_or_default()
             )),
             Mark::Started(UpgradeStep::Upgrade),
         ];
@@ -1393,12 +1393,13 @@ impl NodeMachine {
     /// The host upgrade's pod was lost to a reboot, its failure recorded (the Job `uid`): wait
     /// for the node to be back, Ready on a boot other than the one it was launched on, and
     /// let its version say whether the upgrade took ([`Self::lost_judged`]).
-    fn await_lost(&mut self, uid: &str) -> Step {
+    fn await_lost(&mut self) -> Step {
+        let job = self.job_name();
         let mut step = self.await_reboot();
         step.marks.insert(
             0,
             Mark::Note(format!(
-                "the host upgrade's pod was lost to a reboot of the node (job uid {uid}): \
+                "the host upgrade's pod was lost to a reboot of the node (job {job}): \
                  waiting for the node to be back; its version then says whether the upgrade took"
             )),
         );
@@ -1411,9 +1412,7 @@ impl NodeMachine {
     /// take: a failure of the Upgrade step (rolled back when the plan says so), its record
     /// kept as a failure without an exit code, so that a rerun retries it.
     fn lost_judged(&mut self, lost: &str, reported: &str, met: bool) -> Step {
-        let uid = (self.host.as_ref())
-            .map(|h| h.uid.clone())
-            .unwrap_or_default();
+        let job = self.job_name();
         if !met {
             return self.failed_or_rolled_back(Failure {
                 step: UpgradeStep::Upgrade,
@@ -1433,7 +1432,7 @@ impl NodeMachine {
                 message: format!(
                     "{lost}; the node came back at {reported}, not {}: the upgrade did not \
                      take; the node stays cordoned; a rerun retries it, replacing that failed \
-                     job (uid {uid})",
+                     job {job}",
                     self.target
                 ),
                 exit_code: None,
@@ -1445,7 +1444,7 @@ impl NodeMachine {
                 UpgradeStep::Upgrade,
                 format!(
                     "its pod was lost to the node's reboot, and the node came back at \
-                     {reported}: the upgrade took; its job (uid {uid}) is left for inspection"
+                     {reported}: the upgrade took; its job {job} is left for inspection"
                 ),
             ),
             Mark::Finished(
@@ -1586,6 +1585,24 @@ impl NodeMachine {
 
     fn rv(&self) -> String {
         self.node.as_deref().map(records::rv).unwrap_or_default()
+    }
+
+    /// The node's name, as last seen.
+    fn node_name(&self) -> &str {
+        (self.node.as_deref())
+            .and_then(|n| n.metadata.name.as_deref())
+            .unwrap_or_default()
+    }
+
+    /// The name of our host Job on this node: what a line names, so that `kubectl get job
+    /// NAME` finds it (a UID is found by nothing a person types).
+    fn job_name(&self) -> String {
+        crate::plan::host_job_name(self.node_name(), &self.target)
+    }
+
+    /// The name of our rollback Job on this node, likewise.
+    fn rollback_job_name(&self) -> String {
+        crate::plan::rollback_job_name(self.node_name(), &self.target)
     }
 
     /// The step the machine is at.

@@ -314,6 +314,18 @@ fn budget_within(budget: u32, width: usize, said: &str) -> Result<(), PlanError>
     ))
 }
 
+/// The name of the host Job for `node` toward `target` (see [`Plan::job_name`]): what the
+/// node machine names when it speaks of a Job, so that `kubectl get job NAME` finds it.
+pub(crate) fn host_job_name(node: &str, target: &str) -> String {
+    trunc_name(&format!("upgrade-{node}-{target}"))
+}
+
+/// The name of the rollback Job for `node` rolling back from `target` (see
+/// [`Plan::rollback_job_name`]).
+pub(crate) fn rollback_job_name(node: &str, target: &str) -> String {
+    trunc_name(&format!("rollback-{node}-{target}"))
+}
+
 impl Plan {
     /// Validates `spec`: every bad field is refused with a [`PlanError`] naming it.
     pub fn build(spec: PlanSpec) -> Result<Plan, PlanError> {
@@ -481,7 +493,7 @@ impl Plan {
     /// The name of the host Job for `node` toward `target`: an earlier run's toward another
     /// target is found by it.
     pub fn job_name_toward(&self, node: &str, target: &str) -> String {
-        trunc_name(&format!("upgrade-{node}-{target}"))
+        host_job_name(node, target)
     }
 
     /// The name of the health-check Job for `node`: `health-<node>-<target>`, likewise.
@@ -502,7 +514,7 @@ impl Plan {
     /// The name of the rollback Job for `node`: `rollback-<node>-<target>` (the target it rolls
     /// back from), likewise.
     pub fn rollback_job_name(&self, node: &str) -> String {
-        trunc_name(&format!("rollback-{node}-{}", self.spec.target))
+        rollback_job_name(node, &self.spec.target)
     }
 
     /// The rollback's argv toward `version`: `nsenter ... -- <binary> rollback --to <version>`.

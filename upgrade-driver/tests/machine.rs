@@ -596,6 +596,15 @@ fn a_failed_host_step_is_recorded_then_fails_the_node_with_its_exit_code_and_log
         panic!("{step:?}")
     };
     assert_eq!((f.step, f.exit_code), (UpgradeStep::Upgrade, Some(3)));
+    // The Job by the name `kubectl get job` finds it by, never by its UID.
+    let job = plan(false).job_name("n1");
+    assert!(
+        f.message
+            .ends_with(&format!("job {job} is left for inspection")),
+        "{}",
+        f.message
+    );
+    assert!(!f.message.contains(" j "), "{}", f.message);
     let tail = f.log_tail.unwrap();
     assert!(
         tail.starts_with("line 11") && tail.ends_with("line 30"),
@@ -740,6 +749,7 @@ fn a_host_job_lost_to_a_reboot_that_left_the_old_version_fails_the_upgrade_for_a
         "came back at v1.37.2, not v1.38.0",
         "did not take",
         "a rerun retries it",
+        &format!("replacing that failed job {}", plan(false).job_name("n1")),
     ] {
         assert!(message.contains(part), "{part:?} not in {message}");
     }

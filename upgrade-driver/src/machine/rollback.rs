@@ -179,23 +179,25 @@ impl NodeMachine {
         let record = self.rollback.clone()?;
         let failed_host = (self.host.as_ref())
             .filter(|h| h.target == self.target && h.exit_code != Some(0))
-            .map(|h| (h.uid.clone(), h.exit_code));
+            .map(|h| h.exit_code);
         if record.why.is_none()
             && record.from == self.target
             && self.on_failure == OnFailure::Rollback
-            && let Some((uid, exit_code)) = failed_host
+            && let Some(exit_code) = failed_host
         {
             let failure = Failure {
                 step: UpgradeStep::Upgrade,
                 kind: FailureKind::host_or_job(exit_code),
                 message: match exit_code {
                     Some(code) => format!(
-                        "the host upgrade exited {code} (recorded by an earlier run); job {uid} \
-                         is left for inspection"
+                        "the host upgrade exited {code} (recorded by an earlier run); job {} \
+                         is left for inspection",
+                        self.job_name()
                     ),
                     None => format!(
                         "the host upgrade failed without an exit code (recorded by an earlier \
-                         run); job {uid} is left for inspection"
+                         run); job {} is left for inspection",
+                        self.job_name()
                     ),
                 },
                 exit_code,
@@ -415,9 +417,10 @@ impl NodeMachine {
                     && failed.is_some()
                 {
                     let marks = vec![Mark::Note(format!(
-                        "the rollback's pod was lost to a reboot of the node (job uid {uid}): \
+                        "the rollback's pod was lost to a reboot of the node (job {}): \
                          waiting for the node to be back; its version then says whether it \
-                         rolled back ({lost})"
+                         rolled back ({lost})",
+                        self.rollback_job_name()
                     ))];
                     return self.await_rollback_reboot(marks);
                 }
@@ -586,8 +589,8 @@ impl NodeMachine {
         };
         let uid = job.metadata.uid.clone().unwrap_or_default();
         let marks = vec![Mark::Note(format!(
-            "adopting the rollback job (uid {uid}) an earlier run started: its result is the \
-             answer"
+            "adopting the rollback job {} an earlier run started: its result is the answer",
+            job.metadata.name.as_deref().unwrap_or_default()
         ))];
         let to = self.rollback_to();
         self.go(
@@ -607,7 +610,8 @@ impl NodeMachine {
             let why = format!(
                 "the rollback exited {}; the node stays cordoned and job {} is left for \
                  inspection",
-                report.exit_code, report.uid
+                report.exit_code,
+                self.rollback_job_name()
             );
             let log = report.log.as_deref().map(|l| log_tail(l, LOG_TAIL_LINES));
             (why, Some(report.exit_code), log)
