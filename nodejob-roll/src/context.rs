@@ -216,6 +216,26 @@ where
         if self.fence.check(self.api).await.is_err() {
             return;
         }
+        self.event_checked(namespace, component, node, kind, reason, message)
+            .await;
+    }
+
+    /// [`Context::event`] right after a [`Fence::check`] that passed, with nothing awaited
+    /// between but writes: that read of the Lease is the Event's too, as it is the next
+    /// write's (the executor's turn: the check, the Events of the step that finished, the
+    /// intent's write). Nothing is written once the Lease is known lost.
+    pub(crate) async fn event_checked(
+        &self,
+        namespace: &str,
+        component: &str,
+        node: &str,
+        kind: EventType,
+        reason: &str,
+        message: &str,
+    ) {
+        if self.fence.lost().is_some() {
+            return;
+        }
         let written =
             write_node_event(self.api, namespace, node, kind, reason, message, component).await;
         if let Err(e) = written {

@@ -6,7 +6,8 @@
 //! ```text
 //!   in flight at machine.in_flight()            (what a run cut short reports)
 //!   the fence, when the intent writes           lost  -> interrupted at the step
-//!   marks of what already happened, told        (progress, the report, Events)
+//!   marks of what already happened, told        (progress, the report, Events: fenced by
+//!                                               the read above when there was one)
 //!   a step begins here (Hands::gate)?
 //!     the pause switch (Hands::paused)          paused out, stopped, lost -> interrupted
 //!     resumed: the node read again              deleted, replaced -> as the driver says
@@ -242,10 +243,10 @@ where
                     Some(step) => self.flying(&node, step),
                     None => self.landed(&node),
                 }
-                // The fence first: once the Lease is lost, not even an Event is written.
-                if hands.fenced(&turn.intent)
-                    && let Err(e) = self.fence.check(self.api).await
-                {
+                // The fence first: once the Lease is lost, not even an Event is written. The
+                // Events told next, before any wait, are fenced by this same read.
+                let checked = hands.fenced(&turn.intent);
+                if checked && let Err(e) = self.fence.check(self.api).await {
                     return hands.interrupted(machine.at(), format!("the Lease was lost: {e}"));
                 }
                 // What already happened (the step before finished, a note) is told now, when it
@@ -258,7 +259,7 @@ where
                     .unwrap_or(marks.len());
                 let next = marks.split_off(at);
                 for mark in marks {
-                    self.tell_mark(events, hands, mark, &mut step_started).await;
+                    (self.tell_mark(events, hands, mark, &mut step_started, checked)).await;
                 }
                 let stop = &self.limits.stop;
                 if let Some(step) = starting
@@ -288,7 +289,8 @@ where
                 let stop_here = starting.is_some() && stop.requested();
                 for mark in next {
                     if !(stop_here && matches!(mark, Mark::Started(_))) {
-                        self.tell_mark(events, hands, mark, &mut step_started).await;
+                        // Past the pause switch, which may have waited: read again.
+                        (self.tell_mark(events, hands, mark, &mut step_started, false)).await;
                     }
                 }
                 if stop_here {
@@ -333,7 +335,8 @@ where
         end
     }
 
-    /// Tells one mark of `hands`' node: progress, the report, an Event, the condition.
+    /// Tells one mark of `hands`' node: progress, the report, an Event, the condition. The
+    /// Event reads the Lease first unless `checked`: the turn's own check just did.
     /// `step_started` is when the step under way started (set by a start, read by a finish).
     async fn tell_mark<H>(
         &self,
@@ -341,6 +344,7 @@ where
         hands: &mut H,
         mark: Mark<S, Own<H>>,
         step_started: &mut Duration,
+        checked: bool,
     ) where
         H: Hands,
         H::Machine: Machine<Step = S>,
@@ -366,8 +370,12 @@ where
                 });
                 let (ns, component) = (events.namespace, events.component);
                 let reason = step.reason();
-                self.event(ns, component, &node, EventType::Normal, &reason, &message)
-                    .await;
+                let kind = EventType::Normal;
+                if checked {
+                    (self.event_checked(ns, component, &node, kind, &reason, &message)).await;
+                } else {
+                    (self.event(ns, component, &node, kind, &reason, &message)).await;
+                }
             }
             Mark::Note(message) => self.tell_note(&node, message),
             Mark::Own(own) => hands.own(own).await,

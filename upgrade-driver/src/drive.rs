@@ -94,7 +94,7 @@ where
         .collect();
     nodes.extend(carried);
     // The version skew policy, before any write (the Lease is the first).
-    let skew = gate::before_any_write(api, plan, &nodes).await?;
+    let skew = gate::before_any_write(api, plan, Some(&view), &nodes).await?;
     let claim = Claim {
         operation: "upgrade".into(),
         target: plan.target().to_string(),
@@ -152,7 +152,8 @@ where
     run.skew_allowed(&skew.allowed);
     run.skew_waiting(skew.waiting.as_ref());
     // Renewed while anything waits (a host Job included): the renewer runs beside the roll.
-    let outcome = match run.ctx.renewing(run.roll(&order, width, &held)).await {
+    let rolled = run.roll(&order, width, &held, skew.read);
+    let outcome = match run.ctx.renewing(rolled).await {
         Ok(outcome) => outcome,
         Err(why) => {
             // The roll was cut short where it stood: each node in flight is interrupted at its
@@ -182,12 +183,19 @@ where
 {
     /// Rolls the groups in order: one pass of the engine, `max_unavailable` read again before
     /// each batch; returns how it ended.
-    async fn roll(&self, order: &[Group], width: usize, held: &blocked::HeldBack) -> Outcome {
+    async fn roll(
+        &self,
+        order: &[Group],
+        width: usize,
+        held: &blocked::HeldBack,
+        read: Option<gate::Read>,
+    ) -> Outcome {
         let engine = self.ctx.engine();
         let admitted = held.admitted(order, width);
         let mut admission = gate::Gated {
             run: self,
             inner: MaxUnavailable::new(self, width, &admitted, self.ctx.progress.clone()),
+            read,
         };
         let mut tally = Tally {
             blocked: held.count(),

@@ -162,7 +162,7 @@ where
 {
     let nodes = select_nodes(api, plan).await?;
     refuse_versions(plan, &nodes)?;
-    let gate = crate::drive::gate::before_any_write(api, plan, &nodes).await?;
+    let gate = crate::drive::gate::before_any_write(api, plan, None, &nodes).await?;
     let skew = (gate.allowed.iter())
         .map(|b| format!("allowed past the version skew policy: {b}"))
         .chain(gate.waiting)

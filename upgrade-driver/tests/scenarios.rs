@@ -820,3 +820,41 @@ async fn a_rerun_reports_a_carried_node_from_where_it_started_with_its_earlier_e
     assert_eq!(rerun.totals.pods_evicted_earlier, evicted);
     assert_eq!(api.upgrades("z-0"), 1);
 }
+
+/// Issue 34: the Events a turn tells before its write are fenced by the read of the Lease
+/// right before that write, not by one more read each: never two reads of the Lease in a row
+/// with nothing between; and still one read before each Event or write group (issue 30).
+#[tokio::test(start_paused = true)]
+async fn an_event_told_before_a_write_shares_that_writes_read_of_the_lease() {
+    // No control-plane node: the fake's apiserver is at the target.
+    let (fake, names) = cluster(6, 0, &[("z", 2)], 0);
+    let api = harness(fake.clone(), names, 1);
+    let report = run(&api, &plan(plan_spec()), upgrade_driver::quiet())
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
+    let calls = fake.calls();
+    let lease = |c: &nodejob_fake::Call| c.verb == nodejob_fake::Verb::GetLease;
+    let twice: Vec<usize> = (calls.windows(2).enumerate())
+        .filter(|(_, w)| lease(&w[0]) && lease(&w[1]))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(twice, Vec::<usize>::new(), "two Lease reads in a row");
+    // Every Event of ours follows a read of the Lease, with nothing but other writes between.
+    for (i, c) in calls.iter().enumerate() {
+        if c.verb != nodejob_fake::Verb::CreateEvent {
+            continue;
+        }
+        let before = calls[..i]
+            .iter()
+            .rev()
+            .find(|c| !c.verb.writes() || lease(c))
+            .map(|c| c.verb);
+        assert_eq!(
+            before,
+            Some(nodejob_fake::Verb::GetLease),
+            "event {} not fenced by a read right before it",
+            c.name
+        );
+    }
+}

@@ -256,3 +256,36 @@ async fn an_os_image_upgrade_is_not_judged_by_the_kubelet_policy() {
     );
     assert_eq!(fake.count(nodejob_core::Verb::Version), 0);
 }
+
+/// Issue 34: the apiserver's version is read once for the run, and again before a batch only
+/// when the control-plane nodes' versions moved since (on the fake, as on a kubeadm cluster,
+/// the apiserver follows its control plane), not before every batch.
+#[tokio::test(start_paused = true)]
+async fn the_apiservers_version_is_read_again_only_once_the_control_plane_moved() {
+    let versions = |fake: &FakeCluster| {
+        (fake.calls().into_iter())
+            .filter(|c| c.verb == nodejob_fake::Verb::Version)
+            .count()
+    };
+    // Two control-plane nodes, then two workers, one node a batch.
+    let (fake, names) = cluster(4, 2, &[("z", 2)], 0);
+    let api = harness(fake.clone(), names, 1);
+    let report = run(&api, &plan(plan_spec()), upgrade_driver::quiet())
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
+    // Before any write; before cp-1 (cp-0 moved); before z-0 (cp-1 moved). Not before cp-0
+    // (as read) nor z-1 (nothing moved since z-0's).
+    assert_eq!(versions(&fake), 3);
+
+    // Workers alone, the apiserver at the target all along: one read for four batches.
+    let (fake, names) = cluster(4, 0, &[("z", 4)], 0);
+    fixed(&fake, TARGET);
+    let api = harness(fake.clone(), names, 1);
+    let report = run(&api, &plan(workers_only(TARGET)), upgrade_driver::quiet())
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
+    assert_eq!(report.totals.upgraded, 4);
+    assert_eq!(versions(&fake), 1);
+}

@@ -1,11 +1,13 @@
 //! The version-skew gate at work ([`crate::skew`] judges, this reads): once before any write
 //! ([`before_any_write`], the run's and the preview's), and before each batch ([`Gated`], an
-//! [`Admission`] around the run's own).
+//! [`Admission`] around the run's own). The apiserver's version is read once for the run, and
+//! again before a batch only when the answer may have moved or decides the batch
+//! ([`Gated::admit`]).
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Node;
 use nodejob_core::{JobApi, LeaseApi, NodeApi, PodApi};
-use nodejob_roll::{Admission, Admit, Group, retry};
+use nodejob_roll::{Admission, Admit, Group, NodeView, is_control_plane, retry};
 
 use super::Run;
 use crate::Error;
@@ -13,6 +15,27 @@ use crate::plan::Plan;
 use crate::progress::Progress;
 use crate::records::at_target;
 use crate::skew::{Breach, Kubelet, Skew, Workers, applies, judge, moving, refusal};
+
+/// The apiserver's version as last read, with what it was read beside: the control-plane
+/// nodes' kubelet versions then (a control plane upgraded with its nodes, as a kubeadm
+/// cluster's, answers another version once they moved).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Read {
+    server: String,
+    control_plane: Vec<(String, String)>,
+}
+
+/// The control-plane nodes of `view`, each with its kubelet version.
+fn control_plane(view: &NodeView) -> Vec<(String, String)> {
+    view.read(|all| {
+        all.filter(|n| is_control_plane(n))
+            .map(|n| {
+                let Kubelet { node, version, .. } = Kubelet::of(n);
+                (node, version)
+            })
+            .collect()
+    })
+}
 
 /// What the gate found before any write, on a plan it lets through.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -22,6 +45,9 @@ pub(crate) struct Before {
     /// The workers' target is newer than the apiserver now, and the plan's control-plane
     /// nodes go first: what the workers wait for.
     pub(crate) waiting: Option<String>,
+    /// The version read, when the gate applies and a run's view was given: the first batch
+    /// is judged against it.
+    pub(crate) read: Option<Read>,
 }
 
 /// The apiserver's `gitVersion`, read (transient errors retried).
@@ -31,15 +57,18 @@ async fn server<A: NodeApi + ?Sized>(api: &A) -> Result<String, nodejob_core::Ap
 
 /// Judges moving `nodes` (the plan's, those carried on included) to the target against the
 /// apiserver, before any write: a breach is refused ([`Error::Plan`] on `skew`) unless the
-/// plan allows skew. Reads nothing unless the gate applies ([`applies`]).
+/// plan allows skew. Reads nothing unless the gate applies ([`applies`]). `view`: the run's,
+/// whose control plane the version read is kept beside for the batches ([`Before::read`]).
 pub(crate) async fn before_any_write<A: NodeApi + ?Sized>(
     api: &A,
     plan: &Plan,
+    view: Option<&NodeView>,
     nodes: &[Node],
 ) -> Result<Before, Error> {
     if !applies(plan) {
         return Ok(Before::default());
     }
+    let control_plane = view.map(control_plane);
     let server = server(api).await.map_err(|cause| Error::Reading {
         what: "the apiserver's version (GET /version)".into(),
         cause,
@@ -66,15 +95,48 @@ pub(crate) async fn before_any_write<A: NodeApi + ?Sized>(
     Ok(Before {
         allowed: breaches,
         waiting,
+        read: control_plane.map(|control_plane| Read {
+            server,
+            control_plane,
+        }),
     })
 }
 
-/// The run's admission, the gate before each batch: the apiserver's version read first, then
-/// the batch admitted as `inner` decides, then judged over its nodes as the run's view has
-/// them now (no wait between the judgement and the batch's start).
+/// The run's admission, the gate before each batch: the batch admitted as `inner` decides,
+/// then judged over its nodes as the run's view has them now against the apiserver's version
+/// (no wait between the judgement and the batch's start). The version is read again only when
+/// the control-plane nodes' versions moved since it was read (this run upgraded one, or
+/// someone else did), or when it refuses the batch: a refusal is judged on a fresh read. The
+/// view's watch is the read that replaces the others: where the apiserver runs on the
+/// control-plane nodes it moves with their versions; where it does not (a managed control
+/// plane) it moves only forward, ahead of its nodes, which makes no batch newer than it.
 pub(super) struct Gated<'r, 'a, A: ?Sized, I> {
     pub(super) run: &'r Run<'a, A>,
     pub(super) inner: I,
+    /// The version as last read ([`before_any_write`]'s first).
+    pub(super) read: Option<Read>,
+}
+
+impl<A, I> Gated<'_, '_, A, I>
+where
+    A: JobApi + NodeApi + PodApi + LeaseApi + ?Sized,
+{
+    /// The apiserver's version, read again unless `self.read` is of the control plane as the
+    /// view has it now (and `again` is not asked).
+    async fn server(&mut self, again: bool) -> Result<String, nodejob_core::ApiError> {
+        let control_plane = control_plane(&self.run.view);
+        match &self.read {
+            Some(read) if !again && read.control_plane == control_plane => Ok(read.server.clone()),
+            _ => {
+                let server = server(self.run.api).await?;
+                self.read = Some(Read {
+                    server: server.clone(),
+                    control_plane,
+                });
+                Ok(server)
+            }
+        }
+    }
 }
 
 #[async_trait]
@@ -92,15 +154,6 @@ where
         if !applies(plan) {
             return self.inner.admit(group, queue).await;
         }
-        let server = match server(self.run.api).await {
-            Ok(server) => server,
-            Err(e) => {
-                return Admit::Refused(format!(
-                    "the apiserver's version, which the version skew policy judges each batch \
-                     against, could not be read: {e}"
-                ));
-            }
-        };
         let admit = self.inner.admit(group, queue).await;
         let Admit::Batch(batch) = &admit else {
             return admit;
@@ -110,7 +163,25 @@ where
             .filter(|n| at_target(plan, n).is_none())
             .map(|n| Kubelet::of(&n))
             .collect();
-        let breaches = judge(plan.target(), &server, &nodes, Workers::Now);
+        let unread = |e| {
+            Admit::Refused(format!(
+                "the apiserver's version, which the version skew policy judges each batch \
+                 against, could not be read: {e}"
+            ))
+        };
+        let before = self.read.clone();
+        let server = match self.server(false).await {
+            Ok(server) => server,
+            Err(e) => return unread(e),
+        };
+        let mut breaches = judge(plan.target(), &server, &nodes, Workers::Now);
+        // A refusal ends the roll: judged on the version as it is now, not as first read.
+        if !breaches.is_empty() && plan.spec().skew == Skew::Enforce && self.read == before {
+            match self.server(true).await {
+                Ok(server) => breaches = judge(plan.target(), &server, &nodes, Workers::Now),
+                Err(e) => return unread(e),
+            }
+        }
         if breaches.is_empty() {
             return admit;
         }
