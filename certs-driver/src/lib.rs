@@ -195,7 +195,9 @@ pub use machine::{
 };
 pub use nodejob_roll::NSENTER;
 pub use nodejob_roll::Window;
-pub use nodejob_roll::{EventSink, FenceEvent, Outcome, Placement, PlanError, Selecting, Stop};
+pub use nodejob_roll::{
+    EventSink, FenceEvent, LeaseEnd, LeaseHistory, Outcome, Placement, PlanError, Selecting, Stop,
+};
 pub use phase::{CaStep, Decision, decide};
 pub use plan::{CA_EXPIRY_WARNING, CaSummary, Plan, PlanSpec};
 pub use preview::{Next, NodePreview, Preview};

@@ -51,7 +51,10 @@ async fn abort_after_stage_restores_the_old_trust_everywhere() -> TestResult {
             Some(NodeResult::Restored)
         );
     }
-    assert_eq!(report.lease.last().map(String::as_str), Some("released"));
+    assert_eq!(
+        report.lease.as_ref().map(|l| &l.ended),
+        Some(&certs_driver::LeaseEnd::Released)
+    );
     Ok(())
 }
 

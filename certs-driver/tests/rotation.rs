@@ -70,7 +70,10 @@ async fn a_full_rotation_on_three_control_plane_and_three_workers_ends_on_the_ne
     assert_eq!(created, 4 * names.len(), "host jobs");
     assert_eq!(report.totals.rotated, 6);
     assert_eq!(report.totals.steps, 18);
-    assert_eq!(report.lease.last().map(String::as_str), Some("released"));
+    assert_eq!(
+        report.lease.as_ref().map(|l| &l.ended),
+        Some(&certs_driver::LeaseEnd::Released)
+    );
 
     // Order: no phase starts anywhere before the previous one finished everywhere; control-plane
     // nodes first and one at a time; at most two workers at once.
@@ -221,7 +224,10 @@ async fn a_phase_failing_on_one_node_stops_everything_before_the_next_phase() ->
     // The failed Job is left for inspection; the Lease is released.
     let job = plan(plan_spec(&ca)).job_name(CaStep::Issue, "w-1");
     assert!(fake.job(NS, &job).is_some(), "the failed issue job is gone");
-    assert_eq!(report.lease.last().map(String::as_str), Some("released"));
+    assert_eq!(
+        report.lease.as_ref().map(|l| &l.ended),
+        Some(&certs_driver::LeaseEnd::Released)
+    );
     let warned = fake.events(NS).iter().any(|e| {
         e.type_.as_deref() == Some("Warning")
             && e.reason.as_deref() == Some("NodejobCaIssue")
@@ -562,7 +568,10 @@ async fn losing_the_lease_while_verifying_stops_the_run_and_blames_no_node() -> 
         report.own.gates
     );
     assert!(
-        report.lease.last().is_some_and(|l| l.starts_with("lost")),
+        matches!(
+            report.lease.as_ref().map(|l| &l.ended),
+            Some(certs_driver::LeaseEnd::Lost { .. })
+        ),
         "{:?}",
         report.lease
     );

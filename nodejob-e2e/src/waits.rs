@@ -11,6 +11,7 @@ use kube::Client;
 use kube::api::Api;
 use kube::runtime::wait::await_condition;
 use nodejob_conformance::Failure;
+use nodejob_roll::{LeaseEnd, LeaseHistory};
 
 use crate::admin::{annotate_node, unique};
 use crate::conventions::{NOT_READY_TAINT, REBOOT_ANNOTATION, SA_NAMESPACE};
@@ -83,16 +84,17 @@ pub async fn reboot_by_itself(
     .await
 }
 
-/// Checks a driver's account of its Lease, `history` (its report's: acquired first, released
-/// last), and that Lease `name` in [`SA_NAMESPACE`] is held by no one now; returns the Lease.
+/// Checks a driver's account of its Lease, `history` (its report's: released at the end), and
+/// that Lease `name` in [`SA_NAMESPACE`] is held by no one now; returns the Lease.
 pub async fn lease_released(
     admin: &Client,
     name: &str,
-    history: &[String],
+    history: &Option<LeaseHistory>,
 ) -> Result<Lease, Failure> {
     nodejob_conformance::ensure!(
-        history.first().is_some_and(|l| l.starts_with("acquired"))
-            && history.last().map(String::as_str) == Some("released"),
+        history
+            .as_ref()
+            .is_some_and(|h| h.ended == LeaseEnd::Released),
         "the Lease must be acquired and released: {history:?}"
     );
     let lease = Api::<Lease>::namespaced(admin.clone(), SA_NAMESPACE)

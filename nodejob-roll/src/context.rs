@@ -17,7 +17,7 @@ use nodejob_core::{EventType, JobApi, LeaseApi, NodeApi, Spec};
 use crate::call::millis;
 use crate::engine::{Engine, RollEvent};
 use crate::events::{EventSink, NoteSink, fence_events};
-use crate::fence::Fence;
+use crate::fence::{Fence, LeaseHistory};
 use crate::limits::Limits;
 use crate::ops::write_node_event;
 use crate::placement::Placement;
@@ -42,7 +42,7 @@ pub struct Context<'a, A: ?Sized, E, S> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Closed {
     /// The Lease's history in this run: acquired (how), renewals, released or lost.
-    pub lease: Vec<String>,
+    pub lease: LeaseHistory,
     /// From [`Context::begin`] to the Lease released, milliseconds of the backend's clock.
     pub took_ms: u64,
 }

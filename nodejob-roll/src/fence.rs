@@ -1,8 +1,8 @@
 //! The Lease as a [`Fence`]: acquired, checked before every write, renewed while anything
-//! waits, released; its [`FenceEvent`]s and the history a report shows.
+//! waits, released; its [`FenceEvent`]s and the [`LeaseHistory`] a report shows.
 //!
 //! ```text
-//!   Fence::acquire ──▶ Fence::renewing(work) ──▶ Fence::release ──▶ history lines
+//!   Fence::acquire ──▶ Fence::renewing(work) ──▶ Fence::release ──▶ LeaseHistory
 //!                           │   ▲
 //!        work: check() before every write; the renewer checks every third of the duration
 //! ```
@@ -76,6 +76,61 @@ pub enum FenceEvent {
     },
 }
 
+/// The Lease in one run, as its report keeps it: how it was acquired (a takeover names whom
+/// from), the epoch, the renewals counted (a roll of thousands of nodes renews it thousands of
+/// times: no line each), and how it ended (a loss says why).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct LeaseHistory {
+    /// `namespace/name`.
+    pub name: String,
+    /// The epoch held.
+    pub epoch: i32,
+    /// How it was acquired: `free`, `taken over from <holder>`, or `resumed from <holder>`.
+    pub acquired: String,
+    /// How many times the run renewed it.
+    pub renewals: u64,
+    /// How it ended.
+    pub ended: LeaseEnd,
+}
+
+/// How a run's hold of the Lease ended ([`LeaseHistory::ended`]).
+///
+/// Serialised tagged by `how`: `{"how": "released"}`, `{"how": "lost", "why": …}`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "how", rename_all = "snake_case")]
+pub enum LeaseEnd {
+    /// Released: the next run acquires it at once.
+    Released,
+    /// Still ours, but the release failed: it expires after its duration.
+    NotReleased {
+        /// Why.
+        why: String,
+    },
+    /// Lost to another holder (or unreadable): nothing was written after the run knew.
+    Lost {
+        /// Why.
+        why: String,
+    },
+}
+
+impl std::fmt::Display for LeaseHistory {
+    /// `acquired kube-system/nodejob at epoch 2 (taken over from x); renewed 14 times;
+    /// released` (or `lost: <why>`, `not released: <why>`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (name, epoch, how) = (&self.name, self.epoch, &self.acquired);
+        write!(f, "acquired {name} at epoch {epoch} ({how}); ")?;
+        match self.renewals {
+            1 => write!(f, "renewed once; ")?,
+            n => write!(f, "renewed {n} times; ")?,
+        }
+        match &self.ended {
+            LeaseEnd::Released => write!(f, "released"),
+            LeaseEnd::NotReleased { why } => write!(f, "not released: {why}"),
+            LeaseEnd::Lost { why } => write!(f, "lost: {why}"),
+        }
+    }
+}
+
 /// Receives a [`Fence`]'s events.
 pub type FenceEvents = Box<dyn Fn(&FenceEvent) + Send + Sync>;
 
@@ -83,7 +138,8 @@ pub type FenceEvents = Box<dyn Fn(&FenceEvent) + Send + Sync>;
 /// renewed every third of its duration for as long as the work of [`Fence::renewing`] runs
 /// (a 30-minute host Job included); once lost, it stays lost and nothing more is written.
 ///
-/// The history (acquired how, renewals, released or lost) is what a driver's report shows.
+/// Its [`LeaseHistory`] (acquired how, renewals, released or lost) is what a driver's report
+/// shows.
 pub struct Fence {
     held: AsyncMutex<Held>,
     name: String,
@@ -95,7 +151,7 @@ pub struct Fence {
     /// drops its work at once, so no other step in flight writes on after the driver knows.
     lost_tx: Mutex<Option<futures::channel::oneshot::Sender<()>>>,
     lost_rx: Mutex<Option<futures::channel::oneshot::Receiver<()>>>,
-    history: Mutex<Vec<String>>,
+    renewals: std::sync::atomic::AtomicU64,
     events: FenceEvents,
 }
 
@@ -134,7 +190,7 @@ impl Fence {
         Ok(Fence {
             lost_tx: Mutex::new(Some(lost_tx)),
             lost_rx: Mutex::new(Some(lost_rx)),
-            history: Mutex::new(vec![format!("acquired {name} at epoch {epoch} ({how})")]),
+            renewals: std::sync::atomic::AtomicU64::new(0),
             held: AsyncMutex::new(held),
             name,
             epoch,
@@ -184,10 +240,7 @@ impl Fence {
                 if renewed(&held) != before {
                     let epoch = held.epoch();
                     (self.events)(&FenceEvent::Renewed { epoch });
-                    self.history
-                        .lock()
-                        .unwrap()
-                        .push(format!("renewed at epoch {epoch}"));
+                    (self.renewals).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
                 Ok(())
             }
@@ -245,20 +298,22 @@ impl Fence {
         }
     }
 
-    /// Releases the Lease, unless it was lost, and answers the history: `acquired <lease> at
-    /// epoch N (how)`, `renewed at epoch N`…, then `released`, `not released: <why>` or
-    /// `lost: <why>`.
-    pub async fn release<A: LeaseApi + ?Sized>(self, api: &A) -> Vec<String> {
-        let lost = self.lost();
-        let mut history = self.history.into_inner().unwrap();
-        match lost {
-            Some(why) => history.push(format!("lost: {why}")),
+    /// Releases the Lease, unless it was lost, and answers its history in this run.
+    pub async fn release<A: LeaseApi + ?Sized>(self, api: &A) -> LeaseHistory {
+        let ended = match self.lost() {
+            Some(why) => LeaseEnd::Lost { why },
             None => match self.held.into_inner().release(api).await {
-                Ok(()) => history.push("released".into()),
-                Err(e) => history.push(format!("not released: {e}")),
+                Ok(()) => LeaseEnd::Released,
+                Err(e) => LeaseEnd::NotReleased { why: e.to_string() },
             },
+        };
+        LeaseHistory {
+            name: self.name,
+            epoch: self.epoch,
+            acquired: self.how,
+            renewals: self.renewals.into_inner(),
+            ended,
         }
-        history
     }
 }
 

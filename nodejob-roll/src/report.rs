@@ -5,6 +5,7 @@
 use serde::Serialize;
 
 use crate::events::Outcome;
+use crate::fence::LeaseHistory;
 
 /// One node's line in a [`Report`]: the driver's own shape, found by its name.
 pub trait NodeLine {
@@ -36,8 +37,9 @@ pub struct Report<N, T, X = Nothing> {
     pub outcome: Outcome,
     /// The totals.
     pub totals: T,
-    /// The Lease's history in this run, in order: acquired (how), renewals, released or lost.
-    pub lease: Vec<String>,
+    /// The Lease in this run: acquired (how), renewals counted, released or lost; `None`
+    /// before the run closed.
+    pub lease: Option<LeaseHistory>,
 }
 
 impl<N: NodeLine, T: Totals<N>, X> Report<N, T, X> {
@@ -49,7 +51,7 @@ impl<N: NodeLine, T: Totals<N>, X> Report<N, T, X> {
             own,
             outcome: Outcome::Done,
             totals: T::default(),
-            lease: Vec::new(),
+            lease: None,
         }
     }
 
@@ -60,9 +62,9 @@ impl<N: NodeLine, T: Totals<N>, X> Report<N, T, X> {
 
     /// Closes it: how it ended, the Lease's history, the totals counted over a run of
     /// `took_ms`.
-    pub fn close(&mut self, outcome: Outcome, lease: Vec<String>, took_ms: u64) {
+    pub fn close(&mut self, outcome: Outcome, lease: LeaseHistory, took_ms: u64) {
         self.outcome = outcome;
-        self.lease = lease;
+        self.lease = Some(lease);
         self.totals = T::count(&self.nodes, took_ms);
     }
 }
@@ -118,7 +120,16 @@ mod tests {
         assert_eq!(report.node("b").map(|n| n.done), Some(true));
         assert!(report.node("c").is_none());
         assert_eq!(report.totals, Count::default());
-        report.close(Outcome::Done, vec!["acquired".into()], 7);
+        let lease = crate::LeaseHistory {
+            name: "ns/l".into(),
+            epoch: 2,
+            acquired: "taken over from x".into(),
+            renewals: 1,
+            ended: crate::LeaseEnd::Lost {
+                why: "held by y".into(),
+            },
+        };
+        report.close(Outcome::Done, lease.clone(), 7);
         assert_eq!(
             report.totals,
             Count {
@@ -126,7 +137,15 @@ mod tests {
                 took_ms: 7
             }
         );
-        assert_eq!(report.lease, ["acquired"]);
+        assert_eq!(report.lease.as_ref(), Some(&lease));
+        assert_eq!(
+            lease.to_string(),
+            "acquired ns/l at epoch 2 (taken over from x); renewed once; lost: held by y"
+        );
+        assert_eq!(
+            serde_json::to_string(&lease).unwrap(),
+            r#"{"name":"ns/l","epoch":2,"acquired":"taken over from x","renewals":1,"ended":{"how":"lost","why":"held by y"}}"#
+        );
     }
 
     #[test]
@@ -134,13 +153,13 @@ mod tests {
         let plain: Report<Line, Count> = Report::new("v2".into(), Vec::new(), Nothing {});
         assert_eq!(
             serde_json::to_string(&plain).unwrap(),
-            r#"{"target":"v2","nodes":[],"outcome":{"outcome":"done"},"totals":{"done":0,"took_ms":0},"lease":[]}"#
+            r#"{"target":"v2","nodes":[],"outcome":{"outcome":"done"},"totals":{"done":0,"took_ms":0},"lease":null}"#
         );
         let gated: Report<Line, Count, Gates> =
             Report::new("v2".into(), Vec::new(), Gates { gates: vec![1] });
         assert_eq!(
             serde_json::to_string(&gated).unwrap(),
-            r#"{"target":"v2","nodes":[],"gates":[1],"outcome":{"outcome":"done"},"totals":{"done":0,"took_ms":0},"lease":[]}"#
+            r#"{"target":"v2","nodes":[],"gates":[1],"outcome":{"outcome":"done"},"totals":{"done":0,"took_ms":0},"lease":null}"#
         );
     }
 }

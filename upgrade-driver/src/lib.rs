@@ -164,7 +164,9 @@ pub use machine::{
 pub use nodejob_roll::NSENTER;
 pub use nodejob_roll::Window;
 pub use nodejob_roll::is_control_plane;
-pub use nodejob_roll::{EventSink, FenceEvent, Outcome, Placement, PlanError, Selecting, Stop};
+pub use nodejob_roll::{
+    EventSink, FenceEvent, LeaseEnd, LeaseHistory, Outcome, Placement, PlanError, Selecting, Stop,
+};
 pub use nodejob_roll::{Group, batches};
 pub use order::groups;
 pub use plan::{Downgrade, MaxUnavailable, OnFailure, Plan, PlanSpec, Undrainable, VersionSource};

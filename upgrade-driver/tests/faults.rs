@@ -493,7 +493,7 @@ async fn scenario(seed: u64, verbose: bool) -> Result<Summary, String> {
         return fail(format!("not done after {RUNS} runs"));
     }
     if let Some(report) = &last
-        && report.lease.last().map(String::as_str) != Some("released")
+        && report.lease.as_ref().map(|l| &l.ended) != Some(&upgrade_driver::LeaseEnd::Released)
     {
         return fail(format!("the Lease was not released: {:?}", report.lease));
     }

@@ -81,10 +81,13 @@ async fn three_control_plane_and_six_workers_in_two_zones_roll_in_order_within_t
     }
     // The Lease was acquired and released.
     assert_eq!(
-        report.lease.first().map(|l| l.starts_with("acquired")),
-        Some(true)
+        report.lease.as_ref().map(|l| l.acquired.as_str()),
+        Some("free")
     );
-    assert_eq!(report.lease.last().map(String::as_str), Some("released"));
+    assert_eq!(
+        report.lease.as_ref().map(|l| &l.ended),
+        Some(&upgrade_driver::LeaseEnd::Released)
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -695,6 +695,17 @@ pub(crate) fn error(e: &upgrade_driver::Error) -> DriverError {
 mod tests {
     use super::*;
 
+    /// A Lease acquired free and released, as a run's report closes with.
+    fn released() -> upgrade_driver::LeaseHistory {
+        upgrade_driver::LeaseHistory {
+            name: "kube-system/nodejob".into(),
+            epoch: 1,
+            acquired: "free".into(),
+            renewals: 0,
+            ended: upgrade_driver::LeaseEnd::Released,
+        }
+    }
+
     #[test]
     fn only_a_step_that_ran_a_job_points_at_its_log() {
         let plan = upgrade_driver::Plan::build(upgrade_driver::PlanSpec::new("v1.38.0")).unwrap();
@@ -747,7 +758,7 @@ mod tests {
             },
         ];
         let mut report = Report::new("v1.38.0".into(), nodes, Default::default());
-        report.close(Outcome::Done, Vec::new(), 420_000);
+        report.close(Outcome::Done, released(), 420_000);
         insta::assert_snapshot!(summary(&report, Some(420_000)));
     }
 
@@ -785,7 +796,7 @@ mod tests {
         });
         let mut report = Report::new("v1.38.0".into(), nodes, Default::default());
         let why = "as asked; the nodes in flight finished their step".to_string();
-        report.close(Outcome::Stopped { why }, Vec::new(), 9_000);
+        report.close(Outcome::Stopped { why }, released(), 9_000);
         let invocation = Invocation::of(["nodejob", "upgrade", "--to", "v1.38.0"].map(Into::into));
         let text = ended(&report, &plan, &invocation).unwrap();
         insta::assert_snapshot!(text);
@@ -892,7 +903,7 @@ mod tests {
             nodes: vec!["worker-a-0".into()],
             retry: "rerun".into(),
         };
-        report.close(failed, Vec::new(), 10);
+        report.close(failed, released(), 10);
         let invocation = Invocation::of(["nodejob", "upgrade", "--to", "v1.38.0"].map(Into::into));
         let text = ended(&report, &plan, &invocation).unwrap();
         assert!(
