@@ -157,6 +157,17 @@ impl Conditions {
         Ok(node)
     }
 
+    /// Whether what this run last wrote on `name` says `standing` already: its status, reason
+    /// and message, all `kubectl describe node` shows but the heartbeat. Writing it again
+    /// would change nothing a person reads.
+    pub fn says(&self, name: &str, standing: &Standing) -> bool {
+        self.written(name).is_some_and(|c| {
+            c.status == standing.held.as_str()
+                && c.reason.as_deref() == Some(standing.reason.as_str())
+                && c.message == Some(quote(&standing.message))
+        })
+    }
+
     /// What this run last wrote on `name`.
     pub fn written(&self, name: &str) -> Option<NodeCondition> {
         self.lock().get(name).cloned()

@@ -1,6 +1,6 @@
 //! The upgrade's `NodejobUpgrade` condition on each node (issue 22, item 6) on the fake, in
-//! paused virtual time: `True` with each step as its reason as the step starts, `False`,
-//! `Upgraded` at the end, the transition time moving only with the status; `True`, `Failed`
+//! paused virtual time: `True` with each step as its reason as the step starts (the cordon
+//! said with the drain, the uncordon with the end: issue 34), `False`, `Upgraded` at the end, the transition time moving only with the status; `True`, `Failed`
 //! on a node that failed; never a Conflict of our own making on the guarded writes it sits
 //! between; the kubelet's conditions kept; a node an earlier run left held is let go once a
 //! later run finds it at the target.
@@ -102,20 +102,20 @@ async fn each_step_is_said_as_it_starts_and_the_end_lets_the_node_go() {
     assert_eq!(
         said,
         [
-            ("True", "Cordon"),
+            // Said as the cordon begins: `kubectl drain` cordons first.
             ("True", "Drain"),
             ("True", "Upgrade"),
             ("True", "Reboot"),
             ("True", "Health"),
-            ("True", "Uncordon"),
+            // The uncordon is one write: how the node ended is said right after it.
             ("False", "Upgraded"),
         ]
     );
     assert!(written.iter().all(|(n, ..)| n == "z-0"));
     // The transition time: the first write's while True, moved once, to the end.
     let since = &written[0].3;
-    assert!(written[..6].iter().all(|w| &w.3 == since), "{written:?}");
-    assert_ne!(&written[6].3, since);
+    assert!(written[..4].iter().all(|w| &w.3 == since), "{written:?}");
+    assert_ne!(&written[4].3, since);
     let node = fake.node("z-0").unwrap();
     let end = ours(&node);
     assert_eq!(
@@ -123,7 +123,7 @@ async fn each_step_is_said_as_it_starts_and_the_end_lets_the_node_go() {
         ("False", Some("Upgraded"))
     );
     assert_eq!(end.message.as_deref(), Some("upgraded to v1.38.0"));
-    assert_eq!(end.last_transition_time, written[6].3);
+    assert_eq!(end.last_transition_time, written[4].3);
     // The kubelet's condition kept; ours, new to the list, leads it (a strategic merge's
     // order).
     assert_eq!(types(&node), [UPGRADE, "Ready"]);
@@ -158,8 +158,9 @@ async fn the_condition_never_makes_a_guarded_write_meet_a_conflict() {
     }
     assert_eq!(
         fake.count(Verb::PatchNodeConditions),
-        names.len() * 7,
-        "six steps and the end, a write each, per node"
+        names.len() * 5,
+        "the drain (its cordon with it), the upgrade, the reboot, the health check and the \
+         end (its uncordon with it), a write each, per node"
     );
     assert!(api.violations().is_empty(), "{:?}", api.violations());
 }

@@ -3,6 +3,13 @@
 //! (`False`, `Upgraded`; or `True`, `Failed` or `Stopped`, for a rerun to carry on). Written
 //! through the run's fenced writer: nothing once the Lease is known lost. A write that fails
 //! is a note, never the node's failure.
+//!
+//! Written only when it changes what `kubectl describe node` shows, so not for a step of one
+//! write that the next condition follows at once: the cordon is said with the drain it begins
+//! (`Drain`, "cordoning and draining", as `kubectl drain` cordons first), and the uncordon
+//! with how the node ended, written right after it (after a crash between the two, the next
+//! run lets the node go: [`Run::settle_conditions`]). A step whose condition says what the
+//! last one said (a drain begun again) writes nothing.
 
 use std::collections::BTreeSet;
 
@@ -48,8 +55,7 @@ impl Versions {
 /// What a node's condition says while `step` is under way, toward `target`.
 fn doing(step: UpgradeStep) -> &'static str {
     match step {
-        UpgradeStep::Cordon => "marking the node ours and cordoning it",
-        UpgradeStep::Drain => "draining",
+        UpgradeStep::Cordon | UpgradeStep::Drain => "cordoning and draining",
         UpgradeStep::Upgrade => "running the host upgrade",
         UpgradeStep::Reboot => "waiting for a new boot, Ready at the target",
         UpgradeStep::Health => "running the health check",
@@ -67,7 +73,7 @@ where
     /// Conflict: someone else changed the node; written then without, and the chain broken);
     /// a failure is a note.
     async fn condition(&self, name: &str, standing: Standing, versions: Option<&mut Versions>) {
-        if self.ctx.fence.lost().is_some() {
+        if self.ctx.fence.lost().is_some() || self.conditions.says(name, &standing) {
             return;
         }
         let seen = self.view.node(name);
@@ -113,13 +119,20 @@ where
         step: UpgradeStep,
         versions: &mut Versions,
     ) {
+        let reason = match step {
+            // Said with how the node ends, written right after its one write.
+            UpgradeStep::Uncordon => return,
+            // The first half of the drain, said with it.
+            UpgradeStep::Cordon => UpgradeStep::Drain.as_str(),
+            step => step.as_str(),
+        };
         let message = format!(
             "upgrading to {}: {} (by {})",
             self.plan.target(),
             doing(step),
             self.plan.spec().identity
         );
-        let standing = Standing::new(Held::Yes, step.as_str(), message);
+        let standing = Standing::new(Held::Yes, reason, message);
         self.condition(name, standing, Some(versions)).await;
     }
 
