@@ -27,7 +27,7 @@ use nodejob_core::lease::Claim;
 use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{EventType, JobApi, LeaseApi, NodeApi};
 use nodejob_roll::Fenced;
-use nodejob_roll::{Context, DriverEvent, Outcome, Selecting, Stop, retry};
+use nodejob_roll::{Context, DriverEvent, EventFence, Outcome, Selecting, Source, Stop, retry};
 use nodejob_roll::{End, FixedWidth, NodeEnd, Tally};
 
 use crate::cluster::{
@@ -831,8 +831,19 @@ where
     /// the Lease right before it; failing to is a note, never the node's failure).
     async fn event(&self, node: &str, kind: EventType, step: CaStep, message: &str) {
         let ns = &self.plan.spec().namespace;
+        let source = Source {
+            namespace: ns,
+            component: COMPONENT,
+        };
         (self.ctx)
-            .event(ns, COMPONENT, node, kind, &step.reason(), message)
+            .event(
+                EventFence::Read,
+                source,
+                node,
+                kind,
+                &step.reason(),
+                message,
+            )
             .await;
     }
 

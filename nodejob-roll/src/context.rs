@@ -17,6 +17,7 @@ use nodejob_core::{EventType, JobApi, LeaseApi, NodeApi, Spec};
 use crate::call::millis;
 use crate::engine::{Engine, RollEvent};
 use crate::events::{EventSink, NoteSink, fence_events};
+use crate::executor::Source;
 use crate::fence::{Fence, LeaseHistory};
 use crate::limits::Limits;
 use crate::ops::write_node_event;
@@ -36,6 +37,17 @@ pub struct Context<'a, A: ?Sized, E, S> {
     pub progress: Arc<dyn EventSink<E>>,
     started: Duration,
     in_flight: Mutex<BTreeMap<String, S>>,
+}
+
+/// How an Event is fenced ([`Context::event`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventFence {
+    /// The Lease is read right before it ([`Fence::check`]).
+    Read,
+    /// Right after a [`Fence::check`] that passed, with nothing awaited between but writes:
+    /// that read of the Lease is the Event's too, as it is the next write's (the executor's
+    /// turn: the check, the Events of the step that finished, the intent's write).
+    Checked,
 }
 
 /// What [`Context::end`] answers for the report.
@@ -200,42 +212,30 @@ where
         run_with(api, &spec, mode, policy).await
     }
 
-    /// Records an Event on `node` from `component` in `namespace`; a failure to is told as a
-    /// note about the node, never its failure. An Event is a write, fenced as every other: the
-    /// Lease is read right before it ([`Fence::check`]), and nothing is written once it is lost
-    /// (another identity took it since the run last looked, too).
+    /// Records an Event on `node` from `source` (its namespace and component); a failure to is
+    /// told as a note about the node, never its failure. An Event is a write, fenced as every
+    /// other (`fence`): nothing is written once the Lease is lost (another identity took it
+    /// since the run last looked, too).
     pub async fn event(
         &self,
-        namespace: &str,
-        component: &str,
+        fence: EventFence,
+        source: Source<'_>,
         node: &str,
         kind: EventType,
         reason: &str,
         message: &str,
     ) {
-        if self.fence.check(self.api).await.is_err() {
+        let lost = match fence {
+            EventFence::Read => self.fence.check(self.api).await.is_err(),
+            EventFence::Checked => self.fence.lost().is_some(),
+        };
+        if lost {
             return;
         }
-        self.event_checked(namespace, component, node, kind, reason, message)
-            .await;
-    }
-
-    /// [`Context::event`] right after a [`Fence::check`] that passed, with nothing awaited
-    /// between but writes: that read of the Lease is the Event's too, as it is the next
-    /// write's (the executor's turn: the check, the Events of the step that finished, the
-    /// intent's write). Nothing is written once the Lease is known lost.
-    pub(crate) async fn event_checked(
-        &self,
-        namespace: &str,
-        component: &str,
-        node: &str,
-        kind: EventType,
-        reason: &str,
-        message: &str,
-    ) {
-        if self.fence.lost().is_some() {
-            return;
-        }
+        let Source {
+            namespace,
+            component,
+        } = source;
         let written =
             write_node_event(self.api, namespace, node, kind, reason, message, component).await;
         if let Err(e) = written {

@@ -31,7 +31,7 @@ use nodejob_core::pause::Pause;
 use nodejob_core::{ApiError, EventType, JobApi, LeaseApi, NodeApi};
 
 use crate::call::millis;
-use crate::context::Context;
+use crate::context::{Context, EventFence};
 use crate::engine::RollEvent;
 use crate::pause::{Passed, ReadAgain, Waiting, pause_before, read_again};
 use crate::progress::{Failure, OwnEvents, Progress};
@@ -368,14 +368,14 @@ where
                     took_ms: took,
                     message: message.clone(),
                 });
-                let (ns, component) = (events.namespace, events.component);
                 let reason = step.reason();
-                let kind = EventType::Normal;
-                if checked {
-                    (self.event_checked(ns, component, &node, kind, &reason, &message)).await;
+                let fence = if checked {
+                    EventFence::Checked
                 } else {
-                    (self.event(ns, component, &node, kind, &reason, &message)).await;
-                }
+                    EventFence::Read
+                };
+                let kind = EventType::Normal;
+                (self.event(fence, events, &node, kind, &reason, &message)).await;
             }
             Mark::Note(message) => self.tell_note(&node, message),
             Mark::Own(own) => hands.own(own).await,
@@ -409,8 +409,7 @@ where
     }
 
     async fn warn(&self, events: Source<'_>, node: &str, reason: &str, message: &str) {
-        let (ns, component) = (events.namespace, events.component);
-        self.event(ns, component, node, EventType::Warning, reason, message)
-            .await;
+        let kind = EventType::Warning;
+        (self.event(EventFence::Read, events, node, kind, reason, message)).await;
     }
 }

@@ -49,7 +49,7 @@ pub mod window;
 
 pub use call::{CALL_BOUND, millis, retry};
 pub use condition::{Conditions, Held, Standing};
-pub use context::{Closed, Context, Ledger};
+pub use context::{Closed, Context, EventFence, Ledger};
 pub use engine::{
     Admission, Admit, End, Engine, FixedWidth, Fleet, MaxUnavailable, NodeEnd, RollEvent, Tally,
 };

@@ -498,9 +498,13 @@ async fn an_event_is_not_written_once_another_identity_took_the_lease() -> TestR
     )
     .await?;
     let ns = placement.namespace.as_str();
+    let source = nodejob_roll::Source {
+        namespace: ns,
+        component: "engine-test",
+    };
     ctx.event(
-        ns,
-        "engine-test",
+        nodejob_roll::EventFence::Read,
+        source,
         "w1",
         nodejob_core::EventType::Normal,
         "Held",
@@ -511,8 +515,8 @@ async fn an_event_is_not_written_once_another_identity_took_the_lease() -> TestR
     cluster.steal_lease(ns, &placement.lease_name, "someone-else")?;
     assert_eq!(ctx.fence.lost(), None, "no check has seen the theft yet");
     ctx.event(
-        ns,
-        "engine-test",
+        nodejob_roll::EventFence::Read,
+        source,
         "w1",
         nodejob_core::EventType::Normal,
         "Late",
