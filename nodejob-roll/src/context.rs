@@ -17,7 +17,6 @@ use nodejob_core::{EventType, JobApi, LeaseApi, NodeApi, Spec};
 use crate::call::millis;
 use crate::engine::{Engine, RollEvent};
 use crate::events::{EventSink, NoteSink, fence_events};
-use crate::executor::Source;
 use crate::fence::{Fence, LeaseHistory};
 use crate::limits::Limits;
 use crate::ops::write_node_event;
@@ -37,6 +36,16 @@ pub struct Context<'a, A: ?Sized, E, S> {
     pub progress: Arc<dyn EventSink<E>>,
     started: Duration,
     in_flight: Mutex<BTreeMap<String, S>>,
+}
+
+/// Where a node's Events come from: the namespace they are written in, the component they
+/// name.
+#[derive(Clone, Copy, Debug)]
+pub struct Source<'s> {
+    /// The namespace.
+    pub namespace: &'s str,
+    /// The component.
+    pub component: &'s str,
 }
 
 /// How an Event is fenced ([`Context::event`]).

@@ -31,7 +31,7 @@ use nodejob_core::pause::Pause;
 use nodejob_core::{ApiError, EventType, JobApi, LeaseApi, NodeApi};
 
 use crate::call::millis;
-use crate::context::{Context, EventFence};
+use crate::context::{Context, EventFence, Source};
 use crate::engine::RollEvent;
 use crate::pause::{Passed, ReadAgain, Waiting, pause_before, read_again};
 use crate::progress::{Failure, OwnEvents, Progress};
@@ -199,16 +199,6 @@ pub type Own<H> = <<H as Hands>::Machine as Machine>::Own;
 pub type Intent<H> = <<H as Hands>::Machine as Machine>::Intent;
 /// The observation of hands' machine.
 pub type Observation<H> = <<H as Hands>::Machine as Machine>::Observation;
-
-/// Where a node's Events come from: the namespace they are written in, the component they
-/// name.
-#[derive(Clone, Copy, Debug)]
-pub struct Source<'s> {
-    /// The namespace.
-    pub namespace: &'s str,
-    /// The component.
-    pub component: &'s str,
-}
 
 impl<A, S, R, X> Context<'_, A, Progress<S, R, X>, S>
 where

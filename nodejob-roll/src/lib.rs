@@ -49,12 +49,12 @@ pub mod window;
 
 pub use call::{CALL_BOUND, millis, retry};
 pub use condition::{Conditions, Held, Standing};
-pub use context::{Closed, Context, EventFence, Ledger};
+pub use context::{Closed, Context, EventFence, Ledger, Source};
 pub use engine::{
     Admission, Admit, End, Engine, FixedWidth, Fleet, MaxUnavailable, NodeEnd, RollEvent, Tally,
 };
 pub use events::{DriverEvent, EventSink, NoteSink, NoteTo, Outcome, fence_events};
-pub use executor::{Act, Hands, Machine, Mark, RollStep, Source, Turn, Warning};
+pub use executor::{Act, Hands, Machine, Mark, RollStep, Turn, Warning};
 pub use fence::{Fence, FenceEvent, FenceEvents, LeaseEnd, LeaseHistory, lease_holder, read_lease};
 pub use fenced::Fenced;
 pub use limits::{Limits, Paused, Slept, paused_out};
