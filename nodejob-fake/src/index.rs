@@ -54,7 +54,21 @@ pub(crate) struct Index {
     /// By the UID of their controller, how many pods are live (not ended, not being deleted)
     /// and how many of those Ready: what a ReplicaSet counts, without a walk over its pods.
     live_owned: BTreeMap<String, (usize, usize)>,
+    /// By node, its live pods, and by (controller UID, node) those the controller controls:
+    /// what the scheduler ranks a node by, without a walk over every pod per placement.
+    live_on: BTreeMap<String, usize>,
+    live_owned_on: BTreeMap<(String, String), usize>,
+    /// The pods written or removed since the disruption controller last took them: what its
+    /// informer would queue.
+    touched_pods: BTreeSet<Key>,
     pub(crate) marks: Marks,
+}
+
+/// The node `pod` is bound to and its controller's UID, when it is live and bound.
+fn bound(pod: &Pod) -> Option<(&str, Option<&str>)> {
+    let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref())?;
+    let owner = controller_of(&pod.metadata).map(|o| o.uid.as_str());
+    pod_is_live(pod).then_some((node, owner))
 }
 
 /// Whether the scheduler places `pod`: it is not bound, not ended, not being deleted.
@@ -106,13 +120,29 @@ impl Index {
         self.removed_pods.extend(pod.metadata.uid.clone());
     }
 
-    /// Adds `pod` to the live counts of its controller (`add`), or takes it away.
+    /// Adds `pod` to the live counts of its controller and of its node (`add`), or takes it
+    /// away.
     fn count(&mut self, pod: &Pod, add: bool) {
+        let step = |n: &mut usize, by: usize| *n = if add { *n + by } else { *n - by };
+        if let Some((node, owner)) = bound(pod) {
+            let on = self.live_on.entry(node.to_string()).or_default();
+            step(on, 1);
+            if *on == 0 {
+                self.live_on.remove(node);
+            }
+            if let Some(owner) = owner {
+                let key = (owner.to_string(), node.to_string());
+                let on = self.live_owned_on.entry(key.clone()).or_default();
+                step(on, 1);
+                if *on == 0 {
+                    self.live_owned_on.remove(&key);
+                }
+            }
+        }
         let Some((owner, ready)) = live(pod) else {
             return;
         };
         let counts = self.live_owned.entry(owner.to_string()).or_default();
-        let step = |n: &mut usize, by: usize| *n = if add { *n + by } else { *n - by };
         step(&mut counts.0, 1);
         step(&mut counts.1, usize::from(ready));
         if *counts == (0, 0) {
@@ -125,8 +155,28 @@ impl Index {
         self.live_owned.get(owner).copied().unwrap_or_default()
     }
 
+    /// `node`'s live pods that `controller` controls, and all its live pods: the scheduler's
+    /// rank of a node for a pod of `controller`.
+    pub(crate) fn load(&self, node: &str, controller: Option<&str>) -> (usize, usize) {
+        let all = self.live_on.get(node).copied().unwrap_or_default();
+        let siblings = controller.map_or(0, |uid| {
+            (self.live_owned_on.get(&(uid.to_string(), node.to_string())))
+                .copied()
+                .unwrap_or_default()
+        });
+        (siblings, all)
+    }
+
+    /// The pods written or removed since the last call (see [`Index::touched_pods`]).
+    pub(crate) fn take_touched_pods(&mut self) -> BTreeSet<Key> {
+        std::mem::take(&mut self.touched_pods)
+    }
+
     fn pod_touched(&mut self, key: &Key, pod: &Pod, rv: u64) {
         *self.marks.pods.entry(key.0.clone()).or_default() = rv;
+        if !self.touched_pods.contains(key) {
+            self.touched_pods.insert(key.clone());
+        }
         if let Some(owner) = controller_of(&pod.metadata).filter(|o| o.kind == "Job") {
             let job = (key.0.clone(), owner.name.clone());
             self.touched_jobs.insert((job, owner.uid.clone()));
@@ -178,6 +228,18 @@ impl Index {
             counts.1 += usize::from(ready);
         }
         assert_eq!(self.live_owned, live_owned, "the live pods by controller");
+        let (mut live_on, mut live_owned_on) = (BTreeMap::new(), BTreeMap::new());
+        for (node, owner) in pods.values().filter_map(bound) {
+            *live_on.entry(node.to_string()).or_default() += 1;
+            if let Some(owner) = owner {
+                *(live_owned_on.entry((owner.to_string(), node.to_string()))).or_default() += 1;
+            }
+        }
+        assert_eq!(self.live_on, live_on, "the live pods by node");
+        assert_eq!(
+            self.live_owned_on, live_owned_on,
+            "the live pods by controller and node"
+        );
     }
 
     /// The Jobs written since the last call (see [`Index::touched_jobs`]).
