@@ -57,7 +57,12 @@ pub(crate) struct Index {
     /// By node, its live pods, and by (controller UID, node) those the controller controls:
     /// what the scheduler ranks a node by, without a walk over every pod per placement.
     live_on: BTreeMap<String, usize>,
-    live_owned_on: BTreeMap<(String, String), usize>,
+    live_owned_on: BTreeMap<String, BTreeMap<String, usize>>,
+    /// By node, the pods bound to it (any phase): `LIST pods` with `spec.nodeName=NODE`, which
+    /// the apiserver's watch cache answers from an index of its own.
+    on_node: BTreeMap<String, BTreeSet<Key>>,
+    /// The nodes labelled control-plane: whose kubelets `/version` answers from.
+    pub(crate) control_plane: BTreeSet<String>,
     /// The pods written or removed since the disruption controller last took them: what its
     /// informer would queue.
     touched_pods: BTreeSet<Key>,
@@ -99,8 +104,10 @@ impl Index {
     pub(crate) fn pod_written(&mut self, key: &Key, pod: &Pod, old: Option<&Pod>, rv: u64) {
         if let Some(old) = old {
             self.count(old, false);
+            self.file_on_node(key, old, false);
         }
         self.count(pod, true);
+        self.file_on_node(key, pod, true);
         keep(&mut self.unbound, key, unbound(pod));
         let deleting = pod.metadata.deletion_timestamp.is_some();
         keep(&mut self.deleting_pods, key, deleting);
@@ -114,6 +121,7 @@ impl Index {
     /// `pod`, stored under `key`, was removed at `rv`.
     pub(crate) fn pod_removed(&mut self, key: &Key, pod: &Pod, rv: u64) {
         self.count(pod, false);
+        self.file_on_node(key, pod, false);
         self.unbound.remove(key);
         self.deleting_pods.remove(key);
         self.pod_touched(key, pod, rv);
@@ -131,11 +139,14 @@ impl Index {
                 self.live_on.remove(node);
             }
             if let Some(owner) = owner {
-                let key = (owner.to_string(), node.to_string());
-                let on = self.live_owned_on.entry(key.clone()).or_default();
+                let nodes = self.live_owned_on.entry(owner.to_string()).or_default();
+                let on = nodes.entry(node.to_string()).or_default();
                 step(on, 1);
                 if *on == 0 {
-                    self.live_owned_on.remove(&key);
+                    nodes.remove(node);
+                    if nodes.is_empty() {
+                        self.live_owned_on.remove(owner);
+                    }
                 }
             }
         }
@@ -155,16 +166,50 @@ impl Index {
         self.live_owned.get(owner).copied().unwrap_or_default()
     }
 
-    /// `node`'s live pods that `controller` controls, and all its live pods: the scheduler's
-    /// rank of a node for a pod of `controller`.
-    pub(crate) fn load(&self, node: &str, controller: Option<&str>) -> (usize, usize) {
-        let all = self.live_on.get(node).copied().unwrap_or_default();
-        let siblings = controller.map_or(0, |uid| {
-            (self.live_owned_on.get(&(uid.to_string(), node.to_string())))
-                .copied()
-                .unwrap_or_default()
-        });
-        (siblings, all)
+    /// By node, the live pods `controller` (a UID) controls; nodes without any not listed.
+    pub(crate) fn live_owned_on(&self, controller: &str) -> Option<&BTreeMap<String, usize>> {
+        self.live_owned_on.get(controller)
+    }
+
+    /// `node`'s live pods.
+    pub(crate) fn live_on(&self, node: &str) -> usize {
+        self.live_on.get(node).copied().unwrap_or_default()
+    }
+
+    /// The keys of the pods bound to `node`, in key order.
+    pub(crate) fn on_node(&self, node: &str) -> impl Iterator<Item = &Key> {
+        self.on_node.get(node).into_iter().flatten()
+    }
+
+    /// Files `pod`, stored under `key`, under its node (`add`), or takes it away.
+    fn file_on_node(&mut self, key: &Key, pod: &Pod, add: bool) {
+        let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) else {
+            return;
+        };
+        if add {
+            let keys = self.on_node.entry(node.to_string()).or_default();
+            if !keys.contains(key) {
+                keys.insert(key.clone());
+            }
+        } else if let Some(keys) = self.on_node.get_mut(node) {
+            keys.remove(key);
+            if keys.is_empty() {
+                self.on_node.remove(node);
+            }
+        }
+    }
+
+    /// `node` was stored (`removed` false) or removed: filed among the control-plane nodes
+    /// when it carries their label.
+    pub(crate) fn node_written(&mut self, node: &k8s_openapi::api::core::v1::Node, removed: bool) {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let labelled = (node.metadata.labels.as_ref())
+            .is_some_and(|l| l.contains_key(crate::labels::CONTROL_PLANE));
+        if labelled && !removed {
+            self.control_plane.insert(name);
+        } else {
+            self.control_plane.remove(&name);
+        }
     }
 
     /// The pods written or removed since the last call (see [`Index::touched_pods`]).
@@ -232,9 +277,21 @@ impl Index {
         for (node, owner) in pods.values().filter_map(bound) {
             *live_on.entry(node.to_string()).or_default() += 1;
             if let Some(owner) = owner {
-                *(live_owned_on.entry((owner.to_string(), node.to_string()))).or_default() += 1;
+                let nodes: &mut BTreeMap<String, usize> =
+                    live_owned_on.entry(owner.to_string()).or_default();
+                *nodes.entry(node.to_string()).or_default() += 1;
             }
         }
+        let mut on_node: BTreeMap<String, BTreeSet<Key>> = BTreeMap::new();
+        for (key, pod) in pods {
+            if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+                on_node
+                    .entry(node.to_string())
+                    .or_default()
+                    .insert(key.clone());
+            }
+        }
+        assert_eq!(self.on_node, on_node, "the pods by node");
         assert_eq!(self.live_on, live_on, "the live pods by node");
         assert_eq!(
             self.live_owned_on, live_owned_on,

@@ -202,6 +202,7 @@ impl Scheduler {
         mut pod: Pod,
     ) -> bool {
         let controller = controller_of(&pod.metadata).map(|o| o.uid.clone());
+        let siblings = (controller.as_deref()).and_then(|uid| store.index.live_owned_on(uid));
         let spec = pod.spec.clone().unwrap_or_default();
         let to_find = feasible_nodes_to_find(store.nodes.len());
         let from = self.resume.clone().unwrap_or_default();
@@ -214,7 +215,11 @@ impl Scheduler {
                 Some(reason) => reasons.push(reason),
                 None => {
                     found += 1;
-                    let rank = store.index.load(name, controller.as_deref());
+                    // Its live pods of the same controller, then all its live pods.
+                    let rank = (
+                        (siblings.and_then(|on| on.get(name)).copied()).unwrap_or_default(),
+                        store.index.live_on(name),
+                    );
                     if best.is_none_or(|(r, n)| (rank, name) < (r, n)) {
                         best = Some((rank, name));
                     }

@@ -373,11 +373,15 @@ impl Store {
 
     /// The Pods bound to `node`, in `(namespace, name)` order.
     pub(crate) fn pods_on(&self, node: &str) -> Vec<Pod> {
-        self.pods
-            .values()
-            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+        (self.index.on_node(node))
+            .filter_map(|key| self.pods.get(key))
             .cloned()
             .collect()
+    }
+
+    /// The nodes labelled control-plane, by name.
+    pub(crate) fn control_plane_nodes(&self) -> impl Iterator<Item = &Node> {
+        (self.index.control_plane.iter()).filter_map(|name| self.nodes.get(name))
     }
 
     /// The apiserver's preparation of a `POST .../pods` (`BeforeCreate`): `generateName`,
@@ -512,6 +516,7 @@ impl Store {
         self.node_history
             .record(key("", &name), rv, Change::Applied(&node));
         self.index.marks.nodes = rv;
+        self.index.node_written(&node, false);
         self.nodes.insert(name, node.clone());
         node
     }
@@ -523,6 +528,7 @@ impl Store {
         self.node_history
             .record(key("", name), rv, Change::Deleted(&node));
         self.index.marks.nodes = rv;
+        self.index.node_written(&node, true);
         Some(node)
     }
 
