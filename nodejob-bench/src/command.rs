@@ -29,6 +29,8 @@ pub struct Cost {
     pub wall: Duration,
     /// Its peak resident memory, in KiB.
     pub peak_rss_kib: u64,
+    /// Its exit status: a roll that ends with a node failed exits 1, and is measured as well.
+    pub exit: i32,
 }
 
 impl Cost {
@@ -38,6 +40,7 @@ impl Cost {
             "cpu_us": self.cpu.as_micros() as u64,
             "wall_us": self.wall.as_micros() as u64,
             "peak_rss_kib": self.peak_rss_kib,
+            "exit": self.exit,
         })
         .to_string()
     }
@@ -56,16 +59,20 @@ impl Cost {
             cpu: Duration::from_micros(num("cpu_us")?),
             wall: Duration::from_micros(num("wall_us")?),
             peak_rss_kib: num("peak_rss_kib")?,
+            exit: v["exit"]
+                .as_i64()
+                .and_then(|e| i32::try_from(e).ok())
+                .ok_or_else(|| anyhow::anyhow!("no exit in {line}"))?,
         })
     }
 }
 
 /// Runs `program` with `args` to its end, its stdout piped to this process and read away, and
-/// answers what it cost. Must be this process's only child, ever: its peak RSS is the largest
-/// of the children waited for.
+/// answers what it cost and how it exited. Must be this process's only child, ever: its peak
+/// RSS is the largest of the children waited for.
 ///
 /// # Errors
-/// When it cannot start or does not exit 0 (its stderr said).
+/// When it cannot start, or ends by a signal or with a usage error (exit 2; its stderr said).
 pub fn measure(program: &Path, args: &[String]) -> anyhow::Result<Cost> {
     let started = Instant::now();
     let mut child = Command::new(program)
@@ -92,12 +99,14 @@ pub fn measure(program: &Path, args: &[String]) -> anyhow::Result<Cost> {
     let status = child.wait()?;
     let wall = started.elapsed();
     let errors = errors.join().unwrap_or_default();
-    anyhow::ensure!(
-        status.success(),
-        "{} {}: {status}: {errors}",
-        program.display(),
-        args.join(" ")
-    );
+    let exit = status.code().filter(|code| *code != 2);
+    let Some(exit) = exit else {
+        anyhow::bail!(
+            "{} {}: {status}: {errors}",
+            program.display(),
+            args.join(" ")
+        );
+    };
     let usage = getrusage(UsageWho::RUSAGE_CHILDREN)?;
     let secs = |t: TimeVal| {
         Duration::from_secs(u64::try_from(t.tv_sec()).unwrap_or(0))
@@ -108,6 +117,7 @@ pub fn measure(program: &Path, args: &[String]) -> anyhow::Result<Cost> {
         wall,
         // Linux counts it in KiB.
         peak_rss_kib: u64::try_from(usage.max_rss()).unwrap_or(0),
+        exit,
     })
 }
 
@@ -163,6 +173,7 @@ mod tests {
             cpu: Duration::from_micros(1_234_567),
             wall: Duration::from_micros(2_345_678),
             peak_rss_kib: 98_765,
+            exit: 1,
         };
         assert_eq!(Cost::from_json(&cost.to_json())?, cost);
         assert!(Cost::from_json("{}").is_err());

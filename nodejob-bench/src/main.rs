@@ -333,7 +333,7 @@ fn command_table(sizes: &[usize]) -> anyhow::Result<()> {
          process of its own"
     );
     println!(
-        "  {:>6} {:>6} | {:>9} {:>9} {:>8} | {:>9} {:>9} {:>8} | {:>5} {:>9} {:>9}",
+        "  {:>6} {:>6} | {:>9} {:>9} {:>8} | {:>9} {:>9} {:>8} {:>4} | {:>5} {:>9} {:>9}",
         "nodes",
         "max_u",
         "engine",
@@ -342,19 +342,25 @@ fn command_table(sizes: &[usize]) -> anyhow::Result<()> {
         "command",
         "wall",
         "peak RSS",
+        "exit",
         "ratio",
         "KB/node",
         "KB/node"
     );
     println!(
-        "  {:>6} {:>6} | {:>9} {:>9} {:>8} | {:>9} {:>9} {:>8} | {:>5} {:>9} {:>9}",
-        "", "", "CPU", "", "", "CPU", "", "", "CPU", "engine", "command"
+        "  {:>6} {:>6} | {:>9} {:>9} {:>8} | {:>9} {:>9} {:>8} {:>4} | {:>5} {:>9} {:>9}",
+        "", "", "CPU", "", "", "CPU", "", "", "", "CPU", "engine", "command"
     );
     let (exe, cli) = (std::env::current_exe()?, cli()?);
     for width in ["1", "10%"] {
         let mut rows: Vec<Beside> = Vec::new();
         for &nodes in sizes {
             let engine = measured(&exe, &["roll".into(), nodes.to_string(), width.into()])?;
+            anyhow::ensure!(
+                engine.exit == 0,
+                "roll {nodes} {width}: exit {}",
+                engine.exit
+            );
             let command = measured(&cli, &command::upgrade_args(nodes, width))?;
             let row = Beside {
                 nodes,
@@ -364,7 +370,8 @@ fn command_table(sizes: &[usize]) -> anyhow::Result<()> {
             let mb = |c: &Cost| format!("{} MB", c.peak_rss_kib / 1024);
             let per_node = |c: &Cost| c.peak_rss_kib as f64 * 1.024 / nodes as f64;
             println!(
-                "  {:>6} {:>6} | {:>9} {:>9} {:>8} | {:>9} {:>9} {:>8} | {:>5.2} {:>9.1} {:>9.1}",
+                "  {:>6} {:>6} | {:>9} {:>9} {:>8} | {:>9} {:>9} {:>8} {:>4} | {:>5.2} {:>9.1} \
+                 {:>9.1}",
                 nodes,
                 width,
                 secs(engine.cpu),
@@ -373,6 +380,7 @@ fn command_table(sizes: &[usize]) -> anyhow::Result<()> {
                 secs(command.cpu),
                 secs(command.wall),
                 mb(&command),
+                command.exit,
                 row.ratio(),
                 per_node(&engine),
                 per_node(&command),
