@@ -8,6 +8,8 @@
 //! - [`roll`]: whole rolling upgrades of simulated clusters of growing size, in virtual time:
 //!   wall time, peak memory, requests and bytes answered per node ([`weigh`]), at
 //!   `max_unavailable` 1 and 10%;
+//! - [`command`]: the `nodejob upgrade --simulate N` command beside the engine's roll of the
+//!   same size: CPU, wall time and peak memory, each in a process of its own;
 //! - [`rotation`]: a whole CA rotation of a simulated cluster, in virtual time: host Jobs and
 //!   API calls per node;
 //! - [`micro`]: core's pure functions and one step of the run machine, with criterion;
@@ -23,6 +25,7 @@
 //! README's Performance section), never checked by `cargo test`. Request counts are exact, and
 //! `tests/requests.rs` pins them.
 
+pub mod command;
 pub mod critical;
 pub mod hollow;
 pub mod latency;

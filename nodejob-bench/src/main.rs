@@ -4,12 +4,14 @@
 //! cargo run --release -p nodejob-bench                  everything (about 4 minutes on 2 cores)
 //! cargo run --release -p nodejob-bench -- --runs 200 --sizes 100,1000 --no-micro
 //! cargo run --release -p nodejob-bench -- rotation 100   one CA rotation: Jobs and calls per node
+//! cargo run --release -p nodejob-bench -- command        the command beside the engine
 //! e2e/bench                                             the real control plane (`real`)
 //! e2e/bench hollow 100 500                              hollow nodes on it (`hollow`)
 //! ```
 //!
 //! Each rolling upgrade and the micro benchmarks run in a child process of this same binary
-//! (`roll NODES`, `micro DIR`), so each size's peak memory is its own.
+//! (`roll NODES`, `micro DIR`), so each size's peak memory is its own; the command and the
+//! engine beside it each under a `measure` child of its own, which waits for it alone.
 
 use std::path::Path;
 use std::process::{Command, ExitCode};
@@ -17,6 +19,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use criterion::Criterion;
+use nodejob_bench::command::{self, Beside, Cost};
 use nodejob_bench::hollow;
 use nodejob_bench::latency::{Schedule, measure};
 use nodejob_bench::micro;
@@ -34,6 +37,12 @@ const USAGE: &str = "usage: nodejob-bench [--runs N] [--sizes N,N,...] [--no-mic
        nodejob-bench roll NODES [MAX_UNAVAILABLE]   one rolling upgrade (default 10%), as a
                                  line of JSON
        nodejob-bench rotation NODES  one CA rotation: host Jobs and API calls per node
+       nodejob-bench command [N,N,...]   `nodejob upgrade --simulate N` beside the engine's
+                                 roll, at 1 and 10% (default 100,1000,5000,10000); the
+                                 command is NODEJOB_BENCH_CLI, else the `nodejob` beside
+                                 this binary, built first under `cargo run`
+       nodejob-bench measure -- PROGRAM ARGS...   one child's CPU, wall time and peak RSS,
+                                 as a line of JSON
        nodejob-bench micro DIR       the micro benchmarks, criterion's estimates in DIR
        nodejob-bench hollow NODES [--json FILE]   on the cluster of KUBECONFIG, whose node
                                  agent registered NODES nodes (e2e/bench hollow): roll them
@@ -53,6 +62,8 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("roll") => one_roll(&args[1..]),
         Some("rotation") => one_rotation(&args[1..]),
+        Some("command") => command_only(&args[1..]),
+        Some("measure") => one_measure(&args[1..]),
         Some("micro") => one_micro(&args[1..]),
         Some("real") => real(&args[1..]),
         Some("hollow") => hollow(&args[1..]),
@@ -115,6 +126,8 @@ fn table(o: &Options) -> anyhow::Result<()> {
     requests_table()?;
     println!();
     roll_table(&o.sizes)?;
+    println!();
+    command_table(COMMAND_SIZES)?;
     println!();
     rotation_table()?;
     if o.micro {
@@ -240,6 +253,156 @@ fn roll_table(sizes: &[usize]) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The sizes of the command-beside-engine table.
+const COMMAND_SIZES: &[usize] = &[100, 1_000, 5_000, 10_000];
+
+/// `command [N,N,...]`: the command-beside-engine table alone.
+fn command_only(args: &[String]) -> anyhow::Result<()> {
+    let sizes: Vec<usize> = match args.first() {
+        Some(list) => (list.split(','))
+            .map(str::parse)
+            .collect::<Result<_, _>>()
+            .context("N,N,...")?,
+        None => COMMAND_SIZES.to_vec(),
+    };
+    println!("nodejob-bench: {}", machine());
+    println!();
+    command_table(&sizes)
+}
+
+/// The `nodejob` binary to measure: `NODEJOB_BENCH_CLI`, else the one beside this binary, built
+/// first when run by `cargo run` (so that it is not stale).
+fn cli() -> anyhow::Result<std::path::PathBuf> {
+    if let Some(cli) = std::env::var_os("NODEJOB_BENCH_CLI") {
+        return Ok(cli.into());
+    }
+    let exe = std::env::current_exe()?;
+    let beside = exe.with_file_name("nodejob");
+    if let Some(cargo) = std::env::var_os("CARGO") {
+        let mut build = Command::new(cargo);
+        build.args(["build", "--quiet", "-p", "nodejob-cli"]);
+        if !cfg!(debug_assertions) {
+            build.arg("--release");
+        }
+        let status = build.status()?;
+        anyhow::ensure!(status.success(), "building nodejob-cli: {status}");
+    }
+    anyhow::ensure!(
+        beside.exists(),
+        "no {}: build it (cargo build --release -p nodejob-cli) or set NODEJOB_BENCH_CLI",
+        beside.display()
+    );
+    Ok(beside)
+}
+
+/// `program args` under a `measure` child of this binary.
+fn measured(program: &Path, args: &[String]) -> anyhow::Result<Cost> {
+    let out = Command::new(std::env::current_exe()?)
+        .arg("measure")
+        .arg("--")
+        .arg(program)
+        .args(args)
+        .output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "measure {} {}: {}",
+        program.display(),
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Cost::from_json(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// `measure -- PROGRAM ARGS...`: the child, measured, as a line of JSON.
+fn one_measure(args: &[String]) -> anyhow::Result<()> {
+    let [dashes, program, args @ ..] = args else {
+        anyhow::bail!("{USAGE}");
+    };
+    anyhow::ensure!(dashes == "--", "{USAGE}");
+    println!("{}", command::measure(Path::new(program), args)?.to_json());
+    Ok(())
+}
+
+fn command_table(sizes: &[usize]) -> anyhow::Result<()> {
+    println!(
+        "The command beside its engine: `nodejob upgrade --simulate N --to v1.38.0` (output \
+         piped; a replica per worker behind a budget of 1) and the engine's roll \
+         (`nodejob-bench roll N`; a replica per 10 workers behind a budget of 10%), each in a \
+         process of its own"
+    );
+    println!(
+        "  {:>6} {:>6} | {:>9} {:>9} {:>8} | {:>9} {:>9} {:>8} {:>4} | {:>5} {:>9} {:>9}",
+        "nodes",
+        "max_u",
+        "engine",
+        "wall",
+        "peak RSS",
+        "command",
+        "wall",
+        "peak RSS",
+        "exit",
+        "ratio",
+        "KB/node",
+        "KB/node"
+    );
+    println!(
+        "  {:>6} {:>6} | {:>9} {:>9} {:>8} | {:>9} {:>9} {:>8} {:>4} | {:>5} {:>9} {:>9}",
+        "", "", "CPU", "", "", "CPU", "", "", "", "CPU", "engine", "command"
+    );
+    let (exe, cli) = (std::env::current_exe()?, cli()?);
+    for width in ["1", "10%"] {
+        let mut rows: Vec<Beside> = Vec::new();
+        for &nodes in sizes {
+            let engine = measured(&exe, &["roll".into(), nodes.to_string(), width.into()])?;
+            anyhow::ensure!(
+                engine.exit == 0,
+                "roll {nodes} {width}: exit {}",
+                engine.exit
+            );
+            let command = measured(&cli, &command::upgrade_args(nodes, width))?;
+            let row = Beside {
+                nodes,
+                engine,
+                command,
+            };
+            let mb = |c: &Cost| format!("{} MB", c.peak_rss_kib / 1024);
+            let per_node = |c: &Cost| c.peak_rss_kib as f64 * 1.024 / nodes as f64;
+            println!(
+                "  {:>6} {:>6} | {:>9} {:>9} {:>8} | {:>9} {:>9} {:>8} {:>4} | {:>5.2} {:>9.1} \
+                 {:>9.1}",
+                nodes,
+                width,
+                secs(engine.cpu),
+                secs(engine.wall),
+                mb(&engine),
+                secs(command.cpu),
+                secs(command.wall),
+                mb(&command),
+                command.exit,
+                row.ratio(),
+                per_node(&engine),
+                per_node(&command),
+            );
+            rows.push(row);
+        }
+        let growth: Vec<String> = (rows.windows(2))
+            .map(|w| {
+                let nodes = (w[0].nodes, w[1].nodes);
+                let (e, n) = command::growth(&w[0].engine, &w[1].engine, nodes);
+                let (c, _) = command::growth(&w[0].command, &w[1].command, nodes);
+                format!("{n:.0}x the nodes: engine {e:.1}x, command {c:.1}x")
+            })
+            .collect();
+        println!("  CPU at max_u {width}: {}", growth.join("; "));
+    }
+    Ok(())
+}
+
+/// `1.23 s`.
+fn secs(d: Duration) -> String {
+    format!("{:.2} s", d.as_secs_f64())
 }
 
 /// The nodes of the rotation in the table.

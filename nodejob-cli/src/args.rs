@@ -267,19 +267,28 @@ pub(crate) enum DryRun {
     None,
 }
 
+/// The most nodes `--simulate N` builds: the roll of 10,000 costs what the engine's does
+/// (`nodejob-bench`'s command-beside-engine table).
+const MAX_SIMULATED_NODES: u16 = 10_000;
+
+/// `--simulate N`'s parser: 1 to [`MAX_SIMULATED_NODES`], as the help says.
+fn simulated_nodes() -> clap::builder::RangedI64ValueParser<u16> {
+    clap::value_parser!(u16).range(1..=i64::from(MAX_SIMULATED_NODES))
+}
+
 /// `--simulate N` and its companions.
 #[derive(Debug, Args, Clone)]
 pub(crate) struct Simulate {
-    /// Run against an in-memory cluster of N nodes (3 control-plane when N >= 3, the workers in
-    /// two zones, a Deployment `web` with a replica per worker behind a budget), in virtual
-    /// time. The first line of output says so. Its host programs are simulated too: `stratum`
+    /// Run against an in-memory cluster of N nodes, 1 to 10000 (3 control-plane when N >= 3,
+    /// the workers in two zones, a Deployment `web` with a replica per worker behind a
+    /// budget), in virtual time. The first line of output says so. Its host programs are simulated too: `stratum`
     /// is modelled (upgrade, reboot, health, the CA steps) and any other command (`/bin/false`
     /// included) runs 2 s and exits 0, unless directives in its argv script it:
     /// `nodejob-test:exit=N` (exit status N), `nodejob-test:log=TEXT` (print a line; one per
     /// directive), `nodejob-test:run=SECONDS` (run that long), `nodejob-test:sigterm=ignore`
     /// (run on after SIGTERM until the kill), e.g.
     /// `--health-check -- check nodejob-test:exit=1`.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=5000))]
+    #[arg(long, value_name = "N", value_parser = simulated_nodes())]
     pub(crate) simulate: Option<u16>,
     /// With --simulate: how fast virtual time is shown: `100` (or `100x`) for 100 virtual
     /// seconds a real second, `max` for no pacing. Default: 100 when stdout is a terminal and
@@ -312,12 +321,13 @@ pub(crate) struct SimulateStart {
 /// `--simulate N` for the commands that look at a cluster rather than change it.
 #[derive(Debug, Args, Clone)]
 pub(crate) struct SimulateHistory {
-    /// Look at an in-memory cluster of N nodes (as `upgrade --simulate N` builds it) after a
-    /// simulated history, each step run by the real drivers: an upgrade to v1.38.0 whose host
-    /// step failed on the last node, a CA rotation whose `carotate issue` failed on that node,
-    /// and a 10-minute host probe (`nodejob run`) still running on the first node. Their Jobs
+    /// Look at an in-memory cluster of N nodes, 1 to 10000 (as `upgrade --simulate N` builds
+    /// it), after a simulated history, each step run by the real drivers: an upgrade to v1.38.0
+    /// whose host step failed on the last node, a CA rotation whose `carotate issue` failed on
+    /// that node, and a 10-minute host probe (`nodejob run`) still running on the first node.
+    /// Their Jobs
     /// are what a real cluster would keep: the failed ones for inspection, the running one.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=5000))]
+    #[arg(long, value_name = "N", value_parser = simulated_nodes())]
     pub(crate) simulate: Option<u16>,
     #[command(flatten)]
     pub(crate) start: SimulateStart,

@@ -368,6 +368,15 @@ fn bad_input_exits_2_naming_the_field_before_any_api_call() {
             vec!["rotate-ca", "--simulate", "3", "--simulate-pause", "nope"],
             "--simulate-pause nope: no such node in the simulated cluster (cp-0, cp-1, cp-2)",
         ),
+        // The bound the help states, refused by the parser: no cluster is built.
+        (
+            vec!["upgrade", "--simulate", "10001", "--to", "v2.0.0"],
+            "10001 is not in 1..=10000",
+        ),
+        (
+            vec!["jobs", "--simulate", "10001"],
+            "10001 is not in 1..=10000",
+        ),
     ];
     for (args, field) in cases {
         let out = nodejob(&args);

@@ -339,7 +339,7 @@ impl NodeApi for FakeCluster {
     async fn version(&self) -> ApiResult<Info> {
         self.serve(Verb::Version, "", "", None, async {
             Ok(self.with_state(|st| {
-                crate::server::info(&st.server.git_version(st.store.nodes.values()))
+                crate::server::info(&st.server.git_version(st.store.control_plane_nodes()))
             }))
         })
         .await

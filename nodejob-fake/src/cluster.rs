@@ -216,7 +216,7 @@ impl FakeCluster {
 
     /// The `gitVersion` `GET /version` answers now (read without a call).
     pub fn server_version(&self) -> String {
-        self.with_state(|st| st.server.git_version(st.store.nodes.values()))
+        self.with_state(|st| st.server.git_version(st.store.control_plane_nodes()))
     }
 
     // ---- namespaces and nodes ----

@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::budget::{
@@ -39,7 +39,7 @@ use crate::budget::{
 };
 use crate::ctx::Ctx;
 use crate::selector::LabelSelectorExt;
-use crate::store::{Store, controller_of, pod_is_ready};
+use crate::store::{Key, Store, controller_of, key_of, pod_is_ready};
 use crate::timers::Action;
 use crate::timing::{EPOCH_SECONDS, stamp};
 
@@ -47,12 +47,83 @@ use crate::timing::{EPOCH_SECONDS, stamp};
 /// before the controller counts it healthy again.
 pub(crate) const DELETION_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// What the disruption controller remembers outside the objects: the resyncs it armed.
+/// What the disruption controller remembers outside the objects: the resyncs it armed, and
+/// each budget's pods as its informer's cache would hold them.
 #[derive(Debug, Default)]
 pub(crate) struct Disruption {
     rechecks: BTreeSet<Duration>,
     /// The store's resourceVersion when [`Disruption::sync`] last ran.
     seen: u64,
+    /// By budget: the pods its selector matches, kept from the pods written since the last
+    /// pass, so that a pass costs the pods that changed rather than every pod of the budget.
+    matched: BTreeMap<Key, Matched>,
+}
+
+/// The pods a budget's selector matches, and how many of them count as healthy before its
+/// `disruptedPods` are taken away: not being deleted, and Ready.
+#[derive(Debug, Default, PartialEq)]
+struct Matched {
+    /// What the set was built for: the budget's UID and selector.
+    uid: Option<String>,
+    selector: Option<LabelSelector>,
+    /// The matched pods, in key order, each with whether it is healthy.
+    pods: BTreeMap<Key, bool>,
+    /// How many of `pods` are healthy.
+    healthy: usize,
+}
+
+impl Matched {
+    /// The pods of `budget`'s namespace its selector matches, by a walk over them.
+    fn scan(store: &Store, budget: &PodDisruptionBudget) -> Matched {
+        let namespace = budget.metadata.namespace.as_deref().unwrap_or_default();
+        let mut matched = Matched {
+            uid: budget.metadata.uid.clone(),
+            selector: selector_of(budget).cloned(),
+            ..Matched::default()
+        };
+        for pod in store.pods_in(namespace) {
+            matched.take(budget, pod);
+        }
+        matched
+    }
+
+    /// Whether the set was built for `budget` as it is.
+    fn is_for(&self, budget: &PodDisruptionBudget) -> bool {
+        self.uid == budget.metadata.uid && self.selector.as_ref() == selector_of(budget)
+    }
+
+    /// Adds `pod` when `budget`'s selector matches it.
+    fn take(&mut self, budget: &PodDisruptionBudget, pod: &Pod) {
+        // A budget without a selector selects nothing; an empty one, every pod.
+        if !selector_of(budget).is_some_and(|s| s.matches(pod.metadata.labels.as_ref())) {
+            return;
+        }
+        let healthy = pod.metadata.deletion_timestamp.is_none() && pod_is_ready(pod);
+        self.healthy += usize::from(healthy);
+        self.pods.insert(key_of(&pod.metadata), healthy);
+    }
+
+    /// Takes in the pod stored under `key` as it is now in `store` (gone, or written).
+    fn update(&mut self, store: &Store, budget: &PodDisruptionBudget, key: &Key) {
+        if let Some(healthy) = self.pods.remove(key) {
+            self.healthy -= usize::from(healthy);
+        }
+        if let Some(pod) = store.pods.get(key) {
+            self.take(budget, pod);
+        }
+    }
+
+    /// The matched pods themselves, in key order.
+    fn pods<'s>(&self, store: &'s Store) -> Vec<&'s Pod> {
+        (self.pods.keys())
+            .filter_map(|k| store.pods.get(k))
+            .collect()
+    }
+}
+
+/// `budget`'s selector.
+fn selector_of(budget: &PodDisruptionBudget) -> Option<&LabelSelector> {
+    budget.spec.as_ref().and_then(|s| s.selector.as_ref())
 }
 
 /// Virtual time of a timestamp written by [`stamp`].
@@ -143,23 +214,24 @@ fn expected_scale(store: &Store, pods: &[&Pod]) -> Result<i32, String> {
     Ok(scales.values().sum())
 }
 
-/// `(expectedPods, desiredHealthy)` of `budget` over `pods` (`getExpectedPodCount`).
+/// `(expectedPods, desiredHealthy)` of `budget` over its `matched` pods
+/// (`getExpectedPodCount`).
 fn expected_counts(
     store: &Store,
     budget: &PodDisruptionBudget,
-    pods: &[&Pod],
+    matched: &Matched,
 ) -> Result<(i32, i32), String> {
     let spec = budget.spec.clone().unwrap_or_default();
     let count = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
     if let Some(max_unavailable) = &spec.max_unavailable {
-        let expected = expected_scale(store, pods)?;
+        let expected = expected_scale(store, &matched.pods(store))?;
         let max = scaled(max_unavailable, expected)?;
         return Ok((expected, (expected - max).max(0)));
     }
     match &spec.min_available {
-        Some(IntOrString::Int(n)) => Ok((count(pods.len()), *n)),
+        Some(IntOrString::Int(n)) => Ok((count(matched.pods.len()), *n)),
         Some(percent @ IntOrString::String(_)) => {
-            let expected = expected_scale(store, pods)?;
+            let expected = expected_scale(store, &matched.pods(store))?;
             Ok((expected, scaled(percent, expected)?))
         }
         None => Ok((0, 0)),
@@ -173,6 +245,8 @@ impl Disruption {
     /// Unless `forced` (at a recheck), a pass in which no budget, workload or pod of a
     /// budget's namespace was written is skipped.
     pub(crate) fn sync(&mut self, cx: &mut Ctx<'_>, forced: bool) {
+        // Taken on every pass: a pass skipped below had no pod written in a budget's namespace.
+        let touched = cx.store.index.take_touched_pods();
         let marks = &cx.store.index.marks;
         let seen = self.seen;
         let stale = marks.budgets > seen
@@ -185,8 +259,26 @@ impl Disruption {
         let (store, timers, now) = (&mut *cx.store, &mut *cx.timers, cx.now);
         self.rechecks.retain(|at| *at > now);
         let budgets: Vec<PodDisruptionBudget> = store.budgets.values().cloned().collect();
+        self.matched
+            .retain(|key, _| store.budgets.contains_key(key));
         for budget in budgets {
-            let (status, recheck) = match self.status(store, &budget, now) {
+            let key = key_of(&budget.metadata);
+            let matched = self.matched.entry(key.clone()).or_default();
+            if matched.is_for(&budget) {
+                for pod in touched.iter().filter(|(namespace, _)| *namespace == key.0) {
+                    matched.update(store, &budget, pod);
+                }
+            } else {
+                *matched = Matched::scan(store, &budget);
+            }
+            if cfg!(debug_assertions) {
+                assert_eq!(
+                    *matched,
+                    Matched::scan(store, &budget),
+                    "the pods of budget {key:?}"
+                );
+            }
+            let (status, recheck) = match status(store, &budget, matched, now) {
                 Ok(computed) => computed,
                 Err(why) => (fail_safe(&budget, &why, now), None),
             };
@@ -200,74 +292,69 @@ impl Disruption {
             }
         }
     }
+}
 
-    /// The status `trySync` computes for `budget`, and when to look again.
-    fn status(
-        &self,
-        store: &Store,
-        budget: &PodDisruptionBudget,
-        now: Duration,
-    ) -> Result<(PodDisruptionBudgetStatus, Option<Duration>), String> {
-        let namespace = budget.metadata.namespace.as_deref().unwrap_or_default();
-        let selector = budget.spec.as_ref().and_then(|s| s.selector.as_ref());
-        // A budget without a selector selects nothing; an empty one, every pod. Borrowed: this
-        // runs on every settle, over every pod of the budget.
-        let pods: Vec<&Pod> = (store.pods_in(namespace))
-            .filter(|p| selector.is_some_and(|s| s.matches(p.metadata.labels.as_ref())))
-            .collect();
-        let (expected, desired) = expected_counts(store, budget, &pods)?;
-        let old = budget.status.clone().unwrap_or_default();
-        // buildDisruptedPodMap.
-        let mut disrupted: BTreeMap<String, Time> = BTreeMap::new();
-        let mut recheck: Option<Duration> = None;
-        for pod in pods
-            .iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-        {
-            let name = pod.metadata.name.clone().unwrap_or_default();
-            let Some(at) = old.disrupted_pods.as_ref().and_then(|d| d.get(&name)) else {
-                continue;
-            };
-            let expires = virtual_time(at) + DELETION_TIMEOUT;
-            if expires > now {
-                recheck = Some(recheck.map_or(expires, |r: Duration| r.min(expires)));
-                disrupted.insert(name, at.clone());
-            }
-        }
-        let healthy = pods
-            .iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .filter(|p| !disrupted.contains_key(p.metadata.name.as_deref().unwrap_or_default()))
-            .filter(|p| pod_is_ready(p))
-            .count();
-        let healthy = i32::try_from(healthy).unwrap_or(i32::MAX);
-        let mut allowed = healthy - desired;
-        if expected <= 0 || allowed <= 0 {
-            allowed = 0;
-        }
-        let disrupted = (!disrupted.is_empty()).then_some(disrupted);
-        let same = old.current_healthy == healthy
-            && old.desired_healthy == desired
-            && old.expected_pods == expected
-            && old.disruptions_allowed == allowed
-            && old.disrupted_pods.as_ref().filter(|d| !d.is_empty()) == disrupted.as_ref()
-            && old.observed_generation == budget.metadata.generation
-            && conditions_up_to_date(budget);
-        if same {
-            return Ok((old, recheck));
-        }
-        let mut status = PodDisruptionBudgetStatus {
-            current_healthy: healthy,
-            desired_healthy: desired,
-            expected_pods: expected,
-            disruptions_allowed: allowed,
-            disrupted_pods: disrupted,
-            observed_generation: budget.metadata.generation,
-            conditions: old.conditions,
+/// The status `trySync` computes for `budget`, whose selector matches `matched`, and when to
+/// look again.
+fn status(
+    store: &Store,
+    budget: &PodDisruptionBudget,
+    matched: &Matched,
+    now: Duration,
+) -> Result<(PodDisruptionBudgetStatus, Option<Duration>), String> {
+    let namespace = budget.metadata.namespace.clone().unwrap_or_default();
+    let (expected, desired) = expected_counts(store, budget, matched)?;
+    let old = budget.status.clone().unwrap_or_default();
+    // buildDisruptedPodMap: the entries whose pod is matched and not being deleted.
+    let mut disrupted: BTreeMap<String, Time> = BTreeMap::new();
+    let mut recheck: Option<Duration> = None;
+    // Of the healthy pods, those disrupted.
+    let mut healthy_disrupted = 0;
+    for (name, at) in old.disrupted_pods.iter().flatten() {
+        let key = (namespace.clone(), name.clone());
+        let Some(healthy) = matched.pods.get(&key) else {
+            continue;
         };
-        set_allowed_condition(&mut status, now);
-        Ok((status, recheck))
+        let deleting =
+            (store.pods.get(&key)).is_none_or(|p| p.metadata.deletion_timestamp.is_some());
+        if deleting {
+            continue;
+        }
+        let expires = virtual_time(at) + DELETION_TIMEOUT;
+        if expires > now {
+            recheck = Some(recheck.map_or(expires, |r: Duration| r.min(expires)));
+            disrupted.insert(name.clone(), at.clone());
+            healthy_disrupted += usize::from(*healthy);
+        }
     }
+    let healthy = matched.healthy - healthy_disrupted;
+    let healthy = i32::try_from(healthy).unwrap_or(i32::MAX);
+    let mut allowed = healthy - desired;
+    if expected <= 0 || allowed <= 0 {
+        allowed = 0;
+    }
+    let disrupted = (!disrupted.is_empty()).then_some(disrupted);
+    let same = old.current_healthy == healthy
+        && old.desired_healthy == desired
+        && old.expected_pods == expected
+        && old.disruptions_allowed == allowed
+        && old.disrupted_pods.as_ref().filter(|d| !d.is_empty()) == disrupted.as_ref()
+        && old.observed_generation == budget.metadata.generation
+        && conditions_up_to_date(budget);
+    if same {
+        return Ok((old, recheck));
+    }
+    let mut status = PodDisruptionBudgetStatus {
+        current_healthy: healthy,
+        desired_healthy: desired,
+        expected_pods: expected,
+        disruptions_allowed: allowed,
+        disrupted_pods: disrupted,
+        observed_generation: budget.metadata.generation,
+        conditions: old.conditions,
+    };
+    set_allowed_condition(&mut status, now);
+    Ok((status, recheck))
 }
 
 /// `failSafe`: the status as it was, with `disruptionsAllowed: 0` and `DisruptionAllowed`

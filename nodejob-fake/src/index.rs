@@ -54,7 +54,26 @@ pub(crate) struct Index {
     /// By the UID of their controller, how many pods are live (not ended, not being deleted)
     /// and how many of those Ready: what a ReplicaSet counts, without a walk over its pods.
     live_owned: BTreeMap<String, (usize, usize)>,
+    /// By node, its live pods, and by (controller UID, node) those the controller controls:
+    /// what the scheduler ranks a node by, without a walk over every pod per placement.
+    live_on: BTreeMap<String, usize>,
+    live_owned_on: BTreeMap<String, BTreeMap<String, usize>>,
+    /// By node, the pods bound to it (any phase): `LIST pods` with `spec.nodeName=NODE`, which
+    /// the apiserver's watch cache answers from an index of its own.
+    on_node: BTreeMap<String, BTreeSet<Key>>,
+    /// The nodes labelled control-plane: whose kubelets `/version` answers from.
+    pub(crate) control_plane: BTreeSet<String>,
+    /// The pods written or removed since the disruption controller last took them: what its
+    /// informer would queue.
+    touched_pods: BTreeSet<Key>,
     pub(crate) marks: Marks,
+}
+
+/// The node `pod` is bound to and its controller's UID, when it is live and bound.
+fn bound(pod: &Pod) -> Option<(&str, Option<&str>)> {
+    let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref())?;
+    let owner = controller_of(&pod.metadata).map(|o| o.uid.as_str());
+    pod_is_live(pod).then_some((node, owner))
 }
 
 /// Whether the scheduler places `pod`: it is not bound, not ended, not being deleted.
@@ -85,8 +104,10 @@ impl Index {
     pub(crate) fn pod_written(&mut self, key: &Key, pod: &Pod, old: Option<&Pod>, rv: u64) {
         if let Some(old) = old {
             self.count(old, false);
+            self.file_on_node(key, old, false);
         }
         self.count(pod, true);
+        self.file_on_node(key, pod, true);
         keep(&mut self.unbound, key, unbound(pod));
         let deleting = pod.metadata.deletion_timestamp.is_some();
         keep(&mut self.deleting_pods, key, deleting);
@@ -100,19 +121,39 @@ impl Index {
     /// `pod`, stored under `key`, was removed at `rv`.
     pub(crate) fn pod_removed(&mut self, key: &Key, pod: &Pod, rv: u64) {
         self.count(pod, false);
+        self.file_on_node(key, pod, false);
         self.unbound.remove(key);
         self.deleting_pods.remove(key);
         self.pod_touched(key, pod, rv);
         self.removed_pods.extend(pod.metadata.uid.clone());
     }
 
-    /// Adds `pod` to the live counts of its controller (`add`), or takes it away.
+    /// Adds `pod` to the live counts of its controller and of its node (`add`), or takes it
+    /// away.
     fn count(&mut self, pod: &Pod, add: bool) {
+        let step = |n: &mut usize, by: usize| *n = if add { *n + by } else { *n - by };
+        if let Some((node, owner)) = bound(pod) {
+            let on = self.live_on.entry(node.to_string()).or_default();
+            step(on, 1);
+            if *on == 0 {
+                self.live_on.remove(node);
+            }
+            if let Some(owner) = owner {
+                let nodes = self.live_owned_on.entry(owner.to_string()).or_default();
+                let on = nodes.entry(node.to_string()).or_default();
+                step(on, 1);
+                if *on == 0 {
+                    nodes.remove(node);
+                    if nodes.is_empty() {
+                        self.live_owned_on.remove(owner);
+                    }
+                }
+            }
+        }
         let Some((owner, ready)) = live(pod) else {
             return;
         };
         let counts = self.live_owned.entry(owner.to_string()).or_default();
-        let step = |n: &mut usize, by: usize| *n = if add { *n + by } else { *n - by };
         step(&mut counts.0, 1);
         step(&mut counts.1, usize::from(ready));
         if *counts == (0, 0) {
@@ -125,8 +166,62 @@ impl Index {
         self.live_owned.get(owner).copied().unwrap_or_default()
     }
 
+    /// By node, the live pods `controller` (a UID) controls; nodes without any not listed.
+    pub(crate) fn live_owned_on(&self, controller: &str) -> Option<&BTreeMap<String, usize>> {
+        self.live_owned_on.get(controller)
+    }
+
+    /// `node`'s live pods.
+    pub(crate) fn live_on(&self, node: &str) -> usize {
+        self.live_on.get(node).copied().unwrap_or_default()
+    }
+
+    /// The keys of the pods bound to `node`, in key order.
+    pub(crate) fn on_node(&self, node: &str) -> impl Iterator<Item = &Key> {
+        self.on_node.get(node).into_iter().flatten()
+    }
+
+    /// Files `pod`, stored under `key`, under its node (`add`), or takes it away.
+    fn file_on_node(&mut self, key: &Key, pod: &Pod, add: bool) {
+        let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) else {
+            return;
+        };
+        if add {
+            let keys = self.on_node.entry(node.to_string()).or_default();
+            if !keys.contains(key) {
+                keys.insert(key.clone());
+            }
+        } else if let Some(keys) = self.on_node.get_mut(node) {
+            keys.remove(key);
+            if keys.is_empty() {
+                self.on_node.remove(node);
+            }
+        }
+    }
+
+    /// `node` was stored (`removed` false) or removed: filed among the control-plane nodes
+    /// when it carries their label.
+    pub(crate) fn node_written(&mut self, node: &k8s_openapi::api::core::v1::Node, removed: bool) {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let labelled = (node.metadata.labels.as_ref())
+            .is_some_and(|l| l.contains_key(crate::labels::CONTROL_PLANE));
+        if labelled && !removed {
+            self.control_plane.insert(name);
+        } else {
+            self.control_plane.remove(&name);
+        }
+    }
+
+    /// The pods written or removed since the last call (see [`Index::touched_pods`]).
+    pub(crate) fn take_touched_pods(&mut self) -> BTreeSet<Key> {
+        std::mem::take(&mut self.touched_pods)
+    }
+
     fn pod_touched(&mut self, key: &Key, pod: &Pod, rv: u64) {
         *self.marks.pods.entry(key.0.clone()).or_default() = rv;
+        if !self.touched_pods.contains(key) {
+            self.touched_pods.insert(key.clone());
+        }
         if let Some(owner) = controller_of(&pod.metadata).filter(|o| o.kind == "Job") {
             let job = (key.0.clone(), owner.name.clone());
             self.touched_jobs.insert((job, owner.uid.clone()));
@@ -178,6 +273,30 @@ impl Index {
             counts.1 += usize::from(ready);
         }
         assert_eq!(self.live_owned, live_owned, "the live pods by controller");
+        let (mut live_on, mut live_owned_on) = (BTreeMap::new(), BTreeMap::new());
+        for (node, owner) in pods.values().filter_map(bound) {
+            *live_on.entry(node.to_string()).or_default() += 1;
+            if let Some(owner) = owner {
+                let nodes: &mut BTreeMap<String, usize> =
+                    live_owned_on.entry(owner.to_string()).or_default();
+                *nodes.entry(node.to_string()).or_default() += 1;
+            }
+        }
+        let mut on_node: BTreeMap<String, BTreeSet<Key>> = BTreeMap::new();
+        for (key, pod) in pods {
+            if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+                on_node
+                    .entry(node.to_string())
+                    .or_default()
+                    .insert(key.clone());
+            }
+        }
+        assert_eq!(self.on_node, on_node, "the pods by node");
+        assert_eq!(self.live_on, live_on, "the live pods by node");
+        assert_eq!(
+            self.live_owned_on, live_owned_on,
+            "the live pods by controller and node"
+        );
     }
 
     /// The Jobs written since the last call (see [`Index::touched_jobs`]).

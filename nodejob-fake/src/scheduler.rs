@@ -36,7 +36,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Node, Pod, PodCondition, PodSpec, Taint, Toleration};
 
 use crate::ctx::Ctx;
-use crate::store::{Key, Store, controller_of, node_is_ready, pod_is_live};
+use crate::store::{Key, Store, controller_of, node_is_ready};
 use crate::timers::{Action, ObjRef, Timers};
 use crate::timing::stamp;
 
@@ -101,25 +101,6 @@ fn misfit(node: &Node, spec: &PodSpec) -> Option<&'static str> {
         return Some("node(s) didn't match Pod's node affinity/selector");
     }
     None
-}
-
-/// By node: its live (not ended, not being deleted) pods that `controller` controls, and all
-/// its live pods. A node without live pods is not listed: `(0, 0)`.
-fn loads<'a>(store: &'a Store, controller: Option<&str>) -> BTreeMap<&'a str, (usize, usize)> {
-    let live = store.pods.values().filter(|p| pod_is_live(p));
-    let mut loads: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
-    for pod in live {
-        let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) else {
-            continue;
-        };
-        let (siblings, all) = loads.entry(node).or_default();
-        *all += 1;
-        let owner = controller_of(&pod.metadata).map(|o| o.uid.as_str());
-        if controller.is_some() && owner == controller {
-            *siblings += 1;
-        }
-    }
-    loads
 }
 
 /// The `PodScheduled` condition, `True` or `False` with the reason and message.
@@ -221,7 +202,7 @@ impl Scheduler {
         mut pod: Pod,
     ) -> bool {
         let controller = controller_of(&pod.metadata).map(|o| o.uid.clone());
-        let loads = loads(store, controller.as_deref());
+        let siblings = (controller.as_deref()).and_then(|uid| store.index.live_owned_on(uid));
         let spec = pod.spec.clone().unwrap_or_default();
         let to_find = feasible_nodes_to_find(store.nodes.len());
         let from = self.resume.clone().unwrap_or_default();
@@ -234,7 +215,11 @@ impl Scheduler {
                 Some(reason) => reasons.push(reason),
                 None => {
                     found += 1;
-                    let rank = loads.get(name.as_str()).copied().unwrap_or_default();
+                    // Its live pods of the same controller, then all its live pods.
+                    let rank = (
+                        (siblings.and_then(|on| on.get(name)).copied()).unwrap_or_default(),
+                        store.index.live_on(name),
+                    );
                     if best.is_none_or(|(r, n)| (rank, name) < (r, n)) {
                         best = Some((rank, name));
                     }

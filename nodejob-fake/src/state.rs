@@ -151,6 +151,17 @@ impl State {
         }
         if cfg!(debug_assertions) {
             (self.store.index).check(&self.store.pods, &self.store.jobs);
+            let control_plane: std::collections::BTreeSet<String> = (self.store.nodes.iter())
+                .filter(|(_, n)| {
+                    (n.metadata.labels.as_ref())
+                        .is_some_and(|l| l.contains_key(crate::labels::CONTROL_PLANE))
+                })
+                .map(|(name, _)| name.clone())
+                .collect();
+            assert_eq!(
+                self.store.index.control_plane, control_plane,
+                "the index of control-plane nodes"
+            );
         }
     }
 

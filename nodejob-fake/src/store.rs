@@ -68,13 +68,34 @@ pub(crate) struct Store {
     pub(crate) pod_history: History<Pod>,
     /// What the controllers look up on every pass, kept with each write.
     pub(crate) index: Index,
-    /// The keys of `events` by their involved object's UID, kept with `events`: the event
-    /// recorder's correlation looks only at the events about the same object.
-    events_about: BTreeMap<Option<String>, BTreeSet<Key>>,
+    /// The keys of `events` by what the event recorder correlates them on (the involved
+    /// object's UID, the type, the reason and the message), kept with `events`: a correlation
+    /// looks only at the events that may be its own, not at every event about the object (a
+    /// ReplicaSet of thousands of replicas has an event per pod it created).
+    events_about: BTreeMap<Correlation, BTreeSet<Key>>,
     ids: Rng,
     /// UIDs of namespaces and node identities (boot IDs), a stream of their own so that they
     /// do not shift the UIDs and names `ids` draws for the objects a run creates.
     infra: Rng,
+}
+
+/// What the event recorder correlates an event on: its involved object's UID, its type, its
+/// reason and its message.
+type Correlation = (
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
+
+/// The [`Correlation`] of `event`.
+fn correlation(event: &Event) -> Correlation {
+    (
+        event.involved_object.uid.clone(),
+        event.type_.clone(),
+        event.reason.clone(),
+        event.message.clone(),
+    )
 }
 
 /// Stores `object` in `map` under its key with the next resourceVersion `rv`.
@@ -305,9 +326,10 @@ impl Store {
         event
     }
 
-    /// Files `event`, just stored, under its involved object's UID.
+    /// Files `event`, just stored, under its [`Correlation`]. An event stored again with other
+    /// fields stays filed under its old one too: a correlation checks each event it finds.
     fn index_event(&mut self, event: &Event) {
-        (self.events_about.entry(event.involved_object.uid.clone()))
+        (self.events_about.entry(correlation(event)))
             .or_default()
             .insert(key_of(&event.metadata));
     }
@@ -351,11 +373,15 @@ impl Store {
 
     /// The Pods bound to `node`, in `(namespace, name)` order.
     pub(crate) fn pods_on(&self, node: &str) -> Vec<Pod> {
-        self.pods
-            .values()
-            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+        (self.index.on_node(node))
+            .filter_map(|key| self.pods.get(key))
             .cloned()
             .collect()
+    }
+
+    /// The nodes labelled control-plane, by name.
+    pub(crate) fn control_plane_nodes(&self) -> impl Iterator<Item = &Node> {
+        (self.index.control_plane.iter()).filter_map(|name| self.nodes.get(name))
     }
 
     /// The apiserver's preparation of a `POST .../pods` (`BeforeCreate`): `generateName`,
@@ -490,6 +516,7 @@ impl Store {
         self.node_history
             .record(key("", &name), rv, Change::Applied(&node));
         self.index.marks.nodes = rv;
+        self.index.node_written(&node, false);
         self.nodes.insert(name, node.clone());
         node
     }
@@ -501,6 +528,7 @@ impl Store {
         self.node_history
             .record(key("", name), rv, Change::Deleted(&node));
         self.index.marks.nodes = rv;
+        self.index.node_written(&node, true);
         Some(node)
     }
 
@@ -552,9 +580,16 @@ impl Store {
         now: Duration,
     ) {
         let namespace = involved.namespace.clone().unwrap_or_default();
-        let about = self.events_about.get(&involved.uid).into_iter().flatten();
+        let filed: Correlation = (
+            involved.uid.clone(),
+            Some(type_.to_string()),
+            Some(reason.to_string()),
+            Some(message.to_string()),
+        );
+        let about = self.events_about.get(&filed).into_iter().flatten();
         let same = about.filter_map(|key| self.events.get(key)).find(|e| {
-            e.type_.as_deref() == Some(type_)
+            e.involved_object.uid == involved.uid
+                && e.type_.as_deref() == Some(type_)
                 && e.reason.as_deref() == Some(reason)
                 && e.message.as_deref() == Some(message)
         });
