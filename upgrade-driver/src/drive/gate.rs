@@ -4,10 +4,12 @@
 //! again before a batch only when the answer may have moved or decides the batch
 //! ([`Gated::admit`]).
 
+use std::collections::BTreeMap;
+
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Node;
 use nodejob_core::{JobApi, LeaseApi, NodeApi, PodApi};
-use nodejob_roll::{Admission, Admit, Group, NodeView, is_control_plane, retry};
+use nodejob_roll::{Admission, Admit, Cursor, Group, NodeView, is_control_plane, retry};
 
 use super::Run;
 use crate::Error;
@@ -16,25 +18,54 @@ use crate::progress::Progress;
 use crate::records::at_target;
 use crate::skew::{Breach, Kubelet, Skew, Workers, applies, judge, moving, refusal};
 
-/// The apiserver's version as last read, with what it was read beside: the control-plane
-/// nodes' kubelet versions then (a control plane upgraded with its nodes, as a kubeadm
-/// cluster's, answers another version once they moved).
+/// The apiserver's version as last read, and the control-plane nodes' kubelet versions the
+/// run's view has (a control plane upgraded with its nodes, as a kubeadm cluster's, answers
+/// another version once they moved), kept up to date from the view's changes
+/// ([`NodeView::changed_since`]): what a batch costs is what changed, not every node.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Read {
-    server: String,
-    control_plane: Vec<(String, String)>,
+    /// `None`: a control-plane node moved since it was read (or it never was).
+    server: Option<String>,
+    control_plane: BTreeMap<String, String>,
+    cursor: Cursor,
 }
 
-/// The control-plane nodes of `view`, each with its kubelet version.
-fn control_plane(view: &NodeView) -> Vec<(String, String)> {
-    view.read(|all| {
-        all.filter(|n| is_control_plane(n))
-            .map(|n| {
-                let Kubelet { node, version, .. } = Kubelet::of(n);
-                (node, version)
-            })
-            .collect()
-    })
+impl Read {
+    /// The control-plane nodes of `view` now, and `server` read beside them.
+    fn of(view: &NodeView, server: Option<String>) -> Read {
+        let mut cursor = Cursor::default();
+        view.changed_since(&mut cursor);
+        let control_plane = view.read(|all| {
+            all.filter(|n| is_control_plane(n))
+                .map(|n| {
+                    let Kubelet { node, version, .. } = Kubelet::of(n);
+                    (node, version)
+                })
+                .collect()
+        });
+        Read {
+            server,
+            control_plane,
+            cursor,
+        }
+    }
+
+    /// Takes in the view's changes since the last call: a control-plane node whose version
+    /// moved (or that came or went) makes the version read stale.
+    fn follow(&mut self, view: &NodeView) {
+        for name in view.changed_since(&mut self.cursor) {
+            let now = (view.node(&name))
+                .filter(is_control_plane)
+                .map(|n| Kubelet::of(&n).version);
+            let moved = match now {
+                Some(version) => self.control_plane.insert(name, version.clone()) != Some(version),
+                None => self.control_plane.remove(&name).is_some(),
+            };
+            if moved {
+                self.server = None;
+            }
+        }
+    }
 }
 
 /// What the gate found before any write, on a plan it lets through.
@@ -68,7 +99,6 @@ pub(crate) async fn before_any_write<A: NodeApi + ?Sized>(
     if !applies(plan) {
         return Ok(Before::default());
     }
-    let control_plane = view.map(control_plane);
     let server = server(api).await.map_err(|cause| Error::Reading {
         what: "the apiserver's version (GET /version)".into(),
         cause,
@@ -95,10 +125,7 @@ pub(crate) async fn before_any_write<A: NodeApi + ?Sized>(
     Ok(Before {
         allowed: breaches,
         waiting,
-        read: control_plane.map(|control_plane| Read {
-            server,
-            control_plane,
-        }),
+        read: view.map(|view| Read::of(view, Some(server))),
     })
 }
 
@@ -121,19 +148,18 @@ impl<A, I> Gated<'_, '_, A, I>
 where
     A: JobApi + NodeApi + PodApi + LeaseApi + ?Sized,
 {
-    /// The apiserver's version, read again unless `self.read` is of the control plane as the
-    /// view has it now (and `again` is not asked).
-    async fn server(&mut self, again: bool) -> Result<String, nodejob_core::ApiError> {
-        let control_plane = control_plane(&self.run.view);
-        match &self.read {
-            Some(read) if !again && read.control_plane == control_plane => Ok(read.server.clone()),
+    /// The apiserver's version, and whether it was read just now: read again when a
+    /// control-plane node moved since the last read, or when `again` is asked.
+    async fn server(&mut self, again: bool) -> Result<(String, bool), nodejob_core::ApiError> {
+        let view = &self.run.view;
+        let read = self.read.get_or_insert_with(|| Read::of(view, None));
+        read.follow(view);
+        match &read.server {
+            Some(server) if !again => Ok((server.clone(), false)),
             _ => {
                 let server = server(self.run.api).await?;
-                self.read = Some(Read {
-                    server: server.clone(),
-                    control_plane,
-                });
-                Ok(server)
+                read.server = Some(server.clone());
+                Ok((server, true))
             }
         }
     }
@@ -169,16 +195,15 @@ where
                  against, could not be read: {e}"
             ))
         };
-        let before = self.read.clone();
-        let server = match self.server(false).await {
-            Ok(server) => server,
+        let (server, fresh) = match self.server(false).await {
+            Ok(read) => read,
             Err(e) => return unread(e),
         };
         let mut breaches = judge(plan.target(), &server, &nodes, Workers::Now);
         // A refusal ends the roll: judged on the version as it is now, not as first read.
-        if !breaches.is_empty() && plan.spec().skew == Skew::Enforce && self.read == before {
+        if !breaches.is_empty() && plan.spec().skew == Skew::Enforce && !fresh {
             match self.server(true).await {
-                Ok(server) => breaches = judge(plan.target(), &server, &nodes, Workers::Now),
+                Ok((server, _)) => breaches = judge(plan.target(), &server, &nodes, Workers::Now),
                 Err(e) => return unread(e),
             }
         }
