@@ -113,24 +113,6 @@ pub enum LeaseEnd {
     },
 }
 
-impl std::fmt::Display for LeaseHistory {
-    /// `acquired kube-system/nodejob at epoch 2 (taken over from x); renewed 14 times;
-    /// released` (or `lost: <why>`, `not released: <why>`).
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (name, epoch, how) = (&self.name, self.epoch, &self.acquired);
-        write!(f, "acquired {name} at epoch {epoch} ({how}); ")?;
-        match self.renewals {
-            1 => write!(f, "renewed once; ")?,
-            n => write!(f, "renewed {n} times; ")?,
-        }
-        match &self.ended {
-            LeaseEnd::Released => write!(f, "released"),
-            LeaseEnd::NotReleased { why } => write!(f, "not released: {why}"),
-            LeaseEnd::Lost { why } => write!(f, "lost: {why}"),
-        }
-    }
-}
-
 /// Receives a [`Fence`]'s events.
 pub type FenceEvents = Box<dyn Fn(&FenceEvent) + Send + Sync>;
 

@@ -139,10 +139,6 @@ mod tests {
         );
         assert_eq!(report.lease.as_ref(), Some(&lease));
         assert_eq!(
-            lease.to_string(),
-            "acquired ns/l at epoch 2 (taken over from x); renewed once; lost: held by y"
-        );
-        assert_eq!(
             serde_json::to_string(&lease).unwrap(),
             r#"{"name":"ns/l","epoch":2,"acquired":"taken over from x","renewals":1,"ended":{"how":"lost","why":"held by y"}}"#
         );
