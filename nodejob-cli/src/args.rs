@@ -224,6 +224,11 @@ pub(crate) enum Command {
     /// `preview_token` their preview returned, while the cluster is as previewed.
     #[command(after_help = EXIT_MCP)]
     Mcp(Mcp),
+    /// Print the CustomResourceDefinitions of the declarative rolls (NodeUpgrade, CARotation),
+    /// touching no cluster: `nodejob render-crds | kubectl apply --server-side -f -`. They are
+    /// what `deploy/controller/crds.yaml` holds.
+    #[command(after_help = EXIT_LOCAL)]
+    RenderCrds,
     /// Shell completions: `nodejob completions bash > /etc/bash_completion.d/nodejob`.
     #[command(after_help = EXIT_LOCAL)]
     Completions {

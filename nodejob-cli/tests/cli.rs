@@ -158,7 +158,8 @@ fn render_prints_the_job_that_build_promises_and_the_example_keeps_it() {
 
 /// `kubectl apply -f deploy/` is the README's install step: it must create nothing that runs
 /// (an example Job there ran a privileged Pod on a node named `node-a`). Every manifest in
-/// the folder is of a kind that installs and runs nothing.
+/// the folder is of a kind that installs and runs nothing. `-f` without `-R` takes no
+/// subfolder (`deploy/controller/` is applied on its own), as kubectl reads it.
 #[test]
 fn applying_the_deploy_folder_creates_nothing_that_runs() {
     const INSTALLS: [&str; 6] = [
@@ -173,6 +174,9 @@ fn applying_the_deploy_folder_creates_nothing_that_runs() {
     let mut kinds = Vec::new();
     for entry in std::fs::read_dir(folder).unwrap() {
         let path = entry.unwrap().path();
+        if path.is_dir() {
+            continue;
+        }
         let text = std::fs::read_to_string(&path).unwrap();
         for kind in text.lines().filter_map(|l| l.strip_prefix("kind:")) {
             kinds.push((path.display().to_string(), kind.trim().to_string()));
@@ -2293,4 +2297,35 @@ fn max_blocked_without_skip_or_quarantine_is_refused() {
     );
     let skip = nodejob(&[&roll[..], &["--on-undrainable", "skip", "--preview"]].concat());
     assert_eq!(skip.status.code(), Some(0), "{}", text(&skip.stderr));
+}
+
+/// `deploy/controller/crds.yaml` is what `nodejob render-crds` prints: the CRDs a cluster gets
+/// from the directory are the ones the types say. After a change to nodejob-crd's types:
+/// `cargo run -p nodejob-cli -- render-crds > deploy/controller/crds.yaml`.
+#[test]
+fn the_deployed_crds_are_what_render_crds_prints() {
+    let out = nodejob(&["render-crds"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let deployed = include_str!("../../deploy/controller/crds.yaml");
+    assert!(
+        text(&out.stdout) == deployed,
+        "deploy/controller/crds.yaml differs from `nodejob render-crds`; write it anew with \
+         `cargo run -p nodejob-cli -- render-crds > deploy/controller/crds.yaml`"
+    );
+    // As JSON: a List of the same two CRDs.
+    let json = nodejob(&["render-crds", "-o", "json"]);
+    let list: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "nodeupgrades.nodejob.stratum.ciq.com",
+            "carotations.nodejob.stratum.ciq.com"
+        ]
+    );
 }

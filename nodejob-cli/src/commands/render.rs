@@ -1,4 +1,5 @@
-//! `nodejob render`: the Job `run` would create, touching no cluster.
+//! `nodejob render`: the Job `run` would create, touching no cluster; `nodejob render-crds`:
+//! the controller's CRDs.
 
 use nodejob_core::{Spec, build};
 
@@ -44,3 +45,32 @@ pub(crate) fn print(spec: &Spec, json: bool) -> Result<(), Exit> {
     out!("{text}");
     Ok(())
 }
+
+/// Runs `nodejob render-crds`: both CRDs, YAML documents one after the other (`-o json`: a
+/// `List` of them, as `kubectl get -o json` prints several objects).
+pub(crate) fn crds(global: &Global) -> Result<Exit, Exit> {
+    out!("{}", crds_text(global.output == Format::Json)?);
+    Ok(Exit::ok())
+}
+
+/// The CRDs as `render-crds` prints them.
+pub(crate) fn crds_text(json: bool) -> Result<String, Exit> {
+    let crds = nodejob_crd::crds();
+    let failed = |e: &dyn std::fmt::Display| Exit::failed(e.to_string());
+    if json {
+        let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": crds});
+        return Ok(serde_json::to_string_pretty(&list).map_err(|e| failed(&e))? + "\n");
+    }
+    let mut text = String::from(CRDS_HEADER);
+    for crd in &crds {
+        text.push_str("---\n");
+        text.push_str(&serde_saphyr::to_string(crd).map_err(|e| failed(&e))?);
+    }
+    Ok(text)
+}
+
+/// What the YAML says of itself.
+const CRDS_HEADER: &str = "\
+# The CustomResourceDefinitions of `nodejob controller`, generated from the Rust types of
+# nodejob-crd by `nodejob render-crds`; a test keeps this file equal to its output.
+";
