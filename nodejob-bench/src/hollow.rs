@@ -666,6 +666,14 @@ pub fn http_kind(method: &str) -> &'static str {
         "create_lease" => "POST leases",
         "replace_lease" => "PUT leases/NAME",
         "version" => "GET /version",
+        // The declarative rolls' kinds, whichever (a roll of the command reads none).
+        "get_custom" => "GET rolls/NAME",
+        "list_custom_at" => "LIST rolls",
+        "wait_custom" => "WATCH rolls",
+        "create_custom" => "POST rolls",
+        "replace_custom" => "PUT rolls/NAME",
+        "apply_custom_status" => "PATCH rolls/NAME/status",
+        "delete_custom" => "DELETE rolls/NAME",
         _ => "?",
     }
 }

@@ -7,7 +7,7 @@ use nodejob_fake::{FakeCluster, LogEndpoint, NodeScript, labels};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::{Backend, Failure, Object, Workloads};
+use crate::{Backend, Customs, Failure, Object, Workloads};
 
 /// A fresh [`FakeCluster`] with one Ready node, `node-a`, in namespace `conformance` (three,
 /// `node-a` to `node-c`, for the [`Workloads`] scenarios).
@@ -51,6 +51,32 @@ impl FakeBackend {
             cluster: Arc::new(cluster),
             nodes,
         }
+    }
+}
+
+impl FakeBackend {
+    /// A fresh cluster with the declarative rolls' kinds installed, for the [`Customs`]
+    /// scenarios.
+    pub fn for_customs(seed: u64) -> Self {
+        use nodejob_crd::Roll;
+        let backend = Self::new(seed);
+        backend
+            .cluster
+            .install_custom_kind(nodejob_crd::NodeUpgrade::KIND);
+        backend
+            .cluster
+            .install_custom_kind(nodejob_crd::CARotation::KIND);
+        backend
+    }
+}
+
+impl Customs for FakeBackend {
+    type Api = FakeCluster;
+    fn api(&self) -> Arc<FakeCluster> {
+        self.cluster.clone()
+    }
+    fn prefix(&self) -> String {
+        "conformance".into()
     }
 }
 

@@ -14,6 +14,7 @@
 //! It does **not** start a cluster: a backend hands in a ready one.
 
 mod crash;
+pub mod custom;
 mod fake;
 mod interpose;
 pub mod nodes;
@@ -30,6 +31,7 @@ use k8s_openapi::api::batch::v1::Job;
 use nodejob_core::{ApiError, Change, Clock, JobApi, NodeApi, Note, Spec, finished};
 
 pub use crash::{Crashing, Observe, Write};
+pub use custom::Customs;
 pub use fake::FakeBackend;
 pub use interpose::{Action, Call, Interposed};
 pub use workloads::{Object, Workloads};
@@ -310,6 +312,33 @@ macro_rules! conformance_nodes {
             async fn $name() {
                 let backend = std::sync::Arc::new($make);
                 if let Err(failure) = $crate::nodes::$name(backend).await {
+                    panic!("scenario {} failed: {failure}", stringify!($name));
+                }
+            }
+        )*
+    };
+}
+
+/// Expands every scenario of [`custom`] (the declarative rolls' custom resources: generation,
+/// the status subresource and its server-side apply, finalizers, the watch) into a test for one
+/// [`Customs`] backend, as [`conformance!`] does.
+#[macro_export]
+macro_rules! conformance_custom {
+    (#[$test:meta] $make:expr) => {
+        $crate::conformance_custom!(@each #[$test] $make;
+            a_roll_is_created_then_listed_and_watched_from_the_lists_version,
+            the_generation_follows_the_spec_and_the_status_is_written_apart,
+            a_status_apply_owns_its_fields_and_merges_conditions_by_type,
+            a_finalizer_holds_a_deleted_roll_until_it_is_removed,
+            a_kind_not_installed_is_not_found
+        );
+    };
+    (@each #[$test:meta] $make:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[$test]
+            async fn $name() {
+                let backend = std::sync::Arc::new($make);
+                if let Err(failure) = $crate::custom::$name(backend).await {
                     panic!("scenario {} failed: {failure}", stringify!($name));
                 }
             }

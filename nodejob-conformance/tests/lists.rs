@@ -20,4 +20,8 @@ fn listed(macro_name: &str) -> Vec<String> {
 fn every_scenario_is_named_in_its_modules_list() {
     assert_eq!(listed("conformance"), nodejob_conformance::scenarios::ALL);
     assert_eq!(listed("conformance_nodes"), nodejob_conformance::nodes::ALL);
+    assert_eq!(
+        listed("conformance_custom"),
+        nodejob_conformance::custom::ALL
+    );
 }

@@ -1,4 +1,4 @@
-//! The verbs of the four API traits, listed once, and [`Layer`]: one forwarding wrapper for
+//! The verbs of the API traits, listed once, and [`Layer`]: one forwarding wrapper for
 //! all of them, written once.
 //!
 //! Each verb is named by a [`Verb`], called as a [`Request`] (the verb and its arguments) and
@@ -32,9 +32,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Preconditions};
 use k8s_openapi::apimachinery::pkg::version::Info;
 use k8s_openapi::jiff::Timestamp;
 
+use k8s_openapi::serde_json::Value;
+
 use crate::api::{
-    ApiResult, Change, Clock, DryRun, Eviction, JobApi, LeaseApi, NodeApi, NodeChange, NodeChanges,
-    NodesAt, PodApi,
+    ApiResult, Change, Clock, CustomApi, CustomAt, CustomChanges, CustomKind, DryRun, Eviction,
+    JobApi, LeaseApi, NodeApi, NodeChange, NodeChanges, NodesAt, PodApi,
 };
 use crate::error::{ApiError, ErrorKind};
 
@@ -107,6 +109,15 @@ verbs! {
         CreateLease => create_lease,
         ReplaceLease => replace_lease,
     }
+    CustomApi {
+        GetCustom => get_custom,
+        ListCustomAt => list_custom_at,
+        WaitCustom => wait_custom,
+        CreateCustom => create_custom,
+        ReplaceCustom => replace_custom,
+        ApplyCustomStatus => apply_custom_status,
+        DeleteCustom => delete_custom,
+    }
 }
 
 impl Verb {
@@ -123,6 +134,10 @@ impl Verb {
                 | Verb::EvictPod
                 | Verb::CreateLease
                 | Verb::ReplaceLease
+                | Verb::CreateCustom
+                | Verb::ReplaceCustom
+                | Verb::ApplyCustomStatus
+                | Verb::DeleteCustom
         )
     }
 }
@@ -280,6 +295,33 @@ pub enum Request<'a> {
     CreateLease { lease: &'a Lease },
     /// [`LeaseApi::replace_lease`].
     ReplaceLease { lease: &'a Lease },
+    /// [`CustomApi::get_custom`].
+    GetCustom { kind: CustomKind, name: &'a str },
+    /// [`CustomApi::list_custom_at`].
+    ListCustomAt { kind: CustomKind },
+    /// [`CustomApi::wait_custom`].
+    WaitCustom {
+        kind: CustomKind,
+        since: &'a str,
+        timeout: Duration,
+    },
+    /// [`CustomApi::create_custom`].
+    CreateCustom { kind: CustomKind, object: &'a Value },
+    /// [`CustomApi::replace_custom`].
+    ReplaceCustom { kind: CustomKind, object: &'a Value },
+    /// [`CustomApi::apply_custom_status`].
+    ApplyCustomStatus {
+        kind: CustomKind,
+        name: &'a str,
+        manager: &'a str,
+        status: &'a Value,
+    },
+    /// [`CustomApi::delete_custom`].
+    DeleteCustom {
+        kind: CustomKind,
+        name: &'a str,
+        preconditions: Option<&'a Preconditions>,
+    },
 }
 
 impl<'a> Request<'a> {
@@ -310,6 +352,13 @@ impl<'a> Request<'a> {
             Request::GetLease { .. } => Verb::GetLease,
             Request::CreateLease { .. } => Verb::CreateLease,
             Request::ReplaceLease { .. } => Verb::ReplaceLease,
+            Request::GetCustom { .. } => Verb::GetCustom,
+            Request::ListCustomAt { .. } => Verb::ListCustomAt,
+            Request::WaitCustom { .. } => Verb::WaitCustom,
+            Request::CreateCustom { .. } => Verb::CreateCustom,
+            Request::ReplaceCustom { .. } => Verb::ReplaceCustom,
+            Request::ApplyCustomStatus { .. } => Verb::ApplyCustomStatus,
+            Request::DeleteCustom { .. } => Verb::DeleteCustom,
         }
     }
 
@@ -350,7 +399,14 @@ impl<'a> Request<'a> {
             | Request::PatchNode { .. }
             | Request::Version
             | Request::PatchNodeConditions { .. }
-            | Request::ListNodePods { .. } => None,
+            | Request::ListNodePods { .. }
+            | Request::GetCustom { .. }
+            | Request::ListCustomAt { .. }
+            | Request::WaitCustom { .. }
+            | Request::CreateCustom { .. }
+            | Request::ReplaceCustom { .. }
+            | Request::ApplyCustomStatus { .. }
+            | Request::DeleteCustom { .. } => None,
         }
     }
 
@@ -375,13 +431,22 @@ impl<'a> Request<'a> {
             | Request::GetPod { name, .. }
             | Request::WaitPod { name, .. }
             | Request::EvictPod { name, .. }
-            | Request::GetLease { name, .. } => name,
+            | Request::GetLease { name, .. }
+            | Request::GetCustom { name, .. }
+            | Request::ApplyCustomStatus { name, .. }
+            | Request::DeleteCustom { name, .. } => name,
+            Request::CreateCustom { object, .. } | Request::ReplaceCustom { object, .. } => object
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default(),
             Request::ListJobs { label_selector, .. }
             | Request::ListPods { label_selector, .. }
             | Request::ListNodes { label_selector } => label_selector,
             Request::ListEvents { involved_uid, .. } => involved_uid,
             // Every node: no name, no selector; the apiserver's version names nothing.
             Request::ListNodesAt | Request::WaitNodes { .. } | Request::Version => "",
+            // A kind's every object.
+            Request::ListCustomAt { kind } | Request::WaitCustom { kind, .. } => kind.plural,
             Request::ListNodePods { node } => node,
             Request::PodLog { pod, .. } => pod,
         }
@@ -452,6 +517,10 @@ answers! {
     Eviction(Eviction): "[`PodApi::evict_pod`].",
     Lease(Lease): "A Lease: every [`LeaseApi`] verb.",
     Version(Info): "[`NodeApi::version`].",
+    Custom(Value): "A custom resource: [`CustomApi::get_custom`], [`CustomApi::create_custom`], [`CustomApi::replace_custom`], [`CustomApi::apply_custom_status`].",
+    CustomAt(CustomAt): "[`CustomApi::list_custom_at`].",
+    CustomChanges(CustomChanges): "[`CustomApi::wait_custom`].",
+    CustomDeleted(Option<Value>): "[`CustomApi::delete_custom`].",
 }
 
 /// A verb's return type, carried up through [`Layer::around`] as an [`Answer`].
@@ -719,5 +788,74 @@ where
     async fn replace_lease(&self, lease: &Lease) -> ApiResult<Lease> {
         let serve = self.below().replace_lease(lease);
         through(self, Request::ReplaceLease { lease }, serve).await
+    }
+}
+
+#[async_trait]
+impl<L: Layer> CustomApi for L
+where
+    L::Below: CustomApi,
+{
+    async fn get_custom(&self, kind: CustomKind, name: &str) -> ApiResult<Value> {
+        let serve = self.below().get_custom(kind, name);
+        through(self, Request::GetCustom { kind, name }, serve).await
+    }
+    async fn list_custom_at(&self, kind: CustomKind) -> ApiResult<CustomAt> {
+        let serve = self.below().list_custom_at(kind);
+        through(self, Request::ListCustomAt { kind }, serve).await
+    }
+    async fn wait_custom(
+        &self,
+        kind: CustomKind,
+        since: &str,
+        timeout: Duration,
+    ) -> ApiResult<CustomChanges> {
+        let serve = self.below().wait_custom(kind, since, timeout);
+        let request = Request::WaitCustom {
+            kind,
+            since,
+            timeout,
+        };
+        through(self, request, serve).await
+    }
+    async fn create_custom(&self, kind: CustomKind, object: &Value) -> ApiResult<Value> {
+        let serve = self.below().create_custom(kind, object);
+        through(self, Request::CreateCustom { kind, object }, serve).await
+    }
+    async fn replace_custom(&self, kind: CustomKind, object: &Value) -> ApiResult<Value> {
+        let serve = self.below().replace_custom(kind, object);
+        through(self, Request::ReplaceCustom { kind, object }, serve).await
+    }
+    async fn apply_custom_status(
+        &self,
+        kind: CustomKind,
+        name: &str,
+        manager: &str,
+        status: &Value,
+    ) -> ApiResult<Value> {
+        let serve = self
+            .below()
+            .apply_custom_status(kind, name, manager, status);
+        let request = Request::ApplyCustomStatus {
+            kind,
+            name,
+            manager,
+            status,
+        };
+        through(self, request, serve).await
+    }
+    async fn delete_custom(
+        &self,
+        kind: CustomKind,
+        name: &str,
+        preconditions: Option<&Preconditions>,
+    ) -> ApiResult<Option<Value>> {
+        let serve = self.below().delete_custom(kind, name, preconditions);
+        let request = Request::DeleteCustom {
+            kind,
+            name,
+            preconditions,
+        };
+        through(self, request, serve).await
     }
 }

@@ -46,8 +46,9 @@ pub mod watch;
 use std::time::Duration;
 
 pub use api::{
-    ApiResult, Change, Clock, DryRun, Eviction, JobApi, LeaseApi, NO_SCHEDULE, NodeApi, NodeChange,
-    NodeChanges, NodesAt, PodApi, tainted_no_schedule,
+    ApiResult, Change, Clock, CustomApi, CustomAt, CustomChanges, CustomKind, DryRun, Eviction,
+    JobApi, LeaseApi, NO_SCHEDULE, NodeApi, NodeChange, NodeChanges, NodesAt, PodApi,
+    tainted_no_schedule,
 };
 pub use error::{
     Action, ApiError, Error, ErrorKind, JobRef, ObjectKind, Operation, RETRY_AFTER_CAP, Result,

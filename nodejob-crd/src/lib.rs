@@ -9,10 +9,14 @@
 //! flag of the same name means: the spec's strings (durations, the window, the version) are
 //! read by the same functions as the flags, where the controller turns a spec into a plan.
 //!
+//! [`RollApi`] reads and writes them, typed, over core's
+//! [`CustomApi`](nodejob_core::CustomApi), which both backends implement.
+//!
 //! The status is small at any size: counts, short capped lists ([`LIST_CAP`] entries) and the
 //! conditions; each node's own detail stays on the Node (the driver's annotations and its
 //! `NodejobUpgrade` / `NodejobCARotation` condition), where `kubectl describe node` shows it.
 
+mod api;
 mod rotation;
 mod status;
 mod upgrade;
@@ -20,6 +24,7 @@ mod upgrade;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube_core::CustomResourceExt;
 
+pub use api::{Roll, RollApi, RollChanges, RollsAt};
 pub use rotation::{
     CARotation, CARotationSpec, CARotationStatus, CaSource, Disagreeing, GateVerdict, KeyRef,
     PhaseCounts, RotationPhase, TrustDomain,

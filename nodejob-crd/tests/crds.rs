@@ -186,3 +186,14 @@ fn the_ca_source_is_exactly_one_of_three_checked_by_the_apiserver() {
     assert_eq!(rules.len(), 1);
     assert!(rules[0].rule.contains("size() == 1"), "{}", rules[0].rule);
 }
+
+#[test]
+fn each_kind_is_served_where_its_crd_says() {
+    use nodejob_crd::Roll;
+    for (crd, kind) in crds().iter().zip([NodeUpgrade::KIND, CARotation::KIND]) {
+        assert_eq!(crd.spec.group, kind.group);
+        assert_eq!(crd.spec.versions[0].name, kind.version);
+        assert_eq!(crd.spec.names.kind, kind.kind);
+        assert_eq!(crd.spec.names.plural, kind.plural);
+    }
+}

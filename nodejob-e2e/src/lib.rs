@@ -46,6 +46,7 @@ mod audit;
 mod backend;
 mod command;
 mod conventions;
+mod customs;
 mod describe;
 mod drains;
 mod host;
@@ -68,6 +69,7 @@ pub use conventions::{
     AGENT_LABEL, KUBELET_ANNOTATION, QUICK_STRATUM, READY_ANNOTATION, REBOOT_ANNOTATION, SA_NAME,
     SA_NAMESPACE, SCENARIO_LABEL, STRATUM_TIMING_ANNOTATION, ZONE_LABEL,
 };
+pub use customs::{CRDS, CustomsBackend, install_crds};
 pub use describe::described_conditions;
 pub use drains::{Drained, Drains};
 pub use host::{HostReport, boot_id, host_report};

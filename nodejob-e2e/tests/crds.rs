@@ -4,15 +4,15 @@
 //! and `kubectl get -o wide` show them (the apiserver's own Table, which kubectl prints), and
 //! the rule on a rotation's CA source enforced by the apiserver.
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use std::time::Duration;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, ResourceExt};
 use nodejob_conformance::{Failure, ensure};
 use nodejob_crd::{CARotation, NodeUpgrade};
-use nodejob_e2e::admin;
+use nodejob_e2e::{admin, install_crds};
 use serde_json::{Value, json};
 
 nodejob_e2e::on_kubelets! {
@@ -24,7 +24,6 @@ nodejob_e2e::on_kubelets! {
             "it installs cluster-scoped resources and reads no node";
 }
 
-const CRDS: &str = include_str!("../../deploy/controller/crds.yaml");
 const UPGRADE: &str = include_str!("../../examples/nodeupgrade.yaml");
 const ROTATION: &str = include_str!("../../examples/carotation.yaml");
 
@@ -59,46 +58,30 @@ async fn table(admin: &Client, path: &str) -> Result<(Vec<(String, i64)>, Vec<Va
 }
 
 /// Installs the CRDs, checks what the apiserver makes of them and the examples, and removes
-/// them (with every object of theirs) at the end, passed or not.
+/// them (with every object of theirs) at the end, passed or not, waiting until they are gone:
+/// a CRD still terminating when the next suite applies it would vanish under that suite.
 async fn the_crds_are_taken_and_kubectl_get_shows_the_columns() -> Result<(), Failure> {
     let admin = admin().await?;
     let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
-    let mut names = Vec::new();
-    for doc in CRDS.split("\n---\n").skip(1) {
-        let crd: CustomResourceDefinition = serde_saphyr::from_str(doc)
-            .map_err(|e| Failure(format!("deploy/controller/crds.yaml: {e}")))?;
-        let name = crd.name_any();
-        // As `kubectl apply --server-side -f deploy/controller/` writes them.
-        crds.patch(
-            &name,
-            &PatchParams::apply("nodejob-e2e"),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .map_err(fail(format!("applying CRD {name}")))?;
-        names.push(name);
-    }
+    let names = install_crds(&admin).await?;
     ensure!(names.len() == 2, "two CRDs in the file, not {names:?}");
-    let result = checks(&admin, &crds, &names).await;
+    let result = checks(&admin).await;
     for name in &names {
+        let Ok(crd) = crds.get(name).await else {
+            continue;
+        };
         let _ = crds.delete(name, &DeleteParams::foreground()).await;
+        let uid = crd.uid().unwrap_or_default();
+        let gone = await_condition(crds.clone(), name, conditions::is_deleted(&uid));
+        tokio::time::timeout(Duration::from_secs(120), gone)
+            .await
+            .map_err(|_| Failure(format!("CRD {name} still there 120s after its delete")))?
+            .map_err(|e| Failure(format!("watching CRD {name} go: {e}")))?;
     }
     result
 }
 
-async fn checks(
-    admin: &Client,
-    crds: &Api<CustomResourceDefinition>,
-    names: &[String],
-) -> Result<(), Failure> {
-    for name in names {
-        let established = await_condition(crds.clone(), name, conditions::is_crd_established());
-        tokio::time::timeout(Duration::from_secs(60), established)
-            .await
-            .map_err(|_| Failure(format!("CRD {name} not Established within 60s")))?
-            .map_err(|e| Failure(format!("watching CRD {name}: {e}")))?;
-    }
-
+async fn checks(admin: &Client) -> Result<(), Failure> {
     // The example as a person writes it, and a status as the controller writes it.
     let upgrades: Api<NodeUpgrade> = Api::all(admin.clone());
     let example: NodeUpgrade = serde_saphyr::from_str(UPGRADE)

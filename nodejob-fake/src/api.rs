@@ -1,4 +1,5 @@
-//! [`Clock`], [`JobApi`], [`NodeApi`], [`PodApi`] and [`LeaseApi`] for [`FakeCluster`]: each
+//! [`Clock`], [`JobApi`], [`NodeApi`], [`PodApi`], [`LeaseApi`] and [`CustomApi`] for
+//! [`FakeCluster`]: each
 //! verb is recorded, runs its hook, consults the faults, then is served by the store.
 
 use std::time::Duration;
@@ -11,9 +12,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Preconditions;
 use k8s_openapi::apimachinery::pkg::version::Info;
 use k8s_openapi::serde::Serialize;
 use k8s_openapi::serde::de::DeserializeOwned;
+use k8s_openapi::serde_json::Value;
 use nodejob_core::{
-    ApiResult, Change, Clock, DryRun, Eviction, JobApi, LeaseApi, NodeApi, NodeChange, NodeChanges,
-    NodesAt, PodApi,
+    ApiResult, Change, Clock, CustomApi, CustomAt, CustomChanges, CustomKind, DryRun, Eviction,
+    JobApi, LeaseApi, NodeApi, NodeChange, NodeChanges, NodesAt, PodApi,
 };
 use tokio::time::Instant;
 
@@ -424,6 +426,123 @@ impl LeaseApi for FakeCluster {
         let pre = version(meta.resource_version.as_deref().unwrap_or_default());
         self.serve(Verb::ReplaceLease, namespace, name, Some(&pre), async {
             self.with_state(|st| registry::replace_lease(&mut st.store, lease, st.now))
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl CustomApi for FakeCluster {
+    async fn get_custom(&self, kind: CustomKind, name: &str) -> ApiResult<Value> {
+        self.serve(Verb::GetCustom, "", name, None, async {
+            self.with_state(|st| st.store.customs.kind(kind)?.get(name))
+        })
+        .await
+    }
+
+    async fn list_custom_at(&self, kind: CustomKind) -> ApiResult<CustomAt> {
+        self.serve(Verb::ListCustomAt, "", kind.plural, None, async {
+            self.with_state(|st| Ok(st.store.customs.kind(kind)?.list_at(st.store.rv())))
+        })
+        .await
+    }
+
+    /// As [`NodeApi::wait_nodes`] for the kind's collection: the whole history is kept, so
+    /// never Gone.
+    async fn wait_custom(
+        &self,
+        kind: CustomKind,
+        since: &str,
+        timeout: Duration,
+    ) -> ApiResult<CustomChanges> {
+        self.serve(Verb::WaitCustom, "", kind.plural, None, async {
+            let deadline = Instant::now() + timeout;
+            let mut changed = self.subscribe((Watched::Custom(kind.plural), every_node()));
+            let after = match self.with_state(|st| Since::parse(Some(since), st.store.rv()))? {
+                Since::After(rv) => rv,
+                Since::Any => {
+                    return self.with_state(|st| {
+                        let at = st.store.customs.kind(kind)?.list_at(st.store.rv());
+                        Ok(CustomChanges {
+                            changes: at.objects.into_iter().map(Change::Applied).collect(),
+                            resource_version: at.resource_version,
+                        })
+                    });
+                }
+            };
+            loop {
+                let changes = self.with_state(|st| {
+                    Ok::<_, nodejob_core::ApiError>(
+                        st.store.customs.kind(kind)?.history.all_after(after),
+                    )
+                })?;
+                if let Some((last, _)) = changes.last() {
+                    return Ok(CustomChanges {
+                        resource_version: last.to_string(),
+                        changes: changes.into_iter().map(|(_, c)| c).collect(),
+                    });
+                }
+                let waited = tokio::time::timeout_at(deadline, changed.changed()).await;
+                if !matches!(waited, Ok(Ok(()))) {
+                    return Ok(CustomChanges {
+                        changes: Vec::new(),
+                        resource_version: since.to_string(),
+                    });
+                }
+            }
+        })
+        .await
+    }
+
+    async fn create_custom(&self, kind: CustomKind, object: &Value) -> ApiResult<Value> {
+        let name = object.pointer("/metadata/name").and_then(Value::as_str);
+        self.serve(
+            Verb::CreateCustom,
+            "",
+            name.unwrap_or_default(),
+            None,
+            async { self.with_state(|st| st.store.create_custom(kind, object, st.now)) },
+        )
+        .await
+    }
+
+    async fn replace_custom(&self, kind: CustomKind, object: &Value) -> ApiResult<Value> {
+        let name = object.pointer("/metadata/name").and_then(Value::as_str);
+        let rv = object
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str);
+        let pre = rv.map(version);
+        self.serve(
+            Verb::ReplaceCustom,
+            "",
+            name.unwrap_or_default(),
+            pre.as_ref(),
+            async { self.with_state(|st| st.store.replace_custom(kind, object)) },
+        )
+        .await
+    }
+
+    async fn apply_custom_status(
+        &self,
+        kind: CustomKind,
+        name: &str,
+        manager: &str,
+        status: &Value,
+    ) -> ApiResult<Value> {
+        self.serve(Verb::ApplyCustomStatus, "", name, None, async {
+            self.with_state(|st| st.store.apply_custom_status(kind, name, manager, status))
+        })
+        .await
+    }
+
+    async fn delete_custom(
+        &self,
+        kind: CustomKind,
+        name: &str,
+        preconditions: Option<&Preconditions>,
+    ) -> ApiResult<Option<Value>> {
+        self.serve(Verb::DeleteCustom, "", name, preconditions, async {
+            self.with_state(|st| st.store.delete_custom(kind, name, preconditions, st.now))
         })
         .await
     }

@@ -181,6 +181,10 @@ impl FakeCluster {
                         .into_iter()
                         .map(tag(Watched::Pod)),
                 );
+                touched.extend(
+                    (store.customs.take_touched().into_iter())
+                        .map(|plural| (Watched::Custom(plural), every_node())),
+                );
             }
             (result, touched, st.timers.take_changed())
         };
@@ -220,6 +224,12 @@ impl FakeCluster {
     }
 
     // ---- namespaces and nodes ----
+
+    /// Installs a custom resource kind, as applying its CRD does (a no-op if it is): until
+    /// then its verbs answer NotFound, as for a resource the apiserver does not serve.
+    pub fn install_custom_kind(&self, kind: nodejob_core::CustomKind) {
+        self.with_state(|st| st.store.customs.install(kind));
+    }
 
     /// Adds a namespace (a no-op if it exists).
     pub fn add_namespace(&self, name: &str) {

@@ -394,6 +394,8 @@ mod budget;
 mod cluster;
 mod controller;
 mod ctx;
+mod custom;
+mod custom_registry;
 mod disruption;
 mod eviction;
 mod faults;

@@ -66,6 +66,8 @@ pub(crate) struct Store {
     pub(crate) job_history: History<Job>,
     pub(crate) node_history: History<Node>,
     pub(crate) pod_history: History<Pod>,
+    /// The custom resources of the kinds installed, with their histories.
+    pub(crate) customs: crate::custom::Customs,
     /// What the controllers look up on every pass, kept with each write.
     pub(crate) index: Index,
     /// The keys of `events` by what the event recorder correlates them on (the involved
@@ -129,6 +131,7 @@ impl Store {
             job_history: History::default(),
             node_history: History::default(),
             pod_history: History::default(),
+            customs: crate::custom::Customs::default(),
             index: Index::default(),
             events_about: BTreeMap::new(),
             ids,
@@ -146,7 +149,7 @@ impl Store {
         self.rv
     }
 
-    fn bump(&mut self) -> u64 {
+    pub(crate) fn bump(&mut self) -> u64 {
         self.rv += 1;
         self.rv
     }

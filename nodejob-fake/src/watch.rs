@@ -154,6 +154,9 @@ pub(crate) enum Watched {
     Job,
     Node,
     Pod,
+    /// Every object of a custom kind, by its plural (waited on under [`every_node`]'s key:
+    /// the collection's).
+    Custom(&'static str),
 }
 
 /// What a wait waits on: one object by kind and `(namespace, name)`.

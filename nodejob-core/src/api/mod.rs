@@ -8,11 +8,13 @@
 //! | [`NodeApi`] | `v1` Nodes, the apiserver's `/version` | nodes get/list/watch/patch; nodes/status patch (the drivers' own conditions); `/version` needs no grant |
 //! | [`PodApi`] | `v1` Pods on a node, `policy/v1` Eviction | pods get/list/watch; pods/eviction create |
 //! | [`LeaseApi`] | `coordination.k8s.io/v1` Leases | leases get/create/update |
+//! | [`CustomApi`] | cluster-scoped custom resources with `/status` (the declarative rolls) | get/list/watch/create/update/delete; their `/status` patch |
 //!
 //! Composite behaviour ("replace the stale Job, then wait", "drain a node", "hold the Lease")
 //! is never a trait method: it is a function over these traits, so every backend gets it the
 //! same way.
 
+mod custom;
 mod job;
 mod lease;
 mod node;
@@ -23,6 +25,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use k8s_openapi::jiff::Timestamp;
 
+pub use custom::{CustomApi, CustomAt, CustomChanges, CustomKind};
 pub use job::JobApi;
 pub use lease::LeaseApi;
 pub use node::{NO_SCHEDULE, NodeApi, NodeChange, NodeChanges, NodesAt, tainted_no_schedule};

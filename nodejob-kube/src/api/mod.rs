@@ -1,5 +1,6 @@
 //! [`KubeApi`]: core's API traits and [`Clock`] over a `kube::Client`, one file per trait.
 
+mod custom;
 mod job;
 mod lease;
 mod node;

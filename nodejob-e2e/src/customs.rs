@@ -1,0 +1,76 @@
+//! [`CustomsBackend`]: the custom resource scenarios' backend on the real cluster: the CRDs of
+//! `deploy/controller/crds.yaml` applied (server-side, as `kubectl apply --server-side` does)
+//! and Established, the API acting as the administrator (the controller's own grants come with
+//! its RBAC).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::wait::{await_condition, conditions};
+use nodejob_conformance::{Customs, Failure};
+use nodejob_kube::KubeApi;
+
+use crate::admin::{client, config, unique};
+
+/// The CRDs as the repository deploys them.
+pub const CRDS: &str = include_str!("../../deploy/controller/crds.yaml");
+
+/// Applies every CRD of [`CRDS`] as an administrator and waits until each is Established.
+pub async fn install_crds(admin: &kube::Client) -> Result<Vec<String>, Failure> {
+    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
+    let mut names = Vec::new();
+    for doc in CRDS.split("\n---\n").skip(1) {
+        let crd: CustomResourceDefinition = serde_saphyr::from_str(doc)
+            .map_err(|e| Failure(format!("deploy/controller/crds.yaml: {e}")))?;
+        let name = crd.name_any();
+        crds.patch(
+            &name,
+            &PatchParams::apply("nodejob-e2e"),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .map_err(|e| Failure(format!("applying CRD {name}: {e}")))?;
+        names.push(name);
+    }
+    for name in &names {
+        let established = await_condition(crds.clone(), name, conditions::is_crd_established());
+        tokio::time::timeout(Duration::from_secs(60), established)
+            .await
+            .map_err(|_| Failure(format!("CRD {name} not Established within 60s")))?
+            .map_err(|e| Failure(format!("watching CRD {name}: {e}")))?;
+    }
+    Ok(names)
+}
+
+/// The CRDs installed, the API as the administrator, a name prefix of the scenario's own.
+pub struct CustomsBackend {
+    api: Arc<KubeApi>,
+    prefix: String,
+}
+
+impl CustomsBackend {
+    /// Installs the CRDs (a no-op when they are) and connects.
+    pub async fn new() -> Result<Self, Failure> {
+        let admin_config = config(None).await?;
+        install_crds(&client(admin_config.clone())?).await?;
+        let api = KubeApi::from_config(admin_config)
+            .map_err(|e| Failure(format!("client as the administrator: {e}")))?;
+        Ok(CustomsBackend {
+            api: Arc::new(api),
+            prefix: unique("nu"),
+        })
+    }
+}
+
+impl Customs for CustomsBackend {
+    type Api = KubeApi;
+    fn api(&self) -> Arc<KubeApi> {
+        self.api.clone()
+    }
+    fn prefix(&self) -> String {
+        self.prefix.clone()
+    }
+}
