@@ -1,0 +1,485 @@
+//! `nodejob controller`: the declarative rolls reconciled. A [`NodeUpgrade`] written to the
+//! cluster is rolled by the upgrade driver, as `nodejob upgrade` would roll it, and its status
+//! says how it goes; the controller keeps nothing of its own: what it acts on is the resource,
+//! the nodes' records and the Lease, so a controller restarted anywhere resumes.
+//!
+//! ```text
+//!  list the NodeUpgrades ─▶ reconcile each ─▶ wait for: a change (the watch from the list's
+//!        ▲                                               version), the run ending, the status
+//!        │                                               interval, a retry time
+//!        └──────────── the run ended, a retry is due, the watch expired ◀──┘
+//!
+//!  reconcile:  being deleted ─▶ its run asked to stop at a step boundary; once none runs,
+//!                               the finalizer removed
+//!              no finalizer ─▶ added (before any step, so a delete waits for the run)
+//!              its run under way ─▶ a new generation or `paused`: asked to stop at a step
+//!                                   boundary (the next generation starts once it stopped)
+//!              another's run under way ─▶ waits (one operation at a time)
+//!              paused ─▶ status Paused;  settled for this generation ─▶ nothing
+//!              else ─▶ the spec read as the command reads its flags ([`Planner`]): refused
+//!                      ─▶ Stalled (InvalidSpec); a plan ─▶ the driver runs it
+//! ```
+//!
+//! How a run ends becomes the status: every node at the target is `Ready`; a failed node is
+//! `Stalled` (not retried until the spec changes: a retry is an edit, as the command's printed
+//! retry is a command); a closed window, the Lease of another operation or the pause switch
+//! is waited out, retried after [`Settings::retry_after`]. Between, the status follows the
+//! run's progress at most every [`Settings::status_every`].
+//!
+//! It runs over core's traits, so the same loop drives a real cluster and the in-memory one
+//! in virtual time (`nodejob controller --simulate`).
+
+pub mod status;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use nodejob_core::{ApiError, ApiResult, Change, CustomApi, JobApi, LeaseApi, NodeApi, PodApi};
+use nodejob_crd::{NodeUpgrade, NodeUpgradeSpec, NodeUpgradeStatus, Reason, RollApi};
+use tokio::task::JoinHandle;
+use upgrade_driver::{Outcome, Plan, Report, Stop};
+
+use crate::status::{Tracker, Verdict, settled, status};
+
+/// The field manager of the controller's status writes.
+pub const FIELD_MANAGER: &str = "nodejob-controller";
+/// The finalizer the controller puts on each resource before it acts on it: a resource
+/// deleted mid-roll stays until its run stopped at a step boundary.
+pub const FINALIZER: &str = "nodejob.stratum.ciq.com/stopped-at-a-step-boundary";
+
+/// How a spec becomes the driver's plan: the command's own reading of its flags, so a
+/// resource and a command line are refused for the same reasons, in the same words.
+pub trait Planner: Send + Sync {
+    /// The plan of `spec`, or why it is refused (naming the field).
+    fn upgrade(&self, spec: &NodeUpgradeSpec) -> Result<Plan, String>;
+}
+
+/// The controller's pace.
+#[derive(Clone, Copy, Debug)]
+pub struct Settings {
+    /// At most one status write in this span while a run goes.
+    pub status_every: Duration,
+    /// A run that waits (a closed window, the Lease of another, the pause switch) is tried
+    /// again after this.
+    pub retry_after: Duration,
+    /// How long one watch call waits before the list is read again.
+    pub watch_timeout: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            status_every: Duration::from_secs(5),
+            retry_after: Duration::from_secs(60),
+            watch_timeout: Duration::from_secs(290),
+        }
+    }
+}
+
+/// The run under way: of which resource, at which generation.
+struct Running {
+    name: String,
+    uid: String,
+    generation: i64,
+    stop: Stop,
+    tracker: Arc<Tracker>,
+    written: u64,
+    task: JoinHandle<Result<Report, upgrade_driver::Error>>,
+}
+
+/// The resources waiting to be tried again, by `(uid, generation)`: when (the backend's
+/// clock). A new generation is not held by the wait of an older one.
+type Waits = BTreeMap<(String, i64), Duration>;
+
+/// What woke the loop.
+enum Woke {
+    Changes(ApiResult<nodejob_crd::RollChanges<NodeUpgrade>>),
+    Ended(Box<Result<Report, upgrade_driver::Error>>),
+    Tick,
+    Retry,
+    Stop,
+}
+
+/// The controller over `api`.
+pub struct Controller<A: ?Sized> {
+    api: Arc<A>,
+    planner: Arc<dyn Planner>,
+    settings: Settings,
+}
+
+impl<A> Controller<A>
+where
+    A: JobApi + NodeApi + PodApi + LeaseApi + CustomApi + ?Sized + 'static,
+{
+    /// A controller of the resources of `api`'s cluster.
+    pub fn new(api: Arc<A>, planner: Arc<dyn Planner>, settings: Settings) -> Self {
+        Controller {
+            api,
+            planner,
+            settings,
+        }
+    }
+
+    /// Reconciles until `stop` is requested: then the run under way is asked to stop at a
+    /// step boundary, awaited, and its status written.
+    ///
+    /// # Errors
+    /// An API error the loop cannot go on from (the kind not installed, no right to list it).
+    pub async fn run(&self, stop: &Stop) -> ApiResult<()> {
+        let mut running: Option<Running> = None;
+        let mut retry = Waits::new();
+        let mut relist = true;
+        let mut rv = String::new();
+        loop {
+            if relist {
+                let at = self.api.list_rolls_at::<NodeUpgrade>().await?;
+                rv = at.resource_version;
+                for roll in at.rolls {
+                    self.reconcile(roll, &mut running, &mut retry).await?;
+                }
+                relist = false;
+            }
+            let woke = self
+                .wait(&rv, &mut running, retry.values().min().copied(), stop)
+                .await;
+            match woke {
+                Woke::Changes(Ok(changes)) => {
+                    rv = changes.resource_version;
+                    for change in changes.changes {
+                        if let Change::Applied(roll) = change {
+                            self.reconcile(roll, &mut running, &mut retry).await?;
+                        }
+                    }
+                }
+                // Gone (410), or the watch broke: read the list again.
+                Woke::Changes(Err(_)) => relist = true,
+                Woke::Ended(result) => {
+                    let ended = running.take().expect("a run ended");
+                    self.ended(ended, *result, &mut retry).await?;
+                    relist = true;
+                }
+                Woke::Tick => {
+                    if let Some(run) = running.as_mut() {
+                        self.progress(run).await;
+                    }
+                }
+                Woke::Retry => {
+                    let now = self.api.now();
+                    retry.retain(|_, at| *at > now);
+                    relist = true;
+                }
+                Woke::Stop => {
+                    if let Some(mut run) = running.take() {
+                        run.stop.request();
+                        let result = (&mut run.task).await.unwrap_or_else(|e| Err(panicked(e)));
+                        self.ended(run, result, &mut retry).await?;
+                    }
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// Waits for whatever comes first.
+    async fn wait(
+        &self,
+        rv: &str,
+        running: &mut Option<Running>,
+        retry: Option<Duration>,
+        stop: &Stop,
+    ) -> Woke {
+        let api = &self.api;
+        let changes = api.wait_rolls::<NodeUpgrade>(rv, self.settings.watch_timeout);
+        let has_run = running.is_some();
+        let ended = async {
+            match running.as_mut() {
+                Some(run) => (&mut run.task).await.unwrap_or_else(|e| Err(panicked(e))),
+                None => std::future::pending().await,
+            }
+        };
+        let tick = async {
+            if has_run {
+                api.sleep(self.settings.status_every).await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        };
+        let retry = async {
+            match retry {
+                Some(at) => api.sleep(at.saturating_sub(api.now())).await,
+                None => std::future::pending().await,
+            }
+        };
+        let stopped = async {
+            while !stop.requested() {
+                api.sleep(Duration::from_millis(500)).await;
+            }
+        };
+        tokio::select! {
+            c = changes => Woke::Changes(c),
+            r = ended => Woke::Ended(Box::new(r)),
+            () = tick => Woke::Tick,
+            () = retry => Woke::Retry,
+            () = stopped => Woke::Stop,
+        }
+    }
+
+    /// One resource as it stands now: see the crate docs.
+    async fn reconcile(
+        &self,
+        roll: NodeUpgrade,
+        running: &mut Option<Running>,
+        retry: &mut Waits,
+    ) -> ApiResult<()> {
+        let name = roll.metadata.name.clone().unwrap_or_default();
+        let uid = roll.metadata.uid.clone().unwrap_or_default();
+        let generation = roll.metadata.generation.unwrap_or(1);
+        let ours = running.as_ref().filter(|r| r.uid == uid);
+        if roll.metadata.deletion_timestamp.is_some() {
+            match ours {
+                Some(run) => run.stop.request(),
+                None => self.release(roll).await?,
+            }
+            return Ok(());
+        }
+        let roll = if has_finalizer(&roll) {
+            roll
+        } else {
+            let mut with = roll;
+            with.metadata
+                .finalizers
+                .get_or_insert_default()
+                .push(FINALIZER.into());
+            match self.api.replace_roll(&with).await {
+                Ok(roll) => roll,
+                // Changed meanwhile: its change comes next on the watch.
+                Err(e) if e.is_conflict() || e.is_not_found() => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        };
+        if let Some(run) = running.as_ref() {
+            if run.uid == uid && (run.generation != generation || roll.spec.paused) {
+                run.stop.request();
+            }
+            return Ok(());
+        }
+        let before = roll.status.as_ref();
+        if roll.spec.paused {
+            if !says(before, generation, Reason::PausedBySpec) {
+                self.write(
+                    &name,
+                    before,
+                    generation,
+                    &Verdict::PausedBySpec,
+                    &Tracker::default(),
+                )
+                .await;
+            }
+            return Ok(());
+        }
+        if settled(before, generation) {
+            return Ok(());
+        }
+        if retry.contains_key(&(uid.clone(), generation)) {
+            return Ok(());
+        }
+        let plan = match self.planner.upgrade(&roll.spec) {
+            Ok(plan) => plan,
+            Err(why) => {
+                let verdict = Verdict::Stalled(Reason::InvalidSpec, why);
+                self.write(&name, before, generation, &verdict, &Tracker::default())
+                    .await;
+                return Ok(());
+            }
+        };
+        // A closed window is waited out here, holding no Lease: tried again as it opens.
+        if let Some(window) = plan.spec().window.as_ref()
+            && let Ok(tz) = window.validate()
+        {
+            let now = self.api.wall_time();
+            if !window.is_open(&tz, now)
+                && let Some(opens) = window.next_open(&tz, now)
+            {
+                let wait = now.duration_until(opens).unsigned_abs();
+                retry.insert((uid, generation), self.api.now() + wait);
+                let verdict = Verdict::Window(opens);
+                self.write(&name, before, generation, &verdict, &Tracker::default())
+                    .await;
+                return Ok(());
+            }
+        }
+        let tracker = Arc::new(Tracker::default());
+        let stop = Stop::new();
+        let task = {
+            let (api, tracker, stop) = (self.api.clone(), tracker.clone(), stop.clone());
+            tokio::spawn(async move {
+                let sink: Arc<dyn upgrade_driver::ProgressSink> = tracker;
+                upgrade_driver::run_until(&*api, &plan, sink, &stop).await
+            })
+        };
+        self.write(&name, before, generation, &Verdict::Progressing, &tracker)
+            .await;
+        *running = Some(Running {
+            name,
+            uid,
+            generation,
+            stop,
+            tracker,
+            written: 0,
+            task,
+        });
+        Ok(())
+    }
+
+    /// The status of the run under way, when its progress moved since the last write.
+    async fn progress(&self, run: &mut Running) {
+        let version = run.tracker.version();
+        if version == run.written {
+            return;
+        }
+        if let Ok(roll) = self.api.get_roll::<NodeUpgrade>(&run.name).await
+            && roll.metadata.uid.as_deref() == Some(&run.uid)
+        {
+            let before = roll.status.as_ref();
+            self.write(
+                &run.name,
+                before,
+                run.generation,
+                &Verdict::Progressing,
+                &run.tracker,
+            )
+            .await;
+            run.written = version;
+        }
+    }
+
+    /// A run ended: its status written, or, for a resource being deleted, its finalizer
+    /// removed.
+    async fn ended(
+        &self,
+        run: Running,
+        result: Result<Report, upgrade_driver::Error>,
+        retry: &mut Waits,
+    ) -> ApiResult<()> {
+        let roll = match self.api.get_roll::<NodeUpgrade>(&run.name).await {
+            Ok(roll) if roll.metadata.uid.as_deref() == Some(&run.uid) => roll,
+            Ok(_) => return Ok(()),
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        if roll.metadata.deletion_timestamp.is_some() {
+            return self.release(roll).await;
+        }
+        let asked = run.stop.requested();
+        let verdict = match result {
+            Ok(report) => match report.outcome {
+                Outcome::Done => Verdict::Completed,
+                Outcome::Failed { retry: what, .. } => Verdict::Stalled(Reason::NodeFailed, what),
+                // Stopped by us: the next reconcile starts the new generation, or says paused.
+                Outcome::Stopped { .. } if asked => return Ok(()),
+                Outcome::Stopped { why } => {
+                    let reason = if why.contains("window") {
+                        Reason::WindowClosed
+                    } else {
+                        Reason::Progressing
+                    };
+                    Verdict::Waiting(reason, why)
+                }
+                Outcome::Paused { why } => Verdict::Waiting(Reason::PausedBySwitch, why),
+            },
+            Err(upgrade_driver::Error::Core(nodejob_core::Error::LeaseHeld { holder, .. })) => {
+                Verdict::Waiting(Reason::LeaseHeldByOther, holder)
+            }
+            Err(e) => {
+                let text = e.to_string();
+                let reason = if text.contains("skew") {
+                    Reason::SkewRefused
+                } else {
+                    Reason::InvalidSpec
+                };
+                Verdict::Stalled(reason, text)
+            }
+        };
+        let generation = roll.metadata.generation.unwrap_or(run.generation);
+        if matches!(verdict, Verdict::Waiting(..)) {
+            let at = self.api.now() + self.settings.retry_after;
+            retry.insert((run.uid.clone(), run.generation), at);
+        }
+        if generation == run.generation {
+            self.write(
+                &run.name,
+                roll.status.as_ref(),
+                generation,
+                &verdict,
+                &run.tracker,
+            )
+            .await;
+        }
+        Ok(())
+    }
+
+    /// Removes the finalizer of a resource being deleted (no run of it goes on).
+    async fn release(&self, mut roll: NodeUpgrade) -> ApiResult<()> {
+        if !has_finalizer(&roll) {
+            return Ok(());
+        }
+        if let Some(f) = roll.metadata.finalizers.as_mut() {
+            f.retain(|f| f != FINALIZER);
+        }
+        match self.api.replace_roll(&roll).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_conflict() || e.is_not_found() => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Writes the status; a failure is left to the next write (the status follows the run, it
+    /// does not steer it).
+    async fn write(
+        &self,
+        name: &str,
+        before: Option<&NodeUpgradeStatus>,
+        generation: i64,
+        verdict: &Verdict,
+        tracker: &Tracker,
+    ) {
+        let now = self.api.wall_time();
+        let status = status(before, generation, verdict, tracker, now);
+        let _ = self
+            .api
+            .apply_roll_status::<NodeUpgrade>(name, FIELD_MANAGER, &status)
+            .await;
+    }
+}
+
+/// Whether the controller's finalizer is on `roll`.
+fn has_finalizer(roll: &NodeUpgrade) -> bool {
+    (roll.metadata.finalizers.iter().flatten()).any(|f| f == FINALIZER)
+}
+
+/// Whether `status` says `reason` for `generation` already.
+fn says(status: Option<&NodeUpgradeStatus>, generation: i64, reason: Reason) -> bool {
+    status.is_some_and(|s| {
+        s.observed_generation == Some(generation)
+            && s.conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.reason == reason.as_str())
+    })
+}
+
+fn panicked(e: tokio::task::JoinError) -> upgrade_driver::Error {
+    upgrade_driver::Error::Core(nodejob_core::Error::Api {
+        op: nodejob_core::Operation::named(
+            nodejob_core::Action::Watching,
+            nodejob_core::ObjectKind::Node,
+            "",
+            "the run",
+        ),
+        cause: ApiError::new(
+            nodejob_core::ErrorKind::Other,
+            0,
+            format!("the run panicked: {e}"),
+        ),
+    })
+}

@@ -1,0 +1,320 @@
+//! A `NodeUpgrade`'s status from its run: [`Tracker`] follows the driver's progress events
+//! (the counts, the nodes in flight, failed and blocked), and [`Verdict`] says what the
+//! conditions are; [`status`] puts them together. Pure, but for the tracker's lock.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+use nodejob_crd::{
+    Blocked, ConditionType, FailedNode, InFlight, LIST_CAP, NodeUpgradeStatus, Paused, Reason,
+    UpgradeCounts,
+};
+use upgrade_driver::{EventSink, NodeResult, Progress, UpgradeEvent};
+
+/// What a run has done so far, as its progress told it.
+#[derive(Debug, Default)]
+pub struct Tracker {
+    state: Mutex<Tracked>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct Tracked {
+    planned: usize,
+    in_flight: BTreeMap<String, String>,
+    soaking: BTreeMap<String, ()>,
+    upgraded: usize,
+    skipped: usize,
+    failed: Vec<FailedNode>,
+    failed_count: usize,
+    blocked: Vec<Blocked>,
+    blocked_count: usize,
+    rolled_back: usize,
+    /// Bumped at each event that changes the status.
+    version: u64,
+}
+
+impl Tracker {
+    /// Bumped at each change: a writer compares it with the one it wrote last.
+    pub fn version(&self) -> u64 {
+        self.state.lock().unwrap().version
+    }
+
+    /// The counts and the lists, capped.
+    pub fn counts(&self) -> (UpgradeCounts, Vec<InFlight>, Vec<FailedNode>, Vec<Blocked>) {
+        let t = self.state.lock().unwrap().clone();
+        let count = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
+        let counts = UpgradeCounts {
+            nodes: count(t.planned),
+            up_to_date: count(t.upgraded + t.skipped),
+            in_progress: count(t.in_flight.len()),
+            soaking: count(t.soaking.len()),
+            failed: count(t.failed_count),
+            blocked: count(t.blocked_count),
+            rolled_back: count(t.rolled_back),
+        };
+        let in_flight = (t.in_flight.into_iter())
+            .take(LIST_CAP)
+            .map(|(node, step)| InFlight { node, step })
+            .collect();
+        (counts, in_flight, t.failed, t.blocked)
+    }
+}
+
+impl EventSink<Progress> for Tracker {
+    fn event(&self, event: &Progress) {
+        let mut t = self.state.lock().unwrap();
+        match event {
+            Progress::Planned { nodes } => t.planned = *nodes,
+            Progress::StepStarted { node, step } => {
+                t.in_flight.insert(node.clone(), step.to_string());
+            }
+            Progress::NodeFinished { node, result, .. } => {
+                t.in_flight.remove(node);
+                t.soaking.remove(node);
+                match result {
+                    NodeResult::Upgraded => t.upgraded += 1,
+                    NodeResult::Skipped { .. } => t.skipped += 1,
+                    NodeResult::Failed(f) | NodeResult::RolledBack { failure: f, .. } => {
+                        if matches!(result, NodeResult::RolledBack { .. }) {
+                            t.rolled_back += 1;
+                        }
+                        t.failed_count += 1;
+                        if t.failed.len() < LIST_CAP {
+                            t.failed.push(FailedNode {
+                                node: node.clone(),
+                                step: f.step.to_string(),
+                                reason: reason_of(&f.kind.to_string()),
+                                message: f.message.clone(),
+                                job: None,
+                                exit_code: f.exit_code,
+                            });
+                        }
+                    }
+                    NodeResult::Blocked {
+                        policy, budgets, ..
+                    } => {
+                        t.blocked_count += 1;
+                        if t.blocked.len() < LIST_CAP {
+                            t.blocked.push(Blocked {
+                                node: node.clone(),
+                                outcome: policy.to_string(),
+                                budgets: budgets.clone(),
+                            });
+                        }
+                    }
+                    NodeResult::Interrupted { .. } => {}
+                }
+            }
+            Progress::Driver(UpgradeEvent::Soaking { node, .. }) => {
+                if t.soaking.insert(node.clone(), ()).is_some() {
+                    return;
+                }
+            }
+            _ => return,
+        }
+        t.version += 1;
+    }
+}
+
+/// A failure's kind as a condition reason: `host` -> `HostFailed`.
+fn reason_of(kind: &str) -> String {
+    let mut out = String::new();
+    for word in kind.split(|c: char| !c.is_ascii_alphanumeric()) {
+        let mut chars = word.chars();
+        if let Some(first) = chars.next() {
+            out.push(first.to_ascii_uppercase());
+            out.extend(chars);
+        }
+    }
+    out.push_str("Failed");
+    out
+}
+
+/// Where the resource's operation stands, for its conditions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Its nodes are being taken through their steps.
+    Progressing,
+    /// Every node at the target.
+    Completed,
+    /// Stopped for good until the spec changes: why, in one word and in words.
+    Stalled(Reason, String),
+    /// Waiting to go on by itself (a window, the Lease of another, the pause switch).
+    Waiting(Reason, String),
+    /// `spec.paused`.
+    PausedBySpec,
+    /// The maintenance window is closed; it opens then.
+    Window(Timestamp),
+}
+
+/// The status of a resource at `generation`: the conditions `verdict` says (each keeping its
+/// last transition time from `before` while its status stays), the tracker's counts and lists.
+pub fn status(
+    before: Option<&NodeUpgradeStatus>,
+    generation: i64,
+    verdict: &Verdict,
+    tracker: &Tracker,
+    now: Timestamp,
+) -> NodeUpgradeStatus {
+    let (counts, in_flight, failed, blocked) = tracker.counts();
+    let degraded = counts.failed + counts.blocked + counts.rolled_back > 0;
+    let mut conditions = Vec::new();
+    let mut set = |type_: ConditionType, on: bool, reason: Reason, message: String| {
+        let status = if on { "True" } else { "False" };
+        let kept = (before.into_iter())
+            .flat_map(|b| &b.conditions)
+            .find(|c| c.type_ == type_.as_str() && c.status == status)
+            .map(|c| c.last_transition_time.clone());
+        conditions.push(Condition {
+            type_: type_.as_str().into(),
+            status: status.into(),
+            reason: reason.as_str().into(),
+            message,
+            last_transition_time: kept.unwrap_or(Time(now)),
+            observed_generation: Some(generation),
+        });
+    };
+    let progress = format!(
+        "{} of {} nodes up to date, {} in progress, {} failed",
+        counts.up_to_date, counts.nodes, counts.in_progress, counts.failed
+    );
+    let (ready, reconciling, stalled) = match verdict {
+        Verdict::Completed => ((true, Reason::Completed), None, None),
+        Verdict::Progressing => (
+            (false, Reason::Progressing),
+            Some(Reason::Progressing),
+            None,
+        ),
+        Verdict::Waiting(reason, _) => ((false, *reason), Some(*reason), None),
+        Verdict::PausedBySpec => ((false, Reason::PausedBySpec), None, None),
+        Verdict::Window(_) => (
+            (false, Reason::WindowClosed),
+            Some(Reason::WindowClosed),
+            None,
+        ),
+        Verdict::Stalled(reason, _) => ((false, *reason), None, Some(*reason)),
+    };
+    let said = match verdict {
+        Verdict::Stalled(_, why) | Verdict::Waiting(_, why) => format!("{progress}: {why}"),
+        Verdict::Window(opens) => format!("{progress}: the window is closed; it opens at {opens}"),
+        _ => progress.clone(),
+    };
+    set(ConditionType::Ready, ready.0, ready.1, said.clone());
+    set(
+        ConditionType::Reconciling,
+        reconciling.is_some(),
+        reconciling.unwrap_or(Reason::Completed),
+        said.clone(),
+    );
+    set(
+        ConditionType::Stalled,
+        stalled.is_some(),
+        stalled.unwrap_or(Reason::Progressing),
+        said.clone(),
+    );
+    let invalid = matches!(verdict, Verdict::Stalled(Reason::InvalidSpec, _));
+    set(
+        ConditionType::Validated,
+        !invalid,
+        if invalid {
+            Reason::InvalidSpec
+        } else {
+            Reason::Progressing
+        },
+        match verdict {
+            Verdict::Stalled(Reason::InvalidSpec, why) => why.clone(),
+            _ => "the spec is a plan the command would run".into(),
+        },
+    );
+    let paused = matches!(
+        verdict,
+        Verdict::PausedBySpec | Verdict::Waiting(Reason::PausedBySwitch, _)
+    );
+    set(
+        ConditionType::Paused,
+        paused,
+        match verdict {
+            Verdict::Waiting(Reason::PausedBySwitch, _) => Reason::PausedBySwitch,
+            _ => Reason::PausedBySpec,
+        },
+        if paused {
+            said.clone()
+        } else {
+            "not paused".into()
+        },
+    );
+    let window = matches!(
+        verdict,
+        Verdict::Window(_) | Verdict::Waiting(Reason::WindowClosed, _)
+    );
+    set(
+        ConditionType::WaitingForWindow,
+        window,
+        Reason::WindowClosed,
+        if window {
+            said.clone()
+        } else {
+            "the window does not hold it".into()
+        },
+    );
+    set(
+        ConditionType::Degraded,
+        degraded,
+        if counts.failed > 0 {
+            Reason::NodeFailed
+        } else if counts.blocked > 0 {
+            Reason::TooManyBlocked
+        } else {
+            Reason::Progressing
+        },
+        progress,
+    );
+    NodeUpgradeStatus {
+        observed_generation: Some(generation),
+        conditions,
+        counts,
+        in_flight,
+        failed,
+        blocked,
+        lease_holder: match verdict {
+            Verdict::Waiting(Reason::LeaseHeldByOther, why) => Some(why.clone()),
+            _ => None,
+        },
+        paused: match verdict {
+            Verdict::PausedBySpec => Some(Paused {
+                by: "spec".into(),
+                why: None,
+                since: None,
+            }),
+            _ => None,
+        },
+        next_window: match verdict {
+            Verdict::Window(opens) => Some(Time(*opens)),
+            _ => None,
+        },
+        started_at: before
+            .and_then(|b| b.started_at.clone())
+            .or(Some(Time(now))),
+        completed_at: match verdict {
+            Verdict::Completed => before
+                .and_then(|b| b.completed_at.clone())
+                .or(Some(Time(now))),
+            _ => None,
+        },
+    }
+}
+
+/// Whether `status` says the operation ended for this generation: completed, or stalled
+/// until the spec changes.
+pub fn settled(status: Option<&NodeUpgradeStatus>, generation: i64) -> bool {
+    let Some(status) = status else {
+        return false;
+    };
+    status.observed_generation == Some(generation)
+        && status.conditions.iter().any(|c| {
+            (c.type_ == ConditionType::Ready.as_str() || c.type_ == ConditionType::Stalled.as_str())
+                && c.status == "True"
+        })
+}

@@ -1,0 +1,325 @@
+//! The controller on the in-memory cluster, in virtual time: a `NodeUpgrade` written is rolled
+//! and its status says so; a new target mid-roll takes every node to it with no host upgrade
+//! run twice toward one version; a failed node stalls the resource until its spec changes; a
+//! resource deleted mid-roll stays until its run stopped at a step boundary, and leaves no
+//! node cordoned without the record saying why; a spec the command would refuse is Stalled.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use nodejob_controller::{Controller, FINALIZER, Planner, Settings};
+use nodejob_core::{Clock, NodeApi};
+use nodejob_crd::{NodeUpgrade, NodeUpgradeSpec, Roll, RollApi};
+use nodejob_fake::FakeCluster;
+use nodejob_fake::stratum::{Fault, Operation};
+use upgrade_driver::{Plan, PlanSpec, Stop};
+
+const NODES: [&str; 3] = ["cp-0", "w-0", "w-1"];
+
+/// The spec as a test plan (the command's own reading is `nodejob-cli`'s, tested there).
+struct TestPlanner;
+
+impl Planner for TestPlanner {
+    fn upgrade(&self, spec: &NodeUpgradeSpec) -> Result<Plan, String> {
+        if !spec.target.starts_with('v') {
+            return Err(format!(
+                "target {:?}: not a version vMAJOR.MINOR.PATCH",
+                spec.target
+            ));
+        }
+        let mut plan = PlanSpec::new(&spec.target);
+        plan.namespace = "kube-system".into();
+        plan.identity = "nodejob-controller-test".into();
+        plan.nodes = spec.nodes.clone();
+        plan.deadline = Duration::from_secs(600);
+        plan.reboot_timeout = Duration::from_secs(300);
+        plan.drain.timeout = Duration::from_secs(120);
+        if spec.allow_skew {
+            plan.skew = upgrade_driver::Skew::Allow;
+        }
+        // Any window a test gives is Fridays 02:00-06:00 UTC (the fake's clock starts on a
+        // Thursday, 2026-01-01T00:00:00Z).
+        if spec.window.is_some() {
+            use k8s_openapi::jiff::civil::{Weekday, time};
+            plan.window = Some(upgrade_driver::Window {
+                days: vec![Weekday::Friday],
+                start: time(2, 0, 0, 0),
+                end: time(6, 0, 0, 0),
+                time_zone: "UTC".into(),
+            });
+        }
+        Plan::build(plan).map_err(|e| e.to_string())
+    }
+}
+
+fn cluster(seed: u64) -> Arc<FakeCluster> {
+    let fake = FakeCluster::with_seed(seed);
+    for name in NODES {
+        fake.add_node(name).unwrap();
+    }
+    fake.label_node("cp-0", "node-role.kubernetes.io/control-plane", "")
+        .unwrap();
+    fake.install_custom_kind(NodeUpgrade::KIND);
+    Arc::new(fake)
+}
+
+fn upgrade(name: &str, target: &str) -> NodeUpgrade {
+    let spec: NodeUpgradeSpec =
+        serde_json::from_value(serde_json::json!({ "target": target })).unwrap();
+    let mut roll = NodeUpgrade::new(name, spec);
+    roll.metadata = ObjectMeta {
+        name: Some(name.into()),
+        ..ObjectMeta::default()
+    };
+    roll
+}
+
+/// Starts the controller on `fake`; its stop, and its task.
+fn start(fake: &Arc<FakeCluster>) -> (Stop, tokio::task::JoinHandle<()>) {
+    let stop = Stop::new();
+    let controller = Controller::new(
+        fake.clone(),
+        Arc::new(TestPlanner),
+        Settings {
+            status_every: Duration::from_secs(2),
+            retry_after: Duration::from_secs(30),
+            watch_timeout: Duration::from_secs(60),
+        },
+    );
+    let task = {
+        let stop = stop.clone();
+        tokio::spawn(async move { controller.run(&stop).await.unwrap() })
+    };
+    (stop, task)
+}
+
+/// Waits (virtual time) until `test` holds of the resource, at most `within`.
+async fn until(
+    fake: &FakeCluster,
+    name: &str,
+    within: Duration,
+    test: impl Fn(Option<&NodeUpgrade>) -> bool,
+) -> Option<NodeUpgrade> {
+    let deadline = fake.now() + within;
+    loop {
+        let roll = fake.get_roll::<NodeUpgrade>(name).await.ok();
+        if test(roll.as_ref()) {
+            return roll;
+        }
+        assert!(fake.now() < deadline, "not within {within:?}: {roll:#?}");
+        fake.sleep(Duration::from_secs(1)).await;
+    }
+}
+
+fn condition(roll: &NodeUpgrade, type_: &str) -> Option<(String, String)> {
+    let status = roll.status.as_ref()?;
+    let c = status.conditions.iter().find(|c| c.type_ == type_)?;
+    Some((c.status.clone(), c.reason.clone()))
+}
+
+fn ready(roll: Option<&NodeUpgrade>) -> bool {
+    roll.and_then(|r| condition(r, "Ready")) == Some(("True".into(), "Completed".into()))
+}
+
+async fn version(fake: &FakeCluster, node: &str) -> String {
+    let node = fake.get_node(node).await.unwrap();
+    node.status.unwrap().node_info.unwrap().kubelet_version
+}
+
+fn upgrades(fake: &FakeCluster, node: &str) -> u32 {
+    (fake.host_state(node)).map_or(0, |s| s.executions(Operation::Upgrade))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_upgrade_written_is_rolled_and_its_status_says_so() {
+    let fake = cluster(1);
+    let (stop, task) = start(&fake);
+    fake.create_roll(&upgrade("to-38", "v1.38.0"))
+        .await
+        .unwrap();
+    let done = until(&fake, "to-38", Duration::from_secs(3600), ready)
+        .await
+        .unwrap();
+    let status = done.status.clone().unwrap();
+    assert_eq!(status.counts.nodes, 3, "{status:#?}");
+    assert_eq!(status.counts.up_to_date, 3, "{status:#?}");
+    assert_eq!(status.counts.failed, 0);
+    assert_eq!(status.observed_generation, Some(1));
+    assert!(status.completed_at.is_some());
+    assert_eq!(condition(&done, "Stalled").unwrap().0, "False");
+    assert_eq!(condition(&done, "Reconciling").unwrap().0, "False");
+    assert!(
+        done.metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == FINALIZER),
+        "{:?}",
+        done.metadata.finalizers
+    );
+    for node in NODES {
+        assert_eq!(version(&fake, node).await, "v1.38.0", "{node}");
+        assert_eq!(upgrades(&fake, node), 1, "{node}");
+    }
+    stop.request();
+    task.await.unwrap();
+    // Nothing more ran after the resource was Ready.
+    for node in NODES {
+        assert_eq!(upgrades(&fake, node), 1, "{node}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_new_target_mid_roll_takes_every_node_to_it_and_runs_nothing_twice() {
+    let fake = cluster(2);
+    let (stop, task) = start(&fake);
+    fake.create_roll(&upgrade("roll", "v1.38.0")).await.unwrap();
+    // Once the first node is at v1.38.0, the target moves to v1.39.0.
+    while version(&fake, "cp-0").await != "v1.38.0" {
+        fake.sleep(Duration::from_secs(1)).await;
+    }
+    let mut roll = fake.get_roll::<NodeUpgrade>("roll").await.unwrap();
+    roll.spec.target = "v1.39.0".into();
+    // The workers still at v1.37.2 skip a minor version: asked for.
+    roll.spec.allow_skew = true;
+    let roll = fake.replace_roll(&roll).await.unwrap();
+    assert_eq!(roll.metadata.generation, Some(2));
+    let done = until(&fake, "roll", Duration::from_secs(7200), |r| {
+        ready(r)
+            && r.and_then(|r| r.status.as_ref())
+                .and_then(|s| s.observed_generation)
+                == Some(2)
+    })
+    .await
+    .unwrap();
+    assert_eq!(done.status.unwrap().counts.up_to_date, 3);
+    for node in NODES {
+        assert_eq!(version(&fake, node).await, "v1.39.0", "{node}");
+    }
+    // cp-0 went through both versions, each once; no node ran an upgrade twice toward one.
+    assert_eq!(upgrades(&fake, "cp-0"), 2);
+    for node in ["w-0", "w-1"] {
+        assert!(
+            upgrades(&fake, node) <= 2,
+            "{node}: {}",
+            upgrades(&fake, node)
+        );
+    }
+    stop.request();
+    task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_node_stalls_the_resource_until_its_spec_changes() {
+    let fake = cluster(3);
+    let host = fake.host("w-1").unwrap().with_fault(Fault::UpgradeFails);
+    fake.set_host("w-1", host).unwrap();
+    let (stop, task) = start(&fake);
+    fake.create_roll(&upgrade("roll", "v1.38.0")).await.unwrap();
+    let stalled = until(&fake, "roll", Duration::from_secs(3600), |r| {
+        r.and_then(|r| condition(r, "Stalled"))
+            .is_some_and(|(s, _)| s == "True")
+    })
+    .await
+    .unwrap();
+    let status = stalled.status.clone().unwrap();
+    assert_eq!(condition(&stalled, "Stalled").unwrap().1, "NodeFailed");
+    assert_eq!(condition(&stalled, "Degraded").unwrap().0, "True");
+    assert_eq!(status.counts.failed, 1, "{status:#?}");
+    let failed = &status.failed[0];
+    assert_eq!(failed.node, "w-1");
+    assert_eq!(failed.exit_code, Some(1), "{failed:?}");
+    let tried = upgrades(&fake, "w-1");
+    // Time passes, the controller's retry interval several times over: nothing is retried.
+    fake.sleep(Duration::from_secs(600)).await;
+    assert_eq!(upgrades(&fake, "w-1"), tried);
+    stop.request();
+    task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_resource_deleted_mid_roll_stays_until_its_run_stopped_at_a_step_boundary() {
+    let fake = cluster(4);
+    let (stop, task) = start(&fake);
+    fake.create_roll(&upgrade("roll", "v1.38.0")).await.unwrap();
+    until(&fake, "roll", Duration::from_secs(600), |r| {
+        r.and_then(|r| r.status.as_ref())
+            .is_some_and(|s| s.counts.in_progress > 0)
+    })
+    .await;
+    let held = fake.delete_roll::<NodeUpgrade>("roll", None).await.unwrap();
+    assert!(held.is_some(), "the finalizer holds it while its run goes");
+    until(&fake, "roll", Duration::from_secs(3600), |r| r.is_none()).await;
+    // No node is cordoned without the record that says why (a rerun carries it on).
+    for node in NODES {
+        let node = fake.get_node(node).await.unwrap();
+        let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
+        let recorded = (node.metadata.annotations.iter().flatten())
+            .any(|(k, _)| k == upgrade_driver::records::IN_PROGRESS);
+        assert!(!cordoned || recorded, "{:?}", node.metadata);
+    }
+    stop.request();
+    task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_spec_the_command_would_refuse_is_stalled_naming_why() {
+    let fake = cluster(5);
+    let (stop, task) = start(&fake);
+    fake.create_roll(&upgrade("bad", "latest")).await.unwrap();
+    let stalled = until(&fake, "bad", Duration::from_secs(60), |r| {
+        r.and_then(|r| condition(r, "Validated"))
+            .is_some_and(|(s, _)| s == "False")
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        condition(&stalled, "Stalled").unwrap(),
+        ("True".into(), "InvalidSpec".into())
+    );
+    let message = &stalled.status.as_ref().unwrap().conditions[3].message;
+    assert!(message.contains("latest"), "{message}");
+    for node in NODES {
+        assert_eq!(upgrades(&fake, node), 0, "{node}");
+    }
+    stop.request();
+    task.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_closed_window_is_waited_out_holding_no_lease_and_the_roll_starts_as_it_opens() {
+    use nodejob_core::LeaseApi;
+    let fake = cluster(6);
+    let (stop, task) = start(&fake);
+    let mut roll = upgrade("in-window", "v1.38.0");
+    roll.spec.window = Some("fri 02:00-06:00 UTC".into());
+    fake.create_roll(&roll).await.unwrap();
+    let waiting = until(&fake, "in-window", Duration::from_secs(60), |r| {
+        r.and_then(|r| condition(r, "WaitingForWindow"))
+            .is_some_and(|(s, _)| s == "True")
+    })
+    .await
+    .unwrap();
+    let status = waiting.status.clone().unwrap();
+    assert_eq!(
+        status.next_window.as_ref().map(|t| t.0.to_string()),
+        Some("2026-01-02T02:00:00Z".to_string())
+    );
+    // An hour in, nothing has run and no Lease was taken.
+    fake.sleep(Duration::from_secs(3600)).await;
+    assert!(fake.get_lease("kube-system", "nodejob").await.is_err());
+    for node in NODES {
+        assert_eq!(upgrades(&fake, node), 0, "{node}");
+    }
+    let done = until(&fake, "in-window", Duration::from_secs(36 * 3600), ready)
+        .await
+        .unwrap();
+    let started = done.status.unwrap().completed_at.unwrap().0;
+    assert!(
+        started >= "2026-01-02T02:00:00Z".parse().unwrap(),
+        "completed at {started}, before the window opened"
+    );
+    stop.request();
+    task.await.unwrap();
+}
