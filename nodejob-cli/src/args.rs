@@ -71,6 +71,11 @@ const EXIT_READ: &str = "Exit codes: 0 done; 1 the cluster answered with an erro
 /// The exit codes of the commands that touch no cluster, in their `--help`.
 const EXIT_LOCAL: &str = "Exit codes: 0 done; 2 bad usage or invalid input.";
 
+/// The exit codes of `controller`, in its `--help`.
+const EXIT_CONTROLLER: &str = "Exit codes: 0 stopped by Ctrl-C, or (--simulate) every resource \
+    Ready; 1 a simulated resource Stalled, or the controller could not go on (the CRDs not \
+    applied, no right to read them); 2 bad usage or a manifest that is not a NodeUpgrade.";
+
 /// The exit codes of `mcp`, in its `--help`.
 const EXIT_MCP: &str = "Exit codes: 0 the client closed stdin; 1 the server could not start; 2 \
     bad usage. A tool's failure, an unreachable cluster included, is the tool's answer, not an \
@@ -224,6 +229,16 @@ pub(crate) enum Command {
     /// `preview_token` their preview returned, while the cluster is as previewed.
     #[command(after_help = EXIT_MCP)]
     Mcp(Mcp),
+    /// Reconcile NodeUpgrade resources: each is rolled as `nodejob upgrade` would roll its
+    /// spec, one at a time under the shared Lease, its status written as it goes.
+    ///
+    /// On the kubeconfig's cluster it runs until Ctrl-C (the run under way stops at a step
+    /// boundary), printing each resource's status as it changes; the CRDs must be applied
+    /// first (`nodejob render-crds | kubectl apply --server-side -f -`). With --simulate N
+    /// -f FILE it applies the NodeUpgrades of FILE to an in-memory cluster and runs until
+    /// each is Ready or Stalled, then prints them as `kubectl get nu` does.
+    #[command(after_help = EXIT_CONTROLLER)]
+    Controller(ControllerArgs),
     /// Print the CustomResourceDefinitions of the declarative rolls (NodeUpgrade, CARotation),
     /// touching no cluster: `nodejob render-crds | kubectl apply --server-side -f -`. They are
     /// what `deploy/controller/crds.yaml` holds.
@@ -235,6 +250,22 @@ pub(crate) enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
+}
+
+/// `nodejob controller`'s flags.
+#[derive(Debug, Args)]
+pub(crate) struct ControllerArgs {
+    /// With --simulate: the NodeUpgrade manifests to apply to the simulated cluster first (on a
+    /// real cluster, apply them with kubectl).
+    #[arg(
+        short = 'f',
+        long = "filename",
+        value_name = "FILE",
+        requires = "simulate"
+    )]
+    pub(crate) files: Vec<std::path::PathBuf>,
+    #[command(flatten)]
+    pub(crate) sim: Simulate,
 }
 
 /// `--dry-run[=client|server]`, as kubectl users type it: `--preview` by another name.

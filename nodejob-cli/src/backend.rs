@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use nodejob_core::{Clock, JobApi, LeaseApi, NodeApi, PodApi};
+use nodejob_core::{Clock, CustomApi, JobApi, LeaseApi, NodeApi, PodApi};
 use nodejob_fake::FakeCluster;
 use nodejob_fake::stratum::Fault;
 use nodejob_kube::{KubeApi, RateLimit, Reached};
@@ -29,9 +29,9 @@ use crate::present;
 use crate::sim::{self, Pacer, Setup, Speed};
 
 /// Every API the commands use, as one object.
-pub(crate) trait Api: JobApi + NodeApi + PodApi + LeaseApi {}
+pub(crate) trait Api: JobApi + NodeApi + PodApi + LeaseApi + CustomApi {}
 
-impl<T: JobApi + NodeApi + PodApi + LeaseApi + ?Sized> Api for T {}
+impl<T: JobApi + NodeApi + PodApi + LeaseApi + CustomApi + ?Sized> Api for T {}
 
 /// The clock lines are stamped with: the cluster's (virtual when simulated).
 pub(crate) type WallClock = Arc<dyn Fn() -> Timestamp + Send + Sync>;

@@ -50,6 +50,7 @@ fn dispatch(cli: Cli) -> Result<Exit, Exit> {
         Command::Pause(args) => commands::pause::pause(&global, args),
         Command::Resume(args) => commands::pause::resume(&global, args),
         Command::Mcp(args) => mcp::serve(&global, args),
+        Command::Controller(args) => commands::controller::controller(&global, args),
         Command::RenderCrds => commands::render::crds(&global),
         Command::Completions { shell } => commands::completions::completions(shell),
     }

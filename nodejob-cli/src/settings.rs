@@ -124,6 +124,38 @@ impl Field {
         }
     }
 
+    /// As a resource's spec names it (`NodeUpgrade`, `CARotation`): `spec.maxUnavailable`.
+    pub(crate) fn spec(&self) -> String {
+        let field = match self {
+            Field::To => "target",
+            Field::Selector => "selector",
+            Field::Nodes => "nodes",
+            Field::MaxUnavailable => "maxUnavailable",
+            Field::DrainTimeout => "drainTimeout",
+            Field::Deadline => "deadline",
+            Field::RebootTimeout => "rebootTimeout",
+            Field::ReadyTimeout => "readyTimeout",
+            Field::RestartGrace => "restartGrace",
+            Field::TrustDomain => "trustDomain: Selected",
+            Field::Binary => "binary (the controller's --binary)",
+            Field::Window => "window",
+            Field::Concurrency => "concurrency",
+            Field::FailureBudget => "failureBudget",
+            Field::HealthCheck => "healthCheck",
+            Field::NewCa { .. } => "ca",
+            Field::Namespace => "namespace (the controller's --namespace)",
+            Field::AllowDowngrade => "allowDowngrade",
+            Field::OnUndrainable => "onUndrainable",
+            Field::MaxBlocked => "maxBlocked",
+            Field::Soak => "soak",
+            Field::AllowSkew => "allowSkew",
+            Field::OnFailure => "onFailure",
+            Field::VersionFrom => "versionFrom",
+            Field::Other(f) => f,
+        };
+        format!("spec.{field}")
+    }
+
     /// As the command line names it: `--new-ca FILE`, `--selector`.
     pub(crate) fn flag(&self) -> String {
         let flag = match self {

@@ -73,6 +73,8 @@ fn help_texts() {
         "pause",
         "resume",
         "mcp",
+        "controller",
+        "render-crds",
         "completions",
     ] {
         nodejob_snapshot!(format!("help_{command}"), &[command, "--help"]);
@@ -776,4 +778,45 @@ fn upgrade_version_skew() {
     let mut allowed = refused.clone();
     allowed.extend(["--allow-skew", "--preview"]);
     nodejob_snapshot!("upgrade_skew_allowed_preview", &allowed);
+}
+
+/// The declarative flow with no cluster: the example `NodeUpgrade` waits for its window, then
+/// rolls every node; one the skew policy refuses is Stalled, naming the spec's field (exit 1);
+/// one with `maxUnavailable: 0` is refused as the flag would be, saying what to set instead.
+#[test]
+fn controller_simulated() {
+    nodejob_snapshot!(
+        "controller_example",
+        &[
+            "controller",
+            "--simulate",
+            "8",
+            "-f",
+            "../examples/nodeupgrade.yaml"
+        ]
+    );
+    nodejob_snapshot!(
+        "controller_skew_refused",
+        &[
+            "controller",
+            "--simulate",
+            "5",
+            "-f",
+            "tests/fixtures/nodeupgrade-too-far.yaml"
+        ]
+    );
+    nodejob_snapshot!(
+        "controller_max_unavailable_zero",
+        &[
+            "controller",
+            "--simulate",
+            "5",
+            "-f",
+            "tests/fixtures/nodeupgrade-zero.yaml"
+        ]
+    );
+    nodejob_snapshot!(
+        "controller_simulate_without_a_file",
+        &["controller", "--simulate", "5"]
+    );
 }

@@ -53,6 +53,11 @@ pub const FINALIZER: &str = "nodejob.stratum.ciq.com/stopped-at-a-step-boundary"
 pub trait Planner: Send + Sync {
     /// The plan of `spec`, or why it is refused (naming the field).
     fn upgrade(&self, spec: &NodeUpgradeSpec) -> Result<Plan, String>;
+
+    /// A driver's refusal of a run (`refused without `skew``) said in the spec's words.
+    fn said(&self, refusal: String) -> String {
+        refusal
+    }
 }
 
 /// The controller's pace.
@@ -392,7 +397,7 @@ where
                 Verdict::Waiting(Reason::LeaseHeldByOther, holder)
             }
             Err(e) => {
-                let text = e.to_string();
+                let text = self.planner.said(e.to_string());
                 let reason = if text.contains("skew") {
                     Reason::SkewRefused
                 } else {

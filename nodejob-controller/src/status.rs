@@ -176,10 +176,14 @@ pub fn status(
             observed_generation: Some(generation),
         });
     };
-    let progress = format!(
-        "{} of {} nodes up to date, {} in progress, {} failed",
-        counts.up_to_date, counts.nodes, counts.in_progress, counts.failed
-    );
+    let progress = if counts.nodes == 0 {
+        "no node taken yet".to_string()
+    } else {
+        format!(
+            "{} of {} nodes up to date, {} in progress, {} failed",
+            counts.up_to_date, counts.nodes, counts.in_progress, counts.failed
+        )
+    };
     let (ready, reconciling, stalled) = match verdict {
         Verdict::Completed => ((true, Reason::Completed), None, None),
         Verdict::Progressing => (

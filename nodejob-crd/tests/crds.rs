@@ -155,8 +155,9 @@ fn the_examples_read_as_the_types_read_them_and_a_bare_spec_takes_the_commands_d
     assert_eq!(upgrade.spec.target, "v1.38.0");
     assert_eq!(upgrade.spec.max_unavailable, IntOrString::Int(2));
     assert_eq!(upgrade.spec.on_undrainable, OnUndrainable::Skip);
+    assert_eq!(upgrade.spec.soak.as_deref(), Some("10m"));
     assert_eq!(upgrade.spec.on_failure, OnFailure::Rollback);
-    assert_eq!(upgrade.spec.health_check.len(), 4);
+    assert!(upgrade.spec.selector.is_none());
     let rotation: CARotation =
         serde_saphyr::from_str(include_str!("../../examples/carotation.yaml")).unwrap();
     let cm = rotation.spec.ca.config_map_ref.unwrap();

@@ -3,6 +3,7 @@
 //! `crate::present` makes of the result.
 
 pub(crate) mod completions;
+pub(crate) mod controller;
 pub(crate) mod jobs;
 pub(crate) mod pause;
 pub(crate) mod render;

@@ -1,0 +1,314 @@
+//! `nodejob controller`: the declarative rolls reconciled (`nodejob-controller`), on the
+//! kubeconfig's cluster until Ctrl-C, or on a simulated one (`--simulate N -f FILE`) until
+//! every resource given is settled. A resource's spec is read as the flags of `nodejob
+//! upgrade` are ([`SpecPlanner`]), so both are refused for the same reasons.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use nodejob_controller::{Controller, Planner, Settings};
+use nodejob_core::{Change, Clock};
+use nodejob_crd::{NodeUpgrade, NodeUpgradeSpec, OnFailure, OnUndrainable, Roll, RollApi};
+use upgrade_driver::{Plan, Stop};
+
+use crate::args::{ControllerArgs, Global};
+use crate::backend::{Api, Backend};
+use crate::exit::Exit;
+use crate::interrupt::on_interrupt;
+use crate::parse;
+use crate::settings::{Field, Refused, UpgradeSettings, refusal_said};
+
+/// A spec read as the command reads its flags.
+pub(crate) struct SpecPlanner {
+    /// The namespace of the host Jobs, the Lease and the Events (`--namespace`).
+    pub(crate) namespace: String,
+}
+
+impl Planner for SpecPlanner {
+    fn upgrade(&self, spec: &NodeUpgradeSpec) -> Result<Plan, String> {
+        upgrade_settings(spec)?
+            .plan(&self.namespace)
+            .map_err(|refused| match refused {
+                Refused::Value { field, why } => format!("{}: {why}", field.spec()),
+                Refused::Plan { field, rule } => refusal_said(&field, &rule, Field::spec),
+                Refused::Unreadable { path, why } => format!("{}: {why}", path.display()),
+                Refused::NoCa => "spec.ca: required".into(),
+            })
+    }
+
+    fn said(&self, refusal: String) -> String {
+        crate::settings::rule_said(&refusal, Field::spec)
+    }
+}
+
+/// `spec` as the settings the flags of `nodejob upgrade` would make.
+pub(crate) fn upgrade_settings(spec: &NodeUpgradeSpec) -> Result<UpgradeSettings, String> {
+    let refused = |field: Field| move |why: String| format!("{}: {why}", field.spec());
+    let duration = |field: Field, value: &Option<String>| {
+        (value.as_deref().map(parse::duration).transpose()).map_err(refused(field))
+    };
+    let count = |field: Field, value: Option<i32>| {
+        value
+            .map(|n| u32::try_from(n).map_err(|_| format!("{n} is negative")))
+            .transpose()
+            .map_err(refused(field))
+    };
+    let max_unavailable = match &spec.max_unavailable {
+        IntOrString::Int(0) => Err("0 starts no node; to hold the roll, set spec.paused".into()),
+        IntOrString::Int(n) => parse::max_unavailable(&n.to_string()),
+        IntOrString::String(s) => parse::max_unavailable(s),
+    }
+    .map_err(refused(Field::MaxUnavailable))?;
+    Ok(UpgradeSettings {
+        to: spec.target.clone(),
+        selector: (spec.selector.as_ref())
+            .map(selector_text)
+            .transpose()?
+            .filter(|s| !s.is_empty()),
+        nodes: spec.nodes.clone(),
+        max_unavailable: Some(max_unavailable),
+        drain_timeout: duration(Field::DrainTimeout, &spec.drain_timeout)?,
+        delete_emptydir_data: spec.delete_empty_dir_data,
+        force: spec.force,
+        deadline: duration(Field::Deadline, &spec.deadline)?,
+        reboot_timeout: duration(Field::RebootTimeout, &spec.reboot_timeout)?,
+        binary: None,
+        version_from: Some(
+            parse::version_source(&spec.version_from).map_err(refused(Field::VersionFrom))?,
+        ),
+        window: spec.window.clone(),
+        failure_budget: count(Field::FailureBudget, spec.failure_budget)?,
+        health_check: (!spec.health_check.is_empty()).then(|| spec.health_check.clone()),
+        allow_downgrade: spec.allow_downgrade,
+        on_undrainable: Some(match spec.on_undrainable {
+            OnUndrainable::Fail => upgrade_driver::Undrainable::Fail,
+            OnUndrainable::Skip => upgrade_driver::Undrainable::Skip,
+            OnUndrainable::Quarantine => upgrade_driver::Undrainable::Quarantine,
+        }),
+        max_blocked: count(Field::MaxBlocked, spec.max_blocked)?,
+        soak: duration(Field::Soak, &spec.soak)?,
+        allow_skew: spec.allow_skew,
+        on_failure: Some(match spec.on_failure {
+            OnFailure::Stop => upgrade_driver::OnFailure::Stop,
+            OnFailure::Rollback => upgrade_driver::OnFailure::Rollback,
+        }),
+    })
+}
+
+/// A `LabelSelector` in the string form `-l` takes (`k=v,k in (a,b),!k`), as the apiserver
+/// turns one into a selector (`LabelSelectorAsSelector` in `apimachinery/pkg/apis/meta/v1`).
+pub(crate) fn selector_text(selector: &LabelSelector) -> Result<String, String> {
+    let mut parts: Vec<String> = (selector.match_labels.iter().flatten())
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    for e in selector.match_expressions.iter().flatten() {
+        let values = e.values.clone().unwrap_or_default().join(",");
+        parts.push(match e.operator.as_str() {
+            "In" => format!("{} in ({values})", e.key),
+            "NotIn" => format!("{} notin ({values})", e.key),
+            "Exists" => e.key.clone(),
+            "DoesNotExist" => format!("!{}", e.key),
+            op => {
+                return Err(format!(
+                    "spec.selector: {:?} is not a valid label selector operator for {} \
+                     (In, NotIn, Exists, DoesNotExist)",
+                    op, e.key
+                ));
+            }
+        });
+    }
+    Ok(parts.join(","))
+}
+
+/// Runs `nodejob controller`.
+pub(crate) fn controller(global: &Global, args: ControllerArgs) -> Result<Exit, Exit> {
+    let rolls = (args.files.iter())
+        .map(|f| read_upgrade(f))
+        .collect::<Result<Vec<_>, _>>()?;
+    if args.sim.simulate.is_some() && rolls.is_empty() {
+        return Err(Exit::usage(
+            "--simulate: give the NodeUpgrades to reconcile with -f FILE (a simulated cluster \
+             has none of its own)",
+        ));
+    }
+    let stop = Stop::new();
+    let _notice = on_interrupt(Some(stop.clone()), Duration::from_secs(60));
+    let backend = Backend::new(global, args.sim.simulate)
+        .clocked(args.sim.speed, args.sim.start.simulate_start);
+    let namespace = global.namespace.clone();
+    backend.block_on(|t| async move {
+        let api: Arc<dyn Api> = t.api.clone();
+        // Paced as the command's simulations are: when a person watches, unless --speed says.
+        let speed = t.speed(std::io::IsTerminal::is_terminal(&std::io::stdout()));
+        if let Some(setup) = &t.simulated {
+            for line in crate::present::simulated::banner(setup, speed) {
+                outln!("{line}");
+            }
+        }
+        let pacer = t.pacer(speed);
+        if let Some(fake) = &t.fake {
+            fake.install_custom_kind(NodeUpgrade::KIND);
+            for roll in &rolls {
+                api.create_roll(roll).await.map_err(|e| {
+                    Exit::usage(format!(
+                        "NodeUpgrade {}: {e}",
+                        roll.metadata.name.as_deref().unwrap_or_default()
+                    ))
+                })?;
+            }
+        }
+        let planner = Arc::new(SpecPlanner { namespace });
+        let controller = Controller::new(api.clone(), planner, Settings::default());
+        let simulated = t.fake.is_some();
+        let watching = watch(&api, &stop, simulated, pacer);
+        let (ran, shown) = tokio::join!(controller.run(&stop), watching);
+        ran.map_err(|e| Exit::failed(format!("the controller stopped: {e}")))?;
+        let settled = shown?;
+        if simulated {
+            let all = api
+                .list_rolls_at::<NodeUpgrade>()
+                .await
+                .map_err(|e| Exit::failed(e.to_string()))?;
+            out!("{}", table(&all.rolls));
+        }
+        Ok(if settled.iter().all(|ready| *ready) {
+            Exit::ok()
+        } else {
+            Exit::failed("a NodeUpgrade stalled; its status says why (kubectl describe nu)")
+        })
+    })
+}
+
+/// Reads a `NodeUpgrade` manifest.
+fn read_upgrade(path: &Path) -> Result<NodeUpgrade, Exit> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Exit::usage(format!("-f {}: {e}", path.display())))?;
+    serde_saphyr::from_str(&text)
+        .map_err(|e| Exit::usage(format!("-f {}: not a NodeUpgrade: {e}", path.display())))
+}
+
+/// Prints each resource's status as it changes (its Ready condition's reason and message);
+/// simulated, asks `stop` once every resource is settled, and answers whether each is Ready.
+async fn watch(
+    api: &Arc<dyn Api>,
+    stop: &Stop,
+    simulated: bool,
+    pacer: Option<crate::sim::Pacer>,
+) -> Result<Vec<bool>, Exit> {
+    let failed = |e: nodejob_core::ApiError| Exit::failed(format!("watching NodeUpgrades: {e}"));
+    let at = api.list_rolls_at::<NodeUpgrade>().await.map_err(failed)?;
+    let mut said = std::collections::BTreeMap::new();
+    let mut last: std::collections::BTreeMap<String, NodeUpgrade> = (at.rolls.into_iter())
+        .map(|r| (r.metadata.name.clone().unwrap_or_default(), r))
+        .collect();
+    let mut rv = at.resource_version;
+    loop {
+        for (name, roll) in &last {
+            let line = line(name, roll);
+            if said.get(name) != Some(&line) {
+                if let Some(pacer) = &pacer {
+                    pacer.pace();
+                }
+                let at = api.wall_time().strftime("%a %H:%M:%S");
+                outln!("{at}  {line}");
+                said.insert(name.clone(), line);
+            }
+        }
+        let settled: Vec<Option<bool>> = last.values().map(settled).collect();
+        if simulated && !settled.is_empty() && settled.iter().all(Option::is_some) {
+            stop.request();
+            return Ok(settled.into_iter().flatten().collect());
+        }
+        if stop.requested() {
+            return Ok(settled.into_iter().map(|s| s == Some(true)).collect());
+        }
+        let changes = api
+            .wait_rolls::<NodeUpgrade>(&rv, Duration::from_secs(1))
+            .await;
+        match changes {
+            Ok(changes) => {
+                rv = changes.resource_version;
+                for change in changes.changes {
+                    match change {
+                        Change::Applied(r) => {
+                            last.insert(r.metadata.name.clone().unwrap_or_default(), r);
+                        }
+                        Change::Deleted(r) => {
+                            last.remove(r.metadata.name.as_deref().unwrap_or_default());
+                        }
+                        Change::TimedOut => {}
+                    }
+                }
+            }
+            Err(_) => api.sleep(Duration::from_secs(1)).await,
+        }
+    }
+}
+
+/// `Some(true)` once Ready for its generation, `Some(false)` once Stalled, else `None`.
+fn settled(roll: &NodeUpgrade) -> Option<bool> {
+    let status = roll.status.as_ref()?;
+    if status.observed_generation != roll.metadata.generation {
+        return None;
+    }
+    let on = |t: &str| (status.conditions.iter()).any(|c| c.type_ == t && c.status == "True");
+    if on("Ready") {
+        Some(true)
+    } else if on("Stalled") {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// One line of a resource's status: `nu/NAME Reason: message`.
+fn line(name: &str, roll: &NodeUpgrade) -> String {
+    let ready = (roll.status.iter())
+        .flat_map(|s| &s.conditions)
+        .find(|c| c.type_ == "Ready");
+    match ready {
+        Some(c) => format!("nu/{name} {}: {}", c.reason, c.message),
+        None => format!("nu/{name} Pending: written, not yet reconciled"),
+    }
+}
+
+/// `kubectl get nu` of `rolls`.
+fn table(rolls: &[NodeUpgrade]) -> String {
+    let mut rows = vec![[
+        "NAME".to_string(),
+        "TARGET".into(),
+        "READY".into(),
+        "REASON".into(),
+        "NODES".into(),
+        "UP-TO-DATE".into(),
+        "FAILED".into(),
+    ]];
+    for roll in rolls {
+        let status = roll.status.clone().unwrap_or_default();
+        let ready = status.conditions.iter().find(|c| c.type_ == "Ready");
+        rows.push([
+            roll.metadata.name.clone().unwrap_or_default(),
+            roll.spec.target.clone(),
+            ready.map_or("<none>".into(), |c| c.status.clone()),
+            ready.map_or("<none>".into(), |c| c.reason.clone()),
+            status.counts.nodes.to_string(),
+            status.counts.up_to_date.to_string(),
+            status.counts.failed.to_string(),
+        ]);
+    }
+    let widths: Vec<usize> = (0..7)
+        .map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let cells: Vec<String> = (row.iter().zip(&widths))
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        out.push_str(cells.join("   ").trim_end());
+        out.push('\n');
+    }
+    out
+}
