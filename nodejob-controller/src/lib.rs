@@ -93,6 +93,14 @@ struct Running {
     task: JoinHandle<Result<Report, upgrade_driver::Error>>,
 }
 
+/// A controller that is dropped (its process gone, as a crash leaves it) takes its run with
+/// it: the run's task is aborted, as the process's death would end it, never left behind.
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 /// The resources waiting to be tried again, by `(uid, generation)`: when (the backend's
 /// clock). A new generation is not held by the wait of an older one.
 type Waits = BTreeMap<(String, i64), Duration>;

@@ -323,3 +323,105 @@ async fn a_closed_window_is_waited_out_holding_no_lease_and_the_roll_starts_as_i
     stop.request();
     task.await.unwrap();
 }
+
+/// Runs a controller over `api` until the resource `name` is Ready (a controller that does not
+/// crash), then stops it.
+async fn finish<A>(fake: &FakeCluster, api: Arc<A>, name: &str) -> Result<(), String>
+where
+    A: nodejob_core::JobApi
+        + NodeApi
+        + nodejob_core::PodApi
+        + nodejob_core::LeaseApi
+        + nodejob_core::CustomApi
+        + 'static,
+{
+    let stop = Stop::new();
+    let controller = Controller::new(api, Arc::new(TestPlanner), settings());
+    let deadline = fake.now() + Duration::from_secs(3 * 3600);
+    let waiting = async {
+        loop {
+            let roll = fake.get_roll::<NodeUpgrade>(name).await.ok();
+            if ready(roll.as_ref()) {
+                return Ok(());
+            }
+            if fake.now() > deadline {
+                return Err(format!(
+                    "not Ready within 3h: {:?}",
+                    roll.and_then(|r| r.status)
+                ));
+            }
+            fake.sleep(Duration::from_secs(5)).await;
+        }
+    };
+    let (ran, waited) = tokio::join!(controller.run(&stop), async {
+        let waited = waiting.await;
+        stop.request();
+        waited
+    });
+    ran.map_err(|e| e.to_string())?;
+    waited
+}
+
+fn settings() -> Settings {
+    Settings {
+        status_every: Duration::from_secs(2),
+        retry_after: Duration::from_secs(30),
+        watch_timeout: Duration::from_secs(60),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_controller_crashed_at_every_write_and_restarted_upgrades_each_node_once() {
+    use nodejob_conformance::Crashing;
+    // How many writes a controller makes, reconciling one resource to Ready.
+    let fake = cluster(7);
+    fake.create_roll(&upgrade("roll", "v1.38.0")).await.unwrap();
+    let counted = Arc::new(Crashing::new(fake.clone(), ()));
+    finish(&fake, counted.clone(), "roll").await.unwrap();
+    let writes = counted.writes();
+    assert!(writes > 20, "{writes} writes");
+
+    let mut failures = Vec::new();
+    for at in 0..writes {
+        for after in [false, true] {
+            let fake = cluster(7);
+            fake.create_roll(&upgrade("roll", "v1.38.0")).await.unwrap();
+            let first = Arc::new(Crashing::new(fake.clone(), ()).crashing_at(at, after));
+            let controller = Controller::new(first.clone(), Arc::new(TestPlanner), settings());
+            let stop = Stop::new();
+            tokio::select! {
+                ran = controller.run(&stop) => {
+                    failures.push(format!("write {at}: the controller ended first: {ran:?}"));
+                    continue;
+                }
+                () = first.crashed() => {}
+            }
+            // The crashed controller is gone, its run with it; another takes over.
+            drop(controller);
+            if let Err(e) = finish(&fake, fake.clone(), "roll").await {
+                failures.push(format!("crash at write {at} (after: {after}): {e}"));
+                continue;
+            }
+            for node in NODES {
+                let n = upgrades(&fake, node);
+                if n != 1 {
+                    failures.push(format!(
+                        "crash at write {at} (after: {after}): {node} upgraded {n} times"
+                    ));
+                }
+                if version(&fake, node).await != "v1.38.0" {
+                    failures.push(format!(
+                        "crash at write {at} (after: {after}): {node} not at the target"
+                    ));
+                }
+                let node = fake.get_node(node).await.unwrap();
+                if node.spec.and_then(|s| s.unschedulable) == Some(true) {
+                    failures.push(format!(
+                        "crash at write {at} (after: {after}): a node left cordoned"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
