@@ -114,8 +114,8 @@ pub(crate) struct Global {
     /// `text` for people; `json` for automation (`upgrade`, `rotate-ca`: one event per line,
     /// each with its `time`, RFC 3339 by the cluster's clock;
     /// `run`: one object, its exit code and log; `pause`, `resume`: one object, the switch
-    /// before and after); `yaml`: `render`, `run --dry-run`, `status`, `pause` and `resume`
-    /// only.
+    /// before and after); `yaml`: `render`, `run --dry-run`, `status`, `pause`, `resume`, and
+    /// `upgrade` (the NodeUpgrade its flags describe, nothing run) only.
     #[arg(short, long, global = true, help_heading = GLOBAL, value_enum, default_value = "text")]
     pub(crate) output: Format,
 }
@@ -174,7 +174,8 @@ impl Format {
         match self {
             Format::Yaml => Err(crate::exit::Exit::usage(format!(
                 "-o yaml: `nodejob {command}` prints text or json (-o json); yaml is for \
-                 `render`, `run --dry-run`, `status`, `pause` and `resume`"
+                 `render`, `run --dry-run`, `status`, `pause`, `resume`, and `upgrade` (the \
+                 NodeUpgrade resource its flags describe)"
             ))),
             format => Ok(format),
         }
@@ -454,6 +455,16 @@ pub(crate) struct Upgrade {
     /// With --simulate: this node's host upgrade fails, to show the failure path.
     #[arg(long, value_name = "NODE", requires = "simulate")]
     pub(crate) simulate_fail: Option<String>,
+    /// Write this roll as a NodeUpgrade resource for `nodejob controller` instead of running it
+    /// here: the preview is shown first and refuses as it would; then the resource is created,
+    /// or its spec replaced. With -o yaml, the resource is printed and nothing is read or
+    /// written (to keep it in Git).
+    #[arg(long, conflicts_with_all = ["preview", "simulate"])]
+    pub(crate) apply: bool,
+    /// The NodeUpgrade's name, with --apply or -o yaml. Default: upgrade-to-TARGET
+    /// (`upgrade-to-v1-38-0`).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) name: Option<String>,
     #[command(flatten)]
     pub(crate) long_roll: LongRoll,
 }

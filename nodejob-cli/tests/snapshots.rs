@@ -596,16 +596,8 @@ fn output_json_for_render_and_run_and_yaml_refused_where_there_is_none() {
         ]
     );
     nodejob_snapshot!(
-        "upgrade_refused_yaml",
-        &[
-            "upgrade",
-            "--simulate",
-            "3",
-            "--to",
-            "v1.38.0",
-            "-o",
-            "yaml"
-        ]
+        "rotate_ca_refused_yaml",
+        &["rotate-ca", "--simulate", "3", "-o", "yaml"]
     );
 }
 
@@ -818,5 +810,35 @@ fn controller_simulated() {
     nodejob_snapshot!(
         "controller_simulate_without_a_file",
         &["controller", "--simulate", "5"]
+    );
+}
+
+/// `upgrade -o yaml`: the NodeUpgrade the flags describe, for Git; nothing read or written.
+/// `--apply` under --simulate is refused (the controller acts on a real cluster's resources).
+#[test]
+fn upgrade_as_a_resource() {
+    nodejob_snapshot!(
+        "upgrade_o_yaml",
+        &[
+            "upgrade",
+            "--to",
+            "v1.38.0",
+            "-l",
+            "role=worker,!gpu",
+            "--max-unavailable",
+            "25%",
+            "--window",
+            "sat,sun 01:00-05:00 Europe/Berlin",
+            "--soak",
+            "10m",
+            "--on-failure",
+            "rollback",
+            "-o",
+            "yaml",
+        ]
+    );
+    nodejob_snapshot!(
+        "upgrade_apply_simulated",
+        &["upgrade", "--simulate", "5", "--to", "v1.38.0", "--apply"]
     );
 }

@@ -24,8 +24,8 @@ struct Tracked {
     planned: usize,
     in_flight: BTreeMap<String, String>,
     soaking: BTreeMap<String, ()>,
-    upgraded: usize,
-    skipped: usize,
+    /// The nodes at the target: upgraded by this run, or found there.
+    up_to_date: std::collections::BTreeSet<String>,
     failed: Vec<FailedNode>,
     failed_count: usize,
     blocked: Vec<Blocked>,
@@ -41,13 +41,18 @@ impl Tracker {
         self.state.lock().unwrap().version
     }
 
+    /// Whether no run told anything yet.
+    pub fn is_empty(&self) -> bool {
+        self.state.lock().unwrap().planned == 0
+    }
+
     /// The counts and the lists, capped.
     pub fn counts(&self) -> (UpgradeCounts, Vec<InFlight>, Vec<FailedNode>, Vec<Blocked>) {
         let t = self.state.lock().unwrap().clone();
         let count = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
         let counts = UpgradeCounts {
             nodes: count(t.planned),
-            up_to_date: count(t.upgraded + t.skipped),
+            up_to_date: count(t.up_to_date.len()),
             in_progress: count(t.in_flight.len()),
             soaking: count(t.soaking.len()),
             failed: count(t.failed_count),
@@ -74,8 +79,14 @@ impl EventSink<Progress> for Tracker {
                 t.in_flight.remove(node);
                 t.soaking.remove(node);
                 match result {
-                    NodeResult::Upgraded => t.upgraded += 1,
-                    NodeResult::Skipped { .. } => t.skipped += 1,
+                    NodeResult::Upgraded => {
+                        t.up_to_date.insert(node.clone());
+                    }
+                    NodeResult::Skipped { why } => {
+                        if at_target(why) {
+                            t.up_to_date.insert(node.clone());
+                        }
+                    }
                     NodeResult::Failed(f) | NodeResult::RolledBack { failure: f, .. } => {
                         if matches!(result, NodeResult::RolledBack { .. }) {
                             t.rolled_back += 1;
@@ -107,6 +118,12 @@ impl EventSink<Progress> for Tracker {
                     NodeResult::Interrupted { .. } => {}
                 }
             }
+            // A node at the target already is told by the driver alone (no NodeFinished).
+            Progress::Driver(UpgradeEvent::NodeSkipped { node, why }) => {
+                if !at_target(why) || !t.up_to_date.insert(node.clone()) {
+                    return;
+                }
+            }
             Progress::Driver(UpgradeEvent::Soaking { node, .. }) => {
                 if t.soaking.insert(node.clone(), ()).is_some() {
                     return;
@@ -116,6 +133,12 @@ impl EventSink<Progress> for Tracker {
         }
         t.version += 1;
     }
+}
+
+/// Whether a node skipped is at the target (not gone from the cluster, or from the
+/// selection: `upgrade-driver`'s `Run::keep` says those so).
+fn at_target(why: &str) -> bool {
+    !(why.starts_with("deleted from the cluster") || why.starts_with("no longer selected"))
 }
 
 /// A failure's kind as a condition reason: `host` -> `HostFailed`.
@@ -158,7 +181,21 @@ pub fn status(
     tracker: &Tracker,
     now: Timestamp,
 ) -> NodeUpgradeStatus {
-    let (counts, in_flight, failed, blocked) = tracker.counts();
+    // A verdict with no run behind it (waiting for the Lease, paused) keeps what the last run
+    // said of the nodes: they did not move back.
+    let (counts, in_flight, failed, blocked) = match before {
+        Some(b) if tracker.is_empty() && b.observed_generation == Some(generation) => (
+            UpgradeCounts {
+                in_progress: 0,
+                soaking: 0,
+                ..b.counts
+            },
+            Vec::new(),
+            b.failed.clone(),
+            b.blocked.clone(),
+        ),
+        _ => tracker.counts(),
+    };
     let degraded = counts.failed + counts.blocked + counts.rolled_back > 0;
     let mut conditions = Vec::new();
     let mut set = |type_: ConditionType, on: bool, reason: Reason, message: String| {

@@ -402,6 +402,13 @@ async fn a_controller_crashed_at_every_write_and_restarted_upgrades_each_node_on
                 failures.push(format!("crash at write {at} (after: {after}): {e}"));
                 continue;
             }
+            let roll = fake.get_roll::<NodeUpgrade>("roll").await.unwrap();
+            let counts = roll.status.unwrap_or_default().counts;
+            if (counts.nodes, counts.up_to_date, counts.in_progress) != (3, 3, 0) {
+                failures.push(format!(
+                    "crash at write {at} (after: {after}): the status counts {counts:?}"
+                ));
+            }
             for node in NODES {
                 let n = upgrades(&fake, node);
                 if n != 1 {

@@ -98,6 +98,97 @@ pub(crate) fn upgrade_settings(spec: &NodeUpgradeSpec) -> Result<UpgradeSettings
     })
 }
 
+/// The `NodeUpgrade` spec that `settings` (the flags of `nodejob upgrade`) describe: the
+/// inverse of [`upgrade_settings`], so a resource written by `upgrade --apply` is rolled as the
+/// command line would have rolled it.
+pub(crate) fn upgrade_spec(settings: &UpgradeSettings) -> Result<NodeUpgradeSpec, String> {
+    use nodejob_core::duration::said;
+    let said_opt = |d: Option<Duration>| d.map(said);
+    let count = |n: Option<u32>| n.map(|n| i32::try_from(n).unwrap_or(i32::MAX));
+    Ok(NodeUpgradeSpec {
+        target: settings.to.clone(),
+        version_from: match &settings.version_from {
+            None | Some(upgrade_driver::VersionSource::KubeletVersion) => "kubelet".into(),
+            Some(upgrade_driver::VersionSource::OsImage) => "os-image".into(),
+            Some(upgrade_driver::VersionSource::Label(key)) => format!("label={key}"),
+        },
+        selector: (settings.selector.as_deref())
+            .filter(|s| !s.trim().is_empty())
+            .map(label_selector)
+            .transpose()?,
+        nodes: settings.nodes.clone(),
+        max_unavailable: match settings.max_unavailable {
+            Some(upgrade_driver::MaxUnavailable::Percent(p)) => {
+                IntOrString::String(format!("{p}%"))
+            }
+            Some(upgrade_driver::MaxUnavailable::Count(n)) => {
+                IntOrString::Int(i32::try_from(n).unwrap_or(i32::MAX))
+            }
+            None => IntOrString::Int(1),
+        },
+        drain_timeout: said_opt(settings.drain_timeout),
+        delete_empty_dir_data: settings.delete_emptydir_data,
+        force: settings.force,
+        on_undrainable: match settings.on_undrainable {
+            None | Some(upgrade_driver::Undrainable::Fail) => OnUndrainable::Fail,
+            Some(upgrade_driver::Undrainable::Skip) => OnUndrainable::Skip,
+            Some(upgrade_driver::Undrainable::Quarantine) => OnUndrainable::Quarantine,
+        },
+        max_blocked: count(settings.max_blocked),
+        deadline: said_opt(settings.deadline),
+        reboot_timeout: said_opt(settings.reboot_timeout),
+        window: settings.window.clone(),
+        failure_budget: count(settings.failure_budget),
+        on_failure: match settings.on_failure {
+            None | Some(upgrade_driver::OnFailure::Stop) => OnFailure::Stop,
+            Some(upgrade_driver::OnFailure::Rollback) => OnFailure::Rollback,
+        },
+        soak: said_opt(settings.soak),
+        health_check: settings.health_check.clone().unwrap_or_default(),
+        allow_downgrade: settings.allow_downgrade,
+        allow_skew: settings.allow_skew,
+        paused: false,
+    })
+}
+
+/// `-l`'s string form as a `LabelSelector` (`k=v` a match label; `k!=v` NotIn one value); the
+/// comparisons `k>n`, `k<n` have no `LabelSelector` form and are refused.
+fn label_selector(text: &str) -> Result<LabelSelector, String> {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+    use nodejob_core::selector::{LabelSelector as Parsed, Operator};
+    let parsed = Parsed::parse(text).map_err(|e| format!("--selector {text:?}: {e}"))?;
+    let mut labels = std::collections::BTreeMap::new();
+    let mut expressions = Vec::new();
+    for r in parsed.requirements() {
+        let expression = |operator: &str, values: Option<Vec<String>>| LabelSelectorRequirement {
+            key: r.key.clone(),
+            operator: operator.into(),
+            values,
+        };
+        match r.operator {
+            Operator::Equals => {
+                labels.insert(r.key.clone(), r.values[0].clone());
+            }
+            Operator::NotEquals => expressions.push(expression("NotIn", Some(r.values.clone()))),
+            Operator::In => expressions.push(expression("In", Some(r.values.clone()))),
+            Operator::NotIn => expressions.push(expression("NotIn", Some(r.values.clone()))),
+            Operator::Exists => expressions.push(expression("Exists", None)),
+            Operator::DoesNotExist => expressions.push(expression("DoesNotExist", None)),
+            _ => {
+                return Err(format!(
+                    "--selector {text:?}: a NodeUpgrade's selector is a LabelSelector, which \
+                     has no comparison (>, <) of {}; name the nodes with --nodes",
+                    r.key
+                ));
+            }
+        }
+    }
+    Ok(LabelSelector {
+        match_labels: (!labels.is_empty()).then_some(labels),
+        match_expressions: (!expressions.is_empty()).then_some(expressions),
+    })
+}
+
 /// A `LabelSelector` in the string form `-l` takes (`k=v,k in (a,b),!k`), as the apiserver
 /// turns one into a selector (`LabelSelectorAsSelector` in `apimachinery/pkg/apis/meta/v1`).
 pub(crate) fn selector_text(selector: &LabelSelector) -> Result<String, String> {

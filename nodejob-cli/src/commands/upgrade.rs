@@ -51,9 +51,13 @@ pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
              node); for a preview, --dry-run or --preview",
         )?;
     }
-    let preview = args.preview || args.dry_run.given();
-    let output = global.output.text_or_json("upgrade")?;
     let plan = settings(&args).plan(&global.namespace).map_err(refused)?;
+    if global.output == Format::Yaml {
+        out!("{}", resource_yaml(&resource(&args)?)?);
+        return Ok(Exit::ok());
+    }
+    let preview = args.preview || args.dry_run.given() || args.apply;
+    let output = global.output.text_or_json("upgrade")?;
     let stop = Stop::new();
     let notice = on_interrupt(Some(stop.clone()), plan.spec().lease_duration);
     let soak_reboot = args.long_roll.simulate_soak_reboot.clone();
@@ -86,6 +90,12 @@ pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
                 && let Some(why) = present::would_fail(&preview)
             {
                 return Ok(Exit::failed(why));
+            }
+            if args.apply {
+                // The controller waits out a closed window or the pause switch by itself.
+                let said = apply(&*t.api, &resource(&args)?).await?;
+                outln!("{said}");
+                return Ok(Exit::ok());
             }
             return Ok(preview_ended(&preview.not_now));
         }
@@ -134,4 +144,238 @@ pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
             present::ended(&report, &plan, &Invocation::current()),
         ))
     })
+}
+
+/// The `NodeUpgrade` the flags describe, named by `--name` or after the target.
+fn resource(args: &Upgrade) -> Result<nodejob_crd::NodeUpgrade, Exit> {
+    let spec = crate::commands::controller::upgrade_spec(&settings(args)).map_err(Exit::usage)?;
+    let name = match &args.name {
+        Some(name) if nodejob_core::is_dns1123_subdomain(name) => name.clone(),
+        Some(name) => {
+            return Err(Exit::usage(format!(
+                "--name {name:?}: not a valid resource name (lowercase letters, digits, '-' \
+                 and '.', at most 253, a letter or digit at each end)"
+            )));
+        }
+        None => default_name(&args.to),
+    };
+    let mut roll = nodejob_crd::NodeUpgrade::new(&name, spec);
+    roll.metadata = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        name: Some(name),
+        ..Default::default()
+    };
+    Ok(roll)
+}
+
+/// `upgrade-to-v1-38-0` for `v1.38.0`: a DNS label of the target.
+fn default_name(target: &str) -> String {
+    let mut name: String = format!("upgrade-to-{}", target.to_ascii_lowercase())
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    name.truncate(63);
+    name.trim_end_matches('-').to_string()
+}
+
+/// The resource as YAML, as `kubectl get -o yaml` prints one.
+fn resource_yaml(roll: &nodejob_crd::NodeUpgrade) -> Result<String, Exit> {
+    serde_saphyr::to_string(roll).map_err(|e| Exit::failed(e.to_string()))
+}
+
+/// Creates the resource, or replaces the spec of the one of its name; says what it did as
+/// `kubectl apply` does.
+async fn apply(
+    api: &dyn crate::backend::Api,
+    roll: &nodejob_crd::NodeUpgrade,
+) -> Result<String, Exit> {
+    use nodejob_crd::RollApi;
+    let name = roll.metadata.name.clone().unwrap_or_default();
+    let failed = |e: nodejob_core::ApiError| {
+        Exit::failed(format!(
+            "NodeUpgrade {name}: {e} (are the CRDs applied? `nodejob render-crds | kubectl \
+             apply --server-side -f -`)"
+        ))
+    };
+    match api.get_roll::<nodejob_crd::NodeUpgrade>(&name).await {
+        Ok(mut existing) => {
+            if existing.spec == roll.spec {
+                return Ok(format!(
+                    "nodeupgrade.nodejob.stratum.ciq.com/{name} unchanged"
+                ));
+            }
+            existing.spec = roll.spec.clone();
+            api.replace_roll(&existing).await.map_err(failed)?;
+            Ok(format!(
+                "nodeupgrade.nodejob.stratum.ciq.com/{name} configured"
+            ))
+        }
+        Err(e) if e.is_not_found() && !e.message.contains("could not find the requested") => {
+            api.create_roll(roll).await.map_err(failed)?;
+            Ok(format!(
+                "nodeupgrade.nodejob.stratum.ciq.com/{name} created"
+            ))
+        }
+        Err(e) => Err(failed(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::args::{Cli, Command};
+    use crate::commands::controller::{SpecPlanner, upgrade_spec};
+    use nodejob_controller::Planner;
+    use nodejob_crd::NodeUpgradeSpec;
+
+    /// The plan a command line makes, and the plan its `NodeUpgrade` makes once read back.
+    fn plans(line: &[&str]) -> (serde_json::Value, serde_json::Value) {
+        let cli = Cli::try_parse_from(line).unwrap();
+        let Command::Upgrade(args) = cli.command else {
+            panic!("not an upgrade: {line:?}")
+        };
+        let flags = settings(&args);
+        let direct = flags.plan("kube-system").unwrap();
+        let spec = upgrade_spec(&flags).unwrap();
+        // Through the apiserver: the resource as JSON and back.
+        let spec: NodeUpgradeSpec =
+            serde_json::from_value(serde_json::to_value(&spec).unwrap()).unwrap();
+        let read = SpecPlanner {
+            namespace: "kube-system".into(),
+        }
+        .upgrade(&spec)
+        .unwrap();
+        (
+            serde_json::to_value(direct.spec()).unwrap(),
+            serde_json::to_value(read.spec()).unwrap(),
+        )
+    }
+
+    #[test]
+    fn a_resource_written_from_flags_makes_the_plan_the_flags_make() {
+        let lines: [&[&str]; 4] = [
+            &["nodejob", "upgrade", "--to", "v1.38.0"],
+            &[
+                "nodejob",
+                "upgrade",
+                "--to",
+                "v1.38.0",
+                "-l",
+                "role=worker,!gpu,zone in (a,b)",
+                "--max-unavailable",
+                "25%",
+                "--drain-timeout",
+                "1h30m",
+                "--deadline",
+                "45m",
+                "--reboot-timeout",
+                "90s",
+                "--window",
+                "sat,sun 01:00-05:00 Europe/Berlin",
+                "--failure-budget",
+                "2",
+                "--allow-skew",
+                "--soak",
+                "10m",
+                "--on-undrainable",
+                "skip",
+                "--max-blocked",
+                "3",
+                "--on-failure",
+                "rollback",
+            ],
+            &[
+                "nodejob",
+                "upgrade",
+                "--to",
+                "v2",
+                "--version-from",
+                "label=example.com/os",
+                "--nodes",
+                "a,b",
+                "--max-unavailable",
+                "2",
+                "--allow-downgrade",
+                "--delete-emptydir-data",
+                "--force",
+                "--health-check",
+                "--",
+                "check",
+                "{version}",
+            ],
+            &[
+                "nodejob",
+                "upgrade",
+                "--to",
+                "fedora-41",
+                "--version-from",
+                "os-image",
+                "-l",
+                "tier!=db",
+            ],
+        ];
+        for line in lines {
+            let (mut direct, mut read) = plans(line);
+            // The selector may come back in another form (`tier!=db` as `tier notin (db)`, as
+            // the apiserver's LabelSelectorAsSelector writes it): the same nodes match.
+            let selectors = [&mut direct, &mut read].map(|p| p["selector"].take());
+            let [a, b] = selectors.map(|s| {
+                nodejob_core::selector::LabelSelector::parse(s.as_str().unwrap_or_default())
+                    .unwrap()
+            });
+            for labels in [
+                vec![],
+                vec![("role", "worker"), ("zone", "a")],
+                vec![("role", "worker"), ("zone", "c")],
+                vec![("role", "worker"), ("zone", "b"), ("gpu", "")],
+                vec![("tier", "db")],
+                vec![("tier", "web")],
+            ] {
+                let labels: std::collections::BTreeMap<String, String> = (labels.iter())
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect();
+                assert_eq!(
+                    a.matches(Some(&labels)),
+                    b.matches(Some(&labels)),
+                    "{line:?} {labels:?}"
+                );
+            }
+            assert_eq!(direct, read, "{line:?}");
+        }
+    }
+
+    #[test]
+    fn a_selector_with_a_comparison_has_no_resource_form() {
+        let mut flags = settings(&{
+            let cli = Cli::try_parse_from(["nodejob", "upgrade", "--to", "v1.38.0"]).unwrap();
+            let Command::Upgrade(args) = cli.command else {
+                unreachable!()
+            };
+            args
+        });
+        flags.selector = Some("rack>3".into());
+        let refused = upgrade_spec(&flags).unwrap_err();
+        assert!(refused.contains("--nodes"), "{refused}");
+    }
+
+    #[test]
+    fn a_spec_refusal_names_the_specs_field() {
+        let spec: NodeUpgradeSpec = serde_json::from_value(
+            serde_json::json!({"target": "v1.38.0", "drainTimeout": "90", "maxUnavailable": 2}),
+        )
+        .unwrap();
+        let planner = SpecPlanner {
+            namespace: "kube-system".into(),
+        };
+        let refused = planner.upgrade(&spec).unwrap_err();
+        assert!(refused.starts_with("spec.drainTimeout: "), "{refused}");
+        let spec: NodeUpgradeSpec = serde_json::from_value(
+            serde_json::json!({"target": "v1.38.0", "failureBudget": 3, "maxUnavailable": 2}),
+        )
+        .unwrap();
+        let refused = planner.upgrade(&spec).unwrap_err();
+        assert!(refused.contains("spec.maxUnavailable"), "{refused}");
+        assert!(!refused.contains("--"), "{refused}");
+    }
 }
