@@ -14,10 +14,14 @@
 //!
 //! The modules, each importing only those listed before it (`.ci/circles`):
 //!
+//! - `pki`: a real node's kubelet certificates as `stratum carotate` changes them ([`KubeletPki`],
+//!   the CAs placed on its host, [`Keyring`]), a CA that signs ([`Ca`]), fingerprints;
 //! - `conventions`: the labels and annotations the node agent reads, the ServiceAccount's
 //!   names, how long the agent may take;
 //! - `admin`: the admin kubeconfig and client, unique names, namespaces and Nodes, labels,
 //!   annotations and cordons;
+//! - `control_plane`: [`ControlPlaneTrust`], the shared apiserver made to trust a real
+//!   rotation's new CA and to present chains it verifies, for the rotation's length;
 //! - `audit`: the apiserver's audit log (`e2e/cluster`'s policy: evictions, Job creations),
 //!   what proves which requests a driver sent, and in what order;
 //! - `host`: a node's kubelet address, its boot, what its `stratum` model reports;
@@ -45,11 +49,13 @@ mod admin;
 mod audit;
 mod backend;
 mod command;
+mod control_plane;
 mod conventions;
 mod describe;
 mod drains;
 mod host;
 mod lifecycle;
+pub mod pki;
 mod rbac;
 mod real_node;
 mod recorder;
@@ -64,6 +70,7 @@ pub use admin::{
 pub use audit::{Audited, audited};
 pub use backend::KubeBackend;
 pub use command::{COMMAND_LIMIT, CONTEXT, KubeconfigFile, Ran, cli, nodejob, sa_kubeconfig};
+pub use control_plane::{ControlPlaneTrust, run_ca_fingerprint};
 pub use conventions::{
     AGENT_LABEL, KUBELET_ANNOTATION, QUICK_STRATUM, READY_ANNOTATION, REBOOT_ANNOTATION, SA_NAME,
     SA_NAMESPACE, SCENARIO_LABEL, STRATUM_TIMING_ANNOTATION, ZONE_LABEL,
@@ -72,6 +79,7 @@ pub use describe::described_conditions;
 pub use drains::{Drained, Drains};
 pub use host::{HostReport, boot_id, host_report};
 pub use lifecycle::NodeLifecycle;
+pub use pki::{Ca, Keyring, KubeletPki};
 pub use rbac::Rbac;
 pub use real_node::{BOOT_LIMIT, PowerSwitch, RealNode, RealNodeBackend, RealNodes, job_image};
 pub use recorder::{ProgressLog, Recorder, Seen, record, record_changes};
