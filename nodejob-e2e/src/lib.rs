@@ -41,6 +41,8 @@
 //!   (`e2e/node/node`) whose host is the `stratum` model on a state of the node's own,
 //!   [`RealNodeBackend`], the conformance backend on one (`tests/real_node.rs`), and
 //!   [`RealNodes`], the drivers' scenario on several (`tests/real_node_drivers.rs`);
+//! - `serves`: whether a real node still serves ([`serves`]: Ready, its Lease renewed, a
+//!   [`talker`] Pod's log read through the apiserver), what a CA rotation must keep;
 //! - `three_nodes`: [`ThreeNodes`], the drivers' and the command's three-node scenario, on the
 //!   node agent's nodes or on real ones ([`Kubelets`]), and [`on_kubelets!`], which runs a
 //!   driver suite's tests on both, or says why a test runs on the agent's alone.
@@ -59,6 +61,7 @@ pub mod pki;
 mod rbac;
 mod real_node;
 mod recorder;
+mod serves;
 mod three_nodes;
 mod waits;
 mod workload;
@@ -83,6 +86,7 @@ pub use pki::{Ca, Keyring, KubeletPki};
 pub use rbac::Rbac;
 pub use real_node::{BOOT_LIMIT, PowerSwitch, RealNode, RealNodeBackend, RealNodes, job_image};
 pub use recorder::{ProgressLog, Recorder, Seen, record, record_changes};
+pub use serves::{LINE, LOG_LIMIT, RENEW_LIMIT, serves, talker};
 pub use three_nodes::{
     Kubelets, NodesBackend, SelfReboot, ThreeNodes, Workers, every_test_is_run_or_listed,
     one_driver,

@@ -41,7 +41,7 @@ use nodejob_e2e::{
     described_conditions, lease_released, nodejob, one_driver, record, sa_kubeconfig, unique,
     wait_for,
 };
-use nodejob_e2e::{ControlPlaneTrust, Keyring, KubeletPki, run_ca_fingerprint};
+use nodejob_e2e::{ControlPlaneTrust, Keyring, KubeletPki, run_ca_fingerprint, serves, talker};
 use nodejob_host::stratum::INITIAL_CA;
 use nodejob_kube::KubeApi;
 use nodejob_roll::condition::{CA_ROTATION, condition};
@@ -375,6 +375,11 @@ async fn three_nodes_rotate_to_a_new_ca_control_plane_first(
     let new = ca.fingerprint.as_str();
     eprintln!("rotate: nodes {names:?}; the new CA {new}");
     let control_plane = real_rotation(&trio, &ca.ca).await?;
+    // On real nodes, a Pod on each whose log is read through the apiserver after the rotation.
+    let talkers = futures::future::try_join_all(
+        (trio.real_nodes().into_iter()).map(|n| talker(&admin, &namespace, n.name())),
+    )
+    .await?;
     // What the hosts trust before: the model's initial CA on the agent's, the run's CA on
     // real nodes (their kubelets' own bundle).
     let old = match kubelets {
@@ -544,7 +549,14 @@ async fn three_nodes_rotate_to_a_new_ca_control_plane_first(
             }
         }
         Kubelets::Real => {
+            // Each kubelet trusts the new CA alone and holds its leaves, and still serves: its
+            // Lease renewed since the run ended, its Pod's log read through the apiserver
+            // (which the kubelet takes by the apiserver's chain to the new CA).
             rekeyed(&trio, &ca.ca)?;
+            let ended = Timestamp::now();
+            for (node, pod) in trio.real_nodes().into_iter().zip(&talkers) {
+                serves(&admin, namespace, node.name(), pod, ended).await?;
+            }
             for node in trio.real_nodes() {
                 let starts = node.kubelet_starts()?;
                 ensure!(
