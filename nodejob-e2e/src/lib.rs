@@ -14,10 +14,14 @@
 //!
 //! The modules, each importing only those listed before it (`.ci/circles`):
 //!
+//! - `pki`: a real node's kubelet certificates as `stratum carotate` changes them ([`KubeletPki`],
+//!   the CAs placed on its host, [`Keyring`]), a CA that signs ([`Ca`]), fingerprints;
 //! - `conventions`: the labels and annotations the node agent reads, the ServiceAccount's
 //!   names, how long the agent may take;
 //! - `admin`: the admin kubeconfig and client, unique names, namespaces and Nodes, labels,
 //!   annotations and cordons;
+//! - `control_plane`: [`ControlPlaneTrust`], the shared apiserver made to trust a real
+//!   rotation's new CA and to present chains it verifies, for the rotation's length;
 //! - `audit`: the apiserver's audit log (`e2e/cluster`'s policy: evictions, Job creations),
 //!   what proves which requests a driver sent, and in what order;
 //! - `host`: a node's kubelet address, its boot, what its `stratum` model reports;
@@ -37,6 +41,8 @@
 //!   (`e2e/node/node`) whose host is the `stratum` model on a state of the node's own,
 //!   [`RealNodeBackend`], the conformance backend on one (`tests/real_node.rs`), and
 //!   [`RealNodes`], the drivers' scenario on several (`tests/real_node_drivers.rs`);
+//! - `serves`: whether a real node still serves ([`serves`]: Ready, its Lease renewed, a
+//!   [`talker`] Pod's log read through the apiserver), what a CA rotation must keep;
 //! - `three_nodes`: [`ThreeNodes`], the drivers' and the command's three-node scenario, on the
 //!   node agent's nodes or on real ones ([`Kubelets`]), and [`on_kubelets!`], which runs a
 //!   driver suite's tests on both, or says why a test runs on the agent's alone.
@@ -45,15 +51,18 @@ mod admin;
 mod audit;
 mod backend;
 mod command;
+mod control_plane;
 mod conventions;
 mod customs;
 mod describe;
 mod drains;
 mod host;
 mod lifecycle;
+pub mod pki;
 mod rbac;
 mod real_node;
 mod recorder;
+mod serves;
 mod three_nodes;
 mod waits;
 mod workload;
@@ -65,6 +74,7 @@ pub use admin::{
 pub use audit::{Audited, audited};
 pub use backend::KubeBackend;
 pub use command::{COMMAND_LIMIT, CONTEXT, KubeconfigFile, Ran, cli, nodejob, sa_kubeconfig};
+pub use control_plane::{ControlPlaneTrust, run_ca_fingerprint};
 pub use conventions::{
     AGENT_LABEL, KUBELET_ANNOTATION, QUICK_STRATUM, READY_ANNOTATION, REBOOT_ANNOTATION, SA_NAME,
     SA_NAMESPACE, SCENARIO_LABEL, STRATUM_TIMING_ANNOTATION, ZONE_LABEL,
@@ -74,9 +84,11 @@ pub use describe::described_conditions;
 pub use drains::{Drained, Drains};
 pub use host::{HostReport, boot_id, host_report};
 pub use lifecycle::NodeLifecycle;
+pub use pki::{Ca, Keyring, KubeletPki};
 pub use rbac::Rbac;
 pub use real_node::{BOOT_LIMIT, PowerSwitch, RealNode, RealNodeBackend, RealNodes, job_image};
 pub use recorder::{ProgressLog, Recorder, Seen, record, record_changes};
+pub use serves::{LINE, LOG_LIMIT, RENEW_LIMIT, serves, talker};
 pub use three_nodes::{
     Kubelets, NodesBackend, SelfReboot, ThreeNodes, Workers, every_test_is_run_or_listed,
     one_driver,

@@ -172,6 +172,30 @@ impl RealNode {
             .collect()
     }
 
+    /// Asks the node's PID 1 to restart the kubelet now, down for a second, as the host asks
+    /// it after `stratum carotate issue` (`e2e/node/init`: `/run/stratum/request`, SIGUSR2),
+    /// the request written into the node's own `/run` through its PID 1's root.
+    pub fn restart_kubelet(&self) -> Result<(), Failure> {
+        let pid = std::fs::read_to_string(self.dir.join("pid1"))
+            .map_err(|e| Failure(format!("node {}: no PID 1: {e}", self.name)))?;
+        let pid = pid.trim();
+        let request = format!("/proc/{pid}/root/run/stratum/request");
+        std::fs::write(&request, "restart 0 1\n")
+            .map_err(|e| Failure(format!("node {}: {request}: {e}", self.name)))?;
+        signal("-USR2", pid)
+    }
+
+    /// The port its kubelet serves on (`DIR/node.env`).
+    pub fn kubelet_port(&self) -> Result<u16, Failure> {
+        let path = self.dir.join("node.env");
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| Failure(format!("{}: {e}", path.display())))?;
+        (text.lines())
+            .find_map(|l| l.strip_prefix("NODE_PORT="))
+            .and_then(|p| p.trim().parse().ok())
+            .ok_or_else(|| Failure(format!("{}: no NODE_PORT", path.display())))
+    }
+
     /// How many times the node rebooted because its host asked (`DIR/log/boots.log`: its PID 1
     /// ended with 100, `stratum upgrade`'s reboot), and how many times for another reason (a
     /// power cut: [`RealNode::power_cycle`]).

@@ -76,7 +76,6 @@ on_real_nodes!(
     node_deleted_while_the_job_runs_is_named,
     a_reboot_under_the_job_is_no_exit_code,
     finished_job_deleted_by_another_runner_says_so,
-    stratum_carotate_phases_are_reported,
     jobs_are_listed_by_label_selector,
     jobs_of_a_missing_namespace_are_an_empty_list;
     nodes:
@@ -123,6 +122,13 @@ const NOT_ON_REAL_NODES: &[(&str, &str)] = &[
         "the scenario reads the version from the kubelet's version; a real node's kubelet is \
          the one binary built for the run and does not move: its upgrade shows in osImage \
          (tests/real_node_drivers.rs upgrades real nodes by `--version-from os-image`)",
+    ),
+    (
+        "stratum_carotate_phases_are_reported",
+        "it stages a fingerprint with no CA behind it (`sha256:abab…`); a real node's \
+         `stratum carotate` re-keys its kubelet from the CA itself, which its host must hold \
+         (its keyring, placed out of band): tests/real_ca.rs runs the phases on a real node, \
+         with a real CA, and checks after each that the node still serves",
     ),
     (
         "a_node_condition_merges_by_type_and_outlives_the_kubelets_posts",

@@ -22,16 +22,15 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use certs_driver::Fingerprint;
 use k8s_openapi::api::core::v1::{Event, Node};
 use kube::api::{Api, ListParams};
 use kube::runtime::watcher;
 use nodejob_conformance::{Failure, ensure};
 use nodejob_e2e::{
-    Audited, CONTEXT, Drains, NodeLifecycle, RealNodes, SA_NAME, SA_NAMESPACE, audited,
-    deployment_available, nodejob, record, sa_kubeconfig, unique, wait_for,
+    Audited, CONTEXT, Ca, ControlPlaneTrust, Drains, Keyring, NodeLifecycle, RealNodes, SA_NAME,
+    SA_NAMESPACE, audited, deployment_available, nodejob, record, sa_kubeconfig, unique, wait_for,
 };
-use nodejob_host::stratum::{CaPhase, INITIAL_CA, Operation};
+use nodejob_host::stratum::{CaPhase, Operation};
 use upgrade_driver::VersionSource;
 use upgrade_driver::records::{self, DONE, Done};
 
@@ -229,50 +228,22 @@ async fn two_real_nodes_upgrade_by_the_command_to_the_version_of_their_os_image(
     scenario.stop()
 }
 
-/// A new self-signed CA: its certificate (PEM) and fingerprint.
-fn new_ca() -> Result<(String, String), Failure> {
-    let bad = |e: rcgen::Error| Failure(format!("making the new CA: {e}"));
-    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(bad)?;
-    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "nodejob e2e real-node CA 2");
-    let key = rcgen::KeyPair::generate().map_err(bad)?;
-    let cert = params.self_signed(&key).map_err(bad)?;
-    let text = base64(cert.der());
-    let lines: Vec<&str> = (text.as_bytes().chunks(64))
-        .map(|l| std::str::from_utf8(l).unwrap_or_default())
-        .collect();
-    let pem = format!(
-        "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
-        lines.join("\n")
-    );
-    Ok((pem, Fingerprint::of_der(cert.der()).to_string()))
-}
-
-/// Standard base64 with padding (rcgen here is built without its PEM writer).
-fn base64(der: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut text = String::new();
-    for chunk in der.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                text.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                text.push('=');
-            }
-        }
+/// A new CA, its key the test's, placed in the keyring of each of `nodes`' hosts (what their
+/// `stratum carotate` stages and issues from, `nodejob_e2e::pki`), and the apiserver extended
+/// to it for the rotation ([`ControlPlaneTrust`]).
+async fn new_ca(nodes: &RealNodes) -> Result<(Ca, ControlPlaneTrust), Failure> {
+    let ca = Ca::generate("nodejob e2e real-node CA 2").map_err(Failure)?;
+    for node in &nodes.nodes {
+        Keyring::at(node.dir().join("host/ca"))
+            .place(&ca)
+            .map_err(Failure)?;
     }
-    text
+    let control_plane = ControlPlaneTrust::extend(&ca).await?;
+    Ok((ca, control_plane))
 }
 
-/// Two real nodes trusting and issuing from the model's initial CA are rotated to a new one by
+/// Two real nodes trusting and issuing from the run's CA are rotated to a new one, for real
+/// (their kubelets re-keyed, `nodejob_e2e::pki`), by
 /// `nodejob rotate-ca`, the binary, through the ServiceAccount's kubeconfig, the two nodes
 /// named by their label as the whole trust domain (`--trust-domain selected`: the shared
 /// control plane's other nodes do not use this CA): stage, issue (each node's kubelet
@@ -281,7 +252,8 @@ fn base64(der: &[u8]) -> String {
 async fn two_real_nodes_rotate_their_ca_by_the_command() -> Result<(), Failure> {
     let scenario = RealNodes::start(2).await?;
     let (admin, names) = (&scenario.admin, scenario.names());
-    let (pem, new) = new_ca()?;
+    let (ca, control_plane) = new_ca(&scenario).await?;
+    let (pem, new) = (ca.certificate_pem(), ca.fingerprint());
     let (key, value) = &scenario.label;
     let ca_file = std::env::temp_dir().join(unique("nodejob-e2e-new-ca"));
     std::fs::write(&ca_file, &pem)
@@ -373,7 +345,7 @@ async fn two_real_nodes_rotate_their_ca_by_the_command() -> Result<(), Failure> 
                 && state.trusted == BTreeSet::from([new.clone()])
                 && state.issuer == new,
             "node {name}: {}; expected finalized, trusting {new} alone, issued by it (it \
-             started from {INITIAL_CA})",
+             started from the run's CA)",
             state.status_line()
         );
         for (operation, times) in [
@@ -410,7 +382,8 @@ async fn two_real_nodes_rotate_their_ca_by_the_command() -> Result<(), Failure> 
         ensure!(nodejob_core::ready(&node), "node {name} is not Ready");
         ensure!(!records::unschedulable(&node), "node {name} is cordoned");
     }
-    scenario.stop()
+    scenario.stop()?;
+    control_plane.restore()
 }
 
 /// The node lifecycle controller's grace for a Node whose kubelet stopped posting
@@ -451,7 +424,8 @@ async fn a_kubelet_stopped_past_the_grace_goes_not_ready_and_the_rotation_waits_
     )
     .map_err(|e| Failure(format!("writing {}: {e}", timing.display())))?;
     let lifecycle = NodeLifecycle::start(admin, &name, MONITOR_GRACE, SETTLE).await?;
-    let (pem, new) = new_ca()?;
+    let (ca, control_plane) = new_ca(&scenario).await?;
+    let (pem, new) = (ca.certificate_pem(), ca.fingerprint());
     let (key, value) = &scenario.label;
     let ca_file = std::env::temp_dir().join(unique("nodejob-e2e-new-ca"));
     std::fs::write(&ca_file, &pem)
@@ -574,5 +548,6 @@ async fn a_kubelet_stopped_past_the_grace_goes_not_ready_and_the_rotation_waits_
     .await?;
     ensure!(nodejob_core::ready(&back), "node {name} is not Ready");
     lifecycle.stop()?;
-    scenario.stop()
+    scenario.stop()?;
+    control_plane.restore()
 }

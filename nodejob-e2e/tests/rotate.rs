@@ -1,6 +1,8 @@
 //! The CA rotation of `certs-driver` on a real control plane: three nodes of the scenario's own
 //! (the first labelled control-plane), played by `nodejob-node-agent` or real ([`Kubelets`]),
-//! whose hosts run the `stratum` host model trusting and issuing from the model's initial CA,
+//! whose hosts run the `stratum` host model trusting and issuing from the model's initial CA
+//! (on real nodes, the run's CA, their kubelets re-keyed for real: the new CA placed in each
+//! host's keyring and the apiserver extended to it by the test, [`real_rotation`]),
 //! are rotated to a new CA made here with rcgen by [`certs_driver::run`] acting as the
 //! ServiceAccount of `deploy/rbac.yaml`. Every test here runs on both kinds of node, one at a
 //! time ([`one_driver`]: a driver carries on the nodes another left in flight). Run by
@@ -33,11 +35,13 @@ use kube::api::{Api, ListParams};
 use kube::runtime::watcher;
 use nodejob_conformance::{Backend, Failure, ensure};
 use nodejob_core::Spec;
+use nodejob_e2e::pki::{self, Ca};
 use nodejob_e2e::{
     CONTEXT, Kubelets, ProgressLog, SA_NAME, SA_NAMESPACE, ThreeNodes, Workers, cli,
     described_conditions, lease_released, nodejob, one_driver, record, sa_kubeconfig, unique,
     wait_for,
 };
+use nodejob_e2e::{ControlPlaneTrust, Keyring, KubeletPki, run_ca_fingerprint, serves, talker};
 use nodejob_host::stratum::INITIAL_CA;
 use nodejob_kube::KubeApi;
 use nodejob_roll::condition::{CA_ROTATION, condition};
@@ -62,12 +66,14 @@ fn fail(what: impl std::fmt::Display) -> impl FnOnce(kube::Error) -> Failure {
 
 /// A new CA: its certificate (PEM, and the base64 of its DER) and fingerprint for the plan;
 /// its private key, kept by the test to search for, as the aligned 32-character runs of the
-/// base64 of its DER (so the key is found as DER base64 and in a PEM block alike).
+/// base64 of its DER (so the key is found as DER base64 and in a PEM block alike); the CA
+/// itself, which a real node's host issues from (placed in its keyring by [`real_rotation`]).
 struct NewCa {
     pem: String,
     fingerprint: String,
     certificate_base64: String,
     key_runs: Vec<String>,
+    ca: Ca,
 }
 
 /// `text` cut into runs of `n` characters (ASCII), the last one shorter.
@@ -78,26 +84,63 @@ fn runs(text: &str, n: usize) -> Vec<String> {
 }
 
 fn new_ca() -> Result<NewCa, Failure> {
-    let bad = |e: rcgen::Error| Failure(format!("making the new CA: {e}"));
-    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(bad)?;
-    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    params
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "nodejob e2e cluster CA 2");
-    let key = rcgen::KeyPair::generate().map_err(bad)?;
-    let cert = params.self_signed(&key).map_err(bad)?;
-    let certificate_base64 = base64(cert.der());
-    let mut key_runs = runs(&base64(&key.serialize_der()), 32);
+    let ca = Ca::generate("nodejob e2e cluster CA 2").map_err(Failure)?;
+    // A host names a CA as the driver does.
+    let driver_says = Fingerprint::of_der(ca.der()).to_string();
+    ensure!(
+        driver_says == ca.fingerprint(),
+        "fingerprints differ: the driver's {driver_says}, a host's {}",
+        ca.fingerprint()
+    );
+    let certificate_base64 = base64(ca.der());
+    let mut key_runs = runs(&base64(&ca.key_der()), 32);
     key_runs.retain(|r| r.len() == 32);
     Ok(NewCa {
-        pem: format!(
-            "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
-            runs(&certificate_base64, 64).join("\n")
-        ),
-        fingerprint: Fingerprint::of_der(cert.der()).to_string(),
+        pem: ca.certificate_pem(),
+        fingerprint: ca.fingerprint(),
         certificate_base64,
         key_runs,
+        ca,
     })
+}
+
+/// On real nodes, what an administrator does before the rotation: the new CA, its key with
+/// it, placed in every host's keyring, and the apiserver extended to it for the rotation's
+/// length ([`ControlPlaneTrust`]); nothing on the agent's.
+async fn real_rotation(trio: &ThreeNodes, ca: &Ca) -> Result<Option<ControlPlaneTrust>, Failure> {
+    if trio.kubelets() != Kubelets::Real {
+        return Ok(None);
+    }
+    for node in trio.real_nodes() {
+        Keyring::at(node.dir().join("host/ca"))
+            .place(ca)
+            .map_err(Failure)?;
+    }
+    Ok(Some(ControlPlaneTrust::extend(ca).await?))
+}
+
+/// After a rotation to `new` on real nodes: each kubelet trusts `new` alone and its client and
+/// serving certificates are issued by it (by their issuer's name and key identifier).
+fn rekeyed(trio: &ThreeNodes, new: &Ca) -> Result<(), Failure> {
+    for node in trio.real_nodes() {
+        let kubelet = KubeletPki::at(node.dir().join("pki"));
+        let trusted: Vec<String> = (kubelet.trusted().map_err(Failure)?.iter())
+            .map(|d| pki::fingerprint(d))
+            .collect();
+        let cas = [new.der().to_vec()];
+        let client = pki::issuer_of(&kubelet.client().map_err(Failure)?, &cas).map_err(Failure)?;
+        let serving =
+            pki::issuer_of(&kubelet.serving().map_err(Failure)?, &cas).map_err(Failure)?;
+        let fp = new.fingerprint();
+        ensure!(
+            trusted == [fp.clone()]
+                && client.as_ref() == Some(&fp)
+                && serving.as_ref() == Some(&fp),
+            "node {}: its kubelet trusts {trusted:?}, its client certificate issued by {client:?},              its serving one by {serving:?}; not {fp} alone",
+            node.name()
+        );
+    }
+    Ok(())
 }
 
 /// Standard base64 with padding.
@@ -331,6 +374,18 @@ async fn three_nodes_rotate_to_a_new_ca_control_plane_first(
     let ca = new_ca()?;
     let new = ca.fingerprint.as_str();
     eprintln!("rotate: nodes {names:?}; the new CA {new}");
+    let control_plane = real_rotation(&trio, &ca.ca).await?;
+    // On real nodes, a Pod on each whose log is read through the apiserver after the rotation.
+    let talkers = futures::future::try_join_all(
+        (trio.real_nodes().into_iter()).map(|n| talker(&admin, &namespace, n.name())),
+    )
+    .await?;
+    // What the hosts trust before: the model's initial CA on the agent's, the run's CA on
+    // real nodes (their kubelets' own bundle).
+    let old = match kubelets {
+        Kubelets::Agent => INITIAL_CA.to_string(),
+        Kubelets::Real => run_ca_fingerprint()?,
+    };
 
     let mut spec = PlanSpec::new(ca.pem.clone(), ca.fingerprint.clone());
     spec.selector = Some(format!("{key}={value}"));
@@ -410,7 +465,7 @@ async fn three_nodes_rotate_to_a_new_ca_control_plane_first(
             n.result
         );
         let before = n.before.as_ref().map(|s| s.describe());
-        let initial = format!("idle, trusting [{INITIAL_CA}], issued by {INITIAL_CA}");
+        let initial = format!("idle, trusting [{old}], issued by {old}");
         ensure!(
             before.as_deref() == Some(initial.as_str()),
             "node {} before: {before:?}",
@@ -494,6 +549,14 @@ async fn three_nodes_rotate_to_a_new_ca_control_plane_first(
             }
         }
         Kubelets::Real => {
+            // Each kubelet trusts the new CA alone and holds its leaves, and still serves: its
+            // Lease renewed since the run ended, its Pod's log read through the apiserver
+            // (which the kubelet takes by the apiserver's chain to the new CA).
+            rekeyed(&trio, &ca.ca)?;
+            let ended = Timestamp::now();
+            for (node, pod) in trio.real_nodes().into_iter().zip(&talkers) {
+                serves(&admin, namespace, node.name(), pod, ended).await?;
+            }
             for node in trio.real_nodes() {
                 let starts = node.kubelet_starts()?;
                 ensure!(
@@ -620,6 +683,9 @@ async fn three_nodes_rotate_to_a_new_ca_control_plane_first(
     if let Some(what) = ca.key_in(&lease_text) {
         return Err(Failure(format!("lease {lease_name} holds {what}")));
     }
+    if let Some(control_plane) = control_plane {
+        control_plane.restore()?;
+    }
     Ok(())
 }
 
@@ -639,6 +705,7 @@ async fn a_rotation_paused_mid_way_starts_no_other_step_and_goes_on_when_resumed
     let (first, second) = (trio.names[1].clone(), trio.names[2].clone());
     let ca = new_ca()?;
     let new = ca.fingerprint.clone();
+    let control_plane = real_rotation(&trio, &ca.ca).await?;
     let ca_file = std::env::temp_dir().join(unique("rotate-pause-ca.pem"));
     std::fs::write(&ca_file, &ca.pem)
         .map_err(|e| Failure(format!("writing {}: {e}", ca_file.display())))?;
@@ -762,5 +829,9 @@ async fn a_rotation_paused_mid_way_starts_no_other_step_and_goes_on_when_resumed
             condition(&n, CA_ROTATION)
         );
     }
-    trio.remove().await
+    trio.remove().await?;
+    if let Some(control_plane) = control_plane {
+        control_plane.restore()?;
+    }
+    Ok(())
 }

@@ -19,12 +19,24 @@
 //!
 //! Here the process, the signals, the exit status and the log are real: the container runtime,
 //! the kubelet and `nsenter` carry them.
+//!
+//! `carotate` re-keys the node's kubelet for real ([`nodejob_e2e::pki`]): what the model is
+//! given as the host's trust and issuer is read from the kubelet's files (its trust bundle,
+//! and the CA that issued its client certificate), whatever the record says, and what the
+//! model changes is done to them: a CA the model comes to trust (`stage`) joins the bundle, one
+//! it drops (`finalize`, `abort`) leaves it, and a new issuer (`issue`) signs the kubelet a
+//! client and a serving certificate, the kubelet restarting as the model says. The CA's
+//! certificate and key are the host's own, placed out of band in its keyring
+//! ([`Keyring`], `/var/lib/stratum/ca`); the driver names it by fingerprint only. A CA the
+//! model would trust or issue from that the keyring lacks fails the command (exit 1),
+//! nothing changed.
 
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use nodejob_e2e::pki::{self, Keyring, KubeletPki};
 use nodejob_host::directives::Directives;
 use nodejob_host::stratum::{StratumHost, StratumState};
 use nodejob_host::{Effect, Fallback, NodeStep, OnSigterm};
@@ -34,6 +46,11 @@ use nodejob_host::{Effect, Fallback, NodeStep, OnSigterm};
 /// `e2e/node/node prepare`), `staged-version` (the version the next boot boots, read by
 /// `e2e/node/node boot`), and `lock`.
 const STATE_DIR: &str = "/var/lib/stratum";
+/// The file in [`STATE_DIR`] naming the kubelet's certificate directory ([`KubeletPki`],
+/// `DIR/pki`, written by `e2e/node/node prepare`).
+const KUBELET_PKI: &str = "kubelet-pki";
+/// The host's keyring in [`STATE_DIR`]: the CAs placed on it out of band ([`Keyring`]).
+const KEYRING: &str = "ca";
 /// The node's os-release (bind-mounted from `DIR/os-release`): its `VERSION_ID` is the
 /// host's version, its `PRETTY_NAME` (the same) the Node's `osImage`.
 const OS_RELEASE: &str = "/etc/os-release";
@@ -102,18 +119,94 @@ async fn model(argv: &[String]) -> Result<ExitCode, String> {
             .parse()
             .map_err(|e| format!("{}: {e}", timing_path.display()))?;
     }
-    let Some(execution) = host.exec(argv) else {
+    // The trust and the issuer are the kubelet's own, whatever the record says.
+    let kubelet = KubeletPki::at(read(&dir.join(KUBELET_PKI))?.trim());
+    let keyring = Keyring::at(dir.join(KEYRING));
+    let trusted = kubelet.trusted()?;
+    host.state.trusted = trusted.iter().map(|d| pki::fingerprint(d)).collect();
+    let known: Vec<Vec<u8>> = trusted
+        .iter()
+        .cloned()
+        .chain(keyring.certificates()?)
+        .collect();
+    host.state.issuer =
+        pki::issuer_of(&kubelet.client()?, &known)?.unwrap_or_else(|| "unknown".to_string());
+    let before = host.state.clone();
+    let Some(mut execution) = host.exec(argv) else {
         return Err(format!("{argv:?} does not exec stratum"));
     };
+    if let Err(e) = rekey(&before, &host.state, &kubelet, &keyring, &trusted) {
+        // Nothing changed but the count of executions.
+        host.state = StratumState {
+            executions: host.state.executions.clone(),
+            ..before
+        };
+        write(&state_path, &host.state.to_record())?;
+        println!("stratum: error: {e}");
+        return Ok(ExitCode::from(1));
+    }
     // The model changed the state as the process started: kept before it runs on.
     write(&state_path, &host.state.to_record())?;
     drop(lock);
+    if execution.exit_code == 0 && before.issuer != host.state.issuer {
+        execution.log = format!(
+            "stratum: the kubelet's client and serving certificates now from {}\n{}",
+            host.state.issuer, execution.log
+        );
+    }
     tokio::time::sleep(execution.run).await;
     print(&execution.log);
     if !execution.effects.is_empty() {
         aftermath(dir, &execution.effects)?;
     }
     Ok(exit_code(execution.exit_code))
+}
+
+/// Does to the kubelet's files what the model did to the host's trust and issuer, from
+/// `before` to `after`: the bundle becomes the CAs `after` trusts (each from the bundle or the
+/// keyring), and a new issuer signs the kubelet's certificates. Checks every CA it needs first,
+/// so a missing one changes nothing.
+fn rekey(
+    before: &StratumState,
+    after: &StratumState,
+    kubelet: &KubeletPki,
+    keyring: &Keyring,
+    trusted: &[Vec<u8>],
+) -> Result<(), String> {
+    let issuer = if after.issuer == before.issuer {
+        None
+    } else {
+        let ca = keyring.ca(&after.issuer)?.ok_or_else(|| {
+            format!(
+                "no CA {} (certificate and key) in this host's keyring",
+                after.issuer
+            )
+        })?;
+        Some(ca)
+    };
+    let bundle = if after.trusted == before.trusted {
+        None
+    } else {
+        let mut cas = Vec::new();
+        for fp in &after.trusted {
+            let kept = trusted.iter().find(|d| pki::fingerprint(d) == *fp).cloned();
+            let der = match kept {
+                Some(der) => der,
+                None => keyring
+                    .certificate(fp)?
+                    .ok_or_else(|| format!("no CA {fp} in this host's keyring"))?,
+            };
+            cas.push(der);
+        }
+        Some(cas)
+    };
+    if let Some(cas) = bundle {
+        kubelet.set_trusted(&cas)?;
+    }
+    if let Some(ca) = issuer {
+        kubelet.issue(&ca)?;
+    }
+    Ok(())
 }
 
 /// Asks the node's PID 1 for what the model says follows the exit: a reboot (into the
