@@ -235,7 +235,9 @@ pub(crate) enum Command {
     ///
     /// On the kubeconfig's cluster it runs until Ctrl-C (the run under way stops at a step
     /// boundary), printing each resource's status as it changes; the CRDs must be applied
-    /// first (`nodejob render-crds | kubectl apply --server-side -f -`). With --simulate N
+    /// first (`nodejob render-crds | kubectl apply --server-side -f -`). Replicas elect a
+    /// leader through the Lease `nodejob-controller` in --namespace (15 s; the others wait,
+    /// and take over once a leader is gone); a leader stopped releases it. With --simulate N
     /// -f FILE it applies the NodeUpgrades of FILE to an in-memory cluster and runs until
     /// each is Ready or Stalled, then prints them as `kubectl get nu` does.
     #[command(after_help = EXIT_CONTROLLER)]

@@ -35,6 +35,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use nodejob_core::lease::{Claim, LeaseConfig, acquire};
 use nodejob_core::{ApiError, ApiResult, Change, CustomApi, JobApi, LeaseApi, NodeApi, PodApi};
 use nodejob_crd::{NodeUpgrade, NodeUpgradeSpec, NodeUpgradeStatus, Reason, RollApi};
 use tokio::task::JoinHandle;
@@ -131,6 +132,63 @@ where
             api,
             planner,
             settings,
+        }
+    }
+
+    /// As [`Controller::run`], while this replica leads: the Lease of `election` (a Lease of
+    /// the controllers' own, not the rolls' one) is taken when free or expired and renewed
+    /// every third of its duration; a replica that cannot take it waits and tries again. A
+    /// leader whose renewal fails stops reconciling (its run stops at a step boundary) and
+    /// goes back to waiting; on `stop` it releases the Lease, so another leads at once. The
+    /// rolls' own fenced Lease still guards every write: two leaders for a moment never run a
+    /// host step twice.
+    ///
+    /// # Errors
+    /// As [`Controller::run`].
+    pub async fn run_elected(&self, election: &LeaseConfig, stop: &Stop) -> ApiResult<()> {
+        let claim = Claim {
+            operation: "controller".into(),
+            target: "leader".into(),
+        };
+        let every = election.duration / 3;
+        while !stop.requested() {
+            let mut held = match acquire(&*self.api, election, &claim).await {
+                Ok((held, _)) => held,
+                // Another leads, or the apiserver did not answer: wait and try again.
+                Err(_) => {
+                    self.pause(every, stop).await;
+                    continue;
+                }
+            };
+            let lost = Stop::new();
+            let leading = async {
+                loop {
+                    self.pause(every, stop).await;
+                    if stop.requested() {
+                        lost.request();
+                        return Some(held);
+                    }
+                    if held.renew(&*self.api).await.is_err() {
+                        lost.request();
+                        return None;
+                    }
+                }
+            };
+            let (ran, held) = tokio::join!(self.run(&lost), leading);
+            ran?;
+            if let Some(held) = held {
+                let _ = held.release(&*self.api).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sleeps `span` on the backend's clock, cut short by `stop`.
+    async fn pause(&self, span: Duration, stop: &Stop) {
+        let step = Duration::from_millis(500).min(span);
+        let end = self.api.now() + span;
+        while !stop.requested() && self.api.now() < end {
+            self.api.sleep(step).await;
         }
     }
 

@@ -432,3 +432,95 @@ async fn a_controller_crashed_at_every_write_and_restarted_upgrades_each_node_on
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+fn election(identity: &str) -> nodejob_core::lease::LeaseConfig {
+    nodejob_core::lease::LeaseConfig {
+        namespace: "kube-system".into(),
+        name: "nodejob-controller".into(),
+        identity: identity.into(),
+        duration: Duration::from_secs(15),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_replicas_one_leads_and_the_other_takes_over_when_it_dies_running_nothing_twice() {
+    use nodejob_core::LeaseApi;
+    let fake = cluster(8);
+    fake.create_roll(&upgrade("roll", "v1.38.0")).await.unwrap();
+    let a = Controller::new(fake.clone(), Arc::new(TestPlanner), settings());
+    let mut b = Some(Controller::new(
+        fake.clone(),
+        Arc::new(TestPlanner),
+        settings(),
+    ));
+    let (stop_a, stop_b) = (Stop::new(), Stop::new());
+    let a_election = election("replica-a");
+    let a_run = a.run_elected(&a_election, &stop_a);
+    // Replica a leads; b, started once a holds the Lease, waits. Once a node is up to date,
+    // a dies.
+    let mut b_task = None;
+    let first_node = async {
+        loop {
+            let lease = fake
+                .get_lease("kube-system", "nodejob-controller")
+                .await
+                .ok();
+            let holder = lease.and_then(|l| l.spec).and_then(|s| s.holder_identity);
+            if holder.as_deref() == Some("replica-a")
+                && let Some(b) = b.take()
+            {
+                let stop = stop_b.clone();
+                b_task = Some(tokio::spawn(async move {
+                    b.run_elected(&election("replica-b"), &stop).await
+                }));
+            }
+            let roll = fake.get_roll::<NodeUpgrade>("roll").await.ok();
+            let done = (roll.and_then(|r| r.status)).is_some_and(|s| s.counts.up_to_date >= 1);
+            if done && b_task.is_some() {
+                break;
+            }
+            fake.sleep(Duration::from_secs(1)).await;
+        }
+    };
+    tokio::select! {
+        ran = a_run => panic!("replica a ended first: {ran:?}"),
+        () = first_node => {}
+    }
+    let b_task = b_task.expect("b started");
+    let leader = fake
+        .get_lease("kube-system", "nodejob-controller")
+        .await
+        .unwrap();
+    assert_eq!(
+        leader.spec.unwrap().holder_identity.as_deref(),
+        Some("replica-a"),
+        "the first replica leads"
+    );
+    // a is gone (its future dropped, its run aborted); b takes over once a's Lease expired.
+    let done = until(&fake, "roll", Duration::from_secs(3 * 3600), ready)
+        .await
+        .unwrap();
+    assert_eq!(done.status.unwrap().counts.up_to_date, 3);
+    let leader = fake
+        .get_lease("kube-system", "nodejob-controller")
+        .await
+        .unwrap();
+    assert_eq!(
+        leader.spec.unwrap().holder_identity.as_deref(),
+        Some("replica-b")
+    );
+    for node in NODES {
+        assert_eq!(upgrades(&fake, node), 1, "{node}");
+    }
+    stop_b.request();
+    b_task.await.unwrap().unwrap();
+    // Stopped, the leader let the Lease go.
+    let released = fake
+        .get_lease("kube-system", "nodejob-controller")
+        .await
+        .unwrap();
+    assert!(
+        (released.spec.and_then(|s| s.holder_identity)).is_none_or(|h| h.is_empty()),
+        "the Lease is released on stop"
+    );
+}

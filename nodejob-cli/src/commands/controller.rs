@@ -255,7 +255,21 @@ pub(crate) fn controller(global: &Global, args: ControllerArgs) -> Result<Exit, 
         let controller = Controller::new(api.clone(), planner, Settings::default());
         let simulated = t.fake.is_some();
         let watching = watch(&api, &stop, simulated, pacer);
-        let (ran, shown) = tokio::join!(controller.run(&stop), watching);
+        // On a cluster, replicas elect a leader; a simulated cluster has this one alone.
+        let election = nodejob_core::lease::LeaseConfig {
+            namespace: global.namespace.clone(),
+            name: ELECTION_LEASE.into(),
+            identity: identity(),
+            duration: Duration::from_secs(15),
+        };
+        let reconciling = async {
+            if simulated {
+                controller.run(&stop).await
+            } else {
+                controller.run_elected(&election, &stop).await
+            }
+        };
+        let (ran, shown) = tokio::join!(reconciling, watching);
         ran.map_err(|e| Exit::failed(format!("the controller stopped: {e}")))?;
         let settled = shown?;
         if simulated {
@@ -271,6 +285,21 @@ pub(crate) fn controller(global: &Global, args: ControllerArgs) -> Result<Exit, 
             Exit::failed("a NodeUpgrade stalled; its status says why (kubectl describe nu)")
         })
     })
+}
+
+/// The Lease the controller's replicas elect their leader by (in `--namespace`).
+pub(crate) const ELECTION_LEASE: &str = "nodejob-controller";
+
+/// Who this replica is in the election: its Pod's name (`POD_NAME`, from the downward API in
+/// the Deployment) or the host's, with the process id.
+fn identity() -> String {
+    let host = std::env::var("POD_NAME")
+        .ok()
+        .filter(|n| !n.is_empty())
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|| "nodejob-controller".into());
+    format!("{host}-{}", std::process::id())
 }
 
 /// Reads a `NodeUpgrade` manifest.
