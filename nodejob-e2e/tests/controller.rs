@@ -16,7 +16,7 @@ use nodejob_conformance::{Failure, ensure};
 use nodejob_crd::NodeUpgrade;
 use nodejob_e2e::{
     CONTEXT, KubeconfigFile, Kubelets, Rbac, SA_NAMESPACE, ThreeNodes, Workers, cli, install_crds,
-    one_driver, sa_kubeconfig, unique, wait_for,
+    nodejob, one_driver, sa_kubeconfig, unique, wait_for,
 };
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
@@ -163,6 +163,19 @@ async fn a_node_upgrade_is_rolled_by_the_controller_killed_and_started_again_mid
             host.executions("upgrade")
         );
     }
+
+    // `nodejob status` as the controller's ServiceAccount lists it as `kubectl get nu` does.
+    let shown = nodejob(&kubeconfig.path, CONTEXT, &["status"]).await?;
+    shown.exited(0)?;
+    let row = (shown.stdout.lines()).find(|l| l.starts_with(&name));
+    ensure!(
+        row.is_some_and(|r| {
+            let cells: Vec<&str> = r.split_whitespace().collect();
+            cells == [name.as_str(), TARGET, "True", "Completed", "3", "3", "0"]
+        }),
+        "nodejob status shows {row:?}:\n{}",
+        shown.stdout
+    );
 
     // Deleted, it stays until the controller removed its finalizer, then goes.
     let uid = ready.uid().unwrap_or_default();

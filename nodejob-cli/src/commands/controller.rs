@@ -419,16 +419,5 @@ fn table(rolls: &[NodeUpgrade]) -> String {
             status.counts.failed.to_string(),
         ]);
     }
-    let widths: Vec<usize> = (0..7)
-        .map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for row in rows {
-        let cells: Vec<String> = (row.iter().zip(&widths))
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        out.push_str(cells.join("   ").trim_end());
-        out.push('\n');
-    }
-    out
+    crate::present::table(&rows)
 }

@@ -35,9 +35,50 @@ pub(crate) struct Status {
     pub(crate) lease: Option<LeaseState>,
     /// Every node, in the API's order.
     pub(crate) nodes: Vec<NodeState>,
+    /// The declarative rolls (`NodeUpgrade`s), when their CRD is installed and readable.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) node_upgrades: Vec<RollState>,
     /// The simulated cluster's counters, when the caller adds them (the MCP tool does).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) simulated: Option<Simulated>,
+}
+
+/// A `NodeUpgrade` as `status` tells it: what `kubectl get nu` shows.
+#[derive(Debug, Serialize)]
+pub(crate) struct RollState {
+    /// Its name.
+    pub(crate) name: String,
+    /// Its target.
+    pub(crate) target: String,
+    /// Its `Ready` condition's status and reason (`<none>` before the controller wrote one).
+    pub(crate) ready: String,
+    /// The reason.
+    pub(crate) reason: String,
+    /// The condition's message.
+    pub(crate) message: String,
+    /// The counts.
+    pub(crate) nodes: i32,
+    /// Nodes up to date.
+    pub(crate) up_to_date: i32,
+    /// Nodes failed.
+    pub(crate) failed: i32,
+}
+
+impl RollState {
+    fn of(roll: &nodejob_crd::NodeUpgrade) -> Self {
+        let status = roll.status.clone().unwrap_or_default();
+        let ready = status.conditions.iter().find(|c| c.type_ == "Ready");
+        RollState {
+            name: roll.metadata.name.clone().unwrap_or_default(),
+            target: roll.spec.target.clone(),
+            ready: ready.map_or("<none>".into(), |c| c.status.clone()),
+            reason: ready.map_or("<none>".into(), |c| c.reason.clone()),
+            message: ready.map_or(String::new(), |c| c.message.clone()),
+            nodes: status.counts.nodes,
+            up_to_date: status.counts.up_to_date,
+            failed: status.counts.failed,
+        }
+    }
 }
 
 impl NodeState {
@@ -239,8 +280,16 @@ impl Simulated {
 /// Reads the Lease of `namespace` and every node.
 pub(crate) async fn gather<A>(api: &A, namespace: &str) -> Result<Status, String>
 where
-    A: NodeApi + LeaseApi + ?Sized,
+    A: NodeApi + LeaseApi + nodejob_core::CustomApi + ?Sized,
 {
+    use nodejob_crd::RollApi;
+    // Not installed (404), or not this user's to read (403): a cluster without declarative
+    // rolls, as far as `status` can say.
+    let node_upgrades = match api.list_rolls_at::<nodejob_crd::NodeUpgrade>().await {
+        Ok(at) => at.rolls.iter().map(RollState::of).collect(),
+        Err(e) if e.is_not_found() || e.is_forbidden() => Vec::new(),
+        Err(e) => return Err(format!("listing NodeUpgrades: {e}")),
+    };
     let name = lease_name();
     let lease = match api.get_lease(namespace, &name).await {
         Ok(lease) => Some(lease),
@@ -258,6 +307,7 @@ where
         lease: lease.map(|l| LeaseState::of(&l, lease_name.clone(), now)),
         lease_name,
         nodes: nodes.iter().map(|n| NodeState::of(n, running)).collect(),
+        node_upgrades,
         simulated: None,
     })
 }

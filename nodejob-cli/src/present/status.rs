@@ -29,6 +29,9 @@ pub(crate) fn text(status: &Status, named: Named, columns: Columns) -> String {
             p.said
         ));
     }
+    if !status.node_upgrades.is_empty() {
+        out.push_str(&rolls(status));
+    }
     let mut rows = vec![
         [
             "NODE",
@@ -271,6 +274,36 @@ fn lease_line(lease: Option<&LeaseState>) -> String {
     }
 }
 
+/// The `NodeUpgrade`s as `kubectl get nu` shows them, then a blank line.
+fn rolls(status: &Status) -> String {
+    let mut rows = vec![
+        [
+            "NODEUPGRADE",
+            "TARGET",
+            "READY",
+            "REASON",
+            "NODES",
+            "UP-TO-DATE",
+            "FAILED",
+        ]
+        .map(String::from),
+    ];
+    for r in &status.node_upgrades {
+        rows.push([
+            r.name.clone(),
+            r.target.clone(),
+            r.ready.clone(),
+            r.reason.clone(),
+            r.nodes.to_string(),
+            r.up_to_date.to_string(),
+            r.failed.to_string(),
+        ]);
+    }
+    let mut out = table(&rows);
+    out.push('\n');
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -344,6 +377,7 @@ mod tests {
             lease_name: "kube-system/nodejob".into(),
             lease: None,
             nodes,
+            node_upgrades: Vec::new(),
             simulated: None,
         };
         let all = text(&status, Named::None, Columns::Narrow);
@@ -428,6 +462,7 @@ mod tests {
                 role_labels: BTreeSet::new(),
                 zone: None,
             }],
+            node_upgrades: Vec::new(),
             simulated: None,
         };
         assert_eq!(
@@ -503,6 +538,7 @@ mod tests {
                 node("worker-b-0", false, Some(skipped)),
                 node("worker-b-1", false, None),
             ],
+            node_upgrades: Vec::new(),
             simulated: None,
         };
         let text = text(&status, Named::None, Columns::Narrow);
@@ -566,6 +602,7 @@ mod tests {
                 role_labels: BTreeSet::new(),
                 zone: None,
             }],
+            node_upgrades: Vec::new(),
             simulated: None,
         };
         let text = text(&status, Named::None, Columns::Narrow);
@@ -580,5 +617,38 @@ mod tests {
             ),
             "{text}"
         );
+    }
+
+    #[test]
+    fn the_node_upgrades_are_shown_as_kubectl_get_nu_shows_them() {
+        use crate::inspect::status::RollState;
+        let status = Status {
+            lease_name: "kube-system/nodejob".into(),
+            lease: None,
+            nodes: Vec::new(),
+            node_upgrades: vec![RollState {
+                name: "upgrade-to-v1-38-0".into(),
+                target: "v1.38.0".into(),
+                ready: "False".into(),
+                reason: "Progressing".into(),
+                message: "1 of 3 nodes up to date".into(),
+                nodes: 3,
+                up_to_date: 1,
+                failed: 0,
+            }],
+            simulated: None,
+        };
+        let text = text(&status, Named::None, Columns::Narrow);
+        let lines: Vec<&str> = text.lines().skip(1).take(2).collect();
+        assert_eq!(
+            lines,
+            [
+                "NODEUPGRADE         TARGET   READY  REASON       NODES  UP-TO-DATE  FAILED",
+                "upgrade-to-v1-38-0  v1.38.0  False  Progressing  3      1           0",
+            ],
+            "{text}"
+        );
+        let json = serde_json::to_value(&status).unwrap();
+        assert_eq!(json["node_upgrades"][0]["up_to_date"], 1);
     }
 }
