@@ -41,7 +41,7 @@ use nodejob_crd::{NodeUpgrade, NodeUpgradeSpec, NodeUpgradeStatus, Reason, RollA
 use tokio::task::JoinHandle;
 use upgrade_driver::{Outcome, Plan, Report, Stop};
 
-use crate::status::{Tracker, Verdict, settled, status};
+use crate::status::{Tracker, Verdict, outcome, status};
 
 /// The field manager of the controller's status writes.
 pub const FIELD_MANAGER: &str = "nodejob-controller";
@@ -185,10 +185,9 @@ where
 
     /// Sleeps `span` on the backend's clock, cut short by `stop`.
     async fn pause(&self, span: Duration, stop: &Stop) {
-        let step = Duration::from_millis(500).min(span);
-        let end = self.api.now() + span;
-        while !stop.requested() && self.api.now() < end {
-            self.api.sleep(step).await;
+        tokio::select! {
+            () = self.api.sleep(span) => {}
+            () = stop.asked() => {}
         }
     }
 
@@ -282,17 +281,12 @@ where
                 None => std::future::pending().await,
             }
         };
-        let stopped = async {
-            while !stop.requested() {
-                api.sleep(Duration::from_millis(500)).await;
-            }
-        };
         tokio::select! {
             c = changes => Woke::Changes(c),
             r = ended => Woke::Ended(Box::new(r)),
             () = tick => Woke::Tick,
             () = retry => Woke::Retry,
-            () = stopped => Woke::Stop,
+            () = stop.asked() => Woke::Stop,
         }
     }
 
@@ -349,7 +343,7 @@ where
             }
             return Ok(());
         }
-        if settled(before, generation) {
+        if outcome(before, generation).is_some() {
             return Ok(());
         }
         if retry.contains_key(&(uid.clone(), generation)) {

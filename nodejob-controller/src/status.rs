@@ -347,15 +347,19 @@ pub fn status(
     }
 }
 
-/// Whether `status` says the operation ended for this generation: completed, or stalled
-/// until the spec changes.
-pub fn settled(status: Option<&NodeUpgradeStatus>, generation: i64) -> bool {
-    let Some(status) = status else {
-        return false;
+/// How the operation ended for `generation`, as `status` says it: `Some(true)` Ready,
+/// `Some(false)` Stalled (until the spec changes), `None` not ended (or said of another
+/// generation).
+pub fn outcome(status: Option<&NodeUpgradeStatus>, generation: i64) -> Option<bool> {
+    let status = status.filter(|s| s.observed_generation == Some(generation))?;
+    let on = |t: ConditionType| {
+        (status.conditions.iter()).any(|c| c.type_ == t.as_str() && c.status == "True")
     };
-    status.observed_generation == Some(generation)
-        && status.conditions.iter().any(|c| {
-            (c.type_ == ConditionType::Ready.as_str() || c.type_ == ConditionType::Stalled.as_str())
-                && c.status == "True"
-        })
+    if on(ConditionType::Ready) {
+        Some(true)
+    } else if on(ConditionType::Stalled) {
+        Some(false)
+    } else {
+        None
+    }
 }

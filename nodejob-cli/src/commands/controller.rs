@@ -321,9 +321,7 @@ async fn watch(
     let failed = |e: nodejob_core::ApiError| Exit::failed(format!("watching NodeUpgrades: {e}"));
     let at = api.list_rolls_at::<NodeUpgrade>().await.map_err(failed)?;
     let mut said = std::collections::BTreeMap::new();
-    let mut last: std::collections::BTreeMap<String, NodeUpgrade> = (at.rolls.into_iter())
-        .map(|r| (r.metadata.name.clone().unwrap_or_default(), r))
-        .collect();
+    let mut last = by_name(at.rolls);
     let mut rv = at.resource_version;
     loop {
         for (name, roll) in &last {
@@ -345,9 +343,11 @@ async fn watch(
         if stop.requested() {
             return Ok(settled.into_iter().map(|s| s == Some(true)).collect());
         }
-        let changes = api
-            .wait_rolls::<NodeUpgrade>(&rv, Duration::from_secs(1))
-            .await;
+        // One watch until a change (or its timeout), cut short by a stop.
+        let changes = tokio::select! {
+            c = api.wait_rolls::<NodeUpgrade>(&rv, Duration::from_secs(60)) => c,
+            () = stop.asked() => continue,
+        };
         match changes {
             Ok(changes) => {
                 rv = changes.resource_version;
@@ -363,25 +363,28 @@ async fn watch(
                     }
                 }
             }
-            Err(_) => api.sleep(Duration::from_secs(1)).await,
+            // Gone (410) or broken: the list read again, a moment later.
+            Err(_) => {
+                api.sleep(Duration::from_secs(1)).await;
+                let at = api.list_rolls_at::<NodeUpgrade>().await.map_err(failed)?;
+                rv = at.resource_version;
+                last = by_name(at.rolls);
+            }
         }
     }
 }
 
+/// `rolls` by name.
+fn by_name(rolls: Vec<NodeUpgrade>) -> std::collections::BTreeMap<String, NodeUpgrade> {
+    (rolls.into_iter())
+        .map(|r| (r.metadata.name.clone().unwrap_or_default(), r))
+        .collect()
+}
+
 /// `Some(true)` once Ready for its generation, `Some(false)` once Stalled, else `None`.
 fn settled(roll: &NodeUpgrade) -> Option<bool> {
-    let status = roll.status.as_ref()?;
-    if status.observed_generation != roll.metadata.generation {
-        return None;
-    }
-    let on = |t: &str| (status.conditions.iter()).any(|c| c.type_ == t && c.status == "True");
-    if on("Ready") {
-        Some(true)
-    } else if on("Stalled") {
-        Some(false)
-    } else {
-        None
-    }
+    let generation = roll.metadata.generation?;
+    nodejob_controller::status::outcome(roll.status.as_ref(), generation)
 }
 
 /// One line of a resource's status: `nu/NAME Reason: message`.
