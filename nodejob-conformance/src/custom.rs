@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
-use nodejob_core::{Change, CustomApi, CustomKind, ErrorKind};
+use nodejob_core::{ApiResult, Change, CustomApi, CustomKind, ErrorKind};
 use nodejob_crd::{NodeUpgrade, NodeUpgradeSpec, NodeUpgradeStatus, Roll, RollApi, UpgradeCounts};
 
 use crate::{Failure, ensure};
@@ -80,6 +80,31 @@ fn condition(type_: &str, status: &str, reason: &str) -> Condition {
     }
 }
 
+/// Watches the NodeUpgrades from `from` until a change matches `wanted` (`Ok`), or 30 s pass
+/// (`Err` with every change seen). Other scenarios on the same cluster write the same kind at
+/// the same time, so a watch's first event need not be this scenario's.
+async fn watch_for<A: CustomApi + ?Sized>(
+    api: &A,
+    from: &str,
+    wanted: impl Fn(&Change<NodeUpgrade>) -> bool,
+) -> ApiResult<Result<(), Vec<Change<NodeUpgrade>>>> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let mut from = from.to_owned();
+    let mut seen = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            return Ok(Err(seen));
+        }
+        let changes = api.wait_rolls::<NodeUpgrade>(&from, left).await?;
+        if changes.changes.iter().any(&wanted) {
+            return Ok(Ok(()));
+        }
+        seen.extend(changes.changes);
+        from = changes.resource_version;
+    }
+}
+
 fn generation(roll: &NodeUpgrade) -> i64 {
     roll.metadata.generation.unwrap_or_default()
 }
@@ -113,16 +138,14 @@ pub async fn a_roll_is_created_then_listed_and_watched_from_the_lists_version<B:
             )));
         }
     }
-    let changes = api
-        .wait_rolls::<NodeUpgrade>(&at.resource_version, Duration::from_secs(30))
-        .await?;
-    let seen = changes.changes.iter().any(|c| {
+    let seen = watch_for(&*api, &at.resource_version, |c| {
         matches!(c, Change::Applied(r) if r.metadata.name.as_deref() == Some(&name)
             && r.metadata.uid == created.metadata.uid)
-    });
+    })
+    .await?;
     ensure!(
-        seen,
-        "the watch from the list's version sees the create: {changes:?}"
+        seen.is_ok(),
+        "the watch from the list's version sees the create: {seen:?}"
     );
     let listed = api.list_rolls_at::<NodeUpgrade>().await?;
     ensure!(
@@ -316,14 +339,13 @@ pub async fn a_finalizer_holds_a_deleted_roll_until_it_is_removed<B: Customs>(
         Err(e) if e.kind == ErrorKind::NotFound => {}
         other => return Err(Failure(format!("released, the roll is gone: {other:?}"))),
     }
-    let changes = api
-        .wait_rolls::<NodeUpgrade>(&at, Duration::from_secs(30))
-        .await?;
-    let gone = changes
-        .changes
-        .iter()
-        .any(|c| matches!(c, Change::Deleted(r) if r.metadata.name.as_deref() == Some(&name)));
-    ensure!(gone, "the watch sees it deleted: {changes:?}");
+    let gone = watch_for(
+        &*api,
+        &at,
+        |c| matches!(c, Change::Deleted(r) if r.metadata.name.as_deref() == Some(&name)),
+    )
+    .await?;
+    ensure!(gone.is_ok(), "the watch sees it deleted: {gone:?}");
     Ok(())
 }
 
