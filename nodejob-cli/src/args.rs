@@ -267,8 +267,30 @@ pub(crate) struct ControllerArgs {
         requires = "simulate"
     )]
     pub(crate) files: Vec<std::path::PathBuf>,
+    /// Where `/metrics` is served (Prometheus text, or OpenMetrics when the scraper asks):
+    /// HOST:PORT or :PORT; 0 serves none. Default: :8080 on a cluster, none with --simulate.
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) metrics_bind_address: Option<String>,
+    /// Where `/healthz` (the process answers) and `/readyz` (the apiserver answered it) are
+    /// served: HOST:PORT or :PORT; 0 serves none. Default: :8081 on a cluster, none with
+    /// --simulate.
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) health_probe_bind_address: Option<String>,
+    /// How log lines on stderr are written: text for a person, json (one object per line) for
+    /// a log collector.
+    #[arg(long, value_enum, default_value = "text")]
+    pub(crate) log_format: LogFormat,
     #[command(flatten)]
     pub(crate) sim: Simulate,
+}
+
+/// `--log-format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum LogFormat {
+    /// A line a person reads.
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 /// `--dry-run[=client|server]`, as kubectl users type it: `--preview` by another name.

@@ -147,19 +147,36 @@ fn main() -> ExitCode {
     // kube's client warns "Server cert bypassed" at every TLS handshake to a cluster whose
     // kubeconfig sets insecure-skip-tls-verify; kubectl says nothing of it, and a warning on
     // every command buries what matters: shown from -v on.
+    // The controller on a cluster tells what it decides (its runs, its leadership) at info: a
+    // process nobody watches is read through its logs. Simulated, its board says it.
+    let in_cluster = matches!(&cli.command, Command::Controller(a) if a.sim.simulate.is_none());
     let filter = match cli.global.verbose {
+        0 if in_cluster => "warn,nodejob_controller=info,kube_client::client::tls=error",
         0 => "warn,kube_client::client::tls=error",
         1 => "info,nodejob=debug",
         _ => "debug",
     };
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(colour())
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter)),
-        )
-        .try_init();
+    let env_filter = || {
+        tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(filter))
+    };
+    let json =
+        matches!(&cli.command, Command::Controller(a) if a.log_format == args::LogFormat::Json);
+    let _ = if json {
+        tracing_subscriber::fmt()
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_writer(std::io::stderr)
+            .with_env_filter(env_filter())
+            .try_init()
+    } else {
+        tracing_subscriber::fmt()
+            .with_writer(std::io::stderr)
+            .with_ansi(colour())
+            .with_env_filter(env_filter())
+            .try_init()
+    };
     let exit = dispatch(cli).unwrap_or_else(|e| e);
     if !exit.message.is_empty() {
         eprintln!("{}", exit.message);

@@ -2329,3 +2329,95 @@ fn the_deployed_crds_are_what_render_crds_prints() {
         ]
     );
 }
+
+/// `deploy/controller/deployment.yaml` runs what this binary is: its arguments are flags
+/// `nodejob controller` takes, its probes and scrape point at the ports those flags bind, the
+/// replica's identity comes from `POD_NAME` (as the election reads it), its ServiceAccount is
+/// the one `rbac.yaml` grants, two replicas on two nodes, and a budget of their own that
+/// selects them.
+#[test]
+fn the_controllers_deployment_runs_the_controller_as_its_flags_and_rbac_say() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    let manifest = include_str!("../../deploy/controller/deployment.yaml");
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(manifest).unwrap();
+    let of = |kind: &str| {
+        let found: Vec<_> = docs.iter().filter(|d| d["kind"] == kind).collect();
+        assert_eq!(found.len(), 1, "one {kind} in deployment.yaml");
+        found[0].clone()
+    };
+    let deployment: Deployment = serde_json::from_value(of("Deployment")).unwrap();
+    let pdb: PodDisruptionBudget = serde_json::from_value(of("PodDisruptionBudget")).unwrap();
+    let spec = deployment.spec.unwrap();
+    assert_eq!(spec.replicas, Some(2));
+    let pod = spec.template.spec.unwrap();
+    let rbac = include_str!("../../deploy/controller/rbac.yaml");
+    let account = pod.service_account_name.clone().unwrap();
+    assert!(
+        rbac.contains(&format!(
+            "kind: ServiceAccount\nmetadata:\n  name: {account}\n"
+        )),
+        "rbac.yaml grants no ServiceAccount {account}"
+    );
+    let anti = pod.affinity.unwrap().pod_anti_affinity.unwrap();
+    let spread = anti
+        .required_during_scheduling_ignored_during_execution
+        .unwrap();
+    assert_eq!(spread[0].topology_key, "kubernetes.io/hostname");
+    let container = &pod.containers[0];
+    let args = container.args.clone().unwrap();
+    assert_eq!(args[0], "controller");
+    // Every flag it gives, `nodejob controller` takes (a typo would stop the Pod at start).
+    let help = nodejob(&["controller", "--help"]);
+    let help = text(&help.stdout);
+    let mut ports = std::collections::BTreeMap::new();
+    for arg in &args[1..] {
+        let (flag, value) = arg.split_once('=').unwrap();
+        assert!(
+            help.contains(&format!("{flag} ")),
+            "{flag} is not a flag of nodejob controller"
+        );
+        if let Some(port) = value.strip_prefix(':') {
+            ports.insert(flag.to_string(), port.parse::<i32>().unwrap());
+        }
+    }
+    let port = |name: &str| {
+        (container.ports.iter().flatten())
+            .find(|p| p.name.as_deref() == Some(name))
+            .map(|p| p.container_port)
+    };
+    assert_eq!(
+        port("metrics"),
+        ports.get("--metrics-bind-address").copied()
+    );
+    assert_eq!(
+        port("probes"),
+        ports.get("--health-probe-bind-address").copied()
+    );
+    let probe = |p: Option<k8s_openapi::api::core::v1::Probe>| {
+        let get = p.unwrap().http_get.unwrap();
+        (get.path.unwrap(), format!("{:?}", get.port))
+    };
+    assert_eq!(
+        probe(container.liveness_probe.clone()),
+        ("/healthz".into(), r#"String("probes")"#.into())
+    );
+    assert_eq!(
+        probe(container.readiness_probe.clone()),
+        ("/readyz".into(), r#"String("probes")"#.into())
+    );
+    let pod_name = (container.env.iter().flatten()).find(|e| e.name == "POD_NAME");
+    assert_eq!(
+        pod_name
+            .and_then(|e| e.value_from.clone())
+            .and_then(|v| v.field_ref)
+            .map(|f| f.field_path),
+        Some("metadata.name".into())
+    );
+    let pdb = pdb.spec.unwrap();
+    assert_eq!(pdb.selector, Some(spec.selector));
+    assert_eq!(
+        pdb.min_available,
+        Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1))
+    );
+}

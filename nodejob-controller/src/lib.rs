@@ -29,6 +29,7 @@
 //! It runs over core's traits, so the same loop drives a real cluster and the in-memory one
 //! in virtual time (`nodejob controller --simulate`).
 
+pub mod metrics;
 pub mod status;
 
 use std::collections::BTreeMap;
@@ -37,10 +38,11 @@ use std::time::Duration;
 
 use nodejob_core::lease::{Claim, LeaseConfig, acquire};
 use nodejob_core::{ApiError, ApiResult, Change, CustomApi, JobApi, LeaseApi, NodeApi, PodApi};
-use nodejob_crd::{NodeUpgrade, NodeUpgradeSpec, NodeUpgradeStatus, Reason, RollApi};
+use nodejob_crd::{NodeUpgrade, NodeUpgradeSpec, NodeUpgradeStatus, Reason, Roll, RollApi};
 use tokio::task::JoinHandle;
-use upgrade_driver::{Outcome, Plan, Report, Stop};
+use upgrade_driver::{EventSink, Outcome, Plan, Report, Stop};
 
+use crate::metrics::Metrics;
 use crate::status::{Tracker, Verdict, outcome, status};
 
 /// The field manager of the controller's status writes.
@@ -120,6 +122,7 @@ pub struct Controller<A: ?Sized> {
     api: Arc<A>,
     planner: Arc<dyn Planner>,
     settings: Settings,
+    metrics: Arc<Metrics>,
 }
 
 impl<A> Controller<A>
@@ -132,7 +135,22 @@ where
             api,
             planner,
             settings,
+            metrics: Arc::new(Metrics::new()),
         }
+    }
+
+    /// The controller, its figures told to `metrics` (the ones `/metrics` serves; its API
+    /// requests are counted by wrapping the API in [`metrics::Counted`] before
+    /// [`Controller::new`]).
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Its figures.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     /// As [`Controller::run`], while this replica leads: the Lease of `election` (a Lease of
@@ -153,7 +171,11 @@ where
         let every = election.duration / 3;
         while !stop.requested() {
             let mut held = match acquire(&*self.api, election, &claim).await {
-                Ok((held, _)) => held,
+                Ok((held, _)) => {
+                    tracing::info!(lease = %election.name, identity = %election.identity, "leading");
+                    self.metrics.leading(true);
+                    held
+                }
                 // Another leads, or the apiserver did not answer: wait and try again.
                 Err(_) => {
                     self.pause(every, stop).await;
@@ -175,6 +197,8 @@ where
                 }
             };
             let (ran, held) = tokio::join!(self.run(&lost), leading);
+            self.metrics.leading(false);
+            tracing::info!(lease = %election.name, "no longer leading");
             ran?;
             if let Some(held) = held {
                 let _ = held.release(&*self.api).await;
@@ -206,7 +230,7 @@ where
                 let at = self.api.list_rolls_at::<NodeUpgrade>().await?;
                 rv = at.resource_version;
                 for roll in at.rolls {
-                    self.reconcile(roll, &mut running, &mut retry).await?;
+                    self.reconciled(roll, &mut running, &mut retry).await?;
                 }
                 relist = false;
             }
@@ -218,7 +242,7 @@ where
                     rv = changes.resource_version;
                     for change in changes.changes {
                         if let Change::Applied(roll) = change {
-                            self.reconcile(roll, &mut running, &mut retry).await?;
+                            self.reconciled(roll, &mut running, &mut retry).await?;
                         }
                     }
                 }
@@ -290,6 +314,23 @@ where
         }
     }
 
+    /// [`Controller::reconcile`], counted and its error logged.
+    async fn reconciled(
+        &self,
+        roll: NodeUpgrade,
+        running: &mut Option<Running>,
+        retry: &mut Waits,
+    ) -> ApiResult<()> {
+        let name = roll.metadata.name.clone().unwrap_or_default();
+        let result = self.reconcile(roll, running, retry).await;
+        self.metrics
+            .reconciled(NodeUpgrade::KIND.kind, result.is_err());
+        if let Err(e) = &result {
+            tracing::error!(nodeupgrade = %name, error = %e, "reconcile failed");
+        }
+        result
+    }
+
     /// One resource as it stands now: see the crate docs.
     async fn reconcile(
         &self,
@@ -330,8 +371,10 @@ where
             return Ok(());
         }
         let before = roll.status.as_ref();
+        self.metrics.paused(roll.spec.paused);
         if roll.spec.paused {
             if !says(before, generation, Reason::PausedBySpec) {
+                tracing::info!(nodeupgrade = %name, generation, "paused by its spec");
                 self.write(
                     &name,
                     before,
@@ -352,6 +395,7 @@ where
         let plan = match self.planner.upgrade(&roll.spec) {
             Ok(plan) => plan,
             Err(why) => {
+                tracing::warn!(nodeupgrade = %name, generation, refused = %why, "spec refused");
                 let verdict = Verdict::Stalled(Reason::InvalidSpec, why);
                 self.write(&name, before, generation, &verdict, &Tracker::default())
                     .await;
@@ -367,6 +411,7 @@ where
                 && let Some(opens) = window.next_open(&tz, now)
             {
                 let wait = now.duration_until(opens).unsigned_abs();
+                tracing::info!(nodeupgrade = %name, generation, opens = %opens, "waiting for its window");
                 retry.insert((uid, generation), self.api.now() + wait);
                 let verdict = Verdict::Window(opens);
                 self.write(&name, before, generation, &verdict, &Tracker::default())
@@ -376,10 +421,19 @@ where
         }
         let tracker = Arc::new(Tracker::default());
         let stop = Stop::new();
+        tracing::info!(nodeupgrade = %name, generation, target = %roll.spec.target, "run started");
+        self.metrics.lease_holder(Some(&plan.spec().identity));
         let task = {
             let (api, tracker, stop) = (self.api.clone(), tracker.clone(), stop.clone());
+            let metrics = self.metrics.clone();
             tokio::spawn(async move {
-                let sink: Arc<dyn upgrade_driver::ProgressSink> = tracker;
+                let told = api.clone();
+                let sink: Arc<dyn upgrade_driver::ProgressSink> =
+                    Arc::new(move |event: &upgrade_driver::Progress| {
+                        tracker.event(event);
+                        let now = told.wall_time().as_millisecond() as f64 / 1000.0;
+                        metrics.progress(event, now);
+                    });
                 upgrade_driver::run_until(&*api, &plan, sink, &stop).await
             })
         };
@@ -417,6 +471,7 @@ where
             .await;
             run.written = version;
         }
+        self.metrics.counts(&run.tracker.counts().0);
     }
 
     /// A run ended: its status written, or, for a resource being deleted, its finalizer
@@ -437,6 +492,24 @@ where
             return self.release(roll).await;
         }
         let asked = run.stop.requested();
+        self.metrics.counts(&run.tracker.counts().0);
+        self.metrics.lease_holder(None);
+        let said = match &result {
+            Ok(report) => match &report.outcome {
+                Outcome::Done => "completed",
+                Outcome::Failed { .. } => "failed",
+                Outcome::Stopped { .. } if asked => "stopped",
+                Outcome::Stopped { .. } => "waiting",
+                Outcome::Paused { .. } => "paused",
+            },
+            Err(upgrade_driver::Error::Core(nodejob_core::Error::LeaseHeld { holder, .. })) => {
+                self.metrics.lease_holder(Some(holder));
+                "waiting"
+            }
+            Err(_) => "refused",
+        };
+        self.metrics.ended(said, result.as_ref().ok());
+        tracing::info!(nodeupgrade = %run.name, generation = run.generation, outcome = said, "run ended");
         let verdict = match result {
             Ok(report) => match report.outcome {
                 Outcome::Done => Verdict::Completed,

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use nodejob_controller::metrics::{Counted, Metrics};
 use nodejob_controller::{Controller, FINALIZER, Planner, Settings};
 use nodejob_core::{Clock, NodeApi};
 use nodejob_crd::{NodeUpgrade, NodeUpgradeSpec, Roll, RollApi};
@@ -168,6 +169,71 @@ async fn a_node_upgrade_written_is_rolled_and_its_status_says_so() {
     for node in NODES {
         assert_eq!(upgrades(&fake, node), 1, "{node}");
     }
+}
+
+/// The value of the sample `line` (`name{labels}`) in a Prometheus text exposition.
+fn sample(text: &str, line: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(line)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_roll_is_told_in_the_metrics_with_no_node_name_as_a_label() {
+    let fake = cluster(1);
+    let metrics = Arc::new(Metrics::new());
+    let api = Arc::new(Counted::new(fake.clone(), metrics.clone()));
+    let controller =
+        Controller::new(api, Arc::new(TestPlanner), settings()).with_metrics(metrics.clone());
+    assert!(!metrics.answered(), "no request yet");
+    let stop = Stop::new();
+    let task = {
+        let stop = stop.clone();
+        tokio::spawn(async move { controller.run(&stop).await.unwrap() })
+    };
+    fake.create_roll(&upgrade("to-38", "v1.38.0"))
+        .await
+        .unwrap();
+    until(&fake, "to-38", Duration::from_secs(3600), ready).await;
+    stop.request();
+    task.await.unwrap();
+    let text = metrics.prometheus_text();
+    let got = |line: &str| sample(&text, line).unwrap_or_else(|| panic!("no {line} in:\n{text}"));
+    assert_eq!(
+        got(r#"nodejob_operations_total{operation="upgrade",outcome="completed"}"#),
+        1.0
+    );
+    assert_eq!(
+        got(r#"nodejob_nodes{operation="upgrade",state="up_to_date"}"#),
+        3.0
+    );
+    assert_eq!(
+        got(r#"nodejob_nodes{operation="upgrade",state="in_progress"}"#),
+        0.0
+    );
+    assert_eq!(got(r#"nodejob_node_versions{version="v1.38.0"}"#), 3.0);
+    assert_eq!(
+        got(r#"nodejob_node_cycle_duration_seconds_count{operation="upgrade",result="upgraded"}"#),
+        3.0
+    );
+    assert_eq!(
+        got(r#"nodejob_step_duration_seconds_count{operation="upgrade",step="upgrade"}"#),
+        3.0,
+    );
+    // Every host Job created once, each counted by its verb and code.
+    assert_eq!(
+        got(r#"nodejob_api_requests_total{verb="create_job",code="2xx"}"#),
+        3.0
+    );
+    assert!(got(r#"nodejob_reconciles_total{kind="NodeUpgrade"}"#) >= 1.0);
+    assert_eq!(got("nodejob_leader"), 0.0, "run, not elected");
+    assert_eq!(got("nodejob_paused"), 0.0);
+    assert!(got("nodejob_last_progress_timestamp_seconds") > 1.7e9);
+    assert!(metrics.answered());
+    for node in NODES {
+        assert!(!text.contains(node), "{node} is a label:\n{text}");
+    }
+    let open = metrics.openmetrics_text();
+    assert!(open.ends_with("# EOF\n"), "{open}");
 }
 
 #[tokio::test(start_paused = true)]

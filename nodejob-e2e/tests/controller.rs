@@ -6,6 +6,7 @@
 //! (the apiserver's Table, which kubectl prints); deleted, it goes once the controller removed
 //! its finalizer. Run by `e2e/run`.
 
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -25,7 +26,9 @@ nodejob_e2e::on_kubelets! {
     source: include_str!("controller.rs");
     both: a_node_upgrade_is_rolled_by_the_controller_killed_and_started_again_mid_roll;
     agent_only: ;
-    no_nodes: ;
+    no_nodes:
+        the_controllers_deployment_is_taken_by_the_apiserver_as_written =>
+            "a server-side dry run of manifests: no node is read";
 }
 
 /// The version the nodes are rolled to.
@@ -35,6 +38,66 @@ const TARGET: &str = "v1.96.0";
 const ROLL: Duration = Duration::from_secs(420);
 
 const CONTROLLER_RBAC: &str = include_str!("../../deploy/controller/rbac.yaml");
+const DEPLOYMENT: &str = include_str!("../../deploy/controller/deployment.yaml");
+
+/// Each object of `deploy/controller/deployment.yaml` (the Deployment, its budget, the metrics
+/// Service) applied server-side as a dry run with strict field validation: a field the
+/// apiserver does not know, or a value it refuses, fails here rather than at a user's apply.
+async fn the_controllers_deployment_is_taken_by_the_apiserver_as_written() -> Result<(), Failure> {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::Service;
+    use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+    use kube::api::{Patch, PatchParams};
+    let admin = nodejob_e2e::admin().await?;
+    let docs: Vec<Value> =
+        serde_saphyr::from_multiple(DEPLOYMENT).map_err(|e| Failure(e.to_string()))?;
+    let params = PatchParams::apply("nodejob-e2e")
+        .dry_run()
+        .validation_strict();
+    let mut kinds = Vec::new();
+    for doc in &docs {
+        let kind = doc["kind"].as_str().unwrap_or_default().to_string();
+        let name = doc["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let namespace = doc["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("kube-system");
+        let patch = Patch::Apply(doc);
+        let what = format!("{kind} {namespace}/{name} (server-side dry run, strict)");
+        match kind.as_str() {
+            "Deployment" => {
+                let api = Api::<Deployment>::namespaced(admin.clone(), namespace);
+                let taken = api
+                    .patch(&name, &params, &patch)
+                    .await
+                    .map_err(fail(&what))?;
+                let spec = taken.spec.unwrap_or_default();
+                ensure!(spec.replicas == Some(2), "{what}: {spec:?}");
+            }
+            "PodDisruptionBudget" => {
+                let api = Api::<PodDisruptionBudget>::namespaced(admin.clone(), namespace);
+                api.patch(&name, &params, &patch)
+                    .await
+                    .map_err(fail(&what))?;
+            }
+            "Service" => {
+                let api = Api::<Service>::namespaced(admin.clone(), namespace);
+                api.patch(&name, &params, &patch)
+                    .await
+                    .map_err(fail(&what))?;
+            }
+            other => return Err(Failure(format!("deployment.yaml: unexpected kind {other}"))),
+        }
+        kinds.push(kind);
+    }
+    ensure!(
+        kinds == ["Deployment", "PodDisruptionBudget", "Service"],
+        "deployment.yaml holds {kinds:?}"
+    );
+    Ok(())
+}
 
 fn fail(what: impl std::fmt::Display) -> impl FnOnce(kube::Error) -> Failure {
     move |e| Failure(format!("{what}: {e}"))
@@ -68,18 +131,116 @@ async fn bind_controller_role(admin: &Client, sa: &str) -> Result<(), Failure> {
     Ok(())
 }
 
-/// `nodejob controller` as a process, in context [`CONTEXT`] of `kubeconfig`; killed if
-/// dropped.
-fn start_controller(kubeconfig: &KubeconfigFile) -> Result<Child, Failure> {
-    Command::new(cli()?)
+/// `nodejob controller` as a process, in context [`CONTEXT`] of `kubeconfig`, its metrics
+/// and probes on free ports of 127.0.0.1 and its JSON log lines in `log`; killed if dropped.
+struct Started {
+    child: Child,
+    metrics: String,
+    probes: String,
+}
+
+fn start_controller(kubeconfig: &KubeconfigFile, log: &Path) -> Result<Started, Failure> {
+    let metrics = format!("127.0.0.1:{}", free_port()?);
+    let probes = format!("127.0.0.1:{}", free_port()?);
+    let log = std::fs::File::create(log).map_err(|e| Failure(format!("{}: {e}", log.display())))?;
+    let child = Command::new(cli()?)
         .env_remove("KUBECONFIG")
+        .env_remove("RUST_LOG")
         .arg("--kubeconfig")
         .arg(&kubeconfig.path)
-        .args(["--context", CONTEXT, "controller"])
+        .args(["--context", CONTEXT, "controller", "--log-format", "json"])
+        .args(["--metrics-bind-address", &metrics])
+        .args(["--health-probe-bind-address", &probes])
         .stdin(Stdio::null())
+        .stderr(log)
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| Failure(format!("starting nodejob controller: {e}")))
+        .map_err(|e| Failure(format!("starting nodejob controller: {e}")))?;
+    Ok(Started {
+        child,
+        metrics: format!("http://{metrics}"),
+        probes: format!("http://{probes}"),
+    })
+}
+
+/// A port of 127.0.0.1 nobody listens on now.
+fn free_port() -> Result<u16, Failure> {
+    let socket = std::net::TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| Failure(format!("finding a free port: {e}")))?;
+    (socket.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| Failure(e.to_string()))
+}
+
+/// One sample of a scrape, as the Prometheus project's parser read it.
+#[derive(Debug, serde::Deserialize)]
+struct Sample {
+    name: String,
+    labels: std::collections::BTreeMap<String, String>,
+    value: f64,
+}
+
+/// What `e2e/scrape.py` read from the controller's endpoints.
+#[derive(Debug, serde::Deserialize)]
+struct Scrape {
+    healthz: u16,
+    readyz: u16,
+    content_type: String,
+    openmetrics_content_type: String,
+    prometheus: Vec<Sample>,
+    openmetrics: Vec<Sample>,
+}
+
+impl Scrape {
+    /// The value of `name` with exactly these `labels`, in the Prometheus text format.
+    fn value(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        let wanted: std::collections::BTreeMap<String, String> = (labels.iter())
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        (self.prometheus.iter())
+            .find(|s| s.name == name && s.labels == wanted)
+            .map(|s| s.value)
+    }
+}
+
+/// Scrapes `started`'s endpoints with `e2e/scrape.py` (the python `e2e/run` prepared, with the
+/// Prometheus project's `prometheus_client`).
+async fn scrape(started: &Started) -> Result<Scrape, Failure> {
+    let python = std::env::var("NODEJOB_E2E_PYTHON").map_err(|_| {
+        Failure(
+            "NODEJOB_E2E_PYTHON is not set: run the suite with e2e/run, which prepares it".into(),
+        )
+    })?;
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../e2e/scrape.py");
+    let out = Command::new(python)
+        .args([script, &started.metrics, &started.probes])
+        .output()
+        .await
+        .map_err(|e| Failure(format!("running {script}: {e}")))?;
+    ensure!(
+        out.status.success(),
+        "{script} {}: {}",
+        started.metrics,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).map_err(|e| {
+        Failure(format!(
+            "{script}: {e}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        ))
+    })
+}
+
+/// A directory of this test's own under the run's (`NODEJOB_E2E_RUN`), or the system's
+/// temporary one: where the controllers' logs are kept (e2e/run keeps the run's directory
+/// when a test fails).
+fn tempfile_dir() -> Result<PathBuf, Failure> {
+    let base = std::env::var_os("NODEJOB_E2E_RUN")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    let dir = base.join(unique("controller-logs"));
+    std::fs::create_dir_all(&dir).map_err(|e| Failure(format!("{}: {e}", dir.display())))?;
+    Ok(dir)
 }
 
 fn condition(roll: &NodeUpgrade, type_: &str) -> Option<(String, String)> {
@@ -126,17 +287,19 @@ async fn a_node_upgrade_is_rolled_by_the_controller_killed_and_started_again_mid
         .await
         .map_err(fail(format!("creating NodeUpgrade {name}")))?;
 
-    let mut first = start_controller(&kubeconfig)?;
+    let logs = tempfile_dir()?;
+    let mut first = start_controller(&kubeconfig, &logs.join("first.log"))?;
     let one_done = wait_for(rolls.clone(), &name, "a node up to date", ROLL, |r| {
         (r.status.as_ref()).is_some_and(|s| s.counts.up_to_date >= 1)
     })
     .await?;
     eprintln!("controller: {:?} before the kill", one_done.status);
     first
+        .child
         .kill()
         .await
         .map_err(|e| Failure(format!("killing the controller: {e}")))?;
-    let _second = start_controller(&kubeconfig)?;
+    let second = start_controller(&kubeconfig, &logs.join("second.log"))?;
     // `kubectl wait --for=condition=Ready nu/NAME`.
     let ready = wait_for(rolls.clone(), &name, "Ready", ROLL, |r| {
         condition(r, "Ready").is_some_and(|(s, _)| s == "True")
@@ -163,6 +326,74 @@ async fn a_node_upgrade_is_rolled_by_the_controller_killed_and_started_again_mid
             host.executions("upgrade")
         );
     }
+
+    // Its endpoints, read by a parser that is not ours; its log, JSON lines.
+    let scraped = scrape(&second).await?;
+    ensure!(
+        scraped.healthz == 200 && scraped.readyz == 200,
+        "healthz {} readyz {}",
+        scraped.healthz,
+        scraped.readyz
+    );
+    ensure!(
+        scraped
+            .content_type
+            .starts_with("text/plain; version=0.0.4")
+            && scraped
+                .openmetrics_content_type
+                .starts_with("application/openmetrics-text")
+            && !scraped.openmetrics.is_empty(),
+        "{} / {}",
+        scraped.content_type,
+        scraped.openmetrics_content_type
+    );
+    let upgrade = ("operation", "upgrade");
+    for (name, labels, wanted) in [
+        (
+            "nodejob_operations_total",
+            vec![upgrade, ("outcome", "completed")],
+            1.0,
+        ),
+        ("nodejob_nodes", vec![upgrade, ("state", "up_to_date")], 3.0),
+        ("nodejob_nodes", vec![upgrade, ("state", "failed")], 0.0),
+        ("nodejob_leader", vec![], 1.0),
+        ("nodejob_paused", vec![], 0.0),
+    ] {
+        let got = scraped.value(name, &labels);
+        ensure!(
+            got == Some(wanted),
+            "{name}{labels:?}: {got:?}, not {wanted}: {scraped:#?}"
+        );
+    }
+    let applied = scraped.value(
+        "nodejob_api_requests_total",
+        &[("verb", "apply_custom_status"), ("code", "2xx")],
+    );
+    ensure!(
+        applied.is_some_and(|n| n >= 1.0),
+        "status writes: {applied:?}"
+    );
+    for node in &trio.names {
+        ensure!(
+            !scraped
+                .prometheus
+                .iter()
+                .any(|s| s.labels.values().any(|v| v == node)),
+            "{node} is a label value: {scraped:#?}"
+        );
+    }
+    let log = std::fs::read_to_string(logs.join("second.log"))
+        .map_err(|e| Failure(format!("the second controller's log: {e}")))?;
+    let lines: Vec<Value> = (log.lines())
+        .map(|l| serde_json::from_str(l).map_err(|e| Failure(format!("not JSON: {l:?}: {e}"))))
+        .collect::<Result<_, _>>()?;
+    ensure!(
+        lines.iter().any(|l| l["message"] == "leading")
+            && lines.iter().any(|l| l["message"] == "run ended"
+                && l["outcome"] == "completed"
+                && l["nodeupgrade"] == name.as_str()),
+        "the second controller's log:\n{log}"
+    );
 
     // `nodejob status` as the controller's ServiceAccount lists it as `kubectl get nu` does.
     let shown = nodejob(&kubeconfig.path, CONTEXT, &["status"]).await?;

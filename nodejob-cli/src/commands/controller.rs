@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use nodejob_controller::metrics::{Counted, Metrics};
 use nodejob_controller::{Controller, Planner, Settings};
 use nodejob_core::{Change, Clock};
 use nodejob_crd::{NodeUpgrade, NodeUpgradeSpec, OnFailure, OnUndrainable, Roll, RollApi};
@@ -16,6 +17,7 @@ use upgrade_driver::{Plan, Stop};
 
 use crate::args::{ControllerArgs, Global};
 use crate::backend::{Api, Backend};
+use crate::commands::endpoints;
 use crate::exit::Exit;
 use crate::interrupt::on_interrupt;
 use crate::parse;
@@ -225,6 +227,24 @@ pub(crate) fn controller(global: &Global, args: ControllerArgs) -> Result<Exit, 
              has none of its own)",
         ));
     }
+    let simulated = args.sim.simulate.is_some();
+    // Served on a cluster by default (the Deployment's probes and scrape find them there);
+    // simulated, only when asked.
+    let on = |given: &Option<String>, default: &str| {
+        given
+            .clone()
+            .or_else(|| (!simulated).then(|| default.to_string()))
+    };
+    let metrics_at = (on(&args.metrics_bind_address, ":8080"))
+        .map(|a| endpoints::address("metrics-bind-address", &a))
+        .transpose()?
+        .flatten();
+    let probes_at = (on(&args.health_probe_bind_address, ":8081"))
+        .map(|a| endpoints::address("health-probe-bind-address", &a))
+        .transpose()?
+        .flatten();
+    let metrics = Arc::new(Metrics::new());
+    serve(metrics_at, probes_at, &metrics)?;
     let stop = Stop::new();
     let _notice = on_interrupt(Some(stop.clone()), Duration::from_secs(60));
     let backend = Backend::new(global, args.sim.simulate)
@@ -252,8 +272,9 @@ pub(crate) fn controller(global: &Global, args: ControllerArgs) -> Result<Exit, 
             }
         }
         let planner = Arc::new(SpecPlanner { namespace });
-        let controller = Controller::new(api.clone(), planner, Settings::default());
-        let simulated = t.fake.is_some();
+        let counted = Arc::new(Counted::new(api.clone(), metrics.clone()));
+        let controller =
+            Controller::new(counted, planner, Settings::default()).with_metrics(metrics);
         let watching = watch(&api, &stop, simulated, pacer);
         // On a cluster, replicas elect a leader; a simulated cluster has this one alone.
         let election = nodejob_core::lease::LeaseConfig {
@@ -285,6 +306,51 @@ pub(crate) fn controller(global: &Global, args: ControllerArgs) -> Result<Exit, 
             Exit::failed("a NodeUpgrade stalled; its status says why (kubectl describe nu)")
         })
     })
+}
+
+/// Starts serving `/metrics` on `metrics_at` and the probes on `probes_at` (one listener when
+/// both are one address), for the life of the process.
+fn serve(
+    metrics_at: Option<std::net::SocketAddr>,
+    probes_at: Option<std::net::SocketAddr>,
+    metrics: &Arc<Metrics>,
+) -> Result<(), Exit> {
+    use endpoints::Serves;
+    let mut listeners = Vec::new();
+    match (metrics_at, probes_at) {
+        (Some(m), Some(p)) if m == p => {
+            let both = Serves {
+                metrics: true,
+                probes: true,
+            };
+            listeners.push((endpoints::bind("metrics-bind-address", m)?, both));
+        }
+        (m, p) => {
+            if let Some(m) = m {
+                let serves = Serves {
+                    metrics: true,
+                    probes: false,
+                };
+                listeners.push((endpoints::bind("metrics-bind-address", m)?, serves));
+            }
+            if let Some(p) = p {
+                let serves = Serves {
+                    metrics: false,
+                    probes: true,
+                };
+                listeners.push((endpoints::bind("health-probe-bind-address", p)?, serves));
+            }
+        }
+    }
+    for (listener, serves) in &listeners {
+        if let Ok(at) = listener.local_addr() {
+            tracing::info!(address = %at, metrics = serves.metrics, probes = serves.probes, "serving");
+        }
+    }
+    if listeners.is_empty() {
+        return Ok(());
+    }
+    endpoints::spawn(listeners, metrics.clone())
 }
 
 /// The Lease the controller's replicas elect their leader by (in `--namespace`).
