@@ -2406,14 +2406,16 @@ fn the_controllers_deployment_runs_the_controller_as_its_flags_and_rbac_say() {
         probe(container.readiness_probe.clone()),
         ("/readyz".into(), r#"String("probes")"#.into())
     );
-    let pod_name = (container.env.iter().flatten()).find(|e| e.name == "POD_NAME");
-    assert_eq!(
-        pod_name
+    let field = |name: &str| {
+        (container.env.iter().flatten())
+            .find(|e| e.name == name)
             .and_then(|e| e.value_from.clone())
             .and_then(|v| v.field_ref)
-            .map(|f| f.field_path),
-        Some("metadata.name".into())
-    );
+            .map(|f| f.field_path)
+    };
+    // The election's identity, and the node held to the end of every roll.
+    assert_eq!(field("POD_NAME"), Some("metadata.name".into()));
+    assert_eq!(field("NODE_NAME"), Some("spec.nodeName".into()));
     let pdb = pdb.spec.unwrap();
     assert_eq!(pdb.selector, Some(spec.selector));
     assert_eq!(

@@ -34,6 +34,7 @@ pub mod status;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use nodejob_core::lease::{Claim, LeaseConfig, acquire};
@@ -87,6 +88,9 @@ impl Default for Settings {
 
 /// The run under way: of which resource, at which generation.
 struct Running {
+    /// Set once the run started a step on this replica's own node: it stops at the next step
+    /// boundary and the leadership is handed over (see [`Controller::on_node`]).
+    handing_over: Arc<AtomicBool>,
     name: String,
     uid: String,
     generation: i64,
@@ -108,6 +112,16 @@ impl Drop for Running {
 /// clock). A new generation is not held by the wait of an older one.
 type Waits = BTreeMap<(String, i64), Duration>;
 
+/// How a reconcile loop ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ran {
+    /// On the stop asked.
+    Stopped,
+    /// Its run reached this replica's own node and stopped there, before its drain: the
+    /// leadership goes to another replica, which drains this one's node.
+    HandedOver,
+}
+
 /// What woke the loop.
 enum Woke {
     Changes(ApiResult<nodejob_crd::RollChanges<NodeUpgrade>>),
@@ -123,6 +137,7 @@ pub struct Controller<A: ?Sized> {
     planner: Arc<dyn Planner>,
     settings: Settings,
     metrics: Arc<Metrics>,
+    node: Option<String>,
 }
 
 impl<A> Controller<A>
@@ -136,7 +151,21 @@ where
             planner,
             settings,
             metrics: Arc::new(Metrics::new()),
+            node: None,
         }
+    }
+
+    /// The controller, told the node it runs on (a Pod's `spec.nodeName`): every roll holds
+    /// that node to the end ([`upgrade_driver::PlanSpec::last`]), and, elected
+    /// ([`Controller::run_elected`]), a leader whose run starts on that node stops at the next
+    /// step boundary (the node cordoned, recorded in flight, not drained) and hands the
+    /// leadership over: another replica, on a node already rolled, carries the node on and
+    /// drains it. A replica that finds no other to take over leads again and drains its own
+    /// node itself (the next leader resumes the run).
+    #[must_use]
+    pub fn on_node(mut self, node: impl Into<String>) -> Self {
+        self.node = Some(node.into());
+        self
     }
 
     /// The controller, its figures told to `metrics` (the ones `/metrics` serves; its API
@@ -169,6 +198,9 @@ where
             target: "leader".into(),
         };
         let every = election.duration / 3;
+        // Whether this term's run hands over at this replica's node: not right after a
+        // hand-over nobody took (this replica leads again: it goes on itself).
+        let mut hand_over = true;
         while !stop.requested() {
             let mut held = match acquire(&*self.api, election, &claim).await {
                 Ok((held, _)) => {
@@ -183,10 +215,15 @@ where
                 }
             };
             let lost = Stop::new();
+            let done = Stop::new();
             let leading = async {
                 loop {
-                    self.pause(every, stop).await;
-                    if stop.requested() {
+                    tokio::select! {
+                        () = self.api.sleep(every) => {}
+                        () = stop.asked() => {}
+                        () = done.asked() => {}
+                    }
+                    if stop.requested() || done.requested() {
                         lost.request();
                         return Some(held);
                     }
@@ -196,12 +233,24 @@ where
                     }
                 }
             };
-            let (ran, held) = tokio::join!(self.run(&lost), leading);
+            let running = async {
+                let ran = self.reconcile_loop(&lost, hand_over).await;
+                done.request();
+                ran
+            };
+            let (ran, held) = tokio::join!(running, leading);
             self.metrics.leading(false);
             tracing::info!(lease = %election.name, "no longer leading");
-            ran?;
+            let ran = ran?;
             if let Some(held) = held {
                 let _ = held.release(&*self.api).await;
+            }
+            hand_over = ran != Ran::HandedOver;
+            if ran == Ran::HandedOver {
+                // Released: another replica takes it within a third of its duration; this one
+                // stands aside for a whole duration before it tries again.
+                tracing::info!(lease = %election.name, node = ?self.node, "handed the leadership over before this replica's node is drained");
+                self.pause(election.duration, stop).await;
             }
         }
         Ok(())
@@ -221,6 +270,12 @@ where
     /// # Errors
     /// An API error the loop cannot go on from (the kind not installed, no right to list it).
     pub async fn run(&self, stop: &Stop) -> ApiResult<()> {
+        self.reconcile_loop(stop, false).await.map(|_| ())
+    }
+
+    /// [`Controller::run`]; `hand_over`: a run that reaches this replica's node stops there,
+    /// and the loop ends with [`Ran::HandedOver`].
+    async fn reconcile_loop(&self, stop: &Stop, hand_over: bool) -> ApiResult<Ran> {
         let mut running: Option<Running> = None;
         let mut retry = Waits::new();
         let mut relist = true;
@@ -230,7 +285,8 @@ where
                 let at = self.api.list_rolls_at::<NodeUpgrade>().await?;
                 rv = at.resource_version;
                 for roll in at.rolls {
-                    self.reconciled(roll, &mut running, &mut retry).await?;
+                    self.reconciled(roll, &mut running, &mut retry, hand_over)
+                        .await?;
                 }
                 relist = false;
             }
@@ -242,7 +298,8 @@ where
                     rv = changes.resource_version;
                     for change in changes.changes {
                         if let Change::Applied(roll) = change {
-                            self.reconciled(roll, &mut running, &mut retry).await?;
+                            self.reconciled(roll, &mut running, &mut retry, hand_over)
+                                .await?;
                         }
                     }
                 }
@@ -250,7 +307,11 @@ where
                 Woke::Changes(Err(_)) => relist = true,
                 Woke::Ended(result) => {
                     let ended = running.take().expect("a run ended");
+                    let handed = ended.handing_over.load(Ordering::SeqCst);
                     self.ended(ended, *result, &mut retry).await?;
+                    if handed {
+                        return Ok(Ran::HandedOver);
+                    }
                     relist = true;
                 }
                 Woke::Tick => {
@@ -269,7 +330,7 @@ where
                         let result = (&mut run.task).await.unwrap_or_else(|e| Err(panicked(e)));
                         self.ended(run, result, &mut retry).await?;
                     }
-                    return Ok(());
+                    return Ok(Ran::Stopped);
                 }
             }
         }
@@ -320,9 +381,10 @@ where
         roll: NodeUpgrade,
         running: &mut Option<Running>,
         retry: &mut Waits,
+        hand_over: bool,
     ) -> ApiResult<()> {
         let name = roll.metadata.name.clone().unwrap_or_default();
-        let result = self.reconcile(roll, running, retry).await;
+        let result = self.reconcile(roll, running, retry, hand_over).await;
         self.metrics
             .reconciled(NodeUpgrade::KIND.kind, result.is_err());
         if let Err(e) = &result {
@@ -337,6 +399,7 @@ where
         roll: NodeUpgrade,
         running: &mut Option<Running>,
         retry: &mut Waits,
+        hand_over: bool,
     ) -> ApiResult<()> {
         let name = roll.metadata.name.clone().unwrap_or_default();
         let uid = roll.metadata.uid.clone().unwrap_or_default();
@@ -392,7 +455,7 @@ where
         if retry.contains_key(&(uid.clone(), generation)) {
             return Ok(());
         }
-        let plan = match self.planner.upgrade(&roll.spec) {
+        let plan = match self.planner.upgrade(&roll.spec).and_then(|p| self.held(p)) {
             Ok(plan) => plan,
             Err(why) => {
                 tracing::warn!(nodeupgrade = %name, generation, refused = %why, "spec refused");
@@ -423,13 +486,28 @@ where
         let stop = Stop::new();
         tracing::info!(nodeupgrade = %name, generation, target = %roll.spec.target, "run started");
         self.metrics.lease_holder(Some(&plan.spec().identity));
+        let handing_over = Arc::new(AtomicBool::new(false));
         let task = {
             let (api, tracker, stop) = (self.api.clone(), tracker.clone(), stop.clone());
             let metrics = self.metrics.clone();
+            let own = self.node.clone().filter(|_| hand_over);
+            let handing = handing_over.clone();
             tokio::spawn(async move {
                 let told = api.clone();
+                let stopping = stop.clone();
                 let sink: Arc<dyn upgrade_driver::ProgressSink> =
                     Arc::new(move |event: &upgrade_driver::Progress| {
+                        // This replica's node starts its first step (a node at the target
+                        // already starts none): the stop asked here ends the node at the next
+                        // step boundary, cordoned and recorded in flight, before its drain;
+                        // the next leader carries it on.
+                        if let (Some(own), upgrade_driver::Progress::StepStarted { node, .. }) =
+                            (&own, event)
+                            && node == own
+                        {
+                            handing.store(true, Ordering::SeqCst);
+                            stopping.request();
+                        }
                         tracker.event(event);
                         let now = told.wall_time().as_millisecond() as f64 / 1000.0;
                         metrics.progress(event, now);
@@ -440,6 +518,7 @@ where
         self.write(&name, before, generation, &Verdict::Progressing, &tracker)
             .await;
         *running = Some(Running {
+            handing_over,
             name,
             uid,
             generation,
@@ -449,6 +528,16 @@ where
             task,
         });
         Ok(())
+    }
+
+    /// `plan` with this replica's node held to the end, if it knows its node.
+    fn held(&self, plan: Plan) -> Result<Plan, String> {
+        let Some(node) = &self.node else {
+            return Ok(plan);
+        };
+        let mut spec = plan.spec().clone();
+        spec.last = Some(node.clone());
+        Plan::build(spec).map_err(|e| e.to_string())
     }
 
     /// The status of the run under way, when its progress moved since the last write.

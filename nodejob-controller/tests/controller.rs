@@ -590,3 +590,89 @@ async fn two_replicas_one_leads_and_the_other_takes_over_when_it_dies_running_no
         "the Lease is released on stop"
     );
 }
+
+/// Replica a runs on w-0 and leads: its roll holds w-0 to the end and, once w-0 starts, stops
+/// there and hands the leadership over before w-0 is drained; replica b, on w-1 (rolled by
+/// then), takes over, carries w-0 on and drains it. Every node once; w-0's host upgrade run
+/// by b.
+#[tokio::test(start_paused = true)]
+async fn the_leaders_node_goes_last_and_the_leader_hands_over_before_it_is_drained() {
+    use nodejob_core::LeaseApi;
+    let fake = cluster(9);
+    fake.create_roll(&upgrade("roll", "v1.38.0")).await.unwrap();
+    let replica = |node: &str, metrics: &Arc<Metrics>| {
+        let api = Arc::new(Counted::new(fake.clone(), metrics.clone()));
+        Controller::new(api, Arc::new(TestPlanner), settings())
+            .with_metrics(metrics.clone())
+            .on_node(node)
+    };
+    let (metrics_a, metrics_b) = (Arc::new(Metrics::new()), Arc::new(Metrics::new()));
+    let a = replica("w-0", &metrics_a);
+    let b = replica("w-1", &metrics_b);
+    let (stop_a, stop_b) = (Stop::new(), Stop::new());
+    let a_task = {
+        let stop = stop_a.clone();
+        tokio::spawn(async move { a.run_elected(&election("replica-a"), &stop).await })
+    };
+    let holder = || async {
+        let lease = fake.get_lease("kube-system", "nodejob-controller").await;
+        (lease.ok())
+            .and_then(|l| l.spec)
+            .and_then(|s| s.holder_identity)
+    };
+    while holder().await.as_deref() != Some("replica-a") {
+        fake.sleep(Duration::from_secs(1)).await;
+    }
+    let b_task = {
+        let stop = stop_b.clone();
+        tokio::spawn(async move { b.run_elected(&election("replica-b"), &stop).await })
+    };
+    until(&fake, "roll", Duration::from_secs(3 * 3600), ready).await;
+    for node in NODES {
+        assert_eq!(upgrades(&fake, node), 1, "{node}");
+        assert_eq!(version(&fake, node).await, "v1.38.0", "{node}");
+    }
+    assert_eq!(holder().await.as_deref(), Some("replica-b"), "b leads");
+    let upgraded = |m: &Metrics| {
+        let text = m.prometheus_text();
+        let line =
+            r#"nodejob_node_cycle_duration_seconds_count{operation="upgrade",result="upgraded"}"#;
+        sample(&text, line).unwrap_or(0.0)
+    };
+    assert_eq!(
+        upgraded(&metrics_a),
+        2.0,
+        "a: cp-0 and w-1, not its own w-0"
+    );
+    assert_eq!(upgraded(&metrics_b), 1.0, "b: w-0");
+    let w0 = fake.get_node("w-0").await.unwrap();
+    assert_ne!(
+        w0.spec.and_then(|s| s.unschedulable),
+        Some(true),
+        "w-0 uncordoned"
+    );
+    stop_a.request();
+    stop_b.request();
+    a_task.await.unwrap().unwrap();
+    b_task.await.unwrap().unwrap();
+}
+
+/// A leader alone hands over to nobody: it stands aside one Lease duration, leads again, and
+/// drains its own node itself; every node once.
+#[tokio::test(start_paused = true)]
+async fn a_leader_with_no_other_replica_rolls_its_own_node_after_standing_aside() {
+    let fake = cluster(10);
+    fake.create_roll(&upgrade("roll", "v1.38.0")).await.unwrap();
+    let a = Controller::new(fake.clone(), Arc::new(TestPlanner), settings()).on_node("w-0");
+    let stop = Stop::new();
+    let task = {
+        let stop = stop.clone();
+        tokio::spawn(async move { a.run_elected(&election("replica-a"), &stop).await })
+    };
+    until(&fake, "roll", Duration::from_secs(3 * 3600), ready).await;
+    for node in NODES {
+        assert_eq!(upgrades(&fake, node), 1, "{node}");
+    }
+    stop.request();
+    task.await.unwrap().unwrap();
+}

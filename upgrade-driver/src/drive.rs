@@ -109,7 +109,7 @@ where
     let refs: Vec<&Node> = (nodes.iter())
         .filter(|n| !held.holds(records::name(n)))
         .collect();
-    let order = groups(&refs, width);
+    let order = groups(&refs, width, spec.last.as_deref());
     let by_name: BTreeMap<&str, &Node> = nodes.iter().map(|n| (records::name(n), n)).collect();
     let entries: Vec<(String, NodeReport)> = (order.iter().flat_map(|g| &g.nodes))
         .chain(held.names())

@@ -123,6 +123,13 @@ pub struct PlanSpec {
     /// What a node that fails after its host upgrade was launched comes to: it stays as it
     /// is (the default), or is rolled back to the version it ran before.
     pub on_failure: OnFailure,
+    /// A node held to the end of the roll: `nodejob controller` names the node its leader runs
+    /// on, so that the leader hands over before that node is drained rather than being evicted
+    /// mid-roll. A worker goes in a batch of its own after every other node; a control-plane
+    /// node goes last of the control plane (no worker goes before the control plane); a node
+    /// an earlier run left in flight is carried on first, as any. `None` (the default): none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last: Option<String>,
 }
 
 /// What a node comes to when its host upgrade fails, or it comes back at another version than
@@ -260,6 +267,7 @@ impl PlanSpec {
             soak: None,
             skew: Skew::Enforce,
             on_failure: OnFailure::Stop,
+            last: None,
         }
     }
 

@@ -178,7 +178,7 @@ where
         }
     }
     let width = plan.width(nodes.len())?;
-    let mut order = groups(&todo, width);
+    let mut order = groups(&todo, width, plan.spec().last.as_deref());
     order.extend(held.skipped_group(width));
     let todo: Vec<&Node> = nodes
         .iter()

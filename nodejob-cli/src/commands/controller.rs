@@ -273,8 +273,15 @@ pub(crate) fn controller(global: &Global, args: ControllerArgs) -> Result<Exit, 
         }
         let planner = Arc::new(SpecPlanner { namespace });
         let counted = Arc::new(Counted::new(api.clone(), metrics.clone()));
-        let controller =
+        let mut controller =
             Controller::new(counted, planner, Settings::default()).with_metrics(metrics);
+        // In a Pod (`NODE_NAME` from `spec.nodeName`, as deploy/controller sets it): the node
+        // it runs on goes last, and its leader hands over before that node is drained.
+        if let Some(node) = std::env::var("NODE_NAME").ok().filter(|n| !n.is_empty())
+            && !simulated
+        {
+            controller = controller.on_node(node);
+        }
         let watching = watch(&api, &stop, simulated, pacer);
         // On a cluster, replicas elect a leader; a simulated cluster has this one alone.
         let election = nodejob_core::lease::LeaseConfig {
