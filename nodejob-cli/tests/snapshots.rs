@@ -811,6 +811,26 @@ fn controller_simulated() {
         "controller_simulate_without_a_file",
         &["controller", "--simulate", "5"]
     );
+    nodejob_snapshot!(
+        "controller_rotation_example",
+        &[
+            "controller",
+            "--simulate",
+            "5",
+            "-f",
+            "../examples/carotation.yaml"
+        ]
+    );
+    nodejob_snapshot!(
+        "controller_rotation_from_a_config_map",
+        &[
+            "controller",
+            "--simulate",
+            "5",
+            "-f",
+            "tests/fixtures/carotation-configmap.yaml"
+        ]
+    );
 }
 
 /// `upgrade -o yaml`: the NodeUpgrade the flags describe, for Git; nothing read or written.

@@ -1,36 +1,39 @@
 //! `nodejob controller`: the declarative rolls reconciled. A [`NodeUpgrade`] written to the
-//! cluster is rolled by the upgrade driver, as `nodejob upgrade` would roll it, and its status
-//! says how it goes; the controller keeps nothing of its own: what it acts on is the resource,
-//! the nodes' records and the Lease, so a controller restarted anywhere resumes.
+//! cluster is rolled by the upgrade driver, as `nodejob upgrade` would roll it; a
+//! [`CARotation`] is rotated (or, with `abort: true`, aborted) by the CA rotation's driver,
+//! as `nodejob rotate-ca` would; each status says how it goes. The controller keeps nothing
+//! of its own: what it acts on is the resource, the nodes' records and the Lease, so a
+//! controller restarted anywhere resumes.
 //!
 //! ```text
-//!  list the NodeUpgrades ─▶ reconcile each ─▶ wait for: a change (the watch from the list's
-//!        ▲                                               version), the run ending, the status
-//!        │                                               interval, a retry time
-//!        └──────────── the run ended, a retry is due, the watch expired ◀──┘
+//!  each kind (kind.rs: what differs; upgrade.rs, rotation.rs), a loop of its own:
+//!  list the kind ─▶ reconcile each ─▶ wait for: a change (the watch from the list's
+//!        ▲                                       version), the run ending, the status
+//!        │                                       interval, a retry time
+//!        └──────── the run ended, a retry is due, the watch expired ◀──┘
 //!
 //!  reconcile:  being deleted ─▶ its run asked to stop at a step boundary; once none runs,
 //!                               the finalizer removed
 //!              no finalizer ─▶ added (before any step, so a delete waits for the run)
 //!              its run under way ─▶ a new generation or `paused`: asked to stop at a step
 //!                                   boundary (the next generation starts once it stopped)
-//!              another's run under way ─▶ waits (one operation at a time)
+//!              another's run under way ─▶ waits (one run of a kind at a time)
 //!              paused ─▶ status Paused;  settled for this generation ─▶ nothing
 //!              else ─▶ the spec read as the command reads its flags ([`Planner`]): refused
 //!                      ─▶ Stalled (InvalidSpec); a plan ─▶ the driver runs it
 //! ```
 //!
-//! How a run ends becomes the status: every node at the target is `Ready`; a failed node is
-//! `Stalled` (not retried until the spec changes: a retry is an edit, as the command's printed
-//! retry is a command); a closed window, the Lease of another operation or the pause switch
-//! is waited out, retried after [`Settings::retry_after`]. Between, the status follows the
-//! run's progress at most every [`Settings::status_every`].
+//! One operation at a time across both kinds is the rolls' fenced Lease's rule, as between
+//! two commands: a run that finds it held (by the other kind's run, or a person's command)
+//! ends at once, its resource waiting with the holder named, tried again after
+//! [`Settings::retry_after`]. How a run ends becomes the status: every node at the target (or
+//! on the new CA alone) is `Ready`; a failed node is `Stalled` (not retried until the spec
+//! changes: a retry is an edit, as the command's printed retry is a command); a closed
+//! window, the Lease of another operation or the pause switch is waited out. Between, the
+//! status follows the run's progress at most every [`Settings::status_every`].
 //!
 //! It runs over core's traits, so the same loop drives a real cluster and the in-memory one
 //! in virtual time (`nodejob controller --simulate`).
-
-pub mod metrics;
-pub mod status;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -38,13 +41,24 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use nodejob_core::lease::{Claim, LeaseConfig, acquire};
-use nodejob_core::{ApiError, ApiResult, Change, CustomApi, JobApi, LeaseApi, NodeApi, PodApi};
-use nodejob_crd::{NodeUpgrade, NodeUpgradeSpec, NodeUpgradeStatus, Reason, Roll, RollApi};
+use nodejob_core::{ApiError, ApiResult, Change};
+use nodejob_crd::{CARotation, NodeUpgrade, Reason, RollApi};
 use tokio::task::JoinHandle;
-use upgrade_driver::{EventSink, Outcome, Plan, Report, Stop};
+use upgrade_driver::Stop;
 
+pub use crate::kind::Apis;
+use crate::kind::{Declared, Ended, Hooks};
 use crate::metrics::Metrics;
-use crate::status::{Tracker, Verdict, outcome, status};
+use crate::status::{Verdict, outcome_of};
+
+pub mod kind;
+pub mod metrics;
+mod planner;
+pub mod rotation;
+pub mod status;
+mod upgrade;
+
+pub use crate::planner::Planner;
 
 /// The field manager of the controller's status writes.
 pub const FIELD_MANAGER: &str = "nodejob-controller";
@@ -52,25 +66,13 @@ pub const FIELD_MANAGER: &str = "nodejob-controller";
 /// deleted mid-roll stays until its run stopped at a step boundary.
 pub const FINALIZER: &str = "nodejob.stratum.ciq.com/stopped-at-a-step-boundary";
 
-/// How a spec becomes the driver's plan: the command's own reading of its flags, so a
-/// resource and a command line are refused for the same reasons, in the same words.
-pub trait Planner: Send + Sync {
-    /// The plan of `spec`, or why it is refused (naming the field).
-    fn upgrade(&self, spec: &NodeUpgradeSpec) -> Result<Plan, String>;
-
-    /// A driver's refusal of a run (`refused without `skew``) said in the spec's words.
-    fn said(&self, refusal: String) -> String {
-        refusal
-    }
-}
-
 /// The controller's pace.
 #[derive(Clone, Copy, Debug)]
 pub struct Settings {
     /// At most one status write in this span while a run goes.
     pub status_every: Duration,
     /// A run that waits (a closed window, the Lease of another, the pause switch) is tried
-    /// again after this.
+    /// again after this; a kind whose CRD is not installed is listed again after it.
     pub retry_after: Duration,
     /// How long one watch call waits before the list is read again.
     pub watch_timeout: Duration,
@@ -86,8 +88,8 @@ impl Default for Settings {
     }
 }
 
-/// The run under way: of which resource, at which generation.
-struct Running {
+/// The run under way of a resource of kind `K`: which, at which generation.
+struct Running<K: Declared> {
     /// Set once the run started a step on this replica's own node: it stops at the next step
     /// boundary and the leadership is handed over (see [`Controller::on_node`]).
     handing_over: Arc<AtomicBool>,
@@ -95,14 +97,14 @@ struct Running {
     uid: String,
     generation: i64,
     stop: Stop,
-    tracker: Arc<Tracker>,
+    tracker: Arc<K::Tracker>,
     written: u64,
-    task: JoinHandle<Result<Report, upgrade_driver::Error>>,
+    task: JoinHandle<Ended>,
 }
 
 /// A controller that is dropped (its process gone, as a crash leaves it) takes its run with
 /// it: the run's task is aborted, as the process's death would end it, never left behind.
-impl Drop for Running {
+impl<K: Declared> Drop for Running<K> {
     fn drop(&mut self) {
         self.task.abort();
     }
@@ -122,10 +124,10 @@ enum Ran {
     HandedOver,
 }
 
-/// What woke the loop.
-enum Woke {
-    Changes(ApiResult<nodejob_crd::RollChanges<NodeUpgrade>>),
-    Ended(Box<Result<Report, upgrade_driver::Error>>),
+/// What woke a kind's loop.
+enum Woke<K> {
+    Changes(ApiResult<nodejob_crd::RollChanges<K>>),
+    Ended(Ended),
     Tick,
     Retry,
     Stop,
@@ -140,10 +142,7 @@ pub struct Controller<A: ?Sized> {
     node: Option<String>,
 }
 
-impl<A> Controller<A>
-where
-    A: JobApi + NodeApi + PodApi + LeaseApi + CustomApi + ?Sized + 'static,
-{
+impl<A: Apis + ?Sized> Controller<A> {
     /// A controller of the resources of `api`'s cluster.
     pub fn new(api: Arc<A>, planner: Arc<dyn Planner>, settings: Settings) -> Self {
         Controller {
@@ -264,25 +263,80 @@ where
         }
     }
 
-    /// Reconciles until `stop` is requested: then the run under way is asked to stop at a
-    /// step boundary, awaited, and its status written.
+    /// Reconciles both kinds until `stop` is requested: then the run under way is asked to
+    /// stop at a step boundary, awaited, and its status written. Each kind has its loop (as
+    /// kube-runtime has a controller per kind); one operation at a time across both is the
+    /// rolls' fenced Lease's rule: a resource whose run finds it held waits, its status naming
+    /// the holder.
     ///
     /// # Errors
-    /// An API error the loop cannot go on from (the kind not installed, no right to list it).
+    /// An API error a loop cannot go on from (no right to list a kind).
     pub async fn run(&self, stop: &Stop) -> ApiResult<()> {
         self.reconcile_loop(stop, false).await.map(|_| ())
     }
 
-    /// [`Controller::run`]; `hand_over`: a run that reaches this replica's node stops there,
-    /// and the loop ends with [`Ran::HandedOver`].
+    /// [`Controller::run`]; `hand_over`: a `NodeUpgrade` run that reaches this replica's node
+    /// stops there, and the loops end with [`Ran::HandedOver`].
     async fn reconcile_loop(&self, stop: &Stop, hand_over: bool) -> ApiResult<Ran> {
-        let mut running: Option<Running> = None;
+        let both = Stop::new();
+        let relay = async {
+            tokio::select! {
+                () = stop.asked() => both.request(),
+                () = both.asked() => {}
+            }
+        };
+        let upgrades = async {
+            let ran = self.kind_loop::<NodeUpgrade>(&both, hand_over).await;
+            both.request();
+            ran
+        };
+        let rotations = async {
+            let ran = self.kind_loop::<CARotation>(&both, false).await;
+            both.request();
+            ran
+        };
+        let ((), upgrades, rotations) = tokio::join!(relay, upgrades, rotations);
+        let (upgrades, rotations) = (upgrades?, rotations?);
+        Ok(
+            if upgrades == Ran::HandedOver || rotations == Ran::HandedOver {
+                Ran::HandedOver
+            } else {
+                Ran::Stopped
+            },
+        )
+    }
+
+    /// Lists the resources of kind `K` (waiting while its CRD is not installed), reconciles
+    /// each, then waits on their watch, the run under way, the status interval and the
+    /// earliest retry.
+    async fn kind_loop<K: Declared>(&self, stop: &Stop, hand_over: bool) -> ApiResult<Ran> {
+        let mut running: Option<Running<K>> = None;
         let mut retry = Waits::new();
         let mut relist = true;
         let mut rv = String::new();
+        let mut absent_said = false;
         loop {
             if relist {
-                let at = self.api.list_rolls_at::<NodeUpgrade>().await?;
+                let at = match self.api.list_rolls_at::<K>().await {
+                    Ok(at) => at,
+                    // Its CRD not installed (yet): listed again later, the other kind goes on.
+                    Err(e) if e.is_not_found() => {
+                        if !absent_said {
+                            tracing::warn!(
+                                kind = K::KIND.kind,
+                                "not served by the apiserver (its CRD is not installed): listed again every {:?}",
+                                self.settings.retry_after
+                            );
+                            absent_said = true;
+                        }
+                        self.pause(self.settings.retry_after, stop).await;
+                        if stop.requested() {
+                            return Ok(Ran::Stopped);
+                        }
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                };
                 rv = at.resource_version;
                 for roll in at.rolls {
                     self.reconciled(roll, &mut running, &mut retry, hand_over)
@@ -305,10 +359,10 @@ where
                 }
                 // Gone (410), or the watch broke: read the list again.
                 Woke::Changes(Err(_)) => relist = true,
-                Woke::Ended(result) => {
+                Woke::Ended(end) => {
                     let ended = running.take().expect("a run ended");
                     let handed = ended.handing_over.load(Ordering::SeqCst);
-                    self.ended(ended, *result, &mut retry).await?;
+                    self.ended(ended, end, &mut retry).await?;
                     if handed {
                         return Ok(Ran::HandedOver);
                     }
@@ -327,8 +381,8 @@ where
                 Woke::Stop => {
                     if let Some(mut run) = running.take() {
                         run.stop.request();
-                        let result = (&mut run.task).await.unwrap_or_else(|e| Err(panicked(e)));
-                        self.ended(run, result, &mut retry).await?;
+                        let end = (&mut run.task).await.unwrap_or_else(panicked);
+                        self.ended(run, end, &mut retry).await?;
                     }
                     return Ok(Ran::Stopped);
                 }
@@ -337,19 +391,19 @@ where
     }
 
     /// Waits for whatever comes first.
-    async fn wait(
+    async fn wait<K: Declared>(
         &self,
         rv: &str,
-        running: &mut Option<Running>,
+        running: &mut Option<Running<K>>,
         retry: Option<Duration>,
         stop: &Stop,
-    ) -> Woke {
+    ) -> Woke<K> {
         let api = &self.api;
-        let changes = api.wait_rolls::<NodeUpgrade>(rv, self.settings.watch_timeout);
+        let changes = api.wait_rolls::<K>(rv, self.settings.watch_timeout);
         let has_run = running.is_some();
         let ended = async {
             match running.as_mut() {
-                Some(run) => (&mut run.task).await.unwrap_or_else(|e| Err(panicked(e))),
+                Some(run) => (&mut run.task).await.unwrap_or_else(panicked),
                 None => std::future::pending().await,
             }
         };
@@ -368,7 +422,7 @@ where
         };
         tokio::select! {
             c = changes => Woke::Changes(c),
-            r = ended => Woke::Ended(Box::new(r)),
+            e = ended => Woke::Ended(e),
             () = tick => Woke::Tick,
             () = retry => Woke::Retry,
             () = stop.asked() => Woke::Stop,
@@ -376,36 +430,36 @@ where
     }
 
     /// [`Controller::reconcile`], counted and its error logged.
-    async fn reconciled(
+    async fn reconciled<K: Declared>(
         &self,
-        roll: NodeUpgrade,
-        running: &mut Option<Running>,
+        roll: K,
+        running: &mut Option<Running<K>>,
         retry: &mut Waits,
         hand_over: bool,
     ) -> ApiResult<()> {
-        let name = roll.metadata.name.clone().unwrap_or_default();
+        let name = roll.meta().name.clone().unwrap_or_default();
         let result = self.reconcile(roll, running, retry, hand_over).await;
-        self.metrics
-            .reconciled(NodeUpgrade::KIND.kind, result.is_err());
+        self.metrics.reconciled(K::KIND.kind, result.is_err());
         if let Err(e) = &result {
-            tracing::error!(nodeupgrade = %name, error = %e, "reconcile failed");
+            tracing::error!(kind = K::KIND.kind, name = %name, error = %e, "reconcile failed");
         }
         result
     }
 
     /// One resource as it stands now: see the crate docs.
-    async fn reconcile(
+    async fn reconcile<K: Declared>(
         &self,
-        roll: NodeUpgrade,
-        running: &mut Option<Running>,
+        roll: K,
+        running: &mut Option<Running<K>>,
         retry: &mut Waits,
         hand_over: bool,
     ) -> ApiResult<()> {
-        let name = roll.metadata.name.clone().unwrap_or_default();
-        let uid = roll.metadata.uid.clone().unwrap_or_default();
-        let generation = roll.metadata.generation.unwrap_or(1);
+        let kind = K::KIND.kind;
+        let name = roll.meta().name.clone().unwrap_or_default();
+        let uid = roll.meta().uid.clone().unwrap_or_default();
+        let generation = roll.meta().generation.unwrap_or(1);
         let ours = running.as_ref().filter(|r| r.uid == uid);
-        if roll.metadata.deletion_timestamp.is_some() {
+        if roll.meta().deletion_timestamp.is_some() {
             match ours {
                 Some(run) => run.stop.request(),
                 None => self.release(roll).await?,
@@ -416,7 +470,7 @@ where
             roll
         } else {
             let mut with = roll;
-            with.metadata
+            with.meta_mut()
                 .finalizers
                 .get_or_insert_default()
                 .push(FINALIZER.into());
@@ -428,45 +482,40 @@ where
             }
         };
         if let Some(run) = running.as_ref() {
-            if run.uid == uid && (run.generation != generation || roll.spec.paused) {
+            if run.uid == uid && (run.generation != generation || roll.paused()) {
                 run.stop.request();
             }
             return Ok(());
         }
-        let before = roll.status.as_ref();
-        self.metrics.paused(roll.spec.paused);
-        if roll.spec.paused {
-            if !says(before, generation, Reason::PausedBySpec) {
-                tracing::info!(nodeupgrade = %name, generation, "paused by its spec");
-                self.write(
-                    &name,
-                    before,
-                    generation,
-                    &Verdict::PausedBySpec,
-                    &Tracker::default(),
-                )
-                .await;
+        let before = roll.current();
+        let empty = K::Tracker::default();
+        self.metrics.paused(roll.paused());
+        if roll.paused() {
+            if !says::<K>(before, generation, Reason::PausedBySpec) {
+                tracing::info!(kind, name = %name, generation, "paused by its spec");
+                self.write::<K>(&name, before, generation, &Verdict::PausedBySpec, &empty)
+                    .await;
             }
             return Ok(());
         }
-        if outcome(before, generation).is_some() {
+        if outcome::<K>(before, generation).is_some() {
             return Ok(());
         }
         if retry.contains_key(&(uid.clone(), generation)) {
             return Ok(());
         }
-        let plan = match self.planner.upgrade(&roll.spec).and_then(|p| self.held(p)) {
+        let plan = match roll.plan(&*self.planner, self.node.as_deref()) {
             Ok(plan) => plan,
             Err(why) => {
-                tracing::warn!(nodeupgrade = %name, generation, refused = %why, "spec refused");
+                tracing::warn!(kind, name = %name, generation, refused = %why, "spec refused");
                 let verdict = Verdict::Stalled(Reason::InvalidSpec, why);
-                self.write(&name, before, generation, &verdict, &Tracker::default())
+                self.write::<K>(&name, before, generation, &verdict, &empty)
                     .await;
                 return Ok(());
             }
         };
         // A closed window is waited out here, holding no Lease: tried again as it opens.
-        if let Some(window) = plan.spec().window.as_ref()
+        if let Some(window) = K::window(&plan)
             && let Ok(tz) = window.validate()
         {
             let now = self.api.wall_time();
@@ -474,48 +523,27 @@ where
                 && let Some(opens) = window.next_open(&tz, now)
             {
                 let wait = now.duration_until(opens).unsigned_abs();
-                tracing::info!(nodeupgrade = %name, generation, opens = %opens, "waiting for its window");
+                tracing::info!(kind, name = %name, generation, opens = %opens, "waiting for its window");
                 retry.insert((uid, generation), self.api.now() + wait);
                 let verdict = Verdict::Window(opens);
-                self.write(&name, before, generation, &verdict, &Tracker::default())
+                self.write::<K>(&name, before, generation, &verdict, &empty)
                     .await;
                 return Ok(());
             }
         }
-        let tracker = Arc::new(Tracker::default());
+        let tracker = Arc::new(K::Tracker::default());
         let stop = Stop::new();
-        tracing::info!(nodeupgrade = %name, generation, target = %roll.spec.target, "run started");
-        self.metrics.lease_holder(Some(&plan.spec().identity));
+        tracing::info!(kind, name = %name, generation, "run started");
         let handing_over = Arc::new(AtomicBool::new(false));
-        let task = {
-            let (api, tracker, stop) = (self.api.clone(), tracker.clone(), stop.clone());
-            let metrics = self.metrics.clone();
-            let own = self.node.clone().filter(|_| hand_over);
-            let handing = handing_over.clone();
-            tokio::spawn(async move {
-                let told = api.clone();
-                let stopping = stop.clone();
-                let sink: Arc<dyn upgrade_driver::ProgressSink> =
-                    Arc::new(move |event: &upgrade_driver::Progress| {
-                        // This replica's node starts its first step (a node at the target
-                        // already starts none): the stop asked here ends the node at the next
-                        // step boundary, cordoned and recorded in flight, before its drain;
-                        // the next leader carries it on.
-                        if let (Some(own), upgrade_driver::Progress::StepStarted { node, .. }) =
-                            (&own, event)
-                            && node == own
-                        {
-                            handing.store(true, Ordering::SeqCst);
-                            stopping.request();
-                        }
-                        tracker.event(event);
-                        let now = told.wall_time().as_millisecond() as f64 / 1000.0;
-                        metrics.progress(event, now);
-                    });
-                upgrade_driver::run_until(&*api, &plan, sink, &stop).await
-            })
+        let hooks = Hooks {
+            metrics: self.metrics.clone(),
+            own: self.node.clone().filter(|_| hand_over),
+            handing_over: handing_over.clone(),
+            stop: stop.clone(),
+            planner: self.planner.clone(),
         };
-        self.write(&name, before, generation, &Verdict::Progressing, &tracker)
+        let task = K::spawn(self.api.clone(), plan, tracker.clone(), hooks);
+        self.write::<K>(&name, before, generation, &Verdict::Progressing, &tracker)
             .await;
         *running = Some(Running {
             handing_over,
@@ -530,27 +558,17 @@ where
         Ok(())
     }
 
-    /// `plan` with this replica's node held to the end, if it knows its node.
-    fn held(&self, plan: Plan) -> Result<Plan, String> {
-        let Some(node) = &self.node else {
-            return Ok(plan);
-        };
-        let mut spec = plan.spec().clone();
-        spec.last = Some(node.clone());
-        Plan::build(spec).map_err(|e| e.to_string())
-    }
-
     /// The status of the run under way, when its progress moved since the last write.
-    async fn progress(&self, run: &mut Running) {
-        let version = run.tracker.version();
+    async fn progress<K: Declared>(&self, run: &mut Running<K>) {
+        let version = K::moved(&run.tracker);
         if version == run.written {
             return;
         }
-        if let Ok(roll) = self.api.get_roll::<NodeUpgrade>(&run.name).await
-            && roll.metadata.uid.as_deref() == Some(&run.uid)
+        if let Ok(roll) = self.api.get_roll::<K>(&run.name).await
+            && roll.meta().uid.as_deref() == Some(&run.uid)
         {
-            let before = roll.status.as_ref();
-            self.write(
+            let before = roll.current();
+            self.write::<K>(
                 &run.name,
                 before,
                 run.generation,
@@ -560,83 +578,43 @@ where
             .await;
             run.written = version;
         }
-        self.metrics.counts(&run.tracker.counts().0);
+        K::figures(&run.tracker, &self.metrics);
     }
 
     /// A run ended: its status written, or, for a resource being deleted, its finalizer
     /// removed.
-    async fn ended(
+    async fn ended<K: Declared>(
         &self,
-        run: Running,
-        result: Result<Report, upgrade_driver::Error>,
+        run: Running<K>,
+        end: Ended,
         retry: &mut Waits,
     ) -> ApiResult<()> {
-        let roll = match self.api.get_roll::<NodeUpgrade>(&run.name).await {
-            Ok(roll) if roll.metadata.uid.as_deref() == Some(&run.uid) => roll,
+        K::figures(&run.tracker, &self.metrics);
+        self.metrics.lease_holder(end.holder.as_deref());
+        self.metrics.ended(K::OPERATION, end.outcome, &end.versions);
+        tracing::info!(kind = K::KIND.kind, name = %run.name, generation = run.generation, outcome = end.outcome, "run ended");
+        let roll = match self.api.get_roll::<K>(&run.name).await {
+            Ok(roll) if roll.meta().uid.as_deref() == Some(&run.uid) => roll,
             Ok(_) => return Ok(()),
             Err(e) if e.is_not_found() => return Ok(()),
             Err(e) => return Err(e),
         };
-        if roll.metadata.deletion_timestamp.is_some() {
+        if roll.meta().deletion_timestamp.is_some() {
             return self.release(roll).await;
         }
-        let asked = run.stop.requested();
-        self.metrics.counts(&run.tracker.counts().0);
-        self.metrics.lease_holder(None);
-        let said = match &result {
-            Ok(report) => match &report.outcome {
-                Outcome::Done => "completed",
-                Outcome::Failed { .. } => "failed",
-                Outcome::Stopped { .. } if asked => "stopped",
-                Outcome::Stopped { .. } => "waiting",
-                Outcome::Paused { .. } => "paused",
-            },
-            Err(upgrade_driver::Error::Core(nodejob_core::Error::LeaseHeld { holder, .. })) => {
-                self.metrics.lease_holder(Some(holder));
-                "waiting"
-            }
-            Err(_) => "refused",
+        // Stopped by us: the next reconcile starts the new generation, or says paused.
+        let Some(verdict) = end.verdict else {
+            return Ok(());
         };
-        self.metrics.ended(said, result.as_ref().ok());
-        tracing::info!(nodeupgrade = %run.name, generation = run.generation, outcome = said, "run ended");
-        let verdict = match result {
-            Ok(report) => match report.outcome {
-                Outcome::Done => Verdict::Completed,
-                Outcome::Failed { retry: what, .. } => Verdict::Stalled(Reason::NodeFailed, what),
-                // Stopped by us: the next reconcile starts the new generation, or says paused.
-                Outcome::Stopped { .. } if asked => return Ok(()),
-                Outcome::Stopped { why } => {
-                    let reason = if why.contains("window") {
-                        Reason::WindowClosed
-                    } else {
-                        Reason::Progressing
-                    };
-                    Verdict::Waiting(reason, why)
-                }
-                Outcome::Paused { why } => Verdict::Waiting(Reason::PausedBySwitch, why),
-            },
-            Err(upgrade_driver::Error::Core(nodejob_core::Error::LeaseHeld { holder, .. })) => {
-                Verdict::Waiting(Reason::LeaseHeldByOther, holder)
-            }
-            Err(e) => {
-                let text = self.planner.said(e.to_string());
-                let reason = if text.contains("skew") {
-                    Reason::SkewRefused
-                } else {
-                    Reason::InvalidSpec
-                };
-                Verdict::Stalled(reason, text)
-            }
-        };
-        let generation = roll.metadata.generation.unwrap_or(run.generation);
+        let generation = roll.meta().generation.unwrap_or(run.generation);
         if matches!(verdict, Verdict::Waiting(..)) {
             let at = self.api.now() + self.settings.retry_after;
             retry.insert((run.uid.clone(), run.generation), at);
         }
         if generation == run.generation {
-            self.write(
+            self.write::<K>(
                 &run.name,
-                roll.status.as_ref(),
+                roll.current(),
                 generation,
                 &verdict,
                 &run.tracker,
@@ -647,11 +625,11 @@ where
     }
 
     /// Removes the finalizer of a resource being deleted (no run of it goes on).
-    async fn release(&self, mut roll: NodeUpgrade) -> ApiResult<()> {
+    async fn release<K: Declared>(&self, mut roll: K) -> ApiResult<()> {
         if !has_finalizer(&roll) {
             return Ok(());
         }
-        if let Some(f) = roll.metadata.finalizers.as_mut() {
+        if let Some(f) = roll.meta_mut().finalizers.as_mut() {
             f.retain(|f| f != FINALIZER);
         }
         match self.api.replace_roll(&roll).await {
@@ -663,50 +641,56 @@ where
 
     /// Writes the status; a failure is left to the next write (the status follows the run, it
     /// does not steer it).
-    async fn write(
+    async fn write<K: Declared>(
         &self,
         name: &str,
-        before: Option<&NodeUpgradeStatus>,
+        before: Option<&K::Status>,
         generation: i64,
         verdict: &Verdict,
-        tracker: &Tracker,
+        tracker: &K::Tracker,
     ) {
         let now = self.api.wall_time();
-        let status = status(before, generation, verdict, tracker, now);
+        let status = K::status(before, generation, verdict, tracker, now);
         let _ = self
             .api
-            .apply_roll_status::<NodeUpgrade>(name, FIELD_MANAGER, &status)
+            .apply_roll_status::<K>(name, FIELD_MANAGER, &status)
             .await;
     }
 }
 
 /// Whether the controller's finalizer is on `roll`.
-fn has_finalizer(roll: &NodeUpgrade) -> bool {
-    (roll.metadata.finalizers.iter().flatten()).any(|f| f == FINALIZER)
+fn has_finalizer<K: Declared>(roll: &K) -> bool {
+    (roll.meta().finalizers.iter().flatten()).any(|f| f == FINALIZER)
+}
+
+/// How `status` says the operation ended for `generation` (see [`status::outcome`]).
+fn outcome<K: Declared>(status: Option<&K::Status>, generation: i64) -> Option<bool> {
+    let (observed, conditions) = K::said(status?);
+    outcome_of(observed, conditions, generation)
 }
 
 /// Whether `status` says `reason` for `generation` already.
-fn says(status: Option<&NodeUpgradeStatus>, generation: i64, reason: Reason) -> bool {
+fn says<K: Declared>(status: Option<&K::Status>, generation: i64, reason: Reason) -> bool {
     status.is_some_and(|s| {
-        s.observed_generation == Some(generation)
-            && s.conditions
+        let (observed, conditions) = K::said(s);
+        observed == Some(generation)
+            && conditions
                 .iter()
                 .any(|c| c.type_ == "Ready" && c.reason == reason.as_str())
     })
 }
 
-fn panicked(e: tokio::task::JoinError) -> upgrade_driver::Error {
-    upgrade_driver::Error::Core(nodejob_core::Error::Api {
-        op: nodejob_core::Operation::named(
-            nodejob_core::Action::Watching,
-            nodejob_core::ObjectKind::Node,
-            "",
-            "the run",
-        ),
-        cause: ApiError::new(
-            nodejob_core::ErrorKind::Other,
-            0,
-            format!("the run panicked: {e}"),
-        ),
-    })
+/// A run's task that panicked (or was cancelled) ends as a refusal naming it.
+fn panicked(e: tokio::task::JoinError) -> Ended {
+    let cause = ApiError::new(
+        nodejob_core::ErrorKind::Other,
+        0,
+        format!("the run panicked: {e}"),
+    );
+    Ended {
+        verdict: Some(Verdict::Stalled(Reason::InvalidSpec, cause.to_string())),
+        outcome: "refused",
+        versions: Vec::new(),
+        holder: None,
+    }
 }

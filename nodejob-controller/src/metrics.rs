@@ -16,10 +16,12 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
-use upgrade_driver::{NodeResult, Progress, Report, UpgradeEvent};
+use upgrade_driver::{NodeResult, Progress, UpgradeEvent};
 
-/// The operation the controller runs for a resource of a kind: `upgrade` (NodeUpgrade).
+/// The operation the controller runs for a `NodeUpgrade`.
 pub const UPGRADE: &str = "upgrade";
+/// The operation the controller runs for a `CARotation`.
+pub const ROTATE_CA: &str = "rotate-ca";
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OperationState {
@@ -247,12 +249,7 @@ impl Metrics {
                 self.paused.set(0);
             }
             Progress::StepFinished { step, took_ms, .. } => {
-                self.step_seconds
-                    .get_or_create(&OperationStep {
-                        operation: UPGRADE.into(),
-                        step: step.as_str().to_ascii_lowercase(),
-                    })
-                    .observe(seconds(*took_ms));
+                self.step(UPGRADE, step.as_str(), *took_ms);
             }
             Progress::NodeFinished {
                 result, took_ms, ..
@@ -296,7 +293,40 @@ impl Metrics {
             }
             _ => {}
         }
+        self.moved(now);
+    }
+
+    /// A step of `operation` took `took_ms` (milliseconds of the backend's clock).
+    pub fn step(&self, operation: &str, step: &str, took_ms: u64) {
+        self.step_seconds
+            .get_or_create(&OperationStep {
+                operation: operation.into(),
+                step: step.to_ascii_lowercase(),
+            })
+            .observe(seconds(took_ms));
+    }
+
+    /// The run under way moved at `now` (Unix seconds).
+    pub fn moved(&self, now: f64) {
         self.last_progress.set(now);
+    }
+
+    /// The counts of the rotation under way, as its status says them.
+    pub fn rotation_counts(&self, counts: &nodejob_crd::PhaseCounts) {
+        for (s, n) in [
+            ("planned", counts.nodes),
+            ("staged", counts.staged),
+            ("issued", counts.issued),
+            ("finalized", counts.finalized),
+            ("failed", counts.failed),
+        ] {
+            self.nodes
+                .get_or_create(&OperationState {
+                    operation: ROTATE_CA.into(),
+                    state: s.into(),
+                })
+                .set(i64::from(n));
+        }
     }
 
     /// The counts of the run under way, as its status says them.
@@ -319,23 +349,21 @@ impl Metrics {
         }
     }
 
-    /// A run ended with `outcome`; `report`, if it has one, says each node's version at its
+    /// A run of `operation` ended with `outcome`; `versions`, if any, are its nodes' at its
     /// end.
-    pub fn ended(&self, outcome: &str, report: Option<&Report>) {
+    pub fn ended(&self, operation: &str, outcome: &str, versions: &[String]) {
         self.operations
             .get_or_create(&OperationOutcome {
-                operation: UPGRADE.into(),
+                operation: operation.into(),
                 outcome: outcome.into(),
             })
             .inc();
-        if let Some(report) = report {
+        if !versions.is_empty() {
             self.node_versions.clear();
-            for node in &report.nodes {
-                if let Some(v) = node.to.as_ref().or(node.from.as_ref()) {
-                    self.node_versions
-                        .get_or_create(&Version { version: v.clone() })
-                        .inc();
-                }
+            for v in versions {
+                self.node_versions
+                    .get_or_create(&Version { version: v.clone() })
+                    .inc();
             }
         }
     }

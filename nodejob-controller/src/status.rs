@@ -196,12 +196,68 @@ pub fn status(
         ),
         _ => tracker.counts(),
     };
-    let degraded = counts.failed + counts.blocked + counts.rolled_back > 0;
+    let progress = if counts.nodes == 0 {
+        "no node taken yet".to_string()
+    } else {
+        format!(
+            "{} of {} nodes up to date, {} in progress, {} failed",
+            counts.up_to_date, counts.nodes, counts.in_progress, counts.failed
+        )
+    };
+    let degraded = if counts.failed > 0 {
+        Some(Reason::NodeFailed)
+    } else if counts.blocked + counts.rolled_back > 0 {
+        Some(Reason::TooManyBlocked)
+    } else {
+        None
+    };
+    let before_conditions = before.map_or(&[][..], |b| &b.conditions[..]);
+    let conditions = conditions(
+        before_conditions,
+        generation,
+        verdict,
+        &progress,
+        degraded,
+        now,
+    );
+    let (lease_holder, paused, next_window) = held(verdict);
+    NodeUpgradeStatus {
+        observed_generation: Some(generation),
+        conditions,
+        counts,
+        in_flight,
+        failed,
+        blocked,
+        lease_holder,
+        paused,
+        next_window,
+        started_at: before
+            .and_then(|b| b.started_at.clone())
+            .or(Some(Time(now))),
+        completed_at: match verdict {
+            Verdict::Completed => before
+                .and_then(|b| b.completed_at.clone())
+                .or(Some(Time(now))),
+            _ => None,
+        },
+    }
+}
+
+/// The conditions `verdict` says at `generation`, each keeping its last transition time from
+/// `before` while its status stays: `progress` says where the nodes stand, `degraded` why
+/// some did not get there (if any did not). Both kinds' statuses carry them.
+pub fn conditions(
+    before: &[Condition],
+    generation: i64,
+    verdict: &Verdict,
+    progress: &str,
+    degraded: Option<Reason>,
+    now: Timestamp,
+) -> Vec<Condition> {
     let mut conditions = Vec::new();
     let mut set = |type_: ConditionType, on: bool, reason: Reason, message: String| {
         let status = if on { "True" } else { "False" };
-        let kept = (before.into_iter())
-            .flat_map(|b| &b.conditions)
+        let kept = (before.iter())
             .find(|c| c.type_ == type_.as_str() && c.status == status)
             .map(|c| c.last_transition_time.clone());
         conditions.push(Condition {
@@ -212,14 +268,6 @@ pub fn status(
             last_transition_time: kept.unwrap_or(Time(now)),
             observed_generation: Some(generation),
         });
-    };
-    let progress = if counts.nodes == 0 {
-        "no node taken yet".to_string()
-    } else {
-        format!(
-            "{} of {} nodes up to date, {} in progress, {} failed",
-            counts.up_to_date, counts.nodes, counts.in_progress, counts.failed
-        )
     };
     let (ready, reconciling, stalled) = match verdict {
         Verdict::Completed => ((true, Reason::Completed), None, None),
@@ -240,7 +288,7 @@ pub fn status(
     let said = match verdict {
         Verdict::Stalled(_, why) | Verdict::Waiting(_, why) => format!("{progress}: {why}"),
         Verdict::Window(opens) => format!("{progress}: the window is closed; it opens at {opens}"),
-        _ => progress.clone(),
+        _ => progress.to_string(),
     };
     set(ConditionType::Ready, ready.0, ready.1, said.clone());
     set(
@@ -302,28 +350,21 @@ pub fn status(
     );
     set(
         ConditionType::Degraded,
-        degraded,
-        if counts.failed > 0 {
-            Reason::NodeFailed
-        } else if counts.blocked > 0 {
-            Reason::TooManyBlocked
-        } else {
-            Reason::Progressing
-        },
-        progress,
+        degraded.is_some(),
+        degraded.unwrap_or(Reason::Progressing),
+        progress.to_string(),
     );
-    NodeUpgradeStatus {
-        observed_generation: Some(generation),
-        conditions,
-        counts,
-        in_flight,
-        failed,
-        blocked,
-        lease_holder: match verdict {
+    conditions
+}
+
+/// `status.leaseHolder`, `status.paused` and `status.nextWindow` of `verdict`.
+pub fn held(verdict: &Verdict) -> (Option<String>, Option<Paused>, Option<Time>) {
+    (
+        match verdict {
             Verdict::Waiting(Reason::LeaseHeldByOther, why) => Some(why.clone()),
             _ => None,
         },
-        paused: match verdict {
+        match verdict {
             Verdict::PausedBySpec => Some(Paused {
                 by: "spec".into(),
                 why: None,
@@ -331,30 +372,32 @@ pub fn status(
             }),
             _ => None,
         },
-        next_window: match verdict {
+        match verdict {
             Verdict::Window(opens) => Some(Time(*opens)),
             _ => None,
         },
-        started_at: before
-            .and_then(|b| b.started_at.clone())
-            .or(Some(Time(now))),
-        completed_at: match verdict {
-            Verdict::Completed => before
-                .and_then(|b| b.completed_at.clone())
-                .or(Some(Time(now))),
-            _ => None,
-        },
-    }
+    )
 }
 
 /// How the operation ended for `generation`, as `status` says it: `Some(true)` Ready,
 /// `Some(false)` Stalled (until the spec changes), `None` not ended (or said of another
 /// generation).
 pub fn outcome(status: Option<&NodeUpgradeStatus>, generation: i64) -> Option<bool> {
-    let status = status.filter(|s| s.observed_generation == Some(generation))?;
-    let on = |t: ConditionType| {
-        (status.conditions.iter()).any(|c| c.type_ == t.as_str() && c.status == "True")
-    };
+    let status = status?;
+    outcome_of(status.observed_generation, &status.conditions, generation)
+}
+
+/// [`outcome`] of a status's `observedGeneration` and conditions (either kind's).
+pub fn outcome_of(
+    observed: Option<i64>,
+    conditions: &[Condition],
+    generation: i64,
+) -> Option<bool> {
+    if observed != Some(generation) {
+        return None;
+    }
+    let on =
+        |t: ConditionType| (conditions.iter()).any(|c| c.type_ == t.as_str() && c.status == "True");
     if on(ConditionType::Ready) {
         Some(true)
     } else if on(ConditionType::Stalled) {

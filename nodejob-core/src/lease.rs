@@ -136,8 +136,9 @@ pub enum Acquired {
         /// The holder it was taken from.
         previous: Holder,
     },
-    /// It was held under our own identity (a restarted driver): taken over at once, with a new
-    /// epoch, so the earlier process, if it still runs, stops at its next check.
+    /// It was held under our own identity for the same operation (a restarted driver): taken
+    /// over at once, with a new epoch, so the earlier process, if it still runs, stops at its
+    /// next check. The same identity holding it for another operation is another holder.
     Resumed {
         /// The earlier holding.
         previous: Holder,
@@ -321,7 +322,12 @@ pub async fn acquire<A: LeaseApi + ?Sized>(
         let previous = holder(&current);
         let how = match previous {
             None => Acquired::Free,
-            Some(p) if p.identity == config.identity => Acquired::Resumed { previous: p },
+            // Ours only for the same operation: one process running two (the controller's
+            // upgrade and rotation, two tools of one MCP server) under one identity must not
+            // take each other's Lease as its own.
+            Some(p) if p.identity == config.identity && p.claim.operation == claim.operation => {
+                Acquired::Resumed { previous: p }
+            }
             Some(p) if p.expires.is_none_or(|e| e <= now) => Acquired::TakenOver { previous: p },
             Some(p) => {
                 return Err(Error::LeaseHeld {

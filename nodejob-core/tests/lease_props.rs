@@ -716,6 +716,32 @@ async fn the_same_identity_resumes_at_once_and_the_earlier_holder_stops() -> Tes
     Ok(())
 }
 
+/// One process running two operations under one identity (the controller's upgrade and
+/// rotation): the second is refused while the first's Lease is live, as anyone's would be.
+#[tokio::test(start_paused = true)]
+async fn the_same_identity_for_another_operation_waits_as_another_holder_would() -> TestResult {
+    let cluster = FakeCluster::new();
+    let a = config("a", secs(60));
+    let (mut upgrade, _) = acquire(&cluster, &a, &claim("v1")).await?;
+    let rotation = Claim {
+        operation: "rotate-ca".into(),
+        target: "sha256:00".into(),
+    };
+    match acquire(&cluster, &a, &rotation).await {
+        Err(Error::LeaseHeld { holder, .. }) if holder.contains("upgrade v1") => {}
+        other => {
+            return Err(Failure(format!(
+                "want LeaseHeld by the upgrade, got {other:?}"
+            )));
+        }
+    }
+    upgrade.check(&cluster).await?;
+    upgrade.release(&cluster).await?;
+    let (_, how) = acquire(&cluster, &a, &rotation).await?;
+    assert_eq!(how, Acquired::Free);
+    Ok(())
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_renewal_meeting_a_harmless_conflict_reads_again_and_succeeds() -> TestResult {
     let cluster = FakeCluster::new();

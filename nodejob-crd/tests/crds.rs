@@ -160,11 +160,13 @@ fn the_examples_read_as_the_types_read_them_and_a_bare_spec_takes_the_commands_d
     assert!(upgrade.spec.selector.is_none());
     let rotation: CARotation =
         serde_saphyr::from_str(include_str!("../../examples/carotation.yaml")).unwrap();
-    let cm = rotation.spec.ca.config_map_ref.unwrap();
-    assert_eq!(
-        (cm.namespace.as_str(), cm.name.as_str()),
-        ("kube-system", "cluster-ca-next")
+    let pem = rotation.spec.ca.pem.unwrap();
+    assert!(
+        pem.starts_with("-----BEGIN CERTIFICATE-----\n") && !pem.contains("PRIVATE KEY"),
+        "{pem}"
     );
+    assert!(rotation.spec.ca.config_map_ref.is_none() && rotation.spec.ca.secret_ref.is_none());
+    assert_eq!(rotation.spec.concurrency, Some(4));
 
     let bare: NodeUpgrade = serde_saphyr::from_str(
         "apiVersion: nodejob.stratum.ciq.com/v1alpha1\nkind: NodeUpgrade\nmetadata: {name: a}\nspec: {target: v1.38.0}\n",

@@ -167,7 +167,11 @@ async fn checks(admin: &Client) -> Result<(), Failure> {
     let mut twice = rotation.clone();
     twice.metadata = Default::default();
     twice.metadata.name = Some("ca-given-twice".into());
-    twice.spec.ca.pem = Some("-----BEGIN CERTIFICATE-----\n-----END CERTIFICATE-----\n".into());
+    twice.spec.ca.config_map_ref = Some(nodejob_crd::KeyRef {
+        namespace: "kube-system".into(),
+        name: "cluster-ca-next".into(),
+        key: None,
+    });
     match rotations.create(&PostParams::default(), &twice).await {
         Err(kube::Error::Api(e)) if e.code == 422 && e.message.contains("exactly one of") => {}
         other => {

@@ -9,10 +9,14 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use nodejob_controller::kind::Declared;
 use nodejob_controller::metrics::{Counted, Metrics};
 use nodejob_controller::{Controller, Planner, Settings};
 use nodejob_core::{Change, Clock};
-use nodejob_crd::{NodeUpgrade, NodeUpgradeSpec, OnFailure, OnUndrainable, Roll, RollApi};
+use nodejob_crd::{
+    CARotation, CARotationSpec, NodeUpgrade, NodeUpgradeSpec, OnFailure, OnUndrainable, Roll,
+    RollApi, TrustDomain,
+};
 use upgrade_driver::{Plan, Stop};
 
 use crate::args::{ControllerArgs, Global};
@@ -21,7 +25,7 @@ use crate::commands::endpoints;
 use crate::exit::Exit;
 use crate::interrupt::on_interrupt;
 use crate::parse;
-use crate::settings::{Field, Refused, UpgradeSettings, refusal_said};
+use crate::settings::{Field, NewCa, Refused, RotationSettings, UpgradeSettings, refusal_said};
 
 /// A spec read as the command reads its flags.
 pub(crate) struct SpecPlanner {
@@ -41,9 +45,68 @@ impl Planner for SpecPlanner {
             })
     }
 
+    fn rotate(&self, spec: &CARotationSpec) -> Result<certs_driver::Plan, String> {
+        rotation_settings(spec)?
+            .plan(&self.namespace)
+            .map_err(|refused| match refused {
+                Refused::Value { field, why } => format!("{}: {why}", field.spec()),
+                Refused::Plan { field, rule } => refusal_said(&field, &rule, Field::spec),
+                Refused::Unreadable { path, why } => format!("{}: {why}", path.display()),
+                Refused::NoCa => "spec.ca: required".into(),
+            })
+    }
+
     fn said(&self, refusal: String) -> String {
         crate::settings::rule_said(&refusal, Field::spec)
     }
+}
+
+/// A `CARotation`'s spec as the settings the flags of `nodejob rotate-ca` would make. The CA
+/// is read from `spec.ca.pem`; a ConfigMap or Secret reference is refused, naming it (the
+/// controller reads no ConfigMap or Secret yet: its RBAC grants none).
+pub(crate) fn rotation_settings(spec: &CARotationSpec) -> Result<RotationSettings, String> {
+    let refused = |field: Field| move |why: String| format!("{}: {why}", field.spec());
+    let duration = |field: Field, value: &Option<String>| {
+        (value.as_deref().map(parse::duration).transpose()).map_err(refused(field))
+    };
+    let count = |field: Field, value: Option<i32>| {
+        value
+            .map(|n| u32::try_from(n).map_err(|_| format!("{n} is negative")))
+            .transpose()
+            .map_err(refused(field))
+    };
+    let pem = match (&spec.ca.pem, &spec.ca.config_map_ref, &spec.ca.secret_ref) {
+        (Some(pem), None, None) => pem.clone(),
+        (None, Some(r), None) | (None, None, Some(r)) => {
+            let what = if spec.ca.config_map_ref.is_some() {
+                "configMapRef"
+            } else {
+                "secretRef"
+            };
+            return Err(format!(
+                "spec.ca.{what} ({}/{}): this controller reads the CA from spec.ca.pem only; \
+                 put the CA's certificate (PEM, no key) there",
+                r.namespace, r.name
+            ));
+        }
+        _ => return Err("spec.ca: exactly one of pem, configMapRef and secretRef".into()),
+    };
+    Ok(RotationSettings {
+        new_ca: NewCa::Pem(pem),
+        selector: (spec.selector.as_ref())
+            .map(selector_text)
+            .transpose()?
+            .filter(|s| !s.is_empty()),
+        nodes: spec.nodes.clone(),
+        concurrency: count(Field::Concurrency, spec.concurrency)?,
+        deadline: duration(Field::Deadline, &spec.deadline)?,
+        ready_timeout: duration(Field::ReadyTimeout, &spec.ready_timeout)?,
+        restart_grace: duration(Field::RestartGrace, &spec.restart_grace)?,
+        cluster_wide: Some(spec.trust_domain == TrustDomain::Cluster),
+        binary: None,
+        window: spec.window.clone(),
+        failure_budget: count(Field::FailureBudget, spec.failure_budget)?,
+    })
 }
 
 /// `spec` as the settings the flags of `nodejob upgrade` would make.
@@ -218,13 +281,13 @@ pub(crate) fn selector_text(selector: &LabelSelector) -> Result<String, String> 
 
 /// Runs `nodejob controller`.
 pub(crate) fn controller(global: &Global, args: ControllerArgs) -> Result<Exit, Exit> {
-    let rolls = (args.files.iter())
-        .map(|f| read_upgrade(f))
+    let manifests = (args.files.iter())
+        .map(|f| read_manifest(f))
         .collect::<Result<Vec<_>, _>>()?;
-    if args.sim.simulate.is_some() && rolls.is_empty() {
+    if args.sim.simulate.is_some() && manifests.is_empty() {
         return Err(Exit::usage(
-            "--simulate: give the NodeUpgrades to reconcile with -f FILE (a simulated cluster \
-             has none of its own)",
+            "--simulate: give the NodeUpgrades and CARotations to reconcile with -f FILE (a \
+             simulated cluster has none of its own)",
         ));
     }
     let simulated = args.sim.simulate.is_some();
@@ -262,12 +325,22 @@ pub(crate) fn controller(global: &Global, args: ControllerArgs) -> Result<Exit, 
         let pacer = t.pacer(speed);
         if let Some(fake) = &t.fake {
             fake.install_custom_kind(NodeUpgrade::KIND);
-            for roll in &rolls {
-                api.create_roll(roll).await.map_err(|e| {
-                    Exit::usage(format!(
-                        "NodeUpgrade {}: {e}",
-                        roll.metadata.name.as_deref().unwrap_or_default()
-                    ))
+            fake.install_custom_kind(CARotation::KIND);
+            for manifest in &manifests {
+                let (kind, name, created) = match manifest {
+                    Manifest::Upgrade(roll) => (
+                        "NodeUpgrade",
+                        roll.metadata.name.clone(),
+                        api.create_roll(roll).await.map(drop),
+                    ),
+                    Manifest::Rotation(roll) => (
+                        "CARotation",
+                        roll.metadata.name.clone(),
+                        api.create_roll(roll).await.map(drop),
+                    ),
+                };
+                created.map_err(|e| {
+                    Exit::usage(format!("{kind} {}: {e}", name.unwrap_or_default()))
                 })?;
             }
         }
@@ -301,16 +374,22 @@ pub(crate) fn controller(global: &Global, args: ControllerArgs) -> Result<Exit, 
         ran.map_err(|e| Exit::failed(format!("the controller stopped: {e}")))?;
         let settled = shown?;
         if simulated {
-            let all = api
-                .list_rolls_at::<NodeUpgrade>()
-                .await
-                .map_err(|e| Exit::failed(e.to_string()))?;
-            out!("{}", table(&all.rolls));
+            let failed = |e: nodejob_core::ApiError| Exit::failed(e.to_string());
+            let upgrades = api.list_rolls_at::<NodeUpgrade>().await.map_err(failed)?;
+            let rotations = api.list_rolls_at::<CARotation>().await.map_err(failed)?;
+            if !upgrades.rolls.is_empty() || rotations.rolls.is_empty() {
+                out!("{}", table(&upgrades.rolls));
+            }
+            if !rotations.rolls.is_empty() {
+                out!("{}", rotation_table(&rotations.rolls));
+            }
         }
         Ok(if settled.iter().all(|ready| *ready) {
             Exit::ok()
         } else {
-            Exit::failed("a NodeUpgrade stalled; its status says why (kubectl describe nu)")
+            Exit::failed(
+                "a resource stalled; its status says why (kubectl describe nu/NAME or car/NAME)",
+            )
         })
     })
 }
@@ -375,12 +454,129 @@ fn identity() -> String {
     format!("{host}-{}", std::process::id())
 }
 
-/// Reads a `NodeUpgrade` manifest.
-fn read_upgrade(path: &Path) -> Result<NodeUpgrade, Exit> {
+/// A manifest given with `-f`.
+enum Manifest {
+    Upgrade(NodeUpgrade),
+    Rotation(CARotation),
+}
+
+/// Reads a `NodeUpgrade` or `CARotation` manifest (its `kind` says which).
+fn read_manifest(path: &Path) -> Result<Manifest, Exit> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| Exit::usage(format!("-f {}: {e}", path.display())))?;
-    serde_saphyr::from_str(&text)
-        .map_err(|e| Exit::usage(format!("-f {}: not a NodeUpgrade: {e}", path.display())))
+    let value: serde_json::Value = serde_saphyr::from_str(&text)
+        .map_err(|e| Exit::usage(format!("-f {}: not YAML: {e}", path.display())))?;
+    let not = |kind: &str, e: serde_json::Error| {
+        Exit::usage(format!("-f {}: not a {kind}: {e}", path.display()))
+    };
+    match value["kind"].as_str() {
+        Some("CARotation") => serde_json::from_value(value)
+            .map(Manifest::Rotation)
+            .map_err(|e| not("CARotation", e)),
+        Some("NodeUpgrade") => serde_json::from_value(value)
+            .map(Manifest::Upgrade)
+            .map_err(|e| not("NodeUpgrade", e)),
+        other => Err(Exit::usage(format!(
+            "-f {}: kind {}: give a NodeUpgrade or a CARotation",
+            path.display(),
+            other.unwrap_or("(none)")
+        ))),
+    }
+}
+
+/// How a kind is named in the lines printed (`nu/NAME`, as kubectl's short names).
+trait Short: Declared {
+    const SHORT: &'static str;
+}
+
+impl Short for NodeUpgrade {
+    const SHORT: &'static str = "nu";
+}
+
+impl Short for CARotation {
+    const SHORT: &'static str = "car";
+}
+
+/// The resources of a kind as its watch last said them; `rv` `None`: the kind is not served
+/// (its CRD not installed), nothing to watch.
+struct Watched<K> {
+    rolls: std::collections::BTreeMap<String, K>,
+    rv: Option<String>,
+}
+
+impl<K: Short> Watched<K> {
+    /// Lists the kind.
+    async fn list(api: &Arc<dyn Api>) -> Result<Self, Exit> {
+        match api.list_rolls_at::<K>().await {
+            Ok(at) => Ok(Watched {
+                rolls: (at.rolls.into_iter())
+                    .map(|r| (r.meta().name.clone().unwrap_or_default(), r))
+                    .collect(),
+                rv: Some(at.resource_version),
+            }),
+            Err(e) if e.is_not_found() => Ok(Watched {
+                rolls: Default::default(),
+                rv: None,
+            }),
+            Err(e) => Err(Exit::failed(format!("watching {}s: {e}", K::KIND.kind))),
+        }
+    }
+
+    /// Waits for the next change (one watch until a change or its timeout); after an error
+    /// (410 Gone, a broken watch), lists again a moment later.
+    async fn next(&mut self, api: &Arc<dyn Api>) -> Result<(), Exit> {
+        let Some(rv) = self.rv.clone() else {
+            return std::future::pending().await;
+        };
+        match api.wait_rolls::<K>(&rv, Duration::from_secs(60)).await {
+            Ok(changes) => {
+                self.rv = Some(changes.resource_version);
+                for change in changes.changes {
+                    match change {
+                        Change::Applied(r) => {
+                            self.rolls
+                                .insert(r.meta().name.clone().unwrap_or_default(), r);
+                        }
+                        Change::Deleted(r) => {
+                            self.rolls
+                                .remove(r.meta().name.as_deref().unwrap_or_default());
+                        }
+                        Change::TimedOut => {}
+                    }
+                }
+            }
+            Err(_) => {
+                api.sleep(Duration::from_secs(1)).await;
+                *self = Self::list(api).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Each resource's line: `nu/NAME Reason: message`.
+    fn lines(&self) -> impl Iterator<Item = (String, String)> + '_ {
+        self.rolls.iter().map(|(name, roll)| {
+            let key = format!("{}/{name}", K::SHORT);
+            let ready = (roll.current().into_iter())
+                .flat_map(|s| K::said(s).1)
+                .find(|c| c.type_ == "Ready");
+            let line = match ready {
+                Some(c) => format!("{key} {}: {}", c.reason, c.message),
+                None => format!("{key} Pending: written, not yet reconciled"),
+            };
+            (key, line)
+        })
+    }
+
+    /// Each resource: `Some(true)` once Ready for its generation, `Some(false)` once Stalled,
+    /// else `None`.
+    fn settled(&self) -> impl Iterator<Item = Option<bool>> + '_ {
+        self.rolls.values().map(|roll| {
+            let generation = roll.meta().generation?;
+            let (observed, conditions) = K::said(roll.current()?);
+            nodejob_controller::status::outcome_of(observed, conditions, generation)
+        })
+    }
 }
 
 /// Prints each resource's status as it changes (its Ready condition's reason and message);
@@ -391,24 +587,21 @@ async fn watch(
     simulated: bool,
     pacer: Option<crate::sim::Pacer>,
 ) -> Result<Vec<bool>, Exit> {
-    let failed = |e: nodejob_core::ApiError| Exit::failed(format!("watching NodeUpgrades: {e}"));
-    let at = api.list_rolls_at::<NodeUpgrade>().await.map_err(failed)?;
+    let mut upgrades = Watched::<NodeUpgrade>::list(api).await?;
+    let mut rotations = Watched::<CARotation>::list(api).await?;
     let mut said = std::collections::BTreeMap::new();
-    let mut last = by_name(at.rolls);
-    let mut rv = at.resource_version;
     loop {
-        for (name, roll) in &last {
-            let line = line(name, roll);
-            if said.get(name) != Some(&line) {
+        for (key, line) in upgrades.lines().chain(rotations.lines()) {
+            if said.get(&key) != Some(&line) {
                 if let Some(pacer) = &pacer {
                     pacer.pace();
                 }
                 let at = api.wall_time().strftime("%a %H:%M:%S");
                 outln!("{at}  {line}");
-                said.insert(name.clone(), line);
+                said.insert(key, line);
             }
         }
-        let settled: Vec<Option<bool>> = last.values().map(settled).collect();
+        let settled: Vec<Option<bool>> = upgrades.settled().chain(rotations.settled()).collect();
         if simulated && !settled.is_empty() && settled.iter().all(Option::is_some) {
             stop.request();
             return Ok(settled.into_iter().flatten().collect());
@@ -416,58 +609,11 @@ async fn watch(
         if stop.requested() {
             return Ok(settled.into_iter().map(|s| s == Some(true)).collect());
         }
-        // One watch until a change (or its timeout), cut short by a stop.
-        let changes = tokio::select! {
-            c = api.wait_rolls::<NodeUpgrade>(&rv, Duration::from_secs(60)) => c,
-            () = stop.asked() => continue,
-        };
-        match changes {
-            Ok(changes) => {
-                rv = changes.resource_version;
-                for change in changes.changes {
-                    match change {
-                        Change::Applied(r) => {
-                            last.insert(r.metadata.name.clone().unwrap_or_default(), r);
-                        }
-                        Change::Deleted(r) => {
-                            last.remove(r.metadata.name.as_deref().unwrap_or_default());
-                        }
-                        Change::TimedOut => {}
-                    }
-                }
-            }
-            // Gone (410) or broken: the list read again, a moment later.
-            Err(_) => {
-                api.sleep(Duration::from_secs(1)).await;
-                let at = api.list_rolls_at::<NodeUpgrade>().await.map_err(failed)?;
-                rv = at.resource_version;
-                last = by_name(at.rolls);
-            }
+        tokio::select! {
+            next = upgrades.next(api) => next?,
+            next = rotations.next(api) => next?,
+            () = stop.asked() => {}
         }
-    }
-}
-
-/// `rolls` by name.
-fn by_name(rolls: Vec<NodeUpgrade>) -> std::collections::BTreeMap<String, NodeUpgrade> {
-    (rolls.into_iter())
-        .map(|r| (r.metadata.name.clone().unwrap_or_default(), r))
-        .collect()
-}
-
-/// `Some(true)` once Ready for its generation, `Some(false)` once Stalled, else `None`.
-fn settled(roll: &NodeUpgrade) -> Option<bool> {
-    let generation = roll.metadata.generation?;
-    nodejob_controller::status::outcome(roll.status.as_ref(), generation)
-}
-
-/// One line of a resource's status: `nu/NAME Reason: message`.
-fn line(name: &str, roll: &NodeUpgrade) -> String {
-    let ready = (roll.status.iter())
-        .flat_map(|s| &s.conditions)
-        .find(|c| c.type_ == "Ready");
-    match ready {
-        Some(c) => format!("nu/{name} {}: {}", c.reason, c.message),
-        None => format!("nu/{name} Pending: written, not yet reconciled"),
     }
 }
 
@@ -492,6 +638,38 @@ fn table(rolls: &[NodeUpgrade]) -> String {
             ready.map_or("<none>".into(), |c| c.reason.clone()),
             status.counts.nodes.to_string(),
             status.counts.up_to_date.to_string(),
+            status.counts.failed.to_string(),
+        ]);
+    }
+    crate::present::table(&rows)
+}
+
+/// `kubectl get car` of `rolls`.
+fn rotation_table(rolls: &[CARotation]) -> String {
+    let mut rows = vec![[
+        "NAME".to_string(),
+        "FINGERPRINT".into(),
+        "PHASE".into(),
+        "READY".into(),
+        "STAGED".into(),
+        "ISSUED".into(),
+        "FINALIZED".into(),
+        "FAILED".into(),
+    ]];
+    for roll in rolls {
+        let status = roll.status.clone().unwrap_or_default();
+        let ready = status.conditions.iter().find(|c| c.type_ == "Ready");
+        rows.push([
+            roll.metadata.name.clone().unwrap_or_default(),
+            status
+                .short_fingerprint
+                .clone()
+                .unwrap_or_else(|| "<none>".into()),
+            format!("{:?}", status.phase),
+            ready.map_or("<none>".into(), |c| c.status.clone()),
+            status.counts.staged.to_string(),
+            status.counts.issued.to_string(),
+            status.counts.finalized.to_string(),
             status.counts.failed.to_string(),
         ]);
     }
