@@ -174,8 +174,8 @@ impl Format {
         match self {
             Format::Yaml => Err(crate::exit::Exit::usage(format!(
                 "-o yaml: `nodejob {command}` prints text or json (-o json); yaml is for \
-                 `render`, `run --dry-run`, `status`, `pause`, `resume`, and `upgrade` (the \
-                 NodeUpgrade resource its flags describe)"
+                 `render`, `run --dry-run`, `status`, `pause`, `resume`, `upgrade` and \
+                 `rotate-ca` (the NodeUpgrade or CARotation its flags describe)"
             ))),
             format => Ok(format),
         }
@@ -660,6 +660,16 @@ pub(crate) struct RotateCa {
     pub(crate) preview: bool,
     #[command(flatten)]
     pub(crate) dry_run: DryRunArg,
+    /// Write this rotation as a CARotation resource for `nodejob controller` instead of running
+    /// it here (its CA's certificate in `spec.ca.pem`): the preview is shown first and refuses
+    /// as it would; then the resource is created, or its spec replaced. With -o yaml, the
+    /// resource is printed and nothing is read or written (to keep it in Git).
+    #[arg(long, conflicts_with_all = ["preview", "simulate"])]
+    pub(crate) apply: bool,
+    /// The CARotation's name, with --apply or -o yaml. Default: ca- and the first 12 hex
+    /// digits of the new CA's fingerprint (`ca-d4501ab39bde`).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) name: Option<String>,
     /// Undo a rotation that has not begun `issue`: remove the staged new CA from every node.
     /// Refused once any node has begun `issue` (only forward is safe then). With --simulate,
     /// the simulated cluster is first staged (a rotation stopped before `issue`), so that

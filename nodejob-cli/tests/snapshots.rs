@@ -596,8 +596,28 @@ fn output_json_for_render_and_run_and_yaml_refused_where_there_is_none() {
         ]
     );
     nodejob_snapshot!(
-        "rotate_ca_refused_yaml",
-        &["rotate-ca", "--simulate", "3", "-o", "yaml"]
+        "jobs_refused_yaml",
+        &["jobs", "--simulate", "3", "-o", "yaml"]
+    );
+}
+
+/// `rotate-ca -o yaml`: the CARotation the flags describe (the CA's certificate in
+/// `spec.ca.pem`), for Git; nothing read or written.
+#[test]
+fn rotate_ca_as_a_resource() {
+    nodejob_snapshot!(
+        "rotate_ca_o_yaml",
+        &[
+            "rotate-ca",
+            "--simulate",
+            "3",
+            "--concurrency",
+            "2",
+            "--window",
+            "sat 01:00-05:00 UTC",
+            "-o",
+            "yaml"
+        ]
     );
 }
 

@@ -109,6 +109,44 @@ pub(crate) fn rotation_settings(spec: &CARotationSpec) -> Result<RotationSetting
     })
 }
 
+/// The `CARotation` spec that `settings` (the flags of `nodejob rotate-ca`) describe, its CA
+/// `pem` (the certificate the plan read); `abort`: `--abort`. The inverse of
+/// [`rotation_settings`], so a resource written by `rotate-ca --apply` is rotated as the
+/// command line would have rotated it.
+pub(crate) fn rotation_spec(
+    settings: &RotationSettings,
+    pem: &str,
+    abort: bool,
+) -> Result<CARotationSpec, String> {
+    use nodejob_core::duration::said;
+    let count = |n: Option<u32>| n.map(|n| i32::try_from(n).unwrap_or(i32::MAX));
+    Ok(CARotationSpec {
+        ca: nodejob_crd::CaSource {
+            pem: Some(pem.to_string()),
+            config_map_ref: None,
+            secret_ref: None,
+        },
+        selector: (settings.selector.as_deref())
+            .filter(|s| !s.trim().is_empty())
+            .map(label_selector)
+            .transpose()?,
+        nodes: settings.nodes.clone(),
+        trust_domain: if settings.cluster_wide == Some(false) {
+            TrustDomain::Selected
+        } else {
+            TrustDomain::Cluster
+        },
+        concurrency: count(settings.concurrency),
+        deadline: settings.deadline.map(said),
+        restart_grace: settings.restart_grace.map(said),
+        ready_timeout: settings.ready_timeout.map(said),
+        window: settings.window.clone(),
+        failure_budget: count(settings.failure_budget),
+        paused: false,
+        abort,
+    })
+}
+
 /// `spec` as the settings the flags of `nodejob upgrade` would make.
 pub(crate) fn upgrade_settings(spec: &NodeUpgradeSpec) -> Result<UpgradeSettings, String> {
     let refused = |field: Field| move |why: String| format!("{}: {why}", field.spec());

@@ -4,6 +4,7 @@
 
 pub(crate) mod completions;
 pub(crate) mod controller;
+pub(crate) mod declared;
 pub(crate) mod endpoints;
 pub(crate) mod jobs;
 pub(crate) mod pause;

@@ -7,7 +7,9 @@ use certs_driver::Stop;
 use nodejob_core::Clock;
 use nodejob_fake::stratum::Fault;
 
-use super::{driver_exit_naming, ended, preview_banner, preview_ended, refused, say_simulated};
+use super::{
+    declared, driver_exit_naming, ended, preview_banner, preview_ended, refused, say_simulated,
+};
 use crate::args::{Format, Global, RotateCa, TrustDomain};
 use crate::backend::{Backend, Prepare};
 use crate::exit::Exit;
@@ -40,12 +42,46 @@ pub(crate) fn settings(args: &RotateCa) -> RotationSettings {
     }
 }
 
+/// The `CARotation` the flags describe (`plan`: what they make), named by `--name` or after
+/// the new CA's fingerprint.
+fn resource(args: &RotateCa, plan: &certs_driver::Plan) -> Result<nodejob_crd::CARotation, Exit> {
+    let spec = crate::commands::controller::rotation_spec(
+        &settings(args),
+        &plan.spec().ca_certificate,
+        args.abort,
+    )
+    .map_err(Exit::usage)?;
+    let name = match &args.name {
+        Some(name) if nodejob_core::is_dns1123_subdomain(name) => name.clone(),
+        Some(name) => {
+            return Err(Exit::usage(format!(
+                "--name {name:?}: not a valid resource name (lowercase letters, digits, '-' \
+                 and '.', at most 253, a letter or digit at each end)"
+            )));
+        }
+        None => {
+            let hex = plan.fingerprint().as_str().trim_start_matches("sha256:");
+            format!("ca-{}", &hex[..hex.len().min(12)])
+        }
+    };
+    let mut roll = nodejob_crd::CARotation::new(&name, spec);
+    roll.metadata = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        name: Some(name),
+        ..Default::default()
+    };
+    Ok(roll)
+}
+
 /// Runs `nodejob rotate-ca`.
 pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
-    let output = global.output.text_or_json("rotate-ca")?;
     let settings = settings(&args);
     let plan = settings.plan(&global.namespace).map_err(refused)?;
-    let preview = args.preview || args.dry_run.given();
+    if global.output == Format::Yaml {
+        out!("{}", declared::yaml(&resource(&args, &plan)?)?);
+        return Ok(Exit::ok());
+    }
+    let output = global.output.text_or_json("rotate-ca")?;
+    let preview = args.preview || args.dry_run.given() || args.apply;
     let source = settings.new_ca.source();
     let driver_exit = |e| driver_exit_naming(e, &source);
     let stop = Stop::new();
@@ -102,10 +138,16 @@ pub(crate) fn rotate_ca(global: &Global, args: RotateCa) -> Result<Exit, Exit> {
             // The preview ends as the run would: a plan the run refuses exits as its
             // refusal does (2; an abort refused, 1), as `upgrade --preview` does.
             let preview = preview?;
-            return match preview.refusal(&plan, args.abort) {
-                Some(refused) => Err(driver_exit(present::error(&refused))),
-                None => Ok(preview_ended(&preview.not_now)),
-            };
+            if let Some(refused) = preview.refusal(&plan, args.abort) {
+                return Err(driver_exit(present::error(&refused)));
+            }
+            if args.apply {
+                // The controller waits out a closed window or the pause switch by itself.
+                let said = declared::apply(&*t.api, &resource(&args, &plan)?).await?;
+                outln!("{said}");
+                return Ok(Exit::ok());
+            }
+            return Ok(preview_ended(&preview.not_now));
         }
         if !args.abort
             && let Some(warning) = present::expiry_warning(&plan.ca_summary(t.api.wall_time()))
@@ -174,4 +216,78 @@ fn valid_in_simulation(
         ));
     }
     Err(error)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+    use nodejob_controller::Planner;
+    use nodejob_crd::CARotationSpec;
+
+    use super::*;
+    use crate::args::{Cli, Command};
+    use crate::commands::controller::SpecPlanner;
+
+    /// The plan a command line makes, and the plan its `CARotation` makes once read back.
+    fn plans(line: &[&str]) -> (serde_json::Value, serde_json::Value) {
+        let cli = Cli::try_parse_from(line).unwrap();
+        let Command::RotateCa(args) = cli.command else {
+            panic!("not a rotation: {line:?}")
+        };
+        let direct = settings(&args).plan("kube-system").unwrap();
+        let roll = resource(&args, &direct).unwrap();
+        // Through the apiserver: the resource as JSON and back.
+        let spec: CARotationSpec =
+            serde_json::from_value(serde_json::to_value(&roll.spec).unwrap()).unwrap();
+        let read = SpecPlanner {
+            namespace: "kube-system".into(),
+        }
+        .rotate(&spec)
+        .unwrap();
+        (
+            serde_json::to_value(direct.spec()).unwrap(),
+            serde_json::to_value(read.spec()).unwrap(),
+        )
+    }
+
+    #[test]
+    fn a_resource_written_from_flags_makes_the_plan_the_flags_make() {
+        let lines: [&[&str]; 3] = [
+            &["nodejob", "rotate-ca", "--simulate", "3"],
+            &[
+                "nodejob",
+                "rotate-ca",
+                "--simulate",
+                "3",
+                "-l",
+                "role=worker,!gpu",
+                "--nodes",
+                "a,b",
+                "--trust-domain",
+                "selected",
+                "--concurrency",
+                "4",
+                "--deadline",
+                "15m",
+                "--ready-timeout",
+                "5m",
+                "--restart-grace",
+                "1m",
+                "--failure-budget",
+                "2",
+            ],
+            &[
+                "nodejob",
+                "rotate-ca",
+                "--simulate",
+                "3",
+                "--window",
+                "sat,sun 01:00-05:00 Europe/Berlin",
+            ],
+        ];
+        for line in lines {
+            let (direct, read) = plans(line);
+            assert_eq!(direct, read, "{line:?}");
+        }
+    }
 }

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use nodejob_fake::stratum::Fault;
 use upgrade_driver::Stop;
 
-use super::{driver_exit, ended, no_argv, preview_banner, preview_ended, refused, say_simulated};
+use super::{
+    declared, driver_exit, ended, no_argv, preview_banner, preview_ended, refused, say_simulated,
+};
 use crate::args::{Format, Global, Upgrade};
 use crate::backend::Backend;
 use crate::exit::Exit;
@@ -53,7 +55,7 @@ pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
     }
     let plan = settings(&args).plan(&global.namespace).map_err(refused)?;
     if global.output == Format::Yaml {
-        out!("{}", resource_yaml(&resource(&args)?)?);
+        out!("{}", declared::yaml(&resource(&args)?)?);
         return Ok(Exit::ok());
     }
     let preview = args.preview || args.dry_run.given() || args.apply;
@@ -93,7 +95,7 @@ pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
             }
             if args.apply {
                 // The controller waits out a closed window or the pause switch by itself.
-                let said = apply(&*t.api, &resource(&args)?).await?;
+                let said = declared::apply(&*t.api, &resource(&args)?).await?;
                 outln!("{said}");
                 return Ok(Exit::ok());
             }
@@ -175,48 +177,6 @@ fn default_name(target: &str) -> String {
         .collect();
     name.truncate(63);
     name.trim_end_matches('-').to_string()
-}
-
-/// The resource as YAML, as `kubectl get -o yaml` prints one.
-fn resource_yaml(roll: &nodejob_crd::NodeUpgrade) -> Result<String, Exit> {
-    serde_saphyr::to_string(roll).map_err(|e| Exit::failed(e.to_string()))
-}
-
-/// Creates the resource, or replaces the spec of the one of its name; says what it did as
-/// `kubectl apply` does.
-async fn apply(
-    api: &dyn crate::backend::Api,
-    roll: &nodejob_crd::NodeUpgrade,
-) -> Result<String, Exit> {
-    use nodejob_crd::RollApi;
-    let name = roll.metadata.name.clone().unwrap_or_default();
-    let failed = |e: nodejob_core::ApiError| {
-        Exit::failed(format!(
-            "NodeUpgrade {name}: {e} (are the CRDs applied? `nodejob render-crds | kubectl \
-             apply --server-side -f -`)"
-        ))
-    };
-    match api.get_roll::<nodejob_crd::NodeUpgrade>(&name).await {
-        Ok(mut existing) => {
-            if existing.spec == roll.spec {
-                return Ok(format!(
-                    "nodeupgrade.nodejob.stratum.ciq.com/{name} unchanged"
-                ));
-            }
-            existing.spec = roll.spec.clone();
-            api.replace_roll(&existing).await.map_err(failed)?;
-            Ok(format!(
-                "nodeupgrade.nodejob.stratum.ciq.com/{name} configured"
-            ))
-        }
-        Err(e) if e.is_not_found() && !e.message.contains("could not find the requested") => {
-            api.create_roll(roll).await.map_err(failed)?;
-            Ok(format!(
-                "nodeupgrade.nodejob.stratum.ciq.com/{name} created"
-            ))
-        }
-        Err(e) => Err(failed(e)),
-    }
 }
 
 #[cfg(test)]

@@ -38,6 +38,9 @@ pub(crate) struct Status {
     /// The declarative rolls (`NodeUpgrade`s), when their CRD is installed and readable.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) node_upgrades: Vec<RollState>,
+    /// The declared CA rotations (`CARotation`s), when their CRD is installed and readable.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) ca_rotations: Vec<RotationState>,
     /// The simulated cluster's counters, when the caller adds them (the MCP tool does).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) simulated: Option<Simulated>,
@@ -76,6 +79,50 @@ impl RollState {
             message: ready.map_or(String::new(), |c| c.message.clone()),
             nodes: status.counts.nodes,
             up_to_date: status.counts.up_to_date,
+            failed: status.counts.failed,
+        }
+    }
+}
+
+/// A `CARotation` as `status` tells it: what `kubectl get car` shows.
+#[derive(Debug, Serialize)]
+pub(crate) struct RotationState {
+    /// Its name.
+    pub(crate) name: String,
+    /// The new CA's fingerprint, short (`<none>` before the controller wrote one).
+    pub(crate) fingerprint: String,
+    /// Its phase.
+    pub(crate) phase: String,
+    /// Its `Ready` condition's status.
+    pub(crate) ready: String,
+    /// The reason.
+    pub(crate) reason: String,
+    /// The condition's message.
+    pub(crate) message: String,
+    /// Nodes trusting the new CA.
+    pub(crate) staged: i32,
+    /// Nodes with leaves the new CA signed.
+    pub(crate) issued: i32,
+    /// Nodes trusting the new CA alone.
+    pub(crate) finalized: i32,
+    /// Nodes failed.
+    pub(crate) failed: i32,
+}
+
+impl RotationState {
+    fn of(roll: &nodejob_crd::CARotation) -> Self {
+        let status = roll.status.clone().unwrap_or_default();
+        let ready = status.conditions.iter().find(|c| c.type_ == "Ready");
+        RotationState {
+            name: roll.metadata.name.clone().unwrap_or_default(),
+            fingerprint: (status.short_fingerprint.clone()).unwrap_or_else(|| "<none>".into()),
+            phase: format!("{:?}", status.phase),
+            ready: ready.map_or("<none>".into(), |c| c.status.clone()),
+            reason: ready.map_or("<none>".into(), |c| c.reason.clone()),
+            message: ready.map_or(String::new(), |c| c.message.clone()),
+            staged: status.counts.staged,
+            issued: status.counts.issued,
+            finalized: status.counts.finalized,
             failed: status.counts.failed,
         }
     }
@@ -290,6 +337,11 @@ where
         Err(e) if e.is_not_found() || e.is_forbidden() => Vec::new(),
         Err(e) => return Err(format!("listing NodeUpgrades: {e}")),
     };
+    let ca_rotations = match api.list_rolls_at::<nodejob_crd::CARotation>().await {
+        Ok(at) => at.rolls.iter().map(RotationState::of).collect(),
+        Err(e) if e.is_not_found() || e.is_forbidden() => Vec::new(),
+        Err(e) => return Err(format!("listing CARotations: {e}")),
+    };
     let name = lease_name();
     let lease = match api.get_lease(namespace, &name).await {
         Ok(lease) => Some(lease),
@@ -308,6 +360,7 @@ where
         lease_name,
         nodes: nodes.iter().map(|n| NodeState::of(n, running)).collect(),
         node_upgrades,
+        ca_rotations,
         simulated: None,
     })
 }

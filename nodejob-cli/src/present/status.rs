@@ -32,6 +32,9 @@ pub(crate) fn text(status: &Status, named: Named, columns: Columns) -> String {
     if !status.node_upgrades.is_empty() {
         out.push_str(&rolls(status));
     }
+    if !status.ca_rotations.is_empty() {
+        out.push_str(&rotations(status));
+    }
     let mut rows = vec![
         [
             "NODE",
@@ -304,6 +307,40 @@ fn rolls(status: &Status) -> String {
     out
 }
 
+/// The `CARotation`s as `kubectl get car` shows them, then a blank line.
+fn rotations(status: &Status) -> String {
+    let mut rows = vec![
+        [
+            "CAROTATION",
+            "FINGERPRINT",
+            "PHASE",
+            "READY",
+            "REASON",
+            "STAGED",
+            "ISSUED",
+            "FINALIZED",
+            "FAILED",
+        ]
+        .map(String::from),
+    ];
+    for r in &status.ca_rotations {
+        rows.push([
+            r.name.clone(),
+            r.fingerprint.clone(),
+            r.phase.clone(),
+            r.ready.clone(),
+            r.reason.clone(),
+            r.staged.to_string(),
+            r.issued.to_string(),
+            r.finalized.to_string(),
+            r.failed.to_string(),
+        ]);
+    }
+    let mut out = table(&rows);
+    out.push('\n');
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -378,6 +415,7 @@ mod tests {
             lease: None,
             nodes,
             node_upgrades: Vec::new(),
+            ca_rotations: Vec::new(),
             simulated: None,
         };
         let all = text(&status, Named::None, Columns::Narrow);
@@ -463,6 +501,7 @@ mod tests {
                 zone: None,
             }],
             node_upgrades: Vec::new(),
+            ca_rotations: Vec::new(),
             simulated: None,
         };
         assert_eq!(
@@ -539,6 +578,7 @@ mod tests {
                 node("worker-b-1", false, None),
             ],
             node_upgrades: Vec::new(),
+            ca_rotations: Vec::new(),
             simulated: None,
         };
         let text = text(&status, Named::None, Columns::Narrow);
@@ -603,6 +643,7 @@ mod tests {
                 zone: None,
             }],
             node_upgrades: Vec::new(),
+            ca_rotations: Vec::new(),
             simulated: None,
         };
         let text = text(&status, Named::None, Columns::Narrow);
@@ -620,7 +661,7 @@ mod tests {
     }
 
     #[test]
-    fn the_node_upgrades_are_shown_as_kubectl_get_nu_shows_them() {
+    fn the_declared_rolls_are_shown_as_kubectl_get_nu_and_car_show_them() {
         use crate::inspect::status::RollState;
         let status = Status {
             lease_name: "kube-system/nodejob".into(),
@@ -636,19 +677,35 @@ mod tests {
                 up_to_date: 1,
                 failed: 0,
             }],
+            ca_rotations: vec![crate::inspect::status::RotationState {
+                name: "ca-2027".into(),
+                fingerprint: "d4501ab39bde".into(),
+                phase: "Issuing".into(),
+                ready: "False".into(),
+                reason: "Progressing".into(),
+                message: "5 nodes: 5 staged, 2 issued".into(),
+                staged: 5,
+                issued: 2,
+                finalized: 0,
+                failed: 0,
+            }],
             simulated: None,
         };
         let text = text(&status, Named::None, Columns::Narrow);
-        let lines: Vec<&str> = text.lines().skip(1).take(2).collect();
+        let lines: Vec<&str> = text.lines().skip(1).take(5).collect();
         assert_eq!(
             lines,
             [
                 "NODEUPGRADE         TARGET   READY  REASON       NODES  UP-TO-DATE  FAILED",
                 "upgrade-to-v1-38-0  v1.38.0  False  Progressing  3      1           0",
+                "",
+                "CAROTATION  FINGERPRINT   PHASE    READY  REASON       STAGED  ISSUED  FINALIZED  FAILED",
+                "ca-2027     d4501ab39bde  Issuing  False  Progressing  5       2       0          0",
             ],
             "{text}"
         );
         let json = serde_json::to_value(&status).unwrap();
         assert_eq!(json["node_upgrades"][0]["up_to_date"], 1);
+        assert_eq!(json["ca_rotations"][0]["issued"], 2);
     }
 }
