@@ -676,3 +676,111 @@ async fn a_leader_with_no_other_replica_rolls_its_own_node_after_standing_aside(
     stop.request();
     task.await.unwrap().unwrap();
 }
+
+/// `spec.paused` set once a node is up to date: the run stops at a step boundary, the status
+/// says Paused, and no host upgrade starts while it holds (a node stopped between two steps
+/// is cordoned only with our record); lifted, the roll goes on; each host upgrade once.
+#[tokio::test(start_paused = true)]
+async fn paused_mid_roll_holds_at_a_step_boundary_and_goes_on_when_lifted() {
+    let fake = cluster(11);
+    let (stop, task) = start(&fake);
+    fake.create_roll(&upgrade("roll", "v1.38.0")).await.unwrap();
+    while version(&fake, "cp-0").await != "v1.38.0" {
+        fake.sleep(Duration::from_secs(1)).await;
+    }
+    let mut roll = fake.get_roll::<NodeUpgrade>("roll").await.unwrap();
+    roll.spec.paused = true;
+    fake.replace_roll(&roll).await.unwrap();
+    until(&fake, "roll", Duration::from_secs(3600), |r| {
+        r.and_then(|r| condition(r, "Paused"))
+            .is_some_and(|(s, reason)| s == "True" && reason == "PausedBySpec")
+    })
+    .await
+    .unwrap();
+    // Held: an hour passes and no node moves.
+    let held: Vec<u32> = NODES.iter().map(|n| upgrades(&fake, n)).collect();
+    fake.sleep(Duration::from_secs(3600)).await;
+    let still: Vec<u32> = NODES.iter().map(|n| upgrades(&fake, n)).collect();
+    assert_eq!(held, still, "no host upgrade while paused");
+    // A node stopped between two steps stays as that step left it, cordoned only with our
+    // record saying why (the run that goes on carries it on first).
+    for node in NODES {
+        let n = fake.get_node(node).await.unwrap();
+        let cordoned = n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
+        assert!(
+            !cordoned || upgrade_driver::records::in_flight(&n),
+            "{node}: cordoned with no record while paused"
+        );
+    }
+    let mut roll = fake.get_roll::<NodeUpgrade>("roll").await.unwrap();
+    roll.spec.paused = false;
+    fake.replace_roll(&roll).await.unwrap();
+    until(&fake, "roll", Duration::from_secs(3 * 3600), |r| {
+        ready(r)
+            && r.and_then(|r| r.status.as_ref())
+                .and_then(|s| s.observed_generation)
+                == Some(3)
+    })
+    .await
+    .unwrap();
+    for node in NODES {
+        assert_eq!(upgrades(&fake, node), 1, "{node}");
+        assert_eq!(version(&fake, node).await, "v1.38.0", "{node}");
+    }
+    stop.request();
+    task.await.unwrap();
+}
+
+/// A person runs `nodejob upgrade` to the same target while the controller rolls: the two
+/// share the rolls' Lease, so one waits (the controller's status names the person's run, or
+/// the person's is refused naming the controller's); every node ends at the target, each host
+/// upgrade once.
+#[tokio::test(start_paused = true)]
+async fn a_persons_upgrade_racing_the_controller_runs_nothing_twice() {
+    let fake = cluster(12);
+    let (stop, task) = start(&fake);
+    let mut person = PlanSpec::new("v1.38.0");
+    person.namespace = "kube-system".into();
+    person.identity = "a-person-at-a-terminal".into();
+    person.deadline = Duration::from_secs(600);
+    person.reboot_timeout = Duration::from_secs(300);
+    let person = Plan::build(person).unwrap();
+    // The person starts first; the controller's resource is written a moment later.
+    let by_hand = {
+        let fake = fake.clone();
+        tokio::spawn(
+            async move { upgrade_driver::run(&*fake, &person, upgrade_driver::quiet()).await },
+        )
+    };
+    fake.sleep(Duration::from_secs(1)).await;
+    fake.create_roll(&upgrade("roll", "v1.38.0")).await.unwrap();
+    let mut waited = false;
+    let deadline = fake.now() + Duration::from_secs(3 * 3600);
+    loop {
+        let roll = fake.get_roll::<NodeUpgrade>("roll").await.ok();
+        let reason = roll.as_ref().and_then(|r| condition(r, "Ready"));
+        waited |= reason
+            .as_ref()
+            .is_some_and(|(_, reason)| reason == "LeaseHeldByOther");
+        if ready(roll.as_ref()) {
+            break;
+        }
+        assert!(fake.now() < deadline, "not Ready: {reason:?}");
+        fake.sleep(Duration::from_secs(1)).await;
+    }
+    let report = by_hand.await.unwrap().unwrap();
+    assert!(
+        matches!(report.outcome, upgrade_driver::Outcome::Done),
+        "{:?}",
+        report.outcome
+    );
+    assert!(
+        waited,
+        "the controller waited for the person's Lease, and said so"
+    );
+    for node in NODES {
+        assert_eq!(upgrades(&fake, node), 1, "{node}");
+    }
+    stop.request();
+    task.await.unwrap();
+}
