@@ -9,9 +9,9 @@ use std::sync::atomic::AtomicBool;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 use nodejob_core::{CustomApi, JobApi, LeaseApi, NodeApi, PodApi};
-use nodejob_crd::Roll;
+use nodejob_crd::{Reason, Roll};
 use tokio::task::JoinHandle;
-use upgrade_driver::{Stop, Window};
+use upgrade_driver::{Outcome, Stop, Window};
 
 use crate::metrics::Metrics;
 use crate::planner::Planner;
@@ -101,4 +101,40 @@ pub trait Declared: Roll {
 
     /// The node counts `tracker` knows, into the figures.
     fn figures(tracker: &Self::Tracker, metrics: &Metrics);
+}
+
+/// How a run that started ended, as both kinds say it: the figures' outcome and the verdict
+/// (`None`: stopped on the controller's own request, `asked`); `failed`: the reason of a
+/// failure.
+pub(crate) fn said(
+    outcome: Outcome,
+    asked: bool,
+    failed: Reason,
+) -> (&'static str, Option<Verdict>) {
+    match outcome {
+        Outcome::Done => ("completed", Some(Verdict::Completed)),
+        Outcome::Failed { retry: what, .. } => ("failed", Some(Verdict::Stalled(failed, what))),
+        Outcome::Stopped { .. } if asked => ("stopped", None),
+        Outcome::Stopped { why } => {
+            let reason = if why.contains("window") {
+                Reason::WindowClosed
+            } else {
+                Reason::Progressing
+            };
+            ("waiting", Some(Verdict::Waiting(reason, why)))
+        }
+        Outcome::Paused { why } => (
+            "paused",
+            Some(Verdict::Waiting(Reason::PausedBySwitch, why)),
+        ),
+    }
+}
+
+/// A run that could not take the rolls' Lease: its holder, as the status and figures say it.
+pub(crate) fn held_by(holder: String) -> (&'static str, Option<Verdict>, Option<String>) {
+    (
+        "waiting",
+        Some(Verdict::Waiting(Reason::LeaseHeldByOther, holder.clone())),
+        Some(holder),
+    )
 }

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
-use certs_driver::{CaEvent, CaStep, NodeResult, Outcome, Plan, Progress};
+use certs_driver::{CaEvent, CaStep, NodeResult, Plan, Progress};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use nodejob_crd::{
@@ -16,10 +16,10 @@ use nodejob_crd::{
 use tokio::task::JoinHandle;
 use upgrade_driver::{EventSink, Window};
 
-use crate::kind::{Apis, Declared, Ended, Hooks};
+use crate::kind::{Apis, Declared, Ended, Hooks, held_by, said};
 use crate::metrics::{Metrics, ROTATE_CA};
 use crate::planner::Planner;
-use crate::status::{Verdict, conditions, held};
+use crate::status::{Verdict, conditions, held, times};
 
 /// What a rotation's run has done so far, as its progress told it.
 #[derive(Debug, Default)]
@@ -274,6 +274,11 @@ fn rotation_status(
         now,
     );
     let (lease_holder, paused, next_window) = held(verdict);
+    let (started_at, completed_at) = times(
+        before.map(|b| (b.started_at.as_ref(), b.completed_at.as_ref())),
+        verdict,
+        now,
+    );
     let phase = match verdict {
         Verdict::Completed if t.abort => RotationPhase::Aborted,
         Verdict::Completed => RotationPhase::Completed,
@@ -319,15 +324,8 @@ fn rotation_status(
         lease_holder,
         paused,
         next_window,
-        started_at: before
-            .and_then(|b| b.started_at.clone())
-            .or(Some(Time(now))),
-        completed_at: match verdict {
-            Verdict::Completed => before
-                .and_then(|b| b.completed_at.clone())
-                .or(Some(Time(now))),
-            _ => None,
-        },
+        started_at,
+        completed_at,
     }
 }
 
@@ -338,36 +336,18 @@ fn ended(
     planner: &dyn Planner,
 ) -> Ended {
     let (outcome, verdict, holder) = match result {
-        Ok(report) => match report.outcome {
-            Outcome::Done => ("completed", Some(Verdict::Completed), None),
-            Outcome::Failed { retry: what, .. } => {
-                let reason = if report.totals.disagreed > 0 {
-                    Reason::GateDisagrees
-                } else {
-                    Reason::NodeFailed
-                };
-                ("failed", Some(Verdict::Stalled(reason, what)), None)
-            }
-            Outcome::Stopped { .. } if asked => ("stopped", None, None),
-            Outcome::Stopped { why } => {
-                let reason = if why.contains("window") {
-                    Reason::WindowClosed
-                } else {
-                    Reason::Progressing
-                };
-                ("waiting", Some(Verdict::Waiting(reason, why)), None)
-            }
-            Outcome::Paused { why } => (
-                "paused",
-                Some(Verdict::Waiting(Reason::PausedBySwitch, why)),
-                None,
-            ),
-        },
-        Err(certs_driver::Error::Core(nodejob_core::Error::LeaseHeld { holder, .. })) => (
-            "waiting",
-            Some(Verdict::Waiting(Reason::LeaseHeldByOther, holder.clone())),
-            Some(holder),
-        ),
+        Ok(report) => {
+            let failed = if report.totals.disagreed > 0 {
+                Reason::GateDisagrees
+            } else {
+                Reason::NodeFailed
+            };
+            let (outcome, verdict) = said(report.outcome, asked, failed);
+            (outcome, verdict, None)
+        }
+        Err(certs_driver::Error::Core(nodejob_core::Error::LeaseHeld { holder, .. })) => {
+            held_by(holder)
+        }
         Err(e @ certs_driver::Error::AbortRefused { .. }) => (
             "refused",
             Some(Verdict::Stalled(

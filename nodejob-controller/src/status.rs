@@ -221,6 +221,11 @@ pub fn status(
         now,
     );
     let (lease_holder, paused, next_window) = held(verdict);
+    let (started_at, completed_at) = times(
+        before.map(|b| (b.started_at.as_ref(), b.completed_at.as_ref())),
+        verdict,
+        now,
+    );
     NodeUpgradeStatus {
         observed_generation: Some(generation),
         conditions,
@@ -231,15 +236,8 @@ pub fn status(
         lease_holder,
         paused,
         next_window,
-        started_at: before
-            .and_then(|b| b.started_at.clone())
-            .or(Some(Time(now))),
-        completed_at: match verdict {
-            Verdict::Completed => before
-                .and_then(|b| b.completed_at.clone())
-                .or(Some(Time(now))),
-            _ => None,
-        },
+        started_at,
+        completed_at,
     }
 }
 
@@ -374,6 +372,23 @@ pub fn held(verdict: &Verdict) -> (Option<String>, Option<Paused>, Option<Time>)
         },
         match verdict {
             Verdict::Window(opens) => Some(Time(*opens)),
+            _ => None,
+        },
+    )
+}
+
+/// `status.startedAt` and `status.completedAt`, from what `before` said of them (`None`: no
+/// status yet): started once, completed while `verdict` says so.
+pub fn times(
+    before: Option<(Option<&Time>, Option<&Time>)>,
+    verdict: &Verdict,
+    now: Timestamp,
+) -> (Option<Time>, Option<Time>) {
+    let (started, completed) = before.unwrap_or_default();
+    (
+        started.cloned().or(Some(Time(now))),
+        match verdict {
+            Verdict::Completed => completed.cloned().or(Some(Time(now))),
             _ => None,
         },
     )

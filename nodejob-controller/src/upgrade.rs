@@ -8,9 +8,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 use nodejob_crd::{NodeUpgrade, NodeUpgradeStatus, Reason};
 use tokio::task::JoinHandle;
-use upgrade_driver::{EventSink, Outcome, Plan, Progress, Window};
+use upgrade_driver::{EventSink, Plan, Progress, Window};
 
-use crate::kind::{Apis, Declared, Ended, Hooks};
+use crate::kind::{Apis, Declared, Ended, Hooks, held_by, said};
 use crate::metrics::{Metrics, UPGRADE};
 use crate::planner::Planner;
 use crate::status::{Tracker, Verdict, status};
@@ -113,33 +113,13 @@ fn ended(
         .filter_map(|n| n.to.clone().or_else(|| n.from.clone()))
         .collect();
     let (outcome, verdict, holder) = match result {
-        Ok(report) => match report.outcome {
-            Outcome::Done => ("completed", Some(Verdict::Completed), None),
-            Outcome::Failed { retry: what, .. } => (
-                "failed",
-                Some(Verdict::Stalled(Reason::NodeFailed, what)),
-                None,
-            ),
-            Outcome::Stopped { .. } if asked => ("stopped", None, None),
-            Outcome::Stopped { why } => {
-                let reason = if why.contains("window") {
-                    Reason::WindowClosed
-                } else {
-                    Reason::Progressing
-                };
-                ("waiting", Some(Verdict::Waiting(reason, why)), None)
-            }
-            Outcome::Paused { why } => (
-                "paused",
-                Some(Verdict::Waiting(Reason::PausedBySwitch, why)),
-                None,
-            ),
-        },
-        Err(upgrade_driver::Error::Core(nodejob_core::Error::LeaseHeld { holder, .. })) => (
-            "waiting",
-            Some(Verdict::Waiting(Reason::LeaseHeldByOther, holder.clone())),
-            Some(holder),
-        ),
+        Ok(report) => {
+            let (outcome, verdict) = said(report.outcome, asked, Reason::NodeFailed);
+            (outcome, verdict, None)
+        }
+        Err(upgrade_driver::Error::Core(nodejob_core::Error::LeaseHeld { holder, .. })) => {
+            held_by(holder)
+        }
         Err(e) => {
             let text = planner.said(e.to_string());
             let reason = if text.contains("skew") {

@@ -32,6 +32,31 @@ impl Declared for CARotation {
     }
 }
 
+/// The name `--name` gives (refused unless a valid resource name), or `default`.
+pub(crate) fn name(
+    given: Option<&String>,
+    default: impl FnOnce() -> String,
+) -> Result<String, Exit> {
+    match given {
+        Some(name) if nodejob_core::is_dns1123_subdomain(name) => Ok(name.clone()),
+        Some(name) => Err(Exit::usage(format!(
+            "--name {name:?}: not a valid resource name (lowercase letters, digits, '-' and '.', \
+             at most 253, a letter or digit at each end)"
+        ))),
+        None => Ok(default()),
+    }
+}
+
+/// `object` named `name`, as its kind's constructor makes it with nothing else in its
+/// metadata (kube's derive fills no more than the name; said here once for both kinds).
+pub(crate) fn named<K: Roll>(mut object: K, name: String) -> K {
+    *object.meta_mut() = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        name: Some(name),
+        ..Default::default()
+    };
+    object
+}
+
 /// The resource as YAML, as `kubectl get -o yaml` prints one.
 pub(crate) fn yaml<K: Roll>(roll: &K) -> Result<String, Exit> {
     serde_saphyr::to_string(roll).map_err(|e| Exit::failed(e.to_string()))

@@ -51,25 +51,14 @@ fn resource(args: &RotateCa, plan: &certs_driver::Plan) -> Result<nodejob_crd::C
         args.abort,
     )
     .map_err(Exit::usage)?;
-    let name = match &args.name {
-        Some(name) if nodejob_core::is_dns1123_subdomain(name) => name.clone(),
-        Some(name) => {
-            return Err(Exit::usage(format!(
-                "--name {name:?}: not a valid resource name (lowercase letters, digits, '-' \
-                 and '.', at most 253, a letter or digit at each end)"
-            )));
-        }
-        None => {
-            let hex = plan.fingerprint().as_str().trim_start_matches("sha256:");
-            format!("ca-{}", &hex[..hex.len().min(12)])
-        }
-    };
-    let mut roll = nodejob_crd::CARotation::new(&name, spec);
-    roll.metadata = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-        name: Some(name),
-        ..Default::default()
-    };
-    Ok(roll)
+    let name = declared::name(args.name.as_ref(), || {
+        let hex = plan.fingerprint().as_str().trim_start_matches("sha256:");
+        format!("ca-{}", &hex[..hex.len().min(12)])
+    })?;
+    Ok(declared::named(
+        nodejob_crd::CARotation::new(&name, spec),
+        name,
+    ))
 }
 
 /// Runs `nodejob rotate-ca`.

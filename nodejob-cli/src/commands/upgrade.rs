@@ -151,22 +151,11 @@ pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
 /// The `NodeUpgrade` the flags describe, named by `--name` or after the target.
 fn resource(args: &Upgrade) -> Result<nodejob_crd::NodeUpgrade, Exit> {
     let spec = crate::commands::controller::upgrade_spec(&settings(args)).map_err(Exit::usage)?;
-    let name = match &args.name {
-        Some(name) if nodejob_core::is_dns1123_subdomain(name) => name.clone(),
-        Some(name) => {
-            return Err(Exit::usage(format!(
-                "--name {name:?}: not a valid resource name (lowercase letters, digits, '-' \
-                 and '.', at most 253, a letter or digit at each end)"
-            )));
-        }
-        None => default_name(&args.to),
-    };
-    let mut roll = nodejob_crd::NodeUpgrade::new(&name, spec);
-    roll.metadata = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-        name: Some(name),
-        ..Default::default()
-    };
-    Ok(roll)
+    let name = declared::name(args.name.as_ref(), || default_name(&args.to))?;
+    Ok(declared::named(
+        nodejob_crd::NodeUpgrade::new(&name, spec),
+        name,
+    ))
 }
 
 /// `upgrade-to-v1-38-0` for `v1.38.0`: a DNS label of the target.
