@@ -269,8 +269,12 @@ impl<A: Apis + ?Sized> Controller<A> {
     /// rolls' fenced Lease's rule: a resource whose run finds it held waits, its status naming
     /// the holder.
     ///
+    /// No error of the API ends it: a list, a watch or a write refused (the apiserver away, a
+    /// CRD not installed yet, no right to a kind) is logged and tried again, backing off up to
+    /// [`Settings::retry_after`].
+    ///
     /// # Errors
-    /// An API error a loop cannot go on from (no right to list a kind).
+    /// None today; the `Result` is kept for a backend that cannot go on at all.
     pub async fn run(&self, stop: &Stop) -> ApiResult<()> {
         self.reconcile_loop(stop, false).await.map(|_| ())
     }
@@ -313,47 +317,65 @@ impl<A: Apis + ?Sized> Controller<A> {
         let mut running: Option<Running<K>> = None;
         let mut retry = Waits::new();
         let mut relist = true;
-        let mut rv = String::new();
+        // The list's resourceVersion, where the watch resumes; `None`: no list read yet.
+        let mut rv: Option<String> = None;
+        // After an error (a list or a reconcile refused, the apiserver away, the kind not
+        // served yet), the list is read again then, backing off 1 s, 2 s, ... up to
+        // `retry_after`: no error of the API ends the controller, as kube-runtime's requeue.
+        let mut relist_at: Option<Duration> = None;
+        let mut backoff = Backoff::new(self.settings.retry_after);
         let mut absent_said = false;
         loop {
-            if relist {
-                let at = match self.api.list_rolls_at::<K>().await {
-                    Ok(at) => at,
-                    // Its CRD not installed (yet): listed again later, the other kind goes on.
-                    Err(e) if e.is_not_found() => {
-                        if !absent_said {
+            if relist && relist_at.is_none_or(|at| at <= self.api.now()) {
+                relist_at = None;
+                match self.api.list_rolls_at::<K>().await {
+                    Ok(at) => {
+                        rv = Some(at.resource_version);
+                        relist = false;
+                        absent_said = false;
+                        let mut failed = false;
+                        for roll in at.rolls {
+                            failed |= (self.reconciled(roll, &mut running, &mut retry, hand_over))
+                                .await
+                                .is_err();
+                        }
+                        if failed {
+                            relist = true;
+                            relist_at = Some(self.api.now() + backoff.next());
+                        } else {
+                            backoff.reset();
+                        }
+                    }
+                    Err(e) => {
+                        rv = None;
+                        let again = backoff.next();
+                        if !e.is_not_found() {
+                            tracing::warn!(kind = K::KIND.kind, error = %e, "listing failed: listed again in {again:?}");
+                        } else if !absent_said {
+                            // Its CRD not installed (yet): the other kind goes on.
                             tracing::warn!(
                                 kind = K::KIND.kind,
-                                "not served by the apiserver (its CRD is not installed): listed again every {:?}",
-                                self.settings.retry_after
+                                "not served by the apiserver (its CRD is not installed): listed again until it is"
                             );
                             absent_said = true;
                         }
-                        self.pause(self.settings.retry_after, stop).await;
-                        if stop.requested() {
-                            return Ok(Ran::Stopped);
-                        }
-                        continue;
+                        relist_at = Some(self.api.now() + again);
                     }
-                    Err(e) => return Err(e),
-                };
-                rv = at.resource_version;
-                for roll in at.rolls {
-                    self.reconciled(roll, &mut running, &mut retry, hand_over)
-                        .await?;
                 }
-                relist = false;
             }
-            let woke = self
-                .wait(&rv, &mut running, retry.values().min().copied(), stop)
-                .await;
+            let next = (retry.values().copied()).chain(relist_at).min();
+            let woke = self.wait(rv.as_deref(), &mut running, next, stop).await;
             match woke {
                 Woke::Changes(Ok(changes)) => {
-                    rv = changes.resource_version;
+                    rv = Some(changes.resource_version);
                     for change in changes.changes {
-                        if let Change::Applied(roll) = change {
-                            self.reconciled(roll, &mut running, &mut retry, hand_over)
-                                .await?;
+                        if let Change::Applied(roll) = change
+                            && (self.reconciled(roll, &mut running, &mut retry, hand_over))
+                                .await
+                                .is_err()
+                        {
+                            relist = true;
+                            relist_at = Some(self.api.now() + backoff.next());
                         }
                     }
                 }
@@ -362,7 +384,7 @@ impl<A: Apis + ?Sized> Controller<A> {
                 Woke::Ended(end) => {
                     let ended = running.take().expect("a run ended");
                     let handed = ended.handing_over.load(Ordering::SeqCst);
-                    self.ended(ended, end, &mut retry).await?;
+                    self.ended_logged(ended, end, &mut retry).await;
                     if handed {
                         return Ok(Ran::HandedOver);
                     }
@@ -382,7 +404,7 @@ impl<A: Apis + ?Sized> Controller<A> {
                     if let Some(mut run) = running.take() {
                         run.stop.request();
                         let end = (&mut run.task).await.unwrap_or_else(panicked);
-                        self.ended(run, end, &mut retry).await?;
+                        self.ended_logged(run, end, &mut retry).await;
                     }
                     return Ok(Ran::Stopped);
                 }
@@ -390,16 +412,30 @@ impl<A: Apis + ?Sized> Controller<A> {
         }
     }
 
+    /// [`Controller::ended`], its error logged: the next list reads the resource again.
+    async fn ended_logged<K: Declared>(&self, run: Running<K>, end: Ended, retry: &mut Waits) {
+        let name = run.name.clone();
+        if let Err(e) = self.ended(run, end, retry).await {
+            tracing::error!(kind = K::KIND.kind, name = %name, error = %e, "writing how a run ended failed");
+        }
+    }
+
     /// Waits for whatever comes first.
     async fn wait<K: Declared>(
         &self,
-        rv: &str,
+        rv: Option<&str>,
         running: &mut Option<Running<K>>,
         retry: Option<Duration>,
         stop: &Stop,
     ) -> Woke<K> {
         let api = &self.api;
-        let changes = api.wait_rolls::<K>(rv, self.settings.watch_timeout);
+        // No list read yet: nothing to watch from until the next list.
+        let changes = async {
+            match rv {
+                Some(rv) => api.wait_rolls::<K>(rv, self.settings.watch_timeout).await,
+                None => std::future::pending().await,
+            }
+        };
         let has_run = running.is_some();
         let ended = async {
             match running.as_mut() {
@@ -678,6 +714,33 @@ fn says<K: Declared>(status: Option<&K::Status>, generation: i64, reason: Reason
                 .iter()
                 .any(|c| c.type_ == "Ready" && c.reason == reason.as_str())
     })
+}
+
+/// The wait before a list is read again after an error: 1 s, doubling, at most `cap`.
+struct Backoff {
+    next: Duration,
+    cap: Duration,
+}
+
+impl Backoff {
+    fn new(cap: Duration) -> Self {
+        Backoff {
+            next: Duration::from_secs(1).min(cap),
+            cap,
+        }
+    }
+
+    /// This wait; the next one twice as long.
+    fn next(&mut self) -> Duration {
+        let now = self.next;
+        self.next = (self.next * 2).min(self.cap);
+        now
+    }
+
+    /// After a success: from 1 s again.
+    fn reset(&mut self) {
+        self.next = Duration::from_secs(1).min(self.cap);
+    }
 }
 
 /// A run's task that panicked (or was cancelled) ends as a refusal naming it.

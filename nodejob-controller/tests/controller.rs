@@ -784,3 +784,28 @@ async fn a_persons_upgrade_racing_the_controller_runs_nothing_twice() {
     stop.request();
     task.await.unwrap();
 }
+
+/// The apiserver refuses the controller's lists and status writes for a while (a CRD's
+/// storage still initializing answers 429, as one installed a moment ago does): the
+/// controller backs off and lists again, it does not stop; the roll completes once the
+/// apiserver answers.
+#[tokio::test(start_paused = true)]
+async fn an_apiserver_refusing_for_a_while_delays_the_controller_and_never_stops_it() {
+    use nodejob_core::{ApiError, ErrorKind};
+    use nodejob_fake::{Times, Verb};
+    let fake = cluster(13);
+    fake.create_roll(&upgrade("roll", "v1.38.0")).await.unwrap();
+    let unavailable = ApiError::new(ErrorKind::Transient, 429, "storage is (re)initializing");
+    fake.fail(Verb::ListCustomAt, unavailable.clone(), Times::N(6));
+    fake.fail(Verb::ReplaceCustom, unavailable, Times::N(2));
+    let (stop, task) = start(&fake);
+    until(&fake, "roll", Duration::from_secs(3600), ready)
+        .await
+        .unwrap();
+    for node in NODES {
+        assert_eq!(upgrades(&fake, node), 1, "{node}");
+    }
+    assert!(!task.is_finished(), "the controller is still running");
+    stop.request();
+    task.await.unwrap();
+}
