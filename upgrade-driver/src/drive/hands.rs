@@ -138,6 +138,22 @@ where
         )
     }
 
+    /// A patch, a read, a find: requests, no wait. The Lease read before them still fences
+    /// the writes that follow (the cordon's read fences the drain's evictions, the launch
+    /// record's the host Job's create, the done record's the Event after it).
+    fn waits(&self, intent: &Intent) -> bool {
+        !matches!(
+            intent,
+            Intent::Patch { .. }
+                | Intent::Guarded { .. }
+                | Intent::Vet
+                | Intent::Preflight
+                | Intent::FindJob
+                | Intent::FindPrevious { .. }
+                | Intent::FindRollbackJob
+        )
+    }
+
     fn act(
         &mut self,
         _machine: &NodeMachine,
