@@ -524,6 +524,18 @@ impl CountingProxy {
         let counted = Arc::clone(&counts);
         let weighed = Arc::clone(&bytes);
         let leveled = Arc::clone(&levels);
+        // NODEJOB_BENCH_PROXY_LOG=FILE: each request also appended to FILE as it comes, as
+        // `SECONDS METHOD PATH?QUERY`, to see where a count comes from.
+        let log = match std::env::var_os("NODEJOB_BENCH_PROXY_LOG") {
+            Some(path) => Some(Arc::new(Mutex::new(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)?,
+            ))),
+            None => None,
+        };
+        let began = std::time::Instant::now();
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 let _ = stream.set_nodelay(true);
@@ -534,11 +546,18 @@ impl CountingProxy {
                     Arc::clone(&weighed),
                     Arc::clone(&leveled),
                 );
+                let log = log.clone();
                 tokio::spawn(async move {
                     let service = service_fn(move |mut request: Request<Incoming>| {
                         let (upstream, counted) = (upstream.clone(), Arc::clone(&counted));
                         let (weighed, leveled) = (Arc::clone(&weighed), Arc::clone(&leveled));
                         let base = base.clone();
+                        if let Some(log) = &log {
+                            use std::io::Write as _;
+                            let at = began.elapsed().as_secs_f64();
+                            let (method, uri) = (request.method(), request.uri());
+                            let _ = writeln!(log.lock().unwrap(), "{at:.3} {method} {uri}");
+                        }
                         async move {
                             let kind = kind(&request);
                             *counted.lock().unwrap().entry(kind.clone()).or_insert(0) += 1;

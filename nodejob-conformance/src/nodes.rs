@@ -915,9 +915,18 @@ pub async fn expired_lease_is_taken_over_and_the_loser_stops<B: Workloads>(
         matches!(&stopped, Err(Error::LeaseLost { now, .. }) if now.contains("driver-b")),
         "the old holder is stopped, told who holds it now: {stopped:?}"
     );
+    // Its renewal was due: that renewal is its read of the Lease, a PUT under the
+    // resourceVersion it last knew, refused with a Conflict. Nothing of it lands: the Lease is
+    // still exactly as the new holder wrote it.
     ensure!(
-        ctx.api.count(Verb::ReplaceLease) == writes_before,
-        "the old holder wrote the lease after losing it"
+        ctx.api.count(Verb::ReplaceLease) <= writes_before + 1,
+        "the old holder wrote the lease after losing it, more than the renewal refused"
+    );
+    let now = api.get_lease(&ctx.namespace, "nodejob").await?;
+    ensure!(
+        now.metadata.resource_version == b.lease().metadata.resource_version
+            && holder(&now).is_some_and(|h| h.identity == "driver-b" && h.epoch == b.epoch()),
+        "the old holder's write landed: {now:?}"
     );
     Ok(())
 }

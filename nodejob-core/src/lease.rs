@@ -180,22 +180,40 @@ impl Held {
         format!("{}/{}", self.config.namespace, self.config.name)
     }
 
-    /// Fences a mutating step: reads the Lease and answers [`Error::LeaseLost`] unless we still
-    /// hold it at our epoch; renews it when a third of its duration has passed since our last
-    /// renewal. Call it before every write a driver makes.
+    /// Fences a mutating step: answers [`Error::LeaseLost`] unless we still hold the Lease at
+    /// our epoch now, and keeps it as it is now ([`Held::lease`]: the pause switch on it
+    /// included); renews it when a third of its duration has passed since our last renewal.
+    /// Call it before every write a driver makes.
+    ///
+    /// One request: a renewal due is the read. The renewal is a `PUT` under the
+    /// resourceVersion last read or written, so it lands only on the Lease exactly as we last
+    /// knew it, ours at our epoch, and answers it as it is now: it replaces the `GET` that
+    /// would have come before it. Any change since (a pause switch set, another holder) is a
+    /// Conflict, which reads the Lease again ([`Held::renew`]). Otherwise the Lease is read.
     pub async fn check<A: LeaseApi + ?Sized>(&mut self, api: &A) -> Result<()> {
+        if self.due(api) {
+            return self.renew(api).await;
+        }
         self.reread(api).await?;
+        if self.due(api) {
+            self.renew(api).await
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Whether a third of the duration has passed since the renewal last known.
+    fn due<A: LeaseApi + ?Sized>(&self, api: &A) -> bool {
         let renewed = self
             .lease
             .spec
             .as_ref()
             .and_then(|s| s.renew_time.as_ref())
             .map(|t| t.0);
-        let due = renewed.is_none_or(|t| {
+        renewed.is_none_or(|t| {
             api.wall_time().duration_since(t)
                 >= SignedDuration::try_from(self.config.duration / 3).unwrap_or(SignedDuration::MAX)
-        });
-        if due { self.renew(api).await } else { Ok(()) }
+        })
     }
 
     /// Renews the Lease (`renewTime` = now) under the resourceVersion last read. A Conflict is

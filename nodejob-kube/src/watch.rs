@@ -206,6 +206,19 @@ impl<K: Clone> Tracker<K> {
         })
     }
 
+    /// The object's last state seen, if it is the state of resourceVersion `rv`: a
+    /// resourceVersion names one state of the object, so this is what a GET of that version
+    /// would answer.
+    pub(crate) fn at_version(&self, key: &Key, rv: &str) -> Option<K>
+    where
+        K: Resource,
+    {
+        match self.last(key) {
+            Last::Present(obj) if obj.meta().resource_version.as_deref() == Some(rv) => Some(obj),
+            _ => None,
+        }
+    }
+
     /// The open watch positioned at `since`; any other watch of the object is closed.
     fn take(&self, key: &Key, since: &str) -> Option<OpenWatch<K>> {
         self.with(key, |t| t.watch.take())

@@ -155,9 +155,10 @@ async fn a_patch_of_a_node_changed_since_it_was_read_is_a_conflict() -> TestResu
     Ok(())
 }
 
-/// `spec.taints` is an atomic list: a change of taints reads the node first and writes the
-/// whole list (another's taint kept, ours added or removed by key) under the same
-/// resourceVersion precondition; a node read at another version is a Conflict, not written.
+/// `spec.taints` is an atomic list: a change of taints writes the whole list (another's taint
+/// kept, ours added or removed by key) under the same resourceVersion precondition, from the
+/// node at that version: as the client last saw it when it saw that version (the first write's
+/// answer), else read first; a node read at another version is a Conflict, not written.
 #[tokio::test]
 async fn a_change_of_taints_reads_the_node_then_writes_its_whole_list_under_the_version()
 -> TestResult {
@@ -189,7 +190,7 @@ async fn a_change_of_taints_reads_the_node_then_writes_its_whole_list_under_the_
             }),
         )
         .reply_json(200, &tainted("78", &[theirs, ours])),
-        get(NODE_A).reply_json(200, &tainted("78", &[theirs, ours])),
+        // 78 is the first write's answer: no read.
         merge_patch(
             NODE_A,
             json!({
@@ -198,7 +199,7 @@ async fn a_change_of_taints_reads_the_node_then_writes_its_whole_list_under_the_
             }),
         )
         .reply_json(200, &tainted("79", &[theirs])),
-        // Read at 80 while the change was decided at 79: refused without a write.
+        // Decided at 76, not the version last seen (79): read, at 80: refused without a write.
         get(NODE_A).reply_json(200, &tainted("80", &[theirs])),
     ]);
     let fence = [
@@ -211,7 +212,7 @@ async fn a_change_of_taints_reads_the_node_then_writes_its_whole_list_under_the_
     let written = api.patch_node("node-a", "78", &lift).await?;
     assert_eq!(written.metadata.resource_version.as_deref(), Some("79"));
     let err = api
-        .patch_node("node-a", "79", &fence)
+        .patch_node("node-a", "76", &fence)
         .await
         .expect_err("the node changed");
     assert_eq!(err.kind, ErrorKind::Conflict, "{err}");
@@ -221,7 +222,6 @@ async fn a_change_of_taints_reads_the_node_then_writes_its_whole_list_under_the_
         [
             format!("GET {NODE_A}"),
             format!("PATCH {NODE_A}"),
-            format!("GET {NODE_A}"),
             format!("PATCH {NODE_A}"),
             format!("GET {NODE_A}"),
         ]

@@ -6,8 +6,9 @@
 //! ```text
 //!   in flight at machine.in_flight()            (what a run cut short reports)
 //!   the fence, when the intent writes           lost  -> interrupted at the step
+//!     (read unless the node read it with no wait since: Hands::waits)
 //!   marks of what already happened, told        (progress, the report, Events: fenced by
-//!                                               the read above when there was one)
+//!                                               that read when there was one)
 //!   a step begins here (Hands::gate)?
 //!     the pause switch (Hands::paused)          paused out, stopped, lost -> interrupted
 //!     resumed: the node read again              deleted, replaced -> as the driver says
@@ -147,6 +148,15 @@ pub trait Hands: Send {
         false
     }
 
+    /// Whether performing `intent` waits (on a drain, a Job, a watch, a sleep), so that the
+    /// Lease is read again before the next write. `false` for an intent that is a request or
+    /// a few, a read or a write, with nothing waited on between (transient errors retried
+    /// within their bound): the Lease read before it still fences what follows. Every intent
+    /// waits unless the driver says otherwise.
+    fn waits(&self, _intent: &Intent<Self>) -> bool {
+        true
+    }
+
     /// What `intent` comes to: performed, or the node's end.
     fn act(
         &mut self,
@@ -228,16 +238,32 @@ where
         // Every return in the block ends the node; it lands after it, whichever it was.
         let end = async {
             let mut step_started = self.api.now();
+            // Whether this node's last read of the Lease (a fence check that passed) was made
+            // with nothing waited on since: only requests (`Hands::waits`). Such a read fences
+            // the writes that follow it, and the Events told with them, as the turn's own check
+            // always fenced the writes of its turn; the first write after a wait reads the
+            // Lease again. So a node reads the Lease once per stretch of writes between two
+            // waits, not once per write: the read of a write that follows another with no wait
+            // between is replaced by the read that fenced the first.
+            let mut fresh = false;
             loop {
                 match machine.in_flight() {
                     Some(step) => self.flying(&node, step),
                     None => self.landed(&node),
                 }
                 // The fence first: once the Lease is lost, not even an Event is written. The
-                // Events told next, before any wait, are fenced by this same read.
-                let checked = hands.fenced(&turn.intent);
-                if checked && let Err(e) = self.fence.check(self.api).await {
-                    return hands.interrupted(machine.at(), format!("the Lease was lost: {e}"));
+                // Events told next, before any wait, are fenced by this same read (or by the one
+                // still fresh, `fresh`; a loss any other check has seen since still counts).
+                if hands.fenced(&turn.intent) {
+                    let checked = match self.fence.lost() {
+                        Some(why) => Err(why),
+                        None if fresh => Ok(()),
+                        None => self.fence.check(self.api).await,
+                    };
+                    if let Err(e) = checked {
+                        return hands.interrupted(machine.at(), format!("the Lease was lost: {e}"));
+                    }
+                    fresh = true;
                 }
                 // What already happened (the step before finished, a note) is told now, when it
                 // happened; only the marks from the start of the next step on wait for the pause
@@ -249,7 +275,7 @@ where
                     .unwrap_or(marks.len());
                 let next = marks.split_off(at);
                 for mark in marks {
-                    (self.tell_mark(events, hands, mark, &mut step_started, checked)).await;
+                    (self.tell_mark(events, hands, mark, &mut step_started, &mut fresh)).await;
                 }
                 let stop = &self.limits.stop;
                 if let Some(step) = starting
@@ -266,6 +292,7 @@ where
                         Ok(Passed::Unpaused) => Ok(()),
                         // The step was decided on what was read before the wait.
                         Ok(Passed::Resumed { waited }) => {
+                            fresh = false;
                             hands.waited(step, millis(waited));
                             let read = read_again(self.api, &node, uid).await;
                             hands.resumed(step, read).await
@@ -279,22 +306,26 @@ where
                 let stop_here = starting.is_some() && stop.requested();
                 for mark in next {
                     if !(stop_here && matches!(mark, Mark::Started(_))) {
-                        // Past the pause switch, which may have waited: read again.
-                        (self.tell_mark(events, hands, mark, &mut step_started, false)).await;
+                        // Past the pause switch: read again if it waited.
+                        (self.tell_mark(events, hands, mark, &mut step_started, &mut fresh)).await;
                     }
                 }
                 if stop_here {
                     return hands.interrupted(machine.at(), "stopped on request".into());
                 }
                 match hands.act(machine, intent) {
-                    Act::Do(intent) => match hands.perform(machine, intent).await {
-                        Ok(obs) => {
-                            // What the machine writes next (a record's time) is of now.
-                            machine.now(self.api.wall_time().to_string());
-                            turn = machine.step(obs);
+                    Act::Do(intent) => {
+                        // After a wait, the next write reads the Lease again.
+                        fresh &= !hands.waits(&intent);
+                        match hands.perform(machine, intent).await {
+                            Ok(obs) => {
+                                // What the machine writes next (a record's time) is of now.
+                                machine.now(self.api.wall_time().to_string());
+                                turn = machine.step(obs);
+                            }
+                            Err(end) => return end,
                         }
-                        Err(end) => return end,
-                    },
+                    }
                     Act::Failed { failure, end } => {
                         if let Some(lost) = self.fence.lost() {
                             let why = format!(
@@ -326,7 +357,8 @@ where
     }
 
     /// Tells one mark of `hands`' node: progress, the report, an Event, the condition. The
-    /// Event reads the Lease first unless `checked`: the turn's own check just did.
+    /// Event reads the Lease first unless `fresh`: a read of it with no wait since fences it
+    /// (the turn's own check, or the last one); a read it makes is fresh for what follows.
     /// `step_started` is when the step under way started (set by a start, read by a finish).
     async fn tell_mark<H>(
         &self,
@@ -334,7 +366,7 @@ where
         hands: &mut H,
         mark: Mark<S, Own<H>>,
         step_started: &mut Duration,
-        checked: bool,
+        fresh: &mut bool,
     ) where
         H: Hands,
         H::Machine: Machine<Step = S>,
@@ -359,13 +391,15 @@ where
                     message: message.clone(),
                 });
                 let reason = step.reason();
-                let fence = if checked {
+                let fence = if *fresh {
                     EventFence::Checked
                 } else {
                     EventFence::Read
                 };
                 let kind = EventType::Normal;
                 (self.event(fence, events, &node, kind, &reason, &message)).await;
+                // A read that passed: the Event's check is the next write's too.
+                *fresh = self.fence.lost().is_none();
             }
             Mark::Note(message) => self.tell_note(&node, message),
             Mark::Own(own) => hands.own(own).await,

@@ -199,7 +199,8 @@ impl Fence {
     }
 
     /// The pause switch on the Lease as last read ([`nodejob_core::pause`]): every
-    /// [`Fence::check`] reads the Lease, so this is as fresh as the last fenced write.
+    /// [`Fence::check`] reads the Lease (its renewal, when due, is the read), so this is as
+    /// fresh as the last check, which no wait of the node asking came after.
     pub async fn paused(&self) -> Option<nodejob_core::pause::Pause> {
         nodejob_core::pause::paused(self.held.lock().await.lease())
     }

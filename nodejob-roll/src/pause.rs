@@ -1,6 +1,8 @@
 //! The pause switch as a run honours it ([`nodejob_core::pause`]): before every step starts on
-//! a node, the Lease as last read (every fenced write reads it first, so no call is added while
-//! nothing is paused) is asked whether the rolls are paused. Paused, the node waits where it
+//! a node, the Lease as last read is asked whether the rolls are paused: no call is added while
+//! nothing is paused. The first write after every wait reads the Lease (the executor's fence),
+//! and so does the Event that tells a step finished after a wait, before the next step starts;
+//! the renewal, when due, is that read ([`nodejob_core::lease::Held::check`]). Paused, the node waits where it
 //! stands (the step before it finished), the Lease read again every [`PAUSE_POLL`] (and kept
 //! renewed by that read), until the switch is lifted, a stop is asked, the Lease is lost, or
 //! the run's pause deadline ([`crate::Limits::pause_deadline`]) passes: the run then ends with

@@ -280,7 +280,7 @@ where
     async fn node(&self, name: &str) -> NodeResult {
         let api = self.api;
         let started = api.now();
-        let first = match get_node(api, name).await {
+        let first = match self.first_read(name).await {
             Ok(node) => node,
             Err(e) => {
                 let result = NodeResult::Failed(crate::machine::Failure {
@@ -306,6 +306,20 @@ where
             .drive(source, &mut hands, &mut machine, turn, uid.as_deref())
             .await;
         self.end_node(name, result, hands.last(), started)
+    }
+
+    /// The node as the run's watch has it now ([`NodeView::refresh`]: the changes it
+    /// delivered, taken in; on a cluster, no request), the read its batch's admission just
+    /// made, in place of a GET of its own: its first write carries the resourceVersion read,
+    /// so a node that changed since meets a Conflict and is read again. Read with a GET when
+    /// the view cannot say (refreshing failed, or it has no such node: the GET says why).
+    async fn first_read(&self, name: &str) -> Result<Node, ApiError> {
+        if self.view.refresh(self.api).await.is_ok()
+            && let Some(node) = self.view.node(name)
+        {
+            return Ok(node);
+        }
+        get_node(self.api, name).await
     }
 
     fn end_node(

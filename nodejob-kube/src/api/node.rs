@@ -82,11 +82,16 @@ impl NodeApi for KubeApi {
         changes: &[NodeChange],
     ) -> ApiResult<Node> {
         // `spec.taints` is an atomic list: a merge patch replaces it whole. It is written as the
-        // node at `resource_version` holds it with the changes applied, that version read first
-        // (one GET more, only for a change of taints); the patch's own precondition then refuses
-        // it if the node changed between the two.
+        // node at `resource_version` holds it with the changes applied: that version as this
+        // client last saw it (a read's, a write's or a watch's answer at exactly that version,
+        // which names one state of the node), else read first (one GET more, only for a change
+        // of taints); the patch's own precondition then refuses it if the node changed since.
         let taints = if changes.iter().any(NodeChange::to_taints) {
-            let mut node = self.get_node(name).await?;
+            let key = cluster_key(name);
+            let mut node = match self.nodes.at_version(&key, resource_version) {
+                Some(node) => node,
+                None => self.get_node(name).await?,
+            };
             if node.metadata.resource_version.as_deref() != Some(resource_version) {
                 return Err(ApiError::conflict(format!(
                     "Operation cannot be fulfilled on nodes \"{name}\": the object has been \

@@ -138,6 +138,22 @@ where
         )
     }
 
+    /// A patch, a read, a find: requests, no wait. The Lease read before them still fences
+    /// the writes that follow (the cordon's read fences the drain's evictions, the launch
+    /// record's the host Job's create, the done record's the Event after it).
+    fn waits(&self, intent: &Intent) -> bool {
+        !matches!(
+            intent,
+            Intent::Patch { .. }
+                | Intent::Guarded { .. }
+                | Intent::Vet
+                | Intent::Preflight
+                | Intent::FindJob
+                | Intent::FindPrevious { .. }
+                | Intent::FindRollbackJob
+        )
+    }
+
     fn act(
         &mut self,
         _machine: &NodeMachine,
@@ -278,10 +294,17 @@ where
             },
             Intent::WaitReboot { boot_id: before } => {
                 let timeout = run.plan.spec().reboot_timeout;
+                // From the node as our last write answered it (the host Job's record): the
+                // watch delivers every change after it, so a read first would tell nothing the
+                // watch does not (and one too old for the watch is read again, a 410).
+                let from = match &self.last {
+                    Some(node) => From::Seen(Some(node.clone())),
+                    None => From::Read,
+                };
                 let until = watch_until(
                     api,
                     timeout,
-                    From::Read,
+                    from,
                     || api.get_node(name),
                     |since, t| async move { api.wait_node(name, since.as_deref(), t).await },
                     // Deleted ends the wait at once: the watch says so when it happens.
