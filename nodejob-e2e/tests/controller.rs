@@ -391,7 +391,8 @@ async fn a_node_upgrade_is_rolled_by_the_controller_killed_and_started_again_mid
         lines.iter().any(|l| l["message"] == "leading")
             && lines.iter().any(|l| l["message"] == "run ended"
                 && l["outcome"] == "completed"
-                && l["nodeupgrade"] == name.as_str()),
+                && l["kind"] == "NodeUpgrade"
+                && l["name"] == name.as_str()),
         "the second controller's log:\n{log}"
     );
 
