@@ -38,6 +38,13 @@ impl Fingerprint {
     pub fn hex(&self) -> &str {
         self.0.strip_prefix("sha256:").unwrap_or(&self.0)
     }
+
+    /// Its first 12 hex digits (`d4501ab39bde`): how `kubectl get car` and a resource's
+    /// default name show it.
+    pub fn short(&self) -> &str {
+        let hex = self.hex();
+        &hex[..hex.len().min(12)]
+    }
 }
 
 impl fmt::Display for Fingerprint {

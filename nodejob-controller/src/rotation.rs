@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
-use certs_driver::{CaEvent, CaStep, NodeResult, Plan, Progress};
+use certs_driver::{CaEvent, CaStep, Fingerprint, NodeResult, Plan, Progress};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use nodejob_crd::{
@@ -30,7 +30,7 @@ pub struct RotationTracker {
 #[derive(Clone, Debug, Default)]
 struct Tracked {
     /// The new CA's fingerprint and notAfter, once the run started.
-    ca: Option<(String, Timestamp)>,
+    ca: Option<(Fingerprint, Timestamp)>,
     /// Whether the run is an abort.
     abort: bool,
     planned: usize,
@@ -44,7 +44,7 @@ struct Tracked {
 }
 
 impl RotationTracker {
-    fn started(&self, fingerprint: String, not_after: Timestamp, abort: bool) {
+    fn started(&self, fingerprint: Fingerprint, not_after: Timestamp, abort: bool) {
         let mut t = self.state.lock().unwrap();
         t.ca = Some((fingerprint, not_after));
         t.abort = abort;
@@ -188,11 +188,7 @@ impl Declared for CARotation {
             ..
         } = hooks;
         let Rotation { plan, abort } = rotation;
-        tracker.started(
-            plan.fingerprint().as_str().to_string(),
-            plan.ca_validity().1,
-            abort,
-        );
+        tracker.started(plan.fingerprint().clone(), plan.ca_validity().1, abort);
         tokio::spawn(async move {
             let told = api.clone();
             let figures = metrics.clone();
@@ -291,18 +287,24 @@ fn rotation_status(
             _ => kept.map_or(RotationPhase::Pending, |b| b.phase),
         },
     };
-    let (fingerprint, not_after) = match (&t.ca, kept) {
-        (Some((fp, not_after)), _) => (Some(fp.clone()), Some(Time(*not_after))),
-        (None, Some(b)) => (b.fingerprint.clone(), b.not_after.clone()),
-        (None, None) => (None, None),
+    let (fingerprint, short_fingerprint, not_after) = match (&t.ca, kept) {
+        (Some((fp, not_after)), _) => (
+            Some(fp.to_string()),
+            Some(fp.short().to_string()),
+            Some(Time(*not_after)),
+        ),
+        (None, Some(b)) => (
+            b.fingerprint.clone(),
+            b.short_fingerprint.clone(),
+            b.not_after.clone(),
+        ),
+        (None, None) => (None, None, None),
     };
     CARotationStatus {
         observed_generation: Some(generation),
         phase,
         conditions,
-        short_fingerprint: fingerprint
-            .as_deref()
-            .map(|f| f.trim_start_matches("sha256:").chars().take(12).collect()),
+        short_fingerprint,
         fingerprint,
         not_after,
         counts,

@@ -52,8 +52,7 @@ fn resource(args: &RotateCa, plan: &certs_driver::Plan) -> Result<nodejob_crd::C
     )
     .map_err(Exit::usage)?;
     let name = declared::name(args.name.as_ref(), || {
-        let hex = plan.fingerprint().as_str().trim_start_matches("sha256:");
-        format!("ca-{}", &hex[..hex.len().min(12)])
+        format!("ca-{}", plan.fingerprint().short())
     })?;
     Ok(declared::named(
         nodejob_crd::CARotation::new(&name, spec),
