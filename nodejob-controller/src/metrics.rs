@@ -120,12 +120,11 @@ impl std::fmt::Debug for Metrics {
 impl Metrics {
     /// Every family registered, each at zero.
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("nodejob");
         // Steps run from seconds (a cordon) to an hour (a drain, a soak); a node's cycle to
         // hours: 1 s to 4.5 h in doubling buckets.
         let histogram = || Histogram::new(exponential_buckets(1.0, 2.0, 15));
-        let m = Metrics {
-            registry: Registry::default(),
+        let mut m = Metrics {
+            registry: Registry::with_prefix("nodejob"),
             nodes: Family::default(),
             node_versions: Family::default(),
             step_seconds: Family::new_with_constructor(histogram),
@@ -141,74 +140,75 @@ impl Metrics {
             last_progress: Gauge::default(),
             answered: AtomicBool::new(false),
         };
-        registry.register(
+        m.registry.register(
             "nodes",
             "Nodes of the run under way by state (planned, in_progress, soaking, up_to_date, \
              failed, blocked, rolled_back)",
             m.nodes.clone(),
         );
-        registry.register(
+        m.registry.register(
             "node_versions",
             "Nodes of the last run by the version each reported at its end",
             m.node_versions.clone(),
         );
-        registry.register_with_unit(
+        m.registry.register_with_unit(
             "step_duration",
             "How long each node's step took, by step",
             Unit::Seconds,
             m.step_seconds.clone(),
         );
-        registry.register_with_unit(
+        m.registry.register_with_unit(
             "node_cycle_duration",
             "How long a node took from its first step to its end, by result",
             Unit::Seconds,
             m.node_cycle_seconds.clone(),
         );
-        registry.register(
+        m.registry.register(
             "drain_evictions",
             "Pods the drains evicted (result evicted), and nodes whose drain budgets blocked \
              (result blocked)",
             m.evictions.clone(),
         );
-        registry.register(
+        m.registry.register(
             "operations",
             "Runs ended, by outcome (completed, failed, stopped, paused, waiting, refused)",
             m.operations.clone(),
         );
-        registry.register(
+        m.registry.register(
             "reconciles",
             "Resources reconciled, by kind",
             m.reconciles.clone(),
         );
-        registry.register(
+        m.registry.register(
             "reconcile_errors",
             "Reconciles that failed on an API error, by kind",
             m.reconcile_errors.clone(),
         );
-        registry.register(
+        m.registry.register(
             "api_requests",
             "API requests by verb (the method of nodejob-core's traits) and HTTP code (2xx: \
              answered; none: no answer)",
             m.requests.clone(),
         );
-        registry.register(
+        m.registry.register(
             "lease_holder",
             "1 for the holder of the rolls' Lease as this replica last saw it",
             m.lease_holder.clone(),
         );
-        registry.register("leader", "1 while this replica leads", m.leader.clone());
-        registry.register(
+        m.registry
+            .register("leader", "1 while this replica leads", m.leader.clone());
+        m.registry.register(
             "paused",
             "1 while a resource is paused (spec.paused) or its run waits on the pause switch",
             m.paused.clone(),
         );
-        registry.register_with_unit(
+        m.registry.register_with_unit(
             "last_progress_timestamp",
             "When the run under way last moved (Unix time): alert when it stands still",
             Unit::Seconds,
             m.last_progress.clone(),
         );
-        Metrics { registry, ..m }
+        m
     }
 
     /// The Prometheus text format (0.0.4), as `text/plain; version=0.0.4` serves it.
