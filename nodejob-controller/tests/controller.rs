@@ -9,61 +9,16 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use nodejob_controller::metrics::{Counted, Metrics};
-use nodejob_controller::{Controller, FINALIZER, Planner, Settings};
+use nodejob_controller::{Controller, FINALIZER};
 use nodejob_core::{Clock, NodeApi};
-use nodejob_crd::{NodeUpgrade, NodeUpgradeSpec, Roll, RollApi};
+use nodejob_crd::{NodeUpgrade, NodeUpgradeSpec, RollApi};
 use nodejob_fake::FakeCluster;
 use nodejob_fake::stratum::{Fault, Operation};
 use upgrade_driver::{Plan, PlanSpec, Stop};
 
-const NODES: [&str; 3] = ["cp-0", "w-0", "w-1"];
+mod support;
 
-/// The spec as a test plan (the command's own reading is `nodejob-cli`'s, tested there).
-struct TestPlanner;
-
-impl Planner for TestPlanner {
-    fn upgrade(&self, spec: &NodeUpgradeSpec) -> Result<Plan, String> {
-        if !spec.target.starts_with('v') {
-            return Err(format!(
-                "target {:?}: not a version vMAJOR.MINOR.PATCH",
-                spec.target
-            ));
-        }
-        let mut plan = PlanSpec::new(&spec.target);
-        plan.namespace = "kube-system".into();
-        plan.identity = "nodejob-controller-test".into();
-        plan.nodes = spec.nodes.clone();
-        plan.deadline = Duration::from_secs(600);
-        plan.reboot_timeout = Duration::from_secs(300);
-        plan.drain.timeout = Duration::from_secs(120);
-        if spec.allow_skew {
-            plan.skew = upgrade_driver::Skew::Allow;
-        }
-        // Any window a test gives is Fridays 02:00-06:00 UTC (the fake's clock starts on a
-        // Thursday, 2026-01-01T00:00:00Z).
-        if spec.window.is_some() {
-            use k8s_openapi::jiff::civil::{Weekday, time};
-            plan.window = Some(upgrade_driver::Window {
-                days: vec![Weekday::Friday],
-                start: time(2, 0, 0, 0),
-                end: time(6, 0, 0, 0),
-                time_zone: "UTC".into(),
-            });
-        }
-        Plan::build(plan).map_err(|e| e.to_string())
-    }
-}
-
-fn cluster(seed: u64) -> Arc<FakeCluster> {
-    let fake = FakeCluster::with_seed(seed);
-    for name in NODES {
-        fake.add_node(name).unwrap();
-    }
-    fake.label_node("cp-0", "node-role.kubernetes.io/control-plane", "")
-        .unwrap();
-    fake.install_custom_kind(NodeUpgrade::KIND);
-    Arc::new(fake)
-}
+use support::{NODES, TestPlanner, cluster, settings, start};
 
 fn upgrade(name: &str, target: &str) -> NodeUpgrade {
     let spec: NodeUpgradeSpec =
@@ -74,25 +29,6 @@ fn upgrade(name: &str, target: &str) -> NodeUpgrade {
         ..ObjectMeta::default()
     };
     roll
-}
-
-/// Starts the controller on `fake`; its stop, and its task.
-fn start(fake: &Arc<FakeCluster>) -> (Stop, tokio::task::JoinHandle<()>) {
-    let stop = Stop::new();
-    let controller = Controller::new(
-        fake.clone(),
-        Arc::new(TestPlanner),
-        Settings {
-            status_every: Duration::from_secs(2),
-            retry_after: Duration::from_secs(30),
-            watch_timeout: Duration::from_secs(60),
-        },
-    );
-    let task = {
-        let stop = stop.clone();
-        tokio::spawn(async move { controller.run(&stop).await.unwrap() })
-    };
-    (stop, task)
 }
 
 /// Waits (virtual time) until `test` holds of the resource, at most `within`.
@@ -426,14 +362,6 @@ where
     });
     ran.map_err(|e| e.to_string())?;
     waited
-}
-
-fn settings() -> Settings {
-    Settings {
-        status_every: Duration::from_secs(2),
-        retry_after: Duration::from_secs(30),
-        watch_timeout: Duration::from_secs(60),
-    }
 }
 
 #[tokio::test(start_paused = true)]

@@ -3,57 +3,20 @@
 //! is aborted; a `NodeUpgrade` and a `CARotation` written at once run one after the other
 //! under the rolls' Lease (the second waits, naming the holder), each host step once.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use certs_driver::Fingerprint;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use nodejob_controller::{Controller, Planner, Settings};
 use nodejob_core::Clock;
 use nodejob_crd::{
     CARotation, CARotationSpec, NodeUpgrade, NodeUpgradeSpec, Roll, RollApi, RotationPhase,
 };
 use nodejob_fake::FakeCluster;
 use nodejob_fake::stratum::Operation;
-use upgrade_driver::{Plan, PlanSpec, Stop};
 
-const NODES: [&str; 3] = ["cp-0", "w-0", "w-1"];
+mod support;
 
-/// The specs as test plans (the command's own reading is `nodejob-cli`'s, tested there).
-struct TestPlanner;
-
-impl Planner for TestPlanner {
-    fn upgrade(&self, spec: &NodeUpgradeSpec) -> Result<Plan, String> {
-        let mut plan = PlanSpec::new(&spec.target);
-        plan.namespace = "kube-system".into();
-        plan.identity = "nodejob-controller-test".into();
-        plan.deadline = Duration::from_secs(600);
-        plan.reboot_timeout = Duration::from_secs(300);
-        Plan::build(plan).map_err(|e| e.to_string())
-    }
-
-    fn rotate(&self, spec: &CARotationSpec) -> Result<certs_driver::Plan, String> {
-        let pem = (spec.ca.pem.clone()).ok_or("spec.ca.pem: required by the test planner")?;
-        let fingerprint = Fingerprint::of_pem(&pem).map_err(|e| e.to_string())?;
-        let mut plan = certs_driver::PlanSpec::new(pem, fingerprint.as_str());
-        plan.namespace = "kube-system".into();
-        plan.identity = "nodejob-controller-test".into();
-        plan.nodes = spec.nodes.clone();
-        certs_driver::Plan::build(plan).map_err(|e| e.to_string())
-    }
-}
-
-fn cluster(seed: u64) -> Arc<FakeCluster> {
-    let fake = FakeCluster::with_seed(seed);
-    for name in NODES {
-        fake.add_node(name).unwrap();
-    }
-    fake.label_node("cp-0", "node-role.kubernetes.io/control-plane", "")
-        .unwrap();
-    fake.install_custom_kind(NodeUpgrade::KIND);
-    fake.install_custom_kind(CARotation::KIND);
-    Arc::new(fake)
-}
+use support::{NODES, cluster, start};
 
 /// A new CA's certificate, PEM (its key dropped: the driver never needs it).
 fn new_ca() -> String {
@@ -78,24 +41,6 @@ fn rotation(name: &str, pem: &str, abort: bool) -> CARotation {
         ..ObjectMeta::default()
     };
     roll
-}
-
-fn start(fake: &Arc<FakeCluster>) -> (Stop, tokio::task::JoinHandle<()>) {
-    let stop = Stop::new();
-    let controller = Controller::new(
-        fake.clone(),
-        Arc::new(TestPlanner),
-        Settings {
-            status_every: Duration::from_secs(2),
-            retry_after: Duration::from_secs(30),
-            watch_timeout: Duration::from_secs(60),
-        },
-    );
-    let task = {
-        let stop = stop.clone();
-        tokio::spawn(async move { controller.run(&stop).await.unwrap() })
-    };
-    (stop, task)
 }
 
 fn condition(
