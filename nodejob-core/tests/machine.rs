@@ -48,9 +48,16 @@ fn machine(mode: Mode) -> Machine {
     m
 }
 
-/// A machine that created job `ours` (rv 1) at T0 and saw it run (rv 3).
+fn pods_of_ours() -> Intent {
+    Intent::ListPods {
+        selector: "batch.kubernetes.io/controller-uid=ours".into(),
+    }
+}
+
+/// A machine that created job `ours` (rv 1) at T0 and saw it run (rv 3); when the log is
+/// wanted, it listed its Pod `p` then.
 fn machine_waiting(mode: Mode) -> Machine {
-    let mut m = machine(mode);
+    let mut m = machine(mode.clone());
     m.step(
         T0,
         Obs::Failed(ApiError::not_found(
@@ -59,7 +66,13 @@ fn machine_waiting(mode: Mode) -> Machine {
     );
     m.step(T0, Obs::Job(job("ours", 1)));
     let s = m.step(secs(2), Obs::Changed(Change::Applied(running("ours", 3))));
-    assert_eq!(s.intent, wait(3, bound() - secs(2)));
+    if mode == Mode::ExitCodeLogs {
+        assert_eq!(s.intent, pods_of_ours());
+        let s = m.step(secs(2), Obs::Pods(vec![pod("p", "ours", "upgrade", None)]));
+        assert_eq!(s.intent, wait(3, bound() - secs(2)));
+    } else {
+        assert_eq!(s.intent, wait(3, bound() - secs(2)));
+    }
     m
 }
 
@@ -299,21 +312,38 @@ fn transient_errors_back_off_capped_and_give_up_at_the_bound() {
 }
 
 #[test]
-fn completion_is_read_through_the_uid_then_the_succeeded_job_is_deleted_exactly() {
-    let mut m = machine_waiting(Mode::Run);
-    let s = m.step(secs(9), Obs::Changed(Change::Applied(complete("ours", 6))));
-    assert_eq!(
-        s.intent,
-        Intent::ListPods {
-            selector: "batch.kubernetes.io/controller-uid=ours".into()
-        }
-    );
-    let s = m.step(
-        secs(9),
-        Obs::Pods(vec![pod("p", "ours", "upgrade", Some(0))]),
-    );
-    assert_eq!(s.intent, exact("ours", 6));
-    assert_eq!(m.step(secs(9), Obs::Deleted).intent, finish_ok(0, None));
+fn a_succeeded_job_answers_0_with_no_pod_read_and_is_deleted_exactly() {
+    // The Job controller counts it succeeded once its one Pod did (backoffLimit 0): no log
+    // wanted, nothing of the Pod is read, before or after the finish.
+    for mode in [Mode::Run, Mode::ExitCode] {
+        let mut m = machine_waiting(mode);
+        let s = m.step(secs(9), Obs::Changed(Change::Applied(complete("ours", 6))));
+        assert_eq!(s.intent, exact("ours", 6));
+        assert_eq!(m.step(secs(9), Obs::Deleted).intent, finish_ok(0, None));
+    }
+}
+
+#[test]
+fn a_failed_job_is_read_through_the_uid_of_its_pods_after_the_finish() {
+    // Even with its Pod named while it ran: what ended it is read from the Pod as it is now.
+    for mode in [Mode::ExitCode, Mode::ExitCodeLogs] {
+        let mut m = machine_waiting(mode.clone());
+        let s = m.step(secs(9), Obs::Changed(Change::Applied(failed("ours", 6))));
+        assert_eq!(s.intent, pods_of_ours(), "{mode:?}");
+        let s = m.step(
+            secs(9),
+            Obs::Pods(vec![pod("p", "ours", "upgrade", Some(2))]),
+        );
+        let expected = match mode {
+            Mode::ExitCodeLogs => Intent::ReadLog { pod: "p".into() },
+            _ => Intent::Finish(Ok(Report {
+                uid: "ours".into(),
+                exit_code: 2,
+                log: None,
+            })),
+        };
+        assert_eq!(s.intent, expected, "{mode:?}");
+    }
 }
 
 #[test]
@@ -438,12 +468,9 @@ fn failure_without_container_exit_quotes_the_condition() {
 
 #[test]
 fn log_is_read_before_the_succeeded_job_is_deleted() {
+    // Its Pod was named while it ran: the finish reads the log at once.
     let mut m = machine_waiting(Mode::ExitCodeLogs);
-    m.step(secs(9), Obs::Changed(Change::Applied(complete("ours", 6))));
-    let s = m.step(
-        secs(9),
-        Obs::Pods(vec![pod("p", "ours", "upgrade", Some(0))]),
-    );
+    let s = m.step(secs(9), Obs::Changed(Change::Applied(complete("ours", 6))));
     assert_eq!(s.intent, Intent::ReadLog { pod: "p".into() });
     assert_eq!(
         m.step(secs(9), Obs::Log("done\n".into())).intent,
@@ -453,6 +480,44 @@ fn log_is_read_before_the_succeeded_job_is_deleted() {
         m.step(secs(9), Obs::Deleted).intent,
         finish_ok(0, Some("done\n"))
     );
+}
+
+#[test]
+fn a_job_seen_first_finished_has_its_pod_listed_for_the_log_after_the_finish() {
+    // No change showed it active: its Pod was never named, so the finish lists it.
+    let mut m = machine(Mode::ExitCodeLogs);
+    m.step(T0, Obs::Failed(ApiError::not_found("not found")));
+    m.step(T0, Obs::Job(job("ours", 1)));
+    let s = m.step(secs(2), Obs::Changed(Change::Applied(complete("ours", 6))));
+    assert_eq!(s.intent, pods_of_ours());
+    let s = m.step(
+        secs(2),
+        Obs::Pods(vec![pod("p", "ours", "upgrade", Some(0))]),
+    );
+    assert_eq!(s.intent, Intent::ReadLog { pod: "p".into() });
+}
+
+#[test]
+fn a_list_of_pods_while_it_runs_that_fails_or_finds_none_goes_on_waiting() {
+    for answer in [
+        Obs::Failed(ApiError::forbidden("pods is forbidden")),
+        Obs::Failed(ApiError::transient(503, "unavailable")),
+        Obs::Pods(vec![pod("not-ours", "theirs", "upgrade", None)]),
+    ] {
+        let mut m = machine(Mode::ExitCodeLogs);
+        m.step(T0, Obs::Failed(ApiError::not_found("not found")));
+        m.step(T0, Obs::Job(job("ours", 1)));
+        let s = m.step(secs(2), Obs::Changed(Change::Applied(running("ours", 3))));
+        assert_eq!(s.intent, pods_of_ours());
+        // Never retried, never the end of the wait.
+        let s = m.step(secs(2), answer);
+        assert_eq!(s.intent, wait(3, bound() - secs(2)));
+        // Listed once a run: the next change does not list again; the finish does.
+        let s = m.step(secs(4), Obs::Changed(Change::Applied(running("ours", 4))));
+        assert_eq!(s.intent, wait(4, bound() - secs(4)));
+        let s = m.step(secs(5), Obs::Changed(Change::Applied(complete("ours", 6))));
+        assert_eq!(s.intent, pods_of_ours());
+    }
 }
 
 #[test]
@@ -589,10 +654,6 @@ fn once_a_pod_exists_the_wait_spans_the_whole_bound_and_times_out_there() {
 fn delete_of_our_job_retries_a_status_conflict_at_the_new_version() {
     let mut m = machine_waiting(Mode::Run);
     m.step(secs(9), Obs::Changed(Change::Applied(complete("ours", 6))));
-    m.step(
-        secs(9),
-        Obs::Pods(vec![pod("p", "ours", "upgrade", Some(0))]),
-    );
     assert_eq!(
         m.step(secs(9), Obs::Failed(ApiError::conflict("rv")))
             .intent,
@@ -891,11 +952,8 @@ fn the_log_is_cut_on_a_char_boundary_at_or_below_the_limit() {
         format!("{head}ab"),
     ] {
         let mut m = machine_waiting(Mode::ExitCodeLogs);
-        m.step(secs(9), Obs::Changed(Change::Applied(complete("ours", 6))));
-        m.step(
-            secs(9),
-            Obs::Pods(vec![pod("p", "ours", "upgrade", Some(0))]),
-        );
+        let s = m.step(secs(9), Obs::Changed(Change::Applied(complete("ours", 6))));
+        assert_eq!(s.intent, Intent::ReadLog { pod: "p".into() });
         assert_eq!(m.step(secs(9), Obs::Log(answer)).intent, exact("ours", 6));
         let Intent::Finish(Ok(Report { log: Some(log), .. })) =
             m.step(secs(9), Obs::Deleted).intent

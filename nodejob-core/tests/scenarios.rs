@@ -79,11 +79,11 @@ async fn completion_is_seen_when_it_happens_not_on_a_poll_tick() -> anyhow::Resu
     let read_at = c
         .calls()
         .iter()
-        .find(|call| call.verb == Verb::ListPods)
+        .find(|call| call.verb == Verb::DeleteJob)
         .unwrap()
         .at;
     // The Job's status says finished at the container's exit (counters) or within `finish` of
-    // it (the terminal condition); the runner reads the pods right then.
+    // it (the terminal condition); the runner, with no log to read, deletes it right then.
     assert!(
         read_at >= exited && read_at <= exited + timing.finish,
         "read at {read_at:?}, exited {exited:?}"

@@ -24,7 +24,7 @@ use super::context::{Next, Retries, Run, rv_of, uid_of};
 use super::guard::{Cleared, Guard};
 use super::ours::{Left, Ours};
 use super::protocol::{Intent, Mode, Observation, Policy, Report, Step};
-use super::result::Reading;
+use super::result::{Reading, Step as ReadingStep};
 use crate::build;
 use crate::error::Result;
 use crate::spec::{Level, Note, Spec};
@@ -138,8 +138,8 @@ impl Machine {
                         Level::Info,
                         format!("adopted {} (uid {uid}), which has finished", run.job),
                     );
-                    let (reading, intent) = Reading::start(uid, rv, job, false);
-                    self.go(Phase::Result(reading), vec![note], intent)
+                    let step = Reading::start(run, uid, rv, job, false, None);
+                    self.read(vec![note], step)
                 }
                 Next::Leave(Cleared::Adopted(job)) => match Ours::adopted(run, now, job) {
                     Next::Stay(ours, notes, intent) => self.go(Phase::Ours(ours), notes, intent),
@@ -153,9 +153,15 @@ impl Machine {
             Phase::Ours(ours) => match ours.step(run, now, obs) {
                 Next::Stay(ours, notes, intent) => self.go(Phase::Ours(ours), notes, intent),
                 Next::Leave(Left::Finished(done)) => {
-                    let (reading, intent) =
-                        Reading::start(done.uid, done.rv, done.job, done.pod_deleted);
-                    self.go(Phase::Result(reading), Vec::new(), intent)
+                    let step = Reading::start(
+                        run,
+                        done.uid,
+                        done.rv,
+                        done.job,
+                        done.pod_deleted,
+                        done.pod,
+                    );
+                    self.read(Vec::new(), step)
                 }
                 Next::Leave(Left::Taken { deadline }) => {
                     let guard = Guard::until(deadline);
@@ -163,13 +169,10 @@ impl Machine {
                 }
                 Next::Finish(notes, outcome) => self.finish(notes, outcome),
             },
-            Phase::Result(reading) => match reading.step(run, obs) {
-                Next::Stay(reading, notes, intent) => {
-                    self.go(Phase::Result(reading), notes, intent)
-                }
-                Next::Leave(never) => match never {},
-                Next::Finish(notes, outcome) => self.finish(notes, outcome),
-            },
+            Phase::Result(reading) => {
+                let step = reading.step(run, obs);
+                self.read(Vec::new(), step)
+            }
             Phase::Done => {
                 let err = self.run.internal("step after the run ended");
                 self.finish(Vec::new(), Err(err))
@@ -221,6 +224,21 @@ impl Machine {
             notes: Vec::new(),
             intent: Intent::Sleep(pause),
         })
+    }
+
+    /// The reading's step, after `notes`.
+    fn read(&mut self, mut notes: Vec<Note>, step: ReadingStep) -> Step {
+        match step {
+            Next::Stay(reading, more, intent) => {
+                notes.extend(more);
+                self.go(Phase::Result(reading), notes, intent)
+            }
+            Next::Leave(never) => match never {},
+            Next::Finish(more, outcome) => {
+                notes.extend(more);
+                self.finish(notes, outcome)
+            }
+        }
     }
 
     fn go(&mut self, phase: Phase, notes: Vec<Note>, intent: Intent) -> Step {

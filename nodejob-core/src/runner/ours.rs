@@ -22,7 +22,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Event, Node};
 
 use super::context::{Next, Retries, Run, rv_of, uid_of};
-use super::protocol::{Intent, Observation};
+use super::protocol::{Intent, Mode, Observation};
 use crate::POLL_INTERVAL;
 use crate::api::{ApiResult, Change};
 use crate::error::{Action, Error, ObjectKind};
@@ -30,7 +30,8 @@ use crate::job::same_work;
 use crate::quote::quote;
 use crate::spec::{Level, Note};
 use crate::status::{
-    active_and_ready, finished, has_had_pod, not_ready_because, pod_terminating_by_another,
+    active_and_ready, finished, has_had_pod, is_pod_of_job, not_ready_because,
+    pod_terminating_by_another, pods_selector,
 };
 
 /// Ours has finished: its result is to be read.
@@ -44,6 +45,10 @@ pub(super) struct Finished {
     pub(super) job: Box<Job>,
     /// Whether, while it ran, it reported its Pod terminating by another actor's hand.
     pub(super) pod_deleted: bool,
+    /// The name of its Pod, listed while it ran when its log is wanted: a Job that succeeded
+    /// ran that one Pod only (`backoffLimit: 0`, replaced only once failed), so its log is read
+    /// at once, with no list after the finish.
+    pub(super) pod: Option<String>,
 }
 
 /// Ours has left: finished, or, created unguarded, found the name taken.
@@ -89,6 +94,10 @@ pub(super) struct Waiting {
     /// Whether it reported its Pod terminating by another actor's hand (`status.terminating`
     /// with no deadline): what the Pod then exits with is the kill's.
     pod_deleted: bool,
+    /// Its Pod's name, once listed ([`Await::Pods`]).
+    pod: Option<String>,
+    /// Whether its Pods were listed while it ran: once per run at most, whatever it found.
+    listed: bool,
     at: Await,
 }
 
@@ -103,6 +112,10 @@ enum Await {
     Events,
     /// Its node, the Job having reported its Pod no longer ready (`GetNode`).
     Node,
+    /// Its Pods, the Job having reported one active and its log being wanted (`ListPods`):
+    /// the list a finished Job's log needs, made while the host operation runs rather than
+    /// after it finished, so the finish costs the log's read and the delete only.
+    Pods,
 }
 
 impl Ours {
@@ -143,17 +156,19 @@ impl Ours {
                 Await::Reread => w.on_reread(run, now, obs),
                 Await::Events => w.on_events(run, now, obs),
                 Await::Node => w.on_node(run, now, obs),
+                Await::Pods => w.on_pods(now, obs),
             },
         }
     }
 
-    /// How a transient failure may be retried: within the bound; never for the node read.
+    /// How a transient failure may be retried: within the bound; never for the node read or the
+    /// early list of Pods (neither is a reason to stop waiting).
     pub(super) fn retries(&self) -> Retries {
         match self {
             Ours::Creating { deadline, .. } | Ours::Checking { deadline } => {
                 Retries::Until(*deadline)
             }
-            Ours::Waiting(w) if w.at == Await::Node => Retries::Never,
+            Ours::Waiting(w) if matches!(w.at, Await::Node | Await::Pods) => Retries::Never,
             Ours::Waiting(w) => Retries::Until(w.deadline),
         }
     }
@@ -245,6 +260,8 @@ fn wait_for(run: &Run, now: Duration, job: Box<Job>, note: String) -> Step {
         deadline: now.saturating_add(run.bound),
         events_allowed: true,
         pod_deleted: false,
+        pod: None,
+        listed: false,
         at: Await::Change,
     };
     w.rewait(now, vec![note])
@@ -318,6 +335,7 @@ impl Waiting {
                 rv,
                 job,
                 pod_deleted,
+                pod: self.pod,
             }));
         }
         let (_, was_ready) = active_and_ready(&self.last);
@@ -332,6 +350,24 @@ impl Waiting {
         // only then).
         if was_ready > 0 && ready == 0 && active > 0 {
             return self.go(Await::Node, Intent::GetNode);
+        }
+        if run.mode == Mode::ExitCodeLogs && !self.listed && active > 0 {
+            self.listed = true;
+            let selector = pods_selector(&self.uid);
+            return self.go(Await::Pods, Intent::ListPods { selector });
+        }
+        self.rewait(now, Vec::new())
+    }
+
+    /// Its Pods, listed while it runs (once): the one of our UID is the one whose log is read
+    /// once the Job succeeded. A list that failed, or found none, is no reason to stop waiting,
+    /// nor to list again: the finish lists them then.
+    fn on_pods(mut self, now: Duration, obs: Observation) -> Step {
+        if let Observation::Pods(pods) = obs {
+            self.pod = pods
+                .iter()
+                .find(|p| is_pod_of_job(p, &self.uid))
+                .and_then(|p| p.metadata.name.clone());
         }
         self.rewait(now, Vec::new())
     }

@@ -1,7 +1,11 @@
 //! The result of ours, once it finished: its Pod (by the Job's UID), the container's exit code,
 //! the log when asked, then ours deleted when it succeeded or left for inspection when it failed.
+//! A Job that succeeded answers 0 with no Pod read, or, its log wanted, with the log of the Pod
+//! named while it ran: the finish then costs the log's read and the delete, one after the
+//! other (the log is read before the delete, as the contract says), no list before them.
 //!
 //! ```text
+//!  succeeded, its Pod named (or no log asked) ─▶ Log? ─▶ DeleteOurs ──▶ done (deleted)
 //!  Pods ─┬─ exit ─────────────────▶ Log? ─┬─▶ DeleteOurs ──▶ done (succeeded: deleted)
 //!        │                                └─▶ done (failed: left in place)
 //!        ├ no exit, no pod, or its pod deleted ─▶ Recheck ─▶ done (why there is no answer)
@@ -95,13 +99,18 @@ fn collected_as_orphan(pod: &Pod) -> bool {
 }
 
 impl Reading {
-    /// Starts reading the result of the finished Job `uid`: list its Pods.
+    /// Starts reading the result of the finished Job `uid`. A Job that succeeded answers 0
+    /// (the Job controller counts it succeeded only once its one Pod did): no Pod is read
+    /// unless its log is wanted, and then the Pod named while it ran (`pod`) has its log read
+    /// at once. Else its Pods are listed, for the exit code and what ended it.
     pub(super) fn start(
+        run: &Run,
         uid: String,
         rv: Option<String>,
         job: Box<Job>,
         pod_deleted: bool,
-    ) -> (Reading, Intent) {
+        pod: Option<String>,
+    ) -> Step {
         let selector = pods_selector(&uid);
         let reading = Reading {
             uid,
@@ -110,7 +119,15 @@ impl Reading {
             pod_deleted,
             at: At::Pods,
         };
-        (reading, Intent::ListPods { selector })
+        match (succeeded(&reading.job), &run.mode, pod) {
+            (true, Mode::ExitCodeLogs, Some(pod)) => {
+                reading.go(At::Log { exit_code: 0 }, Intent::ReadLog { pod })
+            }
+            (true, Mode::ExitCodeLogs, None) | (false, ..) => {
+                Next::stay(reading, Intent::ListPods { selector })
+            }
+            (true, ..) => reading.exit(run, 0, None),
+        }
     }
 
     /// Takes the answer to the last intent.
