@@ -79,7 +79,8 @@ pub const POLL_INTERVAL: Duration = Duration::from_secs(5);
 /// The most of a log a runner reads (`limitBytes`).
 pub const LOG_LIMIT_BYTES: u64 = 4 << 20;
 
-/// The README's example runs as a doctest, so it cannot drift from the code.
+/// The library example of `docs/library.md` (moved there from the README) runs as a doctest, so
+/// it cannot drift from the code.
 #[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-struct ReadmeDoctests;
+#[doc = include_str!("../../docs/library.md")]
+struct LibraryDocDoctests;
