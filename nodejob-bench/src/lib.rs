@@ -22,7 +22,7 @@
 //! reading the Job every interval, as the Go original did; everything else is the runner's.
 //!
 //! This crate asserts no timing: figures are printed by the `nodejob-bench` command (see the
-//! README's Performance section), never checked by `cargo test`. Request counts are exact, and
+//! bench's README.md), never checked by `cargo test`. Request counts are exact, and
 //! `tests/requests.rs` pins them.
 
 pub mod command;

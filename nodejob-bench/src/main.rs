@@ -1,4 +1,5 @@
-//! `nodejob-bench`: prints the performance table of the README's Performance section.
+//! `nodejob-bench`: prints the performance tables of `nodejob-bench/README.md` (the workspace
+//! README's Performance section carries its headline figures).
 //!
 //! ```text
 //! cargo run --release -p nodejob-bench                  everything (about 4 minutes on 2 cores)

@@ -74,7 +74,8 @@ const EXIT_LOCAL: &str = "Exit codes: 0 done; 2 bad usage or invalid input.";
 /// The exit codes of `controller`, in its `--help`.
 const EXIT_CONTROLLER: &str = "Exit codes: 0 stopped by Ctrl-C, or (--simulate) every resource \
     Ready; 1 a simulated resource Stalled, or the controller could not go on (the CRDs not \
-    applied, no right to read them); 2 bad usage or a manifest that is not a NodeUpgrade.";
+    applied, no right to read them); 2 bad usage or a manifest that is neither a NodeUpgrade \
+    nor a CARotation.";
 
 /// The exit codes of `mcp`, in its `--help`.
 const EXIT_MCP: &str = "Exit codes: 0 the client closed stdin; 1 the server could not start; 2 \
@@ -226,20 +227,23 @@ pub(crate) enum Command {
     Resume(ResumeArgs),
     /// Serve these operations as Model Context Protocol tools over stdio, for assistants and
     /// automation: read-only `status`, `jobs`, `render`, `upgrade_preview`,
-    /// `rotate_ca_preview`; `upgrade`, `rotate_ca`, `rotate_ca_abort` and `run` only with the
-    /// `preview_token` their preview returned, while the cluster is as previewed.
+    /// `rotate_ca_preview`, `pause_preview`; `upgrade`, `rotate_ca`, `rotate_ca_abort`, `run`,
+    /// `pause` and `resume` only with the `preview_token` their preview returned, while the
+    /// cluster is as previewed.
     #[command(after_help = EXIT_MCP)]
     Mcp(Mcp),
-    /// Reconcile NodeUpgrade resources: each is rolled as `nodejob upgrade` would roll its
-    /// spec, one at a time under the shared Lease, its status written as it goes.
+    /// Reconcile NodeUpgrade and CARotation resources: each is rolled as `nodejob upgrade` or
+    /// `nodejob rotate-ca` would roll its spec, one at a time under the shared Lease, its
+    /// status written as it goes.
     ///
     /// On the kubeconfig's cluster it runs until Ctrl-C (the run under way stops at a step
     /// boundary), printing each resource's status as it changes; the CRDs must be applied
     /// first (`nodejob render-crds | kubectl apply --server-side -f -`). Replicas elect a
     /// leader through the Lease `nodejob-controller` in --namespace (15 s; the others wait,
     /// and take over once a leader is gone); a leader stopped releases it. With --simulate N
-    /// -f FILE it applies the NodeUpgrades of FILE to an in-memory cluster and runs until
-    /// each is Ready or Stalled, then prints them as `kubectl get nu` does.
+    /// -f FILE it applies the NodeUpgrades and CARotations of FILE to an in-memory cluster and
+    /// runs until each is Ready or Stalled, then prints them as `kubectl get nu` and
+    /// `kubectl get car` do.
     #[command(after_help = EXIT_CONTROLLER)]
     Controller(ControllerArgs),
     /// Print the CustomResourceDefinitions of the declarative rolls (NodeUpgrade, CARotation),
@@ -258,8 +262,8 @@ pub(crate) enum Command {
 /// `nodejob controller`'s flags.
 #[derive(Debug, Args)]
 pub(crate) struct ControllerArgs {
-    /// With --simulate: the NodeUpgrade manifests to apply to the simulated cluster first (on a
-    /// real cluster, apply them with kubectl).
+    /// With --simulate: the NodeUpgrade and CARotation manifests to apply to the simulated
+    /// cluster first (on a real cluster, apply them with kubectl).
     #[arg(
         short = 'f',
         long = "filename",
