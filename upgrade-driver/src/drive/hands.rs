@@ -138,6 +138,14 @@ where
         )
     }
 
+    /// The cordon is said with the drain it begins (`cordoned; evicted 2 pod(s), left 0`), as
+    /// its condition is; the new boot with the step after it (the health check's, or the
+    /// uncordon's: `rebooted, Ready at v1.38.0; uncordoned; at v1.38.0`). Three Events a node
+    /// that upgrades (Drain, Upgrade, Uncordon), each saying what the ones it carries said.
+    fn said_with_next(&self, step: UpgradeStep) -> bool {
+        matches!(step, UpgradeStep::Cordon | UpgradeStep::Reboot)
+    }
+
     /// A patch, a read, a find: requests, no wait. The Lease read before them still fences
     /// the writes that follow (the cordon's read fences the drain's evictions, the launch
     /// record's the host Job's create, the done record's the Event after it).
