@@ -16,7 +16,7 @@ use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{ApiError, JobApi, LeaseApi, NodeApi, PodApi, Spec, ready, run_exit_code_logs};
 use nodejob_roll::{Act, Fenced, Hands, NoteSink, OpError, ReadAgain, Warning};
 use nodejob_roll::{Cause, FailureKind};
-use nodejob_roll::{delete_job, patch_node};
+use nodejob_roll::{delete_job, patch_node, write_node};
 
 use super::{Run, blocked, conditions, get_node, host_observation, retry, rollback_drain};
 use crate::machine::{DrainFailed, Intent, NodeMachine, NodeResult, Observation, Own};
@@ -210,7 +210,19 @@ where
             Intent::Done(_) => unreachable!("an end is acted on, never performed"),
             Intent::Patch { rv, changes } => {
                 let rv = self.versions.under(&rv);
-                match patch_node(api, name, &rv, &changes).await {
+                // The condition of the step it leads to, in the same write when it can go.
+                let next = machine.starts_after_write();
+                let written = match run.carried(name, next, &changes).await {
+                    Some(standing) => {
+                        let (changes, standing) = (&changes, &standing);
+                        let write = |rv: String| async move {
+                            run.write_carrying(name, &rv, changes, standing).await
+                        };
+                        write_node(api, name, &rv, write).await
+                    }
+                    None => patch_node(api, name, &rv, &changes).await,
+                };
+                match written {
                     Ok(node) => self.wrote(node),
                     // Deleted before our first write to it (while the rolls were paused,
                     // say): nothing of ours was on it, so it leaves the roll as a node deleted
@@ -272,7 +284,14 @@ where
             }
             Intent::Guarded { rv, changes } => {
                 let rv = self.versions.under(&rv);
-                match retry(api, || api.patch_node(name, &rv, &changes)).await {
+                // The condition of the step it leads to, in the same write when it can go: a
+                // Conflict lands neither.
+                let next = machine.starts_after_write();
+                let written = match run.carried(name, next, &changes).await {
+                    Some(standing) => run.write_carrying(name, &rv, &changes, &standing).await,
+                    None => retry(api, || api.patch_node(name, &rv, &changes)).await,
+                };
+                match written {
                     Ok(node) => self.wrote(node),
                     Err(e) if e.is_conflict() => match get_node(api, name).await {
                         Ok(node) => Observation::Changed(Box::new(node)),
