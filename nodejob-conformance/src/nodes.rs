@@ -1138,7 +1138,7 @@ pub async fn a_node_condition_merges_by_type_and_outlives_the_kubelets_posts<B: 
         last_transition_time: Some(now()),
     };
     let written = api
-        .patch_node_conditions(&node, None, std::slice::from_ref(&first))
+        .patch_node_conditions(&node, None, &[], std::slice::from_ref(&first))
         .await?;
     ensure!(
         ours(&written) == [first.clone()],
@@ -1173,7 +1173,12 @@ pub async fn a_node_condition_merges_by_type_and_outlives_the_kubelets_posts<B: 
         ..first.clone()
     };
     let stale = api
-        .patch_node_conditions(&node, Some(&rv(&before)), std::slice::from_ref(&second))
+        .patch_node_conditions(
+            &node,
+            Some(&rv(&before)),
+            &[],
+            std::slice::from_ref(&second),
+        )
         .await;
     ensure!(
         stale.as_ref().is_err_and(|e| e.is_conflict()),
@@ -1185,7 +1190,7 @@ pub async fn a_node_condition_merges_by_type_and_outlives_the_kubelets_posts<B: 
         let current = api.get_node(&node).await?;
         let at = rv(&current);
         let sent = std::slice::from_ref(&second);
-        match api.patch_node_conditions(&node, Some(&at), sent).await {
+        match api.patch_node_conditions(&node, Some(&at), &[], sent).await {
             Ok(n) => {
                 rewritten = Some((current, n));
                 break;
@@ -1211,7 +1216,12 @@ pub async fn a_node_condition_merges_by_type_and_outlives_the_kubelets_posts<B: 
         types(&rewritten)
     );
     let missing = api
-        .patch_node_conditions("nodejob-no-such-node", None, std::slice::from_ref(&first))
+        .patch_node_conditions(
+            "nodejob-no-such-node",
+            None,
+            &[],
+            std::slice::from_ref(&first),
+        )
         .await;
     ensure!(
         missing.as_ref().is_err_and(|e| e.is_not_found()),

@@ -268,6 +268,7 @@ pub enum Request<'a> {
     PatchNodeConditions {
         name: &'a str,
         resource_version: Option<&'a str>,
+        changes: &'a [NodeChange],
         conditions: &'a [NodeCondition],
     },
     /// [`PodApi::list_node_pods`].
@@ -711,12 +712,15 @@ where
         &self,
         name: &str,
         resource_version: Option<&str>,
+        changes: &[NodeChange],
         conditions: &[NodeCondition],
     ) -> ApiResult<Node> {
-        let serve = (self.below()).patch_node_conditions(name, resource_version, conditions);
+        let below = self.below();
+        let serve = below.patch_node_conditions(name, resource_version, changes, conditions);
         let request = Request::PatchNodeConditions {
             name,
             resource_version,
+            changes,
             conditions,
         };
         through(self, request, serve).await

@@ -82,7 +82,7 @@ async fn a_verb_reaches_the_hook_as_the_request_it_is() -> anyhow::Result<()> {
     let _ = api.wait_job("ns", "job", None, Duration::ZERO).await;
     let _ = api.patch_node("n1", "7", &[NodeChange::Cordon]).await;
     let _ = api.version().await;
-    let _ = api.patch_node_conditions("n1", None, &[]).await;
+    let _ = api.patch_node_conditions("n1", None, &[], &[]).await;
     let _ = api.list_node_pods("n1").await;
     let _ = api.evict_pod("ns", "p", "u", None, DryRun::All).await;
     let _ = api.evict_pod("ns", "p", "u", None, DryRun::No).await;

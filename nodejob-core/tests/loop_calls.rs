@@ -130,6 +130,7 @@ impl NodeApi for Api {
         &self,
         name: &str,
         _: Option<&str>,
+        _: &[NodeChange],
         _: &[k8s_openapi::api::core::v1::NodeCondition],
     ) -> ApiResult<Node> {
         unreachable!("a run sets no condition on node {name}")

@@ -150,7 +150,7 @@ async fn probe(resource: &str, verb: &str) -> Result<(), Failure> {
                 reason: Some("Probing".into()),
                 ..Default::default()
             };
-            api.patch_node_conditions(&b.node(), None, &[condition])
+            api.patch_node_conditions(&b.node(), None, &[], &[condition])
                 .await
                 .map(drop)
                 .map_err(|cause| {
@@ -277,7 +277,7 @@ async fn nodes_status_is_granted_patch_and_nothing_more() {
         reason: Some("Probing".into()),
         ..Default::default()
     };
-    api.patch_node_conditions(&b.node(), None, &[condition])
+    api.patch_node_conditions(&b.node(), None, &[], &[condition])
         .await
         .expect("a patch of nodes/status is granted");
 }

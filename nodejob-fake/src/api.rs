@@ -326,13 +326,15 @@ impl NodeApi for FakeCluster {
         &self,
         name: &str,
         resource_version: Option<&str>,
+        changes: &[NodeChange],
         conditions: &[NodeCondition],
     ) -> ApiResult<Node> {
         let pre = resource_version.map(version);
         self.serve(Verb::PatchNodeConditions, "", name, pre.as_ref(), async {
             self.with_state(|st| {
                 let store = &mut st.store;
-                registry::patch_node_conditions(store, name, resource_version, conditions)
+                let rv = resource_version;
+                registry::patch_node_conditions(store, name, rv, changes, conditions)
             })
         })
         .await

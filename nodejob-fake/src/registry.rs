@@ -152,13 +152,22 @@ pub(crate) fn patch_node(
 /// every other condition kept, in the order [`merge_by_type`] says. With `resource_version`, Conflict
 /// unless it is the node's (a patch's `metadata.resourceVersion` is a precondition, as for
 /// [`patch_node`]). A patch that changes nothing writes nothing (no new resourceVersion), as
-/// the apiserver skips a no-op update.
+/// the apiserver skips a no-op update. `changes` to the metadata (annotations, labels) are
+/// applied in the same write, as the status subresource keeps the metadata a patch sends; a
+/// change to the spec is refused (Invalid), as the trait says.
 pub(crate) fn patch_node_conditions(
     store: &mut Store,
     name: &str,
     resource_version: Option<&str>,
+    changes: &[NodeChange],
     conditions: &[NodeCondition],
 ) -> ApiResult<Node> {
+    if let Some(change) = changes.iter().find(|c| !c.to_metadata()) {
+        return Err(ApiError::invalid(format!(
+            "a patch of node {name}'s status cannot carry {change:?}: the status subresource \
+             resets the spec"
+        )));
+    }
     let node = store
         .nodes
         .get(name)
@@ -173,6 +182,13 @@ pub(crate) fn patch_node_conditions(
         return Err(modified_conflict("nodes", name));
     }
     let mut patched = node.clone();
+    for change in changes {
+        change.apply(&mut patched);
+    }
+    let errs = label_errors("metadata.labels", patched.metadata.labels.as_ref());
+    if !errs.is_empty() {
+        return Err(ApiError::invalid(invalid_message("Node", name, &errs)));
+    }
     let status = patched.status.get_or_insert_default();
     let live = status.conditions.take().unwrap_or_default();
     status.conditions = Some(merge_by_type(&live, conditions));

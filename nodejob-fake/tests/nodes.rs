@@ -262,14 +262,14 @@ async fn conditions_merge_by_type_in_the_order_a_strategic_merge_gives() {
     let pair = |t: &str, s: &str| (t.to_string(), s.to_string());
     let new = [condition("A", "True"), condition("B", "True")];
     let node = cluster
-        .patch_node_conditions("n1", None, &new)
+        .patch_node_conditions("n1", None, &[], &new)
         .await
         .unwrap();
     assert_eq!(
         types(&node),
         [pair("A", "True"), pair("B", "True"), pair("Ready", "True")]
     );
-    let node = (cluster.patch_node_conditions("n1", None, &[condition("B", "False")]))
+    let node = (cluster.patch_node_conditions("n1", None, &[], &[condition("B", "False")]))
         .await
         .unwrap();
     assert_eq!(
@@ -277,7 +277,20 @@ async fn conditions_merge_by_type_in_the_order_a_strategic_merge_gives() {
         [pair("A", "True"), pair("B", "False"), pair("Ready", "True")]
     );
     let stale = cluster
-        .patch_node_conditions("n1", Some("1"), &[condition("A", "False")])
+        .patch_node_conditions("n1", Some("1"), &[], &[condition("A", "False")])
         .await;
     assert!(stale.is_err_and(|e| e.is_conflict()));
+    // A record beside a condition lands in the same write; a change to the spec, which the
+    // status subresource would drop, is refused and nothing is written.
+    let record = [nodejob_core::NodeChange::set_annotation("k", "v")];
+    let node = cluster
+        .patch_node_conditions("n1", None, &record, &[condition("A", "False")])
+        .await
+        .unwrap();
+    let annotation = (node.metadata.annotations.as_ref()).and_then(|a| a.get("k").cloned());
+    assert_eq!(annotation.as_deref(), Some("v"));
+    assert_eq!(types(&node)[0], pair("A", "False"));
+    let spec = [nodejob_core::NodeChange::Cordon];
+    let refused = cluster.patch_node_conditions("n1", None, &spec, &[]).await;
+    assert!(refused.is_err_and(|e| e.kind == nodejob_core::ErrorKind::Invalid));
 }

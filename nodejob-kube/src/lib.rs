@@ -72,7 +72,7 @@ mod throttle;
 mod transport;
 mod watch;
 
-pub use api::{KubeApi, Reached};
+pub use api::{KubeApi, REACHED_STANDS, Reached};
 pub use config::{ConnectError, load_config};
 pub use throttle::{RateLimit, RateLimitError, RateLimitLayer, RateLimited};
 pub use transport::REQUEST_TIMEOUT;

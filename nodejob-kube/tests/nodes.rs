@@ -284,14 +284,19 @@ async fn a_condition_is_one_strategic_merge_patch_of_the_status_conditions() -> 
             }]}}),
         )
         .reply_json(200, &answered),
+        // A record beside the condition: in the same patch's metadata (the status subresource
+        // keeps it), no precondition when none is given.
         strategic_patch(
             &format!("{NODE_A}/status"),
-            json!({"status": {"conditions": []}}),
+            json!({
+                "metadata": {"annotations": {"stratum.ciq.com/a": "1", "stratum.ciq.com/b": null}},
+                "status": {"conditions": []}
+            }),
         )
         .reply_json(404, &status(404, "NotFound", "nodes \"node-a\" not found")),
     ]);
     let written = api
-        .patch_node_conditions("node-a", Some("79"), &[condition])
+        .patch_node_conditions("node-a", Some("79"), &[], &[condition])
         .await?;
     let types: Vec<String> = (written.status.and_then(|s| s.conditions))
         .unwrap_or_default()
@@ -299,8 +304,19 @@ async fn a_condition_is_one_strategic_merge_patch_of_the_status_conditions() -> 
         .map(|c| c.type_)
         .collect();
     assert_eq!(types, ["Ready", "NodejobUpgrade"]);
-    let missing = api.patch_node_conditions("node-a", None, &[]).await;
+    let records = [
+        NodeChange::set_annotation("stratum.ciq.com/a", "1"),
+        NodeChange::remove_annotation("stratum.ciq.com/b"),
+    ];
+    let missing = api
+        .patch_node_conditions("node-a", None, &records, &[])
+        .await;
     assert!(missing.is_err_and(|e| e.is_not_found()));
+    // A change to the spec, which the status subresource would drop: refused, never sent.
+    let cordon = api
+        .patch_node_conditions("node-a", None, &[NodeChange::Cordon], &[])
+        .await;
+    assert!(cordon.is_err_and(|e| e.kind == ErrorKind::Invalid));
     drop(api);
     assert_eq!(
         server.finish().await,

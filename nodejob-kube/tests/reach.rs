@@ -37,3 +37,27 @@ async fn any_answer_to_get_version_is_reached_and_none_is_a_transient_error() ->
     assert_eq!(server.finish().await, vec!["GET /version"; 4]);
     Ok(())
 }
+
+/// Issue 34: the version a reach read is the next `version()`'s answer, once, within
+/// `REACHED_STANDS`: a command's reach and its skew gate make one `GET /version`, not two; a
+/// later read, or one after the reach's answer is too old, is a request of its own.
+#[tokio::test(start_paused = true)]
+async fn the_version_a_reach_read_answers_the_next_version_read_once() -> TestResult {
+    use nodejob_core::NodeApi;
+    let (api, server) = serve(vec![
+        get("/version").reply(200, r#"{"major":"1","minor":"37","gitVersion":"v1.37.2"}"#),
+        get("/version").reply(200, r#"{"major":"1","minor":"38","gitVersion":"v1.38.0"}"#),
+        get("/version").reply(200, r#"{"major":"1","minor":"38","gitVersion":"v1.38.0"}"#),
+        get("/version").reply(200, r#"{"major":"1","minor":"38","gitVersion":"v1.38.1"}"#),
+    ]);
+    api.reach(Duration::from_secs(3)).await?;
+    assert_eq!(api.version().await?.git_version, "v1.37.2");
+    assert_eq!(api.version().await?.git_version, "v1.38.0");
+    // Reached again, then asked only once its answer is too old to stand for a read now.
+    api.reach(Duration::from_secs(3)).await?;
+    tokio::time::sleep(nodejob_kube::REACHED_STANDS + Duration::from_secs(1)).await;
+    assert_eq!(api.version().await?.git_version, "v1.38.1");
+    drop(api);
+    assert_eq!(server.finish().await, vec!["GET /version"; 4]);
+    Ok(())
+}

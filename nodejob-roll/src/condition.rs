@@ -24,7 +24,7 @@ use std::sync::Mutex;
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use nodejob_core::{ApiError, NodeApi, quote};
+use nodejob_core::{ApiError, NodeApi, NodeChange, quote};
 
 use crate::call::retry;
 
@@ -144,13 +144,31 @@ impl Conditions {
         standing: &Standing,
         resource_version: Option<&str>,
     ) -> Result<Node, ApiError> {
+        self.set_with(api, name, seen, standing, resource_version, &[])
+            .await
+    }
+
+    /// [`Conditions::set`], and in the same write `changes` to the node's metadata (a
+    /// driver's records: [`NodeApi::patch_node_conditions`]), all or nothing.
+    ///
+    /// # Errors
+    /// As [`Conditions::set`]; Invalid for a change to the node's spec.
+    pub async fn set_with<A: NodeApi + ?Sized>(
+        &self,
+        api: &A,
+        name: &str,
+        seen: Option<&Node>,
+        standing: &Standing,
+        resource_version: Option<&str>,
+        changes: &[NodeChange],
+    ) -> Result<Node, ApiError> {
         let prior = self
             .written(name)
             .or_else(|| seen.and_then(|n| condition(n, self.type_)).cloned());
         let written = next(prior.as_ref(), self.type_, standing, api.wall_time());
         let sent = std::slice::from_ref(&written);
         let node = retry(api, || {
-            api.patch_node_conditions(name, resource_version, sent)
+            api.patch_node_conditions(name, resource_version, changes, sent)
         })
         .await?;
         self.lock().insert(name.to_string(), written);

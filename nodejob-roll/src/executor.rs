@@ -9,6 +9,7 @@
 //!     (read unless the node read it with no wait since: Hands::waits)
 //!   marks of what already happened, told        (progress, the report, Events: fenced by
 //!                                               that read when there was one)
+//!     (a finish said with the next: kept, and said in the node's next Event)
 //!   a step begins here (Hands::gate)?
 //!     the pause switch (Hands::paused)          paused out, stopped, lost -> interrupted
 //!     resumed: the node read again              deleted, replaced -> as the driver says
@@ -148,6 +149,15 @@ pub trait Hands: Send {
         false
     }
 
+    /// Whether the Event of `step`'s finish is said in the node's next Event (its message
+    /// first, then `; ` and the next's, under the next's reason), not in one of its own: a
+    /// step whose finish a person reads best with the next's (the cordon with the drain it
+    /// begins, as `kubectl drain` cordons first). Said on its own if the node has no Event
+    /// after it. The progress and the report tell every step as before.
+    fn said_with_next(&self, _step: Step<Self>) -> bool {
+        false
+    }
+
     /// Whether performing `intent` waits (on a drain, a Job, a watch, a sleep), so that the
     /// Lease is read again before the next write. `false` for an intent that is a request or
     /// a few, a read or a write, with nothing waited on between (transient errors retried
@@ -201,6 +211,23 @@ pub trait Hands: Send {
     async fn own(&mut self, own: Own<Self>);
 }
 
+/// What telling a mark reads and moves of the node's drive: when the step under way started
+/// (set by a start, read by a finish), whether the last read of the Lease is fresh, and the
+/// finish held for the next Event.
+struct Told<'t, S> {
+    step_started: &'t mut Duration,
+    fresh: &'t mut bool,
+    held: &'t mut Option<(S, String)>,
+}
+
+/// `message` after the held finish's, if any: `cordoned; evicted 2 pod(s), left 0`.
+fn with_held<S>(held: Option<(S, String)>, message: &str) -> String {
+    match held {
+        Some((_, first)) => format!("{first}; {message}"),
+        None => message.to_string(),
+    }
+}
+
 /// The step of hands' machine.
 pub type Step<H> = <<H as Hands>::Machine as Machine>::Step;
 /// The driver's own marks of hands' machine.
@@ -235,6 +262,9 @@ where
         H::Machine: Machine<Step = S>,
     {
         let node = hands.node().to_string();
+        // A finish said with the node's next Event (`Hands::said_with_next`): its step and its
+        // message.
+        let mut held: Option<(S, String)> = None;
         // Every return in the block ends the node; it lands after it, whichever it was.
         let end = async {
             let mut step_started = self.api.now();
@@ -275,7 +305,12 @@ where
                     .unwrap_or(marks.len());
                 let next = marks.split_off(at);
                 for mark in marks {
-                    (self.tell_mark(events, hands, mark, &mut step_started, &mut fresh)).await;
+                    let told = Told {
+                        step_started: &mut step_started,
+                        fresh: &mut fresh,
+                        held: &mut held,
+                    };
+                    (self.tell_mark(events, hands, mark, told)).await;
                 }
                 let stop = &self.limits.stop;
                 if let Some(step) = starting
@@ -307,7 +342,12 @@ where
                 for mark in next {
                     if !(stop_here && matches!(mark, Mark::Started(_))) {
                         // Past the pause switch: read again if it waited.
-                        (self.tell_mark(events, hands, mark, &mut step_started, &mut fresh)).await;
+                        let told = Told {
+                            step_started: &mut step_started,
+                            fresh: &mut fresh,
+                            held: &mut held,
+                        };
+                        (self.tell_mark(events, hands, mark, told)).await;
                     }
                 }
                 if stop_here {
@@ -339,12 +379,14 @@ where
                             None => failure.message.clone(),
                         };
                         let reason = failure.step.reason();
+                        let message = with_held(held.take(), &message);
                         self.warn(events, &node, &reason, &message).await;
                         return end;
                     }
                     Act::End { end, warning } => {
                         if let Some(w) = warning {
-                            self.warn(events, &node, &w.reason, &w.message).await;
+                            let message = with_held(held.take(), &w.message);
+                            self.warn(events, &node, &w.reason, &message).await;
                         }
                         return end;
                     }
@@ -352,26 +394,37 @@ where
             }
         }
         .await;
+        // A finish kept for an Event that never came (the node ended without one): said on
+        // its own, the Lease read first.
+        if let Some((step, message)) = held {
+            let (kind, reason) = (EventType::Normal, step.reason());
+            (self.event(EventFence::Read, events, &node, kind, &reason, &message)).await;
+        }
         self.landed(&node);
         end
     }
 
     /// Tells one mark of `hands`' node: progress, the report, an Event, the condition. The
-    /// Event reads the Lease first unless `fresh`: a read of it with no wait since fences it
-    /// (the turn's own check, or the last one); a read it makes is fresh for what follows.
-    /// `step_started` is when the step under way started (set by a start, read by a finish).
+    /// Event reads the Lease first unless `told.fresh`: a read of it with no wait since
+    /// fences it (the turn's own check, or the last one); a read it makes is fresh for what
+    /// follows. A finish said with the next Event is kept in `told.held` instead, and said
+    /// first in the next.
     async fn tell_mark<H>(
         &self,
         events: Source<'_>,
         hands: &mut H,
         mark: Mark<S, Own<H>>,
-        step_started: &mut Duration,
-        fresh: &mut bool,
+        told: Told<'_, S>,
     ) where
         H: Hands,
         H::Machine: Machine<Step = S>,
     {
         let node = hands.node().to_string();
+        let Told {
+            step_started,
+            fresh,
+            held,
+        } = told;
         match mark {
             Mark::Started(step) => {
                 *step_started = self.api.now();
@@ -390,6 +443,11 @@ where
                     took_ms: took,
                     message: message.clone(),
                 });
+                let message = with_held(held.take(), &message);
+                if hands.said_with_next(step) {
+                    *held = Some((step, message));
+                    return;
+                }
                 let reason = step.reason();
                 let fence = if *fresh {
                     EventFence::Checked

@@ -79,9 +79,32 @@ pub async fn patch_node<A: NodeApi + ?Sized>(
     resource_version: &str,
     changes: &[NodeChange],
 ) -> Result<Node, OpError> {
+    let write = |rv: String| async move { retry(api, || api.patch_node(name, &rv, changes)).await };
+    write_node(api, name, resource_version, write).await
+}
+
+/// [`patch_node`]'s rounds with another write of the same idempotent changes: `write(rv)`
+/// makes it under `rv` (transient errors retried by it), first under `resource_version`, then
+/// under the version a conflict's read answers, at most [`WRITE_ROUNDS`] times. A driver's
+/// record sent with its condition through `nodes/status`
+/// ([`NodeApi::patch_node_conditions`]) is written so.
+///
+/// # Errors
+/// The node could not be read or written, or kept changing.
+pub async fn write_node<A, F, W>(
+    api: &A,
+    name: &str,
+    resource_version: &str,
+    write: W,
+) -> Result<Node, OpError>
+where
+    A: NodeApi + ?Sized,
+    F: Future<Output = Result<Node, ApiError>>,
+    W: Fn(String) -> F,
+{
     let mut rv = resource_version.to_string();
     for _ in 0..WRITE_ROUNDS {
-        match retry(api, || api.patch_node(name, &rv, changes)).await {
+        match write(rv.clone()).await {
             Ok(node) => return Ok(node),
             Err(e) if e.is_conflict() => {
                 let node = retry(api, || api.get_node(name)).await.map_err(|cause| {

@@ -1610,6 +1610,20 @@ impl NodeMachine {
         self.step_of(&self.at)
     }
 
+    /// The step this machine starts once the write at hand lands, with nothing between but
+    /// requests and, after the host Job's record, that Job's delete: the Upgrade after the
+    /// launch record, the Reboot after a successful host Job's record. Its condition can go
+    /// in that write ([`crate::drive`]). `None` elsewhere.
+    pub fn starts_after_write(&self) -> Option<UpgradeStep> {
+        match &self.at {
+            At::Launching => Some(UpgradeStep::Upgrade),
+            At::Recording(_) if self.pending_failure.is_none() && self.lost.is_none() => {
+                Some(UpgradeStep::Reboot)
+            }
+            _ => None,
+        }
+    }
+
     fn step_of(&self, at: &At) -> UpgradeStep {
         match at {
             At::Inspect | At::Vetting | At::Previous | At::Settling | At::Marking => {

@@ -204,7 +204,7 @@ async fn a_node_an_earlier_run_left_held_is_let_go_once_found_at_the_target() {
         last_heartbeat_time: None,
         last_transition_time: None,
     };
-    NodeApi::patch_node_conditions(&*fake, "z-0", None, &[held])
+    NodeApi::patch_node_conditions(&*fake, "z-0", None, &[], &[held])
         .await
         .unwrap();
     let report = run(&*fake, &plan(only(&["z-0"])), upgrade_driver::quiet())

@@ -112,11 +112,11 @@ async fn an_uncordon_during_the_drain_is_cordoned_and_drained_again_before_the_h
 #[tokio::test(start_paused = true)]
 async fn an_uncordon_after_the_drain_is_cordoned_and_drained_again_before_the_host_job() {
     let (fake, names) = one_place(102).await;
-    // The first node patch is the cordon; the second, right after the drain, is the write
-    // before the host Job. The person uncordons z-0 just before it: the Pending replacement
-    // lands on z-0.
-    fake.before(Verb::PatchNode, |_| {});
-    fake.before(Verb::PatchNode, |c| {
+    // The first patch of the node's status is the drain's condition; the second, right after
+    // the drain, is the write before the host Job (our record, with the Upgrade's condition).
+    // The person uncordons z-0 just before it: the Pending replacement lands on z-0.
+    fake.before(Verb::PatchNodeConditions, |_| {});
+    fake.before(Verb::PatchNodeConditions, |c| {
         c.patch_node_now("z-0", &[NodeChange::Uncordon]).unwrap();
     });
     roll_uncordoned(&fake, names).await;
@@ -127,14 +127,14 @@ async fn an_uncordon_after_the_drain_is_cordoned_and_drained_again_before_the_ho
 #[tokio::test(start_paused = true)]
 async fn a_node_uncordoned_after_every_drain_fails_at_drain_without_a_host_job() {
     let (fake, names) = one_place(103).await;
-    // Uncordoned right before every write that would precede the host Job.
-    fake.before(Verb::PatchNode, |_| {});
+    // Uncordoned right before every write that would precede the host Job (our record, with
+    // the Upgrade's condition, through the node's status; the first such patch is the drain's
+    // condition, said once: its re-cordons go through the node itself).
+    fake.before(Verb::PatchNodeConditions, |_| {});
     for _ in 0..=upgrade_driver::DRAIN_ROUNDS {
-        fake.before(Verb::PatchNode, |c| {
+        fake.before(Verb::PatchNodeConditions, |c| {
             c.patch_node_now("z-0", &[NodeChange::Uncordon]).unwrap();
         });
-        // Its re-cordon passes.
-        fake.before(Verb::PatchNode, |_| {});
     }
     let api = harness(fake.clone(), names, 1);
     let report = run(&api, &plan(only(&["z-0"])), upgrade_driver::quiet())
@@ -157,7 +157,8 @@ async fn a_node_uncordoned_after_every_drain_fails_at_drain_without_a_host_job()
 }
 
 /// The fake, with a person who uncordons `z-0` the moment the driver's launch write (the last
-/// write before the host Job: our record with the boot the host Job starts on) has landed, or,
+/// write before the host Job: our record with the boot the host Job starts on, sent with the
+/// Upgrade's condition through the node's status) has landed, or,
 /// `after_create`, the moment its host Job was created. Once uncordoned, every answer after
 /// notes the evictable Pods on `z-0` while it carries our in-progress record.
 struct UncordonAfterLaunch {
@@ -181,7 +182,7 @@ impl UncordonAfterLaunch {
         if self.after_create {
             return request.verb() == Verb::CreateJob && answer.is_ok();
         }
-        request.verb() == Verb::PatchNode
+        request.verb() == Verb::PatchNodeConditions
             && request.subject() == "z-0"
             && matches!(answer, Ok(Answer::Node(node)) if records::read::<InProgress>(node, IN_PROGRESS)
                 .ok()
@@ -202,7 +203,7 @@ impl Layer for UncordonAfterLaunch {
         request: Request<'a>,
         serve: impl Future<Output = ApiResult<Answer>> + Send + 'a,
     ) -> ApiResult<Answer> {
-        let launched = matches!(request.verb(), Verb::PatchNode | Verb::CreateJob);
+        let launched = matches!(request.verb(), Verb::PatchNodeConditions | Verb::CreateJob);
         let answer = serve.await;
         if launched
             && self.launched(&request, &answer)

@@ -8,7 +8,12 @@
 //!   cordon said with the drain, the uncordon with the end (4 a node; 6 if written at every
 //!   step);
 //! - the node's first read the run's watch of every node, and the wait for its new boot
-//!   watched from our last write (3 `get_node` a node before).
+//!   watched from our last write (3 `get_node` a node before);
+//! - a record that changes only the node's metadata written with the condition of the step it
+//!   leads to, in one `PATCH nodes/NAME/status` (4 `patch_node` a node before: the launch
+//!   record's and the host Job's went apart);
+//! - the cordon said in the drain's Event, the new boot in the next step's (5 Events a node
+//!   before).
 //!
 //! And the pause switch, read from those reads of the Lease, is still honoured where a step
 //! begins after a wait: set while a host Job runs, the next step does not start until it is
@@ -70,11 +75,26 @@ async fn a_roll_reads_the_lease_once_a_stretch_of_writes_and_says_each_condition
         count(Verb::GetLease) <= 6 * n,
         "the Lease read per write again: {by_verb:?}"
     );
-    // Drain, Upgrade, Reboot, Upgraded.
+    // Drain, Upgrade (with the launch record), Reboot (with the host Job's record),
+    // Upgraded: through `nodes/status`.
     assert_eq!(
         count(Verb::PatchNodeConditions),
         4 * n,
         "a condition written that says what the last one said: {by_verb:?}"
+    );
+    // The cordon and the uncordon, which change the spec: the records of the launch and of
+    // the host Job went with the condition of the step after them (6 writes of the node a node
+    // in all, 8 before).
+    assert_eq!(
+        count(Verb::PatchNode),
+        2 * n,
+        "a record written apart from the condition it could go with: {by_verb:?}"
+    );
+    // Drain (with the cordon), Upgrade, Uncordon (with the new boot): 5 a node before.
+    assert_eq!(
+        count(Verb::CreateEvent),
+        3 * n,
+        "an Event of its own for a step said with the next: {by_verb:?}"
     );
     // The preflight's, right before the host Job.
     assert!(

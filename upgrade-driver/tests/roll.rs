@@ -64,21 +64,40 @@ async fn three_control_plane_and_six_workers_in_two_zones_roll_in_order_within_t
     );
     // The workers' pods were evicted, and the Deployment is whole again.
     assert!(report.totals.pods_evicted >= 4, "{:?}", report.totals);
-    // Every step is an Event on its node.
-    let reasons: Vec<String> = fake
+    // Every step is said in an Event on its node: the cordon with the drain, the new boot
+    // with the uncordon, three Events in all.
+    let said: Vec<(String, String)> = fake
         .events(NS)
         .into_iter()
         .filter(|e| e.involved_object.name.as_deref() == Some("zone-a-0"))
-        .map(|e| e.reason.unwrap_or_default())
+        .map(|e| (e.reason.unwrap_or_default(), e.message.unwrap_or_default()))
         .collect();
-    for step in [
-        UpgradeStep::Cordon,
+    let mut reasons: Vec<String> = said.iter().map(|(r, _)| r.clone()).collect();
+    reasons.sort();
+    let mut expected: Vec<String> = [
         UpgradeStep::Drain,
-        UpgradeStep::Reboot,
+        UpgradeStep::Upgrade,
         UpgradeStep::Uncordon,
-    ] {
-        assert!(reasons.contains(&step.reason()), "{step}: {reasons:?}");
-    }
+    ]
+    .iter()
+    .map(|s| s.reason())
+    .collect();
+    expected.sort();
+    assert_eq!(reasons, expected, "{said:?}");
+    let message = |step: UpgradeStep| {
+        (said.iter())
+            .find(|(r, _)| *r == step.reason())
+            .map(|(_, m)| m.clone())
+            .unwrap_or_default()
+    };
+    assert!(
+        message(UpgradeStep::Drain).starts_with("cordoned; evicted "),
+        "{said:?}"
+    );
+    assert!(
+        message(UpgradeStep::Uncordon).starts_with("rebooted, Ready at "),
+        "{said:?}"
+    );
     // The Lease was acquired and released.
     assert_eq!(
         report.lease.as_ref().map(|l| l.acquired.as_str()),

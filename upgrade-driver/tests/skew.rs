@@ -259,7 +259,8 @@ async fn an_os_image_upgrade_is_not_judged_by_the_kubelet_policy() {
 
 /// Issue 34: the apiserver's version is read once for the run, and again before a batch only
 /// when the control-plane nodes' versions moved since (on the fake, as on a kubeadm cluster,
-/// the apiserver follows its control plane), not before every batch.
+/// the apiserver follows its control plane) and the plan enforces the policy, not before every
+/// batch.
 #[tokio::test(start_paused = true)]
 async fn the_apiservers_version_is_read_again_only_once_the_control_plane_moved() {
     let versions = |fake: &FakeCluster| {
@@ -287,5 +288,18 @@ async fn the_apiservers_version_is_read_again_only_once_the_control_plane_moved(
         .unwrap();
     assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
     assert_eq!(report.totals.upgraded, 4);
+    assert_eq!(versions(&fake), 1);
+
+    // The first cluster again, under a plan that allows skew: every batch goes whatever the
+    // answer, so the version read before any write is the run's only one (its breaches are
+    // said against it).
+    let (fake, names) = cluster(4, 2, &[("z", 2)], 0);
+    let api = harness(fake.clone(), names, 1);
+    let mut spec = plan_spec();
+    spec.skew = upgrade_driver::Skew::Allow;
+    let report = run(&api, &plan(spec), upgrade_driver::quiet())
+        .await
+        .unwrap();
+    assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
     assert_eq!(versions(&fake), 1);
 }

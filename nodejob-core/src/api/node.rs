@@ -157,6 +157,19 @@ impl NodeChange {
         }
     }
 
+    /// Whether the change is to the node's metadata (an annotation or a label), which a
+    /// patch of its status carries too ([`NodeApi::patch_node_conditions`]); the others are
+    /// to its spec.
+    pub fn to_metadata(&self) -> bool {
+        matches!(
+            self,
+            NodeChange::SetAnnotation { .. }
+                | NodeChange::RemoveAnnotation { .. }
+                | NodeChange::SetLabel { .. }
+                | NodeChange::RemoveLabel { .. }
+        )
+    }
+
     /// Whether the change is to `spec.taints`, an atomic list (`+listType=atomic`): a patch
     /// replaces it whole, so a backend writes it from the node as read at the patch's
     /// resourceVersion.
@@ -265,10 +278,19 @@ pub trait NodeApi: Clock {
     /// the only change between the two and the guard may move on to the version it answers.
     /// Without, no precondition: a condition type has one writer (the driver that owns it).
     /// NotFound when there is no such node. Answers the node as written.
+    ///
+    /// `changes` to the node's metadata (annotations, labels: [`NodeChange::to_metadata`]) go
+    /// in the same patch, so a driver's record and its condition are one write: the status
+    /// subresource keeps the metadata a patch sends and resets only `spec`
+    /// (`nodeStatusStrategy.PrepareForUpdate` in `pkg/registry/core/node/strategy.go`,
+    /// v1.37.2: `newNode.Spec = oldNode.Spec`; its `GetResetFields` names `spec` alone). A
+    /// change to the spec would be dropped there without a word, so it is refused before any
+    /// request (Invalid).
     async fn patch_node_conditions(
         &self,
         name: &str,
         resource_version: Option<&str>,
+        changes: &[NodeChange],
         conditions: &[NodeCondition],
     ) -> ApiResult<Node>;
 }

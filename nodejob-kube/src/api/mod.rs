@@ -12,6 +12,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::version::Info;
 use k8s_openapi::jiff::Timestamp;
 use k8s_openapi::serde::de::DeserializeOwned;
 use kube::core::Request;
@@ -86,7 +87,17 @@ pub struct KubeApi {
     /// The watch of every node ([`NodeApi::wait_nodes`](nodejob_core::NodeApi::wait_nodes)).
     every_node: EveryNode,
     pods: Tracker<Pod>,
+    /// The apiserver's version as [`KubeApi::reach`] read it, and when: the answer of the
+    /// next [`NodeApi::version`](nodejob_core::NodeApi::version) within [`REACHED_STANDS`]
+    /// (taken by it, so answered once).
+    reached: std::sync::Mutex<Option<(Instant, Info)>>,
 }
+
+/// How long the version [`KubeApi::reach`] read stands for the next
+/// [`NodeApi::version`](nodejob_core::NodeApi::version): a command reaches the apiserver
+/// right before its work, whose version-skew gate asks the version before its first write
+/// (a read of the nodes between); a controller that reached it long ago reads it again.
+pub const REACHED_STANDS: Duration = Duration::from_secs(10);
 
 impl fmt::Debug for KubeApi {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -109,6 +120,7 @@ impl KubeApi {
             nodes: Tracker::new(),
             every_node: EveryNode::default(),
             pods: Tracker::new(),
+            reached: std::sync::Mutex::new(None),
         }
     }
 
@@ -154,7 +166,9 @@ impl KubeApi {
     /// is [`Reached::NotApiserver`]. Only no answer is an error: a refused or reset
     /// connection, a TLS failure, nothing within `within`. Made once before any work, so that
     /// an unreachable cluster is said in seconds rather than after the callers' retries of
-    /// transient errors, bounded in minutes.
+    /// transient errors, bounded in minutes. The version a 200 answers is the next
+    /// [`NodeApi::version`](nodejob_core::NodeApi::version)'s answer within
+    /// [`REACHED_STANDS`]: the run's first read of it, not a second.
     ///
     /// # Errors
     /// [`ErrorKind::Transient`](nodejob_core::ErrorKind::Transient) naming the innermost cause
@@ -164,12 +178,32 @@ impl KubeApi {
             .body(Vec::new())
             .map_err(kube::core::request::Error::BuildRequest);
         match tokio::time::timeout(within, exchange(&self.client, request)).await {
-            Ok(answer) => answer.map(|a| Reached::of(a.code, &a.body)),
+            Ok(answer) => answer.map(|a| {
+                if a.code == 200
+                    && let Ok(info) = serde_json::from_slice::<Info>(&a.body)
+                {
+                    *self.reached.lock().unwrap_or_else(|e| e.into_inner()) =
+                        Some((Instant::now(), info));
+                }
+                Reached::of(a.code, &a.body)
+            }),
             Err(_elapsed) => Err(nodejob_core::ApiError::transient(
                 0,
                 format!("no answer within {}s", within.as_secs_f64()),
             )),
         }
+    }
+
+    /// The version [`KubeApi::reach`] read, taken, if it read one within [`REACHED_STANDS`].
+    pub(crate) fn reached(&self) -> Option<Info> {
+        let reached = self
+            .reached
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        reached
+            .filter(|(at, _)| at.elapsed() <= REACHED_STANDS)
+            .map(|(_, info)| info)
     }
 
     /// Who the apiserver takes this client for, as `kubectl auth whoami` asks it: a

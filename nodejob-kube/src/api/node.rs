@@ -118,17 +118,35 @@ impl NodeApi for KubeApi {
     /// One `PATCH /api/v1/nodes/{name}/status` with `Content-Type:
     /// application/strategic-merge-patch+json` and `{"status": {"conditions": [...]}}` (and
     /// `metadata.resourceVersion` when given, the update's precondition as in a merge patch):
-    /// the list merges by `type`, so the kubelet's conditions stay (see the trait's docs).
+    /// the list merges by `type`, so the kubelet's conditions stay (see the trait's docs). The
+    /// metadata `changes` go in `metadata.annotations` and `metadata.labels`, maps that a
+    /// strategic merge patch merges by key (`null` removes one), as a merge patch does.
     async fn patch_node_conditions(
         &self,
         name: &str,
         resource_version: Option<&str>,
+        changes: &[NodeChange],
         conditions: &[NodeCondition],
     ) -> ApiResult<Node> {
-        let mut patch = json!({ "status": { "conditions": conditions } });
-        if let Some(rv) = resource_version {
-            patch["metadata"] = json!({ "resourceVersion": rv });
+        if let Some(change) = changes.iter().find(|c| !c.to_metadata()) {
+            return Err(ApiError::invalid(format!(
+                "a patch of node {name}'s status cannot carry {change:?}: the status \
+                 subresource resets the spec"
+            )));
         }
+        // Only metadata changes: the merge patch's metadata is the strategic one's too.
+        let mut patch = merge_patch(resource_version.unwrap_or_default(), changes, None)?;
+        if resource_version.is_none()
+            && let Some(meta) = patch.get_mut("metadata").and_then(Value::as_object_mut)
+        {
+            meta.remove("resourceVersion");
+        }
+        if patch["metadata"].as_object().is_some_and(|m| m.is_empty())
+            && let Some(p) = patch.as_object_mut()
+        {
+            p.remove("metadata");
+        }
+        patch["status"] = json!({ "conditions": conditions });
         let request = collection::<Node>(None).patch_subresource(
             "status",
             name,
@@ -144,6 +162,9 @@ impl NodeApi for KubeApi {
 
     /// One `GET /version`, as `kubectl version` reads the server's.
     async fn version(&self) -> ApiResult<Info> {
+        if let Some(info) = self.reached() {
+            return Ok(info);
+        }
         let request = http::Request::get("/version")
             .body(Vec::new())
             .map_err(kube::core::request::Error::BuildRequest);

@@ -9,13 +9,18 @@
 //! (`Drain`, "cordoning and draining", as `kubectl drain` cordons first), and the uncordon
 //! with how the node ended, written right after it (after a crash between the two, the next
 //! run lets the node go: [`Run::settle_conditions`]). A step whose condition says what the
-//! last one said (a drain begun again) writes nothing.
+//! last one said (a drain begun again) writes nothing. A step that begins right after a record
+//! of ours that changes only the node's metadata (the launch record's Upgrade, a host Job's
+//! record's Reboot) has its condition sent in that record's write, one `PATCH
+//! nodes/NAME/status` ([`Run::carried`]): the status subresource keeps the metadata it is sent.
+//! The cordon and the uncordon change the spec, which that subresource resets: their records
+//! go apart from the conditions, through `nodes/NAME`.
 
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::Node;
 use nodejob_core::pause::Pause;
-use nodejob_core::{JobApi, LeaseApi, NodeApi, PodApi};
+use nodejob_core::{ApiError, JobApi, LeaseApi, NodeApi, NodeChange, PodApi};
 use nodejob_roll::{Fenced, Held, Standing, condition};
 
 use super::Run;
@@ -112,16 +117,11 @@ where
         }
     }
 
-    /// `step` starts on `name`, whose resourceVersions are `versions`.
-    pub(super) async fn condition_step(
-        &self,
-        name: &str,
-        step: UpgradeStep,
-        versions: &mut Versions,
-    ) {
+    /// What the condition says while `step` is under way; `None` for the uncordon, said with
+    /// how the node ends, written right after its one write.
+    fn step_standing(&self, step: UpgradeStep) -> Option<Standing> {
         let reason = match step {
-            // Said with how the node ends, written right after its one write.
-            UpgradeStep::Uncordon => return,
+            UpgradeStep::Uncordon => return None,
             // The first half of the drain, said with it.
             UpgradeStep::Cordon => UpgradeStep::Drain.as_str(),
             step => step.as_str(),
@@ -132,8 +132,62 @@ where
             doing(step),
             self.plan.spec().identity
         );
-        let standing = Standing::new(Held::Yes, reason, message);
-        self.condition(name, standing, Some(versions)).await;
+        Some(Standing::new(Held::Yes, reason, message))
+    }
+
+    /// `step` starts on `name`, whose resourceVersions are `versions`.
+    pub(super) async fn condition_step(
+        &self,
+        name: &str,
+        step: UpgradeStep,
+        versions: &mut Versions,
+    ) {
+        if let Some(standing) = self.step_standing(step) {
+            self.condition(name, standing, Some(versions)).await;
+        }
+    }
+
+    /// The condition of `next`, the step that starts on `name` once a record write lands (the
+    /// launch record's Upgrade, a host Job's record's Reboot), to send in that write: when
+    /// the write is to the node's metadata alone (the status subresource carries it: see
+    /// [`NodeApi::patch_node_conditions`]), the rolls are not paused as the Lease read that
+    /// fences the write says (so `next` starts unless a stop is asked or the write fails),
+    /// and the condition says something new. Its start then writes nothing: one write where
+    /// there were two. `None`: the write goes as it is, the condition at the step's start.
+    pub(super) async fn carried(
+        &self,
+        name: &str,
+        next: Option<UpgradeStep>,
+        changes: &[NodeChange],
+    ) -> Option<Standing> {
+        let standing = self.step_standing(next?)?;
+        let metadata = changes.iter().all(NodeChange::to_metadata);
+        if !metadata
+            || self.ctx.limits.stop.requested()
+            || self.ctx.fence.lost().is_some()
+            || self.conditions.says(name, &standing)
+            || self.ctx.fence.paused().await.is_some()
+        {
+            return None;
+        }
+        Some(standing)
+    }
+
+    /// Writes `changes` (to the node's metadata) under `rv`, and `standing` ([`Run::carried`])
+    /// with them: one `PATCH nodes/NAME/status`. Its errors are the write's (a Conflict
+    /// included): nothing of it landed.
+    pub(super) async fn write_carrying(
+        &self,
+        name: &str,
+        rv: &str,
+        changes: &[NodeChange],
+        standing: &Standing,
+    ) -> Result<Node, ApiError> {
+        let seen = self.view.node(name);
+        let writer = Fenced::new(self.api, &self.ctx.fence);
+        (self.conditions)
+            .set_with(&writer, name, seen.as_ref(), standing, Some(rv), changes)
+            .await
     }
 
     /// The rolls are paused (`pause`) where `step` would begin on `name`: said on a node the

@@ -1,8 +1,10 @@
 //! The version-skew gate at work ([`crate::skew`] judges, this reads): once before any write
 //! ([`before_any_write`], the run's and the preview's), and before each batch ([`Gated`], an
 //! [`Admission`] around the run's own). The apiserver's version is read once for the run, and
-//! again before a batch only when the answer may have moved or decides the batch
-//! ([`Gated::admit`]).
+//! again before a batch only when the batch's decision depends on it: the plan enforces the
+//! policy, and the answer may have moved or refuses the batch ([`Gated::admit`]). A plan that
+//! allows skew admits every batch whatever the answer: its breaches are said against the
+//! version as last read.
 
 use std::collections::BTreeMap;
 
@@ -24,8 +26,10 @@ use crate::skew::{Breach, Kubelet, Skew, Workers, applies, judge, moving, refusa
 /// ([`NodeView::changed_since`]): what a batch costs is what changed, not every node.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Read {
-    /// `None`: a control-plane node moved since it was read (or it never was).
+    /// The version as last read (`None`: never).
     server: Option<String>,
+    /// A control-plane node moved since it was read: the apiserver may have moved with it.
+    moved: bool,
     control_plane: BTreeMap<String, String>,
     cursor: Cursor,
 }
@@ -45,6 +49,7 @@ impl Read {
         });
         Read {
             server,
+            moved: false,
             control_plane,
             cursor,
         }
@@ -61,9 +66,7 @@ impl Read {
                 Some(version) => self.control_plane.insert(name, version.clone()) != Some(version),
                 None => self.control_plane.remove(&name).is_some(),
             };
-            if moved {
-                self.server = None;
-            }
+            self.moved |= moved;
         }
     }
 }
@@ -131,9 +134,11 @@ pub(crate) async fn before_any_write<A: NodeApi + ?Sized>(
 
 /// The run's admission, the gate before each batch: the batch admitted as `inner` decides,
 /// then judged over its nodes as the run's view has them now against the apiserver's version
-/// (no wait between the judgement and the batch's start). The version is read again only when
-/// the control-plane nodes' versions moved since it was read (this run upgraded one, or
-/// someone else did), or when it refuses the batch: a refusal is judged on a fresh read. The
+/// (no wait between the judgement and the batch's start). Under a plan that enforces the
+/// policy, the version is read again only when the control-plane nodes' versions moved since
+/// it was read (this run upgraded one, or someone else did), or when it refuses the batch: a
+/// refusal is judged on a fresh read. Under one that allows skew, never: the batch is admitted
+/// whatever the answer, and its breaches are said against the version as last read. The
 /// view's watch is the read that replaces the others: where the apiserver runs on the
 /// control-plane nodes it moves with their versions; where it does not (a managed control
 /// plane) it moves only forward, ahead of its nodes, which makes no batch newer than it.
@@ -148,17 +153,24 @@ impl<A, I> Gated<'_, '_, A, I>
 where
     A: JobApi + NodeApi + PodApi + LeaseApi + ?Sized,
 {
-    /// The apiserver's version, and whether it was read just now: read again when a
-    /// control-plane node moved since the last read, or when `again` is asked.
-    async fn server(&mut self, again: bool) -> Result<(String, bool), nodejob_core::ApiError> {
+    /// The apiserver's version, and whether it was read just now: read again when `again`
+    /// is asked, or when a control-plane node moved since the last read and `moved_matters`
+    /// (the batch's decision depends on the answer).
+    async fn server(
+        &mut self,
+        again: bool,
+        moved_matters: bool,
+    ) -> Result<(String, bool), nodejob_core::ApiError> {
         let view = &self.run.view;
         let read = self.read.get_or_insert_with(|| Read::of(view, None));
         read.follow(view);
+        let stale = again || (moved_matters && read.moved);
         match &read.server {
-            Some(server) if !again => Ok((server.clone(), false)),
+            Some(server) if !stale => Ok((server.clone(), false)),
             _ => {
                 let server = server(self.run.api).await?;
                 read.server = Some(server.clone());
+                read.moved = false;
                 Ok((server, true))
             }
         }
@@ -195,14 +207,17 @@ where
                  against, could not be read: {e}"
             ))
         };
-        let (server, fresh) = match self.server(false).await {
+        // Under a plan that allows skew the batch goes whatever the answer: what it says of
+        // a breach is judged against the version as last read, not read again for it.
+        let enforced = plan.spec().skew == Skew::Enforce;
+        let (server, fresh) = match self.server(false, enforced).await {
             Ok(read) => read,
             Err(e) => return unread(e),
         };
         let mut breaches = judge(plan.target(), &server, &nodes, Workers::Now);
         // A refusal ends the roll: judged on the version as it is now, not as first read.
         if !breaches.is_empty() && plan.spec().skew == Skew::Enforce && !fresh {
-            match self.server(true).await {
+            match self.server(true, true).await {
                 Ok((server, _)) => breaches = judge(plan.target(), &server, &nodes, Workers::Now),
                 Err(e) => return unread(e),
             }

@@ -16,7 +16,7 @@ use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{ApiError, JobApi, LeaseApi, NodeApi, PodApi, Spec, ready, run_exit_code_logs};
 use nodejob_roll::{Act, Fenced, Hands, NoteSink, OpError, ReadAgain, Warning};
 use nodejob_roll::{Cause, FailureKind};
-use nodejob_roll::{delete_job, patch_node};
+use nodejob_roll::{delete_job, patch_node, write_node};
 
 use super::{Run, blocked, conditions, get_node, host_observation, retry, rollback_drain};
 use crate::machine::{DrainFailed, Intent, NodeMachine, NodeResult, Observation, Own};
@@ -138,6 +138,14 @@ where
         )
     }
 
+    /// The cordon is said with the drain it begins (`cordoned; evicted 2 pod(s), left 0`), as
+    /// its condition is; the new boot with the step after it (the health check's, or the
+    /// uncordon's: `rebooted, Ready at v1.38.0; uncordoned; at v1.38.0`). Three Events a node
+    /// that upgrades (Drain, Upgrade, Uncordon), each saying what the ones it carries said.
+    fn said_with_next(&self, step: UpgradeStep) -> bool {
+        matches!(step, UpgradeStep::Cordon | UpgradeStep::Reboot)
+    }
+
     /// A patch, a read, a find: requests, no wait. The Lease read before them still fences
     /// the writes that follow (the cordon's read fences the drain's evictions, the launch
     /// record's the host Job's create, the done record's the Event after it).
@@ -202,7 +210,19 @@ where
             Intent::Done(_) => unreachable!("an end is acted on, never performed"),
             Intent::Patch { rv, changes } => {
                 let rv = self.versions.under(&rv);
-                match patch_node(api, name, &rv, &changes).await {
+                // The condition of the step it leads to, in the same write when it can go.
+                let next = machine.starts_after_write();
+                let written = match run.carried(name, next, &changes).await {
+                    Some(standing) => {
+                        let (changes, standing) = (&changes, &standing);
+                        let write = |rv: String| async move {
+                            run.write_carrying(name, &rv, changes, standing).await
+                        };
+                        write_node(api, name, &rv, write).await
+                    }
+                    None => patch_node(api, name, &rv, &changes).await,
+                };
+                match written {
                     Ok(node) => self.wrote(node),
                     // Deleted before our first write to it (while the rolls were paused,
                     // say): nothing of ours was on it, so it leaves the roll as a node deleted
@@ -264,7 +284,14 @@ where
             }
             Intent::Guarded { rv, changes } => {
                 let rv = self.versions.under(&rv);
-                match retry(api, || api.patch_node(name, &rv, &changes)).await {
+                // The condition of the step it leads to, in the same write when it can go: a
+                // Conflict lands neither.
+                let next = machine.starts_after_write();
+                let written = match run.carried(name, next, &changes).await {
+                    Some(standing) => run.write_carrying(name, &rv, &changes, &standing).await,
+                    None => retry(api, || api.patch_node(name, &rv, &changes)).await,
+                };
+                match written {
                     Ok(node) => self.wrote(node),
                     Err(e) if e.is_conflict() => match get_node(api, name).await {
                         Ok(node) => Observation::Changed(Box::new(node)),
