@@ -12,8 +12,6 @@
 mod conditions;
 mod node;
 
-use node::Fencing;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -747,7 +745,7 @@ where
                 match result {
                     Ok(status) => {
                         self.reported(name, &status, true);
-                        if let Err(e) = self.record(name, &status, Fencing::Known).await {
+                        if let Err(e) = self.record(name, &status).await {
                             self.note(name, e);
                         }
                         out.push((name.clone(), status));
@@ -781,6 +779,12 @@ where
                 log_tail: None,
             })),
         }
+    }
+
+    /// Whether the run read `name`'s status already (its first read recorded as `before`).
+    fn read_before(&self, name: &str) -> bool {
+        let report = self.report.lock().unwrap();
+        (report.nodes.iter()).any(|n| n.name == name && n.before.is_some())
     }
 
     /// Keeps `status` as what `name` reports last (and, `first`, when the run began).

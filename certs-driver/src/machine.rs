@@ -15,7 +15,8 @@
 //!  Phase    find our Job (not when the run's list of our Jobs had none of the step there)
 //!             │ passed, no live Job ─▶ Done(Acted(false)) (skipped)
 //!             │ running/succeeded ─▶ host (adopting it)
-//!             └ none/failed ─▶ Lease? ─▶ host (creating it; `issue` with `--expect`)
+//!             └ none/failed ─▶ host (creating it, the Lease read right before; `issue`
+//!                                with `--expect`)
 //!  host     run ─exit ≠ 0─▶ Fail (Job kept)     (exit 0, log unread: read our Job; succeeded
 //!             │ exit 0: its output's status line ─▶ wait for its exit code only; else Fail)
 //!             │ (issue: and verify's verdict)
@@ -33,7 +34,9 @@
 //! `Lease?` is [`Intent::CheckLease`]: every write of a host step is fenced by it (an adopted
 //! Job is waited for without one: it writes nothing until it is deleted; a runner's call is
 //! one fenced write, its Job's create and, once read, its delete; the issue Job's delete
-//! follows the Lease-checked record of its status at once). A record that is not the mark of
+//! follows the Lease-checked record of its status at once). A new phase Job is fenced by the
+//! read [`Intent::Host`] makes right before its create, after the step's `Started` condition
+//! and any wait on the pause switch: no `Lease?` of the machine's precedes it. A record that is not the mark of
 //! issue is written as the fenced writer writes: refused once the Lease is known lost. A Lease
 //! known lost interrupts the node at its step, blaming it for nothing.
 //! [`NodeMachine::in_flight`] says which step the node has under way, for the report of a run
@@ -145,7 +148,9 @@ pub enum Intent {
     /// Check that the Lease is still ours (renewed when due): the fence before a write.
     CheckLease,
     /// Run our host Job of `step` (`carotate <step>`, its exit code and log), kept on success;
-    /// adopting the Job of this UID if set (waited for, never killed).
+    /// adopting the Job of this UID if set (waited for, never killed). A new Job is created
+    /// only after a read of the Lease right before it (a Lease lost then: the fenced writer
+    /// refuses the create).
     Host {
         /// The step.
         step: CaStep,
@@ -280,8 +285,6 @@ struct Ran {
 /// What a Lease check clears the way for.
 #[derive(Clone, Debug, PartialEq)]
 enum Then {
-    /// Create the host Job; `known_free`: no Job of ours of the step is there.
-    Host { known_free: bool },
     /// Read the status (after `issue`: of this host step).
     ReadStatus(Option<Ran>),
     /// Delete our Job: the end of a host step (`Some`), or of one waited out.
@@ -550,20 +553,6 @@ impl<'p> NodeMachine<'p> {
     fn cleared(&mut self, then: Then) -> Step {
         let step = self.step;
         match then {
-            Then::Host { known_free } => {
-                let (also, keep) = (self.also(), self.keeps());
-                self.go(
-                    At::Hosting,
-                    vec![Mark::Started(step)],
-                    Intent::Host {
-                        step,
-                        adopt: None,
-                        also,
-                        keep,
-                        known_free,
-                    },
-                )
-            }
             Then::ReadStatus(ran) => self.go(At::Reading(ran), Vec::new(), Intent::ReadStatus),
             Then::Delete { uid, ran } => {
                 // A step's own Job, finished; else a leftover waited out.
@@ -608,11 +597,29 @@ impl<'p> NodeMachine<'p> {
             }
             Decision::Adopt(uid) => self.adopt(uid),
             // A failed Job of ours left for inspection is replaced: the runner reads it first.
-            Decision::Run => {
-                let known_free = job.is_none();
-                self.fence(Vec::new(), Then::Host { known_free })
-            }
+            Decision::Run => self.host(job.is_none()),
         }
+    }
+
+    /// Creates the step's host Job (`known_free`: no Job of ours of the step is there). The
+    /// Lease is read right before the create, after the step's `Started` condition and any wait
+    /// on the pause switch (the hands' read: [`Intent::Host`]), so no read of the machine's own
+    /// precedes it: that one fenced only the condition, a write the fenced writer refuses once
+    /// the Lease is known lost, as every record and condition of the run.
+    fn host(&mut self, known_free: bool) -> Step {
+        let step = self.step;
+        let (also, keep) = (self.also(), self.keeps());
+        self.go(
+            At::Hosting,
+            vec![Mark::Started(step)],
+            Intent::Host {
+                step,
+                adopt: None,
+                also,
+                keep,
+                known_free,
+            },
+        )
     }
 
     /// Our Job of the leftover step at hand, if any, settled as its [`Leftover`] says.

@@ -97,11 +97,11 @@ fn phase(plan: &Plan, step: CaStep, reported: Option<CaStatus>) -> NodeMachine<'
     m
 }
 
-/// `m`, told no Job of ours is there and that the Lease is ours: its host Job is created.
+/// `m`, told no Job of ours is there: its host Job is created at once (the Lease is read
+/// right before the create by the hands performing it, not by a turn of the machine's).
 fn hosting(m: &mut NodeMachine<'_>, step: CaStep) {
-    assert_eq!(m.step(Obs::Job(None)).intent, Intent::CheckLease);
+    let next = m.step(Obs::Job(None));
     assert_eq!(m.in_flight(), Some(step));
-    let next = m.step(Obs::LeaseHeld);
     let (also, keep) = (vec![], step == CaStep::Issue);
     let host = Intent::Host {
         step,
@@ -114,16 +114,14 @@ fn hosting(m: &mut NodeMachine<'_>, step: CaStep) {
     assert_eq!(next.marks, vec![Mark::Started(step)]);
 }
 
-/// `m`, told the Lease is ours, creates its host Job: whether it tells the runner the Job's
-/// name is known free (`None`: it does something else).
-fn created_known_free(m: &mut NodeMachine<'_>) -> Option<bool> {
-    match m.step(Obs::LeaseHeld).intent {
-        Intent::Host {
-            adopt: None,
-            known_free,
-            ..
-        } => Some(known_free),
-        _ => None,
+/// The stage Job created (not adopted), its name known free to the runner or not.
+fn creates(known_free: bool) -> Intent {
+    Intent::Host {
+        step: CaStep::Stage,
+        adopt: None,
+        also: vec![],
+        keep: false,
+        known_free,
     }
 }
 
@@ -135,7 +133,7 @@ fn idle() -> CaStatus {
 // --- a phase's step -----------------------------------------------------------------------------
 
 #[test]
-fn a_step_not_passed_checks_the_lease_then_creates_its_host_job() {
+fn a_step_not_passed_creates_its_host_job_with_no_lease_turn_before_it() {
     let plan = rotation();
     let mut m = phase(&plan, CaStep::Stage, Some(idle()));
     hosting(&mut m, CaStep::Stage);
@@ -175,9 +173,10 @@ fn a_step_whose_job_the_run_listed_absent_is_not_read_again() {
     let plan = rotation();
     let new = plan.fingerprint().clone();
     let staged = status(CaPhase::Staged, &[&fp(OLD), &new], &fp(OLD));
-    // (what the node reported) -> the first intent: the Lease, or nothing at all (passed).
+    // (what the node reported) -> the first intent: the Job created, its name known free to
+    // the runner too (the Job created at once), or nothing at all (passed).
     let table = [
-        (idle(), Intent::CheckLease),
+        (idle(), creates(true)),
         (staged, Intent::Done(Ok(Answer::Acted(false)))),
     ];
     for (i, (reported, want)) in table.into_iter().enumerate() {
@@ -190,10 +189,6 @@ fn a_step_whose_job_the_run_listed_absent_is_not_read_again() {
         };
         let mut m = NodeMachine::new(&plan, NODE, task);
         assert_eq!(m.start().intent, want, "row {i}");
-        if want == Intent::CheckLease {
-            // Nor by the runner: the name is known free, the Job created at once.
-            assert_eq!(created_known_free(&mut m), Some(true), "row {i}");
-        }
     }
 }
 
@@ -216,8 +211,9 @@ fn a_job_of_ours_is_adopted_without_a_lease_check_and_a_failed_one_is_run_again_
         (job("j", Some("Complete"), false), idle(), adopt.clone()),
         // Running though the node reports the step passed: still adopted, never replaced.
         (job("j", None, false), staged.clone(), adopt),
-        (job("j", Some("Failed"), false), idle(), Intent::CheckLease),
-        (job("j", None, true), idle(), Intent::CheckLease),
+        // Run again: the runner reads the failed Job first, to replace it exactly.
+        (job("j", Some("Failed"), false), idle(), creates(false)),
+        (job("j", None, true), idle(), creates(false)),
         (
             job("j", Some("Failed"), false),
             staged.clone(),
@@ -228,10 +224,6 @@ fn a_job_of_ours_is_adopted_without_a_lease_check_and_a_failed_one_is_run_again_
         let mut m = phase(&plan, CaStep::Stage, Some(reported));
         let step = m.step(Obs::Job(ours));
         assert_eq!(step.intent, want, "row {i}");
-        if want == Intent::CheckLease {
-            // Run again: the runner reads the failed Job first, to replace it exactly.
-            assert_eq!(created_known_free(&mut m), Some(false), "row {i}");
-        }
         if want == kept {
             assert!(
                 matches!(&step.marks[0], Mark::Note(n) if n.contains("left for inspection")),
@@ -257,13 +249,27 @@ fn an_unreadable_job_fails_the_node_with_no_event() {
 }
 
 #[test]
-fn the_lease_lost_before_the_host_job_interrupts_the_node_at_its_step() {
+fn a_new_host_job_is_the_step_in_flight_so_a_lease_lost_before_it_interrupts_the_node_there() {
     let plan = rotation();
     let mut m = phase(&plan, CaStep::Finalize, Some(idle()));
-    assert_eq!(m.step(Obs::Job(None)).intent, Intent::CheckLease);
-    let (step, why) = interrupted(m.step(Obs::LeaseLost("held by b".into())));
-    assert_eq!(step, CaStep::Finalize);
-    assert_eq!(why, "the Lease was lost: held by b");
+    // The hands read the Lease right before the create: lost then, the node is interrupted at
+    // the step the machine is at, which is the finalize it was about to start.
+    let host = m.step(Obs::Job(None));
+    assert!(
+        matches!(
+            host.intent,
+            Intent::Host {
+                step: CaStep::Finalize,
+                adopt: None,
+                ..
+            }
+        ),
+        "{:?}",
+        host.intent
+    );
+    assert_eq!(host.marks, vec![Mark::Started(CaStep::Finalize)]);
+    assert_eq!(m.in_flight(), Some(CaStep::Finalize));
+    assert_eq!(m.current_step(), CaStep::Finalize);
 }
 
 #[test]
@@ -584,8 +590,7 @@ fn issue_verifies_in_its_own_job_and_records_the_status_it_printed_once_ready() 
     for (i, (line, verified)) in table.into_iter().enumerate() {
         let mut m = NodeMachine::new(&plan, NODE, task.clone());
         m.start();
-        m.step(Obs::Job(None));
-        let host = m.step(Obs::LeaseHeld).intent;
+        let host = m.step(Obs::Job(None)).intent;
         let also = vec![fp(OLD)];
         assert_eq!(
             host,

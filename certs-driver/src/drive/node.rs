@@ -24,16 +24,6 @@ use crate::progress::{CaEvent, Failure, NodeResult, Progress};
 use crate::records;
 use crate::status::CaStatus;
 
-/// How a record on a node is fenced by the Lease.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Fencing {
-    /// Read right before the write (renewed when due): the write of a mark.
-    Checked,
-    /// As every write through the fenced writer: refused once the Lease is known lost (a
-    /// check or the renewer saw it), without a read of its own.
-    Known,
-}
-
 impl<A> Rotation<'_, A>
 where
     A: JobApi + NodeApi + LeaseApi + ?Sized,
@@ -98,19 +88,11 @@ where
     }
 
     /// Records `status` on the node ([`records::LAST_STATUS`]): what a preview shows, and where an
-    /// abort of any plan finds that `issue` began there (then `fence` is
-    /// [`Fencing::Checked`]). The error says why it could not.
-    pub(super) async fn record(
-        &self,
-        name: &str,
-        status: &CaStatus,
-        fence: Fencing,
-    ) -> Result<(), String> {
-        let lost = match fence {
-            Fencing::Checked => self.ctx.fence.check(self.api).await.err(),
-            Fencing::Known => self.ctx.fence.lost(),
-        };
-        if let Some(why) = lost {
+    /// abort of any plan finds that `issue` began there. Refused once the Lease is known lost,
+    /// as every write through the fenced writer; the mark of issue is written right after a
+    /// read of it (the executor's: [`Hands::fenced`]). The error says why it could not.
+    pub(super) async fn record(&self, name: &str, status: &CaStatus) -> Result<(), String> {
+        if let Some(why) = self.ctx.fence.lost() {
             return Err(format!(
                 "could not record the status on node {name}: the Lease was lost: {why}"
             ));
@@ -196,6 +178,27 @@ where
         }
     }
 
+    /// The record that is the mark of issue: the Lease is read right before it (and that read
+    /// fences the issue Job's delete and the step's Finished Event that follow it with nothing
+    /// waited on between).
+    fn fenced(&self, intent: &Intent) -> bool {
+        matches!(intent, Intent::Record { mark: true, .. })
+    }
+
+    /// A record, our Job read or deleted without waiting for it to go: requests, no wait. A
+    /// read of the Lease before them still fences what follows them.
+    fn waits(&self, intent: &Intent) -> bool {
+        !matches!(
+            intent,
+            Intent::Record { .. }
+                | Intent::FindJob { .. }
+                | Intent::DeleteJob {
+                    gone: Gone::Later,
+                    ..
+                }
+        )
+    }
+
     fn act(
         &mut self,
         _machine: &NodeMachine<'a>,
@@ -244,10 +247,14 @@ where
                 let spec = rot.host_spec(name, step, &also);
                 // A new phase Job is a host-mutating write: the Lease is read right before it,
                 // after the step's Started condition (a write of its own) and any wait, so a
-                // Lease taken meanwhile is seen before the Job, which the fenced writer then
-                // refuses. An adopted Job is already there.
-                if policy.adopt.is_none() {
-                    let _ = rot.ctx.fence.check(rot.api).await;
+                // Lease taken meanwhile is seen before the Job, which is then not created: the
+                // node is interrupted at its step. It is the step's only read of the Lease
+                // (the machine reads none before it). An adopted Job is already there.
+                if policy.adopt.is_none()
+                    && let Err(why) = rot.ctx.fence.check(rot.api).await
+                {
+                    let why = format!("the Lease was lost: {why}");
+                    return Err(Err(NodeResult::Interrupted { step, why }));
                 }
                 match run_with(&rot.writer(), &spec, Mode::ExitCodeLogs, policy).await {
                     Ok(report) => Observation::Host(Ok(report)),
@@ -288,7 +295,18 @@ where
             }
             Intent::ReadStatus => {
                 let spec = rot.host_spec(name, CaStep::Status, &[]);
-                let mut read = run_exit_code_logs(&rot.writer(), &spec).await;
+                // The node's first read of the run, whose Job the run's list of our Jobs did
+                // not hold: created without reading its name again (a Job met there all the
+                // same is inspected by the runner's guard). Any later read follows one of ours
+                // that may still be going.
+                let policy = Policy {
+                    adopt: None,
+                    keep: false,
+                    known_free: rot.absent(CaStep::Status, name) && !rot.read_before(name),
+                };
+                let mut read = run_with(&rot.writer(), &spec, Mode::ExitCodeLogs, policy)
+                    .await
+                    .map(|r| (r.exit_code, r.log.unwrap_or_default()));
                 if let Err(lost @ nodejob_core::Error::LostInReboot { .. }) = &read {
                     // A read changes nothing on the host: lost to a reboot of the node, it is
                     // read once more when the node is back Ready (its Job replaced).
@@ -302,17 +320,11 @@ where
                 }
                 Observation::Status(read.map_err(|e| e.to_string()))
             }
-            Intent::Record { status, mark } => {
-                let fence = if mark {
-                    Fencing::Checked
-                } else {
-                    Fencing::Known
-                };
-                match rot.record(name, &status, fence).await {
-                    Ok(()) => Observation::Written,
-                    Err(why) => Observation::Failed(Cause::api(why)),
-                }
-            }
+            // The mark of issue: the executor read the Lease right before this turn.
+            Intent::Record { status, .. } => match rot.record(name, &status).await {
+                Ok(()) => Observation::Written,
+                Err(why) => Observation::Failed(Cause::api(why)),
+            },
             Intent::Verify { also } => {
                 let spec = rot.host_spec(name, CaStep::Verify, &also);
                 let exit = run_exit_code(&rot.writer(), &spec).await;
