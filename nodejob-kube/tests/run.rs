@@ -90,8 +90,10 @@ async fn run_exit_code_logs_costs_six_requests() -> TestResult {
 }
 
 #[tokio::test(start_paused = true)]
-async fn run_costs_five_requests() -> TestResult {
+async fn run_costs_four_requests() -> TestResult {
+    // A succeeded Job answers 0 with no Pod read: the list `up_to_pods` ends with is not made.
     let mut script = up_to_pods(job_complete("1209"), 0);
+    script.pop();
     script.push(delete_exactly("1209"));
     let (api, server) = serve(script);
 
@@ -103,7 +105,6 @@ async fn run_costs_five_requests() -> TestResult {
             format!("GET {JOB_PATH}"),
             format!("POST {JOBS_PATH}"),
             format!("WATCH {JOBS_PATH}"),
-            format!("GET {PODS_PATH}"),
             format!("DELETE {JOB_PATH}"),
         ]
     );
