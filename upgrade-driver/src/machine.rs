@@ -1613,7 +1613,7 @@ impl NodeMachine {
     /// The step this machine starts once the write at hand lands, with nothing between but
     /// requests and, after the host Job's record, that Job's delete: the Upgrade after the
     /// launch record, the Reboot after a successful host Job's record. Its condition can go
-    /// in that write ([`crate::drive`]). `None` elsewhere.
+    /// in that write (the driver's hands send it there). `None` elsewhere.
     pub fn starts_after_write(&self) -> Option<UpgradeStep> {
         match &self.at {
             At::Launching => Some(UpgradeStep::Upgrade),
