@@ -111,7 +111,6 @@ impl Reading {
         pod_deleted: bool,
         pod: Option<String>,
     ) -> Step {
-        let selector = pods_selector(&uid);
         let reading = Reading {
             uid,
             rv,
@@ -124,6 +123,7 @@ impl Reading {
                 reading.go(At::Log { exit_code: 0 }, Intent::ReadLog { pod })
             }
             (true, Mode::ExitCodeLogs, None) | (false, ..) => {
+                let selector = pods_selector(&reading.uid);
                 Next::stay(reading, Intent::ListPods { selector })
             }
             (true, ..) => reading.exit(run, 0, None),
