@@ -33,7 +33,7 @@ use kube::config::AuthInfo;
 use nodejob_conformance::Failure;
 use rcgen::{DnType, ExtendedKeyUsagePurpose, KeyPair};
 
-use crate::admin::{client, config};
+use crate::admin::{client, config, kubeconfig_path};
 use crate::pki::{self, Ca};
 
 /// Who the probe of [`ControlPlaneTrust::extend`] authenticates as.
@@ -57,9 +57,29 @@ pub fn run_ca_fingerprint() -> Result<String, Failure> {
         .ok_or_else(|| Failure(format!("{}: no certificate", path.display())))
 }
 
-/// The apiserver's files are changed by one test at a time (two rotations of one binary may
-/// run side by side, each adding its own CA and taking it back).
-static FILES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// The apiserver's files are changed by one test at a time (two rotations may run side by
+/// side, each adding its own CA and taking it back, in one binary or in two that `e2e/run`
+/// runs together): a mutex in the process, then an exclusive `flock(2)` on a file beside the
+/// admin kubeconfig, held while a file is read and written again.
+fn files_turn() -> Result<(std::sync::MutexGuard<'static, ()>, std::fs::File), Failure> {
+    static FILES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let in_process = FILES.lock().unwrap_or_else(|e| e.into_inner());
+    let mut path = kubeconfig_path().into_os_string();
+    path.push(".apiserver-files.lock");
+    let locked = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .and_then(|file| file.lock().map(|()| file));
+    let file = locked.map_err(|e| {
+        Failure(format!(
+            "the lock on the apiserver's files, {}: {e}",
+            std::path::Path::new(&path).display()
+        ))
+    })?;
+    Ok((in_process, file))
+}
 
 /// The apiserver trusting a rotation's new CA beside the run's, its chains cross-signed by
 /// it, until [`ControlPlaneTrust::restore`] (or drop) takes out of its files what it added.
@@ -89,7 +109,7 @@ impl ControlPlaneTrust {
         let cross = new.cross_sign(&run_ca, &run_key).map_err(err)?;
         let mut trust = ControlPlaneTrust { added: Vec::new() };
         {
-            let _one = FILES.lock().unwrap_or_else(|e| e.into_inner());
+            let _one = files_turn()?;
             for (file, added) in [
                 ("client-ca.crt", new.certificate_pem()),
                 ("kube-apiserver.crt", cross.clone()),
@@ -143,7 +163,7 @@ impl ControlPlaneTrust {
     }
 
     fn put_back(&mut self) -> Result<(), Failure> {
-        let _one = FILES.lock().unwrap_or_else(|e| e.into_inner());
+        let _one = files_turn()?;
         for (path, added) in self.added.drain(..) {
             let now = pki::read(&path).map_err(Failure)?;
             pki::write(&path, &now.replacen(&added, "", 1)).map_err(Failure)?;

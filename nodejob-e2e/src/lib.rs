@@ -90,8 +90,8 @@ pub use real_node::{BOOT_LIMIT, PowerSwitch, RealNode, RealNodeBackend, RealNode
 pub use recorder::{ProgressLog, Recorder, Seen, record, record_changes};
 pub use serves::{LINE, LOG_LIMIT, RENEW_LIMIT, serves, talker};
 pub use three_nodes::{
-    Kubelets, NodesBackend, SelfReboot, ThreeNodes, Workers, every_test_is_run_or_listed,
-    one_driver,
+    DriverTurn, Kubelets, NodesBackend, SelfReboot, ThreeNodes, Workers,
+    every_test_is_run_or_listed, one_driver,
 };
 pub use waits::{deployment_available, lease_released, reboot_by_itself, wait_for};
 pub use workload::deployment_behind_budget;

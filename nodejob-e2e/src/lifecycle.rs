@@ -9,7 +9,7 @@
 //! `pkg/controller/nodelifecycle/node_lifecycle_controller.go`), which the agent, unlike a real
 //! kubelet, never posts back: the budgets of the agent suites would stay broken. It runs for
 //! the length of one test of a binary whose nodes are all real (`tests/real_node_drivers.rs`;
-//! the binaries run one after another).
+//! e2e/lanes runs a binary that starts it alone).
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

@@ -12,7 +12,7 @@ use kube::{Client, Config};
 use nodejob_conformance::{Backend, Failure, Object, Workloads};
 use nodejob_kube::KubeApi;
 
-use crate::admin::{annotate_node, client, config, label_node};
+use crate::admin::{annotate_node, client, config, kubeconfig_path, label_node};
 use crate::backend::KubeBackend;
 use crate::conventions::{QUICK_STRATUM, STRATUM_TIMING_ANNOTATION, ZONE_LABEL};
 use crate::host::{HostReport, boot_id, host_report};
@@ -56,15 +56,46 @@ impl Kubelets {
     }
 }
 
-/// One driver at a time in a test binary: hold the guard while a scenario runs a driver. A
+/// One driver at a time on the cluster: hold the turn while a scenario runs a driver. A
 /// driver carries on every node another run left in flight, whatever its plan selects, as the
 /// one cluster-wide Lease of `DESIGN.md` has it ("one host-mutating operation at a time per
 /// cluster"); scenarios that each take a Lease of their own to run side by side would each
 /// see the other's nodes in flight (a skew gate judging them, a roll carrying them on), and
 /// an action staged before a driver's n-th call of a verb must count that driver's calls only.
-pub async fn one_driver() -> tokio::sync::MutexGuard<'static, ()> {
+///
+/// `e2e/run` runs the suite's test binaries side by side on one control plane, so the turn is
+/// taken first in the process (a tokio mutex: a waiting scenario holds no thread) and then
+/// across processes: an exclusive `flock(2)` on a file beside the admin kubeconfig, which the
+/// kernel releases when the turn is dropped or its process dies.
+pub async fn one_driver() -> DriverTurn {
     static ONE_DRIVER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-    ONE_DRIVER.lock().await
+    let in_process = ONE_DRIVER.lock().await;
+    let mut path = kubeconfig_path().into_os_string();
+    path.push(".driver.lock");
+    let file = tokio::task::spawn_blocking(move || {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)?;
+        file.lock()?;
+        Ok::<_, std::io::Error>(file)
+    })
+    .await
+    .expect("taking the driver lock panicked")
+    .unwrap_or_else(|e| panic!("the end-to-end driver lock beside the kubeconfig: {e}"));
+    DriverTurn {
+        _across: file,
+        _in_process: in_process,
+    }
+}
+
+/// A scenario's turn to run a driver on the cluster ([`one_driver`]); dropping it lets the
+/// next one go.
+pub struct DriverTurn {
+    // Closed before the process's guard is released: fields drop in declaration order.
+    _across: std::fs::File,
+    _in_process: tokio::sync::MutexGuard<'static, ()>,
 }
 
 /// The backend of a [`ThreeNodes`], acting as the ServiceAccount of `deploy/rbac.yaml`: the

@@ -45,11 +45,6 @@ const REPLICAS: i32 = 2;
 /// How long the workloads may take to settle, before and after the roll.
 const SETTLE: Duration = Duration::from_secs(120);
 
-/// Both commands take the one Lease of their namespace (`nodejob` in `kube-system`): the
-/// tests of this file run them one at a time, as an operator would (the second would exit 3,
-/// the Lease held), while their nodes start side by side.
-static LEASE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 fn fail(what: impl std::fmt::Display) -> impl FnOnce(kube::Error) -> Failure {
     move |e| Failure(format!("{what}: {e}"))
 }
@@ -113,7 +108,7 @@ async fn two_real_nodes_upgrade_by_the_command_to_the_version_of_their_os_image(
     let drains = Drains::watch(admin, namespace, APP).await?;
     let kubeconfig = sa_kubeconfig(admin, SA_NAME).await?;
     let upgrade = {
-        let _turn = LEASE.lock().await;
+        let _turn = nodejob_e2e::one_driver().await;
         nodejob(
             &kubeconfig.path,
             CONTEXT,
@@ -264,7 +259,7 @@ async fn two_real_nodes_rotate_their_ca_by_the_command() -> Result<(), Failure> 
     let history = record(Api::<Node>::all(admin.clone()), watched).await?;
     let rotate = {
         // One disruptive run at a time holds the namespace's Lease, as an operator runs them.
-        let _turn = LEASE.lock().await;
+        let _turn = nodejob_e2e::one_driver().await;
         nodejob(
             &kubeconfig.path,
             CONTEXT,
@@ -434,7 +429,7 @@ async fn a_kubelet_stopped_past_the_grace_goes_not_ready_and_the_rotation_waits_
     let watched = watcher::Config::default().labels(&format!("{key}={value}"));
     let history = record(Api::<Node>::all(admin.clone()), watched).await?;
     let rotate = {
-        let _turn = LEASE.lock().await;
+        let _turn = nodejob_e2e::one_driver().await;
         nodejob(
             &kubeconfig.path,
             CONTEXT,
