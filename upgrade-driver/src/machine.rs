@@ -416,22 +416,52 @@ const LOG_TAIL_LINES: usize = 20;
 /// rebooted) between a drain and the host Job, before it fails.
 pub const DRAIN_ROUNDS: u32 = 3;
 
-/// One node's upgrade. See the module docs.
+/// What a node's upgrade is about: fixed by the plan when the machine is made.
 #[derive(Clone, Debug)]
-pub struct NodeMachine {
+struct Run {
     target: String,
     source: crate::plan::VersionSource,
     epoch: i32,
     has_health: bool,
-    at: At,
-    /// Our record, once read or written.
-    progress: Option<InProgress>,
+    /// What the plan does with a node whose drain budgets block.
+    on_undrainable: Undrainable,
+    /// Whether the plan soaks each node.
+    soaks: bool,
+    /// What the plan does with a node that fails after its host upgrade.
+    on_failure: OnFailure,
+    /// Whether the plan allows moving a node to an older version.
+    downgrade: crate::plan::Downgrade,
+}
+
+/// The node as last seen and what it carries of ours (our records, as read or as written):
+/// the cluster's state, which every phase reads and writes, owned by none.
+#[derive(Clone, Debug, Default)]
+struct Seen {
     /// The node as last seen.
     node: Option<Box<Node>>,
+    /// The node's UID as first read: a node of the same name with another UID is another
+    /// node, to which nothing of this run applies.
+    uid: String,
+    /// The wall time, RFC 3339, for the records written next.
+    now: String,
+    /// Our record, once read or written.
+    progress: Option<InProgress>,
     /// The host record, once read or written.
     host: Option<HostJob>,
-    /// The wall time, RFC 3339, for the done record: given at finish.
-    now: String,
+    /// The node's blocked record, as first read (an earlier attempt's).
+    blocked_before: Option<crate::records::Blocked>,
+    /// The node's soak record, as first read or as written.
+    soak: Option<crate::records::Soak>,
+    /// The node's rollback record, as first read or as written.
+    rollback: Option<crate::records::Rollback>,
+}
+
+/// One node's upgrade. See the module docs.
+#[derive(Clone, Debug)]
+pub struct NodeMachine {
+    run: Run,
+    seen: Seen,
+    at: At,
     /// A failed host Job, reported once its result is recorded.
     pending_failure: Option<Failure>,
     /// Drains begun again because the node changed before the host Job.
@@ -441,18 +471,6 @@ pub struct NodeMachine {
     /// An earlier run recorded the host upgrade's success: a node at the target that did not
     /// reboot within the whole reboot timeout since is taken as one that needed no reboot.
     earlier_success: bool,
-    /// What the plan does with a node whose drain budgets block.
-    on_undrainable: Undrainable,
-    /// The node's blocked record, as first read (an earlier attempt's).
-    blocked_before: Option<crate::records::Blocked>,
-    /// Whether the plan soaks each node.
-    soaks: bool,
-    /// The node's soak record, as first read or as written.
-    soak: Option<crate::records::Soak>,
-    /// What the plan does with a node that fails after its host upgrade.
-    on_failure: OnFailure,
-    /// The node's rollback record, as first read or as written.
-    rollback: Option<crate::records::Rollback>,
     /// The failure being rolled back.
     rolling_back: Option<Failure>,
     /// Why the host upgrade gave no answer, when its pod was lost to a reboot of the node: the
@@ -467,11 +485,6 @@ pub struct NodeMachine {
     host_free: bool,
     /// The same, for the rollback Job.
     rollback_free: bool,
-    /// The node's UID as first read: a node of the same name with another UID is another
-    /// node, to which nothing of this run applies.
-    uid: String,
-    /// Whether the plan allows moving a node to an older version.
-    downgrade: crate::plan::Downgrade,
     /// The host record of an earlier run toward another target, as first read.
     earlier_host: Option<HostJob>,
 }
@@ -479,34 +492,30 @@ pub struct NodeMachine {
 impl NodeMachine {
     /// A machine for one node under `plan`, holding the Lease at `epoch`.
     pub fn new(plan: &Plan, epoch: i32) -> Self {
+        let spec = plan.spec();
         NodeMachine {
-            target: plan.target().to_string(),
-            source: plan.spec().version_source.clone(),
-            epoch,
-            has_health: plan.spec().health_check.is_some(),
+            run: Run {
+                target: plan.target().to_string(),
+                source: spec.version_source.clone(),
+                epoch,
+                has_health: spec.health_check.is_some(),
+                on_undrainable: spec.on_undrainable,
+                soaks: spec.soak.is_some(),
+                on_failure: spec.on_failure,
+                downgrade: spec.downgrade,
+            },
+            seen: Seen::default(),
             at: At::Inspect,
-            progress: None,
-            node: None,
-            host: None,
-            now: String::new(),
             pending_failure: None,
             redrains: 0,
             refinishes: 0,
             earlier_success: false,
-            on_undrainable: plan.spec().on_undrainable,
-            blocked_before: None,
-            soaks: plan.spec().soak.is_some(),
-            soak: None,
-            on_failure: plan.spec().on_failure,
-            rollback: None,
             rolling_back: None,
             lost: None,
             lost_rollback: None,
             fresh: false,
             host_free: false,
             rollback_free: false,
-            uid: String::new(),
-            downgrade: plan.spec().downgrade,
             earlier_host: None,
         }
     }
@@ -518,7 +527,7 @@ impl NodeMachine {
 
     /// Whether the node's state was already ours when we started (a resumed node).
     pub fn resumed(&self) -> bool {
-        self.progress.is_some()
+        self.seen.progress.is_some()
     }
 
     /// Whether the machine is making its first write to a node that carried nothing of ours
@@ -529,7 +538,7 @@ impl NodeMachine {
 
     /// Sets the wall time written in the done record (RFC 3339).
     pub fn set_now(&mut self, now: String) {
-        self.now = now;
+        self.seen.now = now;
     }
 
     /// Takes the answer to the last intent.
@@ -571,8 +580,8 @@ impl NodeMachine {
             (At::Settling, Observation::Rebooted { node, met }) => self.settled(node, met),
             (At::Marking, Observation::Node(node)) => {
                 self.fresh = false;
-                self.node = Some(node);
-                let message = if self.progress.as_ref().is_some_and(|p| p.cordoned) {
+                self.seen.node = Some(node);
+                let message = if self.seen.progress.as_ref().is_some_and(|p| p.cordoned) {
                     "cordoned"
                 } else {
                     "already cordoned by someone else; left as it is"
@@ -613,7 +622,7 @@ impl NodeMachine {
             // The Upgrade step starts with a read: what a pause (or any wait) before it left
             // is judged afresh, right before the create.
             (At::Launching, Observation::Node(node)) => {
-                self.node = Some(node);
+                self.seen.node = Some(node);
                 self.go(
                     At::Preflight,
                     vec![Mark::Started(UpgradeStep::Upgrade)],
@@ -625,7 +634,7 @@ impl NodeMachine {
             (At::Finding, Observation::Job(job)) => self.found(job),
             (At::Hosting, Observation::Host(Ok(report))) => {
                 let record = HostJob {
-                    target: self.target.clone(),
+                    target: self.run.target.clone(),
                     uid: report.uid.clone(),
                     exit_code: Some(report.exit_code),
                 };
@@ -637,7 +646,7 @@ impl NodeMachine {
                 let rv = self.rv();
                 if report.exit_code != 0 {
                     // Recorded, so that a rerun replaces exactly this failed Job (a retry).
-                    self.host = Some(record.clone());
+                    self.seen.host = Some(record.clone());
                     let message = format!(
                         "the host upgrade exited {}; the node stays cordoned and job {} is \
                          left for inspection",
@@ -677,7 +686,7 @@ impl NodeMachine {
             }
             (At::Inquest(why), Observation::Job(Some(job))) if nodejob_core::failed(&job) => {
                 let record = HostJob {
-                    target: self.target.clone(),
+                    target: self.run.target.clone(),
                     uid: job.metadata.uid.clone().unwrap_or_default(),
                     exit_code: None,
                 };
@@ -718,8 +727,8 @@ impl NodeMachine {
                 self.fail(Failure::new(UpgradeStep::Upgrade, FailureKind::Job, why))
             }
             (At::Recording(record), Observation::Node(node)) => {
-                self.node = Some(node);
-                self.host = Some(record.clone());
+                self.seen.node = Some(node);
+                self.seen.host = Some(record.clone());
                 if let Some(failure) = self.pending_failure.take() {
                     if self.lost.is_some() {
                         return self.await_lost();
@@ -770,20 +779,20 @@ impl NodeMachine {
             (At::SoakRestart, Observation::Node(node)) => self.soak_restarted(node),
             (At::SoakRestart, Observation::Changed(node)) => self.soak_restart_again(node),
             (At::SoakFailing(failure), Observation::Node(node)) => {
-                self.node = Some(node);
+                self.seen.node = Some(node);
                 self.fail(failure)
             }
             (At::RollingBack(rb), obs) => self.rollback_step(rb, obs),
             (At::Finishing, Observation::Changed(node)) => self.finish_again(node),
-            (At::Finishing, Observation::Node(node)) if self.soaks => self.soak_started(node),
+            (At::Finishing, Observation::Node(node)) if self.run.soaks => self.soak_started(node),
             (At::Finishing, Observation::Node(node)) => {
-                self.node = Some(node);
-                let message = if self.progress.as_ref().is_some_and(|p| p.cordoned) {
-                    format!("uncordoned; at {}", self.target)
+                self.seen.node = Some(node);
+                let message = if self.seen.progress.as_ref().is_some_and(|p| p.cordoned) {
+                    format!("uncordoned; at {}", self.run.target)
                 } else {
                     format!(
                         "at {}; left cordoned (someone else cordoned it)",
-                        self.target
+                        self.run.target
                     )
                 };
                 self.go(
@@ -805,30 +814,31 @@ impl NodeMachine {
 
     /// The node as first read: skip it, or mark it ours, or carry on from our record.
     fn inspect(&mut self, node: Box<Node>) -> Step {
-        self.uid = node.metadata.uid.clone().unwrap_or_default();
+        self.seen.uid = node.metadata.uid.clone().unwrap_or_default();
         let progress = match records::read::<InProgress>(&node, IN_PROGRESS) {
             Ok(p) => p,
             Err(why) => {
                 return self.fail(Failure::new(UpgradeStep::Cordon, FailureKind::Node, why));
             }
         };
-        let at_target = version(&node, &self.source).is_some_and(|v| same_version(v, &self.target));
+        let at_target =
+            version(&node, &self.run.source).is_some_and(|v| same_version(v, &self.run.target));
         let done = records::read::<Done>(&node, DONE)
             .ok()
             .flatten()
-            .is_some_and(|d| same_version(&d.version, &self.target));
+            .is_some_and(|d| same_version(&d.version, &self.run.target));
         match records::read::<HostJob>(&node, HOST_JOB) {
             Ok(host) => {
-                self.earlier_host = host.clone().filter(|h| h.target != self.target);
-                self.host = host.filter(|h| h.target == self.target);
+                self.earlier_host = host.clone().filter(|h| h.target != self.run.target);
+                self.seen.host = host.filter(|h| h.target == self.run.target);
             }
             Err(why) => {
                 return self.fail(Failure::new(UpgradeStep::Cordon, FailureKind::Node, why));
             }
         }
-        self.blocked_before = records::read(&node, records::BLOCKED).ok().flatten();
-        self.soak = records::read(&node, records::SOAK).ok().flatten();
-        self.rollback = records::read(&node, records::ROLLBACK).ok().flatten();
+        self.seen.blocked_before = records::read(&node, records::BLOCKED).ok().flatten();
+        self.seen.soak = records::read(&node, records::SOAK).ok().flatten();
+        self.seen.rollback = records::read(&node, records::ROLLBACK).ok().flatten();
         if progress.is_none()
             && let Some(step) = self.resume_soak(&node)
         {
@@ -842,9 +852,9 @@ impl NodeMachine {
         }
         match progress {
             None if at_target || done => {
-                let why = match version(&node, &self.source) {
+                let why = match version(&node, &self.run.source) {
                     Some(v) if at_target => format!("reports {v} already"),
-                    _ => format!("recorded done at {}", self.target),
+                    _ => format!("recorded done at {}", self.run.target),
                 };
                 self.go(
                     At::Over,
@@ -853,15 +863,15 @@ impl NodeMachine {
                 )
             }
             None => {
-                self.node = Some(node);
+                self.seen.node = Some(node);
                 self.go(At::Vetting, Vec::new(), Intent::Vet)
             }
             // Ours from an earlier run toward another target: its host Job first, which must
             // have ended before one toward ours starts.
-            Some(record) if record.target != self.target => {
+            Some(record) if record.target != self.run.target => {
                 let target = record.target.clone();
-                self.node = Some(node);
-                self.progress = Some(record);
+                self.seen.node = Some(node);
+                self.seen.progress = Some(record);
                 self.go(At::Previous, Vec::new(), Intent::FindPrevious { target })
             }
             Some(record) => self.carry_on(record, node),
@@ -872,7 +882,7 @@ impl NodeMachine {
     /// (or being deleted) fails the node, since two host operations never overlap on a node;
     /// one that ended is left for inspection, and the node starts again toward our target.
     fn previous(&mut self, job: Option<Box<Job>>) -> Step {
-        let (Some(record), Some(node)) = (self.progress.take(), self.node.take()) else {
+        let (Some(record), Some(node)) = (self.seen.progress.take(), self.seen.node.take()) else {
             return self.fail(Failure::new(
                 UpgradeStep::Cordon,
                 FailureKind::Internal,
@@ -883,14 +893,14 @@ impl NodeMachine {
             && (!nodejob_core::finished(&job) || job.metadata.deletion_timestamp.is_some())
         {
             let name = job.metadata.name.clone().unwrap_or_default();
-            self.node = Some(node);
+            self.seen.node = Some(node);
             return self.fail(Failure::new(
                 UpgradeStep::Cordon,
                 FailureKind::Node,
                 format!(
                     "a host upgrade toward {} (job {name}) an earlier run started is \
                      still running on it: one toward {} starts only once it ended; rerun then",
-                    record.target, self.target
+                    record.target, self.run.target
                 ),
             ));
         }
@@ -905,10 +915,10 @@ impl NodeMachine {
             let marks = vec![Mark::Note(format!(
                 "the host upgrade toward {} an earlier run started succeeded and its reboot is \
                  still to come (boot {launched}): waiting for it before anything starts toward {}",
-                record.target, self.target
+                record.target, self.run.target
             ))];
-            self.node = Some(node);
-            self.progress = Some(record);
+            self.seen.node = Some(node);
+            self.seen.progress = Some(record);
             return self.go(
                 At::Settling,
                 marks,
@@ -922,7 +932,7 @@ impl NodeMachine {
     /// (or, not rebooted within the reboot timeout, on the same: taken as one that needed
     /// none), the node starts again toward our target.
     fn settled(&mut self, node: Option<Box<Node>>, met: bool) -> Step {
-        let (Some(record), Some(node)) = (self.progress.take(), node) else {
+        let (Some(record), Some(node)) = (self.seen.progress.take(), node) else {
             return self.go(
                 At::Over,
                 Vec::new(),
@@ -958,7 +968,7 @@ impl NodeMachine {
             );
             return self.fail(Failure::new(UpgradeStep::Drain, FailureKind::Drain, why));
         }
-        let Some(node) = self.node.as_deref() else {
+        let Some(node) = self.seen.node.as_deref() else {
             let why = "vetted with no node read".to_string();
             return self.fail(Failure::new(
                 UpgradeStep::Cordon,
@@ -968,12 +978,12 @@ impl NodeMachine {
         };
         let cordon = !unschedulable(node);
         let record = InProgress {
-            target: self.target.clone(),
+            target: self.run.target.clone(),
             boot_id: boot_id(node).to_string(),
             host_boot_id: None,
-            epoch: self.epoch,
+            epoch: self.run.epoch,
             cordoned: cordon || self.cordoned_when_quarantined(node),
-            from: version(node, &self.source).map(str::to_string),
+            from: version(node, &self.run.source).map(str::to_string),
             evicted: None,
         };
         let mut changes = vec![NodeChange::set_annotation(
@@ -984,7 +994,7 @@ impl NodeMachine {
             changes.push(NodeChange::Cordon);
         }
         let rv = records::rv(node);
-        self.progress = Some(record);
+        self.seen.progress = Some(record);
         self.fresh = true;
         self.go(
             At::Marking,
@@ -997,7 +1007,7 @@ impl NodeMachine {
     /// re-cordon if someone uncordoned it meanwhile.
     fn carry_on(&mut self, mut record: InProgress, node: Box<Node>) -> Step {
         let mut changes = Vec::new();
-        let said = if record.target == self.target {
+        let said = if record.target == self.run.target {
             format!(
                 "resuming: started under Lease epoch {} toward {}",
                 record.epoch, record.target
@@ -1007,18 +1017,18 @@ impl NodeMachine {
                 "carried on toward {}: an earlier run (Lease epoch {}) left it in flight toward \
                  {}; it starts again from its host step toward {} (what that run did on its \
                  host, a rerun does not undo)",
-                self.target, record.epoch, record.target, self.target
+                self.run.target, record.epoch, record.target, self.run.target
             )
         };
         let mut marks = vec![Mark::Note(said)];
-        if record.target != self.target {
-            record.target = self.target.clone();
+        if record.target != self.run.target {
+            record.target = self.run.target.clone();
             record.boot_id = boot_id(&node).to_string();
             record.host_boot_id = None;
-            record.from = version(&node, &self.source).map(str::to_string);
+            record.from = version(&node, &self.run.source).map(str::to_string);
             record.evicted = None;
             changes.push(NodeChange::remove_annotation(HOST_JOB));
-            self.host = None;
+            self.seen.host = None;
         }
         if !unschedulable(&node) {
             record.cordoned = true;
@@ -1026,20 +1036,20 @@ impl NodeMachine {
             marks.push(Mark::Note("cordoning again: it was uncordoned".into()));
         }
         let rv = records::rv(&node);
-        self.node = Some(node);
+        self.seen.node = Some(node);
         if changes.is_empty() {
-            self.progress = Some(record);
+            self.seen.progress = Some(record);
             let mut step = self.resume();
             marks.append(&mut step.marks);
             step.marks = marks;
             return step;
         }
-        record.epoch = self.epoch;
+        record.epoch = self.run.epoch;
         changes.insert(
             0,
             NodeChange::set_annotation(IN_PROGRESS, records::value(&record)),
         );
-        self.progress = Some(record);
+        self.seen.progress = Some(record);
         marks.push(Mark::Started(UpgradeStep::Cordon));
         self.go(At::Marking, marks, Intent::Patch { rv, changes })
     }
@@ -1049,7 +1059,7 @@ impl NodeMachine {
         if let Some(step) = self.resume_rollback() {
             return step;
         }
-        match &self.host {
+        match &self.seen.host {
             Some(h) if h.exit_code == Some(0) => {
                 let uid = h.uid.clone();
                 self.earlier_success = true;
@@ -1067,7 +1077,7 @@ impl NodeMachine {
     /// `n` more Pods evicted by its drain: kept in our record, which the write right before
     /// the host Job carries to the node.
     fn count_evicted(&mut self, n: usize) {
-        if let Some(p) = self.progress.as_mut() {
+        if let Some(p) = self.seen.progress.as_mut() {
             let n = u32::try_from(n).unwrap_or(u32::MAX);
             p.evicted = Some(p.evicted.unwrap_or(0).saturating_add(n));
         }
@@ -1075,8 +1085,8 @@ impl NodeMachine {
 
     /// The version the node reports, as last read.
     fn reported(&self) -> Option<String> {
-        (self.node.as_deref())
-            .and_then(|n| version(n, &self.source))
+        (self.seen.node.as_deref())
+            .and_then(|n| version(n, &self.run.source))
             .map(str::to_string)
     }
 
@@ -1084,21 +1094,26 @@ impl NodeMachine {
     /// (no Launch record, no host result).
     fn at_target_without_us(&self) -> bool {
         let launched = self
+            .seen
             .progress
             .as_ref()
             .is_some_and(|p| p.host_boot_id.is_some());
-        let at_target = (self.reported()).is_some_and(|v| same_version(&v, &self.target));
-        !launched && self.host.is_none() && at_target && self.node.as_deref().is_some_and(ready)
+        let at_target = (self.reported()).is_some_and(|v| same_version(&v, &self.run.target));
+        !launched
+            && self.seen.host.is_none()
+            && at_target
+            && self.seen.node.as_deref().is_some_and(ready)
     }
 
     /// Whether the host upgrade ran though its Job is gone: we launched it (our record holds
     /// the boot it started on) and the node now reports the target on another boot. A reboot
     /// alone is no evidence: a node reboots by itself too.
     fn ran_without_job(&self) -> bool {
-        let (Some(n), Some(p)) = (self.node.as_deref(), &self.progress) else {
+        let (Some(n), Some(p)) = (self.seen.node.as_deref(), &self.seen.progress) else {
             return false;
         };
-        let at_target = version(n, &self.source).is_some_and(|v| same_version(v, &self.target));
+        let at_target =
+            version(n, &self.run.source).is_some_and(|v| same_version(v, &self.run.target));
         p.host_boot_id
             .as_deref()
             .is_some_and(|launched| !launched.is_empty() && boot_id(n) != launched && at_target)
@@ -1108,7 +1123,7 @@ impl NodeMachine {
     /// resourceVersion of the node as last read. A node seen schedulable is cordoned and
     /// drained first.
     fn launch(&mut self, mut marks: Vec<Mark>) -> Step {
-        let Some(node) = self.node.clone() else {
+        let Some(node) = self.seen.node.clone() else {
             return self.fail(Failure::new(
                 UpgradeStep::Drain,
                 FailureKind::Internal,
@@ -1116,7 +1131,7 @@ impl NodeMachine {
             ));
         };
         if unschedulable(&node) {
-            let Some(record) = self.progress.as_mut() else {
+            let Some(record) = self.seen.progress.as_mut() else {
                 return self.fail(Failure::new(
                     UpgradeStep::Drain,
                     FailureKind::Internal,
@@ -1165,7 +1180,7 @@ impl NodeMachine {
              job"
             .into(),
         )];
-        self.node = Some(node);
+        self.seen.node = Some(node);
         self.drain(marks)
     }
 
@@ -1176,7 +1191,7 @@ impl NodeMachine {
             Ok(node) => node,
             Err(failed) => return failed,
         };
-        self.node = Some(node);
+        self.seen.node = Some(node);
         let marks = vec![Mark::Note(format!(
             "{why}: draining it again before the host job"
         ))];
@@ -1190,7 +1205,7 @@ impl NodeMachine {
         if self.redrains <= DRAIN_ROUNDS {
             return Ok(node);
         }
-        self.node = Some(node);
+        self.seen.node = Some(node);
         Err(self.fail(Failure::new(
             UpgradeStep::Drain,
             FailureKind::Drain,
@@ -1203,7 +1218,7 @@ impl NodeMachine {
 
     /// Cordons `node` again (we cordoned it now, so we uncordon it at the end), then drains it.
     fn recordon(&mut self, node: Box<Node>, mut marks: Vec<Mark>) -> Step {
-        let Some(record) = self.progress.as_mut() else {
+        let Some(record) = self.seen.progress.as_mut() else {
             return self.fail(Failure::new(
                 UpgradeStep::Drain,
                 FailureKind::Internal,
@@ -1211,13 +1226,13 @@ impl NodeMachine {
             ));
         };
         record.cordoned = true;
-        record.epoch = self.epoch;
+        record.epoch = self.run.epoch;
         let changes = vec![
             NodeChange::set_annotation(IN_PROGRESS, records::value(&*record)),
             NodeChange::Cordon,
         ];
         let rv = records::rv(&node);
-        self.node = Some(node);
+        self.seen.node = Some(node);
         marks.push(Mark::Started(UpgradeStep::Cordon));
         self.go(At::Marking, marks, Intent::Patch { rv, changes })
     }
@@ -1261,6 +1276,7 @@ impl NodeMachine {
             return self.drain(Vec::new());
         }
         let recorded_failure = self
+            .seen
             .host
             .as_ref()
             .is_some_and(|h| h.uid == uid && h.exit_code != Some(0));
@@ -1270,7 +1286,7 @@ impl NodeMachine {
             let marks = vec![Mark::Note(format!(
                 "the host upgrade we launched took (the node reports {} on another boot), though \
                  its job {} failed without an answer; not running it again",
-                self.target,
+                self.run.target,
                 self.job_name()
             ))];
             let mut step = self.await_reboot();
@@ -1300,7 +1316,8 @@ impl NodeMachine {
 
     /// The boot the host upgrade started on: read at Launch (an older record: when we started).
     fn launched_boot(&self) -> &str {
-        self.progress
+        self.seen
+            .progress
             .as_ref()
             .map(|p| p.host_boot_id.as_deref().unwrap_or(&p.boot_id))
             .unwrap_or_default()
@@ -1318,12 +1335,12 @@ impl NodeMachine {
     fn on_reboot(&mut self, node: Option<Box<Node>>, met: bool) -> Step {
         let reported = node
             .as_deref()
-            .and_then(|n| version(n, &self.source))
+            .and_then(|n| version(n, &self.run.source))
             .unwrap_or("nothing")
             .to_string();
         let gone = node.is_none();
         if let Some(n) = node {
-            self.node = Some(n);
+            self.seen.node = Some(n);
         }
         if gone {
             return self.fail(Failure::new(
@@ -1336,9 +1353,10 @@ impl NodeMachine {
             return self.lost_judged(&lost, &reported, met);
         }
         let at_target = self
+            .seen
             .node
             .as_deref()
-            .is_some_and(|n| ready(n) && same_version(&reported, &self.target));
+            .is_some_and(|n| ready(n) && same_version(&reported, &self.run.target));
         if !met && self.earlier_success && at_target {
             // An earlier run saw the host upgrade exit 0; a whole reboot timeout later the node
             // is Ready at the target on the same boot: the upgrade needed no reboot (the host
@@ -1351,7 +1369,7 @@ impl NodeMachine {
         }
         if !met {
             let before = self.launched_boot();
-            let why = match self.node.as_deref() {
+            let why = match self.seen.node.as_deref() {
                 None => "the node no longer exists".to_string(),
                 Some(n) if boot_id(n) == before && !ready(n) => {
                     format!("it went NotReady and did not come back (bootID {before} unchanged)")
@@ -1370,14 +1388,14 @@ impl NodeMachine {
                 log_tail: None,
             });
         }
-        if !same_version(&reported, &self.target) {
+        if !same_version(&reported, &self.run.target) {
             return self.failed_or_rolled_back(Failure {
                 step: UpgradeStep::Reboot,
                 kind: FailureKind::Node,
                 message: format!(
                     "it came back at {reported}, not {}: the upgrade did not take; the node \
                      stays cordoned",
-                    self.target
+                    self.run.target
                 ),
                 exit_code: None,
                 log_tail: None,
@@ -1425,7 +1443,7 @@ impl NodeMachine {
                 log_tail: None,
             });
         }
-        if !same_version(reported, &self.target) {
+        if !same_version(reported, &self.run.target) {
             return self.failed_or_rolled_back(Failure {
                 step: UpgradeStep::Upgrade,
                 kind: FailureKind::Node,
@@ -1433,7 +1451,7 @@ impl NodeMachine {
                     "{lost}; the node came back at {reported}, not {}: the upgrade did not \
                      take; the node stays cordoned; a rerun retries it, replacing that failed \
                      job {job}",
-                    self.target
+                    self.run.target
                 ),
                 exit_code: None,
                 log_tail: None,
@@ -1457,7 +1475,7 @@ impl NodeMachine {
 
     /// At the target: the health check, if any, then the finish.
     fn check_then_finish(&mut self, mut marks: Vec<Mark>) -> Step {
-        if self.has_health {
+        if self.run.has_health {
             marks.push(Mark::Started(UpgradeStep::Health));
             return self.go(At::Checking, marks, Intent::Health);
         }
@@ -1475,28 +1493,28 @@ impl NodeMachine {
     /// Uncordon step is started by the caller ([`NodeMachine::uncordon`]), once: a write
     /// decided again is the same step.
     fn finish(&mut self, marks: Vec<Mark>) -> Step {
-        if self.soaks {
+        if self.run.soaks {
             return self.finish_into_soak(marks);
         }
         let mut changes = Vec::new();
-        if self.progress.as_ref().is_some_and(|p| p.cordoned) {
+        if self.seen.progress.as_ref().is_some_and(|p| p.cordoned) {
             changes.push(NodeChange::Uncordon);
         }
         let done = Done {
-            version: self.target.clone(),
-            at: self.now.clone(),
+            version: self.run.target.clone(),
+            at: self.seen.now.clone(),
         };
         changes.push(NodeChange::set_annotation(DONE, records::value(&done)));
         changes.push(NodeChange::remove_annotation(IN_PROGRESS));
         changes.push(NodeChange::remove_annotation(HOST_JOB));
-        if self.blocked_before.is_some() {
+        if self.seen.blocked_before.is_some() {
             changes.push(NodeChange::remove_annotation(records::BLOCKED));
         }
-        if self.soak.is_some() {
+        if self.seen.soak.is_some() {
             // An earlier soak's record (toward another target): ours no longer.
             changes.push(NodeChange::remove_annotation(records::SOAK));
         }
-        if self.rollback.is_some() {
+        if self.seen.rollback.is_some() {
             // What a rollback would have gone back to: no longer needed.
             changes.push(NodeChange::remove_annotation(records::ROLLBACK));
         }
@@ -1508,21 +1526,21 @@ impl NodeMachine {
     /// recorded done only if it still shows it (rebooted, Ready, at the target).
     fn finish_again(&mut self, node: Box<Node>) -> Step {
         self.refinishes += 1;
-        let reported = version(&node, &self.source).map(str::to_string);
+        let reported = version(&node, &self.run.source).map(str::to_string);
         let launched = self.launched_boot().to_string();
         let still = reported
             .as_deref()
-            .is_some_and(|v| same_version(v, &self.target))
+            .is_some_and(|v| same_version(v, &self.run.target))
             && ready(&node)
             && boot_id(&node) != launched;
-        self.node = Some(node);
+        self.seen.node = Some(node);
         if !still || self.refinishes > DRAIN_ROUNDS {
             let why = if still {
                 "it kept changing".to_string()
             } else {
                 format!(
                     "it no longer shows {} rebooted and Ready (reports {})",
-                    self.target,
+                    self.run.target,
                     reported.as_deref().unwrap_or("nothing")
                 )
             };
@@ -1567,7 +1585,7 @@ impl NodeMachine {
             })
         };
         let (sets, removes) = (record(true), record(false));
-        let node = self.node.as_deref();
+        let node = self.seen.node.as_deref();
         let held = node.is_some_and(|n| {
             (records::read::<InProgress>(n, IN_PROGRESS).ok().flatten()).is_some()
         });
@@ -1584,12 +1602,16 @@ impl NodeMachine {
     }
 
     fn rv(&self) -> String {
-        self.node.as_deref().map(records::rv).unwrap_or_default()
+        self.seen
+            .node
+            .as_deref()
+            .map(records::rv)
+            .unwrap_or_default()
     }
 
     /// The node's name, as last seen.
     fn node_name(&self) -> &str {
-        (self.node.as_deref())
+        (self.seen.node.as_deref())
             .and_then(|n| n.metadata.name.as_deref())
             .unwrap_or_default()
     }
@@ -1597,12 +1619,12 @@ impl NodeMachine {
     /// The name of our host Job on this node: what a line names, so that `kubectl get job
     /// NAME` finds it (a UID is found by nothing a person types).
     fn job_name(&self) -> String {
-        crate::plan::host_job_name(self.node_name(), &self.target)
+        crate::plan::host_job_name(self.node_name(), &self.run.target)
     }
 
     /// The name of our rollback Job on this node, likewise.
     fn rollback_job_name(&self) -> String {
-        crate::plan::rollback_job_name(self.node_name(), &self.target)
+        crate::plan::rollback_job_name(self.node_name(), &self.run.target)
     }
 
     /// The step the machine is at.

@@ -24,18 +24,18 @@ impl NodeMachine {
     /// quarantines such a node, the write that does so; `None`: it fails as any drain.
     pub(super) fn undrainable(&mut self, failed: &DrainFailed) -> Option<Step> {
         let held = failed.held.as_ref()?;
-        let policy = self.on_undrainable;
+        let policy = self.run.on_undrainable;
         if policy == Undrainable::Fail {
             return None;
         }
-        let node = self.node.clone()?;
-        let cordoned = self.progress.as_ref().is_some_and(|p| p.cordoned);
+        let node = self.seen.node.clone()?;
+        let cordoned = self.seen.progress.as_ref().is_some_and(|p| p.cordoned);
         let record = Blocked {
-            target: self.target.clone(),
+            target: self.run.target.clone(),
             policy,
             budgets: held.budgets.clone(),
             pods: held.pods.clone(),
-            at: self.now.clone(),
+            at: self.seen.now.clone(),
             cordoned,
         };
         let mut changes = Vec::new();
@@ -68,7 +68,7 @@ impl NodeMachine {
     /// The blocked record written: the node ends blocked.
     pub(super) fn blocked(&mut self, record: Blocked, node: Box<Node>) -> Step {
         let why = blocked_why(&record, false, records::name(&node));
-        self.node = Some(node);
+        self.seen.node = Some(node);
         self.go(
             At::Over,
             Vec::new(),
@@ -87,7 +87,7 @@ impl NodeMachine {
         if !records::quarantined(node) {
             return None;
         }
-        let record = self.blocked_before.clone();
+        let record = self.seen.blocked_before.clone();
         let (budgets, pods) = record
             .as_ref()
             .map(|r| (r.budgets.clone(), r.pods.clone()))
@@ -113,7 +113,7 @@ impl NodeMachine {
     pub(super) fn cordoned_when_quarantined(&self, node: &Node) -> bool {
         records::unschedulable(node)
             && !records::quarantined(node)
-            && (self.blocked_before.as_ref())
+            && (self.seen.blocked_before.as_ref())
                 .is_some_and(|b| b.policy == Undrainable::Quarantine && b.cordoned)
     }
 }

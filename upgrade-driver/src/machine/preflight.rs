@@ -29,11 +29,11 @@ impl NodeMachine {
             );
         };
         let uid = node.metadata.uid.as_deref().unwrap_or_default();
-        if uid != self.uid {
+        if uid != self.seen.uid {
             return self.skip(format!(
                 "replaced by another node of the same name (uid {}, now {uid}) after its drain, \
                  before its host upgrade: nothing was started on it; a rerun rolls the new node",
-                self.uid
+                self.seen.uid
             ));
         }
         if let Some(step) = self.unversioned(&node) {
@@ -51,11 +51,15 @@ impl NodeMachine {
                 ),
             );
         }
-        let launched = self.progress.as_ref().and_then(|p| p.host_boot_id.clone());
+        let launched = self
+            .seen
+            .progress
+            .as_ref()
+            .and_then(|p| p.host_boot_id.clone());
         let on_node = records::read::<InProgress>(&node, IN_PROGRESS)
             .ok()
             .flatten();
-        if on_node != self.progress {
+        if on_node != self.seen.progress {
             return self.redrain(
                 node,
                 "our launch record on it changed after it was written (someone else's write)"
@@ -72,7 +76,7 @@ impl NodeMachine {
                 format!("pod(s) {} landed on it after the drain", pods.join(", ")),
             );
         }
-        self.node = Some(node);
+        self.seen.node = Some(node);
         let known_free = std::mem::take(&mut self.host_free);
         self.go(
             super::At::Hosting,
@@ -89,10 +93,10 @@ impl NodeMachine {
     /// host upgrade not started); or the target itself, reached without us (finished without
     /// running it).
     fn unversioned(&mut self, node: &Node) -> Option<Step> {
-        let reported = version(node, &self.source).map(str::to_string);
+        let reported = version(node, &self.run.source).map(str::to_string);
         let why = match reported.as_deref() {
-            Some(v) if same_version(v, &self.target) => {
-                self.node = Some(Box::new(node.clone()));
+            Some(v) if same_version(v, &self.run.target) => {
+                self.seen.node = Some(Box::new(node.clone()));
                 let marks = vec![Mark::Note(format!(
                     "it reports {v} already, reached without our host upgrade (never started): \
                      finishing without running it"
@@ -100,19 +104,19 @@ impl NodeMachine {
                 return Some(self.check_then_finish(marks));
             }
             None => "it reports no version".to_string(),
-            Some(v) => match order_versions(v, &self.target) {
-                Some(Ordering::Greater) if self.downgrade != Downgrade::Allow => format!(
+            Some(v) => match order_versions(v, &self.run.target) {
+                Some(Ordering::Greater) if self.run.downgrade != Downgrade::Allow => format!(
                     "it reports {v}, newer than {}: a downgrade, not allowed",
-                    self.target
+                    self.run.target
                 ),
                 Some(_) => return None,
                 None => format!(
                     "it reports {v:?}, which {} cannot be ordered against",
-                    self.target
+                    self.run.target
                 ),
             },
         };
-        self.node = Some(Box::new(node.clone()));
+        self.seen.node = Some(Box::new(node.clone()));
         Some(self.fail(Failure::new(
             UpgradeStep::Upgrade,
             FailureKind::Node,

@@ -59,14 +59,14 @@ impl NodeMachine {
     /// The changes of the Launch write that record what a rollback goes back to, when the
     /// plan rolls back on failure and the node reports a version; none otherwise.
     pub(super) fn record_for_rollback(&mut self, node: &Node) -> Vec<NodeChange> {
-        if self.on_failure != OnFailure::Rollback {
+        if self.run.on_failure != OnFailure::Rollback {
             return Vec::new();
         }
-        let Some(to) = version(node, &self.source) else {
+        let Some(to) = version(node, &self.run.source) else {
             return Vec::new();
         };
         let record = Rollback {
-            from: self.target.clone(),
+            from: self.run.target.clone(),
             to: to.to_string(),
             boot_id: boot_id(node).to_string(),
             why: None,
@@ -77,21 +77,21 @@ impl NodeMachine {
             done: None,
         };
         let change = NodeChange::set_annotation(ROLLBACK, records::value(&record));
-        self.rollback = Some(record);
+        self.seen.rollback = Some(record);
         vec![change]
     }
 
     /// Whether the node can be rolled back now; why not otherwise.
     pub(super) fn can_roll_back(&self) -> Result<(), String> {
-        if self.on_failure != OnFailure::Rollback {
+        if self.run.on_failure != OnFailure::Rollback {
             return Err("the plan does not roll back".into());
         }
-        let recorded =
-            (self.rollback.as_ref()).is_some_and(|r| r.from == self.target && !r.to.is_empty());
+        let recorded = (self.seen.rollback.as_ref())
+            .is_some_and(|r| r.from == self.run.target && !r.to.is_empty());
         if !recorded {
             return Err("no version was recorded before its host upgrade".into());
         }
-        if !self.node.as_deref().is_some_and(ready) {
+        if !self.seen.node.as_deref().is_some_and(ready) {
             return Err("the node is not Ready".into());
         }
         Ok(())
@@ -102,7 +102,7 @@ impl NodeMachine {
     pub(super) fn failed_or_rolled_back(&mut self, failure: Failure) -> Step {
         match self.can_roll_back() {
             Ok(()) => self.decide_rollback(failure),
-            Err(why) if self.on_failure == OnFailure::Rollback => self.fail(Failure {
+            Err(why) if self.run.on_failure == OnFailure::Rollback => self.fail(Failure {
                 message: format!("{}; not rolled back: {why}", failure.message),
                 ..failure
             }),
@@ -114,7 +114,8 @@ impl NodeMachine {
     /// schedulable (a soaking node is in service) and ours in flight again; a soak's record
     /// gone.
     fn decide_rollback(&mut self, mut failure: Failure) -> Step {
-        let (Some(node), Some(mut record)) = (self.node.clone(), self.rollback.clone()) else {
+        let (Some(node), Some(mut record)) = (self.seen.node.clone(), self.seen.rollback.clone())
+        else {
             return self.fail(Failure {
                 log_tail: None,
                 ..failure
@@ -128,16 +129,16 @@ impl NodeMachine {
         record.why = Some(failure.message.clone());
         record.step = Some(failure.step.to_string());
         let cordon = !unschedulable(&node);
-        let progress = match self.progress.clone() {
+        let progress = match self.seen.progress.clone() {
             Some(mut p) => {
                 p.cordoned = p.cordoned || cordon;
                 p
             }
             None => InProgress {
-                target: self.target.clone(),
+                target: self.run.target.clone(),
                 boot_id: boot_id(&node).to_string(),
                 host_boot_id: None,
-                epoch: self.epoch,
+                epoch: self.run.epoch,
                 cordoned: cordon,
                 from: Some(record.to.clone()),
                 evicted: None,
@@ -150,7 +151,7 @@ impl NodeMachine {
         if cordon {
             changes.push(NodeChange::Cordon);
         }
-        if self.soak.take().is_some() {
+        if self.seen.soak.take().is_some() {
             changes.push(NodeChange::remove_annotation(SOAK));
         }
         let marks = vec![
@@ -160,8 +161,8 @@ impl NodeMachine {
             )),
             Mark::Started(UpgradeStep::Rollback),
         ];
-        self.rollback = Some(record);
-        self.progress = Some(progress);
+        self.seen.rollback = Some(record);
+        self.seen.progress = Some(progress);
         self.rolling_back = Some(failure);
         let rv = records::rv(&node);
         self.go(
@@ -176,13 +177,13 @@ impl NodeMachine {
     /// with a failed host upgrade an earlier run recorded but did not roll back yet (it
     /// stopped in between): rolled back now, not retried. `None` otherwise.
     pub(super) fn resume_rollback(&mut self) -> Option<Step> {
-        let record = self.rollback.clone()?;
-        let failed_host = (self.host.as_ref())
-            .filter(|h| h.target == self.target && h.exit_code != Some(0))
+        let record = self.seen.rollback.clone()?;
+        let failed_host = (self.seen.host.as_ref())
+            .filter(|h| h.target == self.run.target && h.exit_code != Some(0))
             .map(|h| h.exit_code);
         if record.why.is_none()
-            && record.from == self.target
-            && self.on_failure == OnFailure::Rollback
+            && record.from == self.run.target
+            && self.run.on_failure == OnFailure::Rollback
             && let Some(exit_code) = failed_host
         {
             let failure = Failure {
@@ -258,7 +259,7 @@ impl NodeMachine {
 
     /// The version the rollback goes back to.
     fn rollback_to(&self) -> String {
-        (self.rollback.as_ref())
+        (self.seen.rollback.as_ref())
             .map(|r| r.to.clone())
             .unwrap_or_default()
     }
@@ -267,7 +268,7 @@ impl NodeMachine {
     pub(super) fn rollback_step(&mut self, rb: Rb, obs: Observation) -> Step {
         match (rb, obs) {
             (Rb::Deciding, Observation::Node(node)) => {
-                self.node = Some(node);
+                self.seen.node = Some(node);
                 self.rollback_drain(Vec::new())
             }
             (Rb::Draining, Observation::Drained(Ok(drained))) => {
@@ -291,7 +292,7 @@ impl NodeMachine {
                 step
             }
             (Rb::Launching, Observation::Node(node)) => {
-                self.node = Some(node);
+                self.seen.node = Some(node);
                 self.go(
                     At::RollingBack(Rb::Preflight),
                     Vec::new(),
@@ -315,13 +316,13 @@ impl NodeMachine {
                 },
             ) => {
                 let uid = node.metadata.uid.as_deref().unwrap_or_default();
-                if uid != self.uid {
+                if uid != self.seen.uid {
                     let why = format!(
                         "it was replaced by another node of the same name (uid {}, now {uid}) \
                          after its drain; the rollback was not started",
-                        self.uid
+                        self.seen.uid
                     );
-                    self.node = Some(node);
+                    self.seen.node = Some(node);
                     return self.rollback_failed(FailureKind::Node, why, None, None);
                 }
                 let fenced = unschedulable(&node)
@@ -340,7 +341,7 @@ impl NodeMachine {
                     }
                     return step;
                 }
-                self.node = Some(node);
+                self.seen.node = Some(node);
                 let to = self.rollback_to();
                 let known_free = std::mem::take(&mut self.rollback_free);
                 self.go(
@@ -356,7 +357,7 @@ impl NodeMachine {
             (Rb::Launching, Observation::Changed(node)) => {
                 self.redrains += 1;
                 if self.redrains > DRAIN_ROUNDS {
-                    self.node = Some(node);
+                    self.seen.node = Some(node);
                     return self.rollback_failed(
                         FailureKind::Node,
                         "it kept changing between its drain and the rollback job; the \
@@ -367,7 +368,7 @@ impl NodeMachine {
                     );
                 }
                 let schedulable = !unschedulable(&node);
-                self.node = Some(node);
+                self.seen.node = Some(node);
                 if schedulable {
                     return self.recordon_for_rollback();
                 }
@@ -409,8 +410,8 @@ impl NodeMachine {
                 self.rollback_failed(FailureKind::Job, why, None, None)
             }
             (Rb::Recording(failed), Observation::Node(node)) => {
-                self.node = Some(node);
-                let uid = (self.rollback.as_ref())
+                self.seen.node = Some(node);
+                let uid = (self.seen.rollback.as_ref())
                     .and_then(|r| r.uid.clone())
                     .unwrap_or_default();
                 if let Some(lost) = &self.lost_rollback
@@ -441,7 +442,7 @@ impl NodeMachine {
             (Rb::Deleting, Observation::Deleted) => self.await_rollback_reboot(Vec::new()),
             (Rb::Rebooting, Observation::Rebooted { node, met }) => self.rolled_back(node, met),
             (Rb::Finishing, Observation::Node(node)) => {
-                self.node = Some(node);
+                self.seen.node = Some(node);
                 let to = self.rollback_to();
                 let failure = self.rolling_back.take().unwrap_or(Failure {
                     step: UpgradeStep::Upgrade,
@@ -463,7 +464,7 @@ impl NodeMachine {
             (Rb::Finishing, Observation::Changed(node)) => {
                 self.refinishes += 1;
                 let back = self.back_at(&node);
-                self.node = Some(node);
+                self.seen.node = Some(node);
                 if !back || self.refinishes > DRAIN_ROUNDS {
                     return self.rollback_failed(
                         FailureKind::Node,
@@ -488,7 +489,8 @@ impl NodeMachine {
     /// Someone uncordoned it between the drain and the rollback Job: cordoned again (ours to
     /// uncordon at the end), then drained again.
     fn recordon_for_rollback(&mut self) -> Step {
-        let (Some(node), Some(mut progress)) = (self.node.clone(), self.progress.clone()) else {
+        let (Some(node), Some(mut progress)) = (self.seen.node.clone(), self.seen.progress.clone())
+        else {
             return self.rollback_failed(
                 FailureKind::Internal,
                 "internal: no record to cordon again".into(),
@@ -501,7 +503,7 @@ impl NodeMachine {
             NodeChange::set_annotation(IN_PROGRESS, records::value(&progress)),
             NodeChange::Cordon,
         ];
-        self.progress = Some(progress);
+        self.seen.progress = Some(progress);
         let marks = vec![Mark::Note(
             "it was uncordoned before its rollback: cordoning it again and draining it again"
                 .into(),
@@ -518,7 +520,8 @@ impl NodeMachine {
     /// resourceVersion of the node as drained. A node someone uncordoned is cordoned again and
     /// drained again first.
     fn launch_rollback(&mut self) -> Step {
-        let (Some(node), Some(mut record)) = (self.node.clone(), self.rollback.clone()) else {
+        let (Some(node), Some(mut record)) = (self.seen.node.clone(), self.seen.rollback.clone())
+        else {
             return self.rollback_failed(
                 FailureKind::Internal,
                 "internal: no record to launch from".into(),
@@ -536,7 +539,7 @@ impl NodeMachine {
             ROLLBACK,
             records::value(&record),
         )];
-        self.rollback = Some(record);
+        self.seen.rollback = Some(record);
         let rv = records::rv(&node);
         self.go(
             At::RollingBack(Rb::Launching),
@@ -548,7 +551,7 @@ impl NodeMachine {
     /// Waits for the node to be back Ready on a boot other than the one the rollback was
     /// launched on.
     fn await_rollback_reboot(&mut self, marks: Vec<Mark>) -> Step {
-        let boot_id = (self.rollback.as_ref())
+        let boot_id = (self.seen.rollback.as_ref())
             .and_then(|r| r.rollback_boot_id.clone())
             .unwrap_or_default();
         self.go(
@@ -561,7 +564,7 @@ impl NodeMachine {
     /// Whether the rollback launched on `launched` ran: the node is back at its version, Ready,
     /// on another boot.
     fn rollback_ran(&self, launched: &str) -> bool {
-        (self.node.as_deref())
+        (self.seen.node.as_deref())
             .is_some_and(|n| !launched.is_empty() && boot_id(n) != launched && self.back_at(n))
     }
 
@@ -570,7 +573,7 @@ impl NodeMachine {
     fn found_rollback_job(&mut self, job: Option<Box<Job>>) -> Step {
         self.rollback_free = job.is_none();
         let Some(job) = job.filter(|j| j.metadata.deletion_timestamp.is_none()) else {
-            let launched = (self.rollback.as_ref())
+            let launched = (self.seen.rollback.as_ref())
                 .and_then(|r| r.rollback_boot_id.clone())
                 .unwrap_or_default();
             if self.rollback_ran(&launched) {
@@ -628,7 +631,7 @@ impl NodeMachine {
         exit_code: Option<i32>,
         failed: Option<(String, Option<i32>, Option<String>)>,
     ) -> Step {
-        let Some(mut record) = self.rollback.clone() else {
+        let Some(mut record) = self.seen.rollback.clone() else {
             return self.rollback_failed(
                 FailureKind::Internal,
                 "internal: no rollback record".into(),
@@ -642,7 +645,7 @@ impl NodeMachine {
             ROLLBACK,
             records::value(&record),
         )];
-        self.rollback = Some(record);
+        self.seen.rollback = Some(record);
         let rv = self.rv();
         self.go(
             At::RollingBack(Rb::Recording(failed)),
@@ -654,7 +657,7 @@ impl NodeMachine {
     /// Whether `node` is back at the version rolled back to, Ready.
     fn back_at(&self, node: &Node) -> bool {
         let to = self.rollback_to();
-        ready(node) && version(node, &self.source).is_some_and(|v| same_version(v, &to))
+        ready(node) && version(node, &self.run.source).is_some_and(|v| same_version(v, &to))
     }
 
     /// After the rollback's reboot wait: at its version on a new boot, finished; else failed.
@@ -668,11 +671,11 @@ impl NodeMachine {
             );
         };
         let to = self.rollback_to();
-        let reported = version(&node, &self.source)
+        let reported = version(&node, &self.run.source)
             .unwrap_or("nothing")
             .to_string();
         let back = self.back_at(&node);
-        self.node = Some(node);
+        self.seen.node = Some(node);
         // Its Job lost to a reboot: that is the first half of the news.
         let lost = (self.lost_rollback.take())
             .map(|l| format!("{l}; "))
@@ -703,18 +706,23 @@ impl NodeMachine {
     /// write. A failed host Job's record stays, so that a rerun replaces exactly that Job.
     fn finish_rollback(&mut self) -> Step {
         let mut changes = Vec::new();
-        if self.progress.as_ref().is_some_and(|p| p.cordoned) {
+        if self.seen.progress.as_ref().is_some_and(|p| p.cordoned) {
             changes.push(NodeChange::Uncordon);
         }
-        if let Some(record) = self.rollback.as_mut() {
-            record.done = Some(self.now.clone());
+        if let Some(record) = self.seen.rollback.as_mut() {
+            record.done = Some(self.seen.now.clone());
             changes.push(NodeChange::set_annotation(
                 ROLLBACK,
                 records::value(&*record),
             ));
         }
         changes.push(NodeChange::remove_annotation(IN_PROGRESS));
-        if self.host.as_ref().is_none_or(|h| h.exit_code == Some(0)) {
+        if self
+            .seen
+            .host
+            .as_ref()
+            .is_none_or(|h| h.exit_code == Some(0))
+        {
             changes.push(NodeChange::remove_annotation(HOST_JOB));
         }
         let rv = self.rv();

@@ -29,42 +29,43 @@ impl NodeMachine {
     /// soak.
     pub(super) fn finish_into_soak(&mut self, marks: Vec<Mark>) -> Step {
         let mut changes = Vec::new();
-        if self.progress.as_ref().is_some_and(|p| p.cordoned) {
+        if self.seen.progress.as_ref().is_some_and(|p| p.cordoned) {
             changes.push(NodeChange::Uncordon);
         }
         let record = Soak {
-            target: self.target.clone(),
-            since: self.now.clone(),
+            target: self.run.target.clone(),
+            since: self.seen.now.clone(),
             boot_id: self
+                .seen
                 .node
                 .as_deref()
                 .map(boot_id)
                 .unwrap_or_default()
                 .to_string(),
             failed: None,
-            from: self.progress.as_ref().and_then(|p| p.from.clone()),
-            evicted: self.progress.as_ref().and_then(|p| p.evicted),
+            from: self.seen.progress.as_ref().and_then(|p| p.from.clone()),
+            evicted: self.seen.progress.as_ref().and_then(|p| p.evicted),
         };
         changes.push(NodeChange::set_annotation(SOAK, records::value(&record)));
         changes.push(NodeChange::remove_annotation(IN_PROGRESS));
         changes.push(NodeChange::remove_annotation(HOST_JOB));
-        if self.blocked_before.is_some() {
+        if self.seen.blocked_before.is_some() {
             changes.push(NodeChange::remove_annotation(records::BLOCKED));
         }
-        self.soak = Some(record);
+        self.seen.soak = Some(record);
         let rv = self.rv();
         self.go(At::Finishing, marks, Intent::Guarded { rv, changes })
     }
 
     /// Back in service with the soak record: the soak begins.
     pub(super) fn soak_started(&mut self, node: Box<Node>) -> Step {
-        self.node = Some(node);
-        let message = if self.progress.as_ref().is_some_and(|p| p.cordoned) {
-            format!("uncordoned; at {}; soaking", self.target)
+        self.seen.node = Some(node);
+        let message = if self.seen.progress.as_ref().is_some_and(|p| p.cordoned) {
+            format!("uncordoned; at {}; soaking", self.run.target)
         } else {
             format!(
                 "at {}; left cordoned (someone else cordoned it); soaking",
-                self.target
+                self.run.target
             )
         };
         let mut step = self.soak_watch(Vec::new());
@@ -76,6 +77,7 @@ impl NodeMachine {
     /// The soak's watch, from the record's start on its boot.
     fn soak_watch(&mut self, mut marks: Vec<Mark>) -> Step {
         let (since, boot_id) = self
+            .seen
             .soak
             .as_ref()
             .map(|s| (s.since.clone(), s.boot_id.clone()))
@@ -88,9 +90,13 @@ impl NodeMachine {
     /// stopped or crashed while it soaked, or failed at it): resume it; `None` when it has
     /// none toward the target.
     pub(super) fn resume_soak(&mut self, node: &Node) -> Option<Step> {
-        let record = self.soak.clone().filter(|s| s.target == self.target)?;
-        self.node = Some(Box::new(node.clone()));
-        if !self.soaks {
+        let record = self
+            .seen
+            .soak
+            .clone()
+            .filter(|s| s.target == self.run.target)?;
+        self.seen.node = Some(Box::new(node.clone()));
+        if !self.run.soaks {
             // The plan soaks none (a rerun without it): recorded done now.
             let marks = vec![Mark::Note(format!(
                 "it was soaking since {} and this run soaks none: recording it done",
@@ -101,14 +107,14 @@ impl NodeMachine {
         if let Some(why) = &record.failed {
             // Its last soak failed: soak it again, from now, on this boot.
             let fresh = Soak {
-                target: self.target.clone(),
-                since: self.now.clone(),
+                target: self.run.target.clone(),
+                since: self.seen.now.clone(),
                 boot_id: boot_id(node).to_string(),
                 failed: None,
                 ..record.clone()
             };
             let changes = vec![NodeChange::set_annotation(SOAK, records::value(&fresh))];
-            self.soak = Some(fresh);
+            self.seen.soak = Some(fresh);
             let marks = vec![Mark::Note(format!(
                 "its last soak failed ({why}): soaking it again from the start"
             ))];
@@ -124,7 +130,7 @@ impl NodeMachine {
 
     /// The fresh soak record written: the soak begins.
     pub(super) fn soak_restarted(&mut self, node: Box<Node>) -> Step {
-        self.node = Some(node);
+        self.seen.node = Some(node);
         self.soak_watch(Vec::new())
     }
 
@@ -138,7 +144,7 @@ impl NodeMachine {
                 "it kept changing when its soak was to start again",
             ));
         }
-        self.soak = self.soak.take().map(|s| Soak {
+        self.seen.soak = self.seen.soak.take().map(|s| Soak {
             failed: Some("soaking again".into()),
             ..s
         });
@@ -161,11 +167,11 @@ impl NodeMachine {
             ));
         };
         let why = self.broke(&node, held);
-        self.node = Some(node);
+        self.seen.node = Some(node);
         if let Some(why) = why {
             return self.soak_failed(FailureKind::Node, why, None);
         }
-        if self.has_health {
+        if self.run.has_health {
             let marks = vec![Mark::Note(
                 "its soak held: the health check again, at its end".into(),
             )];
@@ -176,10 +182,12 @@ impl NodeMachine {
 
     /// Why `node` broke its soak (`held`: the watch saw it hold to the end), if it did.
     fn broke(&self, node: &Node, held: bool) -> Option<String> {
-        let soak_boot = (self.soak.as_ref())
+        let soak_boot = (self.seen.soak.as_ref())
             .map(|s| s.boot_id.clone())
             .unwrap_or_default();
-        let reported = version(node, &self.source).unwrap_or("nothing").to_string();
+        let reported = version(node, &self.run.source)
+            .unwrap_or("nothing")
+            .to_string();
         if !ready(node) {
             Some("it went NotReady during its soak".to_string())
         } else if boot_id(node) != soak_boot {
@@ -187,10 +195,10 @@ impl NodeMachine {
                 "it rebooted during its soak (bootID {soak_boot} -> {})",
                 boot_id(node)
             ))
-        } else if !same_version(&reported, &self.target) {
+        } else if !same_version(&reported, &self.run.target) {
             Some(format!(
                 "it reports {reported}, not {}, at the end of its soak",
-                self.target
+                self.run.target
             ))
         } else if !held {
             Some("it did not stay Ready on the same boot for its soak".to_string())
@@ -219,14 +227,14 @@ impl NodeMachine {
     /// The soak held: the done record, the soak record gone, on the node as last read.
     fn soak_record_done(&mut self, marks: Vec<Mark>) -> Step {
         let done = Done {
-            version: self.target.clone(),
-            at: self.now.clone(),
+            version: self.run.target.clone(),
+            at: self.seen.now.clone(),
         };
         let mut changes = vec![
             NodeChange::set_annotation(DONE, records::value(&done)),
             NodeChange::remove_annotation(SOAK),
         ];
-        if self.rollback.is_some() {
+        if self.seen.rollback.is_some() {
             changes.push(NodeChange::remove_annotation(records::ROLLBACK));
         }
         let rv = self.rv();
@@ -235,15 +243,16 @@ impl NodeMachine {
 
     /// Recorded done: upgraded.
     pub(super) fn soak_done(&mut self, node: Box<Node>) -> Step {
-        self.node = Some(node);
+        self.seen.node = Some(node);
         let boot = self
+            .seen
             .soak
             .as_ref()
             .map(|s| s.boot_id.clone())
             .unwrap_or_default();
         let message = format!(
             "stayed Ready on boot {boot} at {}; recorded done",
-            self.target
+            self.run.target
         );
         self.go(
             At::Over,
@@ -257,7 +266,7 @@ impl NodeMachine {
     pub(super) fn soak_done_again(&mut self, node: Box<Node>) -> Step {
         self.refinishes += 1;
         let why = self.broke(&node, true);
-        self.node = Some(node);
+        self.seen.node = Some(node);
         if let Some(why) = why {
             return self.soak_failed(FailureKind::Node, why, None);
         }
@@ -291,7 +300,7 @@ impl NodeMachine {
             exit_code,
             log_tail: None,
         };
-        let Some(record) = self.soak.clone() else {
+        let Some(record) = self.seen.soak.clone() else {
             return self.fail(failure);
         };
         let failed = Soak {
@@ -299,7 +308,7 @@ impl NodeMachine {
             ..record
         };
         let changes = vec![NodeChange::set_annotation(SOAK, records::value(&failed))];
-        self.soak = Some(failed);
+        self.seen.soak = Some(failed);
         let rv = self.rv();
         self.go(
             At::SoakFailing(failure),
