@@ -36,8 +36,6 @@
 //! the boot read at Launch. So a crash at any instant never runs the upgrade twice, and a
 //! spurious reboot never makes a false failure.
 
-use nodejob_core::NodeChange;
-
 mod blocked;
 mod context;
 mod finish;
@@ -65,7 +63,6 @@ use rollback::Rollback;
 use soak::{Broke, Soak};
 
 use crate::plan::Plan;
-use crate::records::{self, IN_PROGRESS, InProgress};
 
 /// One node's upgrade. See the module docs.
 #[derive(Clone, Debug)]
@@ -99,18 +96,8 @@ enum Phase {
 impl NodeMachine {
     /// A machine for one node under `plan`, holding the Lease at `epoch`.
     pub fn new(plan: &Plan, epoch: i32) -> Self {
-        let spec = plan.spec();
         NodeMachine {
-            run: Run {
-                target: plan.target().to_string(),
-                source: spec.version_source.clone(),
-                epoch,
-                has_health: spec.health_check.is_some(),
-                on_undrainable: spec.on_undrainable,
-                soaks: spec.soak.is_some(),
-                on_failure: spec.on_failure,
-                downgrade: spec.downgrade,
-            },
+            run: Run::new(plan, epoch),
             seen: Seen::default(),
             phase: Phase::Prepare(Prepare::new()),
         }
@@ -301,7 +288,7 @@ impl NodeMachine {
 
     fn go(&mut self, phase: Phase, marks: Vec<Mark>, mut intent: Intent) -> Step {
         if let Intent::Patch { changes, .. } | Intent::Guarded { changes, .. } = &mut intent {
-            self.fence_with_record(changes);
+            self.seen.fence_with_record(changes);
         }
         self.phase = phase;
         Step { marks, intent }
@@ -312,35 +299,6 @@ impl NodeMachine {
         Step {
             marks,
             intent: Intent::Done(result),
-        }
-    }
-
-    /// Our `NoSchedule` taint ([`records::FENCE_TAINT`]) goes with our in-progress record, in
-    /// the same write: added where the record is written, or any write is made while it is
-    /// there, on a node that lacks the taint (someone removed it); removed where the record is
-    /// removed. Written once here, for every write of the machine.
-    fn fence_with_record(&self, changes: &mut Vec<NodeChange>) {
-        let record = |set: bool| {
-            changes.iter().any(|c| match c {
-                NodeChange::SetAnnotation { key, .. } => set && key == IN_PROGRESS,
-                NodeChange::RemoveAnnotation { key } => !set && key == IN_PROGRESS,
-                _ => false,
-            })
-        };
-        let (sets, removes) = (record(true), record(false));
-        let node = self.seen.node.as_deref();
-        let held = node.is_some_and(|n| {
-            (records::read::<InProgress>(n, IN_PROGRESS).ok().flatten()).is_some()
-        });
-        let tainted =
-            node.is_some_and(|n| nodejob_core::tainted_no_schedule(n, records::FENCE_TAINT));
-        let key = records::FENCE_TAINT.to_string();
-        if removes {
-            if tainted {
-                changes.push(NodeChange::Untaint { key });
-            }
-        } else if (sets || held) && !tainted {
-            changes.push(NodeChange::TaintNoSchedule { key });
         }
     }
 

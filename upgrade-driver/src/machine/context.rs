@@ -4,11 +4,11 @@
 //! of the root.
 
 use k8s_openapi::api::core::v1::Node;
-use nodejob_core::ready;
+use nodejob_core::{NodeChange, ready};
 
 use super::protocol::{Cause, Failure, Intent, Mark, NodeResult};
-use crate::plan::{OnFailure, Undrainable};
-use crate::records::{self, HostJob, InProgress};
+use crate::plan::{OnFailure, Plan, Undrainable};
+use crate::records::{self, HostJob, IN_PROGRESS, InProgress};
 
 /// The last lines of a log kept in a failure.
 pub(super) const LOG_TAIL_LINES: usize = 20;
@@ -134,7 +134,53 @@ pub(super) fn unrecorded(failure: &Failure, what: &str, why: &Cause) -> Failure 
     failure
 }
 
+impl Run {
+    /// What `plan` fixes for a node, the Lease held at `epoch`.
+    pub(super) fn new(plan: &Plan, epoch: i32) -> Self {
+        let spec = plan.spec();
+        Run {
+            target: plan.target().to_string(),
+            source: spec.version_source.clone(),
+            epoch,
+            has_health: spec.health_check.is_some(),
+            on_undrainable: spec.on_undrainable,
+            soaks: spec.soak.is_some(),
+            on_failure: spec.on_failure,
+            downgrade: spec.downgrade,
+        }
+    }
+}
+
 impl Seen {
+    /// Our `NoSchedule` taint ([`records::FENCE_TAINT`]) goes with our in-progress record, in
+    /// the same write: added where the record is written, or any write is made while it is
+    /// there, on a node that lacks the taint (someone removed it); removed where the record is
+    /// removed. Written once here, for every write of the machine.
+    pub(super) fn fence_with_record(&self, changes: &mut Vec<NodeChange>) {
+        let record = |set: bool| {
+            changes.iter().any(|c| match c {
+                NodeChange::SetAnnotation { key, .. } => set && key == IN_PROGRESS,
+                NodeChange::RemoveAnnotation { key } => !set && key == IN_PROGRESS,
+                _ => false,
+            })
+        };
+        let (sets, removes) = (record(true), record(false));
+        let node = self.node.as_deref();
+        let held = node.is_some_and(|n| {
+            (records::read::<InProgress>(n, IN_PROGRESS).ok().flatten()).is_some()
+        });
+        let tainted =
+            node.is_some_and(|n| nodejob_core::tainted_no_schedule(n, records::FENCE_TAINT));
+        let key = records::FENCE_TAINT.to_string();
+        if removes {
+            if tainted {
+                changes.push(NodeChange::Untaint { key });
+            }
+        } else if (sets || held) && !tainted {
+            changes.push(NodeChange::TaintNoSchedule { key });
+        }
+    }
+
     /// The resourceVersion of the node as last seen.
     pub(super) fn rv(&self) -> String {
         self.node.as_deref().map(records::rv).unwrap_or_default()
