@@ -7,7 +7,7 @@
 //! | file | what it holds |
 //! |---|---|
 //! | `plan.rs` | [`Plan`], validated when built ([`Plan::build`]) |
-//! | `machine.rs` | [`NodeMachine`]: one node's steps, sans-IO (observations in, intents out) |
+//! | `machine.rs`, `machine/` | [`NodeMachine`]: one node's steps, sans-IO (observations in, intents out): a root over one sub-machine per phase |
 //! | `drive.rs` | the thin loop: batches, the Lease, each node's intents through the traits |
 //! | `records.rs` | the annotations the driver keeps its state in |
 //! | `skew.rs`, `drive/gate.rs` | the version skew policy's rules, and the gate that reads `/version` before any write and before each batch |

@@ -482,6 +482,36 @@ fn a_node_that_reboots_goes_not_ready_or_is_deleted_during_its_soak_fails_at_soa
     }
 }
 
+/// A failure whose record cannot be written (the write's own failure the second half of the
+/// news): for the soak as for the host step (`machine.rs`'s
+/// `a_failed_host_step_whose_record_cannot_be_written_names_the_host_failure`), one rule.
+#[test]
+fn a_failed_soak_whose_record_cannot_be_written_names_the_soak_failure() {
+    let (mut m, _) = back_at_target(&soaking(false));
+    m.step(Obs::Node(node(TARGET, "boot-2", false, &[])));
+    let step = m.step(Obs::Soaked {
+        node: Some(node(TARGET, "boot-3", false, &[])),
+        held: false,
+    });
+    assert!(matches!(step.intent, Intent::Patch { .. }), "{step:?}");
+    let step = m.step(Obs::Failed(Cause::api("patching node n1: not found (404)")));
+    let Intent::Done(NodeResult::Failed(f)) = step.intent else {
+        panic!("{step:?}")
+    };
+    assert_eq!(f.step, UpgradeStep::Soak);
+    assert!(
+        f.message.starts_with("it rebooted during its soak"),
+        "{}",
+        f.message
+    );
+    assert!(
+        f.message
+            .ends_with("; it could not be recorded on the node: patching node n1: not found (404)"),
+        "{}",
+        f.message
+    );
+}
+
 fn not_ready(mut n: Box<Node>) -> Box<Node> {
     if let Some(c) = n.status.as_mut().and_then(|s| s.conditions.as_mut()) {
         c[0].status = "False".into();

@@ -15,27 +15,34 @@
 use k8s_openapi::api::core::v1::Node;
 use nodejob_core::NodeChange;
 
-use super::{At, DrainFailed, Intent, Mark, NodeMachine, NodeResult, Own, Step};
+use super::context::{Next, Run, Seen};
+use super::protocol::{
+    DrainFailed, Failure, FailureKind, Intent, Mark, NodeResult, Observation, Own, UpgradeStep,
+};
 use crate::plan::Undrainable;
-use crate::records::{self, BLOCKED, Blocked, IN_PROGRESS, QUARANTINED, QUARANTINED_VALUE};
+use crate::records::{
+    self, BLOCKED, Blocked as Record, IN_PROGRESS, QUARANTINED, QUARANTINED_VALUE,
+};
 
-impl NodeMachine {
-    /// The drain failed: when budgets held it past its timeout and the plan skips or
-    /// quarantines such a node, the write that does so; `None`: it fails as any drain.
-    pub(super) fn undrainable(&mut self, failed: &DrainFailed) -> Option<Step> {
-        let held = failed.held.as_ref()?;
-        let policy = self.on_undrainable;
-        if policy == Undrainable::Fail {
-            return None;
-        }
-        let node = self.node.clone()?;
-        let cordoned = self.progress.as_ref().is_some_and(|p| p.cordoned);
-        let record = Blocked {
-            target: self.target.clone(),
+/// The blocked record being written (skipped: uncordoned if ours; quarantined: labelled).
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Blocked(Record);
+
+type Step = Next<Blocked, std::convert::Infallible>;
+
+impl Blocked {
+    /// The drain failed, held past its timeout by budgets (`failed.held`), and the plan skips
+    /// or quarantines such a node: the write that does so.
+    pub(super) fn start(run: &Run, seen: &Seen, failed: DrainFailed) -> Step {
+        let held = failed.held.clone().unwrap_or_default();
+        let policy = run.on_undrainable;
+        let cordoned = seen.cordoned();
+        let record = Record {
+            target: run.target.clone(),
             policy,
-            budgets: held.budgets.clone(),
-            pods: held.pods.clone(),
-            at: self.now.clone(),
+            budgets: held.budgets,
+            pods: held.pods,
+            at: seen.now.clone(),
             cordoned,
         };
         let mut changes = Vec::new();
@@ -61,33 +68,14 @@ impl NodeMachine {
                 _ => "quarantining it: left cordoned, labelled, recording why",
             }
         )));
-        let rv = records::rv(&node);
-        Some(self.go(At::Blocking(record), marks, Intent::Patch { rv, changes }))
-    }
-
-    /// The blocked record written: the node ends blocked.
-    pub(super) fn blocked(&mut self, record: Blocked, node: Box<Node>) -> Step {
-        let why = blocked_why(&record, false, records::name(&node));
-        self.node = Some(node);
-        self.go(
-            At::Over,
-            Vec::new(),
-            Intent::Done(NodeResult::Blocked {
-                policy: record.policy,
-                budgets: record.budgets,
-                pods: record.pods,
-                why,
-            }),
-        )
+        let rv = seen.rv();
+        Next::stay(Blocked(record), marks, Intent::Patch { rv, changes })
     }
 
     /// A node labelled quarantined, not ours in flight: left as it is, reported blocked with
-    /// what its record says; `None` when it is not labelled.
-    pub(super) fn leave_quarantined(&mut self, node: &Node) -> Option<Step> {
-        if !records::quarantined(node) {
-            return None;
-        }
-        let record = self.blocked_before.clone();
+    /// what its record says.
+    pub(super) fn quarantined(seen: &Seen, node: &Node) -> Step {
+        let record = seen.blocked_before.clone();
         let (budgets, pods) = record
             .as_ref()
             .map(|r| (r.budgets.clone(), r.pods.clone()))
@@ -96,30 +84,37 @@ impl NodeMachine {
             Some(r) => blocked_why(r, true, records::name(node)),
             None => format!("labelled {QUARANTINED} (by someone): left as it is"),
         };
-        Some(self.go(
-            At::Over,
-            Vec::new(),
-            Intent::Done(NodeResult::Blocked {
-                policy: Undrainable::Quarantine,
-                budgets,
-                pods,
-                why,
-            }),
-        ))
+        Next::done(NodeResult::Blocked {
+            policy: Undrainable::Quarantine,
+            budgets,
+            pods,
+            why,
+        })
     }
 
-    /// Whether `node`, cordoned, is so because we quarantined it earlier (the label now gone):
-    /// then it is ours to uncordon at the end.
-    pub(super) fn cordoned_when_quarantined(&self, node: &Node) -> bool {
-        records::unschedulable(node)
-            && !records::quarantined(node)
-            && (self.blocked_before.as_ref())
-                .is_some_and(|b| b.policy == Undrainable::Quarantine && b.cordoned)
+    /// The blocked record written: the node ends blocked.
+    pub(super) fn step(self, seen: &mut Seen, obs: Observation) -> Step {
+        let Blocked(record) = self;
+        let Observation::Node(node) = obs else {
+            return Next::fail(Failure::new(
+                UpgradeStep::Drain,
+                FailureKind::Internal,
+                format!("internal: unexpected answer {obs:?} at Blocking({record:?})"),
+            ));
+        };
+        let why = blocked_why(&record, false, records::name(&node));
+        seen.node = Some(node);
+        Next::done(NodeResult::Blocked {
+            policy: record.policy,
+            budgets: record.budgets,
+            pods: record.pods,
+            why,
+        })
     }
 }
 
 /// What was done with the blocked node `node`, in words; `earlier`: by an earlier run.
-pub(crate) fn blocked_why(record: &Blocked, earlier: bool, node: &str) -> String {
+pub(crate) fn blocked_why(record: &Record, earlier: bool, node: &str) -> String {
     let by = if record.budgets.is_empty() {
         // The apiserver refuses the eviction of a Pod more than one budget covers, naming none.
         "more than one budget covering a Pod (the eviction API refuses it)".to_string()

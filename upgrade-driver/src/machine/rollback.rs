@@ -17,24 +17,40 @@
 //! A node that is not Ready when it fails, or has no version recorded (launched by a run that
 //! did not roll back), is not rolled back: it fails as under `stop`, saying why.
 
+use std::convert::Infallible;
+
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Node;
 use nodejob_core::runner::Report;
 use nodejob_core::{NodeChange, log_tail, ready};
 
-use super::{
-    At, DRAIN_ROUNDS, Failure, FailureKind, Intent, LOG_TAIL_LINES, Mark, NodeMachine, NodeResult,
-    Observation, Own, Step, UpgradeStep,
+use super::context::{DRAIN_ROUNDS, LOG_TAIL_LINES, Next, Run, Seen};
+use super::protocol::{
+    Failure, FailureKind, Intent, Mark, NodeResult, Observation, Own, UpgradeStep,
 };
 use crate::plan::OnFailure;
 use crate::records::{
-    self, HOST_JOB, IN_PROGRESS, InProgress, ROLLBACK, Rollback, SOAK, boot_id, unschedulable,
+    self, HOST_JOB, IN_PROGRESS, InProgress, ROLLBACK, SOAK, boot_id, unschedulable,
 };
 use crate::version::{same_version, version};
 
+/// A rollback under way: where it stands, and what it learnt on the way.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Rollback {
+    at: Rb,
+    /// The failure being rolled back.
+    failure: Failure,
+    /// Why the rollback Job gave no answer, when its pod was lost to a reboot of the node:
+    /// the node's version once it is back says whether it rolled back.
+    lost: Option<String>,
+    /// The last find of the rollback Job read its name free: the Job launched next is created
+    /// without a read of its own.
+    free: bool,
+}
+
 /// Where a rollback stands.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) enum Rb {
+enum Rb {
     /// Writing the decision (why; cordoned, ours again).
     Deciding,
     Draining,
@@ -55,252 +71,206 @@ pub(crate) enum Rb {
     Finishing,
 }
 
-impl NodeMachine {
-    /// The changes of the Launch write that record what a rollback goes back to, when the
-    /// plan rolls back on failure and the node reports a version; none otherwise.
-    pub(super) fn record_for_rollback(&mut self, node: &Node) -> Vec<NodeChange> {
-        if self.on_failure != OnFailure::Rollback {
-            return Vec::new();
-        }
-        let Some(to) = version(node, &self.source) else {
-            return Vec::new();
-        };
-        let record = Rollback {
-            from: self.target.clone(),
-            to: to.to_string(),
-            boot_id: boot_id(node).to_string(),
-            why: None,
-            step: None,
-            rollback_boot_id: None,
-            uid: None,
-            exit_code: None,
-            done: None,
-        };
-        let change = NodeChange::set_annotation(ROLLBACK, records::value(&record));
-        self.rollback = Some(record);
-        vec![change]
-    }
+/// How the rollback answers: it never hands the node on, it ends it.
+type Step = Next<Rollback, Infallible>;
 
-    /// Whether the node can be rolled back now; why not otherwise.
-    pub(super) fn can_roll_back(&self) -> Result<(), String> {
-        if self.on_failure != OnFailure::Rollback {
-            return Err("the plan does not roll back".into());
-        }
-        let recorded =
-            (self.rollback.as_ref()).is_some_and(|r| r.from == self.target && !r.to.is_empty());
-        if !recorded {
-            return Err("no version was recorded before its host upgrade".into());
-        }
-        if !self.node.as_deref().is_some_and(ready) {
-            return Err("the node is not Ready".into());
-        }
-        Ok(())
+/// `failure`, after the host upgrade was launched: rolled back when the plan says so and it
+/// can be; failed otherwise.
+pub(super) fn failed_or_rolled_back(run: &Run, seen: &mut Seen, failure: Failure) -> Step {
+    match seen.can_roll_back(run) {
+        Ok(()) => decide(run, seen, failure),
+        Err(why) if run.on_failure == OnFailure::Rollback => Next::fail(Failure {
+            message: format!("{}; not rolled back: {why}", failure.message),
+            ..failure
+        }),
+        Err(_) => Next::fail(failure),
     }
+}
 
-    /// `failure`, after the host upgrade was launched: rolled back when the plan says so and
-    /// it can be; failed otherwise.
-    pub(super) fn failed_or_rolled_back(&mut self, failure: Failure) -> Step {
-        match self.can_roll_back() {
-            Ok(()) => self.decide_rollback(failure),
-            Err(why) if self.on_failure == OnFailure::Rollback => self.fail(Failure {
-                message: format!("{}; not rolled back: {why}", failure.message),
-                ..failure
-            }),
-            Err(_) => self.fail(failure),
-        }
-    }
-
-    /// The decision, in one write: why, on the rollback record; the node cordoned if it is
-    /// schedulable (a soaking node is in service) and ours in flight again; a soak's record
-    /// gone.
-    fn decide_rollback(&mut self, mut failure: Failure) -> Step {
-        let (Some(node), Some(mut record)) = (self.node.clone(), self.rollback.clone()) else {
-            return self.fail(Failure {
-                log_tail: None,
-                ..failure
-            });
-        };
-        // Rolled back, it does not stay cordoned: the failure says what happened, not that.
-        failure.message = failure
-            .message
-            .replace("; the node stays cordoned and job", "; job")
-            .replace("; the node stays cordoned", "");
-        record.why = Some(failure.message.clone());
-        record.step = Some(failure.step.to_string());
-        let cordon = !unschedulable(&node);
-        let progress = match self.progress.clone() {
-            Some(mut p) => {
-                p.cordoned = p.cordoned || cordon;
-                p
-            }
-            None => InProgress {
-                target: self.target.clone(),
-                boot_id: boot_id(&node).to_string(),
-                host_boot_id: None,
-                epoch: self.epoch,
-                cordoned: cordon,
-                from: Some(record.to.clone()),
-                evicted: None,
-            },
-        };
-        let mut changes = vec![
-            NodeChange::set_annotation(ROLLBACK, records::value(&record)),
-            NodeChange::set_annotation(IN_PROGRESS, records::value(&progress)),
-        ];
-        if cordon {
-            changes.push(NodeChange::Cordon);
-        }
-        if self.soak.take().is_some() {
-            changes.push(NodeChange::remove_annotation(SOAK));
-        }
-        let marks = vec![
-            Mark::Note(format!(
-                "failed at {}: {}; rolling it back to {}",
-                failure.step, failure.message, record.to
-            )),
-            Mark::Started(UpgradeStep::Rollback),
-        ];
-        self.rollback = Some(record);
-        self.progress = Some(progress);
-        self.rolling_back = Some(failure);
-        let rv = records::rv(&node);
-        self.go(
-            At::RollingBack(Rb::Deciding),
-            marks,
-            Intent::Patch { rv, changes },
-        )
-    }
-
-    /// Ours in flight with a rollback decided and not done (an earlier run's, stopped or
-    /// crashed while it rolled back): carried on where it stood. Or, when the plan rolls back,
-    /// with a failed host upgrade an earlier run recorded but did not roll back yet (it
-    /// stopped in between): rolled back now, not retried. `None` otherwise.
-    pub(super) fn resume_rollback(&mut self) -> Option<Step> {
-        let record = self.rollback.clone()?;
-        let failed_host = (self.host.as_ref())
-            .filter(|h| h.target == self.target && h.exit_code != Some(0))
-            .map(|h| h.exit_code);
-        if record.why.is_none()
-            && record.from == self.target
-            && self.on_failure == OnFailure::Rollback
-            && let Some(exit_code) = failed_host
-        {
-            let failure = Failure {
-                step: UpgradeStep::Upgrade,
-                kind: FailureKind::host_or_job(exit_code),
-                message: match exit_code {
-                    Some(code) => format!(
-                        "the host upgrade exited {code} (recorded by an earlier run); job {} \
-                         is left for inspection",
-                        self.job_name()
-                    ),
-                    None => format!(
-                        "the host upgrade failed without an exit code (recorded by an earlier \
-                         run); job {} is left for inspection",
-                        self.job_name()
-                    ),
-                },
-                exit_code,
-                log_tail: None,
-            };
-            return Some(self.failed_or_rolled_back(failure));
-        }
-        let why = record.why.clone()?;
-        if record.done.is_some() {
-            return None;
-        }
-        let step = record.step.clone().unwrap_or_default();
-        self.rolling_back = Some(Failure {
-            step: failed_step(&step),
-            kind: kind_of(failed_step(&step)),
-            message: why.clone(),
-            exit_code: None,
+/// The decision, in one write: why, on the rollback record; the node cordoned if it is
+/// schedulable (a soaking node is in service) and ours in flight again; a soak's record gone.
+fn decide(run: &Run, seen: &mut Seen, mut failure: Failure) -> Step {
+    let (Some(node), Some(mut record)) = (seen.node.clone(), seen.rollback.clone()) else {
+        return Next::fail(Failure {
             log_tail: None,
+            ..failure
         });
-        let mut marks = vec![Mark::Note(format!(
-            "resuming its rollback to {} (it failed at {step}: {why})",
-            record.to
-        ))];
+    };
+    // Rolled back, it does not stay cordoned: the failure says what happened, not that.
+    failure.message = failure
+        .message
+        .replace("; the node stays cordoned and job", "; job")
+        .replace("; the node stays cordoned", "");
+    record.why = Some(failure.message.clone());
+    record.step = Some(failure.step.to_string());
+    let cordon = !unschedulable(&node);
+    let progress = match seen.progress.clone() {
+        Some(mut p) => {
+            p.cordoned = p.cordoned || cordon;
+            p
+        }
+        None => InProgress {
+            target: run.target.clone(),
+            boot_id: boot_id(&node).to_string(),
+            host_boot_id: None,
+            epoch: run.epoch,
+            cordoned: cordon,
+            from: Some(record.to.clone()),
+            evicted: None,
+        },
+    };
+    let mut changes = vec![
+        NodeChange::set_annotation(ROLLBACK, records::value(&record)),
+        NodeChange::set_annotation(IN_PROGRESS, records::value(&progress)),
+    ];
+    if cordon {
+        changes.push(NodeChange::Cordon);
+    }
+    if seen.soak.take().is_some() {
+        changes.push(NodeChange::remove_annotation(SOAK));
+    }
+    let marks = vec![
+        Mark::Note(format!(
+            "failed at {}: {}; rolling it back to {}",
+            failure.step, failure.message, record.to
+        )),
+        Mark::Started(UpgradeStep::Rollback),
+    ];
+    seen.rollback = Some(record);
+    seen.progress = Some(progress);
+    let rv = records::rv(&node);
+    Rollback::new(failure).go(Rb::Deciding, marks, Intent::Patch { rv, changes })
+}
+
+/// Ours in flight with a rollback decided and not done (an earlier run's, stopped or crashed
+/// while it rolled back): carried on where it stood. Or, when the plan rolls back, with a
+/// failed host upgrade an earlier run recorded but did not roll back yet (it stopped in
+/// between): rolled back now, not retried. `None` otherwise.
+pub(super) fn resume(run: &Run, seen: &mut Seen) -> Option<Step> {
+    let record = seen.rollback.clone()?;
+    let failed_host = (seen.host.as_ref())
+        .filter(|h| h.target == run.target && h.exit_code != Some(0))
+        .map(|h| h.exit_code);
+    if record.why.is_none()
+        && record.from == run.target
+        && run.on_failure == OnFailure::Rollback
+        && let Some(exit_code) = failed_host
+    {
+        let failure = Failure {
+            step: UpgradeStep::Upgrade,
+            kind: FailureKind::host_or_job(exit_code),
+            message: match exit_code {
+                Some(code) => format!(
+                    "the host upgrade exited {code} (recorded by an earlier run); job {} is \
+                     left for inspection",
+                    seen.job_name(run)
+                ),
+                None => format!(
+                    "the host upgrade failed without an exit code (recorded by an earlier run); \
+                     job {} is left for inspection",
+                    seen.job_name(run)
+                ),
+            },
+            exit_code,
+            log_tail: None,
+        };
+        return Some(failed_or_rolled_back(run, seen, failure));
+    }
+    let why = record.why.clone()?;
+    if record.done.is_some() {
+        return None;
+    }
+    let step = record.step.clone().unwrap_or_default();
+    let rollback = Rollback::new(Failure {
+        step: failed_step(&step),
+        kind: kind_of(failed_step(&step)),
+        message: why.clone(),
+        exit_code: None,
+        log_tail: None,
+    });
+    let mut marks = vec![Mark::Note(format!(
+        "resuming its rollback to {} (it failed at {step}: {why})",
+        record.to
+    ))];
+    Some(
         match (&record.uid, record.exit_code, &record.rollback_boot_id) {
             (Some(uid), Some(0), _) => {
                 let uid = uid.clone();
-                Some(self.go(
-                    At::RollingBack(Rb::Deleting),
-                    marks,
-                    Intent::DeleteRollbackJob { uid },
-                ))
+                rollback.go(Rb::Deleting, marks, Intent::DeleteRollbackJob { uid })
             }
             // Its rollback Job failed without an answer (lost to a reboot), yet the node is
             // back at its version on another boot: it ran. Never run again.
-            (Some(_), _, Some(launched)) if self.rollback_ran(launched) => {
+            (Some(_), _, Some(launched)) if rollback.ran(run, seen, launched) => {
                 marks.push(Mark::Note(
                     "the rollback we launched ran (at its version on another boot), though its \
                      job failed without an answer; not running it again"
                         .into(),
                 ));
-                Some(self.await_rollback_reboot(marks))
+                rollback.await_reboot(seen, marks)
             }
             // Its rollback Job failed: drained, it is run again (the failed Job replaced).
-            (Some(_), _, _) => Some(self.rollback_drain(marks)),
-            (None, _, Some(_)) => {
-                Some(self.go(At::RollingBack(Rb::Finding), marks, Intent::FindRollbackJob))
-            }
+            (Some(_), _, _) => rollback.drain(marks),
+            (None, _, Some(_)) => rollback.go(Rb::Finding, marks, Intent::FindRollbackJob),
             (None, _, None) => {
                 marks.push(Mark::Started(UpgradeStep::Rollback));
-                Some(self.rollback_drain(marks))
+                rollback.drain(marks)
             }
+        },
+    )
+}
+
+impl Rollback {
+    fn new(failure: Failure) -> Self {
+        Rollback {
+            at: Rb::Deciding,
+            failure,
+            lost: None,
+            free: false,
         }
     }
 
-    fn rollback_drain(&mut self, marks: Vec<Mark>) -> Step {
-        self.go(At::RollingBack(Rb::Draining), marks, Intent::Drain)
+    fn go(mut self, at: Rb, marks: Vec<Mark>, intent: Intent) -> Step {
+        self.at = at;
+        Next::stay(self, marks, intent)
     }
 
-    /// The version the rollback goes back to.
-    fn rollback_to(&self) -> String {
-        (self.rollback.as_ref())
-            .map(|r| r.to.clone())
-            .unwrap_or_default()
+    fn drain(self, marks: Vec<Mark>) -> Step {
+        self.go(Rb::Draining, marks, Intent::Drain)
     }
 
     /// A step of the rollback.
-    pub(super) fn rollback_step(&mut self, rb: Rb, obs: Observation) -> Step {
-        match (rb, obs) {
+    pub(super) fn step(self, run: &Run, seen: &mut Seen, obs: Observation) -> Step {
+        match (self.at.clone(), obs) {
             (Rb::Deciding, Observation::Node(node)) => {
-                self.node = Some(node);
-                self.rollback_drain(Vec::new())
+                seen.node = Some(node);
+                self.drain(Vec::new())
             }
             (Rb::Draining, Observation::Drained(Ok(drained))) => {
-                let mut step = self.launch_rollback();
-                if !drained.evicted.is_empty() {
-                    step.marks
-                        .insert(0, Mark::Own(Own::Evicted(drained.evicted)));
+                let step = self.launch(seen);
+                if drained.evicted.is_empty() {
+                    return step;
                 }
-                step
+                step.after(vec![Mark::Own(Own::Evicted(drained.evicted))])
             }
             (Rb::Draining, Observation::Drained(Err(failed))) => {
-                let mut step = self.rollback_failed(
+                let step = self.failed(
                     FailureKind::Drain,
                     format!("it could not be drained for it: {}", failed.message),
                     None,
                     None,
                 );
-                if !failed.evicted.is_empty() {
-                    step.marks.push(Mark::Own(Own::Evicted(failed.evicted)));
+                if failed.evicted.is_empty() {
+                    return step;
                 }
-                step
+                step.then(Mark::Own(Own::Evicted(failed.evicted)))
             }
             (Rb::Launching, Observation::Node(node)) => {
-                self.node = Some(node);
-                self.go(
-                    At::RollingBack(Rb::Preflight),
-                    Vec::new(),
-                    Intent::Preflight,
-                )
+                seen.node = Some(node);
+                self.go(Rb::Preflight, Vec::new(), Intent::Preflight)
             }
             // Right before the rollback Job, as before the host upgrade's: the node the run
             // began with, cordoned, fenced by our taint, with no Pod a drain would evict.
-            (Rb::Preflight, Observation::Preflight { node: None, .. }) => self.rollback_failed(
+            (Rb::Preflight, Observation::Preflight { node: None, .. }) => self.failed(
                 FailureKind::Node,
                 "it was deleted from the cluster after its drain; the rollback was not started"
                     .into(),
@@ -315,36 +285,33 @@ impl NodeMachine {
                 },
             ) => {
                 let uid = node.metadata.uid.as_deref().unwrap_or_default();
-                if uid != self.uid {
+                if uid != seen.uid {
                     let why = format!(
                         "it was replaced by another node of the same name (uid {}, now {uid}) \
                          after its drain; the rollback was not started",
-                        self.uid
+                        seen.uid
                     );
-                    self.node = Some(node);
-                    return self.rollback_failed(FailureKind::Node, why, None, None);
+                    seen.node = Some(node);
+                    return self.failed(FailureKind::Node, why, None, None);
                 }
                 let fenced = unschedulable(&node)
                     && nodejob_core::tainted_no_schedule(&node, records::FENCE_TAINT);
                 if !fenced || !pods.is_empty() {
-                    self.at = At::RollingBack(Rb::Launching);
-                    let mut step = self.rollback_step(Rb::Launching, Observation::Changed(node));
-                    if !pods.is_empty() {
-                        step.marks.insert(
-                            0,
-                            Mark::Note(format!(
-                                "pod(s) {} landed on it after the drain",
-                                pods.join(", ")
-                            )),
-                        );
+                    let step = self.changed(seen, node);
+                    if pods.is_empty() {
+                        return step;
                     }
-                    return step;
+                    return step.after(vec![Mark::Note(format!(
+                        "pod(s) {} landed on it after the drain",
+                        pods.join(", ")
+                    ))]);
                 }
-                self.node = Some(node);
-                let to = self.rollback_to();
-                let known_free = std::mem::take(&mut self.rollback_free);
-                self.go(
-                    At::RollingBack(Rb::Hosting),
+                seen.node = Some(node);
+                let to = rollback_to(seen);
+                let mut rollback = self;
+                let known_free = std::mem::take(&mut rollback.free);
+                rollback.go(
+                    Rb::Hosting,
                     Vec::new(),
                     Intent::RollbackJob {
                         adopt: None,
@@ -353,49 +320,22 @@ impl NodeMachine {
                     },
                 )
             }
-            (Rb::Launching, Observation::Changed(node)) => {
-                self.redrains += 1;
-                if self.redrains > DRAIN_ROUNDS {
-                    self.node = Some(node);
-                    return self.rollback_failed(
-                        FailureKind::Node,
-                        "it kept changing between its drain and the rollback job; the \
-                         rollback was not started"
-                            .into(),
-                        None,
-                        None,
-                    );
-                }
-                let schedulable = !unschedulable(&node);
-                self.node = Some(node);
-                if schedulable {
-                    return self.recordon_for_rollback();
-                }
-                let marks = vec![Mark::Note(
-                    "it changed after the drain: draining it again before the rollback job".into(),
-                )];
-                self.rollback_drain(marks)
+            (Rb::Launching, Observation::Changed(node)) => self.changed(seen, node),
+            (Rb::Finding, Observation::Job(job)) => self.found(run, seen, job),
+            (Rb::Hosting, Observation::Host(Ok(report))) => self.record(run, seen, report),
+            (Rb::Hosting, Observation::Host(Err(why))) => {
+                self.go(Rb::Inquest(why), Vec::new(), Intent::FindRollbackJob)
             }
-            (Rb::Finding, Observation::Job(job)) => self.found_rollback_job(job),
-            (Rb::Hosting, Observation::Host(Ok(report))) => self.record_rollback(report),
-            (Rb::Hosting, Observation::Host(Err(why))) => self.go(
-                At::RollingBack(Rb::Inquest(why)),
-                Vec::new(),
-                Intent::FindRollbackJob,
-            ),
             // Lost to a reboot: recorded as a failure without an exit code, then the node,
             // once back, says whether it rolled back.
             (Rb::Hosting, Observation::Lost(why)) => {
-                self.lost_rollback = Some(why.clone());
-                self.go(
-                    At::RollingBack(Rb::Inquest(why)),
-                    Vec::new(),
-                    Intent::FindRollbackJob,
-                )
+                let mut rollback = self;
+                rollback.lost = Some(why.clone());
+                rollback.go(Rb::Inquest(why), Vec::new(), Intent::FindRollbackJob)
             }
             (Rb::Inquest(why), Observation::Job(Some(job))) if nodejob_core::failed(&job) => {
                 let uid = job.metadata.uid.clone().unwrap_or_default();
-                self.write_rollback_result(uid, None, Some((why, None, None)))
+                self.write_result(seen, uid, None, Some((why, None, None)))
             }
             (Rb::Inquest(_), Observation::Job(Some(job))) if nodejob_core::succeeded(&job) => {
                 let report = Report {
@@ -403,69 +343,54 @@ impl NodeMachine {
                     exit_code: 0,
                     log: None,
                 };
-                self.record_rollback(report)
+                self.record(run, seen, report)
             }
             (Rb::Inquest(why), Observation::Job(_)) => {
-                self.rollback_failed(FailureKind::Job, why, None, None)
+                self.failed(FailureKind::Job, why, None, None)
             }
             (Rb::Recording(failed), Observation::Node(node)) => {
-                self.node = Some(node);
-                let uid = (self.rollback.as_ref())
+                seen.node = Some(node);
+                let uid = (seen.rollback.as_ref())
                     .and_then(|r| r.uid.clone())
                     .unwrap_or_default();
-                if let Some(lost) = &self.lost_rollback
+                if let Some(lost) = &self.lost
                     && failed.is_some()
                 {
                     let marks = vec![Mark::Note(format!(
-                        "the rollback's pod was lost to a reboot of the node (job {}): \
-                         waiting for the node to be back; its version then says whether it \
-                         rolled back ({lost})",
-                        self.rollback_job_name()
+                        "the rollback's pod was lost to a reboot of the node (job {}): waiting \
+                         for the node to be back; its version then says whether it rolled back \
+                         ({lost})",
+                        seen.rollback_job_name(run)
                     ))];
-                    return self.await_rollback_reboot(marks);
+                    return self.await_reboot(seen, marks);
                 }
                 if let Some((why, exit_code, log)) = failed {
-                    return self.rollback_failed(
-                        FailureKind::host_or_job(exit_code),
-                        why,
-                        exit_code,
-                        log,
-                    );
+                    return self.failed(FailureKind::host_or_job(exit_code), why, exit_code, log);
                 }
-                self.go(
-                    At::RollingBack(Rb::Deleting),
-                    Vec::new(),
-                    Intent::DeleteRollbackJob { uid },
-                )
+                self.go(Rb::Deleting, Vec::new(), Intent::DeleteRollbackJob { uid })
             }
-            (Rb::Deleting, Observation::Deleted) => self.await_rollback_reboot(Vec::new()),
-            (Rb::Rebooting, Observation::Rebooted { node, met }) => self.rolled_back(node, met),
+            (Rb::Deleting, Observation::Deleted) => self.await_reboot(seen, Vec::new()),
+            (Rb::Rebooting, Observation::Rebooted { node, met }) => {
+                self.rolled_back(run, seen, node, met)
+            }
             (Rb::Finishing, Observation::Node(node)) => {
-                self.node = Some(node);
-                let to = self.rollback_to();
-                let failure = self.rolling_back.take().unwrap_or(Failure {
-                    step: UpgradeStep::Upgrade,
-                    kind: FailureKind::Internal,
-                    message: String::new(),
-                    exit_code: None,
-                    log_tail: None,
-                });
+                seen.node = Some(node);
+                let to = rollback_to(seen);
                 let message = format!("rolled back to {to}, on a new boot");
-                self.go(
-                    At::Over,
+                Next::Finish(
                     vec![Mark::Finished(UpgradeStep::Rollback, message)],
-                    Intent::Done(NodeResult::RolledBack {
-                        failure,
+                    NodeResult::RolledBack {
+                        failure: self.failure,
                         version: to,
-                    }),
+                    },
                 )
             }
             (Rb::Finishing, Observation::Changed(node)) => {
-                self.refinishes += 1;
-                let back = self.back_at(&node);
-                self.node = Some(node);
-                if !back || self.refinishes > DRAIN_ROUNDS {
-                    return self.rollback_failed(
+                seen.refinishes += 1;
+                let back = back_at(run, seen, &node);
+                seen.node = Some(node);
+                if !back || seen.refinishes > DRAIN_ROUNDS {
+                    return self.failed(
                         FailureKind::Node,
                         "it no longer showed the version rolled back to, Ready on a new boot, \
                          when it was to be recorded"
@@ -474,9 +399,9 @@ impl NodeMachine {
                         None,
                     );
                 }
-                self.finish_rollback()
+                self.finish(seen)
             }
-            (rb, obs) => self.rollback_failed(
+            (rb, obs) => self.failed(
                 FailureKind::Internal,
                 format!("internal: unexpected answer {obs:?} at {rb:?}"),
                 None,
@@ -485,11 +410,37 @@ impl NodeMachine {
         }
     }
 
+    /// The node changed between the drain and the rollback Job: drained again (cordoned
+    /// again first if someone uncordoned it), at most [`DRAIN_ROUNDS`] times.
+    fn changed(self, seen: &mut Seen, node: Box<Node>) -> Step {
+        seen.redrains += 1;
+        if seen.redrains > DRAIN_ROUNDS {
+            seen.node = Some(node);
+            return self.failed(
+                FailureKind::Node,
+                "it kept changing between its drain and the rollback job; the rollback was \
+                 not started"
+                    .into(),
+                None,
+                None,
+            );
+        }
+        let schedulable = !unschedulable(&node);
+        seen.node = Some(node);
+        if schedulable {
+            return self.recordon(seen);
+        }
+        let marks = vec![Mark::Note(
+            "it changed after the drain: draining it again before the rollback job".into(),
+        )];
+        self.drain(marks)
+    }
+
     /// Someone uncordoned it between the drain and the rollback Job: cordoned again (ours to
     /// uncordon at the end), then drained again.
-    fn recordon_for_rollback(&mut self) -> Step {
-        let (Some(node), Some(mut progress)) = (self.node.clone(), self.progress.clone()) else {
-            return self.rollback_failed(
+    fn recordon(self, seen: &mut Seen) -> Step {
+        let (Some(node), Some(mut progress)) = (seen.node.clone(), seen.progress.clone()) else {
+            return self.failed(
                 FailureKind::Internal,
                 "internal: no record to cordon again".into(),
                 None,
@@ -501,25 +452,21 @@ impl NodeMachine {
             NodeChange::set_annotation(IN_PROGRESS, records::value(&progress)),
             NodeChange::Cordon,
         ];
-        self.progress = Some(progress);
+        seen.progress = Some(progress);
         let marks = vec![Mark::Note(
             "it was uncordoned before its rollback: cordoning it again and draining it again"
                 .into(),
         )];
         let rv = records::rv(&node);
-        self.go(
-            At::RollingBack(Rb::Deciding),
-            marks,
-            Intent::Patch { rv, changes },
-        )
+        self.go(Rb::Deciding, marks, Intent::Patch { rv, changes })
     }
 
     /// Right before the rollback Job: the boot read now on the rollback record, under the
     /// resourceVersion of the node as drained. A node someone uncordoned is cordoned again and
     /// drained again first.
-    fn launch_rollback(&mut self) -> Step {
-        let (Some(node), Some(mut record)) = (self.node.clone(), self.rollback.clone()) else {
-            return self.rollback_failed(
+    fn launch(self, seen: &mut Seen) -> Step {
+        let (Some(node), Some(mut record)) = (seen.node.clone(), seen.rollback.clone()) else {
+            return self.failed(
                 FailureKind::Internal,
                 "internal: no record to launch from".into(),
                 None,
@@ -527,7 +474,7 @@ impl NodeMachine {
             );
         };
         if !unschedulable(&node) {
-            return self.recordon_for_rollback();
+            return self.recordon(seen);
         }
         record.rollback_boot_id = Some(boot_id(&node).to_string());
         record.uid = None;
@@ -536,65 +483,58 @@ impl NodeMachine {
             ROLLBACK,
             records::value(&record),
         )];
-        self.rollback = Some(record);
+        seen.rollback = Some(record);
         let rv = records::rv(&node);
-        self.go(
-            At::RollingBack(Rb::Launching),
-            Vec::new(),
-            Intent::Guarded { rv, changes },
-        )
+        self.go(Rb::Launching, Vec::new(), Intent::Guarded { rv, changes })
     }
 
     /// Waits for the node to be back Ready on a boot other than the one the rollback was
     /// launched on.
-    fn await_rollback_reboot(&mut self, marks: Vec<Mark>) -> Step {
-        let boot_id = (self.rollback.as_ref())
+    fn await_reboot(self, seen: &Seen, marks: Vec<Mark>) -> Step {
+        let boot_id = (seen.rollback.as_ref())
             .and_then(|r| r.rollback_boot_id.clone())
             .unwrap_or_default();
-        self.go(
-            At::RollingBack(Rb::Rebooting),
-            marks,
-            Intent::WaitReboot { boot_id },
-        )
+        self.go(Rb::Rebooting, marks, Intent::WaitReboot { boot_id })
     }
 
-    /// Whether the rollback launched on `launched` ran: the node is back at its version, Ready,
-    /// on another boot.
-    fn rollback_ran(&self, launched: &str) -> bool {
-        (self.node.as_deref())
-            .is_some_and(|n| !launched.is_empty() && boot_id(n) != launched && self.back_at(n))
+    /// Whether the rollback launched on `launched` ran: the node is back at its version,
+    /// Ready, on another boot.
+    fn ran(&self, run: &Run, seen: &Seen, launched: &str) -> bool {
+        (seen.node.as_deref()).is_some_and(|n| {
+            !launched.is_empty() && boot_id(n) != launched && back_at(run, seen, n)
+        })
     }
 
     /// The rollback Job an earlier run launched, if any: adopted; none: it ran if the node is
     /// at the version on another boot, else drained and created.
-    fn found_rollback_job(&mut self, job: Option<Box<Job>>) -> Step {
-        self.rollback_free = job.is_none();
+    fn found(mut self, run: &Run, seen: &Seen, job: Option<Box<Job>>) -> Step {
+        self.free = job.is_none();
         let Some(job) = job.filter(|j| j.metadata.deletion_timestamp.is_none()) else {
-            let launched = (self.rollback.as_ref())
+            let launched = (seen.rollback.as_ref())
                 .and_then(|r| r.rollback_boot_id.clone())
                 .unwrap_or_default();
-            if self.rollback_ran(&launched) {
+            if self.ran(run, seen, &launched) {
                 let marks = vec![Mark::Note(
                     "the rollback we launched ran (at its version on another boot, its job \
                      gone); not running it again"
                         .into(),
                 )];
                 return self.go(
-                    At::RollingBack(Rb::Rebooting),
+                    Rb::Rebooting,
                     marks,
                     Intent::WaitReboot { boot_id: launched },
                 );
             }
-            return self.rollback_drain(Vec::new());
+            return self.drain(Vec::new());
         };
         let uid = job.metadata.uid.clone().unwrap_or_default();
         let marks = vec![Mark::Note(format!(
             "adopting the rollback job {} an earlier run started: its result is the answer",
             job.metadata.name.as_deref().unwrap_or_default()
         ))];
-        let to = self.rollback_to();
+        let to = rollback_to(seen);
         self.go(
-            At::RollingBack(Rb::Hosting),
+            Rb::Hosting,
             marks,
             Intent::RollbackJob {
                 adopt: Some(uid),
@@ -605,31 +545,32 @@ impl NodeMachine {
     }
 
     /// The rollback Job's result, recorded on the node before anything else.
-    fn record_rollback(&mut self, report: Report) -> Step {
+    fn record(self, run: &Run, seen: &mut Seen, report: Report) -> Step {
         let failed = (report.exit_code != 0).then(|| {
             let why = format!(
                 "the rollback exited {}; the node stays cordoned and job {} is left for \
                  inspection",
                 report.exit_code,
-                self.rollback_job_name()
+                seen.rollback_job_name(run)
             );
             let log = report.log.as_deref().map(|l| log_tail(l, LOG_TAIL_LINES));
             (why, Some(report.exit_code), log)
         });
         let exit_code = Some(report.exit_code);
-        self.write_rollback_result(report.uid, exit_code, failed)
+        self.write_result(seen, report.uid, exit_code, failed)
     }
 
     /// Records the rollback Job `uid`'s result (`exit_code`; `None`: failed without one),
     /// then goes on, or fails as `failed` says.
-    fn write_rollback_result(
-        &mut self,
+    fn write_result(
+        self,
+        seen: &mut Seen,
         uid: String,
         exit_code: Option<i32>,
         failed: Option<(String, Option<i32>, Option<String>)>,
     ) -> Step {
-        let Some(mut record) = self.rollback.clone() else {
-            return self.rollback_failed(
+        let Some(mut record) = seen.rollback.clone() else {
+            return self.failed(
                 FailureKind::Internal,
                 "internal: no rollback record".into(),
                 None,
@@ -642,43 +583,41 @@ impl NodeMachine {
             ROLLBACK,
             records::value(&record),
         )];
-        self.rollback = Some(record);
-        let rv = self.rv();
+        seen.rollback = Some(record);
+        let rv = seen.rv();
         self.go(
-            At::RollingBack(Rb::Recording(failed)),
+            Rb::Recording(failed),
             Vec::new(),
             Intent::Patch { rv, changes },
         )
     }
 
-    /// Whether `node` is back at the version rolled back to, Ready.
-    fn back_at(&self, node: &Node) -> bool {
-        let to = self.rollback_to();
-        ready(node) && version(node, &self.source).is_some_and(|v| same_version(v, &to))
-    }
-
     /// After the rollback's reboot wait: at its version on a new boot, finished; else failed.
-    fn rolled_back(&mut self, node: Option<Box<Node>>, met: bool) -> Step {
+    fn rolled_back(
+        mut self,
+        run: &Run,
+        seen: &mut Seen,
+        node: Option<Box<Node>>,
+        met: bool,
+    ) -> Step {
         let Some(node) = node else {
-            return self.rollback_failed(
+            return self.failed(
                 FailureKind::Node,
                 "the node was deleted from the cluster while it rebooted".into(),
                 None,
                 None,
             );
         };
-        let to = self.rollback_to();
-        let reported = version(&node, &self.source)
-            .unwrap_or("nothing")
-            .to_string();
-        let back = self.back_at(&node);
-        self.node = Some(node);
+        let to = rollback_to(seen);
+        let reported = version(&node, &run.source).unwrap_or("nothing").to_string();
+        let back = back_at(run, seen, &node);
+        seen.node = Some(node);
         // Its Job lost to a reboot: that is the first half of the news.
-        let lost = (self.lost_rollback.take())
+        let lost = (self.lost.take())
             .map(|l| format!("{l}; "))
             .unwrap_or_default();
         if !met {
-            return self.rollback_failed(
+            return self.failed(
                 FailureKind::TimedOut,
                 format!(
                     "{lost}it did not come back Ready on a new boot within the reboot timeout; \
@@ -689,63 +628,69 @@ impl NodeMachine {
             );
         }
         if !back {
-            return self.rollback_failed(
+            return self.failed(
                 FailureKind::Node,
                 format!("{lost}it came back at {reported}, not {to}; the node stays cordoned"),
                 None,
                 None,
             );
         }
-        self.finish_rollback()
+        self.finish(seen)
     }
 
     /// Uncordon if we cordoned it, the rollback recorded done, not ours any more: one guarded
     /// write. A failed host Job's record stays, so that a rerun replaces exactly that Job.
-    fn finish_rollback(&mut self) -> Step {
+    fn finish(self, seen: &mut Seen) -> Step {
         let mut changes = Vec::new();
-        if self.progress.as_ref().is_some_and(|p| p.cordoned) {
+        if seen.cordoned() {
             changes.push(NodeChange::Uncordon);
         }
-        if let Some(record) = self.rollback.as_mut() {
-            record.done = Some(self.now.clone());
+        let now = seen.now.clone();
+        if let Some(record) = seen.rollback.as_mut() {
+            record.done = Some(now);
             changes.push(NodeChange::set_annotation(
                 ROLLBACK,
                 records::value(&*record),
             ));
         }
         changes.push(NodeChange::remove_annotation(IN_PROGRESS));
-        if self.host.as_ref().is_none_or(|h| h.exit_code == Some(0)) {
+        if seen.host.as_ref().is_none_or(|h| h.exit_code == Some(0)) {
             changes.push(NodeChange::remove_annotation(HOST_JOB));
         }
-        let rv = self.rv();
-        self.go(
-            At::RollingBack(Rb::Finishing),
-            Vec::new(),
-            Intent::Guarded { rv, changes },
-        )
+        let rv = seen.rv();
+        self.go(Rb::Finishing, Vec::new(), Intent::Guarded { rv, changes })
     }
 
     /// The rollback failed: the node fails at `Rollback`, left cordoned, the failure it was
     /// rolled back for said too.
-    fn rollback_failed(
-        &mut self,
+    fn failed(
+        self,
         kind: FailureKind,
         why: String,
         exit_code: Option<i32>,
         log_tail: Option<String>,
     ) -> Step {
-        let before = (self.rolling_back.as_ref())
-            .map(|f| {
-                format!(
-                    "; it was rolled back after failing at {}: {}",
-                    f.step, f.message
-                )
-            })
-            .unwrap_or_default();
+        let before = format!(
+            "; it was rolled back after failing at {}: {}",
+            self.failure.step, self.failure.message
+        );
         let message = format!("the rollback failed: {why}{before}");
         let failure = Failure::new(UpgradeStep::Rollback, kind, message);
-        self.fail(failure.exit(exit_code).log(log_tail))
+        Next::fail(failure.exit(exit_code).log(log_tail))
     }
+}
+
+/// The version the rollback goes back to.
+fn rollback_to(seen: &Seen) -> String {
+    (seen.rollback.as_ref())
+        .map(|r| r.to.clone())
+        .unwrap_or_default()
+}
+
+/// Whether `node` is back at the version rolled back to, Ready.
+fn back_at(run: &Run, seen: &Seen, node: &Node) -> bool {
+    let to = rollback_to(seen);
+    ready(node) && version(node, &run.source).is_some_and(|v| same_version(v, &to))
 }
 
 /// The kind of a failure a rollback record names by its step alone (the record keeps no
