@@ -196,15 +196,7 @@ impl Host {
             (At::Deleting, Observation::Deleted) => {
                 let job = seen.job_name(run);
                 let done = format!("the host upgrade exited 0; its job {job} deleted");
-                let marks = vec![Mark::Finished(UpgradeStep::Upgrade, done)];
-                let (lost, earlier_success) = (self.lost, self.earlier_success);
-                Next::Leave(
-                    marks,
-                    Hosted::Reboot {
-                        lost,
-                        earlier_success,
-                    },
-                )
+                self.leave_for_reboot(vec![Mark::Finished(UpgradeStep::Upgrade, done)])
             }
             (at, obs) => Next::fail(Failure::new(
                 UpgradeStep::Upgrade,
@@ -259,12 +251,16 @@ impl Host {
             "the host upgrade's pod was lost to a reboot of the node (job {job}): waiting for \
              the node to be back; its version then says whether the upgrade took"
         ))];
-        let (lost, earlier_success) = (self.lost, self.earlier_success);
+        self.leave_for_reboot(marks)
+    }
+
+    /// Done here: on to the reboot, with what this phase learned of the host Job.
+    fn leave_for_reboot(self, marks: Vec<Mark>) -> Step {
         Next::Leave(
             marks,
             Hosted::Reboot {
-                lost,
-                earlier_success,
+                lost: self.lost,
+                earlier_success: self.earlier_success,
             },
         )
     }
