@@ -37,35 +37,20 @@ impl Finish {
     pub(super) fn step(self, run: &Run, seen: &mut Seen, obs: Observation) -> Step {
         match obs {
             Observation::Changed(node) => again(run, seen, node),
-            Observation::Node(node) if run.soaks => {
-                seen.node = Some(node);
-                let message = if seen.cordoned() {
-                    format!("uncordoned; at {}; soaking", run.target)
-                } else {
-                    format!(
-                        "at {}; left cordoned (someone else cordoned it); soaking",
-                        run.target
-                    )
-                };
-                Next::Leave(
-                    vec![Mark::Finished(UpgradeStep::Uncordon, message)],
-                    Soaking,
-                )
-            }
             Observation::Node(node) => {
                 seen.node = Some(node);
+                let (target, soaking) = (&run.target, if run.soaks { "; soaking" } else { "" });
                 let message = if seen.cordoned() {
-                    format!("uncordoned; at {}", run.target)
+                    format!("uncordoned; at {target}{soaking}")
                 } else {
-                    format!(
-                        "at {}; left cordoned (someone else cordoned it)",
-                        run.target
-                    )
+                    format!("at {target}; left cordoned (someone else cordoned it){soaking}")
                 };
-                Next::Finish(
-                    vec![Mark::Finished(UpgradeStep::Uncordon, message)],
-                    NodeResult::Upgraded,
-                )
+                let marks = vec![Mark::Finished(UpgradeStep::Uncordon, message)];
+                if run.soaks {
+                    Next::Leave(marks, Soaking)
+                } else {
+                    Next::Finish(marks, NodeResult::Upgraded)
+                }
             }
             obs => Next::fail(Failure::new(
                 UpgradeStep::Uncordon,
