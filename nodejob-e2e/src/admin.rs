@@ -28,6 +28,22 @@ pub fn kubeconfig_path() -> PathBuf {
     )
 }
 
+/// An exclusive `flock(2)` on the file `name` beside the admin kubeconfig (created when
+/// missing), taken when it is free and held until the returned file is closed: one lock per
+/// control plane, shared by every test binary `e2e/run` runs on it, and released by the kernel
+/// if its process dies. Blocks the thread while another holds it.
+pub(crate) fn lock_beside_kubeconfig(name: &str) -> Result<std::fs::File, Failure> {
+    let mut path = kubeconfig_path().into_os_string();
+    path.push(name);
+    let locked = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .and_then(|file| file.lock().map(|()| file));
+    locked.map_err(|e| Failure(format!("the lock {}: {e}", PathBuf::from(&path).display())))
+}
+
 /// A [`Config`] from the admin kubeconfig, acting as `impersonate` when given.
 pub async fn config(impersonate: Option<&str>) -> Result<Config, Failure> {
     let path = kubeconfig_path();

@@ -33,7 +33,7 @@ use kube::config::AuthInfo;
 use nodejob_conformance::Failure;
 use rcgen::{DnType, ExtendedKeyUsagePurpose, KeyPair};
 
-use crate::admin::{client, config, kubeconfig_path};
+use crate::admin::{client, config, lock_beside_kubeconfig};
 use crate::pki::{self, Ca};
 
 /// Who the probe of [`ControlPlaneTrust::extend`] authenticates as.
@@ -59,25 +59,12 @@ pub fn run_ca_fingerprint() -> Result<String, Failure> {
 
 /// The apiserver's files are changed by one test at a time (two rotations may run side by
 /// side, each adding its own CA and taking it back, in one binary or in two that `e2e/run`
-/// runs together): a mutex in the process, then an exclusive `flock(2)` on a file beside the
-/// admin kubeconfig, held while a file is read and written again.
+/// runs together): a mutex in the process, then [`lock_beside_kubeconfig`], held while a file
+/// is read and written again.
 fn files_turn() -> Result<(std::sync::MutexGuard<'static, ()>, std::fs::File), Failure> {
     static FILES: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let in_process = FILES.lock().unwrap_or_else(|e| e.into_inner());
-    let mut path = kubeconfig_path().into_os_string();
-    path.push(".apiserver-files.lock");
-    let locked = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .and_then(|file| file.lock().map(|()| file));
-    let file = locked.map_err(|e| {
-        Failure(format!(
-            "the lock on the apiserver's files, {}: {e}",
-            std::path::Path::new(&path).display()
-        ))
-    })?;
+    let file = lock_beside_kubeconfig(".apiserver-files.lock")?;
     Ok((in_process, file))
 }
 

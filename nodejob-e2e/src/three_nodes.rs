@@ -12,7 +12,7 @@ use kube::{Client, Config};
 use nodejob_conformance::{Backend, Failure, Object, Workloads};
 use nodejob_kube::KubeApi;
 
-use crate::admin::{annotate_node, client, config, kubeconfig_path, label_node};
+use crate::admin::{annotate_node, client, config, label_node, lock_beside_kubeconfig};
 use crate::backend::KubeBackend;
 use crate::conventions::{QUICK_STRATUM, STRATUM_TIMING_ANNOTATION, ZONE_LABEL};
 use crate::host::{HostReport, boot_id, host_report};
@@ -63,27 +63,17 @@ impl Kubelets {
 /// see the other's nodes in flight (a skew gate judging them, a roll carrying them on), and
 /// an action staged before a driver's n-th call of a verb must count that driver's calls only.
 ///
-/// `e2e/run` runs the suite's test binaries side by side on one control plane, so the turn is
+/// `e2e/run` runs several test binaries side by side on each control plane, so the turn is
 /// taken first in the process (a tokio mutex: a waiting scenario holds no thread) and then
-/// across processes: an exclusive `flock(2)` on a file beside the admin kubeconfig, which the
-/// kernel releases when the turn is dropped or its process dies.
+/// across the processes of that control plane: an exclusive `flock(2)` on a file beside its
+/// admin kubeconfig, which the kernel releases when the turn is dropped or its process dies.
 pub async fn one_driver() -> DriverTurn {
     static ONE_DRIVER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     let in_process = ONE_DRIVER.lock().await;
-    let mut path = kubeconfig_path().into_os_string();
-    path.push(".driver.lock");
-    let file = tokio::task::spawn_blocking(move || {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)?;
-        file.lock()?;
-        Ok::<_, std::io::Error>(file)
-    })
-    .await
-    .expect("taking the driver lock panicked")
-    .unwrap_or_else(|e| panic!("the end-to-end driver lock beside the kubeconfig: {e}"));
+    let file = tokio::task::spawn_blocking(|| lock_beside_kubeconfig(".driver.lock"))
+        .await
+        .expect("taking the driver lock panicked")
+        .unwrap_or_else(|e| panic!("the end-to-end driver turn: {e}"));
     DriverTurn {
         _across: file,
         _in_process: in_process,
