@@ -66,16 +66,29 @@ pub(crate) async fn our_jobs<A: JobApi + ?Sized>(
     }
 }
 
-/// Deletes our Job `namespace/name` of `uid` exactly (its UID and the resourceVersion read
-/// just before), without waiting for it to go: [`nodejob_roll::delete_job`] without its wait,
-/// for a run that waits for all the Jobs it deleted at once, later. Gone already, replaced, or
-/// being deleted already is done; a conflict (the Job controller wrote to it) reads it again.
+/// Deletes our Job `namespace/name` of `uid`, without waiting for it to go:
+/// [`nodejob_roll::delete_job`] without its wait, for a run that waits for all the Jobs it
+/// deleted at once, later. First by its UID alone, with no read: the run decides nothing on
+/// the state of a Job whose result it recorded, only on its identity. Gone already, replaced,
+/// or being deleted already is done. A Conflict there (another Job of the name, by the UID
+/// precondition) is told apart by a read: then exactly (UID and the resourceVersion read just
+/// before), a conflict (the Job controller wrote to it) reading it again.
 pub(crate) async fn delete_exactly<A: JobApi + ?Sized>(
     api: &A,
     namespace: &str,
     name: &str,
     uid: &str,
 ) -> Result<(), String> {
+    let by_uid = Preconditions {
+        uid: Some(uid.to_string()),
+        resource_version: None,
+    };
+    match retry(api, || api.delete_job(namespace, name, Some(&by_uid))).await {
+        Ok(()) => return Ok(()),
+        Err(e) if e.is_not_found() => return Ok(()),
+        Err(e) if e.is_conflict() => {}
+        Err(e) => return Err(format!("deleting job {namespace}/{name} (uid {uid}): {e}")),
+    }
     for _ in 0..WRITE_ROUNDS {
         let job = match retry(api, || api.get_job(namespace, name)).await {
             Ok(job) if job.metadata.uid.as_deref() == Some(uid) => job,

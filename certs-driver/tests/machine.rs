@@ -61,6 +61,7 @@ fn exited(uid: &str, exit_code: i32, log: Option<&str>) -> Obs {
         uid: uid.into(),
         exit_code,
         log: log.map(str::to_string),
+        resource_version: None,
     }))
 }
 

@@ -251,6 +251,7 @@ macro_rules! conformance {
             forbidden_fails_at_once,
             logs_are_read_by_uid,
             delete_exact_refuses_a_changed_job,
+            delete_seen_takes_a_changed_job_by_its_uid,
             delete_of_a_missing_job_is_no_error,
             wait_ready_sees_the_node_turn_ready,
             wait_ready_times_out_on_a_not_ready_node,

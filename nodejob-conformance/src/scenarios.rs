@@ -10,8 +10,8 @@ use k8s_openapi::api::core::v1::Node;
 use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{
     ApiError, CONTROLLER_UID_LABEL, Clock, Error, ErrorKind, JobApi, Verb, build, delete_and_wait,
-    delete_exact_and_wait, job_node, logs, node_label_value, run, run_exit_code,
-    run_exit_code_logs, wait_ready,
+    delete_exact_and_wait, delete_seen_and_wait, job_node, logs, node_label_value, run,
+    run_exit_code, run_exit_code_logs, wait_ready,
 };
 use nodejob_core::{NodeApi, ready};
 use nodejob_fake::host;
@@ -44,6 +44,7 @@ pub const ALL: &[&str] = &[
     "forbidden_fails_at_once",
     "logs_are_read_by_uid",
     "delete_exact_refuses_a_changed_job",
+    "delete_seen_takes_a_changed_job_by_its_uid",
     "delete_of_a_missing_job_is_no_error",
     "wait_ready_sees_the_node_turn_ready",
     "wait_ready_times_out_on_a_not_ready_node",
@@ -625,6 +626,46 @@ pub async fn delete_exact_refuses_a_changed_job<B: Backend>(b: Arc<B>) -> Outcom
     ensure!(
         cx.job("exact").await?.is_none(),
         "still there after delete_exact_and_wait"
+    );
+    Ok(())
+}
+
+/// A delete by the UID alone takes a Job changed since it was seen (the Job controller's own
+/// writes as it finished), and waits it out from the version seen, with no read first; a Job
+/// of another UID under the name refuses it with a Conflict and stays.
+pub async fn delete_seen_takes_a_changed_job_by_its_uid<B: Backend>(b: Arc<B>) -> Outcome {
+    let cx = Ctx::new(b);
+    cx.api
+        .inner()
+        .create_job(&build(&cx.spec("seen", &[host::run(secs(3))])))
+        .await?;
+    let inspected = cx.wait_running("seen").await?;
+    cx.wait_finished("seen").await?;
+    let mut other = inspected.clone();
+    other.metadata.uid = Some("0b7e4ad2-8c4e-4c1b-9d55-6f0a3c7b1e21".into());
+    match delete_seen_and_wait(&*cx.api, &other).await {
+        Err(e) => ensure!(
+            e.api_error().map(|a| a.kind) == Some(ErrorKind::Conflict),
+            "{e}"
+        ),
+        Ok(()) => ensure!(false, "deleted a job of another uid"),
+    }
+    let current = cx
+        .job("seen")
+        .await?
+        .ok_or_else(|| Failure("the job is gone".into()))?;
+    ensure!(
+        current.metadata.deletion_timestamp.is_none(),
+        "deleted despite another uid"
+    );
+    ensure!(
+        current.metadata.resource_version != inspected.metadata.resource_version,
+        "the job did not change since it was seen running: nothing is shown"
+    );
+    delete_seen_and_wait(&*cx.api, &inspected).await?;
+    ensure!(
+        cx.job("seen").await?.is_none(),
+        "still there after delete_seen_and_wait"
     );
     Ok(())
 }

@@ -11,7 +11,7 @@
 //!   intents, and never awaits;
 //! - the [`JobApi`] trait, one method per API verb, and thin async loops over it: [`run`],
 //!   [`run_exit_code`], [`run_exit_code_logs`], [`logs`], [`delete_and_wait`],
-//!   [`delete_exact_and_wait`], [`wait_ready`];
+//!   [`delete_exact_and_wait`], [`delete_seen_and_wait`], [`wait_ready`];
 //! - label selectors parsed and matched by the apiserver's grammar ([`selector`]), so a plan
 //!   refuses a malformed one before any API call.
 //!
@@ -65,12 +65,16 @@ pub use runner::{
 };
 pub use spec::{ARGV_LIMIT, Level, Note, Sink, Spec};
 pub use status::{
-    ConditionStatus, Disruption, JobConditionReason, JobConditionType, NodeConditionType,
-    PodConditionType, PodPhase, UNKNOWN_EXIT_CODE, UNKNOWN_EXIT_REASON, UnknownValue, condition,
-    container_exit_code, disruption, failed, failure_condition, finished, is_pod_of_job, job_node,
-    lost_in_reboot, pod_condition, pod_phase, ready, succeeded,
+    ConditionStatus, Disruption, JobConditionReason, JobConditionType, NOT_READY_TAINT,
+    NodeConditionType, PodConditionType, PodPhase, UNKNOWN_EXIT_CODE, UNKNOWN_EXIT_REASON,
+    UnknownValue, condition, container_exit_code, disruption, failed, failure_condition, finished,
+    is_pod_of_job, job_node, lost_in_reboot, pod_condition, pod_phase, ready, succeeded,
+    tainted_not_ready,
 };
-pub use wait::{DELETE_TIMEOUT, delete_and_wait, delete_exact_and_wait, wait_pod_gone, wait_ready};
+pub use wait::{
+    DELETE_TIMEOUT, delete_and_wait, delete_exact_and_wait, delete_seen_and_wait, wait_pod_gone,
+    wait_ready,
+};
 
 /// One unit of the wait bound: a runner waits `poll_attempts` x `POLL_INTERVAL` at most. Waiting
 /// itself is event-driven, so this is a bound, not a polling period.

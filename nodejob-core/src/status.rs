@@ -443,6 +443,21 @@ pub fn ready(node: &Node) -> bool {
     node_condition(node, NodeConditionType::Ready).is_some_and(|c| is_true(&c.status))
 }
 
+/// The taint the node lifecycle controller keeps on a Node whose `Ready` is not `"True"`, and
+/// lifts once it is (`doNoScheduleTaintingPass`, `pkg/controller/nodelifecycle`); the
+/// `TaintNodesByCondition` admission plugin puts it on every new Node
+/// (<https://kubernetes.io/docs/reference/labels-annotations-taints/#node-kubernetes-io-not-ready>).
+pub const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
+
+/// Whether a Node carries [`NOT_READY_TAINT`]: Ready or not by its condition, the control
+/// plane has not yet said so in its taints (the lifecycle controller lifts the taint a moment
+/// after the kubelet posts Ready).
+pub fn tainted_not_ready(node: &Node) -> bool {
+    (node.spec.iter())
+        .flat_map(|s| s.taints.iter().flatten())
+        .any(|t| t.key == NOT_READY_TAINT)
+}
+
 /// Why a Node is not Ready, for a message: its `Ready` condition's status, reason and message
 /// (`"Unknown: NodeStatusUnknown: Kubelet stopped posting node status."`); `None` when it is
 /// Ready.

@@ -15,7 +15,7 @@ use crate::runner::retrying;
 use crate::watch::{From, Step, Until, watch_until};
 use crate::{POLL_INTERVAL, ready};
 
-/// How long [`delete_and_wait`] and [`delete_exact_and_wait`] wait for a Job to be gone: its
+/// How long [`delete_and_wait`], [`delete_exact_and_wait`] and [`delete_seen_and_wait`] wait for a Job to be gone: its
 /// Pod's termination grace period (30s by default) with room to spare.
 pub const DELETE_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -71,6 +71,39 @@ pub async fn delete_exact_and_wait<A: JobApi + ?Sized>(api: &A, job: &Job) -> Re
         ));
     if pre.uid.is_none() || pre.resource_version.is_none() {
         let cause = ApiError::invalid("an exact delete needs the job's uid and resourceVersion");
+        return Err(Error::Api { op, cause });
+    }
+    match retrying(api, DELETE_TIMEOUT, || {
+        api.delete_job(namespace, name, Some(&pre))
+    })
+    .await
+    {
+        Err(e) if e.is_not_found() => Ok(()),
+        Err(cause) => Err(Error::Api { op, cause }),
+        Ok(()) => wait_gone(api, job).await,
+    }
+}
+
+/// Deletes the Job object it is given by its UID alone, then waits until it is gone, from its
+/// resourceVersion as given: the Job as its caller last saw it, with no read first. A change
+/// to it since (the Job controller's own status writes on a finished Job) does not refuse the
+/// delete; another Job of its name does (UID mismatch: [`Error::Api`] with a Conflict, as in
+/// [`delete_exact_and_wait`]). For a caller that no longer decides anything on the Job's
+/// state, only on its identity: a finished Job whose result it has recorded.
+///
+/// # Errors
+/// The delete failed (a Conflict included), or the Job was not gone within
+/// [`DELETE_TIMEOUT`].
+pub async fn delete_seen_and_wait<A: JobApi + ?Sized>(api: &A, job: &Job) -> Result<()> {
+    let (namespace, name) = names(job);
+    let pre = Preconditions {
+        uid: job.metadata.uid.clone(),
+        resource_version: None,
+    };
+    let op = Operation::named(Action::Deleting, ObjectKind::Job, namespace, name)
+        .with_detail(format!("uid {}", pre.uid.as_deref().unwrap_or("?")));
+    if pre.uid.is_none() {
+        let cause = ApiError::invalid("a delete by UID needs the job's uid");
         return Err(Error::Api { op, cause });
     }
     match retrying(api, DELETE_TIMEOUT, || {

@@ -35,6 +35,7 @@ fn finish_ok(exit_code: i32, log: Option<&str>) -> Intent {
         uid: "ours".into(),
         exit_code,
         log: log.map(String::from),
+        resource_version: None,
     }))
 }
 
@@ -340,6 +341,7 @@ fn a_failed_job_is_read_through_the_uid_of_its_pods_after_the_finish() {
                 uid: "ours".into(),
                 exit_code: 2,
                 log: None,
+                resource_version: None,
             })),
         };
         assert_eq!(s.intent, expected, "{mode:?}");

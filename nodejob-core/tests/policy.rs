@@ -68,6 +68,7 @@ fn a_running_job_adopted_is_waited_for_never_deleted_nor_replaced() {
             uid: "old".into(),
             exit_code: 0,
             log: Some("upgraded\n".into()),
+            resource_version: Some("6".into()),
         }))
     );
 }
@@ -84,6 +85,7 @@ fn a_finished_job_adopted_is_read_at_once() {
             uid: "old".into(),
             exit_code: 0,
             log: None,
+            resource_version: Some("7".into()),
         }))
     );
     let mut m = machine(Mode::ExitCode, adopting("old"));
@@ -99,6 +101,7 @@ fn a_finished_job_adopted_is_read_at_once() {
             uid: "old".into(),
             exit_code: 5,
             log: None,
+            resource_version: None,
         }))
     );
 }
@@ -125,7 +128,7 @@ fn an_adopted_job_gone_replaced_or_being_deleted_ends_the_run_and_nothing_is_cre
 }
 
 #[test]
-fn keep_leaves_a_succeeded_job_in_place_and_reports_its_uid() {
+fn keep_leaves_a_succeeded_job_in_place_and_reports_its_uid_and_version() {
     let keep = Policy {
         adopt: None,
         keep: true,
@@ -142,6 +145,7 @@ fn keep_leaves_a_succeeded_job_in_place_and_reports_its_uid() {
             uid: "ours".into(),
             exit_code: 0,
             log: None,
+            resource_version: Some("3".into()),
         }))
     );
 }

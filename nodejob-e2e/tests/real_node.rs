@@ -69,6 +69,7 @@ on_real_nodes!(
     forbidden_fails_at_once,
     logs_are_read_by_uid,
     delete_exact_refuses_a_changed_job,
+    delete_seen_takes_a_changed_job_by_its_uid,
     delete_of_a_missing_job_is_no_error,
     wait_ready_reports_a_missing_node,
     long_node_name_makes_valid_objects,

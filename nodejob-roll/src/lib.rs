@@ -59,7 +59,7 @@ pub use fence::{Fence, FenceEvent, FenceEvents, LeaseEnd, LeaseHistory, lease_ho
 pub use fenced::Fenced;
 pub use limits::{Limits, Paused, Slept, paused_out};
 pub use not_now::{NotNow, lease_now, not_now};
-pub use ops::{OpError, WRITE_ROUNDS, delete_job, patch_node, write_node, write_node_event};
+pub use ops::{OpError, WRITE_ROUNDS, delete_job, patch_node, write_node_event};
 pub use order::{Group, Order, ZONE_LABEL, batches};
 pub use pause::{Gate, Passed, ReadAgain, Waiting, pause_before, read_again, wait_unpaused};
 pub use placement::{

@@ -4,7 +4,9 @@
 //! notes in the run's progress, and an Event only while the Lease is held, read right before
 //! it, are [`Context`](crate::Context)'s.)
 
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use nodejob_core::{ApiError, EventType, JobApi, NodeApi, NodeChange, node_event};
 
 use crate::call::retry;
@@ -79,32 +81,9 @@ pub async fn patch_node<A: NodeApi + ?Sized>(
     resource_version: &str,
     changes: &[NodeChange],
 ) -> Result<Node, OpError> {
-    let write = |rv: String| async move { retry(api, || api.patch_node(name, &rv, changes)).await };
-    write_node(api, name, resource_version, write).await
-}
-
-/// [`patch_node`]'s rounds with another write of the same idempotent changes: `write(rv)`
-/// makes it under `rv` (transient errors retried by it), first under `resource_version`, then
-/// under the version a conflict's read answers, at most [`WRITE_ROUNDS`] times. A driver's
-/// record sent with its condition through `nodes/status`
-/// ([`NodeApi::patch_node_conditions`]) is written so.
-///
-/// # Errors
-/// The node could not be read or written, or kept changing.
-pub async fn write_node<A, F, W>(
-    api: &A,
-    name: &str,
-    resource_version: &str,
-    write: W,
-) -> Result<Node, OpError>
-where
-    A: NodeApi + ?Sized,
-    F: Future<Output = Result<Node, ApiError>>,
-    W: Fn(String) -> F,
-{
     let mut rv = resource_version.to_string();
     for _ in 0..WRITE_ROUNDS {
-        match write(rv.clone()).await {
+        match retry(api, || api.patch_node(name, &rv, changes)).await {
             Ok(node) => return Ok(node),
             Err(e) if e.is_conflict() => {
                 let node = retry(api, || api.get_node(name)).await.map_err(|cause| {
@@ -126,10 +105,18 @@ where
     Err(OpError::NodeKeptChanging { node: name.into() })
 }
 
-/// Deletes the host Job `namespace/name` of `uid` exactly (UID and resourceVersion as
-/// preconditions) and waits until it is gone; gone already, or replaced by another Job of the
-/// name, is done. A conflict (the Job controller wrote to it since it was read) reads it
-/// again: still `uid`, the delete is tried again with the new resourceVersion.
+/// Deletes the host Job `namespace/name` of `uid` and waits until it is gone; gone already, or
+/// replaced by another Job of the name, is done.
+///
+/// - `seen`, the Job's resourceVersion as the caller last saw it (the runner's
+///   [`Report::resource_version`](nodejob_core::runner::Report::resource_version)): deleted by
+///   its UID alone and waited for from that version, with no read first
+///   ([`nodejob_core::delete_seen_and_wait`]). Its deletion decides nothing on its state (a
+///   finished Job whose result is recorded), only on its identity.
+/// - Else, or when that delete meets a Conflict: read first, then deleted exactly (UID and
+///   resourceVersion as preconditions); a conflict (the Job controller wrote to it since it
+///   was read) reads it again: still `uid`, the delete is tried again with the new
+///   resourceVersion.
 ///
 /// # Errors
 /// The Job could not be read or deleted, or kept changing.
@@ -138,7 +125,26 @@ pub async fn delete_job<A: JobApi + ?Sized>(
     namespace: &str,
     name: &str,
     uid: &str,
+    seen: Option<&str>,
 ) -> Result<(), OpError> {
+    if let Some(rv) = seen {
+        let job = Job {
+            metadata: ObjectMeta {
+                namespace: Some(namespace.into()),
+                name: Some(name.into()),
+                uid: Some(uid.into()),
+                resource_version: Some(rv.into()),
+                ..ObjectMeta::default()
+            },
+            ..Job::default()
+        };
+        match nodejob_core::delete_seen_and_wait(api, &job).await {
+            Ok(()) => return Ok(()),
+            // Another Job of the name, or a refusal to tell apart: read below.
+            Err(nodejob_core::Error::Api { cause, .. }) if cause.is_conflict() => {}
+            Err(e) => return Err(OpError::DeletingJob(e)),
+        }
+    }
     for _ in 0..WRITE_ROUNDS {
         let job = match retry(api, || api.get_job(namespace, name)).await {
             Ok(job) if job.metadata.uid.as_deref() == Some(uid) => job,

@@ -387,10 +387,18 @@ where
         Observation::Preflight { node, pods }
     }
 
-    /// Deletes the host Job of `uid` exactly and waits until it is gone; gone already is done.
-    async fn delete_job(&self, name: &str, uid: &str) -> Result<(), OpError> {
+    /// Deletes the host Job of `uid` and waits until it is gone, from `seen` (its
+    /// resourceVersion as its run last saw it) when known; gone already is done.
+    async fn delete_job(&self, name: &str, uid: &str, seen: Option<String>) -> Result<(), OpError> {
         let ns = &self.plan.spec().namespace;
-        delete_job(self.api, ns, &self.plan.job_name(name), uid).await
+        delete_job(
+            self.api,
+            ns,
+            &self.plan.job_name(name),
+            uid,
+            seen.as_deref(),
+        )
+        .await
     }
 }
 

@@ -112,6 +112,7 @@ fn report(uid: &str, exit_code: i32, log: &str) -> Report {
         uid: uid.into(),
         exit_code,
         log: Some(log.into()),
+        resource_version: None,
     }
 }
 
@@ -889,6 +890,30 @@ fn back_at_the_old_version_or_not_back_at_all_fails_at_reboot() {
         met: false,
     }));
     assert!(message.contains("deleted from the cluster"), "{message}");
+
+    // Ready on a new boot, but the control plane never lifted its not-ready taint: said so,
+    // not "did not come back".
+    let mut m = rebooting(false);
+    let mut tainted = node("v1.38.0", "boot-2", true, &[]);
+    (tainted
+        .spec
+        .get_or_insert_default()
+        .taints
+        .get_or_insert_default())
+    .push(Taint {
+        key: nodejob_core::NOT_READY_TAINT.into(),
+        effect: "NoSchedule".into(),
+        ..Taint::default()
+    });
+    let (step, message, _) = failed_at(m.step(Obs::Rebooted {
+        node: Some(tainted),
+        met: false,
+    }));
+    assert_eq!(step, UpgradeStep::Reboot);
+    assert!(
+        message.contains("is Ready, but still carries the node.kubernetes.io/not-ready taint"),
+        "{message}"
+    );
 }
 
 #[test]

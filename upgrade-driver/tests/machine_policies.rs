@@ -312,6 +312,7 @@ fn back_at_target(plan: &Plan) -> (NodeMachine, upgrade_driver::Step) {
         uid: "j".into(),
         exit_code: 0,
         log: Some("upgraded\n".into()),
+        resource_version: None,
     };
     let step = m.step(Obs::Host(Ok(report)));
     assert!(matches!(step.intent, Intent::Patch { .. }), "{step:?}");
@@ -655,6 +656,7 @@ fn a_failed_host_upgrade_is_rolled_back_step_by_step_each_recorded_first() {
         uid: "j".into(),
         exit_code: 1,
         log: Some("failed\n".into()),
+        resource_version: None,
     };
     let step = m.step(Obs::Host(Ok(report)));
     assert!(
@@ -699,6 +701,7 @@ fn a_failed_host_upgrade_is_rolled_back_step_by_step_each_recorded_first() {
         uid: "r".into(),
         exit_code: 0,
         log: None,
+        resource_version: None,
     };
     let step = m.step(Obs::Host(Ok(report)));
     let Intent::Patch { changes, .. } = &step.intent else {
@@ -751,6 +754,7 @@ fn a_rollback_that_comes_back_at_another_version_fails_at_rollback() {
         uid: "r".into(),
         exit_code: 0,
         log: None,
+        resource_version: None,
     };
     m.step(Obs::Host(Ok(ok)));
     m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));
@@ -999,6 +1003,7 @@ fn rollback_drained() -> NodeMachine {
         uid: "j".into(),
         exit_code: 1,
         log: None,
+        resource_version: None,
     };
     m.step(Obs::Host(Ok(report)));
     m.step(Obs::Node(node("v1.37.2", "boot-1", true, &[ours(true)])));

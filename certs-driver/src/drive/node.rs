@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Node;
-use nodejob_core::runner::{Mode, Policy, run_with};
+use nodejob_core::runner::{Mode, Policy, Report, run_with};
 use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{ApiError, JobApi, LeaseApi, NodeApi, ready, run_exit_code, run_exit_code_logs};
 use nodejob_roll::{Act, Hands, NoteSink, ReadAgain, delete_job, patch_node, retry};
@@ -40,6 +40,7 @@ where
             rotation: self,
             name: name.to_string(),
             watched: None,
+            kept: None,
         };
         let uid = self.uids.get(name).cloned().flatten();
         let source = nodejob_roll::Source {
@@ -124,19 +125,21 @@ where
         written.map_err(|e| format!("could not record the status on node {name}: {e}"))
     }
 
-    /// Deletes our Job of `step` on `name` of `uid` exactly, waiting until it is gone when
-    /// `gone` says so; gone already (or replaced) is done.
+    /// Deletes our Job of `step` on `name` of `uid`, waiting until it is gone when `gone` says
+    /// so, from `seen` (its resourceVersion as its run last saw it) when known; gone already
+    /// (or replaced) is done.
     async fn delete_job(
         &self,
         name: &str,
         step: CaStep,
         uid: &str,
         gone: Gone,
+        seen: Option<&str>,
     ) -> Result<(), String> {
         let ns = &self.plan.spec().namespace;
         let job = self.plan.job_name(step, name);
         match gone {
-            Gone::Awaited => delete_job(&self.writer(), ns, &job, uid)
+            Gone::Awaited => delete_job(&self.writer(), ns, &job, uid, seen)
                 .await
                 .map_err(|e| e.to_string()),
             Gone::Later => delete_exactly(&self.writer(), ns, &job, uid).await,
@@ -153,6 +156,16 @@ struct OnNode<'r, 'a, A: ?Sized> {
     name: String,
     /// The node as the last wait on it ended: where a wait that follows at once resumes.
     watched: Option<Node>,
+    /// The UID and last resourceVersion of the Job a run kept ([`Policy::keep`]): where the
+    /// wait for its deletion starts, with no read first.
+    kept: Option<(String, String)>,
+}
+
+impl<A: ?Sized> OnNode<'_, '_, A> {
+    /// A run's report: the Job it kept, if it kept one.
+    fn keep(&mut self, report: &Report) {
+        self.kept = (report.resource_version.clone()).map(|rv| (report.uid.clone(), rv));
+    }
 }
 
 #[async_trait]
@@ -257,7 +270,10 @@ where
                     return Err(Err(NodeResult::Interrupted { step, why }));
                 }
                 match run_with(&rot.writer(), &spec, Mode::ExitCodeLogs, policy).await {
-                    Ok(report) => Observation::Host(Ok(report)),
+                    Ok(report) => {
+                        self.keep(&report);
+                        Observation::Host(Ok(report))
+                    }
                     Err(e @ nodejob_core::Error::LogUnread { exit_code: 0, .. }) => {
                         Observation::Unread(e.to_string())
                     }
@@ -272,10 +288,19 @@ where
                 };
                 let spec = rot.host_spec(name, step, &[]);
                 let ran = run_with(&rot.writer(), &spec, Mode::ExitCode, policy).await;
+                if let Ok(report) = &ran {
+                    self.keep(report);
+                }
                 Observation::Host(ran.map_err(|e| e.to_string()))
             }
             Intent::DeleteJob { step, uid, gone } => {
-                match rot.delete_job(name, step, &uid, gone).await {
+                let seen = (self.kept.take())
+                    .filter(|(kept, _)| *kept == uid)
+                    .map(|(_, rv)| rv);
+                match rot
+                    .delete_job(name, step, &uid, gone, seen.as_deref())
+                    .await
+                {
                     Ok(()) => Observation::Written,
                     Err(why) => Observation::Failed(Cause::api(why)),
                 }

@@ -32,6 +32,10 @@ pub struct Report {
     pub exit_code: i32,
     /// The container's log, in [`Mode::ExitCodeLogs`], at most [`crate::LOG_LIMIT_BYTES`].
     pub log: Option<String>,
+    /// The Job's last resourceVersion the run saw, when its [`Policy::keep`] kept a Job that
+    /// succeeded (`None` otherwise): where the caller's wait for the deletion it makes starts,
+    /// with no read of the Job first.
+    pub resource_version: Option<String>,
 }
 
 /// What a run does with an earlier Job of its name, and with its own once it succeeded. The

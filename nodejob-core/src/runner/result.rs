@@ -305,6 +305,7 @@ impl Reading {
                     uid,
                     exit_code,
                     log: None,
+                    resource_version: None,
                 };
                 self.conclude(run, report)
             }
@@ -322,6 +323,7 @@ impl Reading {
                         uid,
                         exit_code,
                         log,
+                        resource_version: None,
                     },
                 )
             }
@@ -341,6 +343,12 @@ impl Reading {
                     run.job
                 ),
             );
+            // Where the caller's wait for its deletion starts, without a read first.
+            let resource_version = self.rv.clone();
+            let report = Report {
+                resource_version,
+                ..report
+            };
             return Next::Finish(vec![note], Ok(report));
         }
         if succeeded(&self.job) {

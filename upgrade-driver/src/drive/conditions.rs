@@ -173,20 +173,20 @@ where
         Some(standing)
     }
 
-    /// Writes `changes` (to the node's metadata) under `rv`, and `standing` ([`Run::carried`])
-    /// with them: one `PATCH nodes/NAME/status`. Its errors are the write's (a Conflict
-    /// included): nothing of it landed.
+    /// Writes `changes` (to the node's metadata) under `rv` (with no precondition when `None`),
+    /// and `standing` ([`Run::carried`]) with them: one `PATCH nodes/NAME/status`. Its errors
+    /// are the write's (a Conflict included): nothing of it landed.
     pub(super) async fn write_carrying(
         &self,
         name: &str,
-        rv: &str,
+        rv: Option<&str>,
         changes: &[NodeChange],
         standing: &Standing,
     ) -> Result<Node, ApiError> {
         let seen = self.view.node(name);
         let writer = Fenced::new(self.api, &self.ctx.fence);
         (self.conditions)
-            .set_with(&writer, name, seen.as_ref(), standing, Some(rv), changes)
+            .set_with(&writer, name, seen.as_ref(), standing, rv, changes)
             .await
     }
 

@@ -12,11 +12,12 @@ use k8s_openapi::api::core::v1::Node;
 use nodejob_core::drain::{Drained, drain_into};
 use nodejob_core::pause::Pause;
 use nodejob_core::runner::{Mode, Policy};
+use nodejob_core::tainted_not_ready;
 use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{ApiError, JobApi, LeaseApi, NodeApi, PodApi, Spec, ready, run_exit_code_logs};
 use nodejob_roll::{Act, Fenced, Hands, NoteSink, OpError, ReadAgain, Warning};
 use nodejob_roll::{Cause, FailureKind};
-use nodejob_roll::{delete_job, patch_node, write_node};
+use nodejob_roll::{delete_job, patch_node};
 
 use super::{Run, blocked, conditions, get_node, host_observation, retry, rollback_drain};
 use crate::machine::{DrainFailed, Intent, NodeMachine, NodeResult, Observation, Own};
@@ -33,6 +34,9 @@ pub(super) struct OnNode<'r, 'a, A: ?Sized> {
     uid: Option<String>,
     last: Option<Node>,
     versions: conditions::Versions,
+    /// The UID and last resourceVersion of the host Job a run kept ([`Policy::keep`]): where
+    /// the wait for its deletion starts, with no read first.
+    kept: Option<(String, String)>,
 }
 
 impl<'r, 'a, A> OnNode<'r, 'a, A>
@@ -49,6 +53,7 @@ where
             uid: first.metadata.uid.clone(),
             last: None,
             versions,
+            kept: None,
         }
     }
 
@@ -75,7 +80,7 @@ where
 
     /// Runs the host Job of `spec` (adopting the Job of UID `adopt`), kept once it ended, its
     /// notes told as the node's.
-    async fn host(&self, spec: Spec, adopt: Option<String>, known_free: bool) -> Observation {
+    async fn host(&mut self, spec: Spec, adopt: Option<String>, known_free: bool) -> Observation {
         let policy = Policy {
             adopt,
             keep: true,
@@ -85,7 +90,16 @@ where
         let ran = (run.ctx)
             .host_job(api, &self.name, spec, Mode::ExitCodeLogs, policy)
             .await;
+        self.kept =
+            (ran.as_ref().ok()).and_then(|r| Some((r.uid.clone(), r.resource_version.clone()?)));
         host_observation(ran)
+    }
+
+    /// The version the kept Job of `uid` was last seen at, if the run that kept it was ours.
+    fn seen(&mut self, uid: &str) -> Option<String> {
+        (self.kept.take())
+            .filter(|(kept, _)| kept == uid)
+            .map(|(_, rv)| rv)
     }
 
     /// A node of ours left the roll skipped: told, and the end.
@@ -213,12 +227,19 @@ where
                 // The condition of the step it leads to, in the same write when it can go.
                 let next = machine.starts_after_write();
                 let written = match run.carried(name, next, &changes).await {
+                    // Only metadata changes, idempotent (the patch's own rule, applied to
+                    // whatever version a Conflict's read answers), and a condition merged by
+                    // its type: written with no precondition, so a change by another writer
+                    // since (the kubelet's status on its new boot, a label) meets no Conflict
+                    // and costs no read of the node.
                     Some(standing) => {
-                        let (changes, standing) = (&changes, &standing);
-                        let write = |rv: String| async move {
-                            run.write_carrying(name, &rv, changes, standing).await
-                        };
-                        write_node(api, name, &rv, write).await
+                        let write = || run.write_carrying(name, None, &changes, &standing);
+                        retry(api, write)
+                            .await
+                            .map_err(|cause| OpError::PatchingNode {
+                                node: name.into(),
+                                cause,
+                            })
                     }
                     None => patch_node(api, name, &rv, &changes).await,
                 };
@@ -288,7 +309,10 @@ where
                 // Conflict lands neither.
                 let next = machine.starts_after_write();
                 let written = match run.carried(name, next, &changes).await {
-                    Some(standing) => run.write_carrying(name, &rv, &changes, &standing).await,
+                    Some(standing) => {
+                        run.write_carrying(name, Some(&rv), &changes, &standing)
+                            .await
+                    }
                     None => retry(api, || api.patch_node(name, &rv, &changes)).await,
                 };
                 match written {
@@ -315,10 +339,13 @@ where
             Intent::Host { adopt, known_free } => {
                 (self.host(run.plan.host_spec(name), adopt, known_free)).await
             }
-            Intent::DeleteJob { uid } => match run.delete_job(name, &uid).await {
-                Ok(()) => Observation::Deleted,
-                Err(e) => Observation::Failed(Cause::api(e.to_string())),
-            },
+            Intent::DeleteJob { uid } => {
+                let seen = self.seen(&uid);
+                match run.delete_job(&self.name, &uid, seen).await {
+                    Ok(()) => Observation::Deleted,
+                    Err(e) => Observation::Failed(Cause::api(e.to_string())),
+                }
+            }
             Intent::WaitReboot { boot_id: before } => {
                 let timeout = run.plan.spec().reboot_timeout;
                 // From the node as our last write answered it (the host Job's record): the
@@ -334,8 +361,16 @@ where
                     from,
                     || api.get_node(name),
                     |since, t| async move { api.wait_node(name, since.as_deref(), t).await },
-                    // Deleted ends the wait at once: the watch says so when it happens.
-                    |seen| seen.is_none_or(|n| boot_id(n) != before && ready(n)),
+                    // Deleted ends the wait at once: the watch says so when it happens. Ready
+                    // on its new boot, and so by the control plane's taints too: the node
+                    // lifecycle controller lifts `not-ready` a moment after the kubelet posts
+                    // Ready, and the uncordon's write of the taints must follow that change,
+                    // not meet it as a Conflict.
+                    |seen| {
+                        seen.is_none_or(|n| {
+                            boot_id(n) != before && ready(n) && !tainted_not_ready(n)
+                        })
+                    },
                 )
                 .await;
                 match until {
@@ -385,7 +420,7 @@ where
             Intent::DeleteRollbackJob { uid } => {
                 let ns = &run.plan.spec().namespace;
                 let job = run.plan.rollback_job_name(name);
-                match delete_job(api, ns, &job, &uid).await {
+                match delete_job(api, ns, &job, &uid, self.seen(&uid).as_deref()).await {
                     Ok(()) => Observation::Deleted,
                     Err(e) => Observation::Failed(Cause::api(e.to_string())),
                 }

@@ -177,6 +177,7 @@ impl Host {
                     uid: job.metadata.uid.clone().unwrap_or_default(),
                     exit_code: 0,
                     log: None,
+                    resource_version: None,
                 };
                 self.record(run, seen, report)
             }

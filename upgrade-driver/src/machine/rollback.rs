@@ -342,6 +342,7 @@ impl Rollback {
                     uid: job.metadata.uid.clone().unwrap_or_default(),
                     exit_code: 0,
                     log: None,
+                    resource_version: None,
                 };
                 self.record(run, seen, report)
             }
