@@ -457,8 +457,9 @@ impl Session {
     /// caller's. It runs to its end even if the caller stops waiting for it.
     ///
     /// # Errors
-    /// The cluster could not be reached (the kubeconfig's message), or `work` panicked.
-    pub(crate) async fn run<W, F, R>(&self, work: W) -> Result<R, String>
+    /// [`SessionError::Connecting`]: the cluster could not be reached (the kubeconfig's
+    /// message); [`SessionError::Ended`]: `work` panicked.
+    pub(crate) async fn run<W, F, R>(&self, work: W) -> Result<R, SessionError>
     where
         W: FnOnce(Target) -> F,
         F: Future<Output = R> + Send + 'static,
@@ -478,7 +479,7 @@ impl Session {
                 let api = api
                     .get_or_try_init(|| async { connect(global).await.map(Arc::new) })
                     .await
-                    .map_err(|e| e.message)?
+                    .map_err(SessionError::Connecting)?
                     .clone();
                 tokio::spawn(work(Target {
                     api: api.clone(),
@@ -488,9 +489,20 @@ impl Session {
                 }))
             }
         };
-        task.await
-            .map_err(|e| format!("the operation ended abnormally: {e}"))
+        task.await.map_err(SessionError::Ended)
     }
+}
+
+/// Why [`Session::run`] did not run its work to an end.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SessionError {
+    /// The cluster could not be connected to or did not answer: what the connection said
+    /// (the kubeconfig, the context, the apiserver unreachable), as the command says it.
+    #[error("{}", .0.message)]
+    Connecting(Exit),
+    /// The work panicked (or its runtime went away) before it ended.
+    #[error("the operation ended abnormally: {0}")]
+    Ended(tokio::task::JoinError),
 }
 
 /// A runtime for a simulated cluster: one thread, paused virtual time.

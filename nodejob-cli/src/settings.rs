@@ -395,7 +395,7 @@ impl UpgradeSettings {
         if let Some(window) = &self.window {
             spec.window = Some(parse::window(window).map_err(|why| Refused::Value {
                 field: Field::Window,
-                why,
+                why: why.to_string(),
             })?);
         }
         if let Some(policy) = self.on_undrainable {
@@ -530,7 +530,7 @@ impl RotationSettings {
         if let Some(window) = &self.window {
             spec.window = Some(parse::window(window).map_err(|why| Refused::Value {
                 field: Field::Window,
-                why,
+                why: why.to_string(),
             })?);
         }
         spec.namespace = namespace.to_string();
@@ -589,7 +589,11 @@ pub(crate) struct JobSettings {
 impl JobSettings {
     /// The node Job's spec in `namespace`; its runner's notes go to stderr until the caller
     /// sends them elsewhere.
-    pub(crate) fn spec(&self, namespace: &str) -> Result<Spec, String> {
+    ///
+    /// # Errors
+    /// Core's [`nodejob_core::Error::InvalidSpec`] ([`Spec::validate`]), naming the field and
+    /// the rule it breaks.
+    pub(crate) fn spec(&self, namespace: &str) -> Result<Spec, nodejob_core::Error> {
         let spec = Spec {
             namespace: namespace.to_string(),
             name: self
@@ -612,7 +616,7 @@ impl JobSettings {
                 eprintln!("{}", note.message)
             })),
         };
-        spec.validate().map_err(|e| e.to_string())?;
+        spec.validate()?;
         Ok(spec)
     }
 }

@@ -74,11 +74,16 @@ impl Session {
 
     /// A session with `nodejob mcp --simulate 5 MORE...`.
     async fn start_with(more: &[&str]) -> Result<Session> {
+        let args = [&["mcp", "--simulate", "5"], more].concat();
+        Session::start_on(&args).await
+    }
+
+    /// A session with `nodejob ARGS...`.
+    async fn start_on(args: &[&str]) -> Result<Session> {
         let (progress, progress_rx) = unbounded_channel();
         let (logs, logs_rx) = unbounded_channel();
         let command = tokio::process::Command::new(env!("CARGO_BIN_EXE_nodejob")).configure(|c| {
-            c.args(["mcp", "--simulate", "5"])
-                .args(more)
+            c.args(args)
                 .env_remove("KUBECONFIG")
                 .env("NODEJOB_SIMULATE_START", SIMULATE_START)
                 .env("RUST_LOG", "error");
@@ -585,6 +590,33 @@ async fn a_cancelled_upgrade_stops_after_the_step_in_flight_and_resumes() -> Res
         assert_eq!(version, TARGET, "{node}");
     }
     session.close().await
+}
+
+/// On a real cluster, a connection that cannot be made (here a context the kubeconfig lacks)
+/// refuses the tool with what the command says of it, and the session goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_not_reached_refuses_the_tool_as_the_command_says_it() -> Result<()> {
+    let dir = std::env::temp_dir().join(format!("nodejob-mcp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let kubeconfig = dir.join("config");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  cluster:\n    server: https://127.0.0.1:1\ncontexts:\n- name: c\n  context:\n    cluster: k\n    user: u\nusers:\n- name: u\n  user:\n    token: t\n",
+    )?;
+    let kc = kubeconfig.to_str().context("a temporary path in UTF-8")?;
+    let command = std::process::Command::new(env!("CARGO_BIN_EXE_nodejob"))
+        .args(["status", "--kubeconfig", kc, "--context", "nope"])
+        .env_remove("KUBECONFIG")
+        .output()?;
+    let said = String::from_utf8(command.stderr)?;
+    ensure!(said.contains("--context nope"), "{said}");
+    let session = Session::start_on(&["mcp", "--kubeconfig", kc, "--context", "nope"]).await?;
+    for _ in 0..2 {
+        let result = session.call("status", json!({})).await?;
+        assert_eq!(result.is_error, Some(true), "{}", text(&result));
+        assert_eq!(text(&result), said.trim_end());
+    }
+    session.close().await.map_err(|e| anyhow!("{e}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -24,8 +24,93 @@ use crate::backend::{Api, Backend};
 use crate::commands::endpoints;
 use crate::exit::Exit;
 use crate::interrupt::on_interrupt;
-use crate::parse;
+use crate::parse::{self, ParseError};
 use crate::settings::{Field, NewCa, Refused, RotationSettings, UpgradeSettings, refusal_said};
+
+/// Why a resource's spec makes no settings: named by the spec's field (`spec.drainTimeout`),
+/// as `kubectl explain` names it, never by a flag.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SpecError {
+    /// A value that does not read by its grammar (a duration, `maxUnavailable`,
+    /// `versionFrom`).
+    #[error("{}: {cause}", field.spec())]
+    Value {
+        /// The field.
+        field: Field,
+        /// Why it does not read.
+        cause: ParseError,
+    },
+    /// A count below zero.
+    #[error("{}: {value} is negative", field.spec())]
+    Negative {
+        /// The field.
+        field: Field,
+        /// The count given.
+        value: i32,
+    },
+    /// `maxUnavailable: 0`, which would start no node: holding a roll is `paused`'s.
+    #[error("spec.maxUnavailable: 0 starts no node; to hold the roll, set spec.paused")]
+    NoneUnavailable,
+    /// The CA referenced in a ConfigMap or a Secret, which this controller does not read.
+    #[error(
+        "spec.ca.{what} ({namespace}/{name}): this controller reads the CA from spec.ca.pem \
+         only; put the CA's certificate (PEM, no key) there"
+    )]
+    CaReference {
+        /// `configMapRef` or `secretRef`.
+        what: &'static str,
+        /// The object's namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+    /// `spec.ca` with none, or more than one, of its sources.
+    #[error("spec.ca: exactly one of pem, configMapRef and secretRef")]
+    CaSources,
+    /// A selector requirement whose operator no selector has.
+    #[error(
+        "spec.selector: {operator:?} is not a valid label selector operator for {key} (In, \
+         NotIn, Exists, DoesNotExist)"
+    )]
+    SelectorOperator {
+        /// The requirement's key.
+        key: String,
+        /// The operator given.
+        operator: String,
+    },
+}
+
+/// Why flags have no resource form (`upgrade --apply`, `rotate-ca --apply`): named by the
+/// flag. Bad usage (exit 2).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum NoResourceForm {
+    /// `--selector` does not parse.
+    #[error("--selector {text:?}: {cause}")]
+    Selector {
+        /// The selector given.
+        text: String,
+        /// Why it does not parse.
+        cause: nodejob_core::selector::SelectorError,
+    },
+    /// `--selector` compares (`k>n`, `k<n`), which a `LabelSelector` cannot say.
+    #[error(
+        "--selector {text:?}: a NodeUpgrade's selector is a LabelSelector, which has no \
+         comparison (>, <) of {key}; name the nodes with --nodes"
+    )]
+    Comparison {
+        /// The selector given.
+        text: String,
+        /// The key compared.
+        key: String,
+    },
+}
+
+/// Flags with no resource form: bad usage (exit 2), as any flag refused.
+impl From<NoResourceForm> for Exit {
+    fn from(e: NoResourceForm) -> Self {
+        Exit::usage(e.to_string())
+    }
+}
 
 /// A spec read as the command reads its flags.
 pub(crate) struct SpecPlanner {
@@ -33,27 +118,17 @@ pub(crate) struct SpecPlanner {
     pub(crate) namespace: String,
 }
 
+/// nodejob-controller's `Planner` takes a refusal as text: a spec's refusal is said here, once,
+/// naming the spec's fields.
 impl Planner for SpecPlanner {
     fn upgrade(&self, spec: &NodeUpgradeSpec) -> Result<Plan, String> {
-        upgrade_settings(spec)?
-            .plan(&self.namespace)
-            .map_err(|refused| match refused {
-                Refused::Value { field, why } => format!("{}: {why}", field.spec()),
-                Refused::Plan { field, rule } => refusal_said(&field, &rule, Field::spec),
-                Refused::Unreadable { path, why } => format!("{}: {why}", path.display()),
-                Refused::NoCa => "spec.ca: required".into(),
-            })
+        let settings = upgrade_settings(spec).map_err(|e| e.to_string())?;
+        settings.plan(&self.namespace).map_err(spec_refusal)
     }
 
     fn rotate(&self, spec: &CARotationSpec) -> Result<certs_driver::Plan, String> {
-        rotation_settings(spec)?
-            .plan(&self.namespace)
-            .map_err(|refused| match refused {
-                Refused::Value { field, why } => format!("{}: {why}", field.spec()),
-                Refused::Plan { field, rule } => refusal_said(&field, &rule, Field::spec),
-                Refused::Unreadable { path, why } => format!("{}: {why}", path.display()),
-                Refused::NoCa => "spec.ca: required".into(),
-            })
+        let settings = rotation_settings(spec).map_err(|e| e.to_string())?;
+        settings.plan(&self.namespace).map_err(spec_refusal)
     }
 
     fn said(&self, refusal: String) -> String {
@@ -61,20 +136,31 @@ impl Planner for SpecPlanner {
     }
 }
 
+/// Settings refused, as a resource's status says it: naming the spec's field.
+fn spec_refusal(refused: Refused) -> String {
+    match refused {
+        Refused::Value { field, why } => format!("{}: {why}", field.spec()),
+        Refused::Plan { field, rule } => refusal_said(&field, &rule, Field::spec),
+        Refused::Unreadable { path, why } => format!("{}: {why}", path.display()),
+        Refused::NoCa => "spec.ca: required".into(),
+    }
+}
+
+/// The duration `value` of `field`, if given.
+fn duration(field: Field, value: Option<&str>) -> Result<Option<Duration>, SpecError> {
+    (value.map(parse::duration).transpose()).map_err(|cause| SpecError::Value { field, cause })
+}
+
+/// The count `value` of `field`, if given; refused below zero.
+fn count(field: Field, value: Option<i32>) -> Result<Option<u32>, SpecError> {
+    (value.map(|n| u32::try_from(n).map_err(|_| SpecError::Negative { field, value: n })))
+        .transpose()
+}
+
 /// A `CARotation`'s spec as the settings the flags of `nodejob rotate-ca` would make. The CA
 /// is read from `spec.ca.pem`; a ConfigMap or Secret reference is refused, naming it (the
 /// controller reads no ConfigMap or Secret yet: its RBAC grants none).
-pub(crate) fn rotation_settings(spec: &CARotationSpec) -> Result<RotationSettings, String> {
-    let refused = |field: Field| move |why: String| format!("{}: {why}", field.spec());
-    let duration = |field: Field, value: &Option<String>| {
-        (value.as_deref().map(parse::duration).transpose()).map_err(refused(field))
-    };
-    let count = |field: Field, value: Option<i32>| {
-        value
-            .map(|n| u32::try_from(n).map_err(|_| format!("{n} is negative")))
-            .transpose()
-            .map_err(refused(field))
-    };
+pub(crate) fn rotation_settings(spec: &CARotationSpec) -> Result<RotationSettings, SpecError> {
     let pem = match (&spec.ca.pem, &spec.ca.config_map_ref, &spec.ca.secret_ref) {
         (Some(pem), None, None) => pem.clone(),
         (None, Some(r), None) | (None, None, Some(r)) => {
@@ -83,13 +169,13 @@ pub(crate) fn rotation_settings(spec: &CARotationSpec) -> Result<RotationSetting
             } else {
                 "secretRef"
             };
-            return Err(format!(
-                "spec.ca.{what} ({}/{}): this controller reads the CA from spec.ca.pem only; \
-                 put the CA's certificate (PEM, no key) there",
-                r.namespace, r.name
-            ));
+            return Err(SpecError::CaReference {
+                what,
+                namespace: r.namespace.clone(),
+                name: r.name.clone(),
+            });
         }
-        _ => return Err("spec.ca: exactly one of pem, configMapRef and secretRef".into()),
+        _ => return Err(SpecError::CaSources),
     };
     Ok(RotationSettings {
         new_ca: NewCa::Pem(pem),
@@ -99,9 +185,9 @@ pub(crate) fn rotation_settings(spec: &CARotationSpec) -> Result<RotationSetting
             .filter(|s| !s.is_empty()),
         nodes: spec.nodes.clone(),
         concurrency: count(Field::Concurrency, spec.concurrency)?,
-        deadline: duration(Field::Deadline, &spec.deadline)?,
-        ready_timeout: duration(Field::ReadyTimeout, &spec.ready_timeout)?,
-        restart_grace: duration(Field::RestartGrace, &spec.restart_grace)?,
+        deadline: duration(Field::Deadline, spec.deadline.as_deref())?,
+        ready_timeout: duration(Field::ReadyTimeout, spec.ready_timeout.as_deref())?,
+        restart_grace: duration(Field::RestartGrace, spec.restart_grace.as_deref())?,
         cluster_wide: Some(spec.trust_domain == TrustDomain::Cluster),
         binary: None,
         window: spec.window.clone(),
@@ -117,7 +203,7 @@ pub(crate) fn rotation_spec(
     settings: &RotationSettings,
     pem: &str,
     abort: bool,
-) -> Result<CARotationSpec, String> {
+) -> Result<CARotationSpec, NoResourceForm> {
     use nodejob_core::duration::said;
     let count = |n: Option<u32>| n.map(|n| i32::try_from(n).unwrap_or(i32::MAX));
     Ok(CARotationSpec {
@@ -148,23 +234,14 @@ pub(crate) fn rotation_spec(
 }
 
 /// `spec` as the settings the flags of `nodejob upgrade` would make.
-pub(crate) fn upgrade_settings(spec: &NodeUpgradeSpec) -> Result<UpgradeSettings, String> {
-    let refused = |field: Field| move |why: String| format!("{}: {why}", field.spec());
-    let duration = |field: Field, value: &Option<String>| {
-        (value.as_deref().map(parse::duration).transpose()).map_err(refused(field))
-    };
-    let count = |field: Field, value: Option<i32>| {
-        value
-            .map(|n| u32::try_from(n).map_err(|_| format!("{n} is negative")))
-            .transpose()
-            .map_err(refused(field))
-    };
+pub(crate) fn upgrade_settings(spec: &NodeUpgradeSpec) -> Result<UpgradeSettings, SpecError> {
+    let value = |field: Field| move |cause| SpecError::Value { field, cause };
     let max_unavailable = match &spec.max_unavailable {
-        IntOrString::Int(0) => Err("0 starts no node; to hold the roll, set spec.paused".into()),
+        IntOrString::Int(0) => return Err(SpecError::NoneUnavailable),
         IntOrString::Int(n) => parse::max_unavailable(&n.to_string()),
         IntOrString::String(s) => parse::max_unavailable(s),
     }
-    .map_err(refused(Field::MaxUnavailable))?;
+    .map_err(value(Field::MaxUnavailable))?;
     Ok(UpgradeSettings {
         to: spec.target.clone(),
         selector: (spec.selector.as_ref())
@@ -173,14 +250,14 @@ pub(crate) fn upgrade_settings(spec: &NodeUpgradeSpec) -> Result<UpgradeSettings
             .filter(|s| !s.is_empty()),
         nodes: spec.nodes.clone(),
         max_unavailable: Some(max_unavailable),
-        drain_timeout: duration(Field::DrainTimeout, &spec.drain_timeout)?,
+        drain_timeout: duration(Field::DrainTimeout, spec.drain_timeout.as_deref())?,
         delete_emptydir_data: spec.delete_empty_dir_data,
         force: spec.force,
-        deadline: duration(Field::Deadline, &spec.deadline)?,
-        reboot_timeout: duration(Field::RebootTimeout, &spec.reboot_timeout)?,
+        deadline: duration(Field::Deadline, spec.deadline.as_deref())?,
+        reboot_timeout: duration(Field::RebootTimeout, spec.reboot_timeout.as_deref())?,
         binary: None,
         version_from: Some(
-            parse::version_source(&spec.version_from).map_err(refused(Field::VersionFrom))?,
+            parse::version_source(&spec.version_from).map_err(value(Field::VersionFrom))?,
         ),
         window: spec.window.clone(),
         failure_budget: count(Field::FailureBudget, spec.failure_budget)?,
@@ -192,7 +269,7 @@ pub(crate) fn upgrade_settings(spec: &NodeUpgradeSpec) -> Result<UpgradeSettings
             OnUndrainable::Quarantine => upgrade_driver::Undrainable::Quarantine,
         }),
         max_blocked: count(Field::MaxBlocked, spec.max_blocked)?,
-        soak: duration(Field::Soak, &spec.soak)?,
+        soak: duration(Field::Soak, spec.soak.as_deref())?,
         allow_skew: spec.allow_skew,
         on_failure: Some(match spec.on_failure {
             OnFailure::Stop => upgrade_driver::OnFailure::Stop,
@@ -204,7 +281,7 @@ pub(crate) fn upgrade_settings(spec: &NodeUpgradeSpec) -> Result<UpgradeSettings
 /// The `NodeUpgrade` spec that `settings` (the flags of `nodejob upgrade`) describe: the
 /// inverse of [`upgrade_settings`], so a resource written by `upgrade --apply` is rolled as the
 /// command line would have rolled it.
-pub(crate) fn upgrade_spec(settings: &UpgradeSettings) -> Result<NodeUpgradeSpec, String> {
+pub(crate) fn upgrade_spec(settings: &UpgradeSettings) -> Result<NodeUpgradeSpec, NoResourceForm> {
     use nodejob_core::duration::said;
     let said_opt = |d: Option<Duration>| d.map(said);
     let count = |n: Option<u32>| n.map(|n| i32::try_from(n).unwrap_or(i32::MAX));
@@ -256,10 +333,13 @@ pub(crate) fn upgrade_spec(settings: &UpgradeSettings) -> Result<NodeUpgradeSpec
 
 /// `-l`'s string form as a `LabelSelector` (`k=v` a match label; `k!=v` NotIn one value); the
 /// comparisons `k>n`, `k<n` have no `LabelSelector` form and are refused.
-fn label_selector(text: &str) -> Result<LabelSelector, String> {
+fn label_selector(text: &str) -> Result<LabelSelector, NoResourceForm> {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
     use nodejob_core::selector::{LabelSelector as Parsed, Operator};
-    let parsed = Parsed::parse(text).map_err(|e| format!("--selector {text:?}: {e}"))?;
+    let parsed = Parsed::parse(text).map_err(|cause| NoResourceForm::Selector {
+        text: text.into(),
+        cause,
+    })?;
     let mut labels = std::collections::BTreeMap::new();
     let mut expressions = Vec::new();
     for r in parsed.requirements() {
@@ -278,11 +358,10 @@ fn label_selector(text: &str) -> Result<LabelSelector, String> {
             Operator::Exists => expressions.push(expression("Exists", None)),
             Operator::DoesNotExist => expressions.push(expression("DoesNotExist", None)),
             _ => {
-                return Err(format!(
-                    "--selector {text:?}: a NodeUpgrade's selector is a LabelSelector, which \
-                     has no comparison (>, <) of {}; name the nodes with --nodes",
-                    r.key
-                ));
+                return Err(NoResourceForm::Comparison {
+                    text: text.into(),
+                    key: r.key.clone(),
+                });
             }
         }
     }
@@ -294,7 +373,7 @@ fn label_selector(text: &str) -> Result<LabelSelector, String> {
 
 /// A `LabelSelector` in the string form `-l` takes (`k=v,k in (a,b),!k`), as the apiserver
 /// turns one into a selector (`LabelSelectorAsSelector` in `apimachinery/pkg/apis/meta/v1`).
-pub(crate) fn selector_text(selector: &LabelSelector) -> Result<String, String> {
+pub(crate) fn selector_text(selector: &LabelSelector) -> Result<String, SpecError> {
     let mut parts: Vec<String> = (selector.match_labels.iter().flatten())
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
@@ -305,12 +384,11 @@ pub(crate) fn selector_text(selector: &LabelSelector) -> Result<String, String> 
             "NotIn" => format!("{} notin ({values})", e.key),
             "Exists" => e.key.clone(),
             "DoesNotExist" => format!("!{}", e.key),
-            op => {
-                return Err(format!(
-                    "spec.selector: {:?} is not a valid label selector operator for {} \
-                     (In, NotIn, Exists, DoesNotExist)",
-                    op, e.key
-                ));
+            operator => {
+                return Err(SpecError::SelectorOperator {
+                    key: e.key.clone(),
+                    operator: operator.into(),
+                });
             }
         });
     }
@@ -712,4 +790,77 @@ fn rotation_table(rolls: &[CARotation]) -> String {
         ]);
     }
     crate::present::table(&rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// Each refusal of a resource's spec names the spec's field, and what would be taken.
+    #[test]
+    fn a_spec_refused_names_its_field_and_what_would_be_taken() -> anyhow::Result<()> {
+        let upgrades = [
+            (
+                json!({"maxUnavailable": 0}),
+                "spec.maxUnavailable: 0 starts no node; to hold the roll, set spec.paused",
+            ),
+            (
+                json!({"maxUnavailable": "150%"}),
+                "spec.maxUnavailable: 150% must be between 1% and 100%",
+            ),
+            (
+                json!({"failureBudget": -1}),
+                "spec.failureBudget: -1 is negative",
+            ),
+            (
+                json!({"versionFrom": "osImage"}),
+                "spec.versionFrom: \"osImage\" is none of kubelet, os-image, label=KEY (where \
+                 each node reports its version)",
+            ),
+            (
+                json!({"soak": "0s"}),
+                "spec.soak: \"0s\": must be more than zero",
+            ),
+            (
+                json!({"selector": {"matchExpressions": [
+                    {"key": "rack", "operator": "Gt", "values": ["3"]}
+                ]}}),
+                "spec.selector: \"Gt\" is not a valid label selector operator for rack (In, \
+                 NotIn, Exists, DoesNotExist)",
+            ),
+        ];
+        for (fields, want) in upgrades {
+            let mut spec = json!({"target": "v1.38.0", "maxUnavailable": 1});
+            if let (Some(spec), Some(fields)) = (spec.as_object_mut(), fields.as_object()) {
+                spec.extend(fields.clone());
+            }
+            let spec: NodeUpgradeSpec = serde_json::from_value(spec)?;
+            let got = upgrade_settings(&spec).err().map(|e| e.to_string());
+            assert_eq!(got.as_deref(), Some(want));
+        }
+        let rotations = [
+            (
+                json!({"configMapRef": {"namespace": "kube-system", "name": "ca"}}),
+                "spec.ca.configMapRef (kube-system/ca): this controller reads the CA from \
+                 spec.ca.pem only; put the CA's certificate (PEM, no key) there",
+            ),
+            (
+                json!({"secretRef": {"namespace": "kube-system", "name": "ca"}}),
+                "spec.ca.secretRef (kube-system/ca): this controller reads the CA from \
+                 spec.ca.pem only; put the CA's certificate (PEM, no key) there",
+            ),
+            (
+                json!({}),
+                "spec.ca: exactly one of pem, configMapRef and secretRef",
+            ),
+        ];
+        for (ca, want) in rotations {
+            let spec: CARotationSpec = serde_json::from_value(json!({"ca": ca}))?;
+            let got = rotation_settings(&spec).err().map(|e| e.to_string());
+            assert_eq!(got.as_deref(), Some(want));
+        }
+        Ok(())
+    }
 }

@@ -11,7 +11,7 @@ use nodejob_core::{JobApi, delete_exact_and_wait};
 use crate::args::{DryRun, Format, Global, Jobs};
 use crate::backend::{Backend, Prepare};
 use crate::exit::Exit;
-use crate::inspect::jobs::{Row, State, Unlisted, gather};
+use crate::inspect::jobs::{Row, State, gather};
 use crate::present::Columns;
 use crate::present::jobs::text;
 
@@ -32,9 +32,12 @@ pub(crate) fn jobs(global: &Global, args: Jobs) -> Result<Exit, Exit> {
         .clocked(None, args.sim.start.simulate_start)
         .prepared(Prepare::History(global.namespace.clone()));
     backend.block_on(|t| async move {
-        let listed = gather(&*t.api, ns, &selector).await.map_err(|e| match e {
-            Unlisted::Selector(e) => Exit::usage(format!("--selector {selector:?}: {e}")),
-            Unlisted::Failed(why) => Exit::failed(why),
+        let listed = gather(&*t.api, ns, &selector).await.map_err(|e| {
+            if e.is_selector() {
+                Exit::usage(format!("--selector {selector:?}: {e}"))
+            } else {
+                Exit::failed(e.to_string())
+            }
         })?;
         say_simulated(&t, Banner::Stderr);
         if let Some(why) = &listed.pods_unread {

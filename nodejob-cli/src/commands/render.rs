@@ -23,7 +23,7 @@ pub(crate) fn settings(job: &JobArgs) -> JobSettings {
 pub(crate) fn render(global: &Global, args: Render) -> Result<Exit, Exit> {
     let spec = settings(&args.job)
         .spec(&global.namespace)
-        .map_err(Exit::usage)?;
+        .map_err(|e| Exit::usage(e.to_string()))?;
     // `-o json|yaml` (text is YAML, as the Job's manifest); the hidden `--format` of old wins.
     let json = match args.format.as_deref() {
         Some(format) => format == "json",

@@ -49,8 +49,7 @@ fn resource(args: &RotateCa, plan: &certs_driver::Plan) -> Result<nodejob_crd::C
         &settings(args),
         &plan.spec().ca_certificate,
         args.abort,
-    )
-    .map_err(Exit::usage)?;
+    )?;
     let name = declared::name(args.name.as_ref(), || {
         format!("ca-{}", plan.fingerprint().short())
     })?;

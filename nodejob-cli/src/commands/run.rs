@@ -18,7 +18,7 @@ use crate::inspect::status::lease_name;
 pub(crate) fn run(global: &Global, args: Run) -> Result<Exit, Exit> {
     let spec = settings(&args.job)
         .spec(&global.namespace)
-        .map_err(Exit::usage)?;
+        .map_err(|e| Exit::usage(e.to_string()))?;
     let backend = Backend::new(global, args.sim.simulate)
         .clocked(args.sim.speed, args.sim.start.simulate_start);
     backend.has_node("--node", &spec.node)?;

@@ -16,11 +16,11 @@ pub(crate) fn status(global: &Global, args: Status) -> Result<Exit, Exit> {
         .prepared(Prepare::History(ns.clone()));
     let names = args.nodes;
     backend.block_on(|t| async move {
-        let status = gather(&*t.api, ns).await.map_err(Exit::failed)?;
+        let status = gather(&*t.api, ns).await?;
         say_simulated(&t, Banner::Stderr);
         let (status, named) = match names.as_slice() {
             [] => (status, Named::None),
-            names => (status.only(names).map_err(Exit::usage)?, Named::These),
+            names => (status.only(names)?, Named::These),
         };
         match global.output {
             // Through a `Value`: its keys sorted, as `status -o json` has always printed them.

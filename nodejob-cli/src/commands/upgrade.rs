@@ -150,7 +150,7 @@ pub(crate) fn upgrade(global: &Global, args: Upgrade) -> Result<Exit, Exit> {
 
 /// The `NodeUpgrade` the flags describe, named by `--name` or after the target.
 fn resource(args: &Upgrade) -> Result<nodejob_crd::NodeUpgrade, Exit> {
-    let spec = crate::commands::controller::upgrade_spec(&settings(args)).map_err(Exit::usage)?;
+    let spec = crate::commands::controller::upgrade_spec(&settings(args))?;
     let name = declared::name(args.name.as_ref(), || default_name(&args.to))?;
     Ok(declared::named(
         nodejob_crd::NodeUpgrade::new(&name, spec),
@@ -304,8 +304,22 @@ mod tests {
             args
         });
         flags.selector = Some("rack>3".into());
-        let refused = upgrade_spec(&flags).unwrap_err();
-        assert!(refused.contains("--nodes"), "{refused}");
+        let refused = upgrade_spec(&flags).err().map(|e| e.to_string());
+        assert_eq!(
+            refused.as_deref(),
+            Some(
+                "--selector \"rack>3\": a NodeUpgrade's selector is a LabelSelector, which has \
+                 no comparison (>, <) of rack; name the nodes with --nodes"
+            )
+        );
+        flags.selector = Some("rack in (".into());
+        let refused = upgrade_spec(&flags).err().map(|e| e.to_string());
+        assert!(
+            refused
+                .as_deref()
+                .is_some_and(|r| r.starts_with("--selector \"rack in (\": ")),
+            "{refused:?}"
+        );
     }
 
     #[test]

@@ -12,12 +12,14 @@
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
-use nodejob_core::selector::LabelSelector;
+use nodejob_core::selector::{LabelSelector, SelectorError};
 use nodejob_core::{
-    CONTROLLER_UID_LABEL, ErrorKind, JobApi, NODE_ANNOTATION, container_exit_code, disruption,
-    failed, is_pod_of_job, job_node, succeeded,
+    ApiError, CONTROLLER_UID_LABEL, ErrorKind, JobApi, NODE_ANNOTATION, container_exit_code,
+    disruption, failed, is_pod_of_job, job_node, succeeded,
 };
 use serde::Serialize;
+
+use super::ReadError;
 
 /// The label domain of node Jobs: the drivers' and `nodejob run`'s label keys, and the Go
 /// implementation's.
@@ -95,17 +97,30 @@ pub(crate) struct Listed {
     /// One row per node Job, in the API's order.
     pub(crate) rows: Vec<Row>,
     /// Why their Pods could not be listed, when they could not: then no exit code is known.
-    pub(crate) pods_unread: Option<String>,
+    pub(crate) pods_unread: Option<ReadError>,
 }
 
-/// Why [`gather`] found no list.
-#[derive(Debug)]
+/// Why [`gather`] found no list. A selector refused is said without the selector, which each
+/// front end names its way (`--selector`, `selector`).
+#[derive(Debug, thiserror::Error)]
 pub(crate) enum Unlisted {
-    /// The label selector does not parse (by the apiserver's grammar, before any call), or
-    /// the API refused it: bad input.
-    Selector(String),
+    /// The label selector does not parse (by the apiserver's grammar, before any call): bad
+    /// input.
+    #[error("{0}")]
+    Selector(SelectorError),
+    /// The API refused the selector (400): bad input.
+    #[error("{0}")]
+    SelectorRefused(ApiError),
     /// Listing failed: `listing jobs in NAMESPACE: …`.
-    Failed(String),
+    #[error(transparent)]
+    Failed(ReadError),
+}
+
+impl Unlisted {
+    /// Whether the selector was refused (bad input), rather than the list failing.
+    pub(crate) fn is_selector(&self) -> bool {
+        matches!(self, Unlisted::Selector(_) | Unlisted::SelectorRefused(_))
+    }
 }
 
 /// Lists the node Jobs of `namespace` that match `selector`, with their exit codes: one `LIST`
@@ -115,12 +130,15 @@ where
     A: JobApi + ?Sized,
 {
     // Refused here as the apiserver would refuse it (`labels.Parse`), before any call.
-    LabelSelector::parse(selector).map_err(|e| Unlisted::Selector(e.to_string()))?;
-    let jobs = api.list_jobs(namespace, selector).await.map_err(|e| {
-        if e.kind == ErrorKind::BadRequest {
-            Unlisted::Selector(e.to_string())
+    LabelSelector::parse(selector).map_err(Unlisted::Selector)?;
+    let jobs = api.list_jobs(namespace, selector).await.map_err(|cause| {
+        if cause.kind == ErrorKind::BadRequest {
+            Unlisted::SelectorRefused(cause)
         } else {
-            Unlisted::Failed(format!("listing jobs in {}: {e}", scope(namespace)))
+            Unlisted::Failed(ReadError::ListingJobs {
+                namespace: namespace.into(),
+                cause,
+            })
         }
     })?;
     let jobs: Vec<(&Job, &str)> = jobs
@@ -134,12 +152,12 @@ where
         // Job's UID): one request, whatever the number of Jobs.
         match api.list_pods(namespace, CONTROLLER_UID_LABEL).await {
             Ok(pods) => (pods, None),
-            Err(e) => (
+            Err(cause) => (
                 Vec::new(),
-                Some(format!(
-                    "listing the jobs' pods in {}: {e}",
-                    scope(namespace)
-                )),
+                Some(ReadError::ListingPods {
+                    namespace: namespace.into(),
+                    cause,
+                }),
             ),
         }
     };
@@ -152,7 +170,7 @@ where
 }
 
 /// Where a list looks, in words: `namespace NS`, or (empty) `every namespace`.
-fn scope(namespace: &str) -> String {
+pub(super) fn scope(namespace: &str) -> String {
     match namespace {
         "" => "every namespace".into(),
         ns => format!("namespace {ns}"),
@@ -290,5 +308,56 @@ mod tests {
         }
         let unread = row(&failed("DeadlineExceeded"), "n1", &[], false, now);
         assert_eq!(unread.no_exit.as_deref(), Some("its Pod unread"));
+    }
+
+    /// A selector refused is told apart from a list that failed; each failure names the list.
+    #[tokio::test(start_paused = true)]
+    async fn a_list_refused_or_failed_says_which_and_names_the_list() -> anyhow::Result<()> {
+        use nodejob_fake::{Times, Verb};
+        const NS: &str = "kube-system";
+        let fake = crate::sim::cluster(3, &[])?;
+        crate::sim::history(&fake, 3, NS)
+            .await
+            .map_err(|e| anyhow::anyhow!(e.message))?;
+        let unlisted =
+            |r: Result<Listed, Unlisted>| r.err().map(|e| (e.is_selector(), e.to_string()));
+
+        let parse = gather(&*fake, NS, "a in (").await;
+        assert!(matches!(unlisted(parse), Some((true, _))));
+        fake.fail(
+            Verb::ListJobs,
+            ApiError::bad_request("bad selector"),
+            Times::Once,
+        );
+        assert_eq!(
+            unlisted(gather(&*fake, NS, "a").await),
+            Some((true, "bad selector (400 BadRequest)".into()))
+        );
+        fake.fail(
+            Verb::ListJobs,
+            ApiError::transient(500, "down"),
+            Times::Once,
+        );
+        assert_eq!(
+            unlisted(gather(&*fake, "", "").await),
+            Some((
+                false,
+                "listing jobs in every namespace: down (500 ServiceUnavailable)".into()
+            ))
+        );
+        fake.fail(
+            Verb::ListPods,
+            ApiError::transient(500, "down"),
+            Times::Once,
+        );
+        let listed = gather(&*fake, NS, "")
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        assert!(!listed.rows.is_empty());
+        assert_eq!(
+            listed.pods_unread.map(|e| e.to_string()).as_deref(),
+            Some("listing the jobs' pods in namespace kube-system: down (500 ServiceUnavailable)")
+        );
+        Ok(())
     }
 }

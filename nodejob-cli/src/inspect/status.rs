@@ -18,6 +18,8 @@ use nodejob_roll::condition;
 use serde::Serialize;
 use upgrade_driver::records::{self, DONE, HOST_JOB, IN_PROGRESS};
 
+use super::ReadError;
+use crate::exit::Exit;
 use crate::sim;
 
 /// The Lease both drivers share: their plans' default `lease_name`.
@@ -140,16 +142,13 @@ impl NodeState {
 impl Status {
     /// Only the nodes `names` (in the order named); refused naming the nodes the cluster
     /// does not have.
-    pub(crate) fn only(mut self, names: &[String]) -> Result<Status, String> {
-        let missing: Vec<&str> = (names.iter())
+    pub(crate) fn only(mut self, names: &[String]) -> Result<Status, NoSuchNodes> {
+        let missing: Vec<String> = (names.iter())
             .filter(|name| !self.nodes.iter().any(|n| &n.node == *name))
-            .map(String::as_str)
+            .cloned()
             .collect();
         if !missing.is_empty() {
-            return Err(format!(
-                "no such node in the cluster: {} (`kubectl get nodes` lists them)",
-                missing.join(", ")
-            ));
+            return Err(NoSuchNodes { nodes: missing });
         }
         let mut nodes = std::mem::take(&mut self.nodes);
         self.nodes = (names.iter())
@@ -159,6 +158,24 @@ impl Status {
             })
             .collect();
         Ok(self)
+    }
+}
+
+/// Nodes named to [`Status::only`] that the cluster does not have: bad input (exit 2).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "no such node in the cluster: {} (`kubectl get nodes` lists them)",
+    nodes.join(", ")
+)]
+pub(crate) struct NoSuchNodes {
+    /// The nodes missing, in the order named.
+    pub(crate) nodes: Vec<String>,
+}
+
+/// Nodes named that the cluster does not have: bad usage (exit 2), as a typo in any flag.
+impl From<NoSuchNodes> for Exit {
+    fn from(e: NoSuchNodes) -> Self {
+        Exit::usage(e.to_string())
     }
 }
 
@@ -325,7 +342,7 @@ impl Simulated {
 }
 
 /// Reads the Lease of `namespace` and every node.
-pub(crate) async fn gather<A>(api: &A, namespace: &str) -> Result<Status, String>
+pub(crate) async fn gather<A>(api: &A, namespace: &str) -> Result<Status, ReadError>
 where
     A: NodeApi + LeaseApi + nodejob_core::CustomApi + ?Sized,
 {
@@ -335,24 +352,37 @@ where
     let node_upgrades = match api.list_rolls_at::<nodejob_crd::NodeUpgrade>().await {
         Ok(at) => at.rolls.iter().map(RollState::of).collect(),
         Err(e) if e.is_not_found() || e.is_forbidden() => Vec::new(),
-        Err(e) => return Err(format!("listing NodeUpgrades: {e}")),
+        Err(cause) => {
+            return Err(ReadError::ListingRolls {
+                kinds: "NodeUpgrades",
+                cause,
+            });
+        }
     };
     let ca_rotations = match api.list_rolls_at::<nodejob_crd::CARotation>().await {
         Ok(at) => at.rolls.iter().map(RotationState::of).collect(),
         Err(e) if e.is_not_found() || e.is_forbidden() => Vec::new(),
-        Err(e) => return Err(format!("listing CARotations: {e}")),
+        Err(cause) => {
+            return Err(ReadError::ListingRolls {
+                kinds: "CARotations",
+                cause,
+            });
+        }
     };
     let name = lease_name();
     let lease = match api.get_lease(namespace, &name).await {
         Ok(lease) => Some(lease),
         Err(e) if e.is_not_found() => None,
-        Err(e) => return Err(format!("reading lease {namespace}/{name}: {e}")),
+        Err(cause) => {
+            return Err(ReadError::ReadingLease {
+                namespace: namespace.into(),
+                name,
+                cause,
+            });
+        }
     };
     let now = api.wall_time();
-    let nodes = api
-        .list_nodes("")
-        .await
-        .map_err(|e| format!("listing nodes: {e}"))?;
+    let nodes = (api.list_nodes("").await).map_err(|cause| ReadError::ListingNodes { cause })?;
     let lease_name = format!("{namespace}/{name}");
     let running = upgrade_running(lease.as_ref(), now);
     Ok(Status {
@@ -551,5 +581,43 @@ mod tests {
             snake_keys(value),
             serde_json::json!({"boot_id": "b", "inner": [{"exit_code": 1}]})
         );
+    }
+
+    /// A read that fails names what it read; the API's answer follows.
+    #[tokio::test(start_paused = true)]
+    async fn a_read_that_fails_names_what_it_read() -> anyhow::Result<()> {
+        use nodejob_core::ApiError;
+        use nodejob_fake::{Times, Verb};
+        let fake = crate::sim::cluster(1, &[])?;
+        let cases = [
+            (
+                Verb::ListCustomAt,
+                "listing NodeUpgrades: down (500 ServiceUnavailable)",
+            ),
+            (
+                Verb::GetLease,
+                "reading lease kube-system/nodejob: down (500 ServiceUnavailable)",
+            ),
+            (
+                Verb::ListNodes,
+                "listing nodes: down (500 ServiceUnavailable)",
+            ),
+        ];
+        for (verb, want) in cases {
+            fake.fail(verb, ApiError::transient(500, "down"), Times::Once);
+            let got = gather(&*fake, "kube-system").await.err();
+            assert_eq!(
+                got.map(|e| e.to_string()).as_deref(),
+                Some(want),
+                "{verb:?}"
+            );
+        }
+        let status = gather(&*fake, "kube-system").await?;
+        let missing = status.only(&["nope".into(), "worker-a-0".into(), "gone".into()]);
+        assert_eq!(
+            missing.err().map(|e| e.to_string()).as_deref(),
+            Some("no such node in the cluster: nope, gone (`kubectl get nodes` lists them)")
+        );
+        Ok(())
     }
 }

@@ -171,7 +171,9 @@ impl ServerHandler for Server {
         };
         let result = ops::call(&self.0, name, request.arguments, context).await;
         Ok(result
-            .unwrap_or_else(|refusal| CallToolResult::error(vec![ContentBlock::text(refusal)]))
+            .unwrap_or_else(|refusal| {
+                CallToolResult::error(vec![ContentBlock::text(refusal.to_string())])
+            })
             .into())
     }
 

@@ -15,18 +15,79 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use upgrade_driver::Stop;
 
 use super::params::{
-    JobArguments, JobsArgs, PauseArgs, PausePreviewArgs, ResumeArgs, RotateCaArgs, StatusArgs,
-    UpgradeArgs, driver_error, parse,
+    ArgumentError, JobArguments, JobsArgs, PauseArgs, PausePreviewArgs, ResumeArgs, RotateCaArgs,
+    StatusArgs, UpgradeArgs, driver_said, parse,
 };
 use super::stream::{self, LevelFilter, Line, Notifier, events};
-use super::token::{self, Operation};
+use super::token::{self, Operation, TokenError};
 use super::tools::Name;
-use crate::backend::{self, Target};
+use crate::backend::{self, SessionError, Target};
 use crate::commands::run;
+use crate::exit::Exit;
+use crate::inspect::ReadError;
 use crate::inspect::jobs::{self as node_jobs, Unlisted};
 use crate::inspect::status::{self as cluster_status, Simulated, lease_name};
-use crate::present::{self, Severity};
+use crate::present::{self, DriverError, Severity};
 use nodejob_core::pause::{Pause, set_pause};
+
+/// Why a tool call ended without its result: the text of the tool error the client gets.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ToolError {
+    /// The arguments were refused, before any API call.
+    #[error(transparent)]
+    Arguments(#[from] ArgumentError),
+    /// The cluster could not be reached, or the work ended abnormally.
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    /// What the tool (or its token) reads could not be read (for `jobs`: the Jobs' Pods too,
+    /// since it answers no rows rather than rows without their exit codes).
+    #[error(transparent)]
+    Reading(#[from] ReadError),
+    /// The token could not be made, or the one presented is stale.
+    #[error(transparent)]
+    Token(#[from] TokenError),
+    /// `jobs` listed nothing: the selector refused, or the list failed.
+    #[error("{}", unlisted_said(selector, unlisted))]
+    Unlisted {
+        /// The selector given.
+        selector: String,
+        /// Why.
+        unlisted: Unlisted,
+    },
+    /// The Job did not render as YAML.
+    #[error("rendering the job: {0}")]
+    Rendering(serde_saphyr::SerializeError),
+    /// The driver refused or failed the operation, said as the tools say it.
+    #[error("{}", driver_said(.0))]
+    Driver(DriverError),
+    /// Another mutating operation holds the session.
+    #[error(
+        "another operation is running in this session ({}); nothing was changed: wait for it \
+         to end, or cancel it, then preview again",
+        running.as_deref().unwrap_or("?")
+    )]
+    Busy {
+        /// What runs, as its call named it.
+        running: Option<String>,
+    },
+    /// `run` refused as `nodejob run` refuses it, before any Job (a node the cluster does not
+    /// have, a roll under way on it): the command's message.
+    #[error("{}", .0.message)]
+    RunRefused(Exit),
+    /// Core's error, naming the operation and object: setting the pause switch, running the
+    /// node Job.
+    #[error(transparent)]
+    Core(nodejob_core::Error),
+}
+
+/// `jobs`'s refusal, as the tool says it: a selector refused names it.
+fn unlisted_said(selector: &str, unlisted: &Unlisted) -> String {
+    if unlisted.is_selector() {
+        format!("selector: {selector:?}: {unlisted}")
+    } else {
+        unlisted.to_string()
+    }
+}
 
 /// What a session keeps.
 pub(crate) struct Session {
@@ -64,7 +125,7 @@ pub(crate) async fn call(
     name: Name,
     arguments: Option<JsonObject>,
     context: RequestContext<RoleServer>,
-) -> Result<CallToolResult, String> {
+) -> Result<CallToolResult, ToolError> {
     let schema = name.tool().input_schema;
     match name {
         Name::Status => {
@@ -116,11 +177,7 @@ pub(crate) async fn call(
         Name::PausePreview => {
             let (args, _): (PausePreviewArgs, _) = parse(&schema, arguments)?;
             if args.resume && (args.reason.is_some() || args.by.is_some()) {
-                return Err(
-                    "reason, by: not with resume: true (a resume lifts the switch, \
-                            whoever pulled it and why)"
-                        .into(),
-                );
+                return Err(ArgumentError::NotWithResume.into());
             }
             let by = default_by(s, args.by, args.resume).await;
             let switch = Switch::of(args.resume, args.reason, by);
@@ -213,7 +270,7 @@ fn to_value<T: Serialize>(t: &T) -> Value {
 
 // ---- read-only ----------------------------------------------------------------------------------
 
-async fn status(s: &Session) -> Result<CallToolResult, String> {
+async fn status(s: &Session) -> Result<CallToolResult, ToolError> {
     let namespace = s.namespace.clone();
     let nodes = s.backend.simulated_nodes().map(|n| n.len());
     let status = s
@@ -223,7 +280,7 @@ async fn status(s: &Session) -> Result<CallToolResult, String> {
             if let (Some(fake), Some(nodes)) = (&t.fake, nodes) {
                 status.simulated = Some(Simulated::of(fake, nodes));
             }
-            Ok::<_, String>(status)
+            Ok::<_, ToolError>(status)
         })
         .await??;
     Ok(answer(
@@ -237,7 +294,7 @@ async fn status(s: &Session) -> Result<CallToolResult, String> {
     ))
 }
 
-async fn jobs(s: &Session, args: JobsArgs) -> Result<CallToolResult, String> {
+async fn jobs(s: &Session, args: JobsArgs) -> Result<CallToolResult, ToolError> {
     let namespace = s.namespace.clone();
     let selector = args.selector.unwrap_or_default();
     let listed = s
@@ -247,9 +304,9 @@ async fn jobs(s: &Session, args: JobsArgs) -> Result<CallToolResult, String> {
             move |t| async move {
                 node_jobs::gather(&*t.api, &namespace, &selector)
                     .await
-                    .map_err(|e| match e {
-                        Unlisted::Selector(e) => format!("selector: {selector:?}: {e}"),
-                        Unlisted::Failed(why) => why,
+                    .map_err(|unlisted| ToolError::Unlisted {
+                        selector: selector.clone(),
+                        unlisted,
                     })
             }
         })
@@ -257,16 +314,16 @@ async fn jobs(s: &Session, args: JobsArgs) -> Result<CallToolResult, String> {
     // Unlike `nodejob jobs`, which warns and shows no exit code, the tool answers nothing
     // rather than rows without their exit codes.
     if let Some(why) = listed.pods_unread {
-        return Err(why);
+        return Err(why.into());
     }
     let text = present::jobs::text(&listed.rows, &namespace, present::Columns::Narrow);
     Ok(answer(text, json!({ "jobs": listed.rows }), false))
 }
 
-async fn render(s: &Session, args: JobArguments) -> Result<CallToolResult, String> {
+async fn render(s: &Session, args: JobArguments) -> Result<CallToolResult, ToolError> {
     let spec = args.spec(&s.namespace)?;
     let job = nodejob_core::build(&spec);
-    let yaml = serde_saphyr::to_string(&job).map_err(|e| format!("rendering the job: {e}"))?;
+    let yaml = serde_saphyr::to_string(&job).map_err(ToolError::Rendering)?;
     let plan = job.clone();
     let namespace = spec.namespace.clone();
     let name = spec.name.clone();
@@ -277,7 +334,8 @@ async fn render(s: &Session, args: JobArguments) -> Result<CallToolResult, Strin
                 token::seen(&*t.api, &namespace, &lease_name(), Some(&name)).await
             })
             .await
-            .and_then(|seen| seen);
+            .map_err(ToolError::from)
+            .and_then(|seen| seen.map_err(ToolError::from));
     let (preview_token, token_error) = match seen {
         Ok(seen) => (Some(token::token(Operation::Run, &plan, &seen)?), None),
         Err(why) => (None, Some(format!("no preview_token: {why}"))),
@@ -302,7 +360,7 @@ async fn render(s: &Session, args: JobArguments) -> Result<CallToolResult, Strin
     ))
 }
 
-async fn upgrade_preview(s: &Session, args: UpgradeArgs) -> Result<CallToolResult, String> {
+async fn upgrade_preview(s: &Session, args: UpgradeArgs) -> Result<CallToolResult, ToolError> {
     let plan = args.plan(&s.namespace)?;
     let (preview, preview_token) = s
         .backend
@@ -311,8 +369,8 @@ async fn upgrade_preview(s: &Session, args: UpgradeArgs) -> Result<CallToolResul
             let seen = token::seen(&*t.api, &spec.namespace, &spec.lease_name, None).await?;
             let preview = upgrade_driver::preview(&*t.api, &plan)
                 .await
-                .map_err(|e| driver_error(present::upgrade::error(&e)))?;
-            Ok::<_, String>((preview, token::token(Operation::Upgrade, spec, &seen)?))
+                .map_err(|e| ToolError::Driver(present::upgrade::error(&e)))?;
+            Ok::<_, ToolError>((preview, token::token(Operation::Upgrade, spec, &seen)?))
         })
         .await??;
     let text = format!(
@@ -331,7 +389,7 @@ async fn rotate_ca_preview(
     s: &Session,
     args: RotateCaArgs,
     operation: Operation,
-) -> Result<CallToolResult, String> {
+) -> Result<CallToolResult, ToolError> {
     let simulated = s.backend.simulated_nodes().is_some();
     let plan = args.plan(&s.namespace, simulated)?;
     let (preview, preview_token) = s
@@ -341,8 +399,8 @@ async fn rotate_ca_preview(
             let seen = token::seen(&*t.api, &spec.namespace, &spec.lease_name, None).await?;
             let preview = certs_driver::preview(&*t.api, &plan)
                 .await
-                .map_err(|e| driver_error(present::rotation::error(&e)))?;
-            Ok::<_, String>((preview, token::token(operation, spec, &seen)?))
+                .map_err(|e| ToolError::Driver(present::rotation::error(&e)))?;
+            Ok::<_, ToolError>((preview, token::token(operation, spec, &seen)?))
         })
         .await??;
     let tool = match operation {
@@ -366,7 +424,7 @@ async fn rotate_ca_preview(
 }
 
 /// The pause switch now and what `pause`/`resume` would change, with the token it needs.
-async fn pause_preview(s: &Session, switch: Switch) -> Result<CallToolResult, String> {
+async fn pause_preview(s: &Session, switch: Switch) -> Result<CallToolResult, ToolError> {
     let namespace = s.namespace.clone();
     let lease = lease_name();
     let plan = switch.plan(&namespace, &lease);
@@ -376,7 +434,7 @@ async fn pause_preview(s: &Session, switch: Switch) -> Result<CallToolResult, St
         s.backend
             .run(move |t| async move {
                 let (now, seen) = token::switch(&*t.api, &namespace, &lease).await?;
-                Ok::<_, String>((now, token::token(operation, &plan, &seen)?))
+                Ok::<_, ToolError>((now, token::token(operation, &plan, &seen)?))
             })
             .await??
     };
@@ -426,7 +484,7 @@ async fn set_switch(
     s: &Session,
     switch: Switch,
     presented: String,
-) -> Result<CallToolResult, String> {
+) -> Result<CallToolResult, ToolError> {
     let namespace = s.namespace.clone();
     let lease = lease_name();
     let plan = switch.plan(&namespace, &lease);
@@ -441,9 +499,7 @@ async fn set_switch(
             .run(move |t| async move {
                 let (_, seen) = token::switch(&*t.api, &namespace, &lease).await?;
                 let current = token::token(operation, &plan, &seen)?;
-                if let Some(why) = token::refusal(operation, &presented, &current) {
-                    return Err(why);
-                }
+                token::check(operation, &presented, &current)?;
                 let pause = to.map(|(by, reason)| Pause {
                     by,
                     at: Some(t.clock()()),
@@ -451,8 +507,8 @@ async fn set_switch(
                 });
                 let before = set_pause(&*t.api, &namespace, &lease, pause.as_ref())
                     .await
-                    .map_err(|e| e.to_string())?;
-                Ok::<_, String>((before, pause))
+                    .map_err(ToolError::Core)?;
+                Ok::<_, ToolError>((before, pause))
             })
             .await??
     };
@@ -492,15 +548,15 @@ struct Busy<'s> {
 }
 
 impl<'s> Busy<'s> {
-    fn take(session: &'s Session, what: String, stop: Option<Stop>) -> Result<Self, String> {
+    fn take(session: &'s Session, what: String, stop: Option<Stop>) -> Result<Self, ToolError> {
         let mut running = session.running.lock().unwrap_or_else(|e| e.into_inner());
-        let guard = session.busy.clone().try_lock_owned().map_err(|_| {
-            format!(
-                "another operation is running in this session ({}); nothing was changed: wait \
-                 for it to end, or cancel it, then preview again",
-                running.as_ref().map_or("?", |(what, _)| what.as_str())
-            )
-        })?;
+        let guard = session
+            .busy
+            .clone()
+            .try_lock_owned()
+            .map_err(|_| ToolError::Busy {
+                running: running.as_ref().map(|(what, _)| what.clone()),
+            })?;
         *running = Some((what, stop));
         Ok(Busy {
             session,
@@ -527,8 +583,8 @@ async fn follow<R>(
     tool: Name,
     mut events: UnboundedReceiver<Line>,
     stop: Option<&Stop>,
-    task: impl Future<Output = Result<R, String>>,
-) -> (Notifier, Result<R, String>) {
+    task: impl Future<Output = Result<R, ToolError>>,
+) -> (Notifier, Result<R, ToolError>) {
     let mut notifier = Notifier::new(
         context.peer.clone(),
         context.meta.get_progress_token(),
@@ -578,7 +634,7 @@ async fn upgrade(
     sent: &JsonObject,
     presented: String,
     context: &RequestContext<RoleServer>,
-) -> Result<CallToolResult, String> {
+) -> Result<CallToolResult, ToolError> {
     let plan = args.plan(&s.namespace)?;
     let stop = Stop::new();
     let _busy = Busy::take(
@@ -592,21 +648,19 @@ async fn upgrade(
         let spec = plan.spec();
         let seen = token::seen(&*t.api, &spec.namespace, &spec.lease_name, None).await?;
         let current = token::token(Operation::Upgrade, spec, &seen)?;
-        if let Some(why) = token::refusal(Operation::Upgrade, &presented, &current) {
-            return Err(why);
-        }
+        token::check(Operation::Upgrade, &presented, &current)?;
         // An assistant relays the progress to a person: paced as if watched, unless --speed.
         let sink = Arc::new(stream::Sink::new(sender, t.pacer(t.speed(true))));
         upgrade_driver::run_until(&*t.api, &plan, sink, &driver_stop)
             .await
-            .map_err(|e| driver_error(present::upgrade::error(&e)))
+            .map_err(|e| ToolError::Driver(present::upgrade::error(&e)))
     };
-    let task = async { s.backend.run(work).await.and_then(|r| r) };
+    let task = async { s.backend.run(work).await? };
     let (notifier, result) = follow(s, context, Name::Upgrade, receiver, Some(&stop), task).await;
     let report = match result {
         Ok(report) => report,
         Err(why) => {
-            notifier.failed(&why).await;
+            notifier.failed(&why.to_string()).await;
             return Err(why);
         }
     };
@@ -639,7 +693,7 @@ async fn rotate_ca(
     presented: String,
     operation: Operation,
     context: &RequestContext<RoleServer>,
-) -> Result<CallToolResult, String> {
+) -> Result<CallToolResult, ToolError> {
     let simulated = s.backend.simulated_nodes().is_some();
     let plan = args.plan(&s.namespace, simulated)?;
     let abort = operation == Operation::RotateCaAbort;
@@ -666,9 +720,7 @@ async fn rotate_ca(
         let spec = plan.spec();
         let seen = token::seen(&*t.api, &spec.namespace, &spec.lease_name, None).await?;
         let current = token::token(operation, spec, &seen)?;
-        if let Some(why) = token::refusal(operation, &presented, &current) {
-            return Err(why);
-        }
+        token::check(operation, &presented, &current)?;
         // An assistant relays the progress to a person: paced as if watched, unless --speed.
         let sink = Arc::new(stream::Sink::new(sender, t.pacer(t.speed(true))));
         let report = if abort {
@@ -676,14 +728,14 @@ async fn rotate_ca(
         } else {
             certs_driver::run_until(&*t.api, &plan, sink, &driver_stop).await
         };
-        report.map_err(|e| driver_error(present::rotation::error(&e)))
+        report.map_err(|e| ToolError::Driver(present::rotation::error(&e)))
     };
-    let task = async { s.backend.run(work).await.and_then(|r| r) };
+    let task = async { s.backend.run(work).await? };
     let (notifier, result) = follow(s, context, tool, receiver, stop.as_ref(), task).await;
     let report = match result {
         Ok(report) => report,
         Err(why) => {
-            notifier.failed(&why).await;
+            notifier.failed(&why.to_string()).await;
             return Err(why);
         }
     };
@@ -704,7 +756,7 @@ async fn run(
     args: JobArguments,
     presented: String,
     context: &RequestContext<RoleServer>,
-) -> Result<CallToolResult, String> {
+) -> Result<CallToolResult, ToolError> {
     let mut spec = args.spec(&s.namespace)?;
     let plan = nodejob_core::build(&spec);
     let _busy = Busy::take(s, format!("run on node {}", spec.node), None)?;
@@ -714,23 +766,21 @@ async fn run(
     let work = move |t: Target| async move {
         let seen = token::seen(&*t.api, &spec.namespace, &lease_name(), Some(&spec.name)).await?;
         let current = token::token(Operation::Run, &plan, &seen)?;
-        if let Some(why) = token::refusal(Operation::Run, &presented, &current) {
-            return Err(why);
-        }
+        token::check(Operation::Run, &presented, &current)?;
         // As the command: a node the cluster does not have, or one a roll is under way on,
         // is refused before any Job is created (no `force` here).
-        let on = (run::node_exists(&*t.api, &spec.node).await).map_err(|e| e.message)?;
-        (run::refuse_busy(&*t.api, &spec.namespace, &on).await).map_err(|e| e.message)?;
+        let on = (run::node_exists(&*t.api, &spec.node).await).map_err(ToolError::RunRefused)?;
+        (run::refuse_busy(&*t.api, &spec.namespace, &on).await).map_err(ToolError::RunRefused)?;
         nodejob_core::run_exit_code_logs(&*t.api, &spec)
             .await
-            .map_err(|e| e.to_string())
+            .map_err(ToolError::Core)
     };
-    let task = async { s.backend.run(work).await.and_then(|r| r) };
+    let task = async { s.backend.run(work).await? };
     let (notifier, result) = follow(s, context, Name::Run, receiver, None, task).await;
     let (exit_code, log) = match result {
         Ok(ended) => ended,
         Err(why) => {
-            notifier.failed(&why).await;
+            notifier.failed(&why.to_string()).await;
             return Err(why);
         }
     };

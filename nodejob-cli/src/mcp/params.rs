@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use crate::parse;
+use crate::parse::{self, ParseError};
 use crate::present::{DriverError, ErrorKind};
 use crate::settings::{
     Field, JobSettings, NewCa, RUN_DEADLINE, Refused, RotationSettings, UpgradeSettings,
@@ -361,24 +361,96 @@ pub(crate) fn schema<T: JsonSchema + 'static>(extras: &[Extra]) -> Arc<JsonObjec
     Arc::new(schema)
 }
 
+/// Why a tool's arguments make no call: refused before any API call, naming the argument (as
+/// the tool's schema names it), and what would be taken.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ArgumentError {
+    /// An argument the tool's schema does not name.
+    #[error("{key}: no such argument; the arguments are: {}", known.join(", "))]
+    Unknown {
+        /// The argument given.
+        key: String,
+        /// The tool's arguments.
+        known: Vec<String>,
+    },
+    /// A required argument missing (or null).
+    #[error("{field}: required")]
+    Required {
+        /// The argument.
+        field: String,
+    },
+    /// A mutating tool called without its preview's token.
+    #[error(
+        "preview_token: required; call this operation's preview with the same arguments \
+         first, and pass the preview_token it returns"
+    )]
+    NoToken,
+    /// `preview_token` given, but not as text.
+    #[error("preview_token: must be a string as the preview returned it, got {got}")]
+    TokenNotText {
+        /// The value given.
+        got: Value,
+    },
+    /// `abort` given, but not as a boolean.
+    #[error("abort: must be true or false, got {got}")]
+    AbortNotBool {
+        /// The value given.
+        got: Value,
+    },
+    /// A value of the wrong type or shape, at its path (`nodes`, `to`).
+    #[error("{path}: {cause}")]
+    Shape {
+        /// The argument's path.
+        path: String,
+        /// serde's reason.
+        cause: serde_json::Error,
+    },
+    /// A value that does not read by its grammar (a duration, `max_unavailable`,
+    /// `version_from`).
+    #[error("{argument}: {cause}")]
+    Value {
+        /// The argument.
+        argument: &'static str,
+        /// Why it does not read.
+        cause: ParseError,
+    },
+    /// The settings make no plan (a window that does not read, a plan the driver refuses, a
+    /// CA file not read), said naming the argument.
+    #[error("{}", refused(.0))]
+    Settings(Refused),
+    /// `run` or `render` without a command.
+    #[error("argv: must name a command (at least one element)")]
+    NoArgv,
+    /// The node Job refused by core's rules (its name, the node's, the image), naming the
+    /// field.
+    #[error(transparent)]
+    Spec(nodejob_core::Error),
+    /// `pause_preview` asked to resume with a reason or a who, which a resume has not.
+    #[error(
+        "reason, by: not with resume: true (a resume lifts the switch, whoever pulled it and \
+         why)"
+    )]
+    NotWithResume,
+}
+
 /// Reads `arguments` as `T` and its extras, against `schema` (the tool's): a field the schema
 /// does not name, a required one missing, a value of the wrong type or shape is refused,
 /// naming the field.
 pub(crate) fn parse<T: DeserializeOwned>(
     schema: &JsonObject,
     arguments: Option<JsonObject>,
-) -> Result<(T, Extras), String> {
+) -> Result<(T, Extras), ArgumentError> {
     let mut arguments = arguments.unwrap_or_default();
     let properties = schema.get("properties").and_then(Value::as_object);
     for key in arguments.keys() {
         if !properties.is_some_and(|p| p.contains_key(key)) {
-            let known: Vec<&str> = properties
-                .map(|p| p.keys().map(String::as_str).collect())
+            let known: Vec<String> = properties
+                .map(|p| p.keys().cloned().collect())
                 .unwrap_or_default();
-            return Err(format!(
-                "{key}: no such argument; the arguments are: {}",
-                known.join(", ")
-            ));
+            return Err(ArgumentError::Unknown {
+                key: key.clone(),
+                known,
+            });
         }
     }
     let required = (schema.get("required").and_then(Value::as_array))
@@ -387,12 +459,11 @@ pub(crate) fn parse<T: DeserializeOwned>(
     for field in required {
         if arguments.get(field).is_none_or(Value::is_null) {
             return Err(if field == PREVIEW_TOKEN {
-                format!(
-                    "{PREVIEW_TOKEN}: required; call this operation's preview with the same \
-                     arguments first, and pass the {PREVIEW_TOKEN} it returns"
-                )
+                ArgumentError::NoToken
             } else {
-                format!("{field}: required")
+                ArgumentError::Required {
+                    field: field.into(),
+                }
             });
         }
     }
@@ -400,33 +471,35 @@ pub(crate) fn parse<T: DeserializeOwned>(
     let mut extras = Extras::default();
     match arguments.remove(PREVIEW_TOKEN) {
         Some(Value::String(token)) => extras.preview_token = Some(token),
-        Some(other) => {
-            return Err(format!(
-                "{PREVIEW_TOKEN}: must be a string as the preview returned it, got {other}"
-            ));
-        }
+        Some(got) => return Err(ArgumentError::TokenNotText { got }),
         None => {}
     }
     match arguments.remove(ABORT) {
         Some(Value::Bool(abort)) => extras.abort = abort,
         Some(Value::Null) | None => {}
-        Some(other) => return Err(format!("{ABORT}: must be true or false, got {other}")),
+        Some(got) => return Err(ArgumentError::AbortNotBool { got }),
     }
     let args = serde_path_to_error::deserialize(Value::Object(arguments)).map_err(|e| {
         let path = e.path().to_string();
-        format!("{path}: {}", e.into_inner())
+        ArgumentError::Shape {
+            path,
+            cause: e.into_inner(),
+        }
     })?;
     Ok((args, extras))
 }
 
-fn duration(field: &str, value: Option<&String>) -> Result<Option<Duration>, String> {
+fn duration(
+    argument: &'static str,
+    value: Option<&String>,
+) -> Result<Option<Duration>, ArgumentError> {
     value
-        .map(|v| parse::duration(v).map_err(|e| format!("{field}: {e}")))
+        .map(|v| parse::duration(v).map_err(|cause| ArgumentError::Value { argument, cause }))
         .transpose()
 }
 
 /// Settings refused, as the tools say it: naming the argument.
-fn refused(refusal: Refused) -> String {
+fn refused(refusal: &Refused) -> String {
     match refusal {
         Refused::Value { field, why } => format!("{}: {why}", field.argument()),
         Refused::Unreadable { path, why } => {
@@ -436,7 +509,7 @@ fn refused(refusal: Refused) -> String {
         Refused::Plan { field, rule, .. } => format!(
             "{}: {}",
             field.argument(),
-            rule_said(&rule, |f| f.argument().to_string())
+            rule_said(rule, |f| f.argument().to_string())
         ),
     }
 }
@@ -447,12 +520,12 @@ fn argument(field: &Field) -> String {
 }
 
 /// A driver's error, as the tools say it.
-pub(crate) fn driver_error(e: DriverError) -> String {
-    match e.kind {
+pub(crate) fn driver_said(e: &DriverError) -> String {
+    match &e.kind {
         ErrorKind::LeaseHeld => format!("{}; try again later", e.text),
         // The text names the arguments to check (`nodes`, `selector`).
         ErrorKind::NoSuchNode => rule_said(&e.text, argument),
-        ErrorKind::Plan { field, rule } => refusal_said(&Field::of_plan(field, ""), &rule, |f| {
+        ErrorKind::Plan { field, rule } => refusal_said(&Field::of_plan(field, ""), rule, |f| {
             f.argument().to_string()
         }),
         ErrorKind::Failed => rule_said(&e.text, argument),
@@ -461,7 +534,7 @@ pub(crate) fn driver_error(e: DriverError) -> String {
 
 impl UpgradeArgs {
     /// The settings these arguments say.
-    fn settings(&self) -> Result<UpgradeSettings, String> {
+    fn settings(&self) -> Result<UpgradeSettings, ArgumentError> {
         let max_unavailable = match &self.max_unavailable {
             None => None,
             Some(m) => {
@@ -469,7 +542,12 @@ impl UpgradeArgs {
                     CountOrPercent::Count(n) => n.to_string(),
                     CountOrPercent::Text(t) => t.clone(),
                 };
-                Some(parse::max_unavailable(&text).map_err(|e| format!("max_unavailable: {e}"))?)
+                Some(
+                    parse::max_unavailable(&text).map_err(|cause| ArgumentError::Value {
+                        argument: "max_unavailable",
+                        cause,
+                    })?,
+                )
             }
         };
         Ok(UpgradeSettings {
@@ -486,7 +564,10 @@ impl UpgradeArgs {
             version_from: (self.version_from.as_deref())
                 .map(parse::version_source)
                 .transpose()
-                .map_err(|e| format!("version_from: {e}"))?,
+                .map_err(|cause| ArgumentError::Value {
+                    argument: "version_from",
+                    cause,
+                })?,
             window: self.window.clone(),
             failure_budget: self.failure_budget,
             health_check: self.health_check.clone(),
@@ -507,8 +588,8 @@ impl UpgradeArgs {
     }
 
     /// The upgrade's plan in `namespace`; refused naming the argument.
-    pub(crate) fn plan(&self, namespace: &str) -> Result<upgrade_driver::Plan, String> {
-        self.settings()?.plan(namespace).map_err(refused)
+    pub(crate) fn plan(&self, namespace: &str) -> Result<upgrade_driver::Plan, ArgumentError> {
+        (self.settings()?.plan(namespace)).map_err(ArgumentError::Settings)
     }
 }
 
@@ -519,7 +600,7 @@ impl RotateCaArgs {
         &self,
         namespace: &str,
         simulated: bool,
-    ) -> Result<certs_driver::Plan, String> {
+    ) -> Result<certs_driver::Plan, ArgumentError> {
         let settings = RotationSettings {
             new_ca: match &self.new_ca {
                 Some(path) => match path.to_str() {
@@ -539,13 +620,13 @@ impl RotateCaArgs {
             window: self.window.clone(),
             failure_budget: self.failure_budget,
         };
-        settings.plan(namespace).map_err(refused)
+        settings.plan(namespace).map_err(ArgumentError::Settings)
     }
 }
 
 impl JobArguments {
     /// The node Job's spec in `namespace`, as `nodejob run` builds it from the same flags.
-    pub(crate) fn spec(&self, namespace: &str) -> Result<Spec, String> {
+    pub(crate) fn spec(&self, namespace: &str) -> Result<Spec, ArgumentError> {
         let settings = JobSettings {
             node: self.node.clone(),
             critical: self.critical,
@@ -555,9 +636,9 @@ impl JobArguments {
             argv: self.argv.clone(),
         };
         if settings.argv.is_empty() {
-            return Err("argv: must name a command (at least one element)".into());
+            return Err(ArgumentError::NoArgv);
         }
-        settings.spec(namespace)
+        settings.spec(namespace).map_err(ArgumentError::Spec)
     }
 }
 
@@ -599,6 +680,7 @@ mod tests {
         for (schema, args, want) in cases {
             let got = parse::<UpgradeArgs>(schema, object(args.clone()))
                 .err()
+                .map(|e| e.to_string())
                 .unwrap_or_default();
             assert!(got.starts_with(want), "{args}: {got}");
         }
@@ -615,11 +697,15 @@ mod tests {
         let bad = parse::<RotateCaArgs>(&rotation, object(json!({"concurrency": "two"})));
         assert!(
             bad.err()
+                .map(|e| e.to_string())
                 .unwrap_or_default()
                 .starts_with("concurrency: invalid type")
         );
         let bad = parse::<RotateCaArgs>(&rotation, object(json!({"abort": "yes"})));
-        assert!(bad.err().unwrap_or_default().starts_with("abort: must be"));
+        assert_eq!(
+            bad.err().map(|e| e.to_string()).as_deref(),
+            Some("abort: must be true or false, got \"yes\"")
+        );
     }
 
     #[test]
@@ -650,6 +736,7 @@ mod tests {
             let got = args(v.clone())
                 .plan("kube-system")
                 .err()
+                .map(|e| e.to_string())
                 .unwrap_or_default();
             assert!(got.starts_with(want), "{v}: {got}");
         }
@@ -663,14 +750,14 @@ mod tests {
     /// The flags' defaults and the tools' (a field left out) make the same plan: the command
     /// line and MCP share one settings layer, and clap's defaults are the drivers'.
     #[test]
-    fn the_flags_defaults_and_the_tools_defaults_make_the_same_plans() -> Result<(), String> {
+    fn the_flags_defaults_and_the_tools_defaults_make_the_same_plans() -> anyhow::Result<()> {
         use clap::Parser;
 
         use crate::args::{Cli, Command};
-        let parse = |args: &[&str]| Cli::try_parse_from(args).map_err(|e| e.to_string());
+        let parse = |args: &[&str]| Cli::try_parse_from(args);
         let Command::Upgrade(flags) = parse(&["nodejob", "upgrade", "--to", "v1.38.0"])?.command
         else {
-            return Err("not an upgrade".into());
+            anyhow::bail!("not an upgrade");
         };
         let from_flags = crate::commands::upgrade::settings(&flags).plan("kube-system");
         let (from_tool, _) = parse_args::<UpgradeArgs>(
@@ -678,19 +765,19 @@ mod tests {
             object(json!({"to": "v1.38.0"})),
         )?;
         let (a, b) = (
-            from_flags.map_err(|e| format!("{e:?}"))?,
+            from_flags.map_err(|e| anyhow::anyhow!("{e:?}"))?,
             from_tool.plan("kube-system")?,
         );
         assert_eq!(a.spec(), b.spec());
         let Command::RotateCa(flags) = parse(&["nodejob", "rotate-ca", "--simulate", "3"])?.command
         else {
-            return Err("not a rotation".into());
+            anyhow::bail!("not a rotation");
         };
         let from_flags = crate::commands::rotate_ca::settings(&flags).plan("kube-system");
         let (from_tool, _) =
             parse_args::<RotateCaArgs>(&schema::<RotateCaArgs>(&[]), object(json!({})))?;
         let (a, b) = (
-            from_flags.map_err(|e| format!("{e:?}"))?,
+            from_flags.map_err(|e| anyhow::anyhow!("{e:?}"))?,
             from_tool.plan("kube-system", true)?,
         );
         assert!(a.spec() == b.spec(), "{:?} != {:?}", a.spec(), b.spec());

@@ -15,6 +15,30 @@ use nodejob_core::{ApiError, JobApi, LeaseApi, NodeApi};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+use crate::inspect::ReadError;
+
+/// Why a token could not be made, or was refused. (What it covers not read is a
+/// [`ReadError`].)
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TokenError {
+    /// The plan does not serialise (a map with keys that are not strings).
+    #[error("serialising the plan: {0}")]
+    Serialising(serde_json::Error),
+    /// The token presented is not the one the plan and the cluster make now: preview again.
+    #[error(
+        "preview_token: does not match the current plan and cluster state (the arguments \
+         differ from the preview's, or the cluster changed since: a node, the Lease{}); \
+         nothing was changed: call {} again with the same arguments and pass the \
+         preview_token it returns",
+        if *.operation == Operation::Run { ", the Job" } else { "" },
+        .operation.preview_tool()
+    )]
+    Stale {
+        /// The operation the token was presented for.
+        operation: Operation,
+    },
+}
+
 /// What the token covers of the cluster, as read.
 #[derive(Debug, Serialize)]
 pub(crate) struct Seen {
@@ -68,14 +92,14 @@ pub(crate) async fn seen<A>(
     namespace: &str,
     lease: &str,
     job: Option<&str>,
-) -> Result<Seen, String>
+) -> Result<Seen, ReadError>
 where
     A: JobApi + NodeApi + LeaseApi + ?Sized,
 {
     let mut nodes: Vec<(String, String)> = api
         .list_nodes("")
         .await
-        .map_err(|e| format!("listing nodes: {e}"))?
+        .map_err(|cause| ReadError::ListingNodes { cause })?
         .into_iter()
         .map(|n| {
             (
@@ -91,11 +115,21 @@ where
             l.metadata.resource_version.unwrap_or_default(),
         )),
         Err(e) if e.is_not_found() => None,
-        Err(e) => return Err(format!("reading lease {namespace}/{lease}: {e}")),
+        Err(cause) => {
+            return Err(ReadError::ReadingLease {
+                namespace: namespace.into(),
+                name: lease.into(),
+                cause,
+            });
+        }
     };
     let job = match job {
         Some(name) => absent_ok(api.get_job(namespace, name).await)
-            .map_err(|e| format!("reading job {namespace}/{name}: {e}"))?
+            .map_err(|cause| ReadError::ReadingJob {
+                namespace: namespace.into(),
+                name: name.into(),
+                cause,
+            })?
             .map(|j: Job| {
                 (
                     j.metadata.uid.unwrap_or_default(),
@@ -120,14 +154,20 @@ pub(crate) async fn switch<A>(
     api: &A,
     namespace: &str,
     lease: &str,
-) -> Result<(Option<Pause>, Seen), String>
+) -> Result<(Option<Pause>, Seen), ReadError>
 where
     A: LeaseApi + ?Sized,
 {
     let now = match api.get_lease(namespace, lease).await {
         Ok(l) => paused(&l),
         Err(e) if e.is_not_found() => None,
-        Err(e) => return Err(format!("reading lease {namespace}/{lease}: {e}")),
+        Err(cause) => {
+            return Err(ReadError::ReadingLease {
+                namespace: namespace.into(),
+                name: lease.into(),
+                cause,
+            });
+        }
     };
     let seen = Seen {
         nodes: Vec::new(),
@@ -150,13 +190,14 @@ fn absent_ok<T>(result: Result<T, ApiError>) -> Result<Option<T>, ApiError> {
 /// as serde serialises it) on `seen`.
 ///
 /// # Errors
-/// The plan does not serialise (a map with keys that are not strings).
+/// [`TokenError::Serialising`]: the plan does not serialise (a map with keys that are not
+/// strings).
 pub(crate) fn token<P: Serialize + ?Sized>(
     operation: Operation,
     plan: &P,
     seen: &Seen,
-) -> Result<String, String> {
-    let plan = serde_json::to_value(plan).map_err(|e| format!("serialising the plan: {e}"))?;
+) -> Result<String, TokenError> {
+    let plan = serde_json::to_value(plan).map_err(TokenError::Serialising)?;
     let body = serde_json::json!({
         "operation": operation,
         "plan": plan,
@@ -167,22 +208,20 @@ pub(crate) fn token<P: Serialize + ?Sized>(
     Ok(format!("sha256:{hex}"))
 }
 
-/// Why a presented token is refused (`None`: it matches).
-pub(crate) fn refusal(operation: Operation, presented: &str, current: &str) -> Option<String> {
-    (presented != current).then(|| {
-        format!(
-            "preview_token: does not match the current plan and cluster state (the arguments \
-             differ from the preview's, or the cluster changed since: a node, the Lease{}); \
-             nothing was changed: call {} again with the same arguments and pass the \
-             preview_token it returns",
-            if operation == Operation::Run {
-                ", the Job"
-            } else {
-                ""
-            },
-            operation.preview_tool()
-        )
-    })
+/// Whether the token `presented` for `operation` is the `current` one.
+///
+/// # Errors
+/// [`TokenError::Stale`]: it is not (the arguments or the cluster changed since the preview).
+pub(crate) fn check(
+    operation: Operation,
+    presented: &str,
+    current: &str,
+) -> Result<(), TokenError> {
+    if presented == current {
+        Ok(())
+    } else {
+        Err(TokenError::Stale { operation })
+    }
 }
 
 #[cfg(test)]
@@ -199,23 +238,38 @@ mod tests {
     }
 
     #[test]
-    fn a_token_binds_the_operation_the_plan_and_the_state() -> Result<(), String> {
+    fn a_token_binds_the_operation_the_plan_and_the_state() -> anyhow::Result<()> {
         let t = token(Operation::Upgrade, "plan", &seen("1"))?;
         assert!(t.starts_with("sha256:") && t.len() == 7 + 64, "{t}");
         assert_eq!(t, token(Operation::Upgrade, "plan", &seen("1"))?);
         assert_ne!(t, token(Operation::RotateCa, "plan", &seen("1"))?);
         assert_ne!(t, token(Operation::Upgrade, "plan2", &seen("1"))?);
         assert_ne!(t, token(Operation::Upgrade, "plan", &seen("2"))?);
-        assert!(refusal(Operation::Upgrade, &t, &t).is_none());
-        let why = refusal(Operation::Upgrade, "sha256:00", &t).unwrap_or_default();
-        assert!(why.contains("upgrade_preview again"), "{why}");
+        assert!(check(Operation::Upgrade, &t, &t).is_ok());
+        let why = |operation| {
+            check(operation, "sha256:00", &t)
+                .err()
+                .map(|e| e.to_string())
+        };
+        assert_eq!(
+            why(Operation::Upgrade).as_deref(),
+            Some(
+                "preview_token: does not match the current plan and cluster state (the \
+                 arguments differ from the preview's, or the cluster changed since: a node, the \
+                 Lease); nothing was changed: call upgrade_preview again with the same \
+                 arguments and pass the preview_token it returns"
+            )
+        );
+        let run = why(Operation::Run).unwrap_or_default();
+        assert!(run.contains("a node, the Lease, the Job); "), "{run}");
+        assert!(run.contains("call render again"), "{run}");
         Ok(())
     }
 
     /// A field the rotation's hand-written `Debug` leaves out, or shows by its size only,
     /// still changes the token: the token hashes the serialised plan, not its `Debug` text.
     #[test]
-    fn every_field_of_a_plan_binds_the_token() -> Result<(), String> {
+    fn every_field_of_a_plan_binds_the_token() -> anyhow::Result<()> {
         let plan = certs_driver::PlanSpec::new("PEM A", "sha256:aa");
         let base = token(Operation::RotateCa, &plan, &seen("1"))?;
         let mut other_ca = plan.clone();
