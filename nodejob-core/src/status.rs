@@ -235,6 +235,22 @@ pub fn finished(job: &Job) -> bool {
     ended && !running
 }
 
+/// Whether a Job reports its Pod succeeded ahead of its terminal condition: `SuccessCriteriaMet`
+/// is `"True"` and no Pod of it is active, ready or terminating. Kubernetes 1.31 and later write
+/// it in the sync that sees the Pod succeeded, then `Complete` once the Pod's tracking finalizer
+/// is removed (`trackJobStatusAndRemoveFinalizers`, `pkg/controller/job`). Not an end (see
+/// [`finished`]): what it allows is reading the log of a Pod that has ended, before the end is
+/// written.
+pub(crate) fn succeeding(job: &Job) -> bool {
+    let Some(status) = &job.status else {
+        return false;
+    };
+    let count = |n: Option<i32>| n.unwrap_or(0);
+    let running =
+        count(status.active) > 0 || count(status.terminating) > 0 || count(status.ready) > 0;
+    condition(job, JobConditionType::SuccessCriteriaMet).is_some() && !running && !finished(job)
+}
+
 /// Whether a Job has succeeded: its `Complete` condition is `"True"`, or it has [`finished`]
 /// with a succeeded Pod and no `Failed` condition (the controller's terminal condition wins over
 /// the counters).
@@ -252,20 +268,28 @@ pub fn failed(job: &Job) -> bool {
 }
 
 /// Whether a Job has (had) a Pod, by its counters: one is or was active, ready, terminating,
-/// succeeded or failed.
+/// succeeded or failed, or has ended and is not yet counted (`uncountedTerminatedPods`, where
+/// the Job controller holds a Pod's UID between its end and the removal of its tracking
+/// finalizer).
 pub(crate) fn has_had_pod(job: &Job) -> bool {
     let Some(status) = &job.status else {
         return false;
     };
-    [
-        status.active,
-        status.ready,
-        status.terminating,
-        status.succeeded,
-        status.failed,
-    ]
-    .iter()
-    .any(|n| n.unwrap_or(0) > 0)
+    let uncounted = (status.uncounted_terminated_pods.iter()).any(|u| {
+        [&u.succeeded, &u.failed]
+            .iter()
+            .any(|l| l.as_ref().is_some_and(|l| !l.is_empty()))
+    });
+    uncounted
+        || [
+            status.active,
+            status.ready,
+            status.terminating,
+            status.succeeded,
+            status.failed,
+        ]
+        .iter()
+        .any(|n| n.unwrap_or(0) > 0)
 }
 
 /// The Job's `(active, ready)` Pod counters.

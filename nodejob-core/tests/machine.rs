@@ -4,7 +4,7 @@ mod support;
 
 use std::time::Duration;
 
-use k8s_openapi::api::batch::v1::JobStatus;
+use k8s_openapi::api::batch::v1::{Job, JobStatus, UncountedTerminatedPods};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Preconditions;
 use nodejob_core::runner::{Intent, Machine, Mode, Observation as Obs, Report};
 use nodejob_core::{ApiError, Change, Error, Level, POLL_INTERVAL, build};
@@ -482,6 +482,76 @@ fn log_is_read_before_the_succeeded_job_is_deleted() {
         m.step(secs(9), Obs::Deleted).intent,
         finish_ok(0, Some("done\n"))
     );
+}
+
+/// What the Job controller writes in the sync that sees its one Pod succeeded, before it
+/// removes the Pod's tracking finalizer and writes `Complete`: the interim condition, the Pod
+/// uncounted, no Pod active, ready or terminating.
+fn succeeding(rv: u32) -> Box<Job> {
+    with_status(
+        job("ours", rv),
+        JobStatus {
+            active: Some(0),
+            ready: Some(0),
+            terminating: Some(0),
+            uncounted_terminated_pods: Some(UncountedTerminatedPods {
+                succeeded: Some(vec!["pod-uid".into()]),
+                failed: None,
+            }),
+            conditions: Some(vec![cond("SuccessCriteriaMet", "CompletionsReached", "")]),
+            ..Default::default()
+        },
+    )
+}
+
+#[test]
+fn the_log_is_read_as_the_job_reports_its_pod_succeeded_and_the_finish_only_deletes() {
+    let mut m = machine_waiting(Mode::ExitCodeLogs);
+    let s = m.step(secs(8), Obs::Changed(Change::Applied(succeeding(5))));
+    assert_eq!(s.intent, Intent::ReadLog { pod: "p".into() });
+    // Not the end: the wait goes on, from the interim state.
+    let s = m.step(secs(8), Obs::Log("done\n".into()));
+    assert_eq!(s.intent, wait(5, bound() - secs(8)));
+    // Complete: the delete, with no read of the log again.
+    let s = m.step(secs(9), Obs::Changed(Change::Applied(complete("ours", 6))));
+    assert_eq!(s.intent, exact("ours", 6));
+    assert_eq!(
+        m.step(secs(9), Obs::Deleted).intent,
+        finish_ok(0, Some("done\n"))
+    );
+}
+
+#[test]
+fn an_early_log_read_that_fails_is_read_again_at_the_finish_and_never_retried_before() {
+    for answer in [
+        Obs::Failed(ApiError::transient(500, "dial tcp: connection refused")),
+        Obs::Failed(ApiError::not_found("pods \"p\" not found")),
+    ] {
+        let mut m = machine_waiting(Mode::ExitCodeLogs);
+        let s = m.step(secs(8), Obs::Changed(Change::Applied(succeeding(5))));
+        assert_eq!(s.intent, Intent::ReadLog { pod: "p".into() });
+        let s = m.step(secs(8), answer);
+        assert_eq!(s.intent, wait(5, bound() - secs(8)));
+        // Tried once a run: another interim change does not read it again.
+        let s = m.step(secs(8), Obs::Changed(Change::Applied(succeeding(6))));
+        assert_eq!(s.intent, wait(6, bound() - secs(8)));
+        let s = m.step(secs(9), Obs::Changed(Change::Applied(complete("ours", 7))));
+        assert_eq!(s.intent, Intent::ReadLog { pod: "p".into() });
+    }
+}
+
+#[test]
+fn no_early_log_read_while_a_pod_still_runs_or_terminates_or_when_it_is_not_wanted() {
+    // A Pod still terminating (another, replaced): the host may still run there.
+    let mut m = machine_waiting(Mode::ExitCodeLogs);
+    let mut terminating = succeeding(5);
+    terminating.status.as_mut().unwrap().terminating = Some(1);
+    let s = m.step(secs(8), Obs::Changed(Change::Applied(terminating)));
+    assert_eq!(s.intent, wait(5, bound() - secs(8)));
+    // The exit code alone is wanted: nothing to read.
+    let mut m = machine_waiting(Mode::ExitCode);
+    let s = m.step(secs(8), Obs::Changed(Change::Applied(succeeding(5))));
+    assert_eq!(s.intent, wait(5, bound() - secs(8)));
 }
 
 #[test]

@@ -138,7 +138,7 @@ impl Machine {
                         Level::Info,
                         format!("adopted {} (uid {uid}), which has finished", run.job),
                     );
-                    let step = Reading::start(run, uid, rv, job, false, None);
+                    let step = Reading::start(run, uid, rv, job, false, None, None);
                     self.read(vec![note], step)
                 }
                 Next::Leave(Cleared::Adopted(job)) => match Ours::adopted(run, now, job) {
@@ -160,6 +160,7 @@ impl Machine {
                         done.job,
                         done.pod_deleted,
                         done.pod,
+                        done.log,
                     );
                     self.read(Vec::new(), step)
                 }

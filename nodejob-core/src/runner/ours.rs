@@ -8,6 +8,9 @@
 //!     ▼                                        ├ timed out, podless ─▶ Events ─▶ Change
 //!  Checking ──the same work: adopt it──▶       ├ watch expired ──────▶ Reread ─▶ Change
 //!                                              ├ pod no longer ready ▶ Node ───▶ Change
+//!                                              ├ running, log wanted ▶ Pods ───▶ Change
+//!                                              ├ its Pod succeeded ──▶ Log ────▶ Change
+//!                                              │   (SuccessCriteriaMet, none running)
 //!                                              └ timed out (the loop read the node):
 //!                                                  node gone, or the bound: done
 //! ```
@@ -31,7 +34,7 @@ use crate::quote::quote;
 use crate::spec::{Level, Note};
 use crate::status::{
     active_and_ready, finished, has_had_pod, is_pod_of_job, not_ready_because,
-    pod_terminating_by_another, pods_selector,
+    pod_terminating_by_another, pods_selector, succeeding,
 };
 
 /// Ours has finished: its result is to be read.
@@ -49,6 +52,9 @@ pub(super) struct Finished {
     /// ran that one Pod only (`backoffLimit: 0`, replaced only once failed), so its log is read
     /// at once, with no list after the finish.
     pub(super) pod: Option<String>,
+    /// That Pod's log, when it was read as the Job reported its success, before the terminal
+    /// condition ([`Await::Log`]): the finish then costs the delete only.
+    pub(super) log: Option<String>,
 }
 
 /// Ours has left: finished, or, created unguarded, found the name taken.
@@ -98,7 +104,21 @@ pub(super) struct Waiting {
     pod: Option<String>,
     /// Whether its Pods were listed while it ran: once per run at most, whatever it found.
     listed: bool,
+    /// Its Pod's log, read as the Job reported its success before its terminal condition; or
+    /// whether that read was tried (once per run at most).
+    log: Early,
     at: Await,
+}
+
+/// The log read early, as the Job reports its Pod succeeded ([`succeeding`]).
+#[derive(Debug)]
+enum Early {
+    /// Not tried.
+    Unread,
+    /// Tried, and failed: the finish reads it.
+    Failed,
+    /// Read.
+    Read(String),
 }
 
 /// The answer the wait is at.
@@ -116,6 +136,11 @@ enum Await {
     /// the list a finished Job's log needs, made while the host operation runs rather than
     /// after it finished, so the finish costs the log's read and the delete only.
     Pods,
+    /// Its Pod's log (`ReadLog`), the Job having reported the Pod succeeded and no other Pod
+    /// left, before its terminal condition ([`succeeding`]): the Job controller writes
+    /// `Complete` only after its next pod write (the tracking finalizer's removal), and the
+    /// read overlaps those two round trips, so the finish costs the delete only.
+    Log,
 }
 
 impl Ours {
@@ -157,6 +182,7 @@ impl Ours {
                 Await::Events => w.on_events(run, now, obs),
                 Await::Node => w.on_node(run, now, obs),
                 Await::Pods => w.on_pods(now, obs),
+                Await::Log => w.on_log(now, obs),
             },
         }
     }
@@ -168,7 +194,9 @@ impl Ours {
             Ours::Creating { deadline, .. } | Ours::Checking { deadline } => {
                 Retries::Until(*deadline)
             }
-            Ours::Waiting(w) if matches!(w.at, Await::Node | Await::Pods) => Retries::Never,
+            Ours::Waiting(w) if matches!(w.at, Await::Node | Await::Pods | Await::Log) => {
+                Retries::Never
+            }
             Ours::Waiting(w) => Retries::Until(w.deadline),
         }
     }
@@ -262,6 +290,7 @@ fn wait_for(run: &Run, now: Duration, job: Box<Job>, note: String) -> Step {
         pod_deleted: false,
         pod: None,
         listed: false,
+        log: Early::Unread,
         at: Await::Change,
     };
     w.rewait(now, vec![note])
@@ -330,12 +359,17 @@ impl Waiting {
         if finished(&job) {
             let rv = rv_of(&job);
             let pod_deleted = self.pod_deleted;
+            let log = match self.log {
+                Early::Read(log) => Some(log),
+                Early::Unread | Early::Failed => None,
+            };
             return Next::Leave(Left::Finished(Finished {
                 uid,
                 rv,
                 job,
                 pod_deleted,
                 pod: self.pod,
+                log,
             }));
         }
         let (_, was_ready) = active_and_ready(&self.last);
@@ -356,6 +390,24 @@ impl Waiting {
             let selector = pods_selector(&self.uid);
             return self.go(Await::Pods, Intent::ListPods { selector });
         }
+        if run.mode == Mode::ExitCodeLogs
+            && matches!(self.log, Early::Unread)
+            && !self.pod_deleted
+            && succeeding(&self.last)
+            && let Some(pod) = self.pod.clone()
+        {
+            return self.go(Await::Log, Intent::ReadLog { pod });
+        }
+        self.rewait(now, Vec::new())
+    }
+
+    /// Its Pod's log, read early: a failure is no reason to stop waiting, nor to read it
+    /// again before the finish, which reads it then.
+    fn on_log(mut self, now: Duration, obs: Observation) -> Step {
+        self.log = match obs {
+            Observation::Log(log) => Early::Read(log),
+            _ => Early::Failed,
+        };
         self.rewait(now, Vec::new())
     }
 

@@ -2,9 +2,12 @@
 //! the log when asked, then ours deleted when it succeeded or left for inspection when it failed.
 //! A Job that succeeded answers 0 with no Pod read, or, its log wanted, with the log of the Pod
 //! named while it ran: the finish then costs the log's read and the delete, one after the
-//! other (the log is read before the delete, as the contract says), no list before them.
+//! other (the log is read before the delete, as the contract says), no list before them; or
+//! the delete alone, when the log was read as the Job reported its Pod succeeded, before its
+//! terminal condition (`ours.rs`, `Await::Log`).
 //!
 //! ```text
+//!  succeeded, its log read early ─────────────────▶ DeleteOurs ──▶ done (deleted)
 //!  succeeded, its Pod named (or no log asked) ─▶ Log? ─▶ DeleteOurs ──▶ done (deleted)
 //!  Pods ─┬─ exit ─────────────────▶ Log? ─┬─▶ DeleteOurs ──▶ done (succeeded: deleted)
 //!        │                                └─▶ done (failed: left in place)
@@ -102,7 +105,7 @@ impl Reading {
     /// Starts reading the result of the finished Job `uid`. A Job that succeeded answers 0
     /// (the Job controller counts it succeeded only once its one Pod did): no Pod is read
     /// unless its log is wanted, and then the Pod named while it ran (`pod`) has its log read
-    /// at once. Else its Pods are listed, for the exit code and what ended it.
+    /// at once, or taken as read before the end (`log`). Else its Pods are listed, for the exit code and what ended it.
     pub(super) fn start(
         run: &Run,
         uid: String,
@@ -110,6 +113,7 @@ impl Reading {
         job: Box<Job>,
         pod_deleted: bool,
         pod: Option<String>,
+        log: Option<String>,
     ) -> Step {
         let reading = Reading {
             uid,
@@ -118,11 +122,15 @@ impl Reading {
             pod_deleted,
             at: At::Pods,
         };
-        match (succeeded(&reading.job), &run.mode, pod) {
-            (true, Mode::ExitCodeLogs, Some(pod)) => {
+        match (succeeded(&reading.job), &run.mode, pod, log) {
+            // Its log read already, as it reported its Pod succeeded before the end.
+            (true, Mode::ExitCodeLogs, Some(_), Some(log)) => {
+                reading.on_log(run, 0, Observation::Log(log))
+            }
+            (true, Mode::ExitCodeLogs, Some(pod), None) => {
                 reading.go(At::Log { exit_code: 0 }, Intent::ReadLog { pod })
             }
-            (true, Mode::ExitCodeLogs, None) | (false, ..) => {
+            (true, Mode::ExitCodeLogs, None, _) | (false, ..) => {
                 let selector = pods_selector(&reading.uid);
                 Next::stay(reading, Intent::ListPods { selector })
             }
