@@ -73,15 +73,7 @@ pub async fn delete_exact_and_wait<A: JobApi + ?Sized>(api: &A, job: &Job) -> Re
         let cause = ApiError::invalid("an exact delete needs the job's uid and resourceVersion");
         return Err(Error::Api { op, cause });
     }
-    match retrying(api, DELETE_TIMEOUT, || {
-        api.delete_job(namespace, name, Some(&pre))
-    })
-    .await
-    {
-        Err(e) if e.is_not_found() => Ok(()),
-        Err(cause) => Err(Error::Api { op, cause }),
-        Ok(()) => wait_gone(api, job).await,
-    }
+    delete_under(api, job, &pre, op).await
 }
 
 /// Deletes the Job object it is given by its UID alone, then waits until it is gone, from its
@@ -106,8 +98,20 @@ pub async fn delete_seen_and_wait<A: JobApi + ?Sized>(api: &A, job: &Job) -> Res
         let cause = ApiError::invalid("a delete by UID needs the job's uid");
         return Err(Error::Api { op, cause });
     }
+    delete_under(api, job, &pre, op).await
+}
+
+/// Deletes `job` under `pre` (its failure named as `op`), then waits until it is gone; gone
+/// already is done.
+async fn delete_under<A: JobApi + ?Sized>(
+    api: &A,
+    job: &Job,
+    pre: &Preconditions,
+    op: Operation,
+) -> Result<()> {
+    let (namespace, name) = names(job);
     match retrying(api, DELETE_TIMEOUT, || {
-        api.delete_job(namespace, name, Some(&pre))
+        api.delete_job(namespace, name, Some(pre))
     })
     .await
     {
