@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Preconditions;
 use nodejob_core::{JobApi, NodeApi};
 use nodejob_roll::{Selecting, WRITE_ROUNDS, retry};
 
-use crate::error::Error;
+use crate::error::{Error, NotDeleted};
 use crate::order::Order;
 use crate::phase::{CaStep, Decision, decide};
 use crate::plan::{LABEL_KEY, Plan};
@@ -78,7 +78,13 @@ pub(crate) async fn delete_exactly<A: JobApi + ?Sized>(
     namespace: &str,
     name: &str,
     uid: &str,
-) -> Result<(), String> {
+) -> Result<(), NotDeleted> {
+    let refused = |cause| NotDeleted::Deleting {
+        namespace: namespace.into(),
+        name: name.into(),
+        uid: uid.into(),
+        cause,
+    };
     let by_uid = Preconditions {
         uid: Some(uid.to_string()),
         resource_version: None,
@@ -87,14 +93,20 @@ pub(crate) async fn delete_exactly<A: JobApi + ?Sized>(
         Ok(()) => return Ok(()),
         Err(e) if e.is_not_found() => return Ok(()),
         Err(e) if e.is_conflict() => {}
-        Err(e) => return Err(format!("deleting job {namespace}/{name} (uid {uid}): {e}")),
+        Err(e) => return Err(refused(e)),
     }
     for _ in 0..WRITE_ROUNDS {
         let job = match retry(api, || api.get_job(namespace, name)).await {
             Ok(job) if job.metadata.uid.as_deref() == Some(uid) => job,
             Ok(_) => return Ok(()),
             Err(e) if e.is_not_found() => return Ok(()),
-            Err(e) => return Err(format!("reading job {namespace}/{name}: {e}")),
+            Err(cause) => {
+                return Err(NotDeleted::Reading {
+                    namespace: namespace.into(),
+                    name: name.into(),
+                    cause,
+                });
+            }
         };
         if job.metadata.deletion_timestamp.is_some() {
             return Ok(());
@@ -107,12 +119,15 @@ pub(crate) async fn delete_exactly<A: JobApi + ?Sized>(
             Ok(()) => return Ok(()),
             Err(e) if e.is_not_found() => return Ok(()),
             Err(e) if e.is_conflict() => continue,
-            Err(e) => return Err(format!("deleting job {namespace}/{name} (uid {uid}): {e}")),
+            Err(e) => return Err(refused(e)),
         }
     }
-    Err(format!(
-        "deleting job {namespace}/{name} (uid {uid}): it kept changing ({WRITE_ROUNDS} conflicts)"
-    ))
+    Err(NotDeleted::KeptChanging {
+        namespace: namespace.into(),
+        name: name.into(),
+        uid: uid.into(),
+        rounds: WRITE_ROUNDS,
+    })
 }
 
 /// Our Job of `step` on `node`, if any.

@@ -31,7 +31,7 @@ use nodejob_roll::{End, FixedWidth, NodeEnd, Tally};
 use crate::cluster::{
     STEPS, Shown, covers_cluster, every_node, issue_begun, our_jobs, outside, select,
 };
-use crate::error::Error;
+use crate::error::{Error, NotGone, Stuck};
 use crate::fingerprint::Fingerprint;
 use crate::gate::{Gate, Verified, check, expected, old_trust};
 use crate::machine::{Answer, Leftover, Stepped, Task};
@@ -523,7 +523,7 @@ where
     /// its Pod is gone. No finalize begins, and no run is done, while one is still there. One
     /// list, then a watch on each Job still there (those of the last batch, at most), each
     /// within [`DELETE_TIMEOUT`]; the error names those that did not go.
-    async fn gone(&self, order: &Order) -> Result<(), String> {
+    async fn gone(&self, order: &Order) -> Result<(), NotGone> {
         let api = self.api;
         let ns = self.plan.spec().namespace.as_str();
         let steps = STEPS.into_iter().chain([CaStep::Status, CaStep::Verify]);
@@ -533,7 +533,7 @@ where
             .collect();
         let listed = retry(api, || api.list_jobs(ns, LABEL_KEY))
             .await
-            .map_err(|e| format!("our jobs could not be listed to see them gone: {e}"))?;
+            .map_err(NotGone::Unlisted)?;
         let going = (listed.into_iter()).filter(|j| {
             j.metadata.deletion_timestamp.is_some()
                 && (j.metadata.name.as_ref()).is_some_and(|n| ours.contains(n))
@@ -550,18 +550,23 @@ where
             let seen = From::Seen(Some(job.clone()));
             match watch_until(api, DELETE_TIMEOUT, seen, get, wait, gone).await {
                 Ok(Until::Met(_)) => None,
-                Ok(Until::TimedOut(_)) => Some(format!(
-                    "job {ns}/{name} is still being deleted after {}",
-                    nodejob_core::duration::said(DELETE_TIMEOUT)
-                )),
-                Err((_, e)) => Some(format!("job {ns}/{name} could not be watched going: {e}")),
+                Ok(Until::TimedOut(_)) => Some(Stuck::StillDeleting {
+                    namespace: ns.into(),
+                    name,
+                    after: nodejob_core::duration::said(DELETE_TIMEOUT),
+                }),
+                Err((_, cause)) => Some(Stuck::Unwatched {
+                    namespace: ns.into(),
+                    name,
+                    cause,
+                }),
             }
         });
-        let stuck: Vec<String> = join_all(waits).await.into_iter().flatten().collect();
+        let stuck: Vec<Stuck> = join_all(waits).await.into_iter().flatten().collect();
         if stuck.is_empty() {
             Ok(())
         } else {
-            Err(stuck.join("; "))
+            Err(NotGone::Stuck(stuck))
         }
     }
 
@@ -746,7 +751,7 @@ where
                     Ok(status) => {
                         self.reported(name, &status, true);
                         if let Err(e) = self.record(name, &status).await {
-                            self.note(name, e);
+                            self.note(name, e.to_string());
                         }
                         out.push((name.clone(), status));
                     }

@@ -12,11 +12,12 @@ use k8s_openapi::api::core::v1::Node;
 use nodejob_core::runner::{Mode, Policy, Report, run_with};
 use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{ApiError, JobApi, LeaseApi, NodeApi, ready, run_exit_code, run_exit_code_logs};
-use nodejob_roll::{Act, Hands, NoteSink, ReadAgain, delete_job, patch_node, retry};
+use nodejob_roll::{Act, Hands, NoteSink, OpError, ReadAgain, delete_job, patch_node, retry};
 use nodejob_roll::{Cause, FailureKind};
 
 use super::{COMPONENT, Rotation};
 use crate::cluster::{delete_exactly, job_of};
+use crate::error::{Undeleted, Unrecorded};
 use crate::fingerprint::Fingerprint;
 use crate::machine::{Answer, Gone, Intent, NodeMachine, Observation, Own, Step, Task, Watched};
 use crate::phase::CaStep;
@@ -92,37 +93,35 @@ where
     /// abort of any plan finds that `issue` began there. Refused once the Lease is known lost,
     /// as every write through the fenced writer; the mark of issue is written right after a
     /// read of it (the executor's: [`Hands::fenced`]). The error says why it could not.
-    pub(super) async fn record(&self, name: &str, status: &CaStatus) -> Result<(), String> {
+    pub(super) async fn record(&self, name: &str, status: &CaStatus) -> Result<(), Unrecorded> {
         if let Some(why) = self.ctx.fence.lost() {
-            return Err(format!(
-                "could not record the status on node {name}: the Lease was lost: {why}"
-            ));
+            let node = name.into();
+            return Err(Unrecorded::LeaseLost { node, why });
         }
         let changes = [records::last_status(
             status,
             self.api.wall_time().to_string(),
         )];
+        let unwritten = |cause| Unrecorded::Writing {
+            node: name.into(),
+            cause,
+        };
         // Under the resourceVersion the run last saw (a conflict reads it again), else read.
         let seen =
             (self.seen.lock().unwrap().get(name)).and_then(|n| n.metadata.resource_version.clone());
         let rv = match seen {
-            Some(rv) => Ok(rv),
+            Some(rv) => rv,
             None => retry(self.api, || self.api.get_node(name))
                 .await
                 .map(|node| node.metadata.resource_version.unwrap_or_default())
-                .map_err(|e| format!("reading node {name}: {e}")),
+                .map_err(|cause| {
+                    let node = name.into();
+                    unwritten(OpError::ReadingNode { node, cause })
+                })?,
         };
-        let written = match rv {
-            Ok(rv) => match patch_node(&self.writer(), name, &rv, &changes).await {
-                Ok(node) => {
-                    self.saw([node]);
-                    Ok(())
-                }
-                Err(e) => Err(e.to_string()),
-            },
-            Err(why) => Err(why),
-        };
-        written.map_err(|e| format!("could not record the status on node {name}: {e}"))
+        let node = (patch_node(&self.writer(), name, &rv, &changes).await).map_err(unwritten)?;
+        self.saw([node]);
+        Ok(())
     }
 
     /// Deletes our Job of `step` on `name` of `uid`, waiting until it is gone when `gone` says
@@ -135,14 +134,12 @@ where
         uid: &str,
         gone: Gone,
         seen: Option<&str>,
-    ) -> Result<(), String> {
+    ) -> Result<(), Undeleted> {
         let ns = &self.plan.spec().namespace;
         let job = self.plan.job_name(step, name);
         match gone {
-            Gone::Awaited => delete_job(&self.writer(), ns, &job, uid, seen)
-                .await
-                .map_err(|e| e.to_string()),
-            Gone::Later => delete_exactly(&self.writer(), ns, &job, uid).await,
+            Gone::Awaited => Ok(delete_job(&self.writer(), ns, &job, uid, seen).await?),
+            Gone::Later => Ok(delete_exactly(&self.writer(), ns, &job, uid).await?),
         }
     }
 }
@@ -302,7 +299,7 @@ where
                     .await
                 {
                     Ok(()) => Observation::Written,
-                    Err(why) => Observation::Failed(Cause::api(why)),
+                    Err(why) => Observation::Failed(Cause::api(why.to_string())),
                 }
             }
             Intent::WaitNotReady => {
@@ -348,7 +345,7 @@ where
             // The mark of issue: the executor read the Lease right before this turn.
             Intent::Record { status, .. } => match rot.record(name, &status).await {
                 Ok(()) => Observation::Written,
-                Err(why) => Observation::Failed(Cause::api(why)),
+                Err(why) => Observation::Failed(Cause::api(why.to_string())),
             },
             Intent::Verify { also } => {
                 let spec = rot.host_spec(name, CaStep::Verify, &also);
