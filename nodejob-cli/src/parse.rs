@@ -61,10 +61,9 @@ pub(crate) enum ParseError {
         /// The value.
         text: String,
     },
-    /// `max_unavailable`: neither a count nor a percentage, in upgrade-driver's words (its
-    /// `FromStr` says why as text).
-    #[error("{0}")]
-    NotCountOrPercent(String),
+    /// `max_unavailable`: neither a count nor a percentage.
+    #[error(transparent)]
+    NotCountOrPercent(#[from] upgrade_driver::NotCountOrPercent),
     /// `max_unavailable`: a count of 0, which starts no node.
     #[error("must be at least 1")]
     NoNode,

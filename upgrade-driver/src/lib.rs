@@ -169,7 +169,10 @@ pub use nodejob_roll::{
 };
 pub use nodejob_roll::{Group, batches};
 pub use order::groups;
-pub use plan::{Downgrade, MaxUnavailable, OnFailure, Plan, PlanSpec, Undrainable, VersionSource};
+pub use plan::{
+    Downgrade, MaxUnavailable, NotCountOrPercent, OnFailure, Plan, PlanSpec, Undrainable,
+    VersionSource,
+};
 pub use preview::{NodePreview, PodPlan, Preview, WouldBlock};
 pub use progress::{NodeReport, Progress, ProgressSink, Report, Totals, UpgradeEvent, quiet};
 pub use skew::Skew;

@@ -44,15 +44,23 @@ impl MaxUnavailable {
     }
 }
 
+/// A `max_unavailable` that is neither a count nor a percentage.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{text:?} is neither a count (2) nor a percentage (25%)")]
+pub struct NotCountOrPercent {
+    /// The text given.
+    pub text: String,
+}
+
 impl std::str::FromStr for MaxUnavailable {
-    type Err = String;
+    type Err = NotCountOrPercent;
 
     /// `3` or `25%`.
-    fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || format!("{s:?} is neither a count (2) nor a percentage (25%)");
+    fn from_str(s: &str) -> Result<Self, NotCountOrPercent> {
+        let bad = |_| NotCountOrPercent { text: s.into() };
         match s.strip_suffix('%') {
-            Some(p) => p.parse().map(MaxUnavailable::Percent).map_err(|_| bad()),
-            None => s.parse().map(MaxUnavailable::Count).map_err(|_| bad()),
+            Some(p) => p.parse().map(MaxUnavailable::Percent).map_err(bad),
+            None => s.parse().map(MaxUnavailable::Count).map_err(bad),
         }
     }
 }

@@ -193,7 +193,10 @@ fn a_custom_binary_and_command_take_the_version() {
 fn max_unavailable_parses_counts_and_percentages_and_rounds_down_to_at_least_one() {
     assert_eq!("3".parse(), Ok(MaxUnavailable::Count(3)));
     assert_eq!("25%".parse(), Ok(MaxUnavailable::Percent(25)));
-    assert!("x%".parse::<MaxUnavailable>().is_err());
+    assert_eq!(
+        "x%".parse::<MaxUnavailable>().unwrap_err().to_string(),
+        "\"x%\" is neither a count (2) nor a percentage (25%)"
+    );
     assert!("-1".parse::<MaxUnavailable>().is_err());
     assert_eq!(MaxUnavailable::Percent(25).of(10), 2);
     assert_eq!(MaxUnavailable::Percent(10).of(5), 1);

@@ -218,17 +218,17 @@ impl Seen {
     }
 
     /// Whether the node can be rolled back now; why not otherwise.
-    pub(super) fn can_roll_back(&self, run: &Run) -> Result<(), String> {
+    pub(super) fn can_roll_back(&self, run: &Run) -> Result<(), NoRollback> {
         if run.on_failure != OnFailure::Rollback {
-            return Err("the plan does not roll back".into());
+            return Err(NoRollback::NotPlanned);
         }
         let recorded =
             (self.rollback.as_ref()).is_some_and(|r| r.from == run.target && !r.to.is_empty());
         if !recorded {
-            return Err("no version was recorded before its host upgrade".into());
+            return Err(NoRollback::NoVersionRecorded);
         }
         if !self.node.as_deref().is_some_and(ready) {
-            return Err("the node is not Ready".into());
+            return Err(NoRollback::NotReady);
         }
         Ok(())
     }
@@ -241,4 +241,18 @@ impl Seen {
             && (self.blocked_before.as_ref())
                 .is_some_and(|b| b.policy == Undrainable::Quarantine && b.cordoned)
     }
+}
+
+/// Why a node that failed is not rolled back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub(super) enum NoRollback {
+    /// The plan's `on_failure` is not `rollback`.
+    #[error("the plan does not roll back")]
+    NotPlanned,
+    /// No version was recorded before the host upgrade: nothing to go back to.
+    #[error("no version was recorded before its host upgrade")]
+    NoVersionRecorded,
+    /// The node is not Ready: a rollback Job could not run there.
+    #[error("the node is not Ready")]
+    NotReady,
 }

@@ -24,7 +24,7 @@ use k8s_openapi::api::core::v1::Node;
 use nodejob_core::runner::Report;
 use nodejob_core::{NodeChange, log_tail, ready};
 
-use super::context::{DRAIN_ROUNDS, LOG_TAIL_LINES, Next, Run, Seen};
+use super::context::{DRAIN_ROUNDS, LOG_TAIL_LINES, Next, NoRollback, Run, Seen};
 use super::protocol::{
     Failure, FailureKind, Intent, Mark, NodeResult, Observation, Own, UpgradeStep,
 };
@@ -79,11 +79,11 @@ type Step = Next<Rollback, Infallible>;
 pub(super) fn failed_or_rolled_back(run: &Run, seen: &mut Seen, failure: Failure) -> Step {
     match seen.can_roll_back(run) {
         Ok(()) => decide(run, seen, failure),
-        Err(why) if run.on_failure == OnFailure::Rollback => Next::fail(Failure {
+        Err(NoRollback::NotPlanned) => Next::fail(failure),
+        Err(why) => Next::fail(Failure {
             message: format!("{}; not rolled back: {why}", failure.message),
             ..failure
         }),
-        Err(_) => Next::fail(failure),
     }
 }
 
