@@ -75,10 +75,7 @@ impl NodeLifecycle {
         let bin = PathBuf::from(run_env("BIN")?);
         let kubeconfig = run.join("kube-controller-manager.kubeconfig");
         let pki = run.join("pki");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| Failure(format!("a free port: {e}")))?
-            .port();
+        let port = free_port()?;
         let log_path = run.join("logs/node-lifecycle-controller.log");
         let log = std::fs::File::create(&log_path)
             .map_err(|e| Failure(format!("{}: {e}", log_path.display())))?;
@@ -158,4 +155,32 @@ impl Drop for NodeLifecycle {
             eprintln!("{e}");
         }
     }
+}
+
+/// A TCP port on 127.0.0.1 free now, for a component that binds it a moment later: drawn
+/// below the kernel's ephemeral range, where no outgoing connection takes a local port
+/// between its choice and the bind (`e2e/free-ports` says why), bound here to be sure.
+fn free_port() -> Result<u16, Failure> {
+    use std::hash::{BuildHasher, Hasher};
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .map_err(|e| Failure(format!("reading the ephemeral port range: {e}")))?;
+    let ephemeral: u16 = (range.split_whitespace().next())
+        .and_then(|p| p.parse().ok())
+        .ok_or_else(|| Failure(format!("the ephemeral port range {range:?}")))?;
+    let (low, high) = (10_000u16, ephemeral.saturating_sub(1));
+    for _ in 0..10_000 {
+        if high <= low {
+            break;
+        }
+        let mut draw = std::collections::hash_map::RandomState::new().build_hasher();
+        draw.write_u64(u64::from(std::process::id()));
+        let port = low + (draw.finish() % u64::from(high - low)) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| Failure(format!("a free port: {e}")))
 }
