@@ -67,9 +67,9 @@ pub use spec::{ARGV_LIMIT, Level, Note, Sink, Spec};
 pub use status::{
     ConditionStatus, Disruption, JobConditionReason, JobConditionType, NOT_READY_TAINT,
     NodeConditionType, PodConditionType, PodPhase, UNKNOWN_EXIT_CODE, UNKNOWN_EXIT_REASON,
-    UnknownValue, condition, container_exit_code, disruption, failed, failure_condition, finished,
-    is_pod_of_job, job_node, lost_in_reboot, pod_condition, pod_phase, ready, succeeded,
-    tainted_not_ready,
+    UNREACHABLE_TAINT, UnknownValue, condition, container_exit_code, disruption, failed,
+    failure_condition, finished, is_pod_of_job, job_node, lost_in_reboot, pod_condition, pod_phase,
+    ready, succeeded, unready_taint,
 };
 pub use wait::{
     DELETE_TIMEOUT, delete_and_wait, delete_exact_and_wait, delete_seen_and_wait, wait_pod_gone,

@@ -473,13 +473,24 @@ pub fn ready(node: &Node) -> bool {
 /// (<https://kubernetes.io/docs/reference/labels-annotations-taints/#node-kubernetes-io-not-ready>).
 pub const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
 
-/// Whether a Node carries [`NOT_READY_TAINT`]: Ready or not by its condition, the control
-/// plane has not yet said so in its taints (the lifecycle controller lifts the taint a moment
-/// after the kubelet posts Ready).
-pub fn tainted_not_ready(node: &Node) -> bool {
-    (node.spec.iter())
+/// The taint the node lifecycle controller keeps on a Node whose `Ready` is `"Unknown"` (its
+/// kubelet stopped posting status, as through a reboot longer than the monitor grace period),
+/// and lifts once it is `"True"` (`pkg/controller/nodelifecycle`,
+/// <https://kubernetes.io/docs/reference/labels-annotations-taints/#node-kubernetes-io-unreachable>).
+pub const UNREACHABLE_TAINT: &str = "node.kubernetes.io/unreachable";
+
+/// Which of the node lifecycle controller's taints of a Node not Ready ([`NOT_READY_TAINT`],
+/// [`UNREACHABLE_TAINT`]) a Node still carries, if any: Ready or not by its condition, the
+/// control plane has not yet said so in its taints (the controller lifts them a moment after
+/// the kubelet posts Ready).
+pub fn unready_taint(node: &Node) -> Option<&'static str> {
+    let taints: Vec<&str> = (node.spec.iter())
         .flat_map(|s| s.taints.iter().flatten())
-        .any(|t| t.key == NOT_READY_TAINT)
+        .map(|t| t.key.as_str())
+        .collect();
+    [NOT_READY_TAINT, UNREACHABLE_TAINT]
+        .into_iter()
+        .find(|key| taints.contains(key))
 }
 
 /// Why a Node is not Ready, for a message: its `Ready` condition's status, reason and message

@@ -1,14 +1,16 @@
-//! `finished`, `succeeded`, `failed`, `condition`, `ready`, `job_node`: tables over Job and Node
-//! states as the Job controller and the kubelet write them.
+//! `finished`, `succeeded`, `failed`, `condition`, `ready`, `job_node`, `unready_taint`: tables
+//! over Job and Node states as the Job controller, the kubelet and the node lifecycle controller
+//! write them.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobStatus};
-use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeStatus};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use nodejob_core::{
-    JobConditionType, NODE_ANNOTATION, condition, failed, finished, job_node, ready, succeeded,
+    JobConditionType, NODE_ANNOTATION, NOT_READY_TAINT, UNREACHABLE_TAINT, condition, failed,
+    finished, job_node, ready, succeeded, unready_taint,
 };
 
 /// A Job state: conditions as `(type, status)`, then the pod counters (`None` is unset).
@@ -505,4 +507,41 @@ fn job_node_prefers_the_annotation_then_the_legacy_label() {
     for (case, job, want) in cases {
         assert_eq!(job_node(job, LABEL_KEY), *want, "{case}");
     }
+}
+
+/// The node lifecycle controller's taints of a node not Ready, the first it still carries:
+/// `not-ready` before `unreachable`; any other taint is not one of them.
+#[test]
+fn unready_taint_names_the_lifecycle_controllers_taint_a_node_carries() {
+    let tainted = |keys: &[&str]| {
+        let mut n = node(&[("Ready", "True")]);
+        n.spec = Some(NodeSpec {
+            taints: Some(
+                (keys.iter())
+                    .map(|k| Taint {
+                        key: k.to_string(),
+                        effect: "NoSchedule".into(),
+                        ..Taint::default()
+                    })
+                    .collect(),
+            ),
+            ..NodeSpec::default()
+        });
+        n
+    };
+    // (taints, the one named)
+    let table: [(&[&str], Option<&str>); 5] = [
+        (&[], None),
+        (&["example.com/dedicated"], None),
+        (&[NOT_READY_TAINT], Some(NOT_READY_TAINT)),
+        (&[UNREACHABLE_TAINT], Some(UNREACHABLE_TAINT)),
+        (
+            &["example.com/dedicated", UNREACHABLE_TAINT, NOT_READY_TAINT],
+            Some(NOT_READY_TAINT),
+        ),
+    ];
+    for (keys, want) in table {
+        assert_eq!(unready_taint(&tainted(keys)), want, "{keys:?}");
+    }
+    assert_eq!(unready_taint(&node(&[("Ready", "True")])), None, "no spec");
 }

@@ -914,6 +914,28 @@ fn back_at_the_old_version_or_not_back_at_all_fails_at_reboot() {
         message.contains("is Ready, but still carries the node.kubernetes.io/not-ready taint"),
         "{message}"
     );
+
+    // The same for the taint of a node whose kubelet stopped posting through the reboot.
+    let mut m = rebooting(false);
+    let mut tainted = node("v1.38.0", "boot-2", true, &[]);
+    (tainted
+        .spec
+        .get_or_insert_default()
+        .taints
+        .get_or_insert_default())
+    .push(Taint {
+        key: nodejob_core::UNREACHABLE_TAINT.into(),
+        effect: "NoExecute".into(),
+        ..Taint::default()
+    });
+    let (_, message, _) = failed_at(m.step(Obs::Rebooted {
+        node: Some(tainted),
+        met: false,
+    }));
+    assert!(
+        message.contains("is Ready, but still carries the node.kubernetes.io/unreachable taint"),
+        "{message}"
+    );
 }
 
 #[test]

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Node;
 use nodejob_core::drain::{Drained, drain_into};
 use nodejob_core::pause::Pause;
 use nodejob_core::runner::{Mode, Policy};
-use nodejob_core::tainted_not_ready;
+use nodejob_core::unready_taint;
 use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{ApiError, JobApi, LeaseApi, NodeApi, PodApi, Spec, ready, run_exit_code_logs};
 use nodejob_roll::{Act, Fenced, Hands, NoteSink, OpError, ReadAgain, Warning};
@@ -363,12 +363,13 @@ where
                     |since, t| async move { api.wait_node(name, since.as_deref(), t).await },
                     // Deleted ends the wait at once: the watch says so when it happens. Ready
                     // on its new boot, and so by the control plane's taints too: the node
-                    // lifecycle controller lifts `not-ready` a moment after the kubelet posts
-                    // Ready, and the uncordon's write of the taints must follow that change,
-                    // not meet it as a Conflict.
+                    // lifecycle controller lifts `not-ready` (and `unreachable`, after a reboot
+                    // longer than its grace period) a moment after the kubelet posts Ready, and
+                    // the uncordon's write of the taints must follow that change, not meet it
+                    // as a Conflict.
                     |seen| {
                         seen.is_none_or(|n| {
-                            boot_id(n) != before && ready(n) && !tainted_not_ready(n)
+                            boot_id(n) != before && ready(n) && unready_taint(n).is_none()
                         })
                     },
                 )

@@ -13,7 +13,7 @@
 //! at Launch: so a spurious reboot never makes a false failure.
 
 use k8s_openapi::api::core::v1::Node;
-use nodejob_core::{NOT_READY_TAINT, log_tail, ready, tainted_not_ready};
+use nodejob_core::{log_tail, ready, unready_taint};
 
 use super::context::{LOG_TAIL_LINES, Next, Run, Seen};
 use super::protocol::{Failure, FailureKind, Intent, Mark, Observation, UpgradeStep};
@@ -166,9 +166,9 @@ impl Reboot {
                     format!("it did not reboot (bootID {before} unchanged)")
                 }
                 Some(n) if !ready(n) => "it rebooted but is not Ready".to_string(),
-                Some(n) if tainted_not_ready(n) => format!(
-                    "it rebooted and is Ready, but still carries the {NOT_READY_TAINT} taint \
-                     (the node lifecycle controller lifts it once it sees the node Ready)"
+                Some(n) if let Some(taint) = unready_taint(n) => format!(
+                    "it rebooted and is Ready, but still carries the {taint} taint (the node \
+                     lifecycle controller lifts it once it sees the node Ready)"
                 ),
                 Some(_) => "it did not come back".to_string(),
             };
