@@ -171,9 +171,9 @@ impl Index {
         self.live_owned_on.get(controller)
     }
 
-    /// `node`'s live pods.
-    pub(crate) fn live_on(&self, node: &str) -> usize {
-        self.live_on.get(node).copied().unwrap_or_default()
+    /// By node, its live pods; nodes without any not listed.
+    pub(crate) fn live_on_by_node(&self) -> &BTreeMap<String, usize> {
+        &self.live_on
     }
 
     /// The keys of the pods bound to `node`, in key order.

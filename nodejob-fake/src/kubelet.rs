@@ -384,9 +384,10 @@ impl Kubelets {
     /// reboot; what its program would have printed or done after is gone. A pod restarted in
     /// place (a Deployment's) keeps running here: its restart is not modelled.
     fn lose_running(&mut self, store: &mut Store, node: &str, now: Duration) {
-        let lost: Vec<Pod> = (store.pods.values())
-            .filter(|p| node_of(p) == node && container_running(p))
-            .filter(|p| kubelet_status::ends_in_reboot(p))
+        // The pods bound there, from the store's index: not every pod of the cluster per boot.
+        let lost: Vec<Pod> = (store.index.on_node(node))
+            .filter_map(|key| store.pods.get(key))
+            .filter(|p| container_running(p) && kubelet_status::ends_in_reboot(p))
             .cloned()
             .collect();
         for mut pod in lost {
@@ -723,16 +724,31 @@ impl Kubelets {
             self.confirmed.remove(&uid);
             self.terminating.remove(&uid);
         }
-        let deleting: Vec<Pod> = (cx.store.index.deleting_pods.iter())
-            .filter_map(|key| cx.store.pods.get(key))
-            .cloned()
-            .collect();
-        for pod in deleting {
-            let uid = pod.metadata.uid.clone().unwrap_or_default();
+        // The pods being deleted that are new to it, or whose grace period was shortened; one
+        // it saw already with this grace is passed over without a copy (a batch of a roll
+        // has hundreds being deleted, through every settle pass until they are gone).
+        let mut deleting = Vec::new();
+        for pod in (cx.store.index.deleting_pods.iter()).filter_map(|key| cx.store.pods.get(key)) {
+            let uid = pod.metadata.uid.as_deref().unwrap_or_default();
             let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or(0);
-            let seen = self.terminating.insert(uid.clone(), grace);
-            let r = ObjRef::of(&pod.metadata);
-            let running = container_running(&pod);
+            let secs = |g: i64| u64::try_from(g).unwrap_or(0);
+            if let Some(before) = self.terminating.get_mut(uid)
+                && secs(grace) >= secs(*before)
+            {
+                *before = grace;
+                continue;
+            }
+            let seen = self.terminating.insert(uid.to_string(), grace);
+            let pod = (
+                uid.to_string(),
+                grace,
+                ObjRef::of(&pod.metadata),
+                container_running(pod),
+                is_terminal(pod),
+            );
+            deleting.push((pod, seen));
+        }
+        for ((uid, grace, r, running, terminal), seen) in deleting {
             let grace = Duration::from_secs(u64::try_from(grace).unwrap_or(0));
             match seen {
                 Some(before) if grace.as_secs() >= u64::try_from(before).unwrap_or(0) => {}
@@ -744,7 +760,7 @@ impl Kubelets {
                         .at(cx.now + after, Action::Stop { pod: r, exit_code });
                 }
                 Some(_) => {}
-                None if is_terminal(&pod) => {
+                None if terminal => {
                     self.confirmed.insert(uid);
                 }
                 None if running => {
@@ -827,6 +843,10 @@ impl Kubelets {
     /// apiserver: a pod with a deletionTimestamp whose removal the kubelet confirmed is removed
     /// once it has no finalizer left.
     pub(crate) fn remove_finished_pods(&mut self, cx: &mut Ctx<'_>) {
+        // Run on every settle pass: most find no removal confirmed, and need not look.
+        if self.confirmed.is_empty() {
+            return;
+        }
         let done: Vec<(Key, String)> = (cx.store.index.deleting_pods.iter())
             .filter_map(|key| cx.store.pods.get(key))
             .filter(|p| p.metadata.finalizers.as_ref().is_none_or(Vec::is_empty))

@@ -31,6 +31,7 @@
 //! preemption, scheduler names, the `FailedScheduling` Events.
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod, PodCondition, PodSpec, Taint, Toleration};
@@ -101,6 +102,33 @@ fn misfit(node: &Node, spec: &PodSpec) -> Option<&'static str> {
         return Some("node(s) didn't match Pod's node affinity/selector");
     }
     None
+}
+
+/// A walk over a map keyed by node name, in step with a walk over the nodes in name order over
+/// the same range: the value at each node visited, 0 where the map has none.
+struct Beside<'a> {
+    entries: std::iter::Peekable<std::collections::btree_map::Range<'a, String, usize>>,
+}
+
+impl<'a> Beside<'a> {
+    fn new(
+        map: Option<&'a BTreeMap<String, usize>>,
+        walk: (Bound<&String>, Bound<&String>),
+    ) -> Self {
+        static EMPTY: BTreeMap<String, usize> = BTreeMap::new();
+        Beside {
+            entries: map.unwrap_or(&EMPTY).range::<String, _>(walk).peekable(),
+        }
+    }
+
+    /// The value at `name`; the names asked for ascend.
+    fn at(&mut self, name: &str) -> usize {
+        while self.entries.next_if(|(k, _)| k.as_str() < name).is_some() {}
+        match self.entries.peek() {
+            Some((k, v)) if k.as_str() == name => **v,
+            _ => 0,
+        }
+    }
 }
 
 /// The `PodScheduled` condition, `True` or `False` with the reason and message.
@@ -206,33 +234,56 @@ impl Scheduler {
         let spec = pod.spec.clone().unwrap_or_default();
         let to_find = feasible_nodes_to_find(store.nodes.len());
         let from = self.resume.clone().unwrap_or_default();
-        let mut nodes = (store.nodes.range(from.clone()..)).chain(store.nodes.range(..from));
+        // In name order from `from`, then wrapping: two walks, every name of the second before
+        // every name of the first.
+        let walks = [
+            (Bound::Included(&from), Bound::Unbounded),
+            (Bound::Unbounded, Bound::Excluded(&from)),
+        ];
         let mut reasons = Vec::new();
-        let mut best: Option<((usize, usize), &String)> = None;
+        // The best node so far: its rank, whether the second walk found it, its name.
+        let mut best: Option<((usize, usize), bool, &String)> = None;
         let mut found = 0;
-        for (name, node) in nodes.by_ref() {
-            match misfit(node, &spec) {
-                Some(reason) => reasons.push(reason),
-                None => {
-                    found += 1;
-                    // Its live pods of the same controller, then all its live pods.
-                    let rank = (
-                        (siblings.and_then(|on| on.get(name)).copied()).unwrap_or_default(),
-                        store.index.live_on(name),
-                    );
-                    if best.is_none_or(|(r, n)| (rank, name) < (r, n)) {
-                        best = Some((rank, name));
+        let mut next = None;
+        'search: for (second, walk) in walks.into_iter().enumerate() {
+            let second = second == 1;
+            let mut nodes = store.nodes.range::<String, _>(walk);
+            // Its live pods of the same controller, then all its live pods, read in step with
+            // the nodes (a lookup per node and map cost most of a large cluster's placement).
+            let mut owned = Beside::new(siblings, walk);
+            let mut live = Beside::new(Some(store.index.live_on_by_node()), walk);
+            while let Some((name, node)) = nodes.next() {
+                if let Some(reason) = misfit(node, &spec) {
+                    reasons.push(reason);
+                    continue;
+                }
+                found += 1;
+                let rank = (owned.at(name), live.at(name));
+                // The first by name among the lowest ranks: a later name of the same walk is
+                // greater, a name of the second walk less than any of the first.
+                let better = best.is_none_or(|(r, in_second, _)| {
+                    rank < r || (rank == r && second && !in_second)
+                });
+                if better {
+                    best = Some((rank, second, name));
+                }
+                if found == to_find {
+                    next = nodes.next().map(|(n, _)| n);
+                    if next.is_none() && !second {
+                        next = store
+                            .nodes
+                            .range::<String, _>(walks[1])
+                            .next()
+                            .map(|(n, _)| n);
                     }
-                    if found == to_find {
-                        break;
-                    }
+                    break 'search;
                 }
             }
         }
-        if let Some((next, _)) = nodes.next() {
+        if let Some(next) = next {
             self.resume = Some(next.clone());
         }
-        let best = best.map(|(_, name)| name.clone());
+        let best = best.map(|(_, _, name)| name.clone());
         let status = pod.status.get_or_insert_default();
         let conditions = status.conditions.get_or_insert_default();
         let previous = conditions.iter().position(|c| c.type_ == "PodScheduled");

@@ -75,6 +75,11 @@ pub(crate) struct Store {
     /// looks only at the events that may be its own, not at every event about the object (a
     /// ReplicaSet of thousands of replicas has an event per pod it created).
     events_about: BTreeMap<Correlation, BTreeSet<Key>>,
+    /// The last name suffix (`<object>.<hex nanos>`) the recorder gave an event about each
+    /// object, by namespace and object name: a controller that records a thousand events about
+    /// one object in one instant (a ReplicaSet creating its pods) looks for a free name from
+    /// there, not from the instant again, every name before it taken.
+    event_nanos: BTreeMap<(String, String), u128>,
     ids: Rng,
     /// UIDs of namespaces and node identities (boot IDs), a stream of their own so that they
     /// do not shift the UIDs and names `ids` draws for the objects a run creates.
@@ -134,6 +139,7 @@ impl Store {
             customs: crate::custom::Customs::default(),
             index: Index::default(),
             events_about: BTreeMap::new(),
+            event_nanos: BTreeMap::new(),
             ids,
             infra,
         };
@@ -606,12 +612,19 @@ impl Store {
         }
         let object = involved.name.clone().unwrap_or_default();
         let mut nanos = (EPOCH_SECONDS as u128) * 1_000_000_000 + now.as_nanos();
+        // Events are never removed and the clock never goes back, so every name from this
+        // instant up to the last one given about the object is taken.
+        let last = (self.event_nanos)
+            .entry((namespace.clone(), object.clone()))
+            .or_default();
+        nanos = nanos.max(*last + 1);
         while self
             .events
             .contains_key(&key(&namespace, &format!("{object}.{nanos:x}")))
         {
             nanos += 1;
         }
+        *last = nanos;
         let uid = self.uid();
         let rv = self.bump();
         let event = Event {
