@@ -1,15 +1,16 @@
 //! The `nodejob` command beside its engine: `nodejob upgrade --simulate N --to v1.38.0` (its
-//! output piped) and the engine's roll ([`crate::roll`], `nodejob-bench roll N WIDTH`) at the
-//! same size and `max_unavailable`, each in a process of its own, measured alike: CPU (user and
-//! system), wall time and peak resident memory.
+//! output piped) and the engine's roll of the same cluster ([`crate::roll`] of
+//! [`Shape::Command`](crate::roll::Shape::Command), `nodejob-bench roll N WIDTH command`) at
+//! the same size and `max_unavailable`, each in a process of its own, measured alike: CPU (user
+//! and system), wall time and peak resident memory. What the command spends beyond its engine
+//! is what it adds: the simulated cluster's setup, presentation, the report.
 //!
 //! Each is run by a `nodejob-bench measure -- PROGRAM ARGS...` of its own, which waits for its
 //! one child and answers the kernel's account of it (`getrusage(RUSAGE_CHILDREN)`): CPU to the
 //! last tick, and the child's own peak RSS, since that process had no other child.
 //!
-//! The two clusters are not the same: the command's (`nodejob-cli/src/sim.rs`) runs a
-//! replica of `web` on every worker behind a budget of one disruption, the engine's a replica
-//! per 10 workers behind a budget of 10%; both in paused (virtual) time on the fake.
+//! Both roll a replica of `web` on every worker behind a budget allowing a tenth of them down,
+//! in paused (virtual) time on the fake.
 
 use std::io::Read;
 use std::path::Path;

@@ -26,7 +26,7 @@ use nodejob_bench::latency::{Schedule, measure};
 use nodejob_bench::micro;
 use nodejob_bench::real::{Cluster, Connector};
 use nodejob_bench::requests::{count, describe, total};
-use nodejob_bench::roll::{Roll, roll};
+use nodejob_bench::roll::{Roll, Shape, roll};
 use nodejob_bench::rotation::{CONCURRENCY, Rotation, rotate};
 use nodejob_bench::scenario::{Call, Waiter};
 use nodejob_bench::stats::Summary;
@@ -35,8 +35,10 @@ use upgrade_driver::MaxUnavailable;
 const USAGE: &str = "usage: nodejob-bench [--runs N] [--sizes N,N,...] [--no-micro]
        nodejob-bench real [RUNS [COUNTED [HELD]]]   on the cluster of KUBECONFIG (e2e/bench);
                                  with NODEJOB_BENCH_CLI, also a 3-node `nodejob upgrade`
-       nodejob-bench roll NODES [MAX_UNAVAILABLE]   one rolling upgrade (default 10%), as a
-                                 line of JSON
+       nodejob-bench roll NODES [MAX_UNAVAILABLE [SHAPE]]   one rolling upgrade (default
+                                 10%) of the bench's cluster (SHAPE `bench`, the default) or
+                                 of the one `nodejob upgrade --simulate` rolls (`command`), as
+                                 a line of JSON
        nodejob-bench rotation NODES  one CA rotation: host Jobs and API calls per node
        nodejob-bench command [N,N,...]   `nodejob upgrade --simulate N` beside the engine's
                                  roll, at 1 and 10% (default 100,1000,5000,10000); the
@@ -328,10 +330,10 @@ fn one_measure(args: &[String]) -> anyhow::Result<()> {
 
 fn command_table(sizes: &[usize]) -> anyhow::Result<()> {
     println!(
-        "The command beside its engine: `nodejob upgrade --simulate N --to v1.38.0` (output \
-         piped; a replica per worker behind a budget of 1) and the engine's roll \
-         (`nodejob-bench roll N`; a replica per 10 workers behind a budget of 10%), each in a \
-         process of its own"
+        "The command beside its engine, on the same cluster (a replica per worker behind a \
+         budget of 10%): `nodejob upgrade --simulate N --to v1.38.0` (output piped) and the \
+         engine's roll of it (`nodejob-bench roll N WIDTH command`), each in a process of its \
+         own"
     );
     println!(
         "  {:>6} {:>6} | {:>9} {:>9} {:>8} | {:>9} {:>9} {:>8} {:>4} | {:>5} {:>9} {:>9}",
@@ -356,7 +358,13 @@ fn command_table(sizes: &[usize]) -> anyhow::Result<()> {
     for width in ["1", "10%"] {
         let mut rows: Vec<Beside> = Vec::new();
         for &nodes in sizes {
-            let engine = measured(&exe, &["roll".into(), nodes.to_string(), width.into()])?;
+            let roll = [
+                "roll".into(),
+                nodes.to_string(),
+                width.into(),
+                "command".into(),
+            ];
+            let engine = measured(&exe, &roll)?;
             anyhow::ensure!(
                 engine.exit == 0,
                 "roll {nodes} {width}: exit {}",
@@ -479,7 +487,8 @@ fn one_roll(args: &[String]) -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("MAX_UNAVAILABLE {w:?}: {e}"))?,
         None => MaxUnavailable::Percent(10),
     };
-    let r = runtime(true)?.block_on(roll(nodes, width))?;
+    let shape = args.get(2).map_or(Ok(Shape::Bench), |s| Shape::parse(s))?;
+    let r = runtime(true)?.block_on(roll(nodes, width, shape))?;
     println!("{}", r.to_json());
     Ok(())
 }

@@ -1,9 +1,11 @@
 //! A whole rolling upgrade of a simulated cluster, in paused (virtual) time, measured in wall
 //! time, API requests and peak memory.
 //!
-//! The cluster ([`FakeCluster`], seed 1, default timing): 3 control-plane nodes and the rest of
-//! the nodes as workers in 4 zones, a Deployment `web` of one replica per 10 workers behind a
-//! budget allowing a tenth of them down. The plan: every node to `v1.38.0`, at a
+//! The cluster ([`FakeCluster`], seed 1, default timing), as [`Shape`] says: by default
+//! ([`Shape::Bench`]) 3 control-plane nodes and the rest of the nodes as workers in 4 zones, a
+//! Deployment `web` of one replica per 10 workers behind a budget allowing a tenth of them down;
+//! or the cluster `nodejob upgrade --simulate N` rolls ([`Shape::Command`]), for the command
+//! beside its engine on the same roll. The plan: every node to `v1.38.0`, at a
 //! `max_unavailable` given (1, or 10%). The workload and the budget grow with the cluster, so a
 //! node costs the same at every size: what a linear roll should show, in requests and in the
 //! bytes answered ([`Weighed`]) alike.
@@ -128,21 +130,63 @@ impl Roll {
     }
 }
 
-/// Rolls a cluster of `nodes` nodes (more than 3) at `max_unavailable`. Must run on a runtime
-/// whose time is paused.
+/// The cluster a roll runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// 3 control-plane nodes, the workers in 4 zones, a replica of `web` per 10 workers behind
+    /// a budget allowing a tenth of them down; 10 s for its pods to start.
+    Bench,
+    /// The cluster `nodejob upgrade --simulate N` rolls (`nodejob-cli/src/sim.rs`): 3
+    /// control-plane nodes, the workers `worker-a-I` and `worker-b-I` in 2 zones, a replica of
+    /// `web` per worker behind a budget allowing a tenth of them (at least one) down; 30 s for
+    /// its pods to start.
+    Command,
+}
+
+impl Shape {
+    /// `bench`, `command`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Shape::Bench => "bench",
+            Shape::Command => "command",
+        }
+    }
+
+    /// Reads [`Shape::as_str`]'s word.
+    ///
+    /// # Errors
+    /// When it is another.
+    pub fn parse(word: &str) -> anyhow::Result<Shape> {
+        match word {
+            "bench" => Ok(Shape::Bench),
+            "command" => Ok(Shape::Command),
+            other => anyhow::bail!("SHAPE {other:?}: `bench` or `command`"),
+        }
+    }
+}
+
+/// Rolls a cluster of `nodes` nodes (more than 3) of `shape` at `max_unavailable`. Must run on
+/// a runtime whose time is paused.
 ///
 /// # Errors
 /// When the roll does not end `Done` with every node at the target.
-pub async fn roll(nodes: usize, max_unavailable: MaxUnavailable) -> anyhow::Result<Roll> {
+pub async fn roll(
+    nodes: usize,
+    max_unavailable: MaxUnavailable,
+    shape: Shape,
+) -> anyhow::Result<Roll> {
     anyhow::ensure!(
         nodes > CONTROL_PLANE,
         "a roll needs more than {CONTROL_PLANE} nodes"
     );
     let setup = Instant::now();
     let fake = FakeCluster::with_seed(1);
-    let names = cluster(&fake, nodes)?;
+    let (names, start) = match shape {
+        Shape::Bench => (cluster(&fake, nodes)?, Duration::from_secs(10)),
+        Shape::Command => (command_cluster(&fake, nodes)?, Duration::from_secs(30)),
+    };
     // Let the Deployment's pods start before the roll.
-    fake.sleep(Duration::from_secs(10)).await;
+    fake.sleep(start).await;
     let setup = setup.elapsed();
 
     let mut spec = PlanSpec::new(TARGET);
@@ -218,8 +262,38 @@ pub async fn roll(nodes: usize, max_unavailable: MaxUnavailable) -> anyhow::Resu
     })
 }
 
-/// Adds `nodes` nodes (3 control-plane, the rest workers spread over the zones) and the
+/// [`Shape::Command`]: adds `nodes` nodes as `nodejob --simulate` names them and the
 /// Deployment behind its budget. Answers the node names.
+fn command_cluster(fake: &FakeCluster, nodes: usize) -> anyhow::Result<Vec<String>> {
+    let mut names = Vec::with_capacity(nodes);
+    for i in 0..CONTROL_PLANE {
+        let name = format!("cp-{i}");
+        fake.add_node(&name)?;
+        fake.label_node(&name, labels::CONTROL_PLANE, "")?;
+        names.push(name);
+    }
+    for i in 0..nodes - CONTROL_PLANE {
+        let zone = if i % 2 == 0 { 'a' } else { 'b' };
+        let name = format!("worker-{zone}-{}", i / 2);
+        fake.add_node(&name)?;
+        fake.label_node(&name, labels::ZONE, &format!("zone-{zone}"))?;
+        fake.label_node(&name, WORKER.0, WORKER.1)?;
+        names.push(name);
+    }
+    let label = (WORKER.0.to_string(), WORKER.1.to_string());
+    let replicas = nodes - CONTROL_PLANE;
+    let disruptions = (replicas / 10).max(1);
+    let (replicas, min_available) = (
+        i32::try_from(replicas)?,
+        i32::try_from(replicas - disruptions)?,
+    );
+    fake.create_deployment_now(&deployment("default", "web", replicas, &label))?;
+    fake.create_budget_now(&budget("default", "web", "web", min_available))?;
+    Ok(names)
+}
+
+/// [`Shape::Bench`]: adds `nodes` nodes (3 control-plane, the rest workers spread over the
+/// zones) and the Deployment behind its budget. Answers the node names.
 fn cluster(fake: &FakeCluster, nodes: usize) -> anyhow::Result<Vec<String>> {
     let mut names = Vec::with_capacity(nodes);
     for i in 0..CONTROL_PLANE {

@@ -346,7 +346,7 @@ fn simulated_nodes() -> clap::builder::RangedI64ValueParser<u16> {
 pub(crate) struct Simulate {
     /// Run against an in-memory cluster of N nodes, 1 to 10000 (3 control-plane when N >= 3,
     /// the workers in two zones, a Deployment `web` with a replica per worker behind a
-    /// budget), in virtual time. The first line of output says so. Its host programs are simulated too: `stratum`
+    /// budget allowing a tenth of them, at least one, down), in virtual time. The first line of output says so. Its host programs are simulated too: `stratum`
     /// is modelled (upgrade, reboot, health, the CA steps) and any other command (`/bin/false`
     /// included) runs 2 s and exits 0, unless directives in its argv script it:
     /// `nodejob-test:exit=N` (exit status N), `nodejob-test:log=TEXT` (print a line; one per

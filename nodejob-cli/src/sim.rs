@@ -133,7 +133,10 @@ pub(crate) fn cluster(n: usize, faults: &[(&str, Fault)]) -> anyhow::Result<Arc<
 
 /// The simulated workload sized to `workers`: the Deployment `web`'s replicas and, when the
 /// workers can meet one, its budget's `minAvailable`. A replica per worker (at least two), at
-/// most one of them disrupted at once; a single worker gets a single replica and no budget,
+/// most a tenth of them disrupted at once (at least one), as a budget sized for the cluster
+/// would allow: one disruption for ten thousand replicas would hold every batch of a roll at 10%
+/// to one drain at a time until the drain timeout. A single worker gets a single replica and no
+/// budget,
 /// since a budget there could never be met (the drained node's replacement Pod has nowhere else
 /// to run) and every drain would wait for its timeout. No worker, no workload.
 pub(crate) fn workload(workers: usize) -> Option<(i32, Option<i32>)> {
@@ -142,7 +145,7 @@ pub(crate) fn workload(workers: usize) -> Option<(i32, Option<i32>)> {
         1 => Some((1, None)),
         n => {
             let replicas = i32::try_from(n).unwrap_or(i32::MAX);
-            Some((replicas, Some(replicas - 1)))
+            Some((replicas, Some(replicas - (replicas / 10).max(1))))
         }
     }
 }
@@ -533,6 +536,25 @@ fn wait(virtual_elapsed: Duration, spent: Duration, times: NonZeroU32) -> Durati
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A replica per worker; its budget allows a tenth of them down, one at least, and no
+    /// budget a single worker could never meet.
+    #[test]
+    fn the_workload_allows_a_tenth_of_its_replicas_down() {
+        // workers -> (replicas, minAvailable)
+        let table = [
+            (0, None),
+            (1, Some((1, None))),
+            (2, Some((2, Some(1)))),
+            (19, Some((19, Some(18)))),
+            (20, Some((20, Some(18)))),
+            (4_997, Some((4_997, Some(4_498)))),
+            (9_997, Some((9_997, Some(8_998)))),
+        ];
+        for (workers, want) in table {
+            assert_eq!(workload(workers), want, "{workers} workers");
+        }
+    }
 
     /// `--speed N` shows N virtual seconds a real second, at 1 too: the wait before an event
     /// is the whole virtual gap over N, less the real time already spent, never capped.
