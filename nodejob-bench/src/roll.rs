@@ -26,7 +26,8 @@ use crate::weigh::Weighed;
 
 const TARGET: &str = "v1.38.0";
 const ZONES: [&str; 4] = ["zone-a", "zone-b", "zone-c", "zone-d"];
-const CONTROL_PLANE: usize = 3;
+/// The control-plane nodes of every simulated cluster of the bench.
+pub(crate) const CONTROL_PLANE: usize = 3;
 /// Workers per replica of the Deployment.
 const WORKERS_PER_REPLICA: usize = 10;
 const WORKER: (&str, &str) = ("role", "worker");
@@ -181,9 +182,10 @@ pub async fn roll(
     );
     let setup = Instant::now();
     let fake = FakeCluster::with_seed(1);
-    let (names, start) = match shape {
-        Shape::Bench => (cluster(&fake, nodes)?, Duration::from_secs(10)),
-        Shape::Command => (command_cluster(&fake, nodes)?, Duration::from_secs(30)),
+    let names = cluster(&fake, nodes, shape)?;
+    let start = match shape {
+        Shape::Bench => Duration::from_secs(10),
+        Shape::Command => Duration::from_secs(30),
     };
     // Let the Deployment's pods start before the roll.
     fake.sleep(start).await;
@@ -262,56 +264,47 @@ pub async fn roll(
     })
 }
 
-/// [`Shape::Command`]: adds `nodes` nodes as `nodejob --simulate` names them and the
-/// Deployment behind its budget. Answers the node names.
-fn command_cluster(fake: &FakeCluster, nodes: usize) -> anyhow::Result<Vec<String>> {
-    let mut names = Vec::with_capacity(nodes);
+/// The 3 control-plane nodes every simulated cluster of the bench begins with, `cp-0` to
+/// `cp-2`, labelled so. Answers their names.
+pub(crate) fn control_plane(fake: &FakeCluster) -> anyhow::Result<Vec<String>> {
+    let mut names = Vec::new();
     for i in 0..CONTROL_PLANE {
         let name = format!("cp-{i}");
         fake.add_node(&name)?;
         fake.label_node(&name, labels::CONTROL_PLANE, "")?;
         names.push(name);
     }
-    for i in 0..nodes - CONTROL_PLANE {
-        let zone = if i % 2 == 0 { 'a' } else { 'b' };
-        let name = format!("worker-{zone}-{}", i / 2);
-        fake.add_node(&name)?;
-        fake.label_node(&name, labels::ZONE, &format!("zone-{zone}"))?;
-        fake.label_node(&name, WORKER.0, WORKER.1)?;
-        names.push(name);
-    }
-    let label = (WORKER.0.to_string(), WORKER.1.to_string());
-    let replicas = nodes - CONTROL_PLANE;
-    let disruptions = (replicas / 10).max(1);
-    let (replicas, min_available) = (
-        i32::try_from(replicas)?,
-        i32::try_from(replicas - disruptions)?,
-    );
-    fake.create_deployment_now(&deployment("default", "web", replicas, &label))?;
-    fake.create_budget_now(&budget("default", "web", "web", min_available))?;
     Ok(names)
 }
 
-/// [`Shape::Bench`]: adds `nodes` nodes (3 control-plane, the rest workers spread over the
-/// zones) and the Deployment behind its budget. Answers the node names.
-fn cluster(fake: &FakeCluster, nodes: usize) -> anyhow::Result<Vec<String>> {
-    let mut names = Vec::with_capacity(nodes);
-    for i in 0..CONTROL_PLANE {
-        let name = format!("cp-{i}");
+/// Adds `nodes` nodes of `shape` (3 control-plane, the rest workers spread over the zones) and
+/// the Deployment `web` behind its budget, which allows a tenth of the replicas down (at least
+/// one). Answers the node names.
+fn cluster(fake: &FakeCluster, nodes: usize, shape: Shape) -> anyhow::Result<Vec<String>> {
+    let mut names = control_plane(fake)?;
+    let workers = nodes - CONTROL_PLANE;
+    for i in 0..workers {
+        // The bench's four zones; the two `nodejob --simulate` names its workers by.
+        let (zone, name) = match shape {
+            Shape::Bench => {
+                let zone = ZONES[i % ZONES.len()];
+                (zone.to_string(), format!("{zone}-{:04}", i / ZONES.len()))
+            }
+            Shape::Command => {
+                let zone = if i % 2 == 0 { 'a' } else { 'b' };
+                (format!("zone-{zone}"), format!("worker-{zone}-{}", i / 2))
+            }
+        };
         fake.add_node(&name)?;
-        fake.label_node(&name, labels::CONTROL_PLANE, "")?;
-        names.push(name);
-    }
-    for i in 0..nodes - CONTROL_PLANE {
-        let zone = ZONES[i % ZONES.len()];
-        let name = format!("{zone}-{:04}", i / ZONES.len());
-        fake.add_node(&name)?;
-        fake.label_node(&name, labels::ZONE, zone)?;
+        fake.label_node(&name, labels::ZONE, &zone)?;
         fake.label_node(&name, WORKER.0, WORKER.1)?;
         names.push(name);
     }
     let label = (WORKER.0.to_string(), WORKER.1.to_string());
-    let replicas = ((nodes - CONTROL_PLANE) / WORKERS_PER_REPLICA).max(1);
+    let replicas = match shape {
+        Shape::Bench => (workers / WORKERS_PER_REPLICA).max(1),
+        Shape::Command => workers,
+    };
     let disruptions = (replicas / 10).max(1);
     let (replicas, min_available) = (
         i32::try_from(replicas)?,

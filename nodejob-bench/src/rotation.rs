@@ -15,11 +15,12 @@ use std::time::{Duration, Instant};
 use certs_driver::{Fingerprint, Outcome, Plan, PlanSpec, quiet, run};
 use nodejob_core::{Answer, ApiResult, Layer, Request, Verb};
 use nodejob_fake::stratum::Operation;
-use nodejob_fake::{Clock, FakeCluster, labels};
+use nodejob_fake::{Clock, FakeCluster};
+
+use crate::roll::{CONTROL_PLANE, control_plane};
 
 /// The rotation's width: workers at once.
 pub const CONCURRENCY: u32 = 10;
-const CONTROL_PLANE: usize = 3;
 const NAMESPACE: &str = "kube-system";
 
 /// The `stratum carotate` commands, as the hosts count them.
@@ -209,13 +210,7 @@ pub async fn rotate(nodes: usize) -> anyhow::Result<Rotation> {
 
 /// Adds `nodes` nodes: 3 control-plane, the rest workers. Answers their names.
 fn cluster(fake: &FakeCluster, nodes: usize) -> anyhow::Result<Vec<String>> {
-    let mut names = Vec::with_capacity(nodes);
-    for i in 0..CONTROL_PLANE {
-        let name = format!("cp-{i}");
-        fake.add_node(&name)?;
-        fake.label_node(&name, labels::CONTROL_PLANE, "")?;
-        names.push(name);
-    }
+    let mut names = control_plane(fake)?;
     for i in 0..nodes - CONTROL_PLANE {
         let name = format!("worker-{i:04}");
         fake.add_node(&name)?;

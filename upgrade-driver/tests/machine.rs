@@ -894,17 +894,7 @@ fn back_at_the_old_version_or_not_back_at_all_fails_at_reboot() {
     // Ready on a new boot, but the control plane never lifted its not-ready taint: said so,
     // not "did not come back".
     let mut m = rebooting(false);
-    let mut tainted = node("v1.38.0", "boot-2", true, &[]);
-    (tainted
-        .spec
-        .get_or_insert_default()
-        .taints
-        .get_or_insert_default())
-    .push(Taint {
-        key: nodejob_core::NOT_READY_TAINT.into(),
-        effect: "NoSchedule".into(),
-        ..Taint::default()
-    });
+    let tainted = tainted_ready(nodejob_core::NOT_READY_TAINT, "NoSchedule");
     let (step, message, _) = failed_at(m.step(Obs::Rebooted {
         node: Some(tainted),
         met: false,
@@ -917,17 +907,7 @@ fn back_at_the_old_version_or_not_back_at_all_fails_at_reboot() {
 
     // The same for the taint of a node whose kubelet stopped posting through the reboot.
     let mut m = rebooting(false);
-    let mut tainted = node("v1.38.0", "boot-2", true, &[]);
-    (tainted
-        .spec
-        .get_or_insert_default()
-        .taints
-        .get_or_insert_default())
-    .push(Taint {
-        key: nodejob_core::UNREACHABLE_TAINT.into(),
-        effect: "NoExecute".into(),
-        ..Taint::default()
-    });
+    let tainted = tainted_ready(nodejob_core::UNREACHABLE_TAINT, "NoExecute");
     let (_, message, _) = failed_at(m.step(Obs::Rebooted {
         node: Some(tainted),
         met: false,
@@ -936,6 +916,23 @@ fn back_at_the_old_version_or_not_back_at_all_fails_at_reboot() {
         message.contains("is Ready, but still carries the node.kubernetes.io/unreachable taint"),
         "{message}"
     );
+}
+
+/// The node at the target on its new boot, Ready, still carrying `key` (`effect`): a taint the
+/// node lifecycle controller has not lifted yet.
+fn tainted_ready(key: &str, effect: &str) -> Box<Node> {
+    let mut tainted = node("v1.38.0", "boot-2", true, &[]);
+    (tainted
+        .spec
+        .get_or_insert_default()
+        .taints
+        .get_or_insert_default())
+    .push(Taint {
+        key: key.into(),
+        effect: effect.into(),
+        ..Taint::default()
+    });
+    tainted
 }
 
 #[test]
