@@ -35,7 +35,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 
 use crate::admission::pod_security;
 use crate::ctx::Ctx;
-use crate::store::{Store, controller_of, pod_is_live};
+use crate::store::{Key, Store, controller_of, pod_is_live};
 use crate::timers::{Action, ObjRef, Timers};
 use crate::timing::{Timing, stamp};
 
@@ -133,6 +133,46 @@ struct Wanted {
     node: Option<String>,
 }
 
+/// The pods one workload asks for.
+enum Wants {
+    /// How many replicas the ReplicaSet stored under the key misses.
+    Replicas(Key, usize),
+    /// A DaemonSet's, one per node it misses.
+    Pods(Vec<Wanted>),
+}
+
+impl Wants {
+    fn is_empty(&self) -> bool {
+        match self {
+            Wants::Replicas(_, n) => *n == 0,
+            Wants::Pods(pods) => pods.is_empty(),
+        }
+    }
+
+    /// The pods, one after another: a ReplicaSet's made from it as each is asked for.
+    fn pods(self, store: &Store) -> Box<dyn Iterator<Item = Wanted>> {
+        match self {
+            Wants::Pods(pods) => Box::new(pods.into_iter()),
+            Wants::Replicas(key, n) => {
+                let Some(rs) = store.replica_sets.get(&key) else {
+                    return Box::new(std::iter::empty());
+                };
+                let meta = rs.metadata.clone();
+                let template = (rs.spec.as_ref())
+                    .and_then(|s| s.template.clone())
+                    .unwrap_or_default();
+                Box::new((0..n).map(move |_| Wanted {
+                    meta: meta.clone(),
+                    kind: "ReplicaSet",
+                    component: "replicaset-controller",
+                    template: template.clone(),
+                    node: None,
+                }))
+            }
+        }
+    }
+}
+
 impl Workloads {
     /// Whether anything [`Workloads::sync`] reads was written since it last ran.
     fn stale(&self, store: &Store) -> bool {
@@ -162,22 +202,17 @@ impl Workloads {
         self.seen = cx.store.rv();
         let (store, timers, now, timing) = (&mut *cx.store, &mut *cx.timers, cx.now, cx.timing);
         self.sync_deployments(store, now);
-        let mut wanted: BTreeMap<String, Vec<Wanted>> = BTreeMap::new();
-        for rs in store.replica_sets.values() {
+        // A ReplicaSet's missing replicas are counted here and made when they are due: a
+        // batch of a roll leaves a thousand missing through every pass until then.
+        let mut missing: BTreeMap<String, (Key, usize)> = BTreeMap::new();
+        for (key, rs) in &store.replica_sets {
             let uid = rs.metadata.uid.clone().unwrap_or_default();
-            let spec = rs.spec.clone().unwrap_or_default();
-            let replicas = usize::try_from(spec.replicas.unwrap_or(1)).unwrap_or(0);
+            let replicas = (rs.spec.as_ref()).and_then(|s| s.replicas).unwrap_or(1);
+            let replicas = usize::try_from(replicas).unwrap_or(0);
             let (live, _) = store.index.live_owned(&uid);
-            let template = spec.template.clone().unwrap_or_default();
-            let missing = (live..replicas).map(|_| Wanted {
-                meta: rs.metadata.clone(),
-                kind: "ReplicaSet",
-                component: "replicaset-controller",
-                template: template.clone(),
-                node: None,
-            });
-            wanted.entry(uid).or_default().extend(missing);
+            missing.insert(uid, (key.clone(), replicas.saturating_sub(live)));
         }
+        let mut wanted: BTreeMap<String, Vec<Wanted>> = BTreeMap::new();
         for ds in store.daemon_sets.values() {
             let uid = ds.metadata.uid.clone().unwrap_or_default();
             let template = ds.spec.clone().unwrap_or_default().template;
@@ -208,9 +243,14 @@ impl Workloads {
                 }
             }
         }
+        // Each workload's wants, in UID order: a ReplicaSet's replicas, or a DaemonSet's pods.
+        let mut wants: BTreeMap<String, Wants> = (missing.into_iter())
+            .map(|(uid, (key, n))| (uid, Wants::Replicas(key, n)))
+            .collect();
+        wants.extend(wanted.into_iter().map(|(uid, w)| (uid, Wants::Pods(w))));
         self.due
-            .retain(|uid, _| wanted.get(uid).is_some_and(|w| !w.is_empty()));
-        for (uid, pods) in wanted.into_iter().filter(|(_, w)| !w.is_empty()) {
+            .retain(|uid, _| wants.get(uid).is_some_and(|w| !w.is_empty()));
+        for (uid, wants) in wants.into_iter().filter(|(_, w)| !w.is_empty()) {
             let due = *self.due.entry(uid.clone()).or_insert_with(|| {
                 let at = now + timing.replica_create;
                 timers.at(at, Action::Resync);
@@ -220,7 +260,7 @@ impl Workloads {
                 continue;
             }
             self.due.remove(&uid);
-            for pod in pods {
+            for pod in wants.pods(store) {
                 if !create(store, timers, now, timing, pod) {
                     let refusals = self.refusals.entry(uid.clone()).or_default();
                     let at = now + timing.create_retry(*refusals);
