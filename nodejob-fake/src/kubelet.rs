@@ -749,8 +749,8 @@ impl Kubelets {
         }
         for ((uid, grace, r, running, terminal), seen) in deleting {
             let grace = Duration::from_secs(u64::try_from(grace).unwrap_or(0));
+            // Seen before here means its grace was shortened: the kill starts again.
             match seen {
-                Some(before) if grace.as_secs() >= u64::try_from(before).unwrap_or(0) => {}
                 Some(_) if running => {
                     let on_sigterm = self.on_sigterm(&uid);
                     let (after, exit_code) =
