@@ -99,7 +99,7 @@ impl FakeCluster {
     // ---- hosts ----
 
     /// Gives node `name` the host model `host`: from now on the containers that start there and
-    /// exec `stratum` are played by it (see the [crate docs](crate#the-host-model-stratum)),
+    /// exec `stratum` are played by it (see [the model](crate::model#the-host-model-stratum)),
     /// and the node reports its `version` as `kubeletVersion` and its `boot_id` as `bootID` (a
     /// write when they change). Every node starts with
     /// [`StratumHost::new`](crate::stratum::StratumHost::new) at its kubelet version and boot
@@ -169,7 +169,7 @@ impl FakeCluster {
 
     /// Creates a Deployment as an administrator would (404 for a missing namespace, 422 for an
     /// invalid name, 409 when taken). The Deployment controller gives it one ReplicaSet,
-    /// `<name>-<pod-template-hash>`, whose pods follow (see the [crate docs](crate)). Answers
+    /// `<name>-<pod-template-hash>`, whose pods follow (see [the model](crate::model#workloads-and-disruption)). Answers
     /// the Deployment as created.
     pub fn create_deployment_now(&self, deployment: &Deployment) -> ApiResult<Deployment> {
         self.with_state(|st| {

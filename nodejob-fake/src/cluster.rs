@@ -62,7 +62,7 @@ impl Drop for Shared {
 /// kubelet per node, all in tokio's (paused) virtual time. Cheap to clone: clones share one
 /// cluster.
 ///
-/// See the [crate docs](crate) for what is modelled and how.
+/// See [`model`](crate::model) for what is modelled and how.
 #[derive(Clone)]
 pub struct FakeCluster {
     shared: Arc<Shared>,

@@ -323,7 +323,7 @@ fn short(result: &Result<Report, upgrade_driver::Error>) -> String {
     }
 }
 
-/// What every run must end with (see the crate docs). Answers whether it is `Done`.
+/// What every run must end with (see the driver's `contract`). Answers whether it is `Done`.
 fn check_run(
     fake: &FakeCluster,
     names: &[String],
