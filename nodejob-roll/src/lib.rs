@@ -1,10 +1,12 @@
-//! The roll engine both drivers run on: the order of a roll (control-plane nodes one at a
-//! time, then groups of a width), admission per batch (a fixed width, or `max_unavailable`
-//! read again before each batch), the [`Limits`] that stop the next batch (a stop request,
-//! the failure budget, the maintenance window; sleeps cut short by a stop), and
-//! [`Engine::pass`], the fenced loop over the batches. A driver supplies its per-node step (a
-//! sans-IO machine of its own, executed through the API traits) and, for the upgrade, what it
-//! knows of its nodes ([`Fleet`]).
+//! The roll both drivers run: their nodes in batches, each node through its driver's machine,
+//! under one fenced Lease.
+//!
+//! The engine: the order of a roll (control-plane nodes one at a time, then groups of a
+//! width), admission per batch (a fixed width, or `max_unavailable` read again before each
+//! batch), the [`Limits`] that stop the next batch (a stop request, the failure budget, the
+//! maintenance window; sleeps cut short by a stop), and [`Engine::pass`], the fenced loop over
+//! the batches. A driver supplies its per-node step (a sans-IO machine of its own, executed
+//! through the API traits) and, for the upgrade, what it knows of its nodes ([`Fleet`]).
 //!
 //! What this crate is not: it talks to no cluster of its own (the API traits do, as
 //! `nodejob-core` defines them), and it knows no driver's steps or records.

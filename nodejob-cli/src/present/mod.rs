@@ -1,12 +1,14 @@
 //! What a person reads, as pure functions returning strings: each driver's progress lines,
 //! previews, summaries and failure texts ([`upgrade`], [`rotation`]), and the tables of `jobs`
-//! and `status` ([`jobs`], [`status`]), and how to retry a failed operation ([`retry`]). The terminal renderer (`crate::render`), the commands
+//! and `status` ([`jobs`], [`status`], a node's conditions as `kubectl describe` shows them:
+//! [`describe`]), and how to retry a failed operation ([`retry`]). The terminal renderer (`crate::render`), the commands
 //! and the MCP tools all print what these return, so a text exists once.
 //!
 //! Every `match` on a driver's `Progress`, `Report` or error lives here: a change to those
 //! types is adapted in this module alone.
 
 pub(crate) mod board;
+pub(crate) mod describe;
 pub(crate) mod jobs;
 pub(crate) mod retry;
 pub(crate) mod rotation;

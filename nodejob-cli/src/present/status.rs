@@ -179,7 +179,7 @@ fn conditions_block(group: &[&NodeState]) -> String {
     };
     format!(
         "{head}, as `kubectl describe node` shows the drivers' conditions:\n{}",
-        nodejob_roll::condition::kubectl_describe(&first.conditions)
+        super::describe::kubectl_describe(&first.conditions)
     )
 }
 
