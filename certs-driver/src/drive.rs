@@ -26,7 +26,7 @@ use nodejob_core::watch::{From, Until, watch_until};
 use nodejob_core::{EventType, JobApi, LeaseApi, NodeApi};
 use nodejob_roll::Fenced;
 use nodejob_roll::{Context, DriverEvent, EventFence, Outcome, Selecting, Source, Stop, retry};
-use nodejob_roll::{End, FixedWidth, NodeEnd, Tally};
+use nodejob_roll::{End, FixedWidth, LeaseLost, NodeEnd, Tally};
 
 use crate::cluster::{
     STEPS, Shown, covers_cluster, every_node, issue_begun, our_jobs, outside, select,
@@ -125,7 +125,7 @@ where
     let (order, rotation) = Rotation::start(api, plan, progress, stop, started).await?;
     let outcome = match rotation.ctx.renewing(rotation.forward(&order)).await {
         Ok(outcome) => outcome,
-        Err(why) => rotation.lost(&why),
+        Err(lost) => rotation.lost(&lost),
     };
     Ok(rotation.finish(outcome).await)
 }
@@ -151,8 +151,8 @@ where
             rotation.ctx.end().await;
             Err(refused)
         }
-        Err(why) => {
-            let outcome = rotation.lost(&why);
+        Err(lost) => {
+            let outcome = rotation.lost(&lost);
             Ok(rotation.finish(outcome).await)
         }
     }
@@ -513,7 +513,8 @@ where
         }
         match end {
             End::Done => Ok(acted.into_inner()),
-            End::Stopping(why) | End::LeaseLost(why) => Err(self.stopping(why)),
+            End::Stopping(why) => Err(self.stopping(why)),
+            End::LeaseLost(lost) => Err(self.stopping(lost.to_string())),
         }
     }
 
@@ -696,8 +697,8 @@ where
             }
         }
         // A verify not asked because the Lease was lost says nothing about its node.
-        if let Some(why) = self.ctx.fence.lost() {
-            return Err(self.stopping(format!("the Lease was lost: {why}")));
+        if let Some(lost) = self.ctx.fence.lost() {
+            return Err(self.stopping(lost.to_string()));
         }
         let checked = check(gate, new, statuses, &answers);
         self.ctx
@@ -822,10 +823,10 @@ where
     /// A failure of `name`: a Warning Event on it; the result to record.
     async fn fail(&self, name: &str, f: Failure) -> NodeResult {
         // A step cut short by the loss of the Lease (a write of it refused) blames no node.
-        if let Some(why) = self.ctx.fence.lost() {
+        if let Some(lost) = self.ctx.fence.lost() {
             return NodeResult::Interrupted {
                 step: f.step,
-                why: format!("the Lease was lost: {why}"),
+                why: lost.to_string(),
             };
         }
         let message = match f.exit_code {
@@ -894,11 +895,11 @@ where
         }
     }
 
-    /// The Lease was lost (`why`) and the run cut short where it stood: each node in flight
-    /// is interrupted at its step (a host Job goes on in the cluster, never killed; a rerun
-    /// adopts it), not left as if never started.
-    fn lost(&self, why: &str) -> Outcome {
-        let why = format!("the Lease was lost: {why}");
+    /// The Lease was lost and the run cut short where it stood: each node in flight is
+    /// interrupted at its step (a host Job goes on in the cluster, never killed; a rerun adopts
+    /// it), not left as if never started.
+    fn lost(&self, lost: &LeaseLost) -> Outcome {
+        let why = lost.to_string();
         for (name, step) in self.ctx.cut_short() {
             let why = why.clone();
             self.finish_node(&name, NodeResult::Interrupted { step, why });

@@ -109,8 +109,11 @@ pub(crate) enum Undeleted {
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum Unrecorded {
     /// The Lease is known lost: the run writes nothing more.
-    #[error("could not record the status on node {node}: the Lease was lost: {why}")]
-    LeaseLost { node: String, why: String },
+    #[error("could not record the status on node {node}: {lost}")]
+    LeaseLost {
+        node: String,
+        lost: nodejob_roll::LeaseLost,
+    },
     /// The node could not be read or patched.
     #[error("could not record the status on node {node}: {cause}")]
     Writing {
@@ -186,7 +189,9 @@ mod tests {
         );
         let lost = Unrecorded::LeaseLost {
             node: "n1".into(),
-            why: "held by someone else".into(),
+            lost: nodejob_roll::LeaseLost {
+                why: "held by someone else".into(),
+            },
         };
         assert_eq!(
             lost.to_string(),

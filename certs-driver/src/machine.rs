@@ -232,8 +232,8 @@ pub enum Observation {
     Job(Option<Box<Job>>),
     /// The Lease is still ours.
     LeaseHeld,
-    /// The Lease is lost: why.
-    LeaseLost(String),
+    /// The Lease is lost.
+    LeaseLost(nodejob_roll::LeaseLost),
     /// The host Job's report, or why it gave none.
     Host(Result<Report, String>),
     /// The host Job exited 0 but its log could not be read (its Pod gone): the error.
@@ -415,8 +415,8 @@ impl<'p> NodeMachine<'p> {
         // the failure of that step.
         let flying = self.in_flight();
         match (std::mem::replace(&mut self.at, At::Over(flying)), obs) {
-            (At::Fencing(then), Observation::LeaseLost(why)) => {
-                let why = format!("the Lease was lost: {why}");
+            (At::Fencing(then), Observation::LeaseLost(lost)) => {
+                let why = lost.to_string();
                 if let Then::Verify(_) = then {
                     return self.done(Ok(Answer::Verified(Verified::Error(why))));
                 }

@@ -711,7 +711,9 @@ fn issue_whose_status_cannot_be_recorded_fails_keeping_its_job_unless_the_lease_
     );
     let mut m = issued(&plan);
     recording(&mut m);
-    let (step, _) = interrupted(m.step(Obs::LeaseLost("taken".into())));
+    let (step, _) = interrupted(m.step(Obs::LeaseLost(nodejob_roll::LeaseLost {
+        why: "taken".into(),
+    })));
     assert_eq!(step, CaStep::Issue);
 }
 
@@ -750,7 +752,9 @@ fn a_status_read_is_fenced_and_anything_but_one_line_fails_the_node_at_status() 
     }
     let mut m = NodeMachine::new(&plan, NODE, Task::Read);
     m.start();
-    let (step, _) = interrupted(m.step(Obs::LeaseLost("taken".into())));
+    let (step, _) = interrupted(m.step(Obs::LeaseLost(nodejob_roll::LeaseLost {
+        why: "taken".into(),
+    })));
     assert_eq!(step, CaStep::Status);
 }
 
@@ -766,7 +770,9 @@ fn verify_answers_its_exit_code_and_a_lost_lease_blames_no_node() {
             Verified::Error("pod deleted".into()),
         ),
         (
-            Obs::LeaseLost("taken".into()),
+            Obs::LeaseLost(nodejob_roll::LeaseLost {
+                why: "taken".into(),
+            }),
             None,
             Verified::Error("the Lease was lost: taken".into()),
         ),
@@ -948,7 +954,9 @@ fn a_leftover_being_deleted_is_cleared_under_the_lease_and_is_not_a_step_in_flig
     let mut m = NodeMachine::new(&plan, NODE, settle);
     m.start();
     m.step(Obs::Job(job("a", Some("Failed"), true)));
-    let (step, _) = interrupted(m.step(Obs::LeaseLost("taken".into())));
+    let (step, _) = interrupted(m.step(Obs::LeaseLost(nodejob_roll::LeaseLost {
+        why: "taken".into(),
+    })));
     assert_eq!(step, CaStep::Abort);
     // A failed leftover of the run's own direction is left for inspection.
     let settle = Task::Settle(vec![(CaStep::Stage, Leftover::Adopt)]);

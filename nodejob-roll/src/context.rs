@@ -17,7 +17,7 @@ use nodejob_core::{EventType, JobApi, LeaseApi, NodeApi, Spec};
 use crate::call::millis;
 use crate::engine::{Engine, RollEvent};
 use crate::events::{EventSink, NoteSink, fence_events};
-use crate::fence::{Fence, LeaseHistory};
+use crate::fence::{Fence, LeaseHistory, LeaseLost};
 use crate::limits::Limits;
 use crate::ops::write_node_event;
 use crate::placement::Placement;
@@ -114,9 +114,9 @@ where
         }
     }
 
-    /// Runs `work` with the Lease renewed while it waits; `Err(why)`: the Lease was lost and
-    /// `work` was dropped where it stood (the nodes in flight are [`Context::cut_short`]).
-    pub async fn renewing<F: Future>(&self, work: F) -> Result<F::Output, String> {
+    /// Runs `work` with the Lease renewed while it waits; `Err`: the Lease was lost and `work`
+    /// was dropped where it stood (the nodes in flight are [`Context::cut_short`]).
+    pub async fn renewing<F: Future>(&self, work: F) -> Result<F::Output, LeaseLost> {
         self.fence.renewing(self.api, work).await
     }
 

@@ -19,7 +19,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::{DriverEvent, EventSink, Fence, is_control_plane};
+use crate::{DriverEvent, EventSink, Fence, LeaseLost, is_control_plane};
 use async_trait::async_trait;
 use futures::future::join_all;
 use k8s_openapi::api::core::v1::Node;
@@ -333,9 +333,8 @@ pub enum End {
     /// No further batch started (the limits, or the admission): why. Not told: the driver
     /// tells it as its outcome needs (a failed run names its failed nodes).
     Stopping(String),
-    /// The Lease was lost during a batch: `the Lease was lost: <why>`. Not told: the fence
-    /// told it.
-    LeaseLost(String),
+    /// The Lease was lost during a batch. Not told: the fence told it.
+    LeaseLost(LeaseLost),
 }
 
 /// What passes of one run share: the failures counted against the budget, the batches
@@ -402,8 +401,8 @@ impl<A: Clock + ?Sized, E: RollEvent> Engine<'_, A, E> {
                 let ends = join_all(batch.iter().map(|n| step(n.clone()))).await;
                 tally.failed += ends.iter().filter(|r| r.failed()).count() as u32;
                 tally.blocked += ends.iter().filter(|r| r.blocked()).count() as u32;
-                if let Some(why) = self.fence.lost() {
-                    return End::LeaseLost(format!("the Lease was lost: {why}"));
+                if let Some(lost) = self.fence.lost() {
+                    return End::LeaseLost(lost);
                 }
                 // A node of this batch cut short by a stop (or a pause past its deadline)
                 // asked during it: the pass ends so, not done, though its queue is empty.

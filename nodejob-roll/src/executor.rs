@@ -286,12 +286,12 @@ where
                 // still fresh, `fresh`; a loss any other check has seen since still counts).
                 if hands.fenced(&turn.intent) {
                     let checked = match self.fence.lost() {
-                        Some(why) => Err(why),
+                        Some(lost) => Err(lost),
                         None if fresh => Ok(()),
                         None => self.fence.check(self.api).await,
                     };
-                    if let Err(e) = checked {
-                        return hands.interrupted(machine.at(), format!("the Lease was lost: {e}"));
+                    if let Err(lost) = checked {
+                        return hands.interrupted(machine.at(), lost.to_string());
                     }
                     fresh = true;
                 }
@@ -368,10 +368,7 @@ where
                     }
                     Act::Failed { failure, end } => {
                         if let Some(lost) = self.fence.lost() {
-                            let why = format!(
-                                "the Lease was lost: {lost}; the step then: {}",
-                                failure.message
-                            );
+                            let why = format!("{lost}; the step then: {}", failure.message);
                             return hands.interrupted(failure.step, why);
                         }
                         let message = match failure.exit_code {

@@ -116,6 +116,16 @@ pub enum LeaseEnd {
 /// Receives a [`Fence`]'s events.
 pub type FenceEvents = Box<dyn Fn(&FenceEvent) + Send + Sync>;
 
+/// The Lease lost, and why (as the check that saw it said: another holder took it, its epoch
+/// moved, it expired unrenewed). Once lost, every fenced write and wait of the run answers it;
+/// it reads `the Lease was lost: WHY` wherever it is said.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the Lease was lost: {why}")]
+pub struct LeaseLost {
+    /// Why, as the check that saw it said.
+    pub why: String,
+}
+
 /// A held Lease as a driver uses it: every write is fenced by [`Fence::check`]; the Lease is
 /// renewed every third of its duration for as long as the work of [`Fence::renewing`] runs
 /// (a 30-minute host Job included); once lost, it stays lost and nothing more is written.
@@ -205,16 +215,17 @@ impl Fence {
         nodejob_core::pause::paused(self.held.lock().await.lease())
     }
 
-    /// Why the Lease was lost, once it was.
-    pub fn lost(&self) -> Option<String> {
-        self.lost.lock().unwrap().clone()
+    /// The Lease lost, and why, once it was.
+    pub fn lost(&self) -> Option<LeaseLost> {
+        let why = self.lost.lock().unwrap().clone()?;
+        Some(LeaseLost { why })
     }
 
     /// Fences a write: the Lease still ours (renewed when due, [`Held::check`]). Once lost,
-    /// always lost: the answer is why.
-    pub async fn check<A: LeaseApi + ?Sized>(&self, api: &A) -> std::result::Result<(), String> {
-        if let Some(why) = self.lost() {
-            return Err(why);
+    /// always lost: the answer says why.
+    pub async fn check<A: LeaseApi + ?Sized>(&self, api: &A) -> std::result::Result<(), LeaseLost> {
+        if let Some(lost) = self.lost() {
+            return Err(lost);
         }
         let mut held = self.held.lock().await;
         let before = renewed(&held);
@@ -236,7 +247,7 @@ impl Fence {
                 if let Some(tx) = self.lost_tx.lock().unwrap().take() {
                     let _ = tx.send(());
                 }
-                Err(why)
+                Err(LeaseLost { why })
             }
         }
     }
@@ -245,7 +256,11 @@ impl Fence {
     /// is `work`'s, or why the Lease was lost: as soon as any check sees the loss (the
     /// renewer's, or a fenced write's), `work` is dropped where it waits, so a step in flight
     /// elsewhere (a drain between two evictions) writes nothing more once the driver knows.
-    pub async fn renewing<A, F>(&self, api: &A, work: F) -> std::result::Result<F::Output, String>
+    pub async fn renewing<A, F>(
+        &self,
+        api: &A,
+        work: F,
+    ) -> std::result::Result<F::Output, LeaseLost>
     where
         A: LeaseApi + ?Sized,
         F: Future,
@@ -256,7 +271,8 @@ impl Fence {
             if let Some(rx) = lost
                 && rx.await.is_ok()
             {
-                return self.lost().unwrap_or_default();
+                let why = self.lost.lock().unwrap().clone().unwrap_or_default();
+                return LeaseLost { why };
             }
             std::future::pending().await
         };
@@ -271,12 +287,12 @@ impl Fence {
     }
 
     /// Checks the Lease every third of its duration; returns only when it is lost.
-    async fn renew<A: LeaseApi + ?Sized>(&self, api: &A) -> String {
+    async fn renew<A: LeaseApi + ?Sized>(&self, api: &A) -> LeaseLost {
         let every = self.duration / 3;
         loop {
             api.sleep(every).await;
-            if let Err(why) = self.check(api).await {
-                return why;
+            if let Err(lost) = self.check(api).await {
+                return lost;
             }
         }
     }
@@ -284,7 +300,7 @@ impl Fence {
     /// Releases the Lease, unless it was lost, and answers its history in this run.
     pub async fn release<A: LeaseApi + ?Sized>(self, api: &A) -> LeaseHistory {
         let ended = match self.lost() {
-            Some(why) => LeaseEnd::Lost { why },
+            Some(LeaseLost { why }) => LeaseEnd::Lost { why },
             None => match self.held.into_inner().release(api).await {
                 Ok(()) => LeaseEnd::Released,
                 Err(e) => LeaseEnd::NotReleased { why: e.to_string() },

@@ -38,9 +38,9 @@ impl<A: ?Sized + Sync> Layer for Fenced<'_, A> {
     ) -> ApiResult<Answer> {
         let verb = request.verb();
         if verb.writes()
-            && let Some(why) = self.fence.lost()
+            && let Some(lost) = self.fence.lost()
         {
-            let message = format!("not {}: the Lease was lost: {why}", doing(verb));
+            let message = format!("not {}: {lost}", doing(verb));
             return Err(ApiError::new(ErrorKind::Other, 0, message));
         }
         serve.await

@@ -57,7 +57,9 @@ pub use engine::{
 };
 pub use events::{DriverEvent, EventSink, NoteSink, NoteTo, Outcome, fence_events};
 pub use executor::{Act, Hands, Machine, Mark, RollStep, Turn, Warning};
-pub use fence::{Fence, FenceEvent, FenceEvents, LeaseEnd, LeaseHistory, lease_holder, read_lease};
+pub use fence::{
+    Fence, FenceEvent, FenceEvents, LeaseEnd, LeaseHistory, LeaseLost, lease_holder, read_lease,
+};
 pub use fenced::Fenced;
 pub use limits::{Limits, Paused, Slept, paused_out};
 pub use not_now::{NotNow, lease_now, not_now};

@@ -17,7 +17,7 @@ use nodejob_core::pause::Pause;
 use nodejob_core::{ApiError, LeaseApi, NodeApi};
 
 use crate::call::retry;
-use crate::fence::Fence;
+use crate::fence::{Fence, LeaseLost};
 use crate::limits::Limits;
 
 /// How often a paused run reads the Lease again.
@@ -32,8 +32,8 @@ pub enum Gate {
     Deadline(Pause),
     /// A stop was asked while paused.
     Stopped(Pause),
-    /// The Lease was lost while paused: why.
-    Lost(String),
+    /// The Lease was lost while paused.
+    Lost(LeaseLost),
 }
 
 /// What a node's wait tells, for the run's progress.
@@ -79,8 +79,8 @@ pub async fn wait_unpaused<A: LeaseApi + ?Sized>(
         if let Either::Right(_) = select(slept, limits.stop.asked()).await {
             return Gate::Stopped(pause);
         }
-        if let Err(why) = fence.check(api).await {
-            return Gate::Lost(why);
+        if let Err(lost) = fence.check(api).await {
+            return Gate::Lost(lost);
         }
         match fence.paused().await {
             None => {
@@ -138,7 +138,7 @@ pub async fn pause_before<A: LeaseApi + ?Sized>(
         Gate::Go => Ok(Passed::Unpaused),
         Gate::Deadline(p) => Err(crate::limits::paused_out(&p, limits.pause_deadline)),
         Gate::Stopped(p) => Err(format!("stopped on request while {p}")),
-        Gate::Lost(why) => Err(format!("the Lease was lost: {why}")),
+        Gate::Lost(lost) => Err(lost.to_string()),
     }
 }
 

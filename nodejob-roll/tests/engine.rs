@@ -337,10 +337,14 @@ async fn a_pass_ends_after_the_batch_in_which_the_lease_was_lost() -> TestResult
             }
         })
         .await;
-    let End::LeaseLost(why) = end else {
+    let End::LeaseLost(lost) = end else {
         return Err(format!("the pass ended {end:?}").into());
     };
-    assert!(why.starts_with("the Lease was lost: "), "{why}");
+    assert!(!lost.why.is_empty(), "{lost:?}");
+    assert_eq!(
+        lost.to_string(),
+        format!("the Lease was lost: {}", lost.why)
+    );
     assert_eq!(
         tally.batches, 1,
         "no batch after the one in which the Lease was lost"

@@ -155,16 +155,15 @@ where
     let rolled = run.roll(&order, width, &held, skew.read);
     let outcome = match run.ctx.renewing(rolled).await {
         Ok(outcome) => outcome,
-        Err(why) => {
+        Err(lost) => {
             // The roll was cut short where it stood: each node in flight is interrupted at its
             // step (a host Job goes on on the cluster; a rerun adopts it).
+            let why = lost.to_string();
             for (name, step) in run.ctx.cut_short() {
-                let why = format!("the Lease was lost: {why}");
+                let why = why.clone();
                 run.finish_node(&name, NodeResult::Interrupted { step, why }, None);
             }
-            Outcome::Stopped {
-                why: format!("the Lease was lost: {why}"),
-            }
+            Outcome::Stopped { why }
         }
     };
     let closed = run.ctx.end().await;
@@ -221,7 +220,9 @@ where
         let past_blocked = tally.blocked > self.plan.spec().max_blocked;
         let paused = self.ctx.limits.paused.ended();
         match end {
-            End::LeaseLost(why) => Outcome::Stopped { why },
+            End::LeaseLost(lost) => Outcome::Stopped {
+                why: lost.to_string(),
+            },
             _ if tally.failed > 0 || past_blocked => self.failed_outcome(past_blocked),
             _ if let Some(p) = paused => Outcome::Paused {
                 why: nodejob_roll::paused_out(&p, self.ctx.limits.pause_deadline),

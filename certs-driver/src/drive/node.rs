@@ -94,9 +94,9 @@ where
     /// as every write through the fenced writer; the mark of issue is written right after a
     /// read of it (the executor's: [`Hands::fenced`]). The error says why it could not.
     pub(super) async fn record(&self, name: &str, status: &CaStatus) -> Result<(), Unrecorded> {
-        if let Some(why) = self.ctx.fence.lost() {
+        if let Some(lost) = self.ctx.fence.lost() {
             let node = name.into();
-            return Err(Unrecorded::LeaseLost { node, why });
+            return Err(Unrecorded::LeaseLost { node, lost });
         }
         let changes = [records::last_status(
             status,
@@ -240,7 +240,7 @@ where
             },
             Intent::CheckLease => match rot.ctx.fence.check(rot.api).await {
                 Ok(()) => Observation::LeaseHeld,
-                Err(why) => Observation::LeaseLost(why),
+                Err(lost) => Observation::LeaseLost(lost),
             },
             Intent::Host {
                 step,
@@ -261,9 +261,9 @@ where
                 // node is interrupted at its step. It is the step's only read of the Lease
                 // (the machine reads none before it). An adopted Job is already there.
                 if policy.adopt.is_none()
-                    && let Err(why) = rot.ctx.fence.check(rot.api).await
+                    && let Err(lost) = rot.ctx.fence.check(rot.api).await
                 {
-                    let why = format!("the Lease was lost: {why}");
+                    let why = lost.to_string();
                     return Err(Err(NodeResult::Interrupted { step, why }));
                 }
                 match run_with(&rot.writer(), &spec, Mode::ExitCodeLogs, policy).await {
