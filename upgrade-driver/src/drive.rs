@@ -17,25 +17,26 @@ use nodejob_core::lease::Claim;
 use nodejob_core::watch::{From, watch_until};
 use nodejob_core::{ApiError, JobApi, LeaseApi, NodeApi, PodApi, ready};
 use nodejob_roll::Conditions;
-pub(crate) use nodejob_roll::retry;
+use nodejob_roll::retry;
 use nodejob_roll::{Cause, FailureKind};
 use nodejob_roll::{Context, End, Fleet, Group, Ledger, MaxUnavailable, Nothing, Tally};
 use nodejob_roll::{Cursor, NodeView, Selecting, Selection, select_from};
 use nodejob_roll::{DriverEvent, OpError, Outcome, delete_job, millis};
 
+use crate::held::HeldBack;
 use crate::machine::{NodeMachine, NodeResult, Observation, UpgradeStep};
 use crate::order::groups;
 use crate::plan::Plan;
 use crate::progress::{NodeReport, Progress, ProgressSink, Report, UpgradeEvent};
+use crate::records::cordoned_by_us;
 use crate::records::{self, IN_PROGRESS, InProgress};
+use crate::select::before_any_write;
 use crate::version::version;
 use crate::{Error, Stop};
 
 mod blocked;
 mod rollback_drain;
 mod soak;
-
-pub(crate) use blocked::HeldBack;
 
 /// The component named in the Events the driver writes.
 pub const COMPONENT: &str = "nodejob-upgrade";
@@ -94,7 +95,7 @@ where
         .collect();
     nodes.extend(carried);
     // The version skew policy, before any write (the Lease is the first).
-    let skew = gate::before_any_write(api, plan, Some(&view), &nodes).await?;
+    let skew = before_any_write(api, plan, &nodes).await?;
     let claim = Claim {
         operation: "upgrade".into(),
         target: plan.target().to_string(),
@@ -105,7 +106,7 @@ where
     let ctx = Context::begin(api, &spec.placement(), &claim, limits, progress, started).await?;
     // Nodes an earlier run blocked: quarantined ones are left as they are, skipped ones come
     // at the end (none for a cluster no run blocked).
-    let held = blocked::HeldBack::of(plan, &nodes);
+    let held = HeldBack::of(plan, &nodes);
     let refs: Vec<&Node> = (nodes.iter())
         .filter(|n| !held.holds(records::name(n)))
         .collect();
@@ -152,7 +153,8 @@ where
     run.skew_allowed(&skew.allowed);
     run.skew_waiting(skew.waiting.as_ref());
     // Renewed while anything waits (a host Job included): the renewer runs beside the roll.
-    let rolled = run.roll(&order, width, &held, skew.read);
+    let read = (skew.server).map(|server| gate::Read::of(&run.view, Some(server)));
+    let rolled = run.roll(&order, width, &held, read);
     let outcome = match run.ctx.renewing(rolled).await {
         Ok(outcome) => outcome,
         Err(lost) => {
@@ -186,7 +188,7 @@ where
         &self,
         order: &[Group],
         width: usize,
-        held: &blocked::HeldBack,
+        held: &HeldBack,
         read: Option<gate::Read>,
     ) -> Outcome {
         let engine = self.ctx.engine();
@@ -476,15 +478,6 @@ where
                 .flatten())
             .is_some()
     }
-}
-
-/// Whether we cordoned `node` (our in-progress record says so and it is cordoned).
-pub(crate) fn cordoned_by_us(node: &Node) -> bool {
-    records::unschedulable(node)
-        && records::read::<InProgress>(node, IN_PROGRESS)
-            .ok()
-            .flatten()
-            .is_some_and(|p| p.cordoned)
 }
 
 async fn get_node<A: NodeApi + ?Sized>(api: &A, name: &str) -> Result<Node, ApiError> {

@@ -10,6 +10,7 @@
 
 pub mod contract;
 mod drive;
+mod held;
 mod machine;
 mod order;
 mod plan;

@@ -4,19 +4,17 @@
 use k8s_openapi::api::core::v1::{Node, Pod, Taint};
 use nodejob_core::drain::{Verdict, verdict};
 use nodejob_core::{DryRun, Eviction, LeaseApi, NodeApi, PodApi};
-use nodejob_roll::{NotNow, lease_now};
+use nodejob_roll::{NotNow, batches, lease_now, retry};
 use serde::Serialize;
 
 use crate::Error;
-use crate::drive::HeldBack;
-use crate::drive::{cordoned_by_us, retry};
+use crate::held::HeldBack;
 use crate::order::groups;
 use crate::plan::{OnFailure, Plan, Undrainable};
 use crate::records::at_target;
-use crate::records::{self, unschedulable};
-use crate::select::{refuse_versions, select_nodes};
+use crate::records::{self, cordoned_by_us, unschedulable};
+use crate::select::{before_any_write, refuse_versions, select_nodes};
 use crate::version::version;
-use nodejob_roll::batches;
 
 /// What would happen to one Pod of a node.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -162,7 +160,7 @@ where
 {
     let nodes = select_nodes(api, plan).await?;
     refuse_versions(plan, &nodes)?;
-    let gate = crate::drive::gate::before_any_write(api, plan, None, &nodes).await?;
+    let gate = before_any_write(api, plan, &nodes).await?;
     let skew = (gate.allowed.iter())
         .map(|b| format!("allowed past the version skew policy: {b}"))
         .chain(gate.waiting)

@@ -308,3 +308,12 @@ pub(crate) fn at_target(plan: &Plan, node: &Node) -> Option<String> {
         .filter(|d| same_version(&d.version, target))
         .map(|_| format!("recorded done at {target}"))
 }
+
+/// Whether we cordoned `node` (our in-progress record says so and it is cordoned).
+pub(crate) fn cordoned_by_us(node: &Node) -> bool {
+    unschedulable(node)
+        && read::<InProgress>(node, IN_PROGRESS)
+            .ok()
+            .flatten()
+            .is_some_and(|p| p.cordoned)
+}

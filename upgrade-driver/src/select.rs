@@ -1,12 +1,16 @@
 //! The run's and the preview's node selection, and what is refused before any write about
-//! the nodes selected: the selector's nodes (narrowed to those named), and a node the plan
-//! cannot judge by version ([`refuse_versions`]). The preview and the run share it.
+//! the nodes selected: the selector's nodes (narrowed to those named), a node the plan cannot
+//! judge by version ([`refuse_versions`]), and a roll the version skew policy refuses
+//! ([`before_any_write`]: [`crate::skew`] judges, this reads the apiserver's version). The
+//! preview and the run share it.
 
 use k8s_openapi::api::core::v1::Node;
 use nodejob_core::NodeApi;
+use nodejob_roll::retry;
 
 use crate::plan::{Downgrade, Plan};
 use crate::records;
+use crate::skew::{Breach, Skew, Workers, applies, judge, moving, refusal};
 use crate::version::{embedded_version, order_versions, version, version_numbers};
 use crate::{Error, PlanError};
 
@@ -99,4 +103,64 @@ pub(crate) fn newer_than_target(plan: &Plan, node: &Node) -> Option<String> {
     let v = version(node, &spec.version_source)?;
     (order_versions(v, &spec.target)? == std::cmp::Ordering::Greater)
         .then(|| format!("{} at {v}", records::name(node)))
+}
+
+/// What the gate found before any write, on a plan it lets through.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Before {
+    /// Breaches the plan allows (`Skew::Allow`): each is said.
+    pub(crate) allowed: Vec<Breach>,
+    /// The workers' target is newer than the apiserver now, and the plan's control-plane
+    /// nodes go first: what the workers wait for.
+    pub(crate) waiting: Option<String>,
+    /// The apiserver's version as read, when the gate applies: the run judges its first batch
+    /// against it.
+    pub(crate) server: Option<String>,
+}
+
+/// The apiserver's `gitVersion`, read (transient errors retried).
+pub(crate) async fn server<A: NodeApi + ?Sized>(api: &A) -> Result<String, nodejob_core::ApiError> {
+    retry(api, || api.version()).await.map(|i| i.git_version)
+}
+
+/// Judges moving `nodes` (the plan's, those carried on included) to the target against the
+/// apiserver, before any write: a breach is refused ([`Error::Plan`] on `skew`) unless the
+/// plan allows skew. Reads nothing unless the gate applies ([`applies`]); the version read is
+/// answered ([`Before::server`]) for the run to judge its first batch against.
+pub(crate) async fn before_any_write<A: NodeApi + ?Sized>(
+    api: &A,
+    plan: &Plan,
+    nodes: &[Node],
+) -> Result<Before, Error> {
+    if !applies(plan) {
+        return Ok(Before::default());
+    }
+    let server = server(api).await.map_err(|cause| Error::Reading {
+        what: "the apiserver's version (GET /version)".into(),
+        cause,
+    })?;
+    let (moving, workers) = moving(plan, nodes);
+    let breaches = judge(plan.target(), &server, &moving, workers);
+    if !breaches.is_empty() && plan.spec().skew == Skew::Enforce {
+        return Err(Error::Plan(refusal(plan.target(), &breaches)));
+    }
+    // What the workers wait for: the newer rule, judged once the control plane went first.
+    let later = judge(plan.target(), &server, &moving, Workers::Now);
+    let waiting = (workers == Workers::AfterControlPlane
+        && later
+            .iter()
+            .any(|b| matches!(b.rule, crate::skew::Rule::Newer { .. })))
+    .then(|| {
+        format!(
+            "the apiserver is at {server}: no worker moves to {} before it is at that minor \
+             version or newer (the control-plane nodes go first and carry it; checked before \
+             each batch)",
+            plan.target()
+        )
+    });
+    Ok(Before {
+        allowed: breaches,
+        waiting,
+        server: Some(server),
+    })
 }

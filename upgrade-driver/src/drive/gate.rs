@@ -1,6 +1,6 @@
-//! The version-skew gate at work ([`crate::skew`] judges, this reads): once before any write
-//! ([`before_any_write`], the run's and the preview's), and before each batch ([`Gated`], an
-//! [`Admission`] around the run's own). The apiserver's version is read once for the run, and
+//! The version-skew gate before each batch of the run ([`Gated`], an [`Admission`] around the
+//! run's own; [`crate::skew`] judges, this reads). The gate before any write, the run's and the
+//! preview's, is [`before_any_write`](crate::select::before_any_write). The apiserver's version is read once for the run, and
 //! again before a batch only when the batch's decision depends on it: the plan enforces the
 //! policy, and the answer may have moved or refuses the batch ([`Gated::admit`]). A plan that
 //! allows skew admits every batch whatever the answer: its breaches are said against the
@@ -9,16 +9,14 @@
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
-use k8s_openapi::api::core::v1::Node;
 use nodejob_core::{JobApi, LeaseApi, NodeApi, PodApi};
-use nodejob_roll::{Admission, Admit, Cursor, Group, NodeView, is_control_plane, retry};
+use nodejob_roll::{Admission, Admit, Cursor, Group, NodeView, is_control_plane};
 
 use super::Run;
-use crate::Error;
-use crate::plan::Plan;
 use crate::progress::Progress;
 use crate::records::at_target;
-use crate::skew::{Breach, Kubelet, Skew, Workers, applies, judge, moving, refusal};
+use crate::select::server;
+use crate::skew::{Breach, Kubelet, Skew, Workers, applies, judge, refusal};
 
 /// The apiserver's version as last read, and the control-plane nodes' kubelet versions the
 /// run's view has (a control plane upgraded with its nodes, as a kubeadm cluster's, answers
@@ -36,7 +34,7 @@ pub(crate) struct Read {
 
 impl Read {
     /// The control-plane nodes of `view` now, and `server` read beside them.
-    fn of(view: &NodeView, server: Option<String>) -> Read {
+    pub(super) fn of(view: &NodeView, server: Option<String>) -> Read {
         let mut cursor = Cursor::default();
         view.changed_since(&mut cursor);
         let control_plane = view.read(|all| {
@@ -71,67 +69,6 @@ impl Read {
     }
 }
 
-/// What the gate found before any write, on a plan it lets through.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Before {
-    /// Breaches the plan allows (`Skew::Allow`): each is said.
-    pub(crate) allowed: Vec<Breach>,
-    /// The workers' target is newer than the apiserver now, and the plan's control-plane
-    /// nodes go first: what the workers wait for.
-    pub(crate) waiting: Option<String>,
-    /// The version read, when the gate applies and a run's view was given: the first batch
-    /// is judged against it.
-    pub(crate) read: Option<Read>,
-}
-
-/// The apiserver's `gitVersion`, read (transient errors retried).
-async fn server<A: NodeApi + ?Sized>(api: &A) -> Result<String, nodejob_core::ApiError> {
-    retry(api, || api.version()).await.map(|i| i.git_version)
-}
-
-/// Judges moving `nodes` (the plan's, those carried on included) to the target against the
-/// apiserver, before any write: a breach is refused ([`Error::Plan`] on `skew`) unless the
-/// plan allows skew. Reads nothing unless the gate applies ([`applies`]). `view`: the run's,
-/// whose control plane the version read is kept beside for the batches ([`Before::read`]).
-pub(crate) async fn before_any_write<A: NodeApi + ?Sized>(
-    api: &A,
-    plan: &Plan,
-    view: Option<&NodeView>,
-    nodes: &[Node],
-) -> Result<Before, Error> {
-    if !applies(plan) {
-        return Ok(Before::default());
-    }
-    let server = server(api).await.map_err(|cause| Error::Reading {
-        what: "the apiserver's version (GET /version)".into(),
-        cause,
-    })?;
-    let (moving, workers) = moving(plan, nodes);
-    let breaches = judge(plan.target(), &server, &moving, workers);
-    if !breaches.is_empty() && plan.spec().skew == Skew::Enforce {
-        return Err(Error::Plan(refusal(plan.target(), &breaches)));
-    }
-    // What the workers wait for: the newer rule, judged once the control plane went first.
-    let later = judge(plan.target(), &server, &moving, Workers::Now);
-    let waiting = (workers == Workers::AfterControlPlane
-        && later
-            .iter()
-            .any(|b| matches!(b.rule, crate::skew::Rule::Newer { .. })))
-    .then(|| {
-        format!(
-            "the apiserver is at {server}: no worker moves to {} before it is at that minor \
-             version or newer (the control-plane nodes go first and carry it; checked before \
-             each batch)",
-            plan.target()
-        )
-    });
-    Ok(Before {
-        allowed: breaches,
-        waiting,
-        read: view.map(|view| Read::of(view, Some(server))),
-    })
-}
-
 /// The run's admission, the gate before each batch: the batch admitted as `inner` decides,
 /// then judged over its nodes as the run's view has them now against the apiserver's version
 /// (no wait between the judgement and the batch's start). Under a plan that enforces the
@@ -145,7 +82,7 @@ pub(crate) async fn before_any_write<A: NodeApi + ?Sized>(
 pub(super) struct Gated<'r, 'a, A: ?Sized, I> {
     pub(super) run: &'r Run<'a, A>,
     pub(super) inner: I,
-    /// The version as last read ([`before_any_write`]'s first).
+    /// The version as last read ([`before_any_write`](crate::select::before_any_write)'s first).
     pub(super) read: Option<Read>,
 }
 
