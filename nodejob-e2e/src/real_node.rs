@@ -173,14 +173,21 @@ impl RealNode {
     }
 
     /// Asks the node's PID 1 to restart the kubelet now, down for a second, as the host asks
-    /// it after `stratum carotate issue` (`e2e/node/init`: `/run/stratum/request`, SIGUSR2),
-    /// the request written into the node's own `/run` through its PID 1's root.
+    /// it after `stratum carotate issue`.
     pub fn restart_kubelet(&self) -> Result<(), Failure> {
+        self.stop_kubelet_for(1)
+    }
+
+    /// Asks the node's PID 1 to stop the kubelet now and start it again `seconds` later, as a
+    /// kubelet that crashed and was started again by its supervisor (`e2e/node/init`:
+    /// `/run/stratum/request`, SIGUSR2), the request written into the node's own `/run`
+    /// through its PID 1's root. The node keeps its boot; its containers run on.
+    pub fn stop_kubelet_for(&self, seconds: u64) -> Result<(), Failure> {
         let pid = std::fs::read_to_string(self.dir.join("pid1"))
             .map_err(|e| Failure(format!("node {}: no PID 1: {e}", self.name)))?;
         let pid = pid.trim();
         let request = format!("/proc/{pid}/root/run/stratum/request");
-        std::fs::write(&request, "restart 0 1\n")
+        std::fs::write(&request, format!("restart 0 {seconds}\n"))
             .map_err(|e| Failure(format!("node {}: {request}: {e}", self.name)))?;
         signal("-USR2", pid)
     }

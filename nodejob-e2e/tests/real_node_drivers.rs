@@ -14,7 +14,9 @@
 //!
 //! - with the node lifecycle controller running for the test ([`NodeLifecycle`]), a real
 //!   node whose kubelet `carotate issue` stops past the controller's grace goes NotReady by
-//!   the control plane, and `nodejob rotate-ca` waits at its Ready gate for its return.
+//!   the control plane, and `nodejob rotate-ca` waits at its Ready gate for its return; and a
+//!   real node whose kubelet stops during its upgrade's soak goes NotReady the same way, and
+//!   `nodejob upgrade --soak` fails it at `Soak`, left in service.
 //!
 //! What ran on each host is read from the node's own directory, not from any driver: the
 //! model's executions, the reboots its PID 1 was asked for, the kubelet's starts.
@@ -32,7 +34,7 @@ use nodejob_e2e::{
 };
 use nodejob_host::stratum::{CaPhase, Operation};
 use upgrade_driver::VersionSource;
-use upgrade_driver::records::{self, DONE, Done};
+use upgrade_driver::records::{self, DONE, Done, Soak};
 
 /// The version a real node boots at first (`e2e/node/node prepare`'s default), as its
 /// os-release says it: its `osImage`.
@@ -473,28 +475,7 @@ async fn a_kubelet_stopped_past_the_grace_goes_not_ready_and_the_rotation_waits_
     );
 
     // NotReady by the control plane: the controller's Unknown, and its taint.
-    let ready_of = |n: &Node| {
-        (n.status.as_ref().and_then(|s| s.conditions.as_ref()))
-            .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
-            .map(|c| (c.status.clone(), c.reason.clone().unwrap_or_default()))
-    };
-    let unknown = (history.iter())
-        .filter(|n| n.metadata.name.as_deref() == Some(name.as_str()))
-        .find(|n| ready_of(n).is_some_and(|(s, r)| s == "Unknown" && r == "NodeStatusUnknown"));
-    ensure!(
-        unknown.is_some(),
-        "node {name} never went Ready Unknown (NodeStatusUnknown) while its kubelet was down: \
-         {:?}",
-        history.iter().filter_map(ready_of).collect::<Vec<_>>()
-    );
-    let tainted = history.iter().any(|n| {
-        (n.spec.as_ref().and_then(|s| s.taints.as_ref()))
-            .is_some_and(|t| t.iter().any(|t| t.key == "node.kubernetes.io/unreachable"))
-    });
-    ensure!(
-        tainted,
-        "node {name} was never tainted node.kubernetes.io/unreachable"
-    );
+    not_ready_by_the_control_plane(&name, &history)?;
 
     // The rotation's Ready gate waited for the return: the host Jobs after `issue` were
     // created once the kubelet had started again.
@@ -533,16 +514,201 @@ async fn a_kubelet_stopped_past_the_grace_goes_not_ready_and_the_rotation_waits_
         jobs[issue].received, after[0].name, after[0].received
     );
 
-    // Back: Ready, the controller's taints lifted.
-    let nodes = Api::<Node>::all(admin.clone());
-    let back = wait_for(nodes, &name, "Ready, untainted", SETTLE, |n: &Node| {
-        nodejob_core::ready(n)
-            && !(n.spec.as_ref().and_then(|s| s.taints.as_ref()))
-                .is_some_and(|t| t.iter().any(|t| t.key == "node.kubernetes.io/unreachable"))
-    })
-    .await?;
-    ensure!(nodejob_core::ready(&back), "node {name} is not Ready");
+    back_ready(admin, &name).await?;
     lifecycle.stop()?;
     scenario.stop()?;
     control_plane.restore()
+}
+
+/// The `Ready` condition of `node`: its status and reason.
+fn ready_said(node: &Node) -> Option<(String, String)> {
+    (node.status.as_ref().and_then(|s| s.conditions.as_ref()))
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| (c.status.clone(), c.reason.clone().unwrap_or_default()))
+}
+
+/// Whether `node` carries the node lifecycle controller's taint of a node unreachable.
+fn unreachable(node: &Node) -> bool {
+    (node.spec.as_ref().and_then(|s| s.taints.as_ref()))
+        .is_some_and(|t| t.iter().any(|t| t.key == nodejob_core::UNREACHABLE_TAINT))
+}
+
+/// Node `name` went NotReady by the control plane in `history`: the node lifecycle
+/// controller's `Ready` `Unknown` (reason `NodeStatusUnknown`, which no kubelet posts), and its
+/// `unreachable` taint.
+fn not_ready_by_the_control_plane(name: &str, history: &[Node]) -> Result<(), Failure> {
+    let own: Vec<&Node> = (history.iter())
+        .filter(|n| n.metadata.name.as_deref() == Some(name))
+        .collect();
+    let unknown = (own.iter())
+        .any(|n| ready_said(n).is_some_and(|(s, r)| s == "Unknown" && r == "NodeStatusUnknown"));
+    ensure!(
+        unknown,
+        "node {name} never went Ready Unknown (NodeStatusUnknown) while its kubelet was down: \
+         {:?}",
+        own.iter().filter_map(|n| ready_said(n)).collect::<Vec<_>>()
+    );
+    ensure!(
+        own.iter().any(|n| unreachable(n)),
+        "node {name} was never tainted {}",
+        nodejob_core::UNREACHABLE_TAINT
+    );
+    Ok(())
+}
+
+/// Waits until node `name` is back: Ready, the controller's taint lifted.
+async fn back_ready(admin: &kube::Client, name: &str) -> Result<(), Failure> {
+    let nodes = Api::<Node>::all(admin.clone());
+    let back = wait_for(nodes, name, "Ready, untainted", SETTLE, |n: &Node| {
+        nodejob_core::ready(n) && !unreachable(n)
+    })
+    .await?;
+    ensure!(nodejob_core::ready(&back), "node {name} is not Ready");
+    Ok(())
+}
+
+/// How long the upgrade's soak is: long past the controller's grace and the kubelet's
+/// downtime, so that only a break ends it early.
+const SOAK: Duration = Duration::from_secs(180);
+
+/// The upgrade's soak met with a transition the control plane makes: with the node lifecycle
+/// controller running ([`NodeLifecycle`]), `nodejob upgrade --soak` upgrades a real node (a
+/// real reboot; the uncordon comes on a Ready node carrying neither taint of a node not
+/// Ready), then its kubelet stops for 50 s as its soak starts, as a crashed kubelet started
+/// again by its supervisor: past the controller's 20 s grace the control plane turns the node
+/// `Ready` `Unknown`, and the soak breaks on it. The command exits 1, the node failed at
+/// `Soak` as NotReady, left in service (uncordoned, its soak record saying why, no done
+/// record), its host upgraded once, rebooted once. No kubelet posts `Unknown`: without the
+/// controller the stopped kubelet's last `Ready` `True` would stand and the soak would pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_soak_broken_by_the_control_planes_not_ready_fails_its_node_at_soak()
+-> Result<(), Failure> {
+    let scenario = RealNodes::start(1).await?;
+    let admin = &scenario.admin;
+    let node = &scenario.nodes[0];
+    let name = node.name().to_string();
+    let lifecycle = NodeLifecycle::start(admin, &name, MONITOR_GRACE, SETTLE).await?;
+    let nodes = Api::<Node>::all(admin.clone());
+    let kubeconfig = sa_kubeconfig(admin, SA_NAME).await?;
+    let (key, value) = &scenario.label;
+    let watched = watcher::Config::default().labels(&format!("{key}={value}"));
+    let history = record(nodes.clone(), watched).await?;
+    let soak = format!("{}s", SOAK.as_secs());
+    let upgrade = async {
+        let _turn = nodejob_e2e::one_driver().await;
+        nodejob(
+            &kubeconfig.path,
+            CONTEXT,
+            &[
+                "upgrade",
+                "--to",
+                TARGET,
+                "--nodes",
+                &name,
+                "--version-from",
+                "os-image",
+                "--soak",
+                &soak,
+                "--drain-timeout",
+                "60s",
+                "--reboot-timeout",
+                "2m",
+                "--deadline",
+                "2m",
+                "-o",
+                "json",
+            ],
+        )
+        .await
+    };
+    // The kubelet stops once the soak has started: its record on the node.
+    let stop = async {
+        let soaking = wait_for(nodes.clone(), &name, "soaking", SOAK, |n: &Node| {
+            records::read::<Soak>(n, records::SOAK)
+                .ok()
+                .flatten()
+                .is_some_and(|s| s.failed.is_none())
+        })
+        .await?;
+        node.stop_kubelet_for(KUBELET_DOWN.as_secs())?;
+        Ok::<Node, Failure>(soaking)
+    };
+    let (upgrade, soaking) = futures::join!(upgrade, stop);
+    let history = history.stop();
+    let upgrade = upgrade?;
+    let soaking = soaking?;
+    upgrade.exited(1)?;
+
+    // The reboot's Ready gate: the uncordon that started the soak came on a Ready node with
+    // neither taint of a node not Ready.
+    ensure!(
+        nodejob_core::ready(&soaking) && nodejob_core::unready_taint(&soaking).is_none(),
+        "node {name} went back in service {:?}, tainted {:?}",
+        ready_said(&soaking),
+        nodejob_core::unready_taint(&soaking)
+    );
+    ensure!(
+        !records::unschedulable(&soaking),
+        "node {name} soaks cordoned"
+    );
+
+    // The control plane's NotReady, and the soak broken on it.
+    not_ready_by_the_control_plane(&name, &history)?;
+    let result = (upgrade.json_lines()?.into_iter().rev())
+        .find_map(|l| l.get("report").cloned())
+        .and_then(|r| {
+            (r["nodes"].as_array()?.iter())
+                .find(|n| n["name"] == name.as_str())
+                .map(|n| n["result"].clone())
+        })
+        .ok_or_else(|| Failure(format!("no report of node {name} in\n{}", upgrade.stdout)))?;
+    ensure!(
+        result["result"] == "failed"
+            && result["step"] == "Soak"
+            && result["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("NotReady during its soak")),
+        "node {name}: {result}"
+    );
+
+    // Left in service, why recorded on it; upgraded and rebooted once.
+    let after = nodes
+        .get(&name)
+        .await
+        .map_err(fail(format!("reading node {name}")))?;
+    ensure!(
+        !records::unschedulable(&after),
+        "node {name} is left cordoned after its soak broke"
+    );
+    let record = records::read::<Soak>(&after, records::SOAK).map_err(Failure)?;
+    ensure!(
+        record
+            .as_ref()
+            .and_then(|r| r.failed.as_deref())
+            .is_some_and(|f| f.contains("NotReady")),
+        "node {name}: soak record {record:?}"
+    );
+    let done = records::read::<Done>(&after, DONE).map_err(Failure)?;
+    ensure!(done.is_none(), "node {name} recorded done: {done:?}");
+    let state = node
+        .host_state()?
+        .ok_or_else(|| Failure(format!("node {name}: its stratum never ran")))?;
+    ensure!(
+        state.executions(Operation::Upgrade) == 1,
+        "node {name}: stratum upgrade ran {} times",
+        state.executions(Operation::Upgrade)
+    );
+    let (asked, other) = node.reboots()?;
+    ensure!(
+        (asked, other) == (1, 0),
+        "node {name}: {asked} reboots asked by its host, {other} others"
+    );
+    eprintln!(
+        "real lifecycle: node {name}'s soak broke: {}",
+        result["message"]
+    );
+
+    back_ready(admin, &name).await?;
+    lifecycle.stop()?;
+    scenario.stop()
 }
