@@ -61,7 +61,11 @@ impl NodeLifecycle {
     ///   bound, above the HTTP/2 ping and read-idle timeouts, is for a kubelet whose
     ///   connection hangs; a stopped kubelet's closes.)
     /// - `--node-monitor-period` (default 5s): "The period for syncing NodeStatus in
-    ///   NodeLifecycleController": 1 s, so the transition comes within a second of the grace.
+    ///   NodeLifecycleController": `monitor_period`; 1 s, and the transition comes within a
+    ///   second of the grace. It is also how long the `unreachable` taint of effect `NoExecute`
+    ///   may outlast a node's return: the controller lifts it on its next pass after the
+    ///   kubelet posts Ready (`processTaintBaseEviction` in `monitorNodeHealth`), where the
+    ///   `NoSchedule` one goes on the node's update.
     /// - `--node-startup-grace-period` (default 1m): "Amount of time which we allow starting
     ///   Node to be unresponsive before marking it unhealthy": left as it is (the nodes are
     ///   Ready before it starts).
@@ -69,6 +73,7 @@ impl NodeLifecycle {
         admin: &Client,
         node: &str,
         monitor_grace: Duration,
+        monitor_period: Duration,
         limit: Duration,
     ) -> Result<Self, Failure> {
         let run = run_dir();
@@ -102,7 +107,10 @@ impl NodeLifecycle {
                 "--node-monitor-grace-period={}s",
                 monitor_grace.as_secs()
             ))
-            .arg("--node-monitor-period=1s")
+            .arg(format!(
+                "--node-monitor-period={}s",
+                monitor_period.as_secs()
+            ))
             .stdin(Stdio::null())
             .stdout(log.try_clone().map_err(|e| Failure(e.to_string()))?)
             .stderr(log)

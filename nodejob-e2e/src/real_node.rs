@@ -172,6 +172,16 @@ impl RealNode {
             .collect()
     }
 
+    /// Keeps the machine off for `seconds` at each of its reboots from now on, between its PID
+    /// 1's end and its next boot, as a slow firmware or disk would (`DIR/host/down`, which
+    /// `e2e/node/node boot` reads): long enough, and the control plane's node lifecycle
+    /// controller sees the node go.
+    pub fn stay_down_at_reboot(&self, seconds: u64) -> Result<(), Failure> {
+        let path = self.dir.join("host/down");
+        std::fs::write(&path, format!("{seconds}\n"))
+            .map_err(|e| Failure(format!("node {}: {}: {e}", self.name, path.display())))
+    }
+
     /// Asks the node's PID 1 to restart the kubelet now, down for a second, as the host asks
     /// it after `stratum carotate issue`.
     pub fn restart_kubelet(&self) -> Result<(), Failure> {

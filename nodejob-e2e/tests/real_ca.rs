@@ -191,6 +191,7 @@ async fn a_real_kubelet_is_rekeyed_phase_by_phase_and_issue_before_stage_drops_i
         &admin,
         b.name(),
         Duration::from_secs(20),
+        Duration::from_secs(1),
         Duration::from_secs(60),
     )
     .await?;

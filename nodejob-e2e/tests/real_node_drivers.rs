@@ -25,7 +25,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event, Node};
-use kube::api::{Api, ListParams};
+use kube::api::{Api, DeleteParams, ListParams};
 use kube::runtime::watcher;
 use nodejob_conformance::{Failure, ensure};
 use nodejob_e2e::{
@@ -386,6 +386,8 @@ async fn two_real_nodes_rotate_their_ca_by_the_command() -> Result<(), Failure> 
 /// The node lifecycle controller's grace for a Node whose kubelet stopped posting
 /// ([`NodeLifecycle::start`]).
 const MONITOR_GRACE: Duration = Duration::from_secs(20);
+/// Its period: how soon past its grace it sees a node go.
+const MONITOR_PERIOD: Duration = Duration::from_secs(1);
 /// How long the kubelet stays down after `carotate issue`: past the controller's grace, and
 /// past the rotation's restart grace ([`RESTART_GRACE`]).
 const KUBELET_DOWN: Duration = Duration::from_secs(50);
@@ -420,7 +422,8 @@ async fn a_kubelet_stopped_past_the_grace_goes_not_ready_and_the_rotation_waits_
         ),
     )
     .map_err(|e| Failure(format!("writing {}: {e}", timing.display())))?;
-    let lifecycle = NodeLifecycle::start(admin, &name, MONITOR_GRACE, SETTLE).await?;
+    let lifecycle =
+        NodeLifecycle::start(admin, &name, MONITOR_GRACE, MONITOR_PERIOD, SETTLE).await?;
     let (ca, control_plane) = new_ca(&scenario).await?;
     let (pem, new) = (ca.certificate_pem(), ca.fingerprint());
     let (key, value) = &scenario.label;
@@ -527,10 +530,16 @@ fn ready_said(node: &Node) -> Option<(String, String)> {
         .map(|c| (c.status.clone(), c.reason.clone().unwrap_or_default()))
 }
 
+/// The keys of `node`'s taints.
+fn taints(node: &Node) -> Vec<&str> {
+    (node.spec.as_ref().and_then(|s| s.taints.as_ref()))
+        .map(|t| t.iter().map(|t| t.key.as_str()).collect())
+        .unwrap_or_default()
+}
+
 /// Whether `node` carries the node lifecycle controller's taint of a node unreachable.
 fn unreachable(node: &Node) -> bool {
-    (node.spec.as_ref().and_then(|s| s.taints.as_ref()))
-        .is_some_and(|t| t.iter().any(|t| t.key == nodejob_core::UNREACHABLE_TAINT))
+    taints(node).contains(&nodejob_core::UNREACHABLE_TAINT)
 }
 
 /// Node `name` went NotReady by the control plane in `history`: the node lifecycle
@@ -571,23 +580,62 @@ async fn back_ready(admin: &kube::Client, name: &str) -> Result<(), Failure> {
 /// downtime, so that only a break ends it early.
 const SOAK: Duration = Duration::from_secs(180);
 
-/// The upgrade's soak met with a transition the control plane makes: with the node lifecycle
-/// controller running ([`NodeLifecycle`]), `nodejob upgrade --soak` upgrades a real node (a
-/// real reboot; the uncordon comes on a Ready node carrying neither taint of a node not
-/// Ready), then its kubelet stops for 50 s as its soak starts, as a crashed kubelet started
-/// again by its supervisor: past the controller's 20 s grace the control plane turns the node
-/// `Ready` `Unknown`, and the soak breaks on it. The command exits 1, the node failed at
-/// `Soak` as NotReady, left in service (uncordoned, its soak record saying why, no done
-/// record), its host upgraded once, rebooted once. No kubelet posts `Unknown`: without the
-/// controller the stopped kubelet's last `Ready` `True` would stand and the soak would pass.
+/// The controller's period in the soak's test: its `NoExecute` `unreachable` taint outlasts a
+/// node's return by up to this long, so a reboot wait that ended on `Ready` alone would
+/// uncordon a node still tainted.
+const SOAK_MONITOR_PERIOD: Duration = Duration::from_secs(10);
+/// How long the node stays off at its reboot: past the controller's grace and a period (its
+/// last Lease renewal up to 10 s before it went).
+const DOWN_AT_REBOOT: Duration = Duration::from_secs(45);
+
+/// The upgrade's Ready gate and soak met with transitions the control plane makes: with the
+/// node lifecycle controller running ([`NodeLifecycle`]), `nodejob upgrade --soak` upgrades a
+/// real node that stays off 45 s at its reboot, so the controller turns it `Ready` `Unknown`
+/// and taints it `unreachable` while it is down; the reboot wait ends only once the node is
+/// back Ready and the controller has lifted its taint (the uncordon that starts the soak lands
+/// on a Ready node carrying neither taint of a node not Ready; the new boot's first `Ready`
+/// `True` may still carry the controller's, which lifts it on its next pass, and the test says
+/// whether it did). Then its kubelet stops for 50 s as its soak starts, as a
+/// crashed kubelet started again by its supervisor: past the controller's 20 s grace (and
+/// its 10 s period here) the control plane turns the node `Ready` `Unknown` again, and the
+/// soak breaks on it. The
+/// command exits 1, the node failed at `Soak` as NotReady, left in service (uncordoned, its
+/// soak record saying why, no done record), its host upgraded once, rebooted once. No kubelet
+/// posts `Unknown`: without the controller the stopped kubelet's last `Ready` `True` would
+/// stand and the soak would pass.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_soak_broken_by_the_control_planes_not_ready_fails_its_node_at_soak()
 -> Result<(), Failure> {
     let scenario = RealNodes::start(1).await?;
+    let admin = scenario.admin.clone();
+    let name = scenario.nodes[0].name().to_string();
+    let lifecycle =
+        NodeLifecycle::start(&admin, &name, MONITOR_GRACE, SOAK_MONITOR_PERIOD, SETTLE).await?;
+    // The node ends failed at Soak on purpose, our records on it, and a driver carries on
+    // every node left in flight: no other driver runs until its Node is gone, whatever the
+    // checks found (the turn held to the end; the node stopped before its Node is deleted, or
+    // its kubelet would register it again).
+    let turn = nodejob_e2e::one_driver().await;
+    let checked = soak_broken(&scenario).await;
+    let stopped = lifecycle.stop();
+    scenario.stop()?;
+    let gone = Api::<Node>::all(admin)
+        .delete(&name, &DeleteParams::default())
+        .await;
+    drop(turn);
+    checked?;
+    stopped?;
+    gone.map(drop)
+        .map_err(fail(format!("deleting node {name}")))
+}
+
+/// The body of [`a_soak_broken_by_the_control_planes_not_ready_fails_its_node_at_soak`], on
+/// `scenario`'s one node, the lifecycle controller running and the driver's turn held.
+async fn soak_broken(scenario: &RealNodes) -> Result<(), Failure> {
     let admin = &scenario.admin;
     let node = &scenario.nodes[0];
     let name = node.name().to_string();
-    let lifecycle = NodeLifecycle::start(admin, &name, MONITOR_GRACE, SETTLE).await?;
+    node.stay_down_at_reboot(DOWN_AT_REBOOT.as_secs())?;
     let nodes = Api::<Node>::all(admin.clone());
     let kubeconfig = sa_kubeconfig(admin, SA_NAME).await?;
     let (key, value) = &scenario.label;
@@ -595,7 +643,6 @@ async fn a_soak_broken_by_the_control_planes_not_ready_fails_its_node_at_soak()
     let history = record(nodes.clone(), watched).await?;
     let soak = format!("{}s", SOAK.as_secs());
     let upgrade = async {
-        let _turn = nodejob_e2e::one_driver().await;
         nodejob(
             &kubeconfig.path,
             CONTEXT,
@@ -639,21 +686,48 @@ async fn a_soak_broken_by_the_control_planes_not_ready_fails_its_node_at_soak()
     let soaking = soaking?;
     upgrade.exited(1)?;
 
-    // The reboot's Ready gate: the uncordon that started the soak came on a Ready node with
-    // neither taint of a node not Ready.
+    // The reboot seen by the control plane, and the reboot wait's Ready gate: the uncordon that
+    // started the soak came on a Ready node with neither taint of a node not Ready.
+    let own: Vec<Node> = (history.iter())
+        .filter(|n| n.metadata.name.as_deref() == Some(name.as_str()))
+        .cloned()
+        .collect();
+    let soaks = |n: &Node| {
+        records::read::<Soak>(n, records::SOAK)
+            .ok()
+            .flatten()
+            .is_some()
+    };
+    let started = (own.iter().position(soaks))
+        .ok_or_else(|| Failure(format!("node {name}: no soak record seen")))?;
+    not_ready_by_the_control_plane(&name, &own[..started])?;
+    let at = &own[started];
+    let unready = [
+        nodejob_core::NOT_READY_TAINT,
+        nodejob_core::UNREACHABLE_TAINT,
+    ];
     ensure!(
-        nodejob_core::ready(&soaking) && nodejob_core::unready_taint(&soaking).is_none(),
+        ready_said(at).is_some_and(|(s, _)| s == "True")
+            && !taints(at).iter().any(|t| unready.contains(t)),
         "node {name} went back in service {:?}, tainted {:?}",
-        ready_said(&soaking),
-        nodejob_core::unready_taint(&soaking)
+        ready_said(at),
+        taints(at)
     );
+    ensure!(!records::unschedulable(at), "node {name} soaks cordoned");
     ensure!(
-        !records::unschedulable(&soaking),
-        "node {name} soaks cordoned"
+        records::boot_id(&soaking) == records::boot_id(at),
+        "node {name} soaking on another boot"
+    );
+    let early = (own[..started].iter()).any(|n| {
+        records::boot_id(n) == records::boot_id(at) && nodejob_core::ready(n) && unreachable(n)
+    });
+    eprintln!(
+        "real lifecycle: node {name}'s new boot Ready while still tainted unreachable before the \
+         uncordon: {early}"
     );
 
-    // The control plane's NotReady, and the soak broken on it.
-    not_ready_by_the_control_plane(&name, &history)?;
+    // The control plane's NotReady again, and the soak broken on it.
+    not_ready_by_the_control_plane(&name, &own[started..])?;
     let result = (upgrade.json_lines()?.into_iter().rev())
         .find_map(|l| l.get("report").cloned())
         .and_then(|r| {
@@ -707,8 +781,5 @@ async fn a_soak_broken_by_the_control_planes_not_ready_fails_its_node_at_soak()
         "real lifecycle: node {name}'s soak broke: {}",
         result["message"]
     );
-
-    back_ready(admin, &name).await?;
-    lifecycle.stop()?;
-    scenario.stop()
+    Ok(())
 }
