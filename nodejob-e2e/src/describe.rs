@@ -14,6 +14,17 @@ use crate::command::nodejob;
 /// The admin kubeconfig's context (`e2e/cluster` writes it).
 const ADMIN_CONTEXT: &str = "nodejob-e2e";
 
+/// The `Conditions:` table in `text` (its heading, then its indented lines), each line's
+/// trailing blanks cut: as `kubectl describe node` prints it, and as `nodejob status NODE`
+/// prints the drivers' rows of it.
+fn conditions_table(text: &str) -> String {
+    (text.lines())
+        .skip_while(|l| *l != "Conditions:")
+        .take_while(|l| *l == "Conditions:" || l.starts_with("  "))
+        .map(|l| format!("{}\n", l.trim_end()))
+        .collect()
+}
+
 /// A table's rows with each run of blanks one space: the cells as they read, whatever the
 /// padding (a table's column widths depend on its other rows; the padding is the command's
 /// unit test's).
@@ -41,15 +52,12 @@ pub async fn described_conditions(admin: &Client, name: &str) -> Result<(Node, S
         status.line,
         status.code
     );
-    let ours: String = (status.stdout.lines())
-        .skip_while(|l| !l.ends_with("as `kubectl describe node` shows the drivers' conditions:"))
-        .skip(1)
-        .take_while(|l| *l == "Conditions:" || l.starts_with("  "))
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let ours = conditions_table(&status.stdout);
     let ours_cells = cells(&ours);
     ensure!(
-        ours_cells.len() > 3,
+        ours_cells.len() > 3
+            && (status.stdout)
+                .contains("as `kubectl describe node` shows the drivers' conditions:\nConditions:"),
         "nodejob status {name} shows no conditions table:\n{}",
         status.stdout
     );
@@ -72,12 +80,7 @@ pub async fn described_conditions(admin: &Client, name: &str) -> Result<(Node, S
         "kubectl describe node {name}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = String::from_utf8_lossy(&out.stdout);
-    let table: String = (text.lines())
-        .skip_while(|l| *l != "Conditions:")
-        .take_while(|l| *l == "Conditions:" || l.starts_with("  "))
-        .map(|l| format!("{}\n", l.trim_end()))
-        .collect();
+    let table = conditions_table(&String::from_utf8_lossy(&out.stdout));
     let theirs = cells(&table);
     ensure!(
         ours_cells[..3] == theirs[..3.min(theirs.len())],

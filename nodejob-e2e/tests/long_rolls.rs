@@ -109,8 +109,9 @@ async fn the_skew_gate_refuses_a_worker_roll_past_the_apiserver_before_any_write
 /// moving only with the status, the kubelet's conditions (the node agent's, posted as a kubelet
 /// posts them, by a strategic-merge patch) kept beside it through the node's reboot; and the
 /// drivers' rows `nodejob status` shows as `kubectl describe node` prints them, each a row of
-/// `kubectl`'s own table when a `kubectl` is installed. On real nodes, the kubelet's conditions are a real
-/// kubelet's, posted again after a real reboot; the worker's drain is asserted ([`Drains`]).
+/// `kubectl`'s own table when a `kubectl` is installed. On real nodes, the kubelet's
+/// conditions are a real kubelet's, posted again after a real reboot; the worker's drain is
+/// asserted ([`Drains`]).
 async fn the_upgrades_condition_reads_back_as_kubectl_describe_shows_it(
     kubelets: Kubelets,
 ) -> Result<(), Failure> {
@@ -188,7 +189,8 @@ async fn the_upgrades_condition_reads_back_as_kubectl_describe_shows_it(
         held.windows(2).all(|w| w[0] == w[1]),
         "the transition time moved while the status stayed True: {since:?}"
     );
-    // As `kubectl describe node` prints it (the command's rows held to it, see `described_conditions`).
+    // As `kubectl describe node` prints it (the command's rows held to it:
+    // `described_conditions`).
     eprintln!("node {worker}:\n{described}");
     let line = |t: &str| {
         described

@@ -537,6 +537,11 @@ fn taints(node: &Node) -> Vec<&str> {
         .unwrap_or_default()
 }
 
+/// Our soak record on `node`, if it reads as one.
+fn soak_record(node: &Node) -> Option<Soak> {
+    records::read::<Soak>(node, records::SOAK).ok().flatten()
+}
+
 /// Whether `node` carries the node lifecycle controller's taint of a node unreachable.
 fn unreachable(node: &Node) -> bool {
     taints(node).contains(&nodejob_core::UNREACHABLE_TAINT)
@@ -595,14 +600,13 @@ const DOWN_AT_REBOOT: Duration = Duration::from_secs(45);
 /// back Ready and the controller has lifted its taint (the uncordon that starts the soak lands
 /// on a Ready node carrying neither taint of a node not Ready; the new boot's first `Ready`
 /// `True` may still carry the controller's, which lifts it on its next pass, and the test says
-/// whether it did). Then its kubelet stops for 50 s as its soak starts, as a
-/// crashed kubelet started again by its supervisor: past the controller's 20 s grace (and
-/// its 10 s period here) the control plane turns the node `Ready` `Unknown` again, and the
-/// soak breaks on it. The
-/// command exits 1, the node failed at `Soak` as NotReady, left in service (uncordoned, its
-/// soak record saying why, no done record), its host upgraded once, rebooted once. No kubelet
-/// posts `Unknown`: without the controller the stopped kubelet's last `Ready` `True` would
-/// stand and the soak would pass.
+/// whether it did). Then its kubelet stops for 50 s as its soak starts, as a crashed kubelet
+/// started again by its supervisor: past the controller's 20 s grace (and its 10 s period
+/// here) the control plane turns the node `Ready` `Unknown` again, and the soak breaks on it.
+/// The command exits 1, the node failed at `Soak` as NotReady, left in service (uncordoned,
+/// its soak record saying why, no done record), its host upgraded once, rebooted once. No
+/// kubelet posts `Unknown`: without the controller the stopped kubelet's last `Ready` `True`
+/// would stand and the soak would pass.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_soak_broken_by_the_control_planes_not_ready_fails_its_node_at_soak()
 -> Result<(), Failure> {
@@ -671,10 +675,7 @@ async fn soak_broken(scenario: &RealNodes) -> Result<(), Failure> {
     // The kubelet stops once the soak has started: its record on the node.
     let stop = async {
         let soaking = wait_for(nodes.clone(), &name, "soaking", SOAK, |n: &Node| {
-            records::read::<Soak>(n, records::SOAK)
-                .ok()
-                .flatten()
-                .is_some_and(|s| s.failed.is_none())
+            soak_record(n).is_some_and(|s| s.failed.is_none())
         })
         .await?;
         node.stop_kubelet_for(KUBELET_DOWN.as_secs())?;
@@ -692,16 +693,11 @@ async fn soak_broken(scenario: &RealNodes) -> Result<(), Failure> {
         .filter(|n| n.metadata.name.as_deref() == Some(name.as_str()))
         .cloned()
         .collect();
-    let soaks = |n: &Node| {
-        records::read::<Soak>(n, records::SOAK)
-            .ok()
-            .flatten()
-            .is_some()
-    };
-    let started = (own.iter().position(soaks))
+    let started = (own.iter().position(|n| soak_record(n).is_some()))
         .ok_or_else(|| Failure(format!("node {name}: no soak record seen")))?;
     not_ready_by_the_control_plane(&name, &own[..started])?;
     let at = &own[started];
+    // The taints named here, not through `nodejob_core::unready_taint`, the gate under test.
     let unready = [
         nodejob_core::NOT_READY_TAINT,
         nodejob_core::UNREACHABLE_TAINT,

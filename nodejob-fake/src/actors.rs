@@ -169,8 +169,8 @@ impl FakeCluster {
 
     /// Creates a Deployment as an administrator would (404 for a missing namespace, 422 for an
     /// invalid name, 409 when taken). The Deployment controller gives it one ReplicaSet,
-    /// `<name>-<pod-template-hash>`, whose pods follow (see [the model](crate::model#workloads-and-disruption)). Answers
-    /// the Deployment as created.
+    /// `<name>-<pod-template-hash>`, whose pods follow (see
+    /// [the model](crate::model#workloads-and-disruption)). Answers the Deployment as created.
     pub fn create_deployment_now(&self, deployment: &Deployment) -> ApiResult<Deployment> {
         self.with_state(|st| {
             let taken = |s: &crate::store::Store, k: &Key| s.deployments.contains_key(k);

@@ -119,7 +119,7 @@ pub type FenceEvents = Box<dyn Fn(&FenceEvent) + Send + Sync>;
 /// The Lease lost, and why (as the check that saw it said: another holder took it, its epoch
 /// moved, it expired unrenewed). Once lost, every fenced write and wait of the run answers it;
 /// it reads `the Lease was lost: WHY` wherever it is said.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, thiserror::Error)]
 #[error("the Lease was lost: {why}")]
 pub struct LeaseLost {
     /// Why, as the check that saw it said.
@@ -138,7 +138,7 @@ pub struct Fence {
     epoch: i32,
     how: String,
     duration: Duration,
-    lost: Mutex<Option<String>>,
+    lost: Mutex<Option<LeaseLost>>,
     /// Told when the loss is first seen, by whichever check saw it: [`Fence::renewing`] then
     /// drops its work at once, so no other step in flight writes on after the driver knows.
     lost_tx: Mutex<Option<futures::channel::oneshot::Sender<()>>>,
@@ -217,8 +217,7 @@ impl Fence {
 
     /// The Lease lost, and why, once it was.
     pub fn lost(&self) -> Option<LeaseLost> {
-        let why = self.lost.lock().unwrap().clone()?;
-        Some(LeaseLost { why })
+        self.lost.lock().unwrap().clone()
     }
 
     /// Fences a write: the Lease still ours (renewed when due, [`Held::check`]). Once lost,
@@ -239,15 +238,15 @@ impl Fence {
                 Ok(())
             }
             Err(e) => {
-                let why = e.to_string();
-                *self.lost.lock().unwrap() = Some(why.clone());
+                let lost = LeaseLost { why: e.to_string() };
+                *self.lost.lock().unwrap() = Some(lost.clone());
                 (self.events)(&FenceEvent::Lost {
-                    message: why.clone(),
+                    message: lost.why.clone(),
                 });
                 if let Some(tx) = self.lost_tx.lock().unwrap().take() {
                     let _ = tx.send(());
                 }
-                Err(LeaseLost { why })
+                Err(lost)
             }
         }
     }
@@ -271,8 +270,7 @@ impl Fence {
             if let Some(rx) = lost
                 && rx.await.is_ok()
             {
-                let why = self.lost.lock().unwrap().clone().unwrap_or_default();
-                return LeaseLost { why };
+                return self.lost().unwrap_or_default();
             }
             std::future::pending().await
         };

@@ -1,8 +1,9 @@
 //! What a person reads, as pure functions returning strings: each driver's progress lines,
 //! previews, summaries and failure texts ([`upgrade`], [`rotation`]), and the tables of `jobs`
 //! and `status` ([`jobs`], [`status`], a node's conditions as `kubectl describe` shows them:
-//! [`describe`]), and how to retry a failed operation ([`retry`]). The terminal renderer (`crate::render`), the commands
-//! and the MCP tools all print what these return, so a text exists once.
+//! [`describe`]), and how to retry a failed operation ([`retry`]). The terminal renderer
+//! (`crate::render`), the commands and the MCP tools all print what these return, so a text
+//! exists once.
 //!
 //! Every `match` on a driver's `Progress`, `Report` or error lives here: a change to those
 //! types is adapted in this module alone.

@@ -1,10 +1,10 @@
 //! The version-skew gate before each batch of the run ([`Gated`], an [`Admission`] around the
 //! run's own; [`crate::skew`] judges, this reads). The gate before any write, the run's and the
-//! preview's, is [`before_any_write`](crate::select::before_any_write). The apiserver's version is read once for the run, and
-//! again before a batch only when the batch's decision depends on it: the plan enforces the
-//! policy, and the answer may have moved or refuses the batch ([`Gated::admit`]). A plan that
-//! allows skew admits every batch whatever the answer: its breaches are said against the
-//! version as last read.
+//! preview's, is [`before_any_write`](crate::select::before_any_write). The apiserver's
+//! version is read once for the run, and again before a batch only when the batch's decision
+//! depends on it: the plan enforces the policy, and the answer may have moved or refuses the
+//! batch ([`Gated::admit`]). A plan that allows skew admits every batch whatever the answer:
+//! its breaches are said against the version as last read.
 
 use std::collections::BTreeMap;
 
