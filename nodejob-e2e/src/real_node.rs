@@ -35,7 +35,8 @@ use crate::rbac::Rbac;
 use crate::waits::wait_for;
 use crate::workload::deployment_behind_budget;
 
-/// How long a real node may take to boot and post Ready (about 1 s on 2 idle cores).
+/// How long a real node may take to boot and post Ready (about 1 s on 2 idle cores; on a
+/// failure past it, the node's boot logs' last lines are in the failure).
 pub const BOOT_LIMIT: Duration = Duration::from_secs(90);
 
 /// The image of a node Job on a real node: `e2e/build`'s Job image (a static busybox, whose
@@ -360,6 +361,30 @@ impl PowerSwitch {
             },
         )
         .await
+        .map_err(|Failure(why)| Failure(format!("{why}\n{}", self.boot_story())))
+    }
+
+    /// What the node's boot said, for a boot that did not end Ready: the last lines of its
+    /// boot loop's output, of its PID 1's steps and of its kubelet's log (the node's
+    /// directory is kept when the run fails, but a CI log is all that is left of a CI run).
+    fn boot_story(&self) -> String {
+        let tail = |path: PathBuf, lines: usize| -> String {
+            let text = std::fs::read_to_string(&path).unwrap_or_else(|e| format!("({e})"));
+            let all: Vec<&str> = text.lines().collect();
+            let from = all.len().saturating_sub(lines);
+            format!(
+                "--- {} (last {lines} lines)\n{}",
+                path.display(),
+                all[from..].join("\n")
+            )
+        };
+        [
+            tail(self.dir.join("boot.log"), 10),
+            tail(self.dir.join("log/boots.log"), 5),
+            tail(self.dir.join("log/init.log"), 10),
+            tail(self.dir.join("log/kubelet.log"), 25),
+        ]
+        .join("\n")
     }
 }
 

@@ -131,16 +131,18 @@ where
 {
     // Refused here as the apiserver would refuse it (`labels.Parse`), before any call.
     LabelSelector::parse(selector).map_err(Unlisted::Selector)?;
-    let jobs = api.list_jobs(namespace, selector).await.map_err(|cause| {
-        if cause.kind == ErrorKind::BadRequest {
-            Unlisted::SelectorRefused(cause)
-        } else {
-            Unlisted::Failed(ReadError::ListingJobs {
-                namespace: namespace.into(),
-                cause,
-            })
-        }
-    })?;
+    let jobs = super::read(api, || api.list_jobs(namespace, selector))
+        .await
+        .map_err(|cause| {
+            if cause.kind == ErrorKind::BadRequest {
+                Unlisted::SelectorRefused(cause)
+            } else {
+                Unlisted::Failed(ReadError::ListingJobs {
+                    namespace: namespace.into(),
+                    cause,
+                })
+            }
+        })?;
     let jobs: Vec<(&Job, &str)> = jobs
         .iter()
         .filter_map(|j| node_of(j).map(|node| (j, node)))
@@ -150,7 +152,7 @@ where
     } else {
         // Every Job Pod of the namespace at once (the Job controller labels each with its
         // Job's UID): one request, whatever the number of Jobs.
-        match api.list_pods(namespace, CONTROLLER_UID_LABEL).await {
+        match super::read(api, || api.list_pods(namespace, CONTROLLER_UID_LABEL)).await {
             Ok(pods) => (pods, None),
             Err(cause) => (
                 Vec::new(),

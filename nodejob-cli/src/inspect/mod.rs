@@ -5,9 +5,41 @@
 pub(crate) mod jobs;
 pub(crate) mod status;
 
-use nodejob_core::ApiError;
+use std::future::Future;
+
+use nodejob_core::{ApiError, Clock};
 
 use crate::exit::Exit;
+
+/// How many times [`read`] sends a read again: client-go's default (`maxRetries: 10` in
+/// `NewRequest`, `k8s.io/client-go/rest/request.go`).
+const READ_RETRIES: u32 = 10;
+
+/// One read of a read-only command, sent again as `kubectl`'s would be: only when the
+/// apiserver answered a 429 or a 5xx with a `Retry-After` (the answer of API Priority and
+/// Fairness, and of a resource whose storage is still initializing, as a CRD's is for a moment
+/// after it is created: 429 "storage is (re)initializing", `Retry-After: 1`), once that has
+/// passed ([`ApiError::retry_pause`]), at most [`READ_RETRIES`] times. client-go's rule
+/// (`IsRetryableResponse` and `checkWait`, `k8s.io/client-go/rest/with_retry.go`): an answer
+/// without `Retry-After` is the answer at once, so a command against a cluster that is down
+/// says so without waiting.
+pub(crate) async fn read<A, T, F, Fut>(api: &A, mut op: F) -> Result<T, ApiError>
+where
+    A: Clock + ?Sized,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, ApiError>>,
+{
+    let mut retries = 0;
+    loop {
+        match op().await {
+            Err(e) if e.is_retryable() && e.retry_after().is_some() && retries < READ_RETRIES => {
+                retries += 1;
+                api.sleep(e.retry_pause(std::time::Duration::ZERO)).await;
+            }
+            other => return other,
+        }
+    }
+}
 
 /// Why what a read-only command (or an MCP preview's token) reads could not be read: the
 /// read, its object, and the apiserver's answer.

@@ -349,28 +349,30 @@ where
     use nodejob_crd::RollApi;
     // Not installed (404), or not this user's to read (403): a cluster without declarative
     // rolls, as far as `status` can say.
-    let node_upgrades = match api.list_rolls_at::<nodejob_crd::NodeUpgrade>().await {
-        Ok(at) => at.rolls.iter().map(RollState::of).collect(),
-        Err(e) if e.is_not_found() || e.is_forbidden() => Vec::new(),
-        Err(cause) => {
-            return Err(ReadError::ListingRolls {
-                kinds: "NodeUpgrades",
-                cause,
-            });
-        }
-    };
-    let ca_rotations = match api.list_rolls_at::<nodejob_crd::CARotation>().await {
-        Ok(at) => at.rolls.iter().map(RotationState::of).collect(),
-        Err(e) if e.is_not_found() || e.is_forbidden() => Vec::new(),
-        Err(cause) => {
-            return Err(ReadError::ListingRolls {
-                kinds: "CARotations",
-                cause,
-            });
-        }
-    };
+    let node_upgrades =
+        match super::read(api, || api.list_rolls_at::<nodejob_crd::NodeUpgrade>()).await {
+            Ok(at) => at.rolls.iter().map(RollState::of).collect(),
+            Err(e) if e.is_not_found() || e.is_forbidden() => Vec::new(),
+            Err(cause) => {
+                return Err(ReadError::ListingRolls {
+                    kinds: "NodeUpgrades",
+                    cause,
+                });
+            }
+        };
+    let ca_rotations =
+        match super::read(api, || api.list_rolls_at::<nodejob_crd::CARotation>()).await {
+            Ok(at) => at.rolls.iter().map(RotationState::of).collect(),
+            Err(e) if e.is_not_found() || e.is_forbidden() => Vec::new(),
+            Err(cause) => {
+                return Err(ReadError::ListingRolls {
+                    kinds: "CARotations",
+                    cause,
+                });
+            }
+        };
     let name = lease_name();
-    let lease = match api.get_lease(namespace, &name).await {
+    let lease = match super::read(api, || api.get_lease(namespace, &name)).await {
         Ok(lease) => Some(lease),
         Err(e) if e.is_not_found() => None,
         Err(cause) => {
@@ -382,7 +384,8 @@ where
         }
     };
     let now = api.wall_time();
-    let nodes = (api.list_nodes("").await).map_err(|cause| ReadError::ListingNodes { cause })?;
+    let nodes = (super::read(api, || api.list_nodes("")).await)
+        .map_err(|cause| ReadError::ListingNodes { cause })?;
     let lease_name = format!("{namespace}/{name}");
     let running = upgrade_running(lease.as_ref(), now);
     Ok(Status {
@@ -581,6 +584,37 @@ mod tests {
             snake_keys(value),
             serde_json::json!({"boot_id": "b", "inner": [{"exit_code": 1}]})
         );
+    }
+
+    /// A read answered "come back in a second" (a CRD's storage initializing right after the
+    /// CRD is created answers 429 with `Retry-After: 1`) is sent again once that has passed,
+    /// as kubectl's would be, up to ten times; then the answer is the failure.
+    #[tokio::test(start_paused = true)]
+    async fn a_read_told_to_come_back_is_sent_again_after_the_retry_after() -> anyhow::Result<()> {
+        use std::time::Duration;
+
+        use nodejob_core::{ApiError, Clock};
+        use nodejob_fake::{Times, Verb};
+        let fake = crate::sim::cluster(1, &[])?;
+        let initializing = || {
+            ApiError::transient(429, "storage is (re)initializing")
+                .with_retry_after(Duration::from_secs(1))
+        };
+        fake.fail(Verb::ListCustomAt, initializing(), Times::N(3));
+        let t0 = fake.now();
+        let status = gather(&*fake, "kube-system").await?;
+        assert_eq!(status.nodes.len(), 1);
+        assert_eq!(fake.now() - t0, Duration::from_secs(3));
+
+        fake.fail(Verb::ListNodes, initializing(), Times::N(11));
+        let t0 = fake.now();
+        let got = gather(&*fake, "kube-system").await.err();
+        assert_eq!(
+            got.map(|e| e.to_string()).as_deref(),
+            Some("listing nodes: storage is (re)initializing (429 ServiceUnavailable)")
+        );
+        assert_eq!(fake.now() - t0, Duration::from_secs(10));
+        Ok(())
     }
 
     /// A read that fails names what it read; the API's answer follows.

@@ -15,7 +15,7 @@ use nodejob_core::{ApiError, JobApi, LeaseApi, NodeApi};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::inspect::ReadError;
+use crate::inspect::{ReadError, read};
 
 /// Why a token could not be made, or was refused. (What it covers not read is a
 /// [`ReadError`].)
@@ -96,8 +96,7 @@ pub(crate) async fn seen<A>(
 where
     A: JobApi + NodeApi + LeaseApi + ?Sized,
 {
-    let mut nodes: Vec<(String, String)> = api
-        .list_nodes("")
+    let mut nodes: Vec<(String, String)> = read(api, || api.list_nodes(""))
         .await
         .map_err(|cause| ReadError::ListingNodes { cause })?
         .into_iter()
@@ -109,7 +108,7 @@ where
         })
         .collect();
     nodes.sort();
-    let lease = match api.get_lease(namespace, lease).await {
+    let lease = match read(api, || api.get_lease(namespace, lease)).await {
         Ok(l) => Some((
             holder(&l).map(|h| h.identity),
             l.metadata.resource_version.unwrap_or_default(),
@@ -124,7 +123,7 @@ where
         }
     };
     let job = match job {
-        Some(name) => absent_ok(api.get_job(namespace, name).await)
+        Some(name) => absent_ok(read(api, || api.get_job(namespace, name)).await)
             .map_err(|cause| ReadError::ReadingJob {
                 namespace: namespace.into(),
                 name: name.into(),
@@ -158,7 +157,7 @@ pub(crate) async fn switch<A>(
 where
     A: LeaseApi + ?Sized,
 {
-    let now = match api.get_lease(namespace, lease).await {
+    let now = match read(api, || api.get_lease(namespace, lease)).await {
         Ok(l) => paused(&l),
         Err(e) if e.is_not_found() => None,
         Err(cause) => {
