@@ -62,6 +62,16 @@ pub trait Backend: Send + Sync + 'static {
     /// it comes back with a new `bootID`. Returns once the reboot began, or once it is over
     /// where the backend can only tell that.
     async fn reboot_node(&self, node: &str) -> Result<(), Failure>;
+    /// The version `node` says its host runs, after a `stratum upgrade` rebooted it: by
+    /// default the kubelet's (`status.nodeInfo.kubeletVersion`), which the fake's and the node
+    /// agent's hosts move with their version; a backend whose kubelet stays one binary reads
+    /// where its host's version shows (a real node: `osImage`, its os-release).
+    fn host_version(&self, node: &k8s_openapi::api::core::v1::Node) -> String {
+        (node.status.as_ref())
+            .and_then(|s| s.node_info.as_ref())
+            .map(|i| i.kubelet_version.clone())
+            .unwrap_or_default()
+    }
 }
 
 /// Why a scenario failed: what was expected and what was seen.

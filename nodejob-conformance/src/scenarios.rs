@@ -926,14 +926,6 @@ fn boot_id(node: &Node) -> String {
         .unwrap_or_default()
 }
 
-fn kubelet_version(node: &Node) -> String {
-    node.status
-        .as_ref()
-        .and_then(|s| s.node_info.as_ref())
-        .map(|i| i.kubelet_version.clone())
-        .unwrap_or_default()
-}
-
 /// Waits (below the interposer) until the scenario's node satisfies `done`.
 async fn node_until<B: Backend>(
     cx: &Ctx<B>,
@@ -975,11 +967,8 @@ pub async fn stratum_upgrade_reboots_the_node_into_the_new_version<B: Backend>(
         boot_id(n) != old_boot && ready(n)
     })
     .await?;
-    ensure!(
-        kubelet_version(&after) == "v1.99.0",
-        "back at {}, not the target",
-        kubelet_version(&after)
-    );
+    let version = cx.backend.host_version(&after);
+    ensure!(version == "v1.99.0", "back at {version}, not the target");
     let (code, log) = run_exit_code_logs(&*cx.api, &spec).await?;
     ensure!(
         code == 0 && log.contains("already at"),

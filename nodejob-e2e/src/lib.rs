@@ -86,7 +86,9 @@ pub use host::{HostReport, boot_id, host_report};
 pub use lifecycle::NodeLifecycle;
 pub use pki::{Ca, Keyring, KubeletPki};
 pub use rbac::Rbac;
-pub use real_node::{BOOT_LIMIT, PowerSwitch, RealNode, RealNodeBackend, RealNodes, job_image};
+pub use real_node::{
+    BOOT_LIMIT, NOT_READY_SCENARIOS, PowerSwitch, RealNode, RealNodeBackend, RealNodes, job_image,
+};
 pub use recorder::{ProgressLog, Recorder, Seen, record, record_changes};
 pub use serves::{LINE, LOG_LIMIT, RENEW_LIMIT, serves, talker};
 pub use three_nodes::{

@@ -35,6 +35,16 @@ use crate::rbac::Rbac;
 use crate::waits::wait_for;
 use crate::workload::deployment_behind_budget;
 
+/// The conformance scenarios that turn a real node NotReady and Ready again
+/// ([`RealNodeBackend`]'s `set_node_ready`): `tests/real_node_ready.rs` runs them with the node
+/// lifecycle controller running, which only a binary run alone may start (`e2e/lanes`), so
+/// they are not among `tests/real_node.rs`'s.
+pub const NOT_READY_SCENARIOS: &[&str] = &[
+    "wait_ready_sees_the_node_turn_ready",
+    "wait_ready_times_out_on_a_not_ready_node",
+    "a_node_condition_merges_by_type_and_outlives_the_kubelets_posts",
+];
+
 /// How long a real node may take to boot and post Ready (about 1 s on 2 idle cores; on a
 /// failure past it, the node's boot logs' last lines are in the failure).
 pub const BOOT_LIMIT: Duration = Duration::from_secs(90);
@@ -194,12 +204,29 @@ impl RealNode {
     /// `/run/stratum/request`, SIGUSR2), the request written into the node's own `/run`
     /// through its PID 1's root. The node keeps its boot; its containers run on.
     pub fn stop_kubelet_for(&self, seconds: u64) -> Result<(), Failure> {
+        self.ask_pid1(&format!("restart 0 {seconds}"))
+    }
+
+    /// Asks the node's PID 1 to stop the kubelet until [`RealNode::start_kubelet`]: a kubelet
+    /// that stopped posting, as [`RealNode::stop_kubelet_for`] but for no set time.
+    pub fn stop_kubelet(&self) -> Result<(), Failure> {
+        self.ask_pid1("stop")
+    }
+
+    /// Asks the node's PID 1 to start the kubelet that [`RealNode::stop_kubelet`] stopped.
+    pub fn start_kubelet(&self) -> Result<(), Failure> {
+        self.ask_pid1("start")
+    }
+
+    /// Writes `request` into the node's own `/run/stratum/request`, through its PID 1's root,
+    /// and tells PID 1 (SIGUSR2), as the node's host does (`e2e/node/init`).
+    fn ask_pid1(&self, request: &str) -> Result<(), Failure> {
         let pid = std::fs::read_to_string(self.dir.join("pid1"))
             .map_err(|e| Failure(format!("node {}: no PID 1: {e}", self.name)))?;
         let pid = pid.trim();
-        let request = format!("/proc/{pid}/root/run/stratum/request");
-        std::fs::write(&request, format!("restart 0 {seconds}\n"))
-            .map_err(|e| Failure(format!("node {}: {request}: {e}", self.name)))?;
+        let path = format!("/proc/{pid}/root/run/stratum/request");
+        std::fs::write(&path, format!("{request}\n"))
+            .map_err(|e| Failure(format!("node {}: {path}: {e}", self.name)))?;
         signal("-USR2", pid)
     }
 
@@ -330,6 +357,11 @@ pub struct PowerSwitch {
 }
 
 impl PowerSwitch {
+    /// The node's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// [`RealNode::power_cycle`].
     pub async fn cycle(&self) -> Result<Node, Failure> {
         let nodes = Api::<Node>::all(self.admin.clone());
@@ -341,6 +373,53 @@ impl PowerSwitch {
             .map_err(|e| Failure(format!("node {}: no PID 1: {e}", self.name)))?;
         signal("-KILL", pid.trim())?;
         self.until_ready(Some(boot_id(&before).to_string())).await
+    }
+
+    /// Returns once the node is off: its PID 1 has ended (a reboot's shutdown done, a power
+    /// cut), before its next boot. Its Node says nothing of it while no node lifecycle
+    /// controller runs (the kubelet's last `Ready` stands), so the node's own PID 1 is what is
+    /// awaited, by its pidfd (`pidfd_open(2)`: readable once the process has exited); a node
+    /// between two boots (no `DIR/pid1`, its boot loop waiting out `DIR/host/down`) is off
+    /// already. Called on a running node, not on one just starting (whose new PID 1 has not
+    /// yet written `DIR/pid1`).
+    pub async fn off(&self) -> Result<(), Failure> {
+        let path = self.dir.join("pid1");
+        let pid = match std::fs::read_to_string(&path) {
+            Ok(pid) => pid,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(Failure(format!("{}: {e}", path.display()))),
+        };
+        let pid = (pid.trim().parse().ok())
+            .and_then(rustix::process::Pid::from_raw)
+            .ok_or_else(|| Failure(format!("{}: no PID in {pid:?}", path.display())))?;
+        let pidfd = match rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()) {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::SRCH) => return Ok(()),
+            Err(e) => {
+                return Err(Failure(format!(
+                    "node {}: pidfd_open({pid:?}): {e}",
+                    self.name
+                )));
+            }
+        };
+        // poll(2) on a thread of its own, as long as PID 1 lives (the node is halted, and its
+        // PID 1 ended, when its test is done): tokio's `AsyncFd` takes a descriptor only in
+        // unsafe code, which the workspace forbids.
+        let name = self.name.clone();
+        tokio::task::spawn_blocking(move || {
+            use rustix::event::{PollFd, PollFlags, poll};
+            loop {
+                match poll(&mut [PollFd::new(&pidfd, PollFlags::IN)], None) {
+                    Ok(_) => return Ok(()),
+                    Err(rustix::io::Errno::INTR) => continue,
+                    Err(e) => {
+                        return Err(Failure(format!("node {name}: awaiting PID 1's end: {e}")));
+                    }
+                }
+            }
+        })
+        .await
+        .map_err(|e| Failure(format!("awaiting PID 1's end: {e}")))?
     }
 
     async fn until_ready(&self, old: Option<String>) -> Result<Node, Failure> {
@@ -411,8 +490,9 @@ fn signal(signal: &str, pid: &str) -> Result<(), Failure> {
 /// The conformance backend on real nodes ([`RealNode`]): the runner's API acts as the
 /// ServiceAccount of `deploy/rbac.yaml` in a namespace of the scenario's own. Only the hooks a
 /// real kubelet can stage are offered: a PodSecurity refusal, a Pod or a Node deleted by
-/// another actor, a power cut; the node agent's annotations (an unreachable kubelet, a Ready
-/// condition set by hand) have no real counterpart and fail the scenario that asks for them.
+/// another actor, a power cut, a kubelet that stops posting (NotReady by the node lifecycle
+/// controller, which the test runs) and starts again; the node agent's unreachable kubelet has
+/// no real counterpart and fails the scenario that asks for it.
 /// For the [`Workloads`] scenarios ([`RealNodeBackend::for_workloads`]), three real nodes; a
 /// mirror Pod is what a kubelet makes of a static Pod's manifest on its node.
 pub struct RealNodeBackend {
@@ -587,10 +667,37 @@ impl Backend for RealNodeBackend {
             "node {node} is a real kubelet: its reachability is not scripted"
         )))
     }
-    async fn set_node_ready(&self, node: &str, _ready: bool) -> Result<(), Failure> {
-        Err(Failure(format!(
-            "node {node} is a real kubelet: its Ready condition is not scripted"
-        )))
+    /// A real node's Ready is not scripted: its kubelet stops (`false`) or starts again
+    /// (`true`), and this returns once the Node shows it, as the control plane makes it: Ready
+    /// no longer True once the node lifecycle controller has missed the kubelet's posts for
+    /// its grace (`Unknown`, "Kubelet stopped posting node status"; a test that turns a node
+    /// NotReady runs that controller, [`NodeLifecycle`](crate::NodeLifecycle)), Ready True
+    /// once the kubelet posts it again.
+    async fn set_node_ready(&self, node: &str, ready: bool) -> Result<(), Failure> {
+        let Some(real) = self.real_nodes().into_iter().find(|n| n.name == node) else {
+            return Err(Failure(format!(
+                "node {node} is not one of this backend's real nodes"
+            )));
+        };
+        let what = if ready {
+            real.start_kubelet()?;
+            format!("node {node} Ready again, its kubelet started")
+        } else {
+            real.stop_kubelet()?;
+            format!(
+                "node {node} no longer Ready, its kubelet stopped (only the node lifecycle \
+                 controller turns it: is one running? NodeLifecycle::start)"
+            )
+        };
+        wait_for(
+            Api::<Node>::all(self.admin.clone()),
+            node,
+            &what,
+            BOOT_LIMIT,
+            move |n: &Node| nodejob_core::ready(n) == ready,
+        )
+        .await
+        .map(drop)
     }
     async fn forbid_privileged_pods(&self) -> Result<String, Failure> {
         let name = format!("{}-baseline", self.namespace);
@@ -611,6 +718,15 @@ impl Backend for RealNodeBackend {
             .await
             .map(drop)
             .map_err(fail("deleting a node"))
+    }
+    /// A real node's kubelet is the one binary built for the run: its host's version is its
+    /// os-release, which the kubelet reports as `osImage` (`stratum upgrade` stages it for the
+    /// reboot).
+    fn host_version(&self, node: &Node) -> String {
+        (node.status.as_ref())
+            .and_then(|s| s.node_info.as_ref())
+            .map(|i| i.os_image.clone())
+            .unwrap_or_default()
     }
     /// A power cut: the node's PID 1 killed, a new boot; returns once it is back, Ready.
     async fn reboot_node(&self, node: &str) -> Result<(), Failure> {

@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::{Namespace, Node};
 use kube::api::{Api, DeleteParams};
 use kube::{Client, Config};
 use nodejob_conformance::{Backend, Failure, Object, Workloads};
+use nodejob_host::stratum::StratumTiming;
 use nodejob_kube::KubeApi;
 
 use crate::admin::{annotate_node, client, config, label_node, lock_beside_kubeconfig};
@@ -17,7 +18,7 @@ use crate::backend::KubeBackend;
 use crate::conventions::{QUICK_STRATUM, STRATUM_TIMING_ANNOTATION, ZONE_LABEL};
 use crate::host::{HostReport, boot_id, host_report};
 use crate::real_node::{PowerSwitch, RealNode, RealNodeBackend};
-use crate::waits::reboot_by_itself;
+use crate::waits::{reboot_by_itself, wait_for};
 use crate::workload::{HOSTNAME_LABEL, deployment_behind_budget};
 
 /// Where the two workers of [`ThreeNodes`] stand.
@@ -244,8 +245,10 @@ impl ThreeNodes {
 
     /// Makes node `name`'s host take `timing` (the `stratum` model's, as
     /// [`QUICK_STRATUM`]): the agent's by its annotation, a real node's in its `DIR/host/timing`,
-    /// which its `stratum` reads at each command. A real node's reboot and kubelet restart
-    /// take what they take: only the operations' own times, and the delays before them, apply.
+    /// which its `stratum` reads at each command. A real node's kubelet restart takes what it
+    /// takes, and so does its boot: the operations' own times and the delays before them
+    /// apply, and a `reboot=` the timing names is how long the node stays off between its
+    /// shutdown and its next boot ([`RealNode::stay_down_at_reboot`]).
     pub async fn host_timing(&self, name: &str, timing: &str) -> Result<(), Failure> {
         let NodesBackend::Real(real) = &self.backend else {
             return annotate_node(&self.admin, name, STRATUM_TIMING_ANNOTATION, Some(timing)).await;
@@ -255,7 +258,13 @@ impl ThreeNodes {
             .ok_or_else(|| Failure(format!("node {name} is not one of the scenario's")))?;
         let path = node.dir().join("host/timing");
         std::fs::write(&path, format!("{timing}\n"))
-            .map_err(|e| Failure(format!("writing {}: {e}", path.display())))
+            .map_err(|e| Failure(format!("writing {}: {e}", path.display())))?;
+        if let Some(reboot) = timing.split(',').find(|kv| kv.starts_with("reboot=")) {
+            let parsed: StratumTiming = (reboot.parse())
+                .map_err(|e| Failure(format!("node {name}: timing {reboot:?}: {e}")))?;
+            node.stay_down_at_reboot(parsed.reboot_time.as_secs())?;
+        }
+        Ok(())
     }
 
     /// How node `name`'s host reboots by itself, for an actor to make it: the agent's host
@@ -370,6 +379,24 @@ impl SelfReboot {
         match self {
             SelfReboot::Agent { admin, node } => reboot_by_itself(admin, node, limit).await,
             SelfReboot::Real(switch) => switch.cycle().await,
+        }
+    }
+
+    /// Returns once the host is down (at most `limit`), for an actor that acts while it is:
+    /// the agent's Node NotReady (the agent posts it while its host is down), a real node off
+    /// ([`PowerSwitch::off`]: its Node stays Ready, with no node lifecycle controller running).
+    pub async fn down(&self, limit: Duration) -> Result<(), Failure> {
+        match self {
+            SelfReboot::Agent { admin, node } => {
+                let nodes = Api::<Node>::all(admin.clone());
+                let what = "NotReady (its host down)";
+                wait_for(nodes, node, what, limit, |n| !nodejob_core::ready(n))
+                    .await
+                    .map(drop)
+            }
+            SelfReboot::Real(switch) => tokio::time::timeout(limit, switch.off())
+                .await
+                .map_err(|_| Failure(format!("node {}: not off after {limit:?}", switch.name())))?,
         }
     }
 }

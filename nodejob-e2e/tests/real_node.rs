@@ -5,10 +5,12 @@
 //! First the conformance scenarios, the Job scenarios on a real node each and the node
 //! scenarios (cordons, taints, drains against real budgets, evictions, Leases, Events) on three
 //! each, every one a real kubelet can stage (its exit codes, logs, deadline, deletions and
-//! terminations are the runtime's own, not a model's); those it cannot are listed with why
-//! ([`NOT_ON_REAL_NODES`]). Then what only a real node shows: an argv reaching the host verbatim through runc and `nsenter`, a log cut by the
-//! kubelet's `limitBytes`, the runtime's exit status of a deleted Pod, and a Pod that was
-//! running across a reboot.
+//! terminations are the runtime's own, not a model's); those that turn a node NotReady run
+//! in `tests/real_node_ready.rs`, under the node lifecycle controller; those a real node cannot
+//! stage are listed with why ([`NOT_ON_REAL_NODES`]). Then what only a real node shows: an
+//! argv reaching the host verbatim through runc and `nsenter`, a log cut by the kubelet's
+//! `limitBytes`, the runtime's exit status of a deleted Pod, and a Pod that was running across
+//! a reboot.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,12 +21,14 @@ use kube::api::{Api, DeleteParams, ListParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use nodejob_conformance::{Backend, Failure, ensure};
 use nodejob_core::{CONTROLLER_UID_LABEL, JobApi, LOG_LIMIT_BYTES, Spec};
-use nodejob_e2e::{RealNodeBackend, boot_id, job_image, wait_for};
+use nodejob_e2e::{NOT_READY_SCENARIOS, RealNodeBackend, boot_id, job_image, wait_for};
 use nodejob_host::directives as host;
 
 /// The conformance scenarios run on real nodes, each on a node of its own (the Job scenarios)
 /// or on three (the node scenarios), the same bodies as on the fake and on the agent's nodes.
-/// Every scenario of the suite is here or in [`NOT_ON_REAL_NODES`] with its reason
+/// Every scenario of the suite is here, in [`NOT_READY_SCENARIOS`] (run by
+/// `tests/real_node_ready.rs` under the node lifecycle controller) or in
+/// [`NOT_ON_REAL_NODES`] with its reason
 /// (`every_scenario_runs_on_real_nodes_or_says_why`).
 macro_rules! on_real_nodes {
     (jobs: $($job:ident),* $(,)?; nodes: $($node:ident),* $(,)?) => {
@@ -76,6 +80,7 @@ on_real_nodes!(
     pod_deleted_by_another_actor_is_no_exit_code,
     node_deleted_while_the_job_runs_is_named,
     a_reboot_under_the_job_is_no_exit_code,
+    stratum_upgrade_reboots_the_node_into_the_new_version,
     finished_job_deleted_by_another_runner_says_so,
     jobs_are_listed_by_label_selector,
     jobs_of_a_missing_namespace_are_an_empty_list;
@@ -110,43 +115,25 @@ const NOT_ON_REAL_NODES: &[(&str, &str)] = &[
          machine, whose network the real nodes share",
     ),
     (
-        "wait_ready_sees_the_node_turn_ready",
-        "a real node's Ready turns False only by the node lifecycle controller, which this \
-         control plane does not run (e2e/cluster): a stopped kubelet leaves its Node Ready",
-    ),
-    (
-        "wait_ready_times_out_on_a_not_ready_node",
-        "as wait_ready_sees_the_node_turn_ready: no real node goes NotReady here",
-    ),
-    (
-        "stratum_upgrade_reboots_the_node_into_the_new_version",
-        "the scenario reads the version from the kubelet's version; a real node's kubelet is \
-         the one binary built for the run and does not move: its upgrade shows in osImage \
-         (tests/real_node_drivers.rs upgrades real nodes by `--version-from os-image`)",
-    ),
-    (
         "stratum_carotate_phases_are_reported",
         "it stages a fingerprint with no CA behind it (`sha256:abab…`); a real node's \
          `stratum carotate` re-keys its kubelet from the CA itself, which its host must hold \
          (its keyring, placed out of band): tests/real_ca.rs runs the phases on a real node, \
          with a real CA, and checks after each that the node still serves",
     ),
-    (
-        "a_node_condition_merges_by_type_and_outlives_the_kubelets_posts",
-        "it makes the kubelet post its status twice by setting the node NotReady and Ready \
-         again, which a real kubelet does not do on request (no node lifecycle controller)",
-    ),
 ];
 
-/// Every scenario of the suite runs on real nodes or is in [`NOT_ON_REAL_NODES`] with a
-/// reason, never both, and no name there is stale.
+/// Every scenario of the suite runs on real nodes (here or in `tests/real_node_ready.rs`) or is
+/// in [`NOT_ON_REAL_NODES`] with a reason, never both, and no name there is stale.
 #[test]
 fn every_scenario_runs_on_real_nodes_or_says_why() {
     let all: Vec<&str> = (nodejob_conformance::scenarios::ALL.iter())
         .chain(nodejob_conformance::nodes::ALL)
         .copied()
         .collect();
-    let run: Vec<&str> = JOBS.iter().chain(NODES).copied().collect();
+    let run: Vec<&str> = (JOBS.iter().chain(NODES).chain(NOT_READY_SCENARIOS))
+        .copied()
+        .collect();
     for name in &all {
         let skipped = NOT_ON_REAL_NODES.iter().filter(|(n, _)| n == name).count();
         let ran = run.iter().filter(|n| *n == name).count();
