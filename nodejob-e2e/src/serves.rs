@@ -20,8 +20,16 @@ use crate::waits::wait_for;
 /// A kubelet renews its Lease every 10 s (its default `nodeLeaseDurationSeconds` 40, renewed
 /// at a quarter of it): a renewal is due within this, with room for a slow machine.
 pub const RENEW_LIMIT: Duration = Duration::from_secs(30);
-/// How long a log read may keep failing after a kubelet restart before it is a failure.
-pub const LOG_LIMIT: Duration = Duration::from_secs(20);
+/// How long a log read may keep failing after a kubelet restart before it is a failure. A
+/// kubelet the apiserver refused for a while (a CA rotation out of order, until the control
+/// plane trusts its new CA) serves a Pod's log only once its Pod source lists again, and a
+/// reflector refused backs off up to 30 s, jittered up to twice that (client-go's
+/// `tools/cache/reflector.go`: `defaultBackoffInit` 800 ms, `defaultBackoffMax` 30 s,
+/// `defaultBackoffJitter` 1.0):
+/// until then the kubelet knows no Pod and the apiserver relays its 404 ("the server could not
+/// find the requested resource"). Seen in CI: its Node informer still unsynced 30 s after the
+/// last refusal, with the 20 s this was.
+pub const LOG_LIMIT: Duration = Duration::from_secs(75);
 /// The line a [`talker`] prints.
 pub const LINE: &str = "nodejob-e2e: still talking";
 
