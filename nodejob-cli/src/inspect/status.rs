@@ -341,36 +341,37 @@ impl Simulated {
     }
 }
 
+/// The declared rolls of kind `K` (`kinds`, plural, names it in a failure): none when the
+/// kind is not installed (404) or not this user's to read (403), a cluster without declarative
+/// rolls as far as `status` can say.
+async fn rolls<K, A>(api: &A, kinds: &'static str) -> Result<Vec<K>, ReadError>
+where
+    K: nodejob_crd::Roll,
+    A: nodejob_core::CustomApi + ?Sized,
+{
+    use nodejob_crd::RollApi;
+    match super::read(api, || api.list_rolls_at::<K>()).await {
+        Ok(at) => Ok(at.rolls),
+        Err(e) if e.is_not_found() || e.is_forbidden() => Ok(Vec::new()),
+        Err(cause) => Err(ReadError::ListingRolls { kinds, cause }),
+    }
+}
+
 /// Reads the Lease of `namespace` and every node.
 pub(crate) async fn gather<A>(api: &A, namespace: &str) -> Result<Status, ReadError>
 where
     A: NodeApi + LeaseApi + nodejob_core::CustomApi + ?Sized,
 {
-    use nodejob_crd::RollApi;
-    // Not installed (404), or not this user's to read (403): a cluster without declarative
-    // rolls, as far as `status` can say.
-    let node_upgrades =
-        match super::read(api, || api.list_rolls_at::<nodejob_crd::NodeUpgrade>()).await {
-            Ok(at) => at.rolls.iter().map(RollState::of).collect(),
-            Err(e) if e.is_not_found() || e.is_forbidden() => Vec::new(),
-            Err(cause) => {
-                return Err(ReadError::ListingRolls {
-                    kinds: "NodeUpgrades",
-                    cause,
-                });
-            }
-        };
-    let ca_rotations =
-        match super::read(api, || api.list_rolls_at::<nodejob_crd::CARotation>()).await {
-            Ok(at) => at.rolls.iter().map(RotationState::of).collect(),
-            Err(e) if e.is_not_found() || e.is_forbidden() => Vec::new(),
-            Err(cause) => {
-                return Err(ReadError::ListingRolls {
-                    kinds: "CARotations",
-                    cause,
-                });
-            }
-        };
+    let node_upgrades = (rolls::<nodejob_crd::NodeUpgrade, _>(api, "NodeUpgrades")
+        .await?
+        .iter())
+    .map(RollState::of)
+    .collect();
+    let ca_rotations = (rolls::<nodejob_crd::CARotation, _>(api, "CARotations")
+        .await?
+        .iter())
+    .map(RotationState::of)
+    .collect();
     let name = lease_name();
     let lease = match super::read(api, || api.get_lease(namespace, &name)).await {
         Ok(lease) => Some(lease),
