@@ -193,6 +193,53 @@ impl RealNode {
             .map_err(|e| Failure(format!("node {}: {}: {e}", self.name, path.display())))
     }
 
+    /// Returns once the kubelet serves (`serves`) or refuses a client holding the apiserver's
+    /// kubelet client certificate (`GET /pods` on its port, as the apiserver asks for a log),
+    /// within [`BOOT_LIMIT`]: the kubelet reads its client CA bundle again as the file changes.
+    async fn until_kubelet_serves_the_apiserver(&self, serves: bool) -> Result<(), Failure> {
+        let pki = run_dir().join("pki");
+        let pem = |name: &str| {
+            crate::pki::read(&pki.join(name)).map(|text| crate::pki::base64(text.as_bytes()))
+        };
+        let url: http::Uri = format!("https://127.0.0.1:{}", self.kubelet_port()?)
+            .parse()
+            .map_err(|e| Failure(format!("node {}: {e}", self.name)))?;
+        let mut config = kube::Config::new(url);
+        config.accept_invalid_certs = true;
+        config.auth_info = kube::config::AuthInfo {
+            client_certificate_data: Some(
+                pem("kube-apiserver-kubelet-client.crt").map_err(Failure)?,
+            ),
+            client_key_data: Some(
+                pem("kube-apiserver-kubelet-client.key")
+                    .map_err(Failure)?
+                    .into(),
+            ),
+            ..kube::config::AuthInfo::default()
+        };
+        let kubelet = client(config)?;
+        let deadline = tokio::time::Instant::now() + BOOT_LIMIT;
+        let mut every = tokio::time::interval(Duration::from_millis(250));
+        loop {
+            every.tick().await;
+            let request = http::Request::get("/pods")
+                .body(Vec::new())
+                .map_err(|e| Failure(e.to_string()))?;
+            let answer = kubelet.request_text(request).await;
+            if answer.is_ok() == serves {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() > deadline {
+                let want = if serves { "serve" } else { "refuse" };
+                return Err(Failure(format!(
+                    "node {}: the kubelet does not {want} the apiserver's client after \
+                     {BOOT_LIMIT:?}: {answer:?}",
+                    self.name
+                )));
+            }
+        }
+    }
+
     /// Asks the node's PID 1 to restart the kubelet now, down for a second, as the host asks
     /// it after `stratum carotate issue`.
     pub fn restart_kubelet(&self) -> Result<(), Failure> {
@@ -491,8 +538,8 @@ fn signal(signal: &str, pid: &str) -> Result<(), Failure> {
 /// ServiceAccount of `deploy/rbac.yaml` in a namespace of the scenario's own. Only the hooks a
 /// real kubelet can stage are offered: a PodSecurity refusal, a Pod or a Node deleted by
 /// another actor, a power cut, a kubelet that stops posting (NotReady by the node lifecycle
-/// controller, which the test runs) and starts again; the node agent's unreachable kubelet has
-/// no real counterpart and fails the scenario that asks for it.
+/// controller, which the test runs) and starts again, a kubelet that refuses the apiserver's
+/// log requests while it goes on reporting its Pods.
 /// For the [`Workloads`] scenarios ([`RealNodeBackend::for_workloads`]), three real nodes; a
 /// mirror Pod is what a kubelet makes of a static Pod's manifest on its node.
 pub struct RealNodeBackend {
@@ -662,10 +709,38 @@ impl Backend for RealNodeBackend {
     fn node(&self) -> String {
         self.node.name().to_string()
     }
-    async fn set_kubelet_reachable(&self, node: &str, _reachable: bool) -> Result<(), Failure> {
-        Err(Failure(format!(
-            "node {node} is a real kubelet: its reachability is not scripted"
-        )))
+    /// A real kubelet unreachable for logs, as one whose client CA no longer holds the
+    /// apiserver's: the node's trust bundle (`DIR/pki/ca.crt`, which the kubelet reads again as
+    /// it changes for its clients, `authentication.x509.clientCAFile`) swapped for a CA of its
+    /// own, kept aside and put back for `true`. The kubelet answers the apiserver's log request
+    /// 401, which the apiserver relays (`GenericHttpResponseChecker`,
+    /// `k8s.io/apiserver/pkg/registry/generic/rest/response_checker.go`); its own connections
+    /// to the apiserver stay up (client-go read the bundle once, as it started), so it goes on
+    /// reporting its Pods. Returns once the kubelet answers as asked: a client holding the
+    /// apiserver's kubelet client certificate refused, or served (`GET /pods`).
+    async fn set_kubelet_reachable(&self, node: &str, reachable: bool) -> Result<(), Failure> {
+        let Some(real) = self.real_nodes().into_iter().find(|n| n.name == node) else {
+            return Err(Failure(format!(
+                "node {node} is not one of this backend's real nodes"
+            )));
+        };
+        let bundle = crate::pki::KubeletPki::at(real.dir().join("pki")).bundle_path();
+        let aside = bundle.with_extension("crt.reachable");
+        if reachable {
+            if aside.exists() {
+                let kept = crate::pki::read(&aside).map_err(Failure)?;
+                crate::pki::write(&bundle, &kept).map_err(Failure)?;
+                std::fs::remove_file(&aside)
+                    .map_err(|e| Failure(format!("{}: {e}", aside.display())))?;
+            }
+        } else if !aside.exists() {
+            let kept = crate::pki::read(&bundle).map_err(Failure)?;
+            crate::pki::write(&aside, &kept).map_err(Failure)?;
+            let stranger = crate::pki::Ca::generate(&format!("nodejob-e2e {node} stranger"))
+                .map_err(Failure)?;
+            crate::pki::write(&bundle, &stranger.certificate_pem()).map_err(Failure)?;
+        }
+        real.until_kubelet_serves_the_apiserver(reachable).await
     }
     /// A real node's Ready is not scripted: its kubelet stops (`false`) or starts again
     /// (`true`), and this returns once the Node shows it, as the control plane makes it: Ready

@@ -57,6 +57,7 @@ on_real_nodes!(
     exit_code_and_log_of_a_succeeded_job,
     dollars_in_the_argv_reach_the_host_as_written,
     non_zero_exit_leaves_the_job_for_inspection,
+    unreadable_log_keeps_the_exit_code,
     stale_succeeded_job_is_replaced_exactly,
     stale_failed_job_is_replaced_and_never_reported,
     stale_running_job_is_waited_for_not_killed,
@@ -105,23 +106,14 @@ on_real_nodes!(
     version_names_the_servers_release,
 );
 
-/// The scenarios a real node cannot stage, each with why: what the node agent fakes by an
-/// annotation and a real kubelet has no counterpart for here (`e2e/README.md`, "Real nodes").
-const NOT_ON_REAL_NODES: &[(&str, &str)] = &[
-    (
-        "unreadable_log_keeps_the_exit_code",
-        "the kubelet that runs the Pod is the one that serves its log: no real kubelet reports \
-         a Pod's exit while its log endpoint is unreachable, short of a firewall rule on the \
-         machine, whose network the real nodes share",
-    ),
-    (
-        "stratum_carotate_phases_are_reported",
-        "it stages a fingerprint with no CA behind it (`sha256:abab…`); a real node's \
+/// The scenarios a real node cannot stage, each with why (`e2e/README.md`, "Real nodes").
+const NOT_ON_REAL_NODES: &[(&str, &str)] = &[(
+    "stratum_carotate_phases_are_reported",
+    "it stages a fingerprint with no CA behind it (`sha256:abab…`); a real node's \
          `stratum carotate` re-keys its kubelet from the CA itself, which its host must hold \
          (its keyring, placed out of band): tests/real_ca.rs runs the phases on a real node, \
          with a real CA, and checks after each that the node still serves",
-    ),
-];
+)];
 
 /// Every scenario of the suite runs on real nodes (here or in `tests/real_node_ready.rs`) or is
 /// in [`NOT_ON_REAL_NODES`] with a reason, never both, and no name there is stale.
