@@ -58,7 +58,7 @@ impl ErrorKind {
 
 /// One failed API call: its classification, HTTP status code and the apiserver's message.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{message} ({code} {})", kind.reason())]
+#[error("{message} ({code} {})", self.reason())]
 pub struct ApiError {
     /// The classification callers branch on.
     pub kind: ErrorKind,
@@ -97,6 +97,19 @@ impl ApiError {
     pub fn retry_after(&self) -> Option<Duration> {
         self.retry_after_secs
             .map(|s| Duration::from_secs(u64::from(s.get())))
+    }
+
+    /// The reason the apiserver's `Status` gives for this answer: its kind's
+    /// ([`ErrorKind::reason`]), and for a transient one its code's, as the apiserver words it
+    /// (`k8s.io/apimachinery/pkg/api/errors`: 429 `TooManyRequests`, 500 `InternalError`, 504
+    /// `Timeout`; a 503, or no answer at all, `ServiceUnavailable`).
+    pub fn reason(&self) -> &'static str {
+        match (self.kind, self.code) {
+            (ErrorKind::Transient, 429) => "TooManyRequests",
+            (ErrorKind::Transient, 500) => "InternalError",
+            (ErrorKind::Transient, 504) => "Timeout",
+            (kind, _) => kind.reason(),
+        }
     }
 
     /// The pause before this failed call is sent again, where the caller's own backoff is
@@ -674,6 +687,30 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A failure names the reason the apiserver would give its code, a transient one too.
+    #[test]
+    fn a_failure_says_the_apiservers_reason_for_its_code() {
+        let said = |e: ApiError| e.to_string();
+        assert_eq!(
+            said(ApiError::transient(429, "storage is (re)initializing")),
+            "storage is (re)initializing (429 TooManyRequests)"
+        );
+        assert_eq!(
+            said(ApiError::transient(500, "boom")),
+            "boom (500 InternalError)"
+        );
+        assert_eq!(
+            said(ApiError::transient(503, "down")),
+            "down (503 ServiceUnavailable)"
+        );
+        assert_eq!(said(ApiError::transient(504, "slow")), "slow (504 Timeout)");
+        assert_eq!(
+            said(ApiError::transient(0, "no answer")),
+            "no answer (0 ServiceUnavailable)"
+        );
+        assert_eq!(said(ApiError::not_found("gone")), "gone (404 NotFound)");
+    }
 
     /// A held Lease's expiry in whole seconds, rounded up (`59s`, not `58.000942272s`).
     #[test]

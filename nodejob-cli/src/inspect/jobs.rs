@@ -344,7 +344,7 @@ mod tests {
             unlisted(gather(&*fake, "", "").await),
             Some((
                 false,
-                "listing jobs in every namespace: down (500 ServiceUnavailable)".into()
+                "listing jobs in every namespace: down (500 InternalError)".into()
             ))
         );
         fake.fail(
@@ -358,7 +358,7 @@ mod tests {
         assert!(!listed.rows.is_empty());
         assert_eq!(
             listed.pods_unread.map(|e| e.to_string()).as_deref(),
-            Some("listing the jobs' pods in namespace kube-system: down (500 ServiceUnavailable)")
+            Some("listing the jobs' pods in namespace kube-system: down (500 InternalError)")
         );
         Ok(())
     }

@@ -612,7 +612,7 @@ mod tests {
         let got = gather(&*fake, "kube-system").await.err();
         assert_eq!(
             got.map(|e| e.to_string()).as_deref(),
-            Some("listing nodes: storage is (re)initializing (429 ServiceUnavailable)")
+            Some("listing nodes: storage is (re)initializing (429 TooManyRequests)")
         );
         assert_eq!(fake.now() - t0, Duration::from_secs(10));
         Ok(())
@@ -627,16 +627,13 @@ mod tests {
         let cases = [
             (
                 Verb::ListCustomAt,
-                "listing NodeUpgrades: down (500 ServiceUnavailable)",
+                "listing NodeUpgrades: down (500 InternalError)",
             ),
             (
                 Verb::GetLease,
-                "reading lease kube-system/nodejob: down (500 ServiceUnavailable)",
+                "reading lease kube-system/nodejob: down (500 InternalError)",
             ),
-            (
-                Verb::ListNodes,
-                "listing nodes: down (500 ServiceUnavailable)",
-            ),
+            (Verb::ListNodes, "listing nodes: down (500 InternalError)"),
         ];
         for (verb, want) in cases {
             fake.fail(verb, ApiError::transient(500, "down"), Times::Once);
