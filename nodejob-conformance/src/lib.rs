@@ -62,6 +62,15 @@ pub trait Backend: Send + Sync + 'static {
     /// it comes back with a new `bootID`. Returns once the reboot began, or once it is over
     /// where the backend can only tell that.
     async fn reboot_node(&self, node: &str) -> Result<(), Failure>;
+    /// A CA `node`'s host can rotate its trust to (`stratum carotate`), by its fingerprint.
+    /// By default one with no CA behind it, which a host model rotates to by its name alone
+    /// (the fake's and the node agent's); a host that re-keys its kubelet from the CA itself
+    /// must hold it (a real node: placed in its keyring, and the control plane made to trust
+    /// it for as long as the backend lives, so the kubelet it re-keys still talks to it).
+    async fn rotation_ca(&self, node: &str) -> Result<String, Failure> {
+        let _ = node;
+        Ok(format!("sha256:{}", "ab".repeat(32)))
+    }
     /// The version `node` says its host runs, after a `stratum upgrade` rebooted it: by
     /// default the kubelet's (`status.nodeInfo.kubeletVersion`), which the fake's and the node
     /// agent's hosts move with their version; a backend whose kubelet stays one binary reads

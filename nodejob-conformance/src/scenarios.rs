@@ -983,7 +983,7 @@ pub async fn stratum_upgrade_reboots_the_node_into_the_new_version<B: Backend>(
 /// `--expect` prints verify's verdict line (`{"verify": N, "expect": [...]}`) just before it.
 pub async fn stratum_carotate_phases_are_reported<B: Backend>(b: Arc<B>) -> Outcome {
     let cx = Ctx::new(b);
-    let new = format!("sha256:{}", "ab".repeat(32));
+    let new = cx.backend.rotation_ca(&cx.node).await?;
     let step = |name: &str, args: &[&str]| {
         let mut spec = cx.spec(name, &[]);
         spec.argv = stratum(args);

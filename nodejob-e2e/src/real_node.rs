@@ -552,6 +552,9 @@ pub struct RealNodeBackend {
     /// For [`Workloads`]: the scenario's other nodes.
     others: Vec<RealNode>,
     label: (String, String),
+    /// The apiserver's trust in the CAs its scenario's hosts rotate to
+    /// ([`Backend::rotation_ca`]), taken back when the backend is dropped.
+    trusts: std::sync::Mutex<Vec<crate::ControlPlaneTrust>>,
 }
 
 impl RealNodeBackend {
@@ -594,6 +597,7 @@ impl RealNodeBackend {
             node,
             others: nodes,
             label,
+            trusts: std::sync::Mutex::default(),
         })
     }
 
@@ -793,6 +797,29 @@ impl Backend for RealNodeBackend {
             .await
             .map(drop)
             .map_err(fail("deleting a node"))
+    }
+    /// A real CA, placed in the node's keyring (`DIR/host/ca`), as an administrator places it
+    /// out of band; and the control plane extended to it ([`ControlPlaneTrust`]
+    /// (crate::ControlPlaneTrust): its client trust, and chains to it from its serving and
+    /// kubelet client certificates) until the backend is dropped, so that the kubelet
+    /// `carotate issue` re-keys is still let in, and still lets the apiserver in once
+    /// `finalize` leaves it trusting the new CA alone.
+    async fn rotation_ca(&self, node: &str) -> Result<String, Failure> {
+        let Some(real) = self.real_nodes().into_iter().find(|n| n.name == node) else {
+            return Err(Failure(format!(
+                "node {node} is not one of this backend's real nodes"
+            )));
+        };
+        let ca =
+            crate::pki::Ca::generate(&format!("nodejob-e2e {node} rotation")).map_err(Failure)?;
+        crate::pki::Keyring::at(real.dir().join("host/ca"))
+            .place(&ca)
+            .map_err(Failure)?;
+        let trust = crate::ControlPlaneTrust::extend(&ca).await?;
+        (self.trusts.lock())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(trust);
+        Ok(ca.fingerprint())
     }
     /// A real node's kubelet is the one binary built for the run: its host's version is its
     /// os-release, which the kubelet reports as `osImage` (`stratum upgrade` stages it for the

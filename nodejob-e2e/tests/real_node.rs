@@ -82,6 +82,7 @@ on_real_nodes!(
     node_deleted_while_the_job_runs_is_named,
     a_reboot_under_the_job_is_no_exit_code,
     stratum_upgrade_reboots_the_node_into_the_new_version,
+    stratum_carotate_phases_are_reported,
     finished_job_deleted_by_another_runner_says_so,
     jobs_are_listed_by_label_selector,
     jobs_of_a_missing_namespace_are_an_empty_list;
@@ -106,14 +107,9 @@ on_real_nodes!(
     version_names_the_servers_release,
 );
 
-/// The scenarios a real node cannot stage, each with why (`e2e/README.md`, "Real nodes").
-const NOT_ON_REAL_NODES: &[(&str, &str)] = &[(
-    "stratum_carotate_phases_are_reported",
-    "it stages a fingerprint with no CA behind it (`sha256:abab…`); a real node's \
-         `stratum carotate` re-keys its kubelet from the CA itself, which its host must hold \
-         (its keyring, placed out of band): tests/real_ca.rs runs the phases on a real node, \
-         with a real CA, and checks after each that the node still serves",
-)];
+/// The scenarios a real node cannot stage, each with why (`e2e/README.md`, "Real nodes"):
+/// none.
+const NOT_ON_REAL_NODES: &[(&str, &str)] = &[];
 
 /// Every scenario of the suite runs on real nodes (here or in `tests/real_node_ready.rs`) or is
 /// in [`NOT_ON_REAL_NODES`] with a reason, never both, and no name there is stale.
