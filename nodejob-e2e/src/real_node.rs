@@ -799,11 +799,11 @@ impl Backend for RealNodeBackend {
             .map_err(fail("deleting a node"))
     }
     /// A real CA, placed in the node's keyring (`DIR/host/ca`), as an administrator places it
-    /// out of band; and the control plane extended to it ([`ControlPlaneTrust`]
-    /// (crate::ControlPlaneTrust): its client trust, and chains to it from its serving and
-    /// kubelet client certificates) until the backend is dropped, so that the kubelet
-    /// `carotate issue` re-keys is still let in, and still lets the apiserver in once
-    /// `finalize` leaves it trusting the new CA alone.
+    /// out of band; and the control plane extended to it
+    /// ([`ControlPlaneTrust`](crate::ControlPlaneTrust): its client trust, and chains to it
+    /// from its serving and kubelet client certificates) until the backend is dropped, so that
+    /// the kubelet `carotate issue` re-keys is still let in, and still lets the apiserver in
+    /// once `finalize` leaves it trusting the new CA alone.
     async fn rotation_ca(&self, node: &str) -> Result<String, Failure> {
         let Some(real) = self.real_nodes().into_iter().find(|n| n.name == node) else {
             return Err(Failure(format!(
