@@ -611,6 +611,17 @@ impl RealNodeBackend {
         std::iter::once(&self.node).chain(&self.others).collect()
     }
 
+    /// The real node named `name`, of this backend's.
+    pub fn real_node(&self, name: &str) -> Result<&RealNode, Failure> {
+        (self.real_nodes().into_iter())
+            .find(|n| n.name == name)
+            .ok_or_else(|| {
+                Failure(format!(
+                    "node {name} is not one of the scenario's real nodes"
+                ))
+            })
+    }
+
     /// Stops every node ([`RealNode::stop`]).
     pub fn stop(self) -> Result<(), Failure> {
         let RealNodeBackend { node, others, .. } = self;
@@ -723,11 +734,7 @@ impl Backend for RealNodeBackend {
     /// reporting its Pods. Returns once the kubelet answers as asked: a client holding the
     /// apiserver's kubelet client certificate refused, or served (`GET /pods`).
     async fn set_kubelet_reachable(&self, node: &str, reachable: bool) -> Result<(), Failure> {
-        let Some(real) = self.real_nodes().into_iter().find(|n| n.name == node) else {
-            return Err(Failure(format!(
-                "node {node} is not one of this backend's real nodes"
-            )));
-        };
+        let real = self.real_node(node)?;
         let bundle = crate::pki::KubeletPki::at(real.dir().join("pki")).bundle_path();
         let aside = bundle.with_extension("crt.reachable");
         if reachable {
@@ -753,11 +760,7 @@ impl Backend for RealNodeBackend {
     /// NotReady runs that controller, [`NodeLifecycle`](crate::NodeLifecycle)), Ready True
     /// once the kubelet posts it again.
     async fn set_node_ready(&self, node: &str, ready: bool) -> Result<(), Failure> {
-        let Some(real) = self.real_nodes().into_iter().find(|n| n.name == node) else {
-            return Err(Failure(format!(
-                "node {node} is not one of this backend's real nodes"
-            )));
-        };
+        let real = self.real_node(node)?;
         let what = if ready {
             real.start_kubelet()?;
             format!("node {node} Ready again, its kubelet started")
@@ -805,11 +808,7 @@ impl Backend for RealNodeBackend {
     /// the kubelet `carotate issue` re-keys is still let in, and still lets the apiserver in
     /// once `finalize` leaves it trusting the new CA alone.
     async fn rotation_ca(&self, node: &str) -> Result<String, Failure> {
-        let Some(real) = self.real_nodes().into_iter().find(|n| n.name == node) else {
-            return Err(Failure(format!(
-                "node {node} is not one of this backend's real nodes"
-            )));
-        };
+        let real = self.real_node(node)?;
         let ca =
             crate::pki::Ca::generate(&format!("nodejob-e2e {node} rotation")).map_err(Failure)?;
         crate::pki::Keyring::at(real.dir().join("host/ca"))
@@ -832,11 +831,7 @@ impl Backend for RealNodeBackend {
     }
     /// A power cut: the node's PID 1 killed, a new boot; returns once it is back, Ready.
     async fn reboot_node(&self, node: &str) -> Result<(), Failure> {
-        let Some(real) = self.real_nodes().into_iter().find(|n| n.name == node) else {
-            return Err(Failure(format!(
-                "node {node} is not one of this backend's real nodes"
-            )));
-        };
+        let real = self.real_node(node)?;
         real.power_cycle().await.map(drop)
     }
 }

@@ -253,9 +253,7 @@ impl ThreeNodes {
         let NodesBackend::Real(real) = &self.backend else {
             return annotate_node(&self.admin, name, STRATUM_TIMING_ANNOTATION, Some(timing)).await;
         };
-        let node = (real.real_nodes().into_iter())
-            .find(|n| n.name() == name)
-            .ok_or_else(|| Failure(format!("node {name} is not one of the scenario's")))?;
+        let node = real.real_node(name)?;
         let path = node.dir().join("host/timing");
         std::fs::write(&path, format!("{timing}\n"))
             .map_err(|e| Failure(format!("writing {}: {e}", path.display())))?;
@@ -276,10 +274,7 @@ impl ThreeNodes {
                 admin: self.admin.clone(),
                 node: name.to_string(),
             }),
-            NodesBackend::Real(real) => (real.real_nodes().into_iter())
-                .find(|n| n.name() == name)
-                .map(|n| SelfReboot::Real(n.power_switch()))
-                .ok_or_else(|| Failure(format!("node {name} is not one of the scenario's"))),
+            NodesBackend::Real(real) => Ok(SelfReboot::Real(real.real_node(name)?.power_switch())),
         }
     }
 
@@ -291,9 +286,7 @@ impl ThreeNodes {
         let NodesBackend::Real(real) = &self.backend else {
             return host_report(&self.admin, name).await;
         };
-        let node = (real.real_nodes().into_iter())
-            .find(|n| n.name() == name)
-            .ok_or_else(|| Failure(format!("node {name} is not one of the scenario's")))?;
+        let node = real.real_node(name)?;
         let read = Api::<Node>::all(self.admin.clone())
             .get(name)
             .await
