@@ -51,6 +51,8 @@ pub struct Hooks {
     pub stop: Stop,
     /// How a driver's refusal is said in the spec's words.
     pub planner: Arc<dyn Planner>,
+    /// Whom an upgrade's progress is also told (see `Controller::with_progress`).
+    pub progress: Option<Arc<dyn upgrade_driver::ProgressSink>>,
 }
 
 /// A kind the controller reconciles.

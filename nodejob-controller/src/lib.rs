@@ -140,6 +140,7 @@ pub struct Controller<A: ?Sized> {
     settings: Settings,
     metrics: Arc<Metrics>,
     node: Option<String>,
+    progress: Option<Arc<dyn upgrade_driver::ProgressSink>>,
 }
 
 impl<A: Apis + ?Sized> Controller<A> {
@@ -151,6 +152,7 @@ impl<A: Apis + ?Sized> Controller<A> {
             settings,
             metrics: Arc::new(Metrics::new()),
             node: None,
+            progress: None,
         }
     }
 
@@ -173,6 +175,15 @@ impl<A: Apis + ?Sized> Controller<A> {
     #[must_use]
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
         self.metrics = metrics;
+        self
+    }
+
+    /// The controller, each `NodeUpgrade` run's progress also told to `sink`, as the driver
+    /// tells it (for a caller that shows or checks the runs: the soaks run through the
+    /// controller check their invariants on it).
+    #[must_use]
+    pub fn with_progress(mut self, sink: Arc<dyn upgrade_driver::ProgressSink>) -> Self {
+        self.progress = Some(sink);
         self
     }
 
@@ -577,6 +588,7 @@ impl<A: Apis + ?Sized> Controller<A> {
             handing_over: handing_over.clone(),
             stop: stop.clone(),
             planner: self.planner.clone(),
+            progress: self.progress.clone(),
         };
         let task = K::spawn(self.api.clone(), plan, tracker.clone(), hooks);
         self.write::<K>(&name, before, generation, &Verdict::Progressing, &tracker)

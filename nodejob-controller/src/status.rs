@@ -2,7 +2,7 @@
 //! (the counts, the nodes in flight, failed and blocked), and [`Verdict`] says what the
 //! conditions are; [`status`] puts them together. Pure, but for the tracker's lock.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -24,15 +24,32 @@ struct Tracked {
     planned: usize,
     in_flight: BTreeMap<String, String>,
     soaking: BTreeMap<String, ()>,
-    /// The nodes at the target: upgraded by this run, or found there.
-    up_to_date: std::collections::BTreeSet<String>,
-    failed: Vec<FailedNode>,
-    failed_count: usize,
-    blocked: Vec<Blocked>,
-    blocked_count: usize,
-    rolled_back: usize,
+    /// Each node's last result, in the order they first ended: a node tried once more (a
+    /// skipped one, at the end of the run) counts by its last.
+    ended: Vec<(String, NodeResult)>,
+    /// The nodes the driver told at the target already (no result of theirs is told).
+    at_target: BTreeSet<String>,
     /// Bumped at each event that changes the status.
     version: u64,
+}
+
+impl Tracked {
+    /// Node `node` ended with `result`; whether that changed what it was.
+    fn ended(&mut self, node: &str, result: &NodeResult) -> bool {
+        self.in_flight.remove(node);
+        self.soaking.remove(node);
+        match self.ended.iter_mut().find(|(n, _)| n == node) {
+            Some((_, was)) if was == result => false,
+            Some((_, was)) => {
+                *was = result.clone();
+                true
+            }
+            None => {
+                self.ended.push((node.to_string(), result.clone()));
+                true
+            }
+        }
+    }
 }
 
 impl Tracker {
@@ -46,24 +63,83 @@ impl Tracker {
         self.state.lock().unwrap().planned == 0
     }
 
+    /// The run ended with `report`: each node's result as the report says it. Some results
+    /// are told by no progress event (the nodes an earlier run quarantined, reported as they
+    /// stand), and the status must count them.
+    pub fn reported(&self, report: &upgrade_driver::Report) {
+        let mut t = self.state.lock().unwrap();
+        let mut moved = false;
+        for n in &report.nodes {
+            if let Some(result) = &n.result {
+                moved |= t.ended(&n.name, result);
+            }
+        }
+        if moved {
+            t.version += 1;
+        }
+    }
+
     /// The counts and the lists, capped.
     pub fn counts(&self) -> (UpgradeCounts, Vec<InFlight>, Vec<FailedNode>, Vec<Blocked>) {
         let t = self.state.lock().unwrap().clone();
         let count = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
+        let mut up_to_date = t.at_target.clone();
+        let (mut failed, mut blocked) = (Vec::new(), Vec::new());
+        let (mut failed_count, mut blocked_count, mut rolled_back) = (0, 0, 0);
+        for (node, result) in &t.ended {
+            match result {
+                NodeResult::Upgraded => {
+                    up_to_date.insert(node.clone());
+                }
+                NodeResult::Skipped { why } if at_target(why) => {
+                    up_to_date.insert(node.clone());
+                }
+                NodeResult::Failed(f) | NodeResult::RolledBack { failure: f, .. } => {
+                    up_to_date.remove(node);
+                    if matches!(result, NodeResult::RolledBack { .. }) {
+                        rolled_back += 1;
+                    }
+                    failed_count += 1;
+                    if failed.len() < LIST_CAP {
+                        failed.push(FailedNode {
+                            node: node.clone(),
+                            step: f.step.to_string(),
+                            reason: reason_of(&f.kind.to_string()),
+                            message: f.message.clone(),
+                            job: None,
+                            exit_code: f.exit_code,
+                        });
+                    }
+                }
+                NodeResult::Blocked {
+                    policy, budgets, ..
+                } => {
+                    blocked_count += 1;
+                    if blocked.len() < LIST_CAP {
+                        blocked.push(Blocked {
+                            node: node.clone(),
+                            outcome: policy.to_string(),
+                            budgets: budgets.clone(),
+                        });
+                    }
+                }
+                NodeResult::Skipped { .. } | NodeResult::Interrupted { .. } => {}
+            }
+        }
         let counts = UpgradeCounts {
             nodes: count(t.planned),
-            up_to_date: count(t.up_to_date.len()),
+            up_to_date: count(up_to_date.len()),
             in_progress: count(t.in_flight.len()),
             soaking: count(t.soaking.len()),
-            failed: count(t.failed_count),
-            blocked: count(t.blocked_count),
-            rolled_back: count(t.rolled_back),
+            failed: count(failed_count),
+            blocked: count(blocked_count),
+            rolled_back: count(rolled_back),
         };
         let in_flight = (t.in_flight.into_iter())
             .take(LIST_CAP)
             .map(|(node, step)| InFlight { node, step })
             .collect();
-        (counts, in_flight, t.failed, t.blocked)
+        (counts, in_flight, failed, blocked)
     }
 }
 
@@ -76,51 +152,11 @@ impl EventSink<Progress> for Tracker {
                 t.in_flight.insert(node.clone(), step.to_string());
             }
             Progress::NodeFinished { node, result, .. } => {
-                t.in_flight.remove(node);
-                t.soaking.remove(node);
-                match result {
-                    NodeResult::Upgraded => {
-                        t.up_to_date.insert(node.clone());
-                    }
-                    NodeResult::Skipped { why } => {
-                        if at_target(why) {
-                            t.up_to_date.insert(node.clone());
-                        }
-                    }
-                    NodeResult::Failed(f) | NodeResult::RolledBack { failure: f, .. } => {
-                        if matches!(result, NodeResult::RolledBack { .. }) {
-                            t.rolled_back += 1;
-                        }
-                        t.failed_count += 1;
-                        if t.failed.len() < LIST_CAP {
-                            t.failed.push(FailedNode {
-                                node: node.clone(),
-                                step: f.step.to_string(),
-                                reason: reason_of(&f.kind.to_string()),
-                                message: f.message.clone(),
-                                job: None,
-                                exit_code: f.exit_code,
-                            });
-                        }
-                    }
-                    NodeResult::Blocked {
-                        policy, budgets, ..
-                    } => {
-                        t.blocked_count += 1;
-                        if t.blocked.len() < LIST_CAP {
-                            t.blocked.push(Blocked {
-                                node: node.clone(),
-                                outcome: policy.to_string(),
-                                budgets: budgets.clone(),
-                            });
-                        }
-                    }
-                    NodeResult::Interrupted { .. } => {}
-                }
+                t.ended(node, result);
             }
             // A node at the target already is told by the driver alone (no NodeFinished).
             Progress::Driver(UpgradeEvent::NodeSkipped { node, why }) => {
-                if !at_target(why) || !t.up_to_date.insert(node.clone()) {
+                if !at_target(why) || !t.at_target.insert(node.clone()) {
                     return;
                 }
             }

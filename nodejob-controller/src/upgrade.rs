@@ -58,9 +58,11 @@ impl Declared for NodeUpgrade {
             handing_over,
             stop,
             planner,
+            progress,
         } = hooks;
         tokio::spawn(async move {
             let told = api.clone();
+            let reported = tracker.clone();
             let stopping = stop.clone();
             let figures = metrics.clone();
             let sink: Arc<dyn upgrade_driver::ProgressSink> = Arc::new(move |event: &Progress| {
@@ -75,10 +77,16 @@ impl Declared for NodeUpgrade {
                     stopping.request();
                 }
                 tracker.event(event);
+                if let Some(progress) = &progress {
+                    progress.event(event);
+                }
                 let now = told.wall_time().as_millisecond() as f64 / 1000.0;
                 figures.progress(event, now);
             });
             let result = upgrade_driver::run_until(&*api, &plan, sink, &stop).await;
+            if let Ok(report) = &result {
+                reported.reported(report);
+            }
             ended(result, stop.requested(), &*planner)
         })
     }

@@ -240,6 +240,59 @@ async fn a_failed_node_stalls_the_resource_until_its_spec_changes() {
     task.await.unwrap();
 }
 
+/// A node an earlier run quarantined is reported by each later run as it stands, with no
+/// progress event of its own: the status still counts it blocked and names it, while the
+/// controller tries the resource again (a `Stopped` run, not a stalled one).
+#[tokio::test(start_paused = true)]
+async fn a_node_quarantined_by_an_earlier_run_stays_counted_blocked_in_the_status() {
+    use nodejob_conformance::workloads::{budget, deployment};
+    let fake = cluster(6);
+    for node in ["w-0", "w-1"] {
+        fake.label_node(node, "role", "worker").unwrap();
+    }
+    let label = ("role".to_string(), "worker".to_string());
+    fake.create_deployment_now(&deployment("default", "web", 1, &label))
+        .unwrap();
+    fake.create_budget_now(&budget("default", "web", "web", 1))
+        .unwrap();
+    let (stop, task) = start(&fake);
+    let mut roll = upgrade("roll", "v1.38.0");
+    roll.spec.on_undrainable = nodejob_crd::OnUndrainable::Quarantine;
+    roll.spec.max_blocked = Some(1);
+    fake.create_roll(&roll).await.unwrap();
+    // The first run quarantines the node of the Pod; the retries after it (every 30 s) find
+    // it quarantined and leave it as it stands.
+    let blocked = until(&fake, "roll", Duration::from_secs(3600), |r| {
+        r.and_then(|r| r.status.as_ref())
+            .is_some_and(|s| s.counts.blocked == 1)
+    })
+    .await
+    .unwrap();
+    let quarantined = blocked.status.unwrap().blocked[0].node.clone();
+    fake.sleep(Duration::from_secs(600)).await;
+    let roll = fake.get_roll::<NodeUpgrade>("roll").await.unwrap();
+    let status = roll.status.clone().unwrap();
+    assert_eq!(
+        (
+            status.counts.blocked,
+            status.counts.up_to_date,
+            status.counts.nodes
+        ),
+        (1, 2, 3),
+        "{status:#?}"
+    );
+    assert_eq!(status.blocked.len(), 1, "{status:#?}");
+    assert_eq!(status.blocked[0].node, quarantined);
+    assert_eq!(status.blocked[0].outcome, "quarantine");
+    assert_eq!(
+        condition(&roll, "Degraded"),
+        Some(("True".into(), "TooManyBlocked".into()))
+    );
+    assert_eq!(condition(&roll, "Ready").unwrap().0, "False");
+    stop.request();
+    task.await.unwrap();
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_resource_deleted_mid_roll_stays_until_its_run_stopped_at_a_step_boundary() {
     let fake = cluster(4);

@@ -36,6 +36,14 @@ impl Planner for TestPlanner {
         if spec.allow_skew {
             plan.skew = upgrade_driver::Skew::Allow;
         }
+        plan.on_undrainable = match spec.on_undrainable {
+            nodejob_crd::OnUndrainable::Fail => upgrade_driver::Undrainable::Fail,
+            nodejob_crd::OnUndrainable::Skip => upgrade_driver::Undrainable::Skip,
+            nodejob_crd::OnUndrainable::Quarantine => upgrade_driver::Undrainable::Quarantine,
+        };
+        if let Some(max) = spec.max_blocked {
+            plan.max_blocked = max.try_into().map_err(|_| "spec.maxBlocked: negative")?;
+        }
         // Any window a test gives is Fridays 02:00-06:00 UTC (the fake's clock starts on a
         // Thursday, 2026-01-01T00:00:00Z).
         if spec.window.is_some() {

@@ -243,98 +243,113 @@ pub(crate) fn check_report(
     versioned: &BTreeSet<String>,
 ) -> Result<(), String> {
     for n in &report.nodes {
-        let Some(node) = fake.node(&n.name) else {
-            continue;
-        };
-        let record = our_record(&node);
-        match &n.result {
-            Some(NodeResult::Upgraded) => {
-                let done =
-                    (node.metadata.annotations.as_ref()).is_some_and(|a| a.contains_key(DONE));
-                if record.is_some() || !done {
-                    return Err(format!(
-                        "{} reported upgraded, but its in-progress record is {record:?} and done \
-                         record present: {done}",
-                        n.name
-                    ));
-                }
-            }
-            Some(NodeResult::Failed(f)) if f.step == UpgradeStep::Soak && !soaking(&node) => {
-                return Err(format!(
-                    "{} failed at its soak, but carries no soak record",
-                    n.name
-                ));
-            }
-            Some(NodeResult::Interrupted {
-                step: UpgradeStep::Soak,
-                ..
-            }) if !soaking(&node) => {
-                return Err(format!(
-                    "{} interrupted at its soak, but carries no soak record",
-                    n.name
-                ));
-            }
-            Some(NodeResult::Failed(f)) if f.step == UpgradeStep::Soak => {}
-            Some(NodeResult::Interrupted {
-                step: UpgradeStep::Soak,
-                ..
-            }) => {}
-            Some(NodeResult::Failed(f)) if f.step > UpgradeStep::Cordon && record.is_none() => {
-                return Err(format!(
-                    "{} failed at {}, but carries no in-progress record",
-                    n.name, f.step
-                ));
-            }
-            Some(NodeResult::Interrupted { step, .. })
-                if *step > UpgradeStep::Cordon && record.is_none() =>
-            {
-                return Err(format!(
-                    "{} interrupted at {step}, but carries no in-progress record",
-                    n.name
-                ));
-            }
-            // A rolled-back node ends at the version recorded before its host upgrade.
-            Some(NodeResult::RolledBack { version, .. }) => {
-                let at = kubelet_version(&node);
-                let moved = versioned.contains(&n.name);
-                if record.is_some()
-                    || (!moved && !upgrade_driver::version::same_version(&at, version))
-                {
-                    return Err(format!(
-                        "{} reported rolled back to {version}, but it is at {at} with our \
-                         in-progress record {record:?}",
-                        n.name
-                    ));
-                }
-            }
-            Some(NodeResult::Blocked { policy, .. }) => {
-                let blocked =
-                    (node.metadata.annotations.as_ref()).is_some_and(|a| a.contains_key(BLOCKED));
-                let labelled = records::quarantined(&node);
-                let quarantined = *policy == Undrainable::Quarantine;
-                if record.is_some() || (!blocked && !labelled) || (quarantined && !labelled) {
-                    return Err(format!(
-                        "{} reported blocked ({policy}), but its in-progress record is \
-                         {record:?}, blocked record present: {blocked}, labelled: {labelled}",
-                        n.name
-                    ));
-                }
-            }
-            _ => {}
+        if let Some(result) = &n.result {
+            check_node(fake, &n.name, result, versioned)?;
         }
     }
     if report.outcome == Outcome::Done {
-        let left: Vec<String> = (fake.node_names().into_iter())
-            .filter(|n| {
-                fake.node(n)
-                    .is_some_and(|node| our_record(&node).is_some() || soaking(&node))
-            })
-            .collect();
-        if !left.is_empty() {
+        check_done(fake)?;
+    }
+    Ok(())
+}
+
+/// 11, for one node: the cluster agrees with `result`, as the run tells it of the node `name`.
+pub(crate) fn check_node(
+    fake: &FakeCluster,
+    name: &str,
+    result: &NodeResult,
+    versioned: &BTreeSet<String>,
+) -> Result<(), String> {
+    let Some(node) = fake.node(name) else {
+        return Ok(());
+    };
+    let record = our_record(&node);
+    match result {
+        NodeResult::Upgraded => {
+            let done = (node.metadata.annotations.as_ref()).is_some_and(|a| a.contains_key(DONE));
+            if record.is_some() || !done {
+                return Err(format!(
+                    "{} reported upgraded, but its in-progress record is {record:?} and done \
+                         record present: {done}",
+                    name
+                ));
+            }
+        }
+        NodeResult::Failed(f) if f.step == UpgradeStep::Soak && !soaking(&node) => {
             return Err(format!(
-                "done, but nodes keep our in-progress record: {left:?}"
+                "{} failed at its soak, but carries no soak record",
+                name
             ));
         }
+        NodeResult::Interrupted {
+            step: UpgradeStep::Soak,
+            ..
+        } if !soaking(&node) => {
+            return Err(format!(
+                "{} interrupted at its soak, but carries no soak record",
+                name
+            ));
+        }
+        NodeResult::Failed(f) if f.step == UpgradeStep::Soak => {}
+        NodeResult::Interrupted {
+            step: UpgradeStep::Soak,
+            ..
+        } => {}
+        NodeResult::Failed(f) if f.step > UpgradeStep::Cordon && record.is_none() => {
+            return Err(format!(
+                "{} failed at {}, but carries no in-progress record",
+                name, f.step
+            ));
+        }
+        NodeResult::Interrupted { step, .. } if *step > UpgradeStep::Cordon && record.is_none() => {
+            return Err(format!(
+                "{} interrupted at {step}, but carries no in-progress record",
+                name
+            ));
+        }
+        // A rolled-back node ends at the version recorded before its host upgrade.
+        NodeResult::RolledBack { version, .. } => {
+            let at = kubelet_version(&node);
+            let moved = versioned.contains(name);
+            if record.is_some() || (!moved && !upgrade_driver::version::same_version(&at, version))
+            {
+                return Err(format!(
+                    "{} reported rolled back to {version}, but it is at {at} with our \
+                         in-progress record {record:?}",
+                    name
+                ));
+            }
+        }
+        NodeResult::Blocked { policy, .. } => {
+            let blocked =
+                (node.metadata.annotations.as_ref()).is_some_and(|a| a.contains_key(BLOCKED));
+            let labelled = records::quarantined(&node);
+            let quarantined = *policy == Undrainable::Quarantine;
+            if record.is_some() || (!blocked && !labelled) || (quarantined && !labelled) {
+                return Err(format!(
+                    "{} reported blocked ({policy}), but its in-progress record is \
+                         {record:?}, blocked record present: {blocked}, labelled: {labelled}",
+                    name
+                ));
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// 11, for a run that is done: no node keeps our in-progress or soak record.
+pub(crate) fn check_done(fake: &FakeCluster) -> Result<(), String> {
+    let left: Vec<String> = (fake.node_names().into_iter())
+        .filter(|n| {
+            fake.node(n)
+                .is_some_and(|node| our_record(&node).is_some() || soaking(&node))
+        })
+        .collect();
+    if !left.is_empty() {
+        return Err(format!(
+            "done, but nodes keep our in-progress record: {left:?}"
+        ));
     }
     Ok(())
 }
