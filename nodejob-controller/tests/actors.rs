@@ -38,11 +38,11 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use invariants::{Watch, check_done, check_node};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use nodejob_conformance::soak::{Summary, conclude, pausing_operator, run_seeds, seeds};
+use nodejob_conformance::soak::{Summary, pausing_operator};
 use nodejob_conformance::{Crashing, Observe, Write};
 use nodejob_controller::{Controller, Planner, Settings};
 use nodejob_core::Clock;
@@ -401,44 +401,24 @@ fn kind(life: &str) -> String {
 
 #[test]
 fn seeded_actor_schedules_through_the_controller_keep_every_invariant_and_every_roll_finishes() {
-    let (seeds, verbose) = seeds(SEEDS);
-    let started = Instant::now();
-    let defaults = Policies::default();
-    let results = run_seeds(seeds.clone(), |seed| scenario(seed, verbose, &defaults));
-    let wall = started.elapsed();
-    conclude(
+    soak(
         "actor soak through the controller",
-        seeds,
-        wall,
-        &results,
+        SEEDS,
+        false,
+        |seed, verbose, policies| async move { scenario(seed, verbose, &policies).await },
         kind,
-        |seed| format!("schedule:\n{}", Draws::draw(seed).actors),
     );
 }
 
 /// The same seeds under long-roll policies drawn for each.
 #[test]
 fn seeded_actor_schedules_through_the_controller_under_the_long_roll_policies() {
-    let (seeds, verbose) = seeds(SEEDS);
-    let started = Instant::now();
-    let results = run_seeds(seeds.clone(), |seed| {
-        let policies = Policies::draw(seed);
-        async move { scenario(seed, verbose, &policies).await }
-    });
-    let wall = started.elapsed();
-    conclude(
+    soak(
         "actor soak through the controller (long-roll policies)",
-        seeds,
-        wall,
-        &results,
+        SEEDS,
+        true,
+        |seed, verbose, policies| async move { scenario(seed, verbose, &policies).await },
         kind,
-        |seed| {
-            format!(
-                "policies: {:?}\nschedule:\n{}",
-                Policies::draw(seed),
-                Draws::draw(seed).actors
-            )
-        },
     );
 }
 

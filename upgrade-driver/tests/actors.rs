@@ -67,11 +67,11 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use invariants::{check_report, short};
 use nodejob_conformance::Crashing;
-use nodejob_conformance::soak::{Summary, conclude, pausing_operator, run_seeds, seeds};
+use nodejob_conformance::soak::{Summary, pausing_operator};
 use nodejob_core::Clock;
 use seed::*;
 use support::*;
@@ -246,39 +246,24 @@ async fn scenario(seed: u64, verbose: bool, policies: &Policies) -> Result<Summa
 
 #[test]
 fn seeded_actor_schedules_keep_every_invariant_and_every_roll_finishes() {
-    let (seeds, verbose) = seeds(SEEDS);
-    let started = Instant::now();
-    let defaults = Policies::default();
-    let results = run_seeds(seeds.clone(), |seed| scenario(seed, verbose, &defaults));
-    let wall = started.elapsed();
-    conclude("actor soak", seeds, wall, &results, kind, |seed| {
-        format!("schedule:\n{}", Draws::draw(seed).actors)
-    });
+    soak(
+        "actor soak",
+        SEEDS,
+        false,
+        |seed, verbose, policies| async move { scenario(seed, verbose, &policies).await },
+        kind,
+    );
 }
 
 /// The same seeds under long-roll policies drawn for each (see the module docs).
 #[test]
 fn seeded_actor_schedules_under_the_long_roll_policies_keep_every_invariant() {
-    let (seeds, verbose) = seeds(SEEDS);
-    let started = Instant::now();
-    let results = run_seeds(seeds.clone(), |seed| {
-        let policies = Policies::draw(seed);
-        async move { scenario(seed, verbose, &policies).await }
-    });
-    let wall = started.elapsed();
-    conclude(
+    soak(
         "actor soak (long-roll policies)",
-        seeds,
-        wall,
-        &results,
+        SEEDS,
+        true,
+        |seed, verbose, policies| async move { scenario(seed, verbose, &policies).await },
         kind,
-        |seed| {
-            format!(
-                "policies: {:?}\nschedule:\n{}",
-                Policies::draw(seed),
-                Draws::draw(seed).actors
-            )
-        },
     );
 }
 

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use nodejob_conformance::soak::{Summary, conclude, run_seeds, seeds};
 use nodejob_conformance::workloads::{budget, deployment};
 use nodejob_core::{ApiError, Clock, Verb};
 use nodejob_fake::FakeCluster;
@@ -400,4 +401,40 @@ pub(crate) fn at_most_once(
         }
     }
     Ok(())
+}
+
+/// The soak of `title`: the seeds of `cargo test` (`default_seeds`, or as the environment
+/// says: `nodejob_conformance::soak::seeds`) each through `scenario`, under the plan's
+/// defaults or, `long_roll`, under policies drawn for the seed; then the tally, failing with
+/// each failing seed, its draws and schedule. `kind`: a run's outcome in a word.
+pub(crate) fn soak<Fut>(
+    title: &str,
+    default_seeds: u64,
+    long_roll: bool,
+    scenario: impl Fn(u64, bool, Policies) -> Fut + Sync,
+    kind: impl Fn(&str) -> String,
+) where
+    Fut: Future<Output = Result<Summary, String>>,
+{
+    let policies = |seed| {
+        if long_roll {
+            Policies::draw(seed)
+        } else {
+            Policies::default()
+        }
+    };
+    let (seeds, verbose) = seeds(default_seeds);
+    let started = std::time::Instant::now();
+    let results = run_seeds(seeds.clone(), |seed| {
+        scenario(seed, verbose, policies(seed))
+    });
+    let wall = started.elapsed();
+    conclude(title, seeds, wall, &results, kind, |seed| {
+        let schedule = Draws::draw(seed).actors;
+        if long_roll {
+            format!("policies: {:?}\nschedule:\n{schedule}", policies(seed))
+        } else {
+            format!("schedule:\n{schedule}")
+        }
+    });
 }
