@@ -122,7 +122,14 @@ fn ended(
         .collect();
     let (outcome, verdict, holder) = match result {
         Ok(report) => {
-            let (outcome, verdict) = said(report.outcome, asked, Reason::NodeFailed);
+            // A run fails on a node that failed, or, none failing, on more nodes blocked than
+            // the plan allows (`maxBlocked`): the stall's reason says which.
+            let failed = if report.nodes.iter().any(|n| n.failure().is_some()) {
+                Reason::NodeFailed
+            } else {
+                Reason::TooManyBlocked
+            };
+            let (outcome, verdict) = said(report.outcome, asked, failed);
             (outcome, verdict, None)
         }
         Err(upgrade_driver::Error::Core(nodejob_core::Error::LeaseHeld { holder, .. })) => {

@@ -17,6 +17,7 @@
 //! - 9: no node starts while the rolls are paused;
 //! - 11: as each node's result is told, the cluster agrees with it; and once the resource says
 //!   `Ready`, no node keeps our record;
+//! - as the resource says a run ended: a stall on a node failure names the node;
 //! - at the end: the resource `Ready` (or stalled only on nodes rolled back out of band), and
 //!   12, the host upgrade at most once per node.
 //!
@@ -352,6 +353,12 @@ async fn scenario(seed: u64, verbose: bool, policies: &Policies) -> Result<Summa
                 }
             }
             End::Stalled(reason, failed) => {
+                // The status says why it stalled: a node failure names the node.
+                if reason == "NodeFailed" && failed.is_empty() {
+                    violations.push(format!(
+                        "life {attempt}: stalled on a node failure naming none"
+                    ));
+                }
                 if reason == "SkewRefused" {
                     skew = Skew::Allow;
                 }

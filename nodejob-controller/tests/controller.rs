@@ -240,13 +240,11 @@ async fn a_failed_node_stalls_the_resource_until_its_spec_changes() {
     task.await.unwrap();
 }
 
-/// A node an earlier run quarantined is reported by each later run as it stands, with no
-/// progress event of its own: the status still counts it blocked and names it, while the
-/// controller tries the resource again (a `Stopped` run, not a stalled one).
-#[tokio::test(start_paused = true)]
-async fn a_node_quarantined_by_an_earlier_run_stays_counted_blocked_in_the_status() {
+/// The three-node cluster with a Pod on a worker that no budget lets go (one replica, at least
+/// one available): that worker's drain is blocked.
+fn pinned_workload(seed: u64) -> std::sync::Arc<FakeCluster> {
     use nodejob_conformance::workloads::{budget, deployment};
-    let fake = cluster(6);
+    let fake = cluster(seed);
     for node in ["w-0", "w-1"] {
         fake.label_node(node, "role", "worker").unwrap();
     }
@@ -255,6 +253,15 @@ async fn a_node_quarantined_by_an_earlier_run_stays_counted_blocked_in_the_statu
         .unwrap();
     fake.create_budget_now(&budget("default", "web", "web", 1))
         .unwrap();
+    fake
+}
+
+/// A node an earlier run quarantined is reported by each later run as it stands, with no
+/// progress event of its own: the status still counts it blocked and names it, while the
+/// controller tries the resource again (a `Stopped` run, not a stalled one).
+#[tokio::test(start_paused = true)]
+async fn a_node_quarantined_by_an_earlier_run_stays_counted_blocked_in_the_status() {
+    let fake = pinned_workload(6);
     let (stop, task) = start(&fake);
     let mut roll = upgrade("roll", "v1.38.0");
     roll.spec.on_undrainable = nodejob_crd::OnUndrainable::Quarantine;
@@ -289,6 +296,35 @@ async fn a_node_quarantined_by_an_earlier_run_stays_counted_blocked_in_the_statu
         Some(("True".into(), "TooManyBlocked".into()))
     );
     assert_eq!(condition(&roll, "Ready").unwrap().0, "False");
+    stop.request();
+    task.await.unwrap();
+}
+
+/// More nodes blocked than `maxBlocked` allows fail the run with no node failed: the resource
+/// stalls as `TooManyBlocked`, naming the blocked node, not as a node failure.
+#[tokio::test(start_paused = true)]
+async fn more_nodes_blocked_than_allowed_stall_the_resource_as_too_many_blocked() {
+    let fake = pinned_workload(8);
+    let (stop, task) = start(&fake);
+    let mut roll = upgrade("roll", "v1.38.0");
+    roll.spec.on_undrainable = nodejob_crd::OnUndrainable::Skip;
+    roll.spec.max_blocked = Some(0);
+    fake.create_roll(&roll).await.unwrap();
+    let stalled = until(&fake, "roll", Duration::from_secs(3600), |r| {
+        r.and_then(|r| condition(r, "Stalled"))
+            .is_some_and(|(s, _)| s == "True")
+    })
+    .await
+    .unwrap();
+    let status = stalled.status.clone().unwrap();
+    assert_eq!(
+        condition(&stalled, "Stalled"),
+        Some(("True".into(), "TooManyBlocked".into())),
+        "{status:#?}"
+    );
+    assert_eq!((status.counts.failed, status.counts.blocked), (0, 1));
+    assert!(status.failed.is_empty(), "{status:#?}");
+    assert_eq!(status.blocked.len(), 1, "{status:#?}");
     stop.request();
     task.await.unwrap();
 }
