@@ -31,6 +31,8 @@
 #[allow(dead_code)]
 #[path = "../../upgrade-driver/tests/invariants/mod.rs"]
 mod invariants;
+#[path = "support/mod.rs"]
+mod resource;
 #[allow(dead_code)]
 #[path = "../../upgrade-driver/tests/seed/mod.rs"]
 mod seed;
@@ -42,21 +44,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use invariants::{Watch, check_done, check_node};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use nodejob_conformance::soak::{Summary, pausing_operator};
 use nodejob_conformance::{Crashing, Observe, Write};
-use nodejob_controller::{Controller, Planner, Settings};
+use nodejob_controller::{Controller, Planner};
 use nodejob_core::Clock;
 use nodejob_crd::{NodeUpgrade, NodeUpgradeSpec, Roll, RollApi};
-use nodejob_fake::FakeCluster;
+use resource::{End, edit, ended, resource, settings};
 use seed::*;
 use support::*;
 use upgrade_driver::{EventSink, Plan, Progress, Skew, Stop, UpgradeStep};
 
 /// Seeds run by `cargo test`.
 const SEEDS: u64 = 32;
-/// The resource's name.
-const NAME: &str = "roll";
 
 /// The seed's plans, as the command would read them from the resource: the drawn plan toward
 /// the spec's `target`, under this replica's identity, keeping the skew policy unless the spec
@@ -99,109 +98,6 @@ impl Observe for RollWrites {
             self.0.after(write);
         }
     }
-}
-
-fn settings() -> Settings {
-    Settings {
-        status_every: Duration::from_secs(2),
-        retry_after: Duration::from_secs(30),
-        watch_timeout: Duration::from_secs(60),
-    }
-}
-
-fn resource(target: &str) -> NodeUpgrade {
-    let spec: NodeUpgradeSpec =
-        serde_json::from_value(serde_json::json!({ "target": target })).unwrap();
-    let mut roll = NodeUpgrade::new(NAME, spec);
-    roll.metadata = ObjectMeta {
-        name: Some(NAME.into()),
-        ..ObjectMeta::default()
-    };
-    roll
-}
-
-/// The resource's `type` condition, when `True`: its reason.
-fn holds(roll: &NodeUpgrade, type_: &str) -> Option<String> {
-    let status = roll.status.as_ref()?;
-    let generation = roll.metadata.generation?;
-    if status.observed_generation != Some(generation) {
-        return None;
-    }
-    let c = status.conditions.iter().find(|c| c.type_ == type_)?;
-    (c.status == "True").then(|| c.reason.clone())
-}
-
-/// How a generation's run ended, as the resource says it.
-#[derive(Debug)]
-enum End {
-    /// `Ready`: every node at the target.
-    Ready,
-    /// `Stalled`: its reason, and the nodes the status names failed.
-    Stalled(String, Vec<String>),
-    /// Nothing in progress, and nodes the status names blocked (`Degraded`,
-    /// `TooManyBlocked`): the controller tries them again by itself, but a quarantined node
-    /// waits for a person to remove its label, and a budget the actors left for a person to
-    /// remove it, as the status says.
-    Blocked(Vec<String>),
-}
-
-/// Waits (virtual time) until the resource says its generation's run ended.
-async fn ended(fake: &FakeCluster) -> Result<End, String> {
-    let deadline = fake.now() + RUN_BOUND;
-    loop {
-        // The actors' API faults answer the operator's reads too: read again.
-        let Ok(roll) = fake.get_roll::<NodeUpgrade>(NAME).await else {
-            fake.sleep(Duration::from_secs(5)).await;
-            continue;
-        };
-        if holds(&roll, "Ready").is_some() {
-            return Ok(End::Ready);
-        }
-        if let Some(reason) = holds(&roll, "Stalled") {
-            let failed = (roll.status.iter())
-                .flat_map(|s| &s.failed)
-                .map(|f| f.node.clone())
-                .collect();
-            return Ok(End::Stalled(reason, failed));
-        }
-        if let Some(status) = &roll.status
-            && holds(&roll, "Degraded").as_deref() == Some("TooManyBlocked")
-            && status.counts.in_progress == 0
-            && !status.blocked.is_empty()
-        {
-            let blocked = status.blocked.iter().map(|b| b.node.clone()).collect();
-            return Ok(End::Blocked(blocked));
-        }
-        if fake.now() > deadline {
-            return Err(format!(
-                "the resource did not end within {RUN_BOUND:?}: {:#?}",
-                roll.status
-            ));
-        }
-        fake.sleep(Duration::from_secs(5)).await;
-    }
-}
-
-/// The operator's edit of the resource: `edit` applied to its spec, read and written again
-/// until the apiserver takes it (the actors' API faults, a conflict with the controller's
-/// status write), as `kubectl edit` is tried again.
-async fn edit(fake: &FakeCluster, edit: impl Fn(&mut NodeUpgradeSpec)) -> Result<(), String> {
-    let mut refusals = Vec::new();
-    while refusals.len() < 20 {
-        let written = async {
-            let mut roll = fake.get_roll::<NodeUpgrade>(NAME).await?;
-            edit(&mut roll.spec);
-            fake.replace_roll(&roll).await
-        };
-        match written.await {
-            Ok(_) => return Ok(()),
-            Err(e) => refusals.push(e.to_string()),
-        }
-        fake.sleep(Duration::from_secs(5)).await;
-    }
-    Err(format!(
-        "the operator's edit was refused 20 times: {refusals:?}"
-    ))
 }
 
 async fn scenario(seed: u64, verbose: bool, policies: &Policies) -> Result<Summary, String> {
@@ -338,7 +234,10 @@ async fn scenario(seed: u64, verbose: bool, policies: &Policies) -> Result<Summa
             lives.push(format!("crashed at {crash:?}"));
             continue;
         };
-        lives.push(format!("{end:?}"));
+        lives.push(match &end {
+            End::Stalled { reason, failed, .. } => format!("Stalled({reason:?}, {failed:?})"),
+            end => format!("{end:?}"),
+        });
         if verbose {
             println!("life {attempt} at {:?}: {end:?}", fake.now());
         }
@@ -352,7 +251,7 @@ async fn scenario(seed: u64, verbose: bool, policies: &Policies) -> Result<Summa
                     break;
                 }
             }
-            End::Stalled(reason, failed) => {
+            End::Stalled { reason, failed, .. } => {
                 // The status says why it stalled: a node failure names the node.
                 if reason == "NodeFailed" && failed.is_empty() {
                     violations.push(format!(

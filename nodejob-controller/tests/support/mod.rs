@@ -8,8 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use certs_driver::Fingerprint;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use nodejob_controller::{Controller, Planner, Settings};
-use nodejob_crd::{CARotation, CARotationSpec, NodeUpgrade, NodeUpgradeSpec, Roll};
+use nodejob_core::Clock;
+use nodejob_crd::{CARotation, CARotationSpec, NodeUpgrade, NodeUpgradeSpec, Roll, RollApi};
 use nodejob_fake::FakeCluster;
 use upgrade_driver::{Plan, PlanSpec, Stop};
 
@@ -100,4 +102,118 @@ pub fn start(fake: &Arc<FakeCluster>) -> (Stop, tokio::task::JoinHandle<()>) {
         tokio::spawn(async move { controller.run(&stop).await.unwrap() })
     };
     (stop, task)
+}
+
+// ---- the soaks through the controller (`actors.rs`, `every_write.rs`) ----
+
+/// The resource's name in the soaks.
+pub const NAME: &str = "roll";
+
+/// A run that has not ended after this much virtual time hangs.
+const RUN_BOUND: Duration = Duration::from_secs(4 * 3600);
+
+/// The resource the soaks write: `NAME`, toward `target`.
+pub fn resource(target: &str) -> NodeUpgrade {
+    let spec: NodeUpgradeSpec =
+        serde_json::from_value(serde_json::json!({ "target": target })).unwrap();
+    let mut roll = NodeUpgrade::new(NAME, spec);
+    roll.metadata = ObjectMeta {
+        name: Some(NAME.into()),
+        ..ObjectMeta::default()
+    };
+    roll
+}
+
+/// The resource's `type` condition, when `True`: its reason.
+pub fn holds(roll: &NodeUpgrade, type_: &str) -> Option<String> {
+    let status = roll.status.as_ref()?;
+    let generation = roll.metadata.generation?;
+    if status.observed_generation != Some(generation) {
+        return None;
+    }
+    let c = status.conditions.iter().find(|c| c.type_ == type_)?;
+    (c.status == "True").then(|| c.reason.clone())
+}
+
+/// How a generation's run ended, as the resource says it.
+#[derive(Debug)]
+pub enum End {
+    /// `Ready`: every node at the target.
+    Ready,
+    /// `Stalled`: its reason and message, and the nodes the status names failed.
+    Stalled {
+        reason: String,
+        message: String,
+        failed: Vec<String>,
+    },
+    /// Nothing in progress, and nodes the status names blocked (`Degraded`,
+    /// `TooManyBlocked`): the controller tries them again by itself, but a quarantined node
+    /// waits for a person to remove its label, and a budget the actors left for a person to
+    /// remove it, as the status says.
+    Blocked(Vec<String>),
+}
+
+/// Waits (virtual time) until the resource says its generation's run ended.
+pub async fn ended(fake: &FakeCluster) -> Result<End, String> {
+    let deadline = fake.now() + RUN_BOUND;
+    loop {
+        // The actors' API faults answer the operator's reads too: read again.
+        let Ok(roll) = fake.get_roll::<NodeUpgrade>(NAME).await else {
+            fake.sleep(Duration::from_secs(5)).await;
+            continue;
+        };
+        if holds(&roll, "Ready").is_some() {
+            return Ok(End::Ready);
+        }
+        if let Some(reason) = holds(&roll, "Stalled") {
+            let status = roll.status.unwrap_or_default();
+            let message = (status.conditions.iter())
+                .find(|c| c.type_ == "Stalled")
+                .map(|c| c.message.clone())
+                .unwrap_or_default();
+            let failed = status.failed.iter().map(|f| f.node.clone()).collect();
+            return Ok(End::Stalled {
+                reason,
+                message,
+                failed,
+            });
+        }
+        if let Some(status) = &roll.status
+            && holds(&roll, "Degraded").as_deref() == Some("TooManyBlocked")
+            && status.counts.in_progress == 0
+            && !status.blocked.is_empty()
+        {
+            let blocked = status.blocked.iter().map(|b| b.node.clone()).collect();
+            return Ok(End::Blocked(blocked));
+        }
+        if fake.now() > deadline {
+            return Err(format!(
+                "the resource did not end within {RUN_BOUND:?}: {:#?}",
+                roll.status
+            ));
+        }
+        fake.sleep(Duration::from_secs(5)).await;
+    }
+}
+
+/// The operator's edit of the resource: `edit` applied to its spec, read and written again
+/// until the apiserver takes it (the actors' API faults, a conflict with the controller's
+/// status write), as `kubectl edit` is tried again.
+pub async fn edit(fake: &FakeCluster, edit: impl Fn(&mut NodeUpgradeSpec)) -> Result<(), String> {
+    let mut refusals = Vec::new();
+    while refusals.len() < 20 {
+        let written = async {
+            let mut roll = fake.get_roll::<NodeUpgrade>(NAME).await?;
+            edit(&mut roll.spec);
+            fake.replace_roll(&roll).await
+        };
+        match written.await {
+            Ok(_) => return Ok(()),
+            Err(e) => refusals.push(e.to_string()),
+        }
+        fake.sleep(Duration::from_secs(5)).await;
+    }
+    Err(format!(
+        "the operator's edit was refused 20 times: {refusals:?}"
+    ))
 }

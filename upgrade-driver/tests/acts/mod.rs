@@ -335,7 +335,7 @@ impl AtWrite {
 pub(crate) fn watch(fake: &Arc<FakeCluster>, target: &str) -> Watch {
     Watch {
         fake: fake.clone(),
-        target: target.into(),
+        target: Mutex::new(target.into()),
         width: 1,
         ours: IDENTITIES.iter().map(|s| s.to_string()).collect(),
         schedule: Mutex::new(ActorSchedule { acts: Vec::new() }),

@@ -20,8 +20,8 @@ use crate::support::{evictable_on, kubelet_version};
 /// (1-4, 6 and 7 before a write, 2 after it).
 pub(crate) struct Watch {
     pub(crate) fake: Arc<FakeCluster>,
-    /// The run's target.
-    pub(crate) target: String,
+    /// The run's target (a controller's test moves it as the resource's target moves).
+    pub(crate) target: Mutex<String>,
     pub(crate) width: usize,
     /// The identities the driver runs under.
     pub(crate) ours: BTreeSet<String>,
@@ -103,12 +103,12 @@ impl Watch {
                     .map(|h| h.version)
                     .unwrap_or_default();
                 if write.target.contains("/upgrade-")
-                    && host == self.target
+                    && host == *self.target.lock().unwrap()
                     && !self.versioned.contains(&node)
                 {
                     v.push(format!(
                         "{write}: host job on {node}, whose host is at {} already",
-                        self.target
+                        self.target.lock().unwrap()
                     ));
                 }
             }
@@ -156,7 +156,7 @@ impl Watch {
                     .contains(&format!("SetAnnotation {{ key: {DONE:?}"))
                 {
                     let at = node.as_ref().map(kubelet_version).unwrap_or_default();
-                    if at != self.target {
+                    if at != *self.target.lock().unwrap() {
                         v.push(format!("{write}: recorded done while at {at:?}"));
                     }
                 }

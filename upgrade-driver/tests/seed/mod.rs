@@ -308,7 +308,7 @@ impl Draws {
     ) -> Watch {
         Watch {
             fake: fake.clone(),
-            target: target.to_string(),
+            target: Mutex::new(target.to_string()),
             width: self.max_unavailable as usize,
             ours: identities.iter().map(|s| s.to_string()).collect(),
             schedule: Mutex::new(shifted.clone()),
