@@ -6,17 +6,51 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use nodejob_conformance::{Customs, Failure};
 use nodejob_kube::KubeApi;
+use serde_json::{Value, json};
 
 use crate::admin::{client, config, unique};
+use crate::conventions::SA_NAMESPACE;
+
+/// The controller's RBAC as the repository deploys it.
+const CONTROLLER_RBAC: &str = include_str!("../../deploy/controller/rbac.yaml");
 
 /// The CRDs as the repository deploys them.
 pub const CRDS: &str = include_str!("../../deploy/controller/crds.yaml");
+
+/// The ClusterRole of `deploy/controller/rbac.yaml`, for ServiceAccount `sa` (named after it),
+/// bound to it.
+pub async fn bind_controller_role(admin: &kube::Client, sa: &str) -> Result<(), Failure> {
+    let docs: Vec<Value> = serde_saphyr::from_multiple(CONTROLLER_RBAC)
+        .map_err(|e| Failure(format!("deploy/controller/rbac.yaml: {e}")))?;
+    let mut role = (docs.iter())
+        .find(|d| d["kind"] == "ClusterRole")
+        .cloned()
+        .ok_or_else(|| Failure("deploy/controller/rbac.yaml: no ClusterRole".into()))?;
+    role["metadata"]["name"] = json!(sa);
+    let role: ClusterRole = serde_json::from_value(role).map_err(|e| Failure(e.to_string()))?;
+    Api::<ClusterRole>::all(admin.clone())
+        .create(&PostParams::default(), &role)
+        .await
+        .map_err(|e| Failure(format!("creating the controller's ClusterRole: {e}")))?;
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": sa},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": sa},
+        "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": SA_NAMESPACE}],
+    }))
+    .map_err(|e| Failure(e.to_string()))?;
+    Api::<ClusterRoleBinding>::all(admin.clone())
+        .create(&PostParams::default(), &binding)
+        .await
+        .map_err(|e| Failure(format!("binding the controller's ClusterRole: {e}")))?;
+    Ok(())
+}
 
 /// Applies every CRD of [`CRDS`] as an administrator and waits until each is Established.
 pub async fn install_crds(admin: &kube::Client) -> Result<Vec<String>, Failure> {

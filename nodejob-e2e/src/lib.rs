@@ -79,11 +79,11 @@ pub use conventions::{
     AGENT_LABEL, KUBELET_ANNOTATION, QUICK_STRATUM, READY_ANNOTATION, REBOOT_ANNOTATION, SA_NAME,
     SA_NAMESPACE, SCENARIO_LABEL, STRATUM_TIMING_ANNOTATION, ZONE_LABEL,
 };
-pub use customs::{CRDS, CustomsBackend, install_crds};
+pub use customs::{CRDS, CustomsBackend, bind_controller_role, install_crds};
 pub use describe::described_conditions;
 pub use drains::{Drained, Drains};
 pub use host::{HostReport, boot_id, host_report};
-pub use lifecycle::NodeLifecycle;
+pub use lifecycle::{NodeLifecycle, free_port};
 pub use pki::{Ca, Keyring, KubeletPki};
 pub use rbac::Rbac;
 pub use real_node::{

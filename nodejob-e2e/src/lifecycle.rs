@@ -168,7 +168,7 @@ impl Drop for NodeLifecycle {
 /// A TCP port on 127.0.0.1 free now, for a component that binds it a moment later: drawn
 /// below the kernel's ephemeral range, where no outgoing connection takes a local port
 /// between its choice and the bind (`e2e/free-ports` says why), bound here to be sure.
-fn free_port() -> Result<u16, Failure> {
+pub fn free_port() -> Result<u16, Failure> {
     use std::hash::{BuildHasher, Hasher};
     let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .map_err(|e| Failure(format!("reading the ephemeral port range: {e}")))?;

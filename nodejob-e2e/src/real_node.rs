@@ -151,6 +151,42 @@ impl RealNode {
         &self.dir
     }
 
+    /// Imports the image of the OCI image layout tarball `tar` into the node's containerd, in
+    /// its namespace `k8s.io` where the kubelet finds its images, as an administrator does on a
+    /// host with no registry (`ctr images import`, as `e2e/node/init` imports the node's own
+    /// images at boot): a Pod naming it with `imagePullPolicy: Never` then runs it. `tar` is a
+    /// path of this machine, which the node's mount namespace sees too.
+    pub async fn import_image(&self, tar: &Path) -> Result<(), Failure> {
+        let pid = std::fs::read_to_string(self.dir.join("pid1"))
+            .map_err(|e| Failure(format!("node {}: no PID 1: {e}", self.name)))?;
+        let bin = std::env::var_os("NODEJOB_E2E_NODE_BIN")
+            .ok_or_else(|| Failure("NODEJOB_E2E_NODE_BIN is not set (run e2e/run)".into()))?;
+        let out = tokio::process::Command::new("nsenter")
+            .args(["--target", pid.trim(), "--mount", "--"])
+            .arg(Path::new(&bin).join("ctr"))
+            .args([
+                "--address",
+                "/run/containerd/containerd.sock",
+                "-n",
+                "k8s.io",
+            ])
+            .args(["images", "import", "--local"])
+            .arg(tar)
+            .output()
+            .await
+            .map_err(|e| Failure(format!("node {}: ctr images import: {e}", self.name)))?;
+        if !out.status.success() {
+            return Err(Failure(format!(
+                "node {}: ctr images import {}: {}{}",
+                self.name,
+                tar.display(),
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )));
+        }
+        Ok(())
+    }
+
     /// What the node's `stratum` keeps (`DIR/host/state.json`): the model's state as the last
     /// command left it, every command counted; `None` when none ran yet. Its version and boot
     /// are those of that command's time.

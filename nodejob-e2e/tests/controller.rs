@@ -10,14 +10,14 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, PostParams};
-use kube::{Client, ResourceExt};
 use nodejob_conformance::{Failure, ensure};
 use nodejob_crd::NodeUpgrade;
 use nodejob_e2e::{
-    CONTEXT, KubeconfigFile, Kubelets, Rbac, SA_NAMESPACE, ThreeNodes, Workers, cli, install_crds,
-    nodejob, one_driver, sa_kubeconfig, unique, wait_for,
+    CONTEXT, KubeconfigFile, Kubelets, Rbac, SA_NAMESPACE, ThreeNodes, Workers,
+    bind_controller_role, cli, free_port, install_crds, nodejob, one_driver, sa_kubeconfig, unique,
+    wait_for,
 };
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
@@ -37,7 +37,6 @@ const TARGET: &str = "v1.96.0";
 /// included.
 const ROLL: Duration = Duration::from_secs(420);
 
-const CONTROLLER_RBAC: &str = include_str!("../../deploy/controller/rbac.yaml");
 const DEPLOYMENT: &str = include_str!("../../deploy/controller/deployment.yaml");
 
 /// Each object of `deploy/controller/deployment.yaml` (the Deployment, its budget, the metrics
@@ -103,34 +102,6 @@ fn fail(what: impl std::fmt::Display) -> impl FnOnce(kube::Error) -> Failure {
     move |e| Failure(format!("{what}: {e}"))
 }
 
-/// The ClusterRole of `deploy/controller/rbac.yaml`, for ServiceAccount `sa` (named after it),
-/// bound to it.
-async fn bind_controller_role(admin: &Client, sa: &str) -> Result<(), Failure> {
-    let docs: Vec<Value> = serde_saphyr::from_multiple(CONTROLLER_RBAC)
-        .map_err(|e| Failure(format!("deploy/controller/rbac.yaml: {e}")))?;
-    let mut role = (docs.iter())
-        .find(|d| d["kind"] == "ClusterRole")
-        .cloned()
-        .ok_or_else(|| Failure("deploy/controller/rbac.yaml: no ClusterRole".into()))?;
-    role["metadata"]["name"] = json!(sa);
-    let role: ClusterRole = serde_json::from_value(role).map_err(|e| Failure(e.to_string()))?;
-    Api::<ClusterRole>::all(admin.clone())
-        .create(&PostParams::default(), &role)
-        .await
-        .map_err(fail("creating the controller's ClusterRole"))?;
-    let binding: ClusterRoleBinding = serde_json::from_value(json!({
-        "metadata": {"name": sa},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": sa},
-        "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": SA_NAMESPACE}],
-    }))
-    .map_err(|e| Failure(e.to_string()))?;
-    Api::<ClusterRoleBinding>::all(admin.clone())
-        .create(&PostParams::default(), &binding)
-        .await
-        .map_err(fail("binding the controller's ClusterRole"))?;
-    Ok(())
-}
-
 /// `nodejob controller` as a process, in context [`CONTEXT`] of `kubeconfig`, its metrics
 /// and probes on free ports of 127.0.0.1 and its JSON log lines in `log`; killed if dropped.
 struct Started {
@@ -161,15 +132,6 @@ fn start_controller(kubeconfig: &KubeconfigFile, log: &Path) -> Result<Started, 
         metrics: format!("http://{metrics}"),
         probes: format!("http://{probes}"),
     })
-}
-
-/// A port of 127.0.0.1 nobody listens on now.
-fn free_port() -> Result<u16, Failure> {
-    let socket = std::net::TcpListener::bind("127.0.0.1:0")
-        .map_err(|e| Failure(format!("finding a free port: {e}")))?;
-    (socket.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| Failure(e.to_string()))
 }
 
 /// One sample of a scrape, as the Prometheus project's parser read it.
