@@ -13,6 +13,7 @@ use nodejob_crd::{Reason, Roll};
 use tokio::task::JoinHandle;
 use upgrade_driver::{Outcome, Stop, Window};
 
+use crate::informer::{Informer, Informers};
 use crate::metrics::Metrics;
 use crate::planner::Planner;
 use crate::status::Verdict;
@@ -76,6 +77,9 @@ pub trait Declared: Roll {
     /// The plan of its spec (`node`, if given, held to the end), or why it is refused,
     /// naming the field.
     fn plan(&self, planner: &dyn Planner, node: Option<&str>) -> Result<Self::Plan, String>;
+
+    /// Its kind's informer, of `informers`.
+    fn informer(informers: &dyn Informers) -> Box<dyn Informer<Self>>;
 
     /// The plan's maintenance window.
     fn window(plan: &Self::Plan) -> Option<&Window>;

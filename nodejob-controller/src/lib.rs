@@ -7,9 +7,9 @@
 //!
 //! ```text
 //!  each kind (kind.rs: what differs; upgrade.rs, rotation.rs), a loop of its own:
-//!  list the kind ─▶ reconcile each ─▶ wait for: a change (the watch from the list's
-//!        ▲                                       version), the run ending, the status
-//!        │                                       interval, a retry time
+//!  list the kind ─▶ reconcile each ─▶ wait for: a change (the informer's: a watch from
+//!        ▲          (each read again)            the list's version, or kube-runtime's), the
+//!        │                                       run ending, the status interval, a retry
 //!        └──────── the run ended, a retry is due, the watch expired ◀──┘
 //!
 //!  reconcile:  being deleted ─▶ its run asked to stop at a step boundary; once none runs,
@@ -33,7 +33,9 @@
 //! status follows the run's progress at most every [`Settings::status_every`].
 //!
 //! It runs over core's traits, so the same loop drives a real cluster and the in-memory one
-//! in virtual time (`nodejob controller --simulate`).
+//! in virtual time (`nodejob controller --simulate`). Where the resources and their changes
+//! come from is an [`Informer`]: its own list and watch, or one given
+//! ([`Controller::with_informers`]; on a cluster, kube-runtime's controller).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -41,16 +43,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use nodejob_core::lease::{Claim, LeaseConfig, acquire};
-use nodejob_core::{ApiError, ApiResult, Change};
+use nodejob_core::{ApiError, ApiResult};
 use nodejob_crd::{CARotation, NodeUpgrade, Reason, RollApi};
 use tokio::task::JoinHandle;
 use upgrade_driver::Stop;
 
+use crate::informer::Source;
 pub use crate::kind::Apis;
 use crate::kind::{Declared, Ended, Hooks};
 use crate::metrics::Metrics;
 use crate::status::{Verdict, outcome_of};
 
+mod informer;
 pub mod kind;
 pub mod metrics;
 mod planner;
@@ -58,6 +62,7 @@ pub mod rotation;
 pub mod status;
 mod upgrade;
 
+pub use crate::informer::{Informer, Informers};
 pub use crate::planner::Planner;
 
 /// The field manager of the controller's status writes.
@@ -126,7 +131,7 @@ enum Ran {
 
 /// What woke a kind's loop.
 enum Woke<K> {
-    Changes(ApiResult<nodejob_crd::RollChanges<K>>),
+    Changes(ApiResult<Vec<K>>),
     Ended(Ended),
     Tick,
     Retry,
@@ -141,6 +146,7 @@ pub struct Controller<A: ?Sized> {
     metrics: Arc<Metrics>,
     node: Option<String>,
     progress: Option<Arc<dyn upgrade_driver::ProgressSink>>,
+    informers: Option<Arc<dyn Informers>>,
 }
 
 impl<A: Apis + ?Sized> Controller<A> {
@@ -153,6 +159,7 @@ impl<A: Apis + ?Sized> Controller<A> {
             metrics: Arc::new(Metrics::new()),
             node: None,
             progress: None,
+            informers: None,
         }
     }
 
@@ -184,6 +191,15 @@ impl<A: Apis + ?Sized> Controller<A> {
     #[must_use]
     pub fn with_progress(mut self, sink: Arc<dyn upgrade_driver::ProgressSink>) -> Self {
         self.progress = Some(sink);
+        self
+    }
+
+    /// The controller, learning each kind's resources and their changes from `informers`
+    /// rather than by its own list and watch through core's traits (on a real cluster,
+    /// `nodejob-cli` gives kube-runtime's controller).
+    #[must_use]
+    pub fn with_informers(mut self, informers: Arc<dyn Informers>) -> Self {
+        self.informers = Some(informers);
         self
     }
 
@@ -328,8 +344,11 @@ impl<A: Apis + ?Sized> Controller<A> {
         let mut running: Option<Running<K>> = None;
         let mut retry = Waits::new();
         let mut relist = true;
-        // The list's resourceVersion, where the watch resumes; `None`: no list read yet.
-        let mut rv: Option<String> = None;
+        // Where the kind's resources and their changes come from.
+        let mut source: Source<A, K> = match &self.informers {
+            Some(informers) => Source::Given(K::informer(&**informers)),
+            None => Source::own(self.api.clone(), self.settings.watch_timeout),
+        };
         // After an error (a list or a reconcile refused, the apiserver away, the kind not
         // served yet), the list is read again then, backing off 1 s, 2 s, ... up to
         // `retry_after`: no error of the API ends the controller, as kube-runtime's requeue.
@@ -339,13 +358,12 @@ impl<A: Apis + ?Sized> Controller<A> {
         loop {
             if relist && relist_at.is_none_or(|at| at <= self.api.now()) {
                 relist_at = None;
-                match self.api.list_rolls_at::<K>().await {
-                    Ok(at) => {
-                        rv = Some(at.resource_version);
+                match source.list().await {
+                    Ok(rolls) => {
                         relist = false;
                         absent_said = false;
                         let mut failed = false;
-                        for roll in at.rolls {
+                        for roll in rolls {
                             failed |= (self.reconciled(roll, &mut running, &mut retry, hand_over))
                                 .await
                                 .is_err();
@@ -358,7 +376,6 @@ impl<A: Apis + ?Sized> Controller<A> {
                         }
                     }
                     Err(e) => {
-                        rv = None;
                         let again = backoff.next();
                         if !e.is_not_found() {
                             tracing::warn!(kind = K::KIND.kind, error = %e, "listing failed: listed again in {again:?}");
@@ -375,15 +392,13 @@ impl<A: Apis + ?Sized> Controller<A> {
                 }
             }
             let next = (retry.values().copied()).chain(relist_at).min();
-            let woke = self.wait(rv.as_deref(), &mut running, next, stop).await;
+            let woke = self.wait(&mut source, &mut running, next, stop).await;
             match woke {
-                Woke::Changes(Ok(changes)) => {
-                    rv = Some(changes.resource_version);
-                    for change in changes.changes {
-                        if let Change::Applied(roll) = change
-                            && (self.reconciled(roll, &mut running, &mut retry, hand_over))
-                                .await
-                                .is_err()
+                Woke::Changes(Ok(changed)) => {
+                    for roll in changed {
+                        if (self.reconciled(roll, &mut running, &mut retry, hand_over))
+                            .await
+                            .is_err()
                         {
                             relist = true;
                             relist_at = Some(self.api.now() + backoff.next());
@@ -434,19 +449,14 @@ impl<A: Apis + ?Sized> Controller<A> {
     /// Waits for whatever comes first.
     async fn wait<K: Declared>(
         &self,
-        rv: Option<&str>,
+        source: &mut Source<A, K>,
         running: &mut Option<Running<K>>,
         retry: Option<Duration>,
         stop: &Stop,
     ) -> Woke<K> {
         let api = &self.api;
-        // No list read yet: nothing to watch from until the next list.
-        let changes = async {
-            match rv {
-                Some(rv) => api.wait_rolls::<K>(rv, self.settings.watch_timeout).await,
-                None => std::future::pending().await,
-            }
-        };
+        // Until a list was read, `changes` waits for ever (the next list comes first).
+        let changes = source.changes();
         let has_run = running.is_some();
         let ended = async {
             match running.as_mut() {
@@ -487,8 +497,14 @@ impl<A: Apis + ?Sized> Controller<A> {
         let name = roll.meta().name.clone().unwrap_or_default();
         let result = self.reconcile(roll, running, retry, hand_over).await;
         self.metrics.reconciled(K::KIND.kind, result.is_err());
-        if let Err(e) = &result {
-            tracing::error!(kind = K::KIND.kind, name = %name, error = %e, "reconcile failed");
+        match &result {
+            Err(e) if e.is_conflict() => {
+                tracing::debug!(kind = K::KIND.kind, name = %name, error = %e, "changed meanwhile: read again");
+            }
+            Err(e) => {
+                tracing::error!(kind = K::KIND.kind, name = %name, error = %e, "reconcile failed");
+            }
+            Ok(()) => {}
         }
         result
     }
@@ -503,6 +519,14 @@ impl<A: Apis + ?Sized> Controller<A> {
     ) -> ApiResult<()> {
         let kind = K::KIND.kind;
         let name = roll.meta().name.clone().unwrap_or_default();
+        // Decided on as it stands now, not as listed or told: a list or a watch (an
+        // informer's cache above all) may predate this controller's own last status write,
+        // and a run would start again on a resource it has just settled.
+        let roll = match self.api.get_roll::<K>(&name).await {
+            Ok(now) => now,
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) => return Err(e),
+        };
         let uid = roll.meta().uid.clone().unwrap_or_default();
         let generation = roll.meta().generation.unwrap_or(1);
         let ours = running.as_ref().filter(|r| r.uid == uid);
@@ -523,8 +547,10 @@ impl<A: Apis + ?Sized> Controller<A> {
                 .push(FINALIZER.into());
             match self.api.replace_roll(&with).await {
                 Ok(roll) => roll,
-                // Changed meanwhile: its change comes next on the watch.
-                Err(e) if e.is_conflict() || e.is_not_found() => return Ok(()),
+                // Gone meanwhile: nothing to do.
+                Err(e) if e.is_not_found() => return Ok(()),
+                // Changed meanwhile (a change an informer filtering by generation may not
+                // tell): an error, so the list is read again.
                 Err(e) => return Err(e),
             }
         };

@@ -16,6 +16,7 @@ use nodejob_crd::{
 use tokio::task::JoinHandle;
 use upgrade_driver::{EventSink, Window};
 
+use crate::informer::{Informer, Informers};
 use crate::kind::{Apis, Declared, Ended, Hooks, held_by, said};
 use crate::metrics::{Metrics, ROTATE_CA};
 use crate::planner::Planner;
@@ -168,6 +169,10 @@ impl Declared for CARotation {
 
     /// A rotation waits for its window; its abort, which takes the nodes back to what they
     /// trusted before, does not.
+    fn informer(informers: &dyn Informers) -> Box<dyn Informer<Self>> {
+        informers.rotations()
+    }
+
     fn window(rotation: &Rotation) -> Option<&Window> {
         (!rotation.abort)
             .then(|| rotation.plan.spec().window.as_ref())

@@ -10,6 +10,7 @@ use nodejob_crd::{NodeUpgrade, NodeUpgradeStatus, Reason};
 use tokio::task::JoinHandle;
 use upgrade_driver::{EventSink, Plan, Progress, Window};
 
+use crate::informer::{Informer, Informers};
 use crate::kind::{Apis, Declared, Ended, Hooks, held_by, said};
 use crate::metrics::{Metrics, UPGRADE};
 use crate::planner::Planner;
@@ -40,6 +41,10 @@ impl Declared for NodeUpgrade {
         let mut spec = plan.spec().clone();
         spec.last = Some(node.to_string());
         Plan::build(spec).map_err(|e| e.to_string())
+    }
+
+    fn informer(informers: &dyn Informers) -> Box<dyn Informer<Self>> {
+        informers.upgrades()
     }
 
     fn window(plan: &Plan) -> Option<&Window> {

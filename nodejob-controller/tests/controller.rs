@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use nodejob_controller::metrics::{Counted, Metrics};
-use nodejob_controller::{Controller, FINALIZER};
+use nodejob_controller::{Controller, FINALIZER, Informer, Informers};
 use nodejob_core::{Clock, NodeApi};
 use nodejob_crd::{NodeUpgrade, NodeUpgradeSpec, RollApi};
 use nodejob_fake::FakeCluster;
@@ -170,6 +170,101 @@ async fn a_roll_is_told_in_the_metrics_with_no_node_name_as_a_label() {
     }
     let open = metrics.openmetrics_text();
     assert!(open.ends_with("# EOF\n"), "{open}");
+}
+
+/// An informer whose list lags behind: the resources as they stood when the loop first waited
+/// for a change (the finalizer added, the run started), for ever after; it tells no change.
+/// An informer's cache that has not caught up with the controller's own writes, at its worst.
+/// After [`LAGS`] lists it catches up (so a controller that runs again on each lagging list
+/// ends, its runs counted, rather than runs for ever).
+struct Lagging {
+    fake: Arc<FakeCluster>,
+    kept: Option<Vec<NodeUpgrade>>,
+    lists: usize,
+}
+
+const LAGS: usize = 20;
+
+#[async_trait::async_trait]
+impl Informer<NodeUpgrade> for Lagging {
+    async fn list(&mut self) -> nodejob_core::ApiResult<Vec<NodeUpgrade>> {
+        self.lists += 1;
+        match &self.kept {
+            Some(kept) if self.lists <= LAGS => Ok(kept.clone()),
+            _ => Ok(self.fake.list_rolls_at().await?.rolls),
+        }
+    }
+
+    async fn changes(&mut self) -> nodejob_core::ApiResult<Vec<NodeUpgrade>> {
+        if self.kept.is_none() {
+            self.kept = Some(self.fake.list_rolls_at().await?.rolls);
+        }
+        std::future::pending().await
+    }
+}
+
+struct Silent;
+
+#[async_trait::async_trait]
+impl Informer<nodejob_crd::CARotation> for Silent {
+    async fn list(&mut self) -> nodejob_core::ApiResult<Vec<nodejob_crd::CARotation>> {
+        Ok(Vec::new())
+    }
+
+    async fn changes(&mut self) -> nodejob_core::ApiResult<Vec<nodejob_crd::CARotation>> {
+        std::future::pending().await
+    }
+}
+
+struct LaggingInformers(Arc<FakeCluster>);
+
+impl Informers for LaggingInformers {
+    fn upgrades(&self) -> Box<dyn Informer<NodeUpgrade>> {
+        Box::new(Lagging {
+            fake: self.0.clone(),
+            kept: None,
+            lists: 0,
+        })
+    }
+
+    fn rotations(&self) -> Box<dyn Informer<nodejob_crd::CARotation>> {
+        Box::new(Silent)
+    }
+}
+
+/// The loop lists again after each run; a list that predates the run's own status write (an
+/// informer's cache that has not caught up) must not start the run again: the controller
+/// decides on the resource as it reads it then.
+#[tokio::test(start_paused = true)]
+async fn a_resource_listed_as_it_stood_before_its_run_settled_it_is_not_run_again() {
+    let fake = cluster(9);
+    fake.create_roll(&upgrade("roll", "v1.38.0")).await.unwrap();
+    let metrics = Arc::new(Metrics::new());
+    let controller = Controller::new(fake.clone(), Arc::new(TestPlanner), settings())
+        .with_metrics(metrics.clone())
+        .with_informers(Arc::new(LaggingInformers(fake.clone())));
+    let stop = Stop::new();
+    let task = {
+        let stop = stop.clone();
+        tokio::spawn(async move { controller.run(&stop).await.unwrap() })
+    };
+    until(&fake, "roll", Duration::from_secs(3600), ready).await;
+    // Time for the lists after the run, and their retries.
+    fake.sleep(Duration::from_secs(600)).await;
+    stop.request();
+    task.await.unwrap();
+    let text = metrics.prometheus_text();
+    assert_eq!(
+        sample(
+            &text,
+            r#"nodejob_operations_total{operation="upgrade",outcome="completed"}"#
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    for node in NODES {
+        assert_eq!(upgrades(&fake, node), 1, "{node}");
+    }
 }
 
 #[tokio::test(start_paused = true)]

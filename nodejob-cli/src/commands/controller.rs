@@ -464,6 +464,13 @@ pub(crate) fn controller(global: &Global, args: ControllerArgs) -> Result<Exit, 
         let counted = Arc::new(Counted::new(api.clone(), metrics.clone()));
         let mut controller =
             Controller::new(counted, planner, Settings::default()).with_metrics(metrics);
+        // On a cluster, the resources and their changes come from kube-runtime's controller.
+        if let Some(kube) = t.kube.as_ref().filter(|_| !simulated) {
+            let informers = super::informers::KubeInformers {
+                client: kube.client().clone(),
+            };
+            controller = controller.with_informers(Arc::new(informers));
+        }
         // In a Pod (`NODE_NAME` from `spec.nodeName`, as deploy/controller sets it): the node
         // it runs on goes last, and its leader hands over before that node is drained.
         if let Some(node) = std::env::var("NODE_NAME").ok().filter(|n| !n.is_empty())

@@ -6,6 +6,7 @@ pub(crate) mod completions;
 pub(crate) mod controller;
 pub(crate) mod declared;
 pub(crate) mod endpoints;
+pub(crate) mod informers;
 pub(crate) mod jobs;
 pub(crate) mod pause;
 pub(crate) mod render;
