@@ -309,6 +309,24 @@ async fn a_node_upgrade_is_rolled_by_the_controller_killed_and_started_again_mid
         scraped.content_type,
         scraped.openmetrics_content_type
     );
+    // Some of the scrape, as the Prometheus project's parser read it, for the log.
+    for s in (scraped.prometheus.iter()).filter(|s| {
+        [
+            "nodejob_operations_total",
+            "nodejob_nodes",
+            "nodejob_leader",
+        ]
+        .contains(&s.name.as_str())
+            || (s.name == "nodejob_api_requests_total" && s.value > 0.0)
+    }) {
+        let labels: Vec<String> = s.labels.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+        eprintln!(
+            "controller: /metrics {}{{{}}} {}",
+            s.name,
+            labels.join(","),
+            s.value
+        );
+    }
     let upgrade = ("operation", "upgrade");
     for (name, labels, wanted) in [
         (

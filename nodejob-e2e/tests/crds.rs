@@ -131,6 +131,36 @@ async fn checks(admin: &Client) -> Result<(), Failure> {
             other => other.to_string(),
         })
         .collect();
+    // As `kubectl get nu -o wide` prints the Table (column names upper-cased, a null cell
+    // `<none>`, three spaces between columns), for the log.
+    let rows = [
+        (columns.iter())
+            .map(|(n, _)| n.to_uppercase())
+            .collect::<Vec<_>>(),
+        (shown.iter())
+            .map(|c| {
+                if c == "null" {
+                    "<none>".into()
+                } else {
+                    c.clone()
+                }
+            })
+            .collect(),
+    ];
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|i| {
+            rows.iter()
+                .map(|r| r.get(i).map_or(0, String::len))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for row in &rows {
+        let cells: Vec<String> = (row.iter().zip(&widths))
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        eprintln!("kubectl get nu -o wide: {}", cells.join("   ").trim_end());
+    }
     // Age is the apiserver's, so not compared; the integer columns are integers; `paused`
     // unset is a null cell (kubectl's `<none>`).
     let expected = [&name, "v1.38.0", "False", "Progressing", "5", "2", "1"];
