@@ -337,7 +337,7 @@ async fn a_failed_node_stalls_the_resource_until_its_spec_changes() {
 
 /// The three-node cluster with a Pod on a worker that no budget lets go (one replica, at least
 /// one available): that worker's drain is blocked.
-fn pinned_workload(seed: u64) -> std::sync::Arc<FakeCluster> {
+fn pinned_workload(seed: u64) -> Arc<FakeCluster> {
     use nodejob_conformance::workloads::{budget, deployment};
     let fake = cluster(seed);
     for node in ["w-0", "w-1"] {
@@ -351,17 +351,28 @@ fn pinned_workload(seed: u64) -> std::sync::Arc<FakeCluster> {
     fake
 }
 
+/// The controller started on [`pinned_workload`], and resource `roll` written: its undrainable
+/// node goes by `policy`, at most `max_blocked` of them.
+async fn blocking(
+    seed: u64,
+    policy: nodejob_crd::OnUndrainable,
+    max_blocked: i32,
+) -> (Arc<FakeCluster>, Stop, tokio::task::JoinHandle<()>) {
+    let fake = pinned_workload(seed);
+    let (stop, task) = start(&fake);
+    let mut roll = upgrade("roll", "v1.38.0");
+    roll.spec.on_undrainable = policy;
+    roll.spec.max_blocked = Some(max_blocked);
+    fake.create_roll(&roll).await.unwrap();
+    (fake, stop, task)
+}
+
 /// A node an earlier run quarantined is reported by each later run as it stands, with no
 /// progress event of its own: the status still counts it blocked and names it, while the
 /// controller tries the resource again (a `Stopped` run, not a stalled one).
 #[tokio::test(start_paused = true)]
 async fn a_node_quarantined_by_an_earlier_run_stays_counted_blocked_in_the_status() {
-    let fake = pinned_workload(6);
-    let (stop, task) = start(&fake);
-    let mut roll = upgrade("roll", "v1.38.0");
-    roll.spec.on_undrainable = nodejob_crd::OnUndrainable::Quarantine;
-    roll.spec.max_blocked = Some(1);
-    fake.create_roll(&roll).await.unwrap();
+    let (fake, stop, task) = blocking(6, nodejob_crd::OnUndrainable::Quarantine, 1).await;
     // The first run quarantines the node of the Pod; the retries after it (every 30 s) find
     // it quarantined and leave it as it stands.
     let blocked = until(&fake, "roll", Duration::from_secs(3600), |r| {
@@ -399,12 +410,7 @@ async fn a_node_quarantined_by_an_earlier_run_stays_counted_blocked_in_the_statu
 /// stalls as `TooManyBlocked`, naming the blocked node, not as a node failure.
 #[tokio::test(start_paused = true)]
 async fn more_nodes_blocked_than_allowed_stall_the_resource_as_too_many_blocked() {
-    let fake = pinned_workload(8);
-    let (stop, task) = start(&fake);
-    let mut roll = upgrade("roll", "v1.38.0");
-    roll.spec.on_undrainable = nodejob_crd::OnUndrainable::Skip;
-    roll.spec.max_blocked = Some(0);
-    fake.create_roll(&roll).await.unwrap();
+    let (fake, stop, task) = blocking(8, nodejob_crd::OnUndrainable::Skip, 0).await;
     let stalled = until(&fake, "roll", Duration::from_secs(3600), |r| {
         r.and_then(|r| condition(r, "Stalled"))
             .is_some_and(|(s, _)| s == "True")

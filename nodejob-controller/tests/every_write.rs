@@ -151,20 +151,21 @@ fn explained(end: &End, versioned: &BTreeSet<String>) -> bool {
     }
 }
 
-fn cluster(table: Table) -> Arc<FakeCluster> {
+/// The table's cluster, its kind installed, and the resource toward [`TARGET`] written half a
+/// minute in; the target wanted.
+async fn written(table: Table) -> Result<(Arc<FakeCluster>, Arc<Mutex<String>>), String> {
     let fake = build(table);
     fake.install_custom_kind(NodeUpgrade::KIND);
-    fake
-}
-
-/// How many writes the roll left alone makes through the controller.
-async fn undisturbed(table: Table) -> Result<Summary, String> {
-    let fake = cluster(table);
     fake.sleep(Duration::from_secs(30)).await;
     fake.create_roll(&resource(TARGET))
         .await
         .map_err(|e| e.to_string())?;
-    let wanted = Arc::new(Mutex::new(TARGET.to_string()));
+    Ok((fake, Arc::new(Mutex::new(TARGET.to_string()))))
+}
+
+/// How many writes the roll left alone makes through the controller.
+async fn undisturbed(table: Table) -> Result<Summary, String> {
+    let (fake, wanted) = written(table).await?;
     let life = life(&fake, table, IDENTITIES[0], None, &wanted).await?;
     // Under the long-roll policies z-1 is rolled back: the resource stalls naming it alone.
     let expected = match (table, &life.end) {
@@ -192,12 +193,7 @@ async fn undisturbed(table: Table) -> Result<Summary, String> {
 
 async fn pair_run(table: Table, index: u64, verbose: bool) -> Result<Summary, String> {
     let pair = Pair::of(index);
-    let fake = cluster(table);
-    fake.sleep(Duration::from_secs(30)).await;
-    fake.create_roll(&resource(TARGET))
-        .await
-        .map_err(|e| e.to_string())?;
-    let wanted = Arc::new(Mutex::new(TARGET.to_string()));
+    let (fake, wanted) = written(table).await?;
     let fail = |what: String, runs: &[String]| format!("{what}; lives: {runs:#?}");
     let mut runs = Vec::new();
 
@@ -267,12 +263,8 @@ fn an_actor_right_after_every_write_of_a_roll_that_soaks_and_rolls_back_through_
 }
 
 fn every_write(t: Table) {
-    let title = match t {
-        Table::Defaults => "every write through the controller",
-        Table::LongRoll => "every write through the controller (long-roll policies)",
-    };
     table(
-        title,
+        "every write through the controller",
         BINARY,
         t,
         || undisturbed(t),

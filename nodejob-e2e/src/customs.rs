@@ -52,6 +52,60 @@ pub async fn bind_controller_role(admin: &kube::Client, sa: &str) -> Result<(), 
     Ok(())
 }
 
+/// The controller's ServiceAccount, as `deploy/` and `deploy/controller/` grant it (a name of
+/// its own, in [`SA_NAMESPACE`]), the CRDs installed first; its name.
+pub async fn controller_account(admin: &kube::Client) -> Result<String, Failure> {
+    install_crds(admin).await?;
+    let sa = unique("nodejob-controller");
+    crate::Rbac::committed()
+        .apply(admin, &sa, &[SA_NAMESPACE])
+        .await?;
+    bind_controller_role(admin, &sa).await?;
+    Ok(sa)
+}
+
+/// Writes `NodeUpgrade` `name` of `nodes` to `target` as the controller suites roll it (the
+/// version read as `version_from` says; past the skew policy, asked: the nodes go to a release
+/// the apiserver is not at; a minute's drain and reboot, two minutes' deadline), and returns
+/// the kind's API.
+pub async fn write_node_upgrade(
+    admin: &kube::Client,
+    name: &str,
+    target: &str,
+    nodes: &[String],
+    version_from: &str,
+) -> Result<Api<nodejob_crd::NodeUpgrade>, Failure> {
+    let roll: nodejob_crd::NodeUpgrade = serde_json::from_value(json!({
+        "apiVersion": "nodejob.stratum.ciq.com/v1alpha1",
+        "kind": "NodeUpgrade",
+        "metadata": {"name": name},
+        "spec": {
+            "target": target,
+            "nodes": nodes,
+            "versionFrom": version_from,
+            "allowSkew": true,
+            "drainTimeout": "60s",
+            "rebootTimeout": "60s",
+            "deadline": "120s",
+        },
+    }))
+    .map_err(|e| Failure(e.to_string()))?;
+    let rolls = Api::<nodejob_crd::NodeUpgrade>::all(admin.clone());
+    rolls
+        .create(&PostParams::default(), &roll)
+        .await
+        .map_err(|e| Failure(format!("creating NodeUpgrade {name}: {e}")))?;
+    Ok(rolls)
+}
+
+/// The `type` condition of a `NodeUpgrade`'s status: its status and reason.
+pub fn upgrade_condition(roll: &nodejob_crd::NodeUpgrade, type_: &str) -> Option<(String, String)> {
+    let c = (roll.status.iter())
+        .flat_map(|s| &s.conditions)
+        .find(|c| c.type_ == type_)?;
+    Some((c.status.clone(), c.reason.clone()))
+}
+
 /// Applies every CRD of [`CRDS`] as an administrator and waits until each is Established.
 pub async fn install_crds(admin: &kube::Client) -> Result<Vec<String>, Failure> {
     let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());

@@ -79,7 +79,10 @@ pub use conventions::{
     AGENT_LABEL, KUBELET_ANNOTATION, QUICK_STRATUM, READY_ANNOTATION, REBOOT_ANNOTATION, SA_NAME,
     SA_NAMESPACE, SCENARIO_LABEL, STRATUM_TIMING_ANNOTATION, ZONE_LABEL,
 };
-pub use customs::{CRDS, CustomsBackend, bind_controller_role, install_crds};
+pub use customs::{
+    CRDS, CustomsBackend, bind_controller_role, controller_account, install_crds,
+    upgrade_condition, write_node_upgrade,
+};
 pub use describe::described_conditions;
 pub use drains::{Drained, Drains};
 pub use host::{HostReport, boot_id, host_report};

@@ -11,15 +11,13 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams};
 use nodejob_conformance::{Failure, ensure};
-use nodejob_crd::NodeUpgrade;
 use nodejob_e2e::{
-    CONTEXT, KubeconfigFile, Kubelets, Rbac, SA_NAMESPACE, ThreeNodes, Workers,
-    bind_controller_role, cli, free_port, install_crds, nodejob, one_driver, sa_kubeconfig, unique,
-    wait_for,
+    CONTEXT, KubeconfigFile, Kubelets, ThreeNodes, Workers, cli, controller_account, free_port,
+    nodejob, one_driver, sa_kubeconfig, unique, upgrade_condition, wait_for, write_node_upgrade,
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::process::{Child, Command};
 
 nodejob_e2e::on_kubelets! {
@@ -205,49 +203,18 @@ fn tempfile_dir() -> Result<PathBuf, Failure> {
     Ok(dir)
 }
 
-fn condition(roll: &NodeUpgrade, type_: &str) -> Option<(String, String)> {
-    let c = (roll.status.iter())
-        .flat_map(|s| &s.conditions)
-        .find(|c| c.type_ == type_)?;
-    Some((c.status.clone(), c.reason.clone()))
-}
-
 async fn a_node_upgrade_is_rolled_by_the_controller_killed_and_started_again_mid_roll(
     kubelets: Kubelets,
 ) -> Result<(), Failure> {
     let _one = one_driver().await;
     let trio = ThreeNodes::of(kubelets, Workers::InTwoZones).await?;
     let admin = trio.admin.clone();
-    install_crds(&admin).await?;
-    let sa = unique("nodejob-controller");
-    Rbac::committed()
-        .apply(&admin, &sa, &[SA_NAMESPACE])
-        .await?;
-    bind_controller_role(&admin, &sa).await?;
+    let sa = controller_account(&admin).await?;
     let kubeconfig = sa_kubeconfig(&admin, &sa).await?;
 
     let name = unique("nu");
-    let roll: NodeUpgrade = serde_json::from_value(json!({
-        "apiVersion": "nodejob.stratum.ciq.com/v1alpha1",
-        "kind": "NodeUpgrade",
-        "metadata": {"name": name},
-        "spec": {
-            "target": TARGET,
-            "nodes": trio.names,
-            "versionFrom": kubelets.version_from(),
-            // The nodes go to a release the apiserver is not at: past the skew policy, asked.
-            "allowSkew": true,
-            "drainTimeout": "60s",
-            "rebootTimeout": "60s",
-            "deadline": "120s",
-        },
-    }))
-    .map_err(|e| Failure(e.to_string()))?;
-    let rolls = Api::<NodeUpgrade>::all(admin.clone());
-    rolls
-        .create(&PostParams::default(), &roll)
-        .await
-        .map_err(fail(format!("creating NodeUpgrade {name}")))?;
+    let rolls =
+        write_node_upgrade(&admin, &name, TARGET, &trio.names, kubelets.version_from()).await?;
 
     let logs = tempfile_dir()?;
     let mut first = start_controller(&kubeconfig, &logs.join("first.log"))?;
@@ -264,12 +231,12 @@ async fn a_node_upgrade_is_rolled_by_the_controller_killed_and_started_again_mid
     let second = start_controller(&kubeconfig, &logs.join("second.log"))?;
     // `kubectl wait --for=condition=Ready nu/NAME`.
     let ready = wait_for(rolls.clone(), &name, "Ready", ROLL, |r| {
-        condition(r, "Ready").is_some_and(|(s, _)| s == "True")
+        upgrade_condition(r, "Ready").is_some_and(|(s, _)| s == "True")
     })
     .await?;
     let status = ready.status.clone().unwrap_or_default();
     ensure!(
-        condition(&ready, "Ready") == Some(("True".into(), "Completed".into()))
+        upgrade_condition(&ready, "Ready") == Some(("True".into(), "Completed".into()))
             && status.counts.nodes == 3
             && status.counts.up_to_date == 3
             && status.observed_generation == ready.metadata.generation,

@@ -12,10 +12,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, LogParams, PostParams};
 use nodejob_conformance::{Failure, ensure};
-use nodejob_crd::NodeUpgrade;
 use nodejob_e2e::{
-    Kubelets, Rbac, RealNode, SA_NAMESPACE, ThreeNodes, Workers, bind_controller_role, cli,
-    free_port, install_crds, one_driver, unique, wait_for,
+    Kubelets, RealNode, SA_NAMESPACE, ThreeNodes, Workers, cli, controller_account, free_port,
+    one_driver, unique, upgrade_condition, wait_for, write_node_upgrade,
 };
 use serde_json::{Value, json};
 
@@ -90,13 +89,6 @@ fn controller_pod(name: &str, node: &str, sa: &str, ports: (u16, u16)) -> Result
     serde_json::from_value(template).map_err(|e| Failure(format!("the controller's Pod: {e}")))
 }
 
-fn condition(roll: &NodeUpgrade, type_: &str) -> Option<(String, String)> {
-    let c = (roll.status.iter())
-        .flat_map(|s| &s.conditions)
-        .find(|c| c.type_ == type_)?;
-    Some((c.status.clone(), c.reason.clone()))
-}
-
 fn pod_ready(pod: &Pod) -> bool {
     (pod.status.iter())
         .flat_map(|s| s.conditions.iter().flatten())
@@ -109,12 +101,7 @@ async fn the_controller_runs_as_a_pod_of_the_built_image_on_a_real_node_and_roll
     let _one = one_driver().await;
     let trio = ThreeNodes::of(Kubelets::Agent, Workers::InTwoZones).await?;
     let admin = trio.admin.clone();
-    install_crds(&admin).await?;
-    let sa = unique("nodejob-controller");
-    Rbac::committed()
-        .apply(&admin, &sa, &[SA_NAMESPACE])
-        .await?;
-    bind_controller_role(&admin, &sa).await?;
+    let sa = controller_account(&admin).await?;
 
     // The image, made from the binary under test, imported into the real node's containerd.
     let home = RealNode::start(&admin).await?;
@@ -145,33 +132,21 @@ async fn the_controller_runs_as_a_pod_of_the_built_image_on_a_real_node_and_roll
     }
 
     let name = unique("nu");
-    let roll: NodeUpgrade = serde_json::from_value(json!({
-        "apiVersion": "nodejob.stratum.ciq.com/v1alpha1",
-        "kind": "NodeUpgrade",
-        "metadata": {"name": name},
-        "spec": {
-            "target": TARGET,
-            "nodes": trio.names,
-            "versionFrom": Kubelets::Agent.version_from(),
-            "allowSkew": true,
-            "drainTimeout": "60s",
-            "rebootTimeout": "60s",
-            "deadline": "120s",
-        },
-    }))
-    .map_err(|e| Failure(e.to_string()))?;
-    let rolls = Api::<NodeUpgrade>::all(admin.clone());
-    rolls
-        .create(&PostParams::default(), &roll)
-        .await
-        .map_err(fail(format!("creating NodeUpgrade {name}")))?;
+    let rolls = write_node_upgrade(
+        &admin,
+        &name,
+        TARGET,
+        &trio.names,
+        Kubelets::Agent.version_from(),
+    )
+    .await?;
     let done = wait_for(rolls.clone(), &name, "Ready", ROLL, |r| {
-        condition(r, "Ready").is_some_and(|(s, _)| s == "True")
+        upgrade_condition(r, "Ready").is_some_and(|(s, _)| s == "True")
     })
     .await?;
     let status = done.status.clone().unwrap_or_default();
     ensure!(
-        condition(&done, "Ready") == Some(("True".into(), "Completed".into()))
+        upgrade_condition(&done, "Ready") == Some(("True".into(), "Completed".into()))
             && (status.counts.nodes, status.counts.up_to_date) == (3, 3),
         "{status:#?}"
     );

@@ -218,30 +218,20 @@ async fn scenario(seed: u64, verbose: bool, policies: &Policies) -> Result<Summa
             }
         }
     }
-    // 9. No node starts while paused.
-    let paused = *pauses.lock().unwrap();
-    for (at, node) in starts.lock().unwrap().iter() {
-        if paused.paused_at(*at) {
-            violations.push(format!(
-                "9: {node} started at {at:?}, while paused: {paused:?}"
-            ));
-        }
-    }
-    let fail = |what: String| Err(format!("{what}; runs: {runs:#?}"));
-    if !violations.is_empty() {
-        return fail(format!("invariants broken: {violations:#?}"));
-    }
-    if !done {
-        return fail(format!("not done after {RUNS} runs"));
-    }
-    if let Err(e) = at_most_once(&fake, &names, &draws, policies, &killed) {
-        return fail(e);
-    }
-    Ok(Summary {
+    let starts = starts.lock().unwrap().clone();
+    Ended {
+        fake: &fake,
+        names: &names,
+        draws: &draws,
+        policies,
+        killed: &killed,
+        starts: &starts,
+        paused: *pauses.lock().unwrap(),
+        violations,
+        done,
         runs,
-        calls: fake.calls().len(),
-        took: fake.now(),
-    })
+    }
+    .judged()
 }
 
 #[test]

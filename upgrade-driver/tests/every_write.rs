@@ -194,12 +194,8 @@ fn an_actor_right_after_every_write_of_a_roll_that_soaks_and_rolls_back_breaks_n
 }
 
 fn every_write(t: Table) {
-    let title = match t {
-        Table::Defaults => "every write",
-        Table::LongRoll => "every write (long-roll policies)",
-    };
     table(
-        title,
+        "every write",
         BINARY,
         t,
         || undisturbed(t),

@@ -427,13 +427,14 @@ pub(crate) fn left_as_said(
     Ok(())
 }
 
-/// Runs the table of `table`: `undisturbed` counts the writes of the roll left alone, then
+/// Runs the table of `table` (its title `name`, and the policies it runs under):
+/// `undisturbed` counts the writes of the roll left alone, then
 /// `pair_run` runs each (write, action) pair by its index (with `NODEJOB_SEED=INDEX`, that
 /// one, verbosely; with `NODEJOB_EVERY_WRITE_ALL`, all of them; else each write with one
 /// action, rotating through them), and the tally fails naming each failing pair with the
 /// command that replays it (`binary`: `-p PACKAGE --test NAME`).
 pub(crate) fn table<U, P>(
-    title: &str,
+    name: &str,
     binary: &str,
     table: Table,
     undisturbed: impl Fn() -> U + Sync,
@@ -443,6 +444,11 @@ pub(crate) fn table<U, P>(
     U: Future<Output = Result<Summary, String>>,
     P: Future<Output = Result<Summary, String>>,
 {
+    let title = match table {
+        Table::Defaults => name.to_string(),
+        Table::LongRoll => format!("{name} (long-roll policies)"),
+    };
+    let title = title.as_str();
     let writes = run_seed(0, &|_| undisturbed())
         .unwrap_or_else(|e| panic!("{e}"))
         .calls;

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use nodejob_conformance::soak::{Summary, conclude, run_seeds, seeds};
+use nodejob_conformance::soak::{PauseWindow, Summary, conclude, run_seeds, seeds};
 use nodejob_conformance::workloads::{budget, deployment};
 use nodejob_core::{ApiError, Clock, Verb};
 use nodejob_fake::FakeCluster;
@@ -437,4 +437,60 @@ pub(crate) fn soak<Fut>(
             format!("schedule:\n{schedule}")
         }
     });
+}
+
+/// A seed at its end, as both soaks judge it ([`Ended::judged`]).
+pub(crate) struct Ended<'a> {
+    pub(crate) fake: &'a FakeCluster,
+    pub(crate) names: &'a [String],
+    pub(crate) draws: &'a Draws,
+    pub(crate) policies: &'a Policies,
+    /// Host Jobs recorded killed, by node.
+    pub(crate) killed: &'a BTreeMap<String, u32>,
+    /// Each node's start (its Cordon step), with when.
+    pub(crate) starts: &'a [(Duration, String)],
+    /// When the rolls were paused.
+    pub(crate) paused: PauseWindow,
+    /// The invariants broken along the way.
+    pub(crate) violations: Vec<String>,
+    /// Whether the roll ended as it must.
+    pub(crate) done: bool,
+    /// Each run's end, in a line.
+    pub(crate) runs: Vec<String>,
+}
+
+impl Ended<'_> {
+    /// 9 (no node started while paused), the invariants broken along the way, the roll done,
+    /// and 12 ([`at_most_once`]); the seed's summary, or each failure with its runs.
+    pub(crate) fn judged(self) -> Result<Summary, String> {
+        let Ended {
+            fake,
+            mut violations,
+            runs,
+            ..
+        } = self;
+        for (at, node) in self.starts {
+            if self.paused.paused_at(*at) {
+                violations.push(format!(
+                    "9: {node} started at {at:?}, while paused: {:?}",
+                    self.paused
+                ));
+            }
+        }
+        let fail = |what: String| Err(format!("{what}; runs: {runs:#?}"));
+        if !violations.is_empty() {
+            return fail(format!("invariants broken: {violations:#?}"));
+        }
+        if !self.done {
+            return fail(format!("not done after {RUNS} runs"));
+        }
+        if let Err(e) = at_most_once(fake, self.names, self.draws, self.policies, self.killed) {
+            return fail(e);
+        }
+        Ok(Summary {
+            runs,
+            calls: fake.calls().len(),
+            took: fake.now(),
+        })
+    }
 }
