@@ -5,7 +5,9 @@
 //! (`kube::runtime::predicates::generation`): a spec edited, or a delete asked (which bumps the
 //! generation of a resource with a finalizer), not the controller's own status writes. The
 //! loop's own list (after each run, each retry, each error) reads the store, not the
-//! apiserver. Under `--simulate` the loop reads the in-memory cluster itself.
+//! apiserver; the store may lag the controller's own last write, so the loop reads each
+//! resource again before it decides on it (`nodejob-controller`'s `reconcile`). Under
+//! `--simulate` the loop reads the in-memory cluster itself.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
