@@ -4,14 +4,17 @@
 //! how it fails ([Errors](#errors)).
 //!
 //! ```text
-//!  our leftover Jobs settled ─▶ status ─▶ gate start ─▶ stage (+ its status)
+//!  our leftover Jobs settled ─▶ (a run began? status ─▶ gate start)
+//!    ─▶ stage (unread: its mark first; + its status before and after)
+//!    ─▶ (unread: gate start on the status before stage)
 //!    ─▶ (whole cluster?) gate before issue ─▶ issue (+ its status and verify, + Ready,
 //!       + status recorded) ─▶ (whole cluster?) gate before finalize (a verify Job only where
 //!       no issue Job of this run answered it) ─▶ finalize (+ its status)
 //!    ─▶ gate after finalize ─▶ done
 //!  each phase: control-plane nodes one at a time, then workers `concurrency` at a time,
 //!  only on the nodes that have not passed it; its Job answers the node's status in its own
-//!  output: a rotation is 4 host Jobs a node (status, stage, issue, finalize)
+//!  output: a rotation is 3 host Jobs a node (stage, issue, finalize), and a status read more
+//!  on each node of a rotation a run had begun
 //! ```
 //!
 //! # Expected flow
@@ -24,19 +27,28 @@
 //!    `stage`, `issue` or `finalize` still running or succeeded is adopted (waited for, never
 //!    killed; its result is the step's); one of `abort` is waited out and deleted (its result
 //!    a note). A failed one is left for inspection.
-//! 2. Read every node's `stratum carotate status` (a host Job read with
-//!    [`nodejob_core::run_exit_code_logs`]): one JSON line, `{"phase": "…", "trusted":
-//!    ["sha256:…"], "issuer": "sha256:…"}`, parsed strictly. Record it on the node
-//!    ([`LAST_STATUS`], for [`preview`]). Check the start gate: every node's leaves chain to a
-//!    CA it trusts, and the nodes agree on the old trust.
+//! 2. Whether a run of this rotation has begun: a Job of ours of it on a node of the plan, or
+//!    a node carrying a trace of it ([`ROTATING`], the mark written ahead of a stage Job; or
+//!    a [`LAST_STATUS`] record that trusts the new CA or is issued by it). If one has, read every node's `stratum carotate
+//!    status` (a host Job read with [`nodejob_core::run_exit_code_logs`]): one JSON line,
+//!    `{"phase": "…", "trusted": ["sha256:…"], "issuer": "sha256:…"}`, parsed strictly.
+//!    Record it on the node ([`LAST_STATUS`], for [`preview`]). Check the start gate: every
+//!    node's leaves chain to a CA it trusts, and the nodes agree on the old trust. If none
+//!    has, no node is read before its stage (below).
 //! 3. `stage` (`carotate stage --add <new>`) on every node that does not trust the new CA:
 //!    control-plane nodes first, one at a time, then workers `concurrency` at a time. Each
-//!    phase's Job ends its output with the node's status line, as `carotate status` prints it
-//!    (the host protocol: `nodejob_host::stratum`): it is what the node reports after the
-//!    phase, recorded on it, and what the next gate reads of it; a node that passed the phase
+//!    phase's Job begins its output with the node's status line as the phase started and
+//!    ends it with the one after, as `carotate status` prints them (the host protocol:
+//!    `nodejob_host::stratum`): the one after is what the node reports after the phase,
+//!    recorded on it, and what the next gate reads of it; a node that passed the phase
 //!    already is taken as it reported before. (An output that does not end so, a host that
 //!    predates the protocol or a log that could not be read, is followed by a `carotate
-//!    status` Job.) Gate: every node trusts the new CA.
+//!    status` Job.) On nodes not read (no run had begun), the mark that the rotation may
+//!    change the node from now on ([`ROTATING`]) is written before its stage Job, in the write
+//!    of the step's condition (failing to fails the node, and no Job is created); then the
+//!    start gate is checked on what each node reported as its stage began (its output's first
+//!    line; a host that does not print it, on what it reports after, less the new CA). Gate:
+//!    every node trusts the new CA.
 //! 4. Before `issue` runs anywhere, list every node of the cluster (no selector): a node the
 //!    plan leaves out stops the run there (see *Guarantees*). `issue` (`carotate issue --ca
 //!    <new> --expect <new> --expect <old>…`: issue, then verify as below, in the one Job) on
@@ -79,7 +91,10 @@
 //!
 //! # Guarantees
 //! - **No phase starts on any node before the previous phase succeeded on every node**, and
-//!   its gate passed.
+//!   its gate passed. The start gate is checked before `stage` where a run had begun (every
+//!   node read first), and otherwise on what each node reported as its `stage` began, before
+//!   `issue`: a cluster whose nodes disagree then stops with the new CA staged beside the old
+//!   (a trust added, nothing else; [`abort`] removes it), never issued.
 //! - **Issue and finalize cover the whole cluster**: a CA is cluster-wide, so a run whose plan
 //!   leaves out nodes of the cluster is refused as it starts, before the Lease and any write
 //!   ([`Error::Plan`] on `nodes` or `selector`, naming them); a node that joins while it runs
@@ -97,7 +112,11 @@
 //!   again; a phase's host Job is kept after it succeeded and deleted only once done with, so
 //!   a rerun finding it (running, or succeeded) adopts it
 //!   ([`nodejob_core::runner::Policy::adopt`]) and takes its result instead of running it
-//!   again.
+//!   again. A `stage` run on a node not read first follows the mark written ahead of it
+//!   ([`ROTATING`]), so a rerun after any crash finds the mark (or the Job) and reads every
+//!   node before any step. Should a node's records all be gone (its Node deleted and
+//!   registered again, and no other trace of the run anywhere), `stage` on a host that trusts
+//!   the new CA already changes nothing.
 //! - **No private key anywhere**: the plan holds the new CA's public certificate, read as
 //!   exactly one X.509 CA certificate (nothing after it, `basicConstraints` CA:TRUE), checked
 //!   against its fingerprint and refused if it carries key material; hosts get the

@@ -41,12 +41,16 @@ use crate::plan::{LABEL_KEY, Plan};
 use crate::progress::{
     CaEvent, Failure, Gates, NodeReport, NodeResult, Progress, ProgressSink, Report,
 };
+use crate::records;
 use crate::status::CaStatus;
 use nodejob_roll::FailureKind;
 
 /// What `carotate verify` answered on a node after its `issue` (in the issue Job's own
 /// output), with the CAs it expected besides the new one.
 type Verifies = BTreeMap<String, (Vec<Fingerprint>, Verified)>;
+
+/// Each node's status, in the order's order: as its first step began, and after it.
+type StatusPair = (Vec<(String, CaStatus)>, Vec<(String, CaStatus)>);
 
 /// Takes what each node that stepped in a phase reports after it as its status, and what its
 /// verify answered, if it did.
@@ -236,16 +240,25 @@ where
             (CaStep::Finalize, Leftover::Adopt),
             (CaStep::Abort, Leftover::WaitOut),
         ];
-        if let Err(outcome) = self.settle(order, &leftovers).await {
-            return outcome;
-        }
-        let mut statuses = match self.read_all(order).await {
-            Ok(s) => s,
+        let settled = match self.settle(order, &leftovers).await {
+            Ok(acted) => acted,
             Err(outcome) => return outcome,
         };
+        // A rotation no run has begun anywhere is read by its `stage`, whose output begins
+        // with where each node stood: the start gate is checked on that, before issue. Any
+        // trace of a run (a Job of ours, a node's mark or record) and every node is read
+        // first, and the start gate checked before any step.
+        let unread = !settled && self.untouched(order);
+        let mut statuses = Vec::new();
+        if !unread {
+            statuses = match self.read_all(order).await {
+                Ok(s) => s,
+                Err(outcome) => return outcome,
+            };
+        }
         // What `verify` answered on each node in its issue Job, and what it expected.
         let mut verified = Verifies::new();
-        if let Err(outcome) = self.gate(Gate::Start, &statuses, &verified).await {
+        if !unread && let Err(outcome) = self.gate(Gate::Start, &statuses, &verified).await {
             return outcome;
         }
         let mut finalizing = false;
@@ -280,9 +293,24 @@ where
                 );
             }
             // The next gate reads what each node that stepped printed in its phase Job.
-            match self.phase(phase, order, &statuses).await {
-                Ok(stepped) => apply(&mut statuses, &mut verified, stepped),
+            let ahead = unread && phase == CaStep::Stage;
+            let stepped = match self.phase(phase, order, &statuses, ahead).await {
+                Ok(stepped) => stepped,
                 Err(outcome) => return outcome,
+            };
+            if !ahead {
+                apply(&mut statuses, &mut verified, stepped);
+                continue;
+            }
+            let before = match self.first_reads(order, stepped) {
+                Ok((before, after)) => {
+                    statuses = after;
+                    before
+                }
+                Err(outcome) => return outcome,
+            };
+            if let Err(outcome) = self.gate(Gate::Start, &before, &verified).await {
+                return outcome;
             }
         }
         if let Err(outcome) = self.gate(Gate::AfterFinalize, &statuses, &verified).await {
@@ -344,7 +372,7 @@ where
         }
         let mut statuses = statuses;
         let mut verified = Verifies::new();
-        match self.phase(CaStep::Abort, order, &statuses).await {
+        match self.phase(CaStep::Abort, order, &statuses, false).await {
             Ok(stepped) => apply(&mut statuses, &mut verified, stepped),
             Err(outcome) => return Ok(outcome),
         }
@@ -607,13 +635,62 @@ where
             .collect()
     }
 
+    /// Whether no run of the rotation has begun on the nodes of `order`: our Jobs listed (none
+    /// of the rotation's on them) and no node carrying a trace of it ([`records::traced`]).
+    fn untouched(&self, order: &Order) -> bool {
+        let steps = STEPS.into_iter().chain([CaStep::Status, CaStep::Verify]);
+        let steps: Vec<CaStep> = steps.collect();
+        let all = order.all();
+        let jobs_free = (self.ours.lock().unwrap().as_ref()).is_some_and(|ours| {
+            !(all.iter()).any(|n| {
+                steps
+                    .iter()
+                    .any(|s| ours.contains(&self.plan.job_name(*s, n)))
+            })
+        });
+        let seen = self.seen.lock().unwrap();
+        let new = self.plan.fingerprint();
+        jobs_free
+            && all
+                .iter()
+                .all(|n| seen.get(n).is_some_and(|node| !records::traced(node, new)))
+    }
+
+    /// After `stage` on nodes the run did not read: what each node reported as its stage
+    /// began (its output's first line; else what it reports after, the new CA's trust being
+    /// all a stage adds), and after, in the order's order, each kept in the report. Every node
+    /// stepped (a node that did not ended the run already).
+    fn first_reads(
+        &self,
+        order: &Order,
+        stepped: Vec<(String, Stepped)>,
+    ) -> Result<StatusPair, Outcome> {
+        let mut stepped: BTreeMap<String, Stepped> = stepped.into_iter().collect();
+        let (mut before, mut after) = (Vec::new(), Vec::new());
+        for name in order.all() {
+            let Some(s) = stepped.remove(&name) else {
+                return Err(self.cannot_go_on(
+                    format!("node {name} reported nothing after stage"),
+                    "run the same rotation again: it reads every node first",
+                ));
+            };
+            let first = s.before.unwrap_or_else(|| s.status.clone());
+            self.reported_before(&name, &first);
+            before.push((name.clone(), first));
+            after.push((name, s.status));
+        }
+        Ok((before, after))
+    }
+
     /// One phase on every node that has not passed it (and on every node, to settle a Job of
     /// ours left there): each node whose host step ran, with what it reports after it.
+    /// `ahead`: on nodes the run did not read, the mark written before each Job.
     async fn phase(
         &self,
         phase: CaStep,
         order: &Order,
         statuses: &[(String, CaStatus)],
+        ahead: bool,
     ) -> Result<Vec<(String, Stepped)>, Outcome> {
         self.ctx
             .progress
@@ -639,6 +716,7 @@ where
                     took: self.took(&name, phase),
                     also,
                     absent: self.absent(phase, &name),
+                    ahead,
                 };
                 match self.node(&name, task).await? {
                     Answer::Stepped(after) => {
@@ -791,6 +869,14 @@ where
     fn read_before(&self, name: &str) -> bool {
         let report = self.report.lock().unwrap();
         (report.nodes.iter()).any(|n| n.name == name && n.before.is_some())
+    }
+
+    /// Keeps `status` as what `name` reported when the run began, read from its first step.
+    fn reported_before(&self, name: &str, status: &CaStatus) {
+        let mut report = self.report.lock().unwrap();
+        if let Some(n) = report.nodes.iter_mut().find(|n| n.name == name) {
+            n.before = Some(status.clone());
+        }
     }
 
     /// Keeps `status` as what `name` reports last (and, `first`, when the run began).

@@ -122,6 +122,21 @@ pub(crate) enum Unrecorded {
     },
 }
 
+/// Why the mark ahead of a step's Job ([`crate::records::ROTATING`]) could not be written on a
+/// node.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Unmarked {
+    /// The Lease is known lost: the run writes nothing more.
+    #[error("could not mark node {node} as one the rotation may change from now on: {lost}")]
+    LeaseLost {
+        node: String,
+        lost: nodejob_roll::LeaseLost,
+    },
+    /// The node could not be patched.
+    #[error("could not mark node {node} as one the rotation may change from now on: {cause}")]
+    Writing { node: String, cause: ApiError },
+}
+
 /// Why the run cannot say every Job of ours it deleted is gone.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum NotGone {

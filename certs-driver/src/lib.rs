@@ -49,7 +49,7 @@ pub use preview::{Next, NodePreview, Preview};
 pub use progress::{
     CaEvent, Failure, Gates, NodeReport, NodeResult, Progress, ProgressSink, Report, Totals, quiet,
 };
-pub use records::{LAST_STATUS, last_reported};
+pub use records::{LAST_STATUS, ROTATING, last_reported};
 pub use status::{
     CaPhase, CaStatus, PhaseOutput, StatusError, Verdict, parse_phase_output, parse_status,
 };

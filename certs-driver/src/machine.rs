@@ -15,8 +15,8 @@
 //!  Phase    find our Job (not when the run's list of our Jobs had none of the step there)
 //!             │ passed, no live Job ─▶ Done(Acted(false)) (skipped)
 //!             │ running/succeeded ─▶ host (adopting it)
-//!             └ none/failed ─▶ host (creating it, the Lease read right before; `issue`
-//!                                with `--expect`)
+//!             └ none/failed ─▶ (ahead: the mark, with the step's condition; failed ─▶ Fail)
+//!                 ─▶ host (creating it, the Lease read right before; `issue` with `--expect`)
 //!  host     run ─exit ≠ 0─▶ Fail (Job kept)     (exit 0, log unread: read our Job; succeeded
 //!             │ exit 0: its output's status line ─▶ wait for its exit code only; else Fail)
 //!             │ (issue: and verify's verdict)
@@ -92,6 +92,11 @@ pub enum Task {
         /// No Job of ours of the step was on the node when the run listed our Jobs, and none
         /// is created but by this step: it is not read again before the step.
         absent: bool,
+        /// No run of the rotation has begun anywhere ([`crate::ROTATING`]): the node was not
+        /// read before the step, whose own output says where it stood. The mark that the step
+        /// may change the host from now on ([`crate::ROTATING`]) is written before
+        /// its Job (with the step's condition), and failing to fails the node, with no Job.
+        ahead: bool,
     },
     /// `carotate verify --expect <new> --expect <also>…`.
     Verify {
@@ -117,6 +122,9 @@ pub enum Answer {
 /// `carotate status` after it): what the next gate reads of it, with no status Job of its own.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Stepped {
+    /// Where the node stood as the step started, as its output began. `None` when it did not
+    /// say (a host that predates the protocol, a log unread).
+    pub before: Option<CaStatus>,
     /// Where the node stands after the step.
     pub status: CaStatus,
     /// After `issue --expect`: the CAs its `carotate verify` expected besides the new one, and
@@ -147,6 +155,14 @@ pub enum Intent {
     },
     /// Check that the Lease is still ours (renewed when due): the fence before a write.
     CheckLease,
+    /// Write the mark that `step` may change the host from now on
+    /// ([`crate::ROTATING`]), with the step's `Started` condition, before its Job
+    /// (see [`Task::Phase`]'s `ahead`). No Lease read before it: a mark written in vain only
+    /// makes a rerun read the node.
+    MarkAhead {
+        /// The step.
+        step: CaStep,
+    },
     /// Run our host Job of `step` (`carotate <step>`, its exit code and log), kept on success;
     /// adopting the Job of this UID if set (waited for, never killed). A new Job is created
     /// only after a read of the Lease right before it (a Lease lost then: the fenced writer
@@ -273,6 +289,8 @@ struct Ran {
     uid: String,
     /// What it did, for its Finished mark.
     message: String,
+    /// What the node reported as it started: its output's first line, if it said.
+    before: Option<CaStatus>,
     /// What the node reports after it: its output's status line, or `carotate status` read
     /// after it; `None` until known.
     status: Option<CaStatus>,
@@ -304,6 +322,9 @@ enum At {
     Start,
     /// Reading our Job of the step: the phase's, or a leftover's.
     Finding,
+    /// Writing the mark ahead of a new host Job (whether no Job of ours of the step is
+    /// there, for [`Intent::Host`]'s `known_free`).
+    Marking(bool),
     Fencing(Then),
     /// The host Job runs (created, or adopted).
     Hosting,
@@ -395,7 +416,11 @@ impl<'p> NodeMachine<'p> {
     /// step, and clearing a leftover, are not one.
     pub fn in_flight(&self) -> Option<CaStep> {
         match &self.at {
-            At::Start | At::Finding | At::Clearing | At::Fencing(Then::Clear { .. }) => None,
+            At::Start
+            | At::Finding
+            | At::Marking(_)
+            | At::Clearing
+            | At::Fencing(Then::Clear { .. }) => None,
             At::Fencing(Then::ReadStatus(_)) | At::Reading(_) => Some(CaStep::Status),
             At::Fencing(Then::Verify(_)) | At::Verifying => Some(CaStep::Verify),
             At::Over(step) => *step,
@@ -424,6 +449,11 @@ impl<'p> NodeMachine<'p> {
                 self.done(Err(NodeResult::Interrupted { step, why }))
             }
             (At::Fencing(then), Observation::LeaseHeld) => self.cleared(then),
+            (At::Marking(known_free), Observation::Written) => self.host(known_free),
+            (At::Marking(_), Observation::Failed(why)) => {
+                let message = format!("{}; no {} job was created", why.message, command(step));
+                self.fail(failure(step, why.kind, message, None, None))
+            }
             (At::Finding, Observation::Job(job)) => match &self.task {
                 Task::Phase { status, took, .. } => {
                     let (status, took) = (status.clone(), *took);
@@ -597,6 +627,10 @@ impl<'p> NodeMachine<'p> {
             }
             Decision::Adopt(uid) => self.adopt(uid),
             // A failed Job of ours left for inspection is replaced: the runner reads it first.
+            Decision::Run if self.ahead() => {
+                let intent = Intent::MarkAhead { step };
+                self.go(At::Marking(job.is_none()), Vec::new(), intent)
+            }
             Decision::Run => self.host(job.is_none()),
         }
     }
@@ -740,6 +774,7 @@ impl<'p> NodeMachine<'p> {
         let ran = Ran {
             uid: report.uid,
             message: format!("`carotate {}` exited 0", step.subcommand()),
+            before: out.before,
             status: out.status,
             verified,
             kept,
@@ -798,15 +833,22 @@ impl<'p> NodeMachine<'p> {
     }
 
     /// A host step that exited 0 (after `issue`, its node Ready again): what the node reports
-    /// now recorded on it, then its Job deleted if kept. What it reports is the step's output's
-    /// status line; a step whose output did not end with one is followed by a `carotate
-    /// status` read. Settling, only an `issue` is recorded: the run reads every node after.
+    /// now recorded on it (after `finalize`: as the run ends, with the node's condition), then
+    /// its Job deleted if kept. What it reports is the step's output's status line; a step
+    /// whose output did not end with one is followed by a `carotate status` read. Settling,
+    /// only an `issue` is recorded: the run reads every node after.
     fn report(&mut self, ran: Ran) -> Step {
         let settling = matches!(self.task, Task::Settle(_));
         if settling && self.step != CaStep::Issue {
             return self.recorded(ran, Vec::new());
         }
         match ran.status.clone() {
+            // What the node reports after `finalize` is recorded as the run ends, in the write
+            // of the node's condition that says how it ended: no write of its own.
+            Some(status) if self.step == CaStep::Finalize => {
+                let marks = vec![Mark::Own(Own::Reported(status))];
+                self.recorded(ran, marks)
+            }
             Some(status) => {
                 let marks = vec![Mark::Own(Own::Reported(status.clone()))];
                 let mark = self.step == CaStep::Issue;
@@ -854,11 +896,19 @@ impl<'p> NodeMachine<'p> {
             (
                 _,
                 Some(Ran {
+                    before,
                     status: Some(status),
                     verified,
                     ..
                 }),
-            ) => self.done_with(marks, Ok(Answer::Stepped(Stepped { status, verified }))),
+            ) => {
+                let stepped = Stepped {
+                    before,
+                    status,
+                    verified,
+                };
+                self.done_with(marks, Ok(Answer::Stepped(stepped)))
+            }
             _ => self.done_with(marks, Ok(Answer::Acted(true))),
         }
     }
@@ -867,6 +917,11 @@ impl<'p> NodeMachine<'p> {
     /// that issue began until its status is recorded on the node.
     fn keeps(&self) -> bool {
         self.step == CaStep::Issue
+    }
+
+    /// Whether the mark is written ahead of the step's Job (see [`Task::Phase`]).
+    fn ahead(&self) -> bool {
+        matches!(self.task, Task::Phase { ahead: true, .. })
     }
 
     /// What `issue`'s verify expects besides the new CA.

@@ -124,13 +124,17 @@ pub fn parse_status(node: &str, log: &str) -> Result<CaStatus, StatusError> {
 }
 
 /// What a phase's host Job (`carotate stage|issue|finalize|abort`, exit 0) printed about the
-/// node after it: its last line is the status line, as `carotate status` prints it; an
-/// `issue` given `--expect` prints its verdict line, `{"verify": N, "expect": ["sha256:…",
-/// …]}`, just before it. Either is `None` when the output does not end so (a host that
-/// predates the protocol, a log that could not be read): the driver then asks `carotate
-/// status` (strictly), or `carotate verify`, as a Job of its own.
+/// node: its first line is the status line before the phase and its last line the one after
+/// it, as `carotate status` prints them; an `issue` given `--expect` prints its verdict line,
+/// `{"verify": N, "expect": ["sha256:…", …]}`, just before the last. Each is `None` when the
+/// output does not begin or end so (a host that predates the protocol, a log that could not be
+/// read): the driver then asks `carotate status` (strictly), or `carotate verify`, as a Job of
+/// its own, for what comes after; what came before it then takes from what the node reports
+/// after.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PhaseOutput {
+    /// Where the node stood as the phase started.
+    pub before: Option<CaStatus>,
     /// Where the node stands after the phase.
     pub status: Option<CaStatus>,
     /// What `carotate verify` said after `issue`.
@@ -153,13 +157,21 @@ struct VerdictWire {
     expect: Vec<String>,
 }
 
-/// Reads the end of a phase's output on `node` (see [`PhaseOutput`]): the last line as
-/// [`parse_status`] reads a status, the one before it as a verdict. Nothing here fails: what
-/// is not there is asked for again.
+/// Reads a phase's output on `node` (see [`PhaseOutput`]): its first line (of more than one)
+/// and its last as [`parse_status`] reads a status, the one before the last as a verdict.
+/// Nothing here fails: what is not there is asked for again.
 pub fn parse_phase_output(node: &str, log: &str) -> PhaseOutput {
+    let mut head = log.lines();
+    let before = match (head.next(), head.next()) {
+        (Some(first), Some(_)) => parse_status(node, first).ok(),
+        _ => None,
+    };
     let mut lines = log.lines().rev();
     let Some(status) = lines.next().and_then(|l| parse_status(node, l).ok()) else {
-        return PhaseOutput::default();
+        return PhaseOutput {
+            before,
+            ..PhaseOutput::default()
+        };
     };
     let verdict = lines.next().and_then(|line| {
         let wire: VerdictWire = serde_json::from_str(line).ok()?;
@@ -172,6 +184,7 @@ pub fn parse_phase_output(node: &str, log: &str) -> PhaseOutput {
         })
     });
     PhaseOutput {
+        before,
         status: Some(status),
         verdict,
     }

@@ -315,9 +315,9 @@ async fn a_succeeded_host_job_whose_pod_was_deleted_is_taken_as_succeeded() -> T
     let (fake, names) = cluster(46, 1, 2);
     let plan = plan(plan_spec(&ca));
     let stage = plan.job_name(CaStep::Stage, "cp-0");
-    // The driver dies right after it created cp-0's stage Job (its fourth Job, after the three
-    // status reads).
-    let first = harness(fake.clone()).crashing_at_verb(nodejob_fake::Verb::CreateJob, 3, true);
+    // The driver dies right after it created cp-0's stage Job (its first Job: no run had begun,
+    // so no node is read before its stage).
+    let first = harness(fake.clone()).crashing_at_verb(nodejob_fake::Verb::CreateJob, 0, true);
     tokio::select! {
         report = run(&first, &plan, quiet()) => {
             return Err(format!("ended before the crash: {report:?}").into());

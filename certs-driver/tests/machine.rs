@@ -87,6 +87,7 @@ fn phase(plan: &Plan, step: CaStep, reported: Option<CaStatus>) -> NodeMachine<'
         took: false,
         also: vec![],
         absent: false,
+        ahead: false,
     };
     let mut m = NodeMachine::new(plan, NODE, task);
     assert_eq!(m.start().intent, Intent::FindJob { step });
@@ -157,6 +158,7 @@ fn a_step_passed_with_no_job_of_ours_writes_nothing_and_is_skipped_once() -> Res
             took,
             also: vec![],
             absent: false,
+            ahead: false,
         };
         let mut m = NodeMachine::new(&plan, NODE, task);
         m.start();
@@ -187,10 +189,109 @@ fn a_step_whose_job_the_run_listed_absent_is_not_read_again() {
             took: false,
             also: vec![],
             absent: true,
+            ahead: false,
         };
         let mut m = NodeMachine::new(&plan, NODE, task);
         assert_eq!(m.start().intent, want, "row {i}");
     }
+}
+
+/// A stage on a node the run did not read (no run of the rotation has begun anywhere).
+fn unread_stage(plan: &Plan) -> NodeMachine<'_> {
+    let task = Task::Phase {
+        step: CaStep::Stage,
+        status: None,
+        took: false,
+        also: vec![],
+        absent: true,
+        ahead: true,
+    };
+    NodeMachine::new(plan, NODE, task)
+}
+
+#[test]
+fn a_stage_on_a_node_not_read_writes_its_mark_before_its_job_and_reads_where_it_stood() {
+    let plan = rotation();
+    let after = staged(&plan);
+    let mut m = unread_stage(&plan);
+    // The mark first, no Lease turn before it, nothing under way yet.
+    let mark = m.start();
+    assert_eq!(
+        mark.intent,
+        Intent::MarkAhead {
+            step: CaStep::Stage
+        }
+    );
+    assert_eq!(mark.marks, vec![]);
+    assert_eq!(m.in_flight(), None, "the mark is not a step under way");
+    // Written: the Job, created at once.
+    let host = m.step(Obs::Written);
+    assert_eq!(host.intent, creates(true));
+    assert_eq!(host.marks, vec![Mark::Started(CaStep::Stage)]);
+    // Its output begins with where the node stood and ends with where it stands.
+    let log = format!(
+        "{}stratum: staged it\n{}",
+        status_line(&idle()),
+        status_line(&after)
+    );
+    let record = m.step(exited("j", 0, Some(&log)));
+    let intent = Intent::Record {
+        status: after.clone(),
+        mark: false,
+    };
+    assert_eq!(record.intent, intent);
+    let done = m.step(Obs::Written);
+    let stepped = Stepped {
+        before: Some(idle()),
+        status: after,
+        verified: None,
+    };
+    assert_eq!(done.intent, Intent::Done(Ok(Answer::Stepped(stepped))));
+}
+
+#[test]
+fn a_stage_whose_mark_could_not_be_written_fails_the_node_with_no_job() {
+    let plan = rotation();
+    let mut m = unread_stage(&plan);
+    m.start();
+    let why = Cause::api("patching node w-0: the server is currently unable to handle the request");
+    let f = failed(m.step(Obs::Failed(why)));
+    assert_eq!(f.step, CaStep::Stage);
+    assert_eq!(f.kind, FailureKind::Api);
+    assert!(
+        f.message.contains("unable to handle")
+            && f.message.contains("no `carotate stage` job was created"),
+        "{}",
+        f.message
+    );
+}
+
+#[test]
+fn a_stage_on_a_node_not_read_that_finds_a_failed_job_of_ours_marks_then_replaces_it() {
+    let plan = rotation();
+    let task = Task::Phase {
+        step: CaStep::Stage,
+        status: None,
+        took: false,
+        also: vec![],
+        absent: false,
+        ahead: true,
+    };
+    let mut m = NodeMachine::new(&plan, NODE, task);
+    assert_eq!(
+        m.start().intent,
+        Intent::FindJob {
+            step: CaStep::Stage
+        }
+    );
+    let mark = m.step(Obs::Job(job("j", Some("Failed"), false)));
+    assert_eq!(
+        mark.intent,
+        Intent::MarkAhead {
+            step: CaStep::Stage
+        }
+    );
+    assert_eq!(m.step(Obs::Written).intent, creates(false));
 }
 
 #[test]
@@ -341,6 +442,7 @@ fn a_step_that_exited_0_records_the_status_it_printed_then_is_finished() {
         )]
     );
     let stepped = Stepped {
+        before: None,
         status: after,
         verified: None,
     };
@@ -548,6 +650,7 @@ fn issue_waits_for_the_restart_reads_and_records_the_status_then_deletes_its_job
         vec![Mark::Finished(CaStep::Issue, message.into())]
     );
     let stepped = Stepped {
+        before: None,
         status: status(CaPhase::Issued, &[&fp(OLD), &new], &new),
         verified: None,
     };
@@ -564,6 +667,7 @@ fn issue_verifies_in_its_own_job_and_records_the_status_it_printed_once_ready() 
         took: false,
         also: vec![fp(OLD)],
         absent: false,
+        ahead: false,
     };
     let after = status(CaPhase::Issued, &[&fp(OLD), &new], &new);
     // (the verdict line it printed) -> what the answer says verify said
@@ -629,6 +733,7 @@ fn issue_verifies_in_its_own_job_and_records_the_status_it_printed_once_ready() 
         assert_eq!(m.step(Obs::Written).intent, delete, "row {i}");
         let done = m.step(Obs::Written);
         let stepped = Stepped {
+            before: None,
             status: after.clone(),
             verified,
         };

@@ -59,15 +59,20 @@ async fn a_full_rotation_on_three_control_plane_and_three_workers_ends_on_the_ne
     );
     let verified: Vec<Option<i32>> = report.own.gates[2].nodes.iter().map(|n| n.verify).collect();
     assert_eq!(verified, vec![Some(0); 6]);
-    // Four host Jobs a node: one status read, then each phase's Job answers the node's status
-    // (and `issue`'s, its verify) in its own output.
+    // Three host Jobs a node: no run had begun, so no status read; each phase's Job answers
+    // the node's status (stage's, where it stood too; issue's, its verify) in its own output.
     for name in &names {
         let state = fake.host_state(name).ok_or("node gone")?;
         let reads = [Operation::CaStatus, Operation::CaVerify].map(|op| state.executions(op));
-        assert_eq!(reads, [1, 0], "{name}: status reads and verifies");
+        assert_eq!(reads, [0, 0], "{name}: status reads and verifies");
+        // The mark that the rotation may have changed it, written before its stage Job.
+        let node = fake.node(name).ok_or("node gone")?;
+        let mark = (node.metadata.annotations.as_ref()).and_then(|a| a.get(certs_driver::ROTATING));
+        let mark = mark.ok_or(format!("{name}: no mark"))?;
+        assert!(mark.contains(ca.fingerprint.as_str()), "{name}: {mark}");
     }
     let created = fake.count(Verb::CreateJob);
-    assert_eq!(created, 4 * names.len(), "host jobs");
+    assert_eq!(created, 3 * names.len(), "host jobs");
     assert_eq!(report.totals.rotated, 6);
     assert_eq!(report.totals.steps, 18);
     assert_eq!(
@@ -132,7 +137,8 @@ async fn a_full_rotation_on_three_control_plane_and_three_workers_ends_on_the_ne
             "{reason}"
         );
     }
-    // A second run finds everything done: no phase again.
+    // A second run finds the marks, reads every node first, and finds everything done: no
+    // phase again.
     let again = run(&api, &plan(plan_spec(&ca)), quiet()).await?;
     assert_eq!(again.outcome, Outcome::Done);
     for name in &names {
@@ -141,6 +147,8 @@ async fn a_full_rotation_on_three_control_plane_and_three_workers_ends_on_the_ne
             [1, 1, 1, 0],
             "{name} after a rerun"
         );
+        let state = fake.host_state(name).ok_or("node gone")?;
+        assert_eq!(state.executions(Operation::CaStatus), 1, "{name} read");
     }
     Ok(())
 }
@@ -175,6 +183,9 @@ async fn a_status_read_lost_to_a_reboot_is_read_again_and_the_rotation_goes_on()
     let mut host = fake.host("w-0").ok_or("no host")?;
     host.timing.op_time = std::time::Duration::from_secs(30);
     fake.set_host("w-0", host)?;
+    // An earlier run marked cp-0 (and crashed before its stage Job): this run reads every
+    // node before any step.
+    mark_begun(&fake, "cp-0", &ca)?;
     let rebooted = Arc::new(AtomicBool::new(false));
     reboot_w0_in_its_first_status(&fake, rebooted.clone());
     let events = Arc::new(Events::default());
@@ -281,6 +292,8 @@ async fn garbage_from_status_is_an_error_that_quotes_it_and_names_the_node() -> 
     let ca = new_ca();
     let (fake, names) = cluster(4, 3, 1);
     fault(&fake, "cp-1", Fault::GarbledStatus);
+    // Read before any step: an earlier run marked a node.
+    mark_begun(&fake, "cp-0", &ca)?;
     let report = run(&harness(fake.clone()), &plan(plan_spec(&ca)), quiet()).await?;
     assert!(
         matches!(report.outcome, Outcome::Failed { .. }),

@@ -579,6 +579,11 @@ async fn three_nodes_rotate_to_a_new_ca_control_plane_first(
         ensure!(nodejob_core::ready(&node), "node {name} is not Ready");
         let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
         ensure!(!cordoned, "node {name} is cordoned");
+        let mark = (node.metadata.annotations.as_ref()).and_then(|a| a.get(certs_driver::ROTATING));
+        ensure!(
+            mark.is_some_and(|m| m.contains(new)),
+            "node {name}: the mark ahead of its stage is {mark:?}"
+        );
         let annotations = serde_json::to_string(&node.metadata.annotations).unwrap_or_default();
         if let Some(what) = ca.key_in(&annotations) {
             return Err(Failure(format!("node {name}'s annotations hold {what}")));
@@ -631,9 +636,12 @@ async fn three_nodes_rotate_to_a_new_ca_control_plane_first(
             "node {name}: {} `carotate verify` jobs: {runs:?}",
             count("verify")
         );
+        // No run had begun: each node is read by its stage, whose output begins with where it
+        // stood, behind the mark written ahead of it.
         ensure!(
-            count("status") >= 1,
-            "node {name}: no `carotate status` job: {runs:?}"
+            count("status") == 0,
+            "node {name}: {} `carotate status` jobs: {runs:?}",
+            count("status")
         );
     }
     let left = Api::<Job>::namespaced(admin.clone(), SA_NAMESPACE)

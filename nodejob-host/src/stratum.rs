@@ -28,12 +28,13 @@
 //! | `carotate verify --expect FP…` | `op_time` | 0 when the leaves chain to the first FP and the trusted set is exactly the FPs given; 1 when the leaves chain to a CA the node does not trust (an error); 3 otherwise (not yet). |
 //! | anything else | `op_time` | a line naming the error and the one-line [`USAGE`], exit 2. |
 //!
-//! **The status line after a phase.** `stage`, `issue`, `finalize` and `abort` that exit 0
-//! end their output with the line `carotate status` would print then (under
-//! [`Fault::GarbledStatus`], its garbage): whoever runs a phase reads where the host stands
-//! from the phase's own output, with no `carotate status` after it. Its last line is the status
-//! line; an `issue` given `--expect` prints its verdict line just before it. A failed phase
-//! (exit 1) prints its error only.
+//! **The status lines of a phase.** `stage`, `issue`, `finalize` and `abort` that exit 0
+//! begin their output with the line `carotate status` would have printed as they started, and
+//! end it with the one it would print then (under [`Fault::GarbledStatus`], its garbage):
+//! whoever runs a phase reads where the host stood before it and where it stands after from
+//! the phase's own output, with no `carotate status` before or after it. Its first line is the
+//! status before, its last line the status after; an `issue` given `--expect` prints its
+//! verdict line just before the last. A failed phase (exit 1) prints its error only.
 //!
 //! # Kept between processes
 //! The model keeps nothing itself: the fake and the node agent hold a [`StratumHost`] in
@@ -77,8 +78,10 @@
 //!     status.log,
 //!     format!("{{\"phase\": \"staged\", \"trusted\": [\"{INITIAL_CA}\", \"sha256:new\"], \"issuer\": \"{INITIAL_CA}\"}}\n"),
 //! );
-//! // A phase ends with the status line: where the host stands after it.
+//! // A phase ends with the status line: where the host stands after it (and begins with the
+//! // one before it).
 //! assert!(stage.log.ends_with(&status.log));
+//! assert!(stage.log.starts_with("{\"phase\": \"idle\""));
 //! assert_eq!(host.state.phase, CaPhase::Staged);
 //! ```
 
@@ -387,6 +390,7 @@ impl StratumHost {
             .entry(command.operation())
             .or_default() += 1;
         let phase = command.operation().is_phase();
+        let before = phase.then(|| self.status().log);
         let mut run = match command {
             Command::Upgrade { to } => self.upgrade(&to),
             Command::Health => self.health(),
@@ -403,9 +407,13 @@ impl StratumHost {
                 &[format!("stratum: {error}"), USAGE.to_string()],
             ),
         };
-        // A phase that went through ends with where the host stands now: the status line,
-        // so whoever ran it needs no `carotate status` after it.
-        if phase && run.exit_code == 0 {
+        // A phase that went through begins with where the host stood as it started and ends
+        // with where it stands now: status lines, so whoever ran it needs no `carotate status`
+        // before or after it.
+        if let Some(before) = before
+            && run.exit_code == 0
+        {
+            run.log.insert_str(0, &before);
             run.log.push_str(&self.status().log);
         }
         Some(run)

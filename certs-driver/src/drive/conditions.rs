@@ -6,12 +6,15 @@
 //! through the run's fenced writer: nothing once the Lease is known lost. A write that fails
 //! is a note, never the node's failure.
 
-use nodejob_core::{JobApi, LeaseApi, NodeApi};
+use nodejob_core::{JobApi, LeaseApi, NodeApi, NodeChange};
 use nodejob_roll::{Held, Standing, condition};
 
 use super::Rotation;
+use crate::error::Unmarked;
 use crate::phase::CaStep;
 use crate::progress::NodeResult;
+use crate::records;
+use crate::status::CaStatus;
 use nodejob_roll::Outcome;
 
 impl<A> Rotation<'_, A>
@@ -20,6 +23,12 @@ where
 {
     /// Writes `standing` on `name`; a failure is a note.
     async fn condition(&self, name: &str, standing: Standing) {
+        self.condition_with(name, standing, &[]).await;
+    }
+
+    /// Writes `standing` on `name` and, in the same write, `changes` (records); a failure is
+    /// a note.
+    async fn condition_with(&self, name: &str, standing: Standing, changes: &[NodeChange]) {
         if self.ctx.fence.lost().is_some() {
             return;
         }
@@ -28,7 +37,14 @@ where
         // are written again on a Conflict (they are not guards), so the node as our condition
         // leaves it is the one to see next.
         match (self.conditions)
-            .set(&self.writer(), name, seen.as_ref(), &standing, None)
+            .set_with(
+                &self.writer(),
+                name,
+                seen.as_ref(),
+                &standing,
+                None,
+                changes,
+            )
             .await
         {
             Ok(node) => self.saw([node]),
@@ -42,8 +58,47 @@ where
         }
     }
 
-    /// `step` starts on `name`: said for the steps that change the node.
+    /// `step` starts on `name`: said for the steps that change the node (unless the mark
+    /// ahead of its Job said it already).
     pub(super) async fn condition_step(&self, name: &str, step: CaStep) {
+        let Some(standing) = self.step_standing(step) else {
+            return;
+        };
+        if self.conditions.says(name, &standing) {
+            return;
+        }
+        self.condition(name, standing).await;
+    }
+
+    /// Before `step`'s Job on `name`, which the run did not read: the mark that a run of the
+    /// rotation may change the host from now on ([`records::ROTATING`]), in the write of the
+    /// step's condition. Refused once the Lease is known lost (the fenced writer), as every
+    /// record; unlike them, an error here is the node's: no Job follows.
+    pub(super) async fn mark_ahead(&self, name: &str, step: CaStep) -> Result<(), Unmarked> {
+        if let Some(lost) = self.ctx.fence.lost() {
+            let node = name.into();
+            return Err(Unmarked::LeaseLost { node, lost });
+        }
+        // A read changes nothing on the host: nothing to mark ahead of it.
+        let Some(standing) = self.step_standing(step) else {
+            return Ok(());
+        };
+        let now = self.api.wall_time().to_string();
+        let mark = [records::rotating(self.plan.fingerprint(), now)];
+        let seen = self.seen.lock().unwrap().get(name).cloned();
+        let node = (self.conditions)
+            .set_with(&self.writer(), name, seen.as_ref(), &standing, None, &mark)
+            .await
+            .map_err(|cause| Unmarked::Writing {
+                node: name.into(),
+                cause,
+            })?;
+        self.saw([node]);
+        Ok(())
+    }
+
+    /// What the condition says as `step` starts (nothing for the reads).
+    fn step_standing(&self, step: CaStep) -> Option<Standing> {
         let fingerprint = self.plan.fingerprint();
         let message = match step {
             CaStep::Stage => format!("rotating to CA {fingerprint}: staging it beside the old"),
@@ -54,21 +109,32 @@ where
             CaStep::Abort => {
                 format!("aborting the rotation to CA {fingerprint}: removing it from the node")
             }
-            CaStep::Status | CaStep::Verify => return,
+            CaStep::Status | CaStep::Verify => return None,
         };
         let by = &self.plan.spec().identity;
-        let standing = Standing::new(Held::Yes, step.as_str(), format!("{message} (by {by})"));
-        self.condition(name, standing).await;
+        Some(Standing::new(
+            Held::Yes,
+            step.as_str(),
+            format!("{message} (by {by})"),
+        ))
     }
 
     /// As the run ends (`outcome`): each node of the report, said, on a node the condition
     /// names already (this run wrote it, or an earlier run left it), so a node the run never
     /// changed gets none: how it ended, or, for a node the run left between two phases, that
-    /// the rotation stopped there.
+    /// the rotation stopped there. The same write records what the node reported last
+    /// ([`records::LAST_STATUS`]: after `finalize`, its only record).
     pub(super) async fn condition_ends(&self, outcome: &Outcome) {
-        let ended: Vec<(String, Option<NodeResult>)> = (self.report.lock().unwrap().nodes.iter())
-            .map(|n| (n.name.clone(), n.result.clone()))
-            .collect();
+        let ended: Vec<(String, Option<NodeResult>, Option<CaStatus>)> =
+            (self.report.lock().unwrap().nodes.iter())
+                .map(|n| (n.name.clone(), n.result.clone(), n.after.clone()))
+                .collect();
+        let now = self.api.wall_time().to_string();
+        let record = |after: &Option<CaStatus>| -> Vec<NodeChange> {
+            (after.iter())
+                .map(|s| records::last_status(s, now.clone()))
+                .collect()
+        };
         let fingerprint = self.plan.fingerprint();
         let stopped = match outcome {
             Outcome::Done => None,
@@ -82,7 +148,8 @@ where
             Outcome::Stopped { why } => Some(format!("the rotation stopped: {why}")),
             Outcome::Paused { why } => Some(format!("the rotation ended paused: {why}")),
         };
-        for (name, result) in ended {
+        for (name, result, after) in ended {
+            let changes = record(&after);
             let Some(result) = result else {
                 // Left between two phases: said only on a node this run wrote its step on.
                 if let (Some(why), Some(at)) = (&stopped, self.conditions.written(&name)) {
@@ -91,8 +158,8 @@ where
                         "{why}, after {at} on this node; a rerun carries it on from what the \
                          node reports"
                     );
-                    self.condition(&name, Standing::new(Held::Yes, "Stopped", message))
-                        .await;
+                    let standing = Standing::new(Held::Yes, "Stopped", message);
+                    self.condition_with(&name, standing, &changes).await;
                 }
                 continue;
             };
@@ -145,7 +212,7 @@ where
                     ),
                 ),
             };
-            self.condition(&name, standing).await;
+            self.condition_with(&name, standing, &changes).await;
         }
     }
 }

@@ -195,12 +195,13 @@ where
         matches!(intent, Intent::Record { mark: true, .. })
     }
 
-    /// A record, our Job read or deleted without waiting for it to go: requests, no wait. A
-    /// read of the Lease before them still fences what follows them.
+    /// A record or a mark, our Job read or deleted without waiting for it to go: requests, no
+    /// wait. A read of the Lease before them still fences what follows them.
     fn waits(&self, intent: &Intent) -> bool {
         !matches!(
             intent,
             Intent::Record { .. }
+                | Intent::MarkAhead { .. }
                 | Intent::FindJob { .. }
                 | Intent::DeleteJob {
                     gone: Gone::Later,
@@ -241,6 +242,10 @@ where
             Intent::CheckLease => match rot.ctx.fence.check(rot.api).await {
                 Ok(()) => Observation::LeaseHeld,
                 Err(lost) => Observation::LeaseLost(lost),
+            },
+            Intent::MarkAhead { step } => match rot.mark_ahead(name, step).await {
+                Ok(()) => Observation::Written,
+                Err(why) => Observation::Failed(Cause::api(why.to_string())),
             },
             Intent::Host {
                 step,

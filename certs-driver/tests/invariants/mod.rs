@@ -5,7 +5,9 @@
 //!
 //! # Invariants, checked at every write of the driver ([`Watch`])
 //! 1. No phase twice on a host: a phase's Job (`stage`, `issue`, `finalize`, `abort`) is
-//!    created only on a node whose host never ran that phase.
+//!    created only on a node whose host never ran that phase; a `stage` Job on a node no
+//!    status Job of ours read only once the node carries the mark that the rotation may change
+//!    it ([`certs_driver::ROTATING`], naming the new CA), so that a rerun reads it first.
 //! 2. `issue` starts on a node only when every node it must cover trusts the new CA: every
 //!    node of the cluster (a cluster-wide plan; a node that joined after the driver last
 //!    listed the cluster aside) or of the run's selection.
@@ -331,6 +333,22 @@ impl Watch {
         if ran > 0 {
             v.push(format!(
                 "{write}: {step} on {node}, whose host ran it {ran} time(s) already"
+            ));
+        }
+        // 1b. A stage Job on a node no status read of ours saw follows the mark that the
+        // rotation may change it (written ahead, so a rerun reads the node first).
+        let read = host
+            .as_ref()
+            .map_or(0, |h| h.executions(Operation::CaStatus));
+        // (A node deleted meanwhile has no annotations left to tell.)
+        let marked = (self.fake.node(&node)).is_none_or(|n| {
+            (n.metadata.annotations.as_ref())
+                .and_then(|a| a.get(certs_driver::ROTATING))
+                .is_some_and(|mark| mark.contains(self.new.as_str()))
+        });
+        if step == CaStep::Stage && read == 0 && !marked {
+            v.push(format!(
+                "{write}: stage on {node}, read by no status job and not marked ahead"
             ));
         }
         let new = self.new.as_str();

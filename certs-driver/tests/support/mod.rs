@@ -98,6 +98,20 @@ pub fn fault(fake: &FakeCluster, node: &str, fault: Fault) {
     fake.set_host(node, host).unwrap();
 }
 
+/// Writes on `node` the mark a run of the rotation to `ca` writes before its first stage Job
+/// there ([`certs_driver::ROTATING`]), as an earlier run that crashed right after it left it:
+/// a run then reads every node before any step.
+pub fn mark_begun(fake: &FakeCluster, node: &str, ca: &NewCa) -> Result<(), String> {
+    let value = format!(
+        "{{\"ca\":\"{}\",\"at\":\"2026-01-01T00:00:00Z\"}}",
+        ca.fingerprint
+    );
+    let change = nodejob_core::NodeChange::set_annotation(certs_driver::ROTATING, value);
+    fake.patch_node_now(node, &[change])
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
 /// The default test plan: the new CA, two workers at once, the test's identity.
 pub fn plan_spec(ca: &NewCa) -> PlanSpec {
     let mut spec = PlanSpec::new(ca.pem.clone(), ca.fingerprint.clone());

@@ -213,8 +213,13 @@ fn a_whole_rotation_and_its_status() {
         (finalize.exit_code, finalize.log.as_str()),
         (
             0,
-            "stratum: finalized: trusting only sha256:2222; dropped 1 CAs\n\
-             {\"phase\": \"finalized\", \"trusted\": [\"sha256:2222\"], \"issuer\": \"sha256:2222\"}\n"
+            format!(
+                "{{\"phase\": \"issued\", \"trusted\": [\"{INITIAL_CA}\", \"sha256:2222\"], \
+                 \"issuer\": \"sha256:2222\"}}\n\
+                 stratum: finalized: trusting only sha256:2222; dropped 1 CAs\n\
+                 {{\"phase\": \"finalized\", \"trusted\": [\"sha256:2222\"], \"issuer\": \"sha256:2222\"}}\n"
+            )
+            .as_str()
         )
     );
     assert_eq!(status(&mut h), ("finalized".into(), s(&[NEW]), NEW.into()));
@@ -315,10 +320,12 @@ fn issue_with_expect_verifies_after_it_and_prints_the_verdict_before_the_status(
         );
         assert_eq!(e.exit_code, 0, "{expect:?}: {}", e.log);
         let lines: Vec<&str> = e.log.lines().collect();
-        assert_eq!(lines.len(), 4, "{expect:?}: {lines:?}");
+        // The status before, what issue did, what verify did, the verdict, the status after.
+        assert_eq!(lines.len(), 5, "{expect:?}: {lines:?}");
+        assert!(lines[0].starts_with("{\"phase\": \"staged\""), "{lines:?}");
         let expect: Vec<String> = expect.iter().map(|e| e.to_string()).collect();
-        assert_eq!(lines[2], verdict_line(verdict, &expect));
-        let v: serde_json::Value = serde_json::from_str(lines[2]).unwrap();
+        assert_eq!(lines[3], verdict_line(verdict, &expect));
+        let v: serde_json::Value = serde_json::from_str(lines[3]).unwrap();
         assert_eq!(
             (v["verify"].as_i64(), v["expect"][0].as_str()),
             (Some(i64::from(verdict)), Some(NEW))
@@ -326,11 +333,11 @@ fn issue_with_expect_verifies_after_it_and_prints_the_verdict_before_the_status(
         // The same answer as `carotate verify` now, and that line above the verdict.
         let verify = run(&mut h, &format!("carotate verify {}", flags.join(" ")));
         assert_eq!(
-            (verify.exit_code, lines[1]),
+            (verify.exit_code, lines[2]),
             (verdict, verify.log.trim_end())
         );
         assert_eq!(
-            format!("{}\n", lines[3]),
+            format!("{}\n", lines[4]),
             run(&mut h, "carotate status").log
         );
         // The verify is part of the issue, not an execution of its own.
