@@ -1,4 +1,5 @@
-//! The thin async loop: reads every node's status once, checks the gates, runs each phase on
+//! The thin async loop: reads every node's status once (a rotation no run has begun: through
+//! its stage, whose output begins with it), checks the gates, runs each phase on
 //! the nodes that have not passed it (control-plane nodes one at a time, then workers
 //! `concurrency` at a time) and takes what each phase's Job says the node reports after it as
 //! the next gate's input, fences every write with the Lease (renewed while anything waits),
@@ -248,7 +249,7 @@ where
         // with where each node stood: the start gate is checked on that, before issue. Any
         // trace of a run (a Job of ours, a node's mark or record) and every node is read
         // first, and the start gate checked before any step.
-        let unread = !settled && self.untouched(order);
+        let unread = !settled && self.untouched(order).await;
         let mut statuses = Vec::new();
         if !unread {
             statuses = match self.read_all(order).await {
@@ -636,8 +637,15 @@ where
     }
 
     /// Whether no run of the rotation has begun on the nodes of `order`: our Jobs listed (none
-    /// of the rotation's on them) and no node carrying a trace of it ([`records::traced`]).
-    fn untouched(&self, order: &Order) -> bool {
+    /// of the rotation's on them) and no node carrying a trace of it ([`records::traced`]), the
+    /// nodes read again here, after the Lease and our Jobs: a run that held the Lease before
+    /// this one took it (another process of the same identity, say) marked every node it went
+    /// on to stage before its last read of the Lease, so before this run's. Unread, touched.
+    async fn untouched(&self, order: &Order) -> bool {
+        match select(self.api, self.plan).await {
+            Ok(nodes) => self.saw(nodes),
+            Err(_) => return false,
+        }
         let steps = STEPS.into_iter().chain([CaStep::Status, CaStep::Verify]);
         let steps: Vec<CaStep> = steps.collect();
         let all = order.all();
@@ -657,9 +665,9 @@ where
     }
 
     /// After `stage` on nodes the run did not read: what each node reported as its stage
-    /// began (its output's first line; else what it reports after, the new CA's trust being
-    /// all a stage adds), and after, in the order's order, each kept in the report. Every node
-    /// stepped (a node that did not ended the run already).
+    /// began (its output's first line; else what it reports after, less the new CA's trust),
+    /// and after, in the order's order, each kept in the report. Every node stepped (a node
+    /// that did not ended the run already).
     fn first_reads(
         &self,
         order: &Order,
@@ -674,7 +682,13 @@ where
                     "run the same rotation again: it reads every node first",
                 ));
             };
-            let first = s.before.unwrap_or_else(|| s.status.clone());
+            // A host that does not print where it stood: what it reports after, less the new
+            // CA's trust, all a stage adds.
+            let first = s.before.unwrap_or_else(|| {
+                let mut before = s.status.clone();
+                before.trusted.remove(self.plan.fingerprint());
+                before
+            });
             self.reported_before(&name, &first);
             before.push((name.clone(), first));
             after.push((name, s.status));

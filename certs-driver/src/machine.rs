@@ -216,6 +216,9 @@ pub enum Intent {
         /// preview shows: written as the fenced writer writes (refused once the Lease is known
         /// lost), a failure a note.
         mark: bool,
+        /// After `finalize`: written in the write of the node's condition that says it rotated
+        /// (the run's end writes no other there).
+        rotated: bool,
     },
     /// Run `carotate verify --expect <new> --expect <also>…` (its exit code).
     Verify {
@@ -833,7 +836,7 @@ impl<'p> NodeMachine<'p> {
     }
 
     /// A host step that exited 0 (after `issue`, its node Ready again): what the node reports
-    /// now recorded on it (after `finalize`: as the run ends, with the node's condition), then
+    /// now recorded on it (after `finalize`, with the condition that says it rotated), then
     /// its Job deleted if kept. What it reports is the step's output's status line; a step
     /// whose output did not end with one is followed by a `carotate status` read. Settling,
     /// only an `issue` is recorded: the run reads every node after.
@@ -843,16 +846,16 @@ impl<'p> NodeMachine<'p> {
             return self.recorded(ran, Vec::new());
         }
         match ran.status.clone() {
-            // What the node reports after `finalize` is recorded as the run ends, in the write
-            // of the node's condition that says how it ended: no write of its own.
-            Some(status) if self.step == CaStep::Finalize => {
-                let marks = vec![Mark::Own(Own::Reported(status))];
-                self.recorded(ran, marks)
-            }
             Some(status) => {
                 let marks = vec![Mark::Own(Own::Reported(status.clone()))];
                 let mark = self.step == CaStep::Issue;
-                self.go(At::Recording(ran), marks, Intent::Record { status, mark })
+                let rotated = self.step == CaStep::Finalize;
+                let intent = Intent::Record {
+                    status,
+                    mark,
+                    rotated,
+                };
+                self.go(At::Recording(ran), marks, intent)
             }
             None => {
                 let note = format!(

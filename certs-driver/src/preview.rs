@@ -14,6 +14,7 @@ use crate::gate::{Disagreement, Gate, check};
 use crate::order::Order;
 use crate::phase::CaStep;
 use crate::plan::{CaSummary, Plan};
+use crate::records;
 use crate::records::last_reported;
 use crate::status::CaStatus;
 
@@ -40,8 +41,9 @@ pub struct NodePreview {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "next", rename_all = "snake_case")]
 pub enum Next {
-    /// Some nodes never reported (or their record is unreadable): a run reads every node's
-    /// status first, and decides then.
+    /// Some nodes never reported (or their record is unreadable) and a run of the rotation has
+    /// begun: a run reads every node's status first, and decides then. (Where none has, a run
+    /// stages every node, each read by its stage.)
     Unknown {
         /// Those nodes.
         unreported: Vec<String>,
@@ -153,7 +155,17 @@ where
             .map(|(n, _)| n.clone())
             .collect()
     };
-    let next = if !unreported.is_empty() {
+    // No run of the rotation has begun (no node carries a trace of it, no Job of ours is under
+    // way): a run reads each node by its stage.
+    let untouched = nodes.iter().all(|n| !records::traced(n, new))
+        && previews.iter().all(|p| p.in_flight.is_empty());
+    let next = if untouched && !unreported.is_empty() {
+        let nodes = previews.iter().map(|p| p.name.clone()).collect();
+        Next::Phase {
+            phase: CaStep::Stage,
+            nodes,
+        }
+    } else if !unreported.is_empty() {
         Next::Unknown { unreported }
     } else {
         CaStep::PHASES

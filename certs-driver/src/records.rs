@@ -5,7 +5,7 @@
 //!
 //! | annotation | written | says |
 //! |---|---|---|
-//! | [`LAST_STATUS`] | after the run's first read of a node's `carotate status`, and after each phase's Job with the status line it printed (refused once the Lease is known lost; failing to is a note), and after `issue`, before its Job is deleted (the Lease checked right before; failing to fails the node, and the Job is kept as the mark) | `{"status": {…}, "at": "RFC 3339"}`: what the node reported, when |
+//! | [`LAST_STATUS`] | after the run's first read of a node's `carotate status`, and after each phase's Job with the status line it printed (after `finalize`, in the write of the node's `Rotated` condition; refused once the Lease is known lost; failing to is a note), and after `issue`, before its Job is deleted (the Lease checked right before; failing to fails the node, and the Job is kept as the mark) | `{"status": {…}, "at": "RFC 3339"}`: what the node reported, when |
 //! | [`ROTATING`] | before a run's `stage` Job on a node it did not read first (a rotation no run has touched anywhere), in the write of the step's `NodejobCARotation` condition; failing to fails the node, and no Job is created | `{"ca": "sha256:…", "at": "RFC 3339"}`: a run of the rotation to that CA may have begun changing the host since |
 //!
 //! [`ROTATING`] and [`LAST_STATUS`] are the one thing decided from a record, and only toward a

@@ -125,16 +125,27 @@ async fn preview_makes_no_write_and_says_what_would_run_next_and_where() -> Test
     let (fake, names) = cluster(13, 1, 2);
     let plan = plan(plan_spec(&ca));
 
-    // Never read: nothing known, nothing written.
+    // Never read, no run begun: nothing written; a run stages every node, each read by its
+    // stage.
     let first = preview(&*fake, &plan).await?;
     assert_eq!(writes(&fake), []);
     assert_eq!(
         first.next,
+        Next::Phase {
+            phase: CaStep::Stage,
+            nodes: names.clone()
+        }
+    );
+    assert_eq!(first.lease, None);
+    // A run began (a node marked, nothing recorded): a run reads every node first.
+    mark_begun(&fake, "w-0", &ca)?;
+    let marked = preview(&*fake, &plan).await?;
+    assert_eq!(
+        marked.next,
         Next::Unknown {
             unreported: names.clone()
         }
     );
-    assert_eq!(first.lease, None);
 
     // Staged everywhere, then stopped: issue is next, on every node.
     run_stopping_at(&fake, &ca, issue_starts).await?;

@@ -441,3 +441,43 @@ async fn no_event_is_written_once_another_identity_took_the_lease() -> TestResul
     assert!(why.contains("the Lease was lost"), "{why}");
     Ok(())
 }
+
+/// Another process of the same identity held the Lease and staged `w-0` (its mark, then its
+/// Job, done and deleted) after this run selected its nodes and before it took the Lease over:
+/// this run reads its nodes again after the Lease, finds the mark, and reads every node before
+/// any step. `w-0` is not staged a second time.
+#[tokio::test(start_paused = true)]
+async fn a_node_staged_by_another_holder_before_the_lease_is_taken_over_is_read_not_staged_again()
+-> TestResult {
+    let ca = new_ca();
+    let (fake, names) = cluster(48, 1, 2);
+    let spec = plan_spec(&ca);
+    let other = fake.clone();
+    let new = ca.fingerprint.clone();
+    let acted = Arc::new(AtomicBool::new(false));
+    let once = acted.clone();
+    // Before this run's first write (its Lease): the other process's stage of w-0 happened.
+    let api = acting_before(fake.clone(), move |_| {
+        if once.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let mut host = other.host("w-0").expect("w-0");
+        let add = format!("nsenter -t 1 -- stratum carotate stage --add {new}");
+        let argv: Vec<String> = add.split(' ').map(String::from).collect();
+        host.exec(&argv).expect("stratum");
+        other.set_host("w-0", host).expect("w-0");
+        let value = format!("{{\"ca\":\"{new}\",\"at\":\"2026-01-01T00:00:00Z\"}}");
+        let mark = nodejob_core::NodeChange::set_annotation(certs_driver::ROTATING, value);
+        other.patch_node_now("w-0", &[mark]).expect("w-0");
+    });
+    let report = run(&api, &plan(spec), quiet()).await?;
+    assert!(acted.load(Ordering::SeqCst), "the other holder never acted");
+    assert_eq!(report.outcome, Outcome::Done, "{report:#?}");
+    for name in &names {
+        assert_eq!(phase_runs(&fake, name), [1, 1, 1, 0], "{name}");
+        let state = fake.host_state(name).ok_or("gone")?;
+        let reads = state.executions(nodejob_fake::stratum::Operation::CaStatus);
+        assert_eq!(reads, 1, "{name}: read before any step");
+    }
+    Ok(())
+}

@@ -238,6 +238,7 @@ fn a_stage_on_a_node_not_read_writes_its_mark_before_its_job_and_reads_where_it_
     let intent = Intent::Record {
         status: after.clone(),
         mark: false,
+        rotated: false,
     };
     assert_eq!(record.intent, intent);
     let done = m.step(Obs::Written);
@@ -429,6 +430,7 @@ fn a_step_that_exited_0_records_the_status_it_printed_then_is_finished() {
     let intent = Intent::Record {
         status: after.clone(),
         mark: false,
+        rotated: false,
     };
     assert_eq!(record.intent, intent);
     assert_eq!(record.marks, vec![Mark::Own(Own::Reported(after.clone()))]);
@@ -477,7 +479,8 @@ fn a_step_whose_output_has_no_status_line_reads_carotate_status_under_the_lease(
             read.intent,
             Intent::Record {
                 status: after.clone(),
-                mark: false
+                mark: false,
+                rotated: false,
             },
             "row {i}"
         );
@@ -627,7 +630,8 @@ fn issue_waits_for_the_restart_reads_and_records_the_status_then_deletes_its_job
         record.intent,
         Intent::Record {
             status: reported.clone(),
-            mark: true
+            mark: true,
+            rotated: false,
         }
     );
     assert_eq!(record.marks, vec![Mark::Own(Own::Reported(reported))]);
@@ -720,7 +724,8 @@ fn issue_verifies_in_its_own_job_and_records_the_status_it_printed_once_ready() 
             record.intent,
             Intent::Record {
                 status: after.clone(),
-                mark: true
+                mark: true,
+                rotated: false,
             },
             "row {i}"
         );

@@ -751,7 +751,9 @@ fn a_rotation_preview_on_a_simulated_cluster_changes_nothing() {
     let preview: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(preview["target"], SIMULATED_CA);
     assert_eq!(preview["nodes"].as_array().unwrap().len(), 3);
-    assert_eq!(preview["next"]["next"], "unknown");
+    // No run has begun: a run stages every node, each read by its stage.
+    assert_eq!(preview["next"]["next"], "phase");
+    assert_eq!(preview["next"]["phase"], "Stage");
     assert!(preview["lease"].is_null());
 }
 

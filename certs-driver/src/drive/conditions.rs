@@ -1,16 +1,17 @@
 //! The rotation's condition on each node ([`nodejob_roll::condition`], type
 //! `NodejobCARotation`): `True` with the phase as its reason when a phase step starts on the
 //! node (`Stage`, `Issue`, `Finalize`, `Abort`; the reads, `Status` and `Verify`, change
-//! nothing and say nothing), and how the node ended when the run ends (`False`, `Rotated` or
-//! `Restored`; or `True`, `Failed`, `Disagrees` or `Stopped`, for a rerun to carry on). Written
+//! nothing and say nothing), `False` `Rotated` as its `finalize` ends (with its record), and
+//! how the node ended when the run ends (`False`, `Rotated` or `Restored`; or `True`, `Failed`,
+//! `Disagrees` or `Stopped`, for a rerun to carry on), unless it says so already. Written
 //! through the run's fenced writer: nothing once the Lease is known lost. A write that fails
 //! is a note, never the node's failure.
 
-use nodejob_core::{JobApi, LeaseApi, NodeApi, NodeChange};
-use nodejob_roll::{Held, Standing, condition};
+use nodejob_core::{JobApi, LeaseApi, NodeApi};
+use nodejob_roll::{Held, OpError, Standing, condition};
 
 use super::Rotation;
-use crate::error::Unmarked;
+use crate::error::{Unmarked, Unrecorded};
 use crate::phase::CaStep;
 use crate::progress::NodeResult;
 use crate::records;
@@ -23,12 +24,6 @@ where
 {
     /// Writes `standing` on `name`; a failure is a note.
     async fn condition(&self, name: &str, standing: Standing) {
-        self.condition_with(name, standing, &[]).await;
-    }
-
-    /// Writes `standing` on `name` and, in the same write, `changes` (records); a failure is
-    /// a note.
-    async fn condition_with(&self, name: &str, standing: Standing, changes: &[NodeChange]) {
         if self.ctx.fence.lost().is_some() {
             return;
         }
@@ -37,14 +32,7 @@ where
         // are written again on a Conflict (they are not guards), so the node as our condition
         // leaves it is the one to see next.
         match (self.conditions)
-            .set_with(
-                &self.writer(),
-                name,
-                seen.as_ref(),
-                &standing,
-                None,
-                changes,
-            )
+            .set(&self.writer(), name, seen.as_ref(), &standing, None)
             .await
         {
             Ok(node) => self.saw([node]),
@@ -122,19 +110,12 @@ where
     /// As the run ends (`outcome`): each node of the report, said, on a node the condition
     /// names already (this run wrote it, or an earlier run left it), so a node the run never
     /// changed gets none: how it ended, or, for a node the run left between two phases, that
-    /// the rotation stopped there. The same write records what the node reported last
-    /// ([`records::LAST_STATUS`]: after `finalize`, its only record).
+    /// the rotation stopped there. A node whose finalize said it rotated already (with its
+    /// record) is not written again.
     pub(super) async fn condition_ends(&self, outcome: &Outcome) {
-        let ended: Vec<(String, Option<NodeResult>, Option<CaStatus>)> =
-            (self.report.lock().unwrap().nodes.iter())
-                .map(|n| (n.name.clone(), n.result.clone(), n.after.clone()))
-                .collect();
-        let now = self.api.wall_time().to_string();
-        let record = |after: &Option<CaStatus>| -> Vec<NodeChange> {
-            (after.iter())
-                .map(|s| records::last_status(s, now.clone()))
-                .collect()
-        };
+        let ended: Vec<(String, Option<NodeResult>)> = (self.report.lock().unwrap().nodes.iter())
+            .map(|n| (n.name.clone(), n.result.clone()))
+            .collect();
         let fingerprint = self.plan.fingerprint();
         let stopped = match outcome {
             Outcome::Done => None,
@@ -148,8 +129,7 @@ where
             Outcome::Stopped { why } => Some(format!("the rotation stopped: {why}")),
             Outcome::Paused { why } => Some(format!("the rotation ended paused: {why}")),
         };
-        for (name, result, after) in ended {
-            let changes = record(&after);
+        for (name, result) in ended {
             let Some(result) = result else {
                 // Left between two phases: said only on a node this run wrote its step on.
                 if let (Some(why), Some(at)) = (&stopped, self.conditions.written(&name)) {
@@ -158,8 +138,8 @@ where
                         "{why}, after {at} on this node; a rerun carries it on from what the \
                          node reports"
                     );
-                    let standing = Standing::new(Held::Yes, "Stopped", message);
-                    self.condition_with(&name, standing, &changes).await;
+                    self.condition(&name, Standing::new(Held::Yes, "Stopped", message))
+                        .await;
                 }
                 continue;
             };
@@ -171,11 +151,7 @@ where
                 continue;
             }
             let standing = match &result {
-                NodeResult::Rotated => Standing::new(
-                    Held::No,
-                    "Rotated",
-                    format!("trusts the new CA {fingerprint} alone, which issues its leaves"),
-                ),
+                NodeResult::Rotated => self.rotated(),
                 NodeResult::Restored => Standing::new(
                     Held::No,
                     "Restored",
@@ -212,7 +188,56 @@ where
                     ),
                 ),
             };
-            self.condition_with(&name, standing, &changes).await;
+            if self.conditions.says(&name, &standing) {
+                continue;
+            }
+            self.condition(&name, standing).await;
         }
+    }
+
+    /// The node rotated: it trusts the new CA alone, which issues its leaves.
+    fn rotated(&self) -> Standing {
+        let fingerprint = self.plan.fingerprint();
+        let message = format!("trusts the new CA {fingerprint} alone, which issues its leaves");
+        Standing::new(Held::No, "Rotated", message)
+    }
+
+    /// After `finalize` on `name`: what it reports recorded ([`records::LAST_STATUS`]) in the
+    /// write of the condition that says it rotated (a run that ends done writes no other
+    /// there). Refused once the Lease is known lost, as every record.
+    pub(super) async fn record_rotated(
+        &self,
+        name: &str,
+        status: &CaStatus,
+    ) -> Result<(), Unrecorded> {
+        if let Some(lost) = self.ctx.fence.lost() {
+            let node = name.into();
+            return Err(Unrecorded::LeaseLost { node, lost });
+        }
+        let record = [records::last_status(
+            status,
+            self.api.wall_time().to_string(),
+        )];
+        let seen = self.seen.lock().unwrap().get(name).cloned();
+        let standing = self.rotated();
+        let node = (self.conditions)
+            .set_with(
+                &self.writer(),
+                name,
+                seen.as_ref(),
+                &standing,
+                None,
+                &record,
+            )
+            .await
+            .map_err(|cause| Unrecorded::Writing {
+                node: name.into(),
+                cause: OpError::PatchingNode {
+                    node: name.into(),
+                    cause,
+                },
+            })?;
+        self.saw([node]);
+        Ok(())
     }
 }

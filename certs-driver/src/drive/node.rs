@@ -348,10 +348,18 @@ where
                 Observation::Status(read.map_err(|e| e.to_string()))
             }
             // The mark of issue: the executor read the Lease right before this turn.
-            Intent::Record { status, .. } => match rot.record(name, &status).await {
-                Ok(()) => Observation::Written,
-                Err(why) => Observation::Failed(Cause::api(why.to_string())),
-            },
+            Intent::Record {
+                status, rotated, ..
+            } => {
+                let recorded = match rotated {
+                    true => rot.record_rotated(name, &status).await,
+                    false => rot.record(name, &status).await,
+                };
+                match recorded {
+                    Ok(()) => Observation::Written,
+                    Err(why) => Observation::Failed(Cause::api(why.to_string())),
+                }
+            }
             Intent::Verify { also } => {
                 let spec = rot.host_spec(name, CaStep::Verify, &also);
                 let exit = run_exit_code(&rot.writer(), &spec).await;

@@ -262,9 +262,17 @@ pub(crate) fn preview(preview: &Preview, abort: bool) -> String {
     }
     lines.push(match &preview.next {
         Next::Unknown { unreported } => format!(
-            "next: a run first reads every node's `carotate status`, then decides (never \
-             reported: {})",
+            "next: a run of this rotation began, so the next first reads every node's \
+             `carotate status`, then decides (never reported: {})",
             unreported.join(", ")
+        ),
+        Next::Phase {
+            phase: CaStep::Stage,
+            nodes,
+        } if preview.nodes.iter().any(|n| n.reported.is_none()) => format!(
+            "next: Stage on {} (no run of this rotation has begun: each node is read by its \
+             stage)",
+            nodes.join(", ")
         ),
         Next::Phase { phase, nodes } => format!("next: {phase} on {}", nodes.join(", ")),
         Next::Nothing => {
