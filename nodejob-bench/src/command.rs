@@ -32,6 +32,35 @@ pub struct Cost {
     pub peak_rss_kib: u64,
     /// Its exit status: a roll that ends with a node failed exits 1, and is measured as well.
     pub exit: i32,
+    /// What the roll did, when its last line of output says (the engine's roll prints it as
+    /// JSON; the command does not).
+    pub work: Option<Work>,
+}
+
+/// What a roll did: the work its CPU is spent on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Work {
+    /// API calls the driver made (each served by the fake).
+    pub calls: u64,
+    /// Pods evicted.
+    pub evicted: u64,
+}
+
+impl Work {
+    /// From a roll's line of JSON (`nodejob-bench roll`'s): its calls by verb, summed, and its
+    /// evictions. `None` for any other line.
+    pub fn of_line(line: &str) -> Option<Work> {
+        let v: serde_json::Value = serde_json::from_str(line).ok()?;
+        let calls = v["calls"]
+            .as_object()?
+            .values()
+            .map(|c| c.as_u64())
+            .sum::<Option<u64>>()?;
+        Some(Work {
+            calls,
+            evicted: v["evicted"].as_u64()?,
+        })
+    }
 }
 
 impl Cost {
@@ -42,6 +71,7 @@ impl Cost {
             "wall_us": self.wall.as_micros() as u64,
             "peak_rss_kib": self.peak_rss_kib,
             "exit": self.exit,
+            "work": self.work.map(|w| json!({"calls": w.calls, "evicted": w.evicted})),
         })
         .to_string()
     }
@@ -64,12 +94,16 @@ impl Cost {
                 .as_i64()
                 .and_then(|e| i32::try_from(e).ok())
                 .ok_or_else(|| anyhow::anyhow!("no exit in {line}"))?,
+            work: v["work"]["calls"]
+                .as_u64()
+                .zip(v["work"]["evicted"].as_u64())
+                .map(|(calls, evicted)| Work { calls, evicted }),
         })
     }
 }
 
-/// Runs `program` with `args` to its end, its stdout piped to this process and read away, and
-/// answers what it cost and how it exited. Must be this process's only child, ever: its peak
+/// Runs `program` with `args` to its end, its stdout piped to this process and read (its last
+/// line kept, for the [`Work`] it may tell), and answers what it cost and how it exited. Must be this process's only child, ever: its peak
 /// RSS is the largest of the children waited for.
 ///
 /// # Errors
@@ -96,7 +130,14 @@ pub fn measure(program: &Path, args: &[String]) -> anyhow::Result<Cost> {
         let _ = stderr.read_to_string(&mut text);
         text
     });
-    std::io::copy(&mut stdout, &mut std::io::sink())?;
+    // Read to its end, keeping only the last line: the command prints a line a step.
+    let mut last = String::new();
+    for line in std::io::BufRead::lines(std::io::BufReader::new(&mut stdout)) {
+        let line = line?;
+        if !line.trim().is_empty() {
+            last = line;
+        }
+    }
     let status = child.wait()?;
     let wall = started.elapsed();
     let errors = errors.join().unwrap_or_default();
@@ -119,6 +160,7 @@ pub fn measure(program: &Path, args: &[String]) -> anyhow::Result<Cost> {
         // Linux counts it in KiB.
         peak_rss_kib: u64::try_from(usage.max_rss()).unwrap_or(0),
         exit,
+        work: Work::of_line(&last),
     })
 }
 
@@ -155,6 +197,16 @@ impl Beside {
     }
 }
 
+/// How much more CPU each API call of the roll took in `to` than in `from` (both engine
+/// rolls that told their [`Work`]).
+pub fn per_call_growth(from: &Cost, to: &Cost) -> Option<f64> {
+    let per_call = |c: &Cost| {
+        let work = c.work?;
+        Some(c.cpu.as_secs_f64() / (work.calls.max(1) as f64))
+    };
+    Some(per_call(to)? / per_call(from)?.max(1e-12))
+}
+
 /// How much more CPU `to` took than `from`, per how many more nodes: `(cpu ratio, nodes
 /// ratio)`.
 pub fn growth(from: &Cost, to: &Cost, nodes: (usize, usize)) -> (f64, f64) {
@@ -175,9 +227,33 @@ mod tests {
             wall: Duration::from_micros(2_345_678),
             peak_rss_kib: 98_765,
             exit: 1,
+            work: None,
         };
         assert_eq!(Cost::from_json(&cost.to_json())?, cost);
+        let worked = Cost {
+            work: Some(Work {
+                calls: 41_442,
+                evicted: 1_319,
+            }),
+            ..cost
+        };
+        assert_eq!(Cost::from_json(&worked.to_json())?, worked);
         assert!(Cost::from_json("{}").is_err());
         Ok(())
+    }
+
+    #[test]
+    fn a_rolls_line_tells_its_work_and_any_other_line_none() {
+        let line = r#"{"calls":{"create_job":100,"evict_pod":98,"get_lease":501},"evicted":98,"nodes":100}"#;
+        let work = Work::of_line(line);
+        assert_eq!(
+            work,
+            Some(Work {
+                calls: 699,
+                evicted: 98
+            })
+        );
+        assert_eq!(Work::of_line("5 node(s) upgraded to v1.38.0"), None);
+        assert_eq!(Work::of_line(r#"{"calls":{"x":"y"},"evicted":1}"#), None);
     }
 }

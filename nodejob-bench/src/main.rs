@@ -336,7 +336,8 @@ fn command_table(sizes: &[usize]) -> anyhow::Result<()> {
          own"
     );
     println!(
-        "  {:>6} {:>6} | {:>9} {:>9} {:>8} | {:>9} {:>9} {:>8} {:>4} | {:>5} {:>9} {:>9}",
+        "  {:>6} {:>6} | {:>9} {:>9} {:>8} | {:>9} {:>9} {:>8} {:>4} | {:>5} {:>9} {:>9} | {:>6} \
+         {:>7}",
         "nodes",
         "max_u",
         "engine",
@@ -348,11 +349,14 @@ fn command_table(sizes: &[usize]) -> anyhow::Result<()> {
         "exit",
         "ratio",
         "KB/node",
-        "KB/node"
+        "KB/node",
+        "calls",
+        "evicted"
     );
     println!(
-        "  {:>6} {:>6} | {:>9} {:>9} {:>8} | {:>9} {:>9} {:>8} {:>4} | {:>5} {:>9} {:>9}",
-        "", "", "CPU", "", "", "CPU", "", "", "", "CPU", "engine", "command"
+        "  {:>6} {:>6} | {:>9} {:>9} {:>8} | {:>9} {:>9} {:>8} {:>4} | {:>5} {:>9} {:>9} | {:>6} \
+         {:>7}",
+        "", "", "CPU", "", "", "CPU", "", "", "", "CPU", "engine", "command", "/node", "/node"
     );
     let (exe, cli) = (std::env::current_exe()?, cli()?);
     for width in ["1", "10%"] {
@@ -378,9 +382,14 @@ fn command_table(sizes: &[usize]) -> anyhow::Result<()> {
             };
             let mb = |c: &Cost| format!("{} MB", c.peak_rss_kib / 1024);
             let per_node = |c: &Cost| c.peak_rss_kib as f64 * 1.024 / nodes as f64;
+            let work = |f: fn(&command::Work) -> u64| {
+                (engine.work).map_or("-".to_string(), |w| {
+                    format!("{:.2}", f(&w) as f64 / nodes as f64)
+                })
+            };
             println!(
                 "  {:>6} {:>6} | {:>9} {:>9} {:>8} | {:>9} {:>9} {:>8} {:>4} | {:>5.2} {:>9.1} \
-                 {:>9.1}",
+                 {:>9.1} | {:>6} {:>7}",
                 nodes,
                 width,
                 secs(engine.cpu),
@@ -393,6 +402,8 @@ fn command_table(sizes: &[usize]) -> anyhow::Result<()> {
                 row.ratio(),
                 per_node(&engine),
                 per_node(&command),
+                work(|w| w.calls),
+                work(|w| w.evicted),
             );
             rows.push(row);
         }
@@ -401,7 +412,9 @@ fn command_table(sizes: &[usize]) -> anyhow::Result<()> {
                 let nodes = (w[0].nodes, w[1].nodes);
                 let (e, n) = command::growth(&w[0].engine, &w[1].engine, nodes);
                 let (c, _) = command::growth(&w[0].command, &w[1].command, nodes);
-                format!("{n:.0}x the nodes: engine {e:.1}x, command {c:.1}x")
+                let call = command::per_call_growth(&w[0].engine, &w[1].engine)
+                    .map_or(String::new(), |g| format!(" (engine CPU per call {g:.2}x)"));
+                format!("{n:.0}x the nodes: engine {e:.1}x, command {c:.1}x{call}")
             })
             .collect();
         println!("  CPU at max_u {width}: {}", growth.join("; "));
