@@ -196,6 +196,17 @@ fn a_step_whose_job_the_run_listed_absent_is_not_read_again() {
     }
 }
 
+/// The end of a step that answered where the node stood (if it said) and stands, with no
+/// verify.
+fn answered(before: Option<CaStatus>, status: CaStatus) -> Intent {
+    let stepped = Stepped {
+        before,
+        status,
+        verified: None,
+    };
+    Intent::Done(Ok(Answer::Stepped(stepped)))
+}
+
 /// A stage on a node the run did not read (no run of the rotation has begun anywhere).
 fn unread_stage(plan: &Plan) -> NodeMachine<'_> {
     let task = Task::Phase {
@@ -242,12 +253,7 @@ fn a_stage_on_a_node_not_read_writes_its_mark_before_its_job_and_reads_where_it_
     };
     assert_eq!(record.intent, intent);
     let done = m.step(Obs::Written);
-    let stepped = Stepped {
-        before: Some(idle()),
-        status: after,
-        verified: None,
-    };
-    assert_eq!(done.intent, Intent::Done(Ok(Answer::Stepped(stepped))));
+    assert_eq!(done.intent, answered(Some(idle()), after));
 }
 
 #[test]
@@ -443,12 +449,7 @@ fn a_step_that_exited_0_records_the_status_it_printed_then_is_finished() {
             "`carotate stage` exited 0".into()
         )]
     );
-    let stepped = Stepped {
-        before: None,
-        status: after,
-        verified: None,
-    };
-    assert_eq!(done.intent, Intent::Done(Ok(Answer::Stepped(stepped))));
+    assert_eq!(done.intent, answered(None, after));
 }
 
 #[test]
