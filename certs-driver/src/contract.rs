@@ -29,8 +29,10 @@
 //!    a note). A failed one is left for inspection.
 //! 2. Whether a run of this rotation has begun: a Job of ours of it on a node of the plan, or
 //!    a node carrying a trace of it ([`ROTATING`], the mark written ahead of a stage Job; or
-//!    a [`LAST_STATUS`] record that trusts the new CA or is issued by it). If one has, read every node's `stratum carotate
-//!    status` (a host Job read with [`nodejob_core::run_exit_code_logs`]): one JSON line,
+//!    a [`LAST_STATUS`] record that trusts the new CA or is issued by it), the nodes listed
+//!    again for it after the Lease and our Jobs. If one has, read every node's `stratum
+//!    carotate status` (a host Job read with [`nodejob_core::run_exit_code_logs`]): one JSON
+//!    line,
 //!    `{"phase": "…", "trusted": ["sha256:…"], "issuer": "sha256:…"}`, parsed strictly.
 //!    Record it on the node ([`LAST_STATUS`], for [`preview`]). Check the start gate: every
 //!    node's leaves chain to a CA it trusts, and the nodes agree on the old trust. If none
@@ -113,10 +115,10 @@
 //!   a rerun finding it (running, or succeeded) adopts it
 //!   ([`nodejob_core::runner::Policy::adopt`]) and takes its result instead of running it
 //!   again. A `stage` run on a node not read first follows the mark written ahead of it
-//!   ([`ROTATING`]), so a rerun after any crash finds the mark (or the Job) and reads every
-//!   node before any step. Should a node's records all be gone (its Node deleted and
-//!   registered again, and no other trace of the run anywhere), `stage` on a host that trusts
-//!   the new CA already changes nothing.
+//!   ([`ROTATING`]), so a rerun after any crash, or a run taking the Lease over from one still
+//!   going, finds the mark (or the Job) and reads every node before any step. Should a
+//!   node's records all be gone (its Node deleted and registered again, and no other trace of
+//!   the run anywhere), `stage` on a host that trusts the new CA already changes nothing.
 //! - **No private key anywhere**: the plan holds the new CA's public certificate, read as
 //!   exactly one X.509 CA certificate (nothing after it, `basicConstraints` CA:TRUE), checked
 //!   against its fingerprint and refused if it carries key material; hosts get the
