@@ -40,6 +40,10 @@ pub(crate) struct Index {
     pub(crate) unbound: BTreeSet<Key>,
     /// Pods with a `deletionTimestamp`: what the kubelets and the apiserver finish.
     pub(crate) deleting_pods: BTreeSet<Key>,
+    /// Pods with a `deletionTimestamp` written since the kubelets last took them: new to
+    /// deletion, or deleted again with a shorter grace. What a kubelet's pod worker is told of,
+    /// without a walk over every pod being deleted on each pass.
+    pub(crate) deleting_written: BTreeSet<Key>,
     /// Jobs with a `deletionTimestamp`: what the garbage collector finishes.
     pub(crate) deleting_jobs: BTreeSet<Key>,
     /// The Jobs, by key and UID, written since the Job controller last took them, or
@@ -111,6 +115,7 @@ impl Index {
         keep(&mut self.unbound, key, unbound(pod));
         let deleting = pod.metadata.deletion_timestamp.is_some();
         keep(&mut self.deleting_pods, key, deleting);
+        keep(&mut self.deleting_written, key, deleting);
         self.pod_touched(key, pod, rv);
         let owner = |p: &Pod| controller_of(&p.metadata).map(|o| o.uid.clone());
         if let Some(uid) = owner(pod).filter(|uid| old.and_then(owner).as_ref() != Some(uid)) {
@@ -124,6 +129,7 @@ impl Index {
         self.file_on_node(key, pod, false);
         self.unbound.remove(key);
         self.deleting_pods.remove(key);
+        self.deleting_written.remove(key);
         self.pod_touched(key, pod, rv);
         self.removed_pods.extend(pod.metadata.uid.clone());
     }

@@ -723,11 +723,13 @@ impl Kubelets {
             self.confirmed.remove(&uid);
             self.terminating.remove(&uid);
         }
-        // The pods being deleted that are new to it, or whose grace period was shortened; one
-        // it saw already with this grace is passed over without a copy (a batch of a roll
-        // has hundreds being deleted, through every settle pass until they are gone).
+        // The pods being deleted that are new to it, or whose grace period was shortened: of
+        // those written since it last looked (a batch of a roll has a thousand being deleted,
+        // through every settle pass until they are gone), in key order; one it saw already
+        // with this grace is passed over without a copy.
+        let written = std::mem::take(&mut cx.store.index.deleting_written);
         let mut deleting = Vec::new();
-        for pod in (cx.store.index.deleting_pods.iter()).filter_map(|key| cx.store.pods.get(key)) {
+        for pod in (written.iter()).filter_map(|key| cx.store.pods.get(key)) {
             let uid = pod.metadata.uid.as_deref().unwrap_or_default();
             let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or(0);
             let secs = |g: i64| u64::try_from(g).unwrap_or(0);
