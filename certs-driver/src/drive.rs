@@ -556,11 +556,7 @@ where
     async fn gone(&self, order: &Order) -> Result<(), NotGone> {
         let api = self.api;
         let ns = self.plan.spec().namespace.as_str();
-        let steps = STEPS.into_iter().chain([CaStep::Status, CaStep::Verify]);
-        let steps: Vec<CaStep> = steps.collect();
-        let ours: BTreeSet<String> = (order.all().iter())
-            .flat_map(|node| steps.iter().map(|step| self.plan.job_name(*step, node)))
-            .collect();
+        let ours = self.job_names(order);
         let listed = retry(api, || api.list_jobs(ns, LABEL_KEY))
             .await
             .map_err(NotGone::Unlisted)?;
@@ -636,6 +632,17 @@ where
             .collect()
     }
 
+    /// The names of every host Job of ours the rotation could have on the nodes of `order`:
+    /// each step's, the reads' too.
+    fn job_names(&self, order: &Order) -> BTreeSet<String> {
+        let steps: Vec<CaStep> = (STEPS.into_iter())
+            .chain([CaStep::Status, CaStep::Verify])
+            .collect();
+        (order.all().iter())
+            .flat_map(|node| steps.iter().map(|step| self.plan.job_name(*step, node)))
+            .collect()
+    }
+
     /// Whether no run of the rotation has begun on the nodes of `order`: our Jobs listed (none
     /// of the rotation's on them) and no node carrying a trace of it ([`records::traced`]), the
     /// nodes read again here, after the Lease and our Jobs: a run that held the Lease before
@@ -646,16 +653,10 @@ where
             Ok(nodes) => self.saw(nodes),
             Err(_) => return false,
         }
-        let steps = STEPS.into_iter().chain([CaStep::Status, CaStep::Verify]);
-        let steps: Vec<CaStep> = steps.collect();
+        let names = self.job_names(order);
+        let jobs_free =
+            (self.ours.lock().unwrap().as_ref()).is_some_and(|ours| ours.is_disjoint(&names));
         let all = order.all();
-        let jobs_free = (self.ours.lock().unwrap().as_ref()).is_some_and(|ours| {
-            !(all.iter()).any(|n| {
-                steps
-                    .iter()
-                    .any(|s| ours.contains(&self.plan.job_name(*s, n)))
-            })
-        });
         let seen = self.seen.lock().unwrap();
         let new = self.plan.fingerprint();
         jobs_free

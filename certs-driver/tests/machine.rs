@@ -196,6 +196,16 @@ fn a_step_whose_job_the_run_listed_absent_is_not_read_again() {
     }
 }
 
+/// The status after a step recorded for a preview to show: not the mark of issue, not with
+/// the condition that says the node rotated.
+fn recorded(status: CaStatus) -> Intent {
+    Intent::Record {
+        status,
+        mark: false,
+        rotated: false,
+    }
+}
+
 /// The end of a step that answered where the node stood (if it said) and stands, with no
 /// verify.
 fn answered(before: Option<CaStatus>, status: CaStatus) -> Intent {
@@ -246,11 +256,7 @@ fn a_stage_on_a_node_not_read_writes_its_mark_before_its_job_and_reads_where_it_
         status_line(&after)
     );
     let record = m.step(exited("j", 0, Some(&log)));
-    let intent = Intent::Record {
-        status: after.clone(),
-        mark: false,
-        rotated: false,
-    };
+    let intent = recorded(after.clone());
     assert_eq!(record.intent, intent);
     let done = m.step(Obs::Written);
     assert_eq!(done.intent, answered(Some(idle()), after));
@@ -433,11 +439,7 @@ fn a_step_that_exited_0_records_the_status_it_printed_then_is_finished() {
     hosting(&mut m, CaStep::Stage);
     let log = format!("stratum: staged it\n{}", status_line(&after));
     let record = m.step(exited("j", 0, Some(&log)));
-    let intent = Intent::Record {
-        status: after.clone(),
-        mark: false,
-        rotated: false,
-    };
+    let intent = recorded(after.clone());
     assert_eq!(record.intent, intent);
     assert_eq!(record.marks, vec![Mark::Own(Own::Reported(after.clone()))]);
     assert_eq!(m.in_flight(), Some(CaStep::Stage));
@@ -476,15 +478,7 @@ fn a_step_whose_output_has_no_status_line_reads_carotate_status_under_the_lease(
         assert_eq!(m.in_flight(), Some(CaStep::Status), "row {i}");
         assert_eq!(m.step(Obs::LeaseHeld).intent, Intent::ReadStatus, "row {i}");
         let read = m.step(Obs::Status(Ok((0, status_line(&after)))));
-        assert_eq!(
-            read.intent,
-            Intent::Record {
-                status: after.clone(),
-                mark: false,
-                rotated: false,
-            },
-            "row {i}"
-        );
+        assert_eq!(read.intent, recorded(after.clone()), "row {i}");
         assert_eq!(m.in_flight(), Some(CaStep::Stage), "row {i}");
     }
     // What the read says is read strictly: garbage fails the node at the read.

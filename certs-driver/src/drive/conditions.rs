@@ -7,7 +7,7 @@
 //! through the run's fenced writer: nothing once the Lease is known lost. A write that fails
 //! is a note, never the node's failure.
 
-use nodejob_core::{JobApi, LeaseApi, NodeApi};
+use nodejob_core::{ApiError, JobApi, LeaseApi, NodeApi, NodeChange};
 use nodejob_roll::{Held, OpError, Standing, condition};
 
 use super::Rotation;
@@ -27,23 +27,34 @@ where
         if self.ctx.fence.lost().is_some() {
             return;
         }
-        let seen = self.seen.lock().unwrap().get(name).cloned();
-        // No precondition: the rotation's records go under the resourceVersion it last saw and
-        // are written again on a Conflict (they are not guards), so the node as our condition
-        // leaves it is the one to see next.
-        match (self.conditions)
-            .set(&self.writer(), name, seen.as_ref(), &standing, None)
-            .await
-        {
-            Ok(node) => self.saw([node]),
-            Err(e) => self.note(
+        if let Err(e) = self.write(name, &standing, &[]).await {
+            self.note(
                 name,
                 format!(
                     "could not set condition {} on node {name}: {e}",
                     self.conditions.type_()
                 ),
-            ),
+            );
         }
+    }
+
+    /// Writes `standing` on `name` and, in the same write, `changes` to its records; the node
+    /// as written is the one the run sees next.
+    async fn write(
+        &self,
+        name: &str,
+        standing: &Standing,
+        changes: &[NodeChange],
+    ) -> Result<(), ApiError> {
+        let seen = self.seen.lock().unwrap().get(name).cloned();
+        // No precondition: the rotation's records go under the resourceVersion it last saw and
+        // are written again on a Conflict (they are not guards), so the node as our condition
+        // leaves it is the one to see next.
+        let node = (self.conditions)
+            .set_with(&self.writer(), name, seen.as_ref(), standing, None, changes)
+            .await?;
+        self.saw([node]);
+        Ok(())
     }
 
     /// `step` starts on `name`: said for the steps that change the node (unless the mark
@@ -73,16 +84,10 @@ where
         };
         let now = self.api.wall_time().to_string();
         let mark = [records::rotating(self.plan.fingerprint(), now)];
-        let seen = self.seen.lock().unwrap().get(name).cloned();
-        let node = (self.conditions)
-            .set_with(&self.writer(), name, seen.as_ref(), &standing, None, &mark)
-            .await
-            .map_err(|cause| Unmarked::Writing {
-                node: name.into(),
-                cause,
-            })?;
-        self.saw([node]);
-        Ok(())
+        (self.write(name, &standing, &mark).await).map_err(|cause| Unmarked::Writing {
+            node: name.into(),
+            cause,
+        })
     }
 
     /// What the condition says as `step` starts (nothing for the reads).
@@ -218,26 +223,12 @@ where
             status,
             self.api.wall_time().to_string(),
         )];
-        let seen = self.seen.lock().unwrap().get(name).cloned();
-        let standing = self.rotated();
-        let node = (self.conditions)
-            .set_with(
-                &self.writer(),
-                name,
-                seen.as_ref(),
-                &standing,
-                None,
-                &record,
-            )
-            .await
-            .map_err(|cause| Unrecorded::Writing {
+        (self.write(name, &self.rotated(), &record).await).map_err(|cause| Unrecorded::Writing {
+            node: name.into(),
+            cause: OpError::PatchingNode {
                 node: name.into(),
-                cause: OpError::PatchingNode {
-                    node: name.into(),
-                    cause,
-                },
-            })?;
-        self.saw([node]);
-        Ok(())
+                cause,
+            },
+        })
     }
 }
